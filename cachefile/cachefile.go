@@ -1,0 +1,112 @@
+// Package cachefile keeps a node's identity and time fence on local disk, so
+// it can restart safely even while ZooKeeper is down. Every write is atomic:
+// temp file, fsync, rename, fsync of the directory.
+package cachefile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"snowflaked/snowflake"
+)
+
+// ErrNotFound means there is no cache file yet.
+var ErrNotFound = errors.New("no cache file")
+
+// Entry is the content of the cache file.
+type Entry struct {
+	Cluster  string           `json:"cluster"`  // cluster name; "" in standalone mode
+	NodeKey  string           `json:"node_key"` // node key; "" in standalone mode
+	WorkerID int64            `json:"worker_id"`
+	Layout   snowflake.Layout `json:"layout"`
+	// Fence (Unix ms): no ID was issued with a timestamp beyond it.
+	Fence int64 `json:"fence"`
+	// Updated is when the entry was written (Unix ms, by the wall clock).
+	Updated int64 `json:"updated"`
+}
+
+// Matches reports whether the entry belongs to this cluster, node key and
+// worker ID, so its fence bounds what this node issued before.
+func (e Entry) Matches(cluster, nodeKey string, workerID int64) bool {
+	return e.Cluster == cluster && e.NodeKey == nodeKey && e.WorkerID == workerID
+}
+
+// Load reads the cache file at path. A missing file gives ErrNotFound; a
+// damaged one a descriptive error (never a silent default).
+func Load(path string) (Entry, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Entry{}, fmt.Errorf("load cache %s: %w", path, ErrNotFound)
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("load cache %s: %w", path, err)
+	}
+	var e Entry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return Entry{}, fmt.Errorf("load cache %s: damaged (%v); move it away to start afresh", path, err)
+	}
+	if e.WorkerID < 0 || e.Fence < 0 {
+		return Entry{}, fmt.Errorf("load cache %s: damaged: worker ID %d, fence %d", path, e.WorkerID, e.Fence)
+	}
+	return e, nil
+}
+
+// Save writes e to path atomically and durably: a crash leaves either the
+// old file or the new one, never a mix.
+func Save(path string, e Entry) error {
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save cache: %w", err)
+	}
+	return WriteFileAtomic(path, append(b, '\n'), 0o600)
+}
+
+// WriteFileAtomic writes data to path through a temp file in the same
+// directory, fsyncs it, renames it over path and fsyncs the directory.
+func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("write %s: fsync: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	ok = true
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("write %s: open dir for fsync: %w", path, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("write %s: fsync dir: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,266 @@
+// Package clockguard decides whether a node may issue IDs. Independent checks
+// (clock rollback, wall/monotonic watcher, NTP, peers, the coordinator's
+// fence and lease) each pass or fail with a reason; the node is in service
+// only while every check passes.
+package clockguard
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// State is where a node is in its life.
+type State int32
+
+// The states of a node.
+const (
+	Starting     State = iota // some check has not reported yet
+	InService                 // every check passes: IDs are issued
+	OutOfService              // some check fails: no IDs
+	Stopping                  // shutting down: no IDs
+)
+
+// String returns the state's name as used in /readyz, /clock and metrics.
+func (s State) String() string {
+	switch s {
+	case Starting:
+		return "starting"
+	case InService:
+		return "in_service"
+	case OutOfService:
+		return "out_of_service"
+	case Stopping:
+		return "stopping"
+	}
+	return "unknown"
+}
+
+// States lists every state, for metrics.
+var States = []State{Starting, InService, OutOfService, Stopping}
+
+// Reason says why a node is not in service. The values are public API
+// (/readyz, /clock, 503 bodies, metrics labels).
+type Reason string
+
+// Reasons a node is not in service.
+const (
+	ReasonNone             Reason = ""
+	ReasonStarting         Reason = "starting"             // a check has not reported yet
+	ReasonStopping         Reason = "stopping"             // graceful shutdown
+	ReasonClockBehindFence Reason = "clock_behind_fence"   // at start the clock is behind the fence by more than --max-start-wait
+	ReasonClockRollback    Reason = "clock_rollback"       // the clock went back beyond --rollback-tolerance
+	ReasonNTPOffset        Reason = "ntp_offset"           // |NTP offset| > --ntp-max-offset
+	ReasonNTPUnreachable   Reason = "ntp_unreachable"      // no NTP server answered and --ntp-required is set
+	ReasonPeerOffset       Reason = "peer_offset"          // |median peer offset| > --peer-max-offset
+	ReasonLeaseLost        Reason = "lease_lost"           // the ZooKeeper lease is not (or no longer) held
+	ReasonZKSilence        Reason = "zk_silence"           // no report reached ZooKeeper for --max-zk-silence
+	ReasonFencePersist     Reason = "fence_persist_failed" // the local fence could not be written to disk
+	ReasonFenceReached     Reason = "fence_reached"        // the clock reached the persisted fence
+)
+
+type checkStatus int8
+
+const (
+	pending checkStatus = iota
+	passing
+	failing
+)
+
+// Check is one condition of service. Its owner calls Pass or Fail whenever
+// it learns something; repeated calls with the same verdict are cheap.
+type Check struct {
+	g      *Guard
+	reason Reason
+	status checkStatus
+	detail string
+}
+
+// Reason returns the reason the check reports when it fails.
+func (c *Check) Reason() Reason { return c.reason }
+
+// Pass marks the condition as met.
+func (c *Check) Pass() { c.g.set(c, passing, "") }
+
+// Fail marks the condition as failed; detail carries the figures
+// (e.g. "clock 5.2s behind the last issued ID, tolerance 5ms").
+func (c *Check) Fail(detail string) { c.g.set(c, failing, detail) }
+
+// Status is a snapshot of the guard.
+type Status struct {
+	State  State  `json:"state"`
+	Reason Reason `json:"reason"`
+	Detail string `json:"detail,omitempty"`
+	Since  time.Time
+}
+
+// Transition is one change of state.
+type Transition struct {
+	From, To State
+	Reason   Reason
+	Detail   string
+	At       time.Time
+}
+
+// Guard holds the node's state. It is safe for concurrent use; Ready is a
+// single atomic load for the /id hot path.
+type Guard struct {
+	log zerolog.Logger
+	now func() time.Time
+
+	ready atomic.Bool
+
+	mu          sync.Mutex
+	checks      []*Check
+	stopping    bool
+	status      Status
+	transitions map[Reason]int64
+	subs        []chan struct{}
+	hooks       []func(Transition)
+}
+
+// New returns a guard in state Starting. now is used to stamp transitions
+// (nil means time.Now).
+func New(log zerolog.Logger, now func() time.Time) *Guard {
+	if now == nil {
+		now = time.Now
+	}
+	g := &Guard{log: log, now: now, transitions: map[Reason]int64{}}
+	g.status = Status{State: Starting, Reason: ReasonStarting, Since: now()}
+	return g
+}
+
+// Check registers a condition that starts pending: the node stays Starting
+// until every check has passed once. Register all checks before serving.
+func (g *Guard) Check(reason Reason) *Check {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := &Check{g: g, reason: reason}
+	g.checks = append(g.checks, c)
+	g.recompute()
+	return c
+}
+
+// Ready reports whether the node is in service.
+func (g *Guard) Ready() bool { return g.ready.Load() }
+
+// Status returns the current state, reason and detail.
+func (g *Guard) Status() Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.status
+}
+
+// Stop moves the guard to Stopping for good.
+func (g *Guard) Stop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stopping = true
+	g.recompute()
+}
+
+// Subscribe returns a channel that receives a value (coalesced) after every
+// transition. Reconcilers read Status after each signal.
+func (g *Guard) Subscribe() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ch := make(chan struct{}, 1)
+	g.subs = append(g.subs, ch)
+	return ch
+}
+
+// OnTransition registers fn to be called, under the guard's lock, on every
+// transition. fn must be quick and must not call the guard.
+func (g *Guard) OnTransition(fn func(Transition)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.hooks = append(g.hooks, fn)
+}
+
+// Transitions returns how many transitions each reason caused (the reason of
+// the new state; ReasonNone for entering service).
+func (g *Guard) Transitions() map[Reason]int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[Reason]int64, len(g.transitions))
+	for k, v := range g.transitions {
+		out[k] = v
+	}
+	return out
+}
+
+// Failing lists the checks that currently fail, with their details.
+func (g *Guard) Failing() map[Reason]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[Reason]string{}
+	for _, c := range g.checks {
+		if c.status == failing {
+			out[c.reason] = c.detail
+		}
+	}
+	return out
+}
+
+func (g *Guard) set(c *Check, s checkStatus, detail string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c.status == s && c.detail == detail {
+		return
+	}
+	c.status, c.detail = s, detail
+	g.recompute()
+}
+
+// recompute derives the state from the checks; g.mu is held.
+func (g *Guard) recompute() {
+	next := Status{State: InService, Reason: ReasonNone}
+	var firstPending *Check
+	for _, c := range g.checks {
+		if c.status == failing {
+			next = Status{State: OutOfService, Reason: c.reason, Detail: c.detail}
+			break
+		}
+		if c.status == pending && firstPending == nil {
+			firstPending = c
+		}
+	}
+	if next.State == InService && firstPending != nil {
+		next = Status{State: Starting, Reason: ReasonStarting, Detail: "waiting for " + string(firstPending.reason)}
+	}
+	if g.stopping {
+		next = Status{State: Stopping, Reason: ReasonStopping}
+	}
+	cur := g.status
+	if next.State == cur.State && next.Reason == cur.Reason && next.Detail == cur.Detail {
+		return
+	}
+	next.Since = cur.Since
+	if next.State != cur.State || next.Reason != cur.Reason {
+		next.Since = g.now()
+	}
+	g.status = next
+	g.ready.Store(next.State == InService)
+	if next.State == cur.State && next.Reason == cur.Reason {
+		return // only the figures changed: not a transition
+	}
+	t := Transition{From: cur.State, To: next.State, Reason: next.Reason, Detail: next.Detail, At: next.Since}
+	g.transitions[next.Reason]++
+	ev := g.log.Info()
+	if next.State == OutOfService {
+		ev = g.log.Warn()
+	}
+	ev.Str("from", cur.State.String()).Str("to", next.State.String()).Str("reason", string(next.Reason)).
+		Str("detail", next.Detail).Dur("in_previous_state", next.Since.Sub(cur.Since)).Msg("service state changed")
+	for _, fn := range g.hooks {
+		fn(t)
+	}
+	for _, ch := range g.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}

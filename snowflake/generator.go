@@ -1,0 +1,293 @@
+package snowflake
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"snowflaked/clock"
+)
+
+// Sentinel errors of the generator.
+var (
+	// ErrClockRollback is wrapped by a *RollbackError when the clock is
+	// behind the last issued tick by more than the rollback tolerance.
+	ErrClockRollback = errors.New("clock moved backwards")
+	// ErrFenceReached means the next ID's tick is beyond the time fence.
+	ErrFenceReached = errors.New("time fence reached")
+	// ErrTimeOverflow means the clock is past the last tick the layout can hold.
+	ErrTimeOverflow = errors.New("timestamp field overflow")
+	// ErrBeforeEpoch means the clock reads earlier than the layout's epoch.
+	ErrBeforeEpoch = errors.New("clock is before the epoch")
+	// ErrClockStalled means the generator waited for the next tick longer
+	// than it can ever need to: the clock is not moving.
+	ErrClockStalled = errors.New("clock is not advancing")
+	// ErrInvalidCount is returned for a batch size below 1.
+	ErrInvalidCount = errors.New("invalid count")
+)
+
+// DefaultRollbackTolerance is how far back the clock may go before the
+// generator refuses instead of waiting.
+const DefaultRollbackTolerance = 5 * time.Millisecond
+
+// RollbackError says how far behind the last issued tick the clock is.
+type RollbackError struct {
+	Behind    time.Duration // how far the clock reads before the last issued tick's start
+	Tolerance time.Duration // the tolerance it exceeded
+}
+
+// Error describes the rollback.
+func (e *RollbackError) Error() string {
+	return fmt.Sprintf("clock moved backwards: %s behind the last issued ID (tolerance %s)", e.Behind, e.Tolerance)
+}
+
+// Unwrap makes errors.Is(err, ErrClockRollback) true.
+func (e *RollbackError) Unwrap() error { return ErrClockRollback }
+
+// Config configures a Generator.
+type Config struct {
+	Layout   Layout
+	WorkerID int64
+	// Clock is read for every ID. Required.
+	Clock clock.Clock
+	// RollbackTolerance: a clock this far (or less) behind the last issued
+	// tick is waited out; further is an error. 0 means DefaultRollbackTolerance;
+	// a negative value means no tolerance at all.
+	RollbackTolerance time.Duration
+	// AfterUnixMilli, when non-zero, is a time at or before which an earlier
+	// process may have issued IDs (its fence): every ID has a later tick.
+	AfterUnixMilli int64
+}
+
+// Stats are the generator's slow-path counters.
+type Stats struct {
+	SequenceWaits int64         // times a tick's sequence ran out and the generator waited for the next tick
+	RollbackWaits int64         // times the clock was behind, within tolerance, and the generator waited
+	Rollbacks     int64         // rollbacks beyond tolerance (errors returned)
+	FenceHits     int64         // IDs refused at the fence
+	Waited        time.Duration // total time spent waiting on the clock
+}
+
+// Generator issues strictly increasing IDs for one worker. It is safe for
+// concurrent use and does not allocate per ID: all state is one atomic word
+// holding the last issued tick and sequence.
+type Generator struct {
+	layout    Layout
+	worker    int64
+	clock     clock.Clock
+	tolerance int64 // nanoseconds
+	seqBits   uint
+	seqMask   uint64
+	epochNs   int64
+	unitNs    int64
+	maxTick   int64
+
+	state atomic.Uint64 // lastTick<<seqBits | lastSeq
+	fence atomic.Int64  // highest tick an ID may carry
+
+	seqWaits, rbWaits, rollbacks, fenceHits, waitedNs atomic.Int64
+}
+
+// NewGenerator checks the configuration and returns a generator with no
+// fence (call SetFence before serving when restarts must be safe).
+func NewGenerator(cfg Config) (*Generator, error) {
+	l := cfg.Layout
+	if err := l.validateShape(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		return nil, errors.New("new generator: no clock")
+	}
+	if cfg.WorkerID < 0 || cfg.WorkerID > l.MaxWorkerID() {
+		return nil, fmt.Errorf("new generator: worker ID %d is outside 0..%d of layout %s", cfg.WorkerID, l.MaxWorkerID(), l)
+	}
+	tol := cfg.RollbackTolerance
+	switch {
+	case tol == 0:
+		tol = DefaultRollbackTolerance
+	case tol < 0:
+		tol = 0
+	}
+	g := &Generator{
+		layout: l, worker: cfg.WorkerID, clock: cfg.Clock, tolerance: int64(tol),
+		seqBits: l.SequenceBits, seqMask: uint64(l.MaxSequence()),
+		epochNs: l.Epoch.UnixNano(), unitNs: int64(l.Unit), maxTick: l.MaxTick(),
+	}
+	g.fence.Store(math.MaxInt64)
+	var after int64
+	if cfg.AfterUnixMilli != 0 {
+		after = l.TickOf(cfg.AfterUnixMilli * int64(time.Millisecond))
+		if after < 0 {
+			after = 0
+		}
+		if after > g.maxTick {
+			return nil, fmt.Errorf("new generator: %w: fence %d is past the layout's end", ErrTimeOverflow, cfg.AfterUnixMilli)
+		}
+	}
+	// Mark the sequence of the "after" tick as used up, so the first ID
+	// takes a later tick.
+	g.state.Store(uint64(after)<<g.seqBits | g.seqMask)
+	return g, nil
+}
+
+// Layout returns the generator's layout.
+func (g *Generator) Layout() Layout { return g.layout }
+
+// WorkerID returns the generator's worker ID.
+func (g *Generator) WorkerID() int64 { return g.worker }
+
+// Next returns the next ID.
+func (g *Generator) Next() (int64, error) {
+	tick, seq, _, err := g.reserve(1)
+	if err != nil {
+		return 0, err
+	}
+	return tick<<(g.layout.WorkerBits+g.seqBits) | g.worker<<g.seqBits | int64(seq), nil
+}
+
+// NextN returns n new IDs in increasing order.
+func (g *Generator) NextN(n int) ([]int64, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("%w: %d, want at least 1", ErrInvalidCount, n)
+	}
+	return g.AppendN(make([]int64, 0, n), n)
+}
+
+// AppendN appends n new IDs, in increasing order, to dst. A batch larger
+// than one tick's sequence spans several ticks. On error dst is returned
+// unchanged (IDs reserved before the error are never issued by anyone).
+func (g *Generator) AppendN(dst []int64, n int) ([]int64, error) {
+	if n < 1 {
+		return dst, fmt.Errorf("%w: %d, want at least 1", ErrInvalidCount, n)
+	}
+	orig := len(dst)
+	shift := g.layout.WorkerBits + g.seqBits
+	for n > 0 {
+		tick, seq, count, err := g.reserve(uint64(n))
+		if err != nil {
+			return dst[:orig], err
+		}
+		base := tick<<shift | g.worker<<g.seqBits
+		for i := uint64(0); i < count; i++ {
+			dst = append(dst, base|int64(seq+i))
+		}
+		n -= int(count)
+	}
+	return dst, nil
+}
+
+// reserve takes up to want consecutive sequence numbers in one tick and
+// returns the tick, the first sequence number and how many it took.
+func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err error) {
+	var waitStart time.Duration
+	waiting := false
+	for {
+		old := g.state.Load()
+		last := int64(old >> g.seqBits)
+		seq := old & g.seqMask
+		nowNs := g.clock.WallNanos()
+		now := g.layout.TickOf(nowNs)
+		if now > last {
+			tick, first = now, 0
+		} else {
+			if now < last {
+				if behind := g.layout.TickStart(last) - nowNs; behind > g.tolerance {
+					g.rollbacks.Add(1)
+					if nowNs < g.epochNs {
+						return 0, 0, 0, fmt.Errorf("%w: clock reads %s, epoch is %s", ErrBeforeEpoch, time.Unix(0, nowNs).UTC(), g.layout.Epoch)
+					}
+					return 0, 0, 0, &RollbackError{Behind: time.Duration(behind), Tolerance: time.Duration(g.tolerance)}
+				}
+			}
+			if seq == g.seqMask { // this tick is used up: wait for the next
+				if !waiting {
+					waiting, waitStart = true, g.clock.Mono()
+					if now < last {
+						g.rbWaits.Add(1)
+					} else {
+						g.seqWaits.Add(1)
+					}
+				}
+				if err := g.wait(last, nowNs, waitStart); err != nil {
+					return 0, 0, 0, err
+				}
+				continue
+			}
+			tick, first = last, seq+1
+		}
+		if tick > g.fence.Load() {
+			g.fenceHits.Add(1)
+			return 0, 0, 0, ErrFenceReached
+		}
+		if tick > g.maxTick {
+			return 0, 0, 0, fmt.Errorf("%w: tick %d is past %d (layout %s ended %s)", ErrTimeOverflow, tick, g.maxTick, g.layout, g.layout.End().Format(time.RFC3339))
+		}
+		count = min(want, g.seqMask-first+1)
+		if g.state.CompareAndSwap(old, uint64(tick)<<g.seqBits|(first+count-1)) {
+			if waiting {
+				g.waitedNs.Add(int64(g.clock.Mono() - waitStart))
+			}
+			return tick, first, count, nil
+		}
+	}
+}
+
+// wait pauses until the clock may have passed tick last. Long waits sleep,
+// short ones yield, so a full tick costs little more than its length.
+func (g *Generator) wait(last, nowNs int64, since time.Duration) error {
+	// The tolerance plus two ticks is the longest a healthy clock makes us wait.
+	if g.clock.Mono()-since > time.Duration(g.tolerance+2*g.unitNs)+time.Second {
+		return fmt.Errorf("%w: waited %s for tick %d", ErrClockStalled, g.clock.Mono()-since, last+1)
+	}
+	if rest := g.layout.TickStart(last+1) - nowNs; rest > int64(2*time.Millisecond) {
+		time.Sleep(time.Duration(rest) - time.Millisecond)
+		return nil
+	}
+	runtime.Gosched()
+	return nil
+}
+
+// SetFence sets the time (Unix milliseconds) beyond which no ID may be
+// issued: the tick of every later ID is at most the tick containing it.
+func (g *Generator) SetFence(unixMilli int64) {
+	g.fence.Store(g.layout.TickOf(unixMilli * int64(time.Millisecond)))
+}
+
+// FenceUnixMilli returns the fence as the Unix-millisecond start of its tick
+// (math.MaxInt64 when there is none).
+func (g *Generator) FenceUnixMilli() int64 {
+	f := g.fence.Load()
+	if f == math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return g.layout.TickStart(f) / int64(time.Millisecond)
+}
+
+// LastUnixMilli returns the start of the last issued tick in Unix
+// milliseconds (or of the tick the generator was told to start after).
+// Persisting it as a fence makes a restart safe.
+func (g *Generator) LastUnixMilli() int64 {
+	return g.layout.TickStart(int64(g.state.Load()>>g.seqBits)) / int64(time.Millisecond)
+}
+
+// Behind returns how far the clock now reads before the start of the last
+// issued tick, or 0 when it does not.
+func (g *Generator) Behind() time.Duration {
+	d := g.layout.TickStart(int64(g.state.Load()>>g.seqBits)) - g.clock.WallNanos()
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(d)
+}
+
+// Stats returns the slow-path counters.
+func (g *Generator) Stats() Stats {
+	return Stats{
+		SequenceWaits: g.seqWaits.Load(), RollbackWaits: g.rbWaits.Load(),
+		Rollbacks: g.rollbacks.Load(), FenceHits: g.fenceHits.Load(),
+		Waited: time.Duration(g.waitedNs.Load()),
+	}
+}
