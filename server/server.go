@@ -1,10 +1,19 @@
 // Package server is snowflaked's HTTP API on fasthttp (SPEC §5).
+//
+// The hot paths (GET /id, GET /api/snowflake/get/{key}) do not allocate:
+// routing switches on the path bytes, IDs are formatted with
+// strconv.AppendInt into a stack buffer, and batches use pooled buffers.
+// Nothing from a fasthttp.RequestCtx is kept after a handler returns.
 package server
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -28,8 +37,58 @@ type Readiness interface {
 	Status() clockguard.Status
 }
 
-// DefaultMaxBatch is the default --max-batch.
-const DefaultMaxBatch = 10000
+// Observer receives per-request figures, e.g. for metrics. Its methods are
+// called on the request path: they must be quick, must not block and should
+// not allocate.
+type Observer interface {
+	// Request is called once per request with the endpoint's name (one of
+	// the Endpoint* constants) and the response's status code.
+	Request(endpoint string, status int)
+	// IssuedIDs is called once per successful request that issued IDs,
+	// with how many it issued.
+	IssuedIDs(n int)
+}
+
+// Endpoint names passed to Observer.Request: a small fixed set, fit for
+// metric labels.
+const (
+	EndpointID      = "id"      // GET /id
+	EndpointIDs     = "ids"     // GET /ids
+	EndpointDecode  = "decode"  // GET /decode/{id}
+	EndpointLeaf    = "leaf"    // GET /api/snowflake/get/{key}
+	EndpointHealthz = "healthz" // GET /healthz
+	EndpointReadyz  = "readyz"  // GET /readyz
+	EndpointTime    = "time"    // GET /time
+	EndpointClock   = "clock"   // GET /clock
+	EndpointOther   = "other"   // Config.Routes, unknown paths
+)
+
+// Endpoints lists every endpoint name Observer.Request can receive.
+var Endpoints = []string{
+	EndpointID, EndpointIDs, EndpointDecode, EndpointLeaf, EndpointHealthz,
+	EndpointReadyz, EndpointTime, EndpointClock, EndpointOther,
+}
+
+// Defaults of Config.
+const (
+	// DefaultMaxBatch is the default --max-batch.
+	DefaultMaxBatch = 10000
+	// MaxBatchLimit is the largest MaxBatch New accepts (a batch that large
+	// is a ~20 MB response).
+	MaxBatchLimit = 1 << 20
+	// DefaultRetryAfter is the default Retry-After of a 503.
+	DefaultRetryAfter = time.Second
+	// DefaultReadTimeout is the default time allowed to read a request.
+	DefaultReadTimeout = 10 * time.Second
+	// DefaultWriteTimeout is the default time allowed to write a response.
+	DefaultWriteTimeout = 10 * time.Second
+	// DefaultIdleTimeout is how long a keep-alive connection may wait for
+	// its next request by default.
+	DefaultIdleTimeout = 60 * time.Second
+	// MaxRequestBodySize bounds request bodies: the API takes none, and
+	// Config.Routes handlers get parameters from the query.
+	MaxRequestBodySize = 64 << 10
+)
 
 // Config configures a Server.
 type Config struct {
@@ -48,12 +107,33 @@ type Config struct {
 	// Routes are extra handlers by exact path (e.g. /metrics, /status,
 	// /debug/chaos/clock); each handler checks its own method.
 	Routes map[string]fasthttp.RequestHandler
+	// Observer, when not nil, is told about every request and issued batch.
+	Observer Observer
+	// ReadTimeout, WriteTimeout and IdleTimeout of the fasthttp server; 0
+	// means DefaultReadTimeout, DefaultWriteTimeout, DefaultIdleTimeout.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }
 
 // Server serves the HTTP API.
 type Server struct {
-	cfg Config
-	srv *fasthttp.Server
+	cfg        Config
+	srv        *fasthttp.Server
+	handler    fasthttp.RequestHandler
+	log        zerolog.Logger // sampled: for per-request events
+	obs        Observer
+	maxBatch   int
+	retryAfter []byte // Retry-After header value in seconds
+	batches    sync.Pool
+}
+
+// isBuiltin reports whether the server answers path itself, so that
+// Config.Routes may not shadow it.
+func isBuiltin(path string) bool {
+	switch path {
+	case pathID, pathIDs, pathHealthz, pathReadyz, pathTime, pathClock, pathDecode, pathLeaf:
+		return true
+	}
+	return strings.HasPrefix(path, pathDecode+"/") || strings.HasPrefix(path, pathLeaf+"/")
 }
 
 // New checks cfg and returns a server.
@@ -61,15 +141,65 @@ func New(cfg Config) (*Server, error) {
 	if cfg.IDs == nil || cfg.Guard == nil || cfg.Clock == nil {
 		return nil, errors.New("new server: IDs, Guard and Clock are required")
 	}
-	s := &Server{cfg: cfg}
-	s.srv = &fasthttp.Server{Handler: s.Handler(), Name: "snowflaked", ReadTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second}
+	if cfg.MaxBatch < 0 || cfg.MaxBatch > MaxBatchLimit {
+		return nil, fmt.Errorf("new server: max batch %d is outside 1..%d (0 means %d)", cfg.MaxBatch, MaxBatchLimit, DefaultMaxBatch)
+	}
+	if cfg.RetryAfter < 0 {
+		return nil, fmt.Errorf("new server: retry-after %s is negative", cfg.RetryAfter)
+	}
+	if cfg.ReadTimeout < 0 || cfg.WriteTimeout < 0 || cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("new server: negative timeout (read %s, write %s, idle %s)", cfg.ReadTimeout, cfg.WriteTimeout, cfg.IdleTimeout)
+	}
+	for path, h := range cfg.Routes {
+		if h == nil {
+			return nil, fmt.Errorf("new server: route %q has no handler", path)
+		}
+		if isBuiltin(path) {
+			return nil, fmt.Errorf("new server: route %q collides with a built-in endpoint", path)
+		}
+	}
+	s := &Server{cfg: cfg, obs: cfg.Observer, maxBatch: cfg.MaxBatch}
+	if s.obs == nil {
+		s.obs = nopObserver{}
+	}
+	if s.maxBatch == 0 {
+		s.maxBatch = DefaultMaxBatch
+	}
+	ra := cfg.RetryAfter
+	if ra == 0 {
+		ra = DefaultRetryAfter
+	}
+	secs := int64((ra + time.Second - 1) / time.Second) // round up: never tell a client to retry early
+	s.retryAfter = strconv.AppendInt(nil, max(secs, 1), 10)
+	// Per-request events go through a sampler: a burst, then 1 in 100.
+	s.log = cfg.Log.Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Second, NextSampler: &zerolog.BasicSampler{N: 100}})
+	s.batches.New = func() any { return new(batch) }
+	s.handler = s.handle
+	s.srv = &fasthttp.Server{
+		Handler:            s.handler,
+		ErrorHandler:       s.handleParseError,
+		Name:               "snowflaked",
+		ReadTimeout:        orDefault(cfg.ReadTimeout, DefaultReadTimeout),
+		WriteTimeout:       orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
+		IdleTimeout:        orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
+		MaxRequestBodySize: MaxRequestBodySize,
+		ReduceMemoryUsage:  false, // keep per-connection buffers: fewer allocations under load
+		CloseOnShutdown:    true,  // tell keep-alive clients to go elsewhere while draining
+		// The Date header is cached by fasthttp once a second; the Server
+		// header is "snowflaked": both are cheap and useful, so keep them.
+	}
 	return s, nil
 }
 
-// Handler returns the request router.
-func (s *Server) Handler() fasthttp.RequestHandler {
-	return func(ctx *fasthttp.RequestCtx) { ctx.Error("TODO", fasthttp.StatusNotImplemented) }
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }
+
+// Handler returns the request router. It is safe for concurrent use.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handler }
 
 // Serve serves on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
@@ -77,3 +207,8 @@ func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 // Shutdown stops accepting connections and waits (up to ctx) for in-flight
 // requests to finish.
 func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+
+type nopObserver struct{}
+
+func (nopObserver) Request(string, int) {}
+func (nopObserver) IssuedIDs(int)       {}

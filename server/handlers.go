@@ -1,0 +1,366 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Paths of the built-in endpoints.
+const (
+	pathID      = "/id"
+	pathIDs     = "/ids"
+	pathDecode  = "/decode"            // + "/{id}"
+	pathLeaf    = "/api/snowflake/get" // + "/{key}"
+	pathHealthz = "/healthz"
+	pathReadyz  = "/readyz"
+	pathTime    = "/time"
+	pathClock   = "/clock"
+)
+
+// Constant response pieces, as package-level []byte so that setting them
+// costs no conversion.
+var (
+	ctText          = []byte("text/plain; charset=utf-8")
+	ctJSON          = []byte("application/json")
+	hdrCacheControl = []byte("Cache-Control")
+	valNoStore      = []byte("no-store")
+	hdrAllow        = []byte("Allow")
+	valAllow        = []byte("GET, HEAD")
+	hdrRetryAfter   = []byte("Retry-After")
+	bodyHealthz     = []byte(`{"status":"ok"}`)
+	bodyInService   = []byte(`{"state":"in_service"}`)
+	prefixDecode    = []byte(pathDecode + "/")
+	prefixLeaf      = []byte(pathLeaf + "/")
+)
+
+// handle routes a request. It is the fasthttp.RequestHandler of the server.
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	ep := EndpointOther
+	defer s.finish(ctx, &ep)
+
+	path := ctx.Path()
+	switch string(path) { // the compiler switches on the bytes without converting
+	case pathID:
+		ep = EndpointID
+		if s.allowed(ctx, pathID) {
+			s.serveID(ctx)
+		}
+		return
+	case pathIDs:
+		ep = EndpointIDs
+		if s.allowed(ctx, pathIDs) {
+			s.serveIDs(ctx)
+		}
+		return
+	case pathHealthz:
+		ep = EndpointHealthz
+		if s.allowed(ctx, pathHealthz) {
+			writeBody(ctx, fasthttp.StatusOK, ctJSON, bodyHealthz)
+		}
+		return
+	case pathReadyz:
+		ep = EndpointReadyz
+		if s.allowed(ctx, pathReadyz) {
+			s.serveReadyz(ctx)
+		}
+		return
+	case pathTime:
+		ep = EndpointTime
+		if s.allowed(ctx, pathTime) {
+			s.serveTime(ctx)
+		}
+		return
+	case pathClock:
+		ep = EndpointClock
+		if s.allowed(ctx, pathClock) {
+			s.serveClock(ctx)
+		}
+		return
+	case pathDecode:
+		ep = EndpointDecode
+		if s.allowed(ctx, pathDecode) {
+			s.serveDecode(ctx, nil)
+		}
+		return
+	case pathLeaf:
+		ep = EndpointLeaf
+		if s.allowed(ctx, pathLeaf) {
+			s.serveLeaf(ctx, nil)
+		}
+		return
+	}
+	switch {
+	case bytes.HasPrefix(path, prefixDecode):
+		ep = EndpointDecode
+		if s.allowed(ctx, pathDecode) {
+			s.serveDecode(ctx, path[len(prefixDecode):])
+		}
+		return
+	case bytes.HasPrefix(path, prefixLeaf):
+		ep = EndpointLeaf
+		if s.allowed(ctx, pathLeaf) {
+			s.serveLeaf(ctx, path[len(prefixLeaf):])
+		}
+		return
+	}
+	if h := s.cfg.Routes[string(path)]; h != nil {
+		h(ctx)
+		return
+	}
+	s.writeError(ctx, fasthttp.StatusNotFound, codeNotFound, "no endpoint at "+quote(path))
+}
+
+// finish runs after every request: it turns a panic into a logged 500 and
+// reports the request to the observer.
+func (s *Server) finish(ctx *fasthttp.RequestCtx, ep *string) {
+	if r := recover(); r != nil {
+		if e := s.log.Error(); e != nil { // nil when sampled out: skip the stack trace
+			e.Interface("panic", r).Bytes("method", ctx.Method()).Bytes("path", ctx.Path()).
+				Bytes("stack", debug.Stack()).Msg("request handler panicked")
+		}
+		ctx.Response.Reset()
+		s.writeError(ctx, fasthttp.StatusInternalServerError, codeInternal, "internal error")
+	}
+	s.obs.Request(*ep, ctx.Response.StatusCode())
+}
+
+// allowed marks the response uncacheable (an ID must never be served twice
+// by a cache) and answers 405 unless the method is GET or HEAD.
+func (s *Server) allowed(ctx *fasthttp.RequestCtx, path string) bool {
+	ctx.Response.Header.SetCanonical(hdrCacheControl, valNoStore)
+	if ctx.IsGet() || ctx.IsHead() {
+		return true
+	}
+	ctx.Response.Header.SetCanonical(hdrAllow, valAllow)
+	s.writeError(ctx, fasthttp.StatusMethodNotAllowed, codeMethodNotAllowed,
+		"method "+quote(ctx.Method())+" is not allowed on "+path+": use GET or HEAD")
+	return false
+}
+
+// serveID answers GET /id[?format=text|json].
+func (s *Server) serveID(ctx *fasthttp.RequestCtx) {
+	args := ctx.QueryArgs()
+	asJSON := false
+	if args.Len() > 0 { // keep the common case free of look-ups
+		if !s.checkParams(ctx, args, paramFormat, "") {
+			return
+		}
+		var ok bool
+		if asJSON, ok = s.format(ctx, args); !ok {
+			return
+		}
+	}
+	s.issueOne(ctx, asJSON)
+}
+
+// serveLeaf answers GET /api/snowflake/get/{key} like Meituan Leaf: the
+// decimal ID as the whole body. The key and any query are ignored.
+func (s *Server) serveLeaf(ctx *fasthttp.RequestCtx, key []byte) {
+	if len(key) == 0 {
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidKey, "key is required: use "+pathLeaf+"/{key}")
+		return
+	}
+	s.issueOne(ctx, false)
+}
+
+// issueOne issues one ID and writes it as text or JSON.
+func (s *Server) issueOne(ctx *fasthttp.RequestCtx, asJSON bool) {
+	if !s.cfg.Guard.Ready() {
+		s.outOfService(ctx)
+		return
+	}
+	id, err := s.cfg.IDs.Next()
+	if err != nil {
+		s.idError(ctx, err)
+		return
+	}
+	s.obs.IssuedIDs(1)
+	var buf [64]byte
+	b := buf[:0]
+	ct := ctText
+	if asJSON {
+		b = append(b, `{"id":`...)
+		b = strconv.AppendInt(b, id, 10)
+		b = append(b, `,"id_str":"`...)
+		b = strconv.AppendInt(b, id, 10)
+		b = append(b, `"}`...)
+		ct = ctJSON
+	} else {
+		b = strconv.AppendInt(b, id, 10)
+	}
+	writeBody(ctx, fasthttp.StatusOK, ct, b)
+}
+
+// batch holds the buffers of one /ids request; they are pooled.
+type batch struct {
+	ids []int64
+	out []byte
+}
+
+// serveIDs answers GET /ids?count=N[&format=text|json].
+func (s *Server) serveIDs(ctx *fasthttp.RequestCtx) {
+	args := ctx.QueryArgs()
+	if !s.checkParams(ctx, args, paramCount, paramFormat) {
+		return
+	}
+	asJSON, ok := s.format(ctx, args)
+	if !ok {
+		return
+	}
+	n, ok := s.count(ctx, args)
+	if !ok {
+		return
+	}
+	if !s.cfg.Guard.Ready() {
+		s.outOfService(ctx)
+		return
+	}
+	bt := s.batches.Get().(*batch)
+	defer s.batches.Put(bt)
+	ids, err := s.cfg.IDs.AppendN(bt.ids[:0], n)
+	bt.ids = ids[:0] // keep the grown buffer
+	if err != nil {
+		s.idError(ctx, err)
+		return
+	}
+	s.obs.IssuedIDs(len(ids))
+	out := bt.out[:0]
+	if asJSON {
+		out = append(out, '[')
+		for i, id := range ids {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, '"')
+			out = strconv.AppendInt(out, id, 10)
+			out = append(out, '"')
+		}
+		out = append(out, ']')
+	} else {
+		for _, id := range ids {
+			out = strconv.AppendInt(out, id, 10)
+			out = append(out, '\n')
+		}
+	}
+	bt.out = out[:0]
+	ct := ctText
+	if asJSON {
+		ct = ctJSON
+	}
+	writeBody(ctx, fasthttp.StatusOK, ct, out) // copies out into the response
+}
+
+// serveDecode answers GET /decode/{id}.
+func (s *Server) serveDecode(ctx *fasthttp.RequestCtx, raw []byte) {
+	id, msg := parseID(raw)
+	if msg != "" {
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, msg)
+		return
+	}
+	p, err := s.cfg.IDs.Layout().Decode(id)
+	if err != nil {
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, err.Error())
+		return
+	}
+	var buf [192]byte
+	b := append(buf[:0], `{"id":"`...)
+	b = strconv.AppendInt(b, p.ID, 10)
+	b = append(b, `","timestamp_ms":`...)
+	b = strconv.AppendInt(b, p.Time.UnixMilli(), 10)
+	b = append(b, `,"time":"`...)
+	b = p.Time.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","worker_id":`...)
+	b = strconv.AppendInt(b, p.WorkerID, 10)
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendInt(b, p.Sequence, 10)
+	b = append(b, '}')
+	writeBody(ctx, fasthttp.StatusOK, ctJSON, b)
+}
+
+// serveReadyz answers GET /readyz.
+func (s *Server) serveReadyz(ctx *fasthttp.RequestCtx) {
+	if s.cfg.Guard.Ready() {
+		writeBody(ctx, fasthttp.StatusOK, ctJSON, bodyInService)
+		return
+	}
+	st := s.cfg.Guard.Status()
+	ctx.Response.Header.SetCanonical(hdrRetryAfter, s.retryAfter)
+	s.writeJSON(ctx, fasthttp.StatusServiceUnavailable, readyBody{
+		State: st.State.String(), Reason: string(st.Reason), Detail: st.Detail,
+	})
+}
+
+// readyBody is the 503 body of /readyz.
+type readyBody struct {
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+}
+
+// serveTime answers GET /time from the injected clock.
+func (s *Server) serveTime(ctx *fasthttp.RequestCtx) {
+	ns := s.cfg.Clock.WallNanos()
+	ms := floorMilli(ns)
+	var buf [64]byte
+	b := append(buf[:0], `{"unix_ms":`...)
+	b = strconv.AppendInt(b, ms, 10)
+	b = append(b, `,"unix_ns":`...)
+	b = strconv.AppendInt(b, ns, 10)
+	b = append(b, '}')
+	writeBody(ctx, fasthttp.StatusOK, ctJSON, b)
+}
+
+// minimalClockReport is the body of /clock when Config.ClockReport is nil.
+type minimalClockReport struct {
+	NowMS  int64  `json:"now_ms"`
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+}
+
+// serveClock answers GET /clock.
+func (s *Server) serveClock(ctx *fasthttp.RequestCtx) {
+	var report any
+	if s.cfg.ClockReport != nil {
+		report = s.cfg.ClockReport()
+	} else {
+		st := s.cfg.Guard.Status()
+		report = minimalClockReport{
+			NowMS: floorMilli(s.cfg.Clock.WallNanos()), State: st.State.String(), Reason: string(st.Reason),
+		}
+	}
+	s.writeJSON(ctx, fasthttp.StatusOK, report)
+}
+
+// floorMilli converts Unix nanoseconds to Unix milliseconds, rounding down
+// (also before 1970).
+func floorMilli(ns int64) int64 {
+	ms := ns / int64(time.Millisecond)
+	if ns%int64(time.Millisecond) < 0 {
+		ms--
+	}
+	return ms
+}
+
+// writeJSON marshals v as the body; a value that cannot be marshaled is a
+// bug of the caller's, answered with a logged 500.
+func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error().Err(err).Bytes("path", ctx.Path()).Msg("cannot marshal response")
+		s.writeError(ctx, fasthttp.StatusInternalServerError, codeInternal, "internal error: cannot encode the response")
+		return
+	}
+	writeBody(ctx, status, ctJSON, body)
+}
+
+// writeBody sets the status, content type and body (copied).
+func writeBody(ctx *fasthttp.RequestCtx, status int, contentType, body []byte) {
+	ctx.SetStatusCode(status)
+	ctx.Response.Header.SetContentTypeBytes(contentType)
+	ctx.SetBody(body)
+}
