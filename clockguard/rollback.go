@@ -3,7 +3,7 @@ package clockguard
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
@@ -16,12 +16,20 @@ type Behinder interface {
 // Rollback is the clock_rollback check: it fails when a rollback beyond
 // tolerance is reported (by the generator or the watcher) and passes again
 // once the clock is past the last issued ID.
+//
+// A generation counter, bumped by every Trip, makes clearing safe: Run clears
+// the check only if no Trip happened between its reading of the generation
+// and its verdict, so a Trip that races with a clear is never lost.
 type Rollback struct {
-	check   *Check
-	gen     Behinder
-	tripped atomic.Bool
-	wake    chan struct{}
-	poll    time.Duration
+	check *Check
+	gen   Behinder
+	wake  chan struct{}
+	poll  time.Duration
+
+	mu         sync.Mutex
+	tripped    bool
+	generation uint64        // bumped by every Trip
+	worst      time.Duration // largest rollback reported since the check last failed
 }
 
 // NewRollback registers the clock_rollback check (passing at first) and
@@ -36,12 +44,19 @@ func NewRollback(g *Guard, gen Behinder, poll time.Duration) *Rollback {
 }
 
 // Trip takes the node out of service for a rollback of size behind. It is
-// cheap and non-blocking, so it can be called from a request handler.
+// cheap and never waits for Run, so it can be called from a request handler
+// or the watcher. It takes the guard's lock, so it must not be called from an
+// OnTransition hook. While tripped, the detail shows the largest rollback
+// reported.
 func (r *Rollback) Trip(behind time.Duration, source string) {
-	if r.tripped.Swap(true) {
-		return
+	r.mu.Lock()
+	r.generation++
+	if !r.tripped || behind > r.worst {
+		r.tripped = true
+		r.worst = behind
+		r.check.Fail(fmt.Sprintf("%s: clock %s behind the last issued ID", source, behind))
 	}
-	r.check.Fail(fmt.Sprintf("%s: clock %s behind the last issued ID", source, behind))
+	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -49,7 +64,11 @@ func (r *Rollback) Trip(behind time.Duration, source string) {
 }
 
 // Tripped reports whether the check is failing.
-func (r *Rollback) Tripped() bool { return r.tripped.Load() }
+func (r *Rollback) Tripped() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tripped
+}
 
 // Run clears a tripped check once the clock is past the last issued ID,
 // until ctx ends.
@@ -63,9 +82,26 @@ func (r *Rollback) Run(ctx context.Context) {
 		case <-r.wake:
 		case <-t.C:
 		}
-		if r.tripped.Load() && r.gen.Behind() == 0 {
-			r.tripped.Store(false)
-			r.check.Pass()
-		}
+		r.tryClear()
 	}
+}
+
+// tryClear passes the check if it is tripped, the clock is no longer behind
+// and no Trip happened meanwhile. Behind is called without the lock, so a
+// Behinder may itself call Trip.
+func (r *Rollback) tryClear() {
+	r.mu.Lock()
+	tripped, seen := r.tripped, r.generation
+	r.mu.Unlock()
+	if !tripped || r.gen.Behind() > 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.generation != seen {
+		return // a Trip landed after we looked: judge it on the next round
+	}
+	r.tripped = false
+	r.worst = 0
+	r.check.Pass()
 }
