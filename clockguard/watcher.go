@@ -1,0 +1,246 @@
+package clockguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"snowflaked/clock"
+)
+
+// Watcher defaults.
+const (
+	DefaultWatchInterval     = 20 * time.Millisecond
+	DefaultRollbackTolerance = 5 * time.Millisecond
+	DefaultForwardThreshold  = time.Second
+)
+
+// maxSampleTries bounds how often one sample is retried when the goroutine was
+// held up between its clock readings.
+const maxSampleTries = 3
+
+// maxSampleGap is the widest monotonic gap between the readings of one sample
+// that is accepted without a retry.
+const maxSampleGap = time.Millisecond
+
+// ErrBadConfig is wrapped by every constructor error caused by invalid
+// configuration.
+var ErrBadConfig = errors.New("clockguard: invalid configuration")
+
+// WatcherConfig configures a Watcher. Zero durations take the defaults.
+type WatcherConfig struct {
+	// Interval between two comparisons (default 20ms).
+	Interval time.Duration
+	// Tolerance is the largest backward step that is ignored (the
+	// --rollback-tolerance, default 5ms); the generator waits those out.
+	Tolerance time.Duration
+	// ForwardThreshold is the smallest forward step that is logged and
+	// counted (default 1s).
+	ForwardThreshold time.Duration
+	// OnRollback is called, on the watcher's goroutine, with the size of every
+	// backward step larger than Tolerance. The node wires it to
+	// Rollback.Trip(step, "watcher"). It must not block. Required.
+	OnRollback func(step time.Duration)
+	// Log receives one line per detected step.
+	Log zerolog.Logger
+}
+
+// WatcherStats are the watcher's counters, for /clock and metrics.
+type WatcherStats struct {
+	Checks          int64         `json:"checks"`                   // comparisons made
+	BackwardSteps   int64         `json:"backward_steps"`           // steps back beyond the tolerance
+	ForwardSteps    int64         `json:"forward_steps"`            // steps forward beyond the threshold
+	LargestBackward time.Duration `json:"largest_backward_step_ns"` // largest backward step seen
+	LargestForward  time.Duration `json:"largest_forward_step_ns"`  // largest forward step seen
+	LastStep        time.Duration `json:"last_step_ns"`             // the last detected step (negative: back)
+	LastStepAt      time.Time     `json:"last_step_at,omitzero"`    // wall time of the last detected step
+}
+
+// StepKind classifies one comparison.
+type StepKind int
+
+// Outcomes of a comparison.
+const (
+	NoStep       StepKind = iota // within the tolerance and the threshold (or the first sample)
+	BackwardStep                 // the wall clock went back by more than the tolerance
+	ForwardStep                  // the wall clock jumped forward by more than the threshold
+)
+
+// String names the kind for logs.
+func (k StepKind) String() string {
+	switch k {
+	case NoStep:
+		return "none"
+	case BackwardStep:
+		return "backward"
+	case ForwardStep:
+		return "forward"
+	}
+	return "unknown"
+}
+
+// Step is the result of one comparison.
+type Step struct {
+	Kind StepKind
+	// Skew is wall elapsed − monotonic elapsed since the previous sample:
+	// negative when the wall clock was stepped back.
+	Skew time.Duration
+	// WallElapsed and MonoElapsed are the two elapsed times compared.
+	WallElapsed, MonoElapsed time.Duration
+}
+
+// sample is one reading of both clocks.
+type sample struct {
+	wall int64         // unix ns
+	mono time.Duration // midpoint of the monotonic readings around wall
+	gap  time.Duration // width of the monotonic bracket: the reading's uncertainty
+}
+
+// Watcher compares wall and monotonic elapsed time at a fixed interval so
+// that a step of the wall clock is seen even when no ID is requested.
+type Watcher struct {
+	clk clock.Clock
+	cfg WatcherConfig
+
+	mu    sync.Mutex
+	prev  sample
+	have  bool
+	stats WatcherStats
+}
+
+// NewWatcher returns a watcher of c. It fails on a nil clock, a missing
+// OnRollback or negative durations.
+func NewWatcher(c clock.Clock, cfg WatcherConfig) (*Watcher, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: watcher: nil clock", ErrBadConfig)
+	}
+	if cfg.OnRollback == nil {
+		return nil, fmt.Errorf("%w: watcher: OnRollback is required", ErrBadConfig)
+	}
+	if cfg.Interval < 0 || cfg.Tolerance < 0 || cfg.ForwardThreshold < 0 {
+		return nil, fmt.Errorf("%w: watcher: negative duration (interval %v, tolerance %v, forward threshold %v)",
+			ErrBadConfig, cfg.Interval, cfg.Tolerance, cfg.ForwardThreshold)
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultWatchInterval
+	}
+	if cfg.Tolerance == 0 {
+		cfg.Tolerance = DefaultRollbackTolerance
+	}
+	if cfg.ForwardThreshold == 0 {
+		cfg.ForwardThreshold = DefaultForwardThreshold
+	}
+	return &Watcher{clk: c, cfg: cfg}, nil
+}
+
+// Run compares the clocks every Interval until ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	t := time.NewTicker(w.cfg.Interval)
+	defer t.Stop()
+	w.RunTicks(ctx, t.C)
+}
+
+// RunTicks compares the clocks once at once and then once per value received
+// from ticks, until ctx ends or ticks is closed. Tests drive it with their
+// own channel; Run drives it with a ticker.
+func (w *Watcher) RunTicks(ctx context.Context, ticks <-chan time.Time) {
+	w.Step()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ticks:
+			if !ok {
+				return
+			}
+			w.Step()
+		}
+	}
+}
+
+// Step takes one sample and compares it with the previous one. A backward
+// step beyond the tolerance calls OnRollback; a forward step beyond the
+// threshold is logged and counted. The first call only records a sample.
+func (w *Watcher) Step() Step {
+	s := w.sample()
+
+	w.mu.Lock()
+	prev, had := w.prev, w.have
+	w.prev, w.have = s, true
+	if !had {
+		w.mu.Unlock()
+		return Step{}
+	}
+	st := Step{WallElapsed: time.Duration(s.wall - prev.wall), MonoElapsed: s.mono - prev.mono}
+	st.Skew = st.WallElapsed - st.MonoElapsed
+	// The midpoints are uncertain by half of each bracket.
+	slack := (s.gap + prev.gap) / 2
+	switch {
+	case -st.Skew > w.cfg.Tolerance+slack:
+		st.Kind = BackwardStep
+	case st.Skew > w.cfg.ForwardThreshold+slack:
+		st.Kind = ForwardStep
+	}
+	w.stats.Checks++
+	if st.Kind != NoStep {
+		size := st.Skew
+		if st.Kind == BackwardStep {
+			size = -size
+			w.stats.BackwardSteps++
+			w.stats.LargestBackward = max(w.stats.LargestBackward, size)
+		} else {
+			w.stats.ForwardSteps++
+			w.stats.LargestForward = max(w.stats.LargestForward, size)
+		}
+		w.stats.LastStep = st.Skew
+		w.stats.LastStepAt = time.Unix(0, s.wall)
+	}
+	stats := w.stats
+	w.mu.Unlock()
+
+	switch st.Kind {
+	case BackwardStep:
+		w.cfg.Log.Warn().Str("direction", "backward").Dur("step", -st.Skew).
+			Dur("wall_elapsed", st.WallElapsed).Dur("mono_elapsed", st.MonoElapsed).
+			Dur("tolerance", w.cfg.Tolerance).Int64("backward_steps", stats.BackwardSteps).
+			Msg("wall clock stepped back")
+		w.cfg.OnRollback(-st.Skew)
+	case ForwardStep:
+		w.cfg.Log.Warn().Str("direction", "forward").Dur("step", st.Skew).
+			Dur("wall_elapsed", st.WallElapsed).Dur("mono_elapsed", st.MonoElapsed).
+			Dur("threshold", w.cfg.ForwardThreshold).Int64("forward_steps", stats.ForwardSteps).
+			Msg("wall clock stepped forward")
+	}
+	return st
+}
+
+// sample reads the wall clock between two monotonic readings, retrying a
+// bounded number of times when the goroutine was held up in between, and
+// keeps the tightest bracket.
+func (w *Watcher) sample() sample {
+	var best sample
+	for i := 0; i < maxSampleTries; i++ {
+		m0 := w.clk.Mono()
+		wall := w.clk.WallNanos()
+		m1 := w.clk.Mono()
+		s := sample{wall: wall, mono: m0 + (m1-m0)/2, gap: m1 - m0}
+		if i == 0 || s.gap < best.gap {
+			best = s
+		}
+		if best.gap <= maxSampleGap {
+			break
+		}
+	}
+	return best
+}
+
+// Stats returns the counters.
+func (w *Watcher) Stats() WatcherStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}
