@@ -1,0 +1,73 @@
+//go:build chaos
+
+package node
+
+import (
+	"encoding/json"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"snowflaked/clock"
+)
+
+// ChaosBuild reports whether this binary was built with -tags chaos.
+const ChaosBuild = true
+
+// ChaosClockPath is the fault-injection endpoint of chaos builds.
+const ChaosClockPath = "/debug/chaos/clock"
+
+// chaosSetup is the fault-injection seam (SPEC §7). With the chaos tag the
+// node's clock gets an adjustable wall-clock offset, set by
+// POST /debug/chaos/clock?offset=-5s (offset=0 resets).
+func chaosSetup(c clock.Clock) (clock.Clock, map[string]fasthttp.RequestHandler) {
+	oc := &offsetClock{base: c}
+	return oc, map[string]fasthttp.RequestHandler{ChaosClockPath: oc.handle}
+}
+
+// offsetClock shifts the wall clock by an offset, as an NTP step or an
+// operator does; the monotonic clock is untouched.
+type offsetClock struct {
+	base   clock.Clock
+	offset atomic.Int64 // nanoseconds
+}
+
+func (o *offsetClock) WallNanos() int64    { return o.base.WallNanos() + o.offset.Load() }
+func (o *offsetClock) Mono() time.Duration { return o.base.Mono() }
+
+type chaosError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (o *offsetClock) handle(ctx *fasthttp.RequestCtx) {
+	if !ctx.IsPost() {
+		ctx.Response.Header.Set("Allow", fasthttp.MethodPost)
+		writeChaosError(ctx, fasthttp.StatusMethodNotAllowed, "method_not_allowed", "use POST "+ChaosClockPath+"?offset=-5s")
+		return
+	}
+	raw := string(ctx.QueryArgs().Peek("offset"))
+	d, err := time.ParseDuration(raw)
+	if raw == "" || err != nil {
+		writeChaosError(ctx, fasthttp.StatusBadRequest, "invalid_offset", "offset "+`"`+raw+`"`+" is not a Go duration like -5s (0 resets)")
+		return
+	}
+	o.offset.Store(int64(d))
+	writeChaosJSON(ctx, fasthttp.StatusOK, map[string]any{"offset": d.String(), "offset_ns": int64(d)})
+}
+
+func writeChaosError(ctx *fasthttp.RequestCtx, status int, code, msg string) {
+	var e chaosError
+	e.Error.Code, e.Error.Message = code, msg
+	writeChaosJSON(ctx, status, e)
+}
+
+func writeChaosJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, _ := json.Marshal(v) // plain maps and structs of strings and ints cannot fail
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}

@@ -1,0 +1,68 @@
+//go:build chaos
+
+package node
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"snowflaked/clock/clocktest"
+)
+
+func TestChaosClockHandler(t *testing.T) {
+	base := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	c, routes := chaosSetup(base)
+	h := routes[ChaosClockPath]
+	if h == nil {
+		t.Fatalf("no %s route", ChaosClockPath)
+	}
+	tests := []struct {
+		method, query string
+		status        int
+		code          string        // error code, "" for success
+		wantOffset    time.Duration // offset after the request
+	}{
+		{"POST", "offset=-5s", 200, "", -5 * time.Second},
+		{"GET", "offset=1s", 405, "method_not_allowed", -5 * time.Second},
+		{"POST", "", 400, "invalid_offset", -5 * time.Second},
+		{"POST", "offset=soon", 400, "invalid_offset", -5 * time.Second},
+		{"POST", "offset=1500ms", 200, "", 1500 * time.Millisecond},
+		{"POST", "offset=0", 200, "", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method+" "+tc.query, func(t *testing.T) {
+			var ctx fasthttp.RequestCtx
+			ctx.Request.Header.SetMethod(tc.method)
+			ctx.Request.SetRequestURI(ChaosClockPath + "?" + tc.query)
+			h(&ctx)
+			if got := ctx.Response.StatusCode(); got != tc.status {
+				t.Fatalf("status %d, want %d: %s", got, tc.status, ctx.Response.Body())
+			}
+			var body struct {
+				Offset   string `json:"offset"`
+				OffsetNs int64  `json:"offset_ns"`
+				Error    struct {
+					Code string `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(ctx.Response.Body(), &body); err != nil {
+				t.Fatalf("body %q: %v", ctx.Response.Body(), err)
+			}
+			if body.Error.Code != tc.code {
+				t.Errorf("error code %q, want %q", body.Error.Code, tc.code)
+			}
+			if tc.code == "" && time.Duration(body.OffsetNs) != tc.wantOffset {
+				t.Errorf("reported offset %d, want %s", body.OffsetNs, tc.wantOffset)
+			}
+			if got := time.Duration(c.WallNanos() - base.WallNanos()); got != tc.wantOffset {
+				t.Errorf("wall offset %s, want %s", got, tc.wantOffset)
+			}
+			if c.Mono() != base.Mono() {
+				t.Errorf("monotonic clock moved: %s vs %s", c.Mono(), base.Mono())
+			}
+		})
+	}
+}

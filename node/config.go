@@ -1,0 +1,251 @@
+package node
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"snowflaked/snowflake"
+)
+
+// ErrInvalidConfig is wrapped by every error about flag values or about a
+// conflict between the flags and the node's saved state (the cache file).
+// The command exits with status 2 for it.
+var ErrInvalidConfig = errors.New("invalid configuration")
+
+// Log formats accepted by --log-format.
+const (
+	LogFormatJSON    = "json"
+	LogFormatConsole = "console"
+)
+
+// Limits on flag values that Validate enforces.
+const (
+	// MinFenceAhead is the smallest --fence-ahead: the fence keeper runs
+	// every fence-ahead/3, which must be at least a millisecond.
+	MinFenceAhead = 3 * time.Millisecond
+	// MaxMaxBatch bounds --max-batch so one request cannot ask for an
+	// unbounded allocation.
+	MaxMaxBatch = 1_000_000
+	// MaxRollbackTolerance bounds --rollback-tolerance: the generator waits
+	// this long inside a request.
+	MaxRollbackTolerance = time.Second
+)
+
+// Config is every flag of snowflaked. DefaultConfig holds the defaults of
+// SPEC.md; RegisterFlags binds the fields to flags.
+type Config struct {
+	Listen           string        // --listen: HTTP listen address
+	Advertise        string        // --advertise: host:port peers and clients use ("" = derived from --listen)
+	Cluster          string        // --cluster: cluster name under /snowflaked
+	NodeKey          string        // --node-key: stable identity of the node ("" = the advertised address)
+	ZK               string        // --zk: ZooKeeper connection string; "" = standalone mode
+	ZKAuth           string        // --zk-auth: user:password for digest ACLs
+	ZKSessionTimeout time.Duration // --zk-session-timeout
+	WorkerID         int64         // --worker-id: -1 = unset (required in standalone mode)
+	CacheFile        string        // --cache-file: local identity and fence
+	Layout           string        // --layout: T/W/S bits, or js53
+	Epoch            string        // --epoch: RFC 3339
+	TimeUnit         string        // --time-unit: Go duration
+	MaxBatch         int           // --max-batch: largest /ids count
+
+	RollbackTolerance time.Duration // --rollback-tolerance
+	FenceAhead        time.Duration // --fence-ahead
+	ReportInterval    time.Duration // --report-interval (ZooKeeper mode)
+	MaxStartWait      time.Duration // --max-start-wait
+	MaxZKSilence      time.Duration // --max-zk-silence (ZooKeeper mode)
+	RecycleAfter      time.Duration // --recycle-after (ZooKeeper mode)
+
+	NTP           string        // --ntp: comma-separated servers; "" disables the check
+	NTPInterval   time.Duration // --ntp-interval
+	NTPMaxOffset  time.Duration // --ntp-max-offset
+	NTPRequired   bool          // --ntp-required
+	PeerInterval  time.Duration // --peer-interval
+	PeerMaxOffset time.Duration // --peer-max-offset
+
+	LogLevel        string        // --log-level: zerolog level name
+	LogFormat       string        // --log-format: json or console
+	ShutdownTimeout time.Duration // --shutdown-timeout: bound on finishing in-flight requests
+}
+
+// DefaultConfig returns the defaults of SPEC.md.
+func DefaultConfig() Config {
+	return Config{
+		Listen:            ":8080",
+		Cluster:           "default",
+		ZKSessionTimeout:  10 * time.Second,
+		WorkerID:          -1,
+		CacheFile:         "./data/snowflaked-cache.json",
+		Layout:            snowflake.PresetDefault,
+		Epoch:             snowflake.DefaultEpoch.Format(time.RFC3339),
+		TimeUnit:          "1ms",
+		MaxBatch:          10000,
+		RollbackTolerance: snowflake.DefaultRollbackTolerance,
+		FenceAhead:        3 * time.Second,
+		ReportInterval:    3 * time.Second,
+		MaxStartWait:      10 * time.Second,
+		MaxZKSilence:      10 * time.Minute,
+		RecycleAfter:      24 * time.Hour,
+		NTPInterval:       60 * time.Second,
+		NTPMaxOffset:      500 * time.Millisecond,
+		PeerInterval:      30 * time.Second,
+		PeerMaxOffset:     time.Second,
+		LogLevel:          "info",
+		LogFormat:         LogFormatJSON,
+		ShutdownTimeout:   10 * time.Second,
+	}
+}
+
+// RegisterFlags binds every field of c to a flag of fs. The flags' defaults
+// are those of DefaultConfig (whatever c held before), so after fs.Parse c
+// is the defaults overridden by the command line.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	d := DefaultConfig()
+	fs.StringVar(&c.Listen, "listen", d.Listen, "HTTP listen address")
+	fs.StringVar(&c.Advertise, "advertise", d.Advertise, "host:port that clients and peers reach this node at (default: derived from --listen)")
+	fs.StringVar(&c.Cluster, "cluster", d.Cluster, "cluster name (ZooKeeper path /snowflaked/<cluster>)")
+	fs.StringVar(&c.NodeKey, "node-key", d.NodeKey, "stable node identity that keeps its worker ID (default: the advertised address)")
+	fs.StringVar(&c.ZK, "zk", d.ZK, "ZooKeeper servers host1:2181,host2:2181; empty = standalone mode (needs --worker-id)")
+	fs.StringVar(&c.ZKAuth, "zk-auth", d.ZKAuth, "user:password: digest-protect every znode the cluster creates")
+	fs.DurationVar(&c.ZKSessionTimeout, "zk-session-timeout", d.ZKSessionTimeout, "ZooKeeper session timeout")
+	fs.Int64Var(&c.WorkerID, "worker-id", d.WorkerID, "worker ID; required in standalone mode (-1 = unset)")
+	fs.StringVar(&c.CacheFile, "cache-file", d.CacheFile, "local file holding worker ID, layout and time fence")
+	fs.StringVar(&c.Layout, "layout", d.Layout, "ID bit split time/worker/sequence, or js53 (41/5/7, JavaScript-safe)")
+	fs.StringVar(&c.Epoch, "epoch", d.Epoch, "start of ID time, RFC 3339")
+	fs.StringVar(&c.TimeUnit, "time-unit", d.TimeUnit, "length of one timestamp tick")
+	fs.IntVar(&c.MaxBatch, "max-batch", d.MaxBatch, "largest count of GET /ids")
+	fs.DurationVar(&c.RollbackTolerance, "rollback-tolerance", d.RollbackTolerance, "clock rollback waited out inside a request; larger takes the node out of service")
+	fs.DurationVar(&c.FenceAhead, "fence-ahead", d.FenceAhead, "how far ahead of now the persisted time fence is kept")
+	fs.DurationVar(&c.ReportInterval, "report-interval", d.ReportInterval, "how often the node reports last_ts and fence to ZooKeeper")
+	fs.DurationVar(&c.MaxStartWait, "max-start-wait", d.MaxStartWait, "at start, wait this long for the clock to pass the fence; longer = out of service (clock_behind_fence)")
+	fs.DurationVar(&c.MaxZKSilence, "max-zk-silence", d.MaxZKSilence, "leave service when no report reached ZooKeeper for this long")
+	fs.DurationVar(&c.RecycleAfter, "recycle-after", d.RecycleAfter, "a worker ID without lease and report for this long may be taken over")
+	fs.StringVar(&c.NTP, "ntp", d.NTP, "NTP servers to check the clock against, comma-separated; empty disables the check")
+	fs.DurationVar(&c.NTPInterval, "ntp-interval", d.NTPInterval, "how often to query NTP")
+	fs.DurationVar(&c.NTPMaxOffset, "ntp-max-offset", d.NTPMaxOffset, "largest NTP offset tolerated in service")
+	fs.BoolVar(&c.NTPRequired, "ntp-required", d.NTPRequired, "leave service when no NTP server answers")
+	fs.DurationVar(&c.PeerInterval, "peer-interval", d.PeerInterval, "how often to compare clocks with live peers")
+	fs.DurationVar(&c.PeerMaxOffset, "peer-max-offset", d.PeerMaxOffset, "largest median peer clock offset tolerated in service")
+	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "log level: trace, debug, info, warn, error")
+	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "log format: json or console")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
+}
+
+// Standalone reports whether the node runs without ZooKeeper.
+func (c Config) Standalone() bool { return c.ZK == "" }
+
+// ParseLayout returns the ID layout of --layout, --epoch and --time-unit,
+// validated against now.
+func (c Config) ParseLayout(now time.Time) (snowflake.Layout, error) {
+	l, err := snowflake.ParseLayout(c.Layout, c.Epoch, c.TimeUnit, now)
+	if err != nil {
+		return snowflake.Layout{}, fmt.Errorf("%w: --layout %s --epoch %s --time-unit %s: %w", ErrInvalidConfig, c.Layout, c.Epoch, c.TimeUnit, err)
+	}
+	return l, nil
+}
+
+// Validate reports every problem with the configuration at once; each
+// error wraps ErrInvalidConfig and names the flag.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("--listen %q: want host:port or :port (%v)", c.Listen, err)
+	}
+	if c.Advertise != "" {
+		if host, port, err := net.SplitHostPort(c.Advertise); err != nil || host == "" || port == "" {
+			bad("--advertise %q: want host:port", c.Advertise)
+		}
+	}
+	if c.Cluster == "" || strings.ContainsAny(c.Cluster, "/ ") {
+		bad("--cluster %q: want a non-empty name without '/' or spaces", c.Cluster)
+	}
+	if strings.Contains(c.NodeKey, "/") {
+		bad("--node-key %q: must not contain '/'", c.NodeKey)
+	}
+	if c.ZKAuth != "" {
+		if user, _, ok := strings.Cut(c.ZKAuth, ":"); !ok || user == "" {
+			bad("--zk-auth: want user:password")
+		}
+	}
+	if c.ZKSessionTimeout <= 0 {
+		bad("--zk-session-timeout %s: must be positive", c.ZKSessionTimeout)
+	}
+	if c.CacheFile == "" {
+		bad("--cache-file: must not be empty")
+	}
+	layout, layoutErr := c.ParseLayout(time.Now())
+	if layoutErr != nil {
+		errs = append(errs, layoutErr)
+	}
+	switch {
+	case c.WorkerID < -1:
+		bad("--worker-id %d: want 0 or more (or -1 for unset)", c.WorkerID)
+	case c.WorkerID == -1 && c.Standalone():
+		bad("--worker-id is required without --zk (standalone mode)")
+	case c.WorkerID >= 0 && layoutErr == nil && c.WorkerID > layout.MaxWorkerID():
+		bad("--worker-id %d: layout %s holds worker IDs 0..%d", c.WorkerID, layout, layout.MaxWorkerID())
+	}
+	if c.MaxBatch < 1 || c.MaxBatch > MaxMaxBatch {
+		bad("--max-batch %d: want 1..%d", c.MaxBatch, MaxMaxBatch)
+	}
+	if c.RollbackTolerance < 0 || c.RollbackTolerance > MaxRollbackTolerance {
+		bad("--rollback-tolerance %s: want 0..%s", c.RollbackTolerance, MaxRollbackTolerance)
+	}
+	if c.FenceAhead < MinFenceAhead {
+		bad("--fence-ahead %s: want at least %s (the fence is renewed every fence-ahead/3)", c.FenceAhead, MinFenceAhead)
+	}
+	if c.ReportInterval <= 0 {
+		bad("--report-interval %s: must be positive", c.ReportInterval)
+	}
+	if c.MaxStartWait < 0 {
+		bad("--max-start-wait %s: must not be negative", c.MaxStartWait)
+	}
+	if c.RecycleAfter <= 0 {
+		bad("--recycle-after %s: must be positive", c.RecycleAfter)
+	}
+	switch {
+	case c.MaxZKSilence <= c.ReportInterval:
+		bad("--max-zk-silence %s: must be longer than --report-interval %s", c.MaxZKSilence, c.ReportInterval)
+	case c.MaxZKSilence*2 > c.RecycleAfter:
+		// A silent node must leave service long before others may recycle its worker ID.
+		bad("--max-zk-silence %s: must be well under --recycle-after %s (at most half)", c.MaxZKSilence, c.RecycleAfter)
+	}
+	if c.NTP != "" {
+		for _, s := range strings.Split(c.NTP, ",") {
+			if strings.TrimSpace(s) == "" {
+				bad("--ntp %q: empty server name in the list", c.NTP)
+				break
+			}
+		}
+	}
+	if c.NTPInterval <= 0 {
+		bad("--ntp-interval %s: must be positive", c.NTPInterval)
+	}
+	if c.NTPMaxOffset <= 0 {
+		bad("--ntp-max-offset %s: must be positive", c.NTPMaxOffset)
+	}
+	if c.PeerInterval <= 0 {
+		bad("--peer-interval %s: must be positive", c.PeerInterval)
+	}
+	if c.PeerMaxOffset <= 0 {
+		bad("--peer-max-offset %s: must be positive", c.PeerMaxOffset)
+	}
+	if _, err := zerolog.ParseLevel(c.LogLevel); err != nil || c.LogLevel == "" {
+		bad("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
+	}
+	if c.LogFormat != LogFormatJSON && c.LogFormat != LogFormatConsole {
+		bad("--log-format %q: want json or console", c.LogFormat)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("--shutdown-timeout %s: must be positive", c.ShutdownTimeout)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,124 @@
+package node
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultConfigMatchesSpec(t *testing.T) {
+	var c Config
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"listen": ":8080", "advertise": "", "cluster": "default", "node-key": "", "zk": "", "zk-auth": "",
+		"zk-session-timeout": "10s", "worker-id": "-1", "cache-file": "./data/snowflaked-cache.json",
+		"layout": "41/10/12", "epoch": "2024-01-01T00:00:00Z", "time-unit": "1ms", "max-batch": "10000",
+		"rollback-tolerance": "5ms", "fence-ahead": "3s", "report-interval": "3s", "max-start-wait": "10s",
+		"max-zk-silence": "10m0s", "recycle-after": "24h0m0s", "ntp": "", "ntp-interval": "1m0s",
+		"ntp-max-offset": "500ms", "ntp-required": "false", "peer-interval": "30s", "peer-max-offset": "1s",
+		"log-level": "info", "log-format": "json", "shutdown-timeout": "10s",
+	}
+	n := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		n++
+		w, ok := want[f.Name]
+		if !ok {
+			t.Errorf("flag --%s is not in the spec list of this test", f.Name)
+			return
+		}
+		if f.DefValue != w {
+			t.Errorf("--%s default = %q, want %q", f.Name, f.DefValue, w)
+		}
+	})
+	if n != len(want) {
+		t.Errorf("%d flags registered, want %d", n, len(want))
+	}
+	if c != DefaultConfig() {
+		t.Errorf("parsed defaults %+v differ from DefaultConfig %+v", c, DefaultConfig())
+	}
+}
+
+func TestRegisterFlagsParses(t *testing.T) {
+	c := Config{MaxBatch: 99} // RegisterFlags ignores what c held
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.RegisterFlags(fs)
+	err := fs.Parse([]string{"--worker-id", "7", "--layout", "js53", "--fence-ahead", "1s", "--ntp-required", "--zk", "a:1,b:2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.WorkerID != 7 || c.Layout != "js53" || c.FenceAhead != time.Second || !c.NTPRequired || c.ZK != "a:1,b:2" || c.MaxBatch != 10000 {
+		t.Errorf("parsed %+v", c)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := DefaultConfig()
+	ok.WorkerID = 1
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   []string // substrings of the error; nil = valid
+	}{
+		{"standalone with worker id", func(c *Config) {}, nil},
+		{"zk without worker id", func(c *Config) { c.WorkerID = -1; c.ZK = "127.0.0.1:2181" }, nil},
+		{"js53 largest worker", func(c *Config) { c.Layout = "js53"; c.WorkerID = 31 }, nil},
+		{"zero rollback tolerance", func(c *Config) { c.RollbackTolerance = 0 }, nil},
+		{"smallest fence-ahead", func(c *Config) { c.FenceAhead = 3 * time.Millisecond }, nil},
+		{"standalone needs worker id", func(c *Config) { c.WorkerID = -1 }, []string{"--worker-id is required"}},
+		{"worker id below -1", func(c *Config) { c.WorkerID = -2 }, []string{"--worker-id -2"}},
+		{"worker id beyond layout", func(c *Config) { c.WorkerID = 1024 }, []string{"--worker-id 1024", "0..1023"}},
+		{"worker id beyond js53", func(c *Config) { c.Layout = "js53"; c.WorkerID = 32 }, []string{"--worker-id 32", "0..31"}},
+		{"bad layout", func(c *Config) { c.Layout = "40/40/40" }, []string{"--layout 40/40/40"}},
+		{"future epoch", func(c *Config) { c.Epoch = "2999-01-01T00:00:00Z" }, []string{"future"}},
+		{"bad time unit", func(c *Config) { c.TimeUnit = "1us" }, []string{"below 1ms"}},
+		{"max batch zero", func(c *Config) { c.MaxBatch = 0 }, []string{"--max-batch 0"}},
+		{"max batch huge", func(c *Config) { c.MaxBatch = 10_000_000 }, []string{"--max-batch 10000000"}},
+		{"fence-ahead too small", func(c *Config) { c.FenceAhead = 2 * time.Millisecond }, []string{"--fence-ahead 2ms", "at least 3ms"}},
+		{"negative tolerance", func(c *Config) { c.RollbackTolerance = -time.Millisecond }, []string{"--rollback-tolerance"}},
+		{"silence not under recycle", func(c *Config) { c.MaxZKSilence = 20 * time.Hour }, []string{"--max-zk-silence 20h0m0s", "well under --recycle-after 24h0m0s"}},
+		{"silence under report interval", func(c *Config) { c.MaxZKSilence = time.Second }, []string{"longer than --report-interval"}},
+		{"log format", func(c *Config) { c.LogFormat = "xml" }, []string{`--log-format "xml"`}},
+		{"log level", func(c *Config) { c.LogLevel = "loud" }, []string{`--log-level "loud"`}},
+		{"empty log level", func(c *Config) { c.LogLevel = "" }, []string{`--log-level ""`}},
+		{"listen", func(c *Config) { c.Listen = "8080" }, []string{`--listen "8080"`}},
+		{"advertise", func(c *Config) { c.Advertise = ":8080" }, []string{`--advertise ":8080"`}},
+		{"cluster", func(c *Config) { c.Cluster = "a/b" }, []string{`--cluster "a/b"`}},
+		{"node key", func(c *Config) { c.NodeKey = "a/b" }, []string{`--node-key "a/b"`}},
+		{"zk auth", func(c *Config) { c.ZKAuth = "nocolon" }, []string{"--zk-auth"}},
+		{"ntp list", func(c *Config) { c.NTP = "a,,b" }, []string{"--ntp"}},
+		{"empty cache file", func(c *Config) { c.CacheFile = "" }, []string{"--cache-file"}},
+		{"intervals", func(c *Config) {
+			c.NTPInterval, c.PeerInterval, c.ShutdownTimeout, c.ZKSessionTimeout = 0, 0, 0, 0
+		}, []string{"--ntp-interval", "--peer-interval", "--shutdown-timeout", "--zk-session-timeout"}},
+		{"several problems at once", func(c *Config) { c.MaxBatch = 0; c.LogFormat = "xml" }, []string{"--max-batch", "--log-format"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.change(&c)
+			err := c.Validate()
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("Validate = %v, want an ErrInvalidConfig", err)
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not contain %q", err, s)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,164 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"snowflaked/clock/clocktest"
+	"snowflaked/clockguard"
+)
+
+// fakeStore records persisted fences and fails while told to.
+type fakeStore struct {
+	mu     sync.Mutex
+	saved  []int64
+	failOn bool
+}
+
+func (s *fakeStore) persist(f int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failOn {
+		return errors.New("disk full")
+	}
+	s.saved = append(s.saved, f)
+	return nil
+}
+
+func (s *fakeStore) fail(on bool) { s.mu.Lock(); s.failOn = on; s.mu.Unlock() }
+
+func (s *fakeStore) count() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.saved) }
+
+type fakeGen struct {
+	mu    sync.Mutex
+	fence int64
+}
+
+func (g *fakeGen) SetFence(f int64) { g.mu.Lock(); g.fence = f; g.mu.Unlock() }
+func (g *fakeGen) get() int64       { g.mu.Lock(); defer g.mu.Unlock(); return g.fence }
+
+func TestFenceKeeperExtend(t *testing.T) {
+	start := time.UnixMilli(1_750_000_000_000)
+	const ahead = 3 * time.Second
+	type step struct {
+		advance  time.Duration // Advance (positive) or StepWall (negative) before Extend
+		failSave bool
+		want     int64 // persisted fence after the step (ms after start)
+		wantGen  int64 // generator fence after the step (ms after start)
+		wantErr  bool
+		ready    bool
+	}
+	tests := []struct {
+		name    string
+		initial int64 // ms after start; -start for none
+		steps   []step
+	}{
+		{"first start moves fence ahead", -1, []step{
+			{0, false, 3000, 3000, false, true},
+			{time.Second, false, 4000, 4000, false, true},
+		}},
+		{"clock going back never lowers the fence", -1, []step{
+			{0, false, 3000, 3000, false, true},
+			{-10 * time.Second, false, 3000, 3000, false, true},
+			{5 * time.Second, false, 3000, 3000, false, true},  // now = -5s, now+ahead = -2s
+			{10 * time.Second, false, 8000, 8000, false, true}, // now = +5s
+		}},
+		{"cached fence ahead of now is kept", 60_000, []step{
+			{0, false, 60_000, 60_000, false, true},
+		}},
+		{"failed save keeps generator at old fence, then recovers", -1, []step{
+			{0, false, 3000, 3000, false, true},
+			{time.Second, true, 3000, 3000, true, false},
+			{time.Second, true, 3000, 3000, true, false},
+			{time.Second, false, 6000, 6000, false, true},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.NewFake(start)
+			g := clockguard.New(zerolog.Nop(), nil)
+			gen, store := &fakeGen{}, &fakeStore{}
+			initial := int64(0)
+			if tc.initial >= 0 {
+				initial = start.UnixMilli() + tc.initial
+			}
+			k := NewFenceKeeper(g, clk, gen, ahead, initial, store.persist, zerolog.Nop())
+			if g.Ready() {
+				t.Fatal("ready before the first fence write")
+			}
+			for i, s := range tc.steps {
+				if s.advance >= 0 {
+					clk.Advance(s.advance)
+				} else {
+					clk.StepWall(s.advance)
+				}
+				store.fail(s.failSave)
+				err := k.Extend()
+				if (err != nil) != s.wantErr {
+					t.Fatalf("step %d: Extend error %v, want error %v", i, err, s.wantErr)
+				}
+				if got := k.Persisted() - start.UnixMilli(); got != s.want {
+					t.Errorf("step %d: persisted fence %+d ms, want %+d", i, got, s.want)
+				}
+				if got := gen.get() - start.UnixMilli(); got != s.wantGen {
+					t.Errorf("step %d: generator fence %+d ms, want %+d", i, got, s.wantGen)
+				}
+				if g.Ready() != s.ready {
+					t.Errorf("step %d: ready %v (%+v), want %v", i, g.Ready(), g.Status(), s.ready)
+				}
+				if !s.ready && g.Status().Reason != clockguard.ReasonFencePersist {
+					t.Errorf("step %d: reason %q, want %q", i, g.Status().Reason, clockguard.ReasonFencePersist)
+				}
+			}
+		})
+	}
+}
+
+func TestFenceKeeperPersistFinalLowers(t *testing.T) {
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	store := &fakeStore{}
+	k := NewFenceKeeper(clockguard.New(zerolog.Nop(), nil), clk, &fakeGen{}, 3*time.Second, 0, store.persist, zerolog.Nop())
+	if err := k.Extend(); err != nil {
+		t.Fatal(err)
+	}
+	last := clk.WallNanos()/1e6 - 5
+	if err := k.PersistFinal(last); err != nil {
+		t.Fatal(err)
+	}
+	if k.Persisted() != last {
+		t.Errorf("persisted %d, want %d", k.Persisted(), last)
+	}
+	store.fail(true)
+	if err := k.PersistFinal(last); err == nil {
+		t.Error("PersistFinal hid a failed write")
+	}
+}
+
+func TestFenceKeeperRunExtendsAndStops(t *testing.T) {
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	store := &fakeStore{}
+	k := NewFenceKeeper(clockguard.New(zerolog.Nop(), nil), clk, &fakeGen{}, 30*time.Millisecond, 0, store.persist, zerolog.Nop())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { k.Run(ctx); close(done) }()
+	k.Wake()
+	deadline := time.Now().Add(5 * time.Second)
+	for store.count() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d fence writes in 5s with a 10ms interval", store.count())
+		}
+		clk.Advance(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}

@@ -1,0 +1,72 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+
+	"snowflaked/cachefile"
+	"snowflaked/snowflake"
+)
+
+// ErrZKNotBuilt is returned for --zk until ZooKeeper mode is wired in.
+var ErrZKNotBuilt = errors.New("ZooKeeper mode is not built yet: run without --zk (standalone, with --worker-id)")
+
+// ErrCacheMismatch means the cache file belongs to another identity (worker
+// ID, layout, cluster or node key) than the flags ask for. It is wrapped
+// together with ErrInvalidConfig.
+var ErrCacheMismatch = errors.New("cache file does not match the configuration")
+
+// StandaloneCluster is the Cluster (and NodeKey) of a standalone node's
+// cache-file entry: empty, so it can never match a ZooKeeper cluster's name.
+const StandaloneCluster = ""
+
+// identity is who the node is and what the previous run promised: the
+// worker ID, layout and fence, as the cache-file entry the fence keeper
+// keeps writing.
+type identity struct {
+	mode  string
+	entry cachefile.Entry // Fence: the fence at start (Unix ms, 0 for none)
+	from  string          // where the fence came from, for the log
+}
+
+// loadIdentity decides the node's identity. This is the one place where the
+// two modes differ at start.
+func loadIdentity(cfg Config, layout snowflake.Layout) (identity, error) {
+	if !cfg.Standalone() {
+		// ZOOKEEPER MODE HOOK: claim the worker ID and lease from the
+		// coordinator here (cache file first when it matches the cluster,
+		// node key and worker ID; else the fence in ZooKeeper, SPEC §3) and
+		// return identity{mode: ModeZooKeeper, ...}; its background loops
+		// (reports, lease, alive znode) join node.loops.
+		return identity{}, ErrZKNotBuilt
+	}
+	return standaloneIdentity(cfg, layout)
+}
+
+// standaloneIdentity takes worker ID and layout from the flags and the
+// fence from the cache file, which must belong to the same worker ID and
+// layout. No file means a first start (no fence); a damaged one is an error.
+func standaloneIdentity(cfg Config, layout snowflake.Layout) (identity, error) {
+	id := identity{mode: ModeStandalone, entry: cachefile.Entry{
+		Cluster: StandaloneCluster, NodeKey: StandaloneCluster, WorkerID: cfg.WorkerID, Layout: layout,
+	}}
+	e, err := cachefile.Load(cfg.CacheFile)
+	switch {
+	case errors.Is(err, cachefile.ErrNotFound):
+		id.from = "no cache file: first start"
+		return id, nil
+	case err != nil:
+		return identity{}, fmt.Errorf("standalone identity: %w", err)
+	}
+	if e.Cluster != StandaloneCluster || e.NodeKey != StandaloneCluster {
+		return identity{}, fmt.Errorf("%w: %w: %s holds worker %d of cluster %q (node key %q), written in ZooKeeper mode; standalone mode with --worker-id %d needs its own --cache-file",
+			ErrInvalidConfig, ErrCacheMismatch, cfg.CacheFile, e.WorkerID, e.Cluster, e.NodeKey, cfg.WorkerID)
+	}
+	if e.WorkerID != cfg.WorkerID || !e.Layout.Equal(layout) {
+		return identity{}, fmt.Errorf("%w: %w: %s holds worker %d with layout %s; --worker-id is %d with layout %s: pass the cached values or use another --cache-file",
+			ErrInvalidConfig, ErrCacheMismatch, cfg.CacheFile, e.WorkerID, e.Layout.Describe(), cfg.WorkerID, layout.Describe())
+	}
+	id.entry.Fence = e.Fence
+	id.from = "cache file " + cfg.CacheFile
+	return id, nil
+}

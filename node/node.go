@@ -1,0 +1,293 @@
+// Package node runs one snowflaked node: it decides the node's identity,
+// builds the generator, registers the clock-guard checks, runs the
+// background loops (fence keeper, rollback recovery, start gate) and the
+// HTTP server, and stops gracefully, leaving the exact last issued time as
+// the fence so a clean restart waits for nothing (SPEC §3, §6).
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+
+	"snowflaked/cachefile"
+	"snowflaked/clock"
+	"snowflaked/clockguard"
+	"snowflaked/server"
+	"snowflaked/snowflake"
+)
+
+// Option changes how Run builds the node (for tests and special builds).
+type Option func(*options)
+
+type options struct {
+	clock    clock.Clock
+	listener net.Listener
+	routes   map[string]fasthttp.RequestHandler
+	reports  ReportSources
+}
+
+// WithClock makes the node read time from c instead of clock.NewSystem().
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithListener makes the node serve on ln instead of listening on --listen.
+// Run closes it when it stops.
+func WithListener(ln net.Listener) Option { return func(o *options) { o.listener = ln } }
+
+// WithRoutes adds HTTP handlers by exact path (e.g. /metrics, /status).
+func WithRoutes(routes map[string]fasthttp.RequestHandler) Option {
+	return func(o *options) {
+		if o.routes == nil {
+			o.routes = map[string]fasthttp.RequestHandler{}
+		}
+		for p, h := range routes {
+			o.routes[p] = h
+		}
+	}
+}
+
+// WithReportSources adds sections (NTP, peers, ZooKeeper) to GET /clock.
+func WithReportSources(s ReportSources) Option { return func(o *options) { o.reports = s } }
+
+// node is one running node; Run builds it step by step.
+type node struct {
+	cfg    Config
+	log    zerolog.Logger
+	clock  clock.Clock
+	layout snowflake.Layout
+	routes map[string]fasthttp.RequestHandler
+
+	ident    identity
+	gen      *snowflake.Generator
+	guard    *clockguard.Guard
+	rollback *clockguard.Rollback
+	keeper   *FenceKeeper
+	gate     *StartGate
+	report   *reporter
+	srv      *server.Server
+	loops    []func(context.Context) // background work, stopped at shutdown
+}
+
+// Run runs a node until ctx ends, then stops it gracefully and returns nil.
+// Configuration problems (flags, or a cache file of another identity) are
+// errors wrapping ErrInvalidConfig, returned before anything is served.
+func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) error {
+	o := options{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.listener != nil {
+		defer o.listener.Close() // closed by the server too; a second Close is harmless
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if o.clock == nil {
+		o.clock = clock.NewSystem()
+	}
+	n := &node{cfg: cfg, log: log}
+	var chaosRoutes map[string]fasthttp.RequestHandler
+	n.clock, chaosRoutes = chaosSetup(o.clock)
+	routes, err := mergeRoutes(chaosRoutes, o.routes)
+	if err != nil {
+		return err
+	}
+	n.routes = routes
+	if n.layout, err = cfg.ParseLayout(clock.WallTime(n.clock)); err != nil {
+		return err
+	}
+
+	// 1. Identity: worker ID and the fence the previous run left.
+	if n.ident, err = loadIdentity(cfg, n.layout); err != nil {
+		return err
+	}
+	// 2. Generator: never issues at or before the fence's tick.
+	if err := n.newGenerator(); err != nil {
+		return err
+	}
+	// 3. Guard and its checks; the fence is written once before serving.
+	n.newGuard()
+	if err := n.keeper.Extend(); err != nil {
+		return fmt.Errorf("first write of the time fence to %s: %w", cfg.CacheFile, err)
+	}
+	n.report = &reporter{mode: n.ident.mode, clock: n.clock, gen: n.gen, guard: n.guard, fence: n.keeper.Persisted, sources: o.reports}
+	// 4. HTTP server.
+	ln := o.listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+	}
+	if err := n.newServer(); err != nil {
+		ln.Close()
+		return err
+	}
+	n.logStart(ln.Addr())
+	// 5. Serve until ctx ends, with the background loops; then stop.
+	return n.serve(ctx, ln)
+}
+
+func mergeRoutes(sets ...map[string]fasthttp.RequestHandler) (map[string]fasthttp.RequestHandler, error) {
+	out := map[string]fasthttp.RequestHandler{}
+	for _, set := range sets {
+		for p, h := range set {
+			if _, dup := out[p]; dup {
+				return nil, fmt.Errorf("route %s registered twice", p)
+			}
+			out[p] = h
+		}
+	}
+	return out, nil
+}
+
+func (n *node) newGenerator() error {
+	tol := n.cfg.RollbackTolerance
+	if tol == 0 {
+		tol = -1 // the generator reads 0 as "default"; the flag's 0 means none
+	}
+	gen, err := snowflake.NewGenerator(snowflake.Config{
+		Layout: n.layout, WorkerID: n.ident.entry.WorkerID, Clock: n.clock,
+		RollbackTolerance: tol, AfterUnixMilli: n.ident.entry.Fence,
+	})
+	if err != nil {
+		return fmt.Errorf("generator for worker %d, fence %d: %w", n.ident.entry.WorkerID, n.ident.entry.Fence, err)
+	}
+	n.gen = gen
+	return nil
+}
+
+// newGuard registers the checks a node needs in every mode and their loops.
+// Checks that others add (NTP, peers, wall/monotonic watcher, ZooKeeper
+// lease and silence) register here too, before the server starts.
+func (n *node) newGuard() {
+	n.guard = clockguard.New(n.log, func() time.Time { return clock.WallTime(n.clock) })
+
+	// clock_behind_fence: ready from the start of the tick after the fence's.
+	var readyAt int64
+	if n.ident.entry.Fence != 0 {
+		readyAt = n.layout.TickStart(n.layout.TickOf(n.ident.entry.Fence*int64(time.Millisecond)) + 1)
+	}
+	n.gate = NewStartGate(n.guard, n.clock, readyAt, n.cfg.MaxStartWait, n.log)
+	n.loops = append(n.loops, func(ctx context.Context) { n.gate.Run(ctx) })
+
+	// fence_persist_failed: the fence keeper.
+	entry := n.ident.entry
+	persist := func(fence int64) error {
+		e := entry
+		e.Fence, e.Updated = fence, clock.UnixMilli(n.clock)
+		return cachefile.Save(n.cfg.CacheFile, e)
+	}
+	n.keeper = NewFenceKeeper(n.guard, n.clock, n.gen, n.cfg.FenceAhead, entry.Fence, persist, n.log)
+	n.loops = append(n.loops, n.keeper.Run)
+
+	// clock_rollback: tripped by the generator (onIDError), cleared by Run.
+	n.rollback = clockguard.NewRollback(n.guard, n.gen, 0)
+	n.loops = append(n.loops, n.rollback.Run)
+}
+
+// onIDError reacts to the generator refusing an ID (called by the server on
+// the request path: quick, non-blocking).
+func (n *node) onIDError(err error) {
+	var rb *snowflake.RollbackError
+	switch {
+	case errors.As(err, &rb):
+		n.rollback.Trip(rb.Behind, "generator")
+	case errors.Is(err, snowflake.ErrBeforeEpoch):
+		n.rollback.Trip(n.gen.Behind(), "generator (clock before the epoch)")
+	case errors.Is(err, snowflake.ErrFenceReached):
+		n.keeper.Wake()
+	}
+}
+
+func (n *node) newServer() error {
+	srv, err := server.New(server.Config{
+		IDs: n.gen, Guard: n.guard, Clock: n.clock,
+		OnIDError:   n.onIDError,
+		ClockReport: func() any { return n.report.report() },
+		MaxBatch:    n.cfg.MaxBatch,
+		Log:         n.log.With().Str("component", "http").Logger(),
+		Routes:      n.routes,
+	})
+	if err != nil {
+		return fmt.Errorf("http server: %w", err)
+	}
+	n.srv = srv
+	return nil
+}
+
+// yearsLeftWarning is when the startup log warns that the timestamp field
+// is running out.
+const yearsLeftWarning = 2.0
+
+func (n *node) logStart(addr net.Addr) {
+	now := clock.WallTime(n.clock)
+	years := n.layout.End().Sub(now).Hours() / (24 * 365.25)
+	n.log.Info().Str("mode", n.ident.mode).Int64("worker_id", n.ident.entry.WorkerID).
+		Str("layout", n.layout.String()).Str("epoch", n.layout.Epoch.Format(time.RFC3339Nano)).
+		Str("time_unit", n.layout.Unit.String()).Str("listen", addr.String()).
+		Int64("fence_ms", n.ident.entry.Fence).Str("fence_from", n.ident.from).
+		Float64("years_left", math.Round(years*10)/10).Str("chaos_build", fmt.Sprint(ChaosBuild)).
+		Msg("snowflaked starting")
+	if years < yearsLeftWarning {
+		n.log.Warn().Float64("years_left", years).Str("ends", n.layout.End().Format(time.RFC3339)).
+			Msg("the timestamp field of the layout runs out soon: plan a new epoch or layout")
+	}
+}
+
+// serve runs the server and background loops until ctx ends or the server
+// fails, then stops in order: leave service, let in-flight requests finish,
+// stop the loops, persist the exact last issued time as the fence.
+func (n *node) serve(ctx context.Context, ln net.Listener) error {
+	bg, stopBG := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, loop := range n.loops {
+		wg.Go(func() { loop(bg) })
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- n.srv.Serve(ln) }()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		n.log.Info().Msg("stopping: leaving service")
+	case err := <-serveErr:
+		runErr = fmt.Errorf("http server stopped: %w", err)
+		if err == nil {
+			runErr = errors.New("http server stopped by itself")
+		}
+	}
+	n.guard.Stop()
+	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	shutErr := n.srv.Shutdown(sctx)
+	cancel()
+	stopBG()
+	wg.Wait()
+
+	if runErr != nil || shutErr != nil {
+		// Requests may still be running: keep the persisted fence (ahead of
+		// anything they can issue) instead of the last issued time.
+		if shutErr != nil {
+			shutErr = fmt.Errorf("stop http server within --shutdown-timeout %s: %w", n.cfg.ShutdownTimeout, shutErr)
+		}
+		n.log.Warn().AnErr("run_error", runErr).AnErr("shutdown_error", shutErr).Int64("fence_ms", n.keeper.Persisted()).
+			Msg("unclean stop: the fence stays ahead, a restart waits for it")
+		return errors.Join(runErr, shutErr)
+	}
+	// No request is running and none can start: freeze the generator at its
+	// last tick and make that the fence.
+	last := n.gen.LastUnixMilli()
+	n.gen.SetFence(last)
+	if err := n.keeper.PersistFinal(last); err != nil {
+		n.log.Error().Err(err).Int64("fence_ms", n.keeper.Persisted()).Msg("final fence not written: a restart waits for the previous one")
+		return err
+	}
+	n.log.Info().Int64("fence_ms", last).Msg("stopped: fence set to the last issued time")
+	return nil
+}

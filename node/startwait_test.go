@@ -1,0 +1,119 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"snowflaked/clock/clocktest"
+	"snowflaked/clockguard"
+)
+
+func TestStartGate(t *testing.T) {
+	start := time.UnixMilli(1_750_000_000_000)
+	tests := []struct {
+		name       string
+		ahead      time.Duration // fence minus now at start
+		maxWait    time.Duration
+		wantFail   bool          // the check fails (rather than stays pending) while waiting
+		goBackMid  time.Duration // wall step back after the first poll
+		wantDetail []string
+	}{
+		{name: "no fence", ahead: -1},
+		{name: "fence in the past", ahead: -time.Hour, maxWait: 10 * time.Second},
+		{name: "slightly behind waits pending", ahead: 2 * time.Second, maxWait: 10 * time.Second},
+		{name: "far behind fails with figures", ahead: time.Hour, maxWait: 10 * time.Second, wantFail: true,
+			wantDetail: []string{"1h0m0s behind the fence", "max-start-wait 10s"}},
+		{name: "zero max wait fails at once", ahead: 50 * time.Millisecond, maxWait: 0, wantFail: true},
+		{name: "clock going back during the wait fails", ahead: 2 * time.Second, maxWait: 10 * time.Second,
+			goBackMid: time.Minute, wantFail: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.NewFake(start)
+			g := clockguard.New(zerolog.Nop(), nil)
+			var readyAt int64
+			if tc.ahead != -1 {
+				readyAt = start.Add(tc.ahead).UnixNano()
+			}
+			gate := NewStartGate(g, clk, readyAt, tc.maxWait, zerolog.Nop())
+			sub := g.Subscribe()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan time.Duration, 1)
+			go func() { done <- gate.Run(ctx) }()
+
+			if tc.ahead <= 0 {
+				select {
+				case <-done:
+				case <-time.After(5 * time.Second):
+					t.Fatal("gate did not pass at once")
+				}
+				if !g.Ready() {
+					t.Fatalf("not ready: %+v", g.Status())
+				}
+				return
+			}
+			// Let Run make its first decision, then check the state.
+			deadline := time.Now().Add(5 * time.Second)
+			if tc.goBackMid > 0 {
+				// Whether Run is already waiting or not, a clock now far
+				// behind the fence must fail the check.
+				clk.StepWall(-tc.goBackMid)
+			}
+			for tc.wantFail && g.Status().State != clockguard.OutOfService {
+				if time.Now().After(deadline) {
+					t.Fatalf("state %+v, want out of service", g.Status())
+				}
+				select {
+				case <-sub:
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			st := g.Status()
+			if tc.wantFail {
+				if st.Reason != clockguard.ReasonClockBehindFence {
+					t.Errorf("reason %q, want %q", st.Reason, clockguard.ReasonClockBehindFence)
+				}
+			} else if st.State != clockguard.Starting {
+				t.Errorf("state %+v, want starting (pending)", st)
+			}
+			for _, s := range tc.wantDetail {
+				if !strings.Contains(st.Detail, s) {
+					t.Errorf("detail %q does not contain %q", st.Detail, s)
+				}
+			}
+			// Move the clock past the fence: the gate passes for good.
+			clk.Advance(tc.ahead + tc.goBackMid + time.Millisecond)
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("gate did not pass after the clock passed the fence: %+v", g.Status())
+			}
+			if !g.Ready() {
+				t.Fatalf("not ready: %+v", g.Status())
+			}
+		})
+	}
+}
+
+func TestStartGateStopsWithContext(t *testing.T) {
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	g := clockguard.New(zerolog.Nop(), nil)
+	gate := NewStartGate(g, clk, clk.WallNanos()+int64(time.Hour), time.Second, zerolog.Nop())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { gate.Run(ctx); close(done) }()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	if g.Ready() {
+		t.Fatal("ready although the clock never passed the fence")
+	}
+}
