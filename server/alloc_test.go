@@ -1,0 +1,75 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"snowflaked/snowflake"
+)
+
+// newRequestCtx returns a RequestCtx for calling a handler directly.
+func newRequestCtx(method, uri string) *fasthttp.RequestCtx {
+	ctx := &fasthttp.RequestCtx{}
+	ctx.Request.Header.SetMethod(method)
+	ctx.Request.SetRequestURI(uri)
+	return ctx
+}
+
+// TestHandlerAllocs: with a reused RequestCtx (as fasthttp's server reuses
+// it) the hot endpoints allocate nothing per request. The response is Reset
+// between calls as the server does, so fasthttp's pooled body buffer is
+// returned and taken again each time.
+func TestHandlerAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items at random: allocation counts are meaningless")
+	}
+	tests := []struct {
+		name     string
+		uri      string
+		observer bool
+	}{
+		{"id", "/id", false},
+		{"id with observer", "/id", true},
+		{"id json", "/id?format=json", false},
+		{"leaf", "/api/snowflake/get/leaf-key", false},
+		{"ids 100", "/ids?count=100", false},
+		{"ids 100 json", "/ids?count=100&format=json", true},
+		{"decode", "/decode/123456789", false},
+		{"healthz", "/healthz", false},
+		{"readyz", "/readyz", false},
+		{"time", "/time", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obs := &countingObserver{}
+			f := newFixture(t, snowflake.DefaultLayout(), func(c *Config) {
+				if tt.observer {
+					c.Observer = obs
+				}
+			})
+			h := f.srv.Handler()
+			ctx := newRequestCtx("GET", tt.uri)
+			for range 10 { // warm up pools and header buffers
+				ctx.Response.Reset()
+				h(ctx)
+			}
+			if ctx.Response.StatusCode() != 200 {
+				t.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+			}
+			allocs := testing.AllocsPerRun(1000, func() {
+				ctx.Response.Reset()
+				h(ctx)
+			})
+			if ctx.Response.StatusCode() != 200 {
+				t.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+			}
+			if allocs != 0 {
+				t.Fatalf("GET %s: %v allocations per request, want 0", tt.uri, allocs)
+			}
+			if tt.observer && obs.requests.Load() < 1000 {
+				t.Fatalf("observer saw %d requests", obs.requests.Load())
+			}
+		})
+	}
+}
