@@ -233,7 +233,7 @@ func (n *node) logStart(addr net.Addr) {
 		Str("layout", n.layout.String()).Str("epoch", n.layout.Epoch.Format(time.RFC3339Nano)).
 		Str("time_unit", n.layout.Unit.String()).Str("listen", addr.String()).
 		Int64("fence_ms", n.ident.entry.Fence).Str("fence_from", n.ident.from).
-		Float64("years_left", math.Round(years*10)/10).Str("chaos_build", fmt.Sprint(ChaosBuild)).
+		Float64("years_left", math.Round(years*10)/10).Bool("chaos_build", ChaosBuild).
 		Msg("snowflaked starting")
 	if years < yearsLeftWarning {
 		n.log.Warn().Float64("years_left", years).Str("ends", n.layout.End().Format(time.RFC3339)).

@@ -1,0 +1,121 @@
+// Command snowflaked is the snowflake ID server (SPEC.md). Every flag can
+// also be set from the environment: --max-batch reads SNOWFLAKED_MAX_BATCH.
+//
+// Exit status: 0 after a clean stop (SIGTERM or SIGINT), 2 for bad flags or
+// configuration (including a cache file of another identity), 1 for any
+// other error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"snowflaked/envflag"
+	"snowflaked/node"
+)
+
+// version is set at build time: -ldflags "-X main.version=…".
+var version = "dev"
+
+// envPrefix is the prefix of the environment variables that set flags.
+const envPrefix = "SNOWFLAKED_"
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+func run(args, environ []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("snowflaked", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg node.Config
+	cfg.RegisterFlags(fs)
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: snowflaked [flags]\n\nEvery flag may also be set as %s<FLAG> (upper case, dashes as underscores).\n\n", envPrefix)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage // the flag package printed the error and usage
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, versionString())
+		return exitOK
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "snowflaked: unexpected arguments %q (flags only; see -help)\n", fs.Args())
+		return exitUsage
+	}
+	unknown, err := envflag.Apply(fs, envPrefix, environ)
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflaked: %v\n", err)
+		return exitUsage
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "snowflaked: %v\n", err)
+		return exitUsage
+	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflaked: %v\n", err)
+		return exitUsage
+	}
+	for _, name := range unknown {
+		log.Warn().Str("variable", name).Msg("environment variable matches no flag: ignored (typo?)")
+	}
+	log.Info().Str("version", version).Msg("snowflaked " + versionString())
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := node.Run(ctx, cfg, log); err != nil {
+		if errors.Is(err, node.ErrInvalidConfig) {
+			fmt.Fprintf(stderr, "snowflaked: %v\n", err)
+			return exitUsage
+		}
+		log.Error().Err(err).Msg("snowflaked failed")
+		return exitRuntime
+	}
+	return exitOK
+}
+
+func versionString() string {
+	s := fmt.Sprintf("%s (%s)", version, runtime.Version())
+	if node.ChaosBuild {
+		s += " chaos build: fault injection enabled, not for production"
+	}
+	return s
+}
+
+// newLogger returns the process logger: JSON lines on stderr, or a
+// human-readable console format, at --log-level.
+func newLogger(cfg node.Config, w io.Writer) (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return zerolog.Logger{}, fmt.Errorf("--log-level %q: %w", cfg.LogLevel, err)
+	}
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	out := w
+	if cfg.LogFormat == node.LogFormatConsole {
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+	}
+	return zerolog.New(out).Level(level).With().Timestamp().Logger(), nil
+}
