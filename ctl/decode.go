@@ -1,0 +1,122 @@
+package ctl
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"snowflaked/snowflake"
+)
+
+// LeafEpochMilli is the epoch of Meituan Leaf's snowflake IDs (Twitter's
+// epoch, 2010-11-04T01:42:54.657Z), for decode --leaf.
+const LeafEpochMilli = 1288834974657
+
+// timeFormat prints decoded times: RFC 3339 in UTC with milliseconds.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// decoded is the --json form of one ID, the same fields as GET /decode/{id}.
+type decoded struct {
+	ID          string `json:"id"`
+	TimestampMs int64  `json:"timestamp_ms"`
+	Time        string `json:"time"`
+	WorkerID    int64  `json:"worker_id"`
+	Sequence    int64  `json:"sequence"`
+}
+
+// Decode is "snowflakectl decode": it prints each ID's time (RFC 3339 UTC
+// and Unix ms), worker ID and sequence under a layout (default, flags, or
+// Leaf's with --leaf).
+func Decode(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("snowflakectl decode", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	layoutFlag := fs.String("layout", snowflake.PresetDefault, "bit split time/worker/sequence, or js53")
+	epochFlag := fs.String("epoch", snowflake.DefaultEpoch.Format(time.RFC3339), "epoch of the IDs, RFC 3339")
+	unitFlag := fs.String("time-unit", "1ms", "length of one timestamp tick")
+	leaf := fs.Bool("leaf", false, "Meituan Leaf's layout: 41/10/12, epoch 1288834974657 ms (Twitter's)")
+	asJSON := fs.Bool("json", false, "print one JSON object per ID")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: snowflakectl decode <id>... [flags]")
+		fs.PrintDefaults()
+	}
+	ids, err := parseInterspersed(fs, args)
+	if err != nil {
+		return ExitUsage // flag printed it
+	}
+	if len(ids) == 0 {
+		fmt.Fprintln(stderr, "snowflakectl decode: no ID given")
+		fs.Usage()
+		return ExitUsage
+	}
+	if *leaf {
+		var clash []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "layout" || f.Name == "epoch" || f.Name == "time-unit" {
+				clash = append(clash, "--"+f.Name)
+			}
+		})
+		if len(clash) > 0 {
+			fmt.Fprintf(stderr, "snowflakectl decode: --leaf fixes the layout; drop %s\n", strings.Join(clash, ", "))
+			return ExitUsage
+		}
+		*layoutFlag, *unitFlag = snowflake.PresetDefault, "1ms"
+		*epochFlag = time.UnixMilli(LeafEpochMilli).UTC().Format(time.RFC3339Nano)
+	}
+	layout, err := snowflake.ParseLayout(*layoutFlag, *epochFlag, *unitFlag, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl decode: %v\n", err)
+		return ExitUsage
+	}
+	var out []decoded
+	for _, raw := range ids {
+		p, err := decodeOne(layout, raw)
+		if err != nil {
+			fmt.Fprintf(stderr, "snowflakectl decode: %v\n", err)
+			return ExitUsage
+		}
+		out = append(out, decoded{
+			ID: strconv.FormatInt(p.ID, 10), TimestampMs: p.UnixMilli(), Time: p.Time.UTC().Format(timeFormat),
+			WorkerID: p.WorkerID, Sequence: p.Sequence,
+		})
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, d := range out {
+			if err := enc.Encode(d); err != nil {
+				fmt.Fprintf(stderr, "snowflakectl decode: %v\n", err)
+				return ExitFailure
+			}
+		}
+		return ExitOK
+	}
+	for i, d := range out {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprintf(stdout, "id        %s\ntime      %s\nunix_ms   %d\nworker    %d\nsequence  %d\nlayout    %s\n",
+			d.ID, d.Time, d.TimestampMs, d.WorkerID, d.Sequence, layout.Describe())
+	}
+	return ExitOK
+}
+
+// decodeOne parses a decimal ID and decodes it, with a clear error for
+// anything that is not an ID of the layout.
+func decodeOne(l snowflake.Layout, raw string) (snowflake.Parts, error) {
+	s := strings.TrimSpace(raw)
+	id, err := strconv.ParseInt(s, 10, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange) && strings.HasPrefix(s, "-"):
+		return snowflake.Parts{}, fmt.Errorf("id %q is negative", raw)
+	case errors.Is(err, strconv.ErrRange):
+		return snowflake.Parts{}, fmt.Errorf("id %q is too big: IDs are at most %d", raw, int64(math.MaxInt64))
+	case err != nil:
+		return snowflake.Parts{}, fmt.Errorf("id %q is not a decimal number", raw)
+	}
+	return l.Decode(id) // negative and too-large IDs get the layout's own message
+}
