@@ -123,9 +123,19 @@ func (l Layout) Validate(now time.Time) error {
 	return nil
 }
 
+// The epoch must be a whole Unix millisecond between these: tick arithmetic is
+// done in int64 Unix nanoseconds from the epoch, and fences and last issued
+// timestamps travel as Unix milliseconds, which must convert to ticks exactly.
+var (
+	minEpoch = time.Unix(0, 0).UTC()
+	maxEpoch = time.Unix(0, math.MaxInt64).UTC().Truncate(time.Millisecond)
+)
+
 // validateShape checks everything that does not depend on the clock.
 func (l Layout) validateShape() error {
 	switch {
+	case l.TimeBits > 63 || l.WorkerBits > 63 || l.SequenceBits > 63: // else the sum below can wrap
+		return fmt.Errorf("%w: %s has a bit count above 63", ErrInvalidLayout, l)
 	case l.TimeBits+l.WorkerBits+l.SequenceBits > 63:
 		return fmt.Errorf("%w: %s uses %d bits, at most 63 fit a positive int64", ErrInvalidLayout, l, l.TimeBits+l.WorkerBits+l.SequenceBits)
 	case l.SequenceBits == 0:
@@ -140,6 +150,12 @@ func (l Layout) validateShape() error {
 		return fmt.Errorf("%w: time unit %s is not a whole number of milliseconds", ErrInvalidLayout, l.Unit)
 	case l.Epoch.IsZero():
 		return fmt.Errorf("%w: no epoch", ErrInvalidLayout)
+	case l.Epoch.Before(minEpoch):
+		return fmt.Errorf("%w: epoch %s is before %s", ErrInvalidLayout, l.Epoch.UTC().Format(time.RFC3339Nano), minEpoch.Format(time.RFC3339))
+	case l.Epoch.After(maxEpoch):
+		return fmt.Errorf("%w: epoch %s is too far in the future (after %s)", ErrInvalidLayout, l.Epoch.UTC().Format(time.RFC3339Nano), maxEpoch.Format(time.RFC3339Nano))
+	case l.Epoch.Nanosecond()%int(time.Millisecond) != 0:
+		return fmt.Errorf("%w: epoch %s is not a whole millisecond", ErrInvalidLayout, l.Epoch.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
 }
@@ -179,24 +195,61 @@ func (l Layout) PerSecond() float64 {
 	return float64(l.MaxSequence()+1) * float64(time.Second) / float64(l.Unit)
 }
 
-// End is the first instant the timestamp field cannot represent.
+// End is the first instant the timestamp field cannot represent. For a
+// layout lasting beyond ~292 million years it is a time further still; for
+// a unit below 1ms it is the epoch.
 func (l Layout) End() time.Time {
-	ticks := l.MaxTick() + 1
-	if ticks > math.MaxInt64/int64(l.Unit) { // beyond what time.Duration holds
+	ms, ok := l.tickStartMilli(l.MaxTick() + 1)
+	if !ok {
 		return time.Unix(1<<62, 0).UTC()
 	}
-	return l.Epoch.Add(time.Duration(ticks) * l.Unit).UTC()
+	return time.UnixMilli(ms).UTC()
+}
+
+// tickStartMilli returns the Unix-millisecond start of a tick, and false
+// when it does not fit an int64. It is exact for a valid layout (whole
+// millisecond epoch and unit) and, unlike TickStart, cannot overflow.
+func (l Layout) tickStartMilli(tick int64) (int64, bool) {
+	u, e := int64(l.Unit/time.Millisecond), l.Epoch.UnixMilli()
+	if u <= 0 {
+		return e, true
+	}
+	if tick > (math.MaxInt64-max(e, 0))/u || tick < (math.MinInt64-min(e, 0))/u {
+		return 0, false
+	}
+	return e + tick*u, true // |tick*u| leaves room for e: no overflow
+}
+
+// tickOfMilli returns the tick containing the Unix-millisecond time ms,
+// saturated to math.MaxInt64/math.MinInt64 far beyond or before the epoch.
+// It is exact for a valid layout and, unlike TickOf(ms*1e6), cannot overflow.
+func (l Layout) tickOfMilli(ms int64) int64 {
+	u, e := int64(l.Unit/time.Millisecond), l.Epoch.UnixMilli()
+	if u <= 0 {
+		u = 1
+	}
+	return floorTick(ms, e, u)
+}
+
+// floorTick returns floor((t-e)/u) for u > 0, saturated to
+// math.MinInt64/math.MaxInt64 when t-e overflows.
+func floorTick(t, e, u int64) int64 {
+	d := t - e
+	switch {
+	case e > 0 && d > t: // wrapped below math.MinInt64
+		return math.MinInt64
+	case e < 0 && d < t: // wrapped above math.MaxInt64
+		return math.MaxInt64
+	case d < 0:
+		return (d+1)/u - 1 // floor without negating d (-math.MinInt64 overflows)
+	}
+	return d / u
 }
 
 // TickOf returns the tick containing the Unix-nanosecond time ns (negative
 // before the epoch).
 func (l Layout) TickOf(ns int64) int64 {
-	d := ns - l.Epoch.UnixNano()
-	u := int64(l.Unit)
-	if d < 0 {
-		return -((-d + u - 1) / u)
-	}
-	return d / u
+	return floorTick(ns, l.Epoch.UnixNano(), int64(l.Unit))
 }
 
 // TickStart returns the Unix-nanosecond start of a tick.
@@ -228,10 +281,16 @@ func (l Layout) Decode(id int64) (Parts, error) {
 		return Parts{}, fmt.Errorf("%w: %d is above %d, the largest ID of layout %s", ErrInvalidID, id, l.MaxID(), l)
 	}
 	tick := id >> (l.WorkerBits + l.SequenceBits)
+	// In milliseconds: TickStart's nanoseconds overflow after 2262, which
+	// e.g. 41 bits of 10ms reach.
+	ms, ok := l.tickStartMilli(tick)
+	if !ok {
+		return Parts{}, fmt.Errorf("%w: %d: its timestamp is beyond any representable time", ErrInvalidID, id)
+	}
 	return Parts{
 		ID:       id,
 		Tick:     tick,
-		Time:     time.Unix(0, l.TickStart(tick)).UTC(),
+		Time:     time.UnixMilli(ms).UTC(),
 		WorkerID: (id >> l.SequenceBits) & l.MaxWorkerID(),
 		Sequence: id & l.MaxSequence(),
 	}, nil

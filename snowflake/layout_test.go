@@ -119,9 +119,15 @@ func TestParseLayout(t *testing.T) {
 		{name: "epoch unix seconds", bits: "41/10/12", epoch: "1704067200", unit: "1ms", wantErr: "not an RFC 3339 time"},
 		{name: "epoch zero time", bits: "41/10/12", epoch: "0001-01-01T00:00:00Z", unit: "1ms", wantErr: "no epoch"},
 		{name: "epoch in the future", bits: "41/10/12", epoch: "2025-06-01T12:00:01Z", unit: "1ms", wantErr: "is in the future"},
-		{name: "epoch far future", bits: "41/10/12", epoch: "2999-01-01T00:00:00Z", unit: "1ms", wantErr: "is in the future"},
+		{name: "epoch 2100", bits: "41/10/12", epoch: "2100-01-01T00:00:00Z", unit: "1ms", wantErr: "is in the future"},
+		{name: "epoch after 2262", bits: "41/10/12", epoch: "2999-01-01T00:00:00Z", unit: "1ms", wantErr: "too far in the future (after 2262-04-11T23:47:16.854Z)"},
+		{name: "epoch before 1970", bits: "62/0/1", epoch: "1969-12-31T23:59:59.999Z", unit: "1h", wantErr: "is before 1970-01-01T00:00:00Z"},
+		{name: "epoch year 1", bits: "62/0/1", epoch: "0001-01-01T00:00:00.001Z", unit: "1h", wantErr: "is before 1970"},
+		{name: "epoch 1970", bits: "41/10/12", epoch: "1970-01-01T00:00:00Z", unit: "1s", want: snowflake.Layout{TimeBits: 41, WorkerBits: 10, SequenceBits: 12, Epoch: time.Unix(0, 0).UTC(), Unit: time.Second}},
+		{name: "epoch sub-millisecond", bits: "41/10/12", epoch: "2024-01-01T00:00:00.0005Z", unit: "1ms", wantErr: "is not a whole millisecond"},
+		{name: "epoch 1ns", bits: "41/10/12", epoch: "2024-01-01T00:00:00.000000001Z", unit: "1ms", wantErr: "is not a whole millisecond"},
 		{name: "layout exhausted", bits: "20/10/12", epoch: defaultEpochText, unit: "1ms", wantErr: "ran out of timestamps"},
-		{name: "layout exhausted 41 bits", bits: "41/10/12", epoch: "1950-01-01T00:00:00Z", unit: "1ms", wantErr: "ran out of timestamps"},
+		{name: "layout exhausted 30 bits", bits: "30/10/12", epoch: defaultEpochText, unit: "1ms", wantErr: "ran out of timestamps"},
 		{name: "junk bits 41/10", bits: "41/10", epoch: defaultEpochText, unit: "1ms", wantErr: "want time/worker/sequence"},
 		{name: "junk bits a/b/c", bits: "a/b/c", epoch: defaultEpochText, unit: "1ms", wantErr: "is not a bit count"},
 		{name: "junk bits 41/10/12/1", bits: "41/10/12/1", epoch: defaultEpochText, unit: "1ms", wantErr: "want time/worker/sequence"},
@@ -190,6 +196,12 @@ func TestLayoutValidate(t *testing.T) {
 		{name: "64 bits", l: with(func(l *snowflake.Layout) { l.TimeBits = 42 }), now: testNow, wantErr: "uses 64 bits"},
 		{name: "no sequence", l: with(func(l *snowflake.Layout) { l.SequenceBits = 0 }), now: testNow, wantErr: "no sequence bits"},
 		{name: "19 time bits", l: with(func(l *snowflake.Layout) { l.TimeBits = 19 }), now: testNow, wantErr: "fewer than 20"},
+		// The sum of the three is 43, but only because it wrapped around.
+		{name: "worker bits wrap the sum", l: with(func(l *snowflake.Layout) { l.TimeBits, l.WorkerBits = 41, math.MaxUint-9 }), now: testNow, wantErr: "a bit count above 63"},
+		{name: "time bits wrap the sum", l: with(func(l *snowflake.Layout) { l.TimeBits = math.MaxUint - 1 }), now: testNow, wantErr: "a bit count above 63"},
+		{name: "sequence bits 64", l: snowflake.Layout{TimeBits: 0, SequenceBits: 64, Epoch: snowflake.DefaultEpoch, Unit: time.Millisecond}, now: testNow, wantErr: "a bit count above 63"},
+		{name: "epoch before 1970", l: with(func(l *snowflake.Layout) { l.Epoch = time.Unix(-1, 0) }), now: testNow, wantErr: "is before 1970"},
+		{name: "epoch sub-millisecond", l: with(func(l *snowflake.Layout) { l.Epoch = l.Epoch.Add(time.Microsecond) }), now: testNow, wantErr: "not a whole millisecond"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -413,7 +425,7 @@ func TestLayoutUnmarshalJSONErrors(t *testing.T) {
 	}
 	// A future epoch is a shape-valid layout: Unmarshal accepts it, Validate does not.
 	var l snowflake.Layout
-	if err := json.Unmarshal([]byte(`{"layout":"41/10/12","epoch":"2999-01-01T00:00:00Z","time_unit":"1ms"}`), &l); err != nil {
+	if err := json.Unmarshal([]byte(`{"layout":"41/10/12","epoch":"2100-01-01T00:00:00Z","time_unit":"1ms"}`), &l); err != nil {
 		t.Fatalf("Unmarshal of a future epoch: %v", err)
 	}
 	if err := l.Validate(testNow); !errors.Is(err, snowflake.ErrInvalidLayout) {
@@ -453,6 +465,93 @@ func TestLayoutEnd(t *testing.T) {
 				t.Errorf("last tick starts %s, want End-%s = %s", last, tc.l.Unit, got.Add(-tc.l.Unit))
 			}
 		})
+	}
+}
+
+// Layouts whose timestamps run past 2262 (the end of int64 Unix
+// nanoseconds) still have an exact End and decode to the right time.
+func TestLayoutLongLived(t *testing.T) {
+	e := snowflake.DefaultEpoch
+	tests := []struct {
+		name     string
+		l        snowflake.Layout
+		wantEnd  time.Time
+		lastTime time.Time // the time of the largest tick
+	}{
+		{
+			name:     "41 bits of 1s",
+			l:        snowflake.Layout{TimeBits: 41, WorkerBits: 10, SequenceBits: 12, Epoch: e, Unit: time.Second},
+			wantEnd:  time.Unix(e.Unix()+1<<41, 0).UTC(),
+			lastTime: time.Unix(e.Unix()+1<<41-1, 0).UTC(),
+		},
+		{
+			name:     "41 bits of 10ms",
+			l:        snowflake.Layout{TimeBits: 41, WorkerBits: 10, SequenceBits: 12, Epoch: e, Unit: 10 * time.Millisecond},
+			wantEnd:  time.UnixMilli(e.UnixMilli() + 10<<41).UTC(),
+			lastTime: time.UnixMilli(e.UnixMilli() + 10*(1<<41-1)).UTC(),
+		},
+		{
+			name:     "41 bits of 1h", // ends in year ~250 million
+			l:        snowflake.Layout{TimeBits: 41, WorkerBits: 10, SequenceBits: 12, Epoch: e, Unit: time.Hour},
+			wantEnd:  time.Unix(e.Unix()+3600<<41, 0).UTC(),
+			lastTime: time.Unix(e.Unix()+3600*(1<<41-1), 0).UTC(),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.l.Validate(testNow); err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.l.End(); !got.Equal(tc.wantEnd) {
+				t.Errorf("End() = %s, want %s", got, tc.wantEnd)
+			}
+			id := tc.l.Compose(tc.l.MaxTick(), 0, 1)
+			p, err := tc.l.Decode(id)
+			if err != nil {
+				t.Fatalf("Decode(%d): %v", id, err)
+			}
+			if !p.Time.Equal(tc.lastTime) || p.Tick != tc.l.MaxTick() || p.Sequence != 1 {
+				t.Errorf("Decode(%d) = %+v, want tick %d at %s", id, p, tc.l.MaxTick(), tc.lastTime)
+			}
+			if p.UnixMilli() != tc.lastTime.UnixMilli() {
+				t.Errorf("UnixMilli() = %d, want %d", p.UnixMilli(), tc.lastTime.UnixMilli())
+			}
+		})
+	}
+
+	// 62 bits of hours: ticks run past any time.Time; End is still in the
+	// far future and Decode says the late IDs are not decodable.
+	l := snowflake.Layout{TimeBits: 62, WorkerBits: 0, SequenceBits: 1, Epoch: e, Unit: time.Hour}
+	if err := l.Validate(testNow); err != nil {
+		t.Fatal(err)
+	}
+	if end := l.End(); end.Year() < 1_000_000_000 {
+		t.Errorf("End() of 2^62 hours = %s, want beyond year 1e9", end)
+	}
+	if p, err := l.Decode(l.MaxID()); !errors.Is(err, snowflake.ErrInvalidID) {
+		t.Errorf("Decode(MaxID) of 2^62 hours = %+v, %v; want ErrInvalidID", p, err)
+	}
+	if p, err := l.Decode(l.Compose(1000, 0, 1)); err != nil || !p.Time.Equal(e.Add(1000*time.Hour)) {
+		t.Errorf("Decode(tick 1000) of 2^62 hours = %+v, %v; want %s", p, err, e.Add(1000*time.Hour))
+	}
+}
+
+// Methods of invalid layouts answer without panicking.
+func TestLayoutInvalidNoPanic(t *testing.T) {
+	for _, l := range []snowflake.Layout{
+		{},
+		{TimeBits: 41, WorkerBits: 10, SequenceBits: 12},
+		{TimeBits: 41, WorkerBits: 10, SequenceBits: 12, Epoch: snowflake.DefaultEpoch, Unit: -time.Hour},
+		{TimeBits: math.MaxUint, WorkerBits: math.MaxUint, SequenceBits: math.MaxUint, Epoch: time.Unix(-1<<40, 0), Unit: time.Nanosecond},
+	} {
+		if err := l.Validate(testNow); err == nil {
+			t.Errorf("Validate(%s) = nil", l.Describe())
+		}
+		_ = l.End()
+		_ = l.PerSecond()
+		_ = l.MaxID()
+		_, _ = l.Decode(1)
+		_, _ = l.MarshalJSON()
 	}
 }
 
