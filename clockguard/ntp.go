@@ -62,7 +62,7 @@ func (UDPQuerier) Query(ctx context.Context, address string, opt ntp.QueryOption
 		if err != nil {
 			return nil, err
 		}
-		c := &ctxConn{Conn: conn, ctx: ctx}
+		c := &ctxConn{Conn: conn}
 		stop = context.AfterFunc(ctx, c.expire)
 		return c, nil
 	}
@@ -84,7 +84,6 @@ func (UDPQuerier) Query(ctx context.Context, address string, opt ntp.QueryOption
 // its own before or after that.
 type ctxConn struct {
 	net.Conn
-	ctx     context.Context
 	mu      sync.Mutex
 	expired bool
 }
@@ -100,15 +99,13 @@ func (c *ctxConn) expire() {
 	_ = c.Conn.SetDeadline(pastDeadline)
 }
 
-// SetDeadline sets t, or an earlier context deadline, or the past once the
-// context has ended.
+// SetDeadline sets t, or a deadline in the past once the context has ended
+// (then ctx.Err() is already set when the I/O fails).
 func (c *ctxConn) SetDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.expired {
 		t = pastDeadline
-	} else if d, ok := c.ctx.Deadline(); ok && (t.IsZero() || d.Before(t)) {
-		t = d
 	}
 	return c.Conn.SetDeadline(t)
 }
