@@ -1,0 +1,6 @@
+// Package e2e tests the built binaries (snowflaked, snowflaked with
+// -tags chaos, snowflakectl) as real processes on 127.0.0.1: serving,
+// restarts after SIGTERM and kill -9, cache-file refusals, environment
+// variables, exit codes and the chaos clock endpoint. TestMain builds the
+// binaries once; every test is named TestIntegration_*.
+package e2e

@@ -1,0 +1,347 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"snowflaked/cachefile"
+)
+
+func TestIntegration_StandaloneServes(t *testing.T) {
+	dir := t.TempDir()
+	p := startNode(t, binSnowflaked, nodeArgs(dir, 7))
+	p.waitReadyz(http.StatusOK, readyTimeout)
+
+	if code, body := p.get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz: %d %s", code, body)
+	}
+	code, body := p.get("/id")
+	if code != http.StatusOK {
+		t.Fatalf("/id: %d %s", code, body)
+	}
+	id, err := strconv.ParseInt(strings.TrimSpace(body), 10, 64)
+	if err != nil || id <= 0 {
+		t.Fatalf("/id body %q: %v", body, err)
+	}
+	ms, worker := decodeMs(id)
+	if worker != 7 {
+		t.Errorf("worker of %d is %d, want 7", id, worker)
+	}
+	if d := time.Since(time.UnixMilli(ms)); d < -time.Second || d > time.Minute {
+		t.Errorf("ID time %s is %s away from now", time.UnixMilli(ms), d)
+	}
+	batch := p.ids(1000)
+	if batch[0] <= id {
+		t.Errorf("/ids started at %d, not after /id's %d", batch[0], id)
+	}
+	code, body = p.get("/clock")
+	var rep struct {
+		Mode     string `json:"mode"`
+		WorkerID int64  `json:"worker_id"`
+		FenceMs  int64  `json:"fence_ms"`
+		LastMs   int64  `json:"last_issued_ms"`
+		State    string `json:"state"`
+	}
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil {
+		t.Fatalf("/clock: %d %s", code, body)
+	}
+	lastMs, _ := decodeMs(batch[len(batch)-1])
+	if rep.Mode != "standalone" || rep.WorkerID != 7 || rep.State != "in_service" || rep.LastMs < lastMs || rep.FenceMs <= rep.LastMs {
+		t.Errorf("/clock report %+v (last ID at %d)", rep, lastMs)
+	}
+	// snowflakectl decodes what the server issued.
+	exit, out, errOut := ctl(t, "decode", strconv.FormatInt(id, 10), "--json")
+	if exit != 0 || !strings.Contains(out, `"worker_id":7`) || !strings.Contains(out, `"timestamp_ms":`+strconv.FormatInt(ms, 10)) {
+		t.Errorf("snowflakectl decode: exit %d, %q %q", exit, out, errOut)
+	}
+	p.signal(syscall.SIGTERM)
+	if code := p.exitCode(); code != 0 {
+		t.Errorf("exit %d after SIGTERM", code)
+	}
+}
+
+func TestIntegration_RestartAfterSIGTERMReissuesNothingAndWaitsForNothing(t *testing.T) {
+	dir := t.TempDir()
+	p := startNode(t, binSnowflaked, nodeArgs(dir, 3))
+	p.waitReadyz(http.StatusOK, readyTimeout)
+	var before []int64
+	for range 5 {
+		before = append(before, p.ids(2000)...)
+	}
+	maxBefore := before[len(before)-1]
+	p.signal(syscall.SIGTERM)
+	if code := p.exitCode(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM; stderr:\n%s", code, p.stderr)
+	}
+	// The stop wrote the exact last issued time as the fence.
+	e, err := cachefile.Load(filepath.Join(dir, "cache.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lastMs, _ := decodeMs(maxBefore); e.Fence != lastMs {
+		t.Errorf("fence after SIGTERM %d, want the last issued time %d", e.Fence, lastMs)
+	}
+
+	restart := time.Now()
+	q := startNode(t, binSnowflaked, nodeArgs(dir, 3))
+	wait, _ := q.waitReadyz(http.StatusOK, readyTimeout)
+	t.Logf("clean restart: process start to /readyz 200 in %s (of which /readyz polling %s)", time.Since(restart), wait)
+	if m, ok := q.findLog("clock is behind the fence: waiting for it before serving"); ok {
+		t.Errorf("a clean restart waited for the fence: %v", m)
+	}
+	if m := q.waitStarted(); int64(number(t, m, "fence_ms")) != e.Fence {
+		t.Errorf("restart took fence %v, want %d", m["fence_ms"], e.Fence)
+	}
+	after := q.ids(2000)
+	if after[0] <= maxBefore {
+		t.Fatalf("ID reissued or backwards: first after restart %d <= last before %d", after[0], maxBefore)
+	}
+}
+
+// collector hammers /ids until stopped and keeps every ID it fully received.
+type collector struct {
+	mu   sync.Mutex
+	ids  []int64
+	errs int
+	stop chan struct{}
+	done chan struct{}
+}
+
+func collect(addr string) *collector {
+	c := &collector{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		cl := &http.Client{Timeout: 5 * time.Second}
+		for i := 0; i < 100000; i++ { // bounded; stops long before
+			select {
+			case <-c.stop:
+				return
+			default:
+			}
+			resp, err := cl.Get("http://" + addr + "/ids?count=500")
+			if err != nil {
+				c.mu.Lock()
+				c.errs++
+				c.mu.Unlock()
+				continue
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				continue
+			}
+			var got []int64
+			for _, f := range strings.Fields(string(b)) {
+				if id, err := strconv.ParseInt(f, 10, 64); err == nil {
+					got = append(got, id)
+				}
+			}
+			c.mu.Lock()
+			c.ids = append(c.ids, got...)
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+func (c *collector) count() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.ids) }
+
+func (c *collector) finish(t *testing.T) []int64 {
+	t.Helper()
+	close(c.stop)
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("collector did not stop")
+	}
+	return c.ids
+}
+
+func TestIntegration_RestartAfterKill9ReissuesNothing(t *testing.T) {
+	dir := t.TempDir()
+	const fenceAhead = 3 * time.Second
+	p := startNode(t, binSnowflaked, nodeArgs(dir, 9, "--fence-ahead", fenceAhead.String()))
+	p.waitReadyz(http.StatusOK, readyTimeout)
+	c := collect(p.addr)
+	deadline := time.Now().Add(30 * time.Second)
+	for c.count() < 20000 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d IDs in 30s", c.count())
+		}
+		time.Sleep(pollEvery)
+	}
+	p.signal(syscall.SIGKILL)
+	killedAt := time.Now()
+	p.exitCode()
+	before := c.finish(t)
+	var maxBefore int64
+	for _, id := range before {
+		maxBefore = max(maxBefore, id)
+	}
+	maxBeforeMs, _ := decodeMs(maxBefore)
+
+	q := startNode(t, binSnowflaked, nodeArgs(dir, 9, "--fence-ahead", fenceAhead.String()))
+	startLine := q.waitStarted()
+	fence := int64(number(t, startLine, "fence_ms"))
+	q.waitReadyz(http.StatusOK, readyTimeout)
+	readyAfterKill := time.Since(killedAt)
+	after := q.ids(2000)
+	firstAfterMs, _ := decodeMs(after[0])
+	t.Logf("kill -9 after %d IDs: last ID at %d, fence %d (%d ms ahead of it); ready %s after the kill; first new ID at %d",
+		len(before), maxBeforeMs, fence, fence-maxBeforeMs, readyAfterKill, firstAfterMs)
+
+	if after[0] <= maxBefore {
+		t.Fatalf("ID reissued or backwards after kill -9: %d <= %d", after[0], maxBefore)
+	}
+	// The fence covered every ID issued, and nothing after restart is at or
+	// before it: the restart waited exactly for the fence.
+	if fence < maxBeforeMs {
+		t.Errorf("fence %d is before the last issued ID's time %d", fence, maxBeforeMs)
+	}
+	if firstAfterMs <= fence {
+		t.Errorf("first ID after restart at %d, not after the fence %d", firstAfterMs, fence)
+	}
+	// The fence is never more than fence-ahead ahead of the clock, so the
+	// node waits at most that long (logged by the start gate).
+	if m, ok := q.findLog("clock is behind the fence: waiting for it before serving"); ok {
+		if behind := time.Duration(number(t, m, "behind")) * time.Millisecond; behind > fenceAhead {
+			t.Errorf("waited for the fence %s > fence-ahead %s", behind, fenceAhead)
+		}
+		if w := q.waitLog("clock passed the fence", readyTimeout); number(t, w, "waited") > float64((fenceAhead + time.Second).Milliseconds()) {
+			t.Errorf("start gate waited %vms, more than fence-ahead %s plus 1s", w["waited"], fenceAhead)
+		}
+	}
+	if fence-maxBeforeMs > (fenceAhead + 2*time.Second).Milliseconds() {
+		t.Errorf("fence %d ms past the last ID: the keeper keeps it only fence-ahead %s ahead", fence-maxBeforeMs, fenceAhead)
+	}
+}
+
+func TestIntegration_CacheFileOfAnotherWorkerRefused(t *testing.T) {
+	dir := t.TempDir()
+	p := startNode(t, binSnowflaked, nodeArgs(dir, 1))
+	p.waitReadyz(http.StatusOK, readyTimeout)
+	p.signal(syscall.SIGTERM)
+	if code := p.exitCode(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	q := start(t, binSnowflaked, nodeArgs(dir, 2))
+	if code := q.exitCode(); code != 2 {
+		t.Fatalf("exit %d with another worker's cache file, want 2; stderr:\n%s", code, q.stderr)
+	}
+	for _, s := range []string{"holds worker 1", "--worker-id is 2", filepath.Join(dir, "cache.json")} {
+		if !strings.Contains(q.stderr.String(), s) {
+			t.Errorf("stderr does not contain %q:\n%s", s, q.stderr)
+		}
+	}
+}
+
+func TestIntegration_DamagedCacheFileRefused(t *testing.T) {
+	tests := []struct{ name, content string }{
+		{"truncated json", `{"cluster":"","worker_id":`},
+		{"negative fence", `{"cluster":"","worker_id":4,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"},"fence":-1}`},
+		{"bad layout", `{"worker_id":4,"layout":{"layout":"99/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"},"fence":1}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "cache.json")
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := start(t, binSnowflaked, nodeArgs(dir, 4))
+			if code := p.exitCode(); code != 1 {
+				t.Fatalf("exit %d with a damaged cache file, want 1; stderr:\n%s", code, p.stderr)
+			}
+			for _, s := range []string{"damaged", path} {
+				if !strings.Contains(p.stderr.String(), s) {
+					t.Errorf("stderr does not contain %q:\n%s", s, p.stderr)
+				}
+			}
+			if b, _ := os.ReadFile(path); string(b) != tc.content {
+				t.Errorf("the damaged cache file was changed to %q", b)
+			}
+		})
+	}
+}
+
+func TestIntegration_EnvironmentVariables(t *testing.T) {
+	dir := t.TempDir()
+	p := startNode(t, binSnowflaked, nodeArgs(dir, -1), "SNOWFLAKED_MAX_BATCH=7", "SNOWFLAKED_WORKER_ID=12", "SNOWFLAKED_FOO=1")
+	p.waitReadyz(http.StatusOK, readyTimeout)
+	if code, body := p.get("/ids?count=8"); code != http.StatusBadRequest || !strings.Contains(body, "invalid_count") {
+		t.Errorf("/ids?count=8 with SNOWFLAKED_MAX_BATCH=7: %d %s", code, body)
+	}
+	ids := p.ids(7)
+	if _, w := decodeMs(ids[0]); w != 12 {
+		t.Errorf("worker %d, want 12 from SNOWFLAKED_WORKER_ID", w)
+	}
+	warned := false
+	for _, m := range p.logLines() {
+		if m["level"] == "warn" && m["variable"] == "SNOWFLAKED_FOO" {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no warning about SNOWFLAKED_FOO:\n%s", p.stderr)
+	}
+	// The command line wins over the environment.
+	p.signal(syscall.SIGTERM)
+	p.exitCode()
+	q := startNode(t, binSnowflaked, nodeArgs(t.TempDir(), 5, "--max-batch", "9"), "SNOWFLAKED_MAX_BATCH=7")
+	q.waitReadyz(http.StatusOK, readyTimeout)
+	q.ids(9)
+}
+
+func TestIntegration_BadFlagsExit2(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"no worker id", nil, nil, "--worker-id is required"},
+		{"worker id not a number", []string{"--worker-id", "x"}, nil, "worker-id"},
+		{"worker id out of range", []string{"--worker-id", "1024"}, nil, "0..1023"},
+		{"fence-ahead too small", []string{"--worker-id", "1", "--fence-ahead", "1ms"}, nil, "--fence-ahead 1ms"},
+		{"bad layout", []string{"--worker-id", "1", "--layout", "50/10/12"}, nil, "--layout 50/10/12"},
+		{"max batch zero", []string{"--worker-id", "1", "--max-batch", "0"}, nil, "--max-batch 0"},
+		{"unknown flag", []string{"--worker-id", "1", "--frobnicate"}, nil, "frobnicate"},
+		{"log format", []string{"--worker-id", "1", "--log-format", "xml"}, nil, "--log-format"},
+		{"zk silence vs recycle", []string{"--worker-id", "1", "--max-zk-silence", "20h"}, nil, "--recycle-after"},
+		{"bad environment value", []string{"--worker-id", "1"}, []string{"SNOWFLAKED_FENCE_AHEAD=later"}, `SNOWFLAKED_FENCE_AHEAD="later"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--listen", "127.0.0.1:0", "--cache-file", filepath.Join(t.TempDir(), "c.json")}, tc.args...)
+			p := start(t, binSnowflaked, args, tc.env...)
+			if code := p.exitCode(); code != 2 {
+				t.Fatalf("exit %d, want 2; stderr:\n%s", code, p.stderr)
+			}
+			if !strings.Contains(p.stderr.String(), tc.want) {
+				t.Errorf("stderr does not contain %q:\n%s", tc.want, p.stderr)
+			}
+		})
+	}
+}
+
+func TestIntegration_VersionFlag(t *testing.T) {
+	for _, bin := range []string{binSnowflaked, binChaos} {
+		p := start(t, bin, []string{"--version"})
+		if code := p.exitCode(); code != 0 {
+			t.Fatalf("%s --version: exit %d", bin, code)
+		}
+		chaos := strings.Contains(p.stderr.String(), "chaos build")
+		if chaos != (bin == binChaos) {
+			t.Errorf("%s --version says chaos build = %v: %q", filepath.Base(bin), chaos, p.stderr)
+		}
+	}
+}
