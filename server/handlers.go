@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -196,10 +197,26 @@ func (s *Server) issueOne(ctx *fasthttp.RequestCtx, asJSON bool) {
 	writeBody(ctx, fasthttp.StatusOK, ct, b)
 }
 
-// batch holds the buffers of one /ids request; they are pooled.
+// batch holds the buffers of one /ids request. They are pooled, and the
+// response body is the batch's own buffer (no copy): the batch rides along
+// as a user value of the request and goes back to the pool in Close, which
+// fasthttp calls when it resets the request after writing the response.
+// A caller that never resets the request leaves the batch to the GC.
 type batch struct {
-	ids []int64
-	out []byte
+	pool *sync.Pool
+	ids  []int64
+	out  []byte
+}
+
+// batchKey is the user-value key of a request's batch.
+type batchKey struct{}
+
+// Close returns the batch to its pool; fasthttp calls it once the response
+// has been written.
+func (b *batch) Close() error {
+	b.ids, b.out = b.ids[:0], b.out[:0]
+	b.pool.Put(b)
+	return nil
 }
 
 // serveIDs answers GET /ids?count=N[&format=text|json].
@@ -221,16 +238,18 @@ func (s *Server) serveIDs(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	bt := s.batches.Get().(*batch)
-	defer s.batches.Put(bt)
 	ids, err := s.cfg.IDs.AppendN(bt.ids[:0], n)
-	bt.ids = ids[:0] // keep the grown buffer
+	bt.ids = ids // keep the grown buffer
 	if err != nil {
+		_ = bt.Close()
 		s.idError(ctx, err)
 		return
 	}
 	s.obs.IssuedIDs(len(ids))
 	out := bt.out[:0]
+	ct := ctText
 	if asJSON {
+		ct = ctJSON
 		out = append(out, '[')
 		for i, id := range ids {
 			if i > 0 {
@@ -247,12 +266,11 @@ func (s *Server) serveIDs(ctx *fasthttp.RequestCtx) {
 			out = append(out, '\n')
 		}
 	}
-	bt.out = out[:0]
-	ct := ctText
-	if asJSON {
-		ct = ctJSON
-	}
-	writeBody(ctx, fasthttp.StatusOK, ct, out) // copies out into the response
+	bt.out = out
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.Response.Header.SetContentTypeBytes(ct)
+	ctx.Response.SetBodyRaw(out)
+	ctx.SetUserValue(batchKey{}, bt) // closed (back to the pool) after the response is written
 }
 
 // serveDecode answers GET /decode/{id}.

@@ -173,7 +173,7 @@ func New(cfg Config) (*Server, error) {
 	s.retryAfter = strconv.AppendInt(nil, max(secs, 1), 10)
 	// Per-request events go through a sampler: a burst, then 1 in 100.
 	s.log = cfg.Log.Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Second, NextSampler: &zerolog.BasicSampler{N: 100}})
-	s.batches.New = func() any { return new(batch) }
+	s.batches.New = func() any { return &batch{pool: &s.batches} }
 	s.handler = s.handle
 	s.srv = &fasthttp.Server{
 		Handler:            s.handler,
