@@ -105,6 +105,16 @@ func versionString() string {
 	return s
 }
 
+// isTerminal reports whether w is a character device (colours only there).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
 // newLogger returns the process logger: JSON lines on stderr, or a
 // human-readable console format, at --log-level.
 func newLogger(cfg node.Config, w io.Writer) (zerolog.Logger, error) {
@@ -115,7 +125,7 @@ func newLogger(cfg node.Config, w io.Writer) (zerolog.Logger, error) {
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	out := w
 	if cfg.LogFormat == node.LogFormatConsole {
-		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
 	}
 	return zerolog.New(out).Level(level).With().Timestamp().Logger(), nil
 }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what `make test` needs beyond Go: ZooKeeper (and Java), chrony and
+# faketime for the NTP tests, wrk for benchmarks, and a C compiler for -race.
+# As root it installs the missing ones with apt-get; otherwise it says what
+# is missing and how to install it, and carries on (tests that need a
+# missing tool report it themselves).
+set -euo pipefail
+
+missing=()
+have() { command -v "$1" >/dev/null 2>&1; }
+
+if ! have java || [ ! -f /usr/share/java/zookeeper.jar ]; then missing+=(zookeeper); fi
+have chronyd || [ -x /usr/sbin/chronyd ] || missing+=(chrony)
+have faketime || missing+=(faketime)
+have wrk || missing+=(wrk)
+have gcc || missing+=(gcc)   # go test -race needs cgo
+have git || missing+=(git)   # make lint and version stamps
+
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: missing: ${missing[*]}" >&2
+	echo "install-deps: install with: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+	exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends "${missing[@]}"
