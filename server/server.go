@@ -198,7 +198,12 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Handler returns the request router. It is safe for concurrent use.
+// Handler returns the request router. It is safe for concurrent use. HEAD
+// is answered like GET without the body (fasthttp drops it), so a HEAD of
+// /id or /ids issues, and discards, IDs. The /ids body is a pooled buffer
+// that fasthttp hands back (via the request's user values) after writing
+// it; callers outside fasthttp's server should reset the request's user
+// values after each call to reuse it.
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handler }
 
 // Serve serves on ln until Shutdown.

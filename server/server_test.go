@@ -789,3 +789,41 @@ func TestPanicIsLogged(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopbackTCP serves over real TCP on 127.0.0.1 and checks the
+// server-wide headers.
+func TestLoopbackTCP(t *testing.T) {
+	f := newFixture(t, snowflake.DefaultLayout(), nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- f.srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := f.srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("Serve did not return")
+		}
+	})
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("http://" + ln.Addr().String() + "/id")
+	if err := (&fasthttp.Client{}).DoTimeout(req, resp, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode() != 200 || string(resp.Header.Peek("Server")) != "snowflaked" || len(resp.Header.Peek("Date")) == 0 {
+		t.Fatalf("status %d, Server %q, Date %q", resp.StatusCode(), resp.Header.Peek("Server"), resp.Header.Peek("Date"))
+	}
+	parseIDText(t, string(resp.Body()))
+}
