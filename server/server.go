@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -158,6 +159,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("new server: route %q collides with a built-in endpoint", path)
 		}
 	}
+	cfg.Routes = maps.Clone(cfg.Routes) // the caller may change its map later: requests read ours
 	s := &Server{cfg: cfg, obs: cfg.Observer, maxBatch: cfg.MaxBatch}
 	if s.obs == nil {
 		s.obs = nopObserver{}
