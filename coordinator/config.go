@@ -1,0 +1,174 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"snowflaked/clock"
+	"snowflaked/snowflake"
+)
+
+// Defaults for the Config fields left zero (the --flag defaults of SPEC §2–3).
+const (
+	DefaultSessionTimeout = 10 * time.Second
+	DefaultRecycleAfter   = 24 * time.Hour
+	DefaultReportInterval = 3 * time.Second
+	DefaultFenceAhead     = 3 * time.Second
+	DefaultMaxZKSilence   = 10 * time.Minute
+	DefaultConnectTimeout = 10 * time.Second
+)
+
+// ErrInvalidConfig is wrapped by every Config validation error.
+var ErrInvalidConfig = errors.New("invalid coordinator config")
+
+// Config configures a Coordinator. Zero durations take the Default* values.
+type Config struct {
+	// Servers are the ZooKeeper addresses, "host:port" each (port 2181 when
+	// omitted). Split a comma-separated --zk value before passing it.
+	Servers []string
+	// SessionTimeout is the ZooKeeper session timeout. The server clamps it
+	// to 2–20 × its tickTime.
+	SessionTimeout time.Duration
+	// Cluster names the cluster: /snowflaked/<Cluster>.
+	Cluster string
+	// NodeKey identifies this node across restarts (--node-key, default the
+	// advertised address). Any printable UTF-8 text up to 255 bytes.
+	NodeKey string
+	// Advertise is this node's HTTP address, host:port, written to the
+	// forever, lease and alive znodes.
+	Advertise string
+	// Auth is "user:password": every znode the cluster creates gets a digest
+	// ACL (creator all, world read; the shared /snowflaked root also lets
+	// anyone create, so other clusters can live beside this one).
+	// "" gives open ACLs.
+	Auth string
+	// Layout is the ID layout; the cluster znode must hold the same.
+	Layout snowflake.Layout
+	// RecycleAfter: a worker ID whose owner has no lease and has not
+	// reported for this long may be taken over (--recycle-after).
+	RecycleAfter time.Duration
+	// ReportInterval is how often Run writes last_ts and the fence to ZooKeeper.
+	ReportInterval time.Duration
+	// FenceAhead is the local fence's lead over now (--fence-ahead): each
+	// report's fence covers now + ReportInterval + FenceAhead.
+	FenceAhead time.Duration
+	// MaxZKSilence: the zk_silence check fails when no report reached
+	// ZooKeeper for this long. At most half of RecycleAfter.
+	MaxZKSilence time.Duration
+	// ConnectTimeout bounds how long Claim (and ListWorkers) keep trying an
+	// unreachable ZooKeeper before ErrZKUnavailable.
+	ConnectTimeout time.Duration
+	// Clock gives wall time for the znode data and monotonic time for the
+	// silence check. nil means clock.NewSystem().
+	Clock clock.Clock
+	// Log receives the coordinator's log lines; the ZooKeeper client's own
+	// lines go to it at debug level. The zero Logger discards everything.
+	Log zerolog.Logger
+}
+
+// withDefaults validates cfg and fills in the defaults.
+func (cfg Config) withDefaults() (Config, error) {
+	bad := func(format string, a ...any) (Config, error) {
+		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
+	}
+	servers, err := checkServers(cfg.Servers)
+	if err != nil {
+		return bad("%v", err)
+	}
+	cfg.Servers = servers
+	if err := validateCluster(cfg.Cluster); err != nil {
+		return bad("%v", err)
+	}
+	if err := validateNodeKey(cfg.NodeKey); err != nil {
+		return bad("%v", err)
+	}
+	if err := checkHostPort(cfg.Advertise); err != nil {
+		return bad("advertise address: %v", err)
+	}
+	if cfg.Auth != "" {
+		user, pass, ok := strings.Cut(cfg.Auth, ":")
+		if !ok || user == "" || pass == "" {
+			return bad("zk auth must be user:password with both parts non-empty")
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+		min  time.Duration
+	}{
+		{"session timeout", &cfg.SessionTimeout, DefaultSessionTimeout, 100 * time.Millisecond},
+		{"recycle-after", &cfg.RecycleAfter, DefaultRecycleAfter, time.Millisecond},
+		{"report interval", &cfg.ReportInterval, DefaultReportInterval, 10 * time.Millisecond},
+		{"fence-ahead", &cfg.FenceAhead, DefaultFenceAhead, time.Millisecond},
+		{"max-zk-silence", &cfg.MaxZKSilence, DefaultMaxZKSilence, time.Millisecond},
+		{"connect timeout", &cfg.ConnectTimeout, DefaultConnectTimeout, 10 * time.Millisecond},
+	} {
+		switch {
+		case *d.v < 0:
+			return bad("%s %v is negative", d.name, *d.v)
+		case *d.v == 0:
+			*d.v = d.def
+		case *d.v < d.min:
+			return bad("%s %v is below %v", d.name, *d.v, d.min)
+		}
+	}
+	if cfg.MaxZKSilence < 2*cfg.ReportInterval {
+		return bad("max-zk-silence %v must be at least twice the report interval %v", cfg.MaxZKSilence, cfg.ReportInterval)
+	}
+	if cfg.MaxZKSilence > cfg.RecycleAfter/2 {
+		return bad("max-zk-silence %v must be well under recycle-after %v (at most half): a silent node must leave service long before its worker ID can be recycled", cfg.MaxZKSilence, cfg.RecycleAfter)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.NewSystem()
+	}
+	if err := cfg.Layout.Validate(clock.WallTime(cfg.Clock)); err != nil {
+		return bad("%v", err)
+	}
+	return cfg, nil
+}
+
+// checkServers trims the server list and checks each address.
+func checkServers(in []string) ([]string, error) {
+	var out []string
+	for _, s := range in {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return nil, fmt.Errorf("empty ZooKeeper server address in %q", in)
+		}
+		if strings.Contains(s, ",") {
+			return nil, fmt.Errorf("ZooKeeper server %q contains a comma: split the connection string into addresses", s)
+		}
+		if strings.Contains(s, ":") {
+			if err := checkHostPort(s); err != nil {
+				return nil, fmt.Errorf("ZooKeeper server: %v", err)
+			}
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no ZooKeeper servers")
+	}
+	return out, nil
+}
+
+// checkHostPort checks a host:port address.
+func checkHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %v", s, err)
+	}
+	if host == "" {
+		return fmt.Errorf("%q has no host", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a number in 1..65535", s, port)
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package coordinator
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"snowflaked/snowflake"
+)
+
+func validConfig() Config {
+	return Config{
+		Servers: []string{"127.0.0.1:2181"}, Cluster: "c", NodeKey: "n1", Advertise: "127.0.0.1:8080",
+		Layout: snowflake.DefaultLayout(),
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mod     func(*Config)
+		wantErr string
+	}{
+		{"valid", func(*Config) {}, ""},
+		{"host without port", func(c *Config) { c.Servers = []string{"zk1", " zk2:2181 "} }, ""},
+		{"no servers", func(c *Config) { c.Servers = nil }, "no ZooKeeper servers"},
+		{"comma list", func(c *Config) { c.Servers = []string{"a:1,b:2"} }, "comma"},
+		{"empty server", func(c *Config) { c.Servers = []string{"a:1", " "} }, "empty ZooKeeper server"},
+		{"bad port", func(c *Config) { c.Servers = []string{"a:x"} }, "port"},
+		{"bad cluster", func(c *Config) { c.Cluster = "a/b" }, "cluster name"},
+		{"empty key", func(c *Config) { c.NodeKey = "" }, "node key is empty"},
+		{"bad advertise", func(c *Config) { c.Advertise = "nope" }, "advertise"},
+		{"auth without colon", func(c *Config) { c.Auth = "user" }, "user:password"},
+		{"auth empty password", func(c *Config) { c.Auth = "user:" }, "user:password"},
+		{"negative duration", func(c *Config) { c.ReportInterval = -time.Second }, "negative"},
+		{"silence above half recycle", func(c *Config) { c.MaxZKSilence = 13 * time.Hour }, "well under recycle-after"},
+		{"silence below two reports", func(c *Config) { c.MaxZKSilence = 5 * time.Second }, "twice the report interval"},
+		{"bad layout", func(c *Config) { c.Layout.TimeBits = 50 }, "invalid layout"},
+		{"no layout", func(c *Config) { c.Layout = snowflake.Layout{} }, "invalid layout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := validConfig()
+			tc.mod(&cfg)
+			c, err := New(cfg)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				if c.cfg.SessionTimeout != DefaultSessionTimeout || c.cfg.MaxZKSilence != DefaultMaxZKSilence || c.cfg.Clock == nil {
+					t.Fatalf("defaults not applied: %+v", c.cfg)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("New err = %v, want ErrInvalidConfig containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestACLs(t *testing.T) {
+	open, root := acls("")
+	if len(open) != 1 || open[0].Scheme != "world" || open[0].Perms != 0x1f || len(root) != 1 {
+		t.Fatalf("open ACLs %v %v", open, root)
+	}
+	acl, root := acls("u:p")
+	if len(acl) != 2 || acl[0].Scheme != "digest" || !strings.HasPrefix(acl[0].ID, "u:") || acl[0].Perms != 0x1f ||
+		acl[1].Scheme != "world" || acl[1].Perms != 1 {
+		t.Fatalf("digest ACL %v", acl)
+	}
+	if root[1].Perms != 1|4 {
+		t.Fatalf("root ACL %v: world should read and create", root)
+	}
+}

@@ -1,0 +1,482 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
+
+	"snowflaked/clock"
+	"snowflaked/clockguard"
+)
+
+// Sentinel errors callers branch on. Every error wrapping one of them names
+// the figures (holders, layouts, counts).
+var (
+	// ErrZKUnavailable: ZooKeeper could not be reached in time. After Claim,
+	// the node may fall back to its cache file (ResumeFromCache).
+	ErrZKUnavailable = errors.New("zookeeper unavailable")
+	// ErrLayoutMismatch: the cluster znode holds a different layout.
+	ErrLayoutMismatch = errors.New("cluster layout mismatch")
+	// ErrLeaseHeld: the worker ID's lease is held by another live process.
+	ErrLeaseHeld = errors.New("worker lease held by another process")
+	// ErrNoFreeWorkerID: the worker-ID space is exhausted and nothing can be
+	// recycled.
+	ErrNoFreeWorkerID = errors.New("no free worker ID")
+)
+
+// Identity is what Claim established.
+type Identity struct {
+	// WorkerID is this node's worker ID.
+	WorkerID int64
+	// Fence (unix ms) is the fence found in ZooKeeper for this worker ID (the
+	// previous owner's when Recycled); 0 if none. No ID was issued beyond it.
+	Fence int64
+	// Path is this node key's forever znode.
+	Path string
+	// Recycled is true when this Claim took the worker ID over from another
+	// node key (so the local cache, if any, is for another worker ID).
+	Recycled bool
+}
+
+// Peer is a live node found under alive/.
+type Peer struct {
+	WorkerID int64
+	Addr     string
+}
+
+// FenceSource is what Run reads to compute the fence it reports.
+type FenceSource interface {
+	// Fence is the fence last persisted locally (unix ms).
+	Fence() int64
+	// LastIssued is the timestamp of the last issued ID (unix ms).
+	LastIssued() int64
+}
+
+type mode int8
+
+const (
+	modeNone    mode = iota // neither Claim nor ResumeFromCache succeeded yet
+	modeClaimed             // Claim succeeded
+	modeResumed             // serving a cached worker ID; ZK not verified yet
+)
+
+// Coordinator is one node's link to the cluster in ZooKeeper. Create it with
+// New, then Claim (or ResumeFromCache after ErrZKUnavailable), Attach, Run,
+// and finally Close. Status and Peers may be called at any time, from any
+// goroutine.
+type Coordinator struct {
+	cfg             Config
+	log             zerolog.Logger
+	clk             clock.Clock
+	p               paths
+	acl, rootACL    []zk.ACL
+	authUser, authP string
+	staleLeaseWait  time.Duration // how long Claim waits for a dead session's lease of our key
+	opTimeout       time.Duration // bound of one ZooKeeper call
+	resyncEvery     time.Duration // Run's periodic resync
+
+	wake chan struct{} // session events and Close poke Run (coalesced)
+
+	connMu sync.Mutex
+	conn   *zk.Conn
+	authed bool // AddAuth done on conn
+
+	// guard and its checks are set once by Attach.
+	guardMu      sync.Mutex
+	guard        *clockguard.Guard
+	leaseCheck   *clockguard.Check
+	silenceCheck *clockguard.Check
+	guardSub     <-chan struct{}
+
+	mu sync.Mutex
+	st state
+}
+
+// state is the coordinator's view of its ZooKeeper presence; guarded by mu.
+type state struct {
+	mode     mode
+	workerID int64
+	path     string // forever znode
+	version  int32  // its data version as last seen
+	data     foreverData
+	verified bool // the forever znode maps our key to workerID (always after Claim)
+
+	leaseHeld    bool
+	leaseSession int64
+	leaseDetail  string // why the lease is not held
+	blocked      string // a permanent reason not to (re)take the lease
+	aliveOwned   bool
+
+	lastGood    time.Duration // Clock.Mono of the last contact that counts against zk_silence
+	lastGoodSet bool
+	lastReport  int64 // unix ms of the last report that reached ZK
+	zkFence     int64 // the fence last written to (or read from) ZK
+	reports     int64
+	failures    int64
+
+	running, closed bool
+	stop            chan struct{}
+	runDone         chan struct{}
+}
+
+// New validates cfg (errors wrap ErrInvalidConfig) and returns a
+// coordinator. It does not connect.
+func New(cfg Config) (*Coordinator, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Coordinator{
+		cfg: cfg, log: cfg.Log.With().Str("component", "coordinator").Logger(), clk: cfg.Clock,
+		p:              newPaths(cfg.Cluster),
+		staleLeaseWait: cfg.SessionTimeout + max(cfg.SessionTimeout/2, time.Second),
+		opTimeout:      max(cfg.SessionTimeout, 2*time.Second),
+		resyncEvery:    min(max(cfg.ReportInterval/3, 100*time.Millisecond), 2*time.Second),
+		wake:           make(chan struct{}, 1),
+	}
+	c.acl, c.rootACL = acls(cfg.Auth)
+	if cfg.Auth != "" {
+		c.authUser, c.authP, _ = strings.Cut(cfg.Auth, ":")
+	}
+	c.st = state{workerID: noWorker, stop: make(chan struct{})}
+	return c, nil
+}
+
+// acls returns the ACL of the cluster's znodes and of the shared root.
+func acls(auth string) (acl, root []zk.ACL) {
+	if auth == "" {
+		open := zk.WorldACL(zk.PermAll)
+		return open, open
+	}
+	user, pass, _ := strings.Cut(auth, ":")
+	digest := zk.DigestACL(zk.PermAll, user, pass)
+	acl = append(append([]zk.ACL{}, digest...), zk.WorldACL(zk.PermRead)...)
+	root = append(append([]zk.ACL{}, digest...), zk.WorldACL(zk.PermRead|zk.PermCreate)...)
+	return acl, root
+}
+
+// zkLogger sends the ZooKeeper client's lines to zerolog at debug level.
+type zkLogger struct{ log zerolog.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	l.log.Debug().Str("component", "zk-client").Msgf(format, args...)
+}
+
+// onEvent is the ZooKeeper client's event callback: it must never block.
+func (c *Coordinator) onEvent(ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dial returns the connection, creating it (without waiting) if needed.
+func (c *Coordinator) dial() (*zk.Conn, error) {
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	if c.conn != nil {
+		return c.conn, nil
+	}
+	conn, _, err := zk.Connect(c.cfg.Servers, c.cfg.SessionTimeout,
+		zk.WithEventCallback(c.onEvent), zk.WithLogger(zkLogger{c.log}))
+	if err != nil {
+		return nil, fmt.Errorf("%w: connect to %s: %v", ErrZKUnavailable, strings.Join(c.cfg.Servers, ","), err)
+	}
+	c.conn = conn
+	return conn, nil
+}
+
+func (c *Coordinator) getConn() *zk.Conn {
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	return c.conn
+}
+
+// ensureAuth adds the digest credentials once per connection (the client
+// re-sends them on every reconnect by itself).
+func (c *Coordinator) ensureAuth(ctx context.Context, conn *zk.Conn) error {
+	if c.cfg.Auth == "" {
+		return nil
+	}
+	c.connMu.Lock()
+	done := c.authed
+	c.connMu.Unlock()
+	if done {
+		return nil
+	}
+	if _, err := call(ctx, c.opTimeout, func() (struct{}, error) {
+		return struct{}{}, conn.AddAuth("digest", []byte(c.cfg.Auth))
+	}); err != nil {
+		return fmt.Errorf("add digest auth for user %q: %w", c.authUser, err)
+	}
+	c.connMu.Lock()
+	c.authed = true
+	c.connMu.Unlock()
+	return nil
+}
+
+// connect dials and waits, bounded by ConnectTimeout and ctx, for a session.
+func (c *Coordinator) connect(ctx context.Context) (*zk.Conn, error) {
+	conn, err := c.dial()
+	if err != nil {
+		return nil, err
+	}
+	if err := waitSession(ctx, conn, c.cfg.ConnectTimeout, c.cfg.Servers); err != nil {
+		return nil, err
+	}
+	if err := c.retry(ctx, "authenticate", func(ctx context.Context) error { return c.ensureAuth(ctx, conn) }); err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
+
+// waitSession polls until conn has a session, bounded by timeout and ctx.
+func waitSession(ctx context.Context, conn *zk.Conn, timeout time.Duration, servers []string) error {
+	const every = 20 * time.Millisecond
+	deadline := time.Now().Add(timeout)
+	for range int(timeout/every) + 2 {
+		if conn.State() == zk.StateHasSession {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: waiting for a session with %s: %v", ErrZKUnavailable, strings.Join(servers, ","), ctx.Err())
+		case <-time.After(every):
+		}
+	}
+	return fmt.Errorf("%w: no session with %s within %v (state %v)", ErrZKUnavailable, strings.Join(servers, ","), timeout, conn.State())
+}
+
+// call runs one ZooKeeper operation, giving up after timeout or when ctx
+// ends (the operation may still complete in the background: callers treat
+// such a failure as "outcome unknown").
+func call[T any](ctx context.Context, timeout time.Duration, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	case <-t.C:
+		var zero T
+		return zero, errOpTimeout
+	}
+}
+
+// errOpTimeout: a ZooKeeper call did not answer within opTimeout.
+var errOpTimeout = errors.New("zookeeper call timed out")
+
+// transient reports whether err may go away by retrying (connection trouble,
+// not a verdict of the server).
+func transient(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) ||
+		errors.Is(err, errOpTimeout) || errors.Is(err, ErrZKUnavailable)
+}
+
+// retry runs f until it succeeds or fails for a non-transient reason;
+// transient failures are retried for up to ConnectTimeout, then reported as
+// ErrZKUnavailable.
+func (c *Coordinator) retry(ctx context.Context, what string, f func(context.Context) error) error {
+	start := time.Now()
+	backoff := 25 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := f(ctx)
+		if err == nil {
+			return nil
+		}
+		if !transient(err) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w (%v)", what, ctx.Err(), err)
+		}
+		if time.Since(start) >= c.cfg.ConnectTimeout || attempt >= 1000 {
+			if errors.Is(err, ErrZKUnavailable) {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			return fmt.Errorf("%s: %w: still failing after %v: %v", what, ErrZKUnavailable, time.Since(start).Round(time.Millisecond), err)
+		}
+		c.log.Debug().Err(err).Str("op", what).Int("attempt", attempt).Msg("zookeeper call failed, retrying")
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (%v)", what, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// Attach registers the lease_lost and zk_silence checks with the guard and
+// subscribes to it, so Run can keep alive/<id> in step with the service
+// state. Call it once, before Run. lease_lost is pending until the lease is
+// held (or, after ResumeFromCache, passes until ZooKeeper answers again).
+func (c *Coordinator) Attach(g *clockguard.Guard) {
+	c.guardMu.Lock()
+	if c.guard != nil || g == nil {
+		c.guardMu.Unlock()
+		c.log.Error().Bool("nil_guard", g == nil).Msg("coordinator: Attach called twice or with a nil guard; ignored")
+		return
+	}
+	c.guard = g
+	c.leaseCheck = g.Check(clockguard.ReasonLeaseLost)
+	c.silenceCheck = g.Check(clockguard.ReasonZKSilence)
+	c.guardSub = g.Subscribe()
+	c.guardMu.Unlock()
+	c.updateChecks(false)
+}
+
+// checks returns the registered checks (nil before Attach).
+func (c *Coordinator) checks() (lease, silence *clockguard.Check, g *clockguard.Guard) {
+	c.guardMu.Lock()
+	defer c.guardMu.Unlock()
+	return c.leaseCheck, c.silenceCheck, c.guard
+}
+
+// updateChecks sets lease_lost and zk_silence from the state. It never holds
+// c.mu while calling the guard (the guard may call hooks that read Status).
+func (c *Coordinator) updateChecks(connected bool) {
+	lease, silence, _ := c.checks()
+	if lease == nil {
+		return
+	}
+	now := c.clk.Mono()
+	c.mu.Lock()
+	st := c.st
+	c.mu.Unlock()
+
+	switch {
+	case st.blocked != "":
+		lease.Fail(st.blocked)
+	case st.leaseHeld:
+		lease.Pass()
+	case st.mode == modeResumed && !st.verified && !connected:
+		lease.Pass() // serving from the cache while ZooKeeper is away (SPEC §3)
+	case st.mode == modeNone:
+		// pending until Claim or ResumeFromCache
+	default:
+		d := st.leaseDetail
+		if d == "" {
+			d = fmt.Sprintf("lease on worker ID %d not held", st.workerID)
+		}
+		lease.Fail(d)
+	}
+
+	switch {
+	case st.mode == modeNone:
+	case !st.lastGoodSet:
+		silence.Fail("no report has reached ZooKeeper yet and the time of the last one is unknown")
+	default:
+		if age := now - st.lastGood; age > c.cfg.MaxZKSilence {
+			silence.Fail(fmt.Sprintf("no report reached ZooKeeper for %v (limit %v)", age.Round(time.Second), c.cfg.MaxZKSilence))
+		} else {
+			silence.Pass()
+		}
+	}
+}
+
+// ResumeFromCache tells the coordinator that the node serves workerID from
+// its cache file because Claim failed with ErrZKUnavailable. lastReported is
+// the unix ms of the last report that reached ZooKeeper (the cache's
+// ZKReported; 0 if unknown, which fails zk_silence until a report gets
+// through). Run then keeps trying ZooKeeper; when it answers, it checks that
+// this node key's forever znode still maps to workerID and takes the lease;
+// a mismatch keeps lease_lost failing with the reason.
+func (c *Coordinator) ResumeFromCache(workerID, lastReported int64) error {
+	if workerID < 0 || workerID > c.cfg.Layout.MaxWorkerID() {
+		return fmt.Errorf("resume from cache: worker ID %d is outside 0..%d of layout %s", workerID, c.cfg.Layout.MaxWorkerID(), c.cfg.Layout)
+	}
+	if lastReported < 0 {
+		return fmt.Errorf("resume from cache: last report time %d is negative", lastReported)
+	}
+	c.mu.Lock()
+	if c.st.mode != modeNone || c.st.closed {
+		m := c.st.mode
+		c.mu.Unlock()
+		return fmt.Errorf("resume from cache: coordinator already in mode %d or closed", m)
+	}
+	c.st.mode, c.st.workerID = modeResumed, workerID
+	c.st.leaseDetail = "re-establishing the lease now that ZooKeeper answers"
+	if lastReported > 0 {
+		c.st.lastReport = lastReported
+		age := time.Duration(clock.UnixMilli(c.clk)-lastReported) * time.Millisecond
+		c.st.lastGood, c.st.lastGoodSet = c.clk.Mono()-max(age, 0), true
+	}
+	c.mu.Unlock()
+	c.log.Warn().Int64("worker_id", workerID).Int64("last_reported", lastReported).
+		Msg("serving the cached worker ID while ZooKeeper is unreachable")
+	c.updateChecks(false)
+	return nil
+}
+
+// Status is a snapshot for /clock and metrics.
+type Status struct {
+	WorkerID     int64  `json:"worker_id"` // -1 before Claim/ResumeFromCache
+	Connected    bool   `json:"connected"`
+	SessionState string `json:"session_state"`
+	SessionID    string `json:"session_id,omitempty"` // "0x…"
+	LeaseHeld    bool   `json:"lease_held"`
+	LeaseDetail  string `json:"lease_detail,omitempty"` // why the lease is not held
+	AlivePresent bool   `json:"alive_present"`
+	FromCache    bool   `json:"from_cache"` // serving a cached worker ID not yet confirmed by ZooKeeper
+	// LastReport is the unix ms of the last report that reached ZooKeeper
+	// (0: none known); LastReportAgeMs its age (-1: none).
+	LastReport      int64 `json:"last_report_ms"`
+	LastReportAgeMs int64 `json:"last_report_age_ms"`
+	ZKFence         int64 `json:"zk_fence_ms"` // the fence last written to or read from ZooKeeper
+	Reports         int64 `json:"reports"`
+	ReportFailures  int64 `json:"report_failures"`
+}
+
+// Status returns a snapshot. It makes no ZooKeeper call.
+func (c *Coordinator) Status() Status {
+	c.mu.Lock()
+	st := c.st
+	c.mu.Unlock()
+	s := Status{
+		WorkerID: st.workerID, LeaseHeld: st.leaseHeld, AlivePresent: st.aliveOwned,
+		FromCache: st.mode == modeResumed && !st.verified, LastReport: st.lastReport,
+		LastReportAgeMs: -1, ZKFence: st.zkFence, Reports: st.reports, ReportFailures: st.failures,
+		SessionState: "not_connected",
+	}
+	if st.blocked != "" {
+		s.LeaseDetail = st.blocked
+	} else if !st.leaseHeld {
+		s.LeaseDetail = st.leaseDetail
+	}
+	if st.lastReport > 0 {
+		s.LastReportAgeMs = max(clock.UnixMilli(c.clk)-st.lastReport, 0)
+	}
+	if conn := c.getConn(); conn != nil {
+		state := conn.State()
+		s.Connected = state == zk.StateHasSession
+		s.SessionState = state.String()
+		if id := conn.SessionID(); id != 0 {
+			s.SessionID = sessionHex(id)
+		}
+	}
+	return s
+}

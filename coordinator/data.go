@@ -1,0 +1,126 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// noWorker is the worker_id of a forever znode that holds no worker ID: its
+// ID was taken over by another node key, or it was never assigned one.
+const noWorker = -1
+
+// foreverData is the JSON held by forever/<escaped-node-key>-<seq>.
+//
+// WorkerID is authoritative when present: null (absent) means "the sequence
+// number, if it fits the worker bits, else none", -1 means none, and 0..max is
+// the worker ID (possibly recycled from another node key). Unknown fields
+// written by other versions are ignored.
+type foreverData struct {
+	WorkerID *int64 `json:"worker_id"`
+	NodeKey  string `json:"node_key"`
+	Addr     string `json:"addr"`
+	LastTS   int64  `json:"last_ts"` // unix ms of the last report
+	Fence    int64  `json:"fence"`   // unix ms: no ID was issued beyond it
+	Updated  int64  `json:"updated"` // unix ms of the last write
+	// Recycling audit trail.
+	RecycledFrom string `json:"recycled_from,omitempty"`  // forever znode(s) this one took its worker ID from
+	RecycledTo   string `json:"recycled_to,omitempty"`    // forever znode that took this one's worker ID
+	PrevWorkerID *int64 `json:"prev_worker_id,omitempty"` // the worker ID this one lost to RecycledTo
+}
+
+// foreverNode is one decoded forever znode.
+type foreverNode struct {
+	name, path string
+	key        string
+	seq        int64
+	version    int32
+	data       foreverData
+	workerID   int64 // effective worker ID, noWorker for none
+}
+
+// lastSeen is the latest time the node is known to have been alive (unix ms).
+func (n foreverNode) lastSeen() int64 { return max(n.data.LastTS, n.data.Updated) }
+
+// decodeForever decodes and checks the data of forever znode key-seq for a
+// layout whose largest worker ID is maxID.
+func decodeForever(b []byte, key string, seq, maxID int64) (foreverData, int64, error) {
+	var d foreverData
+	if len(b) == 0 {
+		return d, noWorker, fmt.Errorf("no data")
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		return d, noWorker, fmt.Errorf("not forever-node JSON (%v): %s", err, quoteShort(b))
+	}
+	if d.NodeKey != key {
+		return d, noWorker, fmt.Errorf("data names node key %q, the znode name says %q", d.NodeKey, key)
+	}
+	if d.LastTS < 0 || d.Fence < 0 || d.Updated < 0 {
+		return d, noWorker, fmt.Errorf("negative time: last_ts %d, fence %d, updated %d", d.LastTS, d.Fence, d.Updated)
+	}
+	switch {
+	case d.WorkerID == nil:
+		if seq <= maxID {
+			return d, seq, nil
+		}
+		return d, noWorker, nil
+	case *d.WorkerID == noWorker:
+		return d, noWorker, nil
+	case *d.WorkerID < 0 || *d.WorkerID > maxID:
+		return d, noWorker, fmt.Errorf("worker_id %d is outside 0..%d", *d.WorkerID, maxID)
+	}
+	return d, *d.WorkerID, nil
+}
+
+// leaseData is the JSON held by the ephemeral leases/<worker-id>.
+type leaseData struct {
+	NodeKey   string `json:"node_key"`
+	Addr      string `json:"addr"`
+	SessionID string `json:"session_id"` // "0x…", as ZooKeeper logs it
+}
+
+func decodeLease(b []byte) (leaseData, error) {
+	var d leaseData
+	if err := json.Unmarshal(b, &d); err != nil {
+		return d, fmt.Errorf("not lease JSON (%v): %s", err, quoteShort(b))
+	}
+	if d.NodeKey == "" {
+		return d, fmt.Errorf("lease data has no node_key: %s", quoteShort(b))
+	}
+	return d, nil
+}
+
+// describeHolder names a lease's holder for errors and status.
+func describeHolder(b []byte, st *zk.Stat) string {
+	owner := "unknown session"
+	if st != nil {
+		owner = "session " + sessionHex(st.EphemeralOwner)
+	}
+	d, err := decodeLease(b)
+	if err != nil {
+		return fmt.Sprintf("an unknown holder (%s; %v)", owner, err)
+	}
+	return fmt.Sprintf("node key %q at %s (%s)", d.NodeKey, d.Addr, owner)
+}
+
+// sessionHex formats a session ID as ZooKeeper logs it.
+func sessionHex(id int64) string { return "0x" + strconv.FormatUint(uint64(id), 16) }
+
+// quoteShort quotes data for an error message, cut to 80 bytes.
+func quoteShort(b []byte) string {
+	const n = 80
+	if len(b) > n {
+		return strconv.Quote(string(b[:n])) + "…"
+	}
+	return strconv.Quote(string(b))
+}
+
+// decodeAlive checks the data of alive/<worker-id>: the advertised address.
+func decodeAlive(b []byte) (string, error) {
+	if len(b) > 300 || checkHostPort(string(b)) != nil {
+		return "", fmt.Errorf("alive data %s is not a host:port address", quoteShort(b))
+	}
+	return string(b), nil
+}

@@ -1,0 +1,122 @@
+package coordinator
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/go-zookeeper/zk"
+)
+
+func TestDecodeForever(t *testing.T) {
+	const maxID = 3
+	for _, tc := range []struct {
+		name    string
+		data    string
+		key     string
+		seq     int64
+		wantID  int64
+		wantErr string
+	}{
+		{"explicit id", `{"worker_id":2,"node_key":"k","addr":"h:1","last_ts":5,"fence":9,"updated":5}`, "k", 7, 2, ""},
+		{"null id, seq fits", `{"worker_id":null,"node_key":"k","last_ts":5}`, "k", 3, 3, ""},
+		{"absent id, seq fits", `{"node_key":"k"}`, "k", 0, 0, ""},
+		{"null id, seq too big", `{"worker_id":null,"node_key":"k"}`, "k", 4, noWorker, ""},
+		{"evicted", `{"worker_id":-1,"node_key":"k","prev_worker_id":1}`, "k", 1, noWorker, ""},
+		{"unknown fields ignored", `{"worker_id":1,"node_key":"k","future":{"x":1}}`, "k", 9, 1, ""},
+		{"id out of range", `{"worker_id":4,"node_key":"k"}`, "k", 1, noWorker, "outside 0..3"},
+		{"id very negative", `{"worker_id":-2,"node_key":"k"}`, "k", 1, noWorker, "outside"},
+		{"key mismatch", `{"worker_id":1,"node_key":"other"}`, "k", 1, noWorker, "node key"},
+		{"negative fence", `{"worker_id":1,"node_key":"k","fence":-5}`, "k", 1, noWorker, "negative"},
+		{"garbage", `garbage`, "k", 1, noWorker, "not forever-node JSON"},
+		{"empty", ``, "k", 1, noWorker, "no data"},
+		{"wrong type", `{"worker_id":"1","node_key":"k"}`, "k", 1, noWorker, "not forever-node JSON"},
+		{"float id", `{"worker_id":1.5,"node_key":"k"}`, "k", 1, noWorker, "not forever-node JSON"},
+		{"array", `[1,2]`, "k", 1, noWorker, "not forever-node JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, id, err := decodeForever([]byte(tc.data), tc.key, tc.seq, maxID)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v, want containing %q", err, tc.wantErr)
+			}
+			if id != tc.wantID {
+				t.Fatalf("worker ID = %d, want %d", id, tc.wantID)
+			}
+		})
+	}
+}
+
+func TestDecodeLeaseAndHolder(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		ok         bool
+		holder     string
+	}{
+		{"good", `{"node_key":"k1","addr":"h:1","session_id":"0x1"}`, true, `node key "k1" at h:1 (session 0x2a)`},
+		{"no key", `{"addr":"h:1"}`, false, "unknown holder"},
+		{"garbage", `\x00\x01`, false, "unknown holder"},
+		{"empty", ``, false, "unknown holder"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := decodeLease([]byte(tc.data))
+			if (err == nil) != tc.ok {
+				t.Fatalf("decodeLease err = %v, want ok=%v", err, tc.ok)
+			}
+			if h := describeHolder([]byte(tc.data), &zk.Stat{EphemeralOwner: 42}); !strings.Contains(h, tc.holder) {
+				t.Fatalf("holder %q, want it to contain %q", h, tc.holder)
+			}
+		})
+	}
+}
+
+func TestDecodeAlive(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		ok   bool
+	}{
+		{"127.0.0.1:8080", true},
+		{"node-1.example:80", true},
+		{"[::1]:80", true},
+		{"", false},
+		{"nohost", false},
+		{"h:notaport", false},
+		{"h:1 extra", false},
+		{strings.Repeat("a", 400) + ":1", false},
+	} {
+		t.Run(tc.data, func(t *testing.T) {
+			if _, err := decodeAlive([]byte(tc.data)); (err == nil) != tc.ok {
+				t.Fatalf("decodeAlive(%q) err = %v, want ok=%v", tc.data, err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestScanFree(t *testing.T) {
+	const maxID, now = 3, int64(1_000_000_000)
+	node := func(id, lastTS int64) *foreverNode {
+		return &foreverNode{workerID: id, data: foreverData{LastTS: lastTS, Updated: lastTS}}
+	}
+	s := &scan{
+		leased: map[int64]bool{0: true},
+		claimers: map[int64][]*foreverNode{
+			0: {node(0, now-5_000_000)},                   // leased: not free
+			1: {node(1, now-10)},                          // fresh: not free
+			2: {node(2, now-5_000_000)},                   // stale: free
+			3: {node(3, now-5_000_000), node(3, now-100)}, // one claimer fresh: not free
+		},
+	}
+	ids, summary := s.free(maxID, now, 3600e9)
+	if len(ids) != 1 || ids[0] != 2 {
+		t.Fatalf("free = %v, want [2]", ids)
+	}
+	s.claimers[2][0].data.LastTS = now
+	if ids, summary = s.free(maxID, now, 3600e9); len(ids) != 0 {
+		t.Fatalf("free = %v, want none", ids)
+	}
+	if !strings.Contains(summary, "all 4 worker IDs are taken: 1 hold a lease, 3 more reported") {
+		t.Fatalf("summary %q", summary)
+	}
+	delete(s.claimers, 3) // unclaimed and unleased: free
+	if ids, _ = s.free(maxID, now, 3600e9); len(ids) != 1 || ids[0] != 3 {
+		t.Fatalf("free = %v, want [3]", ids)
+	}
+}

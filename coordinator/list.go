@@ -1,0 +1,208 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
+
+	"snowflaked/snowflake"
+)
+
+// WorkerInfo is one row of `snowflakectl status`.
+type WorkerInfo struct {
+	// WorkerID is -1 for a forever znode that holds no worker ID (taken over
+	// by another node key, or waiting to recycle one).
+	WorkerID int64  `json:"worker_id"`
+	NodeKey  string `json:"node_key"`
+	Path     string `json:"path,omitempty"` // the forever znode
+	Addr     string `json:"addr"`
+	// LeaseHeld: leases/<id> exists. LeaseHolder names its holder when that
+	// is not this row's node key.
+	LeaseHeld   bool   `json:"lease_held"`
+	LeaseHolder string `json:"lease_holder,omitempty"`
+	// InService: alive/<id> exists.
+	InService bool `json:"in_service"`
+	// LastReport (unix ms, 0: never) and its age (-1: never).
+	LastReport      int64 `json:"last_report_ms"`
+	LastReportAgeMs int64 `json:"last_report_age_ms"`
+	Fence           int64 `json:"fence_ms"`
+	// Problem describes malformed or inconsistent znodes ("" when fine).
+	Problem string `json:"problem,omitempty"`
+}
+
+// ListWorkers reads a cluster's table for `snowflakectl status`: one row per
+// forever znode plus rows for leases no forever znode explains. auth is
+// "user:password" or "" (reading needs no credentials). timeout bounds the
+// whole call. Malformed znodes become rows with Problem set.
+func ListWorkers(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration) ([]WorkerInfo, error) {
+	servers, err := checkServers(servers)
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w: %v", ErrInvalidConfig, err)
+	}
+	if err := validateCluster(cluster); err != nil {
+		return nil, fmt.Errorf("list workers: %w: %v", ErrInvalidConfig, err)
+	}
+	if timeout <= 0 {
+		return nil, fmt.Errorf("list workers: %w: timeout %v is not positive", ErrInvalidConfig, timeout)
+	}
+	if u, p, ok := strings.Cut(auth, ":"); auth != "" && (!ok || u == "" || p == "") {
+		return nil, fmt.Errorf("list workers: %w: zk auth must be user:password", ErrInvalidConfig)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, _, err := zk.Connect(servers, max(timeout, 2*time.Second), zk.WithLogger(zkLogger{zerolog.Nop()}))
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w: %v", ErrZKUnavailable, err)
+	}
+	defer conn.Close()
+	if err := waitSession(ctx, conn, timeout, servers); err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	z := zkc{conn, timeout}
+	if auth != "" {
+		if _, err := call(ctx, timeout, func() (struct{}, error) { return struct{}{}, conn.AddAuth("digest", []byte(auth)) }); err != nil {
+			return nil, fmt.Errorf("list workers: auth: %w", unavailable(err))
+		}
+	}
+	rows, err := listWorkers(ctx, z, newPaths(cluster), cluster)
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", unavailable(err))
+	}
+	return rows, nil
+}
+
+func listWorkers(ctx context.Context, z zkc, p paths, cluster string) ([]WorkerInfo, error) {
+	b, _, err := z.get(ctx, p.cluster)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("cluster %q does not exist in ZooKeeper (no %s)", cluster, p.cluster)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p.cluster, err)
+	}
+	var layout snowflake.Layout
+	if err := json.Unmarshal(b, &layout); err != nil {
+		return nil, fmt.Errorf("cluster znode %s holds malformed layout data %s: %v", p.cluster, quoteShort(b), err)
+	}
+	maxID := layout.MaxWorkerID()
+	now := time.Now().UnixMilli()
+
+	var rows []WorkerInfo
+	names, err := z.children(ctx, p.forever)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("list %s: %w", p.forever, err)
+	}
+	type named struct {
+		name, key string
+		seq       int64
+	}
+	var good []named
+	var fpaths []string
+	for _, n := range names {
+		key, seq, err := parseForeverName(n)
+		if err != nil {
+			rows = append(rows, WorkerInfo{WorkerID: noWorker, Path: p.forever + "/" + n, LastReportAgeMs: -1, Problem: err.Error()})
+			continue
+		}
+		good = append(good, named{n, key, seq})
+		fpaths = append(fpaths, p.forever+"/"+n)
+	}
+	got, err := z.getMany(ctx, fpaths)
+	if err != nil {
+		return nil, err
+	}
+	claimed := map[int64]int{} // worker ID → row index
+	for i, n := range good {
+		if got[i] == nil {
+			continue
+		}
+		node, derr := decodeForeverNode(p, n.name, n.key, n.seq, got[i].data, got[i].stat, maxID)
+		row := WorkerInfo{WorkerID: node.workerID, NodeKey: n.key, Path: node.path, Addr: node.data.Addr,
+			LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence}
+		if node.data.LastTS > 0 {
+			row.LastReportAgeMs = max(now-node.data.LastTS, 0)
+		}
+		if derr != nil {
+			row.Problem = derr.Error()
+		} else if node.workerID != noWorker {
+			if j, dup := claimed[node.workerID]; dup {
+				row.Problem = fmt.Sprintf("worker ID %d is also named by %s", node.workerID, rows[j].Path)
+			} else {
+				claimed[node.workerID] = len(rows)
+			}
+		}
+		rows = append(rows, row)
+	}
+	if rows, err = markEphemerals(ctx, z, p, maxID, rows, claimed); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(rows, func(a, b WorkerInfo) int {
+		ai, bi := a.WorkerID, b.WorkerID
+		if ai < 0 {
+			ai = 1 << 62
+		}
+		if bi < 0 {
+			bi = 1 << 62
+		}
+		return cmp.Or(cmp.Compare(ai, bi), cmp.Compare(a.NodeKey, b.NodeKey), cmp.Compare(a.Path, b.Path))
+	})
+	return rows, nil
+}
+
+// markEphemerals fills LeaseHeld/LeaseHolder/InService from leases/ and
+// alive/, adding rows for leases no forever znode explains.
+func markEphemerals(ctx context.Context, z zkc, p paths, maxID int64, rows []WorkerInfo, claimed map[int64]int) ([]WorkerInfo, error) {
+	leases, err := z.children(ctx, p.leases)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("list %s: %w", p.leases, err)
+	}
+	var ids []int64
+	var lpaths []string
+	for _, n := range leases {
+		id, err := parseWorkerName(n, maxID)
+		if err != nil {
+			continue
+		}
+		ids = append(ids, id)
+		lpaths = append(lpaths, p.lease(id))
+	}
+	got, err := z.getMany(ctx, lpaths)
+	if err != nil {
+		return nil, err
+	}
+	for i, g := range got {
+		if g == nil {
+			continue
+		}
+		j, ok := claimed[ids[i]]
+		if !ok {
+			rows = append(rows, WorkerInfo{WorkerID: ids[i], LeaseHeld: true, LastReportAgeMs: -1,
+				LeaseHolder: describeHolder(g.data, g.stat), Problem: "lease without a forever znode naming this worker ID"})
+			claimed[ids[i]] = len(rows) - 1
+			continue
+		}
+		rows[j].LeaseHeld = true
+		if d, err := decodeLease(g.data); err != nil || d.NodeKey != rows[j].NodeKey {
+			rows[j].LeaseHolder = describeHolder(g.data, g.stat)
+		}
+	}
+	alive, err := z.children(ctx, p.alive)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("list %s: %w", p.alive, err)
+	}
+	for _, n := range alive {
+		if id, err := parseWorkerName(n, maxID); err == nil {
+			if j, ok := claimed[id]; ok {
+				rows[j].InService = true
+			}
+		}
+	}
+	return rows, nil
+}

@@ -1,0 +1,370 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"snowflaked/clock"
+	"snowflaked/clockguard"
+)
+
+// Run keeps the node's presence in ZooKeeper until ctx ends or Close is
+// called: it reports last_ts and the fence every ReportInterval, re-creates
+// the lease after a session expiry (never displacing another holder), keeps
+// alive/<id> present exactly while the guard is in service, drives the
+// lease_lost and zk_silence checks, and, after ResumeFromCache, keeps trying
+// ZooKeeper and takes the lease once the mapping is confirmed. ZooKeeper
+// trouble is retried, logged and counted, never returned. Run returns an
+// error only when misused (before Attach, before Claim/ResumeFromCache,
+// twice, or after Close).
+func (c *Coordinator) Run(ctx context.Context, fence FenceSource) error {
+	if fence == nil {
+		return errors.New("coordinator run: nil fence source")
+	}
+	_, _, g := c.checks()
+	c.guardMu.Lock()
+	sub := c.guardSub
+	c.guardMu.Unlock()
+	c.mu.Lock()
+	switch {
+	case g == nil:
+		c.mu.Unlock()
+		return errors.New("coordinator run: Attach a guard first")
+	case c.st.mode == modeNone:
+		c.mu.Unlock()
+		return errors.New("coordinator run: Claim or ResumeFromCache first")
+	case c.st.running:
+		c.mu.Unlock()
+		return errors.New("coordinator run: already running")
+	case c.st.closed:
+		c.mu.Unlock()
+		return errors.New("coordinator run: closed")
+	}
+	c.st.running = true
+	done := make(chan struct{})
+	c.st.runDone = done
+	stop := c.st.stop
+	c.mu.Unlock()
+	defer close(done)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	tick := time.NewTicker(c.resyncEvery)
+	defer tick.Stop()
+	r := runner{c: c, fence: fence, guard: g}
+	for {
+		r.step(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.wake:
+		case <-sub:
+		case <-tick.C:
+		}
+	}
+}
+
+// runner is Run's loop state (owned by the Run goroutine).
+type runner struct {
+	c          *Coordinator
+	fence      FenceSource
+	guard      *clockguard.Guard
+	nextReport time.Time // zero: report at once
+	nextResync time.Time
+	warnedAt   time.Time // last "alive held by another session" warning
+}
+
+func (r *runner) step(ctx context.Context) {
+	c := r.c
+	conn, err := c.dial()
+	if err != nil {
+		c.log.Warn().Err(err).Msg("zookeeper connection")
+		c.updateChecks(false)
+		return
+	}
+	z := zkc{conn, c.opTimeout}
+	connected := conn.State() == zk.StateHasSession
+	sid := conn.SessionID()
+
+	c.mu.Lock()
+	lost, old := c.st.leaseHeld && sid != c.st.leaseSession, c.st.leaseSession
+	if lost {
+		c.st.leaseHeld, c.st.aliveOwned = false, false
+		c.st.leaseDetail = fmt.Sprintf("ZooKeeper session %s expired: the lease and alive znodes are gone; re-creating the lease", sessionHex(old))
+	}
+	c.mu.Unlock()
+	if lost {
+		c.log.Warn().Str("old_session", sessionHex(old)).Str("new_session", sessionHex(sid)).
+			Msg("ZooKeeper session expired: lease lost, re-creating it")
+		c.updateChecks(connected)
+	}
+
+	now := time.Now()
+	resync := !now.Before(r.nextResync)
+	if resync {
+		r.nextResync = now.Add(c.resyncEvery)
+	}
+	if connected && ctx.Err() == nil {
+		if err := c.ensureAuth(ctx, conn); err != nil {
+			c.log.Warn().Err(err).Msg("zookeeper auth")
+		} else {
+			r.ensureLease(ctx, z, sid)
+			c.mu.Lock()
+			held := c.st.leaseHeld && c.st.blocked == ""
+			c.mu.Unlock()
+			if held && !now.Before(r.nextReport) {
+				r.nextReport = now.Add(c.cfg.ReportInterval)
+				c.report(ctx, z, r.fence, false)
+			}
+		}
+		r.reconcileAlive(ctx, z, sid, resync)
+	}
+	c.updateChecks(connected)
+}
+
+// ensureLease (re)takes the lease when it is not held; after
+// ResumeFromCache it first checks that ZooKeeper still maps this node key to
+// the cached worker ID.
+func (r *runner) ensureLease(ctx context.Context, z zkc, sid int64) {
+	c := r.c
+	c.mu.Lock()
+	st := c.st
+	c.mu.Unlock()
+	if st.leaseHeld || st.blocked != "" {
+		return
+	}
+	if !st.verified {
+		if err := c.verifyResumed(ctx, z); err != nil {
+			c.log.Warn().Err(err).Msg("cannot confirm the cached worker ID in ZooKeeper yet")
+			return
+		}
+		c.mu.Lock()
+		st = c.st
+		c.mu.Unlock()
+		if st.blocked != "" {
+			return
+		}
+	}
+	node := &foreverNode{path: st.path, version: st.version, data: st.data, workerID: st.workerID}
+	res, sess, holder, err := c.tryLease(ctx, z, node)
+	if err != nil {
+		c.setLeaseDetail(fmt.Sprintf("re-creating the lease on worker ID %d: %v", st.workerID, err))
+		c.log.Warn().Err(err).Int64("worker_id", st.workerID).Msg("re-creating the lease failed; retrying")
+		return
+	}
+	switch res {
+	case leaseTaken:
+		c.mu.Lock()
+		c.st.leaseHeld, c.st.leaseSession, c.st.leaseDetail = true, sess, ""
+		c.st.lastGood, c.st.lastGoodSet = c.clk.Mono(), true
+		c.mu.Unlock()
+		r.nextReport = time.Time{} // report at once
+		c.log.Info().Int64("worker_id", st.workerID).Str("session", sessionHex(sess)).Msg("lease (re)established")
+	case leaseNodeChanged:
+		c.recheckOwn(ctx, z)
+	case leaseHeldByOurKey, leaseHeldByOther:
+		c.setLeaseDetail(fmt.Sprintf("worker ID %d is leased by %s; waiting for it to go away (never displacing a live holder)", st.workerID, holder))
+		c.log.Warn().Int64("worker_id", st.workerID).Str("holder", holder).Msg("cannot re-create the lease: it is held by another session")
+	}
+}
+
+func (c *Coordinator) setLeaseDetail(d string) {
+	c.mu.Lock()
+	c.st.leaseDetail = d
+	c.mu.Unlock()
+}
+
+// block makes lease_lost fail for good with reason d.
+func (c *Coordinator) block(d string) {
+	c.mu.Lock()
+	c.st.blocked = d
+	c.mu.Unlock()
+	c.log.Error().Str("reason", d).Msg("lease cannot be held: out of service until restarted")
+}
+
+// verifyResumed checks, after ResumeFromCache, that the layout matches and
+// that this node key's forever znode maps to the cached worker ID. A
+// definite mismatch blocks the lease; connection trouble is returned.
+func (c *Coordinator) verifyResumed(ctx context.Context, z zkc) error {
+	c.mu.Lock()
+	want := c.st.workerID
+	c.mu.Unlock()
+	if err := c.ensureCluster(ctx, z); err != nil {
+		if transient(err) {
+			return err
+		}
+		c.block(fmt.Sprintf("serving cached worker ID %d, but the cluster in ZooKeeper does not fit: %v", want, err))
+		return nil
+	}
+	own, err := c.findOwn(ctx, z)
+	switch {
+	case err != nil && transient(err):
+		return err
+	case err != nil:
+		c.block(fmt.Sprintf("serving cached worker ID %d, but this node key's forever znode cannot be used: %v", want, err))
+		return nil
+	case own == nil:
+		c.block(fmt.Sprintf("serving cached worker ID %d, but ZooKeeper has no forever znode for node key %q: refusing to take a lease (move the cache file away to claim a fresh worker ID)", want, c.cfg.NodeKey))
+		return nil
+	case own.workerID != want:
+		c.block(fmt.Sprintf("serving cached worker ID %d, but forever znode %s maps node key %q to worker ID %d (-1: none; it was recycled?): refusing to take a lease",
+			want, own.path, c.cfg.NodeKey, own.workerID))
+		return nil
+	}
+	c.mu.Lock()
+	c.st.verified, c.st.path, c.st.version, c.st.data = true, own.path, own.version, own.data
+	c.st.zkFence = max(c.st.zkFence, own.data.Fence)
+	c.mu.Unlock()
+	c.log.Info().Int64("worker_id", want).Str("forever", own.path).Msg("ZooKeeper confirms the cached worker ID")
+	return nil
+}
+
+// recheckOwn re-reads our forever znode after a version conflict: same
+// worker ID → adopt the new version; otherwise block.
+func (c *Coordinator) recheckOwn(ctx context.Context, z zkc) {
+	c.mu.Lock()
+	path, want := c.st.path, c.st.workerID
+	c.mu.Unlock()
+	name := path[len(c.p.forever)+1:]
+	key, seq, err := parseForeverName(name)
+	if err != nil {
+		c.block(fmt.Sprintf("own forever znode %s: %v", path, err))
+		return
+	}
+	node, err := c.readForever(ctx, z, name, key, seq)
+	var me *malformedError
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		c.block(fmt.Sprintf("forever znode %s of worker ID %d was deleted", path, want))
+	case errors.As(err, &me):
+		c.block(fmt.Sprintf("worker ID %d: %v", want, err))
+	case err != nil:
+		c.log.Warn().Err(err).Msg("re-reading own forever znode")
+	case node.workerID != want:
+		c.block(fmt.Sprintf("forever znode %s now maps to worker ID %d instead of %d (taken over?)", path, node.workerID, want))
+	default:
+		c.mu.Lock()
+		c.st.version, c.st.data = node.version, node.data
+		c.mu.Unlock()
+	}
+}
+
+// report writes last_ts and the fence to our forever znode (version-checked).
+// final is Close's last write: fence is then exactly fence.LastIssued().
+func (c *Coordinator) report(ctx context.Context, z zkc, fs FenceSource, final bool) error {
+	for attempt := 1; attempt <= 2; attempt++ {
+		c.mu.Lock()
+		path, version, d, id := c.st.path, c.st.version, c.st.data, c.st.workerID
+		c.mu.Unlock()
+		now := clock.UnixMilli(c.clk)
+		var fence int64
+		if final {
+			fence = fs.LastIssued()
+		} else {
+			fence = max(now+(c.cfg.ReportInterval+c.cfg.FenceAhead).Milliseconds(), fs.Fence(), fs.LastIssued())
+		}
+		wid := id
+		d.WorkerID, d.NodeKey, d.Addr, d.LastTS, d.Fence, d.Updated = &wid, c.cfg.NodeKey, c.cfg.Advertise, now, fence, now
+		b, err := json.Marshal(d)
+		if err != nil {
+			return fmt.Errorf("encode report: %w", err)
+		}
+		st, err := z.set(ctx, path, b, version)
+		if err == nil {
+			c.mu.Lock()
+			c.st.version, c.st.data = st.Version, d
+			c.st.lastGood, c.st.lastGoodSet, c.st.lastReport, c.st.zkFence = c.clk.Mono(), true, now, fence
+			c.st.reports++
+			c.mu.Unlock()
+			return nil
+		}
+		c.mu.Lock()
+		c.st.failures++
+		n := c.st.failures
+		c.mu.Unlock()
+		if errors.Is(err, zk.ErrBadVersion) && attempt == 1 {
+			c.recheckOwn(ctx, z)
+			c.mu.Lock()
+			blocked := c.st.blocked
+			c.mu.Unlock()
+			if blocked == "" {
+				continue
+			}
+			return fmt.Errorf("report to %s: %s", path, blocked)
+		}
+		if errors.Is(err, zk.ErrNoNode) {
+			c.block(fmt.Sprintf("forever znode %s of worker ID %d was deleted", path, id))
+		}
+		c.log.Warn().Err(err).Str("forever", path).Int64("failures", n).Msg("report to ZooKeeper failed; retrying next round")
+		return fmt.Errorf("report to %s: %w", path, err)
+	}
+	return nil
+}
+
+// reconcileAlive makes alive/<id> exist exactly while the guard is in
+// service (and the lease is held). resync re-reads ZooKeeper even when the
+// local view says nothing changed.
+func (r *runner) reconcileAlive(ctx context.Context, z zkc, sid int64, resync bool) {
+	c := r.c
+	inService := r.guard.Status().State == clockguard.InService // not under c.mu: see updateChecks
+	c.mu.Lock()
+	want := c.st.leaseHeld && c.st.blocked == "" && inService
+	owned, id := c.st.aliveOwned, c.st.workerID
+	c.mu.Unlock()
+	if want == owned && !resync {
+		return
+	}
+	path := c.p.aliveNode(id)
+	ok, st, err := z.exists(ctx, path)
+	if err != nil {
+		c.log.Debug().Err(err).Str("alive", path).Msg("alive znode check failed; retrying later")
+		return
+	}
+	mine := ok && st.EphemeralOwner == sid && sid != 0
+	switch {
+	case want && mine:
+		c.setAlive(true)
+	case want && ok:
+		c.setAlive(false)
+		if time.Since(r.warnedAt) > 10*time.Second {
+			r.warnedAt = time.Now()
+			c.log.Warn().Str("alive", path).Str("owner", sessionHex(st.EphemeralOwner)).
+				Msg("alive znode held by another session (a dead predecessor's, until it expires); retrying")
+		}
+	case want:
+		_, err := z.create(ctx, path, []byte(c.cfg.Advertise), zk.FlagEphemeral, c.acl)
+		if err != nil {
+			c.log.Warn().Err(authHint(err)).Str("alive", path).Msg("creating the alive znode failed; retrying")
+			return
+		}
+		c.setAlive(true)
+		c.log.Info().Str("alive", path).Msg("in service: alive znode created")
+	case mine:
+		if err := z.delete(ctx, path, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			c.log.Warn().Err(err).Str("alive", path).Msg("deleting the alive znode failed; retrying")
+			return
+		}
+		c.setAlive(false)
+		c.log.Info().Str("alive", path).Msg("out of service: alive znode deleted")
+	default:
+		c.setAlive(false)
+	}
+}
+
+func (c *Coordinator) setAlive(v bool) {
+	c.mu.Lock()
+	c.st.aliveOwned = v
+	c.mu.Unlock()
+}
