@@ -20,4 +20,5 @@ require (
 	github.com/valyala/histogram v1.2.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# make bench: in-process generator benchmarks and HTTP load with wrk, all in
+# one run, printed as small tables. Ratios matter, not absolute numbers: the
+# machine is shared and noisy, so compare only figures from the same run.
+#   BENCH_DURATION (wrk, default 10s)  BENCH_ROUNDS (default 2)  BENCH_TIME (go, default 2s)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DUR=${BENCH_DURATION:-10s}
+ROUNDS=${BENCH_ROUNDS:-2}
+BT=${BENCH_TIME:-2s}
+CONNS=${BENCH_CONNECTIONS:-64}
+
+command -v wrk >/dev/null || { echo "bench: wrk not found (apt-get install -y wrk, or make deps)" >&2; exit 1; }
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+echo "== generator (go test -run '^\$' -bench . -benchtime $BT -cpu 2 ./snowflake/)"
+go test -run '^$' -bench . -benchtime "$BT" -cpu 2 ./snowflake/ | tee "$tmp/go.txt" | grep -E '^(Benchmark|ok|PASS|FAIL)' || true
+echo
+awk '/^Benchmark/ { name=$1; sub(/-[0-9]+$/, "", name); ns=""; ids="";
+       for (i=2;i<=NF;i++) { if ($(i)=="ns/op") ns=$(i-1); if ($(i)=="ids/s") ids=$(i-1) }
+       printf "%-48s %12s ns/op %16s ids/s\n", name, ns, ids }' "$tmp/go.txt"
+echo
+
+echo "== HTTP: wrk -t1 -c$CONNS -d$DUR --latency, $ROUNDS rounds, bare fasthttp vs snowflaked (same run)"
+go build -o "$tmp/snowflaked" ./cmd/snowflaked
+go build -o "$tmp/barehttp" ./tests/bench/barehttp
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+P1=$(freeport); P2=$(freeport)
+"$tmp/snowflaked" --worker-id 1 --listen "127.0.0.1:$P1" --cache-file "$tmp/cache.json" --log-level warn >"$tmp/sf.log" 2>&1 &
+pids+=($!)
+"$tmp/barehttp" --listen "127.0.0.1:$P2" >"$tmp/bare.log" 2>&1 &
+pids+=($!)
+for i in $(seq 1 100); do
+  curl -fs "http://127.0.0.1:$P1/readyz" >/dev/null 2>&1 && curl -fs "http://127.0.0.1:$P2/" >/dev/null 2>&1 && break
+  [ "$i" = 100 ] && { echo "bench: servers did not become ready" >&2; cat "$tmp/sf.log" >&2; exit 1; }
+  sleep 0.1
+done
+
+# run_wrk NAME URL: appends "NAME rps p50 p99" to results.
+run_wrk() {
+  local out
+  out=$(wrk -t1 -c"$CONNS" -d"$DUR" --latency "$2")
+  local rps p50 p99 errs
+  rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
+  p50=$(awk '$1=="50%" {print $2}' <<<"$out")
+  p99=$(awk '$1=="99%" {print $2}' <<<"$out")
+  errs=$(awk '/Non-2xx or 3xx responses:/ {print $NF}' <<<"$out")
+  echo "$1 $rps $p50 $p99 ${errs:-0}" >>"$tmp/http.txt"
+}
+for r in $(seq 1 "$ROUNDS"); do
+  run_wrk bare "http://127.0.0.1:$P2/"
+  run_wrk id "http://127.0.0.1:$P1/id"
+  run_wrk ids1000 "http://127.0.0.1:$P1/ids?count=1000"
+done
+awk '
+  { n[$1]++; rps[$1]+=$2; if (n[$1]==1 || $2>best[$1]) { best[$1]=$2; p50[$1]=$3; p99[$1]=$4 }; err[$1]+=$5 }
+  END {
+    printf "%-22s %12s %10s %10s %8s\n", "endpoint", "req/s(mean)", "p50", "p99", "non-2xx"
+    printf "%-22s %12.0f %10s %10s %8d\n", "bare fasthttp", rps["bare"]/n["bare"], p50["bare"], p99["bare"], err["bare"]
+    printf "%-22s %12.0f %10s %10s %8d\n", "GET /id", rps["id"]/n["id"], p50["id"], p99["id"], err["id"]
+    printf "%-22s %12.0f %10s %10s %8d\n", "GET /ids?count=1000", rps["ids1000"]/n["ids1000"], p50["ids1000"], p99["ids1000"], err["ids1000"]
+    printf "\n/id vs bare fasthttp: %.1f%% of its req/s\n", 100*rps["id"]/rps["bare"]
+    printf "/ids?count=1000: %.0f IDs/s\n", 1000*rps["ids1000"]/n["ids1000"]
+  }' "$tmp/http.txt"
