@@ -63,7 +63,9 @@ func (c *Coordinator) claim(ctx context.Context) (Identity, error) {
 			node, id, sess, err = c.recycle(ctx, z, node)
 		} else {
 			id = Identity{WorkerID: node.workerID, Fence: node.data.Fence, Path: node.path}
-			sess, err = c.takeLease(ctx, z, node)
+			if err = c.checkSoleClaim(ctx, z, node); err == nil {
+				sess, err = c.takeLease(ctx, z, node)
+			}
 		}
 		if errors.Is(err, errRestart) {
 			c.log.Debug().Int("round", round).Msg("forever znode changed while claiming; starting over")
@@ -240,6 +242,34 @@ func (c *Coordinator) findOrCreateForever(ctx context.Context, z zkc) (*foreverN
 		c.log.Warn().Err(err).Msg("creating the forever znode failed with its outcome unknown; listing before trying again")
 	}
 	return nil, fmt.Errorf("create forever znode for node key %q: no znode after 20 attempts", c.cfg.NodeKey)
+}
+
+// checkSoleClaim makes sure no other forever znode names node's worker ID
+// (only hand-edited or foreign znodes can), and that no undecodable znode
+// carries its number as sequence: the ID is then not used, whatever the
+// lease says.
+func (c *Coordinator) checkSoleClaim(ctx context.Context, z zkc, node *foreverNode) error {
+	var s *scan
+	if err := c.retry(ctx, "scan worker IDs", func(ctx context.Context) error {
+		var err error
+		s, err = c.scanCluster(ctx, z)
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, o := range s.claimers[node.workerID] {
+		if o.path != node.path {
+			return fmt.Errorf("worker ID %d is named by both %s and %s (edited by hand?): refusing to use it; fix the data of one of them",
+				node.workerID, node.path, o.path)
+		}
+	}
+	for _, path := range s.malformed {
+		if o := s.byPath[path]; o.seq == node.workerID && o.path != node.path {
+			return fmt.Errorf("worker ID %d may be held by %s, whose data is malformed: refusing to use it; fix or delete that znode",
+				node.workerID, path)
+		}
+	}
+	return nil
 }
 
 // leaseResult is the outcome of one attempt to take a lease.

@@ -1,0 +1,302 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
+
+	"snowflaked/clockguard"
+	"snowflaked/snowflake"
+	"snowflaked/tests/zkharness"
+)
+
+// Timings for the integration tests: ZooKeeper runs with tickTime 500ms, so
+// session timeouts are clamped to 1s–10s.
+const (
+	testSession = 2 * time.Second
+	testReport  = 200 * time.Millisecond
+	waitLong    = 15 * time.Second
+)
+
+// syncBuffer collects log output safely across goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// testLog writes info and above to the test log and to buf (if not nil).
+func testLog(t *testing.T, buf *syncBuffer) zerolog.Logger {
+	t.Helper()
+	var w io.Writer = zerolog.NewTestWriter(t)
+	if buf != nil {
+		w = io.MultiWriter(w, buf)
+	}
+	return zerolog.New(w).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+}
+
+func serversOf(c *zkharness.Cluster) []string { return strings.Split(c.ConnectString(), ",") }
+
+// testConfig is a config with short timings for key on servers.
+func testConfig(t *testing.T, servers []string, key string) Config {
+	t.Helper()
+	return Config{
+		Servers: servers, SessionTimeout: testSession, Cluster: "test", NodeKey: key,
+		Advertise: "127.0.0.1:" + portFor(key), Layout: snowflake.DefaultLayout(),
+		RecycleAfter: time.Hour, ReportInterval: testReport, FenceAhead: 300 * time.Millisecond,
+		MaxZKSilence: 30 * time.Second, ConnectTimeout: 3 * time.Second, Log: testLog(t, nil),
+	}
+}
+
+// portFor derives a stable fake port from a key, for distinct addresses.
+func portFor(key string) string {
+	h := 0
+	for _, b := range []byte(key) {
+		h = (h*31 + int(b)) % 50000
+	}
+	return strconv.Itoa(10000 + h)
+}
+
+// newCoord creates a coordinator closed at cleanup.
+func newCoord(t *testing.T, cfg Config) *Coordinator {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_ = c.Close(ctx, 0)
+	})
+	return c
+}
+
+func mustClaim(t *testing.T, c *Coordinator) Identity {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	id, err := c.Claim(ctx)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	return id
+}
+
+// testFence is a FenceSource the test drives.
+type testFence struct{ fence, last atomic.Int64 }
+
+func (f *testFence) Fence() int64      { return f.fence.Load() }
+func (f *testFence) LastIssued() int64 { return f.last.Load() }
+
+// transitions records a guard's transitions.
+type transitions struct {
+	mu  sync.Mutex
+	all []clockguard.Transition
+}
+
+func (r *transitions) add(tr clockguard.Transition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, tr)
+}
+
+func (r *transitions) has(reason clockguard.Reason) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, tr := range r.all {
+		if tr.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+// attachAndRun attaches a new guard to c, starts Run, and stops it at
+// cleanup (before c's Close cleanup runs).
+func attachAndRun(t *testing.T, c *Coordinator, fs FenceSource, setup ...func(*clockguard.Guard)) (*clockguard.Guard, *transitions) {
+	t.Helper()
+	g := clockguard.New(testLog(t, nil), nil)
+	rec := &transitions{}
+	g.OnTransition(rec.add)
+	for _, f := range setup {
+		f(g)
+	}
+	c.Attach(g)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, fs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("Run did not return 10s after its context ended")
+		}
+	})
+	return g, rec
+}
+
+// waitFor polls cond every 20ms until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for range int(timeout/(20*time.Millisecond)) + 2 {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s", timeout, what)
+}
+
+// rawConn is a plain client (no auth unless given) for inspecting and
+// tampering with znodes.
+func rawConn(t *testing.T, servers []string, auth string) *zk.Conn {
+	t.Helper()
+	conn, _, err := zk.Connect(servers, 4*time.Second, zk.WithLogger(zkLogger{zerolog.Nop()}))
+	if err != nil {
+		t.Fatalf("zk.Connect: %v", err)
+	}
+	t.Cleanup(conn.Close)
+	waitFor(t, waitLong, "a raw ZooKeeper session", func() bool { return conn.State() == zk.StateHasSession })
+	if auth != "" {
+		if err := conn.AddAuth("digest", []byte(auth)); err != nil {
+			t.Fatalf("AddAuth: %v", err)
+		}
+	}
+	return conn
+}
+
+func readForeverData(t *testing.T, conn *zk.Conn, path string) (foreverData, *zk.Stat) {
+	t.Helper()
+	b, st, err := conn.Get(path)
+	if err != nil {
+		t.Fatalf("Get %s: %v", path, err)
+	}
+	var d foreverData
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("forever data %s: %v", b, err)
+	}
+	return d, st
+}
+
+func exists(t *testing.T, conn *zk.Conn, path string) (bool, *zk.Stat) {
+	t.Helper()
+	ok, st, err := conn.Exists(path)
+	if err != nil {
+		t.Fatalf("Exists %s: %v", path, err)
+	}
+	return ok, st
+}
+
+// proxy is a loopback TCP proxy to one ZooKeeper server that a test can cut:
+// Block closes every connection and refuses new ones, so the client behind it
+// stops heartbeating (as a crashed or partitioned process does) while the
+// server keeps running.
+type proxy struct {
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	blocked bool
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy listen: %v", err)
+	}
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		ln.Close()
+		p.Block()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *proxy) Addr() []string { return []string{p.ln.Addr().String()} }
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		down, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.DialTimeout("tcp", p.target, time.Second)
+		if err != nil {
+			down.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.blocked {
+			p.mu.Unlock()
+			down.Close()
+			up.Close()
+			continue
+		}
+		p.conns[down], p.conns[up] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		pipe := func(dst, src net.Conn) {
+			defer p.wg.Done()
+			_, _ = io.Copy(dst, src)
+			dst.Close()
+			src.Close()
+		}
+		go pipe(up, down)
+		go pipe(down, up)
+	}
+}
+
+// Block cuts every connection and refuses new ones until Unblock.
+func (p *proxy) Block() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blocked = true
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// Unblock lets connections through again.
+func (p *proxy) Unblock() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blocked = false
+}

@@ -1,0 +1,755 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"snowflaked/clockguard"
+	"snowflaked/snowflake"
+	"snowflaked/tests/zkharness"
+)
+
+func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	var cs []*Coordinator
+	ids := map[int64]string{}
+	for i := range 3 {
+		cfg := testConfig(t, srv, fmt.Sprintf("node-%d", i))
+		c := newCoord(t, cfg)
+		id := mustClaim(t, c)
+		if prev, dup := ids[id.WorkerID]; dup {
+			t.Fatalf("worker ID %d given to %s and node-%d", id.WorkerID, prev, i)
+		}
+		ids[id.WorkerID] = cfg.NodeKey
+		if id.Recycled || id.Fence != 0 || !strings.HasPrefix(id.Path, "/snowflaked/test/forever/node-") {
+			t.Fatalf("fresh identity %+v", id)
+		}
+		fs := &testFence{}
+		attachAndRun(t, c, fs)
+		cs = append(cs, c)
+	}
+	for _, c := range cs {
+		waitFor(t, waitLong, "alive znodes of all three", func() bool { return c.Status().AlivePresent })
+	}
+
+	peers, err := cs[0].Peers(context.Background())
+	if err != nil {
+		t.Fatalf("Peers: %v", err)
+	}
+	var want []Peer
+	for _, c := range cs[1:] {
+		want = append(want, Peer{WorkerID: c.Status().WorkerID, Addr: c.cfg.Advertise})
+	}
+	slices.SortFunc(want, func(a, b Peer) int { return int(a.WorkerID - b.WorkerID) })
+	if !slices.Equal(peers, want) {
+		t.Fatalf("Peers = %+v, want %+v (self excluded)", peers, want)
+	}
+
+	rows, err := ListWorkers(context.Background(), srv, "test", "", 5*time.Second)
+	if err != nil {
+		t.Fatalf("ListWorkers: %v", err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("ListWorkers: %d rows, want 3: %+v", len(rows), rows)
+	}
+	for _, r := range rows {
+		if ids[r.WorkerID] != r.NodeKey || !r.LeaseHeld || !r.InService || r.Problem != "" || r.LeaseHolder != "" ||
+			r.LastReportAgeMs < 0 || r.Fence <= r.LastReport || r.Addr != "127.0.0.1:"+portFor(r.NodeKey) {
+			t.Fatalf("row %+v", r)
+		}
+	}
+
+	// After a graceful close the row shows neither lease nor service, and the
+	// exact fence.
+	if err := cs[0].Close(context.Background(), 1_700_000_000_123); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	rows, err = ListWorkers(context.Background(), srv, "test", "", 5*time.Second)
+	if err != nil {
+		t.Fatalf("ListWorkers: %v", err)
+	}
+	r := rows[slices.IndexFunc(rows, func(r WorkerInfo) bool { return r.NodeKey == "node-0" })]
+	if r.LeaseHeld || r.InService || r.Fence != 1_700_000_000_123 {
+		t.Fatalf("closed node's row %+v", r)
+	}
+	if _, err := ListWorkers(context.Background(), srv, "nosuch", "", 5*time.Second); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("ListWorkers of a missing cluster: %v", err)
+	}
+}
+
+func TestIntegration_RestartAfterCloseKeepsIDAndExactFence(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	cfg := testConfig(t, srv, "pod-a/0") // '/' in a node key is escaped
+	c1 := newCoord(t, cfg)
+	id1 := mustClaim(t, c1)
+	if !strings.Contains(id1.Path, "/pod-a%2F0-") {
+		t.Fatalf("forever path %s does not hold the escaped key", id1.Path)
+	}
+	fs := &testFence{}
+	attachAndRun(t, c1, fs)
+	waitFor(t, waitLong, "a report", func() bool { return c1.Status().Reports >= 1 })
+	last := time.Now().UnixMilli() - 5
+	if err := c1.Close(context.Background(), last); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	raw := rawConn(t, srv, "")
+	if ok, _ := exists(t, raw, "/snowflaked/test/leases/"+fmt.Sprint(id1.WorkerID)); ok {
+		t.Fatal("lease still exists after Close")
+	}
+
+	c2 := newCoord(t, cfg)
+	id2 := mustClaim(t, c2)
+	if id2.WorkerID != id1.WorkerID || id2.Path != id1.Path || id2.Fence != last || id2.Recycled {
+		t.Fatalf("after restart %+v, want worker %d path %s fence %d", id2, id1.WorkerID, id1.Path, last)
+	}
+	names, _, err := raw.Children("/snowflaked/test/forever")
+	if err != nil || len(names) != 1 {
+		t.Fatalf("forever children %v, %v: want exactly one", names, err)
+	}
+}
+
+// A crash leaves the lease of the dead session behind until the session
+// expires: the successor with the same node key waits for it, then takes it.
+func TestIntegration_CrashRestartWaitsForStaleLease(t *testing.T) {
+	zkc := zkharness.StartStandalone(t)
+	srv := serversOf(zkc)
+	px := startProxy(t, srv[0])
+	crashed := newCoord(t, testConfig(t, px.Addr(), "k"))
+	id := mustClaim(t, crashed)
+	raw := rawConn(t, srv, "")
+	lease := fmt.Sprintf("/snowflaked/test/leases/%d", id.WorkerID)
+	_, st := exists(t, raw, lease)
+	oldOwner := st.EphemeralOwner
+
+	px.Block() // the process "dies": no more heartbeats, no cleanup
+	crashAt := time.Now()
+	if ok, st := exists(t, raw, lease); !ok || st.EphemeralOwner != oldOwner {
+		t.Fatal("the stale lease should still exist right after the crash")
+	}
+	succ := newCoord(t, testConfig(t, srv, "k"))
+	id2 := mustClaim(t, succ)
+	took := time.Since(crashAt)
+	if id2.WorkerID != id.WorkerID {
+		t.Fatalf("successor got worker %d, want %d", id2.WorkerID, id.WorkerID)
+	}
+	ok, st := exists(t, raw, lease)
+	if !ok || st.EphemeralOwner == oldOwner || st.EphemeralOwner != succ.getConn().SessionID() {
+		t.Fatalf("lease owner %x, want the successor's session %x (old %x)", st.EphemeralOwner, succ.getConn().SessionID(), oldOwner)
+	}
+	if limit := succ.staleLeaseWait; took > limit {
+		t.Fatalf("successor took %v after the crash, more than session timeout + margin (%v)", took, limit)
+	}
+	t.Logf("successor took the stale lease %v after the crash (session timeout %v)", took.Round(time.Millisecond), testSession)
+}
+
+func TestIntegration_SameKeyLiveHolderRefused(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	first := newCoord(t, testConfig(t, srv, "dup"))
+	id := mustClaim(t, first)
+	second := newCoord(t, testConfig(t, srv, "dup"))
+	began := time.Now()
+	_, err := second.Claim(context.Background())
+	if !errors.Is(err, ErrLeaseHeld) {
+		t.Fatalf("second Claim: %v, want ErrLeaseHeld", err)
+	}
+	for _, want := range []string{`node key "dup"`, first.cfg.Advertise, sessionHex(first.getConn().SessionID()), "another process"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not name %q", err, want)
+		}
+	}
+	if took := time.Since(began); took > second.staleLeaseWait+2*time.Second {
+		t.Fatalf("refusal took %v, bound is %v", took, second.staleLeaseWait)
+	}
+	// The first still holds it.
+	raw := rawConn(t, srv, "")
+	if ok, st := exists(t, raw, fmt.Sprintf("/snowflaked/test/leases/%d", id.WorkerID)); !ok || st.EphemeralOwner != first.getConn().SessionID() {
+		t.Fatal("the live holder lost its lease")
+	}
+
+	// Another node key holding a worker ID's lease is refused at once.
+	other := testConfig(t, srv, "dup")
+	other.NodeKey = "intruder"
+	c := newCoord(t, other)
+	conn, err := c.connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := zkc{conn, time.Second}
+	res, _, holder, err := c.tryLease(context.Background(), z, &foreverNode{path: id.Path, version: -1, workerID: id.WorkerID})
+	if err != nil || res != leaseHeldByOther || !strings.Contains(holder, `"dup"`) {
+		t.Fatalf("tryLease on a held lease: %v %q %v", res, holder, err)
+	}
+}
+
+func TestIntegration_ConcurrentClaimsGetDistinctIDs(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	const n = 10
+	var cs []*Coordinator
+	for i := range n {
+		cs = append(cs, newCoord(t, testConfig(t, srv, fmt.Sprintf("c%d", i))))
+	}
+	ids := make([]Identity, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() { ids[i], errs[i] = c.Claim(context.Background()) })
+	}
+	wg.Wait()
+	seen := map[int64]int{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("claim %d: %v", i, errs[i])
+		}
+		if j, dup := seen[ids[i].WorkerID]; dup {
+			t.Fatalf("worker ID %d given to c%d and c%d", ids[i].WorkerID, j, i)
+		}
+		seen[ids[i].WorkerID] = i
+	}
+	raw := rawConn(t, srv, "")
+	names, _, _ := raw.Children("/snowflaked/test/forever")
+	leases, _, _ := raw.Children("/snowflaked/test/leases")
+	if len(names) != n || len(leases) != n {
+		t.Fatalf("%d forever znodes and %d leases, want %d each", len(names), len(leases), n)
+	}
+}
+
+func TestIntegration_LayoutMismatch(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	mustClaim(t, newCoord(t, testConfig(t, srv, "a")))
+	cfg := testConfig(t, srv, "b")
+	cfg.Layout = snowflake.JS53Layout()
+	_, err := newCoord(t, cfg).Claim(context.Background())
+	if !errors.Is(err, ErrLayoutMismatch) {
+		t.Fatalf("Claim: %v, want ErrLayoutMismatch", err)
+	}
+	for _, want := range []string{"41/10/12", "41/5/7", `"test"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not name %q", err, want)
+		}
+	}
+	raw := rawConn(t, srv, "")
+	if names, _, _ := raw.Children("/snowflaked/test/forever"); len(names) != 1 {
+		t.Fatalf("a mismatching node created znodes: %v", names)
+	}
+}
+
+// smallLayout has 4 worker IDs.
+func smallLayout() snowflake.Layout {
+	l := snowflake.DefaultLayout()
+	l.WorkerBits = 2
+	return l
+}
+
+func TestIntegration_RecycleRace(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	raw := rawConn(t, srv, "")
+	cfgFor := func(key string) Config {
+		cfg := testConfig(t, srv, key)
+		cfg.Layout = smallLayout()
+		return cfg
+	}
+	// Fill the space: owners 0..3 close gracefully with distinct fences.
+	base := time.Now().UnixMilli() - 60_000
+	owner := map[int64]Identity{}
+	for i := range 4 {
+		c := newCoord(t, cfgFor(fmt.Sprintf("old-%d", i)))
+		id := mustClaim(t, c)
+		owner[id.WorkerID] = id
+		if err := c.Close(context.Background(), base+int64(id.WorkerID)); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	if len(owner) != 4 {
+		t.Fatalf("owners %v, want worker IDs 0..3", owner)
+	}
+	// Fresh reports: nothing may be recycled yet.
+	_, err := newCoord(t, cfgFor("early")).Claim(context.Background())
+	if !errors.Is(err, ErrNoFreeWorkerID) || !strings.Contains(err.Error(), "0 hold a lease, 4 more reported within the last 1h0m0s") {
+		t.Fatalf("Claim with fresh owners: %v, want ErrNoFreeWorkerID with counts", err)
+	}
+	// Make the owners stale: last report 2h ago (recycle-after is 1h).
+	stale := time.Now().Add(-2 * time.Hour).UnixMilli()
+	for _, id := range owner {
+		d, st := readForeverData(t, raw, id.Path)
+		d.LastTS, d.Updated = stale, stale
+		if _, err := raw.Set(id.Path, mustMarshal(t, d), st.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	const racers = 7 // including "early", whose znode waits for an ID too
+	keys := []string{"early"}
+	for i := range racers - 1 {
+		keys = append(keys, fmt.Sprintf("new-%d", i))
+	}
+	ids := make([]Identity, racers)
+	errs := make([]error, racers)
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		c := newCoord(t, cfgFor(k))
+		wg.Go(func() { ids[i], errs[i] = c.Claim(context.Background()) })
+	}
+	wg.Wait()
+	won := map[int64]string{}
+	for i, k := range keys {
+		switch {
+		case errs[i] == nil:
+			if prev, dup := won[ids[i].WorkerID]; dup {
+				t.Fatalf("worker ID %d won by %s and %s", ids[i].WorkerID, prev, k)
+			}
+			won[ids[i].WorkerID] = k
+			if !ids[i].Recycled || ids[i].Fence != base+ids[i].WorkerID {
+				t.Fatalf("%s: %+v, want recycled with the previous owner's fence %d", k, ids[i], base+ids[i].WorkerID)
+			}
+		case errors.Is(errs[i], ErrNoFreeWorkerID):
+			if !strings.Contains(errs[i].Error(), "4 hold a lease") {
+				t.Fatalf("%s: %v, want counts", k, errs[i])
+			}
+		default:
+			t.Fatalf("%s: %v", k, errs[i])
+		}
+	}
+	if len(won) != 4 {
+		t.Fatalf("%d worker IDs taken over, want all 4: %v (errors %v)", len(won), won, errs)
+	}
+	// Every previous owner is marked as taken over, pointing at its successor.
+	for w, id := range owner {
+		d, _ := readForeverData(t, raw, id.Path)
+		if d.WorkerID == nil || *d.WorkerID != noWorker || d.PrevWorkerID == nil || *d.PrevWorkerID != w ||
+			!strings.Contains(d.RecycledTo, "/"+escapeNodeKey(won[w])+"-") {
+			t.Fatalf("previous owner %s of %d: %+v", id.Path, w, d)
+		}
+	}
+	// The old owner coming back finds no free ID (all leased) and says so.
+	_, err = newCoord(t, cfgFor("old-0")).Claim(context.Background())
+	if !errors.Is(err, ErrNoFreeWorkerID) {
+		t.Fatalf("evicted owner's Claim: %v, want ErrNoFreeWorkerID", err)
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestIntegration_ExhaustionWithLiveLeases(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	cfgFor := func(key string) Config {
+		cfg := testConfig(t, srv, key)
+		cfg.Layout = smallLayout()
+		return cfg
+	}
+	for i := range 4 {
+		mustClaim(t, newCoord(t, cfgFor(fmt.Sprintf("live-%d", i))))
+	}
+	_, err := newCoord(t, cfgFor("fifth")).Claim(context.Background())
+	if !errors.Is(err, ErrNoFreeWorkerID) || !strings.Contains(err.Error(), "all 4 worker IDs are taken: 4 hold a lease") {
+		t.Fatalf("fifth Claim: %v, want ErrNoFreeWorkerID with counts", err)
+	}
+}
+
+func TestIntegration_ACLs(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	cfg := testConfig(t, srv, "secure")
+	cfg.Auth = "snow:s3cret"
+	c := newCoord(t, cfg)
+	id := mustClaim(t, c)
+	attachAndRun(t, c, &testFence{})
+	waitFor(t, waitLong, "alive", func() bool { return c.Status().AlivePresent })
+
+	anon := rawConn(t, srv, "")
+	wrong := rawConn(t, srv, "snow:wrong")
+	lease := fmt.Sprintf("/snowflaked/test/leases/%d", id.WorkerID)
+	alive := fmt.Sprintf("/snowflaked/test/alive/%d", id.WorkerID)
+	for _, conn := range []*zk.Conn{anon, wrong} {
+		for _, p := range []string{"/snowflaked/test", id.Path, lease, alive} {
+			if _, _, err := conn.Get(p); err != nil {
+				t.Fatalf("world read of %s: %v", p, err)
+			}
+			if _, err := conn.Set(p, []byte("x"), -1); !errors.Is(err, zk.ErrNoAuth) {
+				t.Fatalf("unauthenticated Set %s: %v, want ErrNoAuth", p, err)
+			}
+		}
+		for _, p := range []string{id.Path, lease, alive} {
+			if err := conn.Delete(p, -1); !errors.Is(err, zk.ErrNoAuth) {
+				t.Fatalf("unauthenticated Delete %s: %v, want ErrNoAuth", p, err)
+			}
+		}
+		for _, dir := range []string{"forever", "leases", "alive"} {
+			if _, err := conn.Create("/snowflaked/test/"+dir+"/x", nil, 0, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrNoAuth) {
+				t.Fatalf("unauthenticated Create in %s: %v, want ErrNoAuth", dir, err)
+			}
+		}
+	}
+	// With the credentials the same writes work: the test can fail.
+	owner := rawConn(t, srv, "snow:s3cret")
+	if _, err := owner.Create("/snowflaked/test/alive/probe", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatalf("authenticated Create: %v", err)
+	}
+	// A node without the credentials gets a clear error, not a worker ID.
+	noAuth := testConfig(t, srv, "intruder")
+	_, err := newCoord(t, noAuth).Claim(context.Background())
+	if err == nil || !errors.Is(err, zk.ErrNoAuth) || !strings.Contains(err.Error(), "--zk-auth") {
+		t.Fatalf("Claim without credentials: %v", err)
+	}
+}
+
+func TestIntegration_MalformedZnodes(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	var logs syncBuffer
+	cfg := testConfig(t, srv, "good")
+	cfg.Log = testLog(t, &logs)
+	first := newCoord(t, cfg)
+	firstID := mustClaim(t, first)
+	raw := rawConn(t, srv, "")
+	open := zk.WorldACL(zk.PermAll)
+	// Garbage: bad names, undecodable data, and an undecodable znode whose
+	// sequence is the next one ZooKeeper hands out.
+	_, pst, err := raw.Exists("/snowflaked/test/forever")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := int64(pst.Cversion) + 4 // after the 4 creates below
+	for _, z := range []struct{ path, data string }{
+		{"/snowflaked/test/forever/garbage", "x"},
+		{"/snowflaked/test/forever/_c_short", "x"},
+		{"/snowflaked/test/forever/bad%zz-0000000050", `{"worker_id":50}`},
+		{fmt.Sprintf("/snowflaked/test/forever/evil-%010d", next), "not json"},
+		{"/snowflaked/test/leases/notanumber", "x"},
+		{"/snowflaked/test/leases/99999", "x"},
+		{"/snowflaked/test/alive/abc", "127.0.0.1:1"},
+		{"/snowflaked/test/alive/7", "garbage data"},
+	} {
+		if _, err := raw.Create(z.path, []byte(z.data), 0, open); err != nil {
+			t.Fatalf("create %s: %v", z.path, err)
+		}
+	}
+	// The next node would get worker ID `next`, which the undecodable znode
+	// may hold: refused with a clear error, not reused.
+	_, err = newCoord(t, testConfig(t, srv, "victim")).Claim(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "malformed") || !strings.Contains(err.Error(), fmt.Sprintf("worker ID %d", next)) {
+		t.Fatalf("Claim colliding with a malformed znode: %v", err)
+	}
+	// The one after that is fine, and the garbage was logged, not fatal.
+	fine := cfg
+	fine.NodeKey = "fine"
+	c := newCoord(t, fine)
+	id := mustClaim(t, c)
+	if id.WorkerID != next+1 {
+		t.Fatalf("worker ID %d, want %d", id.WorkerID, next+1)
+	}
+	for _, want := range []string{"skipping a znode that is not a forever znode", "malformed forever znode"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("no %q warning in the log:\n%s", want, logs.String())
+		}
+	}
+	// Peers skips the garbage alive entries.
+	peers, err := c.Peers(context.Background())
+	if err != nil || len(peers) != 0 {
+		t.Fatalf("Peers = %v, %v; want none (garbage skipped)", peers, err)
+	}
+	// ListWorkers shows the problems as rows.
+	rows, err := ListWorkers(context.Background(), srv, "test", "", 5*time.Second)
+	if err != nil {
+		t.Fatalf("ListWorkers: %v", err)
+	}
+	problems := 0
+	for _, r := range rows {
+		if r.Problem != "" {
+			problems++
+		}
+	}
+	if problems != 4 {
+		t.Fatalf("%d problem rows, want 4 (3 bad names, 1 bad data): %+v", problems, rows)
+	}
+	// Recycling refuses while an undecodable znode might hold any ID.
+	small := testConfig(t, srv, "x")
+	small.Cluster = "small"
+	small.Layout = smallLayout()
+	for i := range 4 {
+		small.NodeKey = fmt.Sprintf("s%d", i)
+		mustClaim(t, newCoord(t, small))
+	}
+	if _, err := raw.Create("/snowflaked/small/forever/junk-0000000009", []byte("{"), 0, open); err != nil {
+		t.Fatal(err)
+	}
+	small.NodeKey = "s-extra"
+	_, err = newCoord(t, small).Claim(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "recycling refused") || !strings.Contains(err.Error(), "junk-0000000009") {
+		t.Fatalf("recycling with a malformed znode: %v", err)
+	}
+	// A node whose own forever znode is garbage refuses to guess.
+	if err := first.Close(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Set(firstID.Path, []byte(`{"worker_id":"zero"}`), -1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = newCoord(t, cfg).Claim(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "cannot be known") {
+		t.Fatalf("Claim with a malformed own znode: %v", err)
+	}
+}
+
+func TestIntegration_ReportsMoveLastTSAndFence(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	cfg := testConfig(t, srv, "reporter")
+	c := newCoord(t, cfg)
+	id := mustClaim(t, c)
+	fs := &testFence{}
+	attachAndRun(t, c, fs)
+	raw := rawConn(t, srv, "")
+
+	waitFor(t, waitLong, "a first report", func() bool { return c.Status().Reports >= 1 })
+	d1, _ := readForeverData(t, raw, id.Path)
+	if d1.WorkerID == nil || *d1.WorkerID != id.WorkerID || d1.NodeKey != "reporter" || d1.Addr != cfg.Advertise {
+		t.Fatalf("report data %+v", d1)
+	}
+	if lead := d1.Fence - d1.LastTS; lead != (cfg.ReportInterval + cfg.FenceAhead).Milliseconds() {
+		t.Fatalf("fence leads last_ts by %dms, want report interval + fence-ahead", lead)
+	}
+	waitFor(t, waitLong, "last_ts to move", func() bool {
+		d, _ := readForeverData(t, raw, id.Path)
+		return d.LastTS > d1.LastTS && d.Fence > d1.Fence
+	})
+	// A local fence further ahead is covered by the next report.
+	far := time.Now().Add(time.Hour).UnixMilli()
+	fs.fence.Store(far)
+	waitFor(t, waitLong, "the local fence in ZooKeeper", func() bool {
+		d, _ := readForeverData(t, raw, id.Path)
+		return d.Fence == far
+	})
+	if st := c.Status(); st.ZKFence != far || st.LastReportAgeMs < 0 || st.ReportFailures != 0 || !st.Connected || !st.LeaseHeld {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestIntegration_SessionExpiryRecreatesLease(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	px := startProxy(t, srv[0])
+	c := newCoord(t, testConfig(t, px.Addr(), "expiring"))
+	id := mustClaim(t, c)
+	g, rec := attachAndRun(t, c, &testFence{})
+	waitFor(t, waitLong, "in service", func() bool { return g.Ready() && c.Status().AlivePresent })
+	oldSession := c.getConn().SessionID()
+
+	raw := rawConn(t, srv, "")
+	lease := fmt.Sprintf("/snowflaked/test/leases/%d", id.WorkerID)
+	px.Block()
+	waitFor(t, waitLong, "the server to expire the session (lease gone)", func() bool {
+		ok, _ := exists(t, raw, lease)
+		return !ok
+	})
+	if !g.Ready() {
+		t.Fatal("the node left service while merely disconnected (SPEC §3: keep serving)")
+	}
+	px.Unblock()
+	waitFor(t, waitLong, "lease_lost to fail", func() bool { return rec.has(clockguard.ReasonLeaseLost) })
+	waitFor(t, waitLong, "the lease to be re-created and the node back in service", func() bool {
+		st := c.Status()
+		return st.LeaseHeld && st.AlivePresent && g.Ready()
+	})
+	newSession := c.getConn().SessionID()
+	if newSession == oldSession || c.Status().WorkerID != id.WorkerID {
+		t.Fatalf("session %x → %x, worker %d → %d", oldSession, newSession, id.WorkerID, c.Status().WorkerID)
+	}
+	ok, st := exists(t, raw, lease)
+	if !ok || st.EphemeralOwner != newSession {
+		t.Fatalf("lease owner %x, want the new session %x", st.EphemeralOwner, newSession)
+	}
+	if ok, st := exists(t, raw, fmt.Sprintf("/snowflaked/test/alive/%d", id.WorkerID)); !ok || st.EphemeralOwner != newSession {
+		t.Fatal("alive znode not re-created by the new session")
+	}
+}
+
+func TestIntegration_AliveFollowsGuard(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	cfg := testConfig(t, srv, "alive")
+	c := newCoord(t, cfg)
+	id := mustClaim(t, c)
+	var ntp *clockguard.Check // a check the test drives, registered before Run starts
+	g, _ := attachAndRun(t, c, &testFence{}, func(g *clockguard.Guard) { ntp = g.Check(clockguard.ReasonNTPOffset) })
+	raw := rawConn(t, srv, "")
+	alive := fmt.Sprintf("/snowflaked/test/alive/%d", id.WorkerID)
+	present := func() bool {
+		b, st, err := raw.Get(alive)
+		if errors.Is(err, zk.ErrNoNode) {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("Get %s: %v", alive, err)
+		}
+		if string(b) != cfg.Advertise || st.EphemeralOwner != c.getConn().SessionID() {
+			t.Fatalf("alive data %q owner %x", b, st.EphemeralOwner)
+		}
+		return true
+	}
+	if present() {
+		t.Fatal("alive exists while a check is pending (starting)")
+	}
+	for i, step := range []struct {
+		do   func()
+		want bool
+	}{
+		{ntp.Pass, true},
+		{func() { ntp.Fail("offset 2s") }, false},
+		{ntp.Pass, true},
+		{g.Stop, false},
+	} {
+		step.do()
+		waitFor(t, waitLong, fmt.Sprintf("step %d: alive present=%v", i, step.want), func() bool {
+			return present() == step.want && c.Status().AlivePresent == step.want
+		})
+	}
+}
+
+func TestIntegration_EnsembleLeaderLoss(t *testing.T) {
+	ens := zkharness.StartEnsemble(t, 3)
+	srv := serversOf(ens)
+	cfg := testConfig(t, srv, "ensemble")
+	cfg.SessionTimeout = 6 * time.Second
+	c := newCoord(t, cfg)
+	id := mustClaim(t, c)
+	g, rec := attachAndRun(t, c, &testFence{})
+	waitFor(t, waitLong, "in service", func() bool { return g.Ready() && c.Status().Reports >= 2 })
+	session := c.getConn().SessionID()
+
+	leader, err := ens.Leader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now().UnixMilli()
+	before := c.Status().Reports
+	var rest []string
+	for _, s := range ens.Servers {
+		if s != leader {
+			rest = append(rest, s.ClientAddr())
+		}
+	}
+	raw := rawConn(t, rest, "")
+	waitFor(t, 30*time.Second, "reports to resume after the leader's death", func() bool {
+		if c.Status().Reports < before+3 {
+			return false
+		}
+		b, _, err := raw.Get(id.Path)
+		if err != nil {
+			return false
+		}
+		var d foreverData
+		return json.Unmarshal(b, &d) == nil && d.LastTS > killedAt
+	})
+	st := c.Status()
+	if !st.LeaseHeld || c.getConn().SessionID() != session || rec.has(clockguard.ReasonLeaseLost) || rec.has(clockguard.ReasonZKSilence) {
+		t.Fatalf("after leader loss: %+v (session %x → %x), lease_lost or zk_silence seen: %v",
+			st, session, c.getConn().SessionID(), rec.has(clockguard.ReasonLeaseLost))
+	}
+	t.Logf("leader %d killed; %d report failures retried; reports resumed", leader.ID(), st.ReportFailures)
+}
+
+func TestIntegration_ResumeFromCacheWhenZKDownAtStart(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	c1 := newCoord(t, testConfig(t, srv, "cached"))
+	id := mustClaim(t, c1)
+	if err := c1.Close(context.Background(), time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+
+	px := startProxy(t, srv[0])
+	px.Block()
+	cfg := testConfig(t, px.Addr(), "cached")
+	cfg.ConnectTimeout = time.Second
+	c := newCoord(t, cfg)
+	began := time.Now()
+	_, err := c.Claim(context.Background())
+	if !errors.Is(err, ErrZKUnavailable) {
+		t.Fatalf("Claim with ZooKeeper unreachable: %v, want ErrZKUnavailable", err)
+	}
+	if took := time.Since(began); took > cfg.ConnectTimeout+2*time.Second {
+		t.Fatalf("Claim took %v to give up (connect timeout %v)", took, cfg.ConnectTimeout)
+	}
+	if err := c.ResumeFromCache(id.WorkerID, time.Now().UnixMilli()-1000); err != nil {
+		t.Fatal(err)
+	}
+	g, rec := attachAndRun(t, c, &testFence{})
+	waitFor(t, waitLong, "in service from the cache", func() bool { return g.Ready() })
+	if st := c.Status(); !st.FromCache || st.LeaseHeld || st.WorkerID != id.WorkerID {
+		t.Fatalf("status while ZK is down: %+v", st)
+	}
+	px.Unblock()
+	waitFor(t, waitLong, "the lease once ZooKeeper answers", func() bool {
+		st := c.Status()
+		return st.LeaseHeld && !st.FromCache && st.Reports >= 1 && st.AlivePresent && g.Ready()
+	})
+	raw := rawConn(t, srv, "")
+	if ok, st := exists(t, raw, fmt.Sprintf("/snowflaked/test/leases/%d", id.WorkerID)); !ok || st.EphemeralOwner != c.getConn().SessionID() {
+		t.Fatal("lease not taken by the resumed node")
+	}
+	if rec.has(clockguard.ReasonZKSilence) {
+		t.Fatal("zk_silence failed")
+	}
+
+	// A node whose cache names another worker ID than ZooKeeper stays out.
+	px2 := startProxy(t, srv[0])
+	px2.Block()
+	bad := testConfig(t, px2.Addr(), "cached")
+	bad.ConnectTimeout = time.Second
+	m := newCoord(t, bad)
+	if _, err := m.Claim(context.Background()); !errors.Is(err, ErrZKUnavailable) {
+		t.Fatalf("Claim: %v", err)
+	}
+	if err := m.ResumeFromCache(id.WorkerID+5, time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	mg, _ := attachAndRun(t, m, &testFence{})
+	waitFor(t, waitLong, "in service from the cache", func() bool { return mg.Ready() })
+	px2.Unblock()
+	waitFor(t, waitLong, "lease_lost to fail with the mismatch", func() bool {
+		d, ok := mg.Failing()[clockguard.ReasonLeaseLost]
+		return ok && strings.Contains(d, fmt.Sprintf("maps node key \"cached\" to worker ID %d", id.WorkerID)) &&
+			strings.Contains(d, fmt.Sprintf("cached worker ID %d", id.WorkerID+5))
+	})
+	for range 5 { // it stays so over several rounds
+		if mg.Ready() || m.Status().LeaseHeld {
+			t.Fatal("a mismatching node took a lease or returned to service")
+		}
+		time.Sleep(testReport)
+	}
+}
+
+func TestIntegration_ZKSilenceLeavesAndReturns(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	px := startProxy(t, srv[0])
+	cfg := testConfig(t, px.Addr(), "silent")
+	cfg.MaxZKSilence = time.Second
+	cfg.SessionTimeout = 6 * time.Second // the session outlives the silence
+	c := newCoord(t, cfg)
+	mustClaim(t, c)
+	g, _ := attachAndRun(t, c, &testFence{})
+	waitFor(t, waitLong, "in service", func() bool { return g.Ready() })
+	px.Block()
+	waitFor(t, waitLong, "zk_silence to fail", func() bool {
+		_, failing := g.Failing()[clockguard.ReasonZKSilence]
+		return failing && !g.Ready()
+	})
+	px.Unblock()
+	waitFor(t, waitLong, "zk_silence to pass again", func() bool {
+		_, failing := g.Failing()[clockguard.ReasonZKSilence]
+		return !failing && g.Ready()
+	})
+}
