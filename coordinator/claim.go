@@ -326,6 +326,7 @@ func (c *Coordinator) tryLease(ctx context.Context, z zkc, node *foreverNode) (r
 // vanish. A live holder is never displaced.
 func (c *Coordinator) takeLease(ctx context.Context, z zkc, node *foreverNode) (int64, error) {
 	var waitUntil time.Time
+	wait := c.staleLeaseWait()
 	for attempt := 1; attempt <= 1000; attempt++ {
 		var res leaseResult
 		var sess int64
@@ -346,13 +347,13 @@ func (c *Coordinator) takeLease(ctx context.Context, z zkc, node *foreverNode) (
 			return 0, fmt.Errorf("%w: worker ID %d (forever znode %s) is leased by %s", ErrLeaseHeld, node.workerID, node.path, holder)
 		}
 		if waitUntil.IsZero() {
-			waitUntil = time.Now().Add(c.staleLeaseWait)
-			c.log.Warn().Int64("worker_id", node.workerID).Str("holder", holder).Dur("max_wait", c.staleLeaseWait).
+			waitUntil = time.Now().Add(wait)
+			c.log.Warn().Int64("worker_id", node.workerID).Str("holder", holder).Dur("max_wait", wait).
 				Msg("lease held by another session of this node key (a crashed predecessor?): waiting for it to expire")
 		}
 		if !time.Now().Before(waitUntil) {
 			return 0, fmt.Errorf("%w: worker ID %d is leased by %s, another session of this node key, still after waiting %v: is another process running with node key %q?",
-				ErrLeaseHeld, node.workerID, holder, c.staleLeaseWait, c.cfg.NodeKey)
+				ErrLeaseHeld, node.workerID, holder, wait, c.cfg.NodeKey)
 		}
 		c.waitGone(ctx, z, c.p.lease(node.workerID), waitUntil)
 		if ctx.Err() != nil {

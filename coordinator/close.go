@@ -22,8 +22,9 @@ func (f fixedFence) LastIssued() int64 { return int64(f) }
 // pass the generator's LastUnixMilli after it stopped issuing (it also covers
 // the fence the generator started after). lastIssued <= 0 leaves the last
 // reported fence in place. The ZooKeeper steps run only while this process
-// still holds the lease; the session is closed in every case. Calling Close
-// again returns nil.
+// still holds the lease and has a session (otherwise the lease and alive
+// znodes go with the session and the fence stays at the last report); the
+// session is closed in every case. Calling Close again returns nil.
 func (c *Coordinator) Close(ctx context.Context, lastIssued int64) error {
 	c.mu.Lock()
 	if c.st.closed {
@@ -50,7 +51,12 @@ func (c *Coordinator) Close(ctx context.Context, lastIssued int64) error {
 	st := c.st
 	c.mu.Unlock()
 	var errs []error
-	if st.leaseHeld && st.blocked == "" && conn.SessionID() == st.leaseSession {
+	held := st.leaseHeld && st.blocked == "" && conn.SessionID() == st.leaseSession
+	if held && conn.State() != zk.StateHasSession {
+		c.log.Warn().Msg("close: ZooKeeper unreachable; the lease and alive znodes go with the session, the fence stays at the last report")
+		held = false
+	}
+	if held {
 		z := zkc{conn, c.opTimeout}
 		if err := c.deleteOwned(ctx, z, c.p.aliveNode(st.workerID), st.leaseSession); err != nil {
 			errs = append(errs, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -77,11 +78,14 @@ type Coordinator struct {
 	p               paths
 	acl, rootACL    []zk.ACL
 	authUser, authP string
-	staleLeaseWait  time.Duration // how long Claim waits for a dead session's lease of our key
 	opTimeout       time.Duration // bound of one ZooKeeper call
 	resyncEvery     time.Duration // Run's periodic resync
 
 	wake chan struct{} // session events and Close poke Run (coalesced)
+
+	// negotiatedMs is the session timeout the server granted (ms), learnt
+	// from the client's "authenticated" log line; 0 until known.
+	negotiatedMs atomic.Int64
 
 	connMu sync.Mutex
 	conn   *zk.Conn
@@ -134,11 +138,10 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	c := &Coordinator{
 		cfg: cfg, log: cfg.Log.With().Str("component", "coordinator").Logger(), clk: cfg.Clock,
-		p:              newPaths(cfg.Cluster),
-		staleLeaseWait: cfg.SessionTimeout + max(cfg.SessionTimeout/2, time.Second),
-		opTimeout:      max(cfg.SessionTimeout, 2*time.Second),
-		resyncEvery:    min(max(cfg.ReportInterval/3, 100*time.Millisecond), 2*time.Second),
-		wake:           make(chan struct{}, 1),
+		p:           newPaths(cfg.Cluster),
+		opTimeout:   max(cfg.SessionTimeout, 2*time.Second),
+		resyncEvery: min(max(cfg.ReportInterval/3, 100*time.Millisecond), 2*time.Second),
+		wake:        make(chan struct{}, 1),
 	}
 	c.acl, c.rootACL = acls(cfg.Auth)
 	if cfg.Auth != "" {
@@ -162,10 +165,41 @@ func acls(auth string) (acl, root []zk.ACL) {
 }
 
 // zkLogger sends the ZooKeeper client's lines to zerolog at debug level.
-type zkLogger struct{ log zerolog.Logger }
+// If negotiated is set, it records the session timeout the server granted,
+// which go-zookeeper reveals only in its "authenticated" line.
+type zkLogger struct {
+	log        zerolog.Logger
+	negotiated *atomic.Int64
+}
+
+// authenticatedFormat is go-zookeeper v1.0.4's log line for a new session.
+const authenticatedFormat = "authenticated: id=%d, timeout=%d"
 
 func (l zkLogger) Printf(format string, args ...any) {
+	if l.negotiated != nil && format == authenticatedFormat && len(args) == 2 {
+		if ms, ok := args[1].(int32); ok && ms > 0 {
+			l.negotiated.Store(int64(ms))
+		}
+	}
 	l.log.Debug().Str("component", "zk-client").Msgf(format, args...)
+}
+
+// sessionTimeout is the granted session timeout if known, else the
+// configured one.
+func (c *Coordinator) sessionTimeout() time.Duration {
+	if ms := c.negotiatedMs.Load(); ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return c.cfg.SessionTimeout
+}
+
+// staleLeaseWait bounds how long Claim waits for the lease of a dead session
+// of this node key: the session timeout (the larger of granted and
+// configured: the dead process had the same settings) plus a margin for the
+// server's expiry tick.
+func (c *Coordinator) staleLeaseWait() time.Duration {
+	t := max(c.sessionTimeout(), c.cfg.SessionTimeout)
+	return t + max(t/2, time.Second)
 }
 
 // onEvent is the ZooKeeper client's event callback: it must never block.
@@ -187,7 +221,7 @@ func (c *Coordinator) dial() (*zk.Conn, error) {
 		return c.conn, nil
 	}
 	conn, _, err := zk.Connect(c.cfg.Servers, c.cfg.SessionTimeout,
-		zk.WithEventCallback(c.onEvent), zk.WithLogger(zkLogger{c.log}))
+		zk.WithEventCallback(c.onEvent), zk.WithLogger(zkLogger{c.log, &c.negotiatedMs}))
 	if err != nil {
 		return nil, fmt.Errorf("%w: connect to %s: %v", ErrZKUnavailable, strings.Join(c.cfg.Servers, ","), err)
 	}
@@ -438,10 +472,13 @@ type Status struct {
 	Connected    bool   `json:"connected"`
 	SessionState string `json:"session_state"`
 	SessionID    string `json:"session_id,omitempty"` // "0x…"
-	LeaseHeld    bool   `json:"lease_held"`
-	LeaseDetail  string `json:"lease_detail,omitempty"` // why the lease is not held
-	AlivePresent bool   `json:"alive_present"`
-	FromCache    bool   `json:"from_cache"` // serving a cached worker ID not yet confirmed by ZooKeeper
+	// SessionTimeoutMs is the session timeout the server granted (the
+	// configured one until a session exists).
+	SessionTimeoutMs int64  `json:"session_timeout_ms"`
+	LeaseHeld        bool   `json:"lease_held"`
+	LeaseDetail      string `json:"lease_detail,omitempty"` // why the lease is not held
+	AlivePresent     bool   `json:"alive_present"`
+	FromCache        bool   `json:"from_cache"` // serving a cached worker ID not yet confirmed by ZooKeeper
 	// LastReport is the unix ms of the last report that reached ZooKeeper
 	// (0: none known); LastReportAgeMs its age (-1: none).
 	LastReport      int64 `json:"last_report_ms"`
@@ -460,7 +497,7 @@ func (c *Coordinator) Status() Status {
 		WorkerID: st.workerID, LeaseHeld: st.leaseHeld, AlivePresent: st.aliveOwned,
 		FromCache: st.mode == modeResumed && !st.verified, LastReport: st.lastReport,
 		LastReportAgeMs: -1, ZKFence: st.zkFence, Reports: st.reports, ReportFailures: st.failures,
-		SessionState: "not_connected",
+		SessionState: "not_connected", SessionTimeoutMs: c.sessionTimeout().Milliseconds(),
 	}
 	if st.blocked != "" {
 		s.LeaseDetail = st.blocked

@@ -182,7 +182,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 // tampering with znodes.
 func rawConn(t *testing.T, servers []string, auth string) *zk.Conn {
 	t.Helper()
-	conn, _, err := zk.Connect(servers, 4*time.Second, zk.WithLogger(zkLogger{zerolog.Nop()}))
+	conn, _, err := zk.Connect(servers, 4*time.Second, zk.WithLogger(zkLogger{log: zerolog.Nop()}))
 	if err != nil {
 		t.Fatalf("zk.Connect: %v", err)
 	}

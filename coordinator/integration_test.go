@@ -88,9 +88,13 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 
 func TestIntegration_RestartAfterCloseKeepsIDAndExactFence(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
-	cfg := testConfig(t, srv, "pod-a/0") // '/' in a node key is escaped
+	cfg := testConfig(t, srv, "pod-a/0")  // '/' in a node key is escaped
+	cfg.SessionTimeout = 30 * time.Second // the server (tickTime 500ms) grants at most 10s
 	c1 := newCoord(t, cfg)
 	id1 := mustClaim(t, c1)
+	if got := c1.Status().SessionTimeoutMs; got != 10_000 {
+		t.Fatalf("granted session timeout %dms, want 10000 (clamped by the server)", got)
+	}
 	if !strings.Contains(id1.Path, "/pod-a%2F0-") {
 		t.Fatalf("forever path %s does not hold the escaped key", id1.Path)
 	}
@@ -145,7 +149,7 @@ func TestIntegration_CrashRestartWaitsForStaleLease(t *testing.T) {
 	if !ok || st.EphemeralOwner == oldOwner || st.EphemeralOwner != succ.getConn().SessionID() {
 		t.Fatalf("lease owner %x, want the successor's session %x (old %x)", st.EphemeralOwner, succ.getConn().SessionID(), oldOwner)
 	}
-	if limit := succ.staleLeaseWait; took > limit {
+	if limit := succ.staleLeaseWait(); took > limit {
 		t.Fatalf("successor took %v after the crash, more than session timeout + margin (%v)", took, limit)
 	}
 	t.Logf("successor took the stale lease %v after the crash (session timeout %v)", took.Round(time.Millisecond), testSession)
@@ -166,8 +170,8 @@ func TestIntegration_SameKeyLiveHolderRefused(t *testing.T) {
 			t.Fatalf("error %q does not name %q", err, want)
 		}
 	}
-	if took := time.Since(began); took > second.staleLeaseWait+2*time.Second {
-		t.Fatalf("refusal took %v, bound is %v", took, second.staleLeaseWait)
+	if took := time.Since(began); took > second.staleLeaseWait()+2*time.Second {
+		t.Fatalf("refusal took %v, bound is %v", took, second.staleLeaseWait())
 	}
 	// The first still holds it.
 	raw := rawConn(t, srv, "")
@@ -752,4 +756,37 @@ func TestIntegration_ZKSilenceLeavesAndReturns(t *testing.T) {
 		_, failing := g.Failing()[clockguard.ReasonZKSilence]
 		return !failing && g.Ready()
 	})
+}
+
+// Two forever znodes for one key (a retried create that did succeed, or two
+// processes starting at once): the lowest is used, with a warning, and no
+// third one is created.
+func TestIntegration_DuplicateForeverZnodesUseLowest(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	mustClaim(t, newCoord(t, testConfig(t, srv, "other"))) // creates the cluster
+	raw := rawConn(t, srv, "")
+	var made []string
+	for range 2 {
+		now := time.Now().UnixMilli()
+		p, err := raw.Create("/snowflaked/test/forever/twin-", mustMarshal(t, foreverData{NodeKey: "twin", LastTS: now, Updated: now}),
+			zk.FlagSequence, zk.WorldACL(zk.PermAll))
+		if err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, p)
+	}
+	var logs syncBuffer
+	cfg := testConfig(t, srv, "twin")
+	cfg.Log = testLog(t, &logs)
+	id := mustClaim(t, newCoord(t, cfg))
+	if id.Path != made[0] {
+		t.Fatalf("claimed %s, want the lowest %s", id.Path, made[0])
+	}
+	if !strings.Contains(logs.String(), "several forever znodes for this node key") {
+		t.Fatal("no warning about the duplicate")
+	}
+	names, _, err := raw.Children("/snowflaked/test/forever")
+	if err != nil || len(names) != 3 {
+		t.Fatalf("forever children %v, %v: want other + 2 twins", names, err)
+	}
 }

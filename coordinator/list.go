@@ -58,7 +58,7 @@ func ListWorkers(ctx context.Context, servers []string, cluster, auth string, ti
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	conn, _, err := zk.Connect(servers, max(timeout, 2*time.Second), zk.WithLogger(zkLogger{zerolog.Nop()}))
+	conn, _, err := zk.Connect(servers, max(timeout, 2*time.Second), zk.WithLogger(zkLogger{log: zerolog.Nop()}))
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w: %v", ErrZKUnavailable, err)
 	}

@@ -84,13 +84,27 @@ type runner struct {
 	nextReport time.Time // zero: report at once
 	nextResync time.Time
 	warnedAt   time.Time // last "alive held by another session" warning
+	lastWarn   string    // last lease/connection warning, logged again only when it changes
+}
+
+// warnOnce logs msg at warn level unless it repeats the previous warning.
+func (r *runner) warnOnce(msg string, err error) {
+	key := msg
+	if err != nil {
+		key += ": " + err.Error()
+	}
+	if key == r.lastWarn {
+		return
+	}
+	r.lastWarn = key
+	r.c.log.Warn().Err(err).Msg(msg)
 }
 
 func (r *runner) step(ctx context.Context) {
 	c := r.c
 	conn, err := c.dial()
 	if err != nil {
-		c.log.Warn().Err(err).Msg("zookeeper connection")
+		r.warnOnce("cannot set up the ZooKeeper connection; retrying", err)
 		c.updateChecks(false)
 		return
 	}
@@ -118,7 +132,7 @@ func (r *runner) step(ctx context.Context) {
 	}
 	if connected && ctx.Err() == nil {
 		if err := c.ensureAuth(ctx, conn); err != nil {
-			c.log.Warn().Err(err).Msg("zookeeper auth")
+			r.warnOnce("ZooKeeper auth failed; retrying", err)
 		} else {
 			r.ensureLease(ctx, z, sid)
 			c.mu.Lock()
@@ -147,7 +161,7 @@ func (r *runner) ensureLease(ctx context.Context, z zkc, sid int64) {
 	}
 	if !st.verified {
 		if err := c.verifyResumed(ctx, z); err != nil {
-			c.log.Warn().Err(err).Msg("cannot confirm the cached worker ID in ZooKeeper yet")
+			r.warnOnce("cannot confirm the cached worker ID in ZooKeeper yet; retrying", err)
 			return
 		}
 		c.mu.Lock()
@@ -161,22 +175,23 @@ func (r *runner) ensureLease(ctx context.Context, z zkc, sid int64) {
 	res, sess, holder, err := c.tryLease(ctx, z, node)
 	if err != nil {
 		c.setLeaseDetail(fmt.Sprintf("re-creating the lease on worker ID %d: %v", st.workerID, err))
-		c.log.Warn().Err(err).Int64("worker_id", st.workerID).Msg("re-creating the lease failed; retrying")
+		r.warnOnce(fmt.Sprintf("re-creating the lease on worker ID %d failed; retrying", st.workerID), err)
 		return
 	}
 	switch res {
 	case leaseTaken:
 		c.mu.Lock()
 		c.st.leaseHeld, c.st.leaseSession, c.st.leaseDetail = true, sess, ""
-		c.st.lastGood, c.st.lastGoodSet = c.clk.Mono(), true
 		c.mu.Unlock()
-		r.nextReport = time.Time{} // report at once
+		r.lastWarn = ""
+		r.nextReport = time.Time{} // report at once (zk_silence passes on a report, not on this)
 		c.log.Info().Int64("worker_id", st.workerID).Str("session", sessionHex(sess)).Msg("lease (re)established")
 	case leaseNodeChanged:
 		c.recheckOwn(ctx, z)
 	case leaseHeldByOurKey, leaseHeldByOther:
-		c.setLeaseDetail(fmt.Sprintf("worker ID %d is leased by %s; waiting for it to go away (never displacing a live holder)", st.workerID, holder))
-		c.log.Warn().Int64("worker_id", st.workerID).Str("holder", holder).Msg("cannot re-create the lease: it is held by another session")
+		d := fmt.Sprintf("worker ID %d is leased by %s; waiting for it to go away (never displacing a live holder)", st.workerID, holder)
+		c.setLeaseDetail(d)
+		r.warnOnce("cannot re-create the lease: "+d, nil)
 	}
 }
 
@@ -307,7 +322,11 @@ func (c *Coordinator) report(ctx context.Context, z zkc, fs FenceSource, final b
 		if errors.Is(err, zk.ErrNoNode) {
 			c.block(fmt.Sprintf("forever znode %s of worker ID %d was deleted", path, id))
 		}
-		c.log.Warn().Err(err).Str("forever", path).Int64("failures", n).Msg("report to ZooKeeper failed; retrying next round")
+		msg := "report to ZooKeeper failed; retrying next round"
+		if final {
+			msg = "final fence write to ZooKeeper failed"
+		}
+		c.log.Warn().Err(err).Str("forever", path).Int64("failures", n).Msg(msg)
 		return fmt.Errorf("report to %s: %w", path, err)
 	}
 	return nil

@@ -1,0 +1,90 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"snowflaked/clockguard"
+)
+
+// A closed loopback port: Claim gives up with ErrZKUnavailable within the
+// connect timeout, and the coordinator can still resume from a cache.
+func TestClaimUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := testConfig(t, []string{addr}, "n")
+	cfg.ConnectTimeout = 500 * time.Millisecond
+	c := newCoord(t, cfg)
+	began := time.Now()
+	_, err = c.Claim(context.Background())
+	if !errors.Is(err, ErrZKUnavailable) || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("Claim: %v, want ErrZKUnavailable naming %s", err, addr)
+	}
+	if took := time.Since(began); took > cfg.ConnectTimeout+2*time.Second {
+		t.Fatalf("Claim took %v, connect timeout %v", took, cfg.ConnectTimeout)
+	}
+	if _, err := c.Peers(context.Background()); !errors.Is(err, ErrZKUnavailable) {
+		t.Fatalf("Peers without a session: %v", err)
+	}
+	if st := c.Status(); st.Connected || st.LeaseHeld || st.WorkerID != -1 || st.LastReportAgeMs != -1 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestMisuseIsAnErrorNotAPanic(t *testing.T) {
+	cfg := testConfig(t, []string{"127.0.0.1:1"}, "n")
+	c := newCoord(t, cfg)
+	fs := &testFence{}
+	if err := c.Run(context.Background(), fs); err == nil || !strings.Contains(err.Error(), "Attach") {
+		t.Fatalf("Run before Attach: %v", err)
+	}
+	g := clockguard.New(testLog(t, nil), nil)
+	c.Attach(g)
+	c.Attach(g) // second Attach: ignored with an error log
+	if err := c.Run(context.Background(), fs); err == nil || !strings.Contains(err.Error(), "Claim or ResumeFromCache") {
+		t.Fatalf("Run before Claim: %v", err)
+	}
+	if err := c.Run(context.Background(), nil); err == nil {
+		t.Fatal("Run with a nil fence source: no error")
+	}
+	for _, tc := range []struct {
+		id, last int64
+	}{{-1, 0}, {1024, 0}, {1, -5}} {
+		if err := c.ResumeFromCache(tc.id, tc.last); err == nil {
+			t.Fatalf("ResumeFromCache(%d, %d): no error", tc.id, tc.last)
+		}
+	}
+	// Unknown last report: zk_silence fails until a report gets through.
+	if err := c.ResumeFromCache(3, 0); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := g.Failing()[clockguard.ReasonZKSilence]; !ok || !strings.Contains(d, "unknown") {
+		t.Fatalf("zk_silence after resuming with no last report: %q, %v", d, ok)
+	}
+	if _, failing := g.Failing()[clockguard.ReasonLeaseLost]; failing {
+		t.Fatal("lease_lost fails while serving from the cache with ZooKeeper away")
+	}
+	if err := c.ResumeFromCache(3, 0); err == nil {
+		t.Fatal("second ResumeFromCache: no error")
+	}
+	if _, err := c.Claim(context.Background()); err == nil {
+		t.Fatal("Claim after ResumeFromCache: no error")
+	}
+	if err := c.Close(context.Background(), 0); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := c.Close(context.Background(), 0); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := c.Run(context.Background(), fs); err == nil {
+		t.Fatal("Run after Close: no error")
+	}
+}
