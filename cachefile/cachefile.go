@@ -27,6 +27,10 @@ type Entry struct {
 	Fence int64 `json:"fence"`
 	// Updated is when the entry was written (Unix ms, by the wall clock).
 	Updated int64 `json:"updated"`
+	// ZKReported is when the last report reached ZooKeeper (Unix ms; 0 if
+	// unknown or standalone). A node starting with ZooKeeper down passes it
+	// to coordinator.ResumeFromCache, so zk_silence counts from it.
+	ZKReported int64 `json:"zk_reported,omitempty"`
 }
 
 // Matches reports whether the entry belongs to this cluster, node key and
@@ -49,7 +53,7 @@ func Load(path string) (Entry, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return Entry{}, fmt.Errorf("load cache %s: damaged (%v); move it away to start afresh", path, err)
 	}
-	if e.WorkerID < 0 || e.Fence < 0 {
+	if e.WorkerID < 0 || e.Fence < 0 || e.ZKReported < 0 {
 		return Entry{}, fmt.Errorf("load cache %s: damaged: worker ID %d, fence %d", path, e.WorkerID, e.Fence)
 	}
 	return e, nil
