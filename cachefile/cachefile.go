@@ -54,7 +54,7 @@ func Load(path string) (Entry, error) {
 		return Entry{}, fmt.Errorf("load cache %s: damaged (%v); move it away to start afresh", path, err)
 	}
 	if e.WorkerID < 0 || e.Fence < 0 || e.ZKReported < 0 {
-		return Entry{}, fmt.Errorf("load cache %s: damaged: worker ID %d, fence %d", path, e.WorkerID, e.Fence)
+		return Entry{}, fmt.Errorf("load cache %s: damaged: worker ID %d, fence %d, zk_reported %d", path, e.WorkerID, e.Fence, e.ZKReported)
 	}
 	return e, nil
 }
