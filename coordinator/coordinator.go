@@ -47,8 +47,8 @@ type Identity struct {
 
 // Peer is a live node found under alive/.
 type Peer struct {
-	WorkerID int64
-	Addr     string
+	WorkerID int64  `json:"worker_id"`
+	Addr     string `json:"addr"` // host:port of its HTTP API
 }
 
 // FenceSource is what Run reads to compute the fence it reports.
