@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,22 +77,13 @@ func TestIntegration_RestartAfterSIGTERMReissuesNothingAndWaitsForNothing(t *tes
 	// SIGTERM arrives while requests are running: those in flight finish,
 	// and the fence written at exit covers every ID handed out.
 	c := collect(p.addr)
-	deadline := time.Now().Add(30 * time.Second)
-	for c.count() < 10000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d IDs in 30s", c.count())
-		}
-		time.Sleep(pollEvery)
-	}
+	c.waitFor(t, 10000)
 	p.signal(syscall.SIGTERM)
 	if code := p.exitCode(); code != 0 {
 		t.Fatalf("exit %d after SIGTERM; stderr:\n%s", code, p.stderr)
 	}
 	before := c.finish(t)
-	var maxBefore int64
-	for _, id := range before {
-		maxBefore = max(maxBefore, id)
-	}
+	maxBefore := slices.Max(before)
 	// The stop wrote the exact last issued time as the fence.
 	e, err := cachefile.Load(filepath.Join(dir, "cache.json"))
 	if err != nil {
@@ -167,6 +159,18 @@ func collect(addr string) *collector {
 
 func (c *collector) count() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.ids) }
 
+// waitFor waits until the collector holds at least n IDs.
+func (c *collector) waitFor(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for c.count() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d IDs in 30s", c.count())
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
 func (c *collector) finish(t *testing.T) []int64 {
 	t.Helper()
 	close(c.stop)
@@ -184,21 +188,12 @@ func TestIntegration_RestartAfterKill9ReissuesNothing(t *testing.T) {
 	p := startNode(t, binSnowflaked, nodeArgs(dir, 9, "--fence-ahead", fenceAhead.String()))
 	p.waitReadyz(http.StatusOK, readyTimeout)
 	c := collect(p.addr)
-	deadline := time.Now().Add(30 * time.Second)
-	for c.count() < 20000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d IDs in 30s", c.count())
-		}
-		time.Sleep(pollEvery)
-	}
+	c.waitFor(t, 20000)
 	p.signal(syscall.SIGKILL)
 	killedAt := time.Now()
 	p.exitCode()
 	before := c.finish(t)
-	var maxBefore int64
-	for _, id := range before {
-		maxBefore = max(maxBefore, id)
-	}
+	maxBefore := slices.Max(before)
 	maxBeforeMs, _ := decodeMs(maxBefore)
 
 	q := startNode(t, binSnowflaked, nodeArgs(dir, 9, "--fence-ahead", fenceAhead.String()))
