@@ -227,6 +227,7 @@ type proxy struct {
 	target  string
 	mu      sync.Mutex
 	blocked bool
+	marker  []byte // LoseAnswerTo: the request to let through unanswered
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
 }
@@ -271,16 +272,60 @@ func (p *proxy) accept() {
 		}
 		p.conns[down], p.conns[up] = struct{}{}, struct{}{}
 		p.mu.Unlock()
+		var muted atomic.Bool // the next answer from the server is dropped, with the connection
 		p.wg.Add(2)
-		pipe := func(dst, src net.Conn) {
+		go func() { // client → server
 			defer p.wg.Done()
-			_, _ = io.Copy(dst, src)
-			dst.Close()
-			src.Close()
-		}
-		go pipe(up, down)
-		go pipe(down, up)
+			defer up.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := down.Read(buf)
+				if n > 0 {
+					p.mu.Lock()
+					if p.marker != nil && bytes.Contains(buf[:n], p.marker) {
+						p.marker = nil
+						muted.Store(true)
+					}
+					p.mu.Unlock()
+					if _, werr := up.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		go func() { // server → client
+			defer p.wg.Done()
+			defer down.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := up.Read(buf)
+				if n > 0 && muted.Load() {
+					up.Close() // the server has answered (so applied) the request: lose the answer
+					return
+				}
+				if n > 0 {
+					if _, werr := down.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
 	}
+}
+
+// LoseAnswerTo lets the next request containing marker through to the
+// server, then drops the server's answer and cuts the connection: the
+// client sees a connection loss for a request that did take effect.
+func (p *proxy) LoseAnswerTo(marker string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.marker = []byte(marker)
 }
 
 // Block cuts every connection and refuses new ones until Unblock.

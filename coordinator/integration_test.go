@@ -762,6 +762,41 @@ func TestIntegration_ZKSilenceLeavesAndReturns(t *testing.T) {
 	})
 }
 
+// A create whose answer is lost (the connection breaks after the server
+// applied it) is not blindly retried: Claim lists again, finds the znode and
+// uses it, so the key never gets a second forever znode.
+func TestIntegration_LostCreateAnswerLeavesNoOrphan(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	mustClaim(t, newCoord(t, testConfig(t, srv, "other"))) // creates the cluster
+	px := startProxy(t, srv[0])
+	var logs syncBuffer
+	cfg := testConfig(t, px.Addr(), "lost-answer")
+	cfg.Log = testLog(t, &logs)
+	c := newCoord(t, cfg)
+	px.LoseAnswerTo("/snowflaked/test/forever/lost-answer-")
+	id := mustClaim(t, c)
+	if !strings.Contains(logs.String(), "outcome unknown") {
+		t.Fatalf("the create's answer was not lost (no retry path taken):\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "created this node key's forever znode") {
+		t.Fatal("a second create succeeded: the first one was not applied, or was retried blindly")
+	}
+	raw := rawConn(t, srv, "")
+	names, _, err := raw.Children("/snowflaked/test/forever")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []string
+	for _, n := range names {
+		if strings.HasPrefix(n, "lost-answer-") {
+			mine = append(mine, n)
+		}
+	}
+	if len(mine) != 1 || !strings.HasSuffix(id.Path, mine[0]) {
+		t.Fatalf("forever znodes of the key: %v (claimed %s), want exactly one", mine, id.Path)
+	}
+}
+
 // Two forever znodes for one key (a retried create that did succeed, or two
 // processes starting at once): the lowest is used, with a warning, and no
 // third one is created.
@@ -792,5 +827,81 @@ func TestIntegration_DuplicateForeverZnodesUseLowest(t *testing.T) {
 	names, _, err := raw.Children("/snowflaked/test/forever")
 	if err != nil || len(names) != 3 {
 		t.Fatalf("forever children %v, %v: want other + 2 twins", names, err)
+	}
+}
+
+// A take-over computed from a scan that another take-over overtook must fail,
+// even for a worker ID no forever znode names (nothing else to version-check):
+// the forever parent's version is the guard.
+func TestIntegration_RecycleFromOutdatedScanFails(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	raw := rawConn(t, srv, "")
+	cfgFor := func(key string) Config {
+		cfg := testConfig(t, srv, key)
+		cfg.Layout = smallLayout()
+		return cfg
+	}
+	var gone Identity
+	for i := range 4 {
+		c := newCoord(t, cfgFor(fmt.Sprintf("old-%d", i)))
+		id := mustClaim(t, c)
+		if err := c.Close(context.Background(), time.Now().UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+		if id.WorkerID == 2 {
+			gone = id
+		}
+	}
+	// Worker ID 2 loses its forever znode (deleted by hand): free, unclaimed.
+	if err := raw.Delete(gone.Path, -1); err != nil {
+		t.Fatal(err)
+	}
+
+	// A scans...
+	a := newCoord(t, cfgFor("a"))
+	conn, err := a.connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := zkc{conn, 5 * time.Second}
+	own, err := a.findOrCreateForever(context.Background(), z)
+	if err != nil || own.workerID != noWorker {
+		t.Fatalf("a's forever znode %+v, %v: want one without a worker ID", own, err)
+	}
+	s, err := a.scanCluster(context.Background(), z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := s.free(3, time.Now().UnixMilli(), time.Hour); !slices.Equal(ids, []int64{2}) {
+		t.Fatalf("free IDs %v, want [2]", ids)
+	}
+	// ...B takes 2 over and leaves again (its lease is gone)...
+	b := newCoord(t, cfgFor("b"))
+	bid := mustClaim(t, b)
+	if bid.WorkerID != 2 || !bid.Recycled {
+		t.Fatalf("b: %+v, want recycled worker ID 2", bid)
+	}
+	if err := b.Close(context.Background(), time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	// ...and A's take-over from its outdated scan fails.
+	ops, _, _, _, err := a.recycleOps(s, s.byPath[own.path], 2, time.Now().UnixMilli())
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed, err := z.multi(context.Background(), ops...)
+	if !errors.Is(err, zk.ErrBadVersion) || failed != 0 {
+		t.Fatalf("take-over from an outdated scan: op %d, %v; want ErrBadVersion on the forever parent", failed, err)
+	}
+	d, _ := readForeverData(t, raw, bid.Path)
+	if d.WorkerID == nil || *d.WorkerID != 2 {
+		t.Fatalf("b's forever data %+v lost worker ID 2", d)
+	}
+	if ok, _ := exists(t, raw, "/snowflaked/test/leases/2"); ok {
+		t.Fatal("a lease on 2 exists")
+	}
+	// A fresh scan sees B's claim (recent) and finds nothing free.
+	if _, err := a.Claim(context.Background()); !errors.Is(err, ErrNoFreeWorkerID) {
+		t.Fatalf("a's Claim after the race: %v, want ErrNoFreeWorkerID", err)
 	}
 }
