@@ -21,7 +21,8 @@ import (
 // ZooKeeper and takes the lease once the mapping is confirmed. ZooKeeper
 // trouble is retried, logged and counted, never returned. Run returns an
 // error only when misused (before Attach, before Claim/ResumeFromCache,
-// twice, or after Close).
+// while another Run is active, or after Close). fence is read at every
+// report; its values must be real unix-ms fences.
 func (c *Coordinator) Run(ctx context.Context, fence FenceSource) error {
 	if fence == nil {
 		return errors.New("coordinator run: nil fence source")
@@ -50,7 +51,12 @@ func (c *Coordinator) Run(ctx context.Context, fence FenceSource) error {
 	c.st.runDone = done
 	stop := c.st.stop
 	c.mu.Unlock()
-	defer close(done)
+	defer func() {
+		c.mu.Lock()
+		c.st.running = false
+		c.mu.Unlock()
+		close(done)
+	}()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
