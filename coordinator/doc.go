@@ -70,4 +70,14 @@
 // keeps alive/<id> present exactly while the clock guard is in service, and
 // feeds the lease_lost and zk_silence checks. No ZooKeeper call is on the
 // per-ID path; Status is a few atomic loads and a mutex.
+//
+// # Limits
+//
+// As SPEC §3 asks, a node that loses its connection keeps serving (until
+// MaxZKSilence) and learns of a session expiry only when it reconnects. If it
+// is partitioned from a ZooKeeper that keeps running, its session expires
+// after the session timeout, and a process started elsewhere with the SAME
+// node key then takes the lease (it waits out the stale lease, not the
+// partitioned node). Run one process per node key; the lease protects
+// against a second one only while the first still has its session.
 package coordinator
