@@ -1,0 +1,254 @@
+// Package docker_test checks docker/Dockerfile and docker/docker-compose.yml
+// without a Docker engine: the compose file parses and wires the right
+// services, ports, volumes and SNOWFLAKED_* variables, and the binary builds
+// static with the Dockerfile's own flags.
+package docker_test
+
+import (
+	"debug/elf"
+	"flag"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"snowflaked/envflag"
+	"snowflaked/node"
+)
+
+type composeFile struct {
+	Services map[string]struct {
+		Image       string            `yaml:"image"`
+		Hostname    string            `yaml:"hostname"`
+		Environment map[string]string `yaml:"environment"`
+		Ports       []string          `yaml:"ports"`
+		Volumes     []string          `yaml:"volumes"`
+		DependsOn   []string          `yaml:"depends_on"`
+		Build       struct {
+			Context    string `yaml:"context"`
+			Dockerfile string `yaml:"dockerfile"`
+		} `yaml:"build"`
+	} `yaml:"services"`
+	Volumes map[string]any `yaml:"volumes"`
+}
+
+// knownEnv is every SNOWFLAKED_* variable the server reads (one per flag).
+func knownEnv(t *testing.T) map[string]bool {
+	t.Helper()
+	cfg := node.DefaultConfig()
+	fs := flag.NewFlagSet("snowflaked", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	known := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { known[envflag.VarName("SNOWFLAKED", f.Name)] = true })
+	if len(known) < 10 {
+		t.Fatalf("only %d flags registered: %v", len(known), known)
+	}
+	return known
+}
+
+func loadCompose(t *testing.T) composeFile {
+	t.Helper()
+	b, err := os.ReadFile("docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c composeFile
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatalf("docker-compose.yml does not parse: %v", err)
+	}
+	return c
+}
+
+func TestComposeZooKeeperEnsemble(t *testing.T) {
+	c := loadCompose(t)
+	ids := map[string]string{}
+	for name, s := range c.Services {
+		if !strings.HasPrefix(s.Image, "zookeeper:") {
+			continue
+		}
+		id := s.Environment["ZOO_MY_ID"]
+		if id == "" {
+			t.Errorf("%s: no ZOO_MY_ID", name)
+		}
+		if other, dup := ids[id]; dup {
+			t.Errorf("%s and %s share ZOO_MY_ID %s", name, other, id)
+		}
+		ids[id] = name
+		for _, want := range []string{"server.1=zk1:2888:3888;2181", "server.2=zk2:2888:3888;2181", "server.3=zk3:2888:3888;2181"} {
+			if !strings.Contains(s.Environment["ZOO_SERVERS"], want) {
+				t.Errorf("%s: ZOO_SERVERS %q lacks %q", name, s.Environment["ZOO_SERVERS"], want)
+			}
+		}
+		if s.Hostname != name {
+			t.Errorf("%s: hostname %q, ZOO_SERVERS names it %q", name, s.Hostname, name)
+		}
+	}
+	if len(ids) != 3 {
+		t.Fatalf("want a 3-server ZooKeeper ensemble, found %d servers", len(ids))
+	}
+}
+
+func TestComposeSnowflakedNodes(t *testing.T) {
+	c := loadCompose(t)
+	known := knownEnv(t)
+	nodeKeys, hostPorts := map[string]string{}, map[string]string{}
+	nodes := 0
+	for name, s := range c.Services {
+		if s.Build.Dockerfile == "" {
+			continue
+		}
+		nodes++
+		if s.Build.Dockerfile != "docker/Dockerfile" || s.Build.Context != ".." {
+			t.Errorf("%s: build %+v, want context .. and docker/Dockerfile", name, s.Build)
+		}
+		env := s.Environment
+		for k := range env {
+			if strings.HasPrefix(k, "SNOWFLAKED_") && !known[k] {
+				t.Errorf("%s: %s matches no snowflaked flag", name, k)
+			}
+		}
+		for _, need := range []string{"SNOWFLAKED_ZK", "SNOWFLAKED_NODE_KEY", "SNOWFLAKED_ADVERTISE", "SNOWFLAKED_LISTEN", "SNOWFLAKED_CACHE_FILE"} {
+			if env[need] == "" {
+				t.Errorf("%s: %s is not set", name, need)
+			}
+		}
+		for _, hp := range strings.Split(env["SNOWFLAKED_ZK"], ",") {
+			host, port, err := net.SplitHostPort(hp)
+			if err != nil || port != "2181" {
+				t.Errorf("%s: SNOWFLAKED_ZK entry %q is not zkN:2181", name, hp)
+				continue
+			}
+			if _, ok := c.Services[host]; !ok {
+				t.Errorf("%s: SNOWFLAKED_ZK names %q, which is no service", name, host)
+			}
+			if !slices.Contains(s.DependsOn, host) {
+				t.Errorf("%s: does not depend on %s", name, host)
+			}
+		}
+		if other, dup := nodeKeys[env["SNOWFLAKED_NODE_KEY"]]; dup {
+			t.Errorf("%s and %s share node key %q", name, other, env["SNOWFLAKED_NODE_KEY"])
+		}
+		nodeKeys[env["SNOWFLAKED_NODE_KEY"]] = name
+		_, listenPort, err := net.SplitHostPort(env["SNOWFLAKED_LISTEN"])
+		if err != nil {
+			t.Errorf("%s: SNOWFLAKED_LISTEN %q: %v", name, env["SNOWFLAKED_LISTEN"], err)
+		}
+		advHost, advPort, err := net.SplitHostPort(env["SNOWFLAKED_ADVERTISE"])
+		if err != nil || advHost != s.Hostname || advPort != listenPort {
+			t.Errorf("%s: SNOWFLAKED_ADVERTISE %q should be %s:%s (its hostname and listen port)", name, env["SNOWFLAKED_ADVERTISE"], s.Hostname, listenPort)
+		}
+		if len(s.Ports) != 1 {
+			t.Errorf("%s: ports %v, want one mapping", name, s.Ports)
+		} else {
+			parts := strings.Split(s.Ports[0], ":")
+			if len(parts) != 2 || parts[1] != listenPort {
+				t.Errorf("%s: port mapping %q does not reach the listen port %s", name, s.Ports[0], listenPort)
+			} else if other, dup := hostPorts[parts[0]]; dup {
+				t.Errorf("%s and %s both publish host port %s", name, other, parts[0])
+			} else {
+				hostPorts[parts[0]] = name
+			}
+		}
+		cacheDir := filepath.Dir(env["SNOWFLAKED_CACHE_FILE"])
+		mounted := false
+		for _, v := range s.Volumes {
+			parts := strings.Split(v, ":")
+			if len(parts) >= 2 && parts[1] == cacheDir {
+				mounted = true
+				if _, ok := c.Volumes[parts[0]]; !ok {
+					t.Errorf("%s: volume %q is not declared", name, parts[0])
+				}
+			}
+		}
+		if !mounted {
+			t.Errorf("%s: no volume at %s, the cache file's directory", name, cacheDir)
+		}
+	}
+	if nodes != 3 {
+		t.Fatalf("want 3 snowflaked nodes, found %d", nodes)
+	}
+}
+
+// dockerfileBuildFlags returns the go build flags of the Dockerfile's RUN line.
+func readDockerfile(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestDockerfileShape(t *testing.T) {
+	df := readDockerfile(t)
+	known := knownEnv(t)
+	gomod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goVer := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(string(gomod))
+	checks := []struct {
+		name string
+		ok   bool
+	}{
+		{"builder uses the go.mod Go version", goVer != nil && strings.Contains(df, "FROM golang:"+goVer[1])},
+		{"multi-stage: a second FROM", strings.Count(df, "\nFROM ") >= 1 && strings.Count(df, "FROM ") >= 2},
+		{"static: CGO_ENABLED=0", strings.Contains(df, "CGO_ENABLED=0 go build -trimpath")},
+		{"non-root USER", regexp.MustCompile(`(?m)^USER (6553[0-9]|[1-9][0-9]{3,})`).MatchString(df)},
+		{"HEALTHCHECK on /readyz", regexp.MustCompile(`(?m)^HEALTHCHECK .*\n?.*/readyz`).MatchString(df)},
+		{"EXPOSE 8080 matches SNOWFLAKED_LISTEN=:8080", strings.Contains(df, "EXPOSE 8080") && strings.Contains(df, "SNOWFLAKED_LISTEN=:8080")},
+		{"VOLUME /data holds the cache file", strings.Contains(df, `VOLUME ["/data"]`) && strings.Contains(df, "SNOWFLAKED_CACHE_FILE=/data/")},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("Dockerfile: %s: not so", c.name)
+		}
+	}
+	for _, m := range regexp.MustCompile(`SNOWFLAKED_[A-Z_]+`).FindAllString(df, -1) {
+		if !known[m] {
+			t.Errorf("Dockerfile sets %s, which matches no flag", m)
+		}
+	}
+}
+
+// TestDockerfileBinaryIsStatic builds both binaries with the Dockerfile's
+// own flags and checks that they need no dynamic loader or shared library.
+func TestDockerfileBinaryIsStatic(t *testing.T) {
+	df := readDockerfile(t)
+	re := regexp.MustCompile(`CGO_ENABLED=0 go build (-trimpath -ldflags "[^"]*") -o /out/(\S+) (\./cmd/\S+)`)
+	builds := re.FindAllStringSubmatch(df, -1)
+	if len(builds) != 2 {
+		t.Fatalf("want 2 go build lines in the Dockerfile, found %d", len(builds))
+	}
+	dir := t.TempDir()
+	for _, b := range builds {
+		flags := strings.ReplaceAll(b[1], "${VERSION}", "test")
+		ldflags := regexp.MustCompile(`-ldflags "([^"]*)"`).FindStringSubmatch(flags)[1]
+		out := filepath.Join(dir, b[2])
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, b[3])
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b[3], err, msg)
+		}
+		f, err := elf.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("%s has a dynamic loader (PT_INTERP): not static", b[2])
+			}
+		}
+		if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+			t.Errorf("%s needs shared libraries %v", b[2], libs)
+		}
+		f.Close()
+	}
+}
