@@ -1,0 +1,488 @@
+package clockguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"snowflaked/clock"
+	"snowflaked/clock/clocktest"
+)
+
+// Answer modes of a timePeer.
+const (
+	answerNanos     int32 = iota // {"unix_ms":…,"unix_ns":…}
+	answerMillis                 // {"unix_ms":…}
+	answerStatus500              // 500 with an error body
+	answerBadJSON                // 200 with a body that is not JSON
+	answerNoFields               // 200 with {}
+)
+
+// timePeer is a real fasthttp server on 127.0.0.1 serving GET /time from a
+// clock shifted by an adjustable offset.
+type timePeer struct {
+	addr     string
+	clk      clock.Clock
+	offset   atomic.Int64 // time.Duration
+	delay    atomic.Int64 // time.Duration slept before and after reading the clock
+	mode     atomic.Int32
+	requests atomic.Int64
+	arrive   func() // called at the start of every request, if set
+}
+
+// startTimePeer starts a peer whose /time is clk + offset; t.Cleanup stops it.
+func startTimePeer(t *testing.T, clk clock.Clock, offset time.Duration) *timePeer {
+	t.Helper()
+	return startTimePeerWith(t, clk, offset, nil)
+}
+
+// startTimePeerWith is startTimePeer with a hook run at the start of every
+// request.
+func startTimePeerWith(t *testing.T, clk clock.Clock, offset time.Duration, arrive func()) *timePeer {
+	t.Helper()
+	p := &timePeer{clk: clk, arrive: arrive}
+	p.offset.Store(int64(offset))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	p.addr = ln.Addr().String()
+	srv := &fasthttp.Server{
+		Handler:     p.handle,
+		ReadTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second,
+		// No process-wide date goroutine and no idle workers lingering for
+		// 10s: keeps the goroutine counts of the leak checks exact.
+		NoDefaultDate:         true,
+		MaxIdleWorkerDuration: 20 * time.Millisecond,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.ShutdownWithContext(ctx); err != nil {
+			t.Errorf("shut down peer %s: %v", p.addr, err)
+		}
+		_ = ln.Close() // in case Serve had not started when Shutdown ran
+		<-done
+	})
+	return p
+}
+
+func (p *timePeer) handle(ctx *fasthttp.RequestCtx) {
+	p.requests.Add(1)
+	if p.arrive != nil {
+		p.arrive()
+	}
+	if string(ctx.Path()) != PeerTimePath || !ctx.IsGet() {
+		ctx.SetStatusCode(fasthttp.StatusNotFound) // not ctx.Error: it resets NoDefaultDate
+		return
+	}
+	delay := time.Duration(p.delay.Load())
+	time.Sleep(delay)
+	now := p.clk.WallNanos() + p.offset.Load()
+	time.Sleep(delay)
+	ctx.SetContentType("application/json")
+	switch p.mode.Load() {
+	case answerNanos:
+		fmt.Fprintf(ctx, `{"unix_ms":%d,"unix_ns":%d}`, now/int64(time.Millisecond), now)
+	case answerMillis:
+		fmt.Fprintf(ctx, `{"unix_ms":%d}`, now/int64(time.Millisecond))
+	case answerStatus500:
+		ctx.SetStatusCode(fasthttp.StatusInternalServerError)
+		ctx.SetBodyString(`{"error":{"code":"internal","message":"boom"}}`)
+	case answerBadJSON:
+		ctx.SetBodyString("not json")
+	case answerNoFields:
+		ctx.SetBodyString("{}")
+	}
+}
+
+// staticPeers is a PeerSource with a settable list or error.
+type staticPeers struct {
+	mu    sync.Mutex
+	peers []Peer
+	err   error
+	calls int
+}
+
+func (s *staticPeers) Peers(context.Context) ([]Peer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	return append([]Peer(nil), s.peers...), s.err
+}
+
+func (s *staticPeers) set(peers []Peer, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.peers, s.err = peers, err
+}
+
+func (s *staticPeers) callCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// closedTCPAddr returns a 127.0.0.1 TCP address with nothing listening.
+func closedTCPAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	return addr
+}
+
+func newTestPeers(t *testing.T, g *Guard, c clock.Clock, src PeerSource, cfg PeersConfig) *Peers {
+	t.Helper()
+	cfg.Log = testLogger(t)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	p, err := NewPeers(g, c, src, cfg)
+	if err != nil {
+		t.Fatalf("NewPeers: %v", err)
+	}
+	return p
+}
+
+// unreachable marks a peer that has no server.
+const unreachable = time.Duration(1<<63 - 1)
+
+func TestPeersMedian(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		offsets         []time.Duration // one peer each; unreachable: no server
+		wantMedian      time.Duration
+		wantReachable   int
+		wantErr         error
+		wantDetailParts []string
+	}{
+		{name: "no peers", wantReachable: 0},
+		{name: "0, +10ms, +5s: median ok", offsets: []time.Duration{0, 10 * time.Millisecond, 5 * time.Second},
+			wantMedian: 10 * time.Millisecond, wantReachable: 3},
+		{name: "three at +5s: fail", offsets: []time.Duration{5 * time.Second, 5 * time.Second, 5 * time.Second},
+			wantMedian: 5 * time.Second, wantReachable: 3, wantErr: ErrPeerOffset,
+			wantDetailParts: []string{"median peer offset +5s over 3 of 3 peers, max 1s:", "worker 1 ", " +5s (rtt 0s)", "worker 3 "}},
+		{name: "two at -2s: fail", offsets: []time.Duration{-2 * time.Second, -2 * time.Second, 0},
+			wantMedian: -2 * time.Second, wantReachable: 3, wantErr: ErrPeerOffset,
+			wantDetailParts: []string{"median peer offset -2s over 3 of 3 peers"}},
+		{name: "even count: mean of the middle two", offsets: []time.Duration{5 * time.Second, 5 * time.Second, 0, 0},
+			wantMedian: 2500 * time.Millisecond, wantReachable: 4, wantErr: ErrPeerOffset},
+		{name: "exactly max", offsets: []time.Duration{time.Second}, wantMedian: time.Second, wantReachable: 1},
+		{name: "one unreachable is ignored", offsets: []time.Duration{0, 10 * time.Millisecond, unreachable},
+			wantMedian: 5 * time.Millisecond, wantReachable: 2},
+		{name: "one reachable at +5s, two unreachable: fail", offsets: []time.Duration{unreachable, 5 * time.Second, unreachable},
+			wantMedian: 5 * time.Second, wantReachable: 1, wantErr: ErrPeerOffset,
+			wantDetailParts: []string{"over 1 of 3 peers", "worker 2 "}},
+		{name: "none reachable: pass", offsets: []time.Duration{unreachable, unreachable, unreachable}, wantReachable: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := clocktest.NewFake(t0)
+			src := &staticPeers{}
+			var peers []Peer
+			for i, off := range tc.offsets {
+				addr := closedTCPAddr(t)
+				if off != unreachable {
+					addr = startTimePeer(t, fc, off).addr
+				}
+				peers = append(peers, Peer{WorkerID: int64(i + 1), Addr: addr})
+			}
+			src.set(peers, nil)
+			g := newGuard(t)
+			p := newTestPeers(t, g, fc, src, PeersConfig{})
+			if g.Status().State != Starting {
+				t.Fatalf("before the first round: %+v, want starting", g.Status())
+			}
+			snap, err := p.CheckNow(context.Background())
+			if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Fatalf("CheckNow = %v, want %v", err, tc.wantErr)
+			}
+			if snap.Reachable != tc.wantReachable || snap.Unreachable != len(tc.offsets)-tc.wantReachable ||
+				snap.Median != tc.wantMedian || len(snap.Peers) != len(tc.offsets) {
+				t.Fatalf("snapshot %+v, want median %v with %d of %d reachable", snap, tc.wantMedian, tc.wantReachable, len(tc.offsets))
+			}
+			for i, r := range snap.Peers {
+				if r.WorkerID != int64(i+1) || r.Addr != peers[i].Addr || r.CheckedAt.IsZero() {
+					t.Fatalf("peer %d result %+v does not match %+v", i, r, peers[i])
+				}
+				if off := tc.offsets[i]; off == unreachable {
+					if r.Reachable() || !strings.Contains(r.Error, "GET /time") {
+						t.Fatalf("peer %d (no server) result %+v, want an error", i, r)
+					}
+				} else if r.Offset != off || r.RTT != 0 || !r.Reachable() {
+					t.Fatalf("peer %d result %+v, want offset %v (fake clock: rtt 0)", i, r, off)
+				}
+			}
+			d, failing := failingDetail(g, ReasonPeerOffset)
+			if failing != (tc.wantErr != nil) || g.Ready() == failing {
+				t.Fatalf("peer_offset failing=%v ready=%v, want failing=%v", failing, g.Ready(), tc.wantErr != nil)
+			}
+			for _, part := range tc.wantDetailParts {
+				if !strings.Contains(d, part) {
+					t.Fatalf("detail %q lacks %q", d, part)
+				}
+			}
+			if s := p.Snapshot(); s.Rounds != 1 || s.UnreachablePeers != int64(snap.Unreachable) ||
+				(s.OffsetFailures == 1) != (tc.wantErr != nil) {
+				t.Fatalf("counters %+v", s)
+			}
+		})
+	}
+}
+
+// TestPeersBadAnswers: answers that cannot be used count as unreachable.
+func TestPeersBadAnswers(t *testing.T) {
+	fc := clocktest.NewFake(t0)
+	for _, tc := range []struct {
+		name       string
+		mode       int32
+		badAddr    bool // ask addr instead of the server
+		addr       string
+		wantErr    string
+		wantOffset time.Duration
+	}{
+		{name: "unix_ns", mode: answerNanos, wantOffset: 7 * time.Second},
+		{name: "unix_ms only: middle of the millisecond", mode: answerMillis, wantOffset: 7*time.Second + 500*time.Microsecond},
+		{name: "status 500", mode: answerStatus500, wantErr: "status 500"},
+		{name: "not JSON", mode: answerBadJSON, wantErr: "decode time"},
+		{name: "no time fields", mode: answerNoFields, wantErr: "no positive unix_ns or unix_ms"},
+		{name: "address without port", badAddr: true, addr: "127.0.0.1", wantErr: "bad peer address"},
+		{name: "address with port 0", badAddr: true, addr: "127.0.0.1:0", wantErr: "bad peer address"},
+		{name: "empty address", badAddr: true, addr: "", wantErr: "bad peer address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := startTimePeer(t, fc, 7*time.Second)
+			tp.mode.Store(tc.mode)
+			addr := tp.addr
+			if tc.badAddr {
+				addr = tc.addr
+			}
+			src := &staticPeers{peers: []Peer{{WorkerID: 9, Addr: addr}}}
+			p := newTestPeers(t, newGuard(t), fc, src, PeersConfig{MaxOffset: time.Hour})
+			snap, err := p.CheckNow(context.Background())
+			if err != nil {
+				t.Fatalf("CheckNow: %v", err)
+			}
+			r := snap.Peers[0]
+			if tc.wantErr == "" {
+				if !r.Reachable() || r.Offset != tc.wantOffset {
+					t.Fatalf("result %+v, want offset %v", r, tc.wantOffset)
+				}
+				return
+			}
+			if r.Reachable() || !strings.Contains(r.Error, tc.wantErr) || snap.Unreachable != 1 {
+				t.Fatalf("result %+v, want error containing %q", r, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestPeersRTTCorrection: a peer that answers slowly, reading its clock in
+// the middle of the delay, is measured at its true offset, not off by half
+// the round trip.
+func TestPeersRTTCorrection(t *testing.T) {
+	sys := clock.NewSystem()
+	const offset, delay = 300 * time.Millisecond, 150 * time.Millisecond
+	tp := startTimePeer(t, sys, offset)
+	tp.delay.Store(int64(delay))
+	src := &staticPeers{peers: []Peer{{WorkerID: 1, Addr: tp.addr}}}
+	p := newTestPeers(t, newGuard(t), sys, src, PeersConfig{})
+	snap, err := p.CheckNow(context.Background())
+	if err != nil {
+		t.Fatalf("CheckNow: %v", err)
+	}
+	r := snap.Peers[0]
+	if r.RTT < 2*delay {
+		t.Fatalf("rtt %v, want at least %v (the peer sleeps %v twice)", r.RTT, 2*delay, delay)
+	}
+	// Uncorrected, the offset would be off by about ±delay (150ms).
+	requireNear(t, "offset of the slow peer", r.Offset, offset, 50*time.Millisecond)
+}
+
+// TestPeersConcurrent: the peers are asked at once. Each peer answers only
+// when all three requests have arrived, so a sequential round fails.
+func TestPeersConcurrent(t *testing.T) {
+	fc := clocktest.NewFake(t0)
+	var arrived sync.WaitGroup
+	arrived.Add(3)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	var peers []Peer
+	for i := range 3 {
+		tp := startTimePeerWith(t, fc, time.Duration(i)*time.Millisecond, func() {
+			arrived.Done()
+			select {
+			case <-all:
+			case <-time.After(waitTimeout):
+			}
+		})
+		peers = append(peers, Peer{WorkerID: int64(i), Addr: tp.addr})
+	}
+	p := newTestPeers(t, newGuard(t), fc, &staticPeers{peers: peers}, PeersConfig{Timeout: waitTimeout / 2})
+	snap, err := p.CheckNow(context.Background())
+	if err != nil || snap.Reachable != 3 || snap.Median != time.Millisecond {
+		t.Fatalf("CheckNow = %+v, %v; want all 3 reachable, median 1ms", snap, err)
+	}
+}
+
+// TestPeersSourceError: no peer list keeps the previous verdict (a first
+// round passes).
+func TestPeersSourceError(t *testing.T) {
+	fc := clocktest.NewFake(t0)
+	ahead := startTimePeer(t, fc, 5*time.Second)
+	src := &staticPeers{err: errors.New("zk: connection closed")}
+	g := newGuard(t)
+	p := newTestPeers(t, g, fc, src, PeersConfig{})
+	steps := []struct {
+		peers     []Peer
+		srcErr    error
+		wantErr   error
+		wantReady bool
+	}{
+		{nil, errors.New("zk: connection closed"), nil, true}, // first round: pass
+		{[]Peer{{1, ahead.addr}}, nil, ErrPeerOffset, false},
+		{nil, errors.New("zk: connection closed"), nil, false}, // keeps the failure
+		{[]Peer{}, nil, nil, true},                             // no peers: pass
+	}
+	for i, st := range steps {
+		src.set(st.peers, st.srcErr)
+		_, err := p.CheckNow(context.Background())
+		switch {
+		case st.srcErr != nil:
+			if err == nil || !strings.Contains(err.Error(), "list peers: zk: connection closed") {
+				t.Fatalf("round %d: err %v, want the source error", i+1, err)
+			}
+		case !errors.Is(err, st.wantErr) || (err == nil) != (st.wantErr == nil):
+			t.Fatalf("round %d: err %v, want %v", i+1, err, st.wantErr)
+		}
+		if g.Ready() != st.wantReady {
+			t.Fatalf("round %d: ready %v, want %v (%+v)", i+1, g.Ready(), st.wantReady, g.Status())
+		}
+	}
+	s := p.Snapshot()
+	if s.Rounds != 4 || s.SourceErrors != 2 || s.OffsetFailures != 1 || s.SourceError != "" || len(s.Peers) != 0 {
+		t.Fatalf("snapshot %+v", s)
+	}
+}
+
+func TestPeersRunFirstRoundAtOnceThenEveryInterval(t *testing.T) {
+	fc := clocktest.NewFake(t0)
+	tp := startTimePeer(t, fc, 0)
+	for _, tc := range []struct {
+		name      string
+		interval  time.Duration
+		wantCalls int
+	}{
+		{"first round at once (interval 1h)", time.Hour, 1},
+		{"then every interval (1ms)", time.Millisecond, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &staticPeers{peers: []Peer{{WorkerID: 1, Addr: tp.addr}}}
+			g := newGuard(t)
+			p := newTestPeers(t, g, fc, src, PeersConfig{Interval: tc.interval})
+			stop := runInBackground(t, p.Run)
+			waitFor(t, strconv.Itoa(tc.wantCalls)+" rounds", func() bool { return p.Snapshot().Rounds >= int64(tc.wantCalls) })
+			if !g.Ready() {
+				t.Fatalf("not ready after a passing round: %+v", g.Status())
+			}
+			stop()
+		})
+	}
+}
+
+// TestPeersRunStopsDuringRound: a source blocked until ctx ends lets Run
+// return, and the interrupted round gives no verdict.
+func TestPeersRunStopsDuringRound(t *testing.T) {
+	started := make(chan struct{}, 1)
+	src := PeerSourceFunc(func(ctx context.Context) ([]Peer, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	g := newGuard(t)
+	p := newTestPeers(t, g, clocktest.NewFake(t0), src, PeersConfig{})
+	stop := runInBackground(t, p.Run)
+	select {
+	case <-started:
+	case <-time.After(waitTimeout):
+		t.Fatal("first round did not start")
+	}
+	stop()
+	if g.Status().State != Starting || p.Snapshot().Rounds != 0 {
+		t.Fatalf("an interrupted round gave a verdict: %+v %+v", g.Status(), p.Snapshot())
+	}
+}
+
+func TestNewPeersConfigErrors(t *testing.T) {
+	fc := clocktest.NewFake(t0)
+	src := &staticPeers{}
+	for _, tc := range []struct {
+		name string
+		c    clock.Clock
+		src  PeerSource
+		cfg  PeersConfig
+	}{
+		{"nil clock", nil, src, PeersConfig{}},
+		{"nil source", fc, nil, PeersConfig{}},
+		{"negative interval", fc, src, PeersConfig{Interval: -1}},
+		{"negative max offset", fc, src, PeersConfig{MaxOffset: -1}},
+		{"negative timeout", fc, src, PeersConfig{Timeout: -1}},
+		{"negative concurrency", fc, src, PeersConfig{Concurrency: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPeers(newGuard(t), tc.c, tc.src, tc.cfg)
+			if !errors.Is(err, ErrBadConfig) || p != nil {
+				t.Fatalf("NewPeers = %v, %v; want nil, ErrBadConfig", p, err)
+			}
+		})
+	}
+}
+
+func TestPeersDefaults(t *testing.T) {
+	p, err := NewPeers(newGuard(t), clocktest.NewFake(t0), &staticPeers{}, PeersConfig{})
+	if err != nil {
+		t.Fatalf("NewPeers: %v", err)
+	}
+	c := p.cfg
+	if c.Interval != DefaultPeerInterval || c.MaxOffset != DefaultPeerMaxOffset || c.Timeout != DefaultPeerTimeout ||
+		c.Concurrency != DefaultPeerConcurrency || p.client == nil || p.client.MaxIdemponentCallAttempts != 1 {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+}
+
+func TestMedianOf(t *testing.T) {
+	for _, tc := range []struct {
+		in   []time.Duration
+		want time.Duration
+	}{
+		{nil, 0},
+		{[]time.Duration{3}, 3},
+		{[]time.Duration{3, 1, 2}, 2},
+		{[]time.Duration{4, 1, 3, 2}, 2},
+		{[]time.Duration{-5, 5}, 0},
+		{[]time.Duration{1<<62 + 2, 1<<62 + 4}, 1<<62 + 3}, // no overflow
+	} {
+		if got := medianOf(tc.in); got != tc.want {
+			t.Errorf("medianOf(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
