@@ -5,6 +5,7 @@
 package clockguard
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,20 @@ func (s State) String() string {
 		return "stopping"
 	}
 	return "unknown"
+}
+
+// MarshalText writes the state's name, so JSON shows "in_service", not 1.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a state's name as written by MarshalText.
+func (s *State) UnmarshalText(b []byte) error {
+	for _, st := range States {
+		if st.String() == string(b) {
+			*s = st
+			return nil
+		}
+	}
+	return fmt.Errorf("clockguard: unknown state %q", b)
 }
 
 // States lists every state, for metrics.
@@ -90,10 +105,10 @@ func (c *Check) Fail(detail string) { c.g.set(c, failing, detail) }
 
 // Status is a snapshot of the guard.
 type Status struct {
-	State  State  `json:"state"`
-	Reason Reason `json:"reason"`
-	Detail string `json:"detail,omitempty"`
-	Since  time.Time
+	State  State     `json:"state"`
+	Reason Reason    `json:"reason"`
+	Detail string    `json:"detail,omitempty"`
+	Since  time.Time `json:"since"`
 }
 
 // Transition is one change of state.
