@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -104,12 +105,26 @@ func startChrony(t testing.TB, argv []string) (*Chrony, error) {
 		close(exited)
 	}()
 	stop := func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		pgid := cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
 		select {
 		case <-exited:
 		case <-time.After(chronyStopTimeout):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			<-exited
+		}
+		// Under faketime the process we waited for is faketime, and chronyd is
+		// its child: wait until no live member of the group is left, so it
+		// no longer writes into the temp dir the test is about to remove.
+		deadline := time.Now().Add(chronyStopTimeout)
+		for groupAlive(pgid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if groupAlive(pgid) {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			for i := 0; i < 50 && groupAlive(pgid); i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
 		}
 	}
 
@@ -224,4 +239,26 @@ func requireBinary(t testing.TB, name, fallback, debPkg string) string {
 	}
 	t.Skip("ntpharness: SKIPPED: " + msg)
 	return ""
+}
+
+// groupAlive reports whether a process of group pgid is still running
+// (zombies, which hold no files, do not count).
+func groupAlive(pgid int) bool {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// Fields after the ")" that ends the command name: state ppid pgrp ...
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) >= 3 && fields[2] == strconv.Itoa(pgid) && fields[0] != "Z" {
+			return true
+		}
+	}
+	return false
 }
