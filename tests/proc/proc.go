@@ -1,0 +1,248 @@
+// Package proc builds the project's binaries and runs them as child processes
+// for integration tests: a minimal environment, output captured, JSON log
+// lines parsed, the process killed at t.Cleanup (and by the kernel should the
+// test binary die first, on Linux).
+package proc
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ExitTimeout bounds every wait for a process to exit after a signal.
+const ExitTimeout = 30 * time.Second
+
+// pollEvery is how often WaitLog looks at the output.
+const pollEvery = 10 * time.Millisecond
+
+// failureTailLines is how much of a process's output a failed test shows.
+const failureTailLines = 200
+
+// ErrExited is wrapped by the errors of waits that ended because the process
+// exited.
+var ErrExited = errors.New("process exited")
+
+// GoTool returns the go command of the toolchain running the tests.
+func GoTool() string {
+	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+		return p
+	}
+	return "go"
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// Build compiles the package pkg (an import path, e.g.
+// "snowflaked/cmd/snowflaked") to dir/name with the extra build flags (e.g.
+// "-tags", "chaos"), with -race when the test binary has it, and returns the
+// binary's path.
+func Build(dir, name, pkg string, flags ...string) (string, error) {
+	out := filepath.Join(dir, name)
+	args := append([]string{"build", "-o", out}, flags...)
+	if Race {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command(GoTool(), append(args, pkg)...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(cmd.Args[1:], " "), err, b)
+	}
+	return out, nil
+}
+
+// Env returns a minimal environment (so the developer's variables cannot
+// change a test) followed by extra KEY=VALUE entries.
+func Env(extra ...string) []string {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	if Race {
+		// Exit at once (the race runtime sleeps 1s at exit by default); a
+		// race makes the process fail with status 66.
+		env = append(env, "GORACE=atexit_sleep_ms=0 halt_on_error=1")
+	}
+	return append(env, extra...)
+}
+
+// Buffer collects a process's output; safe for concurrent use.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Proc is a running (or exited) child process.
+type Proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *Buffer
+	done chan struct{} // closed when the process has exited
+	err  error         // Wait's result, valid after done
+}
+
+// Start runs bin with args in a fresh temporary directory, with env as its
+// whole environment (see Env), stdout and stderr captured together. name
+// labels the process in messages. t.Cleanup kills it if it still runs,
+// reports a data race it printed, and shows the tail of its output when the
+// test failed.
+func Start(t testing.TB, name, bin string, args, env []string) *Proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	cmd.Dir = t.TempDir()
+	cmd.SysProcAttr = sysProcAttr()
+	p := &Proc{name: name, cmd: cmd, out: &Buffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	runtime.LockOSThread() // the parent-death signal fires when the forking thread exits: keep it a live one
+	err := cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
+		t.Fatalf("start %s (%s): %v", name, bin, err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		if err := p.Kill(); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		if strings.Contains(p.Output(), "WARNING: DATA RACE") {
+			t.Errorf("data race in %s:\n%s", name, p.Output())
+		} else if t.Failed() {
+			t.Logf("last %d lines of %s (pid %d):\n%s", failureTailLines, name, p.Pid(), p.Tail(failureTailLines))
+		}
+	})
+	return p
+}
+
+// Name returns the label given to Start.
+func (p *Proc) Name() string { return p.name }
+
+// Pid returns the process ID.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed once the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has exited.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Signal sends sig to the process.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("%s: signal %v to pid %d: %w", p.name, sig, p.Pid(), err)
+	}
+	return nil
+}
+
+// Kill sends SIGKILL (kill -9) and waits, up to ExitTimeout, for the process
+// to exit. Killing an exited process does nothing.
+func (p *Proc) Kill() error {
+	if p.Exited() {
+		return nil
+	}
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("%s: kill pid %d: %w", p.name, p.Pid(), err)
+	}
+	_, err := p.Wait(ExitTimeout)
+	return err
+}
+
+// Wait waits up to timeout for the process to exit and returns its exit
+// status (-1 when a signal ended it).
+func (p *Proc) Wait(timeout time.Duration) (int, error) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+	case <-timer.C:
+		return 0, fmt.Errorf("%s: pid %d still running after %s", p.name, p.Pid(), timeout)
+	}
+	var ee *exec.ExitError
+	switch {
+	case p.err == nil:
+		return 0, nil
+	case errors.As(p.err, &ee):
+		return ee.ExitCode(), nil
+	}
+	return 0, fmt.Errorf("%s: wait for pid %d: %w", p.name, p.Pid(), p.err)
+}
+
+// Output returns everything the process wrote so far.
+func (p *Proc) Output() string { return p.out.String() }
+
+// Tail returns the last n lines of the output.
+func (p *Proc) Tail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.Output(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// LogLines returns the output's JSON lines, parsed; other lines are skipped.
+func (p *Proc) LogLines() []map[string]any {
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(p.Output()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// FindLog returns the first JSON log line whose "message" is msg.
+func (p *Proc) FindLog(msg string) (map[string]any, bool) {
+	for _, m := range p.LogLines() {
+		if m["message"] == msg {
+			return m, true
+		}
+	}
+	return nil, false
+}
+
+// WaitLog waits up to timeout for a JSON log line whose "message" is msg. It
+// fails early, wrapping ErrExited, when the process exits first.
+func (p *Proc) WaitLog(msg string, timeout time.Duration) (map[string]any, error) {
+	deadline := time.Now().Add(timeout)
+	for range int(timeout/pollEvery) + 2 { // bounded; the deadline ends it first
+		if m, ok := p.FindLog(msg); ok {
+			return m, nil
+		}
+		if p.Exited() {
+			return nil, fmt.Errorf("%s: %w (%v) before logging %q", p.name, ErrExited, p.err, msg)
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(pollEvery)
+	}
+	return nil, fmt.Errorf("%s: no log line %q within %s", p.name, msg, timeout)
+}
