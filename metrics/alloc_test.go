@@ -1,0 +1,74 @@
+package metrics
+
+import (
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"snowflaked/clock"
+	"snowflaked/clockguard"
+	"snowflaked/server"
+	"snowflaked/snowflake"
+)
+
+// TestObserverAllocs: the calls made on the request path allocate nothing.
+func TestObserverAllocs(t *testing.T) {
+	f := newFixture(t, nil)
+	tests := []struct {
+		name string
+		call func()
+	}{
+		{"request id 200", func() { f.m.Request(server.EndpointID, 200) }},
+		{"request leaf 503", func() { f.m.Request(server.EndpointLeaf, 503) }},
+		{"request other 404", func() { f.m.Request(server.EndpointOther, 404) }},
+		{"request unknown endpoint", func() { f.m.Request("unknown", 700) }},
+		{"issued ids", func() { f.m.IssuedIDs(100) }},
+		{"rollback, same event", func() { f.m.ObserveRollback(2 * time.Second) }},
+		{"rollback, new events", func() { f.clk.Advance(time.Minute); f.m.ObserveRollback(time.Second) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if a := testing.AllocsPerRun(1000, tc.call); a != 0 {
+				t.Errorf("%v allocations per call, want 0", a)
+			}
+		})
+	}
+}
+
+// TestServerWithObserverAllocs: a server's GET /id with these metrics as
+// its observer still allocates nothing per request.
+func TestServerWithObserverAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items at random: the server's allocation count is meaningless")
+	}
+	clk := clock.NewSystem()
+	gen, err := snowflake.NewGenerator(snowflake.Config{Layout: snowflake.DefaultLayout(), WorkerID: 1, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := clockguard.New(nopLog, nil)
+	guard.Check(clockguard.ReasonNTPOffset).Pass()
+	m, err := New(Config{Sources: Sources{Generator: gen, Guard: guard, Clock: clk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{IDs: gen, Guard: guard, Clock: clk, Log: nopLog, Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := srv.Handler()
+	ctx := &fasthttp.RequestCtx{}
+	ctx.Request.Header.SetMethod(fasthttp.MethodGet)
+	ctx.Request.SetRequestURI("/id")
+	if a := testing.AllocsPerRun(1000, func() {
+		h(ctx)
+		ctx.ResetUserValues()
+		ctx.Response.Reset()
+	}); a != 0 {
+		t.Errorf("GET /id with metrics: %v allocations per request, want 0", a)
+	}
+	if got := m.ids.Get(); got < 1000 {
+		t.Errorf("ids counted %d, want at least 1000: the observer was not called", got)
+	}
+}

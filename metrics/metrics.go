@@ -1,0 +1,300 @@
+// Package metrics exposes snowflaked's figures in the Prometheus text format
+// (SPEC §5 GET /metrics) with github.com/VictoriaMetrics/metrics.
+//
+// Two kinds of figures:
+//
+//   - Counted on the request path: requests per endpoint and status class,
+//     and issued IDs. *Metrics implements server.Observer; every counter is
+//     created up front and found by a fixed index, so an observation is one
+//     atomic add and never allocates.
+//   - Read at scrape time from the node's parts (generator, guard, watcher,
+//     NTP and peer checks, ZooKeeper coordinator, fence) through the small
+//     interfaces of Sources. Nothing is copied or polled in between.
+//
+// Clock rollbacks beyond the tolerance are reported by the node through
+// ObserveRollback, which merges the many reports of one rollback (every
+// refused request, the watcher) into one event.
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	vm "github.com/VictoriaMetrics/metrics"
+	"github.com/valyala/fasthttp"
+
+	"snowflaked/clock"
+	"snowflaked/clockguard"
+	"snowflaked/coordinator"
+	"snowflaked/server"
+	"snowflaked/snowflake"
+)
+
+// ErrBadConfig is wrapped by every error New returns for an invalid Config.
+var ErrBadConfig = errors.New("metrics: invalid configuration")
+
+// GeneratorSource is what the metrics read from the ID generator;
+// *snowflake.Generator satisfies it.
+type GeneratorSource interface {
+	Stats() snowflake.Stats
+	WorkerID() int64
+	Layout() snowflake.Layout
+}
+
+// GuardSource is what the metrics read from the service state machine;
+// *clockguard.Guard satisfies it.
+type GuardSource interface {
+	Status() clockguard.Status
+	Transitions() map[clockguard.Reason]int64
+}
+
+// WatcherSource gives the wall/monotonic watcher's counters;
+// *clockguard.Watcher satisfies it.
+type WatcherSource interface {
+	Stats() clockguard.WatcherStats
+}
+
+// NTPSource gives the NTP check's last result and counters;
+// *clockguard.NTP satisfies it.
+type NTPSource interface {
+	Snapshot() clockguard.NTPSnapshot
+}
+
+// PeerSource gives the peer clock check's last round and counters;
+// *clockguard.Peers satisfies it.
+type PeerSource interface {
+	Snapshot() clockguard.PeerSnapshot
+}
+
+// ZKSource gives the ZooKeeper coordinator's state without calling
+// ZooKeeper; *coordinator.Coordinator satisfies it.
+type ZKSource interface {
+	Status() coordinator.Status
+}
+
+// Sources are the node's parts the metrics read at scrape time. Generator,
+// Guard and Clock are required; the families of a nil optional source are
+// left out (e.g. no ZooKeeper figures in standalone mode).
+type Sources struct {
+	// Generator gives the worker ID, the layout (for the years left in the
+	// timestamp field) and the slow-path counters.
+	Generator GeneratorSource
+	// Guard gives the state and the transition counts.
+	Guard GuardSource
+	// Clock must be the clock the generator reads (the chaos clock in a
+	// chaos build), so that "now" here is the generator's now.
+	Clock clock.Clock
+	// Fence returns the fence last persisted locally (Unix ms), for
+	// snowflaked_fence_headroom_seconds. Optional.
+	Fence func() int64
+	// Watcher, NTP, Peers and ZK are optional.
+	Watcher WatcherSource
+	NTP     NTPSource
+	Peers   PeerSource
+	ZK      ZKSource
+}
+
+// Config configures New.
+type Config struct {
+	Sources
+	// RollbackTolerance is the generator's --rollback-tolerance. The
+	// generator does not say how far back the clock was when it waited
+	// within tolerance, only that it did: such waits are counted in the
+	// size class that holds the tolerance (le_5ms for the default 5ms).
+	RollbackTolerance time.Duration
+	// ProcessMetrics adds the Go runtime and process families (go_*,
+	// process_*) of VictoriaMetrics/metrics to every scrape.
+	ProcessMetrics bool
+}
+
+// Size classes of snowflaked_clock_rollbacks_total. Each rollback is counted
+// in exactly one class (they are not cumulative like histogram buckets).
+const (
+	SizeLE5ms   = "le_5ms"   // at most 5ms
+	SizeLE100ms = "le_100ms" // over 5ms, at most 100ms
+	SizeLE1s    = "le_1s"    // over 100ms, at most 1s
+	SizeGT1s    = "gt_1s"    // over 1s
+)
+
+// RollbackSizes lists the size classes in increasing order.
+var RollbackSizes = []string{SizeLE5ms, SizeLE100ms, SizeLE1s, SizeGT1s}
+
+// rollbackLimits are the inclusive upper bounds of all but the last class.
+var rollbackLimits = [...]time.Duration{5 * time.Millisecond, 100 * time.Millisecond, time.Second}
+
+// sizeIndex returns the index in RollbackSizes of a rollback of size d.
+func sizeIndex(d time.Duration) int {
+	for i, limit := range rollbackLimits {
+		if d <= limit {
+			return i
+		}
+	}
+	return len(rollbackLimits)
+}
+
+// RollbackMergeWindow: ObserveRollback counts a report as a new rollback
+// only if the wall time the clock must reach again to be past the last
+// issued ID (now + behind) is more than this after that of the rollback
+// counted last. Every refused request of one rollback, and the watcher's
+// report of the same step, point at about the same instant, so they count
+// once; two rollbacks whose catch-up points are within this window count
+// once too.
+const RollbackMergeWindow = time.Second
+
+// Status classes of the code label of snowflaked_requests_total.
+var statusClasses = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx", "other"}
+
+const numClasses = len(statusClasses)
+
+// classIndex maps a status code to its index in statusClasses.
+func classIndex(status int) int {
+	if status >= 100 && status <= 599 {
+		return status/100 - 1
+	}
+	return numClasses - 1
+}
+
+// endpointIndex maps a server.Endpoint* name to its index in
+// server.Endpoints; anything else counts as server.EndpointOther.
+func endpointIndex(endpoint string) int {
+	switch endpoint {
+	case server.EndpointID:
+		return 0
+	case server.EndpointIDs:
+		return 1
+	case server.EndpointDecode:
+		return 2
+	case server.EndpointLeaf:
+		return 3
+	case server.EndpointHealthz:
+		return 4
+	case server.EndpointReadyz:
+		return 5
+	case server.EndpointTime:
+		return 6
+	case server.EndpointClock:
+		return 7
+	}
+	return 8 // server.EndpointOther
+}
+
+// numEndpoints is len(server.Endpoints); init checks endpointIndex against it.
+const numEndpoints = 9
+
+func init() {
+	if len(server.Endpoints) != numEndpoints {
+		panic(fmt.Sprintf("metrics: server.Endpoints has %d names, endpointIndex knows %d", len(server.Endpoints), numEndpoints))
+	}
+	for i, ep := range server.Endpoints {
+		if endpointIndex(ep) != i {
+			panic(fmt.Sprintf("metrics: endpointIndex(%q) = %d, want %d", ep, endpointIndex(ep), i))
+		}
+	}
+}
+
+// Metrics holds the counters and reads the sources at scrape time. It is
+// safe for concurrent use. Create it with New.
+type Metrics struct {
+	src       Sources
+	tolerance int // size class of the generator's within-tolerance waits
+	set       *vm.Set
+
+	ids      *vm.Counter
+	requests [numEndpoints * numClasses]*vm.Counter
+
+	rollbacks     [len(rollbackLimits) + 1]atomic.Uint64
+	rollbackStart atomic.Int64 // catch-up point (unix ns) of the rollback counted last; 0: none
+}
+
+// New checks cfg and returns the metrics, with every request counter
+// created at zero.
+func New(cfg Config) (*Metrics, error) {
+	if cfg.Generator == nil || cfg.Guard == nil || cfg.Clock == nil {
+		return nil, fmt.Errorf("%w: Generator, Guard and Clock are required", ErrBadConfig)
+	}
+	if cfg.RollbackTolerance < 0 {
+		return nil, fmt.Errorf("%w: rollback tolerance %v is negative", ErrBadConfig, cfg.RollbackTolerance)
+	}
+	m := &Metrics{src: cfg.Sources, tolerance: sizeIndex(cfg.RollbackTolerance), set: vm.NewSet()}
+	m.ids = m.set.NewCounter("snowflaked_ids_issued_total")
+	for e, ep := range server.Endpoints {
+		for c, class := range statusClasses {
+			m.requests[e*numClasses+c] = m.set.NewCounter(fmt.Sprintf(`snowflaked_requests_total{endpoint=%q,code=%q}`, ep, class))
+		}
+	}
+	m.set.RegisterMetricsWriter(m.writeSources)
+	if cfg.ProcessMetrics {
+		m.set.RegisterMetricsWriter(vm.WriteProcessMetrics)
+	}
+	return m, nil
+}
+
+var _ server.Observer = (*Metrics)(nil)
+
+// Request counts one request by endpoint (a server.Endpoint* name; others
+// count as "other") and status class. It does not allocate.
+func (m *Metrics) Request(endpoint string, status int) {
+	m.requests[endpointIndex(endpoint)*numClasses+classIndex(status)].Inc()
+}
+
+// IssuedIDs counts n issued IDs (n < 1 is ignored). It does not allocate.
+func (m *Metrics) IssuedIDs(n int) {
+	if n > 0 {
+		m.ids.Add(n)
+	}
+}
+
+// ObserveRollback reports that the clock reads behind before the last
+// issued ID, beyond the tolerance. The node calls it wherever it calls
+// clockguard.Rollback.Trip: for every *snowflake.RollbackError and from the
+// watcher's OnRollback. Reports of the same rollback are merged (see
+// RollbackMergeWindow); the first report of a rollback sets its size class.
+// It is quick, does not block or allocate, and does nothing on a nil
+// *Metrics or for behind <= 0, so it may be wired before the metrics exist.
+func (m *Metrics) ObserveRollback(behind time.Duration) {
+	if m == nil || behind <= 0 {
+		return
+	}
+	p := m.src.Clock.WallNanos() + int64(behind)
+	for range 100 { // bounded: each failed CAS means another report won
+		start := m.rollbackStart.Load()
+		if start != 0 && p <= start+int64(RollbackMergeWindow) {
+			return // the same rollback
+		}
+		if m.rollbackStart.CompareAndSwap(start, p) {
+			m.rollbacks[sizeIndex(behind)].Add(1)
+			return
+		}
+	}
+}
+
+// WritePrometheus writes every family in the Prometheus text format to w.
+func (m *Metrics) WritePrometheus(w io.Writer) { m.set.WritePrometheus(w) }
+
+// Content type of the exposition and of the 405 error.
+const (
+	contentTypeText = "text/plain; version=0.0.4; charset=utf-8"
+	contentTypeJSON = "application/json"
+)
+
+// Handler returns the handler of GET /metrics (HEAD too, like the API's own
+// endpoints; 405 with a JSON error otherwise). It does not look at the
+// path: mount it at /metrics with server.Config.Routes.
+func (m *Metrics) Handler() fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		ctx.Response.Header.Set("Cache-Control", "no-store")
+		if !ctx.IsGet() && !ctx.IsHead() {
+			ctx.Response.Header.Set("Allow", "GET, HEAD")
+			ctx.SetStatusCode(fasthttp.StatusMethodNotAllowed)
+			ctx.SetContentType(contentTypeJSON)
+			ctx.SetBodyString(`{"error":{"code":"method_not_allowed","message":"use GET or HEAD on /metrics"}}`)
+			return
+		}
+		ctx.SetStatusCode(fasthttp.StatusOK)
+		ctx.SetContentType(contentTypeText)
+		m.WritePrometheus(ctx)
+	}
+}

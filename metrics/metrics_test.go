@@ -1,0 +1,572 @@
+package metrics
+
+import (
+	"errors"
+	"math"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"snowflaked/clock"
+	"snowflaked/clock/clocktest"
+	"snowflaked/clockguard"
+	"snowflaked/coordinator"
+	"snowflaked/server"
+	"snowflaked/snowflake"
+)
+
+func TestNew_BadConfig(t *testing.T) {
+	gen := &fakeGen{layout: snowflake.DefaultLayout()}
+	guard := clockguard.New(nopLog, nil)
+	clk := clocktest.NewFake(testNow)
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"no generator", Config{Sources: Sources{Guard: guard, Clock: clk}}},
+		{"no guard", Config{Sources: Sources{Generator: gen, Clock: clk}}},
+		{"no clock", Config{Sources: Sources{Generator: gen, Guard: guard}}},
+		{"negative tolerance", Config{Sources: Sources{Generator: gen, Guard: guard, Clock: clk}, RollbackTolerance: -time.Millisecond}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := New(tc.cfg)
+			if !errors.Is(err, ErrBadConfig) || m != nil {
+				t.Fatalf("New = %v, %v; want nil and an error wrapping ErrBadConfig", m, err)
+			}
+		})
+	}
+}
+
+// TestScrape_Families: every family the SPEC and operators rely on is there
+// with its labels and the sources' values.
+func TestScrape_Families(t *testing.T) {
+	f := newFixture(t, nil)
+	f.gen.setStats(snowflake.Stats{SequenceWaits: 7, RollbackWaits: 2, Rollbacks: 3, FenceHits: 4, Waited: 1500 * time.Millisecond})
+	f.src.watcher = clockguard.WatcherStats{Checks: 100, BackwardSteps: 2, ForwardSteps: 1, LargestBackward: 250 * time.Millisecond, LargestForward: 2 * time.Second}
+	f.src.ntp = clockguard.NTPSnapshot{Enabled: true, Rounds: 5, UnreachableRounds: 1, OffsetFailures: 2, ServerErrors: 3,
+		Last: &clockguard.NTPResult{Server: "ntp.example:123", Offset: -12 * time.Millisecond, RTT: 3 * time.Millisecond, CheckedAt: testNow.Add(-30 * time.Second)}}
+	f.src.peers = clockguard.PeerSnapshot{Median: 4 * time.Millisecond, Reachable: 2, Unreachable: 1, CheckedAt: testNow, Rounds: 6, OffsetFailures: 1, UnreachablePeers: 2, SourceErrors: 1,
+		Peers: []clockguard.PeerResult{
+			{WorkerID: 1, Addr: "10.0.0.1:8080", Offset: 2 * time.Millisecond, RTT: time.Millisecond},
+			{WorkerID: 2, Addr: "10.0.0.2:8080", Offset: 6 * time.Millisecond, RTT: 2 * time.Millisecond},
+			{WorkerID: 3, Addr: "10.0.0.3:8080", Error: "connection refused"},
+		}}
+	f.src.zk = coordinator.Status{Connected: true, LeaseHeld: true, AlivePresent: true, Reports: 9, ReportFailures: 2, LastReportAgeMs: 1500}
+	f.m.IssuedIDs(5)
+	f.m.Request(server.EndpointID, 200)
+	f.m.Request(server.EndpointIDs, 503)
+
+	ex := scrape(t, f.m)
+	l := snowflake.DefaultLayout()
+	years := (float64(l.End().Unix()) - float64(testNow.Unix())) / secondsPerYear
+	tests := []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"snowflaked_ids_issued_total", nil, 5},
+		{"snowflaked_requests_total", []string{"endpoint", "id", "code", "2xx"}, 1},
+		{"snowflaked_requests_total", []string{"endpoint", "ids", "code", "5xx"}, 1},
+		{"snowflaked_requests_total", []string{"endpoint", "decode", "code", "4xx"}, 0},
+		{"snowflaked_worker_id", nil, 42},
+		{"snowflaked_time_field_years_left", nil, years},
+		{"snowflaked_sequence_exhausted_waits_total", nil, 7},
+		{"snowflaked_clock_wait_seconds_total", nil, 1.5},
+		{"snowflaked_generator_refusals_total", []string{"cause", "rollback"}, 3},
+		{"snowflaked_generator_refusals_total", []string{"cause", "fence"}, 4},
+		{"snowflaked_clock_rollbacks_total", []string{"size", "le_5ms"}, 2}, // the within-tolerance waits
+		{"snowflaked_clock_rollbacks_total", []string{"size", "le_100ms"}, 0},
+		{"snowflaked_clock_rollbacks_total", []string{"size", "le_1s"}, 0},
+		{"snowflaked_clock_rollbacks_total", []string{"size", "gt_1s"}, 0},
+		{"snowflaked_state", []string{"state", "starting"}, 1},
+		{"snowflaked_state", []string{"state", "in_service"}, 0},
+		{"snowflaked_state", []string{"state", "out_of_service"}, 0},
+		{"snowflaked_state", []string{"state", "stopping"}, 0},
+		{"snowflaked_state_age_seconds", nil, 0},
+		{"snowflaked_transitions_total", []string{"reason", "none"}, 0},
+		{"snowflaked_transitions_total", []string{"reason", "clock_rollback"}, 0},
+		{"snowflaked_transitions_total", []string{"reason", "zk_silence"}, 0},
+		{"snowflaked_fence_headroom_seconds", nil, 3},
+		{"snowflaked_watcher_steps_total", []string{"direction", "backward"}, 2},
+		{"snowflaked_watcher_steps_total", []string{"direction", "forward"}, 1},
+		{"snowflaked_watcher_largest_step_seconds", []string{"direction", "backward"}, 0.25},
+		{"snowflaked_watcher_largest_step_seconds", []string{"direction", "forward"}, 2},
+		{"snowflaked_watcher_checks_total", nil, 100},
+		{"snowflaked_ntp_enabled", nil, 1},
+		{"snowflaked_ntp_offset_seconds", nil, -0.012},
+		{"snowflaked_ntp_rtt_seconds", nil, 0.003},
+		{"snowflaked_ntp_last_answer_age_seconds", nil, 30},
+		{"snowflaked_ntp_rounds_total", nil, 5},
+		{"snowflaked_ntp_unreachable_rounds_total", nil, 1},
+		{"snowflaked_ntp_offset_failures_total", nil, 2},
+		{"snowflaked_ntp_server_errors_total", nil, 3},
+		{"snowflaked_peer_offset_seconds", nil, 0.004},
+		{"snowflaked_peer_offset_seconds", []string{"peer", "10.0.0.1:8080", "worker_id", "1"}, 0.002},
+		{"snowflaked_peer_offset_seconds", []string{"peer", "10.0.0.2:8080", "worker_id", "2"}, 0.006},
+		{"snowflaked_peer_rtt_seconds", []string{"peer", "10.0.0.2:8080", "worker_id", "2"}, 0.002},
+		{"snowflaked_peers", []string{"status", "reachable"}, 2},
+		{"snowflaked_peers", []string{"status", "unreachable"}, 1},
+		{"snowflaked_peer_rounds_total", nil, 6},
+		{"snowflaked_peer_offset_failures_total", nil, 1},
+		{"snowflaked_peer_unreachable_total", nil, 2},
+		{"snowflaked_peer_source_errors_total", nil, 1},
+		{"snowflaked_zk_connected", nil, 1},
+		{"snowflaked_zk_lease_held", nil, 1},
+		{"snowflaked_zk_alive", nil, 1},
+		{"snowflaked_zk_from_cache", nil, 0},
+		{"snowflaked_zk_reports_total", nil, 9},
+		{"snowflaked_zk_report_failures_total", nil, 2},
+		{"snowflaked_last_report_age_seconds", nil, 1.5},
+	}
+	for _, tc := range tests {
+		got := mustFind(t, ex, tc.name, tc.labels...)
+		if math.Abs(got-tc.want) > 1e-9*math.Max(1, math.Abs(tc.want)) {
+			t.Errorf("%s%q = %v, want %v", tc.name, tc.labels, got, tc.want)
+		}
+	}
+	// The unreachable peer has no offset series.
+	if _, ok := ex.find("snowflaked_peer_offset_seconds", "peer", "10.0.0.3:8080", "worker_id", "3"); ok {
+		t.Error("an unreachable peer has an offset series")
+	}
+	// Every request counter exists from the start: 9 endpoints × 6 classes.
+	if n := len(ex.samplesOf("snowflaked_requests_total")); n != len(server.Endpoints)*len(statusClasses) {
+		t.Errorf("%d request series, want %d", n, len(server.Endpoints)*len(statusClasses))
+	}
+	// The families read at scrape time carry HELP and TYPE.
+	for _, name := range []string{"snowflaked_state", "snowflaked_clock_rollbacks_total", "snowflaked_peer_offset_seconds"} {
+		if ex.types[name] == "" || ex.helps[name] == "" {
+			t.Errorf("%s: TYPE %q, HELP %q; want both", name, ex.types[name], ex.helps[name])
+		}
+	}
+}
+
+// TestScrape_OptionalSources: a nil source leaves its families out (e.g.
+// standalone mode has no ZooKeeper figures), and never breaks the scrape.
+func TestScrape_OptionalSources(t *testing.T) {
+	tests := []struct {
+		name   string
+		drop   func(*Config)
+		absent []string
+	}{
+		{"no zookeeper", func(c *Config) { c.ZK = nil }, []string{"snowflaked_zk_connected", "snowflaked_zk_report_failures_total", "snowflaked_last_report_age_seconds"}},
+		{"no ntp", func(c *Config) { c.NTP = nil }, []string{"snowflaked_ntp_enabled", "snowflaked_ntp_offset_seconds"}},
+		{"no peers", func(c *Config) { c.Peers = nil }, []string{"snowflaked_peer_offset_seconds", "snowflaked_peer_rounds_total"}},
+		{"no watcher", func(c *Config) { c.Watcher = nil }, []string{"snowflaked_watcher_steps_total"}},
+		{"no fence", func(c *Config) { c.Fence = nil }, []string{"snowflaked_fence_headroom_seconds"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.drop)
+			f.src.ntp = clockguard.NTPSnapshot{Enabled: true, Last: &clockguard.NTPResult{Offset: time.Millisecond}}
+			f.src.peers = clockguard.PeerSnapshot{Reachable: 1, CheckedAt: testNow, Peers: []clockguard.PeerResult{{WorkerID: 1, Addr: "a:1"}}}
+			f.src.zk = coordinator.Status{LastReportAgeMs: 10}
+			ex := scrape(t, f.m)
+			for _, name := range tc.absent {
+				if n := len(ex.samplesOf(name)); n != 0 {
+					t.Errorf("%s: %d series, want none", name, n)
+				}
+			}
+			mustFind(t, ex, "snowflaked_worker_id")
+			mustFind(t, ex, "snowflaked_state", "state", "starting")
+		})
+	}
+}
+
+// TestScrape_NotYetKnown: figures that do not exist yet are absent rather
+// than a misleading zero.
+func TestScrape_NotYetKnown(t *testing.T) {
+	f := newFixture(t, nil)
+	f.fence = 0
+	f.src.ntp = clockguard.NTPSnapshot{Enabled: true} // no answer yet
+	f.src.zk = coordinator.Status{LastReportAgeMs: -1}
+	ex := scrape(t, f.m)
+	for _, name := range []string{"snowflaked_ntp_offset_seconds", "snowflaked_ntp_rtt_seconds", "snowflaked_last_report_age_seconds",
+		"snowflaked_fence_headroom_seconds", "snowflaked_peers"} {
+		if n := len(ex.samplesOf(name)); n != 0 {
+			t.Errorf("%s: %d series before it is known, want none", name, n)
+		}
+	}
+	// Disabled NTP: only the enabled gauge, at 0.
+	f.src.ntp = clockguard.NTPSnapshot{}
+	ex = scrape(t, f.m)
+	if v := mustFind(t, ex, "snowflaked_ntp_enabled"); v != 0 {
+		t.Errorf("snowflaked_ntp_enabled = %v, want 0", v)
+	}
+	if n := len(ex.samplesOf("snowflaked_ntp_rounds_total")); n != 0 {
+		t.Errorf("disabled NTP exports %d round series", n)
+	}
+}
+
+// TestScrape_HostilePeerAddress: label values are escaped, so an address
+// from ZooKeeper cannot break the format or forge a series.
+func TestScrape_HostilePeerAddress(t *testing.T) {
+	f := newFixture(t, nil)
+	evil := "x\"} 1\nsnowflaked_worker_id 999\n\\{"
+	f.src.peers = clockguard.PeerSnapshot{Reachable: 1, CheckedAt: testNow, Median: time.Millisecond,
+		Peers: []clockguard.PeerResult{{WorkerID: 5, Addr: evil, Offset: time.Millisecond}}}
+	ex := scrape(t, f.m)
+	if v := mustFind(t, ex, "snowflaked_peer_offset_seconds", "peer", evil, "worker_id", "5"); v != 0.001 {
+		t.Errorf("offset of the hostile peer = %v, want 0.001", v)
+	}
+	if got := ex.samplesOf("snowflaked_worker_id"); len(got) != 1 || got[0].value != 42 {
+		t.Errorf("snowflaked_worker_id series = %+v, want one at 42", got)
+	}
+}
+
+// TestScrape_Transitions: state and transition counters follow a real
+// guard through a node's life.
+func TestScrape_Transitions(t *testing.T) {
+	f := newFixture(t, nil)
+	check := f.guard.Check(clockguard.ReasonNTPOffset)
+	steps := []struct {
+		name        string
+		do          func()
+		state       string
+		transitions map[string]float64
+	}{
+		{"starting", func() {}, "starting", map[string]float64{"none": 0, "ntp_offset": 0}},
+		{"enter service", check.Pass, "in_service", map[string]float64{"none": 1, "ntp_offset": 0}},
+		{"ntp fails", func() { check.Fail("offset 2s") }, "out_of_service", map[string]float64{"none": 1, "ntp_offset": 1}},
+		{"figures change only", func() { check.Fail("offset 3s") }, "out_of_service", map[string]float64{"none": 1, "ntp_offset": 1}},
+		{"back in service", check.Pass, "in_service", map[string]float64{"none": 2, "ntp_offset": 1}},
+		{"stop", f.guard.Stop, "stopping", map[string]float64{"none": 2, "ntp_offset": 1, "stopping": 1}},
+	}
+	for _, st := range steps {
+		f.clk.Advance(time.Second)
+		st.do()
+		ex := scrape(t, f.m)
+		for _, s := range clockguard.States {
+			want := 0.0
+			if s.String() == st.state {
+				want = 1
+			}
+			if got := mustFind(t, ex, "snowflaked_state", "state", s.String()); got != want {
+				t.Errorf("%s: snowflaked_state{state=%q} = %v, want %v", st.name, s, got, want)
+			}
+		}
+		for reason, want := range st.transitions {
+			if got := mustFind(t, ex, "snowflaked_transitions_total", "reason", reason); got != want {
+				t.Errorf("%s: snowflaked_transitions_total{reason=%q} = %v, want %v", st.name, reason, got, want)
+			}
+		}
+	}
+}
+
+// TestObserveRollback: reports of one rollback count once, in the class of
+// the first report's size; separate rollbacks count separately.
+func TestObserveRollback(t *testing.T) {
+	type report struct {
+		after  time.Duration // clock advance before the report
+		behind time.Duration
+	}
+	tests := []struct {
+		name    string
+		reports []report
+		want    [4]float64 // le_5ms, le_100ms, le_1s, gt_1s
+	}{
+		{"nothing", nil, [4]float64{}},
+		{"zero and negative are ignored", []report{{0, 0}, {0, -time.Second}}, [4]float64{}},
+		{"class bounds", []report{
+			{0, 5 * time.Millisecond}, {10 * time.Second, 5*time.Millisecond + 1},
+			{10 * time.Second, 100 * time.Millisecond}, {10 * time.Second, 100*time.Millisecond + 1},
+			{10 * time.Second, time.Second}, {10 * time.Second, time.Second + 1},
+		}, [4]float64{1, 2, 2, 1}},
+		{"every refused request of one rollback counts once", func() []report {
+			// Clock 2s back; requests every 10ms for 1.5s see it shrink.
+			rs := []report{{0, 2 * time.Second}}
+			for i := 1; i <= 150; i++ {
+				rs = append(rs, report{10 * time.Millisecond, 2*time.Second - time.Duration(i)*10*time.Millisecond})
+			}
+			return rs
+		}(), [4]float64{0, 0, 0, 1}},
+		{"watcher then generator", []report{{0, 50 * time.Millisecond}, {20 * time.Millisecond, 30 * time.Millisecond}}, [4]float64{0, 1, 0, 0}},
+		{"generator then watcher a little later", []report{{0, 40 * time.Millisecond}, {0, 60 * time.Millisecond}}, [4]float64{0, 1, 0, 0}},
+		{"two rollbacks seconds apart", []report{{0, 300 * time.Millisecond}, {5 * time.Second, 10 * time.Millisecond}}, [4]float64{0, 1, 1, 0}},
+		{"a slightly deeper report of the same step", []report{{0, 2 * time.Second}, {100 * time.Millisecond, 2500 * time.Millisecond}}, [4]float64{0, 0, 0, 1}},
+		{"a second step back during a rollback counts again", []report{{0, 2 * time.Second}, {100 * time.Millisecond, 3500 * time.Millisecond}}, [4]float64{0, 0, 0, 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			for _, r := range tc.reports {
+				f.clk.Advance(r.after)
+				f.m.ObserveRollback(r.behind)
+			}
+			ex := scrape(t, f.m)
+			for i, size := range RollbackSizes {
+				if got := mustFind(t, ex, "snowflaked_clock_rollbacks_total", "size", size); got != tc.want[i] {
+					t.Errorf("size %s: %v, want %v", size, got, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestObserveRollback_NilMetrics: the node may wire the call before the
+// metrics exist.
+func TestObserveRollback_NilMetrics(t *testing.T) {
+	var m *Metrics
+	m.ObserveRollback(time.Second) // must not panic
+}
+
+// TestRollbackWaitsClass: the generator's within-tolerance waits count in
+// the class holding the tolerance.
+func TestRollbackWaitsClass(t *testing.T) {
+	tests := []struct {
+		tolerance time.Duration
+		class     string
+	}{
+		{0, SizeLE5ms},
+		{5 * time.Millisecond, SizeLE5ms},
+		{50 * time.Millisecond, SizeLE100ms},
+		{time.Second, SizeLE1s},
+		{2 * time.Second, SizeGT1s},
+	}
+	for _, tc := range tests {
+		t.Run(tc.tolerance.String(), func(t *testing.T) {
+			f := newFixture(t, func(c *Config) { c.RollbackTolerance = tc.tolerance })
+			f.gen.setStats(snowflake.Stats{RollbackWaits: 3})
+			f.m.ObserveRollback(10 * time.Second)
+			ex := scrape(t, f.m)
+			for _, size := range RollbackSizes {
+				want := 0.0
+				if size == tc.class {
+					want += 3
+				}
+				if size == SizeGT1s {
+					want++
+				}
+				if got := mustFind(t, ex, "snowflaked_clock_rollbacks_total", "size", size); got != want {
+					t.Errorf("size %s: %v, want %v", size, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestRealGenerator: the scrape reads a real generator's counters after it
+// waited out a small rollback and ran out of a tick's sequence.
+func TestRealGenerator(t *testing.T) {
+	clk := clocktest.NewFake(testNow)
+	clk.SetAutoStep(20 * time.Microsecond) // waiting loops see time pass
+	gen, err := snowflake.NewGenerator(snowflake.Config{Layout: snowflake.DefaultLayout(), WorkerID: 3, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{Sources: Sources{Generator: gen, Guard: clockguard.New(nopLog, nil), Clock: clk}, RollbackTolerance: snowflake.DefaultRollbackTolerance})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two full ticks (4096 IDs each): the second needs a sequence wait, and
+	// the last tick is used up, so a clock behind it must be waited out.
+	if _, err := gen.NextN(2 * 4096); err != nil {
+		t.Fatal(err)
+	}
+	clk.StepWall(-2 * time.Millisecond) // within tolerance
+	if _, err := gen.Next(); err != nil {
+		t.Fatal(err)
+	}
+	st := gen.Stats()
+	if st.RollbackWaits < 1 {
+		t.Fatalf("generator stats %+v: no rollback wait, the test did not exercise it", st)
+	}
+	ex := scrape(t, m)
+	if got := mustFind(t, ex, "snowflaked_clock_rollbacks_total", "size", SizeLE5ms); got != float64(st.RollbackWaits) {
+		t.Errorf("le_5ms = %v, want the generator's %d waits", got, st.RollbackWaits)
+	}
+	if got := mustFind(t, ex, "snowflaked_sequence_exhausted_waits_total"); got != float64(st.SequenceWaits) || got < 1 {
+		t.Errorf("sequence waits = %v, want the generator's %d (at least 1)", got, st.SequenceWaits)
+	}
+	if got := mustFind(t, ex, "snowflaked_clock_wait_seconds_total"); got <= 0 {
+		t.Errorf("clock wait seconds = %v, want > 0", got)
+	}
+	if got := mustFind(t, ex, "snowflaked_worker_id"); got != 3 {
+		t.Errorf("worker id = %v, want 3", got)
+	}
+}
+
+// TestRequestClasses: endpoints and status codes map to their fixed series;
+// anything unexpected lands in "other" instead of being dropped.
+func TestRequestClasses(t *testing.T) {
+	tests := []struct {
+		endpoint string
+		status   int
+		wantEP   string
+		wantCode string
+	}{
+		{server.EndpointID, 200, "id", "2xx"},
+		{server.EndpointIDs, 400, "ids", "4xx"},
+		{server.EndpointDecode, 404, "decode", "4xx"},
+		{server.EndpointLeaf, 503, "leaf", "5xx"},
+		{server.EndpointHealthz, 204, "healthz", "2xx"},
+		{server.EndpointReadyz, 503, "readyz", "5xx"},
+		{server.EndpointTime, 301, "time", "3xx"},
+		{server.EndpointClock, 100, "clock", "1xx"},
+		{server.EndpointOther, 405, "other", "4xx"},
+		{"not-an-endpoint", 200, "other", "2xx"},
+		{server.EndpointID, 0, "id", "other"},
+		{server.EndpointID, 600, "id", "other"},
+		{server.EndpointID, 99, "id", "other"},
+		{server.EndpointID, 599, "id", "5xx"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.endpoint+"/"+time.Duration(tc.status).String(), func(t *testing.T) {
+			f := newFixture(t, nil)
+			f.m.Request(tc.endpoint, tc.status)
+			f.m.Request(tc.endpoint, tc.status)
+			ex := scrape(t, f.m)
+			total := 0.0
+			for _, s := range ex.samplesOf("snowflaked_requests_total") {
+				total += s.value
+			}
+			if got := mustFind(t, ex, "snowflaked_requests_total", "endpoint", tc.wantEP, "code", tc.wantCode); got != 2 || total != 2 {
+				t.Errorf("{%s,%s} = %v, total %v; want 2 and 2", tc.wantEP, tc.wantCode, got, total)
+			}
+		})
+	}
+}
+
+func TestIssuedIDs_IgnoresNonPositive(t *testing.T) {
+	f := newFixture(t, nil)
+	f.m.IssuedIDs(0)
+	f.m.IssuedIDs(-5)
+	f.m.IssuedIDs(3)
+	if got := mustFind(t, scrape(t, f.m), "snowflaked_ids_issued_total"); got != 3 {
+		t.Errorf("ids issued = %v, want 3", got)
+	}
+}
+
+func TestHandler_Methods(t *testing.T) {
+	f := newFixture(t, nil)
+	tests := []struct {
+		method   string
+		status   int
+		wantBody string
+	}{
+		{fasthttp.MethodGet, 200, "snowflaked_worker_id 42\n"},
+		{fasthttp.MethodHead, 200, ""},
+		{fasthttp.MethodPost, 405, `"method_not_allowed"`},
+		{fasthttp.MethodDelete, 405, `"method_not_allowed"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method, func(t *testing.T) {
+			ctx := &fasthttp.RequestCtx{}
+			ctx.Request.Header.SetMethod(tc.method)
+			ctx.Request.SetRequestURI("/metrics")
+			f.m.Handler()(ctx)
+			if sc := ctx.Response.StatusCode(); sc != tc.status {
+				t.Fatalf("status %d, want %d", sc, tc.status)
+			}
+			if !strings.Contains(string(ctx.Response.Body()), tc.wantBody) {
+				t.Errorf("body %.200q does not contain %q", ctx.Response.Body(), tc.wantBody)
+			}
+			if tc.status == 405 && string(ctx.Response.Header.Peek("Allow")) != "GET, HEAD" {
+				t.Errorf("405 without Allow: GET, HEAD")
+			}
+		})
+	}
+}
+
+func TestProcessMetrics(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		f := newFixture(t, func(c *Config) { c.ProcessMetrics = on })
+		ex := scrape(t, f.m)
+		_, got := ex.find("go_goroutines")
+		if got != on {
+			t.Errorf("ProcessMetrics %v: go_goroutines present = %v", on, got)
+		}
+	}
+}
+
+// TestServer_Loopback: the metrics observe a real server on 127.0.0.1 and
+// are scraped through it.
+func TestServer_Loopback(t *testing.T) {
+	clk := clock.NewSystem()
+	gen, err := snowflake.NewGenerator(snowflake.Config{Layout: snowflake.DefaultLayout(), WorkerID: 9, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := clockguard.New(nopLog, nil)
+	check := guard.Check(clockguard.ReasonNTPOffset)
+	check.Pass()
+	m, err := New(Config{Sources: Sources{Generator: gen, Guard: guard, Clock: clk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{IDs: gen, Guard: guard, Clock: clk, Log: nopLog, Observer: m,
+		Routes: map[string]fasthttp.RequestHandler{"/metrics": m.Handler()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Shutdown(t.Context())
+		<-done
+	})
+	base := "http://" + ln.Addr().String()
+	client := &fasthttp.Client{}
+	get := func(method, path string) (int, string) {
+		t.Helper()
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI(base + path)
+		req.Header.SetMethod(method)
+		if err := client.DoTimeout(req, resp, 5*time.Second); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return resp.StatusCode(), string(resp.Body())
+	}
+	for range 3 {
+		if sc, _ := get("GET", "/id"); sc != 200 {
+			t.Fatalf("GET /id: %d", sc)
+		}
+	}
+	if sc, _ := get("GET", "/ids?count=5"); sc != 200 {
+		t.Fatalf("GET /ids: %d", sc)
+	}
+	get("GET", "/nope")
+	get("POST", "/id")
+	check.Fail("test") // out of service: /id answers 503
+	if sc, _ := get("GET", "/id"); sc != 503 {
+		t.Fatalf("GET /id out of service: %d", sc)
+	}
+
+	sc, body := get("GET", "/metrics")
+	if sc != 200 {
+		t.Fatalf("GET /metrics: %d %s", sc, body)
+	}
+	ex, err := parseExposition(body)
+	if err != nil {
+		t.Fatalf("parse: %v\n%s", err, body)
+	}
+	tests := []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"snowflaked_ids_issued_total", nil, 8},
+		{"snowflaked_requests_total", []string{"endpoint", "id", "code", "2xx"}, 3},
+		{"snowflaked_requests_total", []string{"endpoint", "ids", "code", "2xx"}, 1},
+		{"snowflaked_requests_total", []string{"endpoint", "other", "code", "4xx"}, 1},
+		{"snowflaked_requests_total", []string{"endpoint", "id", "code", "4xx"}, 1},
+		{"snowflaked_requests_total", []string{"endpoint", "id", "code", "5xx"}, 1},
+		{"snowflaked_state", []string{"state", "out_of_service"}, 1},
+		{"snowflaked_transitions_total", []string{"reason", "ntp_offset"}, 1},
+		{"snowflaked_worker_id", nil, 9},
+	}
+	for _, tc := range tests {
+		if got := mustFind(t, ex, tc.name, tc.labels...); got != tc.want {
+			t.Errorf("%s%q = %v, want %v", tc.name, tc.labels, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,275 @@
+package metrics
+
+import (
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"snowflaked/clockguard"
+)
+
+// maxPeerSeries bounds the per-peer series of one scrape.
+const maxPeerSeries = 256
+
+// knownReasons are the transition reasons exported at zero before they first
+// happen, so that rate() works from the start. "none" is entering service.
+var knownReasons = []clockguard.Reason{
+	clockguard.ReasonNone, clockguard.ReasonStarting, clockguard.ReasonStopping,
+	clockguard.ReasonClockBehindFence, clockguard.ReasonClockRollback,
+	clockguard.ReasonNTPOffset, clockguard.ReasonNTPUnreachable, clockguard.ReasonPeerOffset,
+	clockguard.ReasonLeaseLost, clockguard.ReasonZKSilence, clockguard.ReasonFencePersist,
+	clockguard.ReasonFenceReached,
+}
+
+// reasonLabel is the label value of a reason: "none" for ReasonNone.
+func reasonLabel(r clockguard.Reason) string {
+	if r == clockguard.ReasonNone {
+		return "none"
+	}
+	return string(r)
+}
+
+// family is one metric family: its name, type and help text.
+type family struct{ name, typ, help string }
+
+// The families read at scrape time.
+var (
+	fWorkerID  = family{"snowflaked_worker_id", "gauge", "Worker ID this node issues IDs with."}
+	fYearsLeft = family{"snowflaked_time_field_years_left", "gauge", "Years until the layout's timestamp field runs out (IDs fail after that)."}
+	fSeqWaits  = family{"snowflaked_sequence_exhausted_waits_total", "counter", "Times a tick's sequence ran out and the generator waited for the next tick."}
+	fWaitSecs  = family{"snowflaked_clock_wait_seconds_total", "counter", "Time the generator spent waiting on the clock (sequence exhausted or clock behind within tolerance)."}
+	fRefusals  = family{"snowflaked_generator_refusals_total", "counter", "Requests the generator refused: cause=rollback (clock behind beyond tolerance), cause=fence (time fence reached)."}
+	fRollbacks = family{"snowflaked_clock_rollbacks_total", "counter", "Clock rollbacks by size class (each counted in one class): reported rollbacks beyond tolerance, merged per event, plus the generator's within-tolerance waits in the class of the tolerance."}
+	fState     = family{"snowflaked_state", "gauge", "1 for the node's current service state, 0 for the others."}
+	fStateAge  = family{"snowflaked_state_age_seconds", "gauge", "Seconds since the service state or its reason last changed."}
+	fTrans     = family{"snowflaked_transitions_total", "counter", "Service state transitions by the reason of the new state (none: entered service)."}
+	fHeadroom  = family{"snowflaked_fence_headroom_seconds", "gauge", "Persisted time fence minus now: how long IDs can be issued without another fence write."}
+	fWSteps    = family{"snowflaked_watcher_steps_total", "counter", "Wall-clock steps the wall/monotonic watcher saw, backward beyond tolerance or forward beyond its threshold."}
+	fWLargest  = family{"snowflaked_watcher_largest_step_seconds", "gauge", "Largest wall-clock step the watcher saw, by direction."}
+	fWChecks   = family{"snowflaked_watcher_checks_total", "counter", "Wall/monotonic comparisons the watcher made."}
+	fNTPOn     = family{"snowflaked_ntp_enabled", "gauge", "1 when the NTP check is configured."}
+	fNTPOffset = family{"snowflaked_ntp_offset_seconds", "gauge", "Last usable NTP answer: server time minus this node's clock."}
+	fNTPRTT    = family{"snowflaked_ntp_rtt_seconds", "gauge", "Round-trip time of the last usable NTP answer."}
+	fNTPAge    = family{"snowflaked_ntp_last_answer_age_seconds", "gauge", "Seconds since the last usable NTP answer."}
+	fNTPRounds = family{"snowflaked_ntp_rounds_total", "counter", "NTP check rounds."}
+	fNTPUnreac = family{"snowflaked_ntp_unreachable_rounds_total", "counter", "NTP rounds in which no server gave a usable answer."}
+	fNTPFail   = family{"snowflaked_ntp_offset_failures_total", "counter", "NTP rounds whose offset was beyond --ntp-max-offset."}
+	fNTPErrs   = family{"snowflaked_ntp_server_errors_total", "counter", "Failed NTP queries, including ones another server made up for."}
+	fPeerOff   = family{"snowflaked_peer_offset_seconds", "gauge", "Peer clock minus this node's clock, RTT-corrected: the median (no labels) and per reachable peer."}
+	fPeerRTT   = family{"snowflaked_peer_rtt_seconds", "gauge", "Round-trip time of the last /time request to each reachable peer."}
+	fPeers     = family{"snowflaked_peers", "gauge", "Peers in the last peer check round, by status."}
+	fPeerRnds  = family{"snowflaked_peer_rounds_total", "counter", "Peer clock check rounds."}
+	fPeerFail  = family{"snowflaked_peer_offset_failures_total", "counter", "Peer rounds whose median offset was beyond --peer-max-offset."}
+	fPeerUnr   = family{"snowflaked_peer_unreachable_total", "counter", "Failed /time requests to peers."}
+	fPeerSrc   = family{"snowflaked_peer_source_errors_total", "counter", "Peer rounds that got no peer list."}
+	fZKConn    = family{"snowflaked_zk_connected", "gauge", "1 while the ZooKeeper session is established."}
+	fZKLease   = family{"snowflaked_zk_lease_held", "gauge", "1 while this node holds its worker ID's lease."}
+	fZKAlive   = family{"snowflaked_zk_alive", "gauge", "1 while this node's alive znode exists (in service for clients)."}
+	fZKCache   = family{"snowflaked_zk_from_cache", "gauge", "1 while serving a cached worker ID ZooKeeper has not confirmed yet."}
+	fZKReports = family{"snowflaked_zk_reports_total", "counter", "Reports (last_ts and fence) that reached ZooKeeper."}
+	fZKRepFail = family{"snowflaked_zk_report_failures_total", "counter", "Reports that failed to reach ZooKeeper."}
+	fRepAge    = family{"snowflaked_last_report_age_seconds", "gauge", "Seconds since the last report reached ZooKeeper (absent before the first)."}
+)
+
+// expo builds exposition text; each family's samples must be added together.
+type expo struct {
+	b    []byte
+	last string // family whose header was written last
+}
+
+// add writes one sample of f, with label name/value pairs, writing f's
+// HELP and TYPE lines first if f is new.
+func (e *expo) add(f family, v float64, labels ...string) {
+	if e.last != f.name {
+		e.b = append(e.b, "# HELP "...)
+		e.b = append(e.b, f.name...)
+		e.b = append(e.b, ' ')
+		e.b = append(e.b, f.help...)
+		e.b = append(e.b, "\n# TYPE "...)
+		e.b = append(e.b, f.name...)
+		e.b = append(e.b, ' ')
+		e.b = append(e.b, f.typ...)
+		e.b = append(e.b, '\n')
+		e.last = f.name
+	}
+	e.b = append(e.b, f.name...)
+	for i := 0; i+1 < len(labels); i += 2 {
+		if i == 0 {
+			e.b = append(e.b, '{')
+		} else {
+			e.b = append(e.b, ',')
+		}
+		e.b = append(e.b, labels[i]...)
+		e.b = append(e.b, `="`...)
+		e.b = appendLabelValue(e.b, labels[i+1])
+		e.b = append(e.b, '"')
+	}
+	if len(labels) >= 2 {
+		e.b = append(e.b, '}')
+	}
+	e.b = append(e.b, ' ')
+	e.b = strconv.AppendFloat(e.b, v, 'g', -1, 64)
+	e.b = append(e.b, '\n')
+}
+
+// appendLabelValue escapes a label value as the text format wants:
+// backslash, double quote and line feed.
+func appendLabelValue(b []byte, v string) []byte {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\\':
+			b = append(b, `\\`...)
+		case '"':
+			b = append(b, `\"`...)
+		case '\n':
+			b = append(b, `\n`...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func secs(d time.Duration) float64 { return d.Seconds() }
+
+// secondsPerYear is the length of a Julian year.
+const secondsPerYear = 365.25 * 24 * 3600
+
+// writeSources reads every source once and writes its families to w.
+func (m *Metrics) writeSources(w io.Writer) {
+	e := &expo{b: make([]byte, 0, 8<<10)}
+	nowNs := m.src.Clock.WallNanos()
+	now := time.Unix(0, nowNs)
+	m.writeGenerator(e, nowNs)
+	m.writeGuard(e, now)
+	if m.src.Fence != nil {
+		if f := m.src.Fence(); f > 0 {
+			e.add(fHeadroom, float64(f*int64(time.Millisecond)-nowNs)/1e9)
+		}
+	}
+	if m.src.Watcher != nil {
+		writeWatcher(e, m.src.Watcher.Stats())
+	}
+	if m.src.NTP != nil {
+		writeNTP(e, m.src.NTP.Snapshot(), now)
+	}
+	if m.src.Peers != nil {
+		writePeers(e, m.src.Peers.Snapshot())
+	}
+	if m.src.ZK != nil {
+		writeZK(e, m.src.ZK)
+	}
+	_, _ = w.Write(e.b)
+}
+
+func (m *Metrics) writeGenerator(e *expo, nowNs int64) {
+	g := m.src.Generator
+	st := g.Stats()
+	e.add(fWorkerID, float64(g.WorkerID()))
+	end := g.Layout().End()
+	e.add(fYearsLeft, (float64(end.Unix())-float64(nowNs)/1e9)/secondsPerYear)
+	e.add(fSeqWaits, float64(st.SequenceWaits))
+	e.add(fWaitSecs, secs(st.Waited))
+	e.add(fRefusals, float64(st.Rollbacks), "cause", "rollback")
+	e.add(fRefusals, float64(st.FenceHits), "cause", "fence")
+	for i, size := range RollbackSizes {
+		n := m.rollbacks[i].Load()
+		if i == m.tolerance && st.RollbackWaits > 0 {
+			n += uint64(st.RollbackWaits)
+		}
+		e.add(fRollbacks, float64(n), "size", size)
+	}
+}
+
+func (m *Metrics) writeGuard(e *expo, now time.Time) {
+	status := m.src.Guard.Status()
+	for _, s := range clockguard.States {
+		e.add(fState, b2f(s == status.State), "state", s.String())
+	}
+	if !status.Since.IsZero() {
+		e.add(fStateAge, max(now.Sub(status.Since).Seconds(), 0))
+	}
+	counts := m.src.Guard.Transitions()
+	reasons := slices.Clone(knownReasons)
+	for r := range counts {
+		if !slices.Contains(reasons, r) {
+			reasons = append(reasons, r)
+		}
+	}
+	slices.SortFunc(reasons, func(a, b clockguard.Reason) int { return strings.Compare(reasonLabel(a), reasonLabel(b)) })
+	for _, r := range reasons {
+		e.add(fTrans, float64(counts[r]), "reason", reasonLabel(r))
+	}
+}
+
+func writeWatcher(e *expo, st clockguard.WatcherStats) {
+	e.add(fWSteps, float64(st.BackwardSteps), "direction", "backward")
+	e.add(fWSteps, float64(st.ForwardSteps), "direction", "forward")
+	e.add(fWLargest, secs(st.LargestBackward), "direction", "backward")
+	e.add(fWLargest, secs(st.LargestForward), "direction", "forward")
+	e.add(fWChecks, float64(st.Checks))
+}
+
+func writeNTP(e *expo, s clockguard.NTPSnapshot, now time.Time) {
+	e.add(fNTPOn, b2f(s.Enabled))
+	if !s.Enabled {
+		return
+	}
+	if s.Last != nil {
+		e.add(fNTPOffset, secs(s.Last.Offset))
+		e.add(fNTPRTT, secs(s.Last.RTT))
+		e.add(fNTPAge, max(now.Sub(s.Last.CheckedAt).Seconds(), 0))
+	}
+	e.add(fNTPRounds, float64(s.Rounds))
+	e.add(fNTPUnreac, float64(s.UnreachableRounds))
+	e.add(fNTPFail, float64(s.OffsetFailures))
+	e.add(fNTPErrs, float64(s.ServerErrors))
+}
+
+func writePeers(e *expo, s clockguard.PeerSnapshot) {
+	reachable := make([]clockguard.PeerResult, 0, len(s.Peers))
+	for _, p := range s.Peers {
+		if p.Reachable() && len(reachable) < maxPeerSeries {
+			reachable = append(reachable, p)
+		}
+	}
+	if s.Reachable > 0 {
+		e.add(fPeerOff, secs(s.Median))
+	}
+	for _, p := range reachable {
+		e.add(fPeerOff, secs(p.Offset), "peer", p.Addr, "worker_id", strconv.FormatInt(p.WorkerID, 10))
+	}
+	for _, p := range reachable {
+		e.add(fPeerRTT, secs(p.RTT), "peer", p.Addr, "worker_id", strconv.FormatInt(p.WorkerID, 10))
+	}
+	if !s.CheckedAt.IsZero() {
+		e.add(fPeers, float64(s.Reachable), "status", "reachable")
+		e.add(fPeers, float64(s.Unreachable), "status", "unreachable")
+	}
+	e.add(fPeerRnds, float64(s.Rounds))
+	e.add(fPeerFail, float64(s.OffsetFailures))
+	e.add(fPeerUnr, float64(s.UnreachablePeers))
+	e.add(fPeerSrc, float64(s.SourceErrors))
+}
+
+func writeZK(e *expo, src ZKSource) {
+	st := src.Status()
+	e.add(fZKConn, b2f(st.Connected))
+	e.add(fZKLease, b2f(st.LeaseHeld))
+	e.add(fZKAlive, b2f(st.AlivePresent))
+	e.add(fZKCache, b2f(st.FromCache))
+	e.add(fZKReports, float64(st.Reports))
+	e.add(fZKRepFail, float64(st.ReportFailures))
+	if st.LastReportAgeMs >= 0 {
+		e.add(fRepAge, float64(st.LastReportAgeMs)/1e3)
+	}
+}
