@@ -139,6 +139,67 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 // Standalone reports whether the node runs without ZooKeeper.
 func (c Config) Standalone() bool { return c.ZK == "" }
 
+// ZKServers returns the addresses of --zk, split on commas and trimmed
+// (nil in standalone mode).
+func (c Config) ZKServers() []string { return splitList(c.ZK) }
+
+// NTPServers returns the servers of --ntp, split on commas and trimmed (nil
+// when the check is disabled).
+func (c Config) NTPServers() []string { return splitList(c.NTP) }
+
+func splitList(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
+}
+
+// concreteHost reports whether a host:port address names a host others can
+// reach: not empty and not a wildcard address (0.0.0.0, ::).
+func concreteHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return false
+	}
+	return true
+}
+
+// AdvertiseAddr returns the host:port this node is reached at: --advertise,
+// or else the host of --listen with the port actually listened on (so
+// --listen 127.0.0.1:0 advertises the port the kernel picked). A --listen
+// without a concrete host (":8080", "0.0.0.0:8080") cannot be advertised:
+// in ZooKeeper mode Validate requires --advertise then, and this returns an
+// error wrapping ErrInvalidConfig.
+func (c Config) AdvertiseAddr(listening net.Addr) (string, error) {
+	if c.Advertise != "" {
+		return c.Advertise, nil
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil || !concreteHost(c.Listen) {
+		return "", fmt.Errorf("%w: --advertise is not set and --listen %q has no concrete host to advertise", ErrInvalidConfig, c.Listen)
+	}
+	_, port, err := net.SplitHostPort(listening.String())
+	if err != nil {
+		return "", fmt.Errorf("listening address %q: %w", listening, err)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// NodeKeyFor returns --node-key, or the advertised address when it is unset.
+func (c Config) NodeKeyFor(advertise string) string {
+	if c.NodeKey != "" {
+		return c.NodeKey
+	}
+	return advertise
+}
+
 // ParseLayout returns the ID layout of --layout, --epoch and --time-unit,
 // validated against now.
 func (c Config) ParseLayout(now time.Time) (snowflake.Layout, error) {
@@ -160,8 +221,19 @@ func (c Config) Validate() error {
 		bad("--listen %q: want host:port or :port (%v)", c.Listen, err)
 	}
 	if c.Advertise != "" {
-		if host, port, err := net.SplitHostPort(c.Advertise); err != nil || host == "" || port == "" {
+		if host, port, err := net.SplitHostPort(c.Advertise); err != nil || host == "" || port == "" || port == "0" {
 			bad("--advertise %q: want host:port", c.Advertise)
+		}
+	}
+	if !c.Standalone() {
+		for _, s := range strings.Split(c.ZK, ",") {
+			if strings.TrimSpace(s) == "" {
+				bad("--zk %q: empty server address in the list", c.ZK)
+				break
+			}
+		}
+		if c.Advertise == "" && !concreteHost(c.Listen) {
+			bad("--advertise is required in ZooKeeper mode when --listen %q has no concrete host: peers and clients find the node at the advertised host:port (e.g. --advertise 10.0.0.5:8080)", c.Listen)
 		}
 	}
 	if c.Cluster == "" || strings.ContainsAny(c.Cluster, "/ ") {
@@ -190,6 +262,8 @@ func (c Config) Validate() error {
 		bad("--worker-id %d: want 0 or more (or -1 for unset)", c.WorkerID)
 	case c.WorkerID == -1 && c.Standalone():
 		bad("--worker-id is required without --zk (standalone mode)")
+	case c.WorkerID >= 0 && !c.Standalone():
+		bad("--worker-id %d: only for standalone mode; with --zk the worker ID is claimed in ZooKeeper", c.WorkerID)
 	case c.WorkerID >= 0 && layoutErr == nil && c.WorkerID > layout.MaxWorkerID():
 		bad("--worker-id %d: layout %s holds worker IDs 0..%d", c.WorkerID, layout, layout.MaxWorkerID())
 	}
@@ -212,13 +286,14 @@ func (c Config) Validate() error {
 		bad("--recycle-after %s: must be positive", c.RecycleAfter)
 	}
 	switch {
-	case c.MaxZKSilence <= c.ReportInterval:
-		bad("--max-zk-silence %s: must be longer than --report-interval %s", c.MaxZKSilence, c.ReportInterval)
+	case c.MaxZKSilence < 2*c.ReportInterval:
+		// One failed report must not take the node out of service.
+		bad("--max-zk-silence %s: must be at least twice --report-interval %s", c.MaxZKSilence, c.ReportInterval)
 	case c.MaxZKSilence*2 > c.RecycleAfter:
 		// A silent node must leave service long before others may recycle its worker ID.
 		bad("--max-zk-silence %s: must be well under --recycle-after %s (at most half)", c.MaxZKSilence, c.RecycleAfter)
 	}
-	if c.NTP != "" {
+	if strings.TrimSpace(c.NTP) != "" {
 		for _, s := range strings.Split(c.NTP, ",") {
 			if strings.TrimSpace(s) == "" {
 				bad("--ntp %q: empty server name in the list", c.NTP)

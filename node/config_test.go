@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ func TestValidate(t *testing.T) {
 		want   []string // substrings of the error; nil = valid
 	}{
 		{"standalone with worker id", func(c *Config) {}, nil},
-		{"zk without worker id", func(c *Config) { c.WorkerID = -1; c.ZK = "127.0.0.1:2181" }, nil},
+		{"zk without worker id", func(c *Config) { c.WorkerID = -1; c.ZK = "127.0.0.1:2181"; c.Listen = "127.0.0.1:8080" }, nil},
 		{"js53 largest worker", func(c *Config) { c.Layout = "js53"; c.WorkerID = 31 }, nil},
 		{"zero rollback tolerance", func(c *Config) { c.RollbackTolerance = 0 }, nil},
 		{"smallest fence-ahead", func(c *Config) { c.FenceAhead = 3 * time.Millisecond }, nil},
@@ -84,7 +85,14 @@ func TestValidate(t *testing.T) {
 		{"fence-ahead too small", func(c *Config) { c.FenceAhead = 2 * time.Millisecond }, []string{"--fence-ahead 2ms", "at least 3ms"}},
 		{"negative tolerance", func(c *Config) { c.RollbackTolerance = -time.Millisecond }, []string{"--rollback-tolerance"}},
 		{"silence not under recycle", func(c *Config) { c.MaxZKSilence = 20 * time.Hour }, []string{"--max-zk-silence 20h0m0s", "well under --recycle-after 24h0m0s"}},
-		{"silence under report interval", func(c *Config) { c.MaxZKSilence = time.Second }, []string{"longer than --report-interval"}},
+		{"silence under twice the report interval", func(c *Config) { c.MaxZKSilence = 5 * time.Second }, []string{"at least twice --report-interval 3s"}},
+		{"zk with concrete listen host", func(c *Config) { c.WorkerID = -1; c.ZK = "a:1,b:2"; c.Listen = "10.0.0.5:8080" }, nil},
+		{"worker id in zk mode", func(c *Config) { c.ZK = "a:1"; c.Advertise = "h:1" }, []string{"--worker-id 1: only for standalone mode"}},
+		{"zk with advertise", func(c *Config) { c.WorkerID = -1; c.ZK = "a:1"; c.Advertise = "h:8080" }, nil},
+		{"zk without advertisable host", func(c *Config) { c.WorkerID = -1; c.ZK = "a:1" }, []string{"--advertise is required in ZooKeeper mode", `--listen ":8080"`}},
+		{"zk with wildcard listen", func(c *Config) { c.WorkerID = -1; c.ZK = "a:1"; c.Listen = "0.0.0.0:8080" }, []string{"--advertise is required"}},
+		{"zk list with a hole", func(c *Config) { c.ZK = "a:1,,b:2"; c.Advertise = "h:1" }, []string{`--zk "a:1,,b:2"`}},
+		{"advertise port zero", func(c *Config) { c.Advertise = "h:0" }, []string{`--advertise "h:0"`}},
 		{"log format", func(c *Config) { c.LogFormat = "xml" }, []string{`--log-format "xml"`}},
 		{"log level", func(c *Config) { c.LogLevel = "loud" }, []string{`--log-level "loud"`}},
 		{"empty log level", func(c *Config) { c.LogLevel = "" }, []string{`--log-level ""`}},
@@ -120,5 +128,56 @@ func TestValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestAdvertiseAddrAndNodeKey(t *testing.T) {
+	listening := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40123}
+	tests := []struct {
+		name, listen, advertise, nodeKey string
+		wantAdv, wantKey                 string
+		wantErr                          string
+	}{
+		{name: "advertise given", listen: ":8080", advertise: "node-1.example:8080", wantAdv: "node-1.example:8080", wantKey: "node-1.example:8080"},
+		{name: "from listen host and real port", listen: "127.0.0.1:0", wantAdv: "127.0.0.1:40123", wantKey: "127.0.0.1:40123"},
+		{name: "hostname kept", listen: "myhost:0", wantAdv: "myhost:40123", wantKey: "myhost:40123"},
+		{name: "node key given", listen: "127.0.0.1:0", nodeKey: "pod-7", wantAdv: "127.0.0.1:40123", wantKey: "pod-7"},
+		{name: "no host", listen: ":8080", wantErr: "no concrete host"},
+		{name: "wildcard v4", listen: "0.0.0.0:8080", wantErr: "no concrete host"},
+		{name: "wildcard v6", listen: "[::]:8080", wantErr: "no concrete host"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.Listen, c.Advertise, c.NodeKey = tc.listen, tc.advertise, tc.nodeKey
+			adv, err := c.AdvertiseAddr(listening)
+			if tc.wantErr != "" {
+				if err == nil || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("AdvertiseAddr = %q, %v; want an ErrInvalidConfig with %q", adv, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || adv != tc.wantAdv {
+				t.Fatalf("AdvertiseAddr = %q, %v; want %q", adv, err, tc.wantAdv)
+			}
+			if key := c.NodeKeyFor(adv); key != tc.wantKey {
+				t.Errorf("NodeKeyFor = %q, want %q", key, tc.wantKey)
+			}
+		})
+	}
+}
+
+func TestServerLists(t *testing.T) {
+	c := DefaultConfig()
+	c.ZK, c.NTP = " a:1 , b:2,c", ""
+	if got := c.ZKServers(); strings.Join(got, "|") != "a:1|b:2|c" {
+		t.Errorf("ZKServers = %q", got)
+	}
+	if got := c.NTPServers(); got != nil {
+		t.Errorf("NTPServers of empty --ntp = %q, want nil", got)
+	}
+	c.ZK = ""
+	if got := c.ZKServers(); got != nil {
+		t.Errorf("ZKServers in standalone mode = %q", got)
 	}
 }

@@ -8,9 +8,6 @@ import (
 	"snowflaked/snowflake"
 )
 
-// ErrZKNotBuilt is returned for --zk until ZooKeeper mode is wired in.
-var ErrZKNotBuilt = errors.New("ZooKeeper mode is not built yet: run without --zk (standalone, with --worker-id)")
-
 // ErrCacheMismatch means the cache file belongs to another identity (worker
 // ID, layout, cluster or node key) than the flags ask for. It is wrapped
 // together with ErrInvalidConfig.
@@ -24,23 +21,10 @@ const StandaloneCluster = ""
 // worker ID, layout and fence, as the cache-file entry the fence keeper
 // keeps writing.
 type identity struct {
-	mode  string
-	entry cachefile.Entry // Fence: the fence at start (Unix ms, 0 for none)
-	from  string          // where the fence came from, for the log
-}
-
-// loadIdentity decides the node's identity. This is the one place where the
-// two modes differ at start.
-func loadIdentity(cfg Config, layout snowflake.Layout) (identity, error) {
-	if !cfg.Standalone() {
-		// ZOOKEEPER MODE HOOK: claim the worker ID and lease from the
-		// coordinator here (cache file first when it matches the cluster,
-		// node key and worker ID; else the fence in ZooKeeper, SPEC §3) and
-		// return identity{mode: ModeZooKeeper, ...}; its background loops
-		// (reports, lease, alive znode) join node.loops.
-		return identity{}, ErrZKNotBuilt
-	}
-	return standaloneIdentity(cfg, layout)
+	mode    string
+	entry   cachefile.Entry // Fence: the fence at start (Unix ms, 0 for none)
+	from    string          // where the fence came from, for the log
+	resumed bool            // ZooKeeper mode: serving the cached worker ID while ZooKeeper is unreachable
 }
 
 // standaloneIdentity takes worker ID and layout from the flags and the

@@ -55,7 +55,7 @@ func TestStandaloneIdentity(t *testing.T) {
 			}
 			cfg := DefaultConfig()
 			cfg.WorkerID, cfg.CacheFile = tc.worker, path
-			id, err := loadIdentity(cfg, tc.layout)
+			id, err := standaloneIdentity(cfg, tc.layout)
 			if tc.wantErr == nil {
 				if err != nil {
 					t.Fatalf("loadIdentity: %v", err)
@@ -77,13 +77,5 @@ func TestStandaloneIdentity(t *testing.T) {
 				t.Errorf("mismatch error = %v, want %v (%v)", got, tc.mismatch, err)
 			}
 		})
-	}
-}
-
-func TestZooKeeperModeNotBuilt(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.ZK = "127.0.0.1:2181"
-	if _, err := loadIdentity(cfg, snowflake.DefaultLayout()); !errors.Is(err, ErrZKNotBuilt) {
-		t.Fatalf("err = %v, want ErrZKNotBuilt", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"snowflaked/cachefile"
 	"snowflaked/clock"
 	"snowflaked/clockguard"
+	"snowflaked/coordinator"
 	"snowflaked/server"
 	"snowflaked/snowflake"
 )
@@ -31,7 +32,6 @@ type options struct {
 	clock    clock.Clock
 	listener net.Listener
 	routes   map[string]fasthttp.RequestHandler
-	reports  ReportSources
 }
 
 // WithClock makes the node read time from c instead of clock.NewSystem().
@@ -53,9 +53,6 @@ func WithRoutes(routes map[string]fasthttp.RequestHandler) Option {
 	}
 }
 
-// WithReportSources adds sections (NTP, peers, ZooKeeper) to GET /clock.
-func WithReportSources(s ReportSources) Option { return func(o *options) { o.reports = s } }
-
 // node is one running node; Run builds it step by step.
 type node struct {
 	cfg    Config
@@ -64,21 +61,30 @@ type node struct {
 	layout snowflake.Layout
 	routes map[string]fasthttp.RequestHandler
 
+	advertise string // ZooKeeper mode: host:port in the znodes
+	nodeKey   string // ZooKeeper mode
+	coord     *coordinator.Coordinator
+
 	ident    identity
 	gen      *snowflake.Generator
 	guard    *clockguard.Guard
 	rollback *clockguard.Rollback
 	keeper   *FenceKeeper
 	gate     *StartGate
+	watcher  *clockguard.Watcher
+	ntp      *clockguard.NTP
+	peers    *clockguard.Peers // nil in standalone mode
 	report   *reporter
 	srv      *server.Server
 	loops    []func(context.Context) // background work, stopped at shutdown
 }
 
 // Run runs a node until ctx ends, then stops it gracefully and returns nil.
-// Configuration problems (flags, or a cache file of another identity) are
-// errors wrapping ErrInvalidConfig, returned before anything is served.
-func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) error {
+// Configuration problems (flags, a cache file of another identity, a
+// cluster of another layout) are errors wrapping ErrInvalidConfig, returned
+// before anything is served. If ctx ends before the node serves (e.g. while
+// it waits for ZooKeeper), Run returns nil.
+func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (err error) {
 	o := options{}
 	for _, opt := range opts {
 		opt(&o)
@@ -95,17 +101,44 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) er
 	n := &node{cfg: cfg, log: log}
 	var chaosRoutes map[string]fasthttp.RequestHandler
 	n.clock, chaosRoutes = chaosSetup(o.clock)
-	routes, err := mergeRoutes(chaosRoutes, o.routes)
-	if err != nil {
+	if n.routes, err = mergeRoutes(chaosRoutes, o.routes); err != nil {
 		return err
 	}
-	n.routes = routes
 	if n.layout, err = cfg.ParseLayout(clock.WallTime(n.clock)); err != nil {
 		return err
 	}
+	// 0. One process per cache file; the listener first, so the advertised
+	// address (which may be the node key) has its real port.
+	release, err := lockCacheFile(cfg.CacheFile)
+	if err != nil {
+		return err
+	}
+	defer release()
+	ln := o.listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+	}
+	serving := false
+	defer func() {
+		if !serving {
+			ln.Close()
+			n.closeCoordinator(0)
+		}
+	}()
 
 	// 1. Identity: worker ID and the fence the previous run left.
-	if n.ident, err = loadIdentity(cfg, n.layout); err != nil {
+	if cfg.Standalone() {
+		n.ident, err = standaloneIdentity(cfg, n.layout)
+	} else {
+		err = n.zkIdentity(ctx, ln.Addr())
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			n.log.Info().Err(err).Msg("stopped before serving")
+			return nil
+		}
 		return err
 	}
 	// 2. Generator: never issues at or before the fence's tick.
@@ -113,25 +146,71 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) er
 		return err
 	}
 	// 3. Guard and its checks; the fence is written once before serving.
-	n.newGuard()
+	if err := n.newGuard(); err != nil {
+		return err
+	}
 	if err := n.keeper.Extend(); err != nil {
 		return fmt.Errorf("first write of the time fence to %s: %w", cfg.CacheFile, err)
 	}
-	n.report = &reporter{mode: n.ident.mode, clock: n.clock, gen: n.gen, guard: n.guard, fence: n.keeper.Persisted, sources: o.reports}
+	n.report = n.newReporter()
 	// 4. HTTP server.
-	ln := o.listener
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-		}
-	}
 	if err := n.newServer(); err != nil {
-		ln.Close()
 		return err
 	}
 	n.logStart(ln.Addr())
 	// 5. Serve until ctx ends, with the background loops; then stop.
+	serving = true
 	return n.serve(ctx, ln)
+}
+
+// zkIdentity creates the coordinator and claims the worker ID (see the
+// package-level zkIdentity for the rules).
+func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
+	adv, err := n.cfg.AdvertiseAddr(listening)
+	if err != nil {
+		return err
+	}
+	n.advertise, n.nodeKey = adv, n.cfg.NodeKeyFor(adv)
+	coord, err := coordinator.New(coordinator.Config{
+		Servers: n.cfg.ZKServers(), SessionTimeout: n.cfg.ZKSessionTimeout,
+		Cluster: n.cfg.Cluster, NodeKey: n.nodeKey, Advertise: n.advertise, Auth: n.cfg.ZKAuth,
+		Layout: n.layout, RecycleAfter: n.cfg.RecycleAfter, ReportInterval: n.cfg.ReportInterval,
+		FenceAhead: n.cfg.FenceAhead, MaxZKSilence: n.cfg.MaxZKSilence,
+		ConnectTimeout: connectTimeout(n.cfg.ZKSessionTimeout),
+		Clock:          n.clock, Log: n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	n.coord = coord
+	start := n.clock.Mono()
+	n.ident, err = zkIdentity(ctx, n.cfg, n.layout, n.nodeKey, coord, n.log)
+	if err != nil {
+		return err
+	}
+	n.log.Info().Int64("worker_id", n.ident.entry.WorkerID).Str("node_key", n.nodeKey).Str("advertise", n.advertise).
+		Bool("from_cache", n.ident.resumed).Dur("claim_took", n.clock.Mono()-start).
+		Msg("worker ID established")
+	return nil
+}
+
+// connectTimeout is how long the start waits for a ZooKeeper session before
+// it counts ZooKeeper as down (and serves from the cache file): one session
+// timeout, at least 2s.
+func connectTimeout(session time.Duration) time.Duration { return max(session, 2*time.Second) }
+
+// closeCoordinator closes the ZooKeeper session (if any), writing fence as
+// the final fence when it is positive.
+func (n *node) closeCoordinator(fence int64) error {
+	if n.coord == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := n.coord.Close(ctx, fence); err != nil {
+		return fmt.Errorf("close ZooKeeper session: %w", err)
+	}
+	return nil
 }
 
 func mergeRoutes(sets ...map[string]fasthttp.RequestHandler) (map[string]fasthttp.RequestHandler, error) {
@@ -163,10 +242,12 @@ func (n *node) newGenerator() error {
 	return nil
 }
 
-// newGuard registers the checks a node needs in every mode and their loops.
-// Checks that others add (NTP, peers, wall/monotonic watcher, ZooKeeper
-// lease and silence) register here too, before the server starts.
-func (n *node) newGuard() {
+// newGuard registers every check of the node and their loops: the start
+// gate, the fence keeper, rollback (generator and watcher), NTP, and in
+// ZooKeeper mode the peers check and the coordinator's lease_lost and
+// zk_silence. Every check starts pending, so the node enters service only
+// after each has passed once.
+func (n *node) newGuard() error {
 	n.guard = clockguard.New(n.log, func() time.Time { return clock.WallTime(n.clock) })
 
 	// clock_behind_fence: ready from the start of the tick after the fence's.
@@ -177,9 +258,13 @@ func (n *node) newGuard() {
 	n.gate = NewStartGate(n.guard, n.clock, readyAt, n.cfg.MaxStartWait, n.log)
 	n.loops = append(n.loops, func(ctx context.Context) { n.gate.Run(ctx) })
 
-	// fence_persist_failed: the fence keeper.
+	// fence_persist_failed: the fence keeper, which also records when the
+	// last report reached ZooKeeper (for a start while ZooKeeper is down).
 	entry := n.ident.entry
-	persist := func(fence int64) error {
+	persist := func(fence int64) error { // called under the keeper's lock
+		if n.coord != nil {
+			entry.ZKReported = max(entry.ZKReported, n.coord.Status().LastReport)
+		}
 		e := entry
 		e.Fence, e.Updated = fence, clock.UnixMilli(n.clock)
 		return cachefile.Save(n.cfg.CacheFile, e)
@@ -187,10 +272,58 @@ func (n *node) newGuard() {
 	n.keeper = NewFenceKeeper(n.guard, n.clock, n.gen, n.cfg.FenceAhead, entry.Fence, persist, n.log)
 	n.loops = append(n.loops, n.keeper.Run)
 
-	// clock_rollback: tripped by the generator (onIDError), cleared by Run.
+	// clock_rollback: tripped by the generator (onIDError) and the watcher,
+	// cleared by Run once the clock is past the last issued ID.
 	n.rollback = clockguard.NewRollback(n.guard, n.gen, 0)
 	n.loops = append(n.loops, n.rollback.Run)
+	var err error
+	n.watcher, err = clockguard.NewWatcher(n.clock, clockguard.WatcherConfig{
+		Tolerance:  max(n.cfg.RollbackTolerance, time.Millisecond),
+		OnRollback: func(step time.Duration) { n.rollback.Trip(step, "watcher") },
+		Log:        n.log.With().Str("component", "watcher").Logger(),
+	})
+	if err != nil {
+		return fmt.Errorf("clock watcher: %w", err)
+	}
+	n.loops = append(n.loops, n.watcher.Run)
+
+	// ntp_offset, ntp_unreachable (both pass at once without --ntp).
+	n.ntp, err = clockguard.NewNTP(n.guard, n.clock, clockguard.NTPConfig{
+		Servers: n.cfg.NTPServers(), Interval: n.cfg.NTPInterval, MaxOffset: n.cfg.NTPMaxOffset,
+		Required: n.cfg.NTPRequired, Log: n.log.With().Str("component", "ntp").Logger(),
+	})
+	if err != nil {
+		return fmt.Errorf("%w: --ntp %q: %w", ErrInvalidConfig, n.cfg.NTP, err)
+	}
+	n.loops = append(n.loops, n.ntp.Run)
+
+	if n.coord == nil {
+		return nil // standalone: no peers, no ZooKeeper checks
+	}
+	// peer_offset against the live nodes under alive/.
+	if err := n.newPeers(); err != nil {
+		return err
+	}
+	// lease_lost, zk_silence; reports, lease and alive znode.
+	n.coord.Attach(n.guard)
+	fs := fenceSource{keeper: n.keeper, gen: n.gen}
+	n.loops = append(n.loops, func(ctx context.Context) {
+		if err := n.coord.Run(ctx, fs); err != nil {
+			n.log.Error().Err(err).Msg("coordinator stopped")
+		}
+	})
+	return nil
 }
+
+// fenceSource gives the coordinator's reports the local fence and the last
+// issued time.
+type fenceSource struct {
+	keeper *FenceKeeper
+	gen    *snowflake.Generator
+}
+
+func (f fenceSource) Fence() int64      { return f.keeper.Persisted() }
+func (f fenceSource) LastIssued() int64 { return f.gen.LastUnixMilli() }
 
 // onIDError reacts to the generator refusing an ID (called by the server on
 // the request path: quick, non-blocking).
@@ -233,6 +366,7 @@ func (n *node) logStart(addr net.Addr) {
 		Str("layout", n.layout.String()).Str("epoch", n.layout.Epoch.Format(time.RFC3339Nano)).
 		Str("time_unit", n.layout.Unit.String()).Str("listen", addr.String()).
 		Int64("fence_ms", n.ident.entry.Fence).Str("fence_from", n.ident.from).
+		Str("cluster", n.ident.entry.Cluster).Str("node_key", n.nodeKey).Str("advertise", n.advertise).
 		Float64("years_left", math.Round(years*10)/10).Bool("chaos_build", ChaosBuild).
 		Msg("snowflaked starting")
 	if years < yearsLeftWarning {
@@ -242,8 +376,10 @@ func (n *node) logStart(addr net.Addr) {
 }
 
 // serve runs the server and background loops until ctx ends or the server
-// fails, then stops in order: leave service, let in-flight requests finish,
-// stop the loops, persist the exact last issued time as the fence.
+// fails, then stops in order: leave service (the coordinator deletes the
+// alive znode), let in-flight requests finish, stop the loops, write the
+// exact last issued time as the fence to ZooKeeper (closing the session)
+// and to the cache file.
 func (n *node) serve(ctx context.Context, ln net.Listener) error {
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -272,18 +408,25 @@ func (n *node) serve(ctx context.Context, ln net.Listener) error {
 
 	if runErr != nil || shutErr != nil {
 		// Requests may still be running: keep the persisted fence (ahead of
-		// anything they can issue) instead of the last issued time.
+		// anything they can issue) instead of the last issued time, in
+		// ZooKeeper too.
 		if shutErr != nil {
 			shutErr = fmt.Errorf("stop http server within --shutdown-timeout %s: %w", n.cfg.ShutdownTimeout, shutErr)
 		}
-		n.log.Warn().AnErr("run_error", runErr).AnErr("shutdown_error", shutErr).Int64("fence_ms", n.keeper.Persisted()).
-			Msg("unclean stop: the fence stays ahead, a restart waits for it")
-		return errors.Join(runErr, shutErr)
+		fence := n.keeper.Persisted()
+		closeErr := n.closeCoordinator(fence)
+		n.log.Warn().AnErr("run_error", runErr).AnErr("shutdown_error", shutErr).AnErr("zookeeper_error", closeErr).
+			Int64("fence_ms", fence).Msg("unclean stop: the fence stays ahead, a restart waits for it")
+		return errors.Join(runErr, shutErr, closeErr)
 	}
 	// No request is running and none can start: freeze the generator at its
-	// last tick and make that the fence.
+	// last tick and make that the fence, in ZooKeeper and then locally.
 	last := n.gen.LastUnixMilli()
 	n.gen.SetFence(last)
+	if err := n.closeCoordinator(last); err != nil {
+		// ZooKeeper keeps the last reported fence, which covers every ID.
+		n.log.Warn().Err(err).Msg("final fence not written to ZooKeeper: it keeps the last reported one")
+	}
 	if err := n.keeper.PersistFinal(last); err != nil {
 		n.log.Error().Err(err).Int64("fence_ms", n.keeper.Persisted()).Msg("final fence not written: a restart waits for the previous one")
 		return err

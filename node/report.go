@@ -5,6 +5,7 @@ import (
 
 	"snowflaked/clock"
 	"snowflaked/clockguard"
+	"snowflaked/coordinator"
 	"snowflaked/snowflake"
 )
 
@@ -14,32 +15,33 @@ const (
 	ModeZooKeeper  = "zookeeper"
 )
 
-// ClockReport is the body of GET /clock (SPEC §5). The sections of checks
-// that are not running are left out; the NTP, peer and ZooKeeper checks fill
-// theirs through ReportSources.
+// ClockReport is the body of GET /clock (SPEC §5): the node's time, fence,
+// service state and every check's figures (clockguard.Report: state,
+// reason, detail, since, failing checks, transitions by reason, watcher
+// counters, NTP and peer results). The sections of checks that do not run
+// are left out (peers and zk in standalone mode).
 type ClockReport struct {
-	Mode         string            `json:"mode"`
-	WorkerID     int64             `json:"worker_id"`
-	Layout       string            `json:"layout"`
-	Epoch        string            `json:"epoch"`
-	TimeUnit     string            `json:"time_unit"`
-	NowMs        int64             `json:"now_ms"`
-	LastIssuedMs int64             `json:"last_issued_ms"` // start of the last issued tick (or of the tick the node started after)
-	FenceMs      int64             `json:"fence_ms"`       // fence last persisted locally
-	State        string            `json:"state"`
-	Reason       string            `json:"reason"`
-	Detail       string            `json:"detail,omitempty"`
-	Failing      map[string]string `json:"failing,omitempty"` // every failing check and its figures
-	NTP          any               `json:"ntp,omitempty"`
-	Peers        any               `json:"peers,omitempty"`
-	ZK           any               `json:"zk,omitempty"`
+	Mode         string `json:"mode"`
+	WorkerID     int64  `json:"worker_id"`
+	Layout       string `json:"layout"`
+	Epoch        string `json:"epoch"`
+	TimeUnit     string `json:"time_unit"`
+	NowMs        int64  `json:"now_ms"`
+	LastIssuedMs int64  `json:"last_issued_ms"` // start of the last issued tick (or of the tick the node started after)
+	FenceMs      int64  `json:"fence_ms"`       // fence last persisted locally
+	clockguard.Report
+	ZK *ZKReport `json:"zk,omitempty"`
 }
 
-// ReportSources are the optional sections of the report; each func returns
-// a JSON-marshalable value (nil leaves the section out). Set by the checks
-// that own them.
-type ReportSources struct {
-	NTP, Peers, ZK func() any
+// ZKReport is the ZooKeeper section of GET /clock: who this node is in the
+// cluster and the coordinator's state (session, lease, last report, fence
+// in ZooKeeper).
+type ZKReport struct {
+	Cluster   string   `json:"cluster"`
+	NodeKey   string   `json:"node_key"`
+	Advertise string   `json:"advertise"`
+	Servers   []string `json:"servers"`
+	coordinator.Status
 }
 
 // reporter builds ClockReports for one node.
@@ -49,30 +51,36 @@ type reporter struct {
 	gen     *snowflake.Generator
 	guard   *clockguard.Guard
 	fence   func() int64
-	sources ReportSources
+	watcher *clockguard.Watcher
+	ntp     *clockguard.NTP
+	peers   *clockguard.Peers        // nil in standalone mode
+	coord   *coordinator.Coordinator // nil in standalone mode
+	zk      ZKReport                 // the static part
+}
+
+func (n *node) newReporter() *reporter {
+	r := &reporter{
+		mode: n.ident.mode, clock: n.clock, gen: n.gen, guard: n.guard, fence: n.keeper.Persisted,
+		watcher: n.watcher, ntp: n.ntp, peers: n.peers, coord: n.coord,
+	}
+	if n.coord != nil {
+		r.zk = ZKReport{Cluster: n.cfg.Cluster, NodeKey: n.nodeKey, Advertise: n.advertise, Servers: n.cfg.ZKServers()}
+	}
+	return r
 }
 
 func (r *reporter) report() ClockReport {
 	l := r.gen.Layout()
-	st := r.guard.Status()
 	rep := ClockReport{
 		Mode: r.mode, WorkerID: r.gen.WorkerID(),
 		Layout: l.String(), Epoch: l.Epoch.UTC().Format(time.RFC3339Nano), TimeUnit: l.Unit.String(),
 		NowMs: clock.UnixMilli(r.clock), LastIssuedMs: r.gen.LastUnixMilli(), FenceMs: r.fence(),
-		State: st.State.String(), Reason: string(st.Reason), Detail: st.Detail,
+		Report: clockguard.BuildReport(r.guard, r.watcher, r.ntp, r.peers),
 	}
-	if f := r.guard.Failing(); len(f) > 0 {
-		rep.Failing = make(map[string]string, len(f))
-		for reason, detail := range f {
-			rep.Failing[string(reason)] = detail
-		}
+	if r.coord != nil {
+		z := r.zk
+		z.Status = r.coord.Status()
+		rep.ZK = &z
 	}
-	section := func(fn func() any) any {
-		if fn == nil {
-			return nil
-		}
-		return fn()
-	}
-	rep.NTP, rep.Peers, rep.ZK = section(r.sources.NTP), section(r.sources.Peers), section(r.sources.ZK)
 	return rep
 }

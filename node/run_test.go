@@ -32,9 +32,15 @@ func loopbackListener(t *testing.T) net.Listener {
 // it and returns Run's error.
 func startRun(t *testing.T, cfg Config, opts ...Option) (stop func() error) {
 	t.Helper()
+	return startRunOn(t, cfg, loopbackListener(t), opts...)
+}
+
+// startRunOn is startRun serving on ln.
+func startRunOn(t *testing.T, cfg Config, ln net.Listener, opts ...Option) (stop func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- Run(ctx, cfg, zerolog.Nop(), append(opts, WithListener(loopbackListener(t)))...) }()
+	go func() { errc <- Run(ctx, cfg, zerolog.Nop(), append(opts, WithListener(ln))...) }()
 	stopped := false
 	var result error
 	stop = func() error {
@@ -114,7 +120,16 @@ func TestRunRefuses(t *testing.T) {
 		want    []string
 	}{
 		{"invalid config", func(t *testing.T, cfg *Config) { cfg.WorkerID = -1 }, ErrInvalidConfig, []string{"--worker-id is required"}},
-		{"zookeeper mode", func(t *testing.T, cfg *Config) { cfg.ZK = "127.0.0.1:1" }, ErrZKNotBuilt, []string{"ZooKeeper mode is not built yet"}},
+		{"zookeeper down without a cache file", func(t *testing.T, cfg *Config) {
+			cfg.WorkerID, cfg.ZK, cfg.ZKSessionTimeout = -1, "127.0.0.1:1", 100*time.Millisecond
+		}, ErrNoCacheForZKDown, []string{"no cache file", "a first start needs ZooKeeper"}},
+		{"cache file in use", func(t *testing.T, cfg *Config) {
+			release, err := lockCacheFile(cfg.CacheFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(release)
+		}, ErrCacheLocked, []string{"another snowflaked runs with this --cache-file"}},
 		{"cache of another worker", func(t *testing.T, cfg *Config) {
 			if err := cachefile.Save(cfg.CacheFile, cachefile.Entry{WorkerID: 3, Layout: snowflake.DefaultLayout()}); err != nil {
 				t.Fatal(err)
@@ -141,7 +156,7 @@ func TestRunRefuses(t *testing.T) {
 				t.Skip("needs /proc")
 			}
 			cfg.CacheFile = "/proc/self/snowflaked-cache.json"
-		}, nil, []string{"first write of the time fence"}},
+		}, nil, []string{"lock cache file"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,9 +1,13 @@
 // Command snowflaked is the snowflake ID server (SPEC.md). Every flag can
 // also be set from the environment: --max-batch reads SNOWFLAKED_MAX_BATCH.
 //
-// Exit status: 0 after a clean stop (SIGTERM or SIGINT), 2 for bad flags or
-// configuration (including a cache file of another identity), 1 for any
-// other error.
+// Exit status: 0 after a clean stop (SIGTERM or SIGINT, also while the node
+// still waits for ZooKeeper at start); 2 for bad flags or configuration
+// (including a cache file of another identity or layout, and a cluster in
+// ZooKeeper with another layout); 1 for any other error, among them
+// ZooKeeper unreachable at a first start (no cache file to serve from), the
+// worker ID's lease held by another live process of the same node key, and
+// the cache file in use by another process.
 package main
 
 import (

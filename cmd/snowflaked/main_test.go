@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,12 +26,20 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{"bad environment value", []string{"--worker-id", "1"}, []string{"SNOWFLAKED_MAX_BATCH=many"}, 2, "", `SNOWFLAKED_MAX_BATCH="many"`},
 		{"invalid environment config", []string{"--worker-id", "1"}, []string{"SNOWFLAKED_MAX_BATCH=0"}, 2, "", "--max-batch 0"},
 		{"log format", []string{"--worker-id", "1", "--log-format", "xml"}, nil, 2, "", `--log-format "xml"`},
-		{"zookeeper mode", []string{"--zk", "127.0.0.1:1", "--listen", "127.0.0.1:0", "--cache-file", "/nonexistent/x.json"}, nil, 1, "", "ZooKeeper mode is not built yet"},
+		{"zookeeper down at first start", []string{"--zk", "127.0.0.1:1", "--zk-session-timeout", "100ms", "--listen", "127.0.0.1:0", "--cache-file", "CACHE"}, nil, 1, "", "a first start needs ZooKeeper"},
+		{"worker id with zookeeper", []string{"--zk", "127.0.0.1:1", "--worker-id", "3", "--listen", "127.0.0.1:0"}, nil, 2, "", "--worker-id 3: only for standalone mode"},
+		{"zookeeper without an advertisable address", []string{"--zk", "127.0.0.1:1"}, nil, 2, "", "--advertise is required in ZooKeeper mode"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(tc.args, tc.env, &stdout, &stderr)
+			args := slices.Clone(tc.args)
+			for i, a := range args {
+				if a == "CACHE" {
+					args[i] = filepath.Join(t.TempDir(), "cache.json")
+				}
+			}
+			code := run(args, tc.env, &stdout, &stderr)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; stderr: %s", code, tc.code, stderr.String())
 			}

@@ -1,0 +1,153 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"snowflaked/cachefile"
+	"snowflaked/coordinator"
+	"snowflaked/tests/zkharness"
+)
+
+// zkTestConfig is a ZooKeeper-mode config with short timings, its own
+// cluster and a cache file in a temp dir.
+func zkTestConfig(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey string) Config {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ZK, cfg.Cluster, cfg.NodeKey = zk.ConnectString(), cluster, nodeKey
+	cfg.Listen = "127.0.0.1:0"
+	cfg.CacheFile = filepath.Join(t.TempDir(), "cache.json")
+	cfg.ZKSessionTimeout, cfg.ReportInterval, cfg.FenceAhead = 2*time.Second, 500*time.Millisecond, time.Second
+	cfg.MaxZKSilence = 5 * time.Second
+	cfg.PeerInterval = time.Second
+	return cfg
+}
+
+// workerRow returns the ListWorkers row of nodeKey.
+func workerRow(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey string) coordinator.WorkerInfo {
+	t.Helper()
+	rows, err := coordinator.ListWorkers(context.Background(), strings.Split(zk.ConnectString(), ","), cluster, "", 10*time.Second)
+	if err != nil {
+		t.Fatalf("ListWorkers: %v", err)
+	}
+	for _, r := range rows {
+		if r.NodeKey == nodeKey {
+			return r
+		}
+	}
+	t.Fatalf("no row for node key %q in %+v", nodeKey, rows)
+	return coordinator.WorkerInfo{}
+}
+
+// waitRow polls ListWorkers until cond holds for nodeKey's row (10s).
+func waitRow(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey string, cond func(coordinator.WorkerInfo) bool) coordinator.WorkerInfo {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := workerRow(t, zk, cluster, nodeKey)
+		if cond(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("row of %q: condition not met within 10s: %+v", nodeKey, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestIntegration_RunZooKeeperMode(t *testing.T) {
+	zk := zkharness.StartStandalone(t)
+
+	t.Run("claims, serves, reports, stops with the exact fence and restarts without waiting", func(t *testing.T) {
+		cfg := zkTestConfig(t, zk, "run1", "node-a")
+		ln := loopbackListener(t)
+		addr := ln.Addr().String()
+		stop := startRunOn(t, cfg, ln)
+		waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+		row := waitRow(t, zk, "run1", "node-a", func(r coordinator.WorkerInfo) bool { return r.InService && r.LastReport > 0 })
+		if row.WorkerID != 0 || row.Addr != addr || !row.LeaseHeld {
+			t.Errorf("row %+v, want worker 0 at %s with the lease", row, addr)
+		}
+		var rep ClockReport
+		if code, body := httpGet(t, addr, "/clock"); code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil {
+			t.Fatalf("/clock: %d %s", code, body)
+		}
+		if rep.Mode != ModeZooKeeper || rep.ZK == nil || !rep.ZK.LeaseHeld || !rep.ZK.Connected || rep.ZK.NodeKey != "node-a" ||
+			rep.ZK.Advertise != addr || rep.ZK.WorkerID != 0 || rep.Peers == nil || rep.Watcher == nil || rep.Watcher.Checks == 0 || rep.NTP == nil || rep.NTP.Enabled {
+			t.Errorf("/clock report %+v zk %+v", rep, rep.ZK)
+		}
+		code, body := httpGet(t, addr, "/ids?count=100")
+		if code != http.StatusOK {
+			t.Fatalf("/ids: %d %s", code, body)
+		}
+		ids := strings.Fields(body)
+		lastID, _ := strconv.ParseInt(ids[len(ids)-1], 10, 64)
+		lastMs := lastID>>22 + 1704067200000
+		// The cache file records the identity and when a report reached ZooKeeper.
+		e := waitCache(t, cfg.CacheFile, func(e cachefile.Entry) bool { return e.ZKReported > 0 })
+		if e.Cluster != "run1" || e.NodeKey != "node-a" || e.WorkerID != 0 {
+			t.Errorf("cache entry %+v", e)
+		}
+		if err := stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		row = workerRow(t, zk, "run1", "node-a")
+		e, err := cachefile.Load(cfg.CacheFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.LeaseHeld || row.InService || row.Fence != e.Fence || e.Fence < lastMs || e.Fence > time.Now().UnixMilli() {
+			t.Errorf("after stop: row %+v, cache fence %d, last ID at %d", row, e.Fence, lastMs)
+		}
+
+		ln2 := loopbackListener(t)
+		stop2 := startRunOn(t, cfg, ln2)
+		waitHTTP(t, ln2.Addr().String(), "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+		code, body = httpGet(t, ln2.Addr().String(), "/id")
+		id, _ := strconv.ParseInt(strings.TrimSpace(body), 10, 64)
+		if code != http.StatusOK || id <= lastID || (id>>12)&1023 != 0 {
+			t.Errorf("after restart /id = %d %q, want worker 0 after %d", code, body, lastID)
+		}
+		if err := stop2(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	})
+
+	t.Run("cluster of another layout refused", func(t *testing.T) {
+		cfg := zkTestConfig(t, zk, "run2", "node-a")
+		ln := loopbackListener(t)
+		stop := startRunOn(t, cfg, ln)
+		waitHTTP(t, ln.Addr().String(), "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		cfg2 := zkTestConfig(t, zk, "run2", "node-b")
+		cfg2.Layout = "js53"
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		err := Run(ctx, cfg2, testLog(t), WithListener(loopbackListener(t)))
+		if err == nil || !strings.Contains(err.Error(), "41/5/7") || !strings.Contains(err.Error(), "41/10/12") {
+			t.Fatalf("Run with another layout: %v", err)
+		}
+		if !isInvalidConfig(err) {
+			t.Errorf("error %v does not wrap ErrInvalidConfig", err)
+		}
+	})
+}
+
+func isInvalidConfig(err error) bool { return errors.Is(err, ErrInvalidConfig) }
+
+// testLog writes the node's log to the test log (shown on failure or -v).
+func testLog(t *testing.T) zerolog.Logger {
+	t.Helper()
+	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+}

@@ -1,0 +1,155 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"snowflaked/cachefile"
+	"snowflaked/coordinator"
+	"snowflaked/snowflake"
+)
+
+// fakeClaimer answers Claim with a fixed result and records ResumeFromCache.
+type fakeClaimer struct {
+	id        coordinator.Identity
+	err       error
+	claims    int
+	resumed   bool
+	resumeID  int64
+	resumeRep int64
+}
+
+func (f *fakeClaimer) Claim(context.Context) (coordinator.Identity, error) {
+	f.claims++
+	return f.id, f.err
+}
+
+func (f *fakeClaimer) ResumeFromCache(workerID, lastReported int64) error {
+	f.resumed, f.resumeID, f.resumeRep = true, workerID, lastReported
+	return nil
+}
+
+func TestZKIdentity(t *testing.T) {
+	def := snowflake.DefaultLayout()
+	js := snowflake.JS53Layout()
+	const cluster, key = "c1", "node-a"
+	unavailable := fmt.Errorf("claim worker id: %w: no session", coordinator.ErrZKUnavailable)
+	mine := func(worker, fence, reported int64) *cachefile.Entry {
+		return &cachefile.Entry{Cluster: cluster, NodeKey: key, WorkerID: worker, Layout: def, Fence: fence, ZKReported: reported}
+	}
+	tests := []struct {
+		name         string
+		cache        *cachefile.Entry // nil: no file
+		raw          string           // raw file content (damaged)
+		claim        coordinator.Identity
+		claimErr     error
+		wantWorker   int64
+		wantFence    int64
+		wantReported int64
+		wantResumed  bool
+		wantClaim    bool // Claim was called
+		wantErr      []string
+		is           []error
+	}{
+		{name: "first start", claim: coordinator.Identity{WorkerID: 4, Fence: 0}, wantWorker: 4, wantClaim: true},
+		{name: "no cache takes the zookeeper fence", claim: coordinator.Identity{WorkerID: 4, Fence: 900}, wantWorker: 4, wantFence: 900, wantClaim: true},
+		{name: "matching cache ahead of zookeeper (zookeeper was silent)", cache: mine(4, 2000, 77), claim: coordinator.Identity{WorkerID: 4, Fence: 900},
+			wantWorker: 4, wantFence: 2000, wantReported: 77, wantClaim: true},
+		{name: "matching cache behind zookeeper (the key ran elsewhere)", cache: mine(4, 500, 77), claim: coordinator.Identity{WorkerID: 4, Fence: 900},
+			wantWorker: 4, wantFence: 900, wantReported: 77, wantClaim: true},
+		{name: "cache of another worker of this key", cache: mine(9, 5000, 77), claim: coordinator.Identity{WorkerID: 4, Fence: 900, Recycled: true},
+			wantWorker: 4, wantFence: 900, wantClaim: true},
+		{name: "cache of another cluster", cache: &cachefile.Entry{Cluster: "other", NodeKey: key, WorkerID: 4, Layout: def, Fence: 5000},
+			claim: coordinator.Identity{WorkerID: 4, Fence: 900}, wantWorker: 4, wantFence: 900, wantClaim: true},
+		{name: "cache of another layout refused before claiming", cache: &cachefile.Entry{Cluster: cluster, NodeKey: key, WorkerID: 4, Layout: js, Fence: 5},
+			wantErr: []string{"layout 41/5/7", "layout 41/10/12"}, is: []error{ErrInvalidConfig, ErrCacheMismatch}},
+		{name: "standalone cache refused", cache: &cachefile.Entry{WorkerID: 3, Layout: def, Fence: 5},
+			wantErr: []string{"written in standalone mode", "needs its own --cache-file"}, is: []error{ErrInvalidConfig, ErrCacheMismatch}},
+		{name: "damaged cache refused", raw: `{"worker_id":`, wantErr: []string{"damaged"}},
+		{name: "layout mismatch in zookeeper is a config error", claimErr: fmt.Errorf("claim worker id: %w: cluster uses 41/5/7", coordinator.ErrLayoutMismatch),
+			wantClaim: true, wantErr: []string{"41/5/7"}, is: []error{ErrInvalidConfig, coordinator.ErrLayoutMismatch}},
+		{name: "lease held by a live process", claimErr: fmt.Errorf("claim worker id: %w: leased by node key node-a", coordinator.ErrLeaseHeld),
+			wantClaim: true, wantErr: []string{"leased by node key node-a"}, is: []error{coordinator.ErrLeaseHeld}},
+		{name: "zookeeper down with a matching cache", cache: mine(6, 3000, 2500), claimErr: unavailable,
+			wantWorker: 6, wantFence: 3000, wantReported: 2500, wantResumed: true, wantClaim: true},
+		{name: "zookeeper down without a cache", claimErr: unavailable, wantClaim: true,
+			wantErr: []string{"there is no cache file", "a first start needs ZooKeeper"}, is: []error{ErrNoCacheForZKDown}},
+		{name: "zookeeper down with another key's cache", cache: &cachefile.Entry{Cluster: cluster, NodeKey: "node-b", WorkerID: 2, Layout: def},
+			claimErr: unavailable, wantClaim: true, wantErr: []string{`node key "node-b"`, "worker ID is unknown"}, is: []error{ErrNoCacheForZKDown}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cache.json")
+			switch {
+			case tc.cache != nil:
+				if err := cachefile.Save(path, *tc.cache); err != nil {
+					t.Fatal(err)
+				}
+			case tc.raw != "":
+				if err := os.WriteFile(path, []byte(tc.raw), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := DefaultConfig()
+			cfg.WorkerID, cfg.ZK, cfg.Cluster, cfg.CacheFile = -1, "127.0.0.1:2181", cluster, path
+			fc := &fakeClaimer{id: tc.claim, err: tc.claimErr}
+			id, err := zkIdentity(context.Background(), cfg, def, key, fc, zerolog.Nop())
+			if (fc.claims > 0) != tc.wantClaim {
+				t.Errorf("Claim called %d times, want called = %v", fc.claims, tc.wantClaim)
+			}
+			if tc.wantErr != nil {
+				if err == nil {
+					t.Fatalf("no error; identity %+v", id)
+				}
+				for _, s := range tc.wantErr {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not contain %q", err, s)
+					}
+				}
+				for _, target := range tc.is {
+					if !errors.Is(err, target) {
+						t.Errorf("error %v is not %v", err, target)
+					}
+				}
+				if fc.resumed {
+					t.Error("ResumeFromCache called on a refused start")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("zkIdentity: %v", err)
+			}
+			e := id.entry
+			if e.WorkerID != tc.wantWorker || e.Fence != tc.wantFence || e.ZKReported != tc.wantReported || id.resumed != tc.wantResumed {
+				t.Errorf("identity worker %d fence %d reported %d resumed %v; want %d %d %d %v (from %q)",
+					e.WorkerID, e.Fence, e.ZKReported, id.resumed, tc.wantWorker, tc.wantFence, tc.wantReported, tc.wantResumed, id.from)
+			}
+			if e.Cluster != cluster || e.NodeKey != key || !e.Layout.Equal(def) || id.mode != ModeZooKeeper {
+				t.Errorf("entry %+v mode %s", e, id.mode)
+			}
+			if fc.resumed != tc.wantResumed || (fc.resumed && (fc.resumeID != tc.wantWorker || fc.resumeRep != tc.wantReported)) {
+				t.Errorf("ResumeFromCache called %v with (%d, %d)", fc.resumed, fc.resumeID, fc.resumeRep)
+			}
+		})
+	}
+}
+
+func TestZKIdentityCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cfg := DefaultConfig()
+	cfg.WorkerID, cfg.ZK, cfg.CacheFile = -1, "127.0.0.1:2181", filepath.Join(t.TempDir(), "c.json")
+	// A cancelled Claim reports ErrZKUnavailable; it must not fall back to a cache.
+	fc := &fakeClaimer{err: fmt.Errorf("%w: waiting for a session: %v", coordinator.ErrZKUnavailable, context.Canceled)}
+	_, err := zkIdentity(ctx, cfg, snowflake.DefaultLayout(), "k", fc, zerolog.Nop())
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrNoCacheForZKDown) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
