@@ -119,7 +119,7 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	g.fence.Store(math.MaxInt64)
 	var after int64
 	if cfg.AfterUnixMilli != 0 {
-		after = l.TickOf(cfg.AfterUnixMilli * int64(time.Millisecond))
+		after = l.tickOfMilli(cfg.AfterUnixMilli)
 		if after < 0 {
 			after = 0
 		}
@@ -252,25 +252,32 @@ func (g *Generator) wait(last, nowNs int64, since time.Duration) error {
 
 // SetFence sets the time (Unix milliseconds) beyond which no ID may be
 // issued: the tick of every later ID is at most the tick containing it.
+// math.MaxInt64 (what FenceUnixMilli reports when there is none) means no
+// fence; a time before the epoch stops every ID.
 func (g *Generator) SetFence(unixMilli int64) {
-	g.fence.Store(g.layout.TickOf(unixMilli * int64(time.Millisecond)))
+	g.fence.Store(g.layout.tickOfMilli(unixMilli))
 }
 
 // FenceUnixMilli returns the fence as the Unix-millisecond start of its tick
 // (math.MaxInt64 when there is none).
 func (g *Generator) FenceUnixMilli() int64 {
 	f := g.fence.Load()
-	if f == math.MaxInt64 {
+	ms, ok := g.layout.tickStartMilli(f)
+	switch {
+	case ok:
+		return ms
+	case f > 0:
 		return math.MaxInt64
 	}
-	return g.layout.TickStart(f) / int64(time.Millisecond)
+	return math.MinInt64
 }
 
 // LastUnixMilli returns the start of the last issued tick in Unix
 // milliseconds (or of the tick the generator was told to start after).
 // Persisting it as a fence makes a restart safe.
 func (g *Generator) LastUnixMilli() int64 {
-	return g.layout.TickStart(int64(g.state.Load()>>g.seqBits)) / int64(time.Millisecond)
+	ms, _ := g.layout.tickStartMilli(int64(g.state.Load() >> g.seqBits)) // fits: the tick came from a Unix time
+	return ms
 }
 
 // Behind returns how far the clock now reads before the start of the last
