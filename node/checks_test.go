@@ -1,0 +1,97 @@
+package node
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"snowflaked/clock/clocktest"
+	"snowflaked/tests/ntpharness"
+)
+
+// The NTP check is wired to --ntp, --ntp-interval, --ntp-max-offset and
+// --ntp-required, measures the node's (injected) clock, and keeps the node
+// out of service until one round passes.
+func TestRunNTPCheck(t *testing.T) {
+	tests := []struct {
+		name       string
+		offset     time.Duration // the server's clock minus ours
+		silent     bool
+		required   bool
+		wantReady  bool
+		wantReason string
+	}{
+		{name: "in sync", wantReady: true},
+		{name: "offset beyond the maximum", offset: 2 * time.Second, wantReason: "ntp_offset"},
+		{name: "unreachable, not required", silent: true, wantReady: true},
+		{name: "unreachable, required", silent: true, required: true, wantReason: "ntp_unreachable"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ntp := ntpharness.StartFake(t)
+			ntp.SetOffset(tc.offset)
+			ntp.SetSilent(tc.silent)
+			cfg := testConfig(t, 3)
+			cfg.NTP, cfg.NTPInterval, cfg.NTPMaxOffset, cfg.NTPRequired = ntp.Addr(), 200*time.Millisecond, 500*time.Millisecond, tc.required
+			ln := loopbackListener(t)
+			addr := ln.Addr().String()
+			startRunOn(t, cfg, ln)
+			var rep ClockReport
+			waitHTTP(t, addr, "/clock", func(code int, body string) bool {
+				return code == http.StatusOK && json.Unmarshal([]byte(body), &rep) == nil && rep.NTP != nil && rep.NTP.Rounds > 0
+			})
+			if !rep.NTP.Enabled || len(rep.NTP.Servers) != 1 || rep.NTP.Servers[0] != ntp.Addr() {
+				t.Errorf("/clock ntp section %+v", rep.NTP)
+			}
+			if tc.wantReady {
+				waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+			} else {
+				waitHTTP(t, addr, "/readyz", func(code int, body string) bool {
+					return code == http.StatusServiceUnavailable && strings.Contains(body, `"reason":"`+tc.wantReason+`"`)
+				})
+				if code, body := httpGet(t, addr, "/id"); code != http.StatusServiceUnavailable {
+					t.Errorf("/id out of service: %d %s", code, body)
+				}
+			}
+			if tc.offset != 0 {
+				_, body := httpGet(t, addr, "/clock")
+				if err := json.Unmarshal([]byte(body), &rep); err != nil || rep.NTP.Last == nil ||
+					rep.NTP.Last.Offset < tc.offset-200*time.Millisecond || rep.NTP.Last.Offset > tc.offset+200*time.Millisecond {
+					t.Errorf("/clock ntp offset: %+v (%v), want about %s", rep.NTP.Last, err, tc.offset)
+				}
+			}
+			// Back in sync: the node returns to service by itself.
+			ntp.SetOffset(0)
+			ntp.SetSilent(false)
+			waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+		})
+	}
+}
+
+// The watcher sees a wall-clock step back with no traffic at all and takes
+// the node out of service (clock_rollback) until the clock is past the last
+// issued ID again; its counters show in /clock.
+func TestRunWatcherSeesStepBackWithoutTraffic(t *testing.T) {
+	clk := clocktest.NewFake(time.Now())
+	cfg := testConfig(t, 4)
+	ln := loopbackListener(t)
+	addr := ln.Addr().String()
+	startRunOn(t, cfg, ln, WithClock(clk))
+	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+	if code, body := httpGet(t, addr, "/id"); code != http.StatusOK {
+		t.Fatalf("/id: %d %s", code, body)
+	}
+	clk.StepWall(-2 * time.Second)
+	waitHTTP(t, addr, "/readyz", func(code int, body string) bool {
+		return code == http.StatusServiceUnavailable && strings.Contains(body, `"reason":"clock_rollback"`) && strings.Contains(body, "watcher")
+	})
+	var rep ClockReport
+	if _, body := httpGet(t, addr, "/clock"); json.Unmarshal([]byte(body), &rep) != nil || rep.Watcher == nil ||
+		rep.Watcher.BackwardSteps != 1 || rep.Watcher.LargestBackward < 2*time.Second || rep.Transitions["clock_rollback"] != 1 {
+		t.Errorf("/clock after a step back: %s", body)
+	}
+	clk.Advance(2*time.Second + 10*time.Millisecond)
+	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+}
