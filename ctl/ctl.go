@@ -28,6 +28,8 @@ type Command struct {
 // Commands lists the subcommands; add new ones here.
 var Commands = []Command{
 	{Name: "decode", Summary: "decode <id>... [--layout 41/10/12 --epoch … --time-unit 1ms | --leaf] [--json]: split IDs into time, worker and sequence", Run: Decode},
+	{Name: "status", Summary: "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--json]: the cluster's workers from ZooKeeper", Run: Status},
+	{Name: "probe", Summary: "probe <url> [--timeout 2s]: GET url; exit 0 on 2xx, else 1 with status and body on stderr (health checks)", Run: Probe},
 }
 
 // Main runs snowflakectl with args (without the program name) and returns

@@ -1,5 +1,6 @@
-// Command snowflakectl is the operator's tool for snowflaked: decode IDs
-// (and, with the ZooKeeper mode, inspect a cluster). See ctl.Commands.
+// Command snowflakectl is the operator's tool for snowflaked: decode IDs,
+// show a cluster's workers from ZooKeeper (status) and probe an endpoint for
+// health checks. See ctl.Commands.
 package main
 
 import (

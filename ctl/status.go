@@ -1,0 +1,154 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"snowflaked/coordinator"
+)
+
+// statusJSON is the --json form of "snowflakectl status".
+type statusJSON struct {
+	Cluster string                   `json:"cluster"`
+	Workers []coordinator.WorkerInfo `json:"workers"`
+}
+
+// Status is "snowflakectl status": the worker table of a cluster, read from
+// ZooKeeper (coordinator.ListWorkers): worker ID, node key, address, lease
+// held, in service, last report age and fence, plus any problem with the
+// znodes. It exits 1 when ZooKeeper cannot be read and 2 for bad flags.
+func Status(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("snowflakectl status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	zkFlag := fs.String("zk", "", "ZooKeeper servers host1:2181,host2:2181 (required)")
+	cluster := fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
+	auth := fs.String("zk-auth", "", "user:password for digest ACLs (reading needs none)")
+	asJSON := fs.Bool("json", false, `print {"cluster","workers":[…]} as JSON`)
+	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting to and reading ZooKeeper")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	switch {
+	case len(pos) > 0:
+		fmt.Fprintf(stderr, "snowflakectl status: unexpected arguments %q\n", pos)
+		return ExitUsage
+	case strings.TrimSpace(*zkFlag) == "":
+		fmt.Fprintln(stderr, "snowflakectl status: --zk is required (e.g. --zk 127.0.0.1:2181)")
+		return ExitUsage
+	case *timeout <= 0:
+		fmt.Fprintf(stderr, "snowflakectl status: --timeout %s must be positive\n", *timeout)
+		return ExitUsage
+	}
+	servers := strings.Split(*zkFlag, ",")
+	for i := range servers {
+		servers[i] = strings.TrimSpace(servers[i])
+	}
+	rows, err := coordinator.ListWorkers(context.Background(), servers, *cluster, *auth, *timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
+		if errors.Is(err, coordinator.ErrInvalidConfig) {
+			return ExitUsage
+		}
+		return ExitFailure
+	}
+	if rows == nil {
+		rows = []coordinator.WorkerInfo{}
+	}
+	if *asJSON {
+		b, err := json.MarshalIndent(statusJSON{Cluster: *cluster, Workers: rows}, "", "  ")
+		if err != nil {
+			fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
+			return ExitFailure
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+		return ExitOK
+	}
+	writeStatusTable(stdout, *cluster, rows, time.Now())
+	return ExitOK
+}
+
+// writeStatusTable prints the rows as an aligned table.
+func writeStatusTable(w io.Writer, cluster string, rows []coordinator.WorkerInfo, now time.Time) {
+	inService := 0
+	for _, r := range rows {
+		if r.InService {
+			inService++
+		}
+	}
+	fmt.Fprintf(w, "cluster %q: %d worker(s), %d in service\n", cluster, len(rows), inService)
+	if len(rows) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tNODE KEY\tADDRESS\tLEASE\tIN SERVICE\tLAST REPORT\tFENCE\tPROBLEM")
+	for _, r := range rows {
+		worker := strconv.FormatInt(r.WorkerID, 10)
+		if r.WorkerID < 0 {
+			worker = "-"
+		}
+		lease := yesNo(r.LeaseHeld)
+		if r.LeaseHolder != "" {
+			lease += " (" + r.LeaseHolder + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", worker, dash(r.NodeKey), dash(r.Addr), lease, yesNo(r.InService),
+			reportAge(r.LastReportAgeMs), fenceText(r.Fence, now), dash(r.Problem))
+	}
+	tw.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// reportAge shows a last-report age in ms ("-1": never).
+func reportAge(ms int64) string {
+	if ms < 0 {
+		return "never"
+	}
+	return roundAge(time.Duration(ms)*time.Millisecond) + " ago"
+}
+
+// fenceText shows a fence (unix ms) as UTC time and its distance from now.
+func fenceText(ms int64, now time.Time) string {
+	if ms <= 0 {
+		return "-"
+	}
+	t := time.UnixMilli(ms).UTC()
+	d := t.Sub(now)
+	rel := "in " + roundAge(d)
+	if d < 0 {
+		rel = roundAge(-d) + " ago"
+	}
+	return t.Format(timeFormat) + " (" + rel + ")"
+}
+
+// roundAge rounds a duration for display: ms below 1s, 0.1s below a minute,
+// whole seconds above.
+func roundAge(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
