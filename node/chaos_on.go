@@ -4,6 +4,8 @@ package node
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -18,12 +20,24 @@ const ChaosBuild = true
 // ChaosClockPath is the fault-injection endpoint of chaos builds.
 const ChaosClockPath = "/debug/chaos/clock"
 
+// ChaosClockOffsetEnv sets the clock offset a chaos build starts with.
+const ChaosClockOffsetEnv = "SNOWFLAKED_CHAOS_CLOCK_OFFSET"
+
 // chaosSetup is the fault-injection seam (SPEC §7). With the chaos tag the
 // node's clock gets an adjustable wall-clock offset, set by
-// POST /debug/chaos/clock?offset=-5s (offset=0 resets).
-func chaosSetup(c clock.Clock) (clock.Clock, map[string]fasthttp.RequestHandler) {
+// POST /debug/chaos/clock?offset=-5s (offset=0 resets). The offset at start
+// is SNOWFLAKED_CHAOS_CLOCK_OFFSET (a Go duration; unset means 0), so a
+// node can start with its clock already off.
+func chaosSetup(c clock.Clock) (clock.Clock, map[string]fasthttp.RequestHandler, error) {
 	oc := &offsetClock{base: c}
-	return oc, map[string]fasthttp.RequestHandler{ChaosClockPath: oc.handle}
+	if raw, ok := os.LookupEnv(ChaosClockOffsetEnv); ok {
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %s=%q: want a Go duration like -5s: %w", ErrInvalidConfig, ChaosClockOffsetEnv, raw, err)
+		}
+		oc.offset.Store(int64(d))
+	}
+	return oc, map[string]fasthttp.RequestHandler{ChaosClockPath: oc.handle}, nil
 }
 
 // offsetClock shifts the wall clock by an offset, as an NTP step or an

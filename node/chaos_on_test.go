@@ -4,6 +4,8 @@ package node
 
 import (
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +16,10 @@ import (
 
 func TestChaosClockHandler(t *testing.T) {
 	base := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-	c, routes := chaosSetup(base)
+	c, routes, err := chaosSetup(base)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := routes[ChaosClockPath]
 	if h == nil {
 		t.Fatalf("no %s route", ChaosClockPath)
@@ -62,6 +67,39 @@ func TestChaosClockHandler(t *testing.T) {
 			}
 			if c.Mono() != base.Mono() {
 				t.Errorf("monotonic clock moved: %s vs %s", c.Mono(), base.Mono())
+			}
+		})
+	}
+}
+
+func TestChaosClockOffsetAtStart(t *testing.T) {
+	tests := []struct {
+		value string
+		want  time.Duration
+		err   bool
+	}{
+		{"-5s", -5 * time.Second, false},
+		{"250ms", 250 * time.Millisecond, false},
+		{"0", 0, false},
+		{"", 0, true},
+		{"yesterday", 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.value, func(t *testing.T) {
+			t.Setenv(ChaosClockOffsetEnv, tc.value)
+			base := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+			c, _, err := chaosSetup(base)
+			if tc.err {
+				if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), ChaosClockOffsetEnv) {
+					t.Fatalf("error %v, want ErrInvalidConfig naming %s", err, ChaosClockOffsetEnv)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := time.Duration(c.WallNanos() - base.WallNanos()); got != tc.want {
+				t.Errorf("offset %s, want %s", got, tc.want)
 			}
 		})
 	}

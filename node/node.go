@@ -100,7 +100,9 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 	}
 	n := &node{cfg: cfg, log: log}
 	var chaosRoutes map[string]fasthttp.RequestHandler
-	n.clock, chaosRoutes = chaosSetup(o.clock)
+	if n.clock, chaosRoutes, err = chaosSetup(o.clock); err != nil {
+		return err
+	}
 	if n.routes, err = mergeRoutes(chaosRoutes, o.routes); err != nil {
 		return err
 	}
