@@ -39,7 +39,7 @@ bench: build
 chaos: deps
 	CHAOS_LONG=1 $(GO) test -tags chaos -race -run Chaos -timeout 30m ./tests/...
 
-## run: a standalone node on 127.0.0.1:8080 (RUN_PORT) showing sample IDs
+## run: local ZooKeeper + a 3-node cluster on 127.0.0.1:8081-8083 (RUN_BASE_PORT), sample IDs, snowflakectl status
 run: build
 	scripts/run.sh
 

@@ -1,21 +1,48 @@
 #!/usr/bin/env bash
-# `make run`: one standalone snowflaked on 127.0.0.1 (worker 1, cache file in
-# .run/), shows a few IDs and a decoded one, then keeps serving until Ctrl-C.
+# `make run`: a local cluster on loopback. It starts a standalone ZooKeeper on
+# a free 127.0.0.1 port (data in .run/zk) and three snowflaked nodes in
+# ZooKeeper mode on 127.0.0.1:8081-8083 (RUN_BASE_PORT; cache files in
+# .run/node-N), prints sample IDs from each node with their decoded worker
+# IDs and `snowflakectl status`, then keeps running until Ctrl-C and stops
+# everything (nodes first, with SIGTERM, then ZooKeeper).
 # Without a terminal on stdin (CI, scripts) it stops after the demo.
-# RUN_PORT (default 8080) picks the port.
+# ZooKeeper's data stays in .run/zk, so a second `make run` gives every node
+# its old worker ID back; `make clean` removes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 
-port="${RUN_PORT:-8080}"
-mkdir -p .run
-log=.run/snowflaked.log
+base_port="${RUN_BASE_PORT:-8081}"
+nodes=3
+zk_jars=/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar
+run_dir="$root/.run"
+mkdir -p "$run_dir"
 
-# GET over bash's /dev/tcp: no curl needed. Prints the body.
+die() {
+	echo "run: $*" >&2
+	exit 1
+}
+
+# --- ZooKeeper installed? ------------------------------------------------------
+have_zk() { command -v java >/dev/null 2>&1 && [ -f /usr/share/java/zookeeper.jar ] && [ -f /usr/share/java/slf4j-simple.jar ]; }
+if ! have_zk; then
+	if [ "$(id -u)" -eq 0 ]; then
+		echo "run: ZooKeeper is missing: installing it (scripts/install-deps.sh)" >&2
+		scripts/install-deps.sh
+	fi
+	have_zk || die "ZooKeeper (Debian package 'zookeeper', with Java) is needed: sudo apt-get update && sudo apt-get install -y zookeeper"
+fi
+
+# --- small helpers over bash's /dev/tcp (no curl or nc needed) -----------------
+# port_busy PORT: something accepts connections on 127.0.0.1:PORT.
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# http_get PORT PATH: prints the body of a 200 answer; fails otherwise.
 http_get() {
-	local path=$1 resp
+	local port=$1 path=$2 resp
 	exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
 	printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$path" >&3
-	resp=$(cat <&3)
+	resp=$(timeout 5 cat <&3) || true
 	exec 3<&-
 	case "${resp%%$'\r'*}" in
 	*" 200 "*) printf '%s\n' "${resp#*$'\r\n\r\n'}" ;;
@@ -23,50 +50,140 @@ http_get() {
 	esac
 }
 
-bin/snowflaked --worker-id 1 --listen "127.0.0.1:$port" --cache-file .run/cache.json \
-	--log-format console 2>"$log" &
-pid=$!
-stop() {
-	if kill -0 "$pid" 2>/dev/null; then
-		kill -TERM "$pid"
-		wait "$pid" || true
+# zk_mode PORT: prints ZooKeeper's "Mode: …" line (srvr), fails while it does
+# not serve (ruok would answer imok too early).
+zk_mode() {
+	local out
+	exec 4<>"/dev/tcp/127.0.0.1/$1" || return 1
+	printf 'srvr' >&4
+	out=$(timeout 5 cat <&4) || true
+	exec 4<&-
+	grep -m1 '^Mode: ' <<<"$out"
+}
+
+# --- processes and cleanup -----------------------------------------------------
+# Children run in their own session (setsid) so that Ctrl-C reaches only this
+# script: its trap stops the nodes first (they write their final fence to
+# ZooKeeper) and ZooKeeper last.
+detach=()
+if command -v setsid >/dev/null 2>&1; then detach=(setsid); fi
+zk_pid=""
+node_pids=()
+stop_all() {
+	local pid
+	for pid in "${node_pids[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${node_pids[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	if [ -n "$zk_pid" ] && kill -0 "$zk_pid" 2>/dev/null; then
+		kill -TERM "$zk_pid" 2>/dev/null || true
+		for _ in $(seq 1 100); do # up to 10 s, then SIGKILL
+			kill -0 "$zk_pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$zk_pid" 2>/dev/null || true
+		wait "$zk_pid" 2>/dev/null || true
 	fi
 }
-trap stop EXIT
-trap 'exit 0' INT TERM
+trap stop_all EXIT
+trap 'echo; echo "Stopping…"; exit 0' INT TERM
 
-for _ in $(seq 1 100); do # up to 10 s
-	if http_get /readyz >/dev/null 2>&1; then break; fi
-	if ! kill -0 "$pid" 2>/dev/null; then
-		echo "snowflaked exited; its log ($log):" >&2
-		cat "$log" >&2
-		exit 1
+# --- ZooKeeper -----------------------------------------------------------------
+zk_port=""
+for p in $(seq 21810 21899); do
+	if ! port_busy "$p"; then
+		zk_port=$p
+		break
 	fi
+done
+[ -n "$zk_port" ] || die "no free port in 127.0.0.1:21810-21899 for ZooKeeper"
+for i in $(seq 1 "$nodes"); do
+	port=$((base_port + i - 1))
+	! port_busy "$port" || die "127.0.0.1:$port is in use: pick other ports with RUN_BASE_PORT=9081 make run"
+done
+
+zk_dir="$run_dir/zk"
+mkdir -p "$zk_dir/data"
+cat >"$zk_dir/zoo.cfg" <<EOF
+tickTime=1000
+dataDir=$zk_dir/data
+clientPort=$zk_port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok,conf
+EOF
+(cd "$zk_dir" && exec "${detach[@]}" java -Xmx256m -cp "$zk_jars" org.apache.zookeeper.server.quorum.QuorumPeerMain zoo.cfg) \
+	>"$zk_dir/zookeeper.log" 2>&1 &
+zk_pid=$!
+mode=""
+for _ in $(seq 1 300); do # up to 30 s
+	if mode=$(zk_mode "$zk_port" 2>/dev/null); then break; fi
+	kill -0 "$zk_pid" 2>/dev/null || { tail -n 30 "$zk_dir/zookeeper.log" >&2; die "ZooKeeper exited; its log: $zk_dir/zookeeper.log"; }
 	sleep 0.1
 done
-if ! http_get /readyz >/dev/null; then
-	echo "snowflaked not ready after 10 s; its log ($log):" >&2
-	cat "$log" >&2
-	exit 1
-fi
+[ -n "$mode" ] || { tail -n 30 "$zk_dir/zookeeper.log" >&2; die "ZooKeeper not serving after 30 s; its log: $zk_dir/zookeeper.log"; }
+zk="127.0.0.1:$zk_port"
+echo "ZooKeeper ($mode) serves on $zk  (data and log: .run/zk)"
 
-echo "snowflaked (standalone, worker 1) serves on http://127.0.0.1:$port  (log: $log)"
+# --- three snowflaked nodes ----------------------------------------------------
+for i in $(seq 1 "$nodes"); do
+	port=$((base_port + i - 1))
+	mkdir -p "$run_dir/node-$i"
+	"${detach[@]}" bin/snowflaked --zk "$zk" --listen "127.0.0.1:$port" --cache-file "$run_dir/node-$i/cache.json" \
+		--log-format console 2>"$run_dir/node-$i.log" &
+	node_pids+=($!)
+done
+# A node whose previous run was killed waits for its old ZooKeeper session to
+# expire (--zk-session-timeout, 10 s) before it gets its worker ID back.
+for i in $(seq 1 "$nodes"); do
+	port=$((base_port + i - 1))
+	pid=${node_pids[$((i - 1))]}
+	ready=""
+	for _ in $(seq 1 600); do # up to 60 s
+		if http_get "$port" /readyz >/dev/null 2>&1; then
+			ready=1
+			break
+		fi
+		kill -0 "$pid" 2>/dev/null || { cat "$run_dir/node-$i.log" >&2; die "node $i exited; its log: .run/node-$i.log"; }
+		sleep 0.1
+	done
+	[ -n "$ready" ] || { tail -n 30 "$run_dir/node-$i.log" >&2; die "node $i not in service after 60 s; its log: .run/node-$i.log"; }
+done
+
 echo
-echo "GET /id:"
-id=$(http_get /id)
-echo "  $id"
-echo "GET /ids?count=5:"
-http_get '/ids?count=5' | sed 's/^/  /'
-echo "GET /id?format=json:"
-echo "  $(http_get '/id?format=json')"
+for i in $(seq 1 "$nodes"); do
+	port=$((base_port + i - 1))
+	echo "node $i serves on http://127.0.0.1:$port  (log: .run/node-$i.log, cache: .run/node-$i/cache.json)"
+done
 echo
-echo "bin/snowflakectl decode $id:"
-bin/snowflakectl decode "$id" | sed 's/^/  /'
+for i in $(seq 1 "$nodes"); do
+	port=$((base_port + i - 1))
+	ids=$(http_get "$port" '/ids?count=3') || die "GET /ids from node $i failed"
+	echo "GET http://127.0.0.1:$port/ids?count=3"
+	for id in $ids; do
+		# snowflakectl decode --json: {"id":…,"timestamp_ms":…,"time":"…","worker_id":N,"sequence":N}
+		d=$(bin/snowflakectl decode --json "$id")
+		worker=$(sed -n 's/.*"worker_id":\([0-9]*\).*/\1/p' <<<"$d")
+		seq=$(sed -n 's/.*"sequence":\([0-9]*\).*/\1/p' <<<"$d")
+		time=$(sed -n 's/.*"time":"\([^"]*\)".*/\1/p' <<<"$d")
+		printf '  %s  worker %s  sequence %s  %s\n' "$id" "$worker" "$seq" "$time"
+	done
+done
+echo
+echo "bin/snowflakectl status --zk $zk"
+bin/snowflakectl status --zk "$zk" | sed 's/^/  /'
 echo
 
 if [ -t 0 ]; then
-	echo "Serving until Ctrl-C. Try: curl 'http://127.0.0.1:$port/ids?count=3'"
-	wait "$pid"
+	echo "Running until Ctrl-C. Try:"
+	echo "  curl 'http://127.0.0.1:$base_port/ids?count=3'"
+	echo "  curl http://127.0.0.1:$base_port/clock"
+	echo "  bin/snowflakectl status --zk $zk"
+	wait -n "${node_pids[@]}" || true # returns when a node exits (or on Ctrl-C, through the trap)
+	echo "a node exited by itself; see .run/node-*.log" >&2
+	exit 1
 else
 	echo "No terminal: stopping."
 fi
