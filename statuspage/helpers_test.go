@@ -1,0 +1,278 @@
+package statuspage
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"golang.org/x/net/html"
+
+	"snowflaked/clock"
+	"snowflaked/clockguard"
+	"snowflaked/coordinator"
+)
+
+// domRow is one <tr> of the nodes table as a browser sees it.
+type domRow struct {
+	classes []string
+	worker  string            // data-worker
+	cells   map[string]string // text of each <td>, by its role class (worker, key, addr, …)
+	over    map[string]bool   // role class → the cell has class "over"
+	markers map[string]int    // role class → .marker spans in the cell
+}
+
+func (r domRow) hasClass(c string) bool { return slices.Contains(r.classes, c) }
+
+// dom is a parsed page.
+type dom struct {
+	root *html.Node
+	rows []domRow
+}
+
+// parseDOM parses a page and extracts the rows of table#nodes.
+func parseDOM(t testing.TB, page string) *dom {
+	t.Helper()
+	root, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatalf("parse page: %v", err)
+	}
+	d := &dom{root: root}
+	table := d.byID("nodes")
+	if table == nil {
+		t.Fatalf("no table#nodes in the page:\n%s", page)
+	}
+	for n := range table.Descendants() {
+		if n.Type != html.ElementNode || n.Data != "tr" || !hasTD(n) {
+			continue
+		}
+		r := domRow{classes: strings.Fields(attr(n, "class")), worker: attr(n, "data-worker"),
+			cells: map[string]string{}, over: map[string]bool{}, markers: map[string]int{}}
+		for td := range n.ChildNodes() {
+			if td.Type != html.ElementNode || td.Data != "td" {
+				continue
+			}
+			classes := strings.Fields(attr(td, "class"))
+			role := ""
+			for _, c := range classes {
+				if c != "num" && c != "over" {
+					role = c
+				}
+			}
+			r.cells[role] = textOf(td)
+			r.over[role] = slices.Contains(classes, "over")
+			for m := range td.Descendants() {
+				if m.Type == html.ElementNode && slices.Contains(strings.Fields(attr(m, "class")), "marker") {
+					r.markers[role]++
+				}
+			}
+		}
+		d.rows = append(d.rows, r)
+	}
+	return d
+}
+
+func hasTD(tr *html.Node) bool {
+	for c := range tr.ChildNodes() {
+		if c.Type == html.ElementNode && c.Data == "td" {
+			return true
+		}
+	}
+	return false
+}
+
+// byID returns the element with that id, or nil.
+func (d *dom) byID(id string) *html.Node {
+	for n := range d.root.Descendants() {
+		if n.Type == html.ElementNode && attr(n, "id") == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// elements returns every element named tag.
+func (d *dom) elements(tag string) []*html.Node {
+	var out []*html.Node
+	for n := range d.root.Descendants() {
+		if n.Type == html.ElementNode && n.Data == tag {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// row returns the row whose key cell is key.
+func (d *dom) row(t testing.TB, key string) domRow {
+	t.Helper()
+	for _, r := range d.rows {
+		if r.cells["key"] == key {
+			return r
+		}
+	}
+	t.Fatalf("no row with node key %q (rows: %+v)", key, d.rows)
+	return domRow{}
+}
+
+func attr(n *html.Node, name string) string {
+	for _, a := range n.Attr {
+		if a.Key == name {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+// textOf is the text content of n.
+func textOf(n *html.Node) string {
+	var b strings.Builder
+	for c := range n.Descendants() {
+		if c.Type == html.TextNode {
+			b.WriteString(c.Data)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// fakeSource is a Source with settable answers.
+type fakeSource struct {
+	mu      sync.Mutex
+	self    Self
+	workers []coordinator.WorkerInfo
+	err     error
+	calls   int
+}
+
+func (s *fakeSource) Self() Self {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.self
+}
+
+func (s *fakeSource) Workers(ctx context.Context) ([]coordinator.WorkerInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if _, ok := ctx.Deadline(); !ok {
+		return nil, context.Canceled // the page must bound the call
+	}
+	return s.workers, s.err
+}
+
+// clockAnswer is what a fake node's GET /clock says.
+type clockAnswer struct {
+	workerID  int64
+	skew      time.Duration // the fake node's clock minus the real one
+	ntpOffset time.Duration // its NTP offset (server minus node); 0 with ntp nil
+	ntp       bool
+	state     clockguard.State
+	reason    clockguard.Reason
+	detail    string
+}
+
+// clockBody builds a GET /clock body shaped like the node's ClockReport.
+func clockBody(a clockAnswer) []byte {
+	now := time.Now().Add(a.skew)
+	doc := map[string]any{
+		"mode": "zookeeper", "worker_id": a.workerID, "now_ms": now.UnixMilli(),
+		"last_issued_ms": now.UnixMilli() - 5, "fence_ms": now.UnixMilli() + 3000,
+		"state": a.state.String(), "reason": string(a.reason), "detail": a.detail,
+		"zk": coordinator.Status{WorkerID: a.workerID, Connected: true, SessionState: "StateHasSession", LeaseHeld: true, LastReportAgeMs: 800},
+	}
+	if a.ntp {
+		doc["ntp"] = clockguard.NTPSnapshot{Enabled: true, MaxOffset: DefaultNTPMaxOffset, Servers: []string{"ntp.test:123"},
+			Last: &clockguard.NTPResult{Server: "ntp.test:123", Offset: a.ntpOffset, RTT: time.Millisecond, CheckedAt: now.Add(-10 * time.Second)}}
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// serveHandler serves h on a fresh 127.0.0.1 port until the test ends and
+// returns the address.
+func serveHandler(t testing.TB, h fasthttp.RequestHandler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	srv := &fasthttp.Server{Handler: h, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.ShutdownWithContext(ctx); err != nil {
+			t.Errorf("shutdown of the server on %s: %v", ln.Addr(), err)
+		}
+		<-done
+	})
+	return ln.Addr().String()
+}
+
+// fakeNode serves GET /clock with a's figures (fresh on every request) and
+// returns its address.
+func fakeNode(t testing.TB, a clockAnswer) string {
+	t.Helper()
+	return serveHandler(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) != ClockPath {
+			ctx.Error("not found", fasthttp.StatusNotFound)
+			return
+		}
+		ctx.SetContentType("application/json")
+		ctx.SetBody(clockBody(a))
+	})
+}
+
+// closedAddr returns a 127.0.0.1 address nothing listens on.
+func closedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// newPage builds a page over src with the system clock; mod may change the
+// config.
+func newPage(t testing.TB, src Source, mod func(*Config)) *Page {
+	t.Helper()
+	cfg := Config{Source: src, Clock: clock.NewSystem(), FetchTimeout: 2 * time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatalf("new page: %v", err)
+	}
+	return p
+}
+
+// get calls the page's handler as method /status.
+func get(t testing.TB, p *Page, method string) *fasthttp.RequestCtx {
+	t.Helper()
+	ctx := &fasthttp.RequestCtx{}
+	ctx.Request.Header.SetMethod(method)
+	ctx.Request.SetRequestURI("/status")
+	p.Handler()(ctx)
+	return ctx
+}
+
+// selfFixture is a "this node" in service, worker 1.
+func selfFixture() Self {
+	ntp := clockguard.NTPSnapshot{Enabled: true, Last: &clockguard.NTPResult{Server: "ntp.test:123", Offset: -3 * time.Millisecond, CheckedAt: time.Now()}}
+	zk := coordinator.Status{WorkerID: 1, Connected: true, SessionState: "StateHasSession", SessionID: "0x1f", LeaseHeld: true, LastReportAgeMs: 1200}
+	return Self{NodeKey: "node-1", Addr: "127.0.0.1:18080", Mode: "zookeeper", WorkerID: 1,
+		Status:  clockguard.Status{State: clockguard.InService, Since: time.Now().Add(-time.Minute)},
+		FenceMs: time.Now().Add(3 * time.Second).UnixMilli(), NTP: &ntp, ZK: &zk}
+}

@@ -1,0 +1,224 @@
+// Package statuspage serves GET /status: a small self-contained HTML page
+// for humans (inline CSS, no scripts, no external assets, works offline)
+// showing this node's state, reason, worker ID and fence, and a table of
+// every node of the cluster with its clock offsets, last report age and
+// whether it is in service. Offsets beyond the thresholds are marked.
+//
+// The cluster's worker list comes from a Source (ZooKeeper, via the node);
+// the page itself asks each running peer for GET /clock over HTTP,
+// concurrently, each request bounded by a short timeout. Every value is
+// escaped by html/template, so node keys and details from ZooKeeper or a
+// peer cannot inject markup.
+package statuspage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+
+	"snowflaked/clock"
+	"snowflaked/clockguard"
+	"snowflaked/coordinator"
+)
+
+// Defaults of Config.
+const (
+	DefaultFetchTimeout  = 500 * time.Millisecond
+	DefaultListTimeout   = 3 * time.Second
+	DefaultConcurrency   = 16
+	DefaultMaxFetch      = 64
+	DefaultNTPMaxOffset  = clockguard.DefaultNTPMaxOffset
+	DefaultPeerMaxOffset = clockguard.DefaultPeerMaxOffset
+	DefaultMaxReportAge  = 10 * time.Second
+	// MaxClockBody bounds a peer's /clock answer.
+	MaxClockBody = 1 << 20
+)
+
+// ErrBadConfig is wrapped by every error New returns for an invalid Config.
+var ErrBadConfig = errors.New("statuspage: invalid configuration")
+
+// Self is this node as the top of the page shows it.
+type Self struct {
+	NodeKey  string
+	Addr     string // advertised host:port
+	Mode     string // "standalone" or "zookeeper"
+	WorkerID int64
+	Status   clockguard.Status
+	// FenceMs is the fence last persisted locally (Unix ms; 0: none yet).
+	FenceMs int64
+	// NTP is the NTP check's snapshot; nil when the check is not running.
+	NTP *clockguard.NTPSnapshot
+	// ZK is the coordinator's status; nil in standalone mode.
+	ZK *coordinator.Status
+}
+
+// Source feeds the page; the node implements it (see SourceFuncs).
+type Source interface {
+	// Self describes this node; it must be quick and must not block.
+	Self() Self
+	// Workers lists the cluster's workers as ZooKeeper knows them (e.g.
+	// coordinator.ListWorkers), this node included; ctx bounds the call.
+	// In standalone mode it returns nil, nil.
+	Workers(ctx context.Context) ([]coordinator.WorkerInfo, error)
+}
+
+// SourceFuncs adapts functions to Source.
+type SourceFuncs struct {
+	SelfFunc func() Self
+	// WorkersFunc may be nil (standalone mode: no cluster table beyond
+	// this node).
+	WorkersFunc func(ctx context.Context) ([]coordinator.WorkerInfo, error)
+}
+
+// Self calls SelfFunc.
+func (s SourceFuncs) Self() Self { return s.SelfFunc() }
+
+// Workers calls WorkersFunc, or returns nil, nil without one.
+func (s SourceFuncs) Workers(ctx context.Context) ([]coordinator.WorkerInfo, error) {
+	if s.WorkersFunc == nil {
+		return nil, nil
+	}
+	return s.WorkersFunc(ctx)
+}
+
+// Config configures New. Zero values take the defaults.
+type Config struct {
+	Source Source // required
+	// Clock must be the node's clock (the chaos clock in a chaos build):
+	// offsets to this node are measured on it.
+	Clock clock.Clock // required
+	// FetchTimeout bounds one GET /clock to one peer, connection included
+	// (default 500ms).
+	FetchTimeout time.Duration
+	// ListTimeout bounds Source.Workers (default 3s).
+	ListTimeout time.Duration
+	// Concurrency bounds the /clock requests in flight for one page view
+	// (default 16); MaxFetch bounds how many peers one view asks (default
+	// 64; the others are listed without live figures). A view takes at most
+	// about ListTimeout + ceil(MaxFetch/Concurrency) × FetchTimeout.
+	Concurrency int
+	MaxFetch    int
+	// NTPMaxOffset and PeerMaxOffset are the node's --ntp-max-offset and
+	// --peer-max-offset: offsets beyond them are marked (defaults 500ms, 1s).
+	NTPMaxOffset  time.Duration
+	PeerMaxOffset time.Duration
+	// MaxReportAge marks a running node whose last report to ZooKeeper is
+	// older than this (default 10s: about three report intervals).
+	MaxReportAge time.Duration
+	// Refresh, when positive, makes browsers reload the page that often.
+	Refresh time.Duration
+	// Client makes the /clock requests; by default a client with no
+	// retries, a body limit of MaxClockBody and a plain net.Dialer.
+	Client *fasthttp.Client
+	// Log receives a line when a page cannot be built.
+	Log zerolog.Logger
+}
+
+// Page serves the status page. It is safe for concurrent use.
+type Page struct {
+	cfg    Config
+	client *fasthttp.Client
+}
+
+// New checks cfg and returns the page.
+func New(cfg Config) (*Page, error) {
+	if cfg.Source == nil || cfg.Clock == nil {
+		return nil, fmt.Errorf("%w: Source and Clock are required", ErrBadConfig)
+	}
+	if cfg.FetchTimeout < 0 || cfg.ListTimeout < 0 || cfg.Concurrency < 0 || cfg.MaxFetch < 0 ||
+		cfg.NTPMaxOffset < 0 || cfg.PeerMaxOffset < 0 || cfg.MaxReportAge < 0 || cfg.Refresh < 0 {
+		return nil, fmt.Errorf("%w: negative value (fetch timeout %v, list timeout %v, concurrency %d, max fetch %d, ntp max offset %v, peer max offset %v, max report age %v, refresh %v)",
+			ErrBadConfig, cfg.FetchTimeout, cfg.ListTimeout, cfg.Concurrency, cfg.MaxFetch, cfg.NTPMaxOffset, cfg.PeerMaxOffset, cfg.MaxReportAge, cfg.Refresh)
+	}
+	cfg.FetchTimeout = orDefault(cfg.FetchTimeout, DefaultFetchTimeout)
+	cfg.ListTimeout = orDefault(cfg.ListTimeout, DefaultListTimeout)
+	cfg.NTPMaxOffset = orDefault(cfg.NTPMaxOffset, DefaultNTPMaxOffset)
+	cfg.PeerMaxOffset = orDefault(cfg.PeerMaxOffset, DefaultPeerMaxOffset)
+	cfg.MaxReportAge = orDefault(cfg.MaxReportAge, DefaultMaxReportAge)
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.MaxFetch == 0 {
+		cfg.MaxFetch = DefaultMaxFetch
+	}
+	client := cfg.Client
+	if client == nil {
+		client = newClient(cfg.FetchTimeout)
+	}
+	return &Page{cfg: cfg, client: client}, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// newClient returns a client for short one-off requests: no retries, a
+// body limit and a plain net.Dialer (no background DNS cache goroutine).
+func newClient(timeout time.Duration) *fasthttp.Client {
+	return &fasthttp.Client{
+		Name:                      "snowflaked-status",
+		MaxIdemponentCallAttempts: 1,
+		MaxIdleConnDuration:       30 * time.Second,
+		MaxConnsPerHost:           4,
+		MaxResponseBodySize:       MaxClockBody,
+		ReadTimeout:               timeout,
+		WriteTimeout:              timeout,
+		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
+			return (&net.Dialer{Timeout: timeout}).Dial("tcp", addr)
+		},
+	}
+}
+
+// Security headers of the page: it has no scripts and loads nothing.
+const contentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// Handler returns the handler of GET /status (HEAD too; 405 with a JSON
+// error otherwise). It does not look at the path: mount it at /status with
+// server.Config.Routes.
+func (p *Page) Handler() fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		ctx.Response.Header.Set("Cache-Control", "no-store")
+		if !ctx.IsGet() && !ctx.IsHead() {
+			ctx.Response.Header.Set("Allow", "GET, HEAD")
+			ctx.SetStatusCode(fasthttp.StatusMethodNotAllowed)
+			ctx.SetContentType("application/json")
+			ctx.SetBodyString(`{"error":{"code":"method_not_allowed","message":"use GET or HEAD on /status"}}`)
+			return
+		}
+		var buf bytes.Buffer
+		// Not ctx: a RequestCtx outside a server has no Done channel. The
+		// view is bounded by ListTimeout and FetchTimeout.
+		if err := p.Render(context.Background(), &buf); err != nil {
+			p.cfg.Log.Error().Err(err).Msg("status page")
+			ctx.SetStatusCode(fasthttp.StatusInternalServerError)
+			ctx.SetContentType("application/json")
+			ctx.SetBodyString(`{"error":{"code":"internal","message":"the status page could not be rendered"}}`)
+			return
+		}
+		ctx.SetStatusCode(fasthttp.StatusOK)
+		ctx.SetContentType("text/html; charset=utf-8")
+		ctx.Response.Header.Set("Content-Security-Policy", contentSecurityPolicy)
+		ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
+		ctx.SetBody(buf.Bytes())
+	}
+}
+
+// Render builds the page (asking the source and the peers) and writes its
+// HTML to w. ctx bounds the whole view on top of the configured timeouts.
+func (p *Page) Render(ctx context.Context, w io.Writer) error {
+	v := p.build(ctx)
+	if err := pageTemplate.Execute(w, v); err != nil {
+		return fmt.Errorf("render status page: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package statuspage
+
+import "html/template"
+
+// pageTemplate is the whole page: inline CSS, no scripts, nothing loaded.
+// html/template escapes every value for its context (text or attribute).
+var pageTemplate = template.Must(template.New("status").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+{{- if .Refresh}}
+<meta http-equiv="refresh" content="{{.Refresh}}">
+{{- end}}
+<title>{{.Title}}</title>
+<style>
+  :root { --ok:#1a7f37; --warn:#9a6700; --bad:#cf222e; --line:#d0d7de; --muted:#57606a; }
+  * { box-sizing: border-box; }
+  body { margin: 0; padding: 20px 24px; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; color: #1f2328; background: #f6f8fa; }
+  h1 { font-size: 20px; margin: 0 0 12px; }
+  h1 .key { font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
+  h2 { font-size: 16px; margin: 20px 0 8px; }
+  .card { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 12px 16px; }
+  dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 0; }
+  dt { color: var(--muted); }
+  dd { margin: 0; }
+  .badge { display: inline-block; padding: 1px 10px; border-radius: 12px; color: #fff; font-weight: 600; }
+  .badge.ok { background: var(--ok); } .badge.warn { background: var(--warn); } .badge.bad { background: var(--bad); }
+  .error { background: #ffebe9; border: 1px solid #ff8182; color: #82071e; border-radius: 6px; padding: 8px 12px; margin: 12px 0; }
+  table { border-collapse: collapse; width: 100%; background: #fff; border: 1px solid var(--line); }
+  th, td { text-align: left; padding: 6px 10px; border-bottom: 1px solid var(--line); vertical-align: top; }
+  th { background: #eaeef2; font-weight: 600; white-space: nowrap; }
+  td.num { font-variant-numeric: tabular-nums; white-space: nowrap; }
+  td.key, td.addr { font-family: ui-monospace, "DejaVu Sans Mono", monospace; word-break: break-all; }
+  tr.self { background: #ddf4ff; }
+  tr.down td { color: var(--muted); }
+  tr.flagged td:first-child { box-shadow: inset 4px 0 0 var(--bad); }
+  td.over { background: #ffebe9; color: #82071e; font-weight: 700; }
+  .marker { display: inline-block; margin-left: 6px; padding: 0 6px; border-radius: 4px; background: var(--bad); color: #fff; font-size: 12px; font-weight: 700; }
+  .yes { color: var(--ok); font-weight: 600; } .no { color: var(--bad); font-weight: 600; }
+  .tag { font-size: 12px; color: var(--muted); }
+  .note { color: var(--muted); font-size: 13px; }
+  footer { margin-top: 14px; color: var(--muted); font-size: 12px; }
+</style>
+</head>
+<body>
+<h1>snowflaked <span class="key">{{.Self.NodeKey}}</span></h1>
+<section class="card" id="self">
+<dl>
+  <dt>State</dt><dd><span class="badge {{.Self.StateClass}}" id="self-state">{{.Self.State}}</span>{{if .Self.Reason}} <strong id="self-reason">{{.Self.Reason}}</strong>{{end}}{{if .Self.Detail}} <span class="note">{{.Self.Detail}}</span>{{end}}</dd>
+  {{- if .Self.Since}}
+  <dt>Since</dt><dd>{{.Self.Since}}</dd>
+  {{- end}}
+  <dt>Worker ID</dt><dd id="self-worker">{{.Self.WorkerID}}</dd>
+  <dt>Address</dt><dd>{{.Self.Addr}}</dd>
+  <dt>Mode</dt><dd>{{.Self.Mode}}</dd>
+  <dt>Fence</dt><dd id="self-fence">{{.Self.Fence}}{{if .Self.FenceNote}} <span class="note">{{.Self.FenceNote}}</span>{{end}}</dd>
+  <dt>Clock − NTP</dt><dd{{if .Self.NTP.Over}} class="over"{{end}} title="{{.Self.NTP.Title}}">{{.Self.NTP.Text}}{{if .Self.NTP.Over}}<span class="marker">⚠ over limit</span>{{end}}</dd>
+  {{- if .Self.ZK}}
+  <dt>ZooKeeper</dt><dd>{{.Self.ZK}}</dd>
+  {{- end}}
+</dl>
+</section>
+{{- if .ListError}}
+<div class="error" id="list-error">{{.ListError}}</div>
+{{- end}}
+<h2>Cluster: {{.Nodes}} node{{if ne .Nodes 1}}s{{end}}, {{.InService}} in service{{if .Flagged}}, <span class="no">{{.Flagged}} with figures over the limits</span>{{end}}</h2>
+<table id="nodes">
+<thead>
+<tr><th>Worker</th><th>Node key</th><th>Address</th><th>In service</th><th>State</th><th title="the node's clock minus NTP time; limit {{.NTPMax}}">Clock − NTP</th><th title="the node's clock minus this node's; limit {{.PeerMax}}">Clock − this node</th><th title="limit {{.ReportMax}} for running nodes">Last report</th><th>Notes</th></tr>
+</thead>
+<tbody>
+{{- range .Rows}}
+<tr class="{{if .Self}}self{{end}}{{if not .Running}} down{{end}}{{if .Flagged}} flagged{{end}}" data-worker="{{.WorkerID}}">
+<td class="num worker">{{.WorkerID}}{{if .Self}} <span class="tag">(this node)</span>{{end}}</td>
+<td class="key">{{.NodeKey}}</td>
+<td class="addr">{{.Addr}}</td>
+<td class="service">{{if .InService}}<span class="yes">yes</span>{{else}}<span class="no">no</span>{{end}}</td>
+<td class="state" title="{{.Detail}}">{{.State}}{{if .Reason}} ({{.Reason}}){{end}}</td>
+<td class="num ntp{{if .NTP.Over}} over{{end}}" title="{{.NTP.Title}}">{{.NTP.Text}}{{if .NTP.Over}}<span class="marker">⚠ over limit</span>{{end}}</td>
+<td class="num peer{{if .Peer.Over}} over{{end}}" title="{{.Peer.Title}}">{{.Peer.Text}}{{if .Peer.Over}}<span class="marker">⚠ over limit</span>{{end}}</td>
+<td class="num report{{if .Report.Over}} over{{end}}" title="{{.Report.Title}}">{{.Report.Text}}{{if .Report.Over}}<span class="marker">⚠ stale</span>{{end}}</td>
+<td class="note">{{.Note}}</td>
+</tr>
+{{- end}}
+</tbody>
+</table>
+<footer>Generated {{.GeneratedAt}} by this node. Limits: clock − NTP {{.NTPMax}}, clock − this node {{.PeerMax}}, last report {{.ReportMax}}. Offsets are positive when the node is ahead.</footer>
+</body>
+</html>
+`))

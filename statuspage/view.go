@@ -1,0 +1,366 @@
+package statuspage
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"snowflaked/clockguard"
+	"snowflaked/coordinator"
+)
+
+// view is everything the template shows; every string is plain text that
+// the template escapes.
+type view struct {
+	Title       string
+	GeneratedAt string
+	Refresh     int // seconds; 0: no automatic reload
+	Self        selfView
+	ListError   string
+	Rows        []row
+	Nodes       int
+	InService   int
+	Flagged     int
+	NTPMax      string
+	PeerMax     string
+	ReportMax   string
+}
+
+// selfView is the top of the page.
+type selfView struct {
+	NodeKey    string
+	Addr       string
+	Mode       string
+	WorkerID   int64
+	State      string
+	StateClass string // ok, warn, bad
+	Reason     string
+	Detail     string
+	Since      string
+	Fence      string
+	FenceNote  string
+	NTP        cell
+	ZK         string
+}
+
+// row is one node of the cluster table.
+type row struct {
+	Self      bool
+	Running   bool // holds its lease or is in service: a process is there
+	WorkerID  string
+	NodeKey   string
+	Addr      string
+	InService bool
+	State     string
+	Reason    string
+	Detail    string
+	NTP       cell
+	Peer      cell
+	Report    cell
+	Note      string
+}
+
+// cell is one figure; Over marks it beyond its threshold.
+type cell struct {
+	Text  string
+	Title string
+	Over  bool
+}
+
+// Flagged reports whether any of the row's figures is beyond its threshold.
+func (r row) Flagged() bool { return r.NTP.Over || r.Peer.Over || r.Report.Over }
+
+// unknown is how the page shows a figure it does not have.
+const unknown = "—"
+
+// build gathers the view: this node, the worker list, and the peers' /clock.
+func (p *Page) build(ctx context.Context) view {
+	self := p.cfg.Source.Self()
+	nowNs := p.cfg.Clock.WallNanos()
+	now := time.Unix(0, nowNs).UTC()
+	v := view{
+		Title:       "snowflaked status: " + self.NodeKey,
+		GeneratedAt: now.Format("2006-01-02 15:04:05.000") + " UTC",
+		Refresh:     int(p.cfg.Refresh / time.Second),
+		Self:        p.selfView(self, now),
+		NTPMax:      p.cfg.NTPMaxOffset.String(),
+		PeerMax:     p.cfg.PeerMaxOffset.String(),
+		ReportMax:   p.cfg.MaxReportAge.String(),
+	}
+	lctx, cancel := context.WithTimeout(ctx, p.cfg.ListTimeout)
+	workers, err := p.cfg.Source.Workers(lctx)
+	cancel()
+	if err != nil {
+		v.ListError = fmt.Sprintf("The cluster's worker list is unavailable: %v", err)
+	}
+
+	selfFound := false
+	rows := make([]row, 0, len(workers)+1)
+	for _, w := range workers {
+		r := p.workerRow(w)
+		if !selfFound && w.WorkerID == self.WorkerID && (self.NodeKey == "" || w.NodeKey == self.NodeKey) {
+			selfFound = true
+			r.Self = true
+			p.fillSelf(&r, self)
+		}
+		rows = append(rows, r)
+	}
+	if !selfFound {
+		r := row{Self: true, Running: true, WorkerID: strconv.FormatInt(self.WorkerID, 10), NodeKey: self.NodeKey, Addr: self.Addr,
+			Report: p.reportCell(selfReportAge(self), true)}
+		p.fillSelf(&r, self)
+		if len(workers) > 0 {
+			r.Note = "not in the cluster's worker list"
+		}
+		rows = append([]row{r}, rows...)
+	}
+	p.fetchAll(ctx, rows)
+	v.Rows = rows
+	for _, r := range rows {
+		v.Nodes++
+		if r.InService {
+			v.InService++
+		}
+		if r.Flagged() {
+			v.Flagged++
+		}
+	}
+	return v
+}
+
+// selfReportAge is this node's last report age in ms (-1: none known).
+func selfReportAge(self Self) int64 {
+	if self.ZK == nil {
+		return -1
+	}
+	return self.ZK.LastReportAgeMs
+}
+
+func (p *Page) selfView(self Self, now time.Time) selfView {
+	s := selfView{
+		NodeKey: self.NodeKey, Addr: self.Addr, Mode: self.Mode, WorkerID: self.WorkerID,
+		State: self.Status.State.String(), StateClass: stateClass(self.Status.State),
+		Reason: string(self.Status.Reason), Detail: self.Status.Detail,
+		NTP: p.ntpCell(self.NTP),
+	}
+	if !self.Status.Since.IsZero() {
+		s.Since = fmt.Sprintf("%s UTC (%s ago)", self.Status.Since.UTC().Format("2006-01-02 15:04:05"), roundDur(now.Sub(self.Status.Since)))
+	}
+	if self.FenceMs > 0 {
+		fence := time.UnixMilli(self.FenceMs).UTC()
+		s.Fence = fmt.Sprintf("%s UTC (unix ms %d)", fence.Format("2006-01-02 15:04:05.000"), self.FenceMs)
+		if d := fence.Sub(now); d >= 0 {
+			s.FenceNote = roundDur(d).String() + " ahead of the clock"
+		} else {
+			s.FenceNote = roundDur(-d).String() + " behind the clock: the node cannot issue IDs until it moves"
+		}
+	} else {
+		s.Fence = "none persisted yet"
+	}
+	if self.ZK != nil {
+		z := self.ZK
+		s.ZK = z.SessionState
+		if z.SessionID != "" {
+			s.ZK += " (session " + z.SessionID + ")"
+		}
+		if z.LeaseHeld {
+			s.ZK += ", lease held"
+		} else {
+			s.ZK += ", lease not held"
+			if z.LeaseDetail != "" {
+				s.ZK += ": " + z.LeaseDetail
+			}
+		}
+	}
+	return s
+}
+
+func stateClass(s clockguard.State) string {
+	switch s {
+	case clockguard.InService:
+		return "ok"
+	case clockguard.OutOfService:
+		return "bad"
+	}
+	return "warn"
+}
+
+// workerRow is a row as ZooKeeper describes the worker.
+func (p *Page) workerRow(w coordinator.WorkerInfo) row {
+	r := row{
+		WorkerID: strconv.FormatInt(w.WorkerID, 10), NodeKey: w.NodeKey, Addr: w.Addr,
+		InService: w.InService, Running: w.InService || w.LeaseHeld,
+		State: unknown, NTP: cell{Text: unknown}, Peer: cell{Text: unknown},
+		Note: w.Problem,
+	}
+	if w.WorkerID < 0 {
+		r.WorkerID = "none"
+	}
+	if !r.Running {
+		r.State = "not running"
+	}
+	if w.LeaseHolder != "" {
+		r.Note = joinNote(r.Note, "lease held by "+w.LeaseHolder)
+	}
+	r.Report = p.reportCell(w.LastReportAgeMs, r.Running)
+	return r
+}
+
+// fillSelf fills a row from this node's own view: no request needed.
+func (p *Page) fillSelf(r *row, self Self) {
+	r.State = self.Status.State.String()
+	r.Reason = string(self.Status.Reason)
+	r.Detail = self.Status.Detail
+	r.InService = self.Status.State == clockguard.InService
+	r.Running = true
+	r.NTP = p.ntpCell(self.NTP)
+	r.Peer = cell{Text: "this node"}
+	if r.Addr == "" {
+		r.Addr = self.Addr
+	}
+}
+
+// fetchAll asks every running peer for its /clock, at most Concurrency at a
+// time and MaxFetch in all, and fills their rows.
+func (p *Page) fetchAll(ctx context.Context, rows []row) {
+	sem := make(chan struct{}, p.cfg.Concurrency)
+	var wg sync.WaitGroup
+	asked := 0
+	for i := range rows {
+		r := &rows[i]
+		if r.Self || !r.Running {
+			continue
+		}
+		if r.Addr == "" {
+			r.Note = joinNote(r.Note, "no address to ask")
+			continue
+		}
+		if asked == p.cfg.MaxFetch {
+			r.Note = joinNote(r.Note, fmt.Sprintf("not asked: a view asks at most %d peers", p.cfg.MaxFetch))
+			continue
+		}
+		asked++
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			r.Note = joinNote(r.Note, "not asked: "+ctx.Err().Error())
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			p.fillPeer(r, p.fetchClock(ctx, r.Addr))
+		})
+	}
+	wg.Wait()
+}
+
+// fillPeer fills a row from a peer's /clock answer.
+func (p *Page) fillPeer(r *row, f fetched) {
+	if f.err != nil {
+		r.State = "unreachable"
+		r.Note = joinNote(r.Note, f.err.Error())
+		return
+	}
+	d := f.doc
+	r.State, r.Reason, r.Detail = orUnknown(d.State), d.Reason, d.Detail
+	r.NTP = p.ntpCell(d.NTP)
+	if d.NowMs > 0 {
+		r.Peer = p.offsetCell(f.offset, p.cfg.PeerMaxOffset)
+		r.Peer.Title = fmt.Sprintf("peer clock minus this node's, corrected for half of the %s round trip; %s", roundDur(f.rtt), r.Peer.Title)
+	} else {
+		r.Note = joinNote(r.Note, "its /clock has no now_ms")
+	}
+	if d.WorkerID != nil && strconv.FormatInt(*d.WorkerID, 10) != r.WorkerID {
+		r.Note = joinNote(r.Note, fmt.Sprintf("answers as worker %d", *d.WorkerID))
+	}
+}
+
+// ntpCell shows a node's clock minus NTP time (the NTP offset negated:
+// positive when the node is ahead).
+func (p *Page) ntpCell(s *clockguard.NTPSnapshot) cell {
+	switch {
+	case s == nil:
+		return cell{Text: unknown, Title: "no NTP figures"}
+	case !s.Enabled:
+		return cell{Text: "off", Title: "the NTP check is disabled"}
+	case s.Last == nil:
+		c := cell{Text: "no answer yet"}
+		if s.LastError != "" {
+			c.Title = s.LastError
+		}
+		return c
+	}
+	c := p.offsetCell(-s.Last.Offset, p.cfg.NTPMaxOffset)
+	c.Title = fmt.Sprintf("clock minus %s, checked %s UTC; %s", s.Last.Server, s.Last.CheckedAt.UTC().Format("15:04:05"), c.Title)
+	return c
+}
+
+// offsetCell formats an offset and marks it beyond max.
+func (p *Page) offsetCell(d, max time.Duration) cell {
+	c := cell{Text: signed(d), Over: abs(d) > max}
+	if c.Over {
+		c.Title = "beyond the " + max.String() + " threshold"
+	} else {
+		c.Title = "within the " + max.String() + " threshold"
+	}
+	return c
+}
+
+// reportCell shows the age of the last report to ZooKeeper; a running
+// node's is marked when older than MaxReportAge.
+func (p *Page) reportCell(ageMs int64, running bool) cell {
+	if ageMs < 0 {
+		return cell{Text: "never"}
+	}
+	age := time.Duration(ageMs) * time.Millisecond
+	c := cell{Text: roundDur(age).String() + " ago"}
+	if running && age > p.cfg.MaxReportAge {
+		c.Over = true
+		c.Title = "older than " + p.cfg.MaxReportAge.String()
+	}
+	return c
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return unknown
+	}
+	return s
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// roundDur rounds d to a precision fit for reading: µs below 1ms, 0.1ms
+// below 1s, ms above.
+func roundDur(d time.Duration) time.Duration {
+	switch a := abs(d); {
+	case a < time.Millisecond:
+		return d.Round(time.Microsecond)
+	case a < time.Second:
+		return d.Round(100 * time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// signed formats an offset with its sign ("+12.3ms", "-1.5s", "0s").
+func signed(d time.Duration) string {
+	d = roundDur(d)
+	if d > 0 {
+		return "+" + d.String()
+	}
+	return d.String()
+}
