@@ -143,6 +143,7 @@ func textOf(n *html.Node) string {
 type fakeSource struct {
 	mu      sync.Mutex
 	self    Self
+	selfFn  func() Self // when set, Self calls it instead of returning self
 	workers []coordinator.WorkerInfo
 	err     error
 	calls   int
@@ -151,6 +152,9 @@ type fakeSource struct {
 func (s *fakeSource) Self() Self {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.selfFn != nil {
+		return s.selfFn()
+	}
 	return s.self
 }
 

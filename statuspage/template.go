@@ -31,7 +31,9 @@ var pageTemplate = template.Must(template.New("status").Parse(`<!DOCTYPE html>
   th, td { text-align: left; padding: 6px 10px; border-bottom: 1px solid var(--line); vertical-align: top; }
   th { background: #eaeef2; font-weight: 600; white-space: nowrap; }
   td.num { font-variant-numeric: tabular-nums; white-space: nowrap; }
-  td.key, td.addr { font-family: ui-monospace, "DejaVu Sans Mono", monospace; word-break: break-all; }
+  td.key, td.addr { font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
+  td.key { word-break: break-all; }
+  td.addr { white-space: nowrap; }
   tr.self { background: #ddf4ff; }
   tr.down td { color: var(--muted); }
   tr.flagged td:first-child { box-shadow: inset 4px 0 0 var(--bad); }
@@ -76,7 +78,7 @@ var pageTemplate = template.Must(template.New("status").Parse(`<!DOCTYPE html>
 <td class="key">{{.NodeKey}}</td>
 <td class="addr">{{.Addr}}</td>
 <td class="service">{{if .InService}}<span class="yes">yes</span>{{else}}<span class="no">no</span>{{end}}</td>
-<td class="state" title="{{.Detail}}">{{.State}}{{if .Reason}} ({{.Reason}}){{end}}</td>
+<td class="state" title="{{.Detail}}">{{.State}}{{if .Reason}} ({{.Reason}}){{end}}{{if .Detail}}<div class="note">{{.Detail}}</div>{{end}}</td>
 <td class="num ntp{{if .NTP.Over}} over{{end}}" title="{{.NTP.Title}}">{{.NTP.Text}}{{if .NTP.Over}}<span class="marker">⚠ over limit</span>{{end}}</td>
 <td class="num peer{{if .Peer.Over}} over{{end}}" title="{{.Peer.Title}}">{{.Peer.Text}}{{if .Peer.Over}}<span class="marker">⚠ over limit</span>{{end}}</td>
 <td class="num report{{if .Report.Over}} over{{end}}" title="{{.Report.Title}}">{{.Report.Text}}{{if .Report.Over}}<span class="marker">⚠ stale</span>{{end}}</td>

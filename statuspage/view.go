@@ -146,7 +146,7 @@ func (p *Page) selfView(self Self, now time.Time) selfView {
 		NTP: p.ntpCell(self.NTP),
 	}
 	if !self.Status.Since.IsZero() {
-		s.Since = fmt.Sprintf("%s UTC (%s ago)", self.Status.Since.UTC().Format("2006-01-02 15:04:05"), roundDur(now.Sub(self.Status.Since)))
+		s.Since = fmt.Sprintf("%s UTC (%s ago)", self.Status.Since.UTC().Format("2006-01-02 15:04:05"), roundAge(now.Sub(self.Status.Since)))
 	}
 	if self.FenceMs > 0 {
 		fence := time.UnixMilli(self.FenceMs).UTC()
@@ -154,7 +154,7 @@ func (p *Page) selfView(self Self, now time.Time) selfView {
 		if d := fence.Sub(now); d >= 0 {
 			s.FenceNote = roundDur(d).String() + " ahead of the clock"
 		} else {
-			s.FenceNote = roundDur(-d).String() + " behind the clock: the node cannot issue IDs until it moves"
+			s.FenceNote = roundDur(-d).String() + " behind the clock: no IDs until the fence is extended"
 		}
 	} else {
 		s.Fence = "none persisted yet"
@@ -315,7 +315,7 @@ func (p *Page) reportCell(ageMs int64, running bool) cell {
 		return cell{Text: "never"}
 	}
 	age := time.Duration(ageMs) * time.Millisecond
-	c := cell{Text: roundDur(age).String() + " ago"}
+	c := cell{Text: roundAge(age).String() + " ago"}
 	if running && age > p.cfg.MaxReportAge {
 		c.Over = true
 		c.Title = "older than " + p.cfg.MaxReportAge.String()
@@ -354,6 +354,15 @@ func roundDur(d time.Duration) time.Duration {
 		return d.Round(100 * time.Microsecond)
 	}
 	return d.Round(time.Millisecond)
+}
+
+// roundAge rounds an age for reading: like roundDur below a minute, to the
+// second above.
+func roundAge(d time.Duration) time.Duration {
+	if abs(d) < time.Minute {
+		return roundDur(d)
+	}
+	return d.Round(time.Second)
 }
 
 // signed formats an offset with its sign ("+12.3ms", "-1.5s", "0s").
