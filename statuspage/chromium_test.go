@@ -1,0 +1,223 @@
+package statuspage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"snowflaked/clockguard"
+	"snowflaked/coordinator"
+)
+
+// chromiumPath is Debian's chromium (scripts/install-deps.sh installs it).
+const chromiumPath = "/usr/bin/chromium"
+
+// screenshotDirEnv, when set, is a directory the integration test copies its
+// screenshot to (t.TempDir is removed when the test ends).
+const screenshotDirEnv = "SNOWFLAKED_SCREENSHOT_DIR"
+
+// needChromium returns the chromium binary, or skips the test loudly when it
+// is missing (fails it when CI=true: CI must run it).
+func needChromium(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		msg := "SKIPPED: headless Chromium is missing (" + err.Error() + "); install it with scripts/install-deps.sh or `apt-get install -y chromium`"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + " (CI=true: this test must run)")
+		}
+		// Loud even without -v: go test prints skip messages only with -v.
+		fmt.Fprintf(os.Stderr, "--- %s: %s\n", t.Name(), msg)
+		t.Skip(msg)
+	}
+	return chromiumPath
+}
+
+// runChromium runs headless Chromium on url with extra flags and returns its
+// stdout. It gets its own profile and home, and its whole process group is
+// killed when it is done or after a minute.
+func runChromium(t *testing.T, bin, url string, flags ...string) []byte {
+	t.Helper()
+	home := t.TempDir()
+	args := append([]string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--no-proxy-server", "--user-data-dir=" + filepath.Join(home, "profile"),
+	}, flags...)
+	args = append(args, url)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "XDG_CACHE_HOME="+home)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if cmd.Process != nil {
+		// Helpers Chromium left behind belong to its process group.
+		if kerr := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); kerr != nil && !errors.Is(kerr, syscall.ESRCH) {
+			t.Logf("kill chromium's process group: %v", kerr)
+		}
+	}
+	if err != nil {
+		t.Fatalf("chromium %s: %v\nstderr (last 2000 bytes):\n%s", strings.Join(flags, " "), err, tail(stderr.Bytes(), 2000))
+	}
+	return stdout.Bytes()
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// TestIntegration_StatusPageChromium serves the page from a real fasthttp
+// server on 127.0.0.1, with three fake nodes answering GET /clock over
+// HTTP, loads it in headless Chromium, checks the rendered table in the DOM
+// and saves a screenshot.
+func TestIntegration_StatusPageChromium(t *testing.T) {
+	bin := needChromium(t)
+
+	const hostileKey = `<script>document.title="pwned"</script>`
+	inSync := fakeNode(t, clockAnswer{workerID: 2, ntp: true, ntpOffset: 4 * time.Millisecond, state: clockguard.InService})
+	skewed := fakeNode(t, clockAnswer{workerID: 3, skew: 3 * time.Second, ntp: true, ntpOffset: -2 * time.Second,
+		state: clockguard.OutOfService, reason: clockguard.ReasonNTPOffset, detail: "ntp offset -2s beyond 500ms"})
+	hostile := fakeNode(t, clockAnswer{workerID: 4, ntp: true, ntpOffset: -time.Millisecond, state: clockguard.InService})
+
+	self := selfFixture()
+	src := &fakeSource{selfFn: selfFixture, workers: []coordinator.WorkerInfo{
+		{WorkerID: 1, NodeKey: "node-1", Addr: self.Addr, LeaseHeld: true, InService: true, LastReportAgeMs: 1200},
+		{WorkerID: 2, NodeKey: "node-2", Addr: inSync, LeaseHeld: true, InService: true, LastReportAgeMs: 900},
+		{WorkerID: 3, NodeKey: "node-3", Addr: skewed, LeaseHeld: true, LastReportAgeMs: 1500},
+		{WorkerID: 4, NodeKey: hostileKey, Addr: hostile, LeaseHeld: true, InService: true, LastReportAgeMs: 700},
+		{WorkerID: 5, NodeKey: "node-5", Addr: closedAddr(t), LastReportAgeMs: 26 * 3600 * 1000},
+	}}
+	page := newPage(t, src, nil)
+	status := page.Handler()
+	addr := serveHandler(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/status" {
+			status(ctx)
+			return
+		}
+		ctx.Error("not found", fasthttp.StatusNotFound)
+	})
+	url := "http://" + addr + "/status"
+
+	// 1. The DOM as Chromium rendered it.
+	out := runChromium(t, bin, url, "--dump-dom")
+	d := parseDOM(t, string(out))
+	if n := len(d.elements("script")); n != 0 {
+		t.Fatalf("%d script elements in the rendered DOM: the hostile node key became markup", n)
+	}
+	if titles := d.elements("title"); len(titles) != 1 || !strings.HasPrefix(textOf(titles[0]), "snowflaked status: node-1") {
+		t.Errorf("document title %v, want \"snowflaked status: node-1\"", titles)
+	}
+	if len(d.rows) != 5 {
+		t.Fatalf("%d rows in the rendered table, want 5:\n%s", len(d.rows), out)
+	}
+	tests := []struct {
+		key       string
+		state     string
+		inService string
+		over      []string
+		self      bool
+		down      bool
+	}{
+		{key: "node-1", state: "in_service", inService: "yes", self: true},
+		{key: "node-2", state: "in_service", inService: "yes"},
+		{key: "node-3", state: "out_of_service (ntp_offset)", inService: "no", over: []string{"ntp", "peer"}},
+		{key: hostileKey, state: "in_service", inService: "yes"},
+		{key: "node-5", state: "not running", inService: "no", down: true},
+	}
+	for _, tc := range tests {
+		r := d.row(t, tc.key)
+		if !strings.HasPrefix(r.cells["state"], tc.state) || r.cells["service"] != tc.inService {
+			t.Errorf("%s: state %q, in service %q; want %q, %q", tc.key, r.cells["state"], r.cells["service"], tc.state, tc.inService)
+		}
+		for _, role := range []string{"ntp", "peer", "report"} {
+			want := strings.Contains(strings.Join(tc.over, ","), role)
+			if r.over[role] != want || (r.markers[role] == 1) != want {
+				t.Errorf("%s: cell %s (%q) over=%v markers=%d, want over=%v", tc.key, role, r.cells[role], r.over[role], r.markers[role], want)
+			}
+		}
+		if r.hasClass("self") != tc.self || r.hasClass("down") != tc.down || r.hasClass("flagged") != (len(tc.over) > 0) {
+			t.Errorf("%s: row classes %v", tc.key, r.classes)
+		}
+	}
+	if got := d.row(t, "node-3").cells["state"]; !strings.Contains(got, "ntp offset -2s beyond 500ms") {
+		t.Errorf("node-3 state %q does not show its detail", got)
+	}
+	if off, err := parseOffset(d.row(t, "node-3").cells["peer"]); err != nil || abs(off-3*time.Second) > 500*time.Millisecond {
+		t.Errorf("node-3 clock − this node = %v (%v), want about +3s", off, err)
+	}
+	if h2 := d.elements("h2"); len(h2) != 1 || textOf(h2[0]) != "Cluster: 5 nodes, 3 in service, 1 with figures over the limits" {
+		t.Errorf("summary %q", textOf(h2[0]))
+	}
+
+	// 2. A screenshot.
+	shot := filepath.Join(t.TempDir(), "status.png")
+	runChromium(t, bin, url, "--screenshot="+shot, "--window-size=1200,800")
+	data, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("screenshot %s is not a PNG: %v", shot, err)
+	}
+	if b := img.Bounds(); b.Dx() != 1200 || b.Dy() != 800 {
+		t.Errorf("screenshot is %dx%d, want 1200x800", b.Dx(), b.Dy())
+	}
+	colours, marker := inspect(img)
+	if colours < 50 {
+		t.Errorf("screenshot has %d colours: a blank or broken page", colours)
+	}
+	if marker < 100 {
+		t.Errorf("screenshot has %d pixels of the marker red: the over-limit markers are not visible", marker)
+	}
+	t.Logf("screenshot: %s (%d bytes, %d colours, %d marker-red pixels)", shot, len(data), colours, marker)
+	if dir := os.Getenv(screenshotDirEnv); dir != "" {
+		keep := filepath.Join(dir, "status.png")
+		if err := os.WriteFile(keep, data, 0o644); err != nil {
+			t.Errorf("copy the screenshot to %s: %v", keep, err)
+		} else {
+			t.Logf("screenshot copied to %s", keep)
+		}
+	}
+}
+
+// inspect counts an image's distinct colours (up to 10000) and its pixels
+// close to the marker's red (#cf222e).
+func inspect(img image.Image) (colours, markerRed int) {
+	seen := map[uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			r8, g8, b8 := r>>8, g>>8, bl>>8
+			if len(seen) < 10000 {
+				seen[r8<<16|g8<<8|b8] = true
+			}
+			if near(r8, 0xcf) && near(g8, 0x22) && near(b8, 0x2e) {
+				markerRed++
+			}
+		}
+	}
+	return len(seen), markerRed
+}
+
+func near(v, want uint32) bool { return v+12 >= want && v <= want+12 }
