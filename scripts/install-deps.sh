@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs beyond Go: ZooKeeper (and Java), chrony and
-# faketime for the NTP tests, wrk for benchmarks, and a C compiler for -race.
+# faketime for the NTP tests, wrk for benchmarks, a C compiler for -race, and
+# Chromium (headless) for the status page's browser test.
 # As root it installs the missing ones with apt-get; otherwise it says what
 # is missing and how to install it, and carries on (tests that need a
 # missing tool report it themselves).
@@ -15,6 +16,7 @@ have faketime || missing+=(faketime)
 have wrk || missing+=(wrk)
 have gcc || missing+=(gcc)   # go test -race needs cgo
 have git || missing+=(git)   # make lint and version stamps
+[ -x /usr/bin/chromium ] || missing+=(chromium)   # headless: the status page's browser test
 
 if [ ${#missing[@]} -eq 0 ]; then
 	exit 0
