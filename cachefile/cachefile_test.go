@@ -1,0 +1,137 @@
+package cachefile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"snowflaked/snowflake"
+)
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "dir", "cache.json") // directories are created
+	want := Entry{Cluster: "c1", NodeKey: "pod-0", WorkerID: 7, Layout: snowflake.JS53Layout(), Fence: 1_700_000_000_123, Updated: 1_700_000_000_000, ZKReported: 1_699_999_999_000}
+	if err := Save(path, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Layout.Equal(want.Layout) {
+		t.Fatalf("layout %s, want %s", got.Layout.Describe(), want.Layout.Describe())
+	}
+	got.Layout, want.Layout = snowflake.Layout{}, snowflake.Layout{}
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, want 0600", st.Mode().Perm())
+	}
+}
+
+func TestSaveLeavesNoTempFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cache.json")
+	for i := int64(1); i <= 20; i++ {
+		if err := Save(path, Entry{WorkerID: 1, Layout: snowflake.DefaultLayout(), Fence: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 || ents[0].Name() != "cache.json" {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("directory holds %v, want only cache.json", names)
+	}
+	e, err := Load(path)
+	if err != nil || e.Fence != 20 {
+		t.Fatalf("last save lost: %+v, %v", e, err)
+	}
+}
+
+func TestSaveFailureKeepsOldFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cache.json")
+	if err := Save(path, Entry{WorkerID: 1, Layout: snowflake.DefaultLayout(), Fence: 5}); err != nil {
+		t.Fatal(err)
+	}
+	// A directory in the way of the temp file's rename makes the write fail.
+	bad := filepath.Join(dir, "blocked")
+	if err := os.MkdirAll(filepath.Join(bad, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := Save(bad, Entry{WorkerID: 1, Layout: snowflake.DefaultLayout(), Fence: 6}); err == nil {
+		t.Fatal("Save over a non-empty directory succeeded")
+	}
+	if e, err := Load(path); err != nil || e.Fence != 5 {
+		t.Fatalf("old file damaged: %+v, %v", e, err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name, path, want string
+		notFound         bool
+	}{
+		{"missing", filepath.Join(dir, "none.json"), "no cache file", true},
+		{"not json", write("junk.json", "{fence: 1"), "damaged", false},
+		{"empty", write("empty.json", ""), "damaged", false},
+		{"bad layout", write("layout.json", `{"worker_id":1,"fence":1,"layout":{"layout":"70/0/0","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), "damaged", false},
+		{"negative worker", write("neg.json", `{"worker_id":-1,"fence":1,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), "damaged", false},
+		{"negative fence", write("negf.json", `{"worker_id":1,"fence":-5,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), "damaged", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.path)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if errors.Is(err, ErrNotFound) != tc.notFound {
+				t.Fatalf("errors.Is(ErrNotFound) = %v, want %v (%v)", !tc.notFound, tc.notFound, err)
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.path) {
+				t.Fatalf("error %q should name %q and the path", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestMatches(t *testing.T) {
+	e := Entry{Cluster: "c", NodeKey: "k", WorkerID: 3}
+	tests := []struct {
+		cluster, key string
+		worker       int64
+		want         bool
+	}{
+		{"c", "k", 3, true},
+		{"other", "k", 3, false},
+		{"c", "other", 3, false},
+		{"c", "k", 4, false},
+	}
+	for _, tc := range tests {
+		if got := e.Matches(tc.cluster, tc.key, tc.worker); got != tc.want {
+			t.Errorf("Matches(%q,%q,%d) = %v, want %v", tc.cluster, tc.key, tc.worker, got, tc.want)
+		}
+	}
+}
