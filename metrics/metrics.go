@@ -91,10 +91,10 @@ type Sources struct {
 	// snowflaked_fence_headroom_seconds. Optional.
 	Fence func() int64
 	// Watcher, NTP, Peers and ZK are optional.
-	Watcher WatcherSource
-	NTP     NTPSource
-	Peers   PeerSource
-	ZK      ZKSource
+	Watcher WatcherSource // *clockguard.Watcher
+	NTP     NTPSource     // *clockguard.NTP
+	Peers   PeerSource    // *clockguard.Peers
+	ZK      ZKSource      // *coordinator.Coordinator; nil in standalone mode
 }
 
 // Config configures New.
@@ -232,7 +232,17 @@ func New(cfg Config) (*Metrics, error) {
 	return m, nil
 }
 
-var _ server.Observer = (*Metrics)(nil)
+// The node's parts satisfy the source interfaces, and Metrics the server's
+// Observer.
+var (
+	_ server.Observer = (*Metrics)(nil)
+	_ GeneratorSource = (*snowflake.Generator)(nil)
+	_ GuardSource     = (*clockguard.Guard)(nil)
+	_ WatcherSource   = (*clockguard.Watcher)(nil)
+	_ NTPSource       = (*clockguard.NTP)(nil)
+	_ PeerSource      = (*clockguard.Peers)(nil)
+	_ ZKSource        = (*coordinator.Coordinator)(nil)
+)
 
 // Request counts one request by endpoint (a server.Endpoint* name; others
 // count as "other") and status class. It does not allocate.

@@ -46,11 +46,11 @@ var ErrBadConfig = errors.New("statuspage: invalid configuration")
 
 // Self is this node as the top of the page shows it.
 type Self struct {
-	NodeKey  string
-	Addr     string // advertised host:port
-	Mode     string // "standalone" or "zookeeper"
-	WorkerID int64
-	Status   clockguard.Status
+	NodeKey  string            // --node-key
+	Addr     string            // advertised host:port
+	Mode     string            // "standalone" or "zookeeper"
+	WorkerID int64             // the worker ID it issues IDs with
+	Status   clockguard.Status // the guard's state, reason and detail
 	// FenceMs is the fence last persisted locally (Unix ms; 0: none yet).
 	FenceMs int64
 	// NTP is the NTP check's snapshot; nil when the check is not running.
@@ -71,6 +71,7 @@ type Source interface {
 
 // SourceFuncs adapts functions to Source.
 type SourceFuncs struct {
+	// SelfFunc describes this node (required).
 	SelfFunc func() Self
 	// WorkersFunc may be nil (standalone mode: no cluster table beyond
 	// this node).
