@@ -39,14 +39,12 @@ type Fault struct {
 
 // String describes the fault for logs.
 func (f Fault) String() string {
-	kind := "forward jump"
-	switch {
-	case f.Step < 0:
-		kind = "rollback"
-	case f.Step == 0:
-		kind = "no change"
+	kind, size := "forward jump", f.Step
+	if f.Step < 0 {
+		kind, size = "rollback", -f.Step
 	}
-	return fmt.Sprintf("at %s node %d %s of %s (offset %s)", f.At, f.Node, kind, f.Step, f.Offset)
+	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+	return fmt.Sprintf("at %s node %d %s of %s (offset %s)", r(f.At), f.Node, kind, r(size), r(f.Offset))
 }
 
 // ScheduleConfig shapes a random schedule.
@@ -71,8 +69,8 @@ func (c ScheduleConfig) Validate() error {
 
 // NewSchedule returns the faults for seed: the same seed and config give
 // the same schedule. Rollbacks small (within tolerance) and large, forward
-// jumps, and resets to zero are mixed; every node ends at offset 0 with a
-// last reset at Duration.
+// jumps, and resets to zero are mixed (no fault leaves an offset as it
+// was); every node ends at offset 0 with a last reset at Duration.
 func NewSchedule(seed uint64, cfg ScheduleConfig) ([]Fault, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -97,8 +95,10 @@ func NewSchedule(seed uint64, cfg ScheduleConfig) ([]Fault, error) {
 			step = -between(20*time.Millisecond, cfg.MaxOffset)
 		case p < 90:
 			step = between(20*time.Millisecond, cfg.MaxOffset)
-		default:
-			step = -offsets[n]
+		default: // back to the right time, or a jump when already there
+			if step = -offsets[n]; step == 0 {
+				step = between(20*time.Millisecond, cfg.MaxOffset)
+			}
 		}
 		next := offsets[n] + step
 		if next > cfg.MaxOffset || next < -cfg.MaxOffset {

@@ -40,6 +40,9 @@ func TestScheduleIsReproducibleAndBounded(t *testing.T) {
 			t.Fatalf("step %s does not match the offsets %s -> %s", f.Step, offsets[f.Node], f.Offset)
 		}
 		offsets[f.Node] = f.Offset
+		if f.Step == 0 {
+			t.Errorf("a fault that changes nothing: %s", f)
+		}
 		switch {
 		case f.Step < 0 && f.Step >= -4*time.Millisecond:
 			small++
@@ -123,20 +126,27 @@ func TestSummaryFigures(t *testing.T) {
 	s.Injected(-2 * time.Millisecond)
 	s.Injected(time.Second)
 	s.Killed()
-	s.Left(30*time.Millisecond, "node a")
-	s.Left(20*time.Millisecond, "node b")
-	s.Returned(5*time.Second, "node a")
+	s.Measure(MeasureLeave, 30*time.Millisecond, "node a")
+	s.Measure(MeasureLeave, 20*time.Millisecond, "node b")
+	s.Measure(MeasureReturn, 5*time.Second, "node a")
 	out := s.String()
 	for _, want := range []string{
-		"CHAOS_SEED=7", "IDs checked:                 150 (in 15 answers)",
-		"rollbacks injected:          2 (and 1 forward jumps, 1 kill -9)",
-		"worst time to leave service: 30ms (node a; 2 measured)", "worst time to return:        5s (node a; 1 measured)",
-		"duplicates found:            2", "other problems:              bad_reason 1", "clock_rollback 3",
-		"worst time to alive znode gone: none measured",
+		"CHAOS_SEED=7", "IDs checked: 150 (in 15 answers)",
+		"rollbacks injected: 2 (and 1 forward jumps, 1 kill -9)",
+		"time to " + MeasureLeave + ": worst 30ms (node a; 2 measured)",
+		"time to " + MeasureReturn + ": worst 5s (node a; 1 measured)",
+		"duplicates found: 2", "other problems: bad_reason 1", "clock_rollback 3",
+		"time to " + MeasureZnodeGone + ": none measured",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
+	}
+	if d, ok := s.Worst(MeasureLeave); !ok || d != 30*time.Millisecond {
+		t.Errorf("Worst(leave) = %s, %v", d, ok)
+	}
+	if _, ok := s.Worst(MeasureRestart); ok {
+		t.Error("Worst of a kind never measured: ok")
 	}
 	path := t.TempDir() + "/summary.txt"
 	t.Setenv(SummaryEnv, path)

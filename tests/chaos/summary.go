@@ -16,51 +16,56 @@ import (
 // summary to (besides the test log).
 const SummaryEnv = "CHAOS_SUMMARY"
 
+// Kinds of time the scenarios measure; the summary shows the worst of each.
+const (
+	MeasureLeave      = "leave service after a rollback (fault to /readyz 503)"
+	MeasureZnodeGone  = "alive znode gone after a rollback (fault to ZooKeeper event)"
+	MeasureReturn     = "return after a rollback (fault to /readyz 200)"
+	MeasureLeaveNTP   = "leave service on NTP drift (fault to /readyz 503)"
+	MeasureReturnNTP  = "return once NTP agrees (fix to /readyz 200)"
+	MeasureRefusal    = "refuse service, watched (clock off its peers at start)"
+	MeasureReturnPeer = "enter service once the clock agrees with peers (fix to /readyz 200)"
+	MeasureRestart    = "restart after kill -9 mid-rollback (start to /readyz 200)"
+)
+
+// measureOrder is the order the summary prints measures in.
+var measureOrder = []string{
+	MeasureLeave, MeasureZnodeGone, MeasureReturn, MeasureLeaveNTP, MeasureReturnNTP,
+	MeasureRefusal, MeasureReturnPeer, MeasureRestart,
+}
+
 // Summary collects the figures of a whole run: what was checked, what was
 // injected, and how fast nodes left and returned to service. It is safe for
 // concurrent use.
 type Summary struct {
-	mu           sync.Mutex
-	mode         string
-	seed         uint64
-	scenarios    []string
-	ids          int64
-	requests     int64
-	rollbacks    int
-	forwards     int
-	kills        int
-	problems     map[string]int64
-	unavailable  map[string]int64
-	worstLeave   measure
-	worstZnode   measure
-	worstReturn  measure
-	worstRefusal measure
+	mu          sync.Mutex
+	mode        string
+	seed        uint64
+	scenarios   []string
+	ids         int64
+	requests    int64
+	rollbacks   int
+	forwards    int
+	kills       int
+	problems    map[string]int64
+	unavailable map[string]int64
+	measures    map[string]*measure
 }
 
 type measure struct {
-	d    time.Duration
-	what string
-	n    int
-}
-
-func (m *measure) add(d time.Duration, what string) {
-	m.n++
-	if d > m.d || m.n == 1 {
-		m.d, m.what = d, what
-	}
+	worst time.Duration
+	what  string
+	n     int
 }
 
 func (m measure) String() string {
-	if m.n == 0 {
-		return "none measured"
-	}
-	return fmt.Sprintf("%s (%s; %d measured)", m.d.Round(100*time.Microsecond), m.what, m.n)
+	return fmt.Sprintf("%s (%s; %d measured)", m.worst.Round(100*time.Microsecond), m.what, m.n)
 }
 
 // NewSummary returns an empty summary of a run in mode ("short" or "long")
 // with the random schedule's seed.
 func NewSummary(mode string, seed uint64) *Summary {
-	return &Summary{mode: mode, seed: seed, problems: map[string]int64{}, unavailable: map[string]int64{}}
+	return &Summary{mode: mode, seed: seed, problems: map[string]int64{}, unavailable: map[string]int64{}, measures: map[string]*measure{}}
 }
 
 // AddScenario adds a finished scenario's checker report and 503 counts.
@@ -78,7 +83,7 @@ func (s *Summary) AddScenario(name string, r Report, unavailable map[string]int6
 	}
 }
 
-// Injected counts clock faults by the sign of their step, and kills.
+// Injected counts a clock fault by the sign of its step.
 func (s *Summary) Injected(step time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -96,32 +101,30 @@ func (s *Summary) Killed() {
 	s.kills++
 }
 
-// Left records the time from a fault to /readyz 503.
-func (s *Summary) Left(d time.Duration, what string) {
+// Measure records a time of one kind (Measure* constants); what says where
+// it was measured.
+func (s *Summary) Measure(kind string, d time.Duration, what string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.worstLeave.add(d, what)
+	m := s.measures[kind]
+	if m == nil {
+		m = &measure{}
+		s.measures[kind] = m
+	}
+	m.n++
+	if m.n == 1 || d > m.worst {
+		m.worst, m.what = d, what
+	}
 }
 
-// ZnodeGone records the time from a fault to the alive znode's deletion.
-func (s *Summary) ZnodeGone(d time.Duration, what string) {
+// Worst returns the worst time of a kind and whether any was measured.
+func (s *Summary) Worst(kind string) (time.Duration, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.worstZnode.add(d, what)
-}
-
-// Returned records the time from a fault (or its end) to /readyz 200.
-func (s *Summary) Returned(d time.Duration, what string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.worstReturn.add(d, what)
-}
-
-// Refused records how long a node was watched refusing to enter service.
-func (s *Summary) Refused(d time.Duration, what string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.worstRefusal.add(d, what)
+	if m := s.measures[kind]; m != nil {
+		return m.worst, true
+	}
+	return 0, false
 }
 
 // String is the summary, one figure per line.
@@ -130,22 +133,25 @@ func (s *Summary) String() string {
 	defer s.mu.Unlock()
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos summary (%s run, %s=%d)\n", s.mode, SeedEnv, s.seed)
-	fmt.Fprintf(&b, "  scenarios:                   %d (%s)\n", len(s.scenarios), strings.Join(s.scenarios, ", "))
-	fmt.Fprintf(&b, "  IDs checked:                 %d (in %d answers)\n", s.ids, s.requests)
-	fmt.Fprintf(&b, "  rollbacks injected:          %d (and %d forward jumps, %d kill -9)\n", s.rollbacks, s.forwards, s.kills)
-	fmt.Fprintf(&b, "  worst time to leave service: %s\n", s.worstLeave)
-	fmt.Fprintf(&b, "  worst time to alive znode gone: %s\n", s.worstZnode)
-	fmt.Fprintf(&b, "  worst time to return:        %s\n", s.worstReturn)
-	fmt.Fprintf(&b, "  longest refusal watched:     %s\n", s.worstRefusal)
-	fmt.Fprintf(&b, "  duplicates found:            %d\n", s.problems[ProblemDuplicate])
+	fmt.Fprintf(&b, "  scenarios: %d (%s)\n", len(s.scenarios), strings.Join(s.scenarios, ", "))
+	fmt.Fprintf(&b, "  IDs checked: %d (in %d answers)\n", s.ids, s.requests)
+	fmt.Fprintf(&b, "  rollbacks injected: %d (and %d forward jumps, %d kill -9)\n", s.rollbacks, s.forwards, s.kills)
+	fmt.Fprintf(&b, "  duplicates found: %d\n", s.problems[ProblemDuplicate])
 	other := map[string]int64{}
 	for k, v := range s.problems {
 		if k != ProblemDuplicate {
 			other[k] = v
 		}
 	}
-	fmt.Fprintf(&b, "  other problems:              %s\n", formatCounts(other))
-	fmt.Fprintf(&b, "  503 answers by reason:       %s\n", formatCounts(s.unavailable))
+	fmt.Fprintf(&b, "  other problems: %s\n", formatCounts(other))
+	fmt.Fprintf(&b, "  503 answers by reason: %s\n", formatCounts(s.unavailable))
+	for _, kind := range measureOrder {
+		if m := s.measures[kind]; m != nil {
+			fmt.Fprintf(&b, "  time to %s: worst %s\n", kind, m)
+		} else {
+			fmt.Fprintf(&b, "  time to %s: none measured\n", kind)
+		}
+	}
 	return b.String()
 }
 
