@@ -218,6 +218,7 @@ func New(cfg Config) (*Metrics, error) {
 	if cfg.RollbackTolerance < 0 {
 		return nil, fmt.Errorf("%w: rollback tolerance %v is negative", ErrBadConfig, cfg.RollbackTolerance)
 	}
+	dropTypedNils(&cfg.Sources)
 	m := &Metrics{src: cfg.Sources, tolerance: sizeIndex(cfg.RollbackTolerance), set: vm.NewSet()}
 	m.ids = m.set.NewCounter("snowflaked_ids_issued_total")
 	for e, ep := range server.Endpoints {
@@ -230,6 +231,24 @@ func New(cfg Config) (*Metrics, error) {
 		m.set.RegisterMetricsWriter(vm.WriteProcessMetrics)
 	}
 	return m, nil
+}
+
+// dropTypedNils turns optional sources that hold a nil pointer of the
+// node's own types (e.g. a nil *clockguard.NTP when the check is off) into
+// nil interfaces, so their families are left out instead of panicking.
+func dropTypedNils(s *Sources) {
+	if w, ok := s.Watcher.(*clockguard.Watcher); ok && w == nil {
+		s.Watcher = nil
+	}
+	if n, ok := s.NTP.(*clockguard.NTP); ok && n == nil {
+		s.NTP = nil
+	}
+	if p, ok := s.Peers.(*clockguard.Peers); ok && p == nil {
+		s.Peers = nil
+	}
+	if z, ok := s.ZK.(*coordinator.Coordinator); ok && z == nil {
+		s.ZK = nil
+	}
 }
 
 // The node's parts satisfy the source interfaces, and Metrics the server's

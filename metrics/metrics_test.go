@@ -176,6 +176,24 @@ func TestScrape_OptionalSources(t *testing.T) {
 	}
 }
 
+// TestScrape_TypedNilSources: a nil *clockguard.NTP (etc.) passed as a
+// source counts as no source, as the node may wire a check it did not start.
+func TestScrape_TypedNilSources(t *testing.T) {
+	var (
+		w  *clockguard.Watcher
+		n  *clockguard.NTP
+		p  *clockguard.Peers
+		zk *coordinator.Coordinator
+	)
+	f := newFixture(t, func(c *Config) { c.Watcher, c.NTP, c.Peers, c.ZK = w, n, p, zk })
+	ex := scrape(t, f.m)
+	for _, name := range []string{"snowflaked_watcher_checks_total", "snowflaked_ntp_enabled", "snowflaked_peer_rounds_total", "snowflaked_zk_connected"} {
+		if len(ex.samplesOf(name)) != 0 {
+			t.Errorf("%s is exported for a nil source", name)
+		}
+	}
+}
+
 // TestScrape_NotYetKnown: figures that do not exist yet are absent rather
 // than a misleading zero.
 func TestScrape_NotYetKnown(t *testing.T) {
