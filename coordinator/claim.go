@@ -284,6 +284,10 @@ const (
 
 // tryLease makes one attempt to create leases/<id> atomically with a check
 // that node still has the version we read (so it still maps our key to id).
+// When the version check fails while the lease is held by another session
+// (a live process of this node key keeps reporting to the same forever
+// znode), the holder is reported, not a changed node: re-reading the node
+// would only lose the race again at the holder's next report.
 func (c *Coordinator) tryLease(ctx context.Context, z zkc, node *foreverNode) (res leaseResult, session int64, holder string, err error) {
 	lp := c.p.lease(node.workerID)
 	ld, err := json.Marshal(leaseData{NodeKey: c.cfg.NodeKey, Addr: c.cfg.Advertise, SessionID: sessionHex(z.conn.SessionID())})
@@ -293,10 +297,11 @@ func (c *Coordinator) tryLease(ctx context.Context, z zkc, node *foreverNode) (r
 	failed, err := z.multi(ctx,
 		&zk.CheckVersionRequest{Path: node.path, Version: node.version},
 		&zk.CreateRequest{Path: lp, Data: ld, Acl: c.acl, Flags: zk.FlagEphemeral})
+	changed := false
 	switch {
 	case err == nil:
 	case failed == 0 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)):
-		return leaseNodeChanged, 0, "", nil
+		changed = true
 	case failed == 1 && errors.Is(err, zk.ErrNodeExists):
 	case failed == 1 && errors.Is(err, zk.ErrNoNode):
 		return 0, 0, "", fmt.Errorf("take lease %s: %w: the leases znode is missing", lp, err)
@@ -304,6 +309,9 @@ func (c *Coordinator) tryLease(ctx context.Context, z zkc, node *foreverNode) (r
 		return 0, 0, "", fmt.Errorf("take lease %s: %w", lp, authHint(err))
 	}
 	b, st, err := z.get(ctx, lp)
+	if errors.Is(err, zk.ErrNoNode) && changed {
+		return leaseNodeChanged, 0, "", nil
+	}
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, 0, "", fmt.Errorf("lease %s vanished right after the attempt: %w", lp, zk.ErrConnectionClosed) // transient: try again
 	}
