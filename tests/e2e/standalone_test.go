@@ -111,35 +111,54 @@ func TestIntegration_RestartAfterSIGTERMReissuesNothingAndWaitsForNothing(t *tes
 	}
 }
 
-// collector hammers /ids until stopped and keeps every ID it fully received.
+// collector hammers /ids until stopped and keeps every ID it fully received
+// (in the order received: one request at a time, so per worker they must
+// increase). It counts transport errors and non-200 answers.
 type collector struct {
-	mu   sync.Mutex
-	ids  []int64
-	errs int
-	stop chan struct{}
-	done chan struct{}
+	mu       sync.Mutex
+	ids      []int64
+	errs     int         // transport errors (connection refused, reset, timeout)
+	statuses map[int]int // non-200 answers by status
+	bodies   []string    // the first few non-200 bodies
+	errAt    []time.Time // when each error or non-200 answer came
+	stop     chan struct{}
+	done     chan struct{}
 }
 
-func collect(addr string) *collector {
-	c := &collector{stop: make(chan struct{}), done: make(chan struct{})}
+func collect(addr string) *collector { return collectPath(addr, "/ids?count=500", 0) }
+
+// collectPath is collect with another request path (/id, /ids?count=N) and
+// a pause between requests (0: none).
+func collectPath(addr, path string, pause time.Duration) *collector {
+	c := &collector{stop: make(chan struct{}), done: make(chan struct{}), statuses: map[int]int{}}
 	go func() {
 		defer close(c.done)
 		cl := &http.Client{Timeout: 5 * time.Second}
-		for i := 0; i < 100000; i++ { // bounded; stops long before
+		for i := 0; i < 1000000; i++ { // bounded; stops long before
 			select {
 			case <-c.stop:
 				return
-			default:
+			case <-time.After(pause):
 			}
-			resp, err := cl.Get("http://" + addr + "/ids?count=500")
+			resp, err := cl.Get("http://" + addr + path)
 			if err != nil {
 				c.mu.Lock()
 				c.errs++
+				c.errAt = append(c.errAt, time.Now())
 				c.mu.Unlock()
 				continue
 			}
 			b, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			if err == nil && resp.StatusCode != http.StatusOK {
+				c.mu.Lock()
+				c.statuses[resp.StatusCode]++
+				c.errAt = append(c.errAt, time.Now())
+				if len(c.bodies) < 5 {
+					c.bodies = append(c.bodies, string(b))
+				}
+				c.mu.Unlock()
+			}
 			if err != nil || resp.StatusCode != http.StatusOK {
 				continue
 			}
