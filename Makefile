@@ -26,6 +26,8 @@ test: deps
 	$(GO) vet -tags chaos ./...
 	$(GO) test -race -timeout 30m ./...
 	$(GO) test -race -tags chaos -timeout 10m ./node/
+	CHAOS_SUMMARY=$(CURDIR)/bin/chaos-summary-short.txt $(GO) test -race -tags chaos -run Chaos -timeout 10m ./tests/chaos/
+	@cat bin/chaos-summary-short.txt
 
 ## test-unit: unit tests only (no TestIntegration_*)
 test-unit:
@@ -35,9 +37,10 @@ test-unit:
 bench: build
 	scripts/bench.sh
 
-## chaos: fault-injection tests against real processes (long variant: CHAOS_LONG=1)
+## chaos: fault-injection tests against real processes and ZooKeeper, long variant (a few minutes; CHAOS_SEED=N replays a schedule); summary in bin/chaos-summary.txt
 chaos: deps
-	CHAOS_LONG=1 $(GO) test -tags chaos -race -run Chaos -timeout 30m ./tests/...
+	CHAOS_LONG=1 CHAOS_SUMMARY=$(CURDIR)/bin/chaos-summary.txt $(GO) test -tags chaos -race -run Chaos -timeout 30m ./tests/...
+	@cat bin/chaos-summary.txt
 
 ## run: local ZooKeeper + a 3-node cluster on 127.0.0.1:8081-8083 (RUN_BASE_PORT), sample IDs, snowflakectl status
 run: build

@@ -58,7 +58,7 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(string, ...any) {}
 
-func newHarness(t *testing.T, long bool, seed uint64) *harness {
+func newHarness(t *testing.T, long bool, seed uint64, sum *Summary) *harness {
 	t.Helper()
 	zc := zkharness.StartStandalone(t)
 	conn, _, err := zk.Connect(strings.Split(zc.ConnectString(), ","), 10*time.Second, zk.WithLogger(quietLogger{}))
@@ -66,11 +66,7 @@ func newHarness(t *testing.T, long bool, seed uint64) *harness {
 		t.Fatalf("observer session: %v", err)
 	}
 	t.Cleanup(conn.Close)
-	mode := "short"
-	if long {
-		mode = "long"
-	}
-	return &harness{zk: zc, obs: conn, sum: NewSummary(mode, seed), seed: seed, long: long}
+	return &harness{zk: zc, obs: conn, sum: sum, seed: seed, long: long}
 }
 
 // cluster is one scenario's snowflaked cluster (its own --cluster name on

@@ -23,15 +23,20 @@ func TestIntegration_Chaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s=%d (set it to replay the random schedule); %s=%v", SeedEnv, seed, LongEnv, long)
-	h := newHarness(t, long, seed)
-	t.Cleanup(func() {
-		t.Log("\n" + h.sum.String())
-		if path, err := h.sum.WriteFile(); err != nil {
+	mode := "short"
+	if long {
+		mode = "long"
+	}
+	sum := NewSummary(mode, seed)
+	t.Cleanup(func() { // also when ZooKeeper is missing and the test skips
+		t.Log("\n" + sum.String())
+		if path, err := sum.WriteFile(); err != nil {
 			t.Error(err)
 		} else if path != "" {
 			t.Logf("summary written to %s", path)
 		}
 	})
+	h := newHarness(t, long, seed, sum)
 	for _, sc := range []struct {
 		name string
 		run  func(*testing.T)
@@ -241,6 +246,11 @@ func (h *harness) clockOffPeersAtStart(t *testing.T) {
 		env:   []string{chaosOffsetEnv + "=-5s"},
 	})
 	since := time.Now()
+	for _, m := range d.p.LogLines() {
+		if m["variable"] == chaosOffsetEnv {
+			t.Errorf("node d warns about %s, which its build reads: %v", chaosOffsetEnv, m)
+		}
+	}
 	c.startLoad(d)
 	waitFor(t, readyTimeout, "node d refuses with reason peer_offset", func() bool {
 		code, reason, err := d.readyz()
