@@ -488,13 +488,20 @@ func (w *aliveWatch) present() bool {
 // returns the time from since.
 func (w *aliveWatch) wait(t *testing.T, present bool, since time.Time, timeout time.Duration) time.Duration {
 	t.Helper()
-	var at time.Time
-	waitFor(t, timeout, fmt.Sprintf("%s present=%v", w.path, present), func() bool {
-		var ok bool
-		at, ok = w.first(present, since)
-		return ok
-	})
-	return at.Sub(since)
+	deadline := time.Now().Add(timeout)
+	for range int(timeout/slowPoll) + 1 {
+		if at, ok := w.first(present, since); ok {
+			return at.Sub(since)
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(slowPoll)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t.Fatalf("%s: not seen present=%v within %s (states seen: %v; last ZooKeeper error: %v)", w.path, present, timeout, w.evs, w.err)
+	return 0
 }
 
 // waitFor polls cond every slowPoll until it holds; it fails the test after
