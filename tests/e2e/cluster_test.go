@@ -182,13 +182,21 @@ func TestIntegration_ClusterThreeNodesGetDistinctWorkerIDs(t *testing.T) {
 		}
 		lists = append(lists, ids)
 	}
-	// The peer check finds the two others under alive/ and reaches them.
+	// The peer check finds the two others under alive/ and reaches them (and
+	// the node itself, which votes too).
 	for i, p := range nodes {
-		rep := p.waitClock(readyTimeout, func(r clockReport) bool { return r.Peers != nil && r.Peers.Reachable == 2 })
+		rep := p.waitClock(readyTimeout, func(r clockReport) bool { return r.Peers != nil && r.Peers.Reachable == 3 })
+		self := 0
 		for _, peer := range rep.Peers.Peers {
-			if peer.WorkerID == rep.WorkerID || peer.Error != "" {
+			if peer.Error != "" {
 				t.Errorf("node-%d peer %+v", i+1, peer)
 			}
+			if peer.WorkerID == rep.WorkerID && peer.Addr == p.addr {
+				self++
+			}
+		}
+		if self != 1 {
+			t.Errorf("node-%d: itself %d times among its peers %+v", i+1, self, rep.Peers.Peers)
 		}
 	}
 	rows := workerRows(t, zk, "three")
@@ -629,4 +637,48 @@ func TestIntegration_ClusterSessionExpiryByPartition(t *testing.T) {
 		t.Errorf("row after the expiry %+v, want worker %d", r, worker)
 	}
 	checkIDs(t, before, after)
+}
+
+// One node whose clock is off (chaos build: +3s) leaves service with
+// peer_offset, while the nodes with good clocks stay in service: a bad clock
+// must not take the cluster down, nor be the one left serving.
+func TestIntegration_ClusterPeerCheckTakesOutOnlyTheNodeWithABadClock(t *testing.T) {
+	zk := zkharness.StartStandalone(t)
+	var nodes []*proc
+	for i := 1; i <= 3; i++ {
+		nodes = append(nodes, startNode(t, binChaos, clusterArgs(t.TempDir(), zk.ConnectString(), "peers", fmt.Sprintf("node-%d", i),
+			"--peer-interval", "200ms", "--peer-max-offset", "1s")))
+	}
+	for _, p := range nodes {
+		p.waitReadyz(http.StatusOK, readyTimeout)
+	}
+	for _, p := range nodes {
+		p.waitClock(readyTimeout, func(r clockReport) bool { return r.Peers != nil && r.Peers.Reachable == 3 })
+	}
+	bad := nodes[2]
+	if code, body := bad.do(http.MethodPost, "/debug/chaos/clock?offset=3s"); code != http.StatusOK {
+		t.Fatalf("chaos offset: %d %s", code, body)
+	}
+	_, body := bad.waitReadyz(http.StatusServiceUnavailable, readyTimeout)
+	if !strings.Contains(body, `"reason":"peer_offset"`) {
+		t.Fatalf("node with the +3s clock: /readyz %s, want peer_offset", body)
+	}
+	t.Logf("node with the +3s clock: %s", body)
+	// The good nodes stay in service over several peer rounds (each 200ms).
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		for i, p := range nodes[:2] {
+			if code, body := p.get("/readyz"); code != http.StatusOK {
+				t.Fatalf("node-%d (good clock) left service: %s", i+1, body)
+			}
+		}
+		if code, body := bad.get("/readyz"); code == http.StatusOK {
+			t.Fatalf("the node with the bad clock came back while still off: %s", body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, body := bad.do(http.MethodPost, "/debug/chaos/clock?offset=0"); code != http.StatusOK {
+		t.Fatalf("chaos reset: %d %s", code, body)
+	}
+	bad.waitReadyz(http.StatusOK, readyTimeout)
 }
