@@ -364,13 +364,15 @@ const yearsLeftWarning = 2.0
 func (n *node) logStart(addr net.Addr) {
 	now := clock.WallTime(n.clock)
 	years := n.layout.End().Sub(now).Hours() / (24 * 365.25)
-	n.log.Info().Str("mode", n.ident.mode).Int64("worker_id", n.ident.entry.WorkerID).
+	ev := n.log.Info().Str("mode", n.ident.mode).Int64("worker_id", n.ident.entry.WorkerID).
 		Str("layout", n.layout.String()).Str("epoch", n.layout.Epoch.Format(time.RFC3339Nano)).
 		Str("time_unit", n.layout.Unit.String()).Str("listen", addr.String()).
-		Int64("fence_ms", n.ident.entry.Fence).Str("fence_from", n.ident.from).
-		Str("cluster", n.ident.entry.Cluster).Str("node_key", n.nodeKey).Str("advertise", n.advertise).
-		Float64("years_left", math.Round(years*10)/10).Bool("chaos_build", ChaosBuild).
-		Msg("snowflaked starting")
+		Int64("fence_ms", n.ident.entry.Fence).Str("fence_from", n.ident.from)
+	if n.coord != nil {
+		ev = ev.Str("cluster", n.cfg.Cluster).Str("node_key", n.nodeKey).Str("advertise", n.advertise).
+			Bool("from_cache", n.ident.resumed)
+	}
+	ev.Float64("years_left", math.Round(years*10)/10).Bool("chaos_build", ChaosBuild).Msg("snowflaked starting")
 	if years < yearsLeftWarning {
 		n.log.Warn().Float64("years_left", years).Str("ends", n.layout.End().Format(time.RFC3339)).
 			Msg("the timestamp field of the layout runs out soon: plan a new epoch or layout")
