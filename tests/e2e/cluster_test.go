@@ -557,6 +557,10 @@ func TestIntegration_ClusterZooKeeperOutageLeavesServiceAndComesBack(t *testing.
 	if code, body := p.get("/id"); code != http.StatusServiceUnavailable {
 		t.Errorf("/id out of service: %d %s", code, body)
 	}
+	// The image's health check says so too.
+	if code, out, errOut := ctl(t, "probe", "http://"+p.addr+"/readyz"); code != 1 || !strings.Contains(errOut, "503") || !strings.Contains(errOut, "zk_silence") {
+		t.Errorf("snowflakectl probe while out of service: exit %d, %q %q", code, out, errOut)
+	}
 	// Keep ZooKeeper down longer than the session timeout; the node stays out.
 	for time.Since(stoppedAt) < zkSession+time.Second {
 		if code, body := p.get("/readyz"); code != http.StatusServiceUnavailable {
@@ -574,6 +578,9 @@ func TestIntegration_ClusterZooKeeperOutageLeavesServiceAndComesBack(t *testing.
 	_, expired := p.findLog("ZooKeeper session expired: lease lost, re-creating it")
 	t.Logf("ZooKeeper down %s; node back in service %s after ZooKeeper was started again (session expired and lease re-created: %v)",
 		restartedAt.Sub(stoppedAt).Round(time.Millisecond), back.Round(time.Millisecond), expired)
+	if code, out, errOut := ctl(t, "probe", "http://"+p.addr+"/readyz"); code != 0 || !strings.Contains(out, "200 OK") {
+		t.Errorf("snowflakectl probe in service: exit %d, %q %q", code, out, errOut)
+	}
 	after := p.ids(1000)
 	if workerOf(t, after) != worker {
 		t.Errorf("worker after the outage %d, want %d", workerOf(t, after), worker)
