@@ -300,6 +300,16 @@ func TestIntegration_ClusterSecondProcessWithSameNodeKeyRefused(t *testing.T) {
 		// The same cache file: the lock refuses it before ZooKeeper is asked.
 		{"same cache file", dirA, []string{"another snowflaked runs with this --cache-file"}},
 	}
+	// A process stopped while it waits for the lease exits cleanly at once.
+	t.Run("SIGTERM while waiting for the lease", func(t *testing.T) {
+		b := start(t, binSnowflaked, clusterArgs(t.TempDir(), zk.ConnectString(), "dup", "same-key"))
+		b.waitLog("lease held by another session of this node key (a crashed predecessor?): waiting for it to expire", startTimeout)
+		b.signal(syscall.SIGTERM)
+		if code := b.exitCode(); code != 0 {
+			t.Errorf("exit %d after SIGTERM while waiting, want 0", code)
+		}
+		b.waitLog("stopped before serving", time.Second)
+	})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			startedAt := time.Now()
