@@ -75,18 +75,26 @@ type Stats struct {
 // concurrent use and does not allocate per ID: all state is one atomic word
 // holding the last issued tick and sequence.
 type Generator struct {
-	layout    Layout
-	worker    int64
-	clock     clock.Clock
-	tolerance int64 // nanoseconds
-	seqBits   uint
-	seqMask   uint64
-	epochNs   int64
-	unitNs    int64
-	maxTick   int64
+	// Read-only after NewGenerator.
+	layout     Layout
+	worker     int64
+	workerBits int64 // worker << seqBits, ready to OR in
+	clock      clock.Clock
+	tolerance  int64 // nanoseconds
+	seqBits    uint
+	tickShift  uint // WorkerBits + SequenceBits
+	seqMask    uint64
+	epochNs    int64
+	unitNs     int64
+	maxTick    int64
 
+	// state is written by every ID: alone on its cache line, so its
+	// traffic between cores does not evict the fields read beside it.
+	_     [64]byte
 	state atomic.Uint64 // lastTick<<seqBits | lastSeq
-	fence atomic.Int64  // highest tick an ID may carry
+	_     [56]byte
+
+	fence atomic.Int64 // highest tick an ID may carry
 
 	seqWaits, rbWaits, rollbacks, fenceHits, waitedNs atomic.Int64
 }
@@ -112,8 +120,9 @@ func NewGenerator(cfg Config) (*Generator, error) {
 		tol = 0
 	}
 	g := &Generator{
-		layout: l, worker: cfg.WorkerID, clock: cfg.Clock, tolerance: int64(tol),
-		seqBits: l.SequenceBits, seqMask: uint64(l.MaxSequence()),
+		layout: l, worker: cfg.WorkerID, workerBits: cfg.WorkerID << l.SequenceBits,
+		clock: cfg.Clock, tolerance: int64(tol),
+		seqBits: l.SequenceBits, tickShift: l.WorkerBits + l.SequenceBits, seqMask: uint64(l.MaxSequence()),
 		epochNs: l.Epoch.UnixNano(), unitNs: int64(l.Unit), maxTick: l.MaxTick(),
 	}
 	g.fence.Store(math.MaxInt64)
@@ -145,7 +154,7 @@ func (g *Generator) Next() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return tick<<(g.layout.WorkerBits+g.seqBits) | g.worker<<g.seqBits | int64(seq), nil
+	return tick<<g.tickShift | g.workerBits | int64(seq), nil
 }
 
 // NextN returns n new IDs in increasing order.
@@ -164,13 +173,12 @@ func (g *Generator) AppendN(dst []int64, n int) ([]int64, error) {
 		return dst, fmt.Errorf("%w: %d, want at least 1", ErrInvalidCount, n)
 	}
 	orig := len(dst)
-	shift := g.layout.WorkerBits + g.seqBits
 	for n > 0 {
 		tick, seq, count, err := g.reserve(uint64(n))
 		if err != nil {
 			return dst[:orig], err
 		}
-		base := tick<<shift | g.worker<<g.seqBits
+		base := tick<<g.tickShift | g.workerBits
 		for i := uint64(0); i < count; i++ {
 			dst = append(dst, base|int64(seq+i))
 		}
@@ -181,15 +189,28 @@ func (g *Generator) AppendN(dst []int64, n int) ([]int64, error) {
 
 // reserve takes up to want consecutive sequence numbers in one tick and
 // returns the tick, the first sequence number and how many it took.
+//
+// The clock is read before the state is loaded, so that the window between
+// the load and the compare-and-swap is a few nanoseconds, not a clock read:
+// under contention a lost race costs a retry with the same reading, not
+// another clock read (with the clock read inside the window, about one ID
+// in five needed a second read at 2 goroutines). A reading older than the
+// state can only make the clock look behind it or stuck in its tick; before
+// refusing or waiting on that ground, the clock is read again, after the
+// load, so those decisions always rest on a reading newer than the state.
 func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err error) {
 	var waitStart time.Duration
 	waiting := false
+	nowNs := g.clock.WallNanos()
 	for {
 		old := g.state.Load()
 		last := int64(old >> g.seqBits)
 		seq := old & g.seqMask
-		nowNs := g.clock.WallNanos()
-		now := g.layout.TickOf(nowNs)
+		now := g.tickOf(nowNs)
+		if now < last || now == last && seq == g.seqMask { // about to refuse or wait: on a fresh reading
+			nowNs = g.clock.WallNanos()
+			now = g.tickOf(nowNs)
+		}
 		if now > last {
 			tick, first = now, 0
 		} else {
@@ -214,7 +235,7 @@ func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err e
 				if err := g.wait(last, nowNs, waitStart); err != nil {
 					return 0, 0, 0, err
 				}
-				continue
+				continue // the next round reads the clock again: nowNs is at most in tick last
 			}
 			tick, first = last, seq+1
 		}
@@ -232,7 +253,16 @@ func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err e
 			}
 			return tick, first, count, nil
 		}
+		// Lost a race: retry with the same reading (see above).
 	}
+}
+
+// tickOf is Layout.TickOf with the epoch and unit at hand.
+func (g *Generator) tickOf(ns int64) int64 {
+	if d := ns - g.epochNs; d >= 0 && d <= ns { // after the epoch, no wrap (epochNs >= 0)
+		return d / g.unitNs
+	}
+	return floorTick(ns, g.epochNs, g.unitNs)
 }
 
 // wait pauses until the clock may have passed tick last. Long waits sleep,

@@ -840,12 +840,13 @@ func TestGeneratorAppendNFailsHalfway(t *testing.T) {
 }
 
 // checkUnique fails the test unless every ID of every goroutine is unique
-// and each goroutine's IDs increase.
+// and each goroutine's IDs increase, and (unless want is -1) each goroutine
+// has want IDs.
 func checkUnique(t *testing.T, l snowflake.Layout, worker int64, perG [][]int64, want int) {
 	t.Helper()
 	var all []int64
 	for i, ids := range perG {
-		if len(ids) != want {
+		if want >= 0 && len(ids) != want {
 			t.Errorf("goroutine %d got %d IDs, want %d", i, len(ids), want)
 		}
 		checkIncreasing(t, l, ids, 0, worker)
@@ -916,3 +917,90 @@ func TestGeneratorConcurrentTickBoundaries(t *testing.T) {
 		t.Errorf("Stats() = %+v, want sequence waits", st)
 	}
 }
+
+// Goroutines take IDs while the wall clock jumps back and forth: within
+// the tolerance nothing fails; beyond it requests fail, but no ID is ever
+// issued twice or below one issued before it.
+func TestGeneratorConcurrentClockSteps(t *testing.T) {
+	tests := []struct {
+		name     string
+		back     time.Duration
+		wantErrs bool
+	}{
+		{name: "3ms steps, 5ms tolerance", back: 3 * time.Millisecond},
+		{name: "20ms steps, 5ms tolerance", back: 20 * time.Millisecond, wantErrs: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			const goroutines, perG, maxTries = 8, 3000, 100000
+			fake := newFake(t)
+			fake.SetAutoStep(time.Microsecond)
+			l := snowflake.JS53Layout()
+			g := newGen(t, snowflake.Config{Layout: l, WorkerID: 30, Clock: fake, RollbackTolerance: 5 * time.Millisecond})
+			mustNext(t, g)
+			fake.StepWall(-tc.back) // every worker's first call sees this one
+
+			stop := make(chan struct{})
+			driverDone := make(chan struct{})
+			go func() { // the clock: forward again, then back, until the workers finish
+				defer close(driverDone)
+				for i := 0; i < 1_000_000; i++ {
+					time.Sleep(50 * time.Microsecond)
+					fake.StepWall(tc.back + time.Millisecond)
+					time.Sleep(50 * time.Microsecond)
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					fake.StepWall(-tc.back)
+				}
+			}()
+			out := make([][]int64, goroutines)
+			var rollbackErrs, otherErrs atomicCounter
+			var wg sync.WaitGroup
+			for w := range goroutines {
+				wg.Go(func() {
+					ids := make([]int64, 0, perG)
+					for try := 0; len(ids) < perG && try < maxTries; try++ {
+						id, err := g.Next()
+						switch {
+						case err == nil:
+							ids = append(ids, id)
+						case errors.Is(err, snowflake.ErrClockRollback):
+							rollbackErrs.add()
+						default:
+							otherErrs.add()
+							t.Errorf("goroutine %d: %v", w, err)
+						}
+					}
+					out[w] = ids
+				})
+			}
+			wg.Wait()
+			close(stop)
+			<-driverDone
+			want := perG
+			if tc.wantErrs { // errors may use up a goroutine's tries
+				want = -1
+			}
+			checkUnique(t, l, 30, out, want)
+			if got := rollbackErrs.load(); tc.wantErrs != (got > 0) {
+				t.Errorf("%d rollback errors, want errors: %v", got, tc.wantErrs)
+			}
+			if total := len(slices.Concat(out...)); total == 0 {
+				t.Error("no IDs at all")
+			}
+		})
+	}
+}
+
+// atomicCounter counts from several goroutines.
+type atomicCounter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *atomicCounter) add() { c.mu.Lock(); c.n++; c.mu.Unlock() }
+
+func (c *atomicCounter) load() int { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
