@@ -1,0 +1,163 @@
+package docs
+
+import (
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"snowflaked/clockguard"
+)
+
+// servedPaths returns every path a node serves: the server package's
+// built-in paths (its path* constants), the node's own routes (its *Path
+// constants: /metrics, /status and the chaos build's endpoint) and, while
+// the node does not declare them yet, /metrics and /status themselves.
+func servedPaths(t *testing.T) []string {
+	t.Helper()
+	set := map[string]bool{"/metrics": true, "/status": true}
+	for _, p := range stringConsts(t, "server", func(n string) bool { return strings.HasPrefix(n, "path") }) {
+		set[p] = true
+	}
+	for _, p := range stringConsts(t, "node", func(n string) bool { return strings.HasSuffix(n, "Path") }) {
+		set[p] = true
+	}
+	if !set["/id"] || !set["/debug/chaos/clock"] {
+		t.Fatalf("path scan found %v: want at least /id (server) and /debug/chaos/clock (node, chaos build)", set)
+	}
+	out := make([]string, 0, len(set))
+	for p := range set {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// documentsPath reports whether text shows a request on path: "`METHOD
+// /path" followed by the end of the path (not "/id" inside "/ids").
+func documentsPath(text, path string) bool {
+	re := regexp.MustCompile("`(GET|HEAD|POST|PUT|DELETE) " + regexp.QuoteMeta(path) + `([^A-Za-z0-9_.\-]|$)`)
+	return re.MatchString(text)
+}
+
+// TestREADMEEndpoints checks that the API section shows a request on every
+// path the node serves.
+func TestREADMEEndpoints(t *testing.T) {
+	api := section(t, readme(t), secAPI)
+	for _, p := range servedPaths(t) {
+		if !documentsPath(api, p) {
+			t.Errorf("README section %q shows no request on %s (want e.g. `GET %s…`)", secAPI, p, p)
+		}
+	}
+}
+
+func TestDocumentsPath(t *testing.T) {
+	tests := []struct {
+		text, path string
+		want       bool
+	}{
+		{"| `GET /ids?count=N` |", "/ids", true},
+		{"| `GET /ids?count=N` |", "/id", false},
+		{"| `GET /decode/{id}` |", "/decode", true},
+		{"| `POST /debug/chaos/clock?offset=-5s` |", "/debug/chaos/clock", true},
+		{"`GET /id`", "/id", true},
+		{"GET /id without a code span", "/id", false},
+	}
+	for _, tt := range tests {
+		if got := documentsPath(tt.text, tt.path); got != tt.want {
+			t.Errorf("documentsPath(%q, %q) = %v, want %v", tt.text, tt.path, got, tt.want)
+		}
+	}
+}
+
+// statusRE is the status at the start of an error code's line comment in
+// server/errors.go ("// 400: …").
+var statusRE = regexp.MustCompile(`^([1-5][0-9][0-9])\b`)
+
+// TestREADMEErrorCodes checks that every error code of the server
+// (server/errors.go, public API) has a row in the API section's error table
+// with its HTTP status, and that 503s document Retry-After.
+func TestREADMEErrorCodes(t *testing.T) {
+	api := section(t, readme(t), secAPI)
+	codes := errorCodes(t)
+	if len(codes) < 10 {
+		t.Fatalf("found only %d error codes in server/errors.go", len(codes))
+	}
+	rows := map[string][]string{}
+	for _, cells := range tableRows(api) {
+		if len(cells) == 3 && len(codeSpans(cells[1])) == 1 {
+			rows[codeSpans(cells[1])[0]] = cells
+		}
+	}
+	names := make([]string, 0, len(codes))
+	for c := range codes {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	for _, code := range names {
+		cells, ok := rows[code]
+		switch {
+		case !ok:
+			t.Errorf("README error table (status | code | when) has no row for %s (%s)", code, codes[code])
+		case cells[0] != codes[code]:
+			t.Errorf("README error table gives %s status %s, server/errors.go says %s", code, cells[0], codes[code])
+		case cells[2] == "":
+			t.Errorf("README error table says nothing about %s", code)
+		}
+	}
+	if !strings.Contains(api, "Retry-After") {
+		t.Error("README API section does not mention Retry-After")
+	}
+}
+
+// errorCodes returns the server's error codes (the code* constants of
+// server/errors.go) with the HTTP status their line comment names.
+func errorCodes(t *testing.T) map[string]string {
+	t.Helper()
+	_, files := parsePackage(t, "server")
+	out := map[string]string{}
+	for _, f := range files {
+		for _, vs := range constSpecs(f, func(n string) bool { return strings.HasPrefix(n, "code") }) {
+			v := unquoteLit(t, vs.Values[0])
+			m := statusRE.FindStringSubmatch(strings.TrimSpace(strings.TrimPrefix(commentText(vs.Comment), "//")))
+			if m == nil {
+				t.Errorf("server: error code %s has no \"// NNN: …\" line comment naming its status", v)
+				continue
+			}
+			out[v] = m[1]
+		}
+	}
+	return out
+}
+
+// TestREADMERunbookReasons checks that the runbook has a heading for every
+// reason clockguard declares, and that the four states are named.
+func TestREADMERunbookReasons(t *testing.T) {
+	doc := readme(t)
+	runbook := section(t, doc, secRunbook)
+	reasons := stringConstsOfType(t, "clockguard", "Reason")
+	if len(reasons) < 10 {
+		t.Fatalf("found only %d clockguard.Reason constants", len(reasons))
+	}
+	headings := map[string]bool{}
+	for _, l := range strings.Split(runbook, "\n") {
+		if strings.HasPrefix(l, "#") {
+			for _, c := range codeSpans(l) {
+				headings[c] = true
+			}
+		}
+	}
+	for name, r := range reasons {
+		if r == "" {
+			continue // ReasonNone: in service
+		}
+		if !headings[r] {
+			t.Errorf("README runbook has no heading for reason %s (clockguard.%s): want a line like \"#### `%s`\"", r, name, r)
+		}
+	}
+	for _, s := range clockguard.States {
+		if !mentionsCode(runbook, s.String()) {
+			t.Errorf("README runbook does not name the state `%s`", s)
+		}
+	}
+}
