@@ -511,6 +511,9 @@ func TestGeneratorFence(t *testing.T) {
 		if _, err := g.Next(); !errors.Is(err, snowflake.ErrFenceReached) {
 			t.Errorf("Next with the fence at %d: %v, want ErrFenceReached", f, err)
 		}
+		if got := g.FenceUnixMilli(); got >= snowflake.DefaultEpoch.UnixMilli() {
+			t.Errorf("after SetFence(%d) FenceUnixMilli() = %d, not before the epoch", f, got)
+		}
 	}
 }
 
@@ -549,6 +552,10 @@ func TestGeneratorFenceCoarseUnit(t *testing.T) {
 	fake.Advance(time.Millisecond)
 	if _, err := g.Next(); !errors.Is(err, snowflake.ErrFenceReached) {
 		t.Errorf("Next after the fence tick: %v, want ErrFenceReached", err)
+	}
+	// The tick containing math.MinInt64 ms starts before any int64 ms.
+	if g.SetFence(math.MinInt64); g.FenceUnixMilli() != math.MinInt64 {
+		t.Errorf("after SetFence(math.MinInt64) FenceUnixMilli() = %d, want math.MinInt64", g.FenceUnixMilli())
 	}
 }
 

@@ -87,3 +87,16 @@ func TestTickMilli(t *testing.T) {
 		t.Errorf("tickStartMilli past the last fitting tick = %d, true", ms)
 	}
 }
+
+// On a unit below 1ms (an invalid layout) the helpers answer in whole
+// milliseconds instead of dividing by zero.
+func TestTickMilliSubMillisecondUnit(t *testing.T) {
+	l := Layout{TimeBits: 41, WorkerBits: 10, SequenceBits: 12, Epoch: DefaultEpoch, Unit: time.Microsecond}
+	e := DefaultEpoch.UnixMilli()
+	if got := l.tickOfMilli(e + 5); got != 5 {
+		t.Errorf("tickOfMilli(epoch+5) = %d, want 5", got)
+	}
+	if got, ok := l.tickStartMilli(5); got != e || !ok {
+		t.Errorf("tickStartMilli(5) = %d, %v; want the epoch %d", got, ok, e)
+	}
+}
