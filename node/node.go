@@ -21,17 +21,21 @@ import (
 	"snowflaked/clock"
 	"snowflaked/clockguard"
 	"snowflaked/coordinator"
+	"snowflaked/metrics"
 	"snowflaked/server"
 	"snowflaked/snowflake"
+	"snowflaked/statuspage"
 )
 
 // Option changes how Run builds the node (for tests and special builds).
 type Option func(*options)
 
 type options struct {
-	clock    clock.Clock
-	listener net.Listener
-	routes   map[string]fasthttp.RequestHandler
+	clock     clock.Clock
+	listener  net.Listener
+	routes    map[string]fasthttp.RequestHandler
+	noMetrics bool        // benchmarks: the server without an observer
+	built     func(*node) // tests: called once the node is built, before it serves
 }
 
 // WithClock makes the node read time from c instead of clock.NewSystem().
@@ -41,7 +45,8 @@ func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 // Run closes it when it stops.
 func WithListener(ln net.Listener) Option { return func(o *options) { o.listener = ln } }
 
-// WithRoutes adds HTTP handlers by exact path (e.g. /metrics, /status).
+// WithRoutes adds HTTP handlers by exact path (the node itself serves
+// /metrics and /status; a route at one of those paths is an error).
 func WithRoutes(routes map[string]fasthttp.RequestHandler) Option {
 	return func(o *options) {
 		if o.routes == nil {
@@ -60,6 +65,8 @@ type node struct {
 	clock  clock.Clock
 	layout snowflake.Layout
 	routes map[string]fasthttp.RequestHandler
+	opts   options
+	addr   string // shown on the status page (the advertised address in ZooKeeper mode)
 
 	advertise string // ZooKeeper mode: host:port in the znodes
 	nodeKey   string // ZooKeeper mode
@@ -75,6 +82,8 @@ type node struct {
 	ntp      *clockguard.NTP
 	peers    *clockguard.Peers // nil in standalone mode
 	report   *reporter
+	metrics  *metrics.Metrics
+	status   *statuspage.Page
 	srv      *server.Server
 	loops    []func(context.Context) // background work, stopped at shutdown
 }
@@ -98,7 +107,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 	if o.clock == nil {
 		o.clock = clock.NewSystem()
 	}
-	n := &node{cfg: cfg, log: log}
+	n := &node{cfg: cfg, log: log, opts: o}
 	var chaosRoutes map[string]fasthttp.RequestHandler
 	if n.clock, chaosRoutes, err = chaosSetup(o.clock); err != nil {
 		return err
@@ -136,6 +145,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 	} else {
 		err = n.zkIdentity(ctx, ln.Addr())
 	}
+	n.addr = n.displayAddr(ln.Addr())
 	if err != nil {
 		if ctx.Err() != nil {
 			n.log.Info().Err(err).Msg("stopped before serving")
@@ -155,11 +165,20 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 		return fmt.Errorf("first write of the time fence to %s: %w", cfg.CacheFile, err)
 	}
 	n.report = n.newReporter()
-	// 4. HTTP server.
+	// 4. Metrics, status page and the HTTP server.
+	if err := n.newMetrics(); err != nil {
+		return err
+	}
+	if err := n.newStatusPage(); err != nil {
+		return err
+	}
 	if err := n.newServer(); err != nil {
 		return err
 	}
 	n.logStart(ln.Addr())
+	if o.built != nil {
+		o.built(n)
+	}
 	// 5. Serve until ctx ends, with the background loops; then stop.
 	serving = true
 	return n.serve(ctx, ln)
@@ -281,7 +300,7 @@ func (n *node) newGuard() error {
 	var err error
 	n.watcher, err = clockguard.NewWatcher(n.clock, clockguard.WatcherConfig{
 		Tolerance:  max(n.cfg.RollbackTolerance, time.Millisecond),
-		OnRollback: func(step time.Duration) { n.rollback.Trip(step, "watcher") },
+		OnRollback: func(step time.Duration) { n.tripRollback(step, "watcher") },
 		Log:        n.log.With().Str("component", "watcher").Logger(),
 	})
 	if err != nil {
@@ -327,29 +346,51 @@ type fenceSource struct {
 func (f fenceSource) Fence() int64      { return f.keeper.Persisted() }
 func (f fenceSource) LastIssued() int64 { return f.gen.LastUnixMilli() }
 
+// tripRollback takes the node out of service for a clock rollback beyond
+// the tolerance and counts it in the metrics (which merge the many reports
+// of one rollback into one event). Quick and non-blocking.
+func (n *node) tripRollback(behind time.Duration, source string) {
+	n.rollback.Trip(behind, source)
+	n.metrics.ObserveRollback(behind)
+}
+
 // onIDError reacts to the generator refusing an ID (called by the server on
 // the request path: quick, non-blocking).
+//
+// ErrFenceReached (the clock jumped forward past the persisted fence, or a
+// fence write is late) pokes the fence keeper, which persists a new fence
+// at once (persist first, then hand it to the generator; never lower)
+// instead of at its next tick: the refusals last about one fence write.
 func (n *node) onIDError(err error) {
 	var rb *snowflake.RollbackError
 	switch {
 	case errors.As(err, &rb):
-		n.rollback.Trip(rb.Behind, "generator")
+		n.tripRollback(rb.Behind, "generator")
 	case errors.Is(err, snowflake.ErrBeforeEpoch):
-		n.rollback.Trip(n.gen.Behind(), "generator (clock before the epoch)")
+		n.tripRollback(n.gen.Behind(), "generator (clock before the epoch)")
 	case errors.Is(err, snowflake.ErrFenceReached):
 		n.keeper.Wake()
 	}
 }
 
 func (n *node) newServer() error {
-	srv, err := server.New(server.Config{
+	routes, err := mergeRoutes(n.routes, n.ownRoutes())
+	if err != nil {
+		return fmt.Errorf("http server: %w", err)
+	}
+	cfg := server.Config{
 		IDs: n.gen, Guard: n.guard, Clock: n.clock,
 		OnIDError:   n.onIDError,
 		ClockReport: func() any { return n.report.report() },
 		MaxBatch:    n.cfg.MaxBatch,
 		Log:         n.log.With().Str("component", "http").Logger(),
-		Routes:      n.routes,
-	})
+		Routes:      routes,
+		Observer:    n.metrics,
+	}
+	if n.opts.noMetrics {
+		cfg.Observer = nil
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}

@@ -18,7 +18,7 @@ import (
 	"snowflaked/snowflake"
 )
 
-func loopbackListener(t *testing.T) net.Listener {
+func loopbackListener(t testing.TB) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -30,13 +30,13 @@ func loopbackListener(t *testing.T) net.Listener {
 
 // startRun runs Run in the background and returns a stop func that cancels
 // it and returns Run's error.
-func startRun(t *testing.T, cfg Config, opts ...Option) (stop func() error) {
+func startRun(t testing.TB, cfg Config, opts ...Option) (stop func() error) {
 	t.Helper()
 	return startRunOn(t, cfg, loopbackListener(t), opts...)
 }
 
 // startRunOn is startRun serving on ln.
-func startRunOn(t *testing.T, cfg Config, ln net.Listener, opts ...Option) (stop func() error) {
+func startRunOn(t testing.TB, cfg Config, ln net.Listener, opts ...Option) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -76,7 +76,7 @@ func waitCache(t *testing.T, path string, cond func(cachefile.Entry) bool) cache
 	}
 }
 
-func testConfig(t *testing.T, worker int64) Config {
+func testConfig(t testing.TB, worker int64) Config {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.WorkerID = worker

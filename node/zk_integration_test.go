@@ -151,3 +151,66 @@ func testLog(t *testing.T) zerolog.Logger {
 	t.Helper()
 	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 }
+
+// In ZooKeeper mode /metrics carry the coordinator's and the peer check's
+// families, and /status lists the cluster's workers from ZooKeeper (two
+// nodes: each page shows both, itself marked).
+func TestIntegration_RunZooKeeperMetricsAndStatus(t *testing.T) {
+	zk := zkharness.StartStandalone(t)
+	var addrs []string
+	for _, key := range []string{"node-a", "node-b"} {
+		cfg := zkTestConfig(t, zk, "observe", key)
+		ln := loopbackListener(t)
+		startRunOn(t, cfg, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	for _, addr := range addrs {
+		waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+	}
+	for i, addr := range addrs {
+		var m map[string]float64
+		deadline := time.Now().Add(10 * time.Second)
+		// In service first, then the alive znode and a report follow.
+		for m = scrapeHTTP(t, addr); m["snowflaked_zk_reports_total"] < 1 || m["snowflaked_zk_alive"] != 1; m = scrapeHTTP(t, addr) {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d: no report counted or no alive znode within 10s", i)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, want := range []struct {
+			series string
+			value  float64
+		}{
+			{"snowflaked_zk_connected", 1}, {"snowflaked_zk_lease_held", 1}, {"snowflaked_zk_alive", 1},
+			{series("snowflaked_state", "state", "in_service"), 1},
+		} {
+			if got, ok := m[want.series]; !ok || got != want.value {
+				t.Errorf("node %d: %s = %v (present %v), want %v", i, want.series, got, ok, want.value)
+			}
+		}
+		code, body := httpGet(t, addr, "/id")
+		id, err := strconv.ParseInt(strings.TrimSpace(body), 10, 64)
+		if code != http.StatusOK || err != nil {
+			t.Fatalf("node %d: /id %d %s", i, code, body)
+		}
+		if w := m["snowflaked_worker_id"]; w != float64((id>>12)&1023) {
+			t.Errorf("node %d: snowflaked_worker_id = %v, its IDs carry worker %d", i, w, (id>>12)&1023)
+		}
+		for _, name := range []string{"snowflaked_last_report_age_seconds", "snowflaked_peer_rounds_total", "snowflaked_fence_headroom_seconds"} {
+			if _, ok := m[name]; !ok {
+				t.Errorf("node %d: no %s", i, name)
+			}
+		}
+		_, body = waitHTTP(t, addr, StatusPath, func(code int, body string) bool {
+			return code == http.StatusOK && strings.Contains(body, "Cluster: 2 nodes, 2 in service")
+		})
+		for _, want := range []string{"node-a", "node-b", "snowflaked status: node-" + string(rune('a'+i)), `class="self"`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("node %d: /status lacks %q", i, want)
+			}
+		}
+		if strings.Contains(body, `id="list-error"`) {
+			t.Errorf("node %d: /status shows a list error:\n%s", i, body)
+		}
+	}
+}
