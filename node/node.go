@@ -31,11 +31,12 @@ import (
 type Option func(*options)
 
 type options struct {
-	clock     clock.Clock
-	listener  net.Listener
-	routes    map[string]fasthttp.RequestHandler
-	noMetrics bool        // benchmarks: the server without an observer
-	built     func(*node) // tests: called once the node is built, before it serves
+	clock          clock.Clock
+	listener       net.Listener
+	routes         map[string]fasthttp.RequestHandler
+	yearsLeftEvery time.Duration // 0: YearsLeftCheckInterval
+	noMetrics      bool          // benchmarks: the server without an observer
+	built          func(*node)   // tests: called once the node is built, before it serves
 }
 
 // WithClock makes the node read time from c instead of clock.NewSystem().
@@ -175,6 +176,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 	if err := n.newServer(); err != nil {
 		return err
 	}
+	n.loops = append(n.loops, n.watchTimeField)
 	n.logStart(ln.Addr())
 	if o.built != nil {
 		o.built(n)
@@ -398,13 +400,8 @@ func (n *node) newServer() error {
 	return nil
 }
 
-// yearsLeftWarning is when the startup log warns that the timestamp field
-// is running out.
-const yearsLeftWarning = 2.0
-
 func (n *node) logStart(addr net.Addr) {
-	now := clock.WallTime(n.clock)
-	years := n.layout.End().Sub(now).Hours() / (24 * 365.25)
+	years := n.yearsLeft()
 	ev := n.log.Info().Str("mode", n.ident.mode).Int64("worker_id", n.ident.entry.WorkerID).
 		Str("layout", n.layout.String()).Str("epoch", n.layout.Epoch.Format(time.RFC3339Nano)).
 		Str("time_unit", n.layout.Unit.String()).Str("listen", addr.String()).
@@ -414,10 +411,7 @@ func (n *node) logStart(addr net.Addr) {
 			Bool("from_cache", n.ident.resumed)
 	}
 	ev.Float64("years_left", math.Round(years*10)/10).Bool("chaos_build", ChaosBuild).Msg("snowflaked starting")
-	if years < yearsLeftWarning {
-		n.log.Warn().Float64("years_left", years).Str("ends", n.layout.End().Format(time.RFC3339)).
-			Msg("the timestamp field of the layout runs out soon: plan a new epoch or layout")
-	}
+	n.checkTimeField()
 }
 
 // serve runs the server and background loops until ctx ends or the server

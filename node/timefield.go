@@ -1,0 +1,60 @@
+package node
+
+import (
+	"context"
+	"math"
+	"time"
+)
+
+// Time-field overflow warning (SPEC §1: the node warns long before the
+// timestamp field runs out, by log and by the metric
+// snowflaked_time_field_years_left).
+const (
+	// YearsLeftWarning: with fewer years left in the layout's timestamp
+	// field, the node logs a warning at start and at every check.
+	YearsLeftWarning = 2.0
+	// YearsLeftCheckInterval is how often a running node checks again, so a
+	// node that runs for months still warns when the limit comes near.
+	YearsLeftCheckInterval = time.Hour
+)
+
+// secondsPerYear is the length of a Julian year, as the metric counts it.
+const secondsPerYear = 365.25 * 24 * 3600
+
+// yearsLeft returns the years until the layout's timestamp field runs out,
+// by the node's clock (negative once it has).
+func (n *node) yearsLeft() float64 {
+	return float64(n.layout.End().UnixNano()-n.clock.WallNanos()) / 1e9 / secondsPerYear
+}
+
+// checkTimeField logs a warning when fewer than YearsLeftWarning years are
+// left, and returns the years left.
+func (n *node) checkTimeField() float64 {
+	years := n.yearsLeft()
+	if years < YearsLeftWarning {
+		n.log.Warn().Float64("years_left", math.Round(years*1000)/1000).
+			Str("ends", n.layout.End().UTC().Format(time.RFC3339)).Str("layout", n.layout.String()).
+			Str("epoch", n.layout.Epoch.UTC().Format(time.RFC3339)).
+			Msg("the timestamp field of the layout runs out soon: plan a new epoch or layout")
+	}
+	return years
+}
+
+// watchTimeField repeats checkTimeField every YearsLeftCheckInterval until
+// ctx ends.
+func (n *node) watchTimeField(ctx context.Context) {
+	every := n.opts.yearsLeftEvery
+	if every <= 0 {
+		every = YearsLeftCheckInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.checkTimeField()
+		}
+	}
+}
