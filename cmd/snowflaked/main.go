@@ -16,9 +16,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -89,6 +91,10 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		}
 		log.Warn().Str("variable", name).Msg("environment variable matches no flag: ignored (typo?)")
 	}
+	// Libraries that log through the standard logger (VictoriaMetrics'
+	// process metrics at scrape time) write JSON lines like the rest.
+	stdlog.SetFlags(0)
+	stdlog.SetOutput(stdlogWriter{log.With().Str("component", "stdlib").Logger()})
 	log.Info().Str("version", version).Msg("snowflaked " + versionString())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -135,4 +141,12 @@ func newLogger(cfg node.Config, w io.Writer) (zerolog.Logger, error) {
 		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
 	}
 	return zerolog.New(out).Level(level).With().Timestamp().Logger(), nil
+}
+
+// stdlogWriter turns the standard logger's lines into warnings of log.
+type stdlogWriter struct{ log zerolog.Logger }
+
+func (w stdlogWriter) Write(p []byte) (int, error) {
+	w.log.Warn().Msg(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

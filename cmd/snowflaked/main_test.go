@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
 )
 
 func TestRunRefusesBadInput(t *testing.T) {
@@ -50,5 +52,26 @@ func TestRunRefusesBadInput(t *testing.T) {
 				t.Errorf("stderr %q does not contain %q", stderr.String(), tc.wantErr)
 			}
 		})
+	}
+}
+
+// Lines of the standard logger become JSON warnings of the process log.
+func TestStdlogWriter(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"ERROR: metrics: cannot open /proc/self/io\n", `"message":"ERROR: metrics: cannot open /proc/self/io"`},
+		{"no newline", `"message":"no newline"`},
+	}
+	for _, tc := range tests {
+		var buf bytes.Buffer
+		w := stdlogWriter{zerolog.New(&buf).With().Str("component", "stdlib").Logger()}
+		if n, err := w.Write([]byte(tc.in)); n != len(tc.in) || err != nil {
+			t.Errorf("Write(%q) = %d, %v", tc.in, n, err)
+		}
+		got := buf.String()
+		for _, want := range []string{tc.want, `"level":"warn"`, `"component":"stdlib"`} {
+			if !strings.Contains(got, want) {
+				t.Errorf("Write(%q) logged %s, want %s", tc.in, got, want)
+			}
+		}
 	}
 }
