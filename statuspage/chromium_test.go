@@ -2,16 +2,9 @@ package statuspage
 
 import (
 	"bytes"
-	"context"
-	"errors"
-	"fmt"
 	"image"
 	"image/png"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,78 +12,15 @@ import (
 
 	"snowflaked/clockguard"
 	"snowflaked/coordinator"
+	"snowflaked/tests/chromium"
 )
-
-// chromiumPath is Debian's chromium (scripts/install-deps.sh installs it).
-const chromiumPath = "/usr/bin/chromium"
-
-// screenshotDirEnv, when set, is a directory the integration test copies its
-// screenshot to (t.TempDir is removed when the test ends).
-const screenshotDirEnv = "SNOWFLAKED_SCREENSHOT_DIR"
-
-// needChromium returns the chromium binary, or skips the test loudly when it
-// is missing (fails it when CI=true: CI must run it).
-func needChromium(t *testing.T) string {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		msg := "SKIPPED: headless Chromium is missing (" + err.Error() + "); install it with scripts/install-deps.sh or `apt-get install -y chromium`"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + " (CI=true: this test must run)")
-		}
-		// Loud even without -v: go test prints skip messages only with -v.
-		fmt.Fprintf(os.Stderr, "--- %s: %s\n", t.Name(), msg)
-		t.Skip(msg)
-	}
-	return chromiumPath
-}
-
-// runChromium runs headless Chromium on url with extra flags and returns its
-// stdout. It gets its own profile and home, and its whole process group is
-// killed when it is done or after a minute.
-func runChromium(t *testing.T, bin, url string, flags ...string) []byte {
-	t.Helper()
-	home := t.TempDir()
-	args := append([]string{
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--no-proxy-server", "--user-data-dir=" + filepath.Join(home, "profile"),
-	}, flags...)
-	args = append(args, url)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "XDG_CACHE_HOME="+home)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 10 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if cmd.Process != nil {
-		// Helpers Chromium left behind belong to its process group.
-		if kerr := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); kerr != nil && !errors.Is(kerr, syscall.ESRCH) {
-			t.Logf("kill chromium's process group: %v", kerr)
-		}
-	}
-	if err != nil {
-		t.Fatalf("chromium %s: %v\nstderr (last 2000 bytes):\n%s", strings.Join(flags, " "), err, tail(stderr.Bytes(), 2000))
-	}
-	return stdout.Bytes()
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
-}
 
 // TestIntegration_StatusPageChromium serves the page from a real fasthttp
 // server on 127.0.0.1, with three fake nodes answering GET /clock over
 // HTTP, loads it in headless Chromium, checks the rendered table in the DOM
 // and saves a screenshot.
 func TestIntegration_StatusPageChromium(t *testing.T) {
-	bin := needChromium(t)
+	bin := chromium.Need(t)
 
 	const hostileKey = `<script>document.title="pwned"</script>`
 	inSync := fakeNode(t, clockAnswer{workerID: 2, ntp: true, ntpOffset: 4 * time.Millisecond, state: clockguard.InService})
@@ -118,7 +48,7 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 	url := "http://" + addr + "/status"
 
 	// 1. The DOM as Chromium rendered it.
-	out := runChromium(t, bin, url, "--dump-dom")
+	out := chromium.Run(t, bin, url, "--dump-dom")
 	d := parseDOM(t, string(out))
 	if n := len(d.elements("script")); n != 0 {
 		t.Fatalf("%d script elements in the rendered DOM: the hostile node key became markup", n)
@@ -169,12 +99,7 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 	}
 
 	// 2. A screenshot.
-	shot := filepath.Join(t.TempDir(), "status.png")
-	runChromium(t, bin, url, "--screenshot="+shot, "--window-size=1200,800")
-	data, err := os.ReadFile(shot)
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
+	data, shot := chromium.Screenshot(t, bin, url, 1200, 800)
 	img, err := png.Decode(bytes.NewReader(data))
 	if err != nil {
 		t.Fatalf("screenshot %s is not a PNG: %v", shot, err)
@@ -190,14 +115,7 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 		t.Errorf("screenshot has %d pixels of the marker red: the over-limit markers are not visible", marker)
 	}
 	t.Logf("screenshot: %s (%d bytes, %d colours, %d marker-red pixels)", shot, len(data), colours, marker)
-	if dir := os.Getenv(screenshotDirEnv); dir != "" {
-		keep := filepath.Join(dir, "status.png")
-		if err := os.WriteFile(keep, data, 0o644); err != nil {
-			t.Errorf("copy the screenshot to %s: %v", keep, err)
-		} else {
-			t.Logf("screenshot copied to %s", keep)
-		}
-	}
+	chromium.Keep(t, data, "status.png")
 }
 
 // inspect counts an image's distinct colours (up to 10000) and its pixels
