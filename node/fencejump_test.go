@@ -21,7 +21,9 @@ import (
 // (fence-ahead/3 ≥ 10s after the start) comes after maxWait, and the fake
 // clock does not move after the jump.
 func TestRunForwardJumpPastFenceRecoversAtOnce(t *testing.T) {
-	const maxAttempts, maxWait = 50, 5 * time.Second
+	// Bounded in count and time; paced, so that a slow fence write (an
+	// fsync can take tens of ms) does not use up the attempts.
+	const maxAttempts, maxWait, pace = 1000, 5 * time.Second, 2 * time.Millisecond
 	tests := []struct {
 		name  string
 		ahead time.Duration
@@ -81,7 +83,7 @@ func TestRunForwardJumpPastFenceRecoversAtOnce(t *testing.T) {
 					t.Fatalf("after the jump: %d %s, want 200 or 503 fence_reached", code, body)
 				}
 				refused++
-				time.Sleep(time.Millisecond)
+				time.Sleep(pace)
 			}
 			if !ok {
 				t.Fatalf("no ID within %d attempts / %s after a forward jump of %s (%d refused)", maxAttempts, maxWait, 2*tc.ahead, refused)
