@@ -3,9 +3,13 @@ package e2e
 import (
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"snowflaked/cachefile"
 )
 
 func TestIntegration_ChaosClockRollbackLeavesAndReturnsToService(t *testing.T) {
@@ -89,5 +93,71 @@ func TestIntegration_ChaosEndpointAbsentFromProductionBuild(t *testing.T) {
 		if strings.Contains(line, marker) || strings.Contains(strings.ToLower(line), "debug/chaos") {
 			t.Errorf("production binary has chaos symbol: %s", line)
 		}
+	}
+}
+
+// A forward jump of the clock (chaos build) by twice --fence-ahead puts the
+// clock past the persisted fence while the node stays in service: the
+// first refused request (503 fence_reached) makes the node persist a new
+// fence at once, so IDs flow again within a few requests, long before the
+// fence keeper's next tick (--fence-ahead/3 = 10s), and the fence in the
+// cache file covers every ID issued after the jump.
+func TestIntegration_ChaosForwardJumpPastFence(t *testing.T) {
+	const ahead = 30 * time.Second
+	// Bounded in count and time; paced, so that a slow fence write (an
+	// fsync can take tens of ms) does not use up the attempts.
+	const maxAttempts, maxWait, pace = 1000, 5 * time.Second, 2 * time.Millisecond
+	dir := t.TempDir()
+	p := startNode(t, binChaos, nodeArgs(dir, 6, "--fence-ahead", ahead.String()))
+	p.waitReadyz(http.StatusOK, readyTimeout)
+	p.ids(10)
+	before, err := cachefile.Load(filepath.Join(dir, "cache.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m0 := p.metrics()
+
+	if code, body := p.do(http.MethodPost, "/debug/chaos/clock?offset="+(2*ahead).String()); code != http.StatusOK {
+		t.Fatalf("POST offset=%s: %d %s", 2*ahead, code, body)
+	}
+	jumped := time.Now().Add(2 * ahead).UnixMilli()
+	refused, start := 0, time.Now()
+	var ids []int64
+	for attempt := 0; attempt < maxAttempts && time.Since(start) < maxWait; attempt++ {
+		code, body := p.get("/id")
+		if code == http.StatusOK {
+			ids = parseIDs(t, body)
+			break
+		}
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"fence_reached"`) {
+			t.Fatalf("/id after a forward jump: %d %s, want 200 or 503 fence_reached", code, body)
+		}
+		refused++
+		time.Sleep(pace)
+	}
+	if len(ids) == 0 {
+		t.Fatalf("no ID within %d attempts / %s after a forward jump of %s (%d refused)", maxAttempts, maxWait, 2*ahead, refused)
+	}
+	t.Logf("forward jump of %s: %d request(s) refused with fence_reached, first ID %s after the jump", 2*ahead, refused, time.Since(start).Round(time.Millisecond))
+	if code, _ := p.get("/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz %d after the jump", code)
+	}
+	ids = append(ids, p.ids(1000)...)
+	after, err := cachefile.Load(filepath.Join(dir, "cache.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Fence < before.Fence || after.Fence < jumped {
+		t.Errorf("fence in the cache file %d: below the one before the jump %d or the jumped clock %d", after.Fence, before.Fence, jumped)
+	}
+	for _, id := range ids {
+		if ms, _ := decodeMs(id); ms > after.Fence {
+			t.Fatalf("ID %d at %d is beyond the fence in the cache file %d", id, ms, after.Fence)
+		}
+	}
+	m1 := p.metrics()
+	fence := series("snowflaked_generator_refusals_total", "cause", "fence")
+	if got := m1[fence] - m0[fence]; got != float64(refused) {
+		t.Errorf("%s grew by %v, want %d", fence, got, refused)
 	}
 }
