@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"image/png"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"snowflaked/tests/chromium"
+	"snowflaked/tests/zkharness"
+)
+
+// statusRow is one row of the status page's table#nodes as rendered.
+type statusRow struct {
+	classes []string
+	worker  string            // data-worker
+	cells   map[string]string // text of each cell by its role class (worker, key, addr, service, state, ntp, peer, report, note)
+}
+
+// parseStatusTable reads the rows of table#nodes from a rendered page.
+func parseStatusTable(t *testing.T, page string) []statusRow {
+	t.Helper()
+	root, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatalf("parse the page: %v", err)
+	}
+	var table *html.Node
+	for n := range root.Descendants() {
+		if n.Type == html.ElementNode && attr(n, "id") == "nodes" {
+			table = n
+			break
+		}
+	}
+	if table == nil {
+		t.Fatalf("no table#nodes in the page:\n%s", page)
+	}
+	var rows []statusRow
+	for tr := range table.Descendants() {
+		if tr.Type != html.ElementNode || tr.Data != "tr" || attr(tr, "data-worker") == "" {
+			continue
+		}
+		r := statusRow{classes: strings.Fields(attr(tr, "class")), worker: attr(tr, "data-worker"), cells: map[string]string{}}
+		for td := range tr.ChildNodes() {
+			if td.Type != html.ElementNode || td.Data != "td" {
+				continue
+			}
+			for _, c := range strings.Fields(attr(td, "class")) {
+				if c != "num" && c != "over" {
+					r.cells[c] = text(td)
+				}
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func attr(n *html.Node, name string) string {
+	for _, a := range n.Attr {
+		if a.Key == name {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+// text is the node's text content with white space collapsed.
+func text(n *html.Node) string {
+	var b strings.Builder
+	for d := range n.Descendants() {
+		if d.Type == html.TextNode {
+			b.WriteString(d.Data)
+			b.WriteByte(' ')
+		}
+	}
+	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// A 3-node ZooKeeper cluster of real processes: node 1's /status, loaded in
+// headless Chromium, lists all three workers with their node keys,
+// addresses and worker IDs, in service, with each peer's clock fetched;
+// and a screenshot of it is saved.
+func TestIntegration_StatusPageCluster(t *testing.T) {
+	bin := chromium.Need(t)
+	zk := zkharness.StartStandalone(t)
+	var nodes []*proc
+	for i := 1; i <= 3; i++ {
+		nodes = append(nodes, startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk.ConnectString(), "status", fmt.Sprintf("node-%d", i))))
+	}
+	workers := map[string]string{} // node key → worker ID
+	addrs := map[string]string{}   // node key → address
+	for i, p := range nodes {
+		p.waitReadyz(http.StatusOK, readyTimeout)
+		key := fmt.Sprintf("node-%d", i+1)
+		_, w := decodeMs(p.ids(1)[0])
+		workers[key], addrs[key] = strconv.FormatInt(w, 10), p.addr
+	}
+	// Every node in service as ZooKeeper sees it (alive znodes), and the
+	// page's cached worker list caught up with that.
+	url := "http://" + nodes[0].addr + "/status"
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		code, body := nodes[0].get("/status")
+		if code == http.StatusOK && strings.Contains(body, "Cluster: 3 nodes, 3 in service") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/status of node-1 never listed 3 nodes in service within %s: %d\n%s", readyTimeout, code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// 1. The DOM as Chromium rendered it.
+	dom := string(chromium.Run(t, bin, url, "--dump-dom"))
+	rows := parseStatusTable(t, dom)
+	if len(rows) != 3 {
+		t.Fatalf("%d rows in the rendered table, want 3:\n%s", len(rows), dom)
+	}
+	seen := map[string]bool{}
+	for _, r := range rows {
+		key := r.cells["key"]
+		want, ok := workers[key]
+		if !ok || seen[key] {
+			t.Errorf("row with node key %q (known: %v, seen before: %v)", key, ok, seen[key])
+			continue
+		}
+		seen[key] = true
+		self := key == "node-1"
+		if r.worker != want || !strings.HasPrefix(r.cells["worker"], want) {
+			t.Errorf("%s: worker %q (%q), want %s", key, r.worker, r.cells["worker"], want)
+		}
+		if r.cells["addr"] != addrs[key] {
+			t.Errorf("%s: address %q, want %s", key, r.cells["addr"], addrs[key])
+		}
+		if r.cells["service"] != "yes" || !strings.HasPrefix(r.cells["state"], "in_service") {
+			t.Errorf("%s: in service %q, state %q; want yes, in_service", key, r.cells["service"], r.cells["state"])
+		}
+		if slices.Contains(r.classes, "self") != self {
+			t.Errorf("%s: row classes %v (self: %v)", key, r.classes, self)
+		}
+		// The peers' clocks were asked for over HTTP: an offset, not "—".
+		if !self && !strings.HasSuffix(r.cells["peer"], "s") {
+			t.Errorf("%s: clock − this node %q, want an offset (note %q)", key, r.cells["peer"], r.cells["note"])
+		}
+		if strings.Contains(r.cells["report"], "never") {
+			t.Errorf("%s: last report %q", key, r.cells["report"])
+		}
+	}
+
+	// 2. A screenshot.
+	data, path := chromium.Screenshot(t, bin, url, 1200, 900)
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("screenshot %s is not a PNG: %v", path, err)
+	}
+	if b := img.Bounds(); b.Dx() != 1200 || b.Dy() != 900 {
+		t.Errorf("screenshot is %dx%d, want 1200x900", b.Dx(), b.Dy())
+	}
+	colours := map[uint32]bool{}
+	for y := 0; y < img.Bounds().Dy() && len(colours) < 1000; y += 3 {
+		for x := 0; x < img.Bounds().Dx(); x += 3 {
+			r, g, b, _ := img.At(x, y).RGBA()
+			colours[(r>>8)<<16|(g>>8)<<8|b>>8] = true
+		}
+	}
+	if len(colours) < 20 {
+		t.Errorf("screenshot has %d colours: a blank or broken page", len(colours))
+	}
+	t.Logf("screenshot: %s (%d bytes)", path, len(data))
+	chromium.Keep(t, data, "status-cluster.png")
+}
