@@ -121,7 +121,9 @@ type traffic struct {
 func sendTraffic(p *proc) traffic {
 	p.t.Helper()
 	tr := traffic{requests: map[string]int{}}
-	req := func(endpoint, class string) { tr.requests[series("snowflaked_requests_total", "endpoint", endpoint, "code", class)]++ }
+	req := func(endpoint, class string) {
+		tr.requests[series("snowflaked_requests_total", "endpoint", endpoint, "code", class)]++
+	}
 	for range 13 {
 		if code, body := p.get("/id"); code != http.StatusOK {
 			p.t.Fatalf("/id: %d %s", code, body)
