@@ -25,8 +25,9 @@ type System struct {
 // NewSystem returns the machine's clock, with its monotonic origin set to now.
 func NewSystem() *System { return &System{origin: time.Now()} }
 
-// WallNanos returns time.Now() in Unix nanoseconds.
-func (s *System) WallNanos() int64 { return time.Now().UnixNano() }
+// WallNanos returns the wall-clock time in Unix nanoseconds (microsecond
+// precision on Unix systems).
+func (s *System) WallNanos() int64 { return wallNanos() }
 
 // Mono returns the monotonic time elapsed since NewSystem.
 func (s *System) Mono() time.Duration { return time.Since(s.origin) }

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package clock
+
+import "time"
+
+// wallNanos reads the wall clock.
+func wallNanos() int64 { return time.Now().UnixNano() }
