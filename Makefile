@@ -27,7 +27,7 @@ test: deps
 	$(GO) test -race -timeout 30m ./...
 	$(GO) test -race -tags chaos -timeout 10m ./node/
 	# Allocation tests skip themselves under -race (sync.Pool drops items there): run them without it.
-	$(GO) test -count=1 -run 'Alloc' ./server/ ./metrics/
+	$(GO) test -count=1 -run 'Alloc' ./server/ ./metrics/ ./node/
 	CHAOS_SUMMARY=$(CURDIR)/bin/chaos-summary-short.txt $(GO) test -race -tags chaos -run Chaos -timeout 10m ./tests/chaos/
 	@cat bin/chaos-summary-short.txt
 

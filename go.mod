@@ -3,22 +3,24 @@ module snowflaked
 go 1.26.0
 
 require (
-	github.com/VictoriaMetrics/metrics v1.40.1 // indirect
-	github.com/beevik/ntp v1.6.0 // indirect
-	github.com/bwmarrin/snowflake v0.3.0 // indirect
-	github.com/go-zookeeper/zk v1.0.4 // indirect
+	github.com/VictoriaMetrics/metrics v1.40.1
+	github.com/beevik/ntp v1.6.0
+	github.com/bwmarrin/snowflake v0.3.0
+	github.com/go-zookeeper/zk v1.0.4
+	github.com/rs/zerolog v1.35.1
+	github.com/sony/sonyflake/v2 v2.0.0
+	github.com/valyala/fasthttp v1.74.0
+	golang.org/x/net v0.59.0
+	gopkg.in/yaml.v3 v3.0.1
+)
+
+require (
 	github.com/klauspost/compress v1.20.1 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/molecule-man/go-brrr v1.0.1 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
-	github.com/rs/zerolog v1.35.1 // indirect
-	github.com/sony/sonyflake/v2 v2.0.0 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
-	github.com/valyala/fasthttp v1.74.0 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
 	github.com/valyala/histogram v1.2.0 // indirect
-	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
