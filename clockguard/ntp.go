@@ -269,17 +269,7 @@ func (n *NTP) Run(ctx context.Context) {
 	if !n.Enabled() {
 		return
 	}
-	_, _ = n.CheckNow(ctx)
-	t := time.NewTicker(n.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_, _ = n.CheckNow(ctx)
-		}
-	}
+	runRounds(ctx, n.cfg.Interval, func() { _, _ = n.CheckNow(ctx) })
 }
 
 // CheckNow does one round: it asks the servers in order until one gives an

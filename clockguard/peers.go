@@ -181,17 +181,7 @@ func newPeerClient(timeout time.Duration) *fasthttp.Client {
 
 // Run does a round at once and then one every Interval, until ctx ends.
 func (p *Peers) Run(ctx context.Context) {
-	_, _ = p.CheckNow(ctx)
-	t := time.NewTicker(p.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_, _ = p.CheckNow(ctx)
-		}
-	}
+	runRounds(ctx, p.cfg.Interval, func() { _, _ = p.CheckNow(ctx) })
 }
 
 // CheckNow does one round: it lists the peers, asks each for its time
