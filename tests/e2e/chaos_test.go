@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"snowflaked/cachefile"
+	testproc "snowflaked/tests/proc"
 )
 
 func TestIntegration_ChaosClockRollbackLeavesAndReturnsToService(t *testing.T) {
@@ -80,7 +81,7 @@ func TestIntegration_ChaosEndpointAbsentFromProductionBuild(t *testing.T) {
 	const marker = "offsetClock"
 	symbols := func(bin string) string {
 		t.Helper()
-		out, err := exec.Command(goTool(), "tool", "nm", bin).CombinedOutput()
+		out, err := exec.Command(testproc.GoTool(), "tool", "nm", bin).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go tool nm %s: %v\n%s", bin, err, out)
 		}

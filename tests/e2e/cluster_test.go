@@ -271,7 +271,7 @@ func TestIntegration_ClusterRestartAfterSIGTERMKeepsWorkerIDAndReissuesNothing(t
 		"clock is behind the fence: waiting for it before serving",
 		"lease held by another session of this node key (a crashed predecessor?): waiting for it to expire",
 	} {
-		if m, ok := q.findLog(msg); ok {
+		if m, ok := q.FindLog(msg); ok {
 			t.Errorf("a clean restart waited: %v", m)
 		}
 	}
@@ -319,11 +319,11 @@ func TestIntegration_ClusterSecondProcessWithSameNodeKeyRefused(t *testing.T) {
 			}
 			t.Logf("second process refused after %s", time.Since(startedAt).Round(time.Millisecond))
 			for _, s := range tc.want {
-				if !strings.Contains(b.stderr.String(), s) {
-					t.Errorf("stderr of the refused process lacks %q:\n%s", s, b.stderr)
+				if !strings.Contains(b.Output(), s) {
+					t.Errorf("stderr of the refused process lacks %q:\n%s", s, b.Output())
 				}
 			}
-			if _, ok := b.findLog("snowflaked starting"); ok {
+			if _, ok := b.FindLog("snowflaked starting"); ok {
 				t.Error("the refused process started serving")
 			}
 			// The first one is untouched.
@@ -363,9 +363,9 @@ func TestIntegration_ClusterRestartAfterKill9WaitsOnlyForLeaseAndFence(t *testin
 	firstAfterMs, _ := decodeMs(after[0])
 	fence := int64(number(t, startLine, "fence_ms"))
 	claimTook := time.Duration(number(t, est, "claim_took") * float64(time.Millisecond))
-	_, leaseWaited := q.findLog("lease held by another session of this node key (a crashed predecessor?): waiting for it to expire")
+	_, leaseWaited := q.FindLog("lease held by another session of this node key (a crashed predecessor?): waiting for it to expire")
 	var gateWaited time.Duration
-	if m, ok := q.findLog("clock passed the fence"); ok {
+	if m, ok := q.FindLog("clock passed the fence"); ok {
 		gateWaited = time.Duration(number(t, m, "waited") * float64(time.Millisecond))
 	}
 	t.Logf("kill -9 after %d IDs (last at %d): claim took %s (stale lease of the dead session waited for: %v; bound %s), "+
@@ -449,8 +449,8 @@ func TestIntegration_ClusterZooKeeperDownAtStart(t *testing.T) {
 			t.Fatalf("exit %d, want 1", code)
 		}
 		for _, s := range []string{"did not answer", "there is no cache file", "a first start needs ZooKeeper"} {
-			if !strings.Contains(p.stderr.String(), s) {
-				t.Errorf("stderr lacks %q:\n%s", s, p.stderr)
+			if !strings.Contains(p.Output(), s) {
+				t.Errorf("stderr lacks %q:\n%s", s, p.Output())
 			}
 		}
 	})
@@ -585,7 +585,7 @@ func TestIntegration_ClusterZooKeeperOutageLeavesServiceAndComesBack(t *testing.
 	}
 	p.waitReadyz(http.StatusOK, readyTimeout)
 	back := time.Since(restartedAt)
-	_, expired := p.findLog("ZooKeeper session expired: lease lost, re-creating it")
+	_, expired := p.FindLog("ZooKeeper session expired: lease lost, re-creating it")
 	t.Logf("ZooKeeper down %s; node back in service %s after ZooKeeper was started again (session expired and lease re-created: %v)",
 		restartedAt.Sub(stoppedAt).Round(time.Millisecond), back.Round(time.Millisecond), expired)
 	if code, out, errOut := ctl(t, "probe", "http://"+p.addr+"/readyz"); code != 0 || !strings.Contains(out, "200 OK") {

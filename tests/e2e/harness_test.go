@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	testproc "snowflaked/tests/proc"
 )
 
 // Paths of the binaries TestMain builds.
@@ -28,10 +26,10 @@ var (
 )
 
 // Timeouts: generous because CI machines are slow and race builds slower.
+// A signalled process gets testproc.ExitTimeout to exit.
 const (
 	startTimeout = 30 * time.Second // process start to "snowflaked starting"
 	readyTimeout = 30 * time.Second // to /readyz 200
-	exitTimeout  = 30 * time.Second // signal to exit
 	pollEvery    = 10 * time.Millisecond
 )
 
@@ -46,79 +44,30 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binSnowflaked = filepath.Join(dir, "snowflaked")
-	binChaos = filepath.Join(dir, "snowflaked-chaos")
-	binCtl = filepath.Join(dir, "snowflakectl")
 	builds := []struct {
-		out, pkg string
-		tags     []string
+		bin       *string
+		name, pkg string
+		flags     []string
 	}{
-		{binSnowflaked, "snowflaked/cmd/snowflaked", nil},
-		{binChaos, "snowflaked/cmd/snowflaked", []string{"-tags", "chaos"}},
-		{binCtl, "snowflaked/cmd/snowflakectl", nil},
+		{&binSnowflaked, "snowflaked", "snowflaked/cmd/snowflaked", nil},
+		{&binChaos, "snowflaked-chaos", "snowflaked/cmd/snowflaked", []string{"-tags", "chaos"}},
+		{&binCtl, "snowflakectl", "snowflaked/cmd/snowflakectl", nil},
 	}
 	for _, b := range builds {
-		args := append([]string{"build", "-o", b.out}, b.tags...)
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command(goTool(), append(args, b.pkg)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: go %s: %v\n%s", strings.Join(cmd.Args[1:], " "), err, out)
+		if *b.bin, err = testproc.Build(dir, b.name, b.pkg, b.flags...); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
 	}
 	return m.Run()
 }
 
-// goTool returns the go command of the toolchain running the tests.
-func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
-	return "go"
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-// childEnv is the environment of every process under test: a minimal one,
-// so the developer's SNOWFLAKED_* variables cannot change a test.
-func childEnv() []string {
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	if raceEnabled {
-		// Exit at once (the race runtime sleeps 1s at exit by default); a
-		// race makes the process fail with status 66.
-		env = append(env, "GORACE=atexit_sleep_ms=0 halt_on_error=1")
-	}
-	return env
-}
-
-// syncBuffer collects a process's stderr.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// proc is a running snowflaked.
+// proc is a running snowflaked under one test; its
+// helpers fail the test instead of returning errors.
 type proc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	done   chan struct{} // closed when the process has exited
-	err    error         // Wait's result, valid after done
-	addr   string        // 127.0.0.1:port it listens on (after waitStarted)
+	*testproc.Proc
+	t    *testing.T
+	addr string // 127.0.0.1:port it listens on (after waitStarted)
 }
 
 // nodeArgs are the flags every test node gets: loopback, a free port, the
@@ -131,38 +80,12 @@ func nodeArgs(dir string, worker int, extra ...string) []string {
 	return append(args, extra...)
 }
 
-// start runs bin with args and env (added to a minimal environment) and
-// kills it at cleanup if it is still running.
+// start runs bin with args and env (added to a minimal environment, so the
+// developer's SNOWFLAKED_* variables cannot change a test) and kills it at
+// cleanup if it is still running.
 func start(t *testing.T, bin string, args []string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(childEnv(), env...)
-	cmd.Dir = t.TempDir()
-	cmd.SysProcAttr = sysProcAttr()
-	p := &proc{t: t, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout = p.stderr
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = cmd.Process.Kill()
-			select {
-			case <-p.done:
-			case <-time.After(exitTimeout):
-				t.Errorf("pid %d did not die after SIGKILL", cmd.Process.Pid)
-			}
-		}
-		if strings.Contains(p.stderr.String(), "WARNING: DATA RACE") {
-			t.Errorf("data race in %s", filepath.Base(bin))
-		}
-		if t.Failed() {
-			t.Logf("stderr of pid %d:\n%s", cmd.Process.Pid, p.stderr.String())
-		}
-	})
-	return p
+	return &proc{Proc: testproc.Start(t, filepath.Base(bin), bin, args, testproc.Env(env...)), t: t}
 }
 
 // startNode starts a snowflaked and waits until it listens.
@@ -173,83 +96,32 @@ func startNode(t *testing.T, bin string, args []string, env ...string) *proc {
 	return p
 }
 
-// exited reports whether the process has exited.
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // exitCode waits for the process to exit and returns its status.
 func (p *proc) exitCode() int {
 	p.t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(exitTimeout):
-		p.t.Fatalf("pid %d still running after %s; stderr:\n%s", p.cmd.Process.Pid, exitTimeout, p.stderr.String())
+	code, err := p.Wait(testproc.ExitTimeout)
+	if err != nil {
+		p.t.Fatalf("%v; stderr:\n%s", err, p.Output())
 	}
-	var ee *exec.ExitError
-	switch {
-	case p.err == nil:
-		return 0
-	case errors.As(p.err, &ee):
-		return ee.ExitCode()
-	}
-	p.t.Fatalf("wait: %v", p.err)
-	return -1
+	return code
 }
 
 // signal sends sig to the process.
 func (p *proc) signal(sig syscall.Signal) {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("signal %v: %v", sig, err)
+	if err := p.Signal(sig); err != nil {
+		p.t.Fatal(err)
 	}
-}
-
-// logLines returns the process's JSON log lines, parsed.
-func (p *proc) logLines() []map[string]any {
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// findLog returns the first log line whose message is msg.
-func (p *proc) findLog(msg string) (map[string]any, bool) {
-	for _, m := range p.logLines() {
-		if m["message"] == msg {
-			return m, true
-		}
-	}
-	return nil, false
 }
 
 // waitLog waits for a log line with message msg.
 func (p *proc) waitLog(msg string, timeout time.Duration) map[string]any {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if m, ok := p.findLog(msg); ok {
-			return m
-		}
-		if p.exited() {
-			p.t.Fatalf("process exited (%v) before logging %q; stderr:\n%s", p.err, msg, p.stderr.String())
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("no log line %q within %s; stderr:\n%s", msg, timeout, p.stderr.String())
-		}
-		time.Sleep(pollEvery)
+	m, err := p.WaitLog(msg, timeout)
+	if err != nil {
+		p.t.Fatalf("%v; stderr:\n%s", err, p.Output())
 	}
+	return m
 }
 
 // waitStarted waits for the startup line and records the listen address.
@@ -358,7 +230,7 @@ func number(t *testing.T, m map[string]any, key string) float64 {
 func ctl(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(binCtl, args...)
-	cmd.Env = childEnv()
+	cmd.Env = testproc.Env()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -80,7 +80,7 @@ func TestIntegration_RestartAfterSIGTERMReissuesNothingAndWaitsForNothing(t *tes
 	c.waitFor(t, 10000)
 	p.signal(syscall.SIGTERM)
 	if code := p.exitCode(); code != 0 {
-		t.Fatalf("exit %d after SIGTERM; stderr:\n%s", code, p.stderr)
+		t.Fatalf("exit %d after SIGTERM; stderr:\n%s", code, p.Output())
 	}
 	before := c.finish(t)
 	maxBefore := slices.Max(before)
@@ -99,7 +99,7 @@ func TestIntegration_RestartAfterSIGTERMReissuesNothingAndWaitsForNothing(t *tes
 	q := startNode(t, binSnowflaked, nodeArgs(dir, 3))
 	wait, _ := q.waitReadyz(http.StatusOK, readyTimeout)
 	t.Logf("clean restart: process start to /readyz 200 in %s (of which /readyz polling %s)", time.Since(restart), wait)
-	if m, ok := q.findLog("clock is behind the fence: waiting for it before serving"); ok {
+	if m, ok := q.FindLog("clock is behind the fence: waiting for it before serving"); ok {
 		t.Errorf("a clean restart waited for the fence: %v", m)
 	}
 	if m := q.waitStarted(); int64(number(t, m, "fence_ms")) != e.Fence {
@@ -238,7 +238,7 @@ func TestIntegration_RestartAfterKill9ReissuesNothing(t *testing.T) {
 	}
 	// The fence is never more than fence-ahead ahead of the clock, so the
 	// node waits at most that long (logged by the start gate).
-	if m, ok := q.findLog("clock is behind the fence: waiting for it before serving"); ok {
+	if m, ok := q.FindLog("clock is behind the fence: waiting for it before serving"); ok {
 		if behind := time.Duration(number(t, m, "behind")) * time.Millisecond; behind > fenceAhead {
 			t.Errorf("waited for the fence %s > fence-ahead %s", behind, fenceAhead)
 		}
@@ -261,11 +261,11 @@ func TestIntegration_CacheFileOfAnotherWorkerRefused(t *testing.T) {
 	}
 	q := start(t, binSnowflaked, nodeArgs(dir, 2))
 	if code := q.exitCode(); code != 2 {
-		t.Fatalf("exit %d with another worker's cache file, want 2; stderr:\n%s", code, q.stderr)
+		t.Fatalf("exit %d with another worker's cache file, want 2; stderr:\n%s", code, q.Output())
 	}
 	for _, s := range []string{"holds worker 1", "--worker-id is 2", filepath.Join(dir, "cache.json")} {
-		if !strings.Contains(q.stderr.String(), s) {
-			t.Errorf("stderr does not contain %q:\n%s", s, q.stderr)
+		if !strings.Contains(q.Output(), s) {
+			t.Errorf("stderr does not contain %q:\n%s", s, q.Output())
 		}
 	}
 }
@@ -285,11 +285,11 @@ func TestIntegration_DamagedCacheFileRefused(t *testing.T) {
 			}
 			p := start(t, binSnowflaked, nodeArgs(dir, 4))
 			if code := p.exitCode(); code != 1 {
-				t.Fatalf("exit %d with a damaged cache file, want 1; stderr:\n%s", code, p.stderr)
+				t.Fatalf("exit %d with a damaged cache file, want 1; stderr:\n%s", code, p.Output())
 			}
 			for _, s := range []string{"damaged", path} {
-				if !strings.Contains(p.stderr.String(), s) {
-					t.Errorf("stderr does not contain %q:\n%s", s, p.stderr)
+				if !strings.Contains(p.Output(), s) {
+					t.Errorf("stderr does not contain %q:\n%s", s, p.Output())
 				}
 			}
 			if b, _ := os.ReadFile(path); string(b) != tc.content {
@@ -311,13 +311,13 @@ func TestIntegration_EnvironmentVariables(t *testing.T) {
 		t.Errorf("worker %d, want 12 from SNOWFLAKED_WORKER_ID", w)
 	}
 	warned := false
-	for _, m := range p.logLines() {
+	for _, m := range p.LogLines() {
 		if m["level"] == "warn" && m["variable"] == "SNOWFLAKED_FOO" {
 			warned = true
 		}
 	}
 	if !warned {
-		t.Errorf("no warning about SNOWFLAKED_FOO:\n%s", p.stderr)
+		t.Errorf("no warning about SNOWFLAKED_FOO:\n%s", p.Output())
 	}
 	// The command line wins over the environment.
 	p.signal(syscall.SIGTERM)
@@ -350,10 +350,10 @@ func TestIntegration_BadFlagsExit2(t *testing.T) {
 			args := append([]string{"--listen", "127.0.0.1:0", "--cache-file", filepath.Join(t.TempDir(), "c.json")}, tc.args...)
 			p := start(t, binSnowflaked, args, tc.env...)
 			if code := p.exitCode(); code != 2 {
-				t.Fatalf("exit %d, want 2; stderr:\n%s", code, p.stderr)
+				t.Fatalf("exit %d, want 2; stderr:\n%s", code, p.Output())
 			}
-			if !strings.Contains(p.stderr.String(), tc.want) {
-				t.Errorf("stderr does not contain %q:\n%s", tc.want, p.stderr)
+			if !strings.Contains(p.Output(), tc.want) {
+				t.Errorf("stderr does not contain %q:\n%s", tc.want, p.Output())
 			}
 		})
 	}
@@ -365,9 +365,9 @@ func TestIntegration_VersionFlag(t *testing.T) {
 		if code := p.exitCode(); code != 0 {
 			t.Fatalf("%s --version: exit %d", bin, code)
 		}
-		chaos := strings.Contains(p.stderr.String(), "chaos build")
+		chaos := strings.Contains(p.Output(), "chaos build")
 		if chaos != (bin == binChaos) {
-			t.Errorf("%s --version says chaos build = %v: %q", filepath.Base(bin), chaos, p.stderr)
+			t.Errorf("%s --version says chaos build = %v: %q", filepath.Base(bin), chaos, p.Output())
 		}
 	}
 }
