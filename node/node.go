@@ -308,6 +308,10 @@ func (n *node) newGuard() error {
 	if err != nil {
 		return fmt.Errorf("clock watcher: %w", err)
 	}
+	// The first sample is the baseline. Take it now, before the node can
+	// serve, not when Run's goroutine first gets a CPU: a step in between
+	// would be folded into the baseline and never seen.
+	n.watcher.Step()
 	n.loops = append(n.loops, n.watcher.Run)
 
 	// ntp_offset, ntp_unreachable (both pass at once without --ntp).
