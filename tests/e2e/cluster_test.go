@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -488,12 +489,16 @@ func TestIntegration_ClusterSurvivesZooKeeperLeaderLossUnderLoad(t *testing.T) {
 	// A new leader, then fresh reports from every node.
 	deadline := time.Now().Add(zkharness.StartTimeout)
 	for {
-		if l, err := ens.Leader(); err == nil && l != leader {
+		l, err := ens.Leader()
+		if err == nil && l != leader {
 			t.Logf("server %d leads %s after server %d was killed", l.ID(), time.Since(killedAt).Round(time.Millisecond), leader.ID())
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no new leader within %s", zkharness.StartTimeout)
+			for _, s := range ens.Servers {
+				t.Logf("ZooKeeper server %d log tail:\n%s", s.ID(), fileTail(s.LogPath(), 40))
+			}
+			t.Fatalf("no new leader within %s (last: leader %v, %v)", zkharness.StartTimeout, l, err)
 		}
 		time.Sleep(pollEvery)
 	}
@@ -698,4 +703,14 @@ func TestIntegration_ClusterPeerCheckTakesOutOnlyTheNodeWithABadClock(t *testing
 		t.Fatalf("chaos reset: %d %s", code, body)
 	}
 	bad.waitReadyz(http.StatusOK, readyTimeout)
+}
+
+// fileTail returns the last n lines of a file (or why it cannot be read).
+func fileTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
