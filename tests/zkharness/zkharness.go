@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -511,17 +512,54 @@ func (c *Cluster) addrInUse() bool {
 
 // freePorts returns n distinct free loopback ports: all are bound at once,
 // then released, so they can still be lost to a race (start retries).
+//
+// They come from below the kernel's ephemeral range. A follower binds its
+// quorum port only when it becomes leader, possibly long after start; a port
+// from the ephemeral range may by then be the source port of some outgoing
+// connection (load generators open many), and the election fails with
+// "Address already in use" until the ensemble has no quorum at all.
 func freePorts(n int) ([]int, error) {
+	low, _ := ephemeralRange()
+	lo := max(10000, low-16000)
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	seen := map[int]bool{}
+	for tries := 0; len(ports) < n; tries++ {
+		if tries >= 100*n {
+			return nil, fmt.Errorf("free port: only %d of %d free below %d after %d tries", len(ports), n, low, tries)
+		}
+		p := lo + rand.IntN(low-lo)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
+			continue // taken
 		}
 		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	return ports, nil
+}
+
+// ephemeralRange returns the kernel's range of ports for outgoing
+// connections (Linux's default when it cannot be read).
+func ephemeralRange() (low, high int) {
+	low, high = 32768, 60999
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return low, high
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return low, high
+	}
+	l, err1 := strconv.Atoi(f[0])
+	h, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil || l < 12000 || h < l {
+		return low, high
+	}
+	return l, h
 }
 
 // poll calls cond every pollInterval until it returns true (poll reports

@@ -74,10 +74,14 @@ func TestFreePortsDistinct(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	low, _ := ephemeralRange()
 	seen := map[int]bool{}
 	for _, p := range ports {
 		if p <= 0 || seen[p] {
 			t.Fatalf("bad or duplicate port %d in %v", p, ports)
+		}
+		if p >= low {
+			t.Fatalf("port %d is in the ephemeral range (from %d): an outgoing connection may take it before a follower binds it", p, low)
 		}
 		seen[p] = true
 	}
