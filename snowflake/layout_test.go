@@ -16,6 +16,25 @@ var testNow = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 const defaultEpochText = "2024-01-01T00:00:00Z"
 
+// defaultWith returns DefaultLayout changed by f.
+func defaultWith(f func(*snowflake.Layout)) snowflake.Layout {
+	l := snowflake.DefaultLayout()
+	f(&l)
+	return l
+}
+
+// checkInvalidLayout checks that a non-nil err wraps ErrInvalidLayout and
+// contains want.
+func checkInvalidLayout(t *testing.T, err error, want string) {
+	t.Helper()
+	if !errors.Is(err, snowflake.ErrInvalidLayout) {
+		t.Errorf("error %v does not wrap ErrInvalidLayout", err)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not contain %q", err, want)
+	}
+}
+
 func TestParseBits(t *testing.T) {
 	tests := []struct {
 		in      string
@@ -54,12 +73,7 @@ func TestParseBits(t *testing.T) {
 				if err == nil {
 					t.Fatalf("ParseBits(%q) = %d/%d/%d, want an error containing %q", tc.in, tb, wb, sb, tc.wantErr)
 				}
-				if !errors.Is(err, snowflake.ErrInvalidLayout) {
-					t.Errorf("error %v does not wrap ErrInvalidLayout", err)
-				}
-				if !strings.Contains(err.Error(), tc.wantErr) {
-					t.Errorf("error %q does not contain %q", err, tc.wantErr)
-				}
+				checkInvalidLayout(t, err, tc.wantErr)
 				return
 			}
 			if err != nil {
@@ -141,12 +155,7 @@ func TestParseLayout(t *testing.T) {
 				if err == nil {
 					t.Fatalf("ParseLayout(%q, %q, %q) = %s, want an error containing %q", tc.bits, tc.epoch, tc.unit, l.Describe(), tc.wantErr)
 				}
-				if !errors.Is(err, snowflake.ErrInvalidLayout) {
-					t.Errorf("error %v does not wrap ErrInvalidLayout", err)
-				}
-				if !strings.Contains(err.Error(), tc.wantErr) {
-					t.Errorf("error %q does not contain %q", err, tc.wantErr)
-				}
+				checkInvalidLayout(t, err, tc.wantErr)
 				if l != (snowflake.Layout{}) {
 					t.Errorf("on error ParseLayout returned %s, want the zero Layout", l.Describe())
 				}
@@ -170,11 +179,6 @@ func TestParseLayout(t *testing.T) {
 
 func TestLayoutValidate(t *testing.T) {
 	ok := snowflake.DefaultLayout()
-	with := func(f func(*snowflake.Layout)) snowflake.Layout {
-		l := snowflake.DefaultLayout()
-		f(&l)
-		return l
-	}
 	tests := []struct {
 		name    string
 		l       snowflake.Layout
@@ -188,20 +192,20 @@ func TestLayoutValidate(t *testing.T) {
 		{name: "now at the end", l: ok, now: ok.End(), wantErr: "ran out of timestamps"},
 		{name: "now just before the epoch", l: ok, now: snowflake.DefaultEpoch.Add(-time.Nanosecond), wantErr: "is in the future"},
 		{name: "zero layout", l: snowflake.Layout{}, now: testNow, wantErr: "no sequence bits"},
-		{name: "no epoch", l: with(func(l *snowflake.Layout) { l.Epoch = time.Time{} }), now: testNow, wantErr: "no epoch"},
-		{name: "no unit", l: with(func(l *snowflake.Layout) { l.Unit = 0 }), now: testNow, wantErr: "below 1ms"},
-		{name: "unit 1ns", l: with(func(l *snowflake.Layout) { l.Unit = 1 }), now: testNow, wantErr: "below 1ms"},
-		{name: "unit 1.5ms", l: with(func(l *snowflake.Layout) { l.Unit = 1500 * time.Microsecond }), now: testNow, wantErr: "not a whole number of milliseconds"},
-		{name: "unit 61m", l: with(func(l *snowflake.Layout) { l.Unit = 61 * time.Minute }), now: testNow, wantErr: "above 1h"},
-		{name: "64 bits", l: with(func(l *snowflake.Layout) { l.TimeBits = 42 }), now: testNow, wantErr: "uses 64 bits"},
-		{name: "no sequence", l: with(func(l *snowflake.Layout) { l.SequenceBits = 0 }), now: testNow, wantErr: "no sequence bits"},
-		{name: "19 time bits", l: with(func(l *snowflake.Layout) { l.TimeBits = 19 }), now: testNow, wantErr: "fewer than 20"},
+		{name: "no epoch", l: defaultWith(func(l *snowflake.Layout) { l.Epoch = time.Time{} }), now: testNow, wantErr: "no epoch"},
+		{name: "no unit", l: defaultWith(func(l *snowflake.Layout) { l.Unit = 0 }), now: testNow, wantErr: "below 1ms"},
+		{name: "unit 1ns", l: defaultWith(func(l *snowflake.Layout) { l.Unit = 1 }), now: testNow, wantErr: "below 1ms"},
+		{name: "unit 1.5ms", l: defaultWith(func(l *snowflake.Layout) { l.Unit = 1500 * time.Microsecond }), now: testNow, wantErr: "not a whole number of milliseconds"},
+		{name: "unit 61m", l: defaultWith(func(l *snowflake.Layout) { l.Unit = 61 * time.Minute }), now: testNow, wantErr: "above 1h"},
+		{name: "64 bits", l: defaultWith(func(l *snowflake.Layout) { l.TimeBits = 42 }), now: testNow, wantErr: "uses 64 bits"},
+		{name: "no sequence", l: defaultWith(func(l *snowflake.Layout) { l.SequenceBits = 0 }), now: testNow, wantErr: "no sequence bits"},
+		{name: "19 time bits", l: defaultWith(func(l *snowflake.Layout) { l.TimeBits = 19 }), now: testNow, wantErr: "fewer than 20"},
 		// The sum of the three is 43, but only because it wrapped around.
-		{name: "worker bits wrap the sum", l: with(func(l *snowflake.Layout) { l.TimeBits, l.WorkerBits = 41, math.MaxUint-9 }), now: testNow, wantErr: "a bit count above 63"},
-		{name: "time bits wrap the sum", l: with(func(l *snowflake.Layout) { l.TimeBits = math.MaxUint - 1 }), now: testNow, wantErr: "a bit count above 63"},
+		{name: "worker bits wrap the sum", l: defaultWith(func(l *snowflake.Layout) { l.TimeBits, l.WorkerBits = 41, math.MaxUint-9 }), now: testNow, wantErr: "a bit count above 63"},
+		{name: "time bits wrap the sum", l: defaultWith(func(l *snowflake.Layout) { l.TimeBits = math.MaxUint - 1 }), now: testNow, wantErr: "a bit count above 63"},
 		{name: "sequence bits 64", l: snowflake.Layout{TimeBits: 0, SequenceBits: 64, Epoch: snowflake.DefaultEpoch, Unit: time.Millisecond}, now: testNow, wantErr: "a bit count above 63"},
-		{name: "epoch before 1970", l: with(func(l *snowflake.Layout) { l.Epoch = time.Unix(-1, 0) }), now: testNow, wantErr: "is before 1970"},
-		{name: "epoch sub-millisecond", l: with(func(l *snowflake.Layout) { l.Epoch = l.Epoch.Add(time.Microsecond) }), now: testNow, wantErr: "not a whole millisecond"},
+		{name: "epoch before 1970", l: defaultWith(func(l *snowflake.Layout) { l.Epoch = time.Unix(-1, 0) }), now: testNow, wantErr: "is before 1970"},
+		{name: "epoch sub-millisecond", l: defaultWith(func(l *snowflake.Layout) { l.Epoch = l.Epoch.Add(time.Microsecond) }), now: testNow, wantErr: "not a whole millisecond"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,12 +219,7 @@ func TestLayoutValidate(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Validate(%s) of %s = nil, want an error containing %q", tc.now, tc.l.Describe(), tc.wantErr)
 			}
-			if !errors.Is(err, snowflake.ErrInvalidLayout) {
-				t.Errorf("error %v does not wrap ErrInvalidLayout", err)
-			}
-			if !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("error %q does not contain %q", err, tc.wantErr)
-			}
+			checkInvalidLayout(t, err, tc.wantErr)
 		})
 	}
 }
@@ -306,23 +305,18 @@ func TestLayoutDescribe(t *testing.T) {
 
 func TestLayoutEqual(t *testing.T) {
 	base := snowflake.DefaultLayout()
-	with := func(f func(*snowflake.Layout)) snowflake.Layout {
-		l := snowflake.DefaultLayout()
-		f(&l)
-		return l
-	}
 	tests := []struct {
 		name string
 		o    snowflake.Layout
 		want bool
 	}{
 		{name: "same", o: snowflake.DefaultLayout(), want: true},
-		{name: "same instant other zone", o: with(func(l *snowflake.Layout) { l.Epoch = l.Epoch.In(time.FixedZone("X", 3600)) }), want: true},
-		{name: "time bits", o: with(func(l *snowflake.Layout) { l.TimeBits = 40 }), want: false},
-		{name: "worker bits", o: with(func(l *snowflake.Layout) { l.WorkerBits = 9 }), want: false},
-		{name: "sequence bits", o: with(func(l *snowflake.Layout) { l.SequenceBits = 11 }), want: false},
-		{name: "epoch", o: with(func(l *snowflake.Layout) { l.Epoch = l.Epoch.Add(time.Millisecond) }), want: false},
-		{name: "unit", o: with(func(l *snowflake.Layout) { l.Unit = 2 * time.Millisecond }), want: false},
+		{name: "same instant other zone", o: defaultWith(func(l *snowflake.Layout) { l.Epoch = l.Epoch.In(time.FixedZone("X", 3600)) }), want: true},
+		{name: "time bits", o: defaultWith(func(l *snowflake.Layout) { l.TimeBits = 40 }), want: false},
+		{name: "worker bits", o: defaultWith(func(l *snowflake.Layout) { l.WorkerBits = 9 }), want: false},
+		{name: "sequence bits", o: defaultWith(func(l *snowflake.Layout) { l.SequenceBits = 11 }), want: false},
+		{name: "epoch", o: defaultWith(func(l *snowflake.Layout) { l.Epoch = l.Epoch.Add(time.Millisecond) }), want: false},
+		{name: "unit", o: defaultWith(func(l *snowflake.Layout) { l.Unit = 2 * time.Millisecond }), want: false},
 		{name: "js53", o: snowflake.JS53Layout(), want: false},
 	}
 	for _, tc := range tests {
