@@ -60,6 +60,17 @@ func pick[T any](h *harness, short, long T) T {
 	return short
 }
 
+// othersThan returns nodes without x, in their order.
+func othersThan(x *node, nodes []*node) []*node {
+	var others []*node
+	for _, n := range nodes {
+		if n != x {
+			others = append(others, n)
+		}
+	}
+	return others
+}
+
 // watchReadyz polls /readyz of nodes every 5ms for d and returns the
 // non-200 answers seen ("node: status reason").
 func watchReadyz(d time.Duration, nodes ...*node) []string {
@@ -129,12 +140,7 @@ func (h *harness) rollbackBeyondTolerance(t *testing.T) {
 	rounds := pick(h, 1, 3)
 	for r := range rounds {
 		x := nodes[r%len(nodes)]
-		var others []*node
-		for _, n := range nodes {
-			if n != x {
-				others = append(others, n)
-			}
-		}
+		others := othersThan(x, nodes)
 		what := fmt.Sprintf("round %d node %s", r, x.name)
 		if !x.alive.present() {
 			t.Fatalf("%s: alive znode absent before the rollback", what)
@@ -369,12 +375,7 @@ func (h *harness) kill9MidRollback(t *testing.T) {
 	rounds := pick(h, 2, 4)
 	for r := range rounds {
 		x := nodes[r%len(nodes)]
-		var others []*node
-		for _, n := range nodes {
-			if n != x {
-				others = append(others, n)
-			}
-		}
+		others := othersThan(x, nodes)
 		behindAtRestart := r%2 == 0 // even rounds: the clock is still behind after the crash
 		what := fmt.Sprintf("round %d node %s (clock behind at restart: %v)", r, x.name, behindAtRestart)
 		before := c.counts(others...)
