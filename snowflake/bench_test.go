@@ -23,6 +23,23 @@ func reportIDs(b *testing.B, idsPerOp int) {
 	b.ReportMetric(float64(b.N)*float64(idsPerOp)/b.Elapsed().Seconds(), "ids/s")
 }
 
+// runParallelIDs times next, one ID a call, on b.RunParallel's goroutines
+// (from a reset timer) and reports ids/s. An error from next fails the
+// benchmark.
+func runParallelIDs(b *testing.B, next func() (int64, error)) {
+	b.Helper()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := next(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportIDs(b, 1)
+}
+
 // benchLayout returns DefaultLayout with the bit split bits.
 func benchLayout(b *testing.B, bits string) snowflake.Layout {
 	b.Helper()
@@ -47,32 +64,14 @@ func benchGenerator(b *testing.B, bits string) *snowflake.Generator {
 // per millisecond (4,096,000 IDs/s).
 func BenchmarkOurs_Next_41_10_12(b *testing.B) {
 	g := benchGenerator(b, "41/10/12")
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := g.Next(); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	reportIDs(b, 1)
+	runParallelIDs(b, g.Next)
 }
 
 // BenchmarkOurs_Next_41_0_22 has 4M IDs per millisecond: the sequence never
 // runs out, so it measures the raw cost of one ID.
 func BenchmarkOurs_Next_41_0_22(b *testing.B) {
 	g := benchGenerator(b, "41/0/22")
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := g.Next(); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	reportIDs(b, 1)
+	runParallelIDs(b, g.Next)
 }
 
 // monoClock reads time the way bwmarrin/snowflake does: the wall time at
@@ -99,16 +98,7 @@ func BenchmarkOurs_Next_41_0_22_MonoClock(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := g.Next(); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	reportIDs(b, 1)
+	runParallelIDs(b, g.Next)
 }
 
 // BenchmarkOurs_AppendN1000_41_10_12 takes 1000 IDs per call (one op).
@@ -155,26 +145,14 @@ func bwNode(b *testing.B, nodeBits, stepBits uint8) *bwsnowflake.Node {
 // (41 bits of ms, 10 node, 12 step): the same 4,096,000 IDs/s ceiling.
 func BenchmarkBwmarrin_Generate_41_10_12(b *testing.B) {
 	n := bwNode(b, 10, 12)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			n.Generate()
-		}
-	})
-	reportIDs(b, 1)
+	runParallelIDs(b, func() (int64, error) { return n.Generate().Int64(), nil })
 }
 
 // BenchmarkBwmarrin_Generate_41_0_22 is bwmarrin/snowflake with NodeBits 0
 // and StepBits 22: uncapped like BenchmarkOurs_Next_41_0_22.
 func BenchmarkBwmarrin_Generate_41_0_22(b *testing.B) {
 	n := bwNode(b, 0, 22)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			n.Generate()
-		}
-	})
-	reportIDs(b, 1)
+	runParallelIDs(b, func() (int64, error) { return n.Generate().Int64(), nil })
 }
 
 // sonyflakeGen returns a sonyflake v2 generator with the given time unit.
@@ -193,29 +171,15 @@ func sonyflakeGen(b *testing.B, unit time.Duration) *sonyflake.Sonyflake {
 	return sf
 }
 
-// benchSonyflake runs NextID in parallel.
-func benchSonyflake(b *testing.B, sf *sonyflake.Sonyflake) {
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := sf.NextID(); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	reportIDs(b, 1)
-}
-
 // BenchmarkSonyflakeV2_NextID_39_16_8_1ms is the closest sonyflake v2.0.0 gets
 // to 41/10/12: its bits are fixed, so 1ms ticks with 8 sequence bits (256
 // IDs/ms, a 256,000 IDs/s ceiling).
 func BenchmarkSonyflakeV2_NextID_39_16_8_1ms(b *testing.B) {
-	benchSonyflake(b, sonyflakeGen(b, time.Millisecond))
+	runParallelIDs(b, sonyflakeGen(b, time.Millisecond).NextID)
 }
 
 // BenchmarkSonyflakeV2_NextID_39_16_8_10ms is sonyflake's default: 10ms
 // ticks, 256 IDs per tick (25,600 IDs/s).
 func BenchmarkSonyflakeV2_NextID_39_16_8_10ms(b *testing.B) {
-	benchSonyflake(b, sonyflakeGen(b, 0))
+	runParallelIDs(b, sonyflakeGen(b, 0).NextID)
 }
