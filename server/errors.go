@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"snowflaked/clockguard"
 	"snowflaked/snowflake"
 )
 
@@ -80,9 +81,22 @@ func writeErrorJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	writeBody(ctx, status, ctJSON, body)
 }
 
-// outOfService answers 503 because the guard says the node is not in service.
-func (s *Server) outOfService(ctx *fasthttp.RequestCtx) {
+// notInService reports whether the node is out of service, and then a
+// snapshot of why. Ready is one atomic load; only when it says no is the
+// full status read, and if the node entered service between the two reads
+// it counts as in service: a 503 must always carry a real reason, never an
+// "in_service" state with an empty one.
+func (s *Server) notInService() (clockguard.Status, bool) {
+	if s.cfg.Guard.Ready() {
+		return clockguard.Status{}, false
+	}
 	st := s.cfg.Guard.Status()
+	return st, st.State != clockguard.InService
+}
+
+// outOfService answers 503 out_of_service with the guard's state, reason and
+// detail (st from notInService).
+func (s *Server) outOfService(ctx *fasthttp.RequestCtx, st clockguard.Status) {
 	msg := "node is not in service: " + st.State.String()
 	if st.Reason != "" {
 		msg += " (" + string(st.Reason) + ")"

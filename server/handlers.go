@@ -171,8 +171,8 @@ func (s *Server) serveLeaf(ctx *fasthttp.RequestCtx, key []byte) {
 
 // issueOne issues one ID and writes it as text or JSON.
 func (s *Server) issueOne(ctx *fasthttp.RequestCtx, asJSON bool) {
-	if !s.cfg.Guard.Ready() {
-		s.outOfService(ctx)
+	if st, out := s.notInService(); out {
+		s.outOfService(ctx, st)
 		return
 	}
 	id, err := s.cfg.IDs.Next()
@@ -233,8 +233,8 @@ func (s *Server) serveIDs(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	if !s.cfg.Guard.Ready() {
-		s.outOfService(ctx)
+	if st, out := s.notInService(); out {
+		s.outOfService(ctx, st)
 		return
 	}
 	bt := s.batches.Get().(*batch)
@@ -302,11 +302,11 @@ func (s *Server) serveDecode(ctx *fasthttp.RequestCtx, raw []byte) {
 
 // serveReadyz answers GET /readyz.
 func (s *Server) serveReadyz(ctx *fasthttp.RequestCtx) {
-	if s.cfg.Guard.Ready() {
+	st, out := s.notInService()
+	if !out {
 		writeBody(ctx, fasthttp.StatusOK, ctJSON, bodyInService)
 		return
 	}
-	st := s.cfg.Guard.Status()
 	ctx.Response.Header.SetCanonical(hdrRetryAfter, s.retryAfter)
 	s.writeJSON(ctx, fasthttp.StatusServiceUnavailable, readyBody{
 		State: st.State.String(), Reason: string(st.Reason), Detail: st.Detail,
