@@ -72,11 +72,14 @@ func (f *FakeServer) serve(t testing.TB) {
 		if n < 48 || f.silent.Load() {
 			continue
 		}
+		// Count before replying: the client may look at Requests as soon as
+		// it has the answer.
+		f.requests.Add(1)
 		if _, err := f.conn.WriteToUDP(f.reply(req[:48]), peer); err != nil {
+			f.requests.Add(-1)
 			t.Errorf("ntpharness: fake NTP server: reply to %v: %v", peer, err)
 			continue
 		}
-		f.requests.Add(1)
 	}
 }
 
