@@ -53,9 +53,16 @@ func TestIntegration_NTPFakeServerInAndOut(t *testing.T) {
 	waitFor(t, "in service with the server at offset 0", g.Ready)
 	srv.SetOffset(2 * time.Second)
 	waitFor(t, "out of service with the server 2s ahead", func() bool { return g.Status().Reason == ReasonNTPOffset })
-	if d, _ := failingDetail(g, ReasonNTPOffset); !strings.Contains(d, "offset +2") || !strings.Contains(d, srv.Addr()) {
+	d, _ := failingDetail(g, ReasonNTPOffset)
+	if !strings.HasPrefix(d, "offset +") || !strings.Contains(d, srv.Addr()) {
 		t.Fatalf("ntp_offset detail = %q, want the +2s offset and the server", d)
 	}
+	// The figure is not rounded (+1.999768251s is right): parse and compare it.
+	shown, err := time.ParseDuration(strings.TrimPrefix(strings.Fields(d)[1], "+"))
+	if err != nil {
+		t.Fatalf("ntp_offset detail = %q: no duration after \"offset\": %v", d, err)
+	}
+	requireNear(t, "offset in the detail", shown, 2*time.Second, 100*time.Millisecond)
 	s := n.Snapshot()
 	requireNear(t, "snapshot offset", s.Last.Offset, 2*time.Second, 100*time.Millisecond)
 	if s.Last.Server != srv.Addr() || s.Last.Stratum != 2 || s.OffsetFailures < 1 {

@@ -540,6 +540,9 @@ func TestIntegration_ReportsMoveLastTSAndFence(t *testing.T) {
 		d, _ := readForeverData(t, raw, id.Path)
 		return d.Fence == far
 	})
+	// The znode can show the new data a moment before the reporter that
+	// wrote it has recorded the write in its status.
+	waitFor(t, waitLong, "the reported fence in the status", func() bool { return c.Status().ZKFence == far })
 	if st := c.Status(); st.ZKFence != far || st.LastReportAgeMs < 0 || st.ReportFailures != 0 || !st.Connected || !st.LeaseHeld {
 		t.Fatalf("status %+v", st)
 	}
