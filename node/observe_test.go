@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,49 +14,21 @@ import (
 
 	"snowflaked/clock/clocktest"
 	"snowflaked/coordinator"
+	"snowflaked/tests/promtext"
 )
 
-// parseScrape reads Prometheus text into series → value, the series
-// written as name{a="x",b="y"} with the labels sorted by name.
+// parseScrape reads Prometheus text into series → value (see promtext).
 func parseScrape(t testing.TB, text string) map[string]float64 {
 	t.Helper()
-	out := map[string]float64{}
-	for line := range strings.Lines(text) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			t.Fatalf("exposition line %q has no value", line)
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("exposition line %q: %v", line, err)
-		}
-		series := line[:i]
-		if j := strings.IndexByte(series, '{'); j >= 0 {
-			labels := strings.Split(strings.TrimSuffix(series[j+1:], "}"), ",")
-			slices.Sort(labels)
-			series = series[:j] + "{" + strings.Join(labels, ",") + "}"
-		}
-		out[series] = v
+	out, err := promtext.Parse(text)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
 
-// series names a series as parseScrape keys it; labels are name, value pairs.
-func series(name string, labels ...string) string {
-	if len(labels) == 0 {
-		return name
-	}
-	var parts []string
-	for i := 0; i+1 < len(labels); i += 2 {
-		parts = append(parts, labels[i]+"="+strconv.Quote(labels[i+1]))
-	}
-	slices.Sort(parts)
-	return name + "{" + strings.Join(parts, ",") + "}"
-}
+// series names a series as parseScrape keys it.
+var series = promtext.Series
 
 // scrapeMetrics reads the node's metrics directly.
 func scrapeMetrics(t testing.TB, n *node) map[string]float64 {

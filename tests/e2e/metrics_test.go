@@ -3,12 +3,10 @@ package e2e
 import (
 	"math"
 	"net/http"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"snowflaked/tests/promtext"
 	"snowflaked/tests/zkharness"
 )
 
@@ -16,18 +14,8 @@ import (
 // name{a="x",b="y"} with its labels sorted by name (see series).
 type scrape map[string]float64
 
-// series names a series as scrape keys it; labels are name, value pairs.
-func series(name string, labels ...string) string {
-	if len(labels) == 0 {
-		return name
-	}
-	var parts []string
-	for i := 0; i+1 < len(labels); i += 2 {
-		parts = append(parts, labels[i]+"="+strconv.Quote(labels[i+1]))
-	}
-	slices.Sort(parts)
-	return name + "{" + strings.Join(parts, ",") + "}"
-}
+// series names a series as scrape keys it.
+var series = promtext.Series
 
 // metrics scrapes GET /metrics of the process.
 func (p *proc) metrics() scrape {
@@ -36,30 +24,9 @@ func (p *proc) metrics() scrape {
 	if code != http.StatusOK {
 		p.t.Fatalf("GET /metrics: %d %s", code, body)
 	}
-	out := scrape{}
-	for line := range strings.Lines(body) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			p.t.Fatalf("/metrics line %q has no value", line)
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			p.t.Fatalf("/metrics line %q: %v", line, err)
-		}
-		name := line[:i]
-		if j := strings.IndexByte(name, '{'); j >= 0 {
-			labels := strings.Split(strings.TrimSuffix(name[j+1:], "}"), ",")
-			slices.Sort(labels)
-			name = name[:j] + "{" + strings.Join(labels, ",") + "}"
-		}
-		if _, dup := out[name]; dup {
-			p.t.Fatalf("/metrics has series %s twice", name)
-		}
-		out[name] = v
+	out, err := promtext.Parse(body)
+	if err != nil {
+		p.t.Fatalf("/metrics: %v", err)
 	}
 	return out
 }
