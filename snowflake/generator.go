@@ -280,6 +280,31 @@ func (g *Generator) wait(last, nowNs int64, since time.Duration) error {
 	return nil
 }
 
+// RaiseFloor makes every later ID carry a tick after the one containing
+// unixMilli (Unix milliseconds), as AfterUnixMilli does at construction: for
+// a fence learnt while serving, e.g. the fence of a worker ID's previous
+// holder. It never lowers the floor and is safe to call concurrently with
+// ID requests (one CAS on the state word: a request that reserved before it
+// returns has a tick at or below the floor only if it completed first, and
+// the caller must not have let the generator issue in that range). A time
+// past the layout's end is ErrTimeOverflow and changes nothing.
+func (g *Generator) RaiseFloor(unixMilli int64) error {
+	after := max(g.layout.tickOfMilli(unixMilli), 0)
+	if after > g.maxTick {
+		return fmt.Errorf("raise floor: %w: %d is past the layout's end", ErrTimeOverflow, unixMilli)
+	}
+	want := uint64(after)<<g.seqBits | g.seqMask
+	for {
+		old := g.state.Load()
+		if old >= want {
+			return nil
+		}
+		if g.state.CompareAndSwap(old, want) {
+			return nil
+		}
+	}
+}
+
 // SetFence sets the time (Unix milliseconds) beyond which no ID may be
 // issued: the tick of every later ID is at most the tick containing it.
 // math.MaxInt64 (what FenceUnixMilli reports when there is none) means no

@@ -1011,3 +1011,91 @@ type atomicCounter struct {
 func (c *atomicCounter) add() { c.mu.Lock(); c.n++; c.mu.Unlock() }
 
 func (c *atomicCounter) load() int { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
+
+// RaiseFloor while serving: later IDs carry a tick after the floor's, a
+// lower floor changes nothing, and a floor past the layout's end is refused.
+func TestGeneratorRaiseFloor(t *testing.T) {
+	ms := genStart.UnixMilli()
+	l := mustLayout(t, "41/10/12", time.Millisecond)
+	tests := []struct {
+		name     string
+		floor    int64 // Unix ms
+		wantTick time.Duration
+		wantErr  error
+	}{
+		{name: "below the last ID", floor: ms - 100, wantTick: 0},
+		{name: "same tick as the last ID", floor: ms, wantTick: time.Millisecond},
+		{name: "ahead within tolerance", floor: ms + 3, wantTick: 4 * time.Millisecond},
+		{name: "past the layout's end", floor: l.End().UnixMilli() + 1000, wantErr: snowflake.ErrTimeOverflow},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := newFake(t)
+			g := newGen(t, snowflake.Config{Layout: l, WorkerID: 3, Clock: fake})
+			first := mustDecode(t, l, mustNext(t, g))
+			err := g.RaiseFloor(tc.floor)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("RaiseFloor(%d) = %v, want %v", tc.floor, err, tc.wantErr)
+			}
+			fake.SetAutoStep(500 * time.Microsecond)
+			p := mustDecode(t, l, mustNext(t, g))
+			if tc.wantErr != nil || tc.wantTick == 0 {
+				if p.Tick != first.Tick || p.Sequence != first.Sequence+1 {
+					t.Errorf("after a floor that changes nothing: %+v, want the next sequence after %+v", p, first)
+				}
+				return
+			}
+			if want := tickAt(l, genStart.Add(tc.wantTick)); p.Tick != want || p.Sequence != 0 {
+				t.Errorf("first ID after RaiseFloor(%d): %+v, want tick %d sequence 0", tc.floor, p, want)
+			}
+		})
+	}
+}
+
+// RaiseFloor racing ID requests: no ID issued after RaiseFloor returned has
+// a tick at or below the floor, and IDs stay strictly increasing.
+func TestGeneratorRaiseFloorConcurrent(t *testing.T) {
+	l := snowflake.DefaultLayout()
+	// A floor 20ms ahead is waited out, not refused, with this tolerance.
+	g := newGen(t, snowflake.Config{Layout: l, WorkerID: 1, Clock: clock.NewSystem(), RollbackTolerance: time.Second})
+	floor := time.Now().Add(20 * time.Millisecond).UnixMilli()
+	floorTick := l.TickOf(floor * int64(time.Millisecond))
+	var raised sync.WaitGroup
+	raised.Add(1)
+	var wg sync.WaitGroup
+	after := make([][]int64, 4)
+	for w := range after {
+		wg.Go(func() {
+			for range 200 {
+				if _, err := g.Next(); err != nil {
+					t.Errorf("Next: %v", err)
+					return
+				}
+			}
+			raised.Wait()
+			for range 200 {
+				id, err := g.Next()
+				if err != nil {
+					t.Errorf("Next: %v", err)
+					return
+				}
+				after[w] = append(after[w], id)
+			}
+		})
+	}
+	if err := g.RaiseFloor(floor); err != nil {
+		t.Fatal(err)
+	}
+	raised.Done()
+	wg.Wait()
+	for w, ids := range after {
+		for i, id := range ids {
+			if p := mustDecode(t, l, id); p.Tick <= floorTick {
+				t.Fatalf("goroutine %d ID %d after RaiseFloor has tick %d <= floor tick %d", w, i, p.Tick, floorTick)
+			}
+			if i > 0 && id <= ids[i-1] {
+				t.Fatalf("goroutine %d: IDs not increasing: %d then %d", w, ids[i-1], id)
+			}
+		}
+	}
+}
