@@ -31,6 +31,22 @@ type Entry struct {
 	// unknown or standalone). A node starting with ZooKeeper down passes it
 	// to coordinator.ResumeFromCache, so zk_silence counts from it.
 	ZKReported int64 `json:"zk_reported,omitempty"`
+
+	// ZooKeeper mode only (all empty in standalone mode and in files written
+	// before the fencing token existed).
+
+	// Incarnation is the random ID of the cluster znode this entry belongs
+	// to: a ZooKeeper rebuilt from scratch has another one.
+	Incarnation string `json:"incarnation,omitempty"`
+	// Token is the instance token this process wrote into its forever znode
+	// when it claimed the worker ID (its fencing token's identity).
+	Token string `json:"token,omitempty"`
+	// ZKFence (Unix ms) is the fence ZooKeeper acknowledged for Token: the
+	// holder of Token may issue up to it, nobody else below it.
+	ZKFence int64 `json:"zk_fence,omitempty"`
+	// ZKSession is the ZooKeeper session (hex, "0x…") that held the lease:
+	// a restart on this disk may delete a lease of that session at once.
+	ZKSession string `json:"zk_session,omitempty"`
 }
 
 // Matches reports whether the entry belongs to this cluster, node key and
@@ -53,8 +69,11 @@ func Load(path string) (Entry, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return Entry{}, fmt.Errorf("load cache %s: damaged (%v); move it away to start afresh", path, err)
 	}
-	if e.WorkerID < 0 || e.Fence < 0 || e.ZKReported < 0 {
-		return Entry{}, fmt.Errorf("load cache %s: damaged: worker ID %d, fence %d, zk_reported %d", path, e.WorkerID, e.Fence, e.ZKReported)
+	if e.WorkerID < 0 || e.Fence < 0 || e.ZKReported < 0 || e.ZKFence < 0 {
+		return Entry{}, fmt.Errorf("load cache %s: damaged: worker ID %d, fence %d, zk_reported %d, zk_fence %d", path, e.WorkerID, e.Fence, e.ZKReported, e.ZKFence)
+	}
+	if e.ZKFence > 0 && e.Token == "" {
+		return Entry{}, fmt.Errorf("load cache %s: damaged: a ZooKeeper fence %d without the instance token it was granted to", path, e.ZKFence)
 	}
 	return e, nil
 }

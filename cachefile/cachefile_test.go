@@ -12,7 +12,8 @@ import (
 
 func TestSaveLoadRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "dir", "cache.json") // directories are created
-	want := Entry{Cluster: "c1", NodeKey: "pod-0", WorkerID: 7, Layout: snowflake.JS53Layout(), Fence: 1_700_000_000_123, Updated: 1_700_000_000_000, ZKReported: 1_699_999_999_000}
+	want := Entry{Cluster: "c1", NodeKey: "pod-0", WorkerID: 7, Layout: snowflake.JS53Layout(), Fence: 1_700_000_000_123, Updated: 1_700_000_000_000, ZKReported: 1_699_999_999_000,
+		Incarnation: "3f2a", Token: "9c1d", ZKFence: 1_700_000_030_000, ZKSession: "0x1a2b"}
 	if err := Save(path, want); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +101,8 @@ func TestLoadErrors(t *testing.T) {
 		{"bad layout", write("layout.json", `{"worker_id":1,"fence":1,"layout":{"layout":"70/0/0","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), "damaged", false},
 		{"negative worker", write("neg.json", `{"worker_id":-1,"fence":1,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), "damaged", false},
 		{"negative fence", write("negf.json", `{"worker_id":1,"fence":-5,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), "damaged", false},
+		{"negative zk fence", write("negzf.json", `{"worker_id":1,"fence":5,"token":"ab","zk_fence":-5,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), "zk_fence -5", false},
+		{"zk fence without token", write("notoken.json", `{"worker_id":1,"fence":5,"zk_fence":9,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), "without the instance token", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
