@@ -71,7 +71,7 @@ const (
 	ReasonNTPUnreachable   Reason = "ntp_unreachable"      // no NTP server answered and --ntp-required is set
 	ReasonPeerOffset       Reason = "peer_offset"          // |median peer offset| > --peer-max-offset
 	ReasonLeaseLost        Reason = "lease_lost"           // the ZooKeeper lease is not (or no longer) held
-	ReasonZKSilence        Reason = "zk_silence"           // no report reached ZooKeeper for --max-zk-silence
+	ReasonZKFence          Reason = "zk_fence"             // less than a third of --zk-fence-ahead is left before the fence ZooKeeper acknowledged (renewals failing)
 	ReasonFencePersist     Reason = "fence_persist_failed" // the local fence could not be written to disk
 	ReasonFenceReached     Reason = "fence_reached"        // the clock reached the persisted fence
 )

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"snowflaked/clock"
-	"snowflaked/snowflake"
 )
 
 // errRestart: what Claim read changed under it; start over from the listing.
@@ -23,49 +23,67 @@ var errRestart = errors.New("forever znode changed while claiming")
 const maxClaimRounds = 10
 
 // Claim connects to ZooKeeper and establishes this node's worker ID: it
-// makes sure the cluster znodes exist with this layout, finds or creates this
-// node key's forever znode, takes the worker ID (recycling one when the
-// sequence is past the worker bits) and its ephemeral lease. Errors wrap
-// ErrZKUnavailable, ErrLayoutMismatch, ErrLeaseHeld or ErrNoFreeWorkerID
-// when they are about those; after ErrZKUnavailable the node may serve from
-// its cache (ResumeFromCache), after any error it must Close.
-func (c *Coordinator) Claim(ctx context.Context) (Identity, error) {
+// makes sure the cluster znodes exist with this layout and settings, checks
+// the cluster's incarnation against prior's, finds or creates this node
+// key's forever znode, and takes the worker ID (recycling one when the
+// sequence is past the worker bits) in ONE multi that writes a new instance
+// token and fence into the forever znode (version-checked) and creates the
+// ephemeral lease. The previous holder's fence read there comes back as
+// Identity.Fence: issue only after it. Errors wrap ErrZKUnavailable,
+// ErrLayoutMismatch, ErrClusterMismatch, ErrIncarnationMismatch,
+// ErrLeaseHeld or ErrNoFreeWorkerID when they are about those; after
+// ErrZKUnavailable the node may serve from its cache (ResumeFromCache),
+// after any error it must Close.
+func (c *Coordinator) Claim(ctx context.Context, prior Prior) (Identity, error) {
 	c.mu.Lock()
 	if c.st.closed || c.st.mode != modeNone {
 		c.mu.Unlock()
 		return Identity{}, errors.New("claim worker id: coordinator already claimed, resumed or closed")
 	}
 	c.mu.Unlock()
-	id, err := c.claim(ctx)
+	id, err := c.claim(ctx, prior)
 	if err != nil {
 		return Identity{}, fmt.Errorf("claim worker id: %w", err)
 	}
 	return id, nil
 }
 
-func (c *Coordinator) claim(ctx context.Context) (Identity, error) {
+// claimed is the outcome of one successful claim of a worker ID.
+type claimed struct {
+	node     *foreverNode // as written by the claim (version and data)
+	session  int64
+	recycled bool
+}
+
+func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) {
 	conn, err := c.connect(ctx)
 	if err != nil {
 		return Identity{}, err
 	}
 	z := zkc{conn, c.opTimeout}
-	if err := c.retry(ctx, "ensure cluster znodes", func(ctx context.Context) error { return c.ensureCluster(ctx, z) }); err != nil {
+	var inc string
+	if err := c.retry(ctx, "ensure cluster znodes", func(ctx context.Context) error {
+		var err error
+		inc, err = c.ensureCluster(ctx, z)
+		return err
+	}); err != nil {
 		return Identity{}, err
 	}
+	if err := checkIncarnation(c.cfg.Cluster, inc, prior); err != nil {
+		return Identity{}, err
+	}
+	priorSession := parseSession(prior.Session)
+	token := newToken() // one per Claim: a claim whose answer was lost is recognised by it
 	for round := 1; round <= maxClaimRounds; round++ {
 		node, err := c.findOrCreateForever(ctx, z)
 		if err != nil {
 			return Identity{}, err
 		}
-		var id Identity
-		var sess int64
+		var cl claimed
 		if node.workerID == noWorker {
-			node, id, sess, err = c.recycle(ctx, z, node)
-		} else {
-			id = Identity{WorkerID: node.workerID, Fence: node.data.Fence, Path: node.path}
-			if err = c.checkSoleClaim(ctx, z, node); err == nil {
-				sess, err = c.takeLease(ctx, z, node)
-			}
+			cl, err = c.recycle(ctx, z, node, token)
+		} else if err = c.checkSoleClaim(ctx, z, node); err == nil {
+			cl, err = c.claimOwn(ctx, z, node, token, priorSession)
 		}
 		if errors.Is(err, errRestart) {
 			c.log.Debug().Int("round", round).Msg("forever znode changed while claiming; starting over")
@@ -74,18 +92,75 @@ func (c *Coordinator) claim(ctx context.Context) (Identity, error) {
 		if err != nil {
 			return Identity{}, err
 		}
+		n := cl.node
 		c.mu.Lock()
-		c.st.mode, c.st.workerID, c.st.path, c.st.version, c.st.data = modeClaimed, id.WorkerID, node.path, node.version, node.data
-		c.st.verified, c.st.leaseHeld, c.st.leaseSession, c.st.leaseDetail = true, true, sess, ""
-		c.st.lastGood, c.st.lastGoodSet, c.st.zkFence = c.clk.Mono(), true, id.Fence
+		c.st.mode, c.st.workerID, c.st.path, c.st.version, c.st.data = modeClaimed, n.workerID, n.path, n.version, n.data
+		c.st.verified, c.st.leaseHeld, c.st.leaseSession, c.st.leaseDetail = true, true, cl.session, ""
+		c.st.token, c.st.acked, c.st.incarnation = token, n.data.Fence, inc
+		c.st.lastReport, c.st.renewErr = n.data.Updated, ""
 		c.mu.Unlock()
-		c.log.Info().Int64("worker_id", id.WorkerID).Str("forever", id.Path).Int64("fence", id.Fence).
-			Bool("recycled", id.Recycled).Str("session", sessionHex(sess)).Msg("claimed worker ID")
+		id := Identity{
+			WorkerID: n.workerID, Fence: n.data.PrevFence, ZKFence: n.data.Fence, Token: token, PrevToken: n.data.PrevToken,
+			Incarnation: inc, Session: sessionHex(cl.session), Path: n.path, Recycled: cl.recycled,
+		}
+		c.log.Info().Int64("worker_id", id.WorkerID).Str("forever", id.Path).Int64("prev_fence", id.Fence).
+			Int64("zk_fence", id.ZKFence).Bool("recycled", id.Recycled).Str("session", id.Session).Msg("claimed worker ID")
 		c.updateChecks(true)
 		c.poke()
 		return id, nil
 	}
 	return Identity{}, fmt.Errorf("this node key's forever znode kept changing: gave up after %d rounds", maxClaimRounds)
+}
+
+// parseSession reads a "0x…" session ID; 0 for "" or anything else.
+func parseSession(s string) int64 {
+	h, ok := strings.CutPrefix(s, "0x")
+	if !ok {
+		return 0
+	}
+	v, err := strconv.ParseUint(h, 16, 64)
+	if err != nil {
+		return 0
+	}
+	return int64(v)
+}
+
+// claimData is what a claim by token writes over prev: a new token, the
+// previous holder's token and fence, and a fence G ahead of now (never
+// below the previous one).
+func (c *Coordinator) claimData(prev foreverData, workerID int64, token string, now int64) foreverData {
+	d := prev
+	wid := workerID
+	d.WorkerID, d.NodeKey, d.Addr, d.Updated = &wid, c.cfg.NodeKey, c.cfg.Advertise, now
+	d.Token, d.PrevToken, d.PrevFence = token, prev.Token, prev.Fence
+	d.Fence = max(d.PrevFence, now+c.cfg.ZKFenceAhead.Milliseconds())
+	return d
+}
+
+// claimOwn takes node's worker ID (this node key's own) with token: one
+// multi sets the forever znode's data (new token and fence, version-checked)
+// and creates the lease. When the znode already carries token, an earlier
+// attempt of this Claim committed and only its answer was lost: the lease is
+// then taken with a version check alone.
+func (c *Coordinator) claimOwn(ctx context.Context, z zkc, node *foreverNode, token string, priorSession int64) (claimed, error) {
+	written := *node
+	var first any
+	if node.data.Token == token {
+		first = &zk.CheckVersionRequest{Path: node.path, Version: node.version}
+	} else {
+		written.data = c.claimData(node.data, node.workerID, token, clock.UnixMilli(c.clk))
+		b, err := json.Marshal(written.data)
+		if err != nil {
+			return claimed{}, fmt.Errorf("encode forever data: %w", err)
+		}
+		first = &zk.SetDataRequest{Path: node.path, Data: b, Version: node.version}
+		written.version++
+	}
+	sess, err := c.takeLease(ctx, z, node, first, priorSession)
+	if err != nil {
+		return claimed{}, err
+	}
+	return claimed{node: &written, session: sess}, nil
 }
 
 // poke wakes Run.
@@ -94,38 +169,6 @@ func (c *Coordinator) poke() {
 	case c.wake <- struct{}{}:
 	default:
 	}
-}
-
-// ensureCluster creates the cluster znodes as needed and checks the layout.
-func (c *Coordinator) ensureCluster(ctx context.Context, z zkc) error {
-	want, err := json.Marshal(c.cfg.Layout)
-	if err != nil {
-		return fmt.Errorf("encode layout: %w", err)
-	}
-	if err := z.ensure(ctx, rootPath, nil, c.rootACL); err != nil {
-		return err
-	}
-	if err := z.ensure(ctx, c.p.cluster, want, c.acl); err != nil {
-		return err
-	}
-	b, _, err := z.get(ctx, c.p.cluster)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", c.p.cluster, err)
-	}
-	var got snowflake.Layout
-	if err := json.Unmarshal(b, &got); err != nil {
-		return fmt.Errorf("cluster znode %s holds malformed layout data %s: %v", c.p.cluster, quoteShort(b), err)
-	}
-	if !got.Equal(c.cfg.Layout) {
-		return fmt.Errorf("%w: cluster %q in ZooKeeper uses layout %s, this node is configured with %s",
-			ErrLayoutMismatch, c.cfg.Cluster, got.Describe(), c.cfg.Layout.Describe())
-	}
-	for _, p := range []string{c.p.forever, c.p.leases, c.p.alive} {
-		if err := z.ensure(ctx, p, nil, c.acl); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // malformedError is a forever znode whose data cannot be trusted.
@@ -280,33 +323,38 @@ const (
 	leaseNodeChanged                     // our forever znode changed: re-read it
 	leaseHeldByOurKey                    // another session of this node key holds it
 	leaseHeldByOther                     // another node key holds it
+	leaseRetry                           // a lease we may remove was removed: try again at once
 )
 
-// tryLease makes one attempt to create leases/<id> atomically with a check
-// that node still has the version we read (so it still maps our key to id).
-// When the version check fails while the lease is held by another session
-// (a live process of this node key keeps reporting to the same forever
-// znode), the holder is reported, not a changed node: re-reading the node
-// would only lose the race again at the holder's next report.
-func (c *Coordinator) tryLease(ctx context.Context, z zkc, node *foreverNode) (res leaseResult, session int64, holder string, err error) {
+// tryLease makes one attempt to create leases/<id> atomically with first,
+// an op on node's forever znode at the version we read: a SetData that
+// writes our claim (new token and fence), or a CheckVersion when the znode
+// already carries our token (a re-lease after a session expiry). When the
+// version check fails while the lease is held by another session (a live
+// process of this node key keeps renewing), the holder is reported, not a
+// changed node: re-reading would only lose the race again at its next
+// renewal. A lease of priorSession (the previous process on this disk,
+// provably gone: the caller holds the cache file's lock) is deleted, and so
+// is one of our own session left by an attempt whose SetData did not
+// commit; both give leaseRetry.
+func (c *Coordinator) tryLease(ctx context.Context, z zkc, node *foreverNode, first any, priorSession int64) (res leaseResult, session int64, holder string, err error) {
 	lp := c.p.lease(node.workerID)
-	ld, err := json.Marshal(leaseData{NodeKey: c.cfg.NodeKey, Addr: c.cfg.Advertise, SessionID: sessionHex(z.conn.SessionID())})
+	sid := z.conn.SessionID()
+	ld, err := json.Marshal(leaseData{NodeKey: c.cfg.NodeKey, Addr: c.cfg.Advertise, SessionID: sessionHex(sid)})
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("encode lease data: %w", err)
 	}
-	failed, err := z.multi(ctx,
-		&zk.CheckVersionRequest{Path: node.path, Version: node.version},
-		&zk.CreateRequest{Path: lp, Data: ld, Acl: c.acl, Flags: zk.FlagEphemeral})
+	failed, mErr := z.multi(ctx, first, &zk.CreateRequest{Path: lp, Data: ld, Acl: c.acl, Flags: zk.FlagEphemeral})
 	changed := false
 	switch {
-	case err == nil:
-	case failed == 0 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)):
+	case mErr == nil:
+	case failed == 0 && (errors.Is(mErr, zk.ErrBadVersion) || errors.Is(mErr, zk.ErrNoNode)):
 		changed = true
-	case failed == 1 && errors.Is(err, zk.ErrNodeExists):
-	case failed == 1 && errors.Is(err, zk.ErrNoNode):
-		return 0, 0, "", fmt.Errorf("take lease %s: %w: the leases znode is missing", lp, err)
+	case failed == 1 && errors.Is(mErr, zk.ErrNodeExists):
+	case failed == 1 && errors.Is(mErr, zk.ErrNoNode):
+		return 0, 0, "", fmt.Errorf("take lease %s: %w: the leases znode is missing", lp, mErr)
 	default:
-		return 0, 0, "", fmt.Errorf("take lease %s: %w", lp, authHint(err))
+		return 0, 0, "", fmt.Errorf("take lease %s: %w", lp, authHint(mErr))
 	}
 	b, st, err := z.get(ctx, lp)
 	if errors.Is(err, zk.ErrNoNode) && changed {
@@ -318,8 +366,23 @@ func (c *Coordinator) tryLease(ctx context.Context, z zkc, node *foreverNode) (r
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("read lease %s: %w", lp, err)
 	}
-	if sid := z.conn.SessionID(); st.EphemeralOwner == sid && sid != 0 {
+	owner := st.EphemeralOwner
+	_, checkOnly := first.(*zk.CheckVersionRequest)
+	mine := owner == sid && sid != 0
+	switch {
+	case mine && mErr == nil:
 		return leaseTaken, sid, "", nil
+	case mine && changed:
+		return leaseNodeChanged, 0, "", nil // e.g. our own claim committed with its answer lost: re-read
+	case mine && checkOnly:
+		return leaseTaken, sid, "", nil // an earlier attempt of this re-lease committed
+	case mine, owner == priorSession && priorSession != 0:
+		if derr := z.delete(ctx, lp, st.Version); derr != nil && !errors.Is(derr, zk.ErrNoNode) && !errors.Is(derr, zk.ErrBadVersion) {
+			return 0, 0, "", fmt.Errorf("remove the stale lease %s of session %s: %w", lp, sessionHex(owner), derr)
+		}
+		c.log.Info().Str("lease", lp).Str("session", sessionHex(owner)).Bool("own_session", owner == sid).
+			Msg("removed a stale lease: its process is gone (this process holds the cache file's lock, or it is our own leftover)")
+		return leaseRetry, 0, "", nil
 	}
 	holder = describeHolder(b, st)
 	if d, err := decodeLease(b); err == nil && d.NodeKey == c.cfg.NodeKey {
@@ -328,11 +391,12 @@ func (c *Coordinator) tryLease(ctx context.Context, z zkc, node *foreverNode) (r
 	return leaseHeldByOther, 0, holder, nil
 }
 
-// takeLease takes node's lease for Claim. A lease held by another session of
-// this node key is most likely a crashed predecessor's, which lingers until
-// its session times out: wait (bounded by session timeout + margin) for it to
-// vanish. A live holder is never displaced.
-func (c *Coordinator) takeLease(ctx context.Context, z zkc, node *foreverNode) (int64, error) {
+// takeLease takes node's lease for Claim together with first (see
+// tryLease). A lease held by another session of this node key is most
+// likely a crashed predecessor's, which lingers until its session times
+// out: wait (bounded by session timeout + margin) for it to vanish. A live
+// holder is never displaced.
+func (c *Coordinator) takeLease(ctx context.Context, z zkc, node *foreverNode, first any, priorSession int64) (int64, error) {
 	var waitUntil time.Time
 	wait := c.staleLeaseWait()
 	for attempt := 1; attempt <= 1000; attempt++ {
@@ -341,7 +405,7 @@ func (c *Coordinator) takeLease(ctx context.Context, z zkc, node *foreverNode) (
 		var holder string
 		if err := c.retry(ctx, "take lease", func(ctx context.Context) error {
 			var err error
-			res, sess, holder, err = c.tryLease(ctx, z, node)
+			res, sess, holder, err = c.tryLease(ctx, z, node, first, priorSession)
 			return err
 		}); err != nil {
 			return 0, err
@@ -351,6 +415,8 @@ func (c *Coordinator) takeLease(ctx context.Context, z zkc, node *foreverNode) (
 			return sess, nil
 		case leaseNodeChanged:
 			return 0, errRestart
+		case leaseRetry:
+			continue
 		case leaseHeldByOther:
 			return 0, fmt.Errorf("%w: worker ID %d (forever znode %s) is leased by %s", ErrLeaseHeld, node.workerID, node.path, holder)
 		}
@@ -489,7 +555,7 @@ func (s *scan) free(maxID, now int64, recycleAfter time.Duration) (ids []int64, 
 // worker bits (or whose ID was taken over). One multi, all version-checked:
 // bump the forever parent (serializes recyclers), evict every forever znode
 // still naming the ID, set own's worker_id, create the lease.
-func (c *Coordinator) recycle(ctx context.Context, z zkc, own *foreverNode) (*foreverNode, Identity, int64, error) {
+func (c *Coordinator) recycle(ctx context.Context, z zkc, own *foreverNode, token string) (claimed, error) {
 	maxID := c.cfg.Layout.MaxWorkerID()
 	attempts := int(min(maxID+1, 4096)) + 10
 	start := time.Now()
@@ -500,29 +566,29 @@ func (c *Coordinator) recycle(ctx context.Context, z zkc, own *foreverNode) (*fo
 			s, err = c.scanCluster(ctx, z)
 			return err
 		}); err != nil {
-			return nil, Identity{}, 0, err
+			return claimed{}, err
 		}
 		me := s.byPath[own.path]
 		switch {
 		case me == nil:
-			return nil, Identity{}, 0, errRestart // our forever znode vanished
+			return claimed{}, errRestart // our forever znode vanished
 		case me.workerID != noWorker:
-			return nil, Identity{}, 0, errRestart // it got an ID meanwhile (e.g. our last multi's answer was lost)
+			return claimed{}, errRestart // it got an ID meanwhile (e.g. our last multi's answer was lost)
 		}
 		if len(s.malformed) > 0 {
-			return nil, Identity{}, 0, fmt.Errorf("recycling refused: forever znode(s) %s have malformed data, so the worker IDs they hold are unknown; fix or delete them",
+			return claimed{}, fmt.Errorf("recycling refused: forever znode(s) %s have malformed data, so the worker IDs they hold are unknown; fix or delete them",
 				strings.Join(s.malformed, ", "))
 		}
 		now := clock.UnixMilli(c.clk)
 		ids, summary := s.free(maxID, now, c.cfg.RecycleAfter)
 		if len(ids) == 0 {
-			return nil, Identity{}, 0, fmt.Errorf("%w: sequence %d of %s is past worker ID %d (layout %s) and %s",
+			return claimed{}, fmt.Errorf("%w: sequence %d of %s is past worker ID %d (layout %s) and %s",
 				ErrNoFreeWorkerID, own.seq, own.path, maxID, c.cfg.Layout, summary)
 		}
 		w := ids[rand.IntN(len(ids))]
-		ops, mine, fence, from, err := c.recycleOps(s, me, w, now)
+		ops, mine, from, err := c.recycleOps(s, me, w, now, token)
 		if err != nil {
-			return nil, Identity{}, 0, err
+			return claimed{}, err
 		}
 		failed, err := z.multi(ctx, ops...)
 		if err == nil {
@@ -532,62 +598,67 @@ func (c *Coordinator) recycle(ctx context.Context, z zkc, own *foreverNode) (*fo
 			}
 			node := *me
 			node.version, node.data, node.workerID = me.version+1, mine, w
-			c.log.Warn().Int64("worker_id", w).Strs("from", from).Int64("fence", fence).Str("forever", me.path).
-				Msg("took over a recycled worker ID (its previous owner held no lease and had not reported for longer than recycle-after)")
-			return &node, Identity{WorkerID: w, Fence: fence, Path: me.path, Recycled: true}, st.EphemeralOwner, nil
+			c.log.Warn().Int64("worker_id", w).Strs("from", from).Int64("prev_fence", mine.PrevFence).Str("forever", me.path).
+				Msg("took over a recycled worker ID (its previous owner held no lease and had not renewed for longer than recycle-after); issuing only after its fence")
+			return claimed{node: &node, session: st.EphemeralOwner, recycled: true}, nil
 		}
 		switch {
 		case transient(err):
 			if ctx.Err() != nil || time.Since(start) >= c.cfg.ConnectTimeout {
-				return nil, Identity{}, 0, fmt.Errorf("recycle worker ID %d: %w: %v", w, ErrZKUnavailable, err)
+				return claimed{}, fmt.Errorf("recycle worker ID %d: %w: %v", w, ErrZKUnavailable, err)
 			}
 			c.log.Warn().Err(err).Int64("worker_id", w).Msg("recycling multi failed with its outcome unknown; scanning again")
 		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNodeExists), errors.Is(err, zk.ErrNoNode):
 			c.log.Debug().Err(err).Int("op", failed).Int64("worker_id", w).Msg("lost a recycling race; scanning again")
 		default:
-			return nil, Identity{}, 0, fmt.Errorf("recycle worker ID %d: %w", w, authHint(err))
+			return claimed{}, fmt.Errorf("recycle worker ID %d: %w", w, authHint(err))
 		}
 	}
-	return nil, Identity{}, 0, fmt.Errorf("recycling: gave up after %d attempts contended by other nodes", attempts)
+	return claimed{}, fmt.Errorf("recycling: gave up after %d attempts contended by other nodes", attempts)
 }
 
-// recycleOps builds the take-over multi for worker ID w.
-func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64) (ops []any, mine foreverData, fence int64, from []string, err error) {
+// recycleOps builds the take-over multi for worker ID w: our data carries
+// token, the evicted owners' highest fence as PrevFence and a fence G ahead.
+func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token string) (ops []any, mine foreverData, from []string, err error) {
 	none := int64(noWorker)
-	for _, prev := range s.claimers[w] {
-		fence = max(fence, prev.data.Fence, prev.data.LastTS)
-		from = append(from, prev.path)
-		d := prev.data
+	var prev foreverData // the evicted owners folded into one: highest fence, its token
+	for _, o := range s.claimers[w] {
+		if f := max(o.data.Fence, o.data.LastTS); f >= prev.Fence {
+			prev.Token, prev.Fence = o.data.Token, f
+		}
+		from = append(from, o.path)
+		d := o.data
 		wid := w
 		d.WorkerID, d.PrevWorkerID, d.RecycledTo, d.Updated = &none, &wid, me.path, now
 		b, err := json.Marshal(d)
 		if err != nil {
-			return nil, mine, 0, nil, fmt.Errorf("encode evicted forever data: %w", err)
+			return nil, mine, nil, fmt.Errorf("encode evicted forever data: %w", err)
 		}
-		ops = append(ops, &zk.SetDataRequest{Path: prev.path, Data: b, Version: prev.version})
+		ops = append(ops, &zk.SetDataRequest{Path: o.path, Data: b, Version: o.version})
 	}
 	if len(from) == 0 {
 		c.log.Warn().Int64("worker_id", w).Msg("no forever znode names this worker ID (deleted by hand?): no fence to carry over")
 	}
+	claim := c.claimData(prev, w, token, now)
 	mine = me.data
-	wid := w
-	mine.WorkerID, mine.PrevWorkerID, mine.RecycledTo = &wid, nil, ""
-	mine.NodeKey, mine.Addr, mine.LastTS, mine.Fence, mine.Updated = c.cfg.NodeKey, c.cfg.Advertise, now, fence, now
+	mine.WorkerID, mine.PrevWorkerID, mine.RecycledTo = claim.WorkerID, nil, ""
+	mine.NodeKey, mine.Addr, mine.LastTS, mine.Updated = c.cfg.NodeKey, c.cfg.Advertise, now, now
+	mine.Token, mine.PrevToken, mine.PrevFence, mine.Fence = token, claim.PrevToken, claim.PrevFence, claim.Fence
 	mine.RecycledFrom = strings.Join(from, ",")
 	b, err := json.Marshal(mine)
 	if err != nil {
-		return nil, mine, 0, nil, fmt.Errorf("encode forever data: %w", err)
+		return nil, mine, nil, fmt.Errorf("encode forever data: %w", err)
 	}
 	ops = append(ops, &zk.SetDataRequest{Path: me.path, Data: b, Version: me.version})
 	audit, err := json.Marshal(map[string]any{"last_recycle": map[string]any{"worker_id": w, "from": from, "to": me.path, "at": now}})
 	if err != nil {
-		return nil, mine, 0, nil, fmt.Errorf("encode recycle audit: %w", err)
+		return nil, mine, nil, fmt.Errorf("encode recycle audit: %w", err)
 	}
 	ld, err := json.Marshal(leaseData{NodeKey: c.cfg.NodeKey, Addr: c.cfg.Advertise, SessionID: sessionHex(c.getConn().SessionID())})
 	if err != nil {
-		return nil, mine, 0, nil, fmt.Errorf("encode lease data: %w", err)
+		return nil, mine, nil, fmt.Errorf("encode lease data: %w", err)
 	}
 	ops = append([]any{&zk.SetDataRequest{Path: c.p.forever, Data: audit, Version: s.parentVersion}}, ops...)
 	ops = append(ops, &zk.CreateRequest{Path: c.p.lease(w), Data: ld, Acl: c.acl, Flags: zk.FlagEphemeral})
-	return ops, mine, fence, from, nil
+	return ops, mine, from, nil
 }

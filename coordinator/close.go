@@ -9,11 +9,13 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// fixedFence is a FenceSource for Close's final report.
+// fixedFence is the Fencer of Close's final write: nothing is issued any
+// more, so there is nothing to hand a fence to.
 type fixedFence int64
 
-func (f fixedFence) Fence() int64      { return int64(f) }
-func (f fixedFence) LastIssued() int64 { return int64(f) }
+func (f fixedFence) LastIssued() int64      { return int64(f) }
+func (f fixedFence) SetZKFence(int64)       {}
+func (f fixedFence) RaiseFloor(int64) error { return nil }
 
 // Close shuts down gracefully: it stops Run (waiting for it, bounded by
 // ctx), deletes alive/<id>, writes lastIssued as the fence of the forever
@@ -63,7 +65,7 @@ func (c *Coordinator) Close(ctx context.Context, lastIssued int64) error {
 		}
 		c.setAlive(false)
 		if lastIssued > 0 {
-			if err := c.report(ctx, z, fixedFence(lastIssued), true); err != nil {
+			if err := c.renew(ctx, z, fixedFence(lastIssued), lastIssued); err != nil {
 				errs = append(errs, fmt.Errorf("write the final fence: %w", err))
 			} else {
 				c.log.Info().Int64("fence", lastIssued).Str("forever", st.path).Msg("final fence written")

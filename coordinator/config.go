@@ -19,8 +19,7 @@ const (
 	DefaultSessionTimeout = 10 * time.Second
 	DefaultRecycleAfter   = 24 * time.Hour
 	DefaultReportInterval = 3 * time.Second
-	DefaultFenceAhead     = 3 * time.Second
-	DefaultMaxZKSilence   = 10 * time.Minute
+	DefaultZKFenceAhead   = 30 * time.Second
 	DefaultConnectTimeout = 10 * time.Second
 )
 
@@ -51,16 +50,22 @@ type Config struct {
 	// Layout is the ID layout; the cluster znode must hold the same.
 	Layout snowflake.Layout
 	// RecycleAfter: a worker ID whose owner has no lease and has not
-	// reported for this long may be taken over (--recycle-after).
+	// renewed its fence for this long may be taken over (--recycle-after).
+	// A cluster-wide policy, recorded in the cluster znode by the first
+	// node: a node configured otherwise is refused (ErrClusterMismatch). It
+	// is not a safety bound: a recycler starts after the previous holder's
+	// ZooKeeper fence whatever the clocks say.
 	RecycleAfter time.Duration
-	// ReportInterval is how often Run writes last_ts and the fence to ZooKeeper.
+	// ReportInterval is how often Run renews the ZooKeeper fence (and
+	// reports last_ts in the same write). At most ZKFenceAhead/6, so several
+	// renewals fit before the node leaves service for its fence.
 	ReportInterval time.Duration
-	// FenceAhead is the local fence's lead over now (--fence-ahead): each
-	// report's fence covers now + ReportInterval + FenceAhead.
-	FenceAhead time.Duration
-	// MaxZKSilence: the zk_silence check fails when no report reached
-	// ZooKeeper for this long. At most half of RecycleAfter.
-	MaxZKSilence time.Duration
+	// ZKFenceAhead is G (--zk-fence-ahead): each renewal moves this process's
+	// ZooKeeper fence to now + G, and the node may issue only up to the fence
+	// ZooKeeper acknowledged. It is how long a node keeps serving without
+	// ZooKeeper; the zk_fence check takes it out of service once less than
+	// G/3 is left.
+	ZKFenceAhead time.Duration
 	// ConnectTimeout bounds how long Claim (and ListWorkers) keep trying an
 	// unreachable ZooKeeper before ErrZKUnavailable.
 	ConnectTimeout time.Duration
@@ -106,8 +111,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		{"session timeout", &cfg.SessionTimeout, DefaultSessionTimeout, 100 * time.Millisecond},
 		{"recycle-after", &cfg.RecycleAfter, DefaultRecycleAfter, time.Millisecond},
 		{"report interval", &cfg.ReportInterval, DefaultReportInterval, 10 * time.Millisecond},
-		{"fence-ahead", &cfg.FenceAhead, DefaultFenceAhead, time.Millisecond},
-		{"max-zk-silence", &cfg.MaxZKSilence, DefaultMaxZKSilence, time.Millisecond},
+		{"zk-fence-ahead", &cfg.ZKFenceAhead, DefaultZKFenceAhead, 60 * time.Millisecond},
 		{"connect timeout", &cfg.ConnectTimeout, DefaultConnectTimeout, 10 * time.Millisecond},
 	} {
 		switch {
@@ -119,11 +123,8 @@ func (cfg Config) withDefaults() (Config, error) {
 			return bad("%s %v is below %v", d.name, *d.v, d.min)
 		}
 	}
-	if cfg.MaxZKSilence < 2*cfg.ReportInterval {
-		return bad("max-zk-silence %v must be at least twice the report interval %v", cfg.MaxZKSilence, cfg.ReportInterval)
-	}
-	if cfg.MaxZKSilence > cfg.RecycleAfter/2 {
-		return bad("max-zk-silence %v must be well under recycle-after %v (at most half): a silent node must leave service long before its worker ID can be recycled", cfg.MaxZKSilence, cfg.RecycleAfter)
+	if cfg.ReportInterval > cfg.ZKFenceAhead/6 {
+		return bad("report interval %v must be at most a sixth of zk-fence-ahead %v, so several renewals fit before the node leaves service at a third of it", cfg.ReportInterval, cfg.ZKFenceAhead)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.NewSystem()

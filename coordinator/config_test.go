@@ -34,8 +34,9 @@ func TestConfigValidation(t *testing.T) {
 		{"auth without colon", func(c *Config) { c.Auth = "user" }, "user:password"},
 		{"auth empty password", func(c *Config) { c.Auth = "user:" }, "user:password"},
 		{"negative duration", func(c *Config) { c.ReportInterval = -time.Second }, "negative"},
-		{"silence above half recycle", func(c *Config) { c.MaxZKSilence = 13 * time.Hour }, "well under recycle-after"},
-		{"silence below two reports", func(c *Config) { c.MaxZKSilence = 5 * time.Second }, "twice the report interval"},
+		{"report interval above G/6", func(c *Config) { c.ZKFenceAhead = 12 * time.Second; c.ReportInterval = 2100 * time.Millisecond }, "a sixth of zk-fence-ahead"},
+		{"report interval at G/6", func(c *Config) { c.ZKFenceAhead = 12 * time.Second; c.ReportInterval = 2 * time.Second }, ""},
+		{"G below its minimum", func(c *Config) { c.ZKFenceAhead = 50 * time.Millisecond }, "zk-fence-ahead 50ms is below"},
 		{"bad layout", func(c *Config) { c.Layout.TimeBits = 50 }, "invalid layout"},
 		{"no layout", func(c *Config) { c.Layout = snowflake.Layout{} }, "invalid layout"},
 	} {
@@ -47,7 +48,8 @@ func TestConfigValidation(t *testing.T) {
 				if err != nil {
 					t.Fatalf("New: %v", err)
 				}
-				if c.cfg.SessionTimeout != DefaultSessionTimeout || c.cfg.MaxZKSilence != DefaultMaxZKSilence || c.cfg.Clock == nil {
+				if c.cfg.SessionTimeout != DefaultSessionTimeout || c.cfg.RecycleAfter != DefaultRecycleAfter || c.cfg.Clock == nil ||
+					(cfg.ZKFenceAhead == 0 && c.cfg.ZKFenceAhead != DefaultZKFenceAhead) {
 					t.Fatalf("defaults not applied: %+v", c.cfg)
 				}
 				return

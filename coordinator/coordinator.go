@@ -29,15 +29,62 @@ var (
 	// ErrNoFreeWorkerID: the worker-ID space is exhausted and nothing can be
 	// recycled.
 	ErrNoFreeWorkerID = errors.New("no free worker ID")
+	// ErrClusterMismatch: a setting every node must share (--recycle-after)
+	// differs from the one recorded in the cluster znode.
+	ErrClusterMismatch = errors.New("cluster setting mismatch")
+	// ErrIncarnationMismatch: the cache file belongs to another incarnation
+	// of the cluster (ZooKeeper rebuilt, or another ensemble).
+	ErrIncarnationMismatch = errors.New("cluster incarnation mismatch")
 )
+
+// Prior is what the node's cache file says about its previous run, for
+// Claim: nothing in it is trusted for safety except by the rules below.
+type Prior struct {
+	// Incarnation the cache file recorded ("" for none): another one in
+	// ZooKeeper refuses the claim with ErrIncarnationMismatch unless
+	// AcceptIncarnation is set.
+	Incarnation       string
+	AcceptIncarnation bool
+	// Session ("0x…") that held the lease in the previous run on this disk.
+	// The caller must hold the cache file's lock: the process of that
+	// session is then provably gone, and Claim deletes a lease it left at
+	// once instead of waiting for its session to expire.
+	Session string
+}
+
+// Resume is what ResumeFromCache needs from the cache file.
+type Resume struct {
+	WorkerID int64
+	// Token and ZKFence: ZooKeeper acknowledged ZKFence for Token, so the
+	// node may issue up to it while ZooKeeper is away (never beyond).
+	Token   string
+	ZKFence int64
+	// Session ("0x…") and Incarnation as in Prior.
+	Session     string
+	Incarnation string
+	// LastReport (unix ms, 0: unknown) is when a renewal last reached ZooKeeper.
+	LastReport int64
+}
 
 // Identity is what Claim established.
 type Identity struct {
 	// WorkerID is this node's worker ID.
 	WorkerID int64
-	// Fence (unix ms) is the fence found in ZooKeeper for this worker ID (the
-	// previous owner's when Recycled); 0 if none. No ID was issued beyond it.
+	// Fence (unix ms) is the ZooKeeper fence of the worker ID's previous
+	// holder, read in the claim's multi (the evicted owner's when Recycled);
+	// 0 if none. No process issued beyond it: issue only later ticks (or,
+	// when PrevToken is the token of the cache file, after its fence).
 	Fence int64
+	// ZKFence (unix ms) is the fence ZooKeeper acknowledged for Token: the
+	// node may issue up to it until a renewal moves it.
+	ZKFence int64
+	// Token is this process's new instance token; PrevToken the one it
+	// replaced in the forever znode ("" for none).
+	Token, PrevToken string
+	// Incarnation is the cluster's incarnation.
+	Incarnation string
+	// Session ("0x…") holds the lease.
+	Session string
 	// Path is this node key's forever znode.
 	Path string
 	// Recycled is true when this Claim took the worker ID over from another
@@ -51,12 +98,19 @@ type Peer struct {
 	Addr     string `json:"addr"` // host:port of its HTTP API
 }
 
-// FenceSource is what Run reads to compute the fence it reports.
-type FenceSource interface {
-	// Fence is the fence last persisted locally (unix ms).
-	Fence() int64
+// Fencer is the node's side of the ZooKeeper fence: Run reads the last
+// issued time for its reports and hands the node every fence ZooKeeper
+// acknowledges. *node's generator wrapper satisfies it.
+type Fencer interface {
 	// LastIssued is the timestamp of the last issued ID (unix ms).
 	LastIssued() int64
+	// SetZKFence lets the node issue up to fence (unix ms): ZooKeeper has
+	// acknowledged it for this process's token. Values only grow.
+	SetZKFence(fence int64)
+	// RaiseFloor makes every later ID's tick come after fence (unix ms): a
+	// re-claim of the worker ID found another holder's fence there. Called
+	// before the new token's fence is handed over with SetZKFence.
+	RaiseFloor(fence int64) error
 }
 
 type mode int8
@@ -92,11 +146,11 @@ type Coordinator struct {
 	authed bool // AddAuth done on conn
 
 	// guard and its checks are set once by Attach.
-	guardMu      sync.Mutex
-	guard        *clockguard.Guard
-	leaseCheck   *clockguard.Check
-	silenceCheck *clockguard.Check
-	guardSub     <-chan struct{}
+	guardMu    sync.Mutex
+	guard      *clockguard.Guard
+	leaseCheck *clockguard.Check
+	fenceCheck *clockguard.Check
+	guardSub   <-chan struct{}
 
 	mu sync.Mutex
 	st state
@@ -107,9 +161,19 @@ type state struct {
 	mode     mode
 	workerID int64
 	path     string // forever znode
-	version  int32  // its data version as last seen
+	version  int32  // its data version as last written or read by us: the fencing token
 	data     foreverData
-	verified bool // the forever znode maps our key to workerID (always after Claim)
+	verified bool // the forever znode maps our key to workerID with our token (always after Claim)
+
+	// token is this process's instance token; acked the fence ZooKeeper
+	// acknowledged for it (unix ms): the node issues up to it, no further.
+	token       string
+	acked       int64
+	incarnation string // the cluster's (from ZooKeeper, or the cache after ResumeFromCache)
+	// reclaim: after ResumeFromCache, ZooKeeper showed another token on our
+	// worker ID: the next lease attempt is a fresh claim (new token, floor
+	// raised to the fence found).
+	reclaim bool
 
 	leaseHeld    bool
 	leaseSession int64
@@ -117,12 +181,11 @@ type state struct {
 	blocked      string // a permanent reason not to (re)take the lease
 	aliveOwned   bool
 
-	lastGood    time.Duration // Clock.Mono of the last contact that counts against zk_silence
-	lastGoodSet bool
-	lastReport  int64 // unix ms of the last report that reached ZK
-	zkFence     int64 // the fence last written to (or read from) ZK
-	reports     int64
-	failures    int64
+	lastReport int64 // unix ms of the last renewal that reached ZK
+	renewErr   string
+	reports    int64
+	failures   int64
+	failedBy   map[string]int64 // renewal failures by cause
 
 	running, closed bool
 	stop            chan struct{}
@@ -147,7 +210,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Auth != "" {
 		c.authUser, c.authP, _ = strings.Cut(cfg.Auth, ":")
 	}
-	c.st = state{workerID: noWorker, stop: make(chan struct{})}
+	c.st = state{workerID: noWorker, stop: make(chan struct{}), failedBy: map[string]int64{}}
 	return c, nil
 }
 
@@ -364,7 +427,7 @@ func (c *Coordinator) retry(ctx context.Context, what string, f func(context.Con
 	}
 }
 
-// Attach registers the lease_lost and zk_silence checks with the guard and
+// Attach registers the lease_lost and zk_fence checks with the guard and
 // subscribes to it, so Run can keep alive/<id> in step with the service
 // state. Call it once, before Run. lease_lost is pending until the lease is
 // held (or, after ResumeFromCache, passes until ZooKeeper answers again).
@@ -377,27 +440,31 @@ func (c *Coordinator) Attach(g *clockguard.Guard) {
 	}
 	c.guard = g
 	c.leaseCheck = g.Check(clockguard.ReasonLeaseLost)
-	c.silenceCheck = g.Check(clockguard.ReasonZKSilence)
+	c.fenceCheck = g.Check(clockguard.ReasonZKFence)
 	c.guardSub = g.Subscribe()
 	c.guardMu.Unlock()
 	c.updateChecks(false)
 }
 
 // checks returns the registered checks (nil before Attach).
-func (c *Coordinator) checks() (lease, silence *clockguard.Check, g *clockguard.Guard) {
+func (c *Coordinator) checks() (lease, fence *clockguard.Check, g *clockguard.Guard) {
 	c.guardMu.Lock()
 	defer c.guardMu.Unlock()
-	return c.leaseCheck, c.silenceCheck, c.guard
+	return c.leaseCheck, c.fenceCheck, c.guard
 }
 
-// updateChecks sets lease_lost and zk_silence from the state. It never holds
+// leaveMargin is the headroom below which zk_fence fails: a third of G, so
+// load balancers and clients turn away well before the fence stops IDs.
+func (c *Coordinator) leaveMargin() time.Duration { return c.cfg.ZKFenceAhead / 3 }
+
+// updateChecks sets lease_lost and zk_fence from the state. It never holds
 // c.mu while calling the guard (the guard may call hooks that read Status).
 func (c *Coordinator) updateChecks(connected bool) {
-	lease, silence, _ := c.checks()
+	lease, fence, _ := c.checks()
 	if lease == nil {
 		return
 	}
-	now := c.clk.Mono()
+	now := clock.UnixMilli(c.clk)
 	c.mu.Lock()
 	st := c.st
 	c.mu.Unlock()
@@ -408,7 +475,7 @@ func (c *Coordinator) updateChecks(connected bool) {
 	case st.leaseHeld:
 		lease.Pass()
 	case st.mode == modeResumed && !st.verified && !connected:
-		lease.Pass() // serving from the cache while ZooKeeper is away (SPEC §3)
+		lease.Pass() // serving from the cache while ZooKeeper is away (SPEC §3): the fence bounds it
 	case st.mode == modeNone:
 		// pending until Claim or ResumeFromCache
 	default:
@@ -419,32 +486,37 @@ func (c *Coordinator) updateChecks(connected bool) {
 		lease.Fail(d)
 	}
 
-	switch {
-	case st.mode == modeNone:
-	case !st.lastGoodSet:
-		silence.Fail("no report has reached ZooKeeper yet and the time of the last one is unknown")
-	default:
-		if age := now - st.lastGood; age > c.cfg.MaxZKSilence {
-			silence.Fail(fmt.Sprintf("no report reached ZooKeeper for %v (limit %v)", age.Round(time.Second), c.cfg.MaxZKSilence))
-		} else {
-			silence.Pass()
-		}
+	if st.mode == modeNone {
+		return
 	}
+	headroom := time.Duration(st.acked-now) * time.Millisecond
+	if headroom >= c.leaveMargin() {
+		fence.Pass()
+		return
+	}
+	why := st.renewErr
+	if why == "" {
+		why = "no renewal attempted yet"
+	}
+	fence.Fail(fmt.Sprintf("ZooKeeper fence %s ahead of the clock (leaving service below %v of --zk-fence-ahead %v); last renewal problem: %s",
+		headroom.Round(time.Millisecond), c.leaveMargin(), c.cfg.ZKFenceAhead, why))
 }
 
-// ResumeFromCache tells the coordinator that the node serves workerID from
-// its cache file because Claim failed with ErrZKUnavailable. lastReported is
-// the unix ms of the last report that reached ZooKeeper (the cache's
-// ZKReported; 0 if unknown, which fails zk_silence until a report gets
-// through). Run then keeps trying ZooKeeper; when it answers, it checks that
-// this node key's forever znode still maps to workerID and takes the lease;
-// a mismatch keeps lease_lost failing with the reason.
-func (c *Coordinator) ResumeFromCache(workerID, lastReported int64) error {
-	if workerID < 0 || workerID > c.cfg.Layout.MaxWorkerID() {
-		return fmt.Errorf("resume from cache: worker ID %d is outside 0..%d of layout %s", workerID, c.cfg.Layout.MaxWorkerID(), c.cfg.Layout)
+// ResumeFromCache tells the coordinator that the node serves r.WorkerID
+// from its cache file because Claim failed with ErrZKUnavailable. The node
+// may issue up to r.ZKFence (ZooKeeper acknowledged it for r.Token), no
+// further, until ZooKeeper answers. Run then keeps trying ZooKeeper; when it
+// answers, it checks the incarnation and that this node key's forever znode
+// still maps to the worker ID: with r.Token still there it takes the lease
+// and renews as if it had claimed; with another token it claims afresh
+// (raising the node's floor to the fence found first); another worker ID
+// (or incarnation) keeps lease_lost failing with the reason.
+func (c *Coordinator) ResumeFromCache(r Resume) error {
+	if r.WorkerID < 0 || r.WorkerID > c.cfg.Layout.MaxWorkerID() {
+		return fmt.Errorf("resume from cache: worker ID %d is outside 0..%d of layout %s", r.WorkerID, c.cfg.Layout.MaxWorkerID(), c.cfg.Layout)
 	}
-	if lastReported < 0 {
-		return fmt.Errorf("resume from cache: last report time %d is negative", lastReported)
+	if r.LastReport < 0 || r.ZKFence < 0 {
+		return fmt.Errorf("resume from cache: last report %d or ZooKeeper fence %d is negative", r.LastReport, r.ZKFence)
 	}
 	c.mu.Lock()
 	if c.st.mode != modeNone || c.st.closed {
@@ -452,16 +524,16 @@ func (c *Coordinator) ResumeFromCache(workerID, lastReported int64) error {
 		c.mu.Unlock()
 		return fmt.Errorf("resume from cache: coordinator already in mode %d or closed", m)
 	}
-	c.st.mode, c.st.workerID = modeResumed, workerID
-	c.st.leaseDetail = "re-establishing the lease now that ZooKeeper answers"
-	if lastReported > 0 {
-		c.st.lastReport = lastReported
-		age := time.Duration(clock.UnixMilli(c.clk)-lastReported) * time.Millisecond
-		c.st.lastGood, c.st.lastGoodSet = c.clk.Mono()-max(age, 0), true
+	c.st.mode, c.st.workerID = modeResumed, r.WorkerID
+	c.st.token, c.st.acked, c.st.incarnation, c.st.lastReport = r.Token, r.ZKFence, r.Incarnation, r.LastReport
+	if r.Token == "" {
+		c.st.acked = 0 // a cache file from before fencing tokens grants nothing
 	}
+	c.st.leaseDetail = "re-establishing the lease now that ZooKeeper answers"
+	c.st.renewErr = "ZooKeeper unreachable at start"
 	c.mu.Unlock()
-	c.log.Warn().Int64("worker_id", workerID).Int64("last_reported", lastReported).
-		Msg("serving the cached worker ID while ZooKeeper is unreachable")
+	c.log.Warn().Int64("worker_id", r.WorkerID).Int64("zk_fence", r.ZKFence).Int64("last_reported", r.LastReport).
+		Msg("serving the cached worker ID while ZooKeeper is unreachable, up to the ZooKeeper fence it acknowledged")
 	c.updateChecks(false)
 	return nil
 }
@@ -476,16 +548,28 @@ type Status struct {
 	// configured one until a session exists).
 	SessionTimeoutMs int64  `json:"session_timeout_ms"`
 	LeaseHeld        bool   `json:"lease_held"`
-	LeaseDetail      string `json:"lease_detail,omitempty"` // why the lease is not held
+	LeaseSession     string `json:"lease_session,omitempty"` // "0x…" of the session holding the lease
+	LeaseDetail      string `json:"lease_detail,omitempty"`  // why the lease is not held
 	AlivePresent     bool   `json:"alive_present"`
 	FromCache        bool   `json:"from_cache"` // serving a cached worker ID not yet confirmed by ZooKeeper
-	// LastReport is the unix ms of the last report that reached ZooKeeper
+	// LastReport is the unix ms of the last renewal that reached ZooKeeper
 	// (0: none known); LastReportAgeMs its age (-1: none).
 	LastReport      int64 `json:"last_report_ms"`
 	LastReportAgeMs int64 `json:"last_report_age_ms"`
-	ZKFence         int64 `json:"zk_fence_ms"` // the fence last written to or read from ZooKeeper
-	Reports         int64 `json:"reports"`
-	ReportFailures  int64 `json:"report_failures"`
+	// ZKFence is the fence ZooKeeper acknowledged for this process's token
+	// (unix ms): no ID beyond it. ZKFenceHeadroomMs is ZKFence - now.
+	ZKFence           int64  `json:"zk_fence_ms"`
+	ZKFenceHeadroomMs int64  `json:"zk_fence_headroom_ms"`
+	ZKFenceAheadMs    int64  `json:"zk_fence_ahead_ms"` // G (--zk-fence-ahead)
+	Token             string `json:"token,omitempty"`   // this process's instance token
+	Incarnation       string `json:"incarnation,omitempty"`
+	Reports           int64  `json:"reports"` // renewals that reached ZooKeeper
+	ReportFailures    int64  `json:"report_failures"`
+	// FailuresByCause splits ReportFailures: connection (ZooKeeper
+	// unreachable or the call timed out), taken_over (another claim
+	// changed the forever znode), deleted, other.
+	FailuresByCause map[string]int64 `json:"report_failures_by_cause"`
+	RenewError      string           `json:"renew_error,omitempty"` // the last renewal problem
 }
 
 // Status returns a snapshot. It makes no ZooKeeper call.
@@ -493,11 +577,24 @@ func (c *Coordinator) Status() Status {
 	c.mu.Lock()
 	st := c.st
 	c.mu.Unlock()
+	now := clock.UnixMilli(c.clk)
 	s := Status{
 		WorkerID: st.workerID, LeaseHeld: st.leaseHeld, AlivePresent: st.aliveOwned,
 		FromCache: st.mode == modeResumed && !st.verified, LastReport: st.lastReport,
-		LastReportAgeMs: -1, ZKFence: st.zkFence, Reports: st.reports, ReportFailures: st.failures,
-		SessionState: "not_connected", SessionTimeoutMs: c.sessionTimeout().Milliseconds(),
+		LastReportAgeMs: -1, ZKFence: st.acked, ZKFenceHeadroomMs: st.acked - now,
+		ZKFenceAheadMs: c.cfg.ZKFenceAhead.Milliseconds(), Token: st.token, Incarnation: st.incarnation,
+		Reports: st.reports, ReportFailures: st.failures, RenewError: st.renewErr,
+		FailuresByCause: make(map[string]int64, len(st.failedBy)),
+		SessionState:    "not_connected", SessionTimeoutMs: c.sessionTimeout().Milliseconds(),
+	}
+	for k, v := range st.failedBy {
+		s.FailuresByCause[k] = v
+	}
+	if st.acked == 0 {
+		s.ZKFenceHeadroomMs = 0
+	}
+	if st.leaseHeld {
+		s.LeaseSession = sessionHex(st.leaseSession)
 	}
 	if st.blocked != "" {
 		s.LeaseDetail = st.blocked
@@ -505,7 +602,7 @@ func (c *Coordinator) Status() Status {
 		s.LeaseDetail = st.leaseDetail
 	}
 	if st.lastReport > 0 {
-		s.LastReportAgeMs = max(clock.UnixMilli(c.clk)-st.lastReport, 0)
+		s.LastReportAgeMs = max(now-st.lastReport, 0)
 	}
 	if conn := c.getConn(); conn != nil {
 		state := conn.State()

@@ -24,7 +24,7 @@ func TestClaimUnavailable(t *testing.T) {
 	cfg.ConnectTimeout = 500 * time.Millisecond
 	c := newCoord(t, cfg)
 	began := time.Now()
-	_, err = c.Claim(context.Background())
+	_, err = c.Claim(context.Background(), Prior{})
 	if !errors.Is(err, ErrZKUnavailable) || !strings.Contains(err.Error(), addr) {
 		t.Fatalf("Claim: %v, want ErrZKUnavailable naming %s", err, addr)
 	}
@@ -55,27 +55,29 @@ func TestMisuseIsAnErrorNotAPanic(t *testing.T) {
 	if err := c.Run(context.Background(), nil); err == nil {
 		t.Fatal("Run with a nil fence source: no error")
 	}
-	for _, tc := range []struct {
-		id, last int64
-	}{{-1, 0}, {1024, 0}, {1, -5}} {
-		if err := c.ResumeFromCache(tc.id, tc.last); err == nil {
-			t.Fatalf("ResumeFromCache(%d, %d): no error", tc.id, tc.last)
+	for _, r := range []Resume{{WorkerID: -1}, {WorkerID: 1024}, {WorkerID: 1, LastReport: -5}, {WorkerID: 1, Token: "t", ZKFence: -1}} {
+		if err := c.ResumeFromCache(r); err == nil {
+			t.Fatalf("ResumeFromCache(%+v): no error", r)
 		}
 	}
-	// Unknown last report: zk_silence fails until a report gets through.
-	if err := c.ResumeFromCache(3, 0); err != nil {
+	// A cache file from before fencing tokens grants no ZooKeeper fence:
+	// zk_fence fails (nothing may be issued) until ZooKeeper answers.
+	if err := c.ResumeFromCache(Resume{WorkerID: 3, ZKFence: time.Now().UnixMilli() + 60_000}); err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := g.Failing()[clockguard.ReasonZKSilence]; !ok || !strings.Contains(d, "unknown") {
-		t.Fatalf("zk_silence after resuming with no last report: %q, %v", d, ok)
+	if d, ok := g.Failing()[clockguard.ReasonZKFence]; !ok || !strings.Contains(d, "unreachable at start") {
+		t.Fatalf("zk_fence after resuming without a token: %q, %v", d, ok)
+	}
+	if st := c.Status(); st.ZKFence != 0 || !st.FromCache {
+		t.Fatalf("status after resuming without a token: %+v", st)
 	}
 	if _, failing := g.Failing()[clockguard.ReasonLeaseLost]; failing {
 		t.Fatal("lease_lost fails while serving from the cache with ZooKeeper away")
 	}
-	if err := c.ResumeFromCache(3, 0); err == nil {
+	if err := c.ResumeFromCache(Resume{WorkerID: 3}); err == nil {
 		t.Fatal("second ResumeFromCache: no error")
 	}
-	if _, err := c.Claim(context.Background()); err == nil {
+	if _, err := c.Claim(context.Background(), Prior{}); err == nil {
 		t.Fatal("Claim after ResumeFromCache: no error")
 	}
 	if err := c.Close(context.Background(), 0); err != nil {

@@ -25,6 +25,15 @@ type foreverData struct {
 	LastTS   int64  `json:"last_ts"` // unix ms of the last report
 	Fence    int64  `json:"fence"`   // unix ms: no ID was issued beyond it
 	Updated  int64  `json:"updated"` // unix ms of the last write
+	// Token is the instance token of the process that last claimed this
+	// znode's worker ID: only that process renews Fence (version-checked).
+	Token string `json:"token,omitempty"`
+	// PrevToken and PrevFence are what the znode (or, after a recycle, the
+	// evicted owner) held when Token claimed: Token's holder issues only
+	// ticks after PrevFence. Kept so a claim whose answer was lost can be
+	// completed without knowing what it overwrote.
+	PrevToken string `json:"prev_token,omitempty"`
+	PrevFence int64  `json:"prev_fence,omitempty"`
 	// Recycling audit trail.
 	RecycledFrom string `json:"recycled_from,omitempty"`  // forever znode(s) this one took its worker ID from
 	RecycledTo   string `json:"recycled_to,omitempty"`    // forever znode that took this one's worker ID
@@ -57,8 +66,8 @@ func decodeForever(b []byte, key string, seq, maxID int64) (foreverData, int64, 
 	if d.NodeKey != key {
 		return d, noWorker, fmt.Errorf("data names node key %q, the znode name says %q", d.NodeKey, key)
 	}
-	if d.LastTS < 0 || d.Fence < 0 || d.Updated < 0 {
-		return d, noWorker, fmt.Errorf("negative time: last_ts %d, fence %d, updated %d", d.LastTS, d.Fence, d.Updated)
+	if d.LastTS < 0 || d.Fence < 0 || d.Updated < 0 || d.PrevFence < 0 {
+		return d, noWorker, fmt.Errorf("negative time: last_ts %d, fence %d, updated %d, prev_fence %d", d.LastTS, d.Fence, d.Updated, d.PrevFence)
 	}
 	switch {
 	case d.WorkerID == nil:

@@ -27,6 +27,8 @@ const (
 	testSession = 2 * time.Second
 	testReport  = 200 * time.Millisecond
 	waitLong    = 15 * time.Second
+	// testFenceAhead is G: six report intervals.
+	testFenceAhead = 6 * testReport
 )
 
 // syncBuffer collects log output safely across goroutines.
@@ -65,8 +67,8 @@ func testConfig(t *testing.T, servers []string, key string) Config {
 	return Config{
 		Servers: servers, SessionTimeout: testSession, Cluster: "test", NodeKey: key,
 		Advertise: "127.0.0.1:" + portFor(key), Layout: snowflake.DefaultLayout(),
-		RecycleAfter: time.Hour, ReportInterval: testReport, FenceAhead: 300 * time.Millisecond,
-		MaxZKSilence: 30 * time.Second, ConnectTimeout: 3 * time.Second, Log: testLog(t, nil),
+		RecycleAfter: time.Hour, ReportInterval: testReport, ZKFenceAhead: testFenceAhead,
+		ConnectTimeout: 3 * time.Second, Log: testLog(t, nil),
 	}
 }
 
@@ -98,18 +100,34 @@ func mustClaim(t *testing.T, c *Coordinator) Identity {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	id, err := c.Claim(ctx)
+	id, err := c.Claim(ctx, Prior{})
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
 	return id
 }
 
-// testFence is a FenceSource the test drives.
-type testFence struct{ fence, last atomic.Int64 }
+// testFence is a Fencer the test drives and reads: last is what the test
+// says was issued; zk and floor are what the coordinator handed over.
+type testFence struct{ last, zk, floor atomic.Int64 }
 
-func (f *testFence) Fence() int64      { return f.fence.Load() }
 func (f *testFence) LastIssued() int64 { return f.last.Load() }
+func (f *testFence) SetZKFence(v int64) {
+	for {
+		old := f.zk.Load()
+		if v <= old || f.zk.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+func (f *testFence) RaiseFloor(v int64) error {
+	for {
+		old := f.floor.Load()
+		if v <= old || f.floor.CompareAndSwap(old, v) {
+			return nil
+		}
+	}
+}
 
 // transitions records a guard's transitions.
 type transitions struct {
@@ -136,7 +154,7 @@ func (r *transitions) has(reason clockguard.Reason) bool {
 
 // attachAndRun attaches a new guard to c, starts Run, and stops it at
 // cleanup (before c's Close cleanup runs).
-func attachAndRun(t *testing.T, c *Coordinator, fs FenceSource, setup ...func(*clockguard.Guard)) (*clockguard.Guard, *transitions) {
+func attachAndRun(t *testing.T, c *Coordinator, fs Fencer, setup ...func(*clockguard.Guard)) (*clockguard.Guard, *transitions) {
 	t.Helper()
 	g := clockguard.New(testLog(t, nil), nil)
 	rec := &transitions{}
@@ -344,4 +362,16 @@ func (p *proxy) Unblock() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.blocked = false
+}
+
+// writeForeverData overwrites a forever znode's data at version (-1: any).
+func writeForeverData(t *testing.T, conn *zk.Conn, path string, d foreverData, version int32) {
+	t.Helper()
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Set(path, b, version); err != nil {
+		t.Fatalf("set %s: %v", path, err)
+	}
 }

@@ -165,7 +165,7 @@ func TestIntegration_SameKeyLiveHolderRefused(t *testing.T) {
 	id := mustClaim(t, first)
 	second := newCoord(t, testConfig(t, srv, "dup"))
 	began := time.Now()
-	_, err := second.Claim(context.Background())
+	_, err := second.Claim(context.Background(), Prior{})
 	if !errors.Is(err, ErrLeaseHeld) {
 		t.Fatalf("second Claim: %v, want ErrLeaseHeld", err)
 	}
@@ -192,7 +192,8 @@ func TestIntegration_SameKeyLiveHolderRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	z := zkc{conn, time.Second}
-	res, _, holder, err := c.tryLease(context.Background(), z, &foreverNode{path: id.Path, version: -1, workerID: id.WorkerID})
+	res, _, holder, err := c.tryLease(context.Background(), z, &foreverNode{path: id.Path, version: -1, workerID: id.WorkerID},
+		&zk.CheckVersionRequest{Path: id.Path, Version: -1}, 0)
 	if err != nil || res != leaseHeldByOther || !strings.Contains(holder, `"dup"`) {
 		t.Fatalf("tryLease on a held lease: %v %q %v", res, holder, err)
 	}
@@ -209,7 +210,7 @@ func TestIntegration_ConcurrentClaimsGetDistinctIDs(t *testing.T) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, c := range cs {
-		wg.Go(func() { ids[i], errs[i] = c.Claim(context.Background()) })
+		wg.Go(func() { ids[i], errs[i] = c.Claim(context.Background(), Prior{}) })
 	}
 	wg.Wait()
 	seen := map[int64]int{}
@@ -235,7 +236,7 @@ func TestIntegration_LayoutMismatch(t *testing.T) {
 	mustClaim(t, newCoord(t, testConfig(t, srv, "a")))
 	cfg := testConfig(t, srv, "b")
 	cfg.Layout = snowflake.JS53Layout()
-	_, err := newCoord(t, cfg).Claim(context.Background())
+	_, err := newCoord(t, cfg).Claim(context.Background(), Prior{})
 	if !errors.Is(err, ErrLayoutMismatch) {
 		t.Fatalf("Claim: %v, want ErrLayoutMismatch", err)
 	}
@@ -280,7 +281,7 @@ func TestIntegration_RecycleRace(t *testing.T) {
 		t.Fatalf("owners %v, want worker IDs 0..3", owner)
 	}
 	// Fresh reports: nothing may be recycled yet.
-	_, err := newCoord(t, cfgFor("early")).Claim(context.Background())
+	_, err := newCoord(t, cfgFor("early")).Claim(context.Background(), Prior{})
 	if !errors.Is(err, ErrNoFreeWorkerID) || !strings.Contains(err.Error(), "0 hold a lease, 4 more reported within the last 1h0m0s") {
 		t.Fatalf("Claim with fresh owners: %v, want ErrNoFreeWorkerID with counts", err)
 	}
@@ -304,7 +305,7 @@ func TestIntegration_RecycleRace(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, k := range keys {
 		c := newCoord(t, cfgFor(k))
-		wg.Go(func() { ids[i], errs[i] = c.Claim(context.Background()) })
+		wg.Go(func() { ids[i], errs[i] = c.Claim(context.Background(), Prior{}) })
 	}
 	wg.Wait()
 	won := map[int64]string{}
@@ -338,7 +339,7 @@ func TestIntegration_RecycleRace(t *testing.T) {
 		}
 	}
 	// The old owner coming back finds no free ID (all leased) and says so.
-	_, err = newCoord(t, cfgFor("old-0")).Claim(context.Background())
+	_, err = newCoord(t, cfgFor("old-0")).Claim(context.Background(), Prior{})
 	if !errors.Is(err, ErrNoFreeWorkerID) {
 		t.Fatalf("evicted owner's Claim: %v, want ErrNoFreeWorkerID", err)
 	}
@@ -363,7 +364,7 @@ func TestIntegration_ExhaustionWithLiveLeases(t *testing.T) {
 	for i := range 4 {
 		mustClaim(t, newCoord(t, cfgFor(fmt.Sprintf("live-%d", i))))
 	}
-	_, err := newCoord(t, cfgFor("fifth")).Claim(context.Background())
+	_, err := newCoord(t, cfgFor("fifth")).Claim(context.Background(), Prior{})
 	if !errors.Is(err, ErrNoFreeWorkerID) || !strings.Contains(err.Error(), "all 4 worker IDs are taken: 4 hold a lease") {
 		t.Fatalf("fifth Claim: %v, want ErrNoFreeWorkerID with counts", err)
 	}
@@ -409,7 +410,7 @@ func TestIntegration_ACLs(t *testing.T) {
 	}
 	// A node without the credentials gets a clear error, not a worker ID.
 	noAuth := testConfig(t, srv, "intruder")
-	_, err := newCoord(t, noAuth).Claim(context.Background())
+	_, err := newCoord(t, noAuth).Claim(context.Background(), Prior{})
 	if err == nil || !errors.Is(err, zk.ErrNoAuth) || !strings.Contains(err.Error(), "--zk-auth") {
 		t.Fatalf("Claim without credentials: %v", err)
 	}
@@ -447,7 +448,7 @@ func TestIntegration_MalformedZnodes(t *testing.T) {
 	}
 	// The next node would get worker ID `next`, which the undecodable znode
 	// may hold: refused with a clear error, not reused.
-	_, err = newCoord(t, testConfig(t, srv, "victim")).Claim(context.Background())
+	_, err = newCoord(t, testConfig(t, srv, "victim")).Claim(context.Background(), Prior{})
 	if err == nil || !strings.Contains(err.Error(), "malformed") || !strings.Contains(err.Error(), fmt.Sprintf("worker ID %d", next)) {
 		t.Fatalf("Claim colliding with a malformed znode: %v", err)
 	}
@@ -495,7 +496,7 @@ func TestIntegration_MalformedZnodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	small.NodeKey = "s-extra"
-	_, err = newCoord(t, small).Claim(context.Background())
+	_, err = newCoord(t, small).Claim(context.Background(), Prior{})
 	if err == nil || !strings.Contains(err.Error(), "recycling refused") || !strings.Contains(err.Error(), "junk-0000000009") {
 		t.Fatalf("recycling with a malformed znode: %v", err)
 	}
@@ -506,52 +507,62 @@ func TestIntegration_MalformedZnodes(t *testing.T) {
 	if _, err := raw.Set(firstID.Path, []byte(`{"worker_id":"zero"}`), -1); err != nil {
 		t.Fatal(err)
 	}
-	_, err = newCoord(t, cfg).Claim(context.Background())
+	_, err = newCoord(t, cfg).Claim(context.Background(), Prior{})
 	if err == nil || !strings.Contains(err.Error(), "cannot be known") {
 		t.Fatalf("Claim with a malformed own znode: %v", err)
 	}
 }
 
-func TestIntegration_ReportsMoveLastTSAndFence(t *testing.T) {
+func TestIntegration_RenewalsMoveFenceAndLastTS(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	cfg := testConfig(t, srv, "reporter")
 	c := newCoord(t, cfg)
 	id := mustClaim(t, c)
 	fs := &testFence{}
+	fs.last.Store(time.Now().UnixMilli() - 5)
 	attachAndRun(t, c, fs)
 	raw := rawConn(t, srv, "")
 
-	waitFor(t, waitLong, "a first report", func() bool { return c.Status().Reports >= 1 })
+	// The claim itself wrote a token and a fence G ahead.
+	if id.Token == "" || id.ZKFence <= id.Fence || id.Incarnation == "" {
+		t.Fatalf("claim identity %+v: want a token, a ZooKeeper fence after the previous one, an incarnation", id)
+	}
+	waitFor(t, waitLong, "a first renewal", func() bool { return c.Status().Reports >= 1 })
 	d1, _ := readForeverData(t, raw, id.Path)
-	if d1.WorkerID == nil || *d1.WorkerID != id.WorkerID || d1.NodeKey != "reporter" || d1.Addr != cfg.Advertise {
-		t.Fatalf("report data %+v", d1)
+	if d1.WorkerID == nil || *d1.WorkerID != id.WorkerID || d1.NodeKey != "reporter" || d1.Addr != cfg.Advertise || d1.Token != id.Token {
+		t.Fatalf("renewal data %+v (token %s)", d1, id.Token)
 	}
-	if lead := d1.Fence - d1.LastTS; lead != (cfg.ReportInterval + cfg.FenceAhead).Milliseconds() {
-		t.Fatalf("fence leads last_ts by %dms, want report interval + fence-ahead", lead)
+	if lead := d1.Fence - d1.Updated; lead != cfg.ZKFenceAhead.Milliseconds() {
+		t.Fatalf("fence leads the renewal time by %dms, want zk-fence-ahead %v", lead, cfg.ZKFenceAhead)
 	}
-	waitFor(t, waitLong, "last_ts to move", func() bool {
+	if d1.LastTS != d1.Updated {
+		t.Fatalf("last_ts %d, want the renewal's time %d", d1.LastTS, d1.Updated)
+	}
+	waitFor(t, waitLong, "the fence to move", func() bool {
 		d, _ := readForeverData(t, raw, id.Path)
-		return d.LastTS > d1.LastTS && d.Fence > d1.Fence
+		return d.Fence > d1.Fence
 	})
-	// A local fence further ahead is covered by the next report.
-	far := time.Now().Add(time.Hour).UnixMilli()
-	fs.fence.Store(far)
-	waitFor(t, waitLong, "the local fence in ZooKeeper", func() bool {
+	// Every fence ZooKeeper acknowledged reaches the node, and the status.
+	waitFor(t, waitLong, "the acknowledged fence handed to the node", func() bool {
 		d, _ := readForeverData(t, raw, id.Path)
-		return d.Fence == far
+		st := c.Status()
+		return fs.zk.Load() == d.Fence && st.ZKFence == d.Fence
 	})
-	// The znode can show the new data a moment before the reporter that
-	// wrote it has recorded the write in its status.
-	waitFor(t, waitLong, "the reported fence in the status", func() bool { return c.Status().ZKFence == far })
-	if st := c.Status(); st.ZKFence != far || st.LastReportAgeMs < 0 || st.ReportFailures != 0 || !st.Connected || !st.LeaseHeld {
+	if st := c.Status(); st.LastReportAgeMs < 0 || st.ReportFailures != 0 || !st.Connected || !st.LeaseHeld ||
+		st.ZKFenceHeadroomMs <= 0 || st.ZKFenceHeadroomMs > cfg.ZKFenceAhead.Milliseconds() || st.Token != id.Token {
 		t.Fatalf("status %+v", st)
+	}
+	if fs.floor.Load() != 0 {
+		t.Fatalf("floor raised to %d without a re-claim", fs.floor.Load())
 	}
 }
 
 func TestIntegration_SessionExpiryRecreatesLease(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	px := startProxy(t, srv[0])
-	c := newCoord(t, testConfig(t, px.Addr(), "expiring"))
+	cfg := testConfig(t, px.Addr(), "expiring")
+	cfg.ZKFenceAhead = 12 * time.Second // the fence outlasts the session: the node keeps serving while cut off
+	c := newCoord(t, cfg)
 	id := mustClaim(t, c)
 	g, rec := attachAndRun(t, c, &testFence{})
 	waitFor(t, waitLong, "in service", func() bool { return g.Ready() && c.Status().AlivePresent })
@@ -632,6 +643,7 @@ func TestIntegration_EnsembleLeaderLoss(t *testing.T) {
 	srv := serversOf(ens)
 	cfg := testConfig(t, srv, "ensemble")
 	cfg.SessionTimeout = 6 * time.Second
+	cfg.ZKFenceAhead = 12 * time.Second // an election takes ~0.5s; the fence must outlast it
 	c := newCoord(t, cfg)
 	id := mustClaim(t, c)
 	g, rec := attachAndRun(t, c, &testFence{})
@@ -666,11 +678,36 @@ func TestIntegration_EnsembleLeaderLoss(t *testing.T) {
 		return json.Unmarshal(b, &d) == nil && d.LastTS > killedAt
 	})
 	st := c.Status()
-	if !st.LeaseHeld || c.getConn().SessionID() != session || rec.has(clockguard.ReasonLeaseLost) || rec.has(clockguard.ReasonZKSilence) {
-		t.Fatalf("after leader loss: %+v (session %x → %x), lease_lost or zk_silence seen: %v",
+	if !st.LeaseHeld || c.getConn().SessionID() != session || rec.has(clockguard.ReasonLeaseLost) || rec.has(clockguard.ReasonZKFence) {
+		t.Fatalf("after leader loss: %+v (session %x → %x), lease_lost or zk_fence seen: %v",
 			st, session, c.getConn().SessionID(), rec.has(clockguard.ReasonLeaseLost))
 	}
 	t.Logf("leader %d killed; %d report failures retried; reports resumed", leader.ID(), st.ReportFailures)
+}
+
+// resumeBlocked starts a coordinator for key whose ZooKeeper is cut off,
+// checks that Claim gives up with ErrZKUnavailable, resumes it from r and
+// runs it; the proxy is returned blocked.
+func resumeBlocked(t *testing.T, srv []string, key string, r Resume) (*Coordinator, *clockguard.Guard, *transitions, *testFence, *proxy) {
+	t.Helper()
+	px := startProxy(t, srv[0])
+	px.Block()
+	cfg := testConfig(t, px.Addr(), key)
+	cfg.ConnectTimeout = time.Second
+	c := newCoord(t, cfg)
+	began := time.Now()
+	if _, err := c.Claim(context.Background(), Prior{}); !errors.Is(err, ErrZKUnavailable) {
+		t.Fatalf("Claim with ZooKeeper unreachable: %v, want ErrZKUnavailable", err)
+	}
+	if took := time.Since(began); took > cfg.ConnectTimeout+2*time.Second {
+		t.Fatalf("Claim took %v to give up (connect timeout %v)", took, cfg.ConnectTimeout)
+	}
+	if err := c.ResumeFromCache(r); err != nil {
+		t.Fatal(err)
+	}
+	fs := &testFence{}
+	g, rec := attachAndRun(t, c, fs)
+	return c, g, rec, fs, px
 }
 
 func TestIntegration_ResumeFromCacheWhenZKDownAtStart(t *testing.T) {
@@ -681,26 +718,16 @@ func TestIntegration_ResumeFromCacheWhenZKDownAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	px := startProxy(t, srv[0])
-	px.Block()
-	cfg := testConfig(t, px.Addr(), "cached")
-	cfg.ConnectTimeout = time.Second
-	c := newCoord(t, cfg)
-	began := time.Now()
-	_, err := c.Claim(context.Background())
-	if !errors.Is(err, ErrZKUnavailable) {
-		t.Fatalf("Claim with ZooKeeper unreachable: %v, want ErrZKUnavailable", err)
-	}
-	if took := time.Since(began); took > cfg.ConnectTimeout+2*time.Second {
-		t.Fatalf("Claim took %v to give up (connect timeout %v)", took, cfg.ConnectTimeout)
-	}
-	if err := c.ResumeFromCache(id.WorkerID, time.Now().UnixMilli()-1000); err != nil {
-		t.Fatal(err)
-	}
-	g, rec := attachAndRun(t, c, &testFence{})
+	// The cached token is still in ZooKeeper: the node serves up to the
+	// cached ZooKeeper fence, then carries on as the owner.
+	cachedFence := time.Now().Add(time.Minute).UnixMilli()
+	c, g, rec, fs, px := resumeBlocked(t, srv, "cached", Resume{
+		WorkerID: id.WorkerID, Token: id.Token, ZKFence: cachedFence, Incarnation: id.Incarnation, LastReport: time.Now().UnixMilli() - 1000,
+	})
 	waitFor(t, waitLong, "in service from the cache", func() bool { return g.Ready() })
-	if st := c.Status(); !st.FromCache || st.LeaseHeld || st.WorkerID != id.WorkerID {
-		t.Fatalf("status while ZK is down: %+v", st)
+	waitFor(t, waitLong, "the cached ZooKeeper fence handed to the node", func() bool { return fs.zk.Load() == cachedFence })
+	if st := c.Status(); !st.FromCache || st.LeaseHeld || st.WorkerID != id.WorkerID || st.ZKFence != cachedFence {
+		t.Fatalf("status while ZK is down: %+v, fence handed over %d", st, fs.zk.Load())
 	}
 	px.Unblock()
 	waitFor(t, waitLong, "the lease once ZooKeeper answers", func() bool {
@@ -711,28 +738,25 @@ func TestIntegration_ResumeFromCacheWhenZKDownAtStart(t *testing.T) {
 	if ok, st := exists(t, raw, fmt.Sprintf("/snowflaked/test/leases/%d", id.WorkerID)); !ok || st.EphemeralOwner != c.getConn().SessionID() {
 		t.Fatal("lease not taken by the resumed node")
 	}
-	if rec.has(clockguard.ReasonZKSilence) {
-		t.Fatal("zk_silence failed")
+	if d, _ := readForeverData(t, raw, id.Path); d.Token != id.Token || d.Fence < cachedFence {
+		t.Fatalf("forever data %+v: want the cached token and a fence never below the cached %d", d, cachedFence)
+	}
+	if rec.has(clockguard.ReasonZKFence) || fs.floor.Load() != 0 {
+		t.Fatalf("zk_fence failed (%v) or the floor was raised (%d) for the owner's own token", rec.has(clockguard.ReasonZKFence), fs.floor.Load())
 	}
 
 	// A node whose cache names another worker ID than ZooKeeper stays out.
-	px2 := startProxy(t, srv[0])
-	px2.Block()
-	bad := testConfig(t, px2.Addr(), "cached")
-	bad.ConnectTimeout = time.Second
-	m := newCoord(t, bad)
-	if _, err := m.Claim(context.Background()); !errors.Is(err, ErrZKUnavailable) {
-		t.Fatalf("Claim: %v", err)
-	}
-	if err := m.ResumeFromCache(id.WorkerID+5, time.Now().UnixMilli()); err != nil {
+	m, mg, _, _, px2 := resumeBlocked(t, srv, "cached2", Resume{WorkerID: id.WorkerID + 5, Token: "x", ZKFence: cachedFence})
+	mustClaimKey := newCoord(t, testConfig(t, srv, "cached2"))
+	mid := mustClaim(t, mustClaimKey) // ZooKeeper maps cached2 to some other worker ID
+	if err := mustClaimKey.Close(context.Background(), time.Now().UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
-	mg, _ := attachAndRun(t, m, &testFence{})
 	waitFor(t, waitLong, "in service from the cache", func() bool { return mg.Ready() })
 	px2.Unblock()
 	waitFor(t, waitLong, "lease_lost to fail with the mismatch", func() bool {
 		d, ok := mg.Failing()[clockguard.ReasonLeaseLost]
-		return ok && strings.Contains(d, fmt.Sprintf("maps node key \"cached\" to worker ID %d", id.WorkerID)) &&
+		return ok && strings.Contains(d, fmt.Sprintf("maps node key \"cached2\" to worker ID %d", mid.WorkerID)) &&
 			strings.Contains(d, fmt.Sprintf("cached worker ID %d", id.WorkerID+5))
 	})
 	for range 5 { // it stays so over several rounds
@@ -743,26 +767,74 @@ func TestIntegration_ResumeFromCacheWhenZKDownAtStart(t *testing.T) {
 	}
 }
 
-func TestIntegration_ZKSilenceLeavesAndReturns(t *testing.T) {
+// Resume from a cache whose token is no longer in ZooKeeper (the node key
+// ran elsewhere meanwhile): once ZooKeeper answers the node claims afresh,
+// raises its floor to the fence the other process left, and never writes a
+// lower fence than ZooKeeper held.
+func TestIntegration_ResumeWithStaleTokenClaimsAfresh(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	elsewhere := newCoord(t, testConfig(t, srv, "moved"))
+	old := mustClaim(t, elsewhere)
+	// The other process ran with a fence far ahead, then crashed (its
+	// session closes; the fence stays).
+	high := time.Now().Add(2 * time.Second).UnixMilli()
+	if err := elsewhere.Close(context.Background(), high); err != nil {
+		t.Fatal(err)
+	}
+	c, g, _, fs, px := resumeBlocked(t, srv, "moved", Resume{
+		WorkerID: old.WorkerID, Token: "an-older-token", ZKFence: time.Now().Add(time.Minute).UnixMilli(), Incarnation: old.Incarnation,
+	})
+	waitFor(t, waitLong, "in service from the cache", func() bool { return g.Ready() })
+	px.Unblock()
+	waitFor(t, waitLong, "a fresh claim", func() bool {
+		st := c.Status()
+		return st.LeaseHeld && st.Reports >= 1 && st.Token != "an-older-token" && st.Token != old.Token
+	})
+	if got := fs.floor.Load(); got != high {
+		t.Fatalf("floor raised to %d, want the other process's fence %d", got, high)
+	}
+	raw := rawConn(t, srv, "")
+	d, _ := readForeverData(t, raw, old.Path)
+	if d.PrevToken != old.Token || d.PrevFence != high || d.Fence < high || d.Token != c.Status().Token {
+		t.Fatalf("forever data after the fresh claim %+v: want prev token %s, prev fence %d", d, old.Token, high)
+	}
+}
+
+func TestIntegration_ZKFenceLeavesAndReturns(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	px := startProxy(t, srv[0])
 	cfg := testConfig(t, px.Addr(), "silent")
-	cfg.MaxZKSilence = time.Second
-	cfg.SessionTimeout = 6 * time.Second // the session outlives the silence
+	cfg.SessionTimeout = 6 * time.Second // the session outlives the fence
 	c := newCoord(t, cfg)
 	mustClaim(t, c)
-	g, _ := attachAndRun(t, c, &testFence{})
-	waitFor(t, waitLong, "in service", func() bool { return g.Ready() })
+	fs := &testFence{}
+	g, _ := attachAndRun(t, c, fs)
+	waitFor(t, waitLong, "in service", func() bool { return g.Ready() && c.Status().Reports >= 1 })
 	px.Block()
-	waitFor(t, waitLong, "zk_silence to fail", func() bool {
-		_, failing := g.Failing()[clockguard.ReasonZKSilence]
-		return failing && !g.Ready()
+	blockedAt := time.Now().UnixMilli()
+	waitFor(t, waitLong, "zk_fence to fail", func() bool {
+		d, failing := g.Failing()[clockguard.ReasonZKFence]
+		return failing && !g.Ready() && strings.Contains(d, "renewal")
 	})
+	left := time.Now().UnixMilli()
+	// It left with a third of G still to go, and the fence the node may
+	// issue up to did not move while ZooKeeper was away.
+	if fence := fs.zk.Load(); fence > blockedAt+cfg.ZKFenceAhead.Milliseconds() || fence-left < c.leaveMargin().Milliseconds()-2*testReport.Milliseconds() {
+		t.Fatalf("left service at %d with the node's ZooKeeper fence at %d (blocked at %d, G %v)", left, fence, blockedAt, cfg.ZKFenceAhead)
+	}
+	frozen := fs.zk.Load()
+	time.Sleep(cfg.ZKFenceAhead)
+	if fs.zk.Load() != frozen {
+		t.Fatalf("the fence moved from %d to %d while ZooKeeper was cut off", frozen, fs.zk.Load())
+	}
 	px.Unblock()
-	waitFor(t, waitLong, "zk_silence to pass again", func() bool {
-		_, failing := g.Failing()[clockguard.ReasonZKSilence]
+	waitFor(t, waitLong, "zk_fence to pass again", func() bool {
+		_, failing := g.Failing()[clockguard.ReasonZKFence]
 		return !failing && g.Ready()
 	})
+	if st := c.Status(); st.FailuresByCause["connection"] == 0 {
+		t.Fatalf("no connection failure counted: %+v", st)
+	}
 }
 
 // A create whose answer is lost (the connection breaks after the server
@@ -888,7 +960,7 @@ func TestIntegration_RecycleFromOutdatedScanFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	// ...and A's take-over from its outdated scan fails.
-	ops, _, _, _, err := a.recycleOps(s, s.byPath[own.path], 2, time.Now().UnixMilli())
+	ops, _, _, err := a.recycleOps(s, s.byPath[own.path], 2, time.Now().UnixMilli(), newToken())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -904,7 +976,7 @@ func TestIntegration_RecycleFromOutdatedScanFails(t *testing.T) {
 		t.Fatal("a lease on 2 exists")
 	}
 	// A fresh scan sees B's claim (recent) and finds nothing free.
-	if _, err := a.Claim(context.Background()); !errors.Is(err, ErrNoFreeWorkerID) {
+	if _, err := a.Claim(context.Background(), Prior{}); !errors.Is(err, ErrNoFreeWorkerID) {
 		t.Fatalf("a's Claim after the race: %v, want ErrNoFreeWorkerID", err)
 	}
 }

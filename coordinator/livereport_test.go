@@ -19,13 +19,13 @@ func TestIntegration_SameKeyLiveHolderRefusedWhileItReports(t *testing.T) {
 	first := newCoord(t, testConfig(t, srv, "dup"))
 	mustClaim(t, first)
 	fs := &testFence{}
-	fs.fence.Store(time.Now().UnixMilli())
+	fs.last.Store(time.Now().UnixMilli())
 	attachAndRun(t, first, fs)
 	waitFor(t, waitLong, "two reports of the holder", func() bool { return first.Status().Reports >= 2 })
 
 	second := newCoord(t, testConfig(t, srv, "dup"))
 	began := time.Now()
-	_, err := second.Claim(context.Background())
+	_, err := second.Claim(context.Background(), Prior{})
 	if !errors.Is(err, ErrLeaseHeld) {
 		t.Fatalf("second Claim while the holder reports: %v, want ErrLeaseHeld", err)
 	}

@@ -14,18 +14,20 @@ import (
 )
 
 // Run keeps the node's presence in ZooKeeper until ctx ends or Close is
-// called: it reports last_ts and the fence every ReportInterval, re-creates
-// the lease after a session expiry (never displacing another holder), keeps
+// called: every ReportInterval it renews the ZooKeeper fence to now + G
+// (version-checked with this process's fencing token, last_ts in the same
+// write) and hands each acknowledged fence to fencer; it re-creates the
+// lease after a session expiry (never displacing another holder), keeps
 // alive/<id> present exactly while the guard is in service, drives the
-// lease_lost and zk_silence checks, and, after ResumeFromCache, keeps trying
-// ZooKeeper and takes the lease once the mapping is confirmed. ZooKeeper
-// trouble is retried, logged and counted, never returned. Run returns an
-// error only when misused (before Attach, before Claim/ResumeFromCache,
-// while another Run is active, or after Close). fence is read at every
-// report; its values must be real unix-ms fences.
-func (c *Coordinator) Run(ctx context.Context, fence FenceSource) error {
-	if fence == nil {
-		return errors.New("coordinator run: nil fence source")
+// lease_lost and zk_fence checks, and, after ResumeFromCache, keeps trying
+// ZooKeeper and takes the lease once the mapping is confirmed (claiming
+// afresh if another token holds it). ZooKeeper trouble is retried, logged
+// and counted, never returned. Run returns an error only when misused
+// (before Attach, before Claim/ResumeFromCache, while another Run is
+// active, or after Close).
+func (c *Coordinator) Run(ctx context.Context, fencer Fencer) error {
+	if fencer == nil {
+		return errors.New("coordinator run: nil fencer")
 	}
 	_, _, g := c.checks()
 	c.guardMu.Lock()
@@ -69,7 +71,11 @@ func (c *Coordinator) Run(ctx context.Context, fence FenceSource) error {
 	}()
 	tick := time.NewTicker(c.resyncEvery)
 	defer tick.Stop()
-	r := runner{c: c, fence: fence, guard: g}
+	c.mu.Lock()
+	acked := c.st.acked
+	c.mu.Unlock()
+	fencer.SetZKFence(acked) // what Claim or the cache granted
+	r := runner{c: c, fence: fencer, guard: g}
 	for {
 		r.step(ctx)
 		select {
@@ -85,7 +91,7 @@ func (c *Coordinator) Run(ctx context.Context, fence FenceSource) error {
 // runner is Run's loop state (owned by the Run goroutine).
 type runner struct {
 	c          *Coordinator
-	fence      FenceSource
+	fence      Fencer
 	guard      *clockguard.Guard
 	nextReport time.Time // zero: report at once
 	nextResync time.Time
@@ -136,6 +142,16 @@ func (r *runner) step(ctx context.Context) {
 	if resync {
 		r.nextResync = now.Add(c.resyncEvery)
 	}
+	if !connected && ctx.Err() == nil && !now.Before(r.nextReport) {
+		r.nextReport = now.Add(c.cfg.ReportInterval)
+		c.mu.Lock()
+		if c.st.mode == modeClaimed || c.st.verified {
+			c.st.failures++
+			c.st.failedBy["connection"]++
+			c.st.renewErr = fmt.Sprintf("connection: no ZooKeeper session (%v)", conn.State())
+		}
+		c.mu.Unlock()
+	}
 	if connected && ctx.Err() == nil {
 		if err := c.ensureAuth(ctx, conn); err != nil {
 			r.warnOnce("ZooKeeper auth failed; retrying", err)
@@ -146,7 +162,7 @@ func (r *runner) step(ctx context.Context) {
 			c.mu.Unlock()
 			if held && !now.Before(r.nextReport) {
 				r.nextReport = now.Add(c.cfg.ReportInterval)
-				c.report(ctx, z, r.fence, false)
+				_ = c.renew(ctx, z, r.fence, 0) // failures are counted and feed zk_fence
 			}
 		}
 		r.reconcileAlive(ctx, z, sid, resync)
@@ -156,7 +172,7 @@ func (r *runner) step(ctx context.Context) {
 
 // ensureLease (re)takes the lease when it is not held; after
 // ResumeFromCache it first checks that ZooKeeper still maps this node key to
-// the cached worker ID.
+// the cached worker ID, and claims afresh when another token holds it.
 func (r *runner) ensureLease(ctx context.Context, z zkc, sid int64) {
 	c := r.c
 	c.mu.Lock()
@@ -178,7 +194,21 @@ func (r *runner) ensureLease(ctx context.Context, z zkc, sid int64) {
 		}
 	}
 	node := &foreverNode{path: st.path, version: st.version, data: st.data, workerID: st.workerID}
-	res, sess, holder, err := c.tryLease(ctx, z, node)
+	written := *node
+	var first any = &zk.CheckVersionRequest{Path: node.path, Version: node.version}
+	token := st.token
+	if st.reclaim {
+		token = newToken()
+		written.data = c.claimData(node.data, node.workerID, token, clock.UnixMilli(c.clk))
+		b, err := json.Marshal(written.data)
+		if err != nil {
+			c.block(fmt.Sprintf("encode forever data: %v", err))
+			return
+		}
+		first = &zk.SetDataRequest{Path: node.path, Data: b, Version: node.version}
+		written.version++
+	}
+	res, sess, holder, err := c.tryLease(ctx, z, node, first, 0)
 	if err != nil {
 		c.setLeaseDetail(fmt.Sprintf("re-creating the lease on worker ID %d: %v", st.workerID, err))
 		r.warnOnce(fmt.Sprintf("re-creating the lease on worker ID %d failed; retrying", st.workerID), err)
@@ -186,15 +216,36 @@ func (r *runner) ensureLease(ctx context.Context, z zkc, sid int64) {
 	}
 	switch res {
 	case leaseTaken:
+		if st.reclaim {
+			// Ordering: the floor goes up to the previous holder's fence
+			// before the new token's fence lets anything past it.
+			if err := r.fence.RaiseFloor(written.data.PrevFence); err != nil {
+				c.block(fmt.Sprintf("claimed worker ID %d again, but cannot start after the previous holder's fence %d: %v", st.workerID, written.data.PrevFence, err))
+				return
+			}
+			c.mu.Lock()
+			c.st.token, c.st.acked, c.st.reclaim = token, written.data.Fence, false
+			c.st.version, c.st.data = written.version, written.data
+			c.mu.Unlock()
+			r.fence.SetZKFence(written.data.Fence)
+			c.log.Warn().Int64("worker_id", st.workerID).Int64("prev_fence", written.data.PrevFence).Str("prev_token", written.data.PrevToken).
+				Msg("claimed the worker ID afresh: another process had claimed it while this one served from its cache; issuing only after its fence")
+		}
 		c.mu.Lock()
 		c.st.leaseHeld, c.st.leaseSession, c.st.leaseDetail = true, sess, ""
 		c.mu.Unlock()
 		r.lastWarn = ""
-		r.nextReport = time.Time{} // report at once (zk_silence passes on a report, not on this)
+		r.nextReport = time.Time{} // renew at once
 		c.log.Info().Int64("worker_id", st.workerID).Str("session", sessionHex(sess)).Msg("lease (re)established")
 	case leaseNodeChanged:
 		c.recheckOwn(ctx, z)
+	case leaseRetry:
 	case leaseHeldByOurKey, leaseHeldByOther:
+		if !st.reclaim { // is the holder one that claimed our worker ID from us?
+			if err := c.recheckOwn(ctx, z); err == nil && c.isBlocked() {
+				return
+			}
+		}
 		d := fmt.Sprintf("worker ID %d is leased by %s; waiting for it to go away (never displacing a live holder)", st.workerID, holder)
 		c.setLeaseDetail(d)
 		r.warnOnce("cannot re-create the lease: "+d, nil)
@@ -207,6 +258,13 @@ func (c *Coordinator) setLeaseDetail(d string) {
 	c.mu.Unlock()
 }
 
+// isBlocked reports whether block was called.
+func (c *Coordinator) isBlocked() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st.blocked != ""
+}
+
 // block makes lease_lost fail for good with reason d.
 func (c *Coordinator) block(d string) {
 	c.mu.Lock()
@@ -215,18 +273,26 @@ func (c *Coordinator) block(d string) {
 	c.log.Error().Str("reason", d).Msg("lease cannot be held: out of service until restarted")
 }
 
-// verifyResumed checks, after ResumeFromCache, that the layout matches and
-// that this node key's forever znode maps to the cached worker ID. A
-// definite mismatch blocks the lease; connection trouble is returned.
+// verifyResumed checks, after ResumeFromCache, the cluster's incarnation and
+// layout and that this node key's forever znode maps to the cached worker
+// ID. With the cached token still there the node carries on as its owner
+// (the fence there was acknowledged for it); with another token it must
+// claim afresh (reclaim). A definite mismatch blocks the lease; connection
+// trouble is returned.
 func (c *Coordinator) verifyResumed(ctx context.Context, z zkc) error {
 	c.mu.Lock()
-	want := c.st.workerID
+	want, token, cachedInc := c.st.workerID, c.st.token, c.st.incarnation
 	c.mu.Unlock()
-	if err := c.ensureCluster(ctx, z); err != nil {
+	inc, err := c.ensureCluster(ctx, z)
+	if err != nil {
 		if transient(err) {
 			return err
 		}
 		c.block(fmt.Sprintf("serving cached worker ID %d, but the cluster in ZooKeeper does not fit: %v", want, err))
+		return nil
+	}
+	if err := checkIncarnation(c.cfg.Cluster, inc, Prior{Incarnation: cachedInc}); err != nil {
+		c.block(fmt.Sprintf("serving cached worker ID %d: %v", want, err))
 		return nil
 	}
 	own, err := c.findOwn(ctx, z)
@@ -244,25 +310,37 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkc) error {
 			want, own.path, c.cfg.NodeKey, own.workerID))
 		return nil
 	}
+	mine := token != "" && own.data.Token == token
 	c.mu.Lock()
-	c.st.verified, c.st.path, c.st.version, c.st.data = true, own.path, own.version, own.data
-	c.st.zkFence = max(c.st.zkFence, own.data.Fence)
+	c.st.verified, c.st.path, c.st.version, c.st.data, c.st.incarnation = true, own.path, own.version, own.data, inc
+	c.st.reclaim = !mine
+	if mine {
+		c.st.acked = max(c.st.acked, own.data.Fence) // written for our token: acknowledged
+	}
 	c.mu.Unlock()
-	c.log.Info().Int64("worker_id", want).Str("forever", own.path).Msg("ZooKeeper confirms the cached worker ID")
+	if mine {
+		c.log.Info().Int64("worker_id", want).Str("forever", own.path).Msg("ZooKeeper confirms the cached worker ID and token")
+	} else {
+		c.log.Warn().Int64("worker_id", want).Str("forever", own.path).Str("token_there", own.data.Token).Int64("fence_there", own.data.Fence).
+			Msg("another process claimed this worker ID since the cache file was written: claiming it afresh, after its fence")
+	}
 	return nil
 }
 
-// recheckOwn re-reads our forever znode after a version conflict: same
-// worker ID → adopt the new version; otherwise block.
-func (c *Coordinator) recheckOwn(ctx context.Context, z zkc) {
+// recheckOwn re-reads our forever znode after a version conflict. Our own
+// write whose answer was lost (same worker ID, our token) is adopted, with
+// its fence acknowledged; anything else is a take-over: the lease is
+// blocked, renewals stop and the node issues nothing past the last
+// acknowledged fence. Connection trouble is returned.
+func (c *Coordinator) recheckOwn(ctx context.Context, z zkc) error {
 	c.mu.Lock()
-	path, want := c.st.path, c.st.workerID
+	path, want, token := c.st.path, c.st.workerID, c.st.token
 	c.mu.Unlock()
 	name := path[len(c.p.forever)+1:]
 	key, seq, err := parseForeverName(name)
 	if err != nil {
 		c.block(fmt.Sprintf("own forever znode %s: %v", path, err))
-		return
+		return nil
 	}
 	node, err := c.readForever(ctx, z, name, key, seq)
 	var me *malformedError
@@ -272,68 +350,92 @@ func (c *Coordinator) recheckOwn(ctx context.Context, z zkc) {
 	case errors.As(err, &me):
 		c.block(fmt.Sprintf("worker ID %d: %v", want, err))
 	case err != nil:
-		c.log.Warn().Err(err).Msg("re-reading own forever znode")
+		return err
 	case node.workerID != want:
-		c.block(fmt.Sprintf("forever znode %s now maps to worker ID %d instead of %d (taken over?)", path, node.workerID, want))
+		c.block(fmt.Sprintf("forever znode %s now maps to worker ID %d instead of %d (taken over by %s)", path, node.workerID, want, node.data.RecycledTo))
+	case node.data.Token != token:
+		c.block(fmt.Sprintf("worker ID %d was claimed by another process (token %s, at %s): this one stops at its last acknowledged ZooKeeper fence", want, node.data.Token, node.data.Addr))
 	default:
 		c.mu.Lock()
 		c.st.version, c.st.data = node.version, node.data
+		c.st.acked = max(c.st.acked, node.data.Fence)
 		c.mu.Unlock()
 	}
+	return nil
 }
 
-// report writes last_ts and the fence to our forever znode (version-checked).
-// final is Close's last write: fence is then exactly fence.LastIssued().
-func (c *Coordinator) report(ctx context.Context, z zkc, fs FenceSource, final bool) error {
+// renew writes a new ZooKeeper fence and last_ts to our forever znode,
+// version-checked (the version we last wrote is the fencing token: it
+// fails once anyone else claimed the worker ID). The fence is now + G, or
+// exactly final when final > 0 (Close's last write, with nothing issued
+// after it). On success the fence is acknowledged and handed to fencer.
+func (c *Coordinator) renew(ctx context.Context, z zkc, fencer Fencer, final int64) error {
 	for attempt := 1; attempt <= 2; attempt++ {
 		c.mu.Lock()
-		path, version, d, id := c.st.path, c.st.version, c.st.data, c.st.workerID
+		path, version, d, id, acked := c.st.path, c.st.version, c.st.data, c.st.workerID, c.st.acked
 		c.mu.Unlock()
 		now := clock.UnixMilli(c.clk)
-		var fence int64
-		if final {
-			fence = fs.LastIssued()
-		} else {
-			fence = max(now+(c.cfg.ReportInterval+c.cfg.FenceAhead).Milliseconds(), fs.Fence(), fs.LastIssued())
+		fence := max(acked, now+c.cfg.ZKFenceAhead.Milliseconds())
+		if final > 0 {
+			fence = final
 		}
 		wid := id
 		d.WorkerID, d.NodeKey, d.Addr, d.LastTS, d.Fence, d.Updated = &wid, c.cfg.NodeKey, c.cfg.Advertise, now, fence, now
 		b, err := json.Marshal(d)
 		if err != nil {
-			return fmt.Errorf("encode report: %w", err)
+			return fmt.Errorf("encode renewal: %w", err)
 		}
 		st, err := z.set(ctx, path, b, version)
 		if err == nil {
 			c.mu.Lock()
 			c.st.version, c.st.data = st.Version, d
-			c.st.lastGood, c.st.lastGoodSet, c.st.lastReport, c.st.zkFence = c.clk.Mono(), true, now, fence
+			if final == 0 {
+				c.st.acked = fence
+			}
+			c.st.lastReport, c.st.renewErr = now, ""
 			c.st.reports++
 			c.mu.Unlock()
+			if final == 0 {
+				fencer.SetZKFence(fence)
+			}
 			return nil
+		}
+		cause := "other"
+		switch {
+		case transient(err):
+			cause = "connection"
+		case errors.Is(err, zk.ErrBadVersion):
+			cause = "taken_over"
+		case errors.Is(err, zk.ErrNoNode):
+			cause = "deleted"
 		}
 		c.mu.Lock()
 		c.st.failures++
+		c.st.failedBy[cause]++
+		c.st.renewErr = fmt.Sprintf("%s: %v", cause, err)
 		n := c.st.failures
 		c.mu.Unlock()
 		if errors.Is(err, zk.ErrBadVersion) && attempt == 1 {
-			c.recheckOwn(ctx, z)
+			if rerr := c.recheckOwn(ctx, z); rerr != nil {
+				return fmt.Errorf("renew %s: re-read after a version conflict: %w", path, rerr)
+			}
 			c.mu.Lock()
 			blocked := c.st.blocked
 			c.mu.Unlock()
 			if blocked == "" {
-				continue
+				continue // it was our own write: retry on the version read
 			}
-			return fmt.Errorf("report to %s: %s", path, blocked)
+			return fmt.Errorf("renew %s: %s", path, blocked)
 		}
 		if errors.Is(err, zk.ErrNoNode) {
 			c.block(fmt.Sprintf("forever znode %s of worker ID %d was deleted", path, id))
 		}
-		msg := "report to ZooKeeper failed; retrying next round"
-		if final {
+		msg := "ZooKeeper fence renewal failed; retrying next round"
+		if final > 0 {
 			msg = "final fence write to ZooKeeper failed"
 		}
-		c.log.Warn().Err(err).Str("forever", path).Int64("failures", n).Msg(msg)
-		return fmt.Errorf("report to %s: %w", path, err)
+		c.log.Warn().Err(err).Str("forever", path).Str("cause", cause).Int64("failures", n).Msg(msg)
+		return fmt.Errorf("renew %s: %w", path, err)
 	}
 	return nil
 }

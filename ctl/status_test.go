@@ -49,8 +49,9 @@ func TestWriteStatusTable(t *testing.T) {
 
 type fixedFence int64
 
-func (f fixedFence) Fence() int64      { return int64(f) }
-func (f fixedFence) LastIssued() int64 { return int64(f) }
+func (f fixedFence) LastIssued() int64      { return int64(f) }
+func (f fixedFence) SetZKFence(int64)       {}
+func (f fixedFence) RaiseFloor(int64) error { return nil }
 
 // startWorker claims a worker ID for nodeKey in cluster; with serve, it also
 // runs the coordinator with a guard in service, so its alive znode exists.
@@ -71,7 +72,7 @@ func startWorker(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey, addr str
 		defer ccancel()
 		_ = c.Close(cctx, 0)
 	})
-	if _, err := c.Claim(ctx); err != nil {
+	if _, err := c.Claim(ctx, coordinator.Prior{}); err != nil {
 		t.Fatalf("claim %s: %v", nodeKey, err)
 	}
 	if serve {

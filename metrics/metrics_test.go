@@ -55,7 +55,8 @@ func TestScrape_Families(t *testing.T) {
 			{WorkerID: 2, Addr: "10.0.0.2:8080", Offset: 6 * time.Millisecond, RTT: 2 * time.Millisecond},
 			{WorkerID: 3, Addr: "10.0.0.3:8080", Error: "connection refused"},
 		}}
-	f.src.zk = coordinator.Status{Connected: true, LeaseHeld: true, AlivePresent: true, Reports: 9, ReportFailures: 2, LastReportAgeMs: 1500}
+	f.src.zk = coordinator.Status{Connected: true, LeaseHeld: true, AlivePresent: true, Reports: 9, ReportFailures: 3, LastReportAgeMs: 1500,
+		FailuresByCause: map[string]int64{"connection": 2, "taken_over": 1}, ZKFence: 1_800_000_000_000, ZKFenceHeadroomMs: 25_500, ZKFenceAheadMs: 30_000}
 	f.m.IssuedIDs(5)
 	f.m.Request(server.EndpointID, 200)
 	f.m.Request(server.EndpointIDs, 503)
@@ -89,7 +90,7 @@ func TestScrape_Families(t *testing.T) {
 		{"snowflaked_state_age_seconds", nil, 0},
 		{"snowflaked_transitions_total", []string{"reason", "none"}, 0},
 		{"snowflaked_transitions_total", []string{"reason", "clock_rollback"}, 0},
-		{"snowflaked_transitions_total", []string{"reason", "zk_silence"}, 0},
+		{"snowflaked_transitions_total", []string{"reason", "zk_fence"}, 0},
 		{"snowflaked_fence_headroom_seconds", nil, 3},
 		{"snowflaked_watcher_steps_total", []string{"direction", "backward"}, 2},
 		{"snowflaked_watcher_steps_total", []string{"direction", "forward"}, 1},
@@ -119,8 +120,13 @@ func TestScrape_Families(t *testing.T) {
 		{"snowflaked_zk_alive", nil, 1},
 		{"snowflaked_zk_from_cache", nil, 0},
 		{"snowflaked_zk_reports_total", nil, 9},
-		{"snowflaked_zk_report_failures_total", nil, 2},
+		{"snowflaked_zk_report_failures_total", []string{"cause", "connection"}, 2},
+		{"snowflaked_zk_report_failures_total", []string{"cause", "taken_over"}, 1},
+		{"snowflaked_zk_report_failures_total", []string{"cause", "deleted"}, 0},
+		{"snowflaked_zk_report_failures_total", []string{"cause", "other"}, 0},
 		{"snowflaked_last_report_age_seconds", nil, 1.5},
+		{"snowflaked_zk_fence_headroom_seconds", nil, 25.5},
+		{"snowflaked_zk_fence_ahead_seconds", nil, 30},
 	}
 	for _, tc := range tests {
 		got := mustFind(t, ex, tc.name, tc.labels...)
@@ -152,7 +158,7 @@ func TestScrape_OptionalSources(t *testing.T) {
 		drop   func(*Config)
 		absent []string
 	}{
-		{"no zookeeper", func(c *Config) { c.ZK = nil }, []string{"snowflaked_zk_connected", "snowflaked_zk_report_failures_total", "snowflaked_last_report_age_seconds"}},
+		{"no zookeeper", func(c *Config) { c.ZK = nil }, []string{"snowflaked_zk_connected", "snowflaked_zk_report_failures_total", "snowflaked_last_report_age_seconds", "snowflaked_zk_fence_headroom_seconds"}},
 		{"no ntp", func(c *Config) { c.NTP = nil }, []string{"snowflaked_ntp_enabled", "snowflaked_ntp_offset_seconds"}},
 		{"no peers", func(c *Config) { c.Peers = nil }, []string{"snowflaked_peer_offset_seconds", "snowflaked_peer_rounds_total"}},
 		{"no watcher", func(c *Config) { c.Watcher = nil }, []string{"snowflaked_watcher_steps_total"}},
@@ -163,7 +169,7 @@ func TestScrape_OptionalSources(t *testing.T) {
 			f := newFixture(t, tc.drop)
 			f.src.ntp = clockguard.NTPSnapshot{Enabled: true, Last: &clockguard.NTPResult{Offset: time.Millisecond}}
 			f.src.peers = clockguard.PeerSnapshot{Reachable: 1, CheckedAt: testNow, Peers: []clockguard.PeerResult{{WorkerID: 1, Addr: "a:1"}}}
-			f.src.zk = coordinator.Status{LastReportAgeMs: 10}
+			f.src.zk = coordinator.Status{LastReportAgeMs: 10, ZKFence: 1, ZKFenceHeadroomMs: 5}
 			ex := scrape(t, f.m)
 			for _, name := range tc.absent {
 				if n := len(ex.samplesOf(name)); n != 0 {

@@ -19,7 +19,7 @@ var knownReasons = []clockguard.Reason{
 	clockguard.ReasonNone, clockguard.ReasonStarting, clockguard.ReasonStopping,
 	clockguard.ReasonClockBehindFence, clockguard.ReasonClockRollback,
 	clockguard.ReasonNTPOffset, clockguard.ReasonNTPUnreachable, clockguard.ReasonPeerOffset,
-	clockguard.ReasonLeaseLost, clockguard.ReasonZKSilence, clockguard.ReasonFencePersist,
+	clockguard.ReasonLeaseLost, clockguard.ReasonZKFence, clockguard.ReasonFencePersist,
 	clockguard.ReasonFenceReached,
 }
 
@@ -68,9 +68,11 @@ var (
 	fZKLease   = family{"snowflaked_zk_lease_held", "gauge", "1 while this node holds its worker ID's lease."}
 	fZKAlive   = family{"snowflaked_zk_alive", "gauge", "1 while this node's alive znode exists (in service for clients)."}
 	fZKCache   = family{"snowflaked_zk_from_cache", "gauge", "1 while serving a cached worker ID ZooKeeper has not confirmed yet."}
-	fZKReports = family{"snowflaked_zk_reports_total", "counter", "Reports (last_ts and fence) that reached ZooKeeper."}
-	fZKRepFail = family{"snowflaked_zk_report_failures_total", "counter", "Reports that failed to reach ZooKeeper."}
-	fRepAge    = family{"snowflaked_last_report_age_seconds", "gauge", "Seconds since the last report reached ZooKeeper (absent before the first)."}
+	fZKReports = family{"snowflaked_zk_reports_total", "counter", "ZooKeeper fence renewals (with last_ts) that reached ZooKeeper."}
+	fZKRepFail = family{"snowflaked_zk_report_failures_total", "counter", "ZooKeeper fence renewals that failed, by cause (connection, taken_over, deleted, other)."}
+	fRepAge    = family{"snowflaked_last_report_age_seconds", "gauge", "Seconds since the last renewal reached ZooKeeper (absent before the first)."}
+	fZKFence   = family{"snowflaked_zk_fence_headroom_seconds", "gauge", "ZooKeeper-acknowledged fence minus now: IDs stop when it reaches 0; zk_fence takes the node out below a third of --zk-fence-ahead (absent before any fence)."}
+	fZKAhead   = family{"snowflaked_zk_fence_ahead_seconds", "gauge", "--zk-fence-ahead: how far ahead of now each renewal moves the ZooKeeper fence."}
 )
 
 // expo builds exposition text; each family's samples must be added together.
@@ -261,6 +263,10 @@ func writePeers(e *expo, s clockguard.PeerSnapshot) {
 	e.add(fPeerSrc, float64(s.SourceErrors))
 }
 
+// renewalCauses are the causes of coordinator.Status.FailuresByCause, each
+// exported (0 included) so rates and alerts need no absent() guards.
+var renewalCauses = []string{"connection", "taken_over", "deleted", "other"}
+
 func writeZK(e *expo, src ZKSource) {
 	st := src.Status()
 	e.add(fZKConn, b2f(st.Connected))
@@ -268,7 +274,13 @@ func writeZK(e *expo, src ZKSource) {
 	e.add(fZKAlive, b2f(st.AlivePresent))
 	e.add(fZKCache, b2f(st.FromCache))
 	e.add(fZKReports, float64(st.Reports))
-	e.add(fZKRepFail, float64(st.ReportFailures))
+	for _, cause := range renewalCauses {
+		e.add(fZKRepFail, float64(st.FailuresByCause[cause]), "cause", cause)
+	}
+	if st.ZKFence > 0 {
+		e.add(fZKFence, float64(st.ZKFenceHeadroomMs)/1e3)
+	}
+	e.add(fZKAhead, float64(st.ZKFenceAheadMs)/1e3)
 	if st.LastReportAgeMs >= 0 {
 		e.add(fRepAge, float64(st.LastReportAgeMs)/1e3)
 	}

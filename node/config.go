@@ -58,8 +58,11 @@ type Config struct {
 	FenceAhead        time.Duration // --fence-ahead
 	ReportInterval    time.Duration // --report-interval (ZooKeeper mode)
 	MaxStartWait      time.Duration // --max-start-wait
-	MaxZKSilence      time.Duration // --max-zk-silence (ZooKeeper mode)
+	ZKFenceAhead      time.Duration // --zk-fence-ahead (ZooKeeper mode): G, the ZooKeeper fence's lead
 	RecycleAfter      time.Duration // --recycle-after (ZooKeeper mode)
+	// AcceptNewIncarnation (--accept-new-incarnation): start although the
+	// cache file belongs to another incarnation of the cluster.
+	AcceptNewIncarnation bool
 
 	NTP           string        // --ntp: comma-separated servers; "" disables the check
 	NTPInterval   time.Duration // --ntp-interval
@@ -89,7 +92,7 @@ func DefaultConfig() Config {
 		FenceAhead:        3 * time.Second,
 		ReportInterval:    3 * time.Second,
 		MaxStartWait:      10 * time.Second,
-		MaxZKSilence:      10 * time.Minute,
+		ZKFenceAhead:      30 * time.Second,
 		RecycleAfter:      24 * time.Hour,
 		NTPInterval:       60 * time.Second,
 		NTPMaxOffset:      500 * time.Millisecond,
@@ -121,10 +124,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxBatch, "max-batch", d.MaxBatch, "largest count of GET /ids")
 	fs.DurationVar(&c.RollbackTolerance, "rollback-tolerance", d.RollbackTolerance, "clock rollback waited out inside a request; larger takes the node out of service")
 	fs.DurationVar(&c.FenceAhead, "fence-ahead", d.FenceAhead, "how far ahead of now the persisted time fence is kept")
-	fs.DurationVar(&c.ReportInterval, "report-interval", d.ReportInterval, "how often the node reports last_ts and fence to ZooKeeper")
+	fs.DurationVar(&c.ReportInterval, "report-interval", d.ReportInterval, "how often the node renews its ZooKeeper fence (and reports last_ts); at most --zk-fence-ahead/6")
 	fs.DurationVar(&c.MaxStartWait, "max-start-wait", d.MaxStartWait, "at start, wait this long for the clock to pass the fence; longer = out of service (clock_behind_fence)")
-	fs.DurationVar(&c.MaxZKSilence, "max-zk-silence", d.MaxZKSilence, "leave service when no report reached ZooKeeper for this long")
-	fs.DurationVar(&c.RecycleAfter, "recycle-after", d.RecycleAfter, "a worker ID without lease and report for this long may be taken over")
+	fs.DurationVar(&c.ZKFenceAhead, "zk-fence-ahead", d.ZKFenceAhead, "G: IDs only up to a fence ZooKeeper acknowledged, renewed to now+G; serving without ZooKeeper stops after about G (out of service at G/3 left)")
+	fs.DurationVar(&c.RecycleAfter, "recycle-after", d.RecycleAfter, "a worker ID without lease and fence renewal for this long may be taken over (a cluster-wide setting)")
+	fs.BoolVar(&c.AcceptNewIncarnation, "accept-new-incarnation", d.AcceptNewIncarnation, "start although the cache file belongs to another incarnation of the cluster (ZooKeeper rebuilt); claims afresh after the cache fence")
 	fs.StringVar(&c.NTP, "ntp", d.NTP, "NTP servers to check the clock against, comma-separated; empty disables the check")
 	fs.DurationVar(&c.NTPInterval, "ntp-interval", d.NTPInterval, "how often to query NTP")
 	fs.DurationVar(&c.NTPMaxOffset, "ntp-max-offset", d.NTPMaxOffset, "largest NTP offset tolerated in service")
@@ -285,13 +289,11 @@ func (c Config) Validate() error {
 	if c.RecycleAfter <= 0 {
 		bad("--recycle-after %s: must be positive", c.RecycleAfter)
 	}
-	switch {
-	case c.MaxZKSilence < 2*c.ReportInterval:
-		// One failed report must not take the node out of service.
-		bad("--max-zk-silence %s: must be at least twice --report-interval %s", c.MaxZKSilence, c.ReportInterval)
-	case c.MaxZKSilence*2 > c.RecycleAfter:
-		// A silent node must leave service long before others may recycle its worker ID.
-		bad("--max-zk-silence %s: must be well under --recycle-after %s (at most half)", c.MaxZKSilence, c.RecycleAfter)
+	if c.ZKFenceAhead <= 0 {
+		bad("--zk-fence-ahead %s: must be positive", c.ZKFenceAhead)
+	} else if c.ReportInterval > c.ZKFenceAhead/6 {
+		// Several renewals must fit before the node leaves service at G/3 left.
+		bad("--report-interval %s: must be at most a sixth of --zk-fence-ahead %s", c.ReportInterval, c.ZKFenceAhead)
 	}
 	if strings.TrimSpace(c.NTP) != "" {
 		for _, s := range strings.Split(c.NTP, ",") {

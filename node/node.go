@@ -75,6 +75,7 @@ type node struct {
 
 	ident    identity
 	gen      *snowflake.Generator
+	fences   *fenceGate // the generator's fence: min(local, ZooKeeper)
 	guard    *clockguard.Guard
 	rollback *clockguard.Rollback
 	keeper   *FenceKeeper
@@ -198,7 +199,7 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 		Servers: n.cfg.ZKServers(), SessionTimeout: n.cfg.ZKSessionTimeout,
 		Cluster: n.cfg.Cluster, NodeKey: n.nodeKey, Advertise: n.advertise, Auth: n.cfg.ZKAuth,
 		Layout: n.layout, RecycleAfter: n.cfg.RecycleAfter, ReportInterval: n.cfg.ReportInterval,
-		FenceAhead: n.cfg.FenceAhead, MaxZKSilence: n.cfg.MaxZKSilence,
+		ZKFenceAhead: n.cfg.ZKFenceAhead,
 		ConnectTimeout: connectTimeout(n.cfg.ZKSessionTimeout),
 		Clock:          n.clock, Log: n.log,
 	})
@@ -262,6 +263,11 @@ func (n *node) newGenerator() error {
 		return fmt.Errorf("generator for worker %d, fence %d: %w", n.ident.entry.WorkerID, n.ident.entry.Fence, err)
 	}
 	n.gen = gen
+	zkFence := int64(math.MaxInt64) // standalone: the local fence alone
+	if n.coord != nil {
+		zkFence = n.ident.entry.ZKFence
+	}
+	n.fences = newFenceGate(gen, zkFence)
 	return nil
 }
 
@@ -286,13 +292,26 @@ func (n *node) newGuard() error {
 	entry := n.ident.entry
 	persist := func(fence int64) error { // called under the keeper's lock
 		if n.coord != nil {
-			entry.ZKReported = max(entry.ZKReported, n.coord.Status().LastReport)
+			// One snapshot: the token and the fence acknowledged for it go
+			// together, so the file never claims a fence for a token that
+			// was not granted it.
+			st := n.coord.Status()
+			entry.ZKReported = max(entry.ZKReported, st.LastReport)
+			if st.Token != "" {
+				entry.Token, entry.ZKFence = st.Token, st.ZKFence
+				if st.Incarnation != "" {
+					entry.Incarnation = st.Incarnation
+				}
+			}
+			if st.LeaseSession != "" {
+				entry.ZKSession = st.LeaseSession
+			}
 		}
 		e := entry
 		e.Fence, e.Updated = fence, clock.UnixMilli(n.clock)
 		return cachefile.Save(n.cfg.CacheFile, e)
 	}
-	n.keeper = NewFenceKeeper(n.guard, n.clock, n.gen, n.cfg.FenceAhead, entry.Fence, persist, n.log)
+	n.keeper = NewFenceKeeper(n.guard, n.clock, n.fences, n.cfg.FenceAhead, entry.Fence, persist, n.log)
 	n.loops = append(n.loops, n.keeper.Run)
 
 	// clock_rollback: tripped by the generator (onIDError) and the watcher,
@@ -331,26 +350,15 @@ func (n *node) newGuard() error {
 	if err := n.newPeers(); err != nil {
 		return err
 	}
-	// lease_lost, zk_silence; reports, lease and alive znode.
+	// lease_lost, zk_fence; renewals, lease and alive znode.
 	n.coord.Attach(n.guard)
-	fs := fenceSource{keeper: n.keeper, gen: n.gen}
 	n.loops = append(n.loops, func(ctx context.Context) {
-		if err := n.coord.Run(ctx, fs); err != nil {
+		if err := n.coord.Run(ctx, n.fences); err != nil {
 			n.log.Error().Err(err).Msg("coordinator stopped")
 		}
 	})
 	return nil
 }
-
-// fenceSource gives the coordinator's reports the local fence and the last
-// issued time.
-type fenceSource struct {
-	keeper *FenceKeeper
-	gen    *snowflake.Generator
-}
-
-func (f fenceSource) Fence() int64      { return f.keeper.Persisted() }
-func (f fenceSource) LastIssued() int64 { return f.gen.LastUnixMilli() }
 
 // tripRollback takes the node out of service for a clock rollback beyond
 // the tolerance and counts it in the metrics (which merge the many reports
@@ -464,8 +472,7 @@ func (n *node) serve(ctx context.Context, ln net.Listener) error {
 	}
 	// No request is running and none can start: freeze the generator at its
 	// last tick and make that the fence, in ZooKeeper and then locally.
-	last := n.gen.LastUnixMilli()
-	n.gen.SetFence(last)
+	last := n.fences.freeze()
 	if err := n.closeCoordinator(last); err != nil {
 		// ZooKeeper keeps the last reported fence, which covers every ID.
 		n.log.Warn().Err(err).Msg("final fence not written to ZooKeeper: it keeps the last reported one")

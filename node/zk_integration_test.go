@@ -27,7 +27,7 @@ func zkTestConfig(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey string) 
 	cfg.Listen = "127.0.0.1:0"
 	cfg.CacheFile = filepath.Join(t.TempDir(), "cache.json")
 	cfg.ZKSessionTimeout, cfg.ReportInterval, cfg.FenceAhead = 2*time.Second, 500*time.Millisecond, time.Second
-	cfg.MaxZKSilence = 5 * time.Second
+	cfg.ZKFenceAhead = 6 * time.Second
 	cfg.PeerInterval = time.Second
 	return cfg
 }

@@ -20,27 +20,30 @@ var ErrNoCacheForZKDown = errors.New("ZooKeeper unreachable at start and no usab
 
 // claimer is the part of *coordinator.Coordinator that decides the identity.
 type claimer interface {
-	Claim(ctx context.Context) (coordinator.Identity, error)
-	ResumeFromCache(workerID, lastReported int64) error
+	Claim(ctx context.Context, prior coordinator.Prior) (coordinator.Identity, error)
+	ResumeFromCache(r coordinator.Resume) error
 }
 
 // zkIdentity establishes the identity of a node in ZooKeeper mode (SPEC §3):
 //
-//   - ZooKeeper answers: the worker ID is the one Claim took. The fence is
-//     the larger of the cache file's (when the file holds this cluster, node
-//     key and worker ID) and the one in ZooKeeper. The cache file is written
-//     before any ID beyond its fence is issued, so it bounds what this
-//     machine issued; the ZooKeeper fence bounds what any other process of
-//     this node key reported (the key may have run elsewhere since), and
-//     covers this machine's last run up to the report interval. After a
-//     clean stop both are the exact last issued time, so a clean restart
-//     waits for nothing; after kill -9 the successor waits for the dead
-//     session's lease anyway (a session timeout, normally longer than the
-//     extra report interval).
+//   - ZooKeeper answers: the worker ID is the one Claim took, with a new
+//     instance token and a ZooKeeper fence acknowledged for it. The node
+//     starts after the previous holder's ZooKeeper fence, read in the
+//     claim's multi — or, when the token it replaced is the cache file's
+//     (nobody claimed the worker ID since this disk's last process), after
+//     the cache file's tighter fence: that process persisted its fence on
+//     this disk before issuing up to it. A cache file from before fencing
+//     tokens gives the larger of both. The cache file's session lets Claim
+//     remove the dead predecessor's lease at once (we hold the cache lock),
+//     its incarnation must be the cluster's (ErrIncarnationMismatch, exit 2,
+//     unless --accept-new-incarnation: then the node starts after the
+//     larger of both fences).
 //   - ZooKeeper is unreachable: the cache file must hold this cluster and
-//     node key; its worker ID and fence are used and the coordinator is told
-//     to register in the background (ResumeFromCache). Without such a file
-//     the node refuses to start (ErrNoCacheForZKDown).
+//     node key; its worker ID, fence and instance token are used, and the
+//     node may issue up to the ZooKeeper fence acknowledged for that token
+//     (nothing for a file without one) while the coordinator registers in
+//     the background (ResumeFromCache). Without such a file the node
+//     refuses to start (ErrNoCacheForZKDown).
 //
 // In both cases a cache file of another layout, a standalone cache file and
 // a damaged one are refused.
@@ -51,23 +54,28 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 	if cacheErr != nil && !noCache {
 		return identity{}, fmt.Errorf("zookeeper identity: %w", cacheErr)
 	}
+	ours := !noCache && cached.Cluster == cfg.Cluster && cached.NodeKey == nodeKey
 	if !noCache {
 		if cached.Cluster == StandaloneCluster && cached.NodeKey == StandaloneCluster {
 			return identity{}, fmt.Errorf("%w: %w: %s holds worker %d written in standalone mode; ZooKeeper mode (cluster %q, node key %q) needs its own --cache-file",
 				ErrInvalidConfig, ErrCacheMismatch, cfg.CacheFile, cached.WorkerID, cfg.Cluster, nodeKey)
 		}
-		if cached.Cluster == cfg.Cluster && cached.NodeKey == nodeKey && !cached.Layout.Equal(layout) {
+		if ours && !cached.Layout.Equal(layout) {
 			return identity{}, fmt.Errorf("%w: %w: %s holds worker %d of cluster %q with layout %s; this node is configured with layout %s",
 				ErrInvalidConfig, ErrCacheMismatch, cfg.CacheFile, cached.WorkerID, cfg.Cluster, cached.Layout.Describe(), layout.Describe())
 		}
 	}
+	var prior coordinator.Prior
+	if ours {
+		prior = coordinator.Prior{Incarnation: cached.Incarnation, Session: cached.ZKSession, AcceptIncarnation: cfg.AcceptNewIncarnation}
+	}
 
-	zid, err := c.Claim(ctx)
+	zid, err := c.Claim(ctx, prior)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
 		return identity{}, fmt.Errorf("claim worker id: %w", ctx.Err())
-	case errors.Is(err, coordinator.ErrLayoutMismatch):
+	case errors.Is(err, coordinator.ErrLayoutMismatch), errors.Is(err, coordinator.ErrClusterMismatch), errors.Is(err, coordinator.ErrIncarnationMismatch):
 		return identity{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	case errors.Is(err, coordinator.ErrZKUnavailable):
 		return resumeFromCache(cfg, nodeKey, c, id, cached, noCache, err, log)
@@ -75,21 +83,28 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 		return identity{}, err
 	}
 
-	id.entry.WorkerID = zid.WorkerID
-	id.entry.Fence = zid.Fence
-	id.from = "zookeeper"
+	e := &id.entry
+	e.WorkerID, e.Fence = zid.WorkerID, zid.Fence
+	e.Incarnation, e.Token, e.ZKFence, e.ZKSession = zid.Incarnation, zid.Token, zid.ZKFence, zid.Session
+	id.from = "zookeeper (the previous holder's fence)"
 	switch {
 	case noCache:
 		id.from = "zookeeper (no cache file)"
+	case cached.Matches(cfg.Cluster, nodeKey, zid.WorkerID) && cached.Token != "" && cached.Token == zid.PrevToken && cached.Incarnation == zid.Incarnation:
+		e.Fence, e.ZKReported = cached.Fence, cached.ZKReported
+		id.from = "cache file " + cfg.CacheFile + " (nobody claimed the worker ID since it was written)"
+		log.Info().Int64("cache_fence_ms", cached.Fence).Int64("zk_fence_ms", zid.Fence).
+			Msg("start fence: the cache file's, its instance token is the one this claim replaced")
 	case cached.Matches(cfg.Cluster, nodeKey, zid.WorkerID):
-		id.entry.ZKReported = cached.ZKReported
-		if cached.Fence >= zid.Fence {
-			id.entry.Fence = cached.Fence
+		e.ZKReported = cached.ZKReported
+		if cached.Fence > zid.Fence {
+			e.Fence = cached.Fence
 			id.from = "cache file " + cfg.CacheFile
 		}
-		log.Info().Int64("cache_fence_ms", cached.Fence).Int64("zk_fence_ms", zid.Fence).Str("fence_from", id.from).
-			Msg("start fence: the larger of the cache file's and ZooKeeper's")
-	case cached.Cluster == cfg.Cluster && cached.NodeKey == nodeKey:
+		log.Info().Int64("cache_fence_ms", cached.Fence).Int64("zk_fence_ms", zid.Fence).Str("cache_token", cached.Token).
+			Str("replaced_token", zid.PrevToken).Str("fence_from", id.from).
+			Msg("start fence: the larger of the cache file's and ZooKeeper's (another process claimed the worker ID since the cache file was written, or the file predates tokens)")
+	case ours:
 		log.Warn().Int64("cached_worker_id", cached.WorkerID).Int64("worker_id", zid.WorkerID).Bool("recycled", zid.Recycled).
 			Msg("the cache file holds another worker ID for this node key: using ZooKeeper's worker ID and fence, the cache file is replaced")
 	default:
@@ -110,13 +125,20 @@ func resumeFromCache(cfg Config, nodeKey string, c claimer, id identity, cached 
 		return identity{}, fmt.Errorf("%w: ZooKeeper %s did not answer (%v) and the cache file %s holds cluster %q, node key %q (worker %d), not cluster %q, node key %q: this node's worker ID is unknown",
 			ErrNoCacheForZKDown, zk, claimErr, cfg.CacheFile, cached.Cluster, cached.NodeKey, cached.WorkerID, cfg.Cluster, nodeKey)
 	}
-	if err := c.ResumeFromCache(cached.WorkerID, cached.ZKReported); err != nil {
+	if err := c.ResumeFromCache(coordinator.Resume{
+		WorkerID: cached.WorkerID, Token: cached.Token, ZKFence: cached.ZKFence, Session: cached.ZKSession,
+		Incarnation: cached.Incarnation, LastReport: cached.ZKReported,
+	}); err != nil {
 		return identity{}, fmt.Errorf("serve worker %d from the cache file %s: %w", cached.WorkerID, cfg.CacheFile, err)
 	}
-	id.entry.WorkerID, id.entry.Fence, id.entry.ZKReported = cached.WorkerID, cached.Fence, cached.ZKReported
+	id.entry = cached
+	if cached.Token == "" {
+		id.entry.ZKFence = 0 // a file from before fencing tokens grants nothing until ZooKeeper answers
+	}
 	id.from = "cache file " + cfg.CacheFile + " (ZooKeeper unreachable)"
 	id.resumed = true
-	log.Warn().Err(claimErr).Int64("worker_id", cached.WorkerID).Int64("fence_ms", cached.Fence).Int64("zk_reported_ms", cached.ZKReported).
-		Msg("ZooKeeper unreachable at start: serving the cached worker ID; registering once ZooKeeper answers")
+	log.Warn().Err(claimErr).Int64("worker_id", cached.WorkerID).Int64("fence_ms", cached.Fence).Int64("zk_fence_ms", id.entry.ZKFence).
+		Int64("zk_reported_ms", cached.ZKReported).
+		Msg("ZooKeeper unreachable at start: serving the cached worker ID up to the ZooKeeper fence acknowledged for its token; registering once ZooKeeper answers")
 	return id, nil
 }

@@ -16,23 +16,25 @@ import (
 	"snowflaked/snowflake"
 )
 
-// fakeClaimer answers Claim with a fixed result and records ResumeFromCache.
+// fakeClaimer answers Claim with a fixed result and records what Claim and
+// ResumeFromCache were given.
 type fakeClaimer struct {
-	id        coordinator.Identity
-	err       error
-	claims    int
-	resumed   bool
-	resumeID  int64
-	resumeRep int64
+	id      coordinator.Identity
+	err     error
+	claims  int
+	prior   coordinator.Prior
+	resumed bool
+	resume  coordinator.Resume
 }
 
-func (f *fakeClaimer) Claim(context.Context) (coordinator.Identity, error) {
+func (f *fakeClaimer) Claim(_ context.Context, p coordinator.Prior) (coordinator.Identity, error) {
 	f.claims++
+	f.prior = p
 	return f.id, f.err
 }
 
-func (f *fakeClaimer) ResumeFromCache(workerID, lastReported int64) error {
-	f.resumed, f.resumeID, f.resumeRep = true, workerID, lastReported
+func (f *fakeClaimer) ResumeFromCache(r coordinator.Resume) error {
+	f.resumed, f.resume = true, r
 	return nil
 }
 
@@ -44,6 +46,16 @@ func TestZKIdentity(t *testing.T) {
 	mine := func(worker, fence, reported int64) *cachefile.Entry {
 		return &cachefile.Entry{Cluster: cluster, NodeKey: key, WorkerID: worker, Layout: def, Fence: fence, ZKReported: reported}
 	}
+	// tokened is a cache file written by a process holding token "t1" with a
+	// ZooKeeper fence of 9000, in incarnation "inc".
+	tokened := func(worker, fence int64) *cachefile.Entry {
+		e := mine(worker, fence, 77)
+		e.Token, e.ZKFence, e.Incarnation, e.ZKSession = "t1", 9000, "inc", "0xabc"
+		return e
+	}
+	replacing := func(prevToken string, fence int64) coordinator.Identity {
+		return coordinator.Identity{WorkerID: 4, Fence: fence, ZKFence: 40_000, Token: "t2", PrevToken: prevToken, Incarnation: "inc", Session: "0xdef"}
+	}
 	tests := []struct {
 		name         string
 		cache        *cachefile.Entry // nil: no file
@@ -54,16 +66,39 @@ func TestZKIdentity(t *testing.T) {
 		wantFence    int64
 		wantReported int64
 		wantResumed  bool
-		wantClaim    bool // Claim was called
+		wantZKFence  int64             // the ZooKeeper fence the node starts with
+		wantPrior    coordinator.Prior // what Claim was told
+		accept       bool              // --accept-new-incarnation
+		wantClaim    bool              // Claim was called
 		wantErr      []string
 		is           []error
 	}{
 		{name: "first start", claim: coordinator.Identity{WorkerID: 4, Fence: 0}, wantWorker: 4, wantClaim: true},
-		{name: "no cache takes the zookeeper fence", claim: coordinator.Identity{WorkerID: 4, Fence: 900}, wantWorker: 4, wantFence: 900, wantClaim: true},
-		{name: "matching cache ahead of zookeeper (zookeeper was silent)", cache: mine(4, 2000, 77), claim: coordinator.Identity{WorkerID: 4, Fence: 900},
+		{name: "no cache takes the zookeeper fence", claim: coordinator.Identity{WorkerID: 4, Fence: 900, ZKFence: 40_000}, wantWorker: 4, wantFence: 900,
+			wantZKFence: 40_000, wantClaim: true},
+		{name: "cache file from before tokens, ahead of zookeeper", cache: mine(4, 2000, 77), claim: coordinator.Identity{WorkerID: 4, Fence: 900},
 			wantWorker: 4, wantFence: 2000, wantReported: 77, wantClaim: true},
-		{name: "matching cache behind zookeeper (the key ran elsewhere)", cache: mine(4, 500, 77), claim: coordinator.Identity{WorkerID: 4, Fence: 900},
+		{name: "cache file from before tokens, behind zookeeper", cache: mine(4, 500, 77), claim: coordinator.Identity{WorkerID: 4, Fence: 900},
 			wantWorker: 4, wantFence: 900, wantReported: 77, wantClaim: true},
+		{name: "the claim replaced the cache file's token: its tighter fence", cache: tokened(4, 2000), claim: replacing("t1", 8000),
+			wantWorker: 4, wantFence: 2000, wantReported: 77, wantZKFence: 40_000, wantClaim: true,
+			wantPrior: coordinator.Prior{Incarnation: "inc", Session: "0xabc"}},
+		{name: "another token since the cache file: zookeeper's fence", cache: tokened(4, 2000), claim: replacing("t9", 8000),
+			wantWorker: 4, wantFence: 8000, wantReported: 77, wantZKFence: 40_000, wantClaim: true,
+			wantPrior: coordinator.Prior{Incarnation: "inc", Session: "0xabc"}},
+		{name: "another token since the cache file, cache ahead", cache: tokened(4, 9500), claim: replacing("t9", 8000),
+			wantWorker: 4, wantFence: 9500, wantReported: 77, wantZKFence: 40_000, wantClaim: true,
+			wantPrior: coordinator.Prior{Incarnation: "inc", Session: "0xabc"}},
+		{name: "accepted new incarnation: the larger fence", cache: tokened(4, 2000), accept: true,
+			claim: coordinator.Identity{WorkerID: 4, Fence: 0, ZKFence: 40_000, Token: "t2", PrevToken: "t1", Incarnation: "new"},
+			wantWorker: 4, wantFence: 2000, wantReported: 77, wantZKFence: 40_000, wantClaim: true,
+			wantPrior: coordinator.Prior{Incarnation: "inc", Session: "0xabc", AcceptIncarnation: true}},
+		{name: "incarnation mismatch is a config error", cache: tokened(4, 2000),
+			claimErr: fmt.Errorf("claim worker id: %w: incarnation inc vs new", coordinator.ErrIncarnationMismatch),
+			wantClaim: true, wantErr: []string{"inc vs new"}, is: []error{ErrInvalidConfig, coordinator.ErrIncarnationMismatch}},
+		{name: "cluster setting mismatch is a config error",
+			claimErr: fmt.Errorf("claim worker id: %w: recycle-after", coordinator.ErrClusterMismatch),
+			wantClaim: true, wantErr: []string{"recycle-after"}, is: []error{ErrInvalidConfig, coordinator.ErrClusterMismatch}},
 		{name: "cache of another worker of this key", cache: mine(9, 5000, 77), claim: coordinator.Identity{WorkerID: 4, Fence: 900, Recycled: true},
 			wantWorker: 4, wantFence: 900, wantClaim: true},
 		{name: "cache of another cluster", cache: &cachefile.Entry{Cluster: "other", NodeKey: key, WorkerID: 4, Layout: def, Fence: 5000},
@@ -77,8 +112,11 @@ func TestZKIdentity(t *testing.T) {
 			wantClaim: true, wantErr: []string{"41/5/7"}, is: []error{ErrInvalidConfig, coordinator.ErrLayoutMismatch}},
 		{name: "lease held by a live process", claimErr: fmt.Errorf("claim worker id: %w: leased by node key node-a", coordinator.ErrLeaseHeld),
 			wantClaim: true, wantErr: []string{"leased by node key node-a"}, is: []error{coordinator.ErrLeaseHeld}},
-		{name: "zookeeper down with a matching cache", cache: mine(6, 3000, 2500), claimErr: unavailable,
+		{name: "zookeeper down with a cache file from before tokens: no zookeeper fence", cache: mine(6, 3000, 2500), claimErr: unavailable,
 			wantWorker: 6, wantFence: 3000, wantReported: 2500, wantResumed: true, wantClaim: true},
+		{name: "zookeeper down with a tokened cache: its zookeeper fence", cache: tokened(6, 3000), claimErr: unavailable,
+			wantWorker: 6, wantFence: 3000, wantReported: 77, wantZKFence: 9000, wantResumed: true, wantClaim: true,
+			wantPrior: coordinator.Prior{Incarnation: "inc", Session: "0xabc"}},
 		{name: "zookeeper down without a cache", claimErr: unavailable, wantClaim: true,
 			wantErr: []string{"there is no cache file", "a first start needs ZooKeeper"}, is: []error{ErrNoCacheForZKDown}},
 		{name: "zookeeper down with another key's cache", cache: &cachefile.Entry{Cluster: cluster, NodeKey: "node-b", WorkerID: 2, Layout: def},
@@ -99,6 +137,7 @@ func TestZKIdentity(t *testing.T) {
 			}
 			cfg := DefaultConfig()
 			cfg.WorkerID, cfg.ZK, cfg.Cluster, cfg.CacheFile = -1, "127.0.0.1:2181", cluster, path
+			cfg.AcceptNewIncarnation = tc.accept
 			fc := &fakeClaimer{id: tc.claim, err: tc.claimErr}
 			id, err := zkIdentity(context.Background(), cfg, def, key, fc, zerolog.Nop())
 			if (fc.claims > 0) != tc.wantClaim {
@@ -134,8 +173,18 @@ func TestZKIdentity(t *testing.T) {
 			if e.Cluster != cluster || e.NodeKey != key || !e.Layout.Equal(def) || id.mode != ModeZooKeeper {
 				t.Errorf("entry %+v mode %s", e, id.mode)
 			}
-			if fc.resumed != tc.wantResumed || (fc.resumed && (fc.resumeID != tc.wantWorker || fc.resumeRep != tc.wantReported)) {
-				t.Errorf("ResumeFromCache called %v with (%d, %d)", fc.resumed, fc.resumeID, fc.resumeRep)
+			if fc.resumed != tc.wantResumed || (fc.resumed && (fc.resume.WorkerID != tc.wantWorker || fc.resume.LastReport != tc.wantReported ||
+				fc.resume.ZKFence != tc.cache.ZKFence || fc.resume.Token != tc.cache.Token)) {
+				t.Errorf("ResumeFromCache called %v with %+v", fc.resumed, fc.resume)
+			}
+			if e.ZKFence != tc.wantZKFence {
+				t.Errorf("ZooKeeper fence %d, want %d", e.ZKFence, tc.wantZKFence)
+			}
+			if fc.prior != tc.wantPrior {
+				t.Errorf("Claim given %+v, want %+v", fc.prior, tc.wantPrior)
+			}
+			if !tc.wantResumed && tc.claim.Token != "" && (e.Token != tc.claim.Token || e.ZKSession != tc.claim.Session || e.Incarnation != tc.claim.Incarnation) {
+				t.Errorf("entry %+v does not carry the claim's token, session and incarnation", e)
 			}
 		})
 	}

@@ -49,7 +49,7 @@ func init() {
 	for _, r := range []clockguard.Reason{
 		clockguard.ReasonStarting, clockguard.ReasonStopping, clockguard.ReasonClockBehindFence,
 		clockguard.ReasonClockRollback, clockguard.ReasonNTPOffset, clockguard.ReasonNTPUnreachable,
-		clockguard.ReasonPeerOffset, clockguard.ReasonLeaseLost, clockguard.ReasonZKSilence,
+		clockguard.ReasonPeerOffset, clockguard.ReasonLeaseLost, clockguard.ReasonZKFence,
 		clockguard.ReasonFencePersist, clockguard.ReasonFenceReached,
 	} {
 		guardReasons[string(r)] = true

@@ -553,8 +553,8 @@ func TestIntegration_ClusterSurvivesZooKeeperLeaderLossUnderLoad(t *testing.T) {
 
 func TestIntegration_ClusterZooKeeperOutageLeavesServiceAndComesBack(t *testing.T) {
 	zk := zkharness.StartStandalone(t)
-	const silence = 2 * time.Second
-	p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk.ConnectString(), "outage", "node-o", "--max-zk-silence", silence.String()))
+	const fenceAhead = 3 * time.Second // out of service with a third of it left: ~2s after the last renewal
+	p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk.ConnectString(), "outage", "node-o", "--zk-fence-ahead", fenceAhead.String()))
 	p.waitReadyz(http.StatusOK, readyTimeout)
 	before := p.ids(1000)
 	worker := workerOf(t, before)
@@ -565,15 +565,15 @@ func TestIntegration_ClusterZooKeeperOutageLeavesServiceAndComesBack(t *testing.
 	}
 	_, body := p.waitReadyz(http.StatusServiceUnavailable, readyTimeout)
 	outAfter := time.Since(stoppedAt)
-	if !strings.Contains(body, `"reason":"zk_silence"`) && !strings.Contains(body, `"reason":"lease_lost"`) {
-		t.Fatalf("/readyz while ZooKeeper is down: %s, want zk_silence or lease_lost", body)
+	if !strings.Contains(body, `"reason":"zk_fence"`) && !strings.Contains(body, `"reason":"lease_lost"`) {
+		t.Fatalf("/readyz while ZooKeeper is down: %s, want zk_fence or lease_lost", body)
 	}
-	t.Logf("out of service %s after ZooKeeper stopped (--max-zk-silence %s): %s", outAfter.Round(time.Millisecond), silence, body)
+	t.Logf("out of service %s after ZooKeeper stopped (--zk-fence-ahead %s): %s", outAfter.Round(time.Millisecond), fenceAhead, body)
 	if code, body := p.get("/id"); code != http.StatusServiceUnavailable {
 		t.Errorf("/id out of service: %d %s", code, body)
 	}
 	// The image's health check says so too.
-	if code, out, errOut := ctl(t, "probe", "http://"+p.addr+"/readyz"); code != 1 || !strings.Contains(errOut, "503") || !strings.Contains(errOut, "zk_silence") {
+	if code, out, errOut := ctl(t, "probe", "http://"+p.addr+"/readyz"); code != 1 || !strings.Contains(errOut, "503") || !strings.Contains(errOut, "zk_fence") {
 		t.Errorf("snowflakectl probe while out of service: exit %d, %q %q", code, out, errOut)
 	}
 	// Keep ZooKeeper down longer than the session timeout; the node stays out.
@@ -614,14 +614,13 @@ func TestIntegration_ClusterZooKeeperOutageLeavesServiceAndComesBack(t *testing.
 
 // A partition between the node and a running ZooKeeper, longer than the
 // session timeout, really expires the session (ZooKeeper deletes the lease
-// and alive znodes). The node leaves service (zk_silence while cut off; then
+// and alive znodes). The node leaves service (zk_fence while cut off; then
 // lease_lost until the lease is back), re-creates the lease on a new session
 // when the partition ends, and keeps its worker ID.
 func TestIntegration_ClusterSessionExpiryByPartition(t *testing.T) {
 	zk := zkharness.StartStandalone(t)
 	proxy := startProxy(t, zk.ConnectString())
-	const silence = 2 * time.Second
-	p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), proxy.Addr(), "expiry", "node-e", "--max-zk-silence", silence.String()))
+	p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), proxy.Addr(), "expiry", "node-e", "--zk-fence-ahead", "3s"))
 	p.waitReadyz(http.StatusOK, readyTimeout)
 	before := p.ids(1000)
 	worker := workerOf(t, before)
@@ -631,8 +630,8 @@ func TestIntegration_ClusterSessionExpiryByPartition(t *testing.T) {
 	proxy.Block()
 	_, body := p.waitReadyz(http.StatusServiceUnavailable, readyTimeout)
 	t.Logf("cut off from ZooKeeper: out of service after %s: %s", time.Since(cutAt).Round(time.Millisecond), body)
-	if !strings.Contains(body, `"reason":"zk_silence"`) && !strings.Contains(body, `"reason":"lease_lost"`) {
-		t.Fatalf("/readyz while cut off: %s, want zk_silence or lease_lost", body)
+	if !strings.Contains(body, `"reason":"zk_fence"`) && !strings.Contains(body, `"reason":"lease_lost"`) {
+		t.Fatalf("/readyz while cut off: %s, want zk_fence or lease_lost", body)
 	}
 	// ZooKeeper (still up) expires the session: its lease disappears.
 	waitRow(t, zk, "expiry", "node-e", readyTimeout, func(r coordinator.WorkerInfo) bool { return !r.LeaseHeld && !r.InService })

@@ -342,7 +342,7 @@ func TestIntegration_BadFlagsExit2(t *testing.T) {
 		{"max batch zero", []string{"--worker-id", "1", "--max-batch", "0"}, nil, "--max-batch 0"},
 		{"unknown flag", []string{"--worker-id", "1", "--frobnicate"}, nil, "frobnicate"},
 		{"log format", []string{"--worker-id", "1", "--log-format", "xml"}, nil, "--log-format"},
-		{"zk silence vs recycle", []string{"--worker-id", "1", "--max-zk-silence", "20h"}, nil, "--recycle-after"},
+		{"report interval vs zk fence", []string{"--worker-id", "1", "--zk-fence-ahead", "1s"}, nil, "a sixth of --zk-fence-ahead"},
 		{"bad environment value", []string{"--worker-id", "1"}, []string{"SNOWFLAKED_FENCE_AHEAD=later"}, `SNOWFLAKED_FENCE_AHEAD="later"`},
 	}
 	for _, tc := range tests {
