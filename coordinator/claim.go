@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"snowflaked/clock"
+	"snowflaked/fencing"
 )
 
 // errRestart: what Claim read changed under it; start over from the listing.
@@ -132,8 +133,8 @@ func (c *Coordinator) claimData(prev foreverData, workerID int64, token string, 
 	d := prev
 	wid := workerID
 	d.WorkerID, d.NodeKey, d.Addr, d.Updated = &wid, c.cfg.NodeKey, c.cfg.Advertise, now
-	d.Token, d.PrevToken, d.PrevFence = token, prev.Token, prev.Fence
-	d.Fence = max(d.PrevFence, now+c.cfg.ZKFenceAhead.Milliseconds())
+	r := fencing.Claim(fencing.Record{Token: prev.Token, Fence: prev.Fence}, token, now, c.cfg.ZKFenceAhead.Milliseconds())
+	d.Token, d.Fence, d.PrevToken, d.PrevFence = r.Token, r.Fence, r.PrevToken, r.PrevFence
 	return d
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"snowflaked/clock"
 	"snowflaked/clockguard"
+	"snowflaked/fencing"
 )
 
 // Run keeps the node's presence in ZooKeeper until ctx ends or Close is
@@ -310,7 +311,7 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkc) error {
 			want, own.path, c.cfg.NodeKey, own.workerID))
 		return nil
 	}
-	mine := token != "" && own.data.Token == token
+	mine := fencing.Adopt(own.workerID, want, own.data.Token, token)
 	c.mu.Lock()
 	c.st.verified, c.st.path, c.st.version, c.st.data, c.st.incarnation = true, own.path, own.version, own.data, inc
 	c.st.reclaim = !mine
@@ -353,7 +354,7 @@ func (c *Coordinator) recheckOwn(ctx context.Context, z zkc) error {
 		return err
 	case node.workerID != want:
 		c.block(fmt.Sprintf("forever znode %s now maps to worker ID %d instead of %d (taken over by %s)", path, node.workerID, want, node.data.RecycledTo))
-	case node.data.Token != token:
+	case !fencing.Adopt(node.workerID, want, node.data.Token, token):
 		c.block(fmt.Sprintf("worker ID %d was claimed by another process (token %s, at %s): this one stops at its last acknowledged ZooKeeper fence", want, node.data.Token, node.data.Addr))
 	default:
 		c.mu.Lock()
@@ -375,7 +376,7 @@ func (c *Coordinator) renew(ctx context.Context, z zkc, fencer Fencer, final int
 		path, version, d, id, acked := c.st.path, c.st.version, c.st.data, c.st.workerID, c.st.acked
 		c.mu.Unlock()
 		now := clock.UnixMilli(c.clk)
-		fence := max(acked, now+c.cfg.ZKFenceAhead.Milliseconds())
+		fence := fencing.Renew(acked, now, c.cfg.ZKFenceAhead.Milliseconds())
 		if final > 0 {
 			fence = final
 		}

@@ -12,9 +12,13 @@ import (
 	"snowflaked/clockguard"
 )
 
-// FenceSetter receives the persisted fence; *snowflake.Generator satisfies it.
+// FenceSetter receives the persisted fence and says where the generator
+// stands; *fencing.Gate satisfies it.
 type FenceSetter interface {
 	SetFence(unixMilli int64)
+	// LastIssued is the start of the last issued tick, or of the tick the
+	// generator was told to start after (Unix ms).
+	LastIssued() int64
 }
 
 // FenceKeeper keeps the time fence (SPEC §3) ahead of the clock: every
@@ -64,13 +68,16 @@ func (k *FenceKeeper) Persisted() int64 {
 // is never reached in normal running even if one write is slow.
 func (k *FenceKeeper) Interval() time.Duration { return k.ahead / 3 }
 
-// Extend moves the fence to max(persisted fence, now + fence-ahead), writes
-// it and then hands it to the generator. On a write error the generator
-// keeps the previous fence and the check fails.
+// Extend moves the fence to max(persisted fence, now + fence-ahead, last
+// issued tick), writes it and then hands it to the generator. On a write
+// error the generator keeps the previous fence and the check fails.
 func (k *FenceKeeper) Extend() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	fence := max(k.persisted, clock.UnixMilli(k.clock)+k.ahead.Milliseconds())
+	// Never below the generator's floor: a floor raised while serving (a
+	// re-claim after another holder's fence) must reach the disk with the
+	// token it belongs to, or a restart from this file would start too early.
+	fence := max(k.persisted, clock.UnixMilli(k.clock)+k.ahead.Milliseconds(), k.gen.LastIssued())
 	if err := k.persist(fence); err != nil {
 		err = fmt.Errorf("persist fence %d: %w", fence, err)
 		if !k.failed {

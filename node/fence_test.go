@@ -35,12 +35,13 @@ func (s *fakeStore) fail(on bool) { s.mu.Lock(); s.failOn = on; s.mu.Unlock() }
 func (s *fakeStore) count() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.saved) }
 
 type fakeGen struct {
-	mu    sync.Mutex
-	fence int64
+	mu          sync.Mutex
+	fence, last int64
 }
 
-func (g *fakeGen) SetFence(f int64) { g.mu.Lock(); g.fence = f; g.mu.Unlock() }
-func (g *fakeGen) get() int64       { g.mu.Lock(); defer g.mu.Unlock(); return g.fence }
+func (g *fakeGen) SetFence(f int64)  { g.mu.Lock(); g.fence = f; g.mu.Unlock() }
+func (g *fakeGen) get() int64        { g.mu.Lock(); defer g.mu.Unlock(); return g.fence }
+func (g *fakeGen) LastIssued() int64 { g.mu.Lock(); defer g.mu.Unlock(); return g.last }
 
 func TestFenceKeeperExtend(t *testing.T) {
 	start := time.UnixMilli(1_750_000_000_000)
@@ -52,6 +53,7 @@ func TestFenceKeeperExtend(t *testing.T) {
 		wantGen  int64 // generator fence after the step (ms after start)
 		wantErr  bool
 		ready    bool
+		last     int64 // non-zero: the generator's last issued tick (or raised floor), ms after start
 	}
 	tests := []struct {
 		name    string
@@ -59,23 +61,28 @@ func TestFenceKeeperExtend(t *testing.T) {
 		steps   []step
 	}{
 		{"first start moves fence ahead", -1, []step{
-			{0, false, 3000, 3000, false, true},
-			{time.Second, false, 4000, 4000, false, true},
+			{0, false, 3000, 3000, false, true, 0},
+			{time.Second, false, 4000, 4000, false, true, 0},
 		}},
 		{"clock going back never lowers the fence", -1, []step{
-			{0, false, 3000, 3000, false, true},
-			{-10 * time.Second, false, 3000, 3000, false, true},
-			{5 * time.Second, false, 3000, 3000, false, true},  // now = -5s, now+ahead = -2s
-			{10 * time.Second, false, 8000, 8000, false, true}, // now = +5s
+			{0, false, 3000, 3000, false, true, 0},
+			{-10 * time.Second, false, 3000, 3000, false, true, 0},
+			{5 * time.Second, false, 3000, 3000, false, true, 0},  // now = -5s, now+ahead = -2s
+			{10 * time.Second, false, 8000, 8000, false, true, 0}, // now = +5s
 		}},
 		{"cached fence ahead of now is kept", 60_000, []step{
-			{0, false, 60_000, 60_000, false, true},
+			{0, false, 60_000, 60_000, false, true, 0},
+		}},
+		{"a floor raised while serving reaches the disk", -1, []step{
+			{0, false, 3000, 3000, false, true, 0},
+			{time.Second, false, 20_000, 20_000, false, true, 20_000},
+			{time.Second, false, 20_000, 20_000, false, true, 0},
 		}},
 		{"failed save keeps generator at old fence, then recovers", -1, []step{
-			{0, false, 3000, 3000, false, true},
-			{time.Second, true, 3000, 3000, true, false},
-			{time.Second, true, 3000, 3000, true, false},
-			{time.Second, false, 6000, 6000, false, true},
+			{0, false, 3000, 3000, false, true, 0},
+			{time.Second, true, 3000, 3000, true, false, 0},
+			{time.Second, true, 3000, 3000, true, false, 0},
+			{time.Second, false, 6000, 6000, false, true, 0},
 		}},
 	}
 	for _, tc := range tests {
@@ -98,6 +105,11 @@ func TestFenceKeeperExtend(t *testing.T) {
 					clk.StepWall(s.advance)
 				}
 				store.fail(s.failSave)
+				if s.last != 0 {
+					gen.mu.Lock()
+					gen.last = start.UnixMilli() + s.last
+					gen.mu.Unlock()
+				}
 				err := k.Extend()
 				if (err != nil) != s.wantErr {
 					t.Fatalf("step %d: Extend error %v, want error %v", i, err, s.wantErr)

@@ -12,6 +12,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -21,6 +22,7 @@ import (
 	"snowflaked/clock"
 	"snowflaked/clockguard"
 	"snowflaked/coordinator"
+	"snowflaked/fencing"
 	"snowflaked/metrics"
 	"snowflaked/server"
 	"snowflaked/snowflake"
@@ -73,21 +75,24 @@ type node struct {
 	nodeKey   string // ZooKeeper mode
 	coord     *coordinator.Coordinator
 
-	ident    identity
-	gen      *snowflake.Generator
-	fences   *fenceGate // the generator's fence: min(local, ZooKeeper)
-	guard    *clockguard.Guard
-	rollback *clockguard.Rollback
-	keeper   *FenceKeeper
-	gate     *StartGate
-	watcher  *clockguard.Watcher
-	ntp      *clockguard.NTP
-	peers    *clockguard.Peers // nil in standalone mode
-	report   *reporter
-	metrics  *metrics.Metrics
-	status   *statuspage.Page
-	srv      *server.Server
-	loops    []func(context.Context) // background work, stopped at shutdown
+	ident  identity
+	gen    *snowflake.Generator
+	fences *fencing.Gate // the generator's fence: min(local, ZooKeeper)
+	// finalZKFence is set at a graceful stop to the last issued time: the
+	// cache file's ZooKeeper fence comes down to it before ZooKeeper's does.
+	finalZKFence atomic.Int64
+	guard        *clockguard.Guard
+	rollback     *clockguard.Rollback
+	keeper       *FenceKeeper
+	gate         *StartGate
+	watcher      *clockguard.Watcher
+	ntp          *clockguard.NTP
+	peers        *clockguard.Peers // nil in standalone mode
+	report       *reporter
+	metrics      *metrics.Metrics
+	status       *statuspage.Page
+	srv          *server.Server
+	loops        []func(context.Context) // background work, stopped at shutdown
 }
 
 // Run runs a node until ctx ends, then stops it gracefully and returns nil.
@@ -263,11 +268,11 @@ func (n *node) newGenerator() error {
 		return fmt.Errorf("generator for worker %d, fence %d: %w", n.ident.entry.WorkerID, n.ident.entry.Fence, err)
 	}
 	n.gen = gen
-	zkFence := int64(math.MaxInt64) // standalone: the local fence alone
+	zkFence := int64(fencing.NoZKFence) // standalone: the local fence alone
 	if n.coord != nil {
 		zkFence = n.ident.entry.ZKFence
 	}
-	n.fences = newFenceGate(gen, zkFence)
+	n.fences = fencing.NewGate(gen, zkFence)
 	return nil
 }
 
@@ -299,6 +304,9 @@ func (n *node) newGuard() error {
 			entry.ZKReported = max(entry.ZKReported, st.LastReport)
 			if st.Token != "" {
 				entry.Token, entry.ZKFence = st.Token, st.ZKFence
+				if final := n.finalZKFence.Load(); final != 0 {
+					entry.ZKFence = min(entry.ZKFence, final) // graceful stop: see serve
+				}
 				if st.Incarnation != "" {
 					entry.Incarnation = st.Incarnation
 				}
@@ -464,22 +472,33 @@ func (n *node) serve(ctx context.Context, ln net.Listener) error {
 		if shutErr != nil {
 			shutErr = fmt.Errorf("stop http server within --shutdown-timeout %s: %w", n.cfg.ShutdownTimeout, shutErr)
 		}
+		// The ZooKeeper fence stays where the last renewal put it: lowering
+		// it would need the cache file's copy lowered first (see below).
 		fence := n.keeper.Persisted()
-		closeErr := n.closeCoordinator(fence)
+		closeErr := n.closeCoordinator(0)
 		n.log.Warn().AnErr("run_error", runErr).AnErr("shutdown_error", shutErr).AnErr("zookeeper_error", closeErr).
-			Int64("fence_ms", fence).Msg("unclean stop: the fence stays ahead, a restart waits for it")
+			Int64("fence_ms", fence).Msg("unclean stop: the fences stay ahead, a restart waits for them")
 		return errors.Join(runErr, shutErr, closeErr)
 	}
 	// No request is running and none can start: freeze the generator at its
-	// last tick and make that the fence, in ZooKeeper and then locally.
-	last := n.fences.freeze()
+	// last tick and make that the fence, locally and then in ZooKeeper.
+	// Ordering: the cache file also records the ZooKeeper fence granted to
+	// this token (a start with ZooKeeper down may issue up to it), so it
+	// must come down on disk before it comes down in ZooKeeper, where the
+	// next claimer reads it; if the disk write fails, ZooKeeper keeps the
+	// last renewal's fence.
+	last := n.fences.Freeze()
+	n.finalZKFence.Store(last)
+	if err := n.keeper.PersistFinal(last); err != nil {
+		n.log.Error().Err(err).Int64("fence_ms", n.keeper.Persisted()).Msg("final fence not written: a restart waits for the previous one")
+		if cerr := n.closeCoordinator(0); cerr != nil {
+			n.log.Warn().Err(cerr).Msg("closing the ZooKeeper session")
+		}
+		return err
+	}
 	if err := n.closeCoordinator(last); err != nil {
 		// ZooKeeper keeps the last reported fence, which covers every ID.
 		n.log.Warn().Err(err).Msg("final fence not written to ZooKeeper: it keeps the last reported one")
-	}
-	if err := n.keeper.PersistFinal(last); err != nil {
-		n.log.Error().Err(err).Int64("fence_ms", n.keeper.Persisted()).Msg("final fence not written: a restart waits for the previous one")
-		return err
 	}
 	n.log.Info().Int64("fence_ms", last).Msg("stopped: fence set to the last issued time")
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"snowflaked/cachefile"
 	"snowflaked/coordinator"
+	"snowflaked/fencing"
 	"snowflaked/snowflake"
 )
 
@@ -87,23 +88,22 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 	e.WorkerID, e.Fence = zid.WorkerID, zid.Fence
 	e.Incarnation, e.Token, e.ZKFence, e.ZKSession = zid.Incarnation, zid.Token, zid.ZKFence, zid.Session
 	id.from = "zookeeper (the previous holder's fence)"
+	matches := cached.Matches(cfg.Cluster, nodeKey, zid.WorkerID) && (cached.Incarnation == "" || cached.Incarnation == zid.Incarnation || cfg.AcceptNewIncarnation)
+	fence, fromCache := fencing.StartAfter(
+		fencing.Record{Token: zid.Token, Fence: zid.ZKFence, PrevToken: zid.PrevToken, PrevFence: zid.Fence},
+		fencing.Cache{Matches: matches, Token: cached.Token, Fence: cached.Fence})
 	switch {
 	case noCache:
 		id.from = "zookeeper (no cache file)"
-	case cached.Matches(cfg.Cluster, nodeKey, zid.WorkerID) && cached.Token != "" && cached.Token == zid.PrevToken && cached.Incarnation == zid.Incarnation:
-		e.Fence, e.ZKReported = cached.Fence, cached.ZKReported
-		id.from = "cache file " + cfg.CacheFile + " (nobody claimed the worker ID since it was written)"
-		log.Info().Int64("cache_fence_ms", cached.Fence).Int64("zk_fence_ms", zid.Fence).
-			Msg("start fence: the cache file's, its instance token is the one this claim replaced")
-	case cached.Matches(cfg.Cluster, nodeKey, zid.WorkerID):
+	case matches:
 		e.ZKReported = cached.ZKReported
-		if cached.Fence > zid.Fence {
-			e.Fence = cached.Fence
+		e.Fence = fence
+		if fromCache {
 			id.from = "cache file " + cfg.CacheFile
 		}
 		log.Info().Int64("cache_fence_ms", cached.Fence).Int64("zk_fence_ms", zid.Fence).Str("cache_token", cached.Token).
 			Str("replaced_token", zid.PrevToken).Str("fence_from", id.from).
-			Msg("start fence: the larger of the cache file's and ZooKeeper's (another process claimed the worker ID since the cache file was written, or the file predates tokens)")
+			Msg("start fence: the cache file's when the claim replaced its token (nobody claimed the worker ID since), else the previous holder's")
 	case ours:
 		log.Warn().Int64("cached_worker_id", cached.WorkerID).Int64("worker_id", zid.WorkerID).Bool("recycled", zid.Recycled).
 			Msg("the cache file holds another worker ID for this node key: using ZooKeeper's worker ID and fence, the cache file is replaced")

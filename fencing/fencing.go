@@ -1,0 +1,65 @@
+// Package fencing holds the rules that keep two processes from ever issuing
+// IDs with the same worker ID and overlapping ticks (docs/fencing.md): what
+// a claim writes, how far a renewal moves the fence, when a conflicting
+// write is still one's own, where a new process starts, and the gate that
+// holds the generator to both fences. The coordinator and the node apply
+// these functions; the simulation in this package drives them, with the
+// real generator, against an in-memory ZooKeeper under seeded faults.
+package fencing
+
+// Record is the fencing part of a worker ID's forever znode (times in Unix
+// ms): the instance token of the process that last claimed it, the fence
+// ZooKeeper acknowledged last, and what the claim replaced.
+type Record struct {
+	Token     string
+	Fence     int64
+	PrevToken string
+	PrevFence int64
+}
+
+// Claim is the record a claim by token writes over prev at now, with the
+// fence lead g (ms): the previous token and fence are kept, so the new
+// holder issues only after PrevFence, and the fence never goes down.
+func Claim(prev Record, token string, now, g int64) Record {
+	return Record{Token: token, Fence: max(prev.Fence, now+g), PrevToken: prev.Token, PrevFence: prev.Fence}
+}
+
+// Renew is the fence a renewal at now writes: now + g, never below the fence
+// already acknowledged (a clock that went back must not shrink the promise).
+func Renew(acked, now, g int64) int64 { return max(acked, now+g) }
+
+// Adopt reports whether a forever znode read after a version conflict still
+// belongs to this process: same worker ID and its own token (a write of its
+// own whose answer was lost). Anything else is a take-over.
+func Adopt(readWorker, ownWorker int64, readToken, ownToken string) bool {
+	return ownToken != "" && readWorker == ownWorker && readToken == ownToken
+}
+
+// Cache is what the node's cache file says, for StartAfter.
+type Cache struct {
+	// Matches: the file holds this cluster (incarnation), node key and the
+	// claimed worker ID.
+	Matches bool
+	// Token the file recorded ("" for a file from before tokens).
+	Token string
+	// Fence is the file's local fence (Unix ms): nothing its process
+	// issued is beyond it.
+	Fence int64
+}
+
+// StartAfter is the fence a process that made claim must start after: the
+// cache file's fence when the claim replaced the cache file's own token
+// (nobody claimed the worker ID since that process, whose IDs the file's
+// fence bounds), else the previous holder's fence — the larger of both for a
+// matching file without a token. fromCache says which one won.
+func StartAfter(claim Record, c Cache) (fence int64, fromCache bool) {
+	switch {
+	case !c.Matches:
+		return claim.PrevFence, false
+	case c.Token != "" && c.Token == claim.PrevToken:
+		return c.Fence, true
+	case c.Fence > claim.PrevFence:
+		return c.Fence, true
+	}
+	return claim.PrevFence, false
+}

@@ -1,0 +1,92 @@
+package fencing
+
+import (
+	"math"
+	"sync"
+)
+
+// Generator is the part of *snowflake.Generator the Gate drives.
+type Generator interface {
+	SetFence(unixMilli int64)
+	RaiseFloor(unixMilli int64) error
+	LastUnixMilli() int64
+}
+
+// Gate holds a generator to the lower of two fences: the local fence the
+// node persisted and, in ZooKeeper mode, the fence ZooKeeper acknowledged
+// for this process's token. Both only grow while the node serves, so the
+// generator's fence never drops below an ID it issued. It is the fence
+// keeper's FenceSetter and the coordinator's Fencer.
+type Gate struct {
+	gen Generator
+
+	mu        sync.Mutex
+	local, zk int64 // Unix ms; zk is math.MaxInt64 without ZooKeeper
+	frozen    bool
+}
+
+// NoZKFence is the ZooKeeper fence of a node without ZooKeeper (standalone).
+const NoZKFence = math.MaxInt64
+
+// NewGate returns a gate whose ZooKeeper fence starts at zk (Unix ms;
+// NoZKFence for none) and whose local fence is unset, so the generator
+// issues nothing until the first SetFence.
+func NewGate(gen Generator, zk int64) *Gate {
+	g := &Gate{gen: gen, zk: zk}
+	g.apply()
+	return g
+}
+
+// apply hands min(local, zk) to the generator; mu is held (or the gate is
+// not shared yet).
+func (g *Gate) apply() {
+	if !g.frozen {
+		g.gen.SetFence(min(g.local, g.zk))
+	}
+}
+
+// SetFence records a local fence that was persisted.
+func (g *Gate) SetFence(local int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.local = max(g.local, local)
+	g.apply()
+}
+
+// SetZKFence records a fence ZooKeeper acknowledged for this process.
+func (g *Gate) SetZKFence(zk int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.zk == NoZKFence {
+		return
+	}
+	g.zk = max(g.zk, zk)
+	g.apply()
+}
+
+// ZKFence returns the ZooKeeper fence the generator is held to (Unix ms;
+// NoZKFence without ZooKeeper).
+func (g *Gate) ZKFence() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.zk
+}
+
+// RaiseFloor makes every later ID come after fence (Unix ms): called before
+// a new token's fence is handed over with SetZKFence.
+func (g *Gate) RaiseFloor(fence int64) error { return g.gen.RaiseFloor(fence) }
+
+// LastIssued is the start of the last issued tick (Unix ms).
+func (g *Gate) LastIssued() int64 { return g.gen.LastUnixMilli() }
+
+// Freeze stops the generator at its last issued tick, for a graceful stop,
+// and returns that time (Unix ms); later SetFence and SetZKFence calls no
+// longer move it.
+func (g *Gate) Freeze() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	last := g.gen.LastUnixMilli()
+	g.frozen = true
+	g.gen.SetFence(last)
+	return last
+}
