@@ -33,7 +33,10 @@ type WorkerInfo struct {
 	// LastReport (unix ms, 0: never) and its age (-1: never).
 	LastReport      int64 `json:"last_report_ms"`
 	LastReportAgeMs int64 `json:"last_report_age_ms"`
-	Fence           int64 `json:"fence_ms"`
+	// Fence is the ZooKeeper fence (unix ms): its holder issues no ID
+	// beyond it; Token the instance token it was granted to.
+	Fence int64  `json:"fence_ms"`
+	Token string `json:"token,omitempty"`
 	// Problem describes malformed or inconsistent znodes ("" when fine).
 	Problem string `json:"problem,omitempty"`
 }
@@ -125,7 +128,7 @@ func listWorkers(ctx context.Context, z zkc, p paths, cluster string) ([]WorkerI
 		}
 		node, derr := decodeForeverNode(p, n.name, n.key, n.seq, got[i].data, got[i].stat, maxID)
 		row := WorkerInfo{WorkerID: node.workerID, NodeKey: n.key, Path: node.path, Addr: node.data.Addr,
-			LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence}
+			LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence, Token: node.data.Token}
 		if node.data.LastTS > 0 {
 			row.LastReportAgeMs = max(now-node.data.LastTS, 0)
 		}

@@ -89,7 +89,7 @@ func writeStatusTable(w io.Writer, cluster string, rows []coordinator.WorkerInfo
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tNODE KEY\tADDRESS\tLEASE\tIN SERVICE\tLAST REPORT\tFENCE\tPROBLEM")
+	fmt.Fprintln(tw, "WORKER\tNODE KEY\tADDRESS\tLEASE\tIN SERVICE\tLAST REPORT\tZK FENCE (HEADROOM)\tTOKEN\tPROBLEM")
 	for _, r := range rows {
 		worker := strconv.FormatInt(r.WorkerID, 10)
 		if r.WorkerID < 0 {
@@ -99,11 +99,15 @@ func writeStatusTable(w io.Writer, cluster string, rows []coordinator.WorkerInfo
 		if r.LeaseHolder != "" {
 			lease += " (" + r.LeaseHolder + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", worker, dash(r.NodeKey), dash(r.Addr), lease, yesNo(r.InService),
-			reportAge(r.LastReportAgeMs), fenceText(r.Fence, now), dash(r.Problem))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", worker, dash(r.NodeKey), dash(r.Addr), lease, yesNo(r.InService),
+			reportAge(r.LastReportAgeMs), fenceText(r.Fence, now), dash(shortToken(r.Token)), dash(r.Problem))
 	}
 	tw.Flush()
 }
+
+// shortToken shows the first 8 hex digits of an instance token, enough to
+// tell claims apart.
+func shortToken(t string) string { return t[:min(len(t), 8)] }
 
 func yesNo(b bool) string {
 	if b {

@@ -25,9 +25,9 @@ func TestWriteStatusTable(t *testing.T) {
 	}{
 		{"empty", nil, []string{`cluster "c": 0 worker(s), 0 in service`}},
 		{"serving", []coordinator.WorkerInfo{{WorkerID: 3, NodeKey: "pod-3", Addr: "10.0.0.3:8080", LeaseHeld: true, InService: true,
-			LastReport: now.UnixMilli() - 1200, LastReportAgeMs: 1200, Fence: now.Add(5 * time.Second).UnixMilli()}},
-			[]string{"1 worker(s), 1 in service", "WORKER", "NODE KEY", "ADDRESS", "LEASE", "IN SERVICE", "LAST REPORT", "FENCE",
-				"3", "pod-3", "10.0.0.3:8080", "yes", "1.2s ago", "2025-06-01T12:00:05.000Z (in 5s)"}},
+			LastReport: now.UnixMilli() - 1200, LastReportAgeMs: 1200, Fence: now.Add(5 * time.Second).UnixMilli(), Token: "0123456789abcdef"}},
+			[]string{"1 worker(s), 1 in service", "WORKER", "NODE KEY", "ADDRESS", "LEASE", "IN SERVICE", "LAST REPORT", "ZK FENCE (HEADROOM)", "TOKEN",
+				"3", "pod-3", "10.0.0.3:8080", "yes", "1.2s ago", "2025-06-01T12:00:05.000Z (in 5s)", "01234567  "}},
 		{"stopped, recycled and odd", []coordinator.WorkerInfo{
 			{WorkerID: 1, NodeKey: "a", Addr: "h:1", LastReportAgeMs: 90 * 60 * 1000, Fence: now.Add(-time.Hour).UnixMilli()},
 			{WorkerID: -1, NodeKey: "b", LastReportAgeMs: -1},
