@@ -60,6 +60,7 @@ var pageTemplate = template.Must(template.New("status").Parse(`<!DOCTYPE html>
   <dt>Clock − NTP</dt><dd{{if .Self.NTP.Over}} class="over"{{end}} title="{{.Self.NTP.Title}}">{{.Self.NTP.Text}}{{if .Self.NTP.Over}}<span class="marker">⚠ over limit</span>{{end}}</dd>
   {{- if .Self.ZK}}
   <dt>ZooKeeper</dt><dd>{{.Self.ZK}}</dd>
+  <dt>ZooKeeper fence</dt><dd id="self-zk-fence">{{.Self.ZKFence}}</dd>
   {{- end}}
 </dl>
 </section>
@@ -69,7 +70,7 @@ var pageTemplate = template.Must(template.New("status").Parse(`<!DOCTYPE html>
 <h2>Cluster: {{.Nodes}} node{{if ne .Nodes 1}}s{{end}}, {{.InService}} in service{{if .Flagged}}, <span class="no">{{.Flagged}} with figures over the limits</span>{{end}}</h2>
 <table id="nodes">
 <thead>
-<tr><th>Worker</th><th>Node key</th><th>Address</th><th>In service</th><th>State</th><th title="the node's clock minus NTP time; limit {{.NTPMax}}">Clock − NTP</th><th title="the node's clock minus this node's; limit {{.PeerMax}}">Clock − this node</th><th title="limit {{.ReportMax}} for running nodes">Last report</th><th>Notes</th></tr>
+<tr><th>Worker</th><th>Node key</th><th>Address</th><th>In service</th><th>State</th><th title="the node's clock minus NTP time; limit {{.NTPMax}}">Clock − NTP</th><th title="the node's clock minus this node's; limit {{.PeerMax}}">Clock − this node</th><th title="limit {{.ReportMax}} for running nodes">Last report</th><th title="the ZooKeeper fence minus now: how long its holder may issue without a renewal">ZK fence</th><th>Notes</th></tr>
 </thead>
 <tbody>
 {{- range .Rows}}
@@ -82,6 +83,7 @@ var pageTemplate = template.Must(template.New("status").Parse(`<!DOCTYPE html>
 <td class="num ntp{{if .NTP.Over}} over{{end}}" title="{{.NTP.Title}}">{{.NTP.Text}}{{if .NTP.Over}}<span class="marker">⚠ over limit</span>{{end}}</td>
 <td class="num peer{{if .Peer.Over}} over{{end}}" title="{{.Peer.Title}}">{{.Peer.Text}}{{if .Peer.Over}}<span class="marker">⚠ over limit</span>{{end}}</td>
 <td class="num report{{if .Report.Over}} over{{end}}" title="{{.Report.Title}}">{{.Report.Text}}{{if .Report.Over}}<span class="marker">⚠ stale</span>{{end}}</td>
+<td class="num zkfence{{if .ZKFence.Over}} over{{end}}" title="{{.ZKFence.Title}}">{{.ZKFence.Text}}{{if .ZKFence.Over}}<span class="marker">⚠ passed</span>{{end}}</td>
 <td class="note">{{.Note}}</td>
 </tr>
 {{- end}}

@@ -43,6 +43,7 @@ type selfView struct {
 	FenceNote  string
 	NTP        cell
 	ZK         string
+	ZKFence    string // ZooKeeper mode: the acknowledged fence and its headroom
 }
 
 // row is one node of the cluster table.
@@ -59,6 +60,7 @@ type row struct {
 	NTP       cell
 	Peer      cell
 	Report    cell
+	ZKFence   cell // headroom of the ZooKeeper fence
 	Note      string
 }
 
@@ -70,7 +72,7 @@ type cell struct {
 }
 
 // Flagged reports whether any of the row's figures is beyond its threshold.
-func (r row) Flagged() bool { return r.NTP.Over || r.Peer.Over || r.Report.Over }
+func (r row) Flagged() bool { return r.NTP.Over || r.Peer.Over || r.Report.Over || r.ZKFence.Over }
 
 // unknown is how the page shows a figure it does not have.
 const unknown = "—"
@@ -99,7 +101,7 @@ func (p *Page) build(ctx context.Context) view {
 	selfFound := false
 	rows := make([]row, 0, len(workers)+1)
 	for _, w := range workers {
-		r := p.workerRow(w)
+		r := p.workerRow(w, now)
 		if !selfFound && w.WorkerID == self.WorkerID && (self.NodeKey == "" || w.NodeKey == self.NodeKey) {
 			selfFound = true
 			r.Self = true
@@ -161,6 +163,17 @@ func (p *Page) selfView(self Self, now time.Time) selfView {
 	}
 	if self.ZK != nil {
 		z := self.ZK
+		if z.ZKFence > 0 {
+			s.ZKFence = fmt.Sprintf("%s UTC, %s ahead of the clock (renewed to now + %s; out of service below a third of it)",
+				time.UnixMilli(z.ZKFence).UTC().Format("2006-01-02 15:04:05.000"),
+				roundDur(time.Duration(z.ZKFenceHeadroomMs)*time.Millisecond), time.Duration(z.ZKFenceAheadMs)*time.Millisecond)
+			if z.ZKFenceHeadroomMs < 0 {
+				s.ZKFence = fmt.Sprintf("%s UTC, passed %s ago: no IDs until a renewal reaches ZooKeeper",
+					time.UnixMilli(z.ZKFence).UTC().Format("2006-01-02 15:04:05.000"), roundAge(time.Duration(-z.ZKFenceHeadroomMs)*time.Millisecond).String())
+			}
+		} else {
+			s.ZKFence = "none acknowledged"
+		}
 		s.ZK = z.SessionState
 		if z.SessionID != "" {
 			s.ZK += " (session " + z.SessionID + ")"
@@ -188,7 +201,7 @@ func stateClass(s clockguard.State) string {
 }
 
 // workerRow is a row as ZooKeeper describes the worker.
-func (p *Page) workerRow(w coordinator.WorkerInfo) row {
+func (p *Page) workerRow(w coordinator.WorkerInfo, now time.Time) row {
 	r := row{
 		WorkerID: strconv.FormatInt(w.WorkerID, 10), NodeKey: w.NodeKey, Addr: w.Addr,
 		InService: w.InService, Running: w.InService || w.LeaseHeld,
@@ -205,7 +218,26 @@ func (p *Page) workerRow(w coordinator.WorkerInfo) row {
 		r.Note = joinNote(r.Note, "lease held by "+w.LeaseHolder)
 	}
 	r.Report = p.reportCell(w.LastReportAgeMs, r.Running)
+	r.ZKFence = zkFenceCell(w.Fence, now, r.Running)
 	return r
+}
+
+// zkFenceCell shows a worker's ZooKeeper fence as headroom: how long its
+// holder may still issue IDs without another renewal. A running node whose
+// fence has passed issues nothing: over.
+func zkFenceCell(fenceMs int64, now time.Time, running bool) cell {
+	if fenceMs <= 0 {
+		return cell{Text: "none"}
+	}
+	fence := time.UnixMilli(fenceMs).UTC()
+	c := cell{Title: fence.Format("2006-01-02 15:04:05.000") + " UTC"}
+	if d := fence.Sub(now); d >= 0 {
+		c.Text = "+" + roundDur(d).String()
+	} else {
+		c.Text = "passed " + roundAge(-d).String() + " ago"
+		c.Over = running
+	}
+	return c
 }
 
 // fillSelf fills a row from this node's own view: no request needed.
