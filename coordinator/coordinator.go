@@ -576,6 +576,10 @@ type Status struct {
 func (c *Coordinator) Status() Status {
 	c.mu.Lock()
 	st := c.st
+	failedBy := make(map[string]int64, len(st.failedBy)) // the map is shared: copy it under the lock
+	for k, v := range st.failedBy {
+		failedBy[k] = v
+	}
 	c.mu.Unlock()
 	now := clock.UnixMilli(c.clk)
 	s := Status{
@@ -584,11 +588,8 @@ func (c *Coordinator) Status() Status {
 		LastReportAgeMs: -1, ZKFence: st.acked, ZKFenceHeadroomMs: st.acked - now,
 		ZKFenceAheadMs: c.cfg.ZKFenceAhead.Milliseconds(), Token: st.token, Incarnation: st.incarnation,
 		Reports: st.reports, ReportFailures: st.failures, RenewError: st.renewErr,
-		FailuresByCause: make(map[string]int64, len(st.failedBy)),
+		FailuresByCause: failedBy,
 		SessionState:    "not_connected", SessionTimeoutMs: c.sessionTimeout().Milliseconds(),
-	}
-	for k, v := range st.failedBy {
-		s.FailuresByCause[k] = v
 	}
 	if st.acked == 0 {
 		s.ZKFenceHeadroomMs = 0

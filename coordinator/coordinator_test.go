@@ -90,3 +90,24 @@ func TestMisuseIsAnErrorNotAPanic(t *testing.T) {
 		t.Fatal("Run after Close: no error")
 	}
 }
+
+// Status copies the failure counts under the lock: reading it while
+// renewals fail is no data race (go test -race).
+func TestStatusWhileRenewalsFail(t *testing.T) {
+	c := newCoord(t, testConfig(t, []string{"127.0.0.1:1"}, "n"))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			c.recordRenewFailure([]string{"connection", "taken_over", "other"}[i%3], "test")
+		}
+	}()
+	for range 200 {
+		_ = c.Status()
+	}
+	<-done
+	st := c.Status()
+	if st.ReportFailures != 200 || st.FailuresByCause["connection"] != 67 || st.FailuresByCause["taken_over"] != 67 || st.RenewError != "taken_over: test" {
+		t.Fatalf("status %+v", st)
+	}
+}

@@ -146,12 +146,11 @@ func (r *runner) step(ctx context.Context) {
 	if !connected && ctx.Err() == nil && !now.Before(r.nextReport) {
 		r.nextReport = now.Add(c.cfg.ReportInterval)
 		c.mu.Lock()
-		if c.st.mode == modeClaimed || c.st.verified {
-			c.st.failures++
-			c.st.failedBy["connection"]++
-			c.st.renewErr = fmt.Sprintf("connection: no ZooKeeper session (%v)", conn.State())
-		}
+		due := c.st.mode == modeClaimed || c.st.verified
 		c.mu.Unlock()
+		if due {
+			c.recordRenewFailure("connection", fmt.Sprintf("no ZooKeeper session (%v)", conn.State()))
+		}
 	}
 	if connected && ctx.Err() == nil {
 		if err := c.ensureAuth(ctx, conn); err != nil {
@@ -365,6 +364,18 @@ func (c *Coordinator) recheckOwn(ctx context.Context, z zkc) error {
 	return nil
 }
 
+// recordRenewFailure counts a failed (or, without a session, impossible)
+// renewal by cause and keeps its description for zk_fence and Status; it
+// returns the failures so far.
+func (c *Coordinator) recordRenewFailure(cause, detail string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.st.failures++
+	c.st.failedBy[cause]++
+	c.st.renewErr = cause + ": " + detail
+	return c.st.failures
+}
+
 // renew writes a new ZooKeeper fence and last_ts to our forever znode,
 // version-checked (the version we last wrote is the fencing token: it
 // fails once anyone else claimed the worker ID). The fence is now + G, or
@@ -410,12 +421,7 @@ func (c *Coordinator) renew(ctx context.Context, z zkc, fencer Fencer, final int
 		case errors.Is(err, zk.ErrNoNode):
 			cause = "deleted"
 		}
-		c.mu.Lock()
-		c.st.failures++
-		c.st.failedBy[cause]++
-		c.st.renewErr = fmt.Sprintf("%s: %v", cause, err)
-		n := c.st.failures
-		c.mu.Unlock()
+		n := c.recordRenewFailure(cause, err.Error())
 		if errors.Is(err, zk.ErrBadVersion) && attempt == 1 {
 			if rerr := c.recheckOwn(ctx, z); rerr != nil {
 				return fmt.Errorf("renew %s: re-read after a version conflict: %w", path, rerr)
