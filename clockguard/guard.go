@@ -69,7 +69,7 @@ const (
 	ReasonClockRollback    Reason = "clock_rollback"       // the clock went back beyond --rollback-tolerance
 	ReasonNTPOffset        Reason = "ntp_offset"           // |NTP offset| > --ntp-max-offset
 	ReasonNTPUnreachable   Reason = "ntp_unreachable"      // no NTP server answered and --ntp-required is set
-	ReasonPeerOffset       Reason = "peer_offset"          // |median peer offset| > --peer-max-offset
+	ReasonPeerOffset       Reason = "peer_offset"          // a strict majority of the clocks compared is beyond --peer-max-offset of this one
 	ReasonLeaseLost        Reason = "lease_lost"           // the ZooKeeper lease is not (or no longer) held
 	ReasonZKFence          Reason = "zk_fence"             // less than a third of --zk-fence-ahead is left before the fence ZooKeeper acknowledged (renewals failing)
 	ReasonFencePersist     Reason = "fence_persist_failed" // the local fence could not be written to disk

@@ -35,9 +35,9 @@ const maxTimeBody = 4096
 // maxDetailPeers bounds how many peers a failure detail lists.
 const maxDetailPeers = 5
 
-// ErrPeerOffset is returned by Peers.CheckNow when the median peer offset is
-// beyond the maximum.
-var ErrPeerOffset = errors.New("median peer offset beyond the maximum")
+// ErrPeerOffset is returned by Peers.CheckNow when the node is the outlier:
+// a strict majority of the clocks it compared is beyond the maximum offset.
+var ErrPeerOffset = errors.New("clock disagrees with a majority of the peers")
 
 // Peer is another live node to compare clocks with.
 type Peer struct {
@@ -61,7 +61,8 @@ func (f PeerSourceFunc) Peers(ctx context.Context) ([]Peer, error) { return f(ct
 type PeersConfig struct {
 	// Interval between rounds (default 30s).
 	Interval time.Duration
-	// MaxOffset is the largest |median offset| that passes (default 1s).
+	// MaxOffset is the largest |offset| at which another clock agrees with
+	// this one (default 1s).
 	MaxOffset time.Duration
 	// Timeout of one request to one peer, connection included (default 2s).
 	// A round, and so Run's return after ctx ends, takes at most about this
@@ -96,25 +97,42 @@ func (r PeerResult) Reachable() bool { return r.Error == "" }
 type PeerSnapshot struct {
 	MaxOffset time.Duration `json:"max_offset_ns"`
 	// Peers, Median, Reachable and Unreachable are from the last round that
-	// got a peer list. Median is meaningful only when Reachable > 0.
+	// got a peer list (Reachable and Unreachable count peers; Median is over
+	// the reachable peers and the node itself, offset 0).
 	Peers       []PeerResult  `json:"peers"`
 	Median      time.Duration `json:"median_offset_ns"`
 	Reachable   int           `json:"reachable"`
 	Unreachable int           `json:"unreachable"`
+	// Agree and Disagree count the clocks compared, the node's own included
+	// (it agrees with itself), within and beyond MaxOffset of this one.
+	// Split: some disagree but neither side is a strict majority, so this
+	// node cannot tell whose clock is wrong: it stays in service and
+	// leaves the verdict to NTP.
+	Agree    int  `json:"agree"`
+	Disagree int  `json:"disagree"`
+	Split    bool `json:"split"`
+	// Detail describes the last round's disagreement (outlier or split);
+	// "" when every clock agreed.
+	Detail string `json:"detail,omitempty"`
 	// CheckedAt is when the last round ended; SourceError is why it got no
 	// peer list ("" when it did).
 	CheckedAt   time.Time `json:"checked_at,omitzero"`
 	SourceError string    `json:"source_error,omitempty"`
 	// Counters since the start.
 	Rounds           int64 `json:"rounds"`
-	OffsetFailures   int64 `json:"offset_failures"`   // rounds whose median was beyond MaxOffset
+	OffsetFailures   int64 `json:"offset_failures"`   // rounds in which a majority disagreed (this node the outlier)
+	SplitRounds      int64 `json:"split_rounds"`      // rounds with a disagreement and no majority
 	UnreachablePeers int64 `json:"unreachable_peers"` // failed peer requests
 	SourceErrors     int64 `json:"source_errors"`     // rounds without a peer list
 }
 
 // Peers is the peer check (reason peer_offset): it asks live peers for their
-// time and fails when the median offset is beyond the maximum. With no peer
-// reachable it passes: there is nobody to disagree with.
+// time and fails only when this node is the outlier: more than half of the
+// clocks it could compare (its own counted: the source lists only others)
+// are more than MaxOffset away. A disagreement without a majority either way (two
+// clocks, or a tie) passes and is flagged (Split): a node cannot tell
+// whether it or the other is wrong, and two good nodes must not leave
+// because of one bad one. With no peer reachable it passes.
 type Peers struct {
 	clk    clock.Clock
 	src    PeerSource
@@ -307,6 +325,23 @@ func parsePeerTime(body []byte) (int64, error) {
 	return 0, errors.New("decode time: no positive unix_ns or unix_ms")
 }
 
+// verdict applies the majority rule to a round's reachable offsets: out
+// when a strict majority disagrees, split when some disagree and neither
+// side has a strict majority.
+func verdict(offsets []time.Duration, maxOffset time.Duration) (agree, disagree int, out, split bool) {
+	for _, o := range offsets {
+		if abs(o) > maxOffset {
+			disagree++
+		} else {
+			agree++
+		}
+	}
+	n := agree + disagree
+	out = 2*disagree > n
+	split = !out && disagree > 0 && 2*agree <= n
+	return agree, disagree, out, split
+}
+
 // judge gives the verdict for a round's results.
 func (p *Peers) judge(results []PeerResult) (PeerSnapshot, error) {
 	var offsets []time.Duration
@@ -318,11 +353,17 @@ func (p *Peers) judge(results []PeerResult) (PeerSnapshot, error) {
 			errs = append(errs, fmt.Sprintf("worker %d %s: %s", r.WorkerID, r.Addr, r.Error))
 		}
 	}
-	median := medianOf(offsets)
+	// The node's own clock is one of the clocks compared (offset 0): it
+	// always agrees with itself.
+	clocks := append([]time.Duration{0}, offsets...)
+	median := medianOf(clocks)
+	agree, disagree, out, split := verdict(clocks, p.cfg.MaxOffset)
 	var err error
 	var detail string
-	if len(offsets) > 0 && abs(median) > p.cfg.MaxOffset {
-		detail = p.offsetDetail(results, median, len(offsets))
+	if out || split {
+		detail = p.offsetDetail(results, agree, disagree, out)
+	}
+	if out {
 		err = fmt.Errorf("%w: %s", ErrPeerOffset, detail)
 	}
 
@@ -331,12 +372,16 @@ func (p *Peers) judge(results []PeerResult) (PeerSnapshot, error) {
 	p.snap.Median = median
 	p.snap.Reachable = len(offsets)
 	p.snap.Unreachable = len(errs)
+	p.snap.Agree, p.snap.Disagree, p.snap.Split, p.snap.Detail = agree, disagree, split, detail
 	p.snap.CheckedAt = clock.WallTime(p.clk)
 	p.snap.SourceError = ""
 	p.snap.Rounds++
 	p.snap.UnreachablePeers += int64(len(errs))
 	if err != nil {
 		p.snap.OffsetFailures++
+	}
+	if split {
+		p.snap.SplitRounds++
 	}
 	p.judged = true
 	snap := p.snapshotLocked()
@@ -346,27 +391,35 @@ func (p *Peers) judge(results []PeerResult) (PeerSnapshot, error) {
 		p.cfg.Log.Warn().Int("unreachable", len(errs)).Int("reachable", len(offsets)).
 			Str("errors", strings.Join(errs, "; ")).Msg("peers unreachable for the clock check")
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		p.check.Fail(detail)
-		p.cfg.Log.Warn().Dur("median_offset", median).Int("reachable", len(offsets)).
-			Dur("max_offset", p.cfg.MaxOffset).Str("detail", detail).Msg("median peer offset beyond the maximum")
+		p.cfg.Log.Warn().Int("agree", agree).Int("disagree", disagree).
+			Dur("max_offset", p.cfg.MaxOffset).Str("detail", detail).Msg("clock disagrees with a majority of the peers")
 		return snap, err
+	case split:
+		p.cfg.Log.Warn().Int("agree", agree).Int("disagree", disagree).Dur("max_offset", p.cfg.MaxOffset).Str("detail", detail).
+			Msg("clocks disagree with no majority either way: staying in service, NTP (if configured) decides")
 	}
 	p.check.Pass()
 	return snap, nil
 }
 
-// offsetDetail describes a failing round with its figures.
-func (p *Peers) offsetDetail(results []PeerResult, median time.Duration, reachable int) string {
+// offsetDetail describes a round with a disagreement, with its figures.
+func (p *Peers) offsetDetail(results []PeerResult, agree, disagree int, out bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "median peer offset %s over %d of %d peers, max %v:", signed(median), reachable, len(results), p.cfg.MaxOffset)
+	if out {
+		fmt.Fprintf(&b, "clock more than %v from %d of %d clocks compared (itself counted): the outlier;", p.cfg.MaxOffset, disagree, agree+disagree)
+	} else {
+		fmt.Fprintf(&b, "no majority: %d of %d clocks compared (itself counted) are more than %v away, %d agree;", disagree, agree+disagree, p.cfg.MaxOffset, agree)
+	}
 	listed := 0
 	for _, r := range results {
 		if !r.Reachable() {
 			continue
 		}
 		if listed == maxDetailPeers {
-			fmt.Fprintf(&b, " and %d more", reachable-listed)
+			fmt.Fprintf(&b, " and %d more", agree+disagree-listed)
 			break
 		}
 		if listed > 0 {

@@ -167,33 +167,40 @@ func newTestPeers(t *testing.T, g *Guard, c clock.Clock, src PeerSource, cfg Pee
 // unreachable marks a peer that has no server.
 const unreachable = time.Duration(1<<63 - 1)
 
-func TestPeersMedian(t *testing.T) {
+// The majority rule (SPEC §4), with the node's own clock counted: peers'
+// offsets are relative to it, so its own is 0.
+func TestPeersMajority(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
 		offsets         []time.Duration // one peer each; unreachable: no server
-		wantMedian      time.Duration
+		wantMedian      time.Duration   // over the node itself and the reachable peers
 		wantReachable   int
+		wantAgree       int // the node itself included
+		wantSplit       bool
 		wantErr         error
 		wantDetailParts []string
 	}{
-		{name: "no peers", wantReachable: 0},
-		{name: "0, +10ms, +5s: median ok", offsets: []time.Duration{0, 10 * time.Millisecond, 5 * time.Second},
-			wantMedian: 10 * time.Millisecond, wantReachable: 3},
-		{name: "three at +5s: fail", offsets: []time.Duration{5 * time.Second, 5 * time.Second, 5 * time.Second},
-			wantMedian: 5 * time.Second, wantReachable: 3, wantErr: ErrPeerOffset,
-			wantDetailParts: []string{"median peer offset +5s over 3 of 3 peers, max 1s:", "worker 1 ", " +5s (rtt 0s)", "worker 3 "}},
-		{name: "two at -2s: fail", offsets: []time.Duration{-2 * time.Second, -2 * time.Second, 0},
-			wantMedian: -2 * time.Second, wantReachable: 3, wantErr: ErrPeerOffset,
-			wantDetailParts: []string{"median peer offset -2s over 3 of 3 peers"}},
-		{name: "even count: mean of the middle two", offsets: []time.Duration{5 * time.Second, 5 * time.Second, 0, 0},
-			wantMedian: 2500 * time.Millisecond, wantReachable: 4, wantErr: ErrPeerOffset},
-		{name: "exactly max", offsets: []time.Duration{time.Second}, wantMedian: time.Second, wantReachable: 1},
-		{name: "one unreachable is ignored", offsets: []time.Duration{0, 10 * time.Millisecond, unreachable},
-			wantMedian: 5 * time.Millisecond, wantReachable: 2},
-		{name: "one reachable at +5s, two unreachable: fail", offsets: []time.Duration{unreachable, 5 * time.Second, unreachable},
-			wantMedian: 5 * time.Second, wantReachable: 1, wantErr: ErrPeerOffset,
-			wantDetailParts: []string{"over 1 of 3 peers", "worker 2 "}},
-		{name: "none reachable: pass", offsets: []time.Duration{unreachable, unreachable, unreachable}, wantReachable: 0},
+		{name: "no peers", wantAgree: 1},
+		{name: "2 clocks: the other 5s off: no majority, stays in", offsets: []time.Duration{5 * time.Second},
+			wantMedian: 2500 * time.Millisecond, wantReachable: 1, wantAgree: 1, wantSplit: true,
+			wantDetailParts: []string{"no majority: 1 of 2 clocks", "worker 1 ", "+5s"}},
+		{name: "3 clocks, one 5s off: the majority agrees", offsets: []time.Duration{10 * time.Millisecond, 5 * time.Second},
+			wantMedian: 10 * time.Millisecond, wantReachable: 2, wantAgree: 2},
+		{name: "3 clocks, this one the outlier", offsets: []time.Duration{-5 * time.Second, -5 * time.Second},
+			wantMedian: -5 * time.Second, wantReachable: 2, wantAgree: 1, wantErr: ErrPeerOffset,
+			wantDetailParts: []string{"clock more than 1s from 2 of 3 clocks compared (itself counted): the outlier", "worker 2 ", "-5s (rtt 0s)"}},
+		{name: "3 clocks, one down, the other 5s off: no majority (issue 9)", offsets: []time.Duration{unreachable, -5 * time.Second},
+			wantMedian: -2500 * time.Millisecond, wantReachable: 1, wantAgree: 1, wantSplit: true},
+		{name: "4 clocks, 2 against 2: no majority", offsets: []time.Duration{0, 3 * time.Second, 3 * time.Second},
+			wantMedian: 1500 * time.Millisecond, wantReachable: 3, wantAgree: 2, wantSplit: true},
+		{name: "5 clocks, two bad ones: a good node stays", offsets: []time.Duration{-5 * time.Second, -5 * time.Second, 0, 20 * time.Millisecond},
+			wantReachable: 4, wantAgree: 3},
+		{name: "5 clocks, one of two bad ones: the outliers leave", offsets: []time.Duration{0, 5 * time.Second, 5 * time.Second, 5 * time.Second},
+			wantMedian: 5 * time.Second, wantReachable: 4, wantAgree: 2, wantErr: ErrPeerOffset},
+		{name: "exactly max agrees", offsets: []time.Duration{time.Second}, wantMedian: 500 * time.Millisecond, wantReachable: 1, wantAgree: 2},
+		{name: "unreachable peers do not vote", offsets: []time.Duration{0, 10 * time.Millisecond, unreachable},
+			wantMedian: 0, wantReachable: 2, wantAgree: 3},
+		{name: "none reachable: pass", offsets: []time.Duration{unreachable, unreachable, unreachable}, wantAgree: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := clocktest.NewFake(t0)
@@ -220,6 +227,10 @@ func TestPeersMedian(t *testing.T) {
 				snap.Median != tc.wantMedian || len(snap.Peers) != len(tc.offsets) {
 				t.Fatalf("snapshot %+v, want median %v with %d of %d reachable", snap, tc.wantMedian, tc.wantReachable, len(tc.offsets))
 			}
+			if snap.Agree != tc.wantAgree || snap.Disagree != tc.wantReachable+1-tc.wantAgree || snap.Split != tc.wantSplit {
+				t.Fatalf("agree %d disagree %d split %v, want agree %d of %d, split %v", snap.Agree, snap.Disagree, snap.Split,
+					tc.wantAgree, tc.wantReachable+1, tc.wantSplit)
+			}
 			for i, r := range snap.Peers {
 				if r.WorkerID != int64(i+1) || r.Addr != peers[i].Addr || r.CheckedAt.IsZero() {
 					t.Fatalf("peer %d result %+v does not match %+v", i, r, peers[i])
@@ -233,12 +244,20 @@ func TestPeersMedian(t *testing.T) {
 				}
 			}
 			d, failing := failingDetail(g, ReasonPeerOffset)
+			if tc.wantSplit {
+				d = snap.Detail // a split passes: the detail is in the snapshot
+			}
 			if failing != (tc.wantErr != nil) || g.Ready() == failing {
 				t.Fatalf("peer_offset failing=%v ready=%v, want failing=%v", failing, g.Ready(), tc.wantErr != nil)
 			}
 			for _, part := range tc.wantDetailParts {
 				if !strings.Contains(d, part) {
 					t.Fatalf("detail %q lacks %q", d, part)
+				}
+			}
+			if tc.wantSplit {
+				if d := p.Snapshot(); d.SplitRounds != 1 {
+					t.Fatalf("split rounds %d, want 1", d.SplitRounds)
 				}
 			}
 			if s := p.Snapshot(); s.Rounds != 1 || s.UnreachablePeers != int64(snap.Unreachable) ||
@@ -339,8 +358,9 @@ func TestPeersConcurrent(t *testing.T) {
 	}
 	p := newTestPeers(t, newGuard(t), fc, &staticPeers{peers: peers}, PeersConfig{Timeout: waitTimeout / 2})
 	snap, err := p.CheckNow(context.Background())
-	if err != nil || snap.Reachable != 3 || snap.Median != time.Millisecond {
-		t.Fatalf("CheckNow = %+v, %v; want all 3 reachable, median 1ms", snap, err)
+	// Median of the node's own 0 and the peers' 0, 1ms, 2ms.
+	if err != nil || snap.Reachable != 3 || snap.Median != 500*time.Microsecond {
+		t.Fatalf("CheckNow = %+v, %v; want all 3 reachable, median 500µs", snap, err)
 	}
 }
 
@@ -348,7 +368,9 @@ func TestPeersConcurrent(t *testing.T) {
 // round passes).
 func TestPeersSourceError(t *testing.T) {
 	fc := clocktest.NewFake(t0)
+	// Two peers ahead: with the node itself, two of three clocks disagree.
 	ahead := startTimePeer(t, fc, 5*time.Second)
+	ahead2 := startTimePeer(t, fc, 5*time.Second)
 	src := &staticPeers{err: errors.New("zk: connection closed")}
 	g := newGuard(t)
 	p := newTestPeers(t, g, fc, src, PeersConfig{})
@@ -359,7 +381,7 @@ func TestPeersSourceError(t *testing.T) {
 		wantReady bool
 	}{
 		{nil, errors.New("zk: connection closed"), nil, true}, // first round: pass
-		{[]Peer{{1, ahead.addr}}, nil, ErrPeerOffset, false},
+		{[]Peer{{1, ahead.addr}, {2, ahead2.addr}}, nil, ErrPeerOffset, false},
 		{nil, errors.New("zk: connection closed"), nil, false}, // keeps the failure
 		{[]Peer{}, nil, nil, true},                             // no peers: pass
 	}

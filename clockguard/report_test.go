@@ -97,7 +97,7 @@ func TestBuildReport(t *testing.T) {
 	if got.NTP.Last["offset_ns"] != float64(2*time.Second) || got.NTP.Last["server"] != ntpServer {
 		t.Fatalf("ntp last = %v", got.NTP.Last)
 	}
-	if got.Peers.Median != int64(40*time.Millisecond) || len(got.Peers.Peers) != 1 || got.Peers.Peers[0]["worker_id"] != 7.0 {
+	if got.Peers.Median != int64(20*time.Millisecond) || len(got.Peers.Peers) != 1 || got.Peers.Peers[0]["worker_id"] != 7.0 {
 		t.Fatalf("peers = %+v", got.Peers)
 	}
 }

@@ -49,7 +49,7 @@ func TestScrape_Families(t *testing.T) {
 	f.src.watcher = clockguard.WatcherStats{Checks: 100, BackwardSteps: 2, ForwardSteps: 1, LargestBackward: 250 * time.Millisecond, LargestForward: 2 * time.Second}
 	f.src.ntp = clockguard.NTPSnapshot{Enabled: true, Rounds: 5, UnreachableRounds: 1, OffsetFailures: 2, ServerErrors: 3,
 		Last: &clockguard.NTPResult{Server: "ntp.example:123", Offset: -12 * time.Millisecond, RTT: 3 * time.Millisecond, CheckedAt: testNow.Add(-30 * time.Second)}}
-	f.src.peers = clockguard.PeerSnapshot{Median: 4 * time.Millisecond, Reachable: 2, Unreachable: 1, CheckedAt: testNow, Rounds: 6, OffsetFailures: 1, UnreachablePeers: 2, SourceErrors: 1,
+	f.src.peers = clockguard.PeerSnapshot{Median: 4 * time.Millisecond, Split: true, Reachable: 2, Unreachable: 1, CheckedAt: testNow, Rounds: 6, OffsetFailures: 1, UnreachablePeers: 2, SourceErrors: 1,
 		Peers: []clockguard.PeerResult{
 			{WorkerID: 1, Addr: "10.0.0.1:8080", Offset: 2 * time.Millisecond, RTT: time.Millisecond},
 			{WorkerID: 2, Addr: "10.0.0.2:8080", Offset: 6 * time.Millisecond, RTT: 2 * time.Millisecond},
@@ -111,6 +111,7 @@ func TestScrape_Families(t *testing.T) {
 		{"snowflaked_peer_rtt_seconds", []string{"peer", "10.0.0.2:8080", "worker_id", "2"}, 0.002},
 		{"snowflaked_peers", []string{"status", "reachable"}, 2},
 		{"snowflaked_peers", []string{"status", "unreachable"}, 1},
+		{"snowflaked_peer_split", nil, 1},
 		{"snowflaked_peer_rounds_total", nil, 6},
 		{"snowflaked_peer_offset_failures_total", nil, 1},
 		{"snowflaked_peer_unreachable_total", nil, 2},

@@ -57,11 +57,12 @@ var (
 	fNTPUnreac = family{"snowflaked_ntp_unreachable_rounds_total", "counter", "NTP rounds in which no server gave a usable answer."}
 	fNTPFail   = family{"snowflaked_ntp_offset_failures_total", "counter", "NTP rounds whose offset was beyond --ntp-max-offset."}
 	fNTPErrs   = family{"snowflaked_ntp_server_errors_total", "counter", "Failed NTP queries, including ones another server made up for."}
-	fPeerOff   = family{"snowflaked_peer_offset_seconds", "gauge", "Peer clock minus this node's clock, RTT-corrected: the median (no labels) and per reachable peer."}
+	fPeerOff   = family{"snowflaked_peer_offset_seconds", "gauge", "Peer clock minus this node's clock, RTT-corrected: the median over the node and its reachable peers (no labels), and per reachable peer."}
 	fPeerRTT   = family{"snowflaked_peer_rtt_seconds", "gauge", "Round-trip time of the last /time request to each reachable peer."}
-	fPeers     = family{"snowflaked_peers", "gauge", "Peers in the last peer check round, by status."}
+	fPeers     = family{"snowflaked_peers", "gauge", "Peers in the last peer check round, by status (the node itself not counted)."}
+	fPeerSplit = family{"snowflaked_peer_split", "gauge", "1 when the last peer round found clocks that disagree with no majority either way (the node stays in service; NTP decides)."}
 	fPeerRnds  = family{"snowflaked_peer_rounds_total", "counter", "Peer clock check rounds."}
-	fPeerFail  = family{"snowflaked_peer_offset_failures_total", "counter", "Peer rounds whose median offset was beyond --peer-max-offset."}
+	fPeerFail  = family{"snowflaked_peer_offset_failures_total", "counter", "Peer rounds in which a strict majority of the clocks was beyond --peer-max-offset of this node's (it was the outlier)."}
 	fPeerUnr   = family{"snowflaked_peer_unreachable_total", "counter", "Failed /time requests to peers."}
 	fPeerSrc   = family{"snowflaked_peer_source_errors_total", "counter", "Peer rounds that got no peer list."}
 	fZKConn    = family{"snowflaked_zk_connected", "gauge", "1 while the ZooKeeper session is established."}
@@ -257,6 +258,7 @@ func writePeers(e *expo, s clockguard.PeerSnapshot) {
 		e.add(fPeers, float64(s.Reachable), "status", "reachable")
 		e.add(fPeers, float64(s.Unreachable), "status", "unreachable")
 	}
+	e.add(fPeerSplit, b2f(s.Split))
 	e.add(fPeerRnds, float64(s.Rounds))
 	e.add(fPeerFail, float64(s.OffsetFailures))
 	e.add(fPeerUnr, float64(s.UnreachablePeers))

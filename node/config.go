@@ -134,7 +134,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.NTPMaxOffset, "ntp-max-offset", d.NTPMaxOffset, "largest NTP offset tolerated in service")
 	fs.BoolVar(&c.NTPRequired, "ntp-required", d.NTPRequired, "leave service when no NTP server answers")
 	fs.DurationVar(&c.PeerInterval, "peer-interval", d.PeerInterval, "how often to compare clocks with live peers")
-	fs.DurationVar(&c.PeerMaxOffset, "peer-max-offset", d.PeerMaxOffset, "largest median peer clock offset tolerated in service")
+	fs.DurationVar(&c.PeerMaxOffset, "peer-max-offset", d.PeerMaxOffset, "two clocks further apart disagree; out of service only when a majority of the clocks disagrees with this one")
 	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "log level: trace, debug, info, warn, error")
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "log format: json or console")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")

@@ -8,29 +8,20 @@ import (
 )
 
 // newPeers registers the peer_offset check with the coordinator's alive
-// znodes as the peer list (ZooKeeper mode only).
-//
-// The node counts itself as one of the peers (its own GET /time at its
-// advertised address, offset ≈ 0). Without that vote, one node with a bad
-// clock in a 3-node cluster takes the two good ones out of service (each
-// sees offsets 0 and +3s: median +1.5s), and since only nodes in service are
-// listed under alive/, the bad node then finds no peer to disagree with and
-// stays in service alone (seen with a chaos build). With it, the good nodes
-// see 0, 0, +3s (median 0) and the bad one sees 0, −3s, −3s (median −3s).
-// A self that cannot be reached simply does not count.
+// znodes as the peer list (ZooKeeper mode only). The check counts this
+// node's own clock as one of the clocks compared and takes it out only when
+// it is the outlier (a strict majority of the clocks disagrees with it), so
+// one bad clock never takes good nodes out: with two clocks that disagree
+// both stay in, flagged, and NTP decides.
 func (n *node) newPeers() error {
-	self := clockguard.Peer{WorkerID: n.ident.entry.WorkerID, Addr: n.advertise}
 	src := clockguard.PeerSourceFunc(func(ctx context.Context) ([]clockguard.Peer, error) {
 		live, err := n.coord.Peers(ctx)
 		if err != nil {
 			return nil, err
 		}
-		out := make([]clockguard.Peer, 0, len(live)+1)
+		out := make([]clockguard.Peer, 0, len(live))
 		for _, p := range live {
 			out = append(out, clockguard.Peer{WorkerID: p.WorkerID, Addr: p.Addr})
-		}
-		if len(out) > 0 {
-			out = append(out, self)
 		}
 		return out, nil
 	})
