@@ -74,6 +74,8 @@ const (
 	ReasonZKFence          Reason = "zk_fence"             // less than a third of --zk-fence-ahead is left before the fence ZooKeeper acknowledged (renewals failing)
 	ReasonFencePersist     Reason = "fence_persist_failed" // the local fence could not be written to disk
 	ReasonFenceReached     Reason = "fence_reached"        // the clock reached the persisted fence
+	ReasonTimeOverflow     Reason = "time_overflow"        // the clock is past the end of the layout's timestamp field
+	ReasonClockStalled     Reason = "clock_stalled"        // the wall clock did not reach the next tick while the generator waited for it
 )
 
 type checkStatus int8

@@ -20,7 +20,7 @@ var knownReasons = []clockguard.Reason{
 	clockguard.ReasonClockBehindFence, clockguard.ReasonClockRollback,
 	clockguard.ReasonNTPOffset, clockguard.ReasonNTPUnreachable, clockguard.ReasonPeerOffset,
 	clockguard.ReasonLeaseLost, clockguard.ReasonZKFence, clockguard.ReasonFencePersist,
-	clockguard.ReasonFenceReached,
+	clockguard.ReasonFenceReached, clockguard.ReasonTimeOverflow, clockguard.ReasonClockStalled,
 }
 
 // reasonLabel is the label value of a reason: "none" for ReasonNone.

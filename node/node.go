@@ -83,16 +83,20 @@ type node struct {
 	finalZKFence atomic.Int64
 	guard        *clockguard.Guard
 	rollback     *clockguard.Rollback
-	keeper       *FenceKeeper
-	gate         *StartGate
-	watcher      *clockguard.Watcher
-	ntp          *clockguard.NTP
-	peers        *clockguard.Peers // nil in standalone mode
-	report       *reporter
-	metrics      *metrics.Metrics
-	status       *statuspage.Page
-	srv          *server.Server
-	loops        []func(context.Context) // background work, stopped at shutdown
+	overflow     *clockguard.Fault // time_overflow: the clock is past the layout's end
+	stalled      *clockguard.Fault // clock_stalled: the wall clock stopped moving
+	// stalledAt is the wall clock (ns) when clock_stalled tripped.
+	stalledAt atomic.Int64
+	keeper    *FenceKeeper
+	gate      *StartGate
+	watcher   *clockguard.Watcher
+	ntp       *clockguard.NTP
+	peers     *clockguard.Peers // nil in standalone mode
+	report    *reporter
+	metrics   *metrics.Metrics
+	status    *statuspage.Page
+	srv       *server.Server
+	loops     []func(context.Context) // background work, stopped at shutdown
 }
 
 // Run runs a node until ctx ends, then stops it gracefully and returns nil.
@@ -326,6 +330,7 @@ func (n *node) newGuard() error {
 	// cleared by Run once the clock is past the last issued ID.
 	n.rollback = clockguard.NewRollback(n.guard, n.gen, 0)
 	n.loops = append(n.loops, n.rollback.Run)
+	n.newGeneratorFaults()
 	var err error
 	n.watcher, err = clockguard.NewWatcher(n.clock, clockguard.WatcherConfig{
 		Tolerance:  max(n.cfg.RollbackTolerance, time.Millisecond),
@@ -392,7 +397,28 @@ func (n *node) onIDError(err error) {
 		n.tripRollback(n.gen.Behind(), "generator (clock before the epoch)")
 	case errors.Is(err, snowflake.ErrFenceReached):
 		n.keeper.Wake()
+	case errors.Is(err, snowflake.ErrTimeOverflow):
+		n.overflow.Trip(err.Error())
+	case errors.Is(err, snowflake.ErrClockStalled):
+		n.stalledAt.Store(n.clock.WallNanos())
+		n.stalled.Trip(err.Error())
 	}
+}
+
+// newGeneratorFaults registers time_overflow and clock_stalled: generator
+// errors that are not per request but mean the node cannot issue IDs until
+// the clock is fixed. Tripped on the request path (onIDError), cleared by
+// their loops: time_overflow once the clock is back before the layout's end
+// (a clock set far ahead and corrected), clock_stalled once the wall clock
+// moved on by a tick and is not behind the last issued ID.
+func (n *node) newGeneratorFaults() {
+	end := n.layout.End().UnixNano()
+	n.overflow = clockguard.NewFault(n.guard, clockguard.ReasonTimeOverflow, func() bool { return n.clock.WallNanos() < end }, 0)
+	unit := int64(n.layout.Unit)
+	n.stalled = clockguard.NewFault(n.guard, clockguard.ReasonClockStalled, func() bool {
+		return n.clock.WallNanos() >= n.stalledAt.Load()+unit && n.gen.Behind() == 0
+	}, 0)
+	n.loops = append(n.loops, n.overflow.Run, n.stalled.Run)
 }
 
 func (n *node) newServer() error {

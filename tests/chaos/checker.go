@@ -50,7 +50,8 @@ func init() {
 		clockguard.ReasonStarting, clockguard.ReasonStopping, clockguard.ReasonClockBehindFence,
 		clockguard.ReasonClockRollback, clockguard.ReasonNTPOffset, clockguard.ReasonNTPUnreachable,
 		clockguard.ReasonPeerOffset, clockguard.ReasonLeaseLost, clockguard.ReasonZKFence,
-		clockguard.ReasonFencePersist, clockguard.ReasonFenceReached,
+		clockguard.ReasonFencePersist, clockguard.ReasonFenceReached, clockguard.ReasonTimeOverflow,
+		clockguard.ReasonClockStalled,
 	} {
 		guardReasons[string(r)] = true
 	}

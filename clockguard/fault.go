@@ -1,0 +1,91 @@
+package clockguard
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Fault is a check for a condition the request path discovers (a generator
+// error): Trip takes the node out of service with the fault's reason, and
+// Run passes the check again once clear reports the condition gone. Like
+// Rollback, it counts Trips, so a Trip that races with a clear is never
+// lost.
+type Fault struct {
+	check *Check
+	clear func() bool
+	wake  chan struct{}
+	poll  time.Duration
+
+	mu         sync.Mutex
+	tripped    bool
+	generation uint64
+}
+
+// NewFault registers a check for reason (passing at first). clear is
+// called by Run, without locks held, while the fault is tripped; poll is how
+// often (0 means 50ms).
+func NewFault(g *Guard, reason Reason, clear func() bool, poll time.Duration) *Fault {
+	if poll <= 0 {
+		poll = 50 * time.Millisecond
+	}
+	f := &Fault{check: g.Check(reason), clear: clear, wake: make(chan struct{}, 1), poll: poll}
+	f.check.Pass()
+	return f
+}
+
+// Trip fails the check with detail. It is cheap and never waits for Run.
+func (f *Fault) Trip(detail string) {
+	f.mu.Lock()
+	f.generation++
+	first := !f.tripped
+	f.tripped = true
+	f.mu.Unlock()
+	if first {
+		f.check.Fail(detail)
+	}
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Tripped reports whether the check is failing.
+func (f *Fault) Tripped() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tripped
+}
+
+// Run clears the fault once clear holds, until ctx ends.
+func (f *Fault) Run(ctx context.Context) {
+	t := time.NewTicker(f.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.wake:
+		case <-t.C:
+		}
+		f.TryClear()
+	}
+}
+
+// TryClear passes the check if it is tripped, clear holds and no Trip
+// happened meanwhile (Run calls it every poll; tests call it directly).
+func (f *Fault) TryClear() {
+	f.mu.Lock()
+	tripped, seen := f.tripped, f.generation
+	f.mu.Unlock()
+	if !tripped || !f.clear() {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.generation != seen {
+		return // a Trip landed after we looked
+	}
+	f.tripped = false
+	f.check.Pass()
+}
