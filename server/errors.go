@@ -33,6 +33,7 @@ const (
 	codeTimeOverflow     = "time_overflow"      // 503: the layout's timestamp field is exhausted
 	codeClockError       = "clock_error"        // 503: the clock is stalled or before the epoch
 	codeIDError          = "id_error"           // 503: any other generator error
+	codeBatchTimeout     = "batch_timeout"      // 503: an /ids batch would take longer than BatchBound + 2 ticks
 )
 
 // errorBody is {"error":{"code":…,"message":…}}.

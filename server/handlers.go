@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -238,11 +239,10 @@ func (s *Server) serveIDs(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	bt := s.batches.Get().(*batch)
-	ids, err := s.cfg.IDs.AppendN(bt.ids[:0], n)
+	ids, stop := s.appendBatch(ctx, bt.ids[:0], n)
 	bt.ids = ids // keep the grown buffer
-	if err != nil {
+	if stop {
 		_ = bt.Close()
-		s.idError(ctx, err)
 		return
 	}
 	s.obs.IssuedIDs(len(ids))
@@ -271,6 +271,38 @@ func (s *Server) serveIDs(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.SetContentTypeBytes(ct)
 	ctx.Response.SetBodyRaw(out)
 	ctx.SetUserValue(batchKey{}, bt) // closed (back to the pool) after the response is written
+}
+
+// appendBatch appends n IDs to dst one tick's worth at a time, and between
+// ticks checks that the node is still in service and that the batch is
+// within its time bound: a batch spanning many ticks must not go on issuing
+// after the node left service. When it stops (an error, out of service, too
+// slow) it has answered the request and returns stop; the IDs it reserved
+// are dropped, never issued by anyone.
+func (s *Server) appendBatch(ctx *fasthttp.RequestCtx, dst []int64, n int) (ids []int64, stop bool) {
+	orig := len(dst)
+	var start time.Duration
+	for len(dst)-orig < n {
+		if len(dst) > orig {
+			if st, out := s.notInService(); out {
+				s.outOfService(ctx, st)
+				return dst[:orig], true
+			}
+			if took := s.cfg.Clock.Mono() - start; took > s.batchBound {
+				s.unavailable(ctx, codeBatchTimeout, codeBatchTimeout, s.cfg.Guard.Status().State.String(),
+					fmt.Sprintf("a batch of %d IDs took longer than %v (%d IDs per tick of %v): ask for fewer", n, s.batchBound, s.perTick, s.cfg.IDs.Layout().Unit))
+				return dst[:orig], true
+			}
+		} else {
+			start = s.cfg.Clock.Mono()
+		}
+		var err error
+		if dst, err = s.cfg.IDs.AppendN(dst, min(n-(len(dst)-orig), s.perTick)); err != nil {
+			s.idError(ctx, err)
+			return dst[:orig], true
+		}
+	}
+	return dst, false
 }
 
 // serveDecode answers GET /decode/{id}.

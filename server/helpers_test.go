@@ -163,13 +163,15 @@ func decodeError(t testing.TB, r response) apiError {
 	return *e.Error
 }
 
-// fakeIDs is an IDSource that fails with err (when set) and counts calls.
+// fakeIDs is an IDSource that fails with err (when set) and counts calls;
+// afterAppend, when set, runs after every AppendN (outside its lock).
 type fakeIDs struct {
-	layout snowflake.Layout
-	mu     sync.Mutex
-	err    error
-	next   int64
-	calls  atomic.Int64
+	layout      snowflake.Layout
+	mu          sync.Mutex
+	err         error
+	next        int64
+	calls       atomic.Int64
+	afterAppend func(n int)
 }
 
 func (f *fakeIDs) Next() (int64, error) {
@@ -185,6 +187,9 @@ func (f *fakeIDs) Next() (int64, error) {
 
 func (f *fakeIDs) AppendN(dst []int64, n int) ([]int64, error) {
 	f.calls.Add(1)
+	if f.afterAppend != nil {
+		defer f.afterAppend(n)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {

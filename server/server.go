@@ -125,7 +125,15 @@ type Server struct {
 	maxBatch   int
 	retryAfter []byte // Retry-After header value in seconds
 	batches    sync.Pool
+	perTick    int           // IDs one tick holds: the /ids chunk between readiness checks
+	batchBound time.Duration // the longest an /ids batch may take
 }
+
+// BatchBound is how long an /ids batch may take beyond two ticks of the
+// layout: a batch that spans many ticks (a coarse --time-unit, a large
+// --max-batch, few sequence bits) fails with 503 batch_timeout past
+// BatchBound + 2 ticks instead of holding its connection.
+const BatchBound = time.Second
 
 // isBuiltin reports whether the server answers path itself, so that
 // Config.Routes may not shadow it.
@@ -176,6 +184,9 @@ func New(cfg Config) (*Server, error) {
 	// Per-request events go through a sampler: a burst, then 1 in 100.
 	s.log = cfg.Log.Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Second, NextSampler: &zerolog.BasicSampler{N: 100}})
 	s.batches.New = func() any { return &batch{pool: &s.batches} }
+	l := cfg.IDs.Layout()
+	s.perTick = int(min(l.MaxSequence()+1, int64(MaxBatchLimit)))
+	s.batchBound = BatchBound + 2*l.Unit
 	s.handler = s.handle
 	s.srv = &fasthttp.Server{
 		Handler:            s.handler,
