@@ -3,8 +3,6 @@
 package node
 
 import (
-	"github.com/valyala/fasthttp"
-
 	"snowflaked/clock"
 )
 
@@ -16,8 +14,8 @@ const ChaosBuild = false
 const ChaosClockOffsetEnv = "SNOWFLAKED_CHAOS_CLOCK_OFFSET"
 
 // chaosSetup is the fault-injection seam (SPEC §7). Without the chaos tag it
-// returns the clock unchanged and no routes: /debug/chaos/* answers 404, and
-// SNOWFLAKED_CHAOS_CLOCK_OFFSET is ignored.
-func chaosSetup(c clock.Clock) (clock.Clock, map[string]fasthttp.RequestHandler, error) {
-	return c, nil, nil
+// returns the clock unchanged, no routes and no write hook: /debug/chaos/*
+// answers 404, and SNOWFLAKED_CHAOS_CLOCK_OFFSET is ignored.
+func chaosSetup(c clock.Clock) (chaosHooks, error) {
+	return chaosHooks{clock: c}, nil
 }

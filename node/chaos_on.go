@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +22,10 @@ const ChaosBuild = true
 // ChaosClockPath is the fault-injection endpoint of chaos builds.
 const ChaosClockPath = "/debug/chaos/clock"
 
+// ChaosDiskPath is the fault-injection endpoint that makes the node's
+// cache-file writes hang (hang=true) and lets them go (hang=false).
+const ChaosDiskPath = "/debug/chaos/disk"
+
 // ChaosClockOffsetEnv sets the clock offset a chaos build starts with.
 const ChaosClockOffsetEnv = "SNOWFLAKED_CHAOS_CLOCK_OFFSET"
 
@@ -28,16 +34,61 @@ const ChaosClockOffsetEnv = "SNOWFLAKED_CHAOS_CLOCK_OFFSET"
 // POST /debug/chaos/clock?offset=-5s (offset=0 resets). The offset at start
 // is SNOWFLAKED_CHAOS_CLOCK_OFFSET (a Go duration; unset means 0), so a
 // node can start with its clock already off.
-func chaosSetup(c clock.Clock) (clock.Clock, map[string]fasthttp.RequestHandler, error) {
+func chaosSetup(c clock.Clock) (chaosHooks, error) {
 	oc := &offsetClock{base: c}
 	if raw, ok := os.LookupEnv(ChaosClockOffsetEnv); ok {
 		d, err := time.ParseDuration(raw)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %s=%q: want a Go duration like -5s: %w", ErrInvalidConfig, ChaosClockOffsetEnv, raw, err)
+			return chaosHooks{}, fmt.Errorf("%w: %s=%q: want a Go duration like -5s: %w", ErrInvalidConfig, ChaosClockOffsetEnv, raw, err)
 		}
 		oc.offset.Store(int64(d))
 	}
-	return oc, map[string]fasthttp.RequestHandler{ChaosClockPath: oc.handle}, nil
+	disk := &diskGate{}
+	return chaosHooks{
+		clock:       oc,
+		routes:      map[string]fasthttp.RequestHandler{ChaosClockPath: oc.handle, ChaosDiskPath: disk.handle},
+		beforeWrite: disk.wait,
+	}, nil
+}
+
+// diskGate makes cache-file writes hang, as an fsync on a dead disk does:
+// POST /debug/chaos/disk?hang=true blocks every write until hang=false.
+type diskGate struct {
+	mu      sync.Mutex
+	release chan struct{} // non-nil while hung
+}
+
+// wait blocks while the disk hangs.
+func (d *diskGate) wait() {
+	d.mu.Lock()
+	ch := d.release
+	d.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+func (d *diskGate) handle(ctx *fasthttp.RequestCtx) {
+	if !ctx.IsPost() {
+		ctx.Response.Header.Set("Allow", fasthttp.MethodPost)
+		writeChaosError(ctx, fasthttp.StatusMethodNotAllowed, "method_not_allowed", "use POST "+ChaosDiskPath+"?hang=true")
+		return
+	}
+	hang, err := strconv.ParseBool(string(ctx.QueryArgs().Peek("hang")))
+	if err != nil {
+		writeChaosError(ctx, fasthttp.StatusBadRequest, "invalid_hang", "hang must be true or false")
+		return
+	}
+	d.mu.Lock()
+	switch {
+	case hang && d.release == nil:
+		d.release = make(chan struct{})
+	case !hang && d.release != nil:
+		close(d.release)
+		d.release = nil
+	}
+	d.mu.Unlock()
+	writeChaosJSON(ctx, fasthttp.StatusOK, map[string]any{"hang": hang})
 }
 
 // offsetClock shifts the wall clock by an offset, as an NTP step or an

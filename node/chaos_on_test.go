@@ -16,7 +16,8 @@ import (
 
 func TestChaosClockHandler(t *testing.T) {
 	base := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-	c, routes, err := chaosSetup(base)
+	hooks, err := chaosSetup(base)
+	c, routes := hooks.clock, hooks.routes
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,8 @@ func TestChaosClockOffsetAtStart(t *testing.T) {
 		t.Run(tc.value, func(t *testing.T) {
 			t.Setenv(ChaosClockOffsetEnv, tc.value)
 			base := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-			c, _, err := chaosSetup(base)
+			hooks, err := chaosSetup(base)
+			c := hooks.clock
 			if tc.err {
 				if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), ChaosClockOffsetEnv) {
 					t.Fatalf("error %v, want ErrInvalidConfig naming %s", err, ChaosClockOffsetEnv)
@@ -102,5 +104,46 @@ func TestChaosClockOffsetAtStart(t *testing.T) {
 				t.Errorf("offset %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestChaosDiskHang(t *testing.T) {
+	hooks, err := chaosSetup(clocktest.NewFake(time.UnixMilli(1_750_000_000_000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hooks.routes[ChaosDiskPath]
+	if h == nil || hooks.beforeWrite == nil {
+		t.Fatalf("no %s route or write hook", ChaosDiskPath)
+	}
+	post := func(query string) int {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod("POST")
+		ctx.Request.SetRequestURI(ChaosDiskPath + "?" + query)
+		h(&ctx)
+		return ctx.Response.StatusCode()
+	}
+	// Not hung: a write passes at once.
+	hooks.beforeWrite()
+	if code := post("hang=maybe"); code != 400 {
+		t.Fatalf("bad hang value: %d", code)
+	}
+	if code := post("hang=true"); code != 200 {
+		t.Fatalf("hang=true: %d", code)
+	}
+	passed := make(chan struct{})
+	go func() { hooks.beforeWrite(); close(passed) }()
+	select {
+	case <-passed:
+		t.Fatal("a write passed while the disk hangs")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if code := post("hang=false"); code != 200 {
+		t.Fatalf("hang=false: %d", code)
+	}
+	select {
+	case <-passed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hung write was not released")
 	}
 }

@@ -2,8 +2,10 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -27,10 +29,18 @@ type FenceSetter interface {
 // fence, so a clock that goes back cannot make it promise less than before.
 // A failed write fails the fence_persist_failed check (the node leaves
 // service, and the generator's fence stays where the last good write put it);
-// the next good write passes it again. It is used in both modes: in
-// ZooKeeper mode the same local fence is what the node's reports cover.
+// the next good write passes it again.
+//
+// A write that hangs (an fsync that never returns) must not make a black
+// hole: each write has a deadline (WriteTimeout) after which it counts as
+// failed; no lock anything else needs is held during the I/O (Persisted is
+// an atomic read); and at most one write is in flight, so a late write can
+// never land on disk after a newer one and lower the fence there. A write
+// that completes after its deadline still takes effect then (it is
+// durable).
 type FenceKeeper struct {
 	ahead   time.Duration
+	timeout time.Duration // deadline of one write
 	clock   clock.Clock
 	persist func(fenceUnixMilli int64) error
 	gen     FenceSetter
@@ -38,63 +48,141 @@ type FenceKeeper struct {
 	log     zerolog.Logger
 	wake    chan struct{}
 
-	mu        sync.Mutex
-	persisted int64 // last fence written durably, Unix ms
-	failed    bool
+	persisted atomic.Int64 // last fence written durably, Unix ms
+
+	mu       sync.Mutex // state below; never held during a write
+	inFlight bool
+	failed   bool
 }
+
+// MaxWriteTimeout bounds the deadline of one fence write: an fsync that
+// takes longer counts as failed (the node leaves service), whatever
+// --fence-ahead is.
+const MaxWriteTimeout = 2 * time.Second
+
+// ErrWriteInFlight means the previous fence write has not returned yet
+// (the disk may hang): no other write starts until it does.
+var ErrWriteInFlight = errors.New("previous fence write still running")
 
 // NewFenceKeeper returns a keeper whose fence starts at initial (Unix ms; the
 // fence read from disk at start, 0 for none) and registers the
 // fence_persist_failed check, pending until the first successful Extend.
-// persist must write the fence durably before it returns.
+// persist must write the fence durably before it returns. A write has
+// fence-ahead/3 to finish (by then the next one is due), at least 10ms and
+// at most MaxWriteTimeout.
 func NewFenceKeeper(g *clockguard.Guard, c clock.Clock, gen FenceSetter, ahead time.Duration,
 	initial int64, persist func(fenceUnixMilli int64) error, log zerolog.Logger) *FenceKeeper {
-	return &FenceKeeper{
-		ahead: ahead, clock: c, persist: persist, gen: gen, log: log,
-		check:     g.Check(clockguard.ReasonFencePersist),
-		wake:      make(chan struct{}, 1),
-		persisted: initial,
+	k := &FenceKeeper{
+		ahead: ahead, timeout: min(max(ahead/3, 10*time.Millisecond), MaxWriteTimeout), clock: c, persist: persist, gen: gen, log: log,
+		check: g.Check(clockguard.ReasonFencePersist),
+		wake:  make(chan struct{}, 1),
 	}
+	k.persisted.Store(initial)
+	return k
 }
 
-// Persisted returns the fence last written durably (Unix ms).
-func (k *FenceKeeper) Persisted() int64 {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.persisted
-}
+// Persisted returns the fence last written durably (Unix ms). It never
+// waits for a write.
+func (k *FenceKeeper) Persisted() int64 { return k.persisted.Load() }
+
+// WriteTimeout is the deadline of one fence write.
+func (k *FenceKeeper) WriteTimeout() time.Duration { return k.timeout }
 
 // Interval is how often Run extends the fence: fence-ahead/3, so the fence
 // is never reached in normal running even if one write is slow.
 func (k *FenceKeeper) Interval() time.Duration { return k.ahead / 3 }
 
 // Extend moves the fence to max(persisted fence, now + fence-ahead, last
-// issued tick), writes it and then hands it to the generator. On a write
-// error the generator keeps the previous fence and the check fails.
-func (k *FenceKeeper) Extend() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
+// issued tick), writes it (within WriteTimeout) and then hands it to the
+// generator. On a write error or timeout the generator keeps the previous
+// fence and the check fails.
+func (k *FenceKeeper) Extend() error { return k.extend(context.Background()) }
+
+// extend is Extend, no longer waiting for the write once ctx ends.
+func (k *FenceKeeper) extend(ctx context.Context) error {
 	// Never below the generator's floor: a floor raised while serving (a
 	// re-claim after another holder's fence) must reach the disk with the
 	// token it belongs to, or a restart from this file would start too early.
-	fence := max(k.persisted, clock.UnixMilli(k.clock)+k.ahead.Milliseconds(), k.gen.LastIssued())
-	if err := k.persist(fence); err != nil {
-		err = fmt.Errorf("persist fence %d: %w", fence, err)
-		if !k.failed {
-			k.log.Error().Err(err).Int64("fence_ms", k.persisted).Msg("fence not persisted; IDs stop at the previous fence")
-		}
-		k.failed = true
-		k.check.Fail(err.Error())
+	fence := max(k.persisted.Load(), clock.UnixMilli(k.clock)+k.ahead.Milliseconds(), k.gen.LastIssued())
+	return k.write(ctx, fence, false, k.timeout)
+}
+
+// write persists fence in its own goroutine and waits up to timeout. On
+// success the fence is recorded (raised, or set as is when final) and, unless
+// final, handed to the generator. At most one write is in flight.
+func (k *FenceKeeper) write(ctx context.Context, fence int64, final bool, timeout time.Duration) error {
+	k.mu.Lock()
+	if k.inFlight {
+		k.mu.Unlock()
+		err := fmt.Errorf("persist fence %d: %w (more than %v)", fence, ErrWriteInFlight, k.timeout)
+		k.fail(err)
 		return err
 	}
-	if k.failed {
+	k.inFlight = true
+	k.mu.Unlock()
+
+	done := make(chan error, 1)
+	go func() {
+		err := k.persist(fence)
+		if err == nil {
+			if final {
+				k.persisted.Store(fence)
+			} else {
+				raise(&k.persisted, fence)
+				k.gen.SetFence(fence)
+			}
+		}
+		k.mu.Lock()
+		k.inFlight = false
+		k.mu.Unlock()
+		done <- err
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	var err error
+	select {
+	case err = <-done:
+	case <-t.C:
+		err = fmt.Errorf("did not finish within %v (disk hung?)", timeout)
+	case <-ctx.Done():
+		err = fmt.Errorf("stopped waiting: %w", ctx.Err())
+	}
+	if err != nil {
+		err = fmt.Errorf("persist fence %d: %w", fence, err)
+		k.fail(err)
+		return err
+	}
+	k.mu.Lock()
+	recovered := k.failed
+	k.failed = false
+	k.mu.Unlock()
+	if recovered {
 		k.log.Info().Int64("fence_ms", fence).Msg("fence persisted again")
 	}
-	k.failed = false
-	k.persisted = fence
-	k.gen.SetFence(fence)
 	k.check.Pass()
 	return nil
+}
+
+// fail records a failed write: the check fails, the first failure is logged.
+func (k *FenceKeeper) fail(err error) {
+	k.mu.Lock()
+	first := !k.failed
+	k.failed = true
+	k.mu.Unlock()
+	if first {
+		k.log.Error().Err(err).Int64("fence_ms", k.persisted.Load()).Msg("fence not persisted; IDs stop at the previous fence")
+	}
+	k.check.Fail(err.Error())
+}
+
+// raise sets a to v if v is larger.
+func raise(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 // Wake asks Run to extend the fence now (e.g. after the generator hit it).
@@ -117,20 +205,18 @@ func (k *FenceKeeper) Run(ctx context.Context) {
 		case <-t.C:
 		case <-k.wake:
 		}
-		_ = k.Extend() // logged and reported through the check
+		_ = k.extend(ctx) // logged and reported through the check
 	}
 }
 
-// PersistFinal writes fence as is, even below the persisted fence: for a
-// graceful stop, once no ID can be issued any more, with the exact last
-// issued time, so a clean restart waits for nothing. Call it only after Run
-// has returned and the generator is stopped.
-func (k *FenceKeeper) PersistFinal(fence int64) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err := k.persist(fence); err != nil {
-		return fmt.Errorf("persist final fence %d: %w", fence, err)
+// PersistFinal writes fence as is, even below the persisted fence, within
+// timeout: for a graceful stop, once no ID can be issued any more, with the
+// exact last issued time, so a clean restart waits for nothing. Call it only
+// after Run has returned and the generator is stopped. A hung earlier write
+// makes it fail (the fence on disk stays ahead: safe).
+func (k *FenceKeeper) PersistFinal(fence int64, timeout time.Duration) error {
+	if err := k.write(context.Background(), fence, true, timeout); err != nil {
+		return fmt.Errorf("persist final fence: %w", err)
 	}
-	k.persisted = fence
 	return nil
 }

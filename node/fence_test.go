@@ -3,7 +3,9 @@ package node
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,14 +141,14 @@ func TestFenceKeeperPersistFinalLowers(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := clk.WallNanos()/1e6 - 5
-	if err := k.PersistFinal(last); err != nil {
+	if err := k.PersistFinal(last, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if k.Persisted() != last {
 		t.Errorf("persisted %d, want %d", k.Persisted(), last)
 	}
 	store.fail(true)
-	if err := k.PersistFinal(last); err == nil {
+	if err := k.PersistFinal(last, time.Second); err == nil {
 		t.Error("PersistFinal hid a failed write")
 	}
 }
@@ -172,5 +174,66 @@ func TestFenceKeeperRunExtendsAndStops(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// A write that hangs (not fails): Extend gives up at the deadline with the
+// check failing; Persisted never waits for it; no second write starts while
+// it hangs (a late write must not land after a newer one); once it returns
+// it takes effect, and the next Extend passes the check again.
+func TestFenceKeeperHungWrite(t *testing.T) {
+	start := time.UnixMilli(1_750_000_000_000)
+	clk := clocktest.NewFake(start)
+	g := clockguard.New(zerolog.Nop(), nil)
+	gen := &fakeGen{}
+	release := make(chan struct{})
+	var writes atomic.Int64
+	var hang atomic.Bool
+	persist := func(fence int64) error {
+		writes.Add(1)
+		if hang.Load() {
+			<-release
+		}
+		return nil
+	}
+	const ahead = 300 * time.Millisecond // write deadline: 100ms
+	k := NewFenceKeeper(g, clk, gen, ahead, 0, persist, zerolog.Nop())
+	if err := k.Extend(); err != nil || !g.Ready() {
+		t.Fatalf("first write: %v, ready %v", err, g.Ready())
+	}
+	good := k.Persisted()
+
+	hang.Store(true)
+	clk.Advance(time.Second)
+	began := time.Now()
+	err := k.Extend()
+	if err == nil || !strings.Contains(err.Error(), "did not finish within 100ms") {
+		t.Fatalf("hung write: %v, want a deadline error", err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("Extend took %v with a 100ms deadline", took)
+	}
+	if g.Ready() || g.Status().Reason != clockguard.ReasonFencePersist {
+		t.Fatalf("after a hung write: %+v, want out with fence_persist_failed", g.Status())
+	}
+	if k.Persisted() != good || gen.get() != good {
+		t.Fatalf("persisted %d, generator %d: want the last good fence %d", k.Persisted(), gen.get(), good)
+	}
+	if err := k.Extend(); !errors.Is(err, ErrWriteInFlight) || writes.Load() != 2 {
+		t.Fatalf("second Extend while the first hangs: %v after %d writes, want ErrWriteInFlight and no new write", err, writes.Load())
+	}
+
+	hung := start.Add(time.Second).UnixMilli() + ahead.Milliseconds()
+	hang.Store(false)
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for k.Persisted() != hung && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if k.Persisted() != hung || gen.get() != hung {
+		t.Fatalf("after the hung write returned: persisted %d, generator %d, want %d", k.Persisted(), gen.get(), hung)
+	}
+	if err := k.Extend(); err != nil || !g.Ready() {
+		t.Fatalf("next write: %v, ready %v (%+v)", err, g.Ready(), g.Status())
 	}
 }

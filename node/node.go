@@ -70,6 +70,9 @@ type node struct {
 	routes map[string]fasthttp.RequestHandler
 	opts   options
 	addr   string // shown on the status page (the advertised address in ZooKeeper mode)
+	// beforeWrite runs before every cache-file write: nil outside chaos
+	// builds (in one, it hangs while /debug/chaos/disk says so).
+	beforeWrite func()
 
 	advertise string // ZooKeeper mode: host:port in the znodes
 	nodeKey   string // ZooKeeper mode
@@ -119,11 +122,12 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 		o.clock = clock.NewSystem()
 	}
 	n := &node{cfg: cfg, log: log, opts: o}
-	var chaosRoutes map[string]fasthttp.RequestHandler
-	if n.clock, chaosRoutes, err = chaosSetup(o.clock); err != nil {
+	hooks, err := chaosSetup(o.clock)
+	if err != nil {
 		return err
 	}
-	if n.routes, err = mergeRoutes(chaosRoutes, o.routes); err != nil {
+	n.clock, n.beforeWrite = hooks.clock, hooks.beforeWrite
+	if n.routes, err = mergeRoutes(hooks.routes, o.routes); err != nil {
 		return err
 	}
 	if n.layout, err = cfg.ParseLayout(clock.WallTime(n.clock)); err != nil {
@@ -146,7 +150,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 	defer func() {
 		if !serving {
 			ln.Close()
-			n.closeCoordinator(0)
+			_ = n.closeCoordinator(0, time.Time{})
 		}
 	}()
 
@@ -234,11 +238,14 @@ func connectTimeout(session time.Duration) time.Duration { return max(session, 2
 
 // closeCoordinator closes the ZooKeeper session (if any), writing fence as
 // the final fence when it is positive.
-func (n *node) closeCoordinator(fence int64) error {
+func (n *node) closeCoordinator(fence int64, deadline time.Time) error {
 	if n.coord == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	if deadline.IsZero() {
+		deadline = time.Now().Add(n.cfg.ShutdownTimeout)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := n.coord.Close(ctx, fence); err != nil {
 		return fmt.Errorf("close ZooKeeper session: %w", err)
@@ -321,6 +328,9 @@ func (n *node) newGuard() error {
 		}
 		e := entry
 		e.Fence, e.Updated = fence, clock.UnixMilli(n.clock)
+		if n.beforeWrite != nil {
+			n.beforeWrite()
+		}
 		return cachefile.Save(n.cfg.CacheFile, e)
 	}
 	n.keeper = NewFenceKeeper(n.guard, n.clock, n.fences, n.cfg.FenceAhead, entry.Fence, persist, n.log)
@@ -485,7 +495,10 @@ func (n *node) serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	n.guard.Stop()
-	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	// One deadline for the whole stop, even with a hung disk: in-flight
+	// requests, the final fence writes and the ZooKeeper session.
+	deadline := time.Now().Add(n.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	shutErr := n.srv.Shutdown(sctx)
 	cancel()
 	stopBG()
@@ -501,7 +514,7 @@ func (n *node) serve(ctx context.Context, ln net.Listener) error {
 		// The ZooKeeper fence stays where the last renewal put it: lowering
 		// it would need the cache file's copy lowered first (see below).
 		fence := n.keeper.Persisted()
-		closeErr := n.closeCoordinator(0)
+		closeErr := n.closeCoordinator(0, deadline)
 		n.log.Warn().AnErr("run_error", runErr).AnErr("shutdown_error", shutErr).AnErr("zookeeper_error", closeErr).
 			Int64("fence_ms", fence).Msg("unclean stop: the fences stay ahead, a restart waits for them")
 		return errors.Join(runErr, shutErr, closeErr)
@@ -515,14 +528,14 @@ func (n *node) serve(ctx context.Context, ln net.Listener) error {
 	// last renewal's fence.
 	last := n.fences.Freeze()
 	n.finalZKFence.Store(last)
-	if err := n.keeper.PersistFinal(last); err != nil {
+	if err := n.keeper.PersistFinal(last, max(time.Until(deadline), 10*time.Millisecond)); err != nil {
 		n.log.Error().Err(err).Int64("fence_ms", n.keeper.Persisted()).Msg("final fence not written: a restart waits for the previous one")
-		if cerr := n.closeCoordinator(0); cerr != nil {
+		if cerr := n.closeCoordinator(0, deadline); cerr != nil {
 			n.log.Warn().Err(cerr).Msg("closing the ZooKeeper session")
 		}
 		return err
 	}
-	if err := n.closeCoordinator(last); err != nil {
+	if err := n.closeCoordinator(last, deadline); err != nil {
 		// ZooKeeper keeps the last reported fence, which covers every ID.
 		n.log.Warn().Err(err).Msg("final fence not written to ZooKeeper: it keeps the last reported one")
 	}

@@ -69,8 +69,10 @@ func TestIntegration_ChaosEndpointAbsentFromProductionBuild(t *testing.T) {
 	p := startNode(t, binSnowflaked, nodeArgs(t.TempDir(), 2))
 	p.waitReadyz(http.StatusOK, readyTimeout)
 	for _, m := range []string{http.MethodPost, http.MethodGet} {
-		if code, body := p.do(m, "/debug/chaos/clock?offset=-5s"); code != http.StatusNotFound {
-			t.Errorf("%s /debug/chaos/clock on the production build: %d %s, want 404", m, code, body)
+		for _, path := range []string{"/debug/chaos/clock?offset=-5s", "/debug/chaos/disk?hang=true"} {
+			if code, body := p.do(m, path); code != http.StatusNotFound {
+				t.Errorf("%s %s on the production build: %d %s, want 404", m, path, code, body)
+			}
 		}
 	}
 	if code, _ := p.get("/readyz"); code != http.StatusOK {
@@ -78,7 +80,15 @@ func TestIntegration_ChaosEndpointAbsentFromProductionBuild(t *testing.T) {
 	}
 
 	// The fault-injection code is not even linked in.
-	const marker = "offsetClock"
+	for _, marker := range []string{"offsetClock", "diskGate"} {
+		checkNoSymbol(t, marker)
+	}
+}
+
+// checkNoSymbol checks that the chaos build has a symbol containing marker
+// and the production build none (nor any debug/chaos string).
+func checkNoSymbol(t *testing.T, marker string) {
+	t.Helper()
 	symbols := func(bin string) string {
 		t.Helper()
 		out, err := exec.Command(testproc.GoTool(), "tool", "nm", bin).CombinedOutput()
