@@ -96,13 +96,19 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 		n := cl.node
 		c.mu.Lock()
 		c.st.mode, c.st.workerID, c.st.path, c.st.version, c.st.data = modeClaimed, n.workerID, n.path, n.version, n.data
-		c.st.verified, c.st.leaseHeld, c.st.leaseSession, c.st.leaseDetail = true, true, cl.session, ""
+		c.st.verified, c.st.leaseHeld, c.st.leaseSession = true, cl.session != 0, cl.session
+		if cl.session != 0 {
+			c.st.leaseDetail = ""
+		}
 		c.st.token, c.st.acked, c.st.incarnation = token, n.data.Fence, inc
 		c.st.lastReport, c.st.renewErr = n.data.Updated, ""
 		c.mu.Unlock()
 		id := Identity{
 			WorkerID: n.workerID, Fence: n.data.PrevFence, ZKFence: n.data.Fence, Token: token, PrevToken: n.data.PrevToken,
-			Incarnation: inc, Session: sessionHex(cl.session), Path: n.path, Recycled: cl.recycled,
+			Incarnation: inc, Path: n.path, Recycled: cl.recycled,
+		}
+		if cl.session != 0 {
+			id.Session = sessionHex(cl.session)
 		}
 		c.log.Info().Int64("worker_id", id.WorkerID).Str("forever", id.Path).Int64("prev_fence", id.Fence).
 			Int64("zk_fence", id.ZKFence).Bool("recycled", id.Recycled).Str("session", id.Session).Msg("claimed worker ID")
@@ -394,12 +400,19 @@ func (c *Coordinator) tryLease(ctx context.Context, z zkc, node *foreverNode, fi
 
 // takeLease takes node's lease for Claim together with first (see
 // tryLease). A lease held by another session of this node key is most
-// likely a crashed predecessor's, which lingers until its session times
-// out: wait (bounded by session timeout + margin) for it to vanish. A live
-// holder is never displaced.
+// likely a crashed predecessor's, which lingers until its session times out
+// (longer if ZooKeeper elects a leader meanwhile: every session's timeout
+// starts again). So it watches the holder for the stale-lease wait (session
+// timeout + margin, at least two report intervals): if the holder's forever
+// znode changes meanwhile (it renews), the holder is evidently alive and
+// the claim fails with ErrLeaseHeld. Otherwise the claim commits first
+// without the lease, safe because a claim's token and fence fence out
+// whatever the lease holder could still issue, and takeLease returns
+// session 0: the node stays out of service (lease_lost) until Run takes the
+// lease once the stale one is gone. A live holder is never displaced.
 func (c *Coordinator) takeLease(ctx context.Context, z zkc, node *foreverNode, first any, priorSession int64) (int64, error) {
 	var waitUntil time.Time
-	wait := c.staleLeaseWait()
+	wait := max(c.staleLeaseWait(), 2*c.cfg.ReportInterval)
 	for attempt := 1; attempt <= 1000; attempt++ {
 		var res leaseResult
 		var sess int64
@@ -423,12 +436,25 @@ func (c *Coordinator) takeLease(ctx context.Context, z zkc, node *foreverNode, f
 		}
 		if waitUntil.IsZero() {
 			waitUntil = time.Now().Add(wait)
-			c.log.Warn().Int64("worker_id", node.workerID).Str("holder", holder).Dur("max_wait", wait).
-				Msg("lease held by another session of this node key (a crashed predecessor?): waiting for it to expire")
+			c.log.Warn().Int64("worker_id", node.workerID).Str("holder", holder).Dur("watch", wait).
+				Msg("lease held by another session of this node key (a crashed predecessor?): watching whether it renews")
+		}
+		var version int32
+		if err := c.retry(ctx, "watch the lease holder", func(ctx context.Context) error {
+			_, st, err := z.get(ctx, node.path)
+			if err == nil {
+				version = st.Version
+			}
+			return err
+		}); err != nil {
+			return 0, err
+		}
+		if version != node.version {
+			return 0, fmt.Errorf("%w: worker ID %d is leased by %s, another session of this node key, whose forever znode %s was renewed while we waited: is another process running with node key %q?",
+				ErrLeaseHeld, node.workerID, holder, node.path, c.cfg.NodeKey)
 		}
 		if !time.Now().Before(waitUntil) {
-			return 0, fmt.Errorf("%w: worker ID %d is leased by %s, another session of this node key, still after waiting %v: is another process running with node key %q?",
-				ErrLeaseHeld, node.workerID, holder, wait, c.cfg.NodeKey)
+			return 0, c.claimWithoutLease(ctx, z, node, first, holder, wait)
 		}
 		c.waitGone(ctx, z, c.p.lease(node.workerID), waitUntil)
 		if ctx.Err() != nil {
@@ -436,6 +462,25 @@ func (c *Coordinator) takeLease(ctx context.Context, z zkc, node *foreverNode, f
 		}
 	}
 	return 0, fmt.Errorf("take lease on worker ID %d: too many attempts", node.workerID)
+}
+
+// claimWithoutLease commits a claim's write to the forever znode alone
+// (version-checked), for a lease holder that showed no sign of life: the
+// new token fences it out; the lease follows in Run.
+func (c *Coordinator) claimWithoutLease(ctx context.Context, z zkc, node *foreverNode, first any, holder string, watched time.Duration) error {
+	if set, ok := first.(*zk.SetDataRequest); ok {
+		if _, err := z.set(ctx, set.Path, set.Data, set.Version); err != nil {
+			if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) || transient(err) {
+				return errRestart // re-read: our token is recognised if the write landed
+			}
+			return fmt.Errorf("claim worker ID %d: %w", node.workerID, authHint(err))
+		}
+	}
+	c.log.Warn().Int64("worker_id", node.workerID).Str("holder", holder).Dur("watched", watched).
+		Msg("the lease holder showed no sign of life (its forever znode was not renewed): claimed the worker ID; out of service until its stale lease expires")
+	c.setLeaseDetail(fmt.Sprintf("waiting for the stale lease on worker ID %d, held by %s, to expire (its holder showed no sign of life for %v)",
+		node.workerID, holder, watched.Round(time.Millisecond)))
+	return nil
 }
 
 // waitGone waits until path is deleted, until, ctx ends, or 500ms pass.

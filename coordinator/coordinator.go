@@ -83,7 +83,9 @@ type Identity struct {
 	Token, PrevToken string
 	// Incarnation is the cluster's incarnation.
 	Incarnation string
-	// Session ("0x…") holds the lease.
+	// Session ("0x…") holds the lease; "" when the claim committed without
+	// it (a stale lease of this node key is still there: Run takes the lease
+	// once it expires, and lease_lost keeps the node out until then).
 	Session string
 	// Path is this node key's forever znode.
 	Path string

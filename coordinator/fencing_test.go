@@ -187,3 +187,36 @@ func TestIntegration_IncarnationAndClusterSettings(t *testing.T) {
 		t.Fatalf("incarnations after the upgrade: %q, %q (before %q)", a.Incarnation, b.Incarnation, first.Incarnation)
 	}
 }
+
+// Issue 9.1: a lease of this node key whose holder shows no sign of life
+// (its session lingers, as after kill -9 during a ZooKeeper election, but
+// its forever znode is not renewed) does not make the claim fail: after
+// watching it for the stale-lease wait, the claim commits without the
+// lease (its token fences the holder out), the node stays out with
+// lease_lost, and takes the lease by itself once the stale one expires.
+func TestIntegration_StaleLeaseOfADeadLookingHolderIsWaitedOutNotFatal(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	px := startProxy(t, srv[0])
+	cfgA := testConfig(t, px.Addr(), "lingering")
+	cfgA.SessionTimeout = 8 * time.Second // lingers far longer than B watches
+	a := newCoord(t, cfgA)
+	idA := mustClaim(t, a)
+	px.Block() // A "dies": no renewals, its session lives on
+
+	b := newCoord(t, testConfig(t, srv, "lingering")) // 2s session: watches ~3s
+	began := time.Now()
+	idB := mustClaim(t, b)
+	claimTook := time.Since(began)
+	if idB.WorkerID != idA.WorkerID || idB.Session != "" || idB.PrevToken != idA.Token || idB.Fence < idA.ZKFence {
+		t.Fatalf("B's claim %+v over A's %+v: want the same worker ID, no lease yet, after A's fence", idB, idA)
+	}
+	g, _ := attachAndRun(t, b, &testFence{})
+	if d, ok := g.Failing()[clockguard.ReasonLeaseLost]; !ok || !strings.Contains(d, "no sign of life") {
+		t.Fatalf("B before the stale lease expired: lease_lost %q (%v)", d, ok)
+	}
+	waitFor(t, 2*cfgA.SessionTimeout, "B to take the lease once A's session expired", func() bool {
+		st := b.Status()
+		return st.LeaseHeld && st.LeaseSession != "" && g.Ready()
+	})
+	t.Logf("B claimed after watching %s, took the lease %s after starting", claimTook.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+}

@@ -163,6 +163,7 @@ func TestIntegration_SameKeyLiveHolderRefused(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	first := newCoord(t, testConfig(t, srv, "dup"))
 	id := mustClaim(t, first)
+	attachAndRun(t, first, &testFence{}) // it renews: evidently alive
 	second := newCoord(t, testConfig(t, srv, "dup"))
 	began := time.Now()
 	_, err := second.Claim(context.Background(), Prior{})

@@ -37,7 +37,7 @@ func TestIntegration_SameKeyLiveHolderRefusedWhileItReports(t *testing.T) {
 	if took := time.Since(began); took > second.staleLeaseWait()+2*time.Second {
 		t.Errorf("refusal took %v, bound is %v", took, second.staleLeaseWait())
 	}
-	if reports := first.Status().Reports; reports < 3 {
-		t.Errorf("the holder made only %d reports during the refusal: the test did not exercise the version race", reports)
+	if reports := first.Status().Reports; reports < 2 {
+		t.Errorf("the holder made only %d reports: the test did not exercise the version race", reports)
 	}
 }
