@@ -1,4 +1,4 @@
-module snowflaked
+module codeberg.org/snowflaked/snowflaked
 
 go 1.26.0
 

@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // ErrNotFound means there is no cache file yet.

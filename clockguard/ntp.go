@@ -13,7 +13,7 @@ import (
 	"github.com/beevik/ntp"
 	"github.com/rs/zerolog"
 
-	"snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clock"
 )
 
 // NTP check defaults.

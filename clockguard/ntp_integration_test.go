@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/clock"
-	"snowflaked/tests/ntpharness"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/tests/ntpharness"
 )
 
 // shiftedClock is the system clock with its wall time moved by shift, as the

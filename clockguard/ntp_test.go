@@ -12,7 +12,7 @@ import (
 
 	"github.com/beevik/ntp"
 
-	"snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
 )
 
 // answerFunc builds a server's answer to one query.

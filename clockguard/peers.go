@@ -15,7 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clock"
 )
 
 // Peer check defaults.

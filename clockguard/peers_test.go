@@ -14,8 +14,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/clock"
-	"snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
 )
 
 // Answer modes of a timePeer.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
 )
 
 func TestBuildReport(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clock"
 )
 
 // Watcher defaults.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"snowflaked/clock"
-	"snowflaked/fencing"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/fencing"
 )
 
 // errRestart: what Claim read changed under it; start over from the listing.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"snowflaked/clock"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // Defaults for the Config fields left zero (the --flag defaults of SPEC §2–3).

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 func validConfig() Config {

@@ -12,8 +12,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
-	"snowflaked/clock"
-	"snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
 )
 
 // Sentinel errors callers branch on. Every error wrapping one of them names

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
 )
 
 // A closed loopback port: Claim gives up with ErrZKUnavailable within the

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/clockguard"
-	"snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
 // The issue-8 scenario at the coordinator: A is cut off from a ZooKeeper

@@ -16,9 +16,9 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
-	"snowflaked/clockguard"
-	"snowflaked/snowflake"
-	"snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
 // Timings for the integration tests: ZooKeeper runs with tickTime 500ms, so

@@ -13,9 +13,9 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"snowflaked/clockguard"
-	"snowflaked/snowflake"
-	"snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
 func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
 // A live holder that keeps reporting bumps its forever znode's version, so

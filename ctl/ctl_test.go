@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 func TestDecode(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // LeafEpochMilli is the epoch of Meituan Leaf's snowflake IDs (Twitter's

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
 )
 
 // statusJSON is the --json form of "snowflakectl status".

@@ -10,10 +10,10 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"snowflaked/clockguard"
-	"snowflaked/coordinator"
-	"snowflaked/snowflake"
-	"snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
 func TestWriteStatusTable(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"snowflaked/envflag"
-	"snowflaked/node"
+	"codeberg.org/snowflaked/snowflaked/envflag"
+	"codeberg.org/snowflaked/snowflaked/node"
 )
 
 type composeFile struct {

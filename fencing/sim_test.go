@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/clock/clocktest"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // The simulation: processes claim worker IDs, renew their ZooKeeper fence,

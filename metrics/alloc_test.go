@@ -6,10 +6,10 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/clock"
-	"snowflaked/clockguard"
-	"snowflaked/server"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/server"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // TestObserverAllocs: the calls made on the request path allocate nothing.

@@ -8,10 +8,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/clock/clocktest"
-	"snowflaked/clockguard"
-	"snowflaked/coordinator"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // nopLog discards the guard's lines.

@@ -26,11 +26,11 @@ import (
 	vm "github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/clock"
-	"snowflaked/clockguard"
-	"snowflaked/coordinator"
-	"snowflaked/server"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/server"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // ErrBadConfig is wrapped by every error New returns for an invalid Config.

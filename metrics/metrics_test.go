@@ -10,12 +10,12 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/clock"
-	"snowflaked/clock/clocktest"
-	"snowflaked/clockguard"
-	"snowflaked/coordinator"
-	"snowflaked/server"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/server"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 func TestNew_BadConfig(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
 )
 
 // maxPeerSeries bounds the per-peer series of one scrape.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/cachefile"
-	"snowflaked/clock/clocktest"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // httpGet returns the status and body of GET http://addr+path.

@@ -3,7 +3,7 @@
 package node
 
 import (
-	"snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clock"
 )
 
 // ChaosBuild reports whether this binary was built with -tags chaos.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
 )
 
 func TestChaosOffIsInert(t *testing.T) {

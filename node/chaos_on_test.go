@@ -11,7 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
 )
 
 func TestChaosClockHandler(t *testing.T) {

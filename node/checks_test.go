@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/clock/clocktest"
-	"snowflaked/tests/ntpharness"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/tests/ntpharness"
 )
 
 // The NTP check is wired to --ntp, --ntp-interval, --ntp-max-offset and

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // ErrInvalidConfig is wrapped by every error about flag values or about a

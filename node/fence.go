@@ -10,8 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"snowflaked/clock"
-	"snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
 )
 
 // FenceSetter receives the persisted fence and says where the generator

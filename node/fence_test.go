@@ -11,8 +11,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"snowflaked/clock/clocktest"
-	"snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
 )
 
 // fakeStore records persisted fences and fails while told to.

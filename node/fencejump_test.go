@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/cachefile"
-	"snowflaked/clock/clocktest"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // A forward jump of the clock by twice --fence-ahead puts "now" past the

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/clock/clocktest"
-	"snowflaked/clockguard"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // A clock set past the end of the layout's time field: the request fails

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"snowflaked/cachefile"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // ErrCacheMismatch means the cache file belongs to another identity (worker

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/cachefile"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 func TestStandaloneIdentity(t *testing.T) {

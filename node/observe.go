@@ -8,9 +8,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/coordinator"
-	"snowflaked/metrics"
-	"snowflaked/statuspage"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/metrics"
+	"codeberg.org/snowflaked/snowflaked/statuspage"
 )
 
 // Paths of the node's own routes next to the server's built-in API.

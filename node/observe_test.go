@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/clock/clocktest"
-	"snowflaked/coordinator"
-	"snowflaked/tests/promtext"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/tests/promtext"
 )
 
 // parseScrape reads Prometheus text into series → value (see promtext).

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
 )
 
 // newPeers registers the peer_offset check with the coordinator's alive

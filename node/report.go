@@ -3,10 +3,10 @@ package node
 import (
 	"time"
 
-	"snowflaked/clock"
-	"snowflaked/clockguard"
-	"snowflaked/coordinator"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // Modes of a node, as reported by GET /clock.

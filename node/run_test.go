@@ -14,8 +14,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/cachefile"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 func loopbackListener(t testing.TB) net.Listener {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"snowflaked/clock/clocktest"
-	"snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
 )
 
 func TestStartGate(t *testing.T) {

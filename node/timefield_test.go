@@ -13,8 +13,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"snowflaked/clock/clocktest"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // logBuffer collects JSON log lines; safe for concurrent use.

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
 )
 
 // defaultListTimeout bounds one worker listing when the caller's context

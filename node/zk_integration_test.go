@@ -13,9 +13,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"snowflaked/cachefile"
-	"snowflaked/coordinator"
-	"snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
 // zkTestConfig is a ZooKeeper-mode config with short timings, its own

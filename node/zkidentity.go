@@ -8,10 +8,10 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"snowflaked/cachefile"
-	"snowflaked/coordinator"
-	"snowflaked/fencing"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/fencing"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // ErrNoCacheForZKDown means ZooKeeper could not be reached at start and the

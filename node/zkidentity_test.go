@@ -11,9 +11,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"snowflaked/cachefile"
-	"snowflaked/coordinator"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // fakeClaimer answers Claim with a fixed result and records what Claim and

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // An /ids batch spanning several ticks is issued one tick's worth at a

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // TestConcurrentUnique: 8 clients × 500 requests mixing /id, /ids and the

@@ -8,8 +8,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/clockguard"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // Error codes of the API: the "code" of {"error":{"code":…,"message":…}}.

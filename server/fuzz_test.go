@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // fuzzMaxBatch keeps fuzzed batches small.

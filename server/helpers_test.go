@@ -16,10 +16,10 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
-	"snowflaked/clock"
-	"snowflaked/clock/clocktest"
-	"snowflaked/clockguard"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // testWorker is the worker ID of the fixtures' generators.

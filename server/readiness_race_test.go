@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"snowflaked/clockguard"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // raceGuard answers Ready and Status as if the state changed between the two

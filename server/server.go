@@ -20,9 +20,9 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/clock"
-	"snowflaked/clockguard"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // IDSource issues IDs; *snowflake.Generator satisfies it.

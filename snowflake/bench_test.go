@@ -13,8 +13,8 @@ import (
 	bwsnowflake "github.com/bwmarrin/snowflake"
 	"github.com/sony/sonyflake/v2"
 
-	"snowflaked/clock"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // reportIDs reports the rate of IDs issued: ids per op times ops per second.

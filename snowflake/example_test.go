@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"snowflaked/clock/clocktest"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 func ExampleGenerator_Next() {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/clock/clocktest"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // FuzzDecode: any int64 decodes without panicking, with the default and

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clock"
 )
 
 // Sentinel errors of the generator.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/clock"
-	"snowflaked/clock/clocktest"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // genStart is where fake clocks start: a whole second, so the start of a

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // testNow is the "now" every layout test validates against.

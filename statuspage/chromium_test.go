@@ -10,9 +10,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/clockguard"
-	"snowflaked/coordinator"
-	"snowflaked/tests/chromium"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/tests/chromium"
 )
 
 // TestIntegration_StatusPageChromium serves the page from a real fasthttp

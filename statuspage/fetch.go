@@ -11,8 +11,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/clockguard"
-	"snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
 )
 
 // ClockPath is the path of the peers' drift report (SPEC §5).

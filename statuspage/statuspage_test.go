@@ -13,9 +13,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"snowflaked/clock"
-	"snowflaked/clockguard"
-	"snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
 )
 
 func TestNew_BadConfig(t *testing.T) {

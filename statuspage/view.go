@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"snowflaked/clockguard"
-	"snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
 )
 
 // view is everything the template shows; every string is plain text that

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
 )
 
 func TestZKFenceCell(t *testing.T) {

@@ -26,8 +26,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"snowflaked/envflag"
-	"snowflaked/node"
+	"codeberg.org/snowflaked/snowflaked/envflag"
+	"codeberg.org/snowflaked/snowflaked/node"
 )
 
 // version is set at build time: -ldflags "-X main.version=…".

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"snowflaked/clockguard"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // Kinds of problem the Checker finds. Each is a broken promise of SPEC §1,

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // id composes an ID of the default layout.

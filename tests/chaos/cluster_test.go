@@ -18,9 +18,9 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"snowflaked/snowflake"
-	"snowflaked/tests/proc"
-	"snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/tests/proc"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
 // Timeouts: generous, because race builds on a loaded CI machine are slow.

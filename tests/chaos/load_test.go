@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // fakeNode serves /id and /ids with IDs of one worker from a counter; with

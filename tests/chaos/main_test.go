@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"snowflaked/tests/proc"
+	"codeberg.org/snowflaked/snowflaked/tests/proc"
 )
 
 // LongEnv names the environment variable that selects the long run (make
@@ -28,7 +28,7 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if binChaos, err = proc.Build(dir, "snowflaked-chaos", "snowflaked/cmd/snowflaked", "-tags", "chaos"); err != nil {
+	if binChaos, err = proc.Build(dir, "snowflaked-chaos", "codeberg.org/snowflaked/snowflaked/cmd/snowflaked", "-tags", "chaos"); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos: build:", err)
 		return 1
 	}

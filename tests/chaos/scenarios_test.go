@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/clockguard"
-	"snowflaked/tests/ntpharness"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/tests/ntpharness"
 )
 
 // TestIntegration_Chaos runs every scenario against one real ZooKeeper, each

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
 )
 
 // servedPaths returns every path a node serves: the server package's

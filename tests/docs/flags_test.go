@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/envflag"
-	"snowflaked/node"
+	"codeberg.org/snowflaked/snowflaked/envflag"
+	"codeberg.org/snowflaked/snowflaked/node"
 )
 
 // envPrefix is the prefix of snowflaked's environment variables

@@ -13,11 +13,11 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"snowflaked/clock/clocktest"
-	"snowflaked/clockguard"
-	"snowflaked/coordinator"
-	"snowflaked/metrics"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/metrics"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // The fakes give every optional source, with figures that make the metrics

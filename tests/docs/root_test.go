@@ -13,7 +13,7 @@ import (
 )
 
 // moduleName is the module whose root the tests look for.
-const moduleName = "snowflaked"
+const moduleName = "codeberg.org/snowflaked/snowflaked"
 
 // maxParentDirs bounds the walk up from the test's directory to go.mod.
 const maxParentDirs = 10

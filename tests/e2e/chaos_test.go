@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/cachefile"
-	testproc "snowflaked/tests/proc"
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+	testproc "codeberg.org/snowflaked/snowflaked/tests/proc"
 )
 
 func TestIntegration_ChaosClockRollbackLeavesAndReturnsToService(t *testing.T) {

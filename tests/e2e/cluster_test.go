@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/cachefile"
-	"snowflaked/coordinator"
-	"snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
 // Short timings keep the ZooKeeper-mode tests fast.

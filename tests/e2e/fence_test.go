@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/cachefile"
-	"snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // A cache file whose fence is ahead of the clock is what a node finds when

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/coordinator"
-	"snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
 // fenceAhead is --zk-fence-ahead in the fencing tests: short, so a cut-off

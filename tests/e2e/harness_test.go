@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	testproc "snowflaked/tests/proc"
+	testproc "codeberg.org/snowflaked/snowflaked/tests/proc"
 )
 
 // Paths of the binaries TestMain builds.
@@ -49,9 +49,9 @@ func buildAndRun(m *testing.M) int {
 		name, pkg string
 		flags     []string
 	}{
-		{&binSnowflaked, "snowflaked", "snowflaked/cmd/snowflaked", nil},
-		{&binChaos, "snowflaked-chaos", "snowflaked/cmd/snowflaked", []string{"-tags", "chaos"}},
-		{&binCtl, "snowflakectl", "snowflaked/cmd/snowflakectl", nil},
+		{&binSnowflaked, "snowflaked", "codeberg.org/snowflaked/snowflaked/cmd/snowflaked", nil},
+		{&binChaos, "snowflaked-chaos", "codeberg.org/snowflaked/snowflaked/cmd/snowflaked", []string{"-tags", "chaos"}},
+		{&binCtl, "snowflakectl", "codeberg.org/snowflaked/snowflaked/cmd/snowflakectl", nil},
 	}
 	for _, b := range builds {
 		if *b.bin, err = testproc.Build(dir, b.name, b.pkg, b.flags...); err != nil {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/coordinator"
-	"snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
 // Issue 9.3: a disk whose writes hang (not fail). The node must not become a

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/tests/promtext"
-	"snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/tests/promtext"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
 // scrape is one GET /metrics: series → value, each series written as

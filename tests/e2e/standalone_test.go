@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/cachefile"
 )
 
 func TestIntegration_StandaloneServes(t *testing.T) {

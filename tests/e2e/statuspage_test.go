@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/net/html"
 
-	"snowflaked/tests/chromium"
-	"snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/tests/chromium"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
 // statusRow is one row of the status page's table#nodes as rendered.

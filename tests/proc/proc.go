@@ -45,7 +45,7 @@ func GoTool() string {
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // Build compiles the package pkg (an import path, e.g.
-// "snowflaked/cmd/snowflaked") to dir/name with the extra build flags (e.g.
+// "codeberg.org/snowflaked/snowflaked/cmd/snowflaked") to dir/name with the extra build flags (e.g.
 // "-tags", "chaos"), with -race when the test binary has it, and returns the
 // binary's path.
 func Build(dir, name, pkg string, flags ...string) (string, error) {
