@@ -28,6 +28,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/envflag"
 	"codeberg.org/snowflaked/snowflaked/node"
+	"codeberg.org/snowflaked/snowflaked/startuplog"
 )
 
 // version is set at build time: -ldflags "-X main.version=…".
@@ -92,9 +93,18 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		log.Warn().Str("variable", name).Msg("environment variable matches no flag: ignored (typo?)")
 	}
 	// Libraries that log through the standard logger (VictoriaMetrics'
-	// process metrics at scrape time) write JSON lines like the rest.
+	// process metrics at scrape time) write JSON lines like the rest; what
+	// they printed while the program initialised was held back by
+	// startuplog and goes to the log at debug level.
+	early, dropped := startuplog.Take()
 	stdlog.SetFlags(0)
 	stdlog.SetOutput(stdlogWriter{log.With().Str("component", "stdlib").Logger()})
+	for _, line := range early {
+		log.Debug().Str("component", "stdlib").Str("at", "init").Msg(line)
+	}
+	if dropped > 0 {
+		log.Debug().Str("component", "stdlib").Int("dropped_bytes", dropped).Msg("more standard-library output at init was dropped")
+	}
 	log.Info().Str("version", version).Msg("snowflaked " + versionString())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
