@@ -76,6 +76,7 @@ const (
 	ReasonFenceReached     Reason = "fence_reached"        // the clock reached the persisted fence
 	ReasonTimeOverflow     Reason = "time_overflow"        // the clock is past the end of the layout's timestamp field
 	ReasonClockStalled     Reason = "clock_stalled"        // the wall clock did not reach the next tick while the generator waited for it
+	ReasonClockJump        Reason = "clock_jump"           // the clock jumped forward beyond the fence headroom, not confirmed yet
 )
 
 type checkStatus int8

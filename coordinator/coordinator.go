@@ -139,6 +139,10 @@ type Coordinator struct {
 
 	wake chan struct{} // session events and Close poke Run (coalesced)
 
+	// holdRenewals, when set, skips renewals while it returns true (the
+	// node's clock is suspect); set before Run.
+	holdRenewals func() bool
+
 	// negotiatedMs is the session timeout the server granted (ms), learnt
 	// from the client's "authenticated" log line; 0 until known.
 	negotiatedMs atomic.Int64
@@ -429,6 +433,11 @@ func (c *Coordinator) retry(ctx context.Context, what string, f func(context.Con
 	}
 }
 
+// HoldRenewalsWhile makes Run skip fence renewals while hold returns true:
+// a fence computed on a clock that jumped forward and is not confirmed must
+// not reach ZooKeeper. Call it before Run.
+func (c *Coordinator) HoldRenewalsWhile(hold func() bool) { c.holdRenewals = hold }
+
 // Attach registers the lease_lost and zk_fence checks with the guard and
 // subscribes to it, so Run can keep alive/<id> in step with the service
 // state. Call it once, before Run. lease_lost is pending until the lease is
@@ -569,7 +578,8 @@ type Status struct {
 	ReportFailures    int64  `json:"report_failures"`
 	// FailuresByCause splits ReportFailures: connection (ZooKeeper
 	// unreachable or the call timed out), taken_over (another claim
-	// changed the forever znode), deleted, other.
+	// changed the forever znode), deleted, held (skipped: the node's clock
+	// is suspect), other.
 	FailuresByCause map[string]int64 `json:"report_failures_by_cause"`
 	RenewError      string           `json:"renew_error,omitempty"` // the last renewal problem
 }

@@ -162,7 +162,11 @@ func (r *runner) step(ctx context.Context) {
 			c.mu.Unlock()
 			if held && !now.Before(r.nextReport) {
 				r.nextReport = now.Add(c.cfg.ReportInterval)
-				_ = c.renew(ctx, z, r.fence, 0) // failures are counted and feed zk_fence
+				if c.holdRenewals != nil && c.holdRenewals() {
+					c.recordRenewFailure("held", "the node's clock jumped forward and is not confirmed yet")
+				} else {
+					_ = c.renew(ctx, z, r.fence, 0) // failures are counted and feed zk_fence
+				}
 			}
 		}
 		r.reconcileAlive(ctx, z, sid, resync)

@@ -21,6 +21,7 @@ var knownReasons = []clockguard.Reason{
 	clockguard.ReasonNTPOffset, clockguard.ReasonNTPUnreachable, clockguard.ReasonPeerOffset,
 	clockguard.ReasonLeaseLost, clockguard.ReasonZKFence, clockguard.ReasonFencePersist,
 	clockguard.ReasonFenceReached, clockguard.ReasonTimeOverflow, clockguard.ReasonClockStalled,
+	clockguard.ReasonClockJump,
 }
 
 // reasonLabel is the label value of a reason: "none" for ReasonNone.
@@ -70,7 +71,7 @@ var (
 	fZKAlive   = family{"snowflaked_zk_alive", "gauge", "1 while this node's alive znode exists (in service for clients)."}
 	fZKCache   = family{"snowflaked_zk_from_cache", "gauge", "1 while serving a cached worker ID ZooKeeper has not confirmed yet."}
 	fZKReports = family{"snowflaked_zk_reports_total", "counter", "ZooKeeper fence renewals (with last_ts) that reached ZooKeeper."}
-	fZKRepFail = family{"snowflaked_zk_report_failures_total", "counter", "ZooKeeper fence renewals that failed, by cause (connection, taken_over, deleted, other)."}
+	fZKRepFail = family{"snowflaked_zk_report_failures_total", "counter", "ZooKeeper fence renewals that failed, by cause (connection, taken_over, deleted, held, other)."}
 	fRepAge    = family{"snowflaked_last_report_age_seconds", "gauge", "Seconds since the last renewal reached ZooKeeper (absent before the first)."}
 	fZKFence   = family{"snowflaked_zk_fence_headroom_seconds", "gauge", "ZooKeeper-acknowledged fence minus now: IDs stop when it reaches 0; zk_fence takes the node out below a third of --zk-fence-ahead (absent before any fence)."}
 	fZKAhead   = family{"snowflaked_zk_fence_ahead_seconds", "gauge", "--zk-fence-ahead: how far ahead of now each renewal moves the ZooKeeper fence."}
@@ -267,7 +268,7 @@ func writePeers(e *expo, s clockguard.PeerSnapshot) {
 
 // renewalCauses are the causes of coordinator.Status.FailuresByCause, each
 // exported (0 included) so rates and alerts need no absent() guards.
-var renewalCauses = []string{"connection", "taken_over", "deleted", "other"}
+var renewalCauses = []string{"connection", "taken_over", "deleted", "held", "other"}
 
 func writeZK(e *expo, src ZKSource) {
 	st := src.Status()

@@ -49,6 +49,7 @@ type FenceKeeper struct {
 	wake    chan struct{}
 
 	persisted atomic.Int64 // last fence written durably, Unix ms
+	hold      func() bool  // while it returns true, Extend writes nothing (set before Run)
 
 	mu       sync.Mutex // state below; never held during a write
 	inFlight bool
@@ -59,6 +60,14 @@ type FenceKeeper struct {
 // takes longer counts as failed (the node leaves service), whatever
 // --fence-ahead is.
 const MaxWriteTimeout = 2 * time.Second
+
+// ErrHeld means Extend wrote nothing because the clock is suspect (an
+// unconfirmed forward jump): a fence on it must not be persisted.
+var ErrHeld = errors.New("fence held: the clock jumped forward and is not confirmed")
+
+// SetHold makes Extend write nothing while hold returns true. Call it
+// before Run.
+func (k *FenceKeeper) SetHold(hold func() bool) { k.hold = hold }
 
 // ErrWriteInFlight means the previous fence write has not returned yet
 // (the disk may hang): no other write starts until it does.
@@ -100,6 +109,9 @@ func (k *FenceKeeper) Extend() error { return k.extend(context.Background()) }
 
 // extend is Extend, no longer waiting for the write once ctx ends.
 func (k *FenceKeeper) extend(ctx context.Context) error {
+	if k.hold != nil && k.hold() {
+		return ErrHeld // the jump guard reports it (clock_jump), not fence_persist_failed
+	}
 	// Never below the generator's floor: a floor raised while serving (a
 	// re-claim after another holder's fence) must reach the disk with the
 	// token it belongs to, or a restart from this file would start too early.

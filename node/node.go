@@ -87,6 +87,7 @@ type node struct {
 	guard        *clockguard.Guard
 	rollback     *clockguard.Rollback
 	overflow     *clockguard.Fault // time_overflow: the clock is past the layout's end
+	jumps        *jumpGuard        // clock_jump: unconfirmed forward jumps hold the fences
 	stalled      *clockguard.Fault // clock_stalled: the wall clock stopped moving
 	// stalledAt is the wall clock (ns) when clock_stalled tripped.
 	stalledAt atomic.Int64
@@ -367,13 +368,16 @@ func (n *node) newGuard() error {
 	n.loops = append(n.loops, n.ntp.Run)
 
 	if n.coord == nil {
+		n.newJumpGuard()
 		return nil // standalone: no peers, no ZooKeeper checks
 	}
 	// peer_offset against the live nodes under alive/.
 	if err := n.newPeers(); err != nil {
 		return err
 	}
+	n.newJumpGuard()
 	// lease_lost, zk_fence; renewals, lease and alive znode.
+	n.coord.HoldRenewalsWhile(n.jumps.Holding)
 	n.coord.Attach(n.guard)
 	n.loops = append(n.loops, func(ctx context.Context) {
 		if err := n.coord.Run(ctx, n.fences); err != nil {
@@ -413,6 +417,16 @@ func (n *node) onIDError(err error) {
 		n.stalledAt.Store(n.clock.WallNanos())
 		n.stalled.Trip(err.Error())
 	}
+}
+
+// newJumpGuard registers clock_jump: a forward jump beyond --fence-ahead is
+// not persisted into any fence until NTP or the peers confirm it (or none
+// can answer for JumpHold). Call it once the NTP and peer checks exist.
+func (n *node) newJumpGuard() {
+	n.jumps = newJumpGuard(n.guard, n.clock, n.cfg.FenceAhead, n.log.With().Str("component", "jump").Logger(),
+		ntpConfirmer{n.ntp}, peersConfirmer{n.peers})
+	n.keeper.SetHold(n.jumps.Holding)
+	n.loops = append(n.loops, n.jumps.Run)
 }
 
 // newGeneratorFaults registers time_overflow and clock_stalled: generator

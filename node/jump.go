@@ -1,0 +1,205 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+)
+
+// JumpHold is how long a forward clock jump must hold before the node
+// trusts it when neither NTP nor peers can confirm it.
+const JumpHold = time.Minute
+
+// jumpPoll is how often the jump guard looks at the clock.
+const jumpPoll = 50 * time.Millisecond
+
+// jumpConfirmer is one source that can confirm the clock after a jump.
+type jumpConfirmer interface {
+	// verdict says whether the source checked the clock at or after the
+	// wall time since (Unix ns), and if so whether it agreed with it.
+	verdict(since int64) (answered, agrees bool)
+	// enabled reports whether the source is configured at all.
+	enabled() bool
+	// recheck asks the source for a fresh verdict (may block for its
+	// timeout; called from the guard's loop).
+	recheck(ctx context.Context)
+}
+
+// jumpGuard keeps a forward clock jump larger than the fence headroom
+// (issue 9.4) out of the fences until it is confirmed. It tracks the skew
+// of the wall clock against the monotonic one from a trusted baseline. A
+// skew above the threshold (--fence-ahead) makes the clock suspect: the
+// clock_jump check fails, and Holding tells the fence keeper and the
+// ZooKeeper renewals not to persist fences on the suspect time, so the
+// generator stays below the old fence and nothing is issued on it. The
+// suspicion ends when the jump is undone (the skew falls back below the
+// threshold), or when NTP or the peers, asked at once after the jump, agree
+// with the new time, or when none of them could answer since the jump (not
+// configured, unreachable) for JumpHold; then the new time becomes the
+// baseline. A source that answered and disagrees keeps the node out.
+type jumpGuard struct {
+	clk        clock.Clock
+	threshold  time.Duration
+	hold       time.Duration
+	check      *clockguard.Check
+	confirmers []jumpConfirmer
+	log        zerolog.Logger
+
+	mu       sync.Mutex
+	baseline int64         // trusted wall − mono (ns)
+	suspect  time.Duration // the unconfirmed forward skew; 0 when trusted
+	since    int64         // wall (ns) when the suspicion began
+	sinceMon time.Duration // mono when the suspicion began
+	asked    bool          // the confirmers were asked since then
+}
+
+func newJumpGuard(g *clockguard.Guard, c clock.Clock, threshold time.Duration, log zerolog.Logger, confirmers ...jumpConfirmer) *jumpGuard {
+	j := &jumpGuard{clk: c, threshold: threshold, hold: JumpHold, check: g.Check(clockguard.ReasonClockJump), log: log}
+	for _, cf := range confirmers {
+		if cf != nil && cf.enabled() {
+			j.confirmers = append(j.confirmers, cf)
+		}
+	}
+	j.baseline = c.WallNanos() - int64(c.Mono())
+	j.check.Pass()
+	return j
+}
+
+// Holding reports whether fences must not be persisted now: the clock
+// jumped forward beyond the threshold and that is not confirmed yet. It
+// looks at the clock itself, so a caller about to persist a fence is never
+// ahead of the guard's loop.
+func (j *jumpGuard) Holding() bool {
+	j.step()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.suspect > 0
+}
+
+// step compares the clocks once: it starts a suspicion, ends one whose
+// jump was undone, or moves the baseline along while the clock is trusted.
+func (j *jumpGuard) step() {
+	wall, mono := j.clk.WallNanos(), j.clk.Mono()
+	j.mu.Lock()
+	skew := time.Duration(wall - int64(mono) - j.baseline)
+	switch {
+	case j.suspect == 0 && skew > j.threshold:
+		j.suspect, j.since, j.sinceMon, j.asked = skew, wall, mono, false
+		j.mu.Unlock()
+		detail := fmt.Sprintf("the clock jumped forward by %v, more than the fence headroom %v: no fence is persisted on it until NTP or the peers confirm it, or it holds for %v with neither configured",
+			skew.Round(time.Millisecond), j.threshold, j.hold)
+		j.log.Warn().Dur("jump", skew).Dur("threshold", j.threshold).Msg("suspect forward clock jump: fences held")
+		j.check.Fail(detail)
+		return
+	case j.suspect > 0 && skew <= j.threshold:
+		j.suspect, j.baseline = 0, wall-int64(mono)
+		j.mu.Unlock()
+		j.log.Info().Dur("skew", skew).Msg("the forward clock jump was undone: fences resume")
+		j.check.Pass()
+		return
+	case j.suspect == 0:
+		j.baseline = wall - int64(mono) // follow small drifts and accepted backward steps
+	}
+	j.mu.Unlock()
+}
+
+// Run watches the clock and confirms a suspect jump, until ctx ends.
+func (j *jumpGuard) Run(ctx context.Context) {
+	t := time.NewTicker(jumpPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		j.step()
+		j.tryConfirm(ctx)
+	}
+}
+
+// tryConfirm accepts a suspect jump that a source confirmed (asking each
+// once, at once, after the jump) or that held for JumpHold with no source.
+func (j *jumpGuard) tryConfirm(ctx context.Context) {
+	j.mu.Lock()
+	suspect, since, sinceMon, asked := j.suspect, j.since, j.sinceMon, j.asked
+	j.asked = true
+	j.mu.Unlock()
+	if suspect == 0 {
+		return
+	}
+	if !asked {
+		for _, cf := range j.confirmers {
+			cf.recheck(ctx)
+		}
+	}
+	by, answered := "", false
+	for _, cf := range j.confirmers {
+		a, agrees := cf.verdict(since)
+		answered = answered || a
+		if a && agrees {
+			by = fmt.Sprintf("%T", cf)
+			break
+		}
+	}
+	if by == "" && (answered || j.clk.Mono()-sinceMon < j.hold) {
+		return
+	}
+	j.mu.Lock()
+	if j.since != since || j.suspect == 0 { // ended or restarted meanwhile
+		j.mu.Unlock()
+		return
+	}
+	wall, mono := j.clk.WallNanos(), j.clk.Mono()
+	j.suspect, j.baseline = 0, wall-int64(mono)
+	j.mu.Unlock()
+	if by == "" {
+		by = fmt.Sprintf("held for %v with no NTP or peer answer", j.hold)
+	}
+	j.log.Warn().Dur("jump", suspect).Str("confirmed_by", by).Msg("forward clock jump accepted: fences resume on the new time")
+	j.check.Pass()
+}
+
+// ntpConfirmer confirms through the NTP check.
+type ntpConfirmer struct{ ntp *clockguard.NTP }
+
+func (c ntpConfirmer) enabled() bool { return c.ntp != nil && c.ntp.Enabled() }
+
+func (c ntpConfirmer) recheck(ctx context.Context) { _, _ = c.ntp.CheckNow(ctx) }
+
+func (c ntpConfirmer) verdict(since int64) (answered, agrees bool) {
+	s := c.ntp.Snapshot()
+	if s.Last == nil || s.Last.CheckedAt.UnixNano() < since {
+		return false, false
+	}
+	return true, abs(s.Last.Offset) <= s.MaxOffset
+}
+
+// peersConfirmer confirms through the peer check: a round after the jump
+// in which the clocks compared agree with this one (no outlier, no split).
+type peersConfirmer struct{ peers *clockguard.Peers }
+
+func (c peersConfirmer) enabled() bool { return c.peers != nil }
+
+func (c peersConfirmer) recheck(ctx context.Context) { _, _ = c.peers.CheckNow(ctx) }
+
+func (c peersConfirmer) verdict(since int64) (answered, agrees bool) {
+	s := c.peers.Snapshot()
+	if s.Reachable == 0 || s.CheckedAt.UnixNano() < since {
+		return false, false
+	}
+	return true, s.Disagree == 0
+}
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}

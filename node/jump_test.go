@@ -1,0 +1,103 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+)
+
+// fakeConfirmer answers as told; its answers are timestamped by the clock
+// when recheck is called (like a real round after the jump).
+type fakeConfirmer struct {
+	clk      *clocktest.Fake
+	answers  bool // whether a recheck gets an answer
+	agrees   bool
+	at       int64 // wall ns of the last answer; 0: none
+	rechecks int
+}
+
+func (f *fakeConfirmer) enabled() bool { return true }
+func (f *fakeConfirmer) recheck(context.Context) {
+	f.rechecks++
+	if f.answers {
+		f.at = f.clk.WallNanos()
+	}
+}
+func (f *fakeConfirmer) verdict(since int64) (bool, bool) {
+	if f.at == 0 || f.at < since {
+		return false, false
+	}
+	return true, f.agrees
+}
+
+func TestJumpGuard(t *testing.T) {
+	const threshold = 3 * time.Second
+	tests := []struct {
+		name        string
+		confirmer   *fakeConfirmer // nil: none configured
+		jump        time.Duration
+		undo        bool          // step the clock back before confirming
+		wait        time.Duration // monotonic time passing after the jump
+		wantHold    bool          // still holding at the end
+		wantRecheck int
+	}{
+		{name: "a step within the fence headroom is no jump", jump: 2 * time.Second},
+		{name: "a jump, undone: fences resume at once", jump: 10 * time.Second, undo: true, wantRecheck: 0},
+		{name: "no source: held until JumpHold", jump: 10 * time.Second, wait: JumpHold / 2, wantHold: true},
+		{name: "no source: accepted after JumpHold", jump: 10 * time.Second, wait: JumpHold},
+		{name: "a source agrees: accepted at once", confirmer: &fakeConfirmer{answers: true, agrees: true}, jump: 10 * time.Second, wantRecheck: 1},
+		{name: "a source disagrees: held, even past JumpHold", confirmer: &fakeConfirmer{answers: true}, jump: 10 * time.Second,
+			wait: 2 * JumpHold, wantHold: true, wantRecheck: 1},
+		{name: "a source that cannot answer: accepted after JumpHold", confirmer: &fakeConfirmer{}, jump: 10 * time.Second,
+			wait: JumpHold, wantRecheck: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+			g := clockguard.New(zerolog.Nop(), nil)
+			var cfs []jumpConfirmer
+			if tc.confirmer != nil {
+				tc.confirmer.clk = clk
+				cfs = append(cfs, tc.confirmer)
+			}
+			j := newJumpGuard(g, clk, threshold, zerolog.Nop(), cfs...)
+			ctx := context.Background()
+			clk.Advance(time.Second)
+			if j.Holding() || !g.Ready() {
+				t.Fatal("holding with a steady clock")
+			}
+			clk.StepWall(tc.jump)
+			jumped := tc.jump > threshold
+			if j.Holding() != jumped {
+				t.Fatalf("after a jump of %v: holding %v, want %v", tc.jump, !jumped, jumped)
+			}
+			if jumped && g.Status().Reason != clockguard.ReasonClockJump {
+				t.Fatalf("after the jump: %+v, want out with clock_jump", g.Status())
+			}
+			if tc.undo {
+				clk.StepWall(-tc.jump)
+			}
+			j.tryConfirm(ctx) // asks the sources once
+			clk.Advance(tc.wait)
+			j.tryConfirm(ctx)
+			if j.Holding() != tc.wantHold || g.Ready() == tc.wantHold {
+				t.Fatalf("at the end: holding %v, ready %v; want holding %v (%+v)", j.Holding(), g.Ready(), tc.wantHold, g.Status())
+			}
+			if tc.confirmer != nil && tc.confirmer.rechecks != tc.wantRecheck {
+				t.Fatalf("sources asked %d times, want %d", tc.confirmer.rechecks, tc.wantRecheck)
+			}
+			if !tc.wantHold {
+				// The accepted time is the new baseline: no suspicion later.
+				clk.Advance(time.Second)
+				if j.Holding() {
+					t.Fatal("holding again after the time was accepted")
+				}
+			}
+		})
+	}
+}
