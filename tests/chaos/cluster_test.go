@@ -61,12 +61,18 @@ func (quietLogger) Printf(string, ...any) {}
 func newHarness(t *testing.T, long bool, seed uint64, sum *Summary) *harness {
 	t.Helper()
 	zc := zkharness.StartStandalone(t)
+	return &harness{zk: zc, obs: observe(t, zc), sum: sum, seed: seed, long: long}
+}
+
+// observe opens an observer session on zc, closed at cleanup.
+func observe(t *testing.T, zc *zkharness.Cluster) *zk.Conn {
+	t.Helper()
 	conn, _, err := zk.Connect(strings.Split(zc.ConnectString(), ","), 10*time.Second, zk.WithLogger(quietLogger{}))
 	if err != nil {
 		t.Fatalf("observer session: %v", err)
 	}
 	t.Cleanup(conn.Close)
-	return &harness{zk: zc, obs: conn, sum: sum, seed: seed, long: long}
+	return conn
 }
 
 // cluster is one scenario's snowflaked cluster (its own --cluster name on
@@ -74,6 +80,8 @@ func newHarness(t *testing.T, long bool, seed uint64, sum *Summary) *harness {
 type cluster struct {
 	h       *harness
 	t       *testing.T
+	zk      *zkharness.Cluster // the ZooKeeper its nodes use: the harness's unless a scenario brings its own
+	obs     *zk.Conn           // an observer session on zk
 	name    string
 	extra   []string // flags of every node, before each node's own
 	checker *Checker
@@ -83,7 +91,7 @@ type cluster struct {
 
 func (h *harness) newCluster(t *testing.T, name string) *cluster {
 	t.Helper()
-	c := &cluster{h: h, t: t, name: name, checker: NewChecker(snowflake.DefaultLayout())}
+	c := &cluster{h: h, t: t, zk: h.zk, obs: h.obs, name: name, checker: NewChecker(snowflake.DefaultLayout())}
 	t.Cleanup(func() {
 		for _, l := range c.loads {
 			_ = l.Stop() // idempotent; finish reports errors
@@ -123,7 +131,7 @@ func (c *cluster) startNode(name string, opts nodeOpts) *node {
 	n := &node{c: c, name: name, dir: c.t.TempDir(), opts: opts}
 	n.start(opts.env)
 	c.nodes = append(c.nodes, n)
-	n.alive = c.h.watchAlive(c.t, n.alivePath())
+	n.alive = watchAlive(c.t, c.obs, n.alivePath())
 	return n
 }
 
@@ -147,7 +155,7 @@ func (n *node) args() []string {
 		listen = a // a restart keeps its port
 	}
 	args := []string{
-		"--listen", listen, "--zk", n.c.h.zk.ConnectString(), "--cluster", n.c.name,
+		"--listen", listen, "--zk", n.c.zk.ConnectString(), "--cluster", n.c.name,
 		"--node-key", "chaos-" + n.name, "--cache-file", filepath.Join(n.dir, "cache.json"),
 		"--log-format", "json", "--zk-session-timeout", zkSession.String(),
 		// Peer rounds only where a scenario asks for them: a peer round
@@ -413,10 +421,10 @@ type aliveEvent struct {
 	present bool
 }
 
-func (h *harness) watchAlive(t *testing.T, path string) *aliveWatch {
+func watchAlive(t *testing.T, obs *zk.Conn, path string) *aliveWatch {
 	t.Helper()
 	w := &aliveWatch{path: path, stop: make(chan struct{}), done: make(chan struct{})}
-	go w.run(h.obs)
+	go w.run(obs)
 	t.Cleanup(func() {
 		close(w.stop)
 		<-w.done

@@ -47,6 +47,7 @@ func TestIntegration_Chaos(t *testing.T) {
 		{"clock_off_peers_at_start", h.clockOffPeersAtStart},
 		{"ntp_drift", h.ntpDrift},
 		{"kill9_mid_rollback", h.kill9MidRollback},
+		{"overlapping_faults", h.overlappingFaults},
 	} {
 		t.Run(sc.name, sc.run)
 	}
