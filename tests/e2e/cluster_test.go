@@ -707,19 +707,28 @@ func TestIntegration_ClusterSessionExpiryByPartition(t *testing.T) {
 	checkIDs(t, before, after)
 }
 
-// One node whose clock is off (chaos build: +3s) leaves service with
-// peer_offset, while the nodes with good clocks stay in service: a bad clock
-// must not take the cluster down, nor be the one left serving.
-func TestIntegration_ClusterPeerCheckTakesOutOnlyTheNodeWithABadClock(t *testing.T) {
+// startPeerCluster starts three chaos-build nodes in cluster on a fresh
+// ZooKeeper with fast peer rounds (200ms, max offset 1s) and waits until
+// they are in service.
+func startPeerCluster(t *testing.T, cluster string) []*proc {
+	t.Helper()
 	zk := zkharness.StartStandalone(t)
 	var nodes []*proc
 	for i := 1; i <= 3; i++ {
-		nodes = append(nodes, startNode(t, binChaos, clusterArgs(t.TempDir(), zk.ConnectString(), "peers", fmt.Sprintf("node-%d", i),
+		nodes = append(nodes, startNode(t, binChaos, clusterArgs(t.TempDir(), zk.ConnectString(), cluster, fmt.Sprintf("node-%d", i),
 			"--peer-interval", "200ms", "--peer-max-offset", "1s")))
 	}
 	for _, p := range nodes {
 		p.waitReadyz(http.StatusOK, readyTimeout)
 	}
+	return nodes
+}
+
+// One node whose clock is off (chaos build: +3s) leaves service with
+// peer_offset, while the nodes with good clocks stay in service: a bad clock
+// must not take the cluster down, nor be the one left serving.
+func TestIntegration_ClusterPeerCheckTakesOutOnlyTheNodeWithABadClock(t *testing.T) {
+	nodes := startPeerCluster(t, "peers")
 	for _, p := range nodes {
 		p.waitClock(readyTimeout, func(r clockReport) bool { return r.Peers != nil && r.Peers.Reachable == 2 })
 	}
@@ -758,15 +767,7 @@ func TestIntegration_ClusterPeerCheckTakesOutOnlyTheNodeWithABadClock(t *testing
 // in service for the whole observation, flagging the disagreement; node 1
 // stays in too (no NTP here to judge it).
 func TestIntegration_ClusterPeerSplitKeepsTheGoodNodeIn(t *testing.T) {
-	zk := zkharness.StartStandalone(t)
-	var nodes []*proc
-	for i := 1; i <= 3; i++ {
-		nodes = append(nodes, startNode(t, binChaos, clusterArgs(t.TempDir(), zk.ConnectString(), "split", fmt.Sprintf("node-%d", i),
-			"--peer-interval", "200ms", "--peer-max-offset", "1s")))
-	}
-	for _, p := range nodes {
-		p.waitReadyz(http.StatusOK, readyTimeout)
-	}
+	nodes := startPeerCluster(t, "split")
 	behind, good, down := nodes[0], nodes[1], nodes[2]
 	if code, body := behind.do(http.MethodPost, "/debug/chaos/clock?offset=-5s"); code != http.StatusOK {
 		t.Fatalf("chaos offset: %d %s", code, body)
