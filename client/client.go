@@ -1,0 +1,515 @@
+// Package client is the Go client of snowflaked for application fleets.
+//
+// It finds the nodes (a static list, or ZooKeeper's alive/ znodes, which
+// hold exactly the nodes in service), merges concurrent Next and NextN calls
+// into GET /ids?count=N batches (one round trip for many callers: a node
+// issues up to 4,096,000 IDs/s, far more than it serves requests), and
+// routes around nodes that fail: a 503 (any reason: a node out of service
+// for its clock, say), a connection error or a timeout marks the node down
+// (for its Retry-After, or until ZooKeeper shows it alive again) and the
+// batch is retried on another node, within the callers' deadlines and a
+// budget of attempts. A 4xx answer is returned, never retried.
+//
+// Guarantees: every ID handed out is unique, and no ID is handed out twice
+// (an ID fetched but not handed out, because its caller gave up, is dropped,
+// never stored). IDs a caller gets from one call increase; IDs from
+// different nodes are unique but not ordered with each other. Optional
+// prefetch keeps IDs fetched ahead for at most PrefetchMaxAge, so the time
+// inside an ID lags the call by at most that; with it, one goroutine's
+// successive Next calls are unique but not always increasing (a direct
+// fetch can overtake the background refill).
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBatch       = 1000
+	DefaultTimeout        = 2 * time.Second
+	DefaultAttempts       = 3
+	DefaultMaxInFlight    = 4
+	DefaultDownFor        = time.Second
+	DefaultPrefetchMaxAge = time.Second
+	// MaxCount bounds NextN's n.
+	MaxCount = 1 << 20
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrInvalidConfig is wrapped by New's errors.
+	ErrInvalidConfig = errors.New("invalid client config")
+	// ErrClosed: the client was closed.
+	ErrClosed = errors.New("client closed")
+	// ErrNoNode: no node could serve the call; the error names each node's
+	// last failure.
+	ErrNoNode = errors.New("no snowflaked node available")
+	// ErrRejected: a node answered 4xx (bad input); never retried.
+	ErrRejected = errors.New("request rejected by snowflaked")
+)
+
+// Config configures a Client: either Servers or ZK.
+type Config struct {
+	// Servers is a static list of nodes, "host:port" each.
+	Servers []string
+	// ZK lists ZooKeeper servers ("host:port"): the client follows the
+	// cluster's alive/ znodes instead of a static list. Cluster defaults to
+	// "default"; ZKAuth is "user:password" when the znodes are protected.
+	ZK      []string
+	Cluster string
+	ZKAuth  string
+	// MaxBatch bounds one /ids request (default 1000; at most the nodes'
+	// --max-batch). A batch asks for exactly what the callers waiting want,
+	// never more.
+	MaxBatch int
+	// Timeout bounds one request to one node (default 2s).
+	Timeout time.Duration
+	// Attempts is how many nodes one batch tries before it fails
+	// (default 3).
+	Attempts int
+	// MaxInFlight bounds the batches in flight at once (default 4).
+	MaxInFlight int
+	// DownFor is how long a node that failed without a Retry-After (a
+	// connection error, a timeout) gets no traffic (default 1s).
+	DownFor time.Duration
+	// Prefetch keeps up to this many IDs fetched ahead for Next (0: off).
+	// PrefetchMaxAge drops prefetched IDs older than it (default 1s).
+	Prefetch       int
+	PrefetchMaxAge time.Duration
+	// Hooks receive the client's events (nil ones are skipped).
+	Hooks Hooks
+	// Log receives a line per failover and per node marked down; the zero
+	// Logger discards everything.
+	Log zerolog.Logger
+}
+
+// Hooks are called on the client's goroutines: they must be quick and
+// must not block. Wire them to a metrics library.
+type Hooks struct {
+	// Request: one HTTP request to node, with its status (0 when it got
+	// none), error and duration.
+	Request func(node string, status int, err error, d time.Duration)
+	// Batch: a batch of n IDs was handed out.
+	Batch func(n int)
+	// Failover: a batch left node after err.
+	Failover func(node string, err error)
+}
+
+// Stats are the client's counters since New.
+type Stats struct {
+	Requests  int64 // HTTP requests made
+	Batches   int64 // batches handed out
+	IDs       int64 // IDs handed out
+	Failovers int64 // batches moved to another node
+	Errors    int64 // calls that returned an error
+}
+
+// Client issues IDs from a snowflaked cluster. It is safe for concurrent
+// use. Close it when done.
+type Client struct {
+	cfg   Config
+	http  *fasthttp.Client
+	log   zerolog.Logger
+	reqs  chan *call
+	stop  chan struct{}
+	done  sync.WaitGroup
+	slots chan struct{}
+	disc  *coordinator.Discovery
+
+	mu    sync.Mutex
+	nodes []*nodeState
+	next  int // round-robin cursor
+
+	pre prefetch
+
+	requests, batches, ids, failovers, errs atomic.Int64
+	closed                                  atomic.Bool
+}
+
+// nodeState is what the client knows of one node.
+type nodeState struct {
+	addr      string
+	downUntil time.Time
+	lastErr   error
+}
+
+// call is one Next/NextN waiting for its IDs.
+type call struct {
+	ctx context.Context
+	n   int
+	out chan result // buffered: the dispatcher never blocks on a caller
+}
+
+type result struct {
+	ids []int64
+	err error
+}
+
+// New checks cfg and starts the client (in ZooKeeper mode it connects and
+// reads the live nodes first).
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cfg: cfg, log: cfg.Log,
+		reqs: make(chan *call), stop: make(chan struct{}), slots: make(chan struct{}, cfg.MaxInFlight),
+		http: &fasthttp.Client{
+			Name: "snowflaked-client", MaxIdemponentCallAttempts: 1, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
+			MaxConnsPerHost: 64, MaxIdleConnDuration: 30 * time.Second,
+		},
+	}
+	if len(cfg.ZK) > 0 {
+		c.disc, err = coordinator.Discover(ctx, coordinator.DiscoveryConfig{Servers: cfg.ZK, Cluster: cfg.Cluster, Auth: cfg.ZKAuth, Log: cfg.Log}, c.setNodes)
+		if err != nil {
+			return nil, fmt.Errorf("new client: %w", err)
+		}
+	} else {
+		peers := make([]coordinator.Peer, len(cfg.Servers))
+		for i, s := range cfg.Servers {
+			peers[i] = coordinator.Peer{WorkerID: int64(i), Addr: s}
+		}
+		c.setNodes(peers)
+	}
+	c.pre.init(cfg.Prefetch)
+	c.done.Add(1)
+	go c.dispatch()
+	if cfg.Prefetch > 0 {
+		c.done.Add(1)
+		go c.prefetchLoop()
+	}
+	return c, nil
+}
+
+func (cfg Config) withDefaults() (Config, error) {
+	bad := func(format string, a ...any) (Config, error) {
+		return Config{}, fmt.Errorf("new client: %w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case len(cfg.Servers) == 0 && len(cfg.ZK) == 0:
+		return bad("give Servers or ZK")
+	case len(cfg.Servers) > 0 && len(cfg.ZK) > 0:
+		return bad("give Servers or ZK, not both")
+	}
+	for _, s := range cfg.Servers {
+		if host, port, err := net.SplitHostPort(s); err != nil || host == "" || port == "" {
+			return bad("server %q is not host:port", s)
+		}
+	}
+	if cfg.Cluster == "" {
+		cfg.Cluster = "default"
+	}
+	for _, v := range []struct {
+		name string
+		p    *int
+		def  int
+		max  int
+	}{
+		{"MaxBatch", &cfg.MaxBatch, DefaultMaxBatch, 1_000_000},
+		{"Attempts", &cfg.Attempts, DefaultAttempts, 100},
+		{"MaxInFlight", &cfg.MaxInFlight, DefaultMaxInFlight, 1024},
+		{"Prefetch", &cfg.Prefetch, 0, 1_000_000},
+	} {
+		switch {
+		case *v.p < 0 || *v.p > v.max:
+			return bad("%s %d: want 0..%d", v.name, *v.p, v.max)
+		case *v.p == 0:
+			*v.p = v.def
+		}
+	}
+	for _, v := range []struct {
+		name string
+		p    *time.Duration
+		def  time.Duration
+	}{
+		{"Timeout", &cfg.Timeout, DefaultTimeout}, {"DownFor", &cfg.DownFor, DefaultDownFor},
+		{"PrefetchMaxAge", &cfg.PrefetchMaxAge, DefaultPrefetchMaxAge},
+	} {
+		switch {
+		case *v.p < 0:
+			return bad("%s %v is negative", v.name, *v.p)
+		case *v.p == 0:
+			*v.p = v.def
+		}
+	}
+	return cfg, nil
+}
+
+// setNodes replaces the node list, keeping what is known of the nodes
+// still there; a node that left and came back starts clean.
+func (c *Client) setNodes(peers []coordinator.Peer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := map[string]*nodeState{}
+	for _, n := range c.nodes {
+		old[n.addr] = n
+	}
+	nodes := make([]*nodeState, 0, len(peers))
+	for _, p := range peers {
+		if n := old[p.Addr]; n != nil {
+			nodes = append(nodes, n)
+		} else {
+			nodes = append(nodes, &nodeState{addr: p.Addr})
+		}
+	}
+	c.nodes = nodes
+}
+
+// Next returns one new ID.
+func (c *Client) Next(ctx context.Context) (int64, error) {
+	if c.cfg.Prefetch > 0 {
+		if id, ok := c.pre.take(c.cfg.PrefetchMaxAge); ok {
+			c.ids.Add(1)
+			return id, nil
+		}
+	}
+	ids, err := c.NextN(ctx, 1)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// NextN returns n new IDs (1 ≤ n ≤ MaxCount), increasing within each batch
+// of at most MaxBatch.
+func (c *Client) NextN(ctx context.Context, n int) ([]int64, error) {
+	if n < 1 || n > MaxCount {
+		c.errs.Add(1)
+		return nil, fmt.Errorf("next %d IDs: %w: want 1..%d", n, ErrRejected, MaxCount)
+	}
+	out := make([]int64, 0, n)
+	for len(out) < n {
+		ids, err := c.fetch(ctx, min(n-len(out), c.cfg.MaxBatch))
+		if err != nil {
+			c.errs.Add(1)
+			return nil, err
+		}
+		out = append(out, ids...)
+	}
+	return out, nil
+}
+
+// fetch waits for n IDs (n ≤ MaxBatch) from the dispatcher.
+func (c *Client) fetch(ctx context.Context, n int) ([]int64, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	cl := &call{ctx: ctx, n: n, out: make(chan result, 1)}
+	select {
+	case c.reqs <- cl:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("next IDs: %w", ctx.Err())
+	case <-c.stop:
+		return nil, ErrClosed
+	}
+	select {
+	case r := <-cl.out:
+		return r.ids, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("next IDs: %w", ctx.Err()) // what arrives later is dropped
+	}
+}
+
+// dispatch merges waiting calls into batches, at most MaxInFlight at once.
+func (c *Client) dispatch() {
+	defer c.done.Done()
+	var carry *call
+	for {
+		first := carry
+		carry = nil
+		if first == nil {
+			select {
+			case first = <-c.reqs:
+			case <-c.stop:
+				return
+			}
+		}
+		batch, total := []*call{first}, first.n
+	gather:
+		for total < c.cfg.MaxBatch {
+			select {
+			case cl := <-c.reqs:
+				if total+cl.n > c.cfg.MaxBatch {
+					carry = cl
+					break gather
+				}
+				batch, total = append(batch, cl), total+cl.n
+			default:
+				break gather
+			}
+		}
+		select {
+		case c.slots <- struct{}{}:
+		case <-c.stop:
+			for _, cl := range batch {
+				cl.out <- result{err: ErrClosed}
+			}
+			return
+		}
+		c.done.Add(1)
+		go func() {
+			defer c.done.Done()
+			defer func() { <-c.slots }()
+			c.serve(batch, total)
+		}()
+	}
+}
+
+// serve fetches total IDs for batch, failing over between nodes, and hands
+// them out in order.
+func (c *Client) serve(batch []*call, total int) {
+	tried := map[string]bool{}
+	var failures []string
+	for attempt := 0; attempt < c.cfg.Attempts; attempt++ {
+		if !anyWaiting(batch) {
+			return // every caller gave up: nothing to fetch for
+		}
+		node := c.pick(tried)
+		if node == "" {
+			break
+		}
+		tried[node] = true
+		ids, err := c.request(node, total)
+		if err == nil {
+			c.handOut(batch, ids)
+			return
+		}
+		if errors.Is(err, ErrRejected) {
+			for _, cl := range batch {
+				cl.out <- result{err: err}
+			}
+			return
+		}
+		failures = append(failures, err.Error())
+		c.failovers.Add(1)
+		if h := c.cfg.Hooks.Failover; h != nil {
+			h(node, err)
+		}
+		c.log.Warn().Err(err).Str("node", node).Msg("snowflaked client: failing over")
+	}
+	err := c.noNode(failures)
+	for _, cl := range batch {
+		cl.out <- result{err: err}
+	}
+}
+
+func anyWaiting(batch []*call) bool {
+	for _, cl := range batch {
+		if cl.ctx.Err() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// handOut gives each caller its slice, in order; a caller that gave up
+// gets nothing and its IDs are dropped.
+func (c *Client) handOut(batch []*call, ids []int64) {
+	for _, cl := range batch {
+		part := ids[:cl.n:cl.n]
+		ids = ids[cl.n:]
+		if cl.ctx.Err() == nil {
+			cl.out <- result{ids: part}
+		}
+	}
+	c.batches.Add(1)
+	n := 0
+	for _, cl := range batch {
+		n += cl.n
+	}
+	c.ids.Add(int64(n))
+	if h := c.cfg.Hooks.Batch; h != nil {
+		h(n)
+	}
+}
+
+// pick returns the next healthy node not tried yet ("" for none).
+func (c *Client) pick(tried map[string]bool) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for range len(c.nodes) {
+		n := c.nodes[c.next%len(c.nodes)]
+		c.next++
+		if !tried[n.addr] && !now.Before(n.downUntil) {
+			return n.addr
+		}
+	}
+	return ""
+}
+
+// markDown takes a node out of rotation for d after err.
+func (c *Client) markDown(addr string, d time.Duration, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		if n.addr == addr {
+			n.downUntil, n.lastErr = time.Now().Add(d), err
+		}
+	}
+}
+
+// noNode is the error when a batch found no node: each node's last failure.
+func (c *Client) noNode(failures []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var parts []string
+	for _, n := range c.nodes {
+		switch {
+		case n.lastErr != nil:
+			parts = append(parts, n.lastErr.Error())
+		default:
+			parts = append(parts, n.addr+": not tried")
+		}
+	}
+	if len(c.nodes) == 0 {
+		parts = append(parts, "no node is known (none in service under alive/, or an empty list)")
+	}
+	slices.Sort(parts)
+	return fmt.Errorf("%w: %s (this batch: %s)", ErrNoNode, strings.Join(parts, "; "), strings.Join(failures, "; "))
+}
+
+// Stats returns the counters.
+func (c *Client) Stats() Stats {
+	return Stats{Requests: c.requests.Load(), Batches: c.batches.Load(), IDs: c.ids.Load(),
+		Failovers: c.failovers.Load(), Errors: c.errs.Load()}
+}
+
+// Nodes returns the nodes the client knows (static or from alive/).
+func (c *Client) Nodes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.addr
+	}
+	return out
+}
+
+// Close stops the client: calls waiting fail with ErrClosed.
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	close(c.stop)
+	c.done.Wait()
+	if c.disc != nil {
+		return c.disc.Close()
+	}
+	return nil
+}

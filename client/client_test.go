@@ -1,0 +1,324 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// fakeNode is a snowflaked stand-in on 127.0.0.1: /ids answers with
+// increasing IDs unless its behaviour says otherwise.
+type fakeNode struct {
+	addr     string
+	next     atomic.Int64 // last ID issued
+	requests atomic.Int64
+	counts   sync.Map // batch size -> number of requests
+	mu       sync.Mutex
+	behave   func(ctx *fasthttp.RequestCtx, n int) bool // true: answered by the behaviour
+}
+
+func startFake(t *testing.T, id int64, behave func(ctx *fasthttp.RequestCtx, n int) bool) *fakeNode {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeNode{addr: ln.Addr().String(), behave: behave}
+	f.next.Store(id << 40) // distinct ranges per fake node
+	srv := &fasthttp.Server{Handler: f.handle}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return f
+}
+
+func (f *fakeNode) handle(ctx *fasthttp.RequestCtx) {
+	f.requests.Add(1)
+	n, err := strconv.Atoi(string(ctx.QueryArgs().Peek("count")))
+	if string(ctx.Path()) != "/ids" || err != nil {
+		ctx.SetStatusCode(404)
+		return
+	}
+	v, _ := f.counts.LoadOrStore(n, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+	f.mu.Lock()
+	behave := f.behave
+	f.mu.Unlock()
+	if behave != nil && behave(ctx, n) {
+		return
+	}
+	var b strings.Builder
+	for range n {
+		fmt.Fprintf(&b, "%d\n", f.next.Add(1))
+	}
+	ctx.SetBodyString(b.String())
+}
+
+func (f *fakeNode) set(behave func(ctx *fasthttp.RequestCtx, n int) bool) {
+	f.mu.Lock()
+	f.behave = behave
+	f.mu.Unlock()
+}
+
+func unavailable(ctx *fasthttp.RequestCtx, _ int) bool {
+	ctx.SetStatusCode(503)
+	ctx.Response.Header.Set("Retry-After", "5")
+	ctx.SetBodyString(`{"error":{"code":"out_of_service","message":"clock_rollback"}}`)
+	return true
+}
+
+func newClient(t *testing.T, cfg Config) *Client {
+	t.Helper()
+	c, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// closedAddr is a loopback address nobody listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// Concurrent Next calls are merged into /ids batches: far fewer requests
+// than calls, no batch above MaxBatch, every ID handed out once.
+func TestCoalescing(t *testing.T) {
+	f := startFake(t, 1, func(ctx *fasthttp.RequestCtx, n int) bool {
+		time.Sleep(time.Millisecond) // a round trip, so callers pile up
+		return false
+	})
+	c := newClient(t, Config{Servers: []string{f.addr}, MaxBatch: 64})
+	const goroutines, each = 64, 100
+	ids := make([][]int64, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for range each {
+				id, err := c.Next(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids[g] = append(ids[g], id)
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for _, l := range ids {
+		for i, id := range l {
+			if seen[id] {
+				t.Fatalf("ID %d handed out twice", id)
+			}
+			seen[id] = true
+			if i > 0 && id <= l[i-1] {
+				t.Fatalf("one caller's IDs went backwards: %d after %d", id, l[i-1])
+			}
+		}
+	}
+	if len(seen) != goroutines*each {
+		t.Fatalf("%d IDs, want %d", len(seen), goroutines*each)
+	}
+	req := f.requests.Load()
+	f.counts.Range(func(k, _ any) bool {
+		if k.(int) > 64 {
+			t.Errorf("a batch of %d, MaxBatch 64", k.(int))
+		}
+		return true
+	})
+	if req*4 > goroutines*each {
+		t.Fatalf("%d requests for %d calls: not coalesced", req, goroutines*each)
+	}
+	st := c.Stats()
+	if st.IDs != goroutines*each || st.Requests != req || st.Errors != 0 {
+		t.Fatalf("stats %+v (requests seen %d)", st, req)
+	}
+	t.Logf("%d calls in %d requests (%.1f IDs per request)", goroutines*each, req, float64(goroutines*each)/float64(req))
+}
+
+// Failover: a node that answers 503, one that refuses connections, one
+// that accepts and never answers, one that answers garbage, one that
+// answers fewer IDs than asked: each is left for the good node, the caller
+// sees no error, and the failing node gets no more traffic while down.
+func TestFailover(t *testing.T) {
+	tests := []struct {
+		name   string
+		bad    func(t *testing.T) string // returns the bad node's address
+		hooked string                    // a substring of the failover error
+	}{
+		{"503 out of service", func(t *testing.T) string { return startFake(t, 2, unavailable).addr }, "out_of_service"},
+		{"connection refused", closedAddr, "connection refused"},
+		{"accepts, never answers", func(t *testing.T) string {
+			return startFake(t, 2, func(*fasthttp.RequestCtx, int) bool { time.Sleep(2 * time.Second); return false }).addr
+		}, "timeout"},
+		{"garbage", func(t *testing.T) string {
+			return startFake(t, 2, func(ctx *fasthttp.RequestCtx, _ int) bool { ctx.SetBodyString("<html>oops</html>"); return true }).addr
+		}, "is not an ID"},
+		{"fewer IDs than asked", func(t *testing.T) string {
+			return startFake(t, 2, func(ctx *fasthttp.RequestCtx, _ int) bool { ctx.SetBodyString("7\n8\n"); return true }).addr
+		}, "answered 2 of"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			good := startFake(t, 1, nil)
+			bad := tc.bad(t)
+			var failovers []string
+			var mu sync.Mutex
+			c := newClient(t, Config{Servers: []string{bad, good.addr}, Timeout: 300 * time.Millisecond, MaxInFlight: 1,
+				Hooks: Hooks{Failover: func(node string, err error) {
+					mu.Lock()
+					failovers = append(failovers, node+" "+err.Error())
+					mu.Unlock()
+				}}})
+			for i := range 20 {
+				if _, err := c.NextN(context.Background(), 3); err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(failovers) != 1 || !strings.Contains(failovers[0], tc.hooked) || !strings.HasPrefix(failovers[0], bad) {
+				t.Fatalf("failovers %q: want exactly one, from %s, mentioning %q", failovers, bad, tc.hooked)
+			}
+			if st := c.Stats(); st.Failovers != 1 || st.Errors != 0 || st.IDs != 60 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// Every node down: a clear error naming each node's last failure.
+func TestAllNodesDown(t *testing.T) {
+	a := startFake(t, 1, unavailable)
+	b := closedAddr(t)
+	c := newClient(t, Config{Servers: []string{a.addr, b}})
+	_, err := c.Next(context.Background())
+	if !errors.Is(err, ErrNoNode) {
+		t.Fatalf("err %v, want ErrNoNode", err)
+	}
+	for _, want := range []string{a.addr + ": 503 out_of_service", b + ": ", "refused"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	// Both are down now: the next call fails at once, without requests.
+	before := a.requests.Load()
+	if _, err := c.Next(context.Background()); !errors.Is(err, ErrNoNode) || a.requests.Load() != before {
+		t.Fatalf("second call: %v, %d more requests to a node marked down", err, a.requests.Load()-before)
+	}
+}
+
+// A 4xx is returned, never retried on another node.
+func TestRejectedIsNotRetried(t *testing.T) {
+	a := startFake(t, 1, func(ctx *fasthttp.RequestCtx, _ int) bool {
+		ctx.SetStatusCode(400)
+		ctx.SetBodyString(`{"error":{"code":"invalid_count","message":"count 5000 is above --max-batch 1000"}}`)
+		return true
+	})
+	b := startFake(t, 2, nil)
+	c := newClient(t, Config{Servers: []string{a.addr, b.addr}, MaxBatch: 5000, MaxInFlight: 1})
+	_, err := c.NextN(context.Background(), 5000)
+	if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "invalid_count") {
+		t.Fatalf("err %v, want ErrRejected with the node's code", err)
+	}
+	if b.requests.Load() != 0 || a.requests.Load() != 1 {
+		t.Fatalf("requests: a %d, b %d; want the rejection alone", a.requests.Load(), b.requests.Load())
+	}
+}
+
+// A caller's context bounds its wait, even on a node that hangs.
+func TestContextCancellation(t *testing.T) {
+	hang := startFake(t, 1, func(*fasthttp.RequestCtx, int) bool { time.Sleep(3 * time.Second); return false })
+	c := newClient(t, Config{Servers: []string{hang.addr}, Timeout: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	_, err := c.Next(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want context.DeadlineExceeded", err)
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Fatalf("returned after %v, the deadline was 100ms", took)
+	}
+}
+
+// Prefetch serves Next from IDs fetched ahead, refilled in the background,
+// and drops them once older than PrefetchMaxAge.
+func TestPrefetch(t *testing.T) {
+	f := startFake(t, 1, nil)
+	c := newClient(t, Config{Servers: []string{f.addr}, Prefetch: 100, PrefetchMaxAge: 200 * time.Millisecond})
+	var last int64
+	seen := map[int64]bool{}
+	for range 300 {
+		id, err := c.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[id] {
+			t.Fatalf("ID %d handed out twice", id)
+		}
+		seen[id] = true
+		last = max(last, id)
+	}
+	if r := f.requests.Load(); r > 30 {
+		t.Fatalf("%d requests for 300 Next with prefetch 100", r)
+	}
+	time.Sleep(300 * time.Millisecond) // the buffer goes stale
+	id, err := c.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stale buffer held IDs below what the node issued since; the
+	// ID handed out now is a fresh one, newer than any handed before.
+	if id <= last || seen[id] {
+		t.Fatalf("a stale ID %d (largest handed before %d)", id, last)
+	}
+}
+
+func TestConfigAndClose(t *testing.T) {
+	for _, cfg := range []Config{
+		{},
+		{Servers: []string{"a:1"}, ZK: []string{"z:2181"}},
+		{Servers: []string{"nohost"}},
+		{Servers: []string{"a:1"}, MaxBatch: -1},
+		{Servers: []string{"a:1"}, Timeout: -time.Second},
+	} {
+		if _, err := New(context.Background(), cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+	f := startFake(t, 1, nil)
+	c, err := New(context.Background(), Config{Servers: []string{f.addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NextN(context.Background(), 0); !errors.Is(err, ErrRejected) {
+		t.Fatalf("NextN(0): %v", err)
+	}
+	if ids, err := c.NextN(context.Background(), 2500); err != nil || len(ids) != 2500 {
+		t.Fatalf("NextN(2500) over MaxBatch 1000: %d IDs, %v", len(ids), err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Next(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}

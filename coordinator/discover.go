@@ -1,0 +1,198 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
+)
+
+// Discovery follows a cluster's alive/ znodes, the nodes in service, for
+// clients: it reports the list at once and again after every change, one
+// ZooKeeper watch event later.
+type Discovery struct {
+	conn   *zk.Conn
+	cancel context.CancelFunc
+	done   chan struct{}
+	log    zerolog.Logger
+
+	mu    sync.Mutex
+	peers []Peer
+	err   error
+}
+
+// DiscoveryConfig says which cluster to follow.
+type DiscoveryConfig struct {
+	Servers []string // ZooKeeper "host:port" addresses
+	Cluster string
+	Auth    string // "user:password" or "" (reading needs no credentials)
+	// Timeout bounds the wait for a first session and each ZooKeeper call
+	// (default 10s).
+	Timeout time.Duration
+	Log     zerolog.Logger
+}
+
+// Discover connects to ZooKeeper, reads the cluster's live nodes and keeps
+// following them until Close, calling onChange (never concurrently) with
+// every new list, the first one before Discover returns. The cluster must
+// exist. ZooKeeper trouble after the start is retried, logged and kept in
+// Err; the last list stays in force meanwhile.
+func Discover(ctx context.Context, cfg DiscoveryConfig, onChange func([]Peer)) (*Discovery, error) {
+	servers, err := checkServers(cfg.Servers)
+	if err != nil {
+		return nil, fmt.Errorf("discover: %w: %v", ErrInvalidConfig, err)
+	}
+	if err := validateCluster(cfg.Cluster); err != nil {
+		return nil, fmt.Errorf("discover: %w: %v", ErrInvalidConfig, err)
+	}
+	if u, p, ok := strings.Cut(cfg.Auth, ":"); cfg.Auth != "" && (!ok || u == "" || p == "") {
+		return nil, fmt.Errorf("discover: %w: zk auth must be user:password", ErrInvalidConfig)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultConnectTimeout
+	}
+	conn, _, err := zk.Connect(servers, max(cfg.Timeout, 2*time.Second), zk.WithLogger(zkLogger{log: cfg.Log}))
+	if err != nil {
+		return nil, fmt.Errorf("discover: %w: %v", ErrZKUnavailable, err)
+	}
+	if err := waitSession(ctx, conn, cfg.Timeout, servers); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("discover: %w", err)
+	}
+	z := zkc{conn, cfg.Timeout}
+	if cfg.Auth != "" {
+		if _, err := call(ctx, cfg.Timeout, func() (struct{}, error) { return struct{}{}, conn.AddAuth("digest", []byte(cfg.Auth)) }); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("discover: auth: %w", unavailable(err))
+		}
+	}
+	p := newPaths(cfg.Cluster)
+	if ok, _, err := z.exists(ctx, p.cluster); err != nil || !ok {
+		conn.Close()
+		if err == nil {
+			return nil, fmt.Errorf("discover: cluster %q does not exist in ZooKeeper %s", cfg.Cluster, strings.Join(servers, ","))
+		}
+		return nil, fmt.Errorf("discover: %w", unavailable(err))
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	d := &Discovery{conn: conn, cancel: cancel, done: make(chan struct{}), log: cfg.Log}
+	peers, ch, err := listAlive(ctx, z, p)
+	if err != nil {
+		cancel()
+		conn.Close()
+		return nil, fmt.Errorf("discover: %w", unavailable(err))
+	}
+	d.set(peers, nil)
+	onChange(peers)
+	go d.run(rctx, z, p, ch, onChange)
+	return d, nil
+}
+
+// listAlive reads alive/ with a watch on its children.
+func listAlive(ctx context.Context, z zkc, p paths) ([]Peer, <-chan zk.Event, error) {
+	type res struct {
+		names []string
+		ch    <-chan zk.Event
+	}
+	r, err := call(ctx, z.timeout, func() (res, error) {
+		names, _, ch, err := z.conn.ChildrenW(p.alive)
+		return res{names, ch}, err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list %s: %w", p.alive, err)
+	}
+	var paths []string
+	var ids []int64
+	for _, n := range r.names {
+		id, err := parseWorkerName(n, 1<<20)
+		if err != nil {
+			continue
+		}
+		ids = append(ids, id)
+		paths = append(paths, p.aliveNode(id))
+	}
+	got, err := z.getMany(ctx, paths)
+	if err != nil {
+		return nil, nil, err
+	}
+	peers := []Peer{}
+	for i, g := range got {
+		if g == nil {
+			continue
+		}
+		if addr, err := decodeAlive(g.data); err == nil {
+			peers = append(peers, Peer{WorkerID: ids[i], Addr: addr})
+		}
+	}
+	slices.SortFunc(peers, func(a, b Peer) int { return int(a.WorkerID - b.WorkerID) })
+	return peers, r.ch, nil
+}
+
+func (d *Discovery) run(ctx context.Context, z zkc, p paths, ch <-chan zk.Event, onChange func([]Peer)) {
+	defer close(d.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+		for attempt := 0; ; attempt++ {
+			peers, next, err := listAlive(ctx, z, p)
+			if err == nil {
+				d.set(peers, nil)
+				onChange(peers)
+				ch = next
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			d.set(nil, err)
+			if attempt == 0 {
+				d.log.Warn().Err(err).Msg("discovery: cannot read the live nodes; keeping the last list and retrying")
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second)):
+			}
+		}
+	}
+}
+
+// set records the last list (peers nil: keep it) and the last error.
+func (d *Discovery) set(peers []Peer, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if peers != nil {
+		d.peers = peers
+	}
+	d.err = err
+}
+
+// Peers returns the last list of live nodes.
+func (d *Discovery) Peers() []Peer {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.peers)
+}
+
+// Err is the last ZooKeeper problem, nil once the list is read again.
+func (d *Discovery) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
+}
+
+// Close stops following and closes the session.
+func (d *Discovery) Close() error {
+	d.cancel()
+	<-d.done
+	d.conn.Close()
+	return nil
+}

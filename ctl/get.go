@@ -1,0 +1,241 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"codeberg.org/snowflaked/snowflaked/client"
+)
+
+// clientFlags are the flags get and bench share: where the cluster is.
+type clientFlags struct {
+	servers, zk, cluster, auth string
+	timeout                    time.Duration
+}
+
+func (f *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.servers, "servers", "", "nodes host:port,host:port (or --zk)")
+	fs.StringVar(&f.zk, "zk", "", "ZooKeeper host:2181,…: find the nodes in service under alive/ (or --servers)")
+	fs.StringVar(&f.cluster, "cluster", "default", "cluster name, with --zk")
+	fs.StringVar(&f.auth, "zk-auth", "", "user:password, with --zk")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on the whole command")
+}
+
+// config turns the flags into a client config.
+func (f *clientFlags) config() (client.Config, error) {
+	switch {
+	case (f.servers == "") == (f.zk == ""):
+		return client.Config{}, errors.New("give --servers host:port,… or --zk host:2181,…")
+	case f.timeout <= 0:
+		return client.Config{}, fmt.Errorf("--timeout %s must be positive", f.timeout)
+	}
+	if f.servers != "" {
+		return client.Config{Servers: splitComma(f.servers)}, nil
+	}
+	return client.Config{ZK: splitComma(f.zk), Cluster: f.cluster, ZKAuth: f.auth}, nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Get is "snowflakectl get [--count N] (--servers … | --zk …)": IDs through
+// the Go client (failover included), one a line.
+func Get(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("snowflakectl get", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf clientFlags
+	cf.register(fs)
+	count := fs.Int("count", 1, "how many IDs (1..1048576)")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	cfg, err := cf.config()
+	if err == nil && (*count < 1 || *count > client.MaxCount) {
+		err = fmt.Errorf("--count %d: want 1..%d", *count, client.MaxCount)
+	}
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl get: %v\n", err)
+		return ExitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl get: %v\n", err)
+		return exitFor(err)
+	}
+	defer c.Close()
+	ids, err := c.NextN(ctx, *count)
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl get: %v\n", err)
+		return exitFor(err)
+	}
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, "%d\n", id)
+	}
+	_, _ = io.WriteString(stdout, b.String())
+	return ExitOK
+}
+
+func exitFor(err error) int {
+	if errors.Is(err, client.ErrInvalidConfig) {
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+// Bench is "snowflakectl bench (--servers … | --zk …) [--duration 10s]
+// [--concurrency 64] [--count 1]": goroutines calling the client for a
+// bounded time, then IDs/s, latency percentiles, failovers and errors. Only
+// loopback nodes (127.0.0.0/8, ::1) are benchmarked: load is never sent
+// anywhere else by accident.
+func Bench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("snowflakectl bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf clientFlags
+	cf.register(fs)
+	duration := fs.Duration("duration", 10*time.Second, "how long (at most 10m)")
+	conc := fs.Int("concurrency", 64, "goroutines calling the client (1..4096)")
+	count := fs.Int("count", 1, "IDs per call: 1 is Next, more is NextN")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	cfg, err := cf.config()
+	switch {
+	case err != nil:
+	case *duration <= 0 || *duration > 10*time.Minute:
+		err = fmt.Errorf("--duration %s: want up to 10m", *duration)
+	case *conc < 1 || *conc > 4096:
+		err = fmt.Errorf("--concurrency %d: want 1..4096", *conc)
+	case *count < 1 || *count > client.MaxCount:
+		err = fmt.Errorf("--count %d: want 1..%d", *count, client.MaxCount)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl bench: %v\n", err)
+		return ExitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout+*duration)
+	defer cancel()
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl bench: %v\n", err)
+		return exitFor(err)
+	}
+	defer c.Close()
+	for _, addr := range c.Nodes() {
+		if !loopback(addr) {
+			fmt.Fprintf(stderr, "snowflakectl bench: %s is not a loopback address: bench only loads nodes on this machine\n", addr)
+			return ExitUsage
+		}
+	}
+	r := runBench(ctx, c, *duration, *conc, *count)
+	fmt.Fprintf(stdout, "%d goroutines for %s, %d IDs per call: %.0f IDs/s, %.0f calls/s; latency p50 %s p99 %s max %s; %d requests, %d failovers, %d errors\n",
+		*conc, r.elapsed.Round(time.Millisecond), *count, float64(r.ids)/r.elapsed.Seconds(), float64(r.calls)/r.elapsed.Seconds(),
+		r.p50, r.p99, r.max, r.stats.Requests, r.stats.Failovers, r.errors)
+	if r.errors > 0 {
+		fmt.Fprintf(stderr, "snowflakectl bench: %d calls failed, the first: %v\n", r.errors, r.firstErr)
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+// benchResult is what runBench measured.
+type benchResult struct {
+	elapsed       time.Duration
+	calls, ids    int64
+	errors        int64
+	firstErr      error
+	p50, p99, max time.Duration
+	stats         client.Stats
+}
+
+// maxLatencySamples bounds the latencies kept per goroutine.
+const maxLatencySamples = 100_000
+
+func runBench(ctx context.Context, c *client.Client, d time.Duration, conc, count int) benchResult {
+	var mu sync.Mutex
+	var r benchResult
+	var lat []time.Duration
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Go(func() {
+			var mine []time.Duration
+			var calls, ids, errs int64
+			var first error
+			for time.Now().Before(end) && ctx.Err() == nil {
+				t0 := time.Now()
+				got, err := c.NextN(ctx, count)
+				if err != nil {
+					errs++
+					if first == nil {
+						first = err
+					}
+					continue
+				}
+				calls++
+				ids += int64(len(got))
+				if len(mine) < maxLatencySamples {
+					mine = append(mine, time.Since(t0))
+				}
+			}
+			mu.Lock()
+			r.calls, r.ids, r.errors = r.calls+calls, r.ids+ids, r.errors+errs
+			if r.firstErr == nil {
+				r.firstErr = first
+			}
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	r.elapsed = time.Since(start)
+	slices.Sort(lat)
+	if n := len(lat); n > 0 {
+		r.p50, r.p99, r.max = lat[n/2], lat[min(n-1, n*99/100)], lat[n-1]
+	}
+	r.stats = c.Stats()
+	return r
+}
+
+// loopback reports whether host:port names a loopback address (a host
+// name must resolve to loopback addresses only).
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
+}
