@@ -57,6 +57,9 @@ type jumpGuard struct {
 	since    int64         // wall (ns) when the suspicion began
 	sinceMon time.Duration // mono when the suspicion began
 	asked    bool          // the confirmers were asked since then
+	// reask: a jump was undone; the confirmers judged the jumped clock
+	// (a peer round failing peer_offset, say) and must look again.
+	reask bool
 }
 
 func newJumpGuard(g *clockguard.Guard, c clock.Clock, threshold time.Duration, log zerolog.Logger, confirmers ...jumpConfirmer) *jumpGuard {
@@ -98,7 +101,7 @@ func (j *jumpGuard) step() {
 		j.check.Fail(detail)
 		return
 	case j.suspect > 0 && skew <= j.threshold:
-		j.suspect, j.baseline = 0, wall-int64(mono)
+		j.suspect, j.baseline, j.reask = 0, wall-int64(mono), j.asked
 		j.mu.Unlock()
 		j.log.Info().Dur("skew", skew).Msg("the forward clock jump was undone: fences resume")
 		j.check.Pass()
@@ -121,6 +124,22 @@ func (j *jumpGuard) Run(ctx context.Context) {
 		}
 		j.step()
 		j.tryConfirm(ctx)
+		j.reaskIfUndone(ctx)
+	}
+}
+
+// reaskIfUndone asks the confirmers again after an undone jump they had
+// judged, so a verdict on the jumped clock (peer_offset, ntp_offset) does
+// not outlive the jump until their next regular round.
+func (j *jumpGuard) reaskIfUndone(ctx context.Context) {
+	j.mu.Lock()
+	reask := j.reask
+	j.reask = false
+	j.mu.Unlock()
+	if reask {
+		for _, cf := range j.confirmers {
+			cf.recheck(ctx)
+		}
 	}
 }
 

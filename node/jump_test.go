@@ -38,16 +38,21 @@ func (f *fakeConfirmer) verdict(since int64) (bool, bool) {
 func TestJumpGuard(t *testing.T) {
 	const threshold = 3 * time.Second
 	tests := []struct {
-		name        string
-		confirmer   *fakeConfirmer // nil: none configured
-		jump        time.Duration
-		undo        bool          // step the clock back before confirming
-		wait        time.Duration // monotonic time passing after the jump
-		wantHold    bool          // still holding at the end
-		wantRecheck int
+		name      string
+		confirmer *fakeConfirmer // nil: none configured
+		jump      time.Duration
+		undo      bool // step the clock back before confirming
+		// judgeBeforeUndo: the sources are asked about the jumped clock
+		// before it is undone.
+		judgeBeforeUndo bool
+		wait            time.Duration // monotonic time passing after the jump
+		wantHold        bool          // still holding at the end
+		wantRecheck     int
 	}{
 		{name: "a step within the fence headroom is no jump", jump: 2 * time.Second},
 		{name: "a jump, undone: fences resume at once", jump: 10 * time.Second, undo: true, wantRecheck: 0},
+		{name: "a jump judged, then undone: the source is asked again", confirmer: &fakeConfirmer{answers: true}, jump: 10 * time.Second,
+			judgeBeforeUndo: true, undo: true, wantRecheck: 2},
 		{name: "no source: held until JumpHold", jump: 10 * time.Second, wait: JumpHold / 2, wantHold: true},
 		{name: "no source: accepted after JumpHold", jump: 10 * time.Second, wait: JumpHold},
 		{name: "a source agrees: accepted at once", confirmer: &fakeConfirmer{answers: true, agrees: true}, jump: 10 * time.Second, wantRecheck: 1},
@@ -79,8 +84,13 @@ func TestJumpGuard(t *testing.T) {
 			if jumped && g.Status().Reason != clockguard.ReasonClockJump {
 				t.Fatalf("after the jump: %+v, want out with clock_jump", g.Status())
 			}
+			if tc.judgeBeforeUndo {
+				j.tryConfirm(ctx) // the sources judge the jumped clock (and disagree)
+			}
 			if tc.undo {
 				clk.StepWall(-tc.jump)
+				j.step()
+				j.reaskIfUndone(ctx) // a source that judged the jump looks again
 			}
 			j.tryConfirm(ctx) // asks the sources once
 			clk.Advance(tc.wait)
