@@ -65,3 +65,14 @@ awk '
     printf "\n/id vs bare fasthttp: %.1f%% of its req/s\n", 100*rps["id"]/rps["bare"]
     printf "/ids?count=1000: %.0f IDs/s\n", 1000*rps["ids1000"]/n["ids1000"]
   }' "$tmp/http.txt"
+
+echo
+echo "== client: $((64)) goroutines, Next coalesced into /ids vs plain GET /id, one in-process node (go test -run '^\$' -bench 'ClientNext|PlainGetID' -benchtime $BT ./client/)"
+go test -run '^$' -bench 'ClientNext|PlainGetID' -benchtime "$BT" ./client/ | tee "$tmp/client.txt" | grep -E '^(Benchmark|ok|PASS|FAIL)' || true
+awk '/^Benchmark/ { name=$1; sub(/-[0-9]+$/, "", name); ns=""; ids="";
+       for (i=2;i<=NF;i++) { if ($(i)=="ns/op") ns=$(i-1); if ($(i)=="ids/s") ids=$(i-1) }
+       v[name]=ids; t[name]=ns }
+     END {
+       printf "\nclient Next, 64 goroutines: %.0f IDs/s; plain GET /id: %.0f IDs/s; ratio %.1fx\n", v["BenchmarkClientNext"], v["BenchmarkPlainGetID"], v["BenchmarkClientNext"]/v["BenchmarkPlainGetID"]
+       printf "one goroutine: Next %s ns/op, GET /id %s ns/op (the client adds %.0f ns)\n", t["BenchmarkClientNextLatency"], t["BenchmarkPlainGetIDLatency"], t["BenchmarkClientNextLatency"]-t["BenchmarkPlainGetIDLatency"]
+     }' "$tmp/client.txt"
