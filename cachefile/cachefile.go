@@ -29,7 +29,7 @@ type Entry struct {
 	Updated int64 `json:"updated"`
 	// ZKReported is when the last report reached ZooKeeper (Unix ms; 0 if
 	// unknown or standalone). A node starting with ZooKeeper down passes it
-	// to coordinator.ResumeFromCache, so zk_silence counts from it.
+	// to coordinator.ResumeFromCache, for its status.
 	ZKReported int64 `json:"zk_reported,omitempty"`
 
 	// ZooKeeper mode only (all empty in standalone mode and in files written

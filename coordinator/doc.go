@@ -16,8 +16,10 @@
 // the sequence is the last 10 digits after the last '-'.
 //
 // A forever znode's data is {"worker_id","node_key","addr","last_ts","fence",
-// "updated"} (times in unix ms) plus an optional recycling trail
-// ("recycled_from", "recycled_to", "prev_worker_id").
+// "updated","token","prev_token","prev_fence"} (times in unix ms) plus an
+// optional recycling trail ("recycled_from", "recycled_to",
+// "prev_worker_id"). The cluster znode holds the layout, a random
+// "incarnation" and the cluster's "recycle_after_ms".
 //
 // # Which worker ID a forever znode holds
 //
@@ -28,56 +30,56 @@
 // unknown worker ID: it is never guessed (its own node refuses to start,
 // recycling refuses to run, ListWorkers shows the problem).
 //
+// # The fence (docs/fencing.md has the argument)
+//
+// Every claim (a fresh one, a same-key take-over, a recycle, a fresh claim
+// after ResumeFromCache found another token) writes a new random instance
+// token, the previous holder's token and fence (prev_token, prev_fence) and
+// a fence G ahead (--zk-fence-ahead) into the forever znode, version-checked,
+// in the same multi that creates the lease: the claimer issues only after
+// prev_fence. Run renews the fence to now + G every ReportInterval with a
+// version-checked set (the version last written is the fencing token) and
+// hands each acknowledged fence to the node (Fencer.SetZKFence); the node
+// issues only up to it. Anyone else's claim changes the version, so the
+// previous holder can never extend its fence again (a conflict is adopted
+// only when the znode still carries our worker ID and token: our own write
+// whose answer was lost). zk_fence takes the node out of service when less
+// than G/3 is left.
+//
 // # Claiming
 //
 // Claim lists forever/ for this node key's znode (the lowest if a retried
 // create left two) and creates one only if none exists; a create that fails
 // for connection reasons is followed by a new listing, never by a blind
-// second create. It then creates leases/<id> in one multi with a version
-// check of the forever znode, so the lease is only taken while the znode
-// still maps the key to that ID. A lease held by another session of the
-// same node key (a crashed predecessor's, which lingers until its session
-// expires) is waited for up to session timeout + max(timeout/2, 1s); a live
-// holder is never displaced: ErrLeaseHeld names it.
+// second create. A lease left by the session the cache file recorded (the
+// previous process on this disk: the caller holds the cache file's lock) is
+// deleted at once. A lease held by another session of this node key is
+// watched for session timeout + max(timeout/2, 1s): if its holder renews it
+// is evidently alive and Claim fails with ErrLeaseHeld; if not, the claim
+// commits without the lease (the token fences the holder out) and Run takes
+// the lease once the stale one is gone. A lease of another node key is
+// never displaced.
 //
 // # Recycling
 //
 // When a node key's znode holds no worker ID (its sequence passed the worker
 // bits, or its ID was taken over), Claim scans the space. A worker ID W may
 // be taken over when leases/W does not exist and every forever znode naming
-// W last reported (max of last_ts and updated) more than RecycleAfter ago.
-// The take-over is ONE multi:
-//
-//   - set the data of forever/ itself with the version read before the scan
-//     (every take-over bumps it, so a scan that raced another take-over fails),
-//   - set each previous owner's data to worker_id -1 with its version,
-//   - set our znode's worker_id to W (and fence to the previous owner's
-//     fence, at least its last_ts) with its version,
-//   - create leases/W (ephemeral).
-//
-// Two nodes racing can never both win: at most one multi commits per scan
-// version, and the lease create fails while W is held. The previous owner's
-// fence is carried into Identity.Fence, so its IDs are never reissued. A
-// node serving from its cache cannot lose its ID this way unnoticed: its
-// zk_silence check (MaxZKSilence, at most half of RecycleAfter) takes it out
-// of service long before its ID can be recycled.
+// W last renewed (max of last_ts and updated) more than the cluster's
+// recycle-after ago: a policy, not a safety bound. The take-over is ONE
+// multi: set the data of forever/ itself with the version read before the
+// scan (every take-over bumps it, so a scan that raced another take-over
+// fails), set each previous owner's data to worker_id -1 with its version,
+// set our znode's worker_id to W with a new token and prev_fence = the
+// previous owners' largest fence, and create leases/W. Two nodes racing can
+// never both win, and the previous owner, wherever it still runs, can never
+// renew past the fence the recycler starts after.
 //
 // # Running
 //
-// Run reports last_ts and a fence covering the local one until the next
-// report, re-creates the lease when the session expired (the go-zookeeper
-// client opens a new session silently; Run notices the session ID change),
-// keeps alive/<id> present exactly while the clock guard is in service, and
-// feeds the lease_lost and zk_silence checks. No ZooKeeper call is on the
-// per-ID path; Status is a few atomic loads and a mutex.
-//
-// # Limits
-//
-// As SPEC §3 asks, a node that loses its connection keeps serving (until
-// MaxZKSilence) and learns of a session expiry only when it reconnects. If it
-// is partitioned from a ZooKeeper that keeps running, its session expires
-// after the session timeout, and a process started elsewhere with the SAME
-// node key then takes the lease (it waits out the stale lease, not the
-// partitioned node). Run one process per node key; the lease protects
-// against a second one only while the first still has its session.
+// Run renews the fence, re-creates the lease after a session expiry (the
+// go-zookeeper client opens a new session silently; Run notices the session
+// ID change), keeps alive/<id> present exactly while the clock guard is in
+// service, and feeds the lease_lost and zk_fence checks. No ZooKeeper call
+// is on the per-ID path; Status is a few atomic loads and a mutex.
 package coordinator

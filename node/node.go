@@ -289,10 +289,11 @@ func (n *node) newGenerator() error {
 }
 
 // newGuard registers every check of the node and their loops: the start
-// gate, the fence keeper, rollback (generator and watcher), NTP, and in
-// ZooKeeper mode the peers check and the coordinator's lease_lost and
-// zk_silence. Every check starts pending, so the node enters service only
-// after each has passed once.
+// gate, the fence keeper, rollback (generator and watcher), the generator's
+// faults (time_overflow, clock_stalled), NTP, the jump guard (clock_jump),
+// and in ZooKeeper mode the peers check and the coordinator's lease_lost
+// and zk_fence. Every check starts pending (the fault checks passing), so
+// the node enters service only after each has passed once.
 func (n *node) newGuard() error {
 	n.guard = clockguard.New(n.log, func() time.Time { return clock.WallTime(n.clock) })
 
