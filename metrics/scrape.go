@@ -38,6 +38,7 @@ type family struct{ name, typ, help string }
 // The families read at scrape time.
 var (
 	fWorkerID  = family{"snowflaked_worker_id", "gauge", "Worker ID this node issues IDs with."}
+	fWorkerMax = family{"snowflaked_worker_id_max", "gauge", "Largest worker ID of the layout: the worker-ID space is 0..this."}
 	fYearsLeft = family{"snowflaked_time_field_years_left", "gauge", "Years until the layout's timestamp field runs out (IDs fail after that)."}
 	fSeqWaits  = family{"snowflaked_sequence_exhausted_waits_total", "counter", "Times a tick's sequence ran out and the generator waited for the next tick."}
 	fWaitSecs  = family{"snowflaked_clock_wait_seconds_total", "counter", "Time the generator spent waiting on the clock (sequence exhausted or clock behind within tolerance)."}
@@ -45,6 +46,7 @@ var (
 	fRollbacks = family{"snowflaked_clock_rollbacks_total", "counter", "Clock rollbacks by size class (each counted in one class): reported rollbacks beyond tolerance, merged per event, plus the generator's within-tolerance waits in the class of the tolerance."}
 	fState     = family{"snowflaked_state", "gauge", "1 for the node's current service state, 0 for the others."}
 	fStateAge  = family{"snowflaked_state_age_seconds", "gauge", "Seconds since the service state or its reason last changed."}
+	fReason    = family{"snowflaked_state_reason", "gauge", "1 for the reason the node is not in service (none while in service), 0 for the others; every known reason is exported."}
 	fTrans     = family{"snowflaked_transitions_total", "counter", "Service state transitions by the reason of the new state (none: entered service)."}
 	fHeadroom  = family{"snowflaked_fence_headroom_seconds", "gauge", "Persisted time fence minus now: how long IDs can be issued without another fence write."}
 	fWSteps    = family{"snowflaked_watcher_steps_total", "counter", "Wall-clock steps the wall/monotonic watcher saw, backward beyond tolerance or forward beyond its threshold."}
@@ -179,6 +181,7 @@ func (m *Metrics) writeGenerator(e *expo, nowNs int64) {
 	g := m.src.Generator
 	st := g.Stats()
 	e.add(fWorkerID, float64(g.WorkerID()))
+	e.add(fWorkerMax, float64(g.Layout().MaxWorkerID()))
 	end := g.Layout().End()
 	e.add(fYearsLeft, (float64(end.Unix())-float64(nowNs)/1e9)/secondsPerYear)
 	e.add(fSeqWaits, float64(st.SequenceWaits))
@@ -209,7 +212,13 @@ func (m *Metrics) writeGuard(e *expo, now time.Time) {
 			reasons = append(reasons, r)
 		}
 	}
+	if !slices.Contains(reasons, status.Reason) {
+		reasons = append(reasons, status.Reason)
+	}
 	slices.SortFunc(reasons, func(a, b clockguard.Reason) int { return strings.Compare(reasonLabel(a), reasonLabel(b)) })
+	for _, r := range reasons {
+		e.add(fReason, b2f(r == status.Reason), "reason", reasonLabel(r))
+	}
 	for _, r := range reasons {
 		e.add(fTrans, float64(counts[r]), "reason", reasonLabel(r))
 	}
