@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs beyond Go: ZooKeeper (and Java), chrony and
-# faketime for the NTP tests, wrk for benchmarks, a C compiler for -race, and
-# Chromium (headless) for the status page's browser test.
+# faketime for the NTP tests, wrk for benchmarks, a C compiler for -race,
+# Chromium (headless) for the status page's browser test, and Prometheus
+# (promtool and the server) for deploy/'s alert and dashboard tests.
 # As root it installs the missing ones with apt-get; otherwise it says what
 # is missing and how to install it, and carries on (tests that need a
 # missing tool report it themselves).
@@ -17,6 +18,7 @@ have wrk || missing+=(wrk)
 have gcc || missing+=(gcc)   # go test -race needs cgo
 have git || missing+=(git)   # make lint and version stamps
 [ -x /usr/bin/chromium ] || missing+=(chromium)   # headless: the status page's browser test
+have promtool || missing+=(prometheus)            # deploy/: promtool rule tests and a real Prometheus
 
 if [ ${#missing[@]} -eq 0 ]; then
 	exit 0

@@ -1,0 +1,255 @@
+// Package deploy_test checks what operations teams plug in (issue 12):
+// deploy/prometheus (promtool check and unit tests of the alert rules),
+// deploy/kubernetes (the manifests parse and wire real flags, ports and
+// probes), and, against a real Prometheus scraping a real cluster, that the
+// out-of-service alert fires and every dashboard query returns data.
+package deploy_test
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"codeberg.org/snowflaked/snowflaked/envflag"
+	"codeberg.org/snowflaked/snowflaked/node"
+)
+
+// needTool returns the path of a Debian tool, or skips loudly (fails with
+// CI=true: CI installs it).
+func needTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	msg := name + " NOT FOUND: install Debian's " + pkg + " package (apt-get install -y " + pkg + ")"
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+		t.Fatal(msg + "; CI is set, so this is a failure, not a skip")
+	}
+	t.Skip(msg + "; test skipped")
+	return ""
+}
+
+func TestPrometheusRules(t *testing.T) {
+	promtool := needTool(t, "promtool", "prometheus")
+	for _, args := range [][]string{
+		{"check", "rules", "alerts.yml"},
+		{"test", "rules", "alerts_test.yml"},
+	} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = "prometheus"
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "SUCCESS") {
+			t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// The rules and their tests cover each other: every alert has a test that
+// expects it to fire.
+func TestEveryAlertIsTested(t *testing.T) {
+	rules, err := os.ReadFile("prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile("prometheus/alerts_test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`(?m)^\s+- alert: (\w+)`).FindAllStringSubmatch(string(rules), -1)
+	if len(names) < 10 {
+		t.Fatalf("only %d alerts found in alerts.yml", len(names))
+	}
+	for _, m := range names {
+		fires := regexp.MustCompile(`alertname: ` + m[1] + `\n\s+exp_alerts:\n\s+- exp_labels`)
+		if !fires.Match(tests) {
+			t.Errorf("alert %s has no test that expects it to fire", m[1])
+		}
+		if !regexp.MustCompile(m[1] + `(?s).*?runbook_url: "https://`).Match(rules) {
+			t.Errorf("alert %s has no runbook_url", m[1])
+		}
+	}
+}
+
+// k8sDoc is the part of a manifest the checks read.
+type k8sDoc struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name   string            `yaml:"name"`
+		Labels map[string]string `yaml:"labels"`
+	} `yaml:"metadata"`
+	Spec struct {
+		ClusterIP   string           `yaml:"clusterIP"`
+		ServiceName string           `yaml:"serviceName"`
+		Ports       []k8sServicePort `yaml:"ports"`
+		Template    k8sPodTemplate   `yaml:"template"`
+		Claims      []yaml.Node      `yaml:"volumeClaimTemplates"`
+	} `yaml:"spec"`
+}
+
+type k8sServicePort struct {
+	Port       int    `yaml:"port"`
+	TargetPort string `yaml:"targetPort"`
+}
+
+type k8sPodTemplate struct {
+	Metadata struct {
+		Labels      map[string]string `yaml:"labels"`
+		Annotations map[string]string `yaml:"annotations"`
+	} `yaml:"metadata"`
+	Spec struct {
+		Grace      int `yaml:"terminationGracePeriodSeconds"`
+		Containers []struct {
+			Ports []struct {
+				Name          string `yaml:"name"`
+				ContainerPort int    `yaml:"containerPort"`
+			} `yaml:"ports"`
+			Env []struct {
+				Name  string `yaml:"name"`
+				Value string `yaml:"value"`
+			} `yaml:"env"`
+			Readiness k8sProbe `yaml:"readinessProbe"`
+			Liveness  k8sProbe `yaml:"livenessProbe"`
+			Mounts    []struct {
+				Name      string `yaml:"name"`
+				MountPath string `yaml:"mountPath"`
+			} `yaml:"volumeMounts"`
+		} `yaml:"containers"`
+	} `yaml:"spec"`
+}
+
+type k8sProbe struct {
+	HTTPGet struct {
+		Path string `yaml:"path"`
+		Port string `yaml:"port"`
+	} `yaml:"httpGet"`
+}
+
+func loadManifests(t *testing.T) map[string]k8sDoc {
+	t.Helper()
+	b, err := os.ReadFile("kubernetes/snowflaked.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := map[string]k8sDoc{}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	for {
+		var d k8sDoc
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("kubernetes/snowflaked.yaml: %v", err)
+		}
+		docs[d.Kind+"/"+d.Metadata.Name] = d
+	}
+	return docs
+}
+
+// knownEnv is every SNOWFLAKED_* variable the server reads (one per flag).
+func knownEnv(t *testing.T) map[string]bool {
+	t.Helper()
+	cfg := node.DefaultConfig()
+	fs := flag.NewFlagSet("snowflaked", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	known := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { known[envflag.VarName("SNOWFLAKED", f.Name)] = true })
+	return known
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	docs := loadManifests(t)
+	sts, ok := docs["StatefulSet/snowflaked"]
+	if !ok {
+		t.Fatalf("no StatefulSet/snowflaked among %v", keys(docs))
+	}
+	for _, want := range []string{"Service/snowflaked-headless", "Service/snowflaked", "PodDisruptionBudget/snowflaked"} {
+		if _, ok := docs[want]; !ok {
+			t.Errorf("no %s", want)
+		}
+	}
+	if h := docs["Service/snowflaked-headless"]; h.Spec.ClusterIP != "None" || sts.Spec.ServiceName != "snowflaked-headless" {
+		t.Errorf("the StatefulSet's serviceName %q must be the headless service (clusterIP %q)", sts.Spec.ServiceName, h.Spec.ClusterIP)
+	}
+	pod := sts.Spec.Template
+	if len(pod.Spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Spec.Containers))
+	}
+	c := pod.Spec.Containers[0]
+	env := map[string]string{}
+	known := knownEnv(t)
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+		if strings.HasPrefix(e.Name, "SNOWFLAKED_") && !known[e.Name] {
+			t.Errorf("env %s matches no flag of snowflaked", e.Name)
+		}
+	}
+	if env["SNOWFLAKED_NODE_KEY"] != "$(POD_NAME)" {
+		t.Errorf("SNOWFLAKED_NODE_KEY = %q, want the pod name", env["SNOWFLAKED_NODE_KEY"])
+	}
+	if !strings.HasPrefix(env["SNOWFLAKED_ADVERTISE"], "$(POD_NAME).snowflaked-headless.") {
+		t.Errorf("SNOWFLAKED_ADVERTISE = %q, want the pod's DNS name under the headless service", env["SNOWFLAKED_ADVERTISE"])
+	}
+	// Ports: the listen port, the container port, the services' target and the probes agree.
+	_, listenPort, _ := strings.Cut(env["SNOWFLAKED_LISTEN"], ":")
+	if len(c.Ports) != 1 || strconv.Itoa(c.Ports[0].ContainerPort) != listenPort || c.Ports[0].Name != "http" {
+		t.Errorf("container ports %+v do not match SNOWFLAKED_LISTEN %q", c.Ports, env["SNOWFLAKED_LISTEN"])
+	}
+	if !strings.HasSuffix(env["SNOWFLAKED_ADVERTISE"], ":"+listenPort) {
+		t.Errorf("advertised %q on another port than the listen port %s", env["SNOWFLAKED_ADVERTISE"], listenPort)
+	}
+	for _, name := range []string{"Service/snowflaked-headless", "Service/snowflaked"} {
+		for _, p := range docs[name].Spec.Ports {
+			if p.TargetPort != c.Ports[0].Name {
+				t.Errorf("%s targets port %q, the container's is %q", name, p.TargetPort, c.Ports[0].Name)
+			}
+		}
+	}
+	if c.Readiness.HTTPGet.Path != "/readyz" || c.Liveness.HTTPGet.Path != "/healthz" || c.Readiness.HTTPGet.Port != "http" || c.Liveness.HTTPGet.Port != "http" {
+		t.Errorf("probes: readiness %+v, liveness %+v; want /readyz and /healthz on http", c.Readiness, c.Liveness)
+	}
+	if pod.Metadata.Annotations["prometheus.io/port"] != listenPort {
+		t.Errorf("scrape port annotation %q, listen port %s", pod.Metadata.Annotations["prometheus.io/port"], listenPort)
+	}
+	// The cache file lives on the claimed volume.
+	cache := env["SNOWFLAKED_CACHE_FILE"]
+	onVolume := false
+	for _, m := range c.Mounts {
+		if m.Name == "data" && strings.HasPrefix(cache, m.MountPath+"/") {
+			onVolume = true
+		}
+	}
+	if !onVolume || len(sts.Spec.Claims) != 1 {
+		t.Errorf("cache file %q is not on the data volume claim (mounts %+v)", cache, c.Mounts)
+	}
+	// The grace period covers the shutdown timeout.
+	shutdown, err := time.ParseDuration(env["SNOWFLAKED_SHUTDOWN_TIMEOUT"])
+	if err != nil {
+		t.Errorf("SNOWFLAKED_SHUTDOWN_TIMEOUT %q: %v", env["SNOWFLAKED_SHUTDOWN_TIMEOUT"], err)
+	}
+	if time.Duration(pod.Spec.Grace)*time.Second <= shutdown {
+		t.Errorf("terminationGracePeriodSeconds %d is not above --shutdown-timeout %s", pod.Spec.Grace, shutdown)
+	}
+	if pod.Metadata.Labels["cluster"] != env["SNOWFLAKED_CLUSTER"] {
+		t.Errorf("pod label cluster %q, SNOWFLAKED_CLUSTER %q: the alerts group by it", pod.Metadata.Labels["cluster"], env["SNOWFLAKED_CLUSTER"])
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

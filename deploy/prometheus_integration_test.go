@@ -1,0 +1,211 @@
+package deploy_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"codeberg.org/snowflaked/snowflaked/tests/ntpharness"
+	"codeberg.org/snowflaked/snowflaked/tests/proc"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+)
+
+const (
+	promCluster = "deploytest"
+	waitLong    = 60 * time.Second
+	poll        = 200 * time.Millisecond
+)
+
+// freePort returns a free port on 127.0.0.1.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+// promQuery runs an instant query and returns its result vector.
+func promQuery(t *testing.T, base, q string) ([]json.RawMessage, error) {
+	t.Helper()
+	resp, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []json.RawMessage `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("query %q: %v: %s", q, err, b)
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("query %q: %s %s", q, r.Status, r.Error)
+	}
+	return r.Data.Result, nil
+}
+
+// waitFor polls cond every poll until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for range int(timeout/poll) + 1 {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		last = seen
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(poll)
+	}
+	t.Fatalf("%s: not within %s (last: %s)", what, timeout, last)
+}
+
+func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
+	prom := needTool(t, "prometheus", "prometheus")
+	zk := zkharness.StartStandalone(t)
+	ntp := ntpharness.StartFake(t)
+	bin, err := proc.Build(t.TempDir(), "snowflaked-chaos", "codeberg.org/snowflaked/snowflaked/cmd/snowflaked", "-tags", "chaos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	var nodes []*proc.Proc
+	for i := 1; i <= 3; i++ {
+		addr := "127.0.0.1:" + freePort(t)
+		p := proc.Start(t, fmt.Sprintf("node %d", i), bin, []string{
+			"--listen", addr, "--zk", zk.ConnectString(), "--cluster", promCluster, "--node-key", fmt.Sprintf("n%d", i),
+			"--cache-file", filepath.Join(t.TempDir(), "cache.json"), "--zk-session-timeout", "2s",
+			"--report-interval", "500ms", "--fence-ahead", "1s", "--peer-interval", "1s", "--ntp", ntp.Addr(), "--ntp-interval", "1s",
+		}, proc.Env())
+		nodes, addrs = append(nodes, p), append(addrs, addr)
+	}
+	for _, a := range addrs {
+		waitFor(t, waitLong, a+" in service", func() (bool, string) {
+			resp, err := http.Get("http://" + a + "/readyz")
+			if err != nil {
+				return false, err.Error()
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200, resp.Status
+		})
+	}
+
+	// Prometheus with the shipped rules, scraping every second.
+	dir := t.TempDir()
+	rules, err := filepath.Abs("prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: [%q]
+scrape_configs:
+  - job_name: snowflaked
+    static_configs:
+      - targets: ["%s"]
+        labels: {cluster: %s}
+`, rules, strings.Join(addrs, `", "`), promCluster)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	web := "127.0.0.1:" + freePort(t)
+	base := "http://" + web
+	p := proc.Start(t, "prometheus", prom, []string{
+		"--config.file", filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path", filepath.Join(dir, "data"),
+		"--web.listen-address", web, "--log.level", "warn",
+	}, proc.Env())
+	defer func() {
+		if t.Failed() {
+			t.Logf("prometheus output:\n%s", p.Tail(40))
+		}
+	}()
+	waitFor(t, waitLong, "prometheus scraping all three nodes", func() (bool, string) {
+		r, err := promQuery(t, base, `count(snowflaked_state{cluster="`+promCluster+`", state="in_service"} == 1)`)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(r) == 1 && strings.Contains(string(r[0]), `"3"`), fmt.Sprint(r)
+	})
+
+	// Roll node 1 back 5s: the out-of-service alert must be pending (or
+	// firing) for it while it waits the rollback out.
+	victim := addrs[0]
+	resp, err := http.Post("http://"+victim+"/debug/chaos/clock?offset=-5s", "", nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("chaos rollback: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	// (The reason is whichever check sees it first: clock_rollback,
+	// ntp_offset or peer_offset, as the node is 5s off NTP and its peers.)
+	var alert string
+	waitFor(t, 10*time.Second, "SnowflakedNodeOutOfService pending or firing for "+victim, func() (bool, string) {
+		r, err := promQuery(t, base, `ALERTS{alertname="SnowflakedNodeOutOfService", instance="`+victim+`"}`)
+		if err != nil {
+			return false, err.Error()
+		}
+		all, _ := promQuery(t, base, `ALERTS`)
+		reasons, _ := promQuery(t, base, `snowflaked_state_reason == 1`)
+		if len(r) > 0 {
+			alert = string(r[0])
+		}
+		return len(r) > 0 && (strings.Contains(alert, `"pending"`) || strings.Contains(alert, `"firing"`)), fmt.Sprintf("alerts %s; reasons %s", all, reasons)
+	})
+	t.Logf("the out-of-service alert for %s: %s", victim, alert)
+
+	// Every dashboard query returns data.
+	b, err := os.ReadFile("grafana/snowflaked.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("grafana/snowflaked.json: %v", err)
+	}
+	queries := 0
+	for _, panel := range dash.Panels {
+		for _, tg := range panel.Targets {
+			q := strings.ReplaceAll(tg.Expr, "$cluster", promCluster)
+			queries++
+			waitFor(t, 30*time.Second, fmt.Sprintf("panel %q query %s", panel.Title, q), func() (bool, string) {
+				r, err := promQuery(t, base, q)
+				if err != nil {
+					return false, err.Error()
+				}
+				return len(r) > 0, "empty result"
+			})
+		}
+	}
+	if queries < 15 {
+		t.Fatalf("only %d dashboard queries found", queries)
+	}
+	t.Logf("all %d dashboard queries returned data", queries)
+	for _, n := range nodes {
+		_ = n.Kill()
+	}
+}
