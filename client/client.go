@@ -42,7 +42,7 @@ const (
 	DefaultMaxBatch       = 1000
 	DefaultTimeout        = 2 * time.Second
 	DefaultAttempts       = 3
-	DefaultMaxInFlight    = 4
+	DefaultMaxInFlight    = 2
 	DefaultDownFor        = time.Second
 	DefaultPrefetchMaxAge = time.Second
 	// MaxCount bounds NextN's n.
@@ -81,7 +81,10 @@ type Config struct {
 	// Attempts is how many nodes one batch tries before it fails
 	// (default 3).
 	Attempts int
-	// MaxInFlight bounds the batches in flight at once (default 4).
+	// MaxInFlight bounds the batches in flight at once (default 2). Fewer
+	// in flight make bigger batches (callers pile up meanwhile): 1 gives
+	// the most IDs per request, but then one node that hangs holds every
+	// caller for Timeout before the batch fails over.
 	MaxInFlight int
 	// DownFor is how long a node that failed without a Retry-After (a
 	// connection error, a timeout) gets no traffic (default 1s).
@@ -168,7 +171,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		cfg: cfg, log: cfg.Log,
-		reqs: make(chan *call), stop: make(chan struct{}), slots: make(chan struct{}, cfg.MaxInFlight),
+		// Buffered: callers enqueue without waiting for the dispatcher, which
+		// then drains many at once into one batch.
+		reqs: make(chan *call, 4096), stop: make(chan struct{}), slots: make(chan struct{}, cfg.MaxInFlight),
 		http: &fasthttp.Client{
 			Name: "snowflaked-client", MaxIdemponentCallAttempts: 1, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
 			MaxConnsPerHost: 64, MaxIdleConnDuration: 30 * time.Second,
@@ -340,8 +345,38 @@ func (c *Client) dispatch() {
 			}
 		}
 		batch, total := []*call{first}, first.n
-	gather:
-		for total < c.cfg.MaxBatch {
+		// Wait for a free slot, taking in callers meanwhile: while every
+		// slot is busy, the next batch grows with everyone who arrives.
+	wait:
+		for carry == nil {
+			select {
+			case c.slots <- struct{}{}:
+				break wait
+			case cl := <-c.reqs:
+				if total+cl.n > c.cfg.MaxBatch {
+					carry = cl
+					break
+				}
+				batch, total = append(batch, cl), total+cl.n
+			case <-c.stop:
+				for _, cl := range batch {
+					cl.out <- result{err: ErrClosed}
+				}
+				return
+			}
+		}
+		if carry != nil { // the batch is full: still wait for a slot
+			select {
+			case c.slots <- struct{}{}:
+			case <-c.stop:
+				for _, cl := range append(batch, carry) {
+					cl.out <- result{err: ErrClosed}
+				}
+				return
+			}
+		}
+	gather: // and whoever is waiting right now
+		for carry == nil && total < c.cfg.MaxBatch {
 			select {
 			case cl := <-c.reqs:
 				if total+cl.n > c.cfg.MaxBatch {
@@ -352,14 +387,6 @@ func (c *Client) dispatch() {
 			default:
 				break gather
 			}
-		}
-		select {
-		case c.slots <- struct{}{}:
-		case <-c.stop:
-			for _, cl := range batch {
-				cl.out <- result{err: ErrClosed}
-			}
-			return
 		}
 		c.done.Add(1)
 		go func() {
