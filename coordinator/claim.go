@@ -150,24 +150,33 @@ func (c *Coordinator) claimData(prev foreverData, workerID int64, token string, 
 // attempt of this Claim committed and only its answer was lost: the lease is
 // then taken with a version check alone.
 func (c *Coordinator) claimOwn(ctx context.Context, z zkc, node *foreverNode, token string, priorSession int64) (claimed, error) {
-	written := *node
-	var first any
-	if node.data.Token == token {
-		first = &zk.CheckVersionRequest{Path: node.path, Version: node.version}
-	} else {
-		written.data = c.claimData(node.data, node.workerID, token, clock.UnixMilli(c.clk))
-		b, err := json.Marshal(written.data)
-		if err != nil {
-			return claimed{}, fmt.Errorf("encode forever data: %w", err)
-		}
-		first = &zk.SetDataRequest{Path: node.path, Data: b, Version: node.version}
-		written.version++
+	written, first, err := c.claimOp(node, token)
+	if err != nil {
+		return claimed{}, err
 	}
 	sess, err := c.takeLease(ctx, z, node, first, priorSession)
 	if err != nil {
 		return claimed{}, err
 	}
 	return claimed{node: &written, session: sess}, nil
+}
+
+// claimOp is the op on node's forever znode that goes with the lease create
+// for token: when the znode already carries token (our own earlier write),
+// a version check alone; else a version-checked SetData of claimData. It
+// returns the znode as it will be once the op commits.
+func (c *Coordinator) claimOp(node *foreverNode, token string) (foreverNode, any, error) {
+	written := *node
+	if node.data.Token == token {
+		return written, &zk.CheckVersionRequest{Path: node.path, Version: node.version}, nil
+	}
+	written.data = c.claimData(node.data, node.workerID, token, clock.UnixMilli(c.clk))
+	b, err := json.Marshal(written.data)
+	if err != nil {
+		return foreverNode{}, nil, fmt.Errorf("encode forever data: %w", err)
+	}
+	written.version++
+	return written, &zk.SetDataRequest{Path: node.path, Data: b, Version: node.version}, nil
 }
 
 // poke wakes Run.

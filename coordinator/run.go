@@ -198,19 +198,14 @@ func (r *runner) ensureLease(ctx context.Context, z zkc, sid int64) {
 		}
 	}
 	node := &foreverNode{path: st.path, version: st.version, data: st.data, workerID: st.workerID}
-	written := *node
-	var first any = &zk.CheckVersionRequest{Path: node.path, Version: node.version}
-	token := st.token
+	token := st.token // a re-lease: the znode carries it, a version check suffices
 	if st.reclaim {
-		token = newToken()
-		written.data = c.claimData(node.data, node.workerID, token, clock.UnixMilli(c.clk))
-		b, err := json.Marshal(written.data)
-		if err != nil {
-			c.block(fmt.Sprintf("encode forever data: %v", err))
-			return
-		}
-		first = &zk.SetDataRequest{Path: node.path, Data: b, Version: node.version}
-		written.version++
+		token = newToken() // another token holds it: claim afresh
+	}
+	written, first, err := c.claimOp(node, token)
+	if err != nil {
+		c.block(err.Error())
+		return
 	}
 	res, sess, holder, err := c.tryLease(ctx, z, node, first, 0)
 	if err != nil {
