@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -20,10 +19,6 @@ type Discovery struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	log    zerolog.Logger
-
-	mu    sync.Mutex
-	peers []Peer
-	err   error
 }
 
 // DiscoveryConfig says which cluster to follow.
@@ -40,8 +35,8 @@ type DiscoveryConfig struct {
 // Discover connects to ZooKeeper, reads the cluster's live nodes and keeps
 // following them until Close, calling onChange (never concurrently) with
 // every new list, the first one before Discover returns. The cluster must
-// exist. ZooKeeper trouble after the start is retried, logged and kept in
-// Err; the last list stays in force meanwhile.
+// exist. ZooKeeper trouble after the start is retried and logged; the last
+// list stays in force meanwhile.
 func Discover(ctx context.Context, cfg DiscoveryConfig, onChange func([]Peer)) (*Discovery, error) {
 	servers, err := checkServers(cfg.Servers)
 	if err != nil {
@@ -87,7 +82,6 @@ func Discover(ctx context.Context, cfg DiscoveryConfig, onChange func([]Peer)) (
 		conn.Close()
 		return nil, fmt.Errorf("discover: %w", unavailable(err))
 	}
-	d.set(peers, nil)
 	onChange(peers)
 	go d.run(rctx, z, p, ch, onChange)
 	return d, nil
@@ -144,7 +138,6 @@ func (d *Discovery) run(ctx context.Context, z zkc, p paths, ch <-chan zk.Event,
 		for attempt := 0; ; attempt++ {
 			peers, next, err := listAlive(ctx, z, p)
 			if err == nil {
-				d.set(peers, nil)
 				onChange(peers)
 				ch = next
 				break
@@ -152,7 +145,6 @@ func (d *Discovery) run(ctx context.Context, z zkc, p paths, ch <-chan zk.Event,
 			if ctx.Err() != nil {
 				return
 			}
-			d.set(nil, err)
 			if attempt == 0 {
 				d.log.Warn().Err(err).Msg("discovery: cannot read the live nodes; keeping the last list and retrying")
 			}
@@ -163,30 +155,6 @@ func (d *Discovery) run(ctx context.Context, z zkc, p paths, ch <-chan zk.Event,
 			}
 		}
 	}
-}
-
-// set records the last list (peers nil: keep it) and the last error.
-func (d *Discovery) set(peers []Peer, err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if peers != nil {
-		d.peers = peers
-	}
-	d.err = err
-}
-
-// Peers returns the last list of live nodes.
-func (d *Discovery) Peers() []Peer {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.Clone(d.peers)
-}
-
-// Err is the last ZooKeeper problem, nil once the list is read again.
-func (d *Discovery) Err() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.err
 }
 
 // Close stops following and closes the session.

@@ -94,9 +94,6 @@ func NewFenceKeeper(g *clockguard.Guard, c clock.Clock, gen FenceSetter, ahead t
 // waits for a write.
 func (k *FenceKeeper) Persisted() int64 { return k.persisted.Load() }
 
-// WriteTimeout is the deadline of one fence write.
-func (k *FenceKeeper) WriteTimeout() time.Duration { return k.timeout }
-
 // Interval is how often Run extends the fence: fence-ahead/3, so the fence
 // is never reached in normal running even if one write is slow.
 func (k *FenceKeeper) Interval() time.Duration { return k.ahead / 3 }
