@@ -445,8 +445,12 @@ func anyWaiting(batch []*call) bool {
 }
 
 // handOut gives each caller its slice, in order; a caller that gave up
-// gets nothing and its IDs are dropped.
+// gets nothing and its IDs are dropped. The batch is counted first, so
+// Stats read by a caller that has its IDs includes them.
 func (c *Client) handOut(batch []*call, ids []int64) {
+	n := len(ids) // the node answered exactly the batch's total (request checks)
+	c.batches.Add(1)
+	c.ids.Add(int64(n))
 	for _, cl := range batch {
 		part := ids[:cl.n:cl.n]
 		ids = ids[cl.n:]
@@ -454,12 +458,6 @@ func (c *Client) handOut(batch []*call, ids []int64) {
 			cl.out <- result{ids: part}
 		}
 	}
-	c.batches.Add(1)
-	n := 0
-	for _, cl := range batch {
-		n += cl.n
-	}
-	c.ids.Add(int64(n))
 	if h := c.cfg.Hooks.Batch; h != nil {
 		h(n)
 	}
