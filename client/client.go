@@ -278,7 +278,19 @@ func (c *Client) setNodes(peers []coordinator.Peer) {
 // Next returns one new ID.
 func (c *Client) Next(ctx context.Context) (int64, error) {
 	if c.cfg.Prefetch > 0 {
-		if id, ok := c.pre.take(c.cfg.PrefetchMaxAge); ok {
+		id, ok, refill := c.pre.take(c.cfg.PrefetchMaxAge)
+		if !ok && refill != nil {
+			// A refill is on its way: wait for it rather than send a
+			// request of our own beside it.
+			select {
+			case <-refill:
+			case <-ctx.Done():
+				c.errs.Add(1)
+				return 0, fmt.Errorf("next IDs: %w", ctx.Err())
+			}
+			id, ok, _ = c.pre.take(c.cfg.PrefetchMaxAge)
+		}
+		if ok {
 			c.ids.Add(1)
 			return id, nil
 		}

@@ -292,6 +292,55 @@ func TestPrefetch(t *testing.T) {
 	}
 }
 
+// A Next that finds the buffer empty while a refill is in flight waits for
+// that refill, bounded by its context, instead of sending a request of its
+// own beside it.
+func TestPrefetchWaitsForRefill(t *testing.T) {
+	release := make(chan struct{})
+	f := startFake(t, 1, func(*fasthttp.RequestCtx, int) bool { <-release; return false })
+	c := newClient(t, Config{Servers: []string{f.addr}, Prefetch: 10, MaxInFlight: 4, Timeout: 5 * time.Second})
+	open := true
+	unblock := func() {
+		if open {
+			close(release)
+			open = false
+		}
+	}
+	t.Cleanup(unblock) // runs before the client's Close, which waits for the requests
+	requestsFor := func(n int) int64 {
+		if v, ok := f.counts.Load(n); ok {
+			return v.(*atomic.Int64).Load()
+		}
+		return 0
+	}
+	short := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_, err := c.Next(ctx)
+		return err
+	}
+	if err := short(); !errors.Is(err, context.DeadlineExceeded) { // kicks the refill of 10
+		t.Fatalf("first Next: %v, want context.DeadlineExceeded (the node holds every request)", err)
+	}
+	// The refill goes out alone (10) or merged with that Next's own fetch (11).
+	for deadline := time.Now().Add(5 * time.Second); requestsFor(10)+requestsFor(11) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the refill never reached the node")
+		}
+	}
+	direct := requestsFor(1)
+	if err := short(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next during the refill: %v, want context.DeadlineExceeded", err)
+	}
+	unblock()
+	if _, err := c.Next(context.Background()); err != nil {
+		t.Fatalf("Next after the refill answered: %v", err)
+	}
+	if got := requestsFor(1); got != direct {
+		t.Fatalf("%d single-ID requests sent while a refill was in flight, want none", got-direct)
+	}
+}
+
 func TestConfigAndClose(t *testing.T) {
 	for _, cfg := range []Config{
 		{},

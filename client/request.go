@@ -120,9 +120,10 @@ type prefetch struct {
 	want int
 	kick chan struct{}
 
-	mu  sync.Mutex
-	buf []int64
-	at  time.Time // when the oldest IDs in buf were fetched
+	mu     sync.Mutex
+	buf    []int64
+	at     time.Time     // when the oldest IDs in buf were fetched
+	refill chan struct{} // non-nil while a refill is in flight; closed when it ends
 }
 
 func (p *prefetch) init(want int) {
@@ -130,8 +131,9 @@ func (p *prefetch) init(want int) {
 }
 
 // take pops the next prefetched ID unless the buffer is empty or older
-// than maxAge (then it is dropped), and asks for a refill below half.
-func (p *prefetch) take(maxAge time.Duration) (int64, bool) {
+// than maxAge (then it is dropped), and asks for a refill below half. With
+// the buffer empty it returns the refill in flight, if any, to wait for.
+func (p *prefetch) take(maxAge time.Duration) (int64, bool, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.buf) > 0 && time.Since(p.at) > maxAge {
@@ -144,28 +146,32 @@ func (p *prefetch) take(maxAge time.Duration) (int64, bool) {
 		}
 	}
 	if len(p.buf) == 0 {
-		return 0, false
+		return 0, false, p.refill
 	}
 	id := p.buf[0]
 	p.buf = p.buf[1:]
-	return id, true
+	return id, true, nil
 }
 
-// missing is how many IDs a refill should fetch.
-func (p *prefetch) missing() int {
+// begin marks a refill in flight and returns how many IDs it should fetch.
+func (p *prefetch) begin() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.refill = make(chan struct{})
 	return p.want - len(p.buf)
 }
 
-// add appends fetched IDs.
-func (p *prefetch) add(ids []int64, at time.Time) {
+// end appends what the refill fetched (none when it failed) and wakes
+// whoever waits for it.
+func (p *prefetch) end(ids []int64, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.buf) == 0 {
 		p.at = at
 	}
 	p.buf = append(p.buf, ids...)
+	close(p.refill)
+	p.refill = nil
 }
 
 // prefetchLoop refills the prefetch buffer when Next asks for it.
@@ -177,21 +183,23 @@ func (c *Client) prefetchLoop() {
 			return
 		case <-c.pre.kick:
 		}
-		n := c.pre.missing()
+		n := c.pre.begin()
 		if n <= 0 {
+			c.pre.end(nil, time.Time{})
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout*time.Duration(c.cfg.Attempts))
 		at := time.Now()
 		ids, err := c.NextN(ctx, n)
 		cancel()
-		switch {
-		case err == nil:
+		if err == nil {
 			c.ids.Add(-int64(len(ids))) // counted when Next hands them out
-			c.pre.add(ids, at)
+		}
+		c.pre.end(ids, at) // nil on error: waiting callers ask a node themselves
+		switch {
 		case errors.Is(err, ErrClosed):
 			return
-		default:
+		case err != nil:
 			c.log.Warn().Err(err).Msg("snowflaked client: prefetch failed")
 		}
 	}
