@@ -29,9 +29,12 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on the whole command")
 }
 
-// config turns the flags into a client config.
-func (f *clientFlags) config() (client.Config, error) {
+// config turns the parsed flags into a client config; positional
+// arguments (fs takes none) are an error.
+func (f *clientFlags) config(fs *flag.FlagSet) (client.Config, error) {
 	switch {
+	case fs.NArg() > 0:
+		return client.Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	case (f.servers == "") == (f.zk == ""):
 		return client.Config{}, errors.New("give --servers host:port,… or --zk host:2181,…")
 	case f.timeout <= 0:
@@ -64,12 +67,9 @@ func Get(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
-	cfg, err := cf.config()
+	cfg, err := cf.config(fs)
 	if err == nil && (*count < 1 || *count > client.MaxCount) {
 		err = fmt.Errorf("--count %d: want 1..%d", *count, client.MaxCount)
-	}
-	if err == nil && fs.NArg() > 0 {
-		err = fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl get: %v\n", err)
@@ -119,7 +119,7 @@ func Bench(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
-	cfg, err := cf.config()
+	cfg, err := cf.config(fs)
 	switch {
 	case err != nil:
 	case *duration <= 0 || *duration > 10*time.Minute:

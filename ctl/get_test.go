@@ -54,6 +54,8 @@ func TestGetAndBench(t *testing.T) {
 		{"get from nothing", runCmd(Get), []string{"--servers", "127.0.0.1:1", "--timeout", "2s"}, ExitFailure, "", "no snowflaked node available"},
 		{"bench", runCmd(Bench), []string{"--servers", addr, "--duration", "300ms", "--concurrency", "4"}, ExitOK, "IDs/s", ""},
 		{"bench off loopback is refused", runCmd(Bench), []string{"--servers", "10.1.2.3:8080", "--duration", "1s"}, ExitUsage, "", "not a loopback address"},
+		{"get stray argument", runCmd(Get), []string{"--servers", addr, "5"}, ExitUsage, "", `unexpected arguments ["5"]`},
+		{"bench stray argument", runCmd(Bench), []string{"--servers", addr, "--duration", "300ms", "extra"}, ExitUsage, "", `unexpected arguments ["extra"]`},
 		{"bench bad duration", runCmd(Bench), []string{"--servers", addr, "--duration", "1h"}, ExitUsage, "", "--duration 1h0m0s"},
 	}
 	for _, tc := range tests {
