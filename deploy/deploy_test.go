@@ -8,7 +8,6 @@ package deploy_test
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -20,7 +19,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"codeberg.org/snowflaked/snowflaked/envflag"
 	"codeberg.org/snowflaked/snowflaked/node"
 )
 
@@ -157,17 +155,6 @@ func loadManifests(t *testing.T) map[string]k8sDoc {
 	return docs
 }
 
-// knownEnv is every SNOWFLAKED_* variable the server reads (one per flag).
-func knownEnv(t *testing.T) map[string]bool {
-	t.Helper()
-	cfg := node.DefaultConfig()
-	fs := flag.NewFlagSet("snowflaked", flag.ContinueOnError)
-	cfg.RegisterFlags(fs)
-	known := map[string]bool{}
-	fs.VisitAll(func(f *flag.Flag) { known[envflag.VarName("SNOWFLAKED", f.Name)] = true })
-	return known
-}
-
 func TestKubernetesManifests(t *testing.T) {
 	docs := loadManifests(t)
 	sts, ok := docs["StatefulSet/snowflaked"]
@@ -188,7 +175,7 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	c := pod.Spec.Containers[0]
 	env := map[string]string{}
-	known := knownEnv(t)
+	known := node.EnvVars()
 	for _, e := range c.Env {
 		env[e.Name] = e.Value
 		if strings.HasPrefix(e.Name, "SNOWFLAKED_") && !known[e.Name] {

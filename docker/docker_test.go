@@ -6,7 +6,6 @@ package docker_test
 
 import (
 	"debug/elf"
-	"flag"
 	"net"
 	"os"
 	"os/exec"
@@ -18,7 +17,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"codeberg.org/snowflaked/snowflaked/envflag"
 	"codeberg.org/snowflaked/snowflaked/node"
 )
 
@@ -36,20 +34,6 @@ type composeFile struct {
 		} `yaml:"build"`
 	} `yaml:"services"`
 	Volumes map[string]any `yaml:"volumes"`
-}
-
-// knownEnv is every SNOWFLAKED_* variable the server reads (one per flag).
-func knownEnv(t *testing.T) map[string]bool {
-	t.Helper()
-	cfg := node.DefaultConfig()
-	fs := flag.NewFlagSet("snowflaked", flag.ContinueOnError)
-	cfg.RegisterFlags(fs)
-	known := map[string]bool{}
-	fs.VisitAll(func(f *flag.Flag) { known[envflag.VarName("SNOWFLAKED", f.Name)] = true })
-	if len(known) < 10 {
-		t.Fatalf("only %d flags registered: %v", len(known), known)
-	}
-	return known
 }
 
 func loadCompose(t *testing.T) composeFile {
@@ -96,7 +80,7 @@ func TestComposeZooKeeperEnsemble(t *testing.T) {
 
 func TestComposeSnowflakedNodes(t *testing.T) {
 	c := loadCompose(t)
-	known := knownEnv(t)
+	known := node.EnvVars()
 	nodeKeys, hostPorts := map[string]string{}, map[string]string{}
 	nodes := 0
 	for name, s := range c.Services {
@@ -187,7 +171,7 @@ func readDockerfile(t *testing.T) string {
 
 func TestDockerfileShape(t *testing.T) {
 	df := readDockerfile(t)
-	known := knownEnv(t)
+	known := node.EnvVars()
 	gomod, err := os.ReadFile("../go.mod")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/envflag"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -74,6 +75,21 @@ type Config struct {
 	LogLevel        string        // --log-level: zerolog level name
 	LogFormat       string        // --log-format: json or console
 	ShutdownTimeout time.Duration // --shutdown-timeout: bound on finishing in-flight requests
+}
+
+// EnvPrefix is the prefix of the environment variables that set the
+// server's flags: --max-batch is also SNOWFLAKED_MAX_BATCH (see envflag).
+const EnvPrefix = "SNOWFLAKED_"
+
+// EnvVars returns the environment variable of every flag RegisterFlags
+// registers (true for each), for checking deployment files against.
+func EnvVars() map[string]bool {
+	fs := flag.NewFlagSet("snowflaked", flag.ContinueOnError)
+	cfg := DefaultConfig()
+	cfg.RegisterFlags(fs)
+	vars := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { vars[envflag.VarName(EnvPrefix, f.Name)] = true })
+	return vars
 }
 
 // DefaultConfig returns the defaults of SPEC.md.

@@ -60,6 +60,27 @@ func TestRegisterFlagsParses(t *testing.T) {
 	}
 }
 
+// EnvVars names one variable per flag, as envflag reads them.
+func TestEnvVars(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	var c Config
+	c.RegisterFlags(fs)
+	flags := 0
+	fs.VisitAll(func(*flag.Flag) { flags++ })
+	vars := EnvVars()
+	if len(vars) != flags || flags < 10 {
+		t.Fatalf("%d variables for %d flags: %v", len(vars), flags, vars)
+	}
+	for _, v := range []string{"SNOWFLAKED_MAX_BATCH", "SNOWFLAKED_ZK_FENCE_AHEAD", "SNOWFLAKED_CACHE_FILE", "SNOWFLAKED_NODE_KEY"} {
+		if !vars[v] {
+			t.Errorf("no %s among %v", v, vars)
+		}
+	}
+	if vars["SNOWFLAKED_VERSION"] || vars["MAX_BATCH"] {
+		t.Errorf("variables that set no flag of the server: %v", vars)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	ok := DefaultConfig()
 	ok.WorkerID = 1

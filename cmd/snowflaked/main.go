@@ -34,9 +34,6 @@ import (
 // version is set at build time: -ldflags "-X main.version=…".
 var version = "dev"
 
-// envPrefix is the prefix of the environment variables that set flags.
-const envPrefix = "SNOWFLAKED_"
-
 // Exit statuses.
 const (
 	exitOK      = 0
@@ -55,7 +52,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	cfg.RegisterFlags(fs)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: snowflaked [flags]\n\nEvery flag may also be set as %s<FLAG> (upper case, dashes as underscores).\n\n", envPrefix)
+		fmt.Fprintf(fs.Output(), "Usage: snowflaked [flags]\n\nEvery flag may also be set as %s<FLAG> (upper case, dashes as underscores).\n\n", node.EnvPrefix)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -72,7 +69,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "snowflaked: unexpected arguments %q (flags only; see -help)\n", fs.Args())
 		return exitUsage
 	}
-	unknown, err := envflag.Apply(fs, envPrefix, environ)
+	unknown, err := envflag.Apply(fs, node.EnvPrefix, environ)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflaked: %v\n", err)
 		return exitUsage
