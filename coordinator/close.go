@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
 )
 
 // fixedFence is the Fencer of Close's final write: nothing is issued any
@@ -117,23 +118,34 @@ func (c *Coordinator) Peers(ctx context.Context) ([]Peer, error) {
 	c.mu.Lock()
 	self := c.st.workerID
 	c.mu.Unlock()
+	peers, err := readAlive(ctx, z, c.p, names, c.cfg.Layout.MaxWorkerID(), self, c.log)
+	if err != nil {
+		return nil, fmt.Errorf("list peers: %w", unavailable(err))
+	}
+	return peers, nil
+}
+
+// readAlive reads the alive/ entries named (children of alive/) as peers
+// sorted by worker ID, leaving out worker ID skip (-1: none) and, with a
+// warning, names and entries that do not parse.
+func readAlive(ctx context.Context, z zkc, p paths, names []string, maxID, skip int64, log zerolog.Logger) ([]Peer, error) {
 	var ids []int64
 	var paths []string
 	for _, n := range names {
-		id, err := parseWorkerName(n, c.cfg.Layout.MaxWorkerID())
+		id, err := parseWorkerName(n, maxID)
 		if err != nil {
-			c.log.Warn().Err(err).Str("dir", c.p.alive).Msg("skipping a znode that is not an alive entry")
+			log.Warn().Err(err).Str("dir", p.alive).Msg("skipping a znode that is not an alive entry")
 			continue
 		}
-		if id == self {
+		if id == skip {
 			continue
 		}
 		ids = append(ids, id)
-		paths = append(paths, c.p.aliveNode(id))
+		paths = append(paths, p.aliveNode(id))
 	}
 	got, err := z.getMany(ctx, paths)
 	if err != nil {
-		return nil, fmt.Errorf("list peers: %w", unavailable(err))
+		return nil, err
 	}
 	peers := []Peer{}
 	for i, g := range got {
@@ -142,7 +154,7 @@ func (c *Coordinator) Peers(ctx context.Context) ([]Peer, error) {
 		}
 		addr, err := decodeAlive(g.data)
 		if err != nil {
-			c.log.Warn().Err(err).Str("alive", paths[i]).Msg("skipping a malformed alive entry")
+			log.Warn().Err(err).Str("alive", paths[i]).Msg("skipping a malformed alive entry")
 			continue
 		}
 		peers = append(peers, Peer{WorkerID: ids[i], Addr: addr})

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -76,7 +75,7 @@ func Discover(ctx context.Context, cfg DiscoveryConfig, onChange func([]Peer)) (
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	d := &Discovery{conn: conn, cancel: cancel, done: make(chan struct{}), log: cfg.Log}
-	peers, ch, err := listAlive(ctx, z, p)
+	peers, ch, err := listAlive(ctx, z, p, cfg.Log)
 	if err != nil {
 		cancel()
 		conn.Close()
@@ -88,7 +87,7 @@ func Discover(ctx context.Context, cfg DiscoveryConfig, onChange func([]Peer)) (
 }
 
 // listAlive reads alive/ with a watch on its children.
-func listAlive(ctx context.Context, z zkc, p paths) ([]Peer, <-chan zk.Event, error) {
+func listAlive(ctx context.Context, z zkc, p paths, log zerolog.Logger) ([]Peer, <-chan zk.Event, error) {
 	type res struct {
 		names []string
 		ch    <-chan zk.Event
@@ -100,30 +99,10 @@ func listAlive(ctx context.Context, z zkc, p paths) ([]Peer, <-chan zk.Event, er
 	if err != nil {
 		return nil, nil, fmt.Errorf("list %s: %w", p.alive, err)
 	}
-	var paths []string
-	var ids []int64
-	for _, n := range r.names {
-		id, err := parseWorkerName(n, 1<<20)
-		if err != nil {
-			continue
-		}
-		ids = append(ids, id)
-		paths = append(paths, p.aliveNode(id))
-	}
-	got, err := z.getMany(ctx, paths)
+	peers, err := readAlive(ctx, z, p, r.names, 1<<20, -1, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	peers := []Peer{}
-	for i, g := range got {
-		if g == nil {
-			continue
-		}
-		if addr, err := decodeAlive(g.data); err == nil {
-			peers = append(peers, Peer{WorkerID: ids[i], Addr: addr})
-		}
-	}
-	slices.SortFunc(peers, func(a, b Peer) int { return int(a.WorkerID - b.WorkerID) })
 	return peers, r.ch, nil
 }
 
@@ -136,7 +115,7 @@ func (d *Discovery) run(ctx context.Context, z zkc, p paths, ch <-chan zk.Event,
 		case <-ch:
 		}
 		for attempt := 0; ; attempt++ {
-			peers, next, err := listAlive(ctx, z, p)
+			peers, next, err := listAlive(ctx, z, p, d.log)
 			if err == nil {
 				onChange(peers)
 				ch = next
