@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -42,7 +43,8 @@ const (
 	DefaultMaxBatch       = 1000
 	DefaultTimeout        = 2 * time.Second
 	DefaultAttempts       = 3
-	DefaultMaxInFlight    = 2
+	DefaultMaxInFlight    = 1
+	DefaultStallAfter     = 50 * time.Millisecond
 	DefaultDownFor        = time.Second
 	DefaultPrefetchMaxAge = time.Second
 	// MaxCount bounds NextN's n.
@@ -81,11 +83,17 @@ type Config struct {
 	// Attempts is how many nodes one batch tries before it fails
 	// (default 3).
 	Attempts int
-	// MaxInFlight bounds the batches in flight at once (default 2). Fewer
-	// in flight make bigger batches (callers pile up meanwhile): 1 gives
-	// the most IDs per request, but then one node that hangs holds every
-	// caller for Timeout before the batch fails over.
+	// MaxInFlight bounds the batches in flight at once (default 1). Fewer
+	// in flight make bigger batches (callers pile up meanwhile), so more
+	// IDs per request and per second: with 64 callers on one node, 1 gave
+	// 45 IDs a request, 2 gave 25 and 4 gave 14. A batch out longer than
+	// StallAfter stops counting (see StallAfter).
 	MaxInFlight int
+	// StallAfter (default 50ms): a batch out longer than this (a node that
+	// hangs, a lost packet) gives its in-flight slot up, so callers that
+	// arrive meanwhile get a batch of their own on the next node; the
+	// stalled batch's callers still wait for it, up to Timeout per node.
+	StallAfter time.Duration
 	// DownFor is how long a node that failed without a Retry-After (a
 	// connection error, a timeout) gets no traffic (default 1s).
 	DownFor time.Duration
@@ -124,14 +132,16 @@ type Stats struct {
 // Client issues IDs from a snowflaked cluster. It is safe for concurrent
 // use. Close it when done.
 type Client struct {
-	cfg   Config
-	http  *fasthttp.Client
-	log   zerolog.Logger
-	reqs  chan *call
-	stop  chan struct{}
-	done  sync.WaitGroup
-	slots chan struct{}
-	disc  *coordinator.Discovery
+	cfg  Config
+	http *fasthttp.Client
+	log  zerolog.Logger
+	stop chan struct{}
+	done sync.WaitGroup
+	disc *coordinator.Discovery
+
+	qmu      sync.Mutex
+	queue    []*call // calls waiting for a batch, in arrival order
+	inFlight int     // batches out (≤ MaxInFlight)
 
 	mu    sync.Mutex
 	nodes []*nodeState
@@ -154,7 +164,7 @@ type nodeState struct {
 type call struct {
 	ctx context.Context
 	n   int
-	out chan result // buffered: the dispatcher never blocks on a caller
+	out chan result // buffered: a batch never blocks on a caller
 }
 
 type result struct {
@@ -171,9 +181,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		cfg: cfg, log: cfg.Log,
-		// Buffered: callers enqueue without waiting for the dispatcher, which
-		// then drains many at once into one batch.
-		reqs: make(chan *call, 4096), stop: make(chan struct{}), slots: make(chan struct{}, cfg.MaxInFlight),
+		stop: make(chan struct{}),
 		http: &fasthttp.Client{
 			Name: "snowflaked-client", MaxIdemponentCallAttempts: 1, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
 			MaxConnsPerHost: 64, MaxIdleConnDuration: 30 * time.Second,
@@ -192,8 +200,6 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.setNodes(peers)
 	}
 	c.pre.init(cfg.Prefetch)
-	c.done.Add(1)
-	go c.dispatch()
 	if cfg.Prefetch > 0 {
 		c.done.Add(1)
 		go c.prefetchLoop()
@@ -243,6 +249,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		def  time.Duration
 	}{
 		{"Timeout", &cfg.Timeout, DefaultTimeout}, {"DownFor", &cfg.DownFor, DefaultDownFor},
+		{"StallAfter", &cfg.StallAfter, DefaultStallAfter},
 		{"PrefetchMaxAge", &cfg.PrefetchMaxAge, DefaultPrefetchMaxAge},
 	} {
 		switch {
@@ -321,91 +328,122 @@ func (c *Client) NextN(ctx context.Context, n int) ([]int64, error) {
 	return out, nil
 }
 
-// fetch waits for n IDs (n ≤ MaxBatch) from the dispatcher.
+// fetch waits for n IDs (n ≤ MaxBatch). The caller queues its call; if
+// fewer than MaxInFlight batches are out, it also starts one with every
+// call queued. A batch's goroutine, once its batch is handed out, takes
+// the next one from the queue while callers keep arriving, so under load
+// calls pile up while batches are out and each batch carries many; no
+// goroutine sits between callers and batches.
 func (c *Client) fetch(ctx context.Context, n int) ([]int64, error) {
+	cl := callPool.Get().(*call)
+	cl.ctx, cl.n = ctx, n
+	c.qmu.Lock()
 	if c.closed.Load() {
+		c.qmu.Unlock()
+		cl.release()
 		return nil, ErrClosed
 	}
-	cl := &call{ctx: ctx, n: n, out: make(chan result, 1)}
-	select {
-	case c.reqs <- cl:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("next IDs: %w", ctx.Err())
-	case <-c.stop:
-		return nil, ErrClosed
+	c.queue = append(c.queue, cl)
+	c.startLocked()
+	c.qmu.Unlock()
+	done := ctx.Done()
+	if done == nil { // a context that is never cancelled: a plain receive
+		r := <-cl.out
+		cl.release()
+		return r.ids, r.err
 	}
 	select {
 	case r := <-cl.out:
+		cl.release()
 		return r.ids, r.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("next IDs: %w", ctx.Err()) // what arrives later is dropped
+	case <-done:
+		// Not released: the batch may still send to cl.out; what arrives
+		// is dropped with the call.
+		return nil, fmt.Errorf("next IDs: %w", ctx.Err())
 	}
 }
 
-// dispatch merges waiting calls into batches, at most MaxInFlight at once.
-func (c *Client) dispatch() {
+// callPool recycles calls (and their channels) whose callers got their
+// answer; a call whose caller gave up is left to the garbage collector.
+var callPool = sync.Pool{New: func() any { return &call{out: make(chan result, 1)} }}
+
+func (cl *call) release() {
+	cl.ctx = nil
+	callPool.Put(cl)
+}
+
+// takeLocked removes the next batch from the queue: calls in order while
+// their counts fit MaxBatch, skipping callers that gave up. c.qmu is held.
+func (c *Client) takeLocked() ([]*call, int) {
+	var batch []*call
+	total, i := 0, 0
+	for ; i < len(c.queue); i++ {
+		cl := c.queue[i]
+		if cl.ctx.Err() != nil {
+			continue // it has returned already; nothing to fetch for it
+		}
+		if total+cl.n > c.cfg.MaxBatch {
+			break
+		}
+		batch, total = append(batch, cl), total+cl.n
+	}
+	rest := copy(c.queue, c.queue[i:])
+	clear(c.queue[rest:])
+	c.queue = c.queue[:rest]
+	return batch, total
+}
+
+// run serves batch, then the next batch queued meanwhile, until the queue
+// is empty or the client closed; then it frees its in-flight slot. A batch
+// out longer than StallAfter (a node that hangs) gives its slot up at once,
+// so calls queued behind it start a batch of their own (on the next node)
+// instead of waiting for the Timeout; run ends after that batch.
+func (c *Client) run(batch []*call, total int) {
 	defer c.done.Done()
-	var carry *call
 	for {
-		first := carry
-		carry = nil
-		if first == nil {
-			select {
-			case first = <-c.reqs:
-			case <-c.stop:
-				return
-			}
+		gaveUp := make(chan struct{}) // closed once the stall gave the slot up
+		stall := time.AfterFunc(c.cfg.StallAfter, func() {
+			defer close(gaveUp)
+			c.qmu.Lock()
+			defer c.qmu.Unlock()
+			c.inFlight--
+			c.startLocked()
+		})
+		c.serve(batch, total)
+		if !stall.Stop() {
+			<-gaveUp // the slot is no longer ours; wait so Close waits for it
+			return
 		}
-		batch, total := []*call{first}, first.n
-		// Wait for a free slot, taking in callers meanwhile: while every
-		// slot is busy, the next batch grows with everyone who arrives.
-	wait:
-		for carry == nil {
-			select {
-			case c.slots <- struct{}{}:
-				break wait
-			case cl := <-c.reqs:
-				if total+cl.n > c.cfg.MaxBatch {
-					carry = cl
-					break
-				}
-				batch, total = append(batch, cl), total+cl.n
-			case <-c.stop:
-				for _, cl := range batch {
-					cl.out <- result{err: ErrClosed}
-				}
-				return
-			}
+		// Let the callers just handed their IDs queue again before the
+		// next batch is taken: otherwise it leaves with whoever happened to
+		// be queued and they wait a round trip longer (measured: 16 IDs per
+		// request instead of 25 with 64 callers).
+		runtime.Gosched()
+		c.qmu.Lock()
+		if c.closed.Load() {
+			batch = nil
+		} else {
+			batch, total = c.takeLocked()
 		}
-		if carry != nil { // the batch is full: still wait for a slot
-			select {
-			case c.slots <- struct{}{}:
-			case <-c.stop:
-				for _, cl := range append(batch, carry) {
-					cl.out <- result{err: ErrClosed}
-				}
-				return
-			}
+		if len(batch) == 0 {
+			c.inFlight--
+			c.qmu.Unlock()
+			return
 		}
-	gather: // and whoever is waiting right now
-		for carry == nil && total < c.cfg.MaxBatch {
-			select {
-			case cl := <-c.reqs:
-				if total+cl.n > c.cfg.MaxBatch {
-					carry = cl
-					break gather
-				}
-				batch, total = append(batch, cl), total+cl.n
-			default:
-				break gather
-			}
-		}
+		c.qmu.Unlock()
+	}
+}
+
+// startLocked starts a batch with the queued calls if a slot is free.
+// c.qmu is held.
+func (c *Client) startLocked() {
+	if c.closed.Load() || c.inFlight >= c.cfg.MaxInFlight {
+		return
+	}
+	if batch, total := c.takeLocked(); len(batch) > 0 {
+		c.inFlight++
 		c.done.Add(1)
-		go func() {
-			defer c.done.Done()
-			defer func() { <-c.slots }()
-			c.serve(batch, total)
-		}()
+		go c.run(batch, total)
 	}
 }
 
@@ -540,8 +578,16 @@ func (c *Client) Nodes() []string {
 
 // Close stops the client: calls waiting fail with ErrClosed.
 func (c *Client) Close() error {
+	c.qmu.Lock()
 	if c.closed.Swap(true) {
+		c.qmu.Unlock()
 		return nil
+	}
+	queued := c.queue
+	c.queue = nil
+	c.qmu.Unlock()
+	for _, cl := range queued {
+		cl.out <- result{err: ErrClosed}
 	}
 	close(c.stop)
 	c.done.Wait()

@@ -348,6 +348,8 @@ func TestConfigAndClose(t *testing.T) {
 		{Servers: []string{"nohost"}},
 		{Servers: []string{"a:1"}, MaxBatch: -1},
 		{Servers: []string{"a:1"}, Timeout: -time.Second},
+		{Servers: []string{"a:1"}, StallAfter: -time.Millisecond},
+		{Servers: []string{"a:1"}, MaxInFlight: 2000},
 	} {
 		if _, err := New(context.Background(), cfg); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
@@ -369,5 +371,101 @@ func TestConfigAndClose(t *testing.T) {
 	}
 	if _, err := c.Next(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// A batch out longer than StallAfter gives its in-flight slot up: a caller
+// arriving while the only slot waits on a node that hangs is served by the
+// next node at once, instead of waiting behind it for Timeout.
+func TestStalledBatchFreesItsSlot(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		stallAfter time.Duration
+		wantServed bool
+	}{
+		{"stall after 50ms: second caller served", 50 * time.Millisecond, true},
+		{"stall after 1m: second caller waits behind the hung batch", time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			var once sync.Once
+			unhang := func() { once.Do(func() { close(release) }) }
+			t.Cleanup(unhang)
+			hang := startFake(t, 1, func(*fasthttp.RequestCtx, int) bool { <-release; return false })
+			good := startFake(t, 2, nil)
+			c := newClient(t, Config{Servers: []string{hang.addr, good.addr}, MaxInFlight: 1,
+				Timeout: 5 * time.Second, StallAfter: tc.stallAfter})
+			first := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_, err := c.Next(ctx)
+				first <- err
+			}()
+			for i := 0; hang.requests.Load() == 0; i++ {
+				if i == 500 {
+					t.Fatal("the first batch never reached the hanging node")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_, err := c.Next(ctx)
+			if served := err == nil; served != tc.wantServed {
+				t.Fatalf("second caller: err %v, want served %v", err, tc.wantServed)
+			}
+			if !tc.wantServed && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("second caller: err %v, want context.DeadlineExceeded", err)
+			}
+			unhang()
+			if err := <-first; err != nil {
+				t.Fatalf("first caller, once the node answers: %v", err)
+			}
+		})
+	}
+}
+
+// Close fails the calls still queued with ErrClosed at once; the batch in
+// flight finishes first.
+func TestCloseFailsQueuedCalls(t *testing.T) {
+	release := make(chan struct{})
+	hang := startFake(t, 1, func(*fasthttp.RequestCtx, int) bool { <-release; return false })
+	c, err := New(context.Background(), Config{Servers: []string{hang.addr}, MaxInFlight: 1, StallAfter: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	next := func() { _, err := c.Next(context.Background()); errs <- err }
+	go next()
+	for i := 0; hang.requests.Load() == 0; i++ {
+		if i == 500 {
+			t.Fatal("the first batch never reached the node")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	go next() // queued behind the batch in flight
+	for i := 0; ; i++ {
+		c.qmu.Lock()
+		queued := len(c.queue)
+		c.qmu.Unlock()
+		if queued == 1 {
+			break
+		}
+		if i == 500 {
+			t.Fatal("the second call never queued")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	if err := <-errs; !errors.Is(err, ErrClosed) {
+		t.Fatalf("queued call: %v, want ErrClosed", err)
+	}
+	close(release)
+	if err := <-errs; err != nil {
+		t.Fatalf("call in flight: %v, want its ID", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
 	}
 }
