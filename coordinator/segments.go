@@ -1,0 +1,372 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/segment"
+)
+
+// maxCASAttempts bounds the compare-and-set loop of one Alloc: every lost
+// race means another allocator got a range, so the loop ends quickly unless
+// hundreds of allocators race one tag.
+const maxCASAttempts = 1000
+
+// SegmentStore keeps segment tags in ZooKeeper (segment.Store):
+//
+//	/snowflaked/<cluster>/segments/<tag>                 {"max_id","start","step","max_step",…}
+//	/snowflaked/<cluster>/segments/<tag>/returned/<lo>-<hi>  (persistent, empty; lo, hi 19 digits)
+//	/snowflaked/<cluster>/segments/<tag>/holders/<node>      (ephemeral, {"held":[…],"updated_ms"})
+type SegmentStore struct {
+	conn *zk.Conn
+	z    zkc
+	p    paths
+	acl  []zk.ACL
+	log  zerolog.Logger
+}
+
+// SegmentConfig says which cluster's tags to use.
+type SegmentConfig struct {
+	Servers []string // ZooKeeper "host:port" addresses
+	Cluster string
+	Auth    string // "user:password" or ""
+	// Timeout bounds the wait for a first session and each ZooKeeper call
+	// (default 10s).
+	Timeout time.Duration
+	Log     zerolog.Logger
+}
+
+// OpenSegments connects to ZooKeeper with a session of its own (segment
+// serving depends neither on the worker lease nor on the clock) and makes
+// sure segments/ exists. The cluster must exist.
+func OpenSegments(ctx context.Context, cfg SegmentConfig) (*SegmentStore, error) {
+	servers, err := checkServers(cfg.Servers)
+	if err != nil {
+		return nil, fmt.Errorf("open segments: %w: %v", ErrInvalidConfig, err)
+	}
+	if err := validateCluster(cfg.Cluster); err != nil {
+		return nil, fmt.Errorf("open segments: %w: %v", ErrInvalidConfig, err)
+	}
+	if u, p, ok := strings.Cut(cfg.Auth, ":"); cfg.Auth != "" && (!ok || u == "" || p == "") {
+		return nil, fmt.Errorf("open segments: %w: zk auth must be user:password", ErrInvalidConfig)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultConnectTimeout
+	}
+	conn, _, err := zk.Connect(servers, max(cfg.Timeout, 2*time.Second), zk.WithLogger(zkLogger{log: cfg.Log}))
+	if err != nil {
+		return nil, fmt.Errorf("open segments: %w: %v", ErrZKUnavailable, err)
+	}
+	if err := waitSession(ctx, conn, cfg.Timeout, servers); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("open segments: %w", err)
+	}
+	if cfg.Auth != "" {
+		if _, err := call(ctx, cfg.Timeout, func() (struct{}, error) { return struct{}{}, conn.AddAuth("digest", []byte(cfg.Auth)) }); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("open segments: auth: %w", unavailable(err))
+		}
+	}
+	acl, _ := acls(cfg.Auth)
+	s := &SegmentStore{conn: conn, z: zkc{conn, cfg.Timeout}, p: newPaths(cfg.Cluster), acl: acl, log: cfg.Log}
+	if ok, _, err := s.z.exists(ctx, s.p.cluster); err != nil || !ok {
+		conn.Close()
+		if err == nil {
+			return nil, fmt.Errorf("open segments: cluster %q does not exist in ZooKeeper %s (start a node first)", cfg.Cluster, strings.Join(servers, ","))
+		}
+		return nil, fmt.Errorf("open segments: %w", unavailable(err))
+	}
+	if err := s.z.ensure(ctx, s.root(), nil, acl); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("open segments: %w", unavailable(err))
+	}
+	return s, nil
+}
+
+// Close ends the store's session (its holder records go with it).
+func (s *SegmentStore) Close() { s.conn.Close() }
+
+// Connected reports whether the session is up right now.
+func (s *SegmentStore) Connected() bool { return s.conn.State() == zk.StateHasSession }
+
+func (s *SegmentStore) root() string                   { return s.p.cluster + "/segments" }
+func (s *SegmentStore) tagPath(tag string) string      { return s.root() + "/" + tag }
+func (s *SegmentStore) returnedPath(tag string) string { return s.tagPath(tag) + "/returned" }
+func (s *SegmentStore) holdersPath(tag string) string  { return s.tagPath(tag) + "/holders" }
+
+func rangeName(r segment.Range) string { return fmt.Sprintf("%019d-%019d", r.Lo, r.Hi) }
+
+func parseRangeName(name string) (segment.Range, bool) {
+	lo, hi, ok := strings.Cut(name, "-")
+	if !ok {
+		return segment.Range{}, false
+	}
+	l, err1 := strconv.ParseInt(lo, 10, 64)
+	h, err2 := strconv.ParseInt(hi, 10, 64)
+	if err1 != nil || err2 != nil || l < 1 || h <= l {
+		return segment.Range{}, false
+	}
+	return segment.Range{Lo: l, Hi: h}, true
+}
+
+// Incarnation is the cluster's incarnation, which binds a node's segment
+// state file to this ZooKeeper.
+func (s *SegmentStore) Incarnation(ctx context.Context) (string, error) {
+	b, _, err := s.z.get(ctx, s.p.cluster)
+	if err != nil {
+		return "", fmt.Errorf("read cluster: %w", unavailable(err))
+	}
+	d, err := decodeCluster(b)
+	if err != nil {
+		return "", fmt.Errorf("read cluster: %w", err)
+	}
+	return d.Incarnation, nil
+}
+
+// Create makes a tag (ErrTagExists when it is there already).
+func (s *SegmentStore) Create(ctx context.Context, t segment.Tag) error {
+	if err := segment.ValidateTag(t.Name); err != nil {
+		return fmt.Errorf("create tag: %w", err)
+	}
+	if t.MaxID == 0 {
+		t.MaxID = t.Start
+	}
+	if t.CreatedMS == 0 {
+		t.CreatedMS = time.Now().UnixMilli()
+	}
+	if err := t.Check(); err != nil {
+		return fmt.Errorf("create tag %q: %w", t.Name, err)
+	}
+	data, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("create tag %q: %w", t.Name, err)
+	}
+	_, err = s.z.multi(ctx,
+		&zk.CreateRequest{Path: s.tagPath(t.Name), Data: data, Acl: s.acl, Flags: zk.FlagPersistent},
+		&zk.CreateRequest{Path: s.returnedPath(t.Name), Acl: s.acl, Flags: zk.FlagPersistent},
+		&zk.CreateRequest{Path: s.holdersPath(t.Name), Acl: s.acl, Flags: zk.FlagPersistent})
+	switch {
+	case errors.Is(err, zk.ErrNodeExists):
+		return fmt.Errorf("create tag %q: %w", t.Name, segment.ErrTagExists)
+	case err != nil:
+		return fmt.Errorf("create tag %q: %w", t.Name, unavailable(authHint(err)))
+	}
+	return nil
+}
+
+// Tag reads a tag's record.
+func (s *SegmentStore) Tag(ctx context.Context, tag string) (segment.Tag, error) {
+	t, _, err := s.readTag(ctx, tag)
+	return t, err
+}
+
+func (s *SegmentStore) readTag(ctx context.Context, tag string) (segment.Tag, int32, error) {
+	if err := segment.ValidateTag(tag); err != nil {
+		return segment.Tag{}, 0, err
+	}
+	b, st, err := s.z.get(ctx, s.tagPath(tag))
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return segment.Tag{}, 0, fmt.Errorf("tag %q: %w", tag, segment.ErrUnknownTag)
+	case err != nil:
+		return segment.Tag{}, 0, fmt.Errorf("read tag %q: %w", tag, unavailable(err))
+	}
+	var t segment.Tag
+	if err := json.Unmarshal(b, &t); err != nil {
+		return segment.Tag{}, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
+	}
+	t.Name = tag
+	if err := t.Check(); err != nil {
+		return segment.Tag{}, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
+	}
+	return t, st.Version, nil
+}
+
+// List reads every tag, by name.
+func (s *SegmentStore) List(ctx context.Context) ([]segment.Tag, error) {
+	names, err := s.z.children(ctx, s.root())
+	if err != nil {
+		return nil, fmt.Errorf("list tags: %w", unavailable(err))
+	}
+	slices.Sort(names)
+	out := make([]segment.Tag, 0, len(names))
+	for _, n := range names {
+		t, err := s.Tag(ctx, n)
+		if errors.Is(err, segment.ErrUnknownTag) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// Returned lists a tag's returned ranges, lowest first.
+func (s *SegmentStore) Returned(ctx context.Context, tag string) ([]segment.Range, error) {
+	names, err := s.z.children(ctx, s.returnedPath(tag))
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("tag %q: %w", tag, segment.ErrUnknownTag)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list returned ranges of %q: %w", tag, unavailable(err))
+	}
+	var out []segment.Range
+	for _, n := range names {
+		if r, ok := parseRangeName(n); ok {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b segment.Range) int { return cmpInt64(a.Lo, b.Lo) })
+	return out, nil
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Alloc takes the lowest returned range at or above above (the delete
+// that succeeds owns it, R1), else advances max_id by step with a
+// version-checked write; a lost race reads again and retries.
+func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64) (segment.Range, segment.Tag, error) {
+	if step < 1 {
+		return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: step %d: want at least 1", tag, step)
+	}
+	returned, err := s.Returned(ctx, tag)
+	if err != nil {
+		return segment.Range{}, segment.Tag{}, err
+	}
+	for _, r := range returned {
+		if r.Lo < above {
+			continue
+		}
+		err := s.z.delete(ctx, s.returnedPath(tag)+"/"+rangeName(r), -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // another allocator took it
+		}
+		if err != nil {
+			// Unknown whether the delete happened: if it did, the range is
+			// lost (never issued by anyone); if not, it stays for others.
+			return segment.Range{}, segment.Tag{}, fmt.Errorf("take returned range %v of %q: %w", r, tag, unavailable(err))
+		}
+		t, err := s.Tag(ctx, tag)
+		if err != nil {
+			// We own r, but cannot report the tag: give it back.
+			_ = s.Return(ctx, tag, r)
+			return segment.Range{}, segment.Tag{}, err
+		}
+		return r, t, nil
+	}
+	for range maxCASAttempts {
+		t, version, err := s.readTag(ctx, tag)
+		if err != nil {
+			return segment.Range{}, segment.Tag{}, err
+		}
+		if t.MaxID > segment.MaxID-step {
+			return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: %w: max_id %d + step %d", tag, segment.ErrExhausted, t.MaxID, step)
+		}
+		r := segment.Range{Lo: t.MaxID, Hi: t.MaxID + step}
+		t.MaxID = r.Hi
+		data, err := json.Marshal(t)
+		if err != nil {
+			return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: %w", tag, err)
+		}
+		_, err = s.z.set(ctx, s.tagPath(tag), data, version)
+		switch {
+		case err == nil:
+			return r, t, nil
+		case errors.Is(err, zk.ErrBadVersion):
+			continue // another allocator advanced max_id first
+		default:
+			// Unknown whether the write happened: if it did, r is lost.
+			return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: advance max_id: %w", tag, unavailable(err))
+		}
+	}
+	return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: lost the compare-and-set %d times", tag, maxCASAttempts)
+}
+
+// Return records r as returned, for the next Alloc anywhere.
+func (s *SegmentStore) Return(ctx context.Context, tag string, r segment.Range) error {
+	if r.Len() <= 0 {
+		return nil
+	}
+	_, err := s.z.create(ctx, s.returnedPath(tag)+"/"+rangeName(r), nil, zk.FlagPersistent, s.acl)
+	if err != nil {
+		return fmt.Errorf("return %v of %q: %w", r, tag, unavailable(authHint(err)))
+	}
+	return nil
+}
+
+// holderRecord is a holders/ znode.
+type holderRecord struct {
+	Held      []segment.Range `json:"held"`
+	UpdatedMS int64           `json:"updated_ms"`
+}
+
+// Publish records which ranges holder has (ephemeral: it goes with the
+// session); an empty list removes the record.
+func (s *SegmentStore) Publish(ctx context.Context, tag, holder string, held []segment.Range) error {
+	path := s.holdersPath(tag) + "/" + escapeNodeKey(holder)
+	if len(held) == 0 {
+		if err := s.z.delete(ctx, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("clear holder %s of %q: %w", holder, tag, unavailable(err))
+		}
+		return nil
+	}
+	data, err := json.Marshal(holderRecord{Held: held, UpdatedMS: time.Now().UnixMilli()})
+	if err != nil {
+		return err
+	}
+	if _, err := s.z.set(ctx, path, data, -1); err == nil {
+		return nil
+	} else if !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("publish holder %s of %q: %w", holder, tag, unavailable(err))
+	}
+	if _, err := s.z.create(ctx, path, data, zk.FlagEphemeral, s.acl); err != nil {
+		return fmt.Errorf("publish holder %s of %q: %w", holder, tag, unavailable(authHint(err)))
+	}
+	return nil
+}
+
+// Holders reads which node holds which ranges of tag.
+func (s *SegmentStore) Holders(ctx context.Context, tag string) (map[string][]segment.Range, error) {
+	names, err := s.z.children(ctx, s.holdersPath(tag))
+	if err != nil {
+		return nil, fmt.Errorf("list holders of %q: %w", tag, unavailable(err))
+	}
+	out := map[string][]segment.Range{}
+	for _, n := range names {
+		b, _, err := s.z.get(ctx, s.holdersPath(tag)+"/"+n)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read holder %s of %q: %w", n, tag, unavailable(err))
+		}
+		var h holderRecord
+		if json.Unmarshal(b, &h) == nil {
+			name, err := unescapeNodeKey(n)
+			if err != nil {
+				name = n
+			}
+			out[name] = h.Held
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,311 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// tagBuf is one tag's double buffer on this node. Positions are ordinals:
+// the k-th ID this process ever held for the tag (resumed or loaded, in
+// order) has ordinal k. issued ≤ permitted ≤ held: IDs below issued are
+// handed out; below permitted may be (the state file no longer lists them,
+// R2); below held are in memory.
+type tagBuf struct {
+	svc  *Service
+	name string
+	kick chan struct{} // wakes the loader
+
+	mu        sync.Mutex
+	ranges    []Range // unissued IDs in memory, increasing; ranges[0] is current
+	curLen    int64   // ranges[0]'s size when it became current (the 10% rule)
+	issued    int64
+	permitted int64
+	held      int64
+	last      int64 // the last ID issued (0: none): later IDs are above it
+	want      int   // the largest Take waiting
+	step      int64 // the step of the next load (0: the tag's base step)
+	base, top int64 // the tag's step and max step, from its record
+	lastLoad  time.Time
+	loads     int64
+	lastErr   error
+	closed    bool
+	wake      chan struct{} // closed and replaced on every change Takes wait for
+
+	rate       float64 // recent IDs/s, measured at mark writes
+	rateAt     time.Time
+	rateIssued int64
+
+	lastLoadTook time.Duration
+	wasted       atomic.Int64
+}
+
+func (b *tagBuf) broadcastLocked() {
+	close(b.wake)
+	b.wake = make(chan struct{})
+}
+
+func (b *tagBuf) kickLoader() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// chunkLocked is how far the mark moves ahead of issuing: a tenth of the
+// current step, or MarkAhead's worth of IDs at the recent rate when that
+// is more (so a burst does not wait on the disk), so a crash loses at most
+// that.
+func (b *tagBuf) chunkLocked() int64 {
+	return max(b.step/10, int64(b.rate*b.svc.cfg.MarkAhead.Seconds()), 1)
+}
+
+// noteRateLocked updates the recent issue rate (IDs/s) at a mark write.
+func (b *tagBuf) noteRateLocked(now time.Time) {
+	if !b.rateAt.IsZero() {
+		if d := now.Sub(b.rateAt).Seconds(); d > 0 {
+			r := float64(b.issued-b.rateIssued) / d
+			if r > b.rate {
+				b.rate = r // rise at once: a burst needs room now
+			} else {
+				b.rate = (b.rate + r) / 2 // fall gently
+			}
+		}
+	}
+	b.rateAt, b.rateIssued = now, b.issued
+}
+
+// take hands out n IDs once n are both in memory and below the mark.
+func (b *tagBuf) take(ctx context.Context, dst []int64, n int) ([]int64, error) {
+	var deadline <-chan time.Time // armed on the first wait: the common case has none
+	waited := false
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return dst, ErrClosed
+		}
+		if min(b.permitted, b.held)-b.issued >= int64(n) {
+			dst = b.popLocked(dst, n)
+			if b.wantsWorkLocked() {
+				b.kickLoader()
+			}
+			b.mu.Unlock()
+			return dst, nil
+		}
+		b.want = max(b.want, n)
+		wake := b.wake
+		b.mu.Unlock()
+		b.kickLoader()
+		if !waited {
+			waited = true
+			b.svc.stalls.Add(1)
+			t := time.NewTimer(b.svc.cfg.Wait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return dst, fmt.Errorf("take %d IDs of %q: %w", n, b.name, ctx.Err())
+		case <-deadline:
+			b.mu.Lock()
+			lastErr := b.lastErr
+			b.mu.Unlock()
+			if lastErr == nil {
+				lastErr = errors.New("no range loaded in time")
+			}
+			return dst, fmt.Errorf("%w: tag %q: %v", ErrUnavailable, b.name, lastErr)
+		}
+	}
+}
+
+// popLocked moves n IDs from the front of ranges to dst.
+func (b *tagBuf) popLocked(dst []int64, n int) []int64 {
+	for n > 0 {
+		r := &b.ranges[0]
+		k := min(int64(n), r.Len())
+		for id := r.Lo; id < r.Lo+k; id++ {
+			dst = append(dst, id)
+		}
+		r.Lo += k
+		n -= int(k)
+		b.issued += k
+		b.last = r.Lo - 1
+		if r.Len() == 0 {
+			b.ranges = b.ranges[1:]
+			if len(b.ranges) > 0 {
+				b.curLen = b.ranges[0].Len()
+			}
+		}
+	}
+	if b.want > 0 && b.held-b.issued >= int64(b.want) {
+		b.want = 0
+	}
+	return dst
+}
+
+// needLoadLocked: nothing beyond the current range and a tenth of it used
+// (Leaf's rule), or less in memory than a waiting Take wants.
+func (b *tagBuf) needLoadLocked() bool {
+	avail := b.held - b.issued
+	if avail < int64(b.want) {
+		return true
+	}
+	switch len(b.ranges) {
+	case 0:
+		return true
+	case 1:
+		return b.curLen-b.ranges[0].Len() >= (b.curLen+9)/10
+	}
+	return false
+}
+
+// needMarkLocked: less than half a chunk (or less than a waiting Take
+// wants) may be issued before the state file must move the mark.
+func (b *tagBuf) needMarkLocked() bool {
+	if b.permitted >= b.held {
+		return false
+	}
+	return b.permitted-b.issued < max(b.chunkLocked()/2+1, int64(b.want))
+}
+
+func (b *tagBuf) wantsWorkLocked() bool { return b.needLoadLocked() || b.needMarkLocked() }
+
+// unissuedFromLocked lists the IDs held with ordinal ≥ p.
+func (b *tagBuf) unissuedFromLocked(p int64) []Range {
+	skip := max(p-b.issued, 0)
+	var out []Range
+	for _, r := range b.ranges {
+		if skip >= r.Len() {
+			skip -= r.Len()
+			continue
+		}
+		out = append(out, Range{Lo: r.Lo + skip, Hi: r.Hi})
+		skip = 0
+	}
+	return out
+}
+
+// loader loads ranges and moves the mark for the Takes, one at a time,
+// until the service closes. Failures are kept for the Takes' errors and
+// retried after a pause.
+func (b *tagBuf) loader() {
+	defer b.svc.wg.Done()
+	backoff := 50 * time.Millisecond
+	for {
+		select {
+		case <-b.svc.ctx.Done():
+			return
+		case <-b.kick:
+		}
+		for {
+			b.mu.Lock()
+			b.noteRateLocked(time.Now())
+			load, mark := b.needLoadLocked(), b.needMarkLocked()
+			target := b.issued + max(b.chunkLocked(), int64(b.want))
+			b.mu.Unlock()
+			var err error
+			switch {
+			case load:
+				err = b.load()
+			case mark:
+				err = b.svc.persist(b, target)
+			default:
+				backoff = 50 * time.Millisecond
+			}
+			if !load && !mark {
+				break
+			}
+			if err == nil {
+				continue
+			}
+			b.mu.Lock()
+			b.lastErr = err
+			b.broadcastLocked()
+			b.mu.Unlock()
+			b.svc.cfg.Log.Warn().Err(err).Str("tag", b.name).Msg("segment: range load or state write failed; retrying")
+			select {
+			case <-b.svc.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+}
+
+// load takes one range from the store (above every ID held or issued, so
+// the node's IDs keep increasing), adjusts the step, and writes the state
+// file so a crash can resume it.
+func (b *tagBuf) load() error {
+	b.mu.Lock()
+	known := b.base > 0
+	b.mu.Unlock()
+	if !known { // resumed from the state file: learn the tag's steps first
+		ctx, cancel := context.WithTimeout(b.svc.ctx, b.svc.cfg.LoadTimeout)
+		t, err := b.svc.cfg.Store.Tag(ctx, b.name)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("read tag %q: %w", b.name, err)
+		}
+		b.mu.Lock()
+		b.setTagLocked(t)
+		b.mu.Unlock()
+	}
+	b.mu.Lock()
+	now := b.svc.cfg.Now()
+	step := b.step
+	if !b.lastLoad.IsZero() && b.base > 0 {
+		switch took := now.Sub(b.lastLoad); {
+		case took < b.svc.cfg.LongRange/2:
+			step = min(step*2, b.top)
+		case took > b.svc.cfg.LongRange:
+			step = max(step/2, b.base)
+		}
+	}
+	step = max(step, b.base, int64(b.want))
+	above := b.last + 1
+	if n := len(b.ranges); n > 0 {
+		above = b.ranges[n-1].Hi
+	}
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(b.svc.ctx, b.svc.cfg.LoadTimeout)
+	defer cancel()
+	began := time.Now()
+	r, t, err := b.svc.cfg.Store.Alloc(ctx, b.name, step, above)
+	took := time.Since(began)
+	if err != nil {
+		return fmt.Errorf("load a range of %q: %w", b.name, err)
+	}
+	b.mu.Lock()
+	b.setTagLocked(t)
+	b.step = min(max(step, b.base), b.top)
+	b.ranges = append(b.ranges, r)
+	if len(b.ranges) == 1 {
+		b.curLen = r.Len()
+	}
+	b.held += r.Len()
+	b.lastLoad, b.lastLoadTook, b.lastErr = now, took, nil
+	b.loads++
+	held := append([]Range(nil), b.ranges...)
+	b.broadcastLocked()
+	b.mu.Unlock()
+	if err := b.svc.cfg.Store.Publish(ctx, b.name, b.svc.cfg.Holder, held); err != nil {
+		b.svc.cfg.Log.Debug().Err(err).Str("tag", b.name).Msg("segment: publish holder record")
+	}
+	// Persist the new range (and the mark) at once: a crash now resumes it.
+	b.mu.Lock()
+	target := b.issued + max(b.chunkLocked(), int64(b.want))
+	b.mu.Unlock()
+	return b.svc.persist(b, target)
+}
+
+// setTagLocked takes the tag's base and max step from its record.
+func (b *tagBuf) setTagLocked(t Tag) {
+	b.base, b.top = max(t.Step, 1), max(t.MaxStep, t.Step, 1)
+	b.step = min(max(b.step, b.base), b.top)
+}

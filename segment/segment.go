@@ -1,0 +1,153 @@
+// Package segment serves short, dense IDs (Leaf's "segment mode") from
+// ranges allocated in ZooKeeper instead of a database.
+//
+// A tag is one dense sequence. Its ZooKeeper record holds max_id: every ID
+// below it has been handed to some node. A node takes a range either from
+// the tag's returned ranges (lowest first; whoever deletes a returned range
+// owns it) or by advancing max_id by its step with a version-checked write
+// (compare-and-set), then hands the range out from memory, loading the next
+// one in the background once a tenth of the current one is used (a double
+// buffer). The step doubles while a range lasts under LongRange/2 and
+// halves when one lasts over LongRange, between the tag's base step and its
+// max step.
+//
+// Ordering argument (why no ID is issued twice):
+//
+//   - R1 A range is owned by exactly one holder at a time: ZooKeeper's
+//     returned ranges (nobody), or one node. A CAS on max_id grants
+//     [old, old+step) to one writer only; a returned range's znode is
+//     deleted by one caller only.
+//   - R2 A node issues an ID only below its persisted mark: the node's
+//     state file lists the IDs of its ranges that are certainly unissued,
+//     and an ID leaves that list (a write, fsynced) before it is issued. A
+//     restart on the same disk resumes only that list, so it never reissues
+//     what the crashed process issued; at most one chunk (the IDs between
+//     the last issued and the mark) is lost per tag.
+//   - R3 A clean stop first writes the state file without the ranges it
+//     holds (fsynced), and only then returns them to ZooKeeper. A crash
+//     between the two loses the ranges; it never leaves one both on disk and
+//     in ZooKeeper. A return whose answer is lost is not retried from disk.
+//   - R4 The state file is bound to the cluster's incarnation: a file from
+//     another ZooKeeper (rebuilt, or another cluster) is discarded, not
+//     resumed. The node holds the cache file's lock for its life, so two
+//     processes never share one state file.
+//
+// What it does not guarantee: IDs are not time-ordered, not ordered across
+// nodes, and guessable (never use them where volume must stay secret).
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits and defaults of tags.
+const (
+	// MaxTagLen bounds a tag name in bytes.
+	MaxTagLen = 128
+	// DefaultStep is a tag's base step when none is given.
+	DefaultStep = 1000
+	// DefaultMaxStepFactor: a tag's max step defaults to its base step times
+	// this.
+	DefaultMaxStepFactor = 1000
+	// MaxID bounds every segment ID (they stay positive int64s).
+	MaxID = 1<<63 - 1
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrUnknownTag: the tag does not exist in ZooKeeper.
+	ErrUnknownTag = errors.New("unknown tag")
+	// ErrInvalidTag: the tag name cannot be a tag (empty, too long, '/').
+	ErrInvalidTag = errors.New("invalid tag")
+	// ErrUnavailable: the node has no ID of the tag left and cannot load a
+	// range (ZooKeeper unreachable, the disk hangs); retry later or
+	// elsewhere.
+	ErrUnavailable = errors.New("segment unavailable")
+	// ErrTagExists: Create found the tag already there.
+	ErrTagExists = errors.New("tag exists")
+	// ErrExhausted: the tag's max_id would pass MaxID.
+	ErrExhausted = errors.New("tag exhausted")
+	// ErrClosed: the service is stopping or stopped.
+	ErrClosed = errors.New("segment service closed")
+)
+
+// Range is the IDs [Lo, Hi).
+type Range struct {
+	Lo int64 `json:"lo"`
+	Hi int64 `json:"hi"`
+}
+
+// Len is how many IDs the range holds.
+func (r Range) Len() int64 { return r.Hi - r.Lo }
+
+func (r Range) String() string { return fmt.Sprintf("[%d,%d)", r.Lo, r.Hi) }
+
+// Tag is a tag's record in ZooKeeper.
+type Tag struct {
+	Name        string `json:"-"`
+	MaxID       int64  `json:"max_id"`   // every ID below it was handed to some node
+	Start       int64  `json:"start"`    // the first ID of the tag
+	Step        int64  `json:"step"`     // base step
+	MaxStep     int64  `json:"max_step"` // the dynamic step's ceiling
+	Description string `json:"description,omitempty"`
+	CreatedMS   int64  `json:"created_ms"`
+}
+
+// Check validates a tag's numbers.
+func (t Tag) Check() error {
+	switch {
+	case t.Start < 1:
+		return fmt.Errorf("start %d: want at least 1", t.Start)
+	case t.Step < 1:
+		return fmt.Errorf("step %d: want at least 1", t.Step)
+	case t.MaxStep < t.Step:
+		return fmt.Errorf("max step %d is below the step %d", t.MaxStep, t.Step)
+	case t.MaxID < t.Start:
+		return fmt.Errorf("max_id %d is below the start %d", t.MaxID, t.Start)
+	}
+	return nil
+}
+
+// ValidateTag checks a tag name: 1..MaxTagLen bytes of printable UTF-8,
+// no '/', not "." or "..", no spaces (it is a znode name and a URL path
+// segment as is).
+func ValidateTag(tag string) error {
+	switch {
+	case tag == "":
+		return fmt.Errorf("%w: empty", ErrInvalidTag)
+	case len(tag) > MaxTagLen:
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidTag, len(tag), MaxTagLen)
+	case tag == "." || tag == "..":
+		return fmt.Errorf("%w: %q", ErrInvalidTag, tag)
+	case !utf8.ValidString(tag):
+		return fmt.Errorf("%w: not UTF-8", ErrInvalidTag)
+	case strings.ContainsAny(tag, "/ ?#%\\"):
+		return fmt.Errorf("%w: %q contains one of / space ? # %% \\", ErrInvalidTag, tag)
+	}
+	for _, r := range tag {
+		if r < 0x21 || r == 0x7f {
+			return fmt.Errorf("%w: %q contains a control character", ErrInvalidTag, tag)
+		}
+	}
+	return nil
+}
+
+// Store is where tags live (ZooKeeper; an in-memory one in tests).
+type Store interface {
+	// Alloc hands the caller a range of tag it alone owns: the lowest
+	// returned range starting at or above above, if any, else
+	// [max_id, max_id+step) by compare-and-set. ErrUnknownTag when the tag
+	// does not exist.
+	Alloc(ctx context.Context, tag string, step, above int64) (Range, Tag, error)
+	// Return gives an unissued range back for the next Alloc anywhere.
+	Return(ctx context.Context, tag string, r Range) error
+	// Tag reads a tag's record (ErrUnknownTag when missing).
+	Tag(ctx context.Context, tag string) (Tag, error)
+	// Publish records, for status, which ranges this holder has (best
+	// effort; an empty list removes the record).
+	Publish(ctx context.Context, tag, holder string, held []Range) error
+}

@@ -1,0 +1,375 @@
+package segment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+)
+
+// Defaults of Config.
+const (
+	DefaultLongRange   = 30 * time.Minute
+	DefaultLoadTimeout = 5 * time.Second
+	DefaultWait        = 2 * time.Second
+	DefaultMarkAhead   = 250 * time.Millisecond
+)
+
+// Config configures a Service.
+type Config struct {
+	Store Store // required
+	// StateFile keeps, per tag, the IDs of the ranges held that are
+	// certainly unissued, so a restart on the same disk resumes them (R2).
+	// "" keeps nothing: a crash then loses every range held.
+	StateFile string
+	// Incarnation binds the state file to one ZooKeeper (R4).
+	Incarnation string
+	// Holder names this node in the tags' holders/ records.
+	Holder string
+	// LongRange: the step doubles while a range lasts less than half of it
+	// and halves when one lasts longer (default 30m, Leaf's rule).
+	LongRange time.Duration
+	// LoadTimeout bounds one range load (default 5s).
+	LoadTimeout time.Duration
+	// Wait bounds how long Take waits for a range when the node has no ID
+	// of the tag left (default 2s); then ErrUnavailable.
+	Wait time.Duration
+	// MarkAhead: the state file's mark stays at least a tenth of the step
+	// ahead of issuing, or this long's worth of IDs at the recent rate if
+	// that is more (default 250ms). A kill -9 loses at most that chunk.
+	MarkAhead time.Duration
+	// Now is the clock for the step rule (default time.Now).
+	Now func() time.Time
+	Log zerolog.Logger
+}
+
+// Service hands out the IDs of every tag asked for, loading ranges on
+// demand. It is safe for concurrent use.
+type Service struct {
+	cfg    Config
+	ctx    context.Context // cancelled by Close: loads stop
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	tags   map[string]*tagBuf
+	closed bool
+
+	fileMu sync.Mutex // serialises state-file writes (and their snapshots)
+	resume map[string][]Range
+	stalls atomic.Int64 // Takes that waited for a load or a mark
+}
+
+// state is the state file.
+type state struct {
+	Incarnation string             `json:"incarnation"`
+	Unissued    map[string][]Range `json:"unissued"` // per tag, certainly unissued
+}
+
+// New checks cfg, reads the state file (ranges a crashed predecessor held)
+// and returns the service. Tags are loaded when first asked for; resumed
+// tags at once.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("new segment service: Store is required")
+	}
+	if cfg.LongRange <= 0 {
+		cfg.LongRange = DefaultLongRange
+	}
+	if cfg.LoadTimeout <= 0 {
+		cfg.LoadTimeout = DefaultLoadTimeout
+	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = DefaultWait
+	}
+	if cfg.MarkAhead <= 0 {
+		cfg.MarkAhead = DefaultMarkAhead
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, tags: map[string]*tagBuf{}}
+	if cfg.StateFile != "" {
+		st, err := readState(cfg.StateFile)
+		switch {
+		case err != nil:
+			cancel()
+			return nil, fmt.Errorf("new segment service: %w", err)
+		case st.Incarnation != "" && st.Incarnation != cfg.Incarnation:
+			// R4: another ZooKeeper's ranges mean nothing here.
+			cfg.Log.Warn().Str("file", cfg.StateFile).Str("file_incarnation", st.Incarnation).Str("incarnation", cfg.Incarnation).
+				Msg("segment state file belongs to another ZooKeeper incarnation: its ranges are dropped")
+		default:
+			s.resume = st.Unissued
+		}
+		for tag, rs := range s.resume {
+			if ValidateTag(tag) != nil {
+				continue
+			}
+			b := s.newBuf(tag, Tag{})
+			b.ranges = slices.Clone(rs)
+			for _, r := range rs {
+				b.held += r.Len()
+			}
+			if len(rs) > 0 {
+				b.curLen = rs[0].Len()
+			}
+			s.tags[tag] = b
+			cfg.Log.Info().Str("tag", tag).Int64("ids", b.held).Msg("segment: resumed ranges from the state file")
+		}
+	}
+	for _, b := range s.tags {
+		s.start(b)
+	}
+	return s, nil
+}
+
+func readState(path string) (state, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return state{}, nil
+	}
+	if err != nil {
+		return state{}, fmt.Errorf("read segment state: %w", err)
+	}
+	var st state
+	if err := json.Unmarshal(data, &st); err != nil {
+		return state{}, fmt.Errorf("segment state file %s: %w (remove it to start without its ranges: they are then lost, never reissued)", path, err)
+	}
+	for tag, rs := range st.Unissued {
+		for i, r := range rs {
+			if r.Lo < 1 || r.Hi <= r.Lo || (i > 0 && r.Lo < rs[i-1].Hi) {
+				return state{}, fmt.Errorf("segment state file %s: tag %q: range %v is not increasing", path, tag, r)
+			}
+		}
+	}
+	return st, nil
+}
+
+// Take appends n IDs of tag to dst, increasing (and above every ID this
+// service issued for the tag before). It waits up to Config.Wait (and ctx)
+// for a range load when the node has none left.
+func (s *Service) Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error) {
+	if n < 1 {
+		return dst, fmt.Errorf("take %d IDs of %q: want at least 1", n, tag)
+	}
+	b, err := s.buf(ctx, tag)
+	if err != nil {
+		return dst, err
+	}
+	return b.take(ctx, dst, n)
+}
+
+// buf returns the tag's buffer, creating it (after checking the tag exists)
+// on first use.
+func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
+	s.mu.Lock()
+	b, closed := s.tags[tag], s.closed
+	s.mu.Unlock()
+	switch {
+	case closed:
+		return nil, ErrClosed
+	case b != nil:
+		return b, nil
+	}
+	if err := ValidateTag(tag); err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.LoadTimeout)
+	t, err := s.cfg.Store.Tag(lctx, tag)
+	cancel()
+	if err != nil {
+		if errors.Is(err, ErrUnknownTag) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: read tag %q: %v", ErrUnavailable, tag, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if b = s.tags[tag]; b == nil {
+		b = s.newBuf(tag, t)
+		s.tags[tag] = b
+		s.start(b)
+	}
+	return b, nil
+}
+
+func (s *Service) newBuf(tag string, t Tag) *tagBuf {
+	b := &tagBuf{svc: s, name: tag, kick: make(chan struct{}, 1), wake: make(chan struct{})}
+	if t.Step > 0 {
+		b.setTagLocked(t)
+	}
+	return b
+}
+
+func (s *Service) start(b *tagBuf) {
+	s.wg.Add(1)
+	go b.loader()
+}
+
+// persist writes the state file with b's mark moved to at least target
+// (an ordinal), then lets b issue below it. Every write snapshots every
+// tag, under fileMu, so marks on disk only rise (R2).
+func (s *Service) persist(b *tagBuf, target int64) error {
+	if s.cfg.StateFile == "" {
+		b.mu.Lock()
+		b.permitted = b.held
+		b.broadcastLocked()
+		b.mu.Unlock()
+		return nil
+	}
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	s.mu.Lock()
+	bufs := make([]*tagBuf, 0, len(s.tags))
+	for _, t := range s.tags {
+		bufs = append(bufs, t)
+	}
+	s.mu.Unlock()
+	st := state{Incarnation: s.cfg.Incarnation, Unissued: map[string][]Range{}}
+	var newPermitted int64
+	for _, t := range bufs {
+		t.mu.Lock()
+		p := t.permitted
+		if t == b {
+			p = max(p, min(target, t.held))
+			newPermitted = p
+		}
+		if rs := t.unissuedFromLocked(p); len(rs) > 0 {
+			st.Unissued[t.name] = rs
+		}
+		t.mu.Unlock()
+	}
+	if err := s.write(st); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.permitted = max(b.permitted, newPermitted)
+	b.broadcastLocked()
+	b.mu.Unlock()
+	return nil
+}
+
+func (s *Service) write(st state) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode segment state: %w", err)
+	}
+	if err := cachefile.WriteFileAtomic(s.cfg.StateFile, data, 0o600); err != nil {
+		return fmt.Errorf("write segment state: %w", err)
+	}
+	return nil
+}
+
+// Close stops the service: no more IDs; the ranges held leave the state
+// file (fsynced) and only then go back to ZooKeeper (R3), so a clean stop
+// wastes nothing. It returns the IDs it could not give back (lost, never
+// reissued) with the first error.
+func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return 0, nil
+	}
+	s.closed = true
+	bufs := make([]*tagBuf, 0, len(s.tags))
+	for _, b := range s.tags {
+		bufs = append(bufs, b)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait() // loaders end within LoadTimeout; a range they got is in b.ranges
+	rest := map[*tagBuf][]Range{}
+	for _, b := range bufs {
+		b.mu.Lock()
+		b.closed = true
+		rest[b] = b.ranges
+		b.ranges, b.held = nil, b.issued
+		b.broadcastLocked()
+		b.mu.Unlock()
+	}
+	if s.cfg.StateFile != "" {
+		s.fileMu.Lock()
+		werr := s.write(state{Incarnation: s.cfg.Incarnation, Unissued: map[string][]Range{}})
+		s.fileMu.Unlock()
+		if werr != nil {
+			// The file still lists the ranges: a restart resumes them. Giving
+			// them back now could hand them out twice.
+			return 0, fmt.Errorf("close segments: %w (the ranges stay in the state file for the next start)", werr)
+		}
+	}
+	for _, b := range bufs {
+		for _, r := range rest[b] {
+			if rerr := s.cfg.Store.Return(ctx, b.name, r); rerr != nil {
+				wasted += r.Len()
+				b.wasted.Add(r.Len())
+				err = errors.Join(err, fmt.Errorf("return %s %v: %w", b.name, r, rerr))
+				s.cfg.Log.Warn().Err(rerr).Str("tag", b.name).Stringer("range", r).Msg("segment: could not return a range: its IDs are lost, never reissued")
+			}
+		}
+		if perr := s.cfg.Store.Publish(ctx, b.name, s.cfg.Holder, nil); perr != nil {
+			s.cfg.Log.Debug().Err(perr).Str("tag", b.name).Msg("segment: clear holder record")
+		}
+	}
+	return wasted, err
+}
+
+// TagStatus is one tag as this node holds it.
+type TagStatus struct {
+	Tag       string  `json:"tag"`
+	Held      []Range `json:"held"`       // unissued IDs in memory, in order
+	Available int64   `json:"available"`  // IDs left in memory
+	Issued    int64   `json:"issued"`     // IDs issued since start
+	Ahead     int64   `json:"mark_ahead"` // IDs past the last issued that the state file no longer lists (a kill -9 loses them)
+	Chunk     int64   `json:"chunk"`      // how far the mark moves ahead now
+	Loads     int64   `json:"loads"`      // ranges loaded
+	Step      int64   `json:"step"`       // the step of the next load
+	LastLoad  float64 `json:"last_load_seconds"`
+	Wasted    int64   `json:"wasted"` // IDs this node knows it lost
+	Error     string  `json:"error,omitempty"`
+}
+
+// Status lists the tags this node serves, by name.
+func (s *Service) Status() []TagStatus {
+	s.mu.Lock()
+	bufs := make([]*tagBuf, 0, len(s.tags))
+	for _, b := range s.tags {
+		bufs = append(bufs, b)
+	}
+	s.mu.Unlock()
+	out := make([]TagStatus, 0, len(bufs))
+	for _, b := range bufs {
+		b.mu.Lock()
+		ts := TagStatus{Tag: b.name, Held: slices.Clone(b.ranges), Available: b.held - b.issued, Issued: b.issued,
+			Ahead: min(b.permitted, b.held) - b.issued, Chunk: b.chunkLocked(), Loads: b.loads, Step: b.step, LastLoad: b.lastLoadTook.Seconds(), Wasted: b.wasted.Load()}
+		if b.lastErr != nil {
+			ts.Error = b.lastErr.Error()
+		}
+		b.mu.Unlock()
+		out = append(out, ts)
+	}
+	slices.SortFunc(out, func(a, b TagStatus) int {
+		if a.Tag < b.Tag {
+			return -1
+		}
+		if a.Tag > b.Tag {
+			return 1
+		}
+		return 0
+	})
+	return out
+}

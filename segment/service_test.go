@@ -1,0 +1,342 @@
+package segment_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"codeberg.org/snowflaked/snowflaked/segment"
+)
+
+func newService(t *testing.T, cfg segment.Config) *segment.Service {
+	t.Helper()
+	s, err := segment.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = s.Close(context.Background()) })
+	return s
+}
+
+func take(t *testing.T, s *segment.Service, tag string, n int) []int64 {
+	t.Helper()
+	ids, err := s.Take(context.Background(), tag, nil, n)
+	if err != nil {
+		t.Fatalf("take %d of %q: %v", n, tag, err)
+	}
+	if len(ids) != n {
+		t.Fatalf("take %d of %q: got %d IDs", n, tag, len(ids))
+	}
+	return ids
+}
+
+// ledger records every ID issued and fails on a duplicate.
+type ledger struct {
+	mu   sync.Mutex
+	seen map[int64]string
+	dups int
+}
+
+func newLedger() *ledger { return &ledger{seen: map[int64]string{}} }
+
+func (l *ledger) add(t *testing.T, who string, ids []int64) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range ids {
+		if prev, ok := l.seen[id]; ok {
+			l.dups++
+			if l.dups < 5 {
+				t.Errorf("ID %d issued twice: by %s and %s", id, prev, who)
+			}
+		}
+		l.seen[id] = who
+	}
+}
+
+func (l *ledger) span() (n, lo, hi int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lo = 1<<63 - 1
+	for id := range l.seen {
+		lo, hi = min(lo, id), max(hi, id)
+	}
+	return int64(len(l.seen)), lo, hi
+}
+
+// Many goroutines on three services sharing one store: no duplicate, and
+// each goroutine's IDs increase (a service hands out in increasing order).
+func TestConcurrentServicesNoDuplicate(t *testing.T) {
+	st := newMemStore()
+	st.create("orders", 1, 50, 5000)
+	l := newLedger()
+	var wg sync.WaitGroup
+	for node := range 3 {
+		s := newService(t, segment.Config{Store: st, StateFile: filepath.Join(t.TempDir(), "seg.json"), Holder: "n"})
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var last int64
+				for i := range 300 {
+					ids, err := s.Take(context.Background(), "orders", nil, 1+i%7)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for _, id := range ids {
+						if id <= last {
+							t.Errorf("node %d goroutine %d: %d after %d", node, g, id, last)
+							return
+						}
+						last = id
+					}
+					l.add(t, "node", ids)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	n, lo, hi := l.span()
+	t.Logf("%d IDs over [%d,%d], %d range loads", n, lo, hi, st.allocs)
+}
+
+// A clean stop returns what is left, and the next start anywhere takes it
+// first: N clean restarts waste nothing and the IDs are dense.
+func TestCleanRestartWastesNothing(t *testing.T) {
+	st := newMemStore()
+	st.create("acct", 1000, 100, 10000)
+	l := newLedger()
+	file := filepath.Join(t.TempDir(), "seg.json")
+	for i := range 10 {
+		s, err := segment.New(segment.Config{Store: st, StateFile: file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.add(t, "run", take(t, s, "acct", 37+i*13))
+		wasted, err := s.Close(context.Background())
+		if err != nil || wasted != 0 {
+			t.Fatalf("close %d: wasted %d, %v", i, wasted, err)
+		}
+	}
+	n, lo, hi := l.span()
+	if lo != 1000 || hi-lo+1 != n {
+		t.Fatalf("after 10 clean restarts: %d IDs over [%d,%d]: want dense from 1000", n, lo, hi)
+	}
+	if got := st.maxID("acct") - 1000 - st.returnedTotal("acct"); got != n {
+		t.Fatalf("max_id - start - returned = %d, issued %d: something was lost", got, n)
+	}
+}
+
+// kill -9: a restart on the same disk resumes after the persisted mark,
+// so it reissues nothing and loses exactly the IDs between the last issued
+// and the mark: at most one chunk (a tenth of the step, or MarkAhead's
+// worth at the recent rate).
+func TestCrashResumesAfterMark(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		n         int
+		markAhead time.Duration
+		maxLost   int64 // a tenth of the step when MarkAhead is tiny
+	}{
+		{"crash early in a range", 3, time.Nanosecond, 100},
+		{"crash mid range", 451, time.Nanosecond, 100},
+		{"crash across ranges", 1733, time.Nanosecond, 100},
+		{"crash mid range, rate-sized chunk", 451, 0, 1 << 40},
+		{"crash across ranges, rate-sized chunk", 1733, 0, 1 << 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newMemStore()
+			st.create("inv", 1, 1000, 1000)
+			file := filepath.Join(t.TempDir(), "seg.json")
+			l := newLedger()
+			s1, err := segment.New(segment.Config{Store: st, StateFile: file, Incarnation: "i1", MarkAhead: tc.markAhead})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last int64
+			for range tc.n {
+				ids := take(t, s1, "inv", 1)
+				l.add(t, "before", ids)
+				last = ids[0]
+			}
+			s1.Crash()
+			before := s1.Status()[0]
+			s2 := newService(t, segment.Config{Store: st, StateFile: file, Incarnation: "i1"})
+			next := take(t, s2, "inv", 1)
+			l.add(t, "after", next)
+			lost := next[0] - last - 1
+			t.Logf("last ID before the crash %d, first after %d: %d lost (mark ahead %d, chunk %d)", last, next[0], lost, before.Ahead, before.Chunk)
+			if lost != before.Ahead || lost < 0 || lost > before.Chunk || lost > tc.maxLost {
+				t.Fatalf("lost %d; want exactly the mark's lead %d, at most the chunk %d and %d", lost, before.Ahead, before.Chunk, tc.maxLost)
+			}
+		})
+	}
+}
+
+// A state file from another ZooKeeper incarnation is dropped, not resumed.
+func TestStateFileOfOtherIncarnationIsDropped(t *testing.T) {
+	st := newMemStore()
+	st.create("x", 1, 100, 100)
+	file := filepath.Join(t.TempDir(), "seg.json")
+	s1, err := segment.New(segment.Config{Store: st, StateFile: file, Incarnation: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(t, s1, "x", 5)
+	s1.Crash()
+	s2 := newService(t, segment.Config{Store: st, StateFile: file, Incarnation: "new"})
+	if ids := take(t, s2, "x", 1); ids[0] < 101 {
+		t.Fatalf("first ID %d after an incarnation change: the old range [1,101) was resumed", ids[0])
+	}
+	if err := os.WriteFile(file, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := segment.New(segment.Config{Store: st, StateFile: file}); err == nil {
+		t.Fatal("a corrupt state file was accepted")
+	}
+}
+
+// A clean stop that cannot reach the store keeps the ranges in the state
+// file? No: it writes them out first (R3), so they are lost, counted as
+// waste, never reissued.
+func TestCloseWithStoreDownCountsWaste(t *testing.T) {
+	st := newMemStore()
+	st.create("y", 1, 100, 100)
+	file := filepath.Join(t.TempDir(), "seg.json")
+	s1, err := segment.New(segment.Config{Store: st, StateFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(t, s1, "y", 10)
+	st.setDown(true)
+	wasted, err := s1.Close(context.Background())
+	if err == nil || wasted != 90 {
+		t.Fatalf("close with the store down: wasted %d, err %v; want 90 and an error", wasted, err)
+	}
+	st.setDown(false)
+	s2 := newService(t, segment.Config{Store: st, StateFile: file})
+	if ids := take(t, s2, "y", 1); ids[0] < 101 {
+		t.Fatalf("ID %d reissued from a range that was neither returned nor kept", ids[0])
+	}
+}
+
+// The step doubles while ranges last under LongRange/2 and halves when
+// one lasts longer, between the base and the max step.
+func TestDynamicStep(t *testing.T) {
+	st := newMemStore()
+	st.create("s", 1, 10, 80)
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	s := newService(t, segment.Config{Store: st, LongRange: time.Hour, Now: clock})
+	stepNow := func() int64 { return s.Status()[0].Step }
+	take(t, s, "s", 1)
+	for i, want := range []int64{20, 40, 80, 80} { // fast ranges: doubles up to max
+		loads := s.Status()[0].Loads
+		drain(t, s, "s", loads)
+		if got := stepNow(); got != want {
+			t.Fatalf("fast load %d: step %d, want %d", i, got, want)
+		}
+	}
+	for i, want := range []int64{40, 20, 10, 10} { // slow ranges: halves down to base
+		advance(2 * time.Hour)
+		loads := s.Status()[0].Loads
+		drain(t, s, "s", loads)
+		if got := stepNow(); got != want {
+			t.Fatalf("slow load %d: step %d, want %d", i, got, want)
+		}
+	}
+}
+
+// drain takes IDs until the service has loaded one more range than loads.
+func drain(t *testing.T, s *segment.Service, tag string, loads int64) {
+	t.Helper()
+	for i := 0; s.Status()[0].Loads <= loads; i++ {
+		if i > 10000 {
+			t.Fatal("no new load after 10000 IDs")
+		}
+		take(t, s, tag, 1)
+	}
+	// Let the loader finish its state write so Status's step is settled.
+	for i := 0; i < 100 && s.Status()[0].Loads <= loads; i++ {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Errors: an unknown tag, a bad tag, a store that is down (after Wait).
+func TestTakeErrors(t *testing.T) {
+	st := newMemStore()
+	st.create("ok", 1, 10, 10)
+	s := newService(t, segment.Config{Store: st, Wait: 100 * time.Millisecond})
+	if _, err := s.Take(context.Background(), "nope", nil, 1); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Errorf("unknown tag: %v", err)
+	}
+	if _, err := s.Take(context.Background(), "a/b", nil, 1); !errors.Is(err, segment.ErrInvalidTag) {
+		t.Errorf("bad tag: %v", err)
+	}
+	if _, err := s.Take(context.Background(), "ok", nil, 0); err == nil {
+		t.Error("take 0: no error")
+	}
+	take(t, s, "ok", 10) // the first range, all of it
+	st.setDown(true)
+	for range 3 { // whatever was loaded ahead, it runs out
+		if _, err := s.Take(context.Background(), "ok", nil, 10); err != nil {
+			if !errors.Is(err, segment.ErrUnavailable) || !errors.Is(err, segment.ErrUnavailable) {
+				t.Fatalf("store down: %v, want ErrUnavailable", err)
+			}
+			st.setDown(false)
+			take(t, s, "ok", 1) // and it recovers by itself
+			return
+		}
+	}
+	t.Fatal("the store was down, yet the service never ran out")
+}
+
+func TestValidateTag(t *testing.T) {
+	for _, tc := range []struct {
+		tag string
+		ok  bool
+	}{
+		{"orders", true}, {"user-ids_2", true}, {"账号", true},
+		{"", false}, {".", false}, {"..", false}, {"a/b", false}, {"a b", false}, {"a?b", false},
+		{string(make([]byte, segment.MaxTagLen+1)), false}, {"tab\there", false}, {"\xff", false},
+	} {
+		if err := segment.ValidateTag(tc.tag); (err == nil) != tc.ok {
+			t.Errorf("ValidateTag(%q) = %v, want ok %v", tc.tag, err, tc.ok)
+		}
+	}
+}
+
+// After a warm-up at a steady rate, a burst at 20 times that rate is served
+// from the buffers without a Take ever waiting for a load: the step grew
+// while ranges were short-lived, and the next range loads at 10% used.
+func TestBurstAfterWarmUpDoesNotStall(t *testing.T) {
+	st := newMemStore()
+	st.create("burst", 1, 100, 100_000)
+	st.latency = 5 * time.Millisecond // a ZooKeeper round trip, generously
+	s := newService(t, segment.Config{Store: st, StateFile: filepath.Join(t.TempDir(), "seg.json")})
+	l := newLedger()
+	run := func(perMilli, millis int) {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for range millis {
+			<-tick.C
+			l.add(t, "run", take(t, s, "burst", perMilli))
+		}
+	}
+	run(2, 1000) // warm-up: ~2,000 IDs/s for ~1s (ticks may run late: the rate only drops)
+	before := s.Stalls()
+	run(40, 500) // burst: 20x
+	stalls := s.Stalls() - before
+	n, _, _ := l.span()
+	t.Logf("%d IDs, %d range loads, step now %d, stalls during the burst %d (during warm-up %d)", n, st.allocs, s.Status()[0].Step, stalls, before)
+	if stalls != 0 {
+		t.Fatalf("%d Takes waited for a load during the burst", stalls)
+	}
+}
