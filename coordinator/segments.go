@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -32,7 +33,22 @@ type SegmentStore struct {
 	p    paths
 	acl  []zk.ACL
 	log  zerolog.Logger
+
+	possiblyLost atomic.Int64
 }
+
+// tagRecord is a tag's znode: the tag plus the nonce of the last
+// allocation, which tells an allocator whose write's answer was lost
+// whether the write happened.
+type tagRecord struct {
+	segment.Tag
+	LastAlloc string `json:"last_alloc,omitempty"`
+}
+
+// PossiblyLost counts the IDs of ranges whose allocation or take had an
+// unknown outcome (ZooKeeper's answer lost, and the record moved on since):
+// they may be lost, never issued twice.
+func (s *SegmentStore) PossiblyLost() int64 { return s.possiblyLost.Load() }
 
 // SegmentConfig says which cluster's tags to use.
 type SegmentConfig struct {
@@ -180,10 +196,11 @@ func (s *SegmentStore) readTag(ctx context.Context, tag string) (segment.Tag, in
 	case err != nil:
 		return segment.Tag{}, 0, fmt.Errorf("read tag %q: %w", tag, unavailable(err))
 	}
-	var t segment.Tag
-	if err := json.Unmarshal(b, &t); err != nil {
+	var rec tagRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
 		return segment.Tag{}, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
 	}
+	t := rec.Tag
 	t.Name = tag
 	if err := t.Check(); err != nil {
 		return segment.Tag{}, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
@@ -263,6 +280,9 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 		if err != nil {
 			// Unknown whether the delete happened: if it did, the range is
 			// lost (never issued by anyone); if not, it stays for others.
+			if ok, _, eerr := s.z.exists(ctx, s.returnedPath(tag)+"/"+rangeName(r)); eerr != nil || !ok {
+				s.possiblyLost.Add(r.Len())
+			}
 			return segment.Range{}, segment.Tag{}, fmt.Errorf("take returned range %v of %q: %w", r, tag, unavailable(err))
 		}
 		t, err := s.Tag(ctx, tag)
@@ -283,7 +303,8 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 		}
 		r := segment.Range{Lo: t.MaxID, Hi: t.MaxID + step}
 		t.MaxID = r.Hi
-		data, err := json.Marshal(t)
+		nonce := newToken()
+		data, err := json.Marshal(tagRecord{Tag: t, LastAlloc: nonce})
 		if err != nil {
 			return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: %w", tag, err)
 		}
@@ -293,12 +314,51 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 			return r, t, nil
 		case errors.Is(err, zk.ErrBadVersion):
 			continue // another allocator advanced max_id first
-		default:
-			// Unknown whether the write happened: if it did, r is lost.
-			return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: advance max_id: %w", tag, unavailable(err))
 		}
+		// The answer was lost. The write happened if the record is now the
+		// next version with our nonce; if it moved past that, nobody can
+		// tell: count r as possibly lost (never issued twice either way).
+		if won, known := s.allocOutcome(ctx, tag, version+1, nonce); known && won {
+			return r, t, nil
+		} else if known {
+			continue
+		}
+		s.possiblyLost.Add(r.Len())
+		return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: advance max_id: %w", tag, unavailable(err))
 	}
 	return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: lost the compare-and-set %d times", tag, maxCASAttempts)
+}
+
+// allocOutcome reads the tag record after a lost answer: won when it is
+// version want with our nonce; known false when it cannot tell (unreadable,
+// or moved on past want).
+func (s *SegmentStore) allocOutcome(ctx context.Context, tag string, want int32, nonce string) (won, known bool) {
+	for range 20 {
+		b, st, err := s.z.get(ctx, s.tagPath(tag))
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, false
+			}
+			select {
+			case <-ctx.Done():
+				return false, false
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		var rec tagRecord
+		if json.Unmarshal(b, &rec) != nil {
+			return false, false
+		}
+		switch {
+		case st.Version == want:
+			return rec.LastAlloc == nonce, true
+		case st.Version < want:
+			return false, true // our write did not happen
+		}
+		return false, false
+	}
+	return false, false
 }
 
 // Return records r as returned, for the next Alloc anywhere.
@@ -306,11 +366,15 @@ func (s *SegmentStore) Return(ctx context.Context, tag string, r segment.Range) 
 	if r.Len() <= 0 {
 		return nil
 	}
-	_, err := s.z.create(ctx, s.returnedPath(tag)+"/"+rangeName(r), nil, zk.FlagPersistent, s.acl)
-	if err != nil {
-		return fmt.Errorf("return %v of %q: %w", r, tag, unavailable(authHint(err)))
+	path := s.returnedPath(tag) + "/" + rangeName(r)
+	_, err := s.z.create(ctx, path, nil, zk.FlagPersistent, s.acl)
+	if err == nil || errors.Is(err, zk.ErrNodeExists) { // exists: our own create, its answer lost
+		return nil
 	}
-	return nil
+	if ok, _, eerr := s.z.exists(ctx, path); eerr == nil && ok {
+		return nil // the create happened; only its answer was lost
+	}
+	return fmt.Errorf("return %v of %q: %w", r, tag, unavailable(authHint(err)))
 }
 
 // holderRecord is a holders/ znode.

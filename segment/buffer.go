@@ -63,17 +63,23 @@ func (b *tagBuf) chunkLocked() int64 {
 	return max(b.step/10, int64(b.rate*b.svc.cfg.MarkAhead.Seconds()), 1)
 }
 
+// rateWindow is the shortest window the issue rate is measured over.
+const rateWindow = 50 * time.Millisecond
+
 // noteRateLocked updates the recent issue rate (IDs/s) at a mark write.
 func (b *tagBuf) noteRateLocked(now time.Time) {
-	if !b.rateAt.IsZero() {
-		if d := now.Sub(b.rateAt).Seconds(); d > 0 {
-			r := float64(b.issued-b.rateIssued) / d
-			if r > b.rate {
-				b.rate = r // rise at once: a burst needs room now
-			} else {
-				b.rate = (b.rate + r) / 2 // fall gently
-			}
+	d := now.Sub(b.rateAt)
+	if b.rateAt.IsZero() || d < rateWindow {
+		if b.rateAt.IsZero() {
+			b.rateAt, b.rateIssued = now, b.issued
 		}
+		return // too short a window to tell a rate from a burst of a few calls
+	}
+	r := float64(b.issued-b.rateIssued) / d.Seconds()
+	if r > b.rate {
+		b.rate = r // rise at once: a burst needs room now
+	} else {
+		b.rate = (b.rate + r) / 2 // fall gently
 	}
 	b.rateAt, b.rateIssued = now, b.issued
 }
