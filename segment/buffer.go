@@ -204,11 +204,16 @@ func (b *tagBuf) loader() {
 	backoff := 50 * time.Millisecond
 	for {
 		select {
-		case <-b.svc.ctx.Done():
+		case <-b.svc.stop:
 			return
 		case <-b.kick:
 		}
 		for {
+			select {
+			case <-b.svc.stop:
+				return // between operations: a range loaded is in b.ranges
+			default:
+			}
 			b.mu.Lock()
 			b.noteRateLocked(time.Now())
 			load, mark := b.needLoadLocked(), b.needMarkLocked()
@@ -235,7 +240,7 @@ func (b *tagBuf) loader() {
 			b.mu.Unlock()
 			b.svc.cfg.Log.Warn().Err(err).Str("tag", b.name).Msg("segment: range load or state write failed; retrying")
 			select {
-			case <-b.svc.ctx.Done():
+			case <-b.svc.stop:
 				return
 			case <-time.After(backoff):
 			}

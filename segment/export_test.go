@@ -10,6 +10,7 @@ func (s *Service) Crash() {
 		bufs = append(bufs, b)
 	}
 	s.mu.Unlock()
+	close(s.stop)
 	s.cancel()
 	s.wg.Wait()
 	for _, b := range bufs {

@@ -57,8 +57,9 @@ type Config struct {
 // demand. It is safe for concurrent use.
 type Service struct {
 	cfg    Config
-	ctx    context.Context // cancelled by Close: loads stop
+	ctx    context.Context // cancelled once Close's own deadline passes: loads in flight give up
 	cancel context.CancelFunc
+	stop   chan struct{} // closed by Close: loaders end after the operation in flight
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex
@@ -99,7 +100,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, tags: map[string]*tagBuf{}}
+	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}), tags: map[string]*tagBuf{}}
 	if cfg.StateFile != "" {
 		st, err := readState(cfg.StateFile)
 		switch {
@@ -291,8 +292,18 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 		bufs = append(bufs, b)
 	}
 	s.mu.Unlock()
+	// Loaders finish the operation in flight (a load cut short could lose
+	// its range) unless ctx ends first; a range they got is in b.ranges.
+	close(s.stop)
+	loadersDone := make(chan struct{})
+	go func() { s.wg.Wait(); close(loadersDone) }()
+	select {
+	case <-loadersDone:
+	case <-ctx.Done():
+		s.cancel()
+		<-loadersDone
+	}
 	s.cancel()
-	s.wg.Wait() // loaders end within LoadTimeout; a range they got is in b.ranges
 	rest := map[*tagBuf][]Range{}
 	for _, b := range bufs {
 		b.mu.Lock()
@@ -314,7 +325,7 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 	}
 	for _, b := range bufs {
 		for _, r := range rest[b] {
-			if rerr := s.cfg.Store.Return(ctx, b.name, r); rerr != nil {
+			if rerr := s.giveBack(ctx, b.name, r); rerr != nil {
 				wasted += r.Len()
 				b.wasted.Add(r.Len())
 				err = errors.Join(err, fmt.Errorf("return %s %v: %w", b.name, r, rerr))
@@ -326,6 +337,22 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 		}
 	}
 	return wasted, err
+}
+
+// giveBack returns r, retrying (a return is idempotent) while ZooKeeper
+// is unreachable, until ctx ends: a leader election must not waste a range.
+func (s *Service) giveBack(ctx context.Context, tag string, r Range) error {
+	for attempt := 0; ; attempt++ {
+		err := s.cfg.Store.Return(ctx, tag, r)
+		if err == nil || ctx.Err() != nil || attempt == 100 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)):
+		}
+	}
 }
 
 // TagStatus is one tag as this node holds it.

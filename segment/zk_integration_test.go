@@ -145,18 +145,22 @@ func TestIntegration_SegmentsUnderOverlappingFaults(t *testing.T) {
 		}
 	}
 
-	var crashLoss, closeWaste int64
+	var acct sync.Mutex // the fault functions run concurrently
+	var crashLoss, closeWaste, possiblyLost int64
 	var crashes, cleans, leaderKills int
 	crash := func(n *zkNode) {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		n.svc.Crash()
+		acct.Lock()
 		for _, ts := range n.svc.Status() {
 			crashLoss += ts.Ahead
 		}
+		possiblyLost += n.store.PossiblyLost()
+		crashes++
+		acct.Unlock()
 		n.store.Close()
 		n.start(t)
-		crashes++
 	}
 	clean := func(n *zkNode) {
 		n.mu.Lock()
@@ -167,10 +171,13 @@ func TestIntegration_SegmentsUnderOverlappingFaults(t *testing.T) {
 		if err != nil {
 			t.Logf("clean stop of %s: %v (wasted %d)", n.name, err, w)
 		}
+		acct.Lock()
 		closeWaste += w
+		possiblyLost += n.store.PossiblyLost()
+		cleans++
+		acct.Unlock()
 		n.store.Close()
 		n.start(t)
-		cleans++
 	}
 	rng := rand.New(rand.NewPCG(7, 11))
 	for round := range 9 {
@@ -217,7 +224,6 @@ func TestIntegration_SegmentsUnderOverlappingFaults(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	wg.Wait()
-	var possiblyLost int64
 	for _, n := range nodes {
 		w, err := n.svc.Close(ctx)
 		if err != nil {
