@@ -31,6 +31,7 @@ var Commands = []Command{
 	{Name: "status", Summary: "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--json]: the cluster's workers from ZooKeeper", Run: Status},
 	{Name: "probe", Summary: "probe <url> [--timeout 2s]: GET url; exit 0 on 2xx, else 1 with status and body on stderr (health checks)", Run: Probe},
 	{Name: "get", Summary: "get [--count N] (--servers host:port,… | --zk host:2181,… [--cluster default]): IDs through the Go client, one a line", Run: Get},
+	{Name: "segment", Summary: segmentUsage + ": dense-ID tags", Run: Segment},
 	{Name: "bench", Summary: "bench (--servers … | --zk …) [--duration 10s] [--concurrency 64] [--count 1]: load loopback nodes through the client; IDs/s, latency, failovers", Run: Bench},
 }
 

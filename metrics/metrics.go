@@ -29,6 +29,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -95,6 +96,14 @@ type Sources struct {
 	NTP     NTPSource     // *clockguard.NTP
 	Peers   PeerSource    // *clockguard.Peers
 	ZK      ZKSource      // *coordinator.Coordinator; nil in standalone mode
+	// Segments gives segment mode's tags; nil in standalone mode.
+	Segments SegmentSource
+}
+
+// SegmentSource gives the tags segment mode serves; *segment.Service
+// satisfies it.
+type SegmentSource interface {
+	Status() []segment.TagStatus
 }
 
 // Config configures New.
@@ -177,12 +186,14 @@ func endpointIndex(endpoint string) int {
 		return 6
 	case server.EndpointClock:
 		return 7
+	case server.EndpointSegment:
+		return 8
 	}
-	return 8 // server.EndpointOther
+	return 9 // server.EndpointOther
 }
 
 // numEndpoints is len(server.Endpoints); init checks endpointIndex against it.
-const numEndpoints = 9
+const numEndpoints = 10
 
 func init() {
 	if len(server.Endpoints) != numEndpoints {
@@ -248,6 +259,9 @@ func dropTypedNils(s *Sources) {
 	}
 	if z, ok := s.ZK.(*coordinator.Coordinator); ok && z == nil {
 		s.ZK = nil
+	}
+	if g, ok := s.Segments.(*segment.Service); ok && g == nil {
+		s.Segments = nil
 	}
 }
 

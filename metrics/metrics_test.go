@@ -14,6 +14,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -597,5 +598,39 @@ func TestServer_Loopback(t *testing.T) {
 		if got := mustFind(t, ex, tc.name, tc.labels...); got != tc.want {
 			t.Errorf("%s%q = %v, want %v", tc.name, tc.labels, got, tc.want)
 		}
+	}
+}
+
+type fakeSegments []segment.TagStatus
+
+func (f fakeSegments) Status() []segment.TagStatus { return f }
+
+// Segment mode: one series per tag and family.
+func TestScrape_Segments(t *testing.T) {
+	tags := fakeSegments{
+		{Tag: "orders", Issued: 42, Loads: 3, LastLoad: 0.004, Available: 958, Step: 2000, Ahead: 100, Wasted: 7},
+		{Tag: "accounts", Issued: 1},
+	}
+	f := newFixture(t, func(c *Config) { c.Segments = tags })
+	ex := scrape(t, f.m)
+	for _, tc := range []struct {
+		name string
+		want float64
+	}{
+		{"snowflaked_segment_issued_total", 42}, {"snowflaked_segment_range_loads_total", 3},
+		{"snowflaked_segment_last_load_seconds", 0.004}, {"snowflaked_segment_available", 958},
+		{"snowflaked_segment_step", 2000}, {"snowflaked_segment_mark_ahead", 100}, {"snowflaked_segment_wasted_total", 7},
+	} {
+		if got := mustFind(t, ex, tc.name, "tag", "orders"); got != tc.want {
+			t.Errorf("%s{tag=orders} = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := mustFind(t, ex, "snowflaked_segment_issued_total", "tag", "accounts"); got != 1 {
+		t.Errorf("accounts issued %v", got)
+	}
+	var none *segment.Service
+	ex = scrape(t, newFixture(t, func(c *Config) { c.Segments = none }).m)
+	if len(ex.samplesOf("snowflaked_segment_issued_total")) != 0 {
+		t.Error("segment families exported for a nil source")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
 // maxPeerSeries bounds the per-peer series of one scrape.
@@ -174,6 +175,9 @@ func (m *Metrics) writeSources(w io.Writer) {
 	if m.src.ZK != nil {
 		writeZK(e, m.src.ZK)
 	}
+	if m.src.Segments != nil {
+		writeSegments(e, m.src.Segments.Status())
+	}
 	_, _ = w.Write(e.b)
 }
 
@@ -295,5 +299,41 @@ func writeZK(e *expo, src ZKSource) {
 	e.add(fZKAhead, float64(st.ZKFenceAheadMs)/1e3)
 	if st.LastReportAgeMs >= 0 {
 		e.add(fRepAge, float64(st.LastReportAgeMs)/1e3)
+	}
+}
+
+// maxTagSeries bounds the per-tag series of one scrape.
+const maxTagSeries = 256
+
+// The segment-mode families, one series per tag this node serves.
+var (
+	fSegIssued = family{"snowflaked_segment_issued_total", "counter", "Dense IDs of the tag this node issued since it started."}
+	fSegLoads  = family{"snowflaked_segment_range_loads_total", "counter", "Ranges of the tag this node loaded from ZooKeeper (returned ranges or compare-and-set on max_id)."}
+	fSegLoadS  = family{"snowflaked_segment_last_load_seconds", "gauge", "How long the last range load of the tag took."}
+	fSegAvail  = family{"snowflaked_segment_available", "gauge", "IDs of the tag this node holds in memory (current and next buffer)."}
+	fSegStep   = family{"snowflaked_segment_step", "gauge", "The tag's step for this node's next load (Leaf's dynamic step)."}
+	fSegAhead  = family{"snowflaked_segment_mark_ahead", "gauge", "IDs past the last issued that the state file no longer lists: what a kill -9 now would lose."}
+	fSegWasted = family{"snowflaked_segment_wasted_total", "counter", "IDs of the tag this node knows it lost (ranges it could not return)."}
+)
+
+func writeSegments(e *expo, tags []segment.TagStatus) {
+	if len(tags) > maxTagSeries {
+		tags = tags[:maxTagSeries]
+	}
+	for _, f := range []struct {
+		fam family
+		v   func(segment.TagStatus) float64
+	}{
+		{fSegIssued, func(t segment.TagStatus) float64 { return float64(t.Issued) }},
+		{fSegLoads, func(t segment.TagStatus) float64 { return float64(t.Loads) }},
+		{fSegLoadS, func(t segment.TagStatus) float64 { return t.LastLoad }},
+		{fSegAvail, func(t segment.TagStatus) float64 { return float64(t.Available) }},
+		{fSegStep, func(t segment.TagStatus) float64 { return float64(t.Step) }},
+		{fSegAhead, func(t segment.TagStatus) float64 { return float64(t.Ahead) }},
+		{fSegWasted, func(t segment.TagStatus) float64 { return float64(t.Wasted) }},
+	} {
+		for _, t := range tags {
+			e.add(f.fam, f.v(t), "tag", t.Tag)
+		}
 	}
 }

@@ -77,6 +77,7 @@ type node struct {
 	advertise string // ZooKeeper mode: host:port in the znodes
 	nodeKey   string // ZooKeeper mode
 	coord     *coordinator.Coordinator
+	segments  *segmentMode // ZooKeeper mode: dense IDs per tag
 
 	ident  identity
 	gen    *snowflake.Generator
@@ -192,6 +193,9 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 		return err
 	}
 	n.loops = append(n.loops, n.watchTimeField)
+	if n.segments != nil {
+		n.loops = append(n.loops, n.segments.run)
+	}
 	n.logStart(ln.Addr())
 	if o.built != nil {
 		o.built(n)
@@ -221,6 +225,7 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	n.coord = coord
+	n.segments = newSegmentMode(n.cfg, n.nodeKey, n.log)
 	start := n.clock.Mono()
 	n.ident, err = zkIdentity(ctx, n.cfg, n.layout, n.nodeKey, coord, n.log)
 	if err != nil {
@@ -460,6 +465,9 @@ func (n *node) newServer() error {
 		Routes:      routes,
 		Observer:    n.metrics,
 	}
+	if n.segments != nil {
+		cfg.Segments = n.segments
+	}
 	if n.opts.noMetrics {
 		cfg.Observer = nil
 	}
@@ -518,6 +526,14 @@ func (n *node) serve(ctx context.Context, ln net.Listener) error {
 	cancel()
 	stopBG()
 	wg.Wait()
+	if n.segments != nil {
+		// No request is running: give the unissued ranges back.
+		sctx, cancel := context.WithDeadline(context.Background(), deadline)
+		if err := n.segments.close(sctx); err != nil {
+			n.log.Warn().Err(err).Msg("segment mode: some ranges could not be returned (lost, never reissued)")
+		}
+		cancel()
+	}
 
 	if runErr != nil || shutErr != nil {
 		// Requests may still be running: keep the persisted fence (ahead of

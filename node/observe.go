@@ -29,11 +29,15 @@ const workerListTTL = 2 * time.Second
 // fence, watcher, NTP and peer checks and the coordinator (the last two
 // are nil in standalone mode and left out).
 func (n *node) newMetrics() error {
+	src := metrics.Sources{
+		Generator: n.gen, Guard: n.guard, Clock: n.clock, Fence: n.keeper.Persisted,
+		Watcher: n.watcher, NTP: n.ntp, Peers: n.peers, ZK: n.coord,
+	}
+	if n.segments != nil {
+		src.Segments = n.segments
+	}
 	m, err := metrics.New(metrics.Config{
-		Sources: metrics.Sources{
-			Generator: n.gen, Guard: n.guard, Clock: n.clock, Fence: n.keeper.Persisted,
-			Watcher: n.watcher, NTP: n.ntp, Peers: n.peers, ZK: n.coord,
-		},
+		Sources:           src,
 		RollbackTolerance: n.cfg.RollbackTolerance,
 		ProcessMetrics:    true,
 	})

@@ -212,9 +212,9 @@ func TestStateFileOfOtherIncarnationIsDropped(t *testing.T) {
 	}
 }
 
-// A clean stop that cannot reach the store keeps the ranges in the state
-// file? No: it writes them out first (R3), so they are lost, counted as
-// waste, never reissued.
+// A clean stop that cannot reach the store (retrying until its context
+// ends) loses the ranges it holds: they left the state file first (R3), so
+// they are counted as waste and never reissued.
 func TestCloseWithStoreDownCountsWaste(t *testing.T) {
 	st := newMemStore()
 	st.create("y", 1, 100, 100)
@@ -225,7 +225,9 @@ func TestCloseWithStoreDownCountsWaste(t *testing.T) {
 	}
 	take(t, s1, "y", 10)
 	st.setDown(true)
-	wasted, err := s1.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond) // Close retries until then
+	defer cancel()
+	wasted, err := s1.Close(ctx)
 	if err == nil || wasted != 90 {
 		t.Fatalf("close with the store down: wasted %d, err %v; want 90 and an error", wasted, err)
 	}

@@ -109,6 +109,28 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.serveLeaf(ctx, path[len(prefixLeaf):])
 		}
 		return
+	case bytes.HasPrefix(path, prefixSegment):
+		ep = EndpointSegment
+		if s.allowed(ctx, pathSegment) {
+			s.serveSegment(ctx, path[len(prefixSegment):], false)
+		}
+		return
+	case bytes.HasPrefix(path, prefixLeafSegment):
+		ep = EndpointSegment
+		if s.allowed(ctx, pathLeafSegment) {
+			s.serveSegment(ctx, path[len(prefixLeafSegment):], true)
+		}
+		return
+	case string(path) == pathReadyzSegment:
+		ep = EndpointReadyz
+		if s.allowed(ctx, pathReadyzSegment) {
+			s.serveReadyzSegment(ctx)
+		}
+		return
+	case string(path) == pathSegment || string(path) == pathLeafSegment:
+		ep = EndpointSegment
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidTag, "tag is required: use "+string(path)+"/{tag}")
+		return
 	}
 	if h := s.cfg.Routes[string(path)]; h != nil {
 		h(ctx)

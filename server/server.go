@@ -61,13 +61,14 @@ const (
 	EndpointReadyz  = "readyz"  // GET /readyz
 	EndpointTime    = "time"    // GET /time
 	EndpointClock   = "clock"   // GET /clock
+	EndpointSegment = "segment" // GET /segment/{tag}, GET /api/segment/get/{tag}
 	EndpointOther   = "other"   // Config.Routes, unknown paths
 )
 
 // Endpoints lists every endpoint name Observer.Request can receive.
 var Endpoints = []string{
 	EndpointID, EndpointIDs, EndpointDecode, EndpointLeaf, EndpointHealthz,
-	EndpointReadyz, EndpointTime, EndpointClock, EndpointOther,
+	EndpointReadyz, EndpointTime, EndpointClock, EndpointSegment, EndpointOther,
 }
 
 // Defaults of Config.
@@ -108,6 +109,9 @@ type Config struct {
 	// Routes are extra handlers by exact path (e.g. /metrics, /status,
 	// /debug/chaos/clock); each handler checks its own method.
 	Routes map[string]fasthttp.RequestHandler
+	// Segments serves segment mode (dense IDs per tag); nil: the node runs
+	// without ZooKeeper and the segment endpoints answer 404 segments_off.
+	Segments SegmentSource
 	// Observer, when not nil, is told about every request and issued batch.
 	Observer Observer
 	// ReadTimeout, WriteTimeout and IdleTimeout of the fasthttp server; 0
@@ -139,10 +143,15 @@ const BatchBound = time.Second
 // Config.Routes may not shadow it.
 func isBuiltin(path string) bool {
 	switch path {
-	case pathID, pathIDs, pathHealthz, pathReadyz, pathTime, pathClock, pathDecode, pathLeaf:
+	case pathID, pathIDs, pathHealthz, pathReadyz, pathTime, pathClock, pathDecode, pathLeaf, pathReadyzSegment:
 		return true
 	}
-	return strings.HasPrefix(path, pathDecode+"/") || strings.HasPrefix(path, pathLeaf+"/")
+	for _, p := range []string{pathDecode, pathLeaf, pathSegment, pathLeafSegment} {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // New checks cfg and returns a server.

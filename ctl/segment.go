@@ -1,0 +1,247 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/segment"
+)
+
+// segmentUsage is the usage line of "snowflakectl segment".
+const segmentUsage = "segment create <tag> [--start 1] [--step 1000] [--max-step N] [--description …] | list | status <tag>  (--zk host:2181,… [--cluster default] [--zk-auth user:pass] [--json])"
+
+// Segment is "snowflakectl segment": create, list and inspect the tags of
+// segment mode (dense IDs) in ZooKeeper.
+func Segment(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "snowflakectl segment: want a subcommand:", segmentUsage)
+		return ExitUsage
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("snowflakectl segment "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	zkFlag := fs.String("zk", "", "ZooKeeper servers host1:2181,host2:2181 (required)")
+	cluster := fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
+	auth := fs.String("zk-auth", "", "user:password for digest ACLs (creating needs the cluster's)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting to and using ZooKeeper")
+	var start, step, maxStep *int64
+	var desc *string
+	switch sub {
+	case "create":
+		start = fs.Int64("start", 1, "the tag's first ID")
+		step = fs.Int64("step", segment.DefaultStep, "base step: IDs per range load (the dynamic step doubles from it)")
+		maxStep = fs.Int64("max-step", 0, fmt.Sprintf("the dynamic step's ceiling (default step x %d)", segment.DefaultMaxStepFactor))
+		desc = fs.String("description", "", "what the tag numbers")
+	case "list", "status":
+	default:
+		fmt.Fprintf(stderr, "snowflakectl segment: unknown subcommand %q: %s\n", sub, segmentUsage)
+		return ExitUsage
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	wantPos := 1
+	if sub == "list" {
+		wantPos = 0
+	}
+	switch {
+	case len(pos) != wantPos:
+		fmt.Fprintf(stderr, "snowflakectl segment %s: want %d argument(s), got %q: %s\n", sub, wantPos, pos, segmentUsage)
+		return ExitUsage
+	case strings.TrimSpace(*zkFlag) == "":
+		fmt.Fprintf(stderr, "snowflakectl segment %s: --zk is required (e.g. --zk 127.0.0.1:2181)\n", sub)
+		return ExitUsage
+	case *timeout <= 0:
+		fmt.Fprintf(stderr, "snowflakectl segment %s: --timeout %s must be positive\n", sub, *timeout)
+		return ExitUsage
+	}
+	if wantPos == 1 {
+		if err := segment.ValidateTag(pos[0]); err != nil {
+			fmt.Fprintf(stderr, "snowflakectl segment %s: %v\n", sub, err)
+			return ExitUsage
+		}
+	}
+	var tag segment.Tag
+	if sub == "create" {
+		if *maxStep == 0 && *step > 0 {
+			*maxStep = *step * segment.DefaultMaxStepFactor
+		}
+		tag = segment.Tag{Name: pos[0], Start: *start, MaxID: *start, Step: *step, MaxStep: *maxStep, Description: *desc}
+		if err := tag.Check(); err != nil {
+			fmt.Fprintf(stderr, "snowflakectl segment create: %v\n", err)
+			return ExitUsage
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	st, err := coordinator.OpenSegments(ctx, coordinator.SegmentConfig{Servers: splitList(*zkFlag), Cluster: *cluster, Auth: *auth, Timeout: *timeout})
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl segment %s: %v\n", sub, err)
+		if errors.Is(err, coordinator.ErrInvalidConfig) {
+			return ExitUsage
+		}
+		return ExitFailure
+	}
+	defer st.Close()
+	switch sub {
+	case "create":
+		if err := st.Create(ctx, tag); err != nil {
+			fmt.Fprintf(stderr, "snowflakectl segment create: %v\n", err)
+			return ExitFailure
+		}
+		fmt.Fprintf(stdout, "created tag %q: first ID %d, step %d (max %d)\n", tag.Name, tag.Start, tag.Step, tag.MaxStep)
+		return ExitOK
+	case "list":
+		tags, err := st.List(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr, "snowflakectl segment list: %v\n", err)
+			return ExitFailure
+		}
+		return writeTags(stdout, stderr, tags, *asJSON)
+	}
+	rep, err := segmentReport(ctx, st, pos[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl segment status: %v\n", err)
+		return ExitFailure
+	}
+	if *asJSON {
+		return writeJSON(stdout, stderr, rep)
+	}
+	writeSegmentReport(stdout, rep)
+	return ExitOK
+}
+
+func splitList(s string) []string {
+	out := strings.Split(s, ",")
+	for i := range out {
+		out[i] = strings.TrimSpace(out[i])
+	}
+	return out
+}
+
+func writeJSON(stdout, stderr io.Writer, v any) int {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl: %v\n", err)
+		return ExitFailure
+	}
+	fmt.Fprintf(stdout, "%s\n", b)
+	return ExitOK
+}
+
+// tagJSON is a tag in --json output.
+type tagJSON struct {
+	Name string `json:"name"`
+	segment.Tag
+}
+
+func writeTags(stdout, stderr io.Writer, tags []segment.Tag, asJSON bool) int {
+	if asJSON {
+		out := make([]tagJSON, len(tags))
+		for i, t := range tags {
+			out[i] = tagJSON{Name: t.Name, Tag: t}
+		}
+		return writeJSON(stdout, stderr, out)
+	}
+	fmt.Fprintf(stdout, "%d tag(s)\n", len(tags))
+	if len(tags) == 0 {
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TAG\tSTART\tMAX_ID\tSTEP\tMAX STEP\tDESCRIPTION")
+	for _, t := range tags {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", t.Name, t.Start, t.MaxID, t.Step, t.MaxStep, dash(t.Description))
+	}
+	tw.Flush()
+	return ExitOK
+}
+
+// SegmentReport is "segment status": the tag, its returned ranges, which
+// node holds which range, and where the IDs below max_id went.
+type SegmentReport struct {
+	Tag      tagJSON                    `json:"tag"`
+	Returned []segment.Range            `json:"returned"`
+	Holders  map[string][]segment.Range `json:"holders"`
+	// HandedOut is max_id - start: IDs handed to nodes, ever.
+	HandedOut int64 `json:"handed_out"`
+	// ReturnedIDs and HeldIDs are what waits in returned ranges and in the
+	// live nodes' buffers (as they last published them).
+	ReturnedIDs int64 `json:"returned_ids"`
+	HeldIDs     int64 `json:"held_ids"`
+	// IssuedOrLost is the rest: issued to callers, or lost (crashes,
+	// failed returns). Dense-ness is issued / handed out.
+	IssuedOrLost int64 `json:"issued_or_lost"`
+}
+
+func segmentReport(ctx context.Context, st *coordinator.SegmentStore, name string) (SegmentReport, error) {
+	t, err := st.Tag(ctx, name)
+	if err != nil {
+		return SegmentReport{}, err
+	}
+	ret, err := st.Returned(ctx, name)
+	if err != nil {
+		return SegmentReport{}, err
+	}
+	holders, err := st.Holders(ctx, name)
+	if err != nil {
+		return SegmentReport{}, err
+	}
+	r := SegmentReport{Tag: tagJSON{Name: name, Tag: t}, Returned: ret, Holders: holders, HandedOut: t.MaxID - t.Start}
+	if r.Returned == nil {
+		r.Returned = []segment.Range{}
+	}
+	for _, x := range ret {
+		r.ReturnedIDs += x.Len()
+	}
+	for _, rs := range holders {
+		for _, x := range rs {
+			r.HeldIDs += x.Len()
+		}
+	}
+	r.IssuedOrLost = r.HandedOut - r.ReturnedIDs - r.HeldIDs
+	return r, nil
+}
+
+func writeSegmentReport(w io.Writer, r SegmentReport) {
+	t := r.Tag
+	fmt.Fprintf(w, "tag %q: start %d, max_id %d, step %d (max %d)", t.Name, t.Start, t.MaxID, t.Step, t.MaxStep)
+	if t.Description != "" {
+		fmt.Fprintf(w, ", %q", t.Description)
+	}
+	fmt.Fprintf(w, "\nhanded out %d: returned %d, held by nodes %d, issued or lost %d\n", r.HandedOut, r.ReturnedIDs, r.HeldIDs, r.IssuedOrLost)
+	fmt.Fprintf(w, "returned ranges (%d):", len(r.Returned))
+	for i, x := range r.Returned {
+		if i == 20 {
+			fmt.Fprintf(w, " … %d more", len(r.Returned)-20)
+			break
+		}
+		fmt.Fprintf(w, " %v", x)
+	}
+	fmt.Fprintln(w)
+	names := make([]string, 0, len(r.Holders))
+	for n := range r.Holders {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tHOLDS")
+	for _, n := range names {
+		var parts []string
+		for _, x := range r.Holders[n] {
+			parts = append(parts, x.String())
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", n, strings.Join(parts, " "))
+	}
+	tw.Flush()
+}

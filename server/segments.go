@@ -1,0 +1,141 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"codeberg.org/snowflaked/snowflaked/segment"
+)
+
+// SegmentSource issues dense IDs of a tag (segment mode);
+// *segment.Service, with a readiness, satisfies it.
+type SegmentSource interface {
+	// Take appends n IDs of tag to dst, increasing.
+	Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error)
+	// Ready reports whether segment mode can load ranges now (its
+	// ZooKeeper session is up). It does not depend on the clock guard.
+	Ready() bool
+}
+
+// Paths of segment mode.
+const (
+	pathSegment       = "/segment"         // + "/{tag}"
+	pathLeafSegment   = "/api/segment/get" // + "/{tag}"
+	pathReadyzSegment = "/readyz/segment"
+)
+
+var (
+	prefixSegment     = []byte(pathSegment + "/")
+	prefixLeafSegment = []byte(pathLeafSegment + "/")
+	bodySegmentReady  = []byte(`{"state":"in_service","mode":"segment"}`)
+)
+
+// Error codes of segment mode.
+const (
+	codeUnknownTag         = "unknown_tag"         // 404: no such tag in ZooKeeper
+	codeInvalidTag         = "invalid_tag"         // 400: the tag cannot be a tag name
+	codeSegmentsOff        = "segments_off"        // 404: the node runs without ZooKeeper
+	codeSegmentUnavailable = "segment_unavailable" // 503: no ID of the tag left and no range could be loaded
+)
+
+// serveSegment answers GET /segment/{tag}[?count=N][&format=text|json] and
+// (leaf) GET /api/segment/get/{tag}. It does not ask the clock guard: dense
+// IDs carry no time.
+func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
+	if s.cfg.Segments == nil {
+		s.writeError(ctx, fasthttp.StatusNotFound, codeSegmentsOff, "segment mode needs ZooKeeper: this node runs standalone")
+		return
+	}
+	name := string(tag)
+	if err := segment.ValidateTag(name); err != nil {
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidTag, err.Error())
+		return
+	}
+	n, asJSON, many := 1, false, false
+	if args := ctx.QueryArgs(); !leaf && args.Len() > 0 {
+		if !s.checkParams(ctx, args, paramCount, paramFormat) {
+			return
+		}
+		var ok bool
+		if asJSON, ok = s.format(ctx, args); !ok {
+			return
+		}
+		if args.Has(paramCount) {
+			if n, ok = s.count(ctx, args); !ok {
+				return
+			}
+			many = true
+		}
+	}
+	bt := s.batches.Get().(*batch)
+	ids, err := s.cfg.Segments.Take(context.Background(), name, bt.ids[:0], n)
+	if err != nil {
+		_ = bt.Close()
+		switch {
+		case errors.Is(err, segment.ErrUnknownTag):
+			s.writeError(ctx, fasthttp.StatusNotFound, codeUnknownTag, "no tag "+strconv.Quote(name)+": create it with snowflakectl segment create")
+		case errors.Is(err, segment.ErrInvalidTag):
+			s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidTag, err.Error())
+		default: // unavailable, closing
+			s.unavailable(ctx, codeSegmentUnavailable, codeSegmentUnavailable, "segment", err.Error())
+		}
+		return
+	}
+	bt.ids = ids
+	s.obs.IssuedIDs(len(ids))
+	out := bt.out[:0]
+	ct := ctText
+	switch {
+	case asJSON && !many:
+		ct = ctJSON
+		out = append(out, `{"id":`...)
+		out = strconv.AppendInt(out, ids[0], 10)
+		out = append(out, `,"id_str":"`...)
+		out = strconv.AppendInt(out, ids[0], 10)
+		out = append(out, `"}`...)
+	case asJSON:
+		ct = ctJSON
+		out = append(out, '[')
+		for i, id := range ids {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, '"')
+			out = strconv.AppendInt(out, id, 10)
+			out = append(out, '"')
+		}
+		out = append(out, ']')
+	case !many:
+		out = strconv.AppendInt(out, ids[0], 10)
+	default:
+		for _, id := range ids {
+			out = strconv.AppendInt(out, id, 10)
+			out = append(out, '\n')
+		}
+	}
+	bt.out = out
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.Response.Header.SetContentTypeBytes(ct)
+	ctx.Response.SetBodyRaw(out)
+	ctx.SetUserValue(batchKey{}, bt)
+}
+
+// serveReadyzSegment answers GET /readyz/segment: 200 while segment mode
+// can load ranges, whatever the clock guard says; 503 otherwise (404 when
+// the node runs standalone).
+func (s *Server) serveReadyzSegment(ctx *fasthttp.RequestCtx) {
+	switch {
+	case s.cfg.Segments == nil:
+		s.writeError(ctx, fasthttp.StatusNotFound, codeSegmentsOff, "segment mode needs ZooKeeper: this node runs standalone")
+	case s.cfg.Segments.Ready():
+		writeBody(ctx, fasthttp.StatusOK, ctJSON, bodySegmentReady)
+	default:
+		ctx.Response.Header.SetCanonical(hdrRetryAfter, s.retryAfter)
+		s.writeJSON(ctx, fasthttp.StatusServiceUnavailable, readyBody{
+			State: "out_of_service", Reason: "zk_unavailable", Detail: "segment mode cannot reach ZooKeeper to load ranges",
+		})
+	}
+}
