@@ -131,6 +131,7 @@ type Server struct {
 	batches    sync.Pool
 	perTick    int           // IDs one tick holds: the /ids chunk between readiness checks
 	batchBound time.Duration // the longest an /ids batch may take
+	conns      connTracker
 }
 
 // BatchBound is how long an /ids batch may take beyond two ticks of the
@@ -177,7 +178,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	cfg.Routes = maps.Clone(cfg.Routes) // the caller may change its map later: requests read ours
-	s := &Server{cfg: cfg, obs: cfg.Observer, maxBatch: cfg.MaxBatch}
+	s := &Server{cfg: cfg, obs: cfg.Observer, maxBatch: cfg.MaxBatch, conns: connTracker{conns: map[*trackedConn]struct{}{}}}
 	if s.obs == nil {
 		s.obs = nopObserver{}
 	}
@@ -229,11 +230,28 @@ func orDefault(d, def time.Duration) time.Duration {
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handler }
 
 // Serve serves on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+func (s *Server) Serve(ln net.Listener) error {
+	return s.srv.Serve(trackingListener{Listener: ln, t: &s.conns})
+}
 
 // Shutdown stops accepting connections and waits (up to ctx) for in-flight
-// requests to finish.
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+// requests to finish. Connections that never sent a byte (a client's spare
+// connection) hold no request: they are closed at once instead of holding
+// the drain until fasthttp's read timeout.
+func (s *Server) Shutdown(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- s.srv.ShutdownWithContext(ctx) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			s.conns.closeUnstarted()
+		}
+	}
+}
 
 type nopObserver struct{}
 

@@ -827,3 +827,46 @@ func TestLoopbackTCP(t *testing.T) {
 	}
 	parseIDText(t, string(resp.Body()))
 }
+
+// A connection that never sent a byte (a client's spare connection) does
+// not hold Shutdown: fasthttp alone waits for its first request up to the
+// read timeout, past the shutdown deadline.
+func TestShutdownClosesUnusedConnections(t *testing.T) {
+	f := newFixture(t, snowflake.DefaultLayout(), func(c *Config) { c.ReadTimeout = time.Minute })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- f.srv.Serve(ln) }()
+	used, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer used.Close()
+	if _, err := used.Write([]byte("GET /id HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 512)
+	if n, err := used.Read(buf); err != nil || !strings.HasPrefix(string(buf[:n]), "HTTP/1.1 200") {
+		t.Fatalf("GET /id on a raw connection: %q %v", buf[:n], err)
+	}
+	spare, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spare.Close()
+	time.Sleep(50 * time.Millisecond) // let the server accept it
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := f.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with a spare connection open: %v (it waited for the read timeout)", err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	_ = spare.SetReadDeadline(time.Now().Add(time.Second))
+	if n, err := spare.Read(buf); err == nil {
+		t.Fatalf("the spare connection is still open (read %q)", buf[:n])
+	}
+}
