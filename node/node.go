@@ -521,19 +521,28 @@ func (n *node) serve(ctx context.Context, ln net.Listener) error {
 	// One deadline for the whole stop, even with a hung disk: in-flight
 	// requests, the final fence writes and the ZooKeeper session.
 	deadline := time.Now().Add(n.cfg.ShutdownTimeout)
+	segDone := make(chan struct{})
+	go func() {
+		// Segment mode stops at once, beside the HTTP drain (which may wait
+		// seconds for keep-alive connections): its unissued ranges go back
+		// to ZooKeeper within the whole deadline; segment requests from now
+		// on get 503 segment_unavailable and clients go elsewhere.
+		defer close(segDone)
+		if n.segments == nil {
+			return
+		}
+		sctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		if err := n.segments.close(sctx); err != nil {
+			n.log.Warn().Err(err).Msg("segment mode: some ranges could not be returned (lost, never reissued)")
+		}
+	}()
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	shutErr := n.srv.Shutdown(sctx)
 	cancel()
 	stopBG()
 	wg.Wait()
-	if n.segments != nil {
-		// No request is running: give the unissued ranges back.
-		sctx, cancel := context.WithDeadline(context.Background(), deadline)
-		if err := n.segments.close(sctx); err != nil {
-			n.log.Warn().Err(err).Msg("segment mode: some ranges could not be returned (lost, never reissued)")
-		}
-		cancel()
-	}
+	<-segDone
 
 	if runErr != nil || shutErr != nil {
 		// Requests may still be running: keep the persisted fence (ahead of
