@@ -10,6 +10,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/metrics"
+	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/statuspage"
 )
 
@@ -89,6 +90,12 @@ func (n *node) statusSelf() statuspage.Self {
 	if n.coord != nil {
 		st := n.coord.Status()
 		s.ZK = &st
+	}
+	if n.segments != nil {
+		s.Segments = n.segments.Status()
+		if s.Segments == nil {
+			s.Segments = []segment.TagStatus{}
+		}
 	}
 	return s
 }

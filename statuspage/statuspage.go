@@ -26,6 +26,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
 // Defaults of Config.
@@ -57,6 +58,9 @@ type Self struct {
 	NTP *clockguard.NTPSnapshot
 	// ZK is the coordinator's status; nil in standalone mode.
 	ZK *coordinator.Status
+	// Segments are the segment-mode tags this node serves; nil in
+	// standalone mode (the section is left out).
+	Segments []segment.TagStatus
 }
 
 // Source feeds the page; the node implements it (see SourceFuncs).

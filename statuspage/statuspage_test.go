@@ -16,6 +16,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
 func TestNew_BadConfig(t *testing.T) {
@@ -505,5 +506,43 @@ func TestSigned(t *testing.T) {
 		if got := signed(tc.d); got != tc.want {
 			t.Errorf("signed(%v) = %q, want %q", tc.d, got, tc.want)
 		}
+	}
+}
+
+// Segment mode's tags show in their own table; none served yet says so;
+// standalone (nil) leaves the section out.
+func TestPage_SegmentTags(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		segments []segment.TagStatus
+		want     []string
+		wantNot  []string
+	}{
+		{"standalone", nil, nil, []string{"Segment tags", `id="segments"`}},
+		{"none yet", []segment.TagStatus{}, []string{"Segment tags served by this node: 0", `id="segments-none"`}, []string{`id="segments"`}},
+		{"two tags", []segment.TagStatus{
+			{Tag: "orders", Available: 958, Held: []segment.Range{{Lo: 1042, Hi: 2000}}, Issued: 42, Step: 2000, Loads: 3, Ahead: 100},
+			{Tag: "<b>x</b>", Wasted: 7, Error: "load a range: zookeeper unavailable"},
+		}, []string{"Segment tags served by this node: 2", `data-tag="orders"`, "[1042,2000)", "958", "&lt;b&gt;x&lt;/b&gt;", "zookeeper unavailable"}, []string{"<b>x</b>"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			self := selfFixture()
+			self.Segments = tc.segments
+			p := newPage(t, SourceFuncs{SelfFunc: func() Self { return self }}, nil)
+			var buf bytes.Buffer
+			if err := p.Render(context.Background(), &buf); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(buf.String(), w) {
+					t.Errorf("page lacks %q", w)
+				}
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(buf.String(), w) {
+					t.Errorf("page has %q", w)
+				}
+			}
+		})
 	}
 }

@@ -64,6 +64,23 @@ var pageTemplate = template.Must(template.New("status").Parse(`<!DOCTYPE html>
   {{- end}}
 </dl>
 </section>
+{{- if .Self.ShowSegments}}
+<h2>Segment tags served by this node: {{len .Self.Segments}}</h2>
+{{- if .Self.Segments}}
+<table id="segments">
+<thead>
+<tr><th>Tag</th><th title="unissued IDs in memory (current and next buffer)">Available</th><th>Held ranges</th><th title="IDs issued since this process started">Issued</th><th title="the step of the next range load">Step</th><th>Loads</th><th title="IDs a kill -9 now would lose">Mark ahead</th><th title="IDs this node lost (ranges it could not return)">Wasted</th><th>Notes</th></tr>
+</thead>
+<tbody>
+{{- range .Self.Segments}}
+<tr data-tag="{{.Tag}}"><td class="key">{{.Tag}}</td><td class="num">{{.Available}}</td><td class="note">{{range .Held}}{{.}} {{end}}</td><td class="num">{{.Issued}}</td><td class="num">{{.Step}}</td><td class="num">{{.Loads}}</td><td class="num">{{.Ahead}}</td><td class="num{{if .Wasted}} over{{end}}">{{.Wasted}}</td><td class="note">{{.Error}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+{{- else}}
+<p class="note" id="segments-none">No tag asked for yet (GET /segment/{tag} loads one).</p>
+{{- end}}
+{{- end}}
 {{- if .ListError}}
 <div class="error" id="list-error">{{.ListError}}</div>
 {{- end}}

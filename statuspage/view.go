@@ -9,6 +9,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
 // view is everything the template shows; every string is plain text that
@@ -44,6 +45,9 @@ type selfView struct {
 	NTP        cell
 	ZK         string
 	ZKFence    string // ZooKeeper mode: the acknowledged fence and its headroom
+	// Segments: segment mode's tags (ShowSegments false in standalone mode).
+	ShowSegments bool
+	Segments     []segment.TagStatus
 }
 
 // row is one node of the cluster table.
@@ -161,6 +165,7 @@ func (p *Page) selfView(self Self, now time.Time) selfView {
 	} else {
 		s.Fence = "none persisted yet"
 	}
+	s.ShowSegments, s.Segments = self.Segments != nil, self.Segments
 	if self.ZK != nil {
 		z := self.ZK
 		if z.ZKFence > 0 {
