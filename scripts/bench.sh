@@ -76,3 +76,14 @@ awk '/^Benchmark/ { name=$1; sub(/-[0-9]+$/, "", name); ns=""; ids="";
        printf "\nclient Next, 64 goroutines: %.0f IDs/s; plain GET /id: %.0f IDs/s; ratio %.1fx\n", v["BenchmarkClientNext"], v["BenchmarkPlainGetID"], v["BenchmarkClientNext"]/v["BenchmarkPlainGetID"]
        printf "one goroutine: Next %s ns/op, GET /id %s ns/op (the client adds %.0f ns)\n", t["BenchmarkClientNextLatency"], t["BenchmarkPlainGetIDLatency"], t["BenchmarkClientNextLatency"]-t["BenchmarkPlainGetIDLatency"]
      }' "$tmp/client.txt"
+
+echo
+echo "== segment mode: in-process take and GET /segment/{tag} vs GET /id through the router (same run)"
+go test -run '^$' -bench 'Take' -benchtime "$BT" ./segment/ | tee "$tmp/seg.txt" | grep -E '^(Benchmark|ok|PASS|FAIL)' || true
+go test -run '^$' -bench 'HandlerID$|HandlerSegment' -benchtime "$BT" ./server/ | tee -a "$tmp/seg.txt" | grep -E '^(Benchmark|ok|PASS|FAIL)' || true
+awk '/^Benchmark/ { name=$1; sub(/-[0-9]+$/, "", name);
+       for (i=2;i<=NF;i++) { if ($(i)=="ns/op") ns[name]=$(i-1); if ($(i)=="ns/ID") per[name]=$(i-1); if ($(i)=="zk-writes/M-IDs") w[name]=$(i-1) } }
+     END {
+       printf "\ntake from the buffer: %s ns/ID one at a time, %s ns/ID in batches of 100; ZooKeeper writes per million IDs: %s\n", per["BenchmarkTake/count=1"], per["BenchmarkTake/count=100"], w["BenchmarkTake/count=1"]
+       printf "handler: GET /segment/{tag} %s ns/op, GET /id %s ns/op (layout 41/3/19), %s ns/op (41/10/12)\n", ns["BenchmarkHandlerSegment"], ns["BenchmarkHandlerID/layout=41/3/19"], ns["BenchmarkHandlerID/layout=41/10/12"]
+     }' "$tmp/seg.txt"

@@ -14,13 +14,14 @@ import (
 // memStore is segment.Store in memory, with the same rules as ZooKeeper's:
 // a compare-and-set on max_id, returned ranges taken by one deleter.
 type memStore struct {
-	mu       sync.Mutex
-	tags     map[string]*segment.Tag
-	returned map[string][]segment.Range
-	holders  map[string]map[string][]segment.Range
-	allocs   int
-	down     bool          // every call fails
-	latency  time.Duration // each Alloc takes this long
+	mu        sync.Mutex
+	tags      map[string]*segment.Tag
+	returned  map[string][]segment.Range
+	holders   map[string]map[string][]segment.Range
+	allocs    int
+	publishes int
+	down      bool          // every call fails
+	latency   time.Duration // each Alloc takes this long
 }
 
 func newMemStore() *memStore {
@@ -101,6 +102,7 @@ func (m *memStore) Tag(_ context.Context, tag string) (segment.Tag, error) {
 func (m *memStore) Publish(_ context.Context, tag, holder string, held []segment.Range) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.publishes++
 	if m.holders[tag] == nil {
 		m.holders[tag] = map[string][]segment.Range{}
 	}

@@ -84,6 +84,7 @@ type Range struct {
 // Len is how many IDs the range holds.
 func (r Range) Len() int64 { return r.Hi - r.Lo }
 
+// String shows the range as [lo,hi).
 func (r Range) String() string { return fmt.Sprintf("[%d,%d)", r.Lo, r.Hi) }
 
 // Tag is a tag's record in ZooKeeper.

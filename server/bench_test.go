@@ -1,11 +1,15 @@
 package server
 
 import (
+	"context"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -81,4 +85,40 @@ func BenchmarkHandlerIDs1000(b *testing.B) {
 			benchHandler(b, f.srv.Handler(), "/ids?count=1000")
 		})
 	}
+}
+
+// benchStore is a segment.Store in memory for the benchmarks.
+type benchStore struct {
+	mu  sync.Mutex
+	max int64
+}
+
+func (s *benchStore) Alloc(_ context.Context, tag string, step, _ int64) (segment.Range, segment.Tag, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := segment.Range{Lo: s.max + 1, Hi: s.max + 1 + step}
+	s.max = r.Hi - 1
+	return r, segment.Tag{Name: tag, Start: 1, MaxID: r.Hi, Step: 1000, MaxStep: 1_000_000}, nil
+}
+func (s *benchStore) Return(context.Context, string, segment.Range) error { return nil }
+func (s *benchStore) Tag(_ context.Context, tag string) (segment.Tag, error) {
+	return segment.Tag{Name: tag, Start: 1, MaxID: 1, Step: 1000, MaxStep: 1_000_000}, nil
+}
+func (s *benchStore) Publish(context.Context, string, string, []segment.Range) error { return nil }
+
+type readySegments struct{ *segment.Service }
+
+func (readySegments) Ready() bool { return true }
+
+// BenchmarkHandlerSegment is GET /segment/{tag} through the router with a
+// real segment service (state file on disk, store in memory), in-process;
+// compare with BenchmarkHandlerID in the same run.
+func BenchmarkHandlerSegment(b *testing.B) {
+	svc, err := segment.New(segment.Config{Store: &benchStore{}, StateFile: filepath.Join(b.TempDir(), "seg.json")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer svc.Close(context.Background())
+	f := newFixture(b, benchLayouts[1].layout, func(c *Config) { c.Segments = readySegments{svc} })
+	benchHandler(b, f.srv.Handler(), "/segment/orders")
 }

@@ -17,6 +17,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/metrics"
+	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -94,6 +95,7 @@ func scrapeFamilies(t *testing.T) map[string]family {
 			Generator: fakeGen{}, Guard: guard, Clock: clk,
 			Fence:   func() int64 { return now.Add(3 * time.Second).UnixMilli() },
 			Watcher: fakeWatcher{}, NTP: fakeNTP{now}, Peers: fakePeers{now}, ZK: fakeZK{},
+			Segments: fakeSegments{},
 		},
 		RollbackTolerance: 5 * time.Millisecond,
 	})
@@ -243,4 +245,11 @@ func TestREADMEMetrics(t *testing.T) {
 			t.Errorf("README metrics table lists %s, which the metrics package does not expose", name)
 		}
 	}
+}
+
+// fakeSegments serves one tag.
+type fakeSegments struct{}
+
+func (fakeSegments) Status() []segment.TagStatus {
+	return []segment.TagStatus{{Tag: "orders", Issued: 1, Loads: 1, Available: 9, Step: 10}}
 }
