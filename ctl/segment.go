@@ -176,11 +176,13 @@ type SegmentReport struct {
 	// HandedOut is max_id - start: IDs handed to nodes, ever.
 	HandedOut int64 `json:"handed_out"`
 	// ReturnedIDs and HeldIDs are what waits in returned ranges and in the
-	// live nodes' buffers (as they last published them).
+	// live nodes' ranges as they published them at each load (part of
+	// those may be issued since: nodes do not publish every ID).
 	ReturnedIDs int64 `json:"returned_ids"`
 	HeldIDs     int64 `json:"held_ids"`
 	// IssuedOrLost is the rest: issued to callers, or lost (crashes,
-	// failed returns). Dense-ness is issued / handed out.
+	// failed returns); a lower bound while nodes run, exact once every
+	// node has stopped (no holders left).
 	IssuedOrLost int64 `json:"issued_or_lost"`
 }
 
@@ -219,7 +221,7 @@ func writeSegmentReport(w io.Writer, r SegmentReport) {
 	if t.Description != "" {
 		fmt.Fprintf(w, ", %q", t.Description)
 	}
-	fmt.Fprintf(w, "\nhanded out %d: returned %d, held by nodes %d, issued or lost %d\n", r.HandedOut, r.ReturnedIDs, r.HeldIDs, r.IssuedOrLost)
+	fmt.Fprintf(w, "\nhanded out %d: returned %d, in live nodes' ranges %d (as loaded: partly issued since), issued or lost at least %d\n", r.HandedOut, r.ReturnedIDs, r.HeldIDs, r.IssuedOrLost)
 	fmt.Fprintf(w, "returned ranges (%d):", len(r.Returned))
 	for i, x := range r.Returned {
 		if i == 20 {

@@ -77,7 +77,7 @@ func TestIntegration_Segment(t *testing.T) {
 		t.Fatalf("status: %+v", rep)
 	}
 	code, out, _ = run("status", "orders", "--zk", z, "--cluster", "segtest")
-	for _, want := range []string{`tag "orders": start 1000, max_id 1050`, "handed out 50: returned 20, held by nodes 10, issued or lost 20", "[1030,1050)", "node-a", "[1020,1030)"} {
+	for _, want := range []string{`tag "orders": start 1000, max_id 1050`, "handed out 50: returned 20, in live nodes' ranges 10 (as loaded: partly issued since), issued or lost at least 20", "[1030,1050)", "node-a", "[1020,1030)"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("status table: exit %d, %q lacks %q", code, out, want)
 		}

@@ -176,10 +176,28 @@ echo "bin/snowflakectl status --zk $zk"
 bin/snowflakectl status --zk "$zk" | sed 's/^/  /'
 echo
 
+# --- segment mode: short dense IDs of a tag ---------------------------------------
+# The tag stays in .run/zk: a second run finds it (exit 1 "tag exists" is fine).
+bin/snowflakectl segment create demo --zk "$zk" --start 1000 --step 100 --description "make run demo" 2>/dev/null |
+	sed 's/^/  /' || echo "  tag \"demo\" exists already (kept in .run/zk)"
+for i in $(seq 1 "$nodes"); do
+	port=$((base_port + i - 1))
+	for _ in $(seq 1 100); do # segment mode opens its own ZooKeeper session
+		http_get "$port" /readyz/segment >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	ids=$(http_get "$port" '/segment/demo?count=3') || die "GET /segment/demo from node $i failed"
+	echo "GET http://127.0.0.1:$port/segment/demo?count=3 -> $(echo $ids)"
+done
+echo "bin/snowflakectl segment status demo --zk $zk"
+bin/snowflakectl segment status demo --zk "$zk" | sed 's/^/  /'
+echo
+
 if [ -t 0 ]; then
 	echo "Running until Ctrl-C. Try:"
 	echo "  curl 'http://127.0.0.1:$base_port/ids?count=3'"
 	echo "  curl http://127.0.0.1:$base_port/clock"
+	echo "  curl http://127.0.0.1:$base_port/segment/demo"
 	echo "  bin/snowflakectl status --zk $zk"
 	wait -n "${node_pids[@]}" || true # returns when a node exits (or on Ctrl-C, through the trap)
 	echo "a node exited by itself; see .run/node-*.log" >&2
