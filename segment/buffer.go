@@ -271,12 +271,7 @@ func (b *tagBuf) load() error {
 	now := b.svc.cfg.Now()
 	step := b.step
 	if !b.lastLoad.IsZero() && b.base > 0 {
-		switch took := now.Sub(b.lastLoad); {
-		case took < b.svc.cfg.LongRange/2:
-			step = min(step*2, b.top)
-		case took > b.svc.cfg.LongRange:
-			step = max(step/2, b.base)
-		}
+		step = NextStep(step, b.base, b.top, now.Sub(b.lastLoad), b.svc.cfg.LongRange)
 	}
 	step = max(step, b.base, int64(b.want))
 	above := b.last + 1
@@ -319,4 +314,17 @@ func (b *tagBuf) load() error {
 func (b *tagBuf) setTagLocked(t Tag) {
 	b.base, b.top = max(t.Step, 1), max(t.MaxStep, t.Step, 1)
 	b.step = min(max(b.step, b.base), b.top)
+}
+
+// NextStep is Leaf's dynamic step: it doubles (up to top) when the last
+// range lasted less than longRange/2, halves (down to base) when it lasted
+// more than longRange, and stays otherwise.
+func NextStep(step, base, top int64, lasted, longRange time.Duration) int64 {
+	switch {
+	case lasted < longRange/2:
+		return max(min(step*2, top), base)
+	case lasted > longRange:
+		return min(max(step/2, base), top)
+	}
+	return min(max(step, base), top)
 }

@@ -20,6 +20,7 @@ type memStore struct {
 	holders   map[string]map[string][]segment.Range
 	allocs    int
 	publishes int
+	steps     []int64       // the step of every Alloc
 	down      bool          // every call fails
 	latency   time.Duration // each Alloc takes this long
 }
@@ -63,6 +64,7 @@ func (m *memStore) Alloc(ctx context.Context, tag string, step, above int64) (se
 		return segment.Range{}, segment.Tag{}, segment.ErrUnknownTag
 	}
 	m.allocs++
+	m.steps = append(m.steps, step)
 	rs := m.returned[tag]
 	slices.SortFunc(rs, func(a, b segment.Range) int { return int(a.Lo - b.Lo) })
 	for i, r := range rs {
