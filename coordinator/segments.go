@@ -288,7 +288,9 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 		t, err := s.Tag(ctx, tag)
 		if err != nil {
 			// We own r, but cannot report the tag: give it back.
-			_ = s.Return(ctx, tag, r)
+			if rerr := s.Return(ctx, tag, r); rerr != nil {
+				s.possiblyLost.Add(r.Len())
+			}
 			return segment.Range{}, segment.Tag{}, err
 		}
 		return r, t, nil
