@@ -53,6 +53,7 @@ type FenceKeeper struct {
 
 	mu       sync.Mutex // state below; never held during a write
 	inFlight bool
+	idle     chan struct{} // closed when the write in flight returns
 	failed   bool
 }
 
@@ -120,7 +121,21 @@ func (k *FenceKeeper) extend(ctx context.Context) error {
 // success the fence is recorded (raised, or set as is when final) and, unless
 // final, handed to the generator. At most one write is in flight.
 func (k *FenceKeeper) write(ctx context.Context, fence int64, final bool, timeout time.Duration) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
 	k.mu.Lock()
+	if k.inFlight && final {
+		// A stop cancels Run while its write may still be on the disk:
+		// the final write waits for it (within its own deadline) rather
+		// than fail and leave the fence ahead.
+		idle := k.idle
+		k.mu.Unlock()
+		select {
+		case <-idle:
+		case <-t.C:
+		}
+		k.mu.Lock()
+	}
 	if k.inFlight {
 		k.mu.Unlock()
 		err := fmt.Errorf("persist fence %d: %w (more than %v)", fence, ErrWriteInFlight, k.timeout)
@@ -128,6 +143,8 @@ func (k *FenceKeeper) write(ctx context.Context, fence int64, final bool, timeou
 		return err
 	}
 	k.inFlight = true
+	idle := make(chan struct{})
+	k.idle = idle
 	k.mu.Unlock()
 
 	done := make(chan error, 1)
@@ -143,11 +160,10 @@ func (k *FenceKeeper) write(ctx context.Context, fence int64, final bool, timeou
 		}
 		k.mu.Lock()
 		k.inFlight = false
+		close(idle)
 		k.mu.Unlock()
 		done <- err
 	}()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
 	var err error
 	select {
 	case err = <-done:
@@ -221,8 +237,10 @@ func (k *FenceKeeper) Run(ctx context.Context) {
 // PersistFinal writes fence as is, even below the persisted fence, within
 // timeout: for a graceful stop, once no ID can be issued any more, with the
 // exact last issued time, so a clean restart waits for nothing. Call it only
-// after Run has returned and the generator is stopped. A hung earlier write
-// makes it fail (the fence on disk stays ahead: safe).
+// after Run has returned and the generator is stopped. A write still in
+// flight (Run stopped waiting for it) is waited for within timeout; one that
+// hangs past it makes PersistFinal fail (the fence on disk stays ahead:
+// safe).
 func (k *FenceKeeper) PersistFinal(fence int64, timeout time.Duration) error {
 	if err := k.write(context.Background(), fence, true, timeout); err != nil {
 		return fmt.Errorf("persist final fence: %w", err)

@@ -237,3 +237,72 @@ func TestFenceKeeperHungWrite(t *testing.T) {
 		t.Fatalf("next write: %v, ready %v (%+v)", err, g.Ready(), g.Status())
 	}
 }
+
+// A stop cancels Run while its write is still on the disk: PersistFinal
+// waits for that write and then lowers the fence, instead of failing with
+// ErrWriteInFlight and leaving the fence ahead (an unclean stop). A write
+// that outlasts the final write's deadline still fails it.
+func TestFenceKeeperPersistFinalWaitsForWriteInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		release time.Duration // when the slow write returns
+		wantErr bool
+	}{
+		{"slow write returns within the final deadline", 50 * time.Millisecond, false},
+		{"write hangs past the final deadline", 2 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+			release := make(chan struct{})
+			var slow atomic.Bool
+			var mu sync.Mutex
+			var written []int64
+			persist := func(fence int64) error {
+				if slow.Load() {
+					<-release
+				}
+				mu.Lock()
+				written = append(written, fence)
+				mu.Unlock()
+				return nil
+			}
+			k := NewFenceKeeper(clockguard.New(zerolog.Nop(), nil), clk, &fakeGen{}, 3*time.Second, 0, persist, zerolog.Nop())
+			if err := k.Extend(); err != nil {
+				t.Fatal(err)
+			}
+			slow.Store(true)
+			ctx, cancel := context.WithCancel(context.Background())
+			extended := make(chan error, 1)
+			go func() { extended <- k.extend(ctx) }()
+			for i := 0; ; i++ { // the slow write has started
+				k.mu.Lock()
+				busy := k.inFlight
+				k.mu.Unlock()
+				if busy {
+					break
+				}
+				if i == 1000 {
+					t.Fatal("the second write never started")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			if err := <-extended; err == nil {
+				t.Fatal("extend returned nil after its context was cancelled")
+			}
+			slow.Store(false)
+			time.AfterFunc(tc.release, func() { close(release) })
+			last := clk.WallNanos()/1e6 - 5
+			err := k.PersistFinal(last, 500*time.Millisecond)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("PersistFinal: %v, want error %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && k.Persisted() != last {
+				t.Fatalf("persisted %d, want the final fence %d", k.Persisted(), last)
+			}
+			if tc.wantErr && !errors.Is(err, ErrWriteInFlight) {
+				t.Fatalf("PersistFinal: %v, want ErrWriteInFlight", err)
+			}
+		})
+	}
+}
