@@ -204,6 +204,12 @@ func (s *Server) issueOne(ctx *fasthttp.RequestCtx, asJSON bool) {
 		return
 	}
 	s.obs.IssuedIDs(1)
+	s.writeOne(ctx, id, asJSON)
+}
+
+// writeOne answers 200 with one ID: decimal text, or
+// {"id":…,"id_str":"…"}.
+func (s *Server) writeOne(ctx *fasthttp.RequestCtx, id int64, asJSON bool) {
 	var buf [64]byte
 	b := buf[:0]
 	ct := ctText
@@ -268,12 +274,19 @@ func (s *Server) serveIDs(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.obs.IssuedIDs(len(ids))
+	writeBatch(ctx, bt, asJSON)
+}
+
+// writeBatch answers 200 with bt.ids as a list (one a line, or a JSON
+// array of strings), in the batch's own buffer: the batch goes back to the
+// pool after the response is written.
+func writeBatch(ctx *fasthttp.RequestCtx, bt *batch, asJSON bool) {
 	out := bt.out[:0]
 	ct := ctText
 	if asJSON {
 		ct = ctJSON
 		out = append(out, '[')
-		for i, id := range ids {
+		for i, id := range bt.ids {
 			if i > 0 {
 				out = append(out, ',')
 			}
@@ -283,7 +296,7 @@ func (s *Server) serveIDs(ctx *fasthttp.RequestCtx) {
 		}
 		out = append(out, ']')
 	} else {
-		for _, id := range ids {
+		for _, id := range bt.ids {
 			out = strconv.AppendInt(out, id, 10)
 			out = append(out, '\n')
 		}

@@ -86,41 +86,12 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 	}
 	bt.ids = ids
 	s.obs.IssuedIDs(len(ids))
-	out := bt.out[:0]
-	ct := ctText
-	switch {
-	case asJSON && !many:
-		ct = ctJSON
-		out = append(out, `{"id":`...)
-		out = strconv.AppendInt(out, ids[0], 10)
-		out = append(out, `,"id_str":"`...)
-		out = strconv.AppendInt(out, ids[0], 10)
-		out = append(out, `"}`...)
-	case asJSON:
-		ct = ctJSON
-		out = append(out, '[')
-		for i, id := range ids {
-			if i > 0 {
-				out = append(out, ',')
-			}
-			out = append(out, '"')
-			out = strconv.AppendInt(out, id, 10)
-			out = append(out, '"')
-		}
-		out = append(out, ']')
-	case !many:
-		out = strconv.AppendInt(out, ids[0], 10)
-	default:
-		for _, id := range ids {
-			out = strconv.AppendInt(out, id, 10)
-			out = append(out, '\n')
-		}
+	if many {
+		writeBatch(ctx, bt, asJSON)
+		return
 	}
-	bt.out = out
-	ctx.SetStatusCode(fasthttp.StatusOK)
-	ctx.Response.Header.SetContentTypeBytes(ct)
-	ctx.Response.SetBodyRaw(out)
-	ctx.SetUserValue(batchKey{}, bt)
+	_ = bt.Close()
+	s.writeOne(ctx, ids[0], asJSON)
 }
 
 // serveReadyzSegment answers GET /readyz/segment: 200 while segment mode
