@@ -37,42 +37,11 @@ type DiscoveryConfig struct {
 // exist. ZooKeeper trouble after the start is retried and logged; the last
 // list stays in force meanwhile.
 func Discover(ctx context.Context, cfg DiscoveryConfig, onChange func([]Peer)) (*Discovery, error) {
-	servers, err := checkServers(cfg.Servers)
+	z, p, err := dialCluster(ctx, cfg.Servers, cfg.Cluster, cfg.Auth, cfg.Timeout, cfg.Log)
 	if err != nil {
-		return nil, fmt.Errorf("discover: %w: %v", ErrInvalidConfig, err)
-	}
-	if err := validateCluster(cfg.Cluster); err != nil {
-		return nil, fmt.Errorf("discover: %w: %v", ErrInvalidConfig, err)
-	}
-	if u, p, ok := strings.Cut(cfg.Auth, ":"); cfg.Auth != "" && (!ok || u == "" || p == "") {
-		return nil, fmt.Errorf("discover: %w: zk auth must be user:password", ErrInvalidConfig)
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultConnectTimeout
-	}
-	conn, _, err := zk.Connect(servers, max(cfg.Timeout, 2*time.Second), zk.WithLogger(zkLogger{log: cfg.Log}))
-	if err != nil {
-		return nil, fmt.Errorf("discover: %w: %v", ErrZKUnavailable, err)
-	}
-	if err := waitSession(ctx, conn, cfg.Timeout, servers); err != nil {
-		conn.Close()
 		return nil, fmt.Errorf("discover: %w", err)
 	}
-	z := zkc{conn, cfg.Timeout}
-	if cfg.Auth != "" {
-		if _, err := call(ctx, cfg.Timeout, func() (struct{}, error) { return struct{}{}, conn.AddAuth("digest", []byte(cfg.Auth)) }); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("discover: auth: %w", unavailable(err))
-		}
-	}
-	p := newPaths(cfg.Cluster)
-	if ok, _, err := z.exists(ctx, p.cluster); err != nil || !ok {
-		conn.Close()
-		if err == nil {
-			return nil, fmt.Errorf("discover: cluster %q does not exist in ZooKeeper %s", cfg.Cluster, strings.Join(servers, ","))
-		}
-		return nil, fmt.Errorf("discover: %w", unavailable(err))
-	}
+	conn := z.conn
 	rctx, cancel := context.WithCancel(context.Background())
 	d := &Discovery{conn: conn, cancel: cancel, done: make(chan struct{}), log: cfg.Log}
 	peers, ch, err := listAlive(ctx, z, p, cfg.Log)
@@ -142,4 +111,48 @@ func (d *Discovery) Close() error {
 	<-d.done
 	d.conn.Close()
 	return nil
+}
+
+// dialCluster checks the connection settings, opens a ZooKeeper session of
+// its own (waiting up to timeout, default DefaultConnectTimeout), adds the
+// digest auth and checks that the cluster exists. Readers beside the node
+// (discovery, segment mode, snowflakectl) use it.
+func dialCluster(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration, log zerolog.Logger) (zkc, paths, error) {
+	servers, err := checkServers(servers)
+	if err != nil {
+		return zkc{}, paths{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	if err := validateCluster(cluster); err != nil {
+		return zkc{}, paths{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	if u, p, ok := strings.Cut(auth, ":"); auth != "" && (!ok || u == "" || p == "") {
+		return zkc{}, paths{}, fmt.Errorf("%w: zk auth must be user:password", ErrInvalidConfig)
+	}
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
+	}
+	conn, _, err := zk.Connect(servers, max(timeout, 2*time.Second), zk.WithLogger(zkLogger{log: log}))
+	if err != nil {
+		return zkc{}, paths{}, fmt.Errorf("%w: %v", ErrZKUnavailable, err)
+	}
+	if err := waitSession(ctx, conn, timeout, servers); err != nil {
+		conn.Close()
+		return zkc{}, paths{}, err
+	}
+	z := zkc{conn, timeout}
+	if auth != "" {
+		if _, err := call(ctx, timeout, func() (struct{}, error) { return struct{}{}, conn.AddAuth("digest", []byte(auth)) }); err != nil {
+			conn.Close()
+			return zkc{}, paths{}, fmt.Errorf("auth: %w", unavailable(err))
+		}
+	}
+	p := newPaths(cluster)
+	if ok, _, err := z.exists(ctx, p.cluster); err != nil || !ok {
+		conn.Close()
+		if err == nil {
+			return zkc{}, paths{}, fmt.Errorf("cluster %q does not exist in ZooKeeper %s", cluster, strings.Join(servers, ","))
+		}
+		return zkc{}, paths{}, unavailable(err)
+	}
+	return z, p, nil
 }

@@ -65,44 +65,14 @@ type SegmentConfig struct {
 // serving depends neither on the worker lease nor on the clock) and makes
 // sure segments/ exists. The cluster must exist.
 func OpenSegments(ctx context.Context, cfg SegmentConfig) (*SegmentStore, error) {
-	servers, err := checkServers(cfg.Servers)
+	z, p, err := dialCluster(ctx, cfg.Servers, cfg.Cluster, cfg.Auth, cfg.Timeout, cfg.Log)
 	if err != nil {
-		return nil, fmt.Errorf("open segments: %w: %v", ErrInvalidConfig, err)
-	}
-	if err := validateCluster(cfg.Cluster); err != nil {
-		return nil, fmt.Errorf("open segments: %w: %v", ErrInvalidConfig, err)
-	}
-	if u, p, ok := strings.Cut(cfg.Auth, ":"); cfg.Auth != "" && (!ok || u == "" || p == "") {
-		return nil, fmt.Errorf("open segments: %w: zk auth must be user:password", ErrInvalidConfig)
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultConnectTimeout
-	}
-	conn, _, err := zk.Connect(servers, max(cfg.Timeout, 2*time.Second), zk.WithLogger(zkLogger{log: cfg.Log}))
-	if err != nil {
-		return nil, fmt.Errorf("open segments: %w: %v", ErrZKUnavailable, err)
-	}
-	if err := waitSession(ctx, conn, cfg.Timeout, servers); err != nil {
-		conn.Close()
 		return nil, fmt.Errorf("open segments: %w", err)
 	}
-	if cfg.Auth != "" {
-		if _, err := call(ctx, cfg.Timeout, func() (struct{}, error) { return struct{}{}, conn.AddAuth("digest", []byte(cfg.Auth)) }); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("open segments: auth: %w", unavailable(err))
-		}
-	}
 	acl, _ := acls(cfg.Auth)
-	s := &SegmentStore{conn: conn, z: zkc{conn, cfg.Timeout}, p: newPaths(cfg.Cluster), acl: acl, log: cfg.Log}
-	if ok, _, err := s.z.exists(ctx, s.p.cluster); err != nil || !ok {
-		conn.Close()
-		if err == nil {
-			return nil, fmt.Errorf("open segments: cluster %q does not exist in ZooKeeper %s (start a node first)", cfg.Cluster, strings.Join(servers, ","))
-		}
-		return nil, fmt.Errorf("open segments: %w", unavailable(err))
-	}
+	s := &SegmentStore{conn: z.conn, z: z, p: p, acl: acl, log: cfg.Log}
 	if err := s.z.ensure(ctx, s.root(), nil, acl); err != nil {
-		conn.Close()
+		s.conn.Close()
 		return nil, fmt.Errorf("open segments: %w", unavailable(err))
 	}
 	return s, nil
