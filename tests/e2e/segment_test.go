@@ -152,6 +152,7 @@ func TestIntegration_SegmentsCleanAndCrashRestarts(t *testing.T) {
 							}
 						}
 						mu.Unlock()
+						time.Sleep(2 * time.Millisecond) // paced: other tests share the machine
 					}
 				})
 			}
