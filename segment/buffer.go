@@ -196,57 +196,86 @@ func (b *tagBuf) unissuedFromLocked(p int64) []Range {
 	return out
 }
 
-// loader loads ranges and moves the mark for the Takes, one at a time,
-// until the service closes. Failures are kept for the Takes' errors and
-// retried after a pause.
+// loader loads ranges and moves the mark for the Takes, one operation at
+// a time, until the service closes. The mark comes first: it is local, and
+// the IDs already in memory must stay issuable while ZooKeeper is
+// unreachable. A failed load or write is kept for the Takes' errors and not
+// retried before a growing pause, while the other kind goes on.
 func (b *tagBuf) loader() {
 	defer b.svc.wg.Done()
-	backoff := 50 * time.Millisecond
+	var loadRetry, markRetry retryClock
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-b.svc.stop:
 			return
 		case <-b.kick:
+		case <-retry:
 		}
+		retry = nil
 		for {
 			select {
 			case <-b.svc.stop:
 				return // between operations: a range loaded is in b.ranges
 			default:
 			}
+			now := time.Now()
 			b.mu.Lock()
-			b.noteRateLocked(time.Now())
+			b.noteRateLocked(now)
 			load, mark := b.needLoadLocked(), b.needMarkLocked()
 			target := b.issued + max(b.chunkLocked(), int64(b.want))
 			b.mu.Unlock()
 			var err error
+			var rc *retryClock
 			switch {
-			case load:
-				err = b.load()
-			case mark:
-				err = b.svc.persist(b, target)
-			default:
-				backoff = 50 * time.Millisecond
+			case mark && markRetry.due(now):
+				err, rc = b.svc.persist(b, target), &markRetry
+			case load && loadRetry.due(now):
+				err, rc = b.load(), &loadRetry
 			}
-			if !load && !mark {
+			if rc == nil { // nothing to do, or only what waits for its pause
+				if wait := min(loadRetry.wait(now, load), markRetry.wait(now, mark)); wait < time.Hour {
+					retry = time.After(wait)
+				}
 				break
 			}
 			if err == nil {
+				rc.ok()
 				continue
 			}
+			rc.failed(now)
 			b.mu.Lock()
 			b.lastErr = err
 			b.broadcastLocked()
 			b.mu.Unlock()
 			b.svc.cfg.Log.Warn().Err(err).Str("tag", b.name).Msg("segment: range load or state write failed; retrying")
-			select {
-			case <-b.svc.stop:
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
+}
+
+// retryClock spaces the retries of one kind of operation: 50ms after the
+// first failure, doubling up to 2s, back to none after a success.
+type retryClock struct {
+	at      time.Time
+	backoff time.Duration
+}
+
+func (r *retryClock) due(now time.Time) bool { return !now.Before(r.at) }
+
+func (r *retryClock) ok() { r.at, r.backoff = time.Time{}, 0 }
+
+func (r *retryClock) failed(now time.Time) {
+	r.backoff = min(max(2*r.backoff, 50*time.Millisecond), 2*time.Second)
+	r.at = now.Add(r.backoff)
+}
+
+// wait is how long until a needed retry is due (a large value when not
+// needed or already due: the caller takes the minimum).
+func (r *retryClock) wait(now time.Time, needed bool) time.Duration {
+	if !needed || r.due(now) {
+		return time.Hour
+	}
+	return r.at.Sub(now)
 }
 
 // load takes one range from the store (above every ID held or issued, so

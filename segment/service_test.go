@@ -20,7 +20,11 @@ func newService(t *testing.T, cfg segment.Config) *segment.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = s.Close(context.Background()) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // Close retries returns until then
+		defer cancel()
+		_, _ = s.Close(ctx)
+	})
 	return s
 }
 
@@ -352,5 +356,21 @@ func TestBurstAfterWarmUpDoesNotStall(t *testing.T) {
 	t.Logf("%d IDs, %d range loads, step now %d, stalls during the burst %d (during warm-up %d)", n, st.allocs, s.Status()[0].Step, stalls, before)
 	if stalls != 0 {
 		t.Fatalf("%d Takes waited for a load during the burst", stalls)
+	}
+}
+
+// With ZooKeeper unreachable, the IDs already in memory stay issuable: the
+// mark keeps moving on the local disk although every range load fails.
+func TestStoreDownKeepsServingWhatIsHeld(t *testing.T) {
+	st := newMemStore()
+	st.create("held", 1, 1000, 1000)
+	s := newService(t, segment.Config{Store: st, StateFile: filepath.Join(t.TempDir(), "seg.json"),
+		MarkAhead: time.Nanosecond, Wait: 200 * time.Millisecond})
+	take(t, s, "held", 1) // the first range [1,1001) is in memory
+	st.setDown(true)
+	for i := range 900 {
+		if _, err := s.Take(context.Background(), "held", nil, 1); err != nil {
+			t.Fatalf("take %d of the range in memory with the store down: %v", i, err)
+		}
 	}
 }
