@@ -187,7 +187,7 @@ func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
 	if err := ValidateTag(tag); err != nil {
 		return nil, err
 	}
-	lctx, cancel := context.WithTimeout(ctx, s.cfg.LoadTimeout)
+	lctx, cancel := context.WithTimeout(ctx, min(s.cfg.LoadTimeout, s.cfg.Wait)) // a Take waits at most Wait
 	t, err := s.cfg.Store.Tag(lctx, tag)
 	cancel()
 	if err != nil {
