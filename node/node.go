@@ -194,6 +194,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 	}
 	n.loops = append(n.loops, n.watchTimeField)
 	if n.segments != nil {
+		n.segments.inc = n.ident.entry.Incarnation // from the claim, or the cache file while ZooKeeper is down
 		n.loops = append(n.loops, n.segments.run)
 	}
 	n.logStart(ln.Addr())

@@ -13,21 +13,27 @@ import (
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
-// errSegmentsStarting is what Take answers before the segment service has
-// its ZooKeeper session.
+// errSegmentsStarting is what Take answers before the segment service runs.
 var errSegmentsStarting = fmt.Errorf("%w: segment mode is waiting for its ZooKeeper session", segment.ErrUnavailable)
+
+// errNoSession is what the lazy store answers before its session exists.
+var errNoSession = fmt.Errorf("%w: segment mode has no ZooKeeper session yet", coordinator.ErrZKUnavailable)
 
 // segmentMode serves segment mode for a ZooKeeper node (server.SegmentSource
 // and the metrics' and status page's source). It opens a ZooKeeper session
 // of its own in the background, so neither the worker-ID claim nor the
 // clock guard gate it: a node out of service for its clock still hands out
-// dense IDs.
+// dense IDs. When the cluster's incarnation is already known (from the
+// claim, or the cache file while ZooKeeper is down) it resumes the state
+// file at once: the ranges a crashed predecessor held serve before
+// ZooKeeper answers.
 type segmentMode struct {
 	cfg   coordinator.SegmentConfig
 	file  string // the state file: the cache file's path + ".segments"
 	node  string // holder name: the node key
+	inc   string // the incarnation known at start ("" when none)
 	log   zerolog.Logger
-	store atomic.Pointer[coordinator.SegmentStore]
+	store lazyStore
 	svc   atomic.Pointer[segment.Service]
 }
 
@@ -37,6 +43,56 @@ func newSegmentMode(cfg Config, nodeKey string, log zerolog.Logger) *segmentMode
 			Timeout: connectTimeout(cfg.ZKSessionTimeout), Log: log},
 		file: cfg.CacheFile + ".segments", node: nodeKey, log: log,
 	}
+}
+
+// lazyStore is segment.Store over a SegmentStore opened later: until then
+// every call fails at once with errNoSession.
+type lazyStore struct {
+	p atomic.Pointer[coordinator.SegmentStore]
+}
+
+func (l *lazyStore) get() (*coordinator.SegmentStore, error) {
+	if st := l.p.Load(); st != nil {
+		return st, nil
+	}
+	return nil, errNoSession
+}
+
+func (l *lazyStore) Alloc(ctx context.Context, tag string, step, above int64) (segment.Range, segment.Tag, error) {
+	st, err := l.get()
+	if err != nil {
+		return segment.Range{}, segment.Tag{}, err
+	}
+	return st.Alloc(ctx, tag, step, above)
+}
+
+func (l *lazyStore) Return(ctx context.Context, tag string, r segment.Range) error {
+	st, err := l.get()
+	if err != nil {
+		return err
+	}
+	return st.Return(ctx, tag, r)
+}
+
+func (l *lazyStore) Tag(ctx context.Context, tag string) (segment.Tag, error) {
+	st, err := l.get()
+	if err != nil {
+		return segment.Tag{}, err
+	}
+	return st.Tag(ctx, tag)
+}
+
+func (l *lazyStore) Publish(ctx context.Context, tag, holder string, held []segment.Range) error {
+	st, err := l.get()
+	if err != nil {
+		return err
+	}
+	return st.Publish(ctx, tag, holder, held)
+}
+
+func (l *lazyStore) connected() bool {
+	st := l.p.Load()
+	return st != nil && st.Connected()
 }
 
 // Take implements server.SegmentSource.
@@ -52,10 +108,7 @@ func (m *segmentMode) Take(ctx context.Context, tag string, dst []int64, n int) 
 }
 
 // Ready implements server.SegmentSource: the session is up.
-func (m *segmentMode) Ready() bool {
-	st := m.store.Load()
-	return st != nil && m.svc.Load() != nil && st.Connected()
-}
+func (m *segmentMode) Ready() bool { return m.svc.Load() != nil && m.store.connected() }
 
 // Status lists the tags this node serves (none before it started).
 func (m *segmentMode) Status() []segment.TagStatus {
@@ -65,17 +118,38 @@ func (m *segmentMode) Status() []segment.TagStatus {
 	return nil
 }
 
-// run opens the store (retrying while ZooKeeper is unreachable) and starts
-// the service, which resumes the ranges the state file lists. It returns
-// once started or when ctx ends.
+// startService resumes the state file bound to incarnation inc.
+func (m *segmentMode) startService(inc string) error {
+	svc, err := segment.New(segment.Config{Store: &m.store, StateFile: m.file, Incarnation: inc, Holder: m.node,
+		Log: m.log.With().Str("component", "segments").Logger()})
+	if err != nil {
+		return fmt.Errorf("segment mode: %w", err)
+	}
+	m.svc.Store(svc)
+	return nil
+}
+
+// run starts the service (at once when the incarnation is known), then
+// opens the store, retrying while ZooKeeper is unreachable, until it is
+// open or ctx ends.
 func (m *segmentMode) run(ctx context.Context) {
+	if m.inc != "" {
+		if err := m.startService(m.inc); err != nil {
+			m.log.Error().Err(err).Msg("segment mode: cannot resume the state file")
+			return
+		}
+	}
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		err := m.start(ctx)
+		err := m.connect(ctx)
 		if err == nil {
 			return
 		}
+		if errors.Is(err, coordinator.ErrIncarnationMismatch) {
+			m.log.Error().Err(err).Msg("segment mode stops")
+			return
+		}
 		if attempt == 0 || attempt%30 == 0 {
-			m.log.Warn().Err(err).Msg("segment mode: not started yet; retrying")
+			m.log.Warn().Err(err).Msg("segment mode: no ZooKeeper session yet; retrying")
 		}
 		select {
 		case <-ctx.Done():
@@ -84,7 +158,7 @@ func (m *segmentMode) run(ctx context.Context) {
 	}
 }
 
-func (m *segmentMode) start(ctx context.Context) error {
+func (m *segmentMode) connect(ctx context.Context) error {
 	st, err := coordinator.OpenSegments(ctx, m.cfg)
 	if err != nil {
 		return err
@@ -94,23 +168,37 @@ func (m *segmentMode) start(ctx context.Context) error {
 		st.Close()
 		return err
 	}
-	svc, err := segment.New(segment.Config{Store: st, StateFile: m.file, Incarnation: inc, Holder: m.node,
-		Log: m.log.With().Str("component", "segments").Logger()})
-	if err != nil {
+	if m.svc.Load() != nil && inc != m.inc {
+		// The ranges resumed belong to another ZooKeeper: they must not go
+		// back to this one. Keep them on disk and stop (the worker claim
+		// refuses such a cluster too, unless told to accept it).
 		st.Close()
-		return fmt.Errorf("segment mode: %w", err)
+		_ = m.svc.Load().Abandon()
+		return fmt.Errorf("%w: the cache file's incarnation %s, ZooKeeper's %s", coordinator.ErrIncarnationMismatch, m.inc, inc)
 	}
-	m.store.Store(st)
-	m.svc.Store(svc)
+	m.store.p.Store(st)
+	if m.svc.Load() == nil {
+		if err := m.startService(inc); err != nil {
+			return err
+		}
+	}
 	m.log.Info().Str("state_file", m.file).Msg("segment mode ready")
 	return nil
 }
 
-// close stops segment mode: the ranges held leave the state file and go
-// back to ZooKeeper (nothing wasted on a clean stop), within ctx.
+// close stops segment mode: with a ZooKeeper session, the ranges held leave
+// the state file and go back to ZooKeeper (nothing wasted on a clean stop),
+// within ctx; without one they stay in the state file for the next start.
 func (m *segmentMode) close(ctx context.Context) error {
+	svc := m.svc.Load()
 	var err error
-	if svc := m.svc.Load(); svc != nil {
+	switch {
+	case svc == nil:
+	case !m.store.connected():
+		if err = svc.Abandon(); err == nil {
+			m.log.Info().Msg("segment mode stopped without ZooKeeper: its ranges stay in the state file for the next start")
+		}
+	default:
 		wasted, cerr := svc.Close(ctx)
 		if cerr != nil {
 			err = fmt.Errorf("stop segment mode (%d IDs lost): %w", wasted, cerr)
@@ -118,7 +206,7 @@ func (m *segmentMode) close(ctx context.Context) error {
 			m.log.Info().Msg("segment mode stopped: every unissued range returned to ZooKeeper")
 		}
 	}
-	if st := m.store.Load(); st != nil {
+	if st := m.store.p.Load(); st != nil {
 		st.Close()
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

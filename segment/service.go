@@ -355,6 +355,59 @@ func (s *Service) giveBack(ctx context.Context, tag string, r Range) error {
 	}
 }
 
+// Abandon stops the service without giving anything back, for a stop
+// while ZooKeeper is unreachable (Close would take the ranges out of the
+// state file and then fail to return them): no more IDs, and the state file
+// lists exactly the IDs not issued, so the next start on this disk resumes
+// right after the last one. If that write fails the file keeps its last
+// mark (the IDs up to it are lost, none reissued).
+func (s *Service) Abandon() error {
+	bufs := s.halt()
+	if s.cfg.StateFile == "" || bufs == nil {
+		return nil
+	}
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	st := state{Incarnation: s.cfg.Incarnation, Unissued: map[string][]Range{}}
+	for _, b := range bufs {
+		b.mu.Lock()
+		if rs := b.unissuedFromLocked(b.issued); len(rs) > 0 {
+			st.Unissued[b.name] = rs
+		}
+		b.mu.Unlock()
+	}
+	if err := s.write(st); err != nil {
+		return fmt.Errorf("abandon segments: %w", err)
+	}
+	return nil
+}
+
+// halt stops issuing and the loaders, writing and returning nothing (what a
+// kill -9 leaves); it returns the buffers, nil when already closed.
+func (s *Service) halt() []*tagBuf {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	bufs := make([]*tagBuf, 0, len(s.tags))
+	for _, b := range s.tags {
+		bufs = append(bufs, b)
+	}
+	s.mu.Unlock()
+	close(s.stop)
+	s.cancel()
+	s.wg.Wait()
+	for _, b := range bufs {
+		b.mu.Lock()
+		b.closed = true
+		b.broadcastLocked()
+		b.mu.Unlock()
+	}
+	return bufs
+}
+
 // TagStatus is one tag as this node holds it.
 type TagStatus struct {
 	Tag       string  `json:"tag"`
