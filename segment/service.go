@@ -236,10 +236,7 @@ func (s *Service) persist(b *tagBuf, target int64) error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
 	s.mu.Lock()
-	bufs := make([]*tagBuf, 0, len(s.tags))
-	for _, t := range s.tags {
-		bufs = append(bufs, t)
-	}
+	bufs := s.buffersLocked()
 	s.mu.Unlock()
 	st := state{Incarnation: s.cfg.Incarnation, Unissued: map[string][]Range{}}
 	var newPermitted int64
@@ -281,17 +278,10 @@ func (s *Service) write(st state) error {
 // wastes nothing. It returns the IDs it could not give back (lost, never
 // reissued) with the first error.
 func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	bufs, ok := s.markClosed()
+	if !ok {
 		return 0, nil
 	}
-	s.closed = true
-	bufs := make([]*tagBuf, 0, len(s.tags))
-	for _, b := range s.tags {
-		bufs = append(bufs, b)
-	}
-	s.mu.Unlock()
 	// Loaders finish the operation in flight (a load cut short could lose
 	// its range) unless ctx ends first; a range they got is in b.ranges.
 	close(s.stop)
@@ -385,17 +375,10 @@ func (s *Service) Abandon() error {
 // halt stops issuing and the loaders, writing and returning nothing (what a
 // kill -9 leaves); it returns the buffers, nil when already closed.
 func (s *Service) halt() []*tagBuf {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	bufs, ok := s.markClosed()
+	if !ok {
 		return nil
 	}
-	s.closed = true
-	bufs := make([]*tagBuf, 0, len(s.tags))
-	for _, b := range s.tags {
-		bufs = append(bufs, b)
-	}
-	s.mu.Unlock()
 	close(s.stop)
 	s.cancel()
 	s.wg.Wait()
@@ -404,6 +387,27 @@ func (s *Service) halt() []*tagBuf {
 		b.closed = true
 		b.broadcastLocked()
 		b.mu.Unlock()
+	}
+	return bufs
+}
+
+// markClosed closes the service to new Takes of new tags and returns its
+// buffers; ok is false when it was closed already.
+func (s *Service) markClosed() (bufs []*tagBuf, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, false
+	}
+	s.closed = true
+	return s.buffersLocked(), true
+}
+
+// buffersLocked lists the tag buffers; s.mu is held.
+func (s *Service) buffersLocked() []*tagBuf {
+	bufs := make([]*tagBuf, 0, len(s.tags))
+	for _, b := range s.tags {
+		bufs = append(bufs, b)
 	}
 	return bufs
 }
@@ -426,10 +430,7 @@ type TagStatus struct {
 // Status lists the tags this node serves, by name.
 func (s *Service) Status() []TagStatus {
 	s.mu.Lock()
-	bufs := make([]*tagBuf, 0, len(s.tags))
-	for _, b := range s.tags {
-		bufs = append(bufs, b)
-	}
+	bufs := s.buffersLocked()
 	s.mu.Unlock()
 	out := make([]TagStatus, 0, len(bufs))
 	for _, b := range bufs {
