@@ -20,7 +20,8 @@ type memStore struct {
 	holders   map[string]map[string][]segment.Range
 	allocs    int
 	publishes int
-	steps     []int64       // the step of every Alloc
+	steps     []int64 // the step of every Alloc
+	tagReads  int
 	down      bool          // every call fails
 	latency   time.Duration // each Alloc takes this long
 }
@@ -91,6 +92,7 @@ func (m *memStore) Return(_ context.Context, tag string, r segment.Range) error 
 func (m *memStore) Tag(_ context.Context, tag string) (segment.Tag, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.tagReads++
 	if m.down {
 		return segment.Tag{}, errDown
 	}

@@ -23,6 +23,11 @@ const (
 	DefaultLoadTimeout = 5 * time.Second
 	DefaultWait        = 2 * time.Second
 	DefaultMarkAhead   = 250 * time.Millisecond
+	// UnknownTagTTL: a tag the store said does not exist is answered from
+	// memory for this long, so requests for made-up tags do not each read
+	// ZooKeeper (at most maxUnknownTags remembered).
+	UnknownTagTTL  = time.Second
+	maxUnknownTags = 4096
 )
 
 // Config configures a Service.
@@ -62,9 +67,10 @@ type Service struct {
 	stop   chan struct{} // closed by Close: loaders end after the operation in flight
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	tags   map[string]*tagBuf
-	closed bool
+	mu      sync.Mutex
+	tags    map[string]*tagBuf
+	unknown map[string]time.Time // tags the store said do not exist, until when to believe it
+	closed  bool
 
 	fileMu sync.Mutex // serialises state-file writes (and their snapshots)
 	resume map[string][]Range
@@ -100,7 +106,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}), tags: map[string]*tagBuf{}}
+	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}), tags: map[string]*tagBuf{}, unknown: map[string]time.Time{}}
 	if cfg.StateFile != "" {
 		st, err := readState(cfg.StateFile)
 		switch {
@@ -177,12 +183,15 @@ func (s *Service) Take(ctx context.Context, tag string, dst []int64, n int) ([]i
 func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
 	s.mu.Lock()
 	b, closed := s.tags[tag], s.closed
+	until, known := s.unknown[tag]
 	s.mu.Unlock()
 	switch {
 	case closed:
 		return nil, ErrClosed
 	case b != nil:
 		return b, nil
+	case known && s.cfg.Now().Before(until):
+		return nil, fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
 	}
 	if err := ValidateTag(tag); err != nil {
 		return nil, err
@@ -192,6 +201,12 @@ func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
 	cancel()
 	if err != nil {
 		if errors.Is(err, ErrUnknownTag) {
+			s.mu.Lock()
+			if len(s.unknown) >= maxUnknownTags {
+				clear(s.unknown)
+			}
+			s.unknown[tag] = s.cfg.Now().Add(UnknownTagTTL)
+			s.mu.Unlock()
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: read tag %q: %v", ErrUnavailable, tag, err)

@@ -400,3 +400,32 @@ func TestAbandonResumesExactly(t *testing.T) {
 	}
 	st.setDown(false)
 }
+
+// Requests for a tag that does not exist read the store once per
+// UnknownTagTTL, not once each; a tag created meanwhile is found after it.
+func TestUnknownTagIsRemembered(t *testing.T) {
+	st := newMemStore()
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := newService(t, segment.Config{Store: st, Now: clock})
+	for range 50 {
+		if _, err := s.Take(context.Background(), "later", nil, 1); !errors.Is(err, segment.ErrUnknownTag) {
+			t.Fatalf("unknown tag: %v", err)
+		}
+	}
+	st.mu.Lock()
+	reads := st.tagReads
+	st.mu.Unlock()
+	if reads != 1 {
+		t.Fatalf("50 requests for an unknown tag read the store %d times, want 1", reads)
+	}
+	st.create("later", 1, 10, 10)
+	if _, err := s.Take(context.Background(), "later", nil, 1); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("within the TTL: %v, want the remembered ErrUnknownTag", err)
+	}
+	mu.Lock()
+	now = now.Add(segment.UnknownTagTTL + time.Millisecond)
+	mu.Unlock()
+	take(t, s, "later", 1)
+}
