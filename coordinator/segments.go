@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -214,18 +215,8 @@ func (s *SegmentStore) Returned(ctx context.Context, tag string) ([]segment.Rang
 			out = append(out, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b segment.Range) int { return cmpInt64(a.Lo, b.Lo) })
+	slices.SortFunc(out, func(a, b segment.Range) int { return cmp.Compare(a.Lo, b.Lo) })
 	return out, nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Alloc takes the lowest returned range at or above above (the delete

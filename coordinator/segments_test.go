@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -63,7 +64,7 @@ func TestSegmentStore_RacingAllocators(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	slices.SortFunc(got, func(a, b segment.Range) int { return cmpInt64(a.Lo, b.Lo) })
+	slices.SortFunc(got, func(a, b segment.Range) int { return cmp.Compare(a.Lo, b.Lo) })
 	var total int64
 	for i, r := range got {
 		total += r.Len()

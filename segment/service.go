@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,8 +73,7 @@ type Service struct {
 	unknown map[string]time.Time // tags the store said do not exist, until when to believe it
 	closed  bool
 
-	fileMu sync.Mutex // serialises state-file writes (and their snapshots)
-	resume map[string][]Range
+	fileMu sync.Mutex   // serialises state-file writes (and their snapshots)
 	stalls atomic.Int64 // Takes that waited for a load or a mark
 }
 
@@ -107,6 +107,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}), tags: map[string]*tagBuf{}, unknown: map[string]time.Time{}}
+	var resume map[string][]Range
 	if cfg.StateFile != "" {
 		st, err := readState(cfg.StateFile)
 		switch {
@@ -118,9 +119,9 @@ func New(cfg Config) (*Service, error) {
 			cfg.Log.Warn().Str("file", cfg.StateFile).Str("file_incarnation", st.Incarnation).Str("incarnation", cfg.Incarnation).
 				Msg("segment state file belongs to another ZooKeeper incarnation: its ranges are dropped")
 		default:
-			s.resume = st.Unissued
+			resume = st.Unissued
 		}
-		for tag, rs := range s.resume {
+		for tag, rs := range resume {
 			if ValidateTag(tag) != nil {
 				continue
 			}
@@ -458,14 +459,6 @@ func (s *Service) Status() []TagStatus {
 		b.mu.Unlock()
 		out = append(out, ts)
 	}
-	slices.SortFunc(out, func(a, b TagStatus) int {
-		if a.Tag < b.Tag {
-			return -1
-		}
-		if a.Tag > b.Tag {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b TagStatus) int { return cmp.Compare(a.Tag, b.Tag) })
 	return out
 }
