@@ -116,12 +116,14 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 		return ExitFailure
 	}
 	if *asJSON {
-		return writeJSON(stdout, stderr, rep)
+		return writeJSON(stdout, stderr, "snowflakectl segment status", rep)
 	}
 	writeSegmentReport(stdout, rep)
 	return ExitOK
 }
 
+// splitList splits a comma-separated flag, trimming each entry (an empty
+// entry stays, for the checks to name).
 func splitList(s string) []string {
 	out := strings.Split(s, ",")
 	for i := range out {
@@ -130,10 +132,12 @@ func splitList(s string) []string {
 	return out
 }
 
-func writeJSON(stdout, stderr io.Writer, v any) int {
+// writeJSON prints v as indented JSON for a --json flag; cmd prefixes the
+// error.
+func writeJSON(stdout, stderr io.Writer, cmd string, v any) int {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		fmt.Fprintf(stderr, "snowflakectl: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return ExitFailure
 	}
 	fmt.Fprintf(stdout, "%s\n", b)
@@ -152,7 +156,7 @@ func writeTags(stdout, stderr io.Writer, tags []segment.Tag, asJSON bool) int {
 		for i, t := range tags {
 			out[i] = tagJSON{Name: t.Name, Tag: t}
 		}
-		return writeJSON(stdout, stderr, out)
+		return writeJSON(stdout, stderr, "snowflakectl segment list", out)
 	}
 	fmt.Fprintf(stdout, "%d tag(s)\n", len(tags))
 	if len(tags) == 0 {

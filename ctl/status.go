@@ -2,7 +2,6 @@ package ctl
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,11 +47,7 @@ func Status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "snowflakectl status: --timeout %s must be positive\n", *timeout)
 		return ExitUsage
 	}
-	servers := strings.Split(*zkFlag, ",")
-	for i := range servers {
-		servers[i] = strings.TrimSpace(servers[i])
-	}
-	rows, err := coordinator.ListWorkers(context.Background(), servers, *cluster, *auth, *timeout)
+	rows, err := coordinator.ListWorkers(context.Background(), splitList(*zkFlag), *cluster, *auth, *timeout)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
 		if errors.Is(err, coordinator.ErrInvalidConfig) {
@@ -64,13 +59,7 @@ func Status(args []string, stdout, stderr io.Writer) int {
 		rows = []coordinator.WorkerInfo{}
 	}
 	if *asJSON {
-		b, err := json.MarshalIndent(statusJSON{Cluster: *cluster, Workers: rows}, "", "  ")
-		if err != nil {
-			fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
-			return ExitFailure
-		}
-		fmt.Fprintf(stdout, "%s\n", b)
-		return ExitOK
+		return writeJSON(stdout, stderr, "snowflakectl status", statusJSON{Cluster: *cluster, Workers: rows})
 	}
 	writeStatusTable(stdout, *cluster, rows, time.Now())
 	return ExitOK
