@@ -19,7 +19,8 @@ type Fault struct {
 
 	mu         sync.Mutex
 	tripped    bool
-	generation uint64
+	generation uint64 // bumped by every Trip: a clear that raced one is dropped
+	onClear    func() // called under mu when the check passes again (Rollback resets its worst)
 }
 
 // NewFault registers a check for reason (passing at first). clear is
@@ -36,14 +37,22 @@ func NewFault(g *Guard, reason Reason, clear func() bool, poll time.Duration) *F
 
 // Trip fails the check with detail. It is cheap and never waits for Run.
 func (f *Fault) Trip(detail string) {
+	f.trip(func(first bool) (string, bool) { return detail, first })
+}
+
+// trip bumps the generation, marks the fault tripped and, when update
+// (called under the lock with whether this is the first Trip since the last
+// clear) says so, fails the check with the detail it returns; then it wakes
+// Run.
+func (f *Fault) trip(update func(first bool) (detail string, fail bool)) {
 	f.mu.Lock()
 	f.generation++
 	first := !f.tripped
 	f.tripped = true
-	f.mu.Unlock()
-	if first {
+	if detail, fail := update(first); fail {
 		f.check.Fail(detail)
 	}
+	f.mu.Unlock()
 	select {
 	case f.wake <- struct{}{}:
 	default:
@@ -87,5 +96,8 @@ func (f *Fault) TryClear() {
 		return // a Trip landed after we looked
 	}
 	f.tripped = false
+	if f.onClear != nil {
+		f.onClear()
+	}
 	f.check.Pass()
 }
