@@ -8,9 +8,9 @@ import (
 
 // Fault is a check for a condition the request path discovers (a generator
 // error): Trip takes the node out of service with the fault's reason, and
-// Run passes the check again once clear reports the condition gone. Like
-// Rollback, it counts Trips, so a Trip that races with a clear is never
-// lost.
+// Run passes the check again once clear reports the condition gone. It
+// counts Trips, so a Trip that races with a clear is never lost. Rollback
+// (clock_rollback) is built on it.
 type Fault struct {
 	check *Check
 	clear func() bool
