@@ -107,10 +107,20 @@ func (j *jumpGuard) step() {
 		j.check.Pass()
 		return
 	case j.suspect == 0:
+		if skew >= reaskStep || skew <= -reaskStep {
+			// A step within the headroom (or back): the sources' verdicts
+			// (peer_offset, ntp_offset) judged the clock before it, and must
+			// not stand until their next regular round.
+			j.reask = true
+		}
 		j.baseline = wall - int64(mono) // follow small drifts and accepted backward steps
 	}
 	j.mu.Unlock()
 }
+
+// reaskStep is the smallest wall-clock step (forward within the headroom,
+// or backward) after which NTP and the peers are asked again.
+const reaskStep = 100 * time.Millisecond
 
 // Run watches the clock and confirms a suspect jump, until ctx ends.
 func (j *jumpGuard) Run(ctx context.Context) {
@@ -129,8 +139,9 @@ func (j *jumpGuard) Run(ctx context.Context) {
 }
 
 // reaskIfUndone asks the confirmers again after an undone jump they had
-// judged, so a verdict on the jumped clock (peer_offset, ntp_offset) does
-// not outlive the jump until their next regular round.
+// judged, or after any step of at least reaskStep, so a verdict on the old
+// clock (peer_offset, ntp_offset) does not outlive it until their next
+// regular round.
 func (j *jumpGuard) reaskIfUndone(ctx context.Context) {
 	j.mu.Lock()
 	reask := j.reask

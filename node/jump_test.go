@@ -111,3 +111,33 @@ func TestJumpGuard(t *testing.T) {
 		})
 	}
 }
+
+// A step the jump guard accepts (within the headroom, or backward) makes
+// NTP and the peers look again: a node judged the outlier on its old clock
+// (peer_offset) must not wait for the next regular round (an hour in the
+// chaos runs) once its clock is set right. Small drifts ask nobody.
+func TestJumpGuardReasksAfterAStep(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		step time.Duration
+		want int
+	}{
+		{"forward within the headroom", 1600 * time.Millisecond, 1},
+		{"backward", -1500 * time.Millisecond, 1},
+		{"a drift below reaskStep", reaskStep / 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+			cf := &fakeConfirmer{clk: clk, answers: true, agrees: true}
+			j := newJumpGuard(clockguard.New(zerolog.Nop(), nil), clk, 3*time.Second, zerolog.Nop(), cf)
+			clk.Advance(time.Second)
+			j.step()
+			clk.StepWall(tc.step)
+			j.step()
+			j.reaskIfUndone(context.Background())
+			if cf.rechecks != tc.want {
+				t.Fatalf("after a step of %v: sources asked %d times, want %d", tc.step, cf.rechecks, tc.want)
+			}
+		})
+	}
+}
