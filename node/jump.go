@@ -29,6 +29,9 @@ type jumpConfirmer interface {
 	// recheck asks the source for a fresh verdict (may block for its
 	// timeout; called from the guard's loop).
 	recheck(ctx context.Context)
+	// against reports whether the source's last verdict keeps this node
+	// out (its clock judged off).
+	against() bool
 }
 
 // jumpGuard keeps a forward clock jump larger than the fence headroom
@@ -60,6 +63,9 @@ type jumpGuard struct {
 	// reask: a jump was undone; the confirmers judged the jumped clock
 	// (a peer round failing peer_offset, say) and must look again.
 	reask bool
+	// reaskAgainst: the clock stepped by reaskStep or more; the confirmers
+	// whose last verdict is against this node must look again.
+	reaskAgainst bool
 }
 
 func newJumpGuard(g *clockguard.Guard, c clock.Clock, threshold time.Duration, log zerolog.Logger, confirmers ...jumpConfirmer) *jumpGuard {
@@ -108,10 +114,10 @@ func (j *jumpGuard) step() {
 		return
 	case j.suspect == 0:
 		if skew >= reaskStep || skew <= -reaskStep {
-			// A step within the headroom (or back): the sources' verdicts
-			// (peer_offset, ntp_offset) judged the clock before it, and must
-			// not stand until their next regular round.
-			j.reask = true
+			// A step within the headroom (or back): a source whose verdict
+			// against this node (peer_offset, ntp_offset) judged the clock
+			// before it must not keep it out until its next regular round.
+			j.reaskAgainst = true
 		}
 		j.baseline = wall - int64(mono) // follow small drifts and accepted backward steps
 	}
@@ -139,16 +145,18 @@ func (j *jumpGuard) Run(ctx context.Context) {
 }
 
 // reaskIfUndone asks the confirmers again after an undone jump they had
-// judged, or after any step of at least reaskStep, so a verdict on the old
-// clock (peer_offset, ntp_offset) does not outlive it until their next
-// regular round.
+// judged, so a verdict on the jumped clock (peer_offset, ntp_offset) does
+// not outlive the jump until their next regular round; after any other
+// step of at least reaskStep it asks those whose last verdict is against
+// this node (judged on the clock before the step). A source that passes is
+// not asked: a step alone never takes the node out sooner than its rounds.
 func (j *jumpGuard) reaskIfUndone(ctx context.Context) {
 	j.mu.Lock()
-	reask := j.reask
-	j.reask = false
+	reask, against := j.reask, j.reaskAgainst
+	j.reask, j.reaskAgainst = false, false
 	j.mu.Unlock()
-	if reask {
-		for _, cf := range j.confirmers {
+	for _, cf := range j.confirmers {
+		if reask || against && cf.against() {
 			cf.recheck(ctx)
 		}
 	}
@@ -203,6 +211,11 @@ func (c ntpConfirmer) enabled() bool { return c.ntp != nil && c.ntp.Enabled() }
 
 func (c ntpConfirmer) recheck(ctx context.Context) { _, _ = c.ntp.CheckNow(ctx) }
 
+func (c ntpConfirmer) against() bool {
+	s := c.ntp.Snapshot()
+	return s.Last != nil && abs(s.Last.Offset) > s.MaxOffset
+}
+
 func (c ntpConfirmer) verdict(since int64) (answered, agrees bool) {
 	s := c.ntp.Snapshot()
 	if s.Last == nil || s.Last.CheckedAt.UnixNano() < since {
@@ -218,6 +231,13 @@ type peersConfirmer struct{ peers *clockguard.Peers }
 func (c peersConfirmer) enabled() bool { return c.peers != nil }
 
 func (c peersConfirmer) recheck(ctx context.Context) { _, _ = c.peers.CheckNow(ctx) }
+
+// against: the last round found this node the outlier (a strict majority
+// of the clocks compared, its own counted, disagreed).
+func (c peersConfirmer) against() bool {
+	s := c.peers.Snapshot()
+	return s.Disagree > s.Agree
+}
 
 func (c peersConfirmer) verdict(since int64) (answered, agrees bool) {
 	s := c.peers.Snapshot()

@@ -19,7 +19,10 @@ type fakeConfirmer struct {
 	agrees   bool
 	at       int64 // wall ns of the last answer; 0: none
 	rechecks int
+	judged   bool // its last verdict is against this node
 }
+
+func (f *fakeConfirmer) against() bool { return f.judged }
 
 func (f *fakeConfirmer) enabled() bool { return true }
 func (f *fakeConfirmer) recheck(context.Context) {
@@ -112,23 +115,27 @@ func TestJumpGuard(t *testing.T) {
 	}
 }
 
-// A step the jump guard accepts (within the headroom, or backward) makes
-// NTP and the peers look again: a node judged the outlier on its old clock
-// (peer_offset) must not wait for the next regular round (an hour in the
-// chaos runs) once its clock is set right. Small drifts ask nobody.
+// A step the jump guard accepts (within the headroom, or backward) makes a
+// source whose verdict is against this node look again: a node judged the
+// outlier on its old clock (peer_offset) must not wait for the next regular
+// round (an hour in the chaos runs) once its clock is set right. A source
+// that passes is not asked (a step alone never takes a node out sooner),
+// and small drifts ask nobody.
 func TestJumpGuardReasksAfterAStep(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		step time.Duration
-		want int
+		name    string
+		step    time.Duration
+		against bool
+		want    int
 	}{
-		{"forward within the headroom", 1600 * time.Millisecond, 1},
-		{"backward", -1500 * time.Millisecond, 1},
-		{"a drift below reaskStep", reaskStep / 2, 0},
+		{"forward within the headroom, judged against", 1600 * time.Millisecond, true, 1},
+		{"backward, judged against", -1500 * time.Millisecond, true, 1},
+		{"a step, the source passes", -1500 * time.Millisecond, false, 0},
+		{"a drift below reaskStep", reaskStep / 2, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-			cf := &fakeConfirmer{clk: clk, answers: true, agrees: true}
+			cf := &fakeConfirmer{clk: clk, answers: true, agrees: true, judged: tc.against}
 			j := newJumpGuard(clockguard.New(zerolog.Nop(), nil), clk, 3*time.Second, zerolog.Nop(), cf)
 			clk.Advance(time.Second)
 			j.step()
