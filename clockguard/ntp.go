@@ -174,6 +174,7 @@ type NTP struct {
 	offset    *Check
 	unreach   *Check
 	round     sync.Mutex // serialises rounds so verdicts land in order
+	sched     *rounds
 	mu        sync.Mutex
 	snap      NTPSnapshot
 	offJudged bool // ntp_offset has had a verdict from a usable answer
@@ -217,6 +218,7 @@ func NewNTP(g *Guard, c clock.Clock, cfg NTPConfig) (*NTP, error) {
 	}
 	n := &NTP{
 		clk: c, cfg: cfg,
+		sched:   newRounds(),
 		offset:  g.Check(ReasonNTPOffset),
 		unreach: g.Check(ReasonNTPUnreachable),
 		snap: NTPSnapshot{
@@ -263,13 +265,16 @@ func NormalizeNTPServer(s string) (string, error) {
 // Enabled reports whether any server is configured.
 func (n *NTP) Enabled() bool { return len(n.cfg.Servers) > 0 }
 
-// Run does a round at once and then one every Interval, until ctx ends. With
-// no servers it returns at once.
+// Run does a round at once and then one every Interval, until ctx ends;
+// sooner while a round (Run's or CheckNow's) found no usable server and
+// what keeps the node out (ntp_unreachable when Required, an ntp_offset
+// verdict against it) can only change with an answer: after 250ms, then
+// twice as late each time, up to 30s. With no servers it returns at once.
 func (n *NTP) Run(ctx context.Context) {
 	if !n.Enabled() {
 		return
 	}
-	runRounds(ctx, n.cfg.Interval, func() { _, _ = n.CheckNow(ctx) })
+	n.sched.run(ctx, n.cfg.Interval, func() { _, _ = n.CheckNow(ctx) })
 }
 
 // CheckNow does one round: it asks the servers in order until one gives an
@@ -351,6 +356,7 @@ func (n *NTP) judgeAnswer(res NTPResult, failed int64) error {
 	}
 	n.offJudged = true
 	n.mu.Unlock()
+	n.sched.ended(false)
 
 	n.unreach.Pass()
 	if err != nil {
@@ -376,8 +382,11 @@ func (n *NTP) judgeUnreachable(errs []error) error {
 	n.snap.ServerErrors += int64(len(errs))
 	n.snap.LastError = detail
 	judged := n.offJudged
+	offsetOut := n.snap.Last != nil && abs(n.snap.Last.Offset) > n.cfg.MaxOffset
 	unreachable := n.snap.UnreachableRounds
 	n.mu.Unlock()
+	// Stale when what keeps the node out can only change with an answer.
+	n.sched.ended(n.cfg.Required || offsetOut)
 
 	if n.cfg.Required {
 		n.unreach.Fail(detail)

@@ -445,3 +445,47 @@ func TestNormalizeNTPServer(t *testing.T) {
 		}
 	}
 }
+
+// TestNTPRunRetriesAStaleVerdictAgainstTheNode: with an hour's interval, a
+// round that finds no server while what keeps the node out can only change
+// with an answer (an ntp_offset verdict against it, or ntp_unreachable when
+// required) is retried soon; an unreachable round with a passing verdict
+// and NTP optional is not.
+func TestNTPRunRetriesAStaleVerdictAgainstTheNode(t *testing.T) {
+	const a = "a.example:123"
+	for _, tc := range []struct {
+		name      string
+		required  bool
+		first     answerFunc
+		wantReady bool // after the first round
+		wantCalls int  // queries once the server answers again
+	}{
+		{"offset verdict against the node: retried", false, offsetAnswer(2 * time.Second), false, 3},
+		{"required and unreachable: retried", true, errAnswer("i/o timeout"), false, 3},
+		{"passing and optional: not retried", false, offsetAnswer(0), true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGuard(t)
+			q := &fakeQuerier{answers: map[string]answerFunc{a: tc.first}}
+			n := newTestNTP(t, g, q, NTPConfig{Servers: []string{a}, Interval: time.Hour, Required: tc.required})
+			stop := runInBackground(t, n.Run)
+			t.Cleanup(stop)
+			waitFor(t, "the first round", func() bool { return n.Snapshot().Rounds == 1 })
+			if g.Ready() != tc.wantReady {
+				t.Fatalf("ready %v after the first round, want %v: %+v", g.Ready(), tc.wantReady, g.Status())
+			}
+			q.set(a, errAnswer("i/o timeout"))
+			if _, err := n.CheckNow(context.Background()); !errors.Is(err, ErrNTPUnreachable) {
+				t.Fatalf("CheckNow: %v, want unreachable", err)
+			}
+			q.set(a, offsetAnswer(time.Millisecond))
+			if tc.wantCalls > 2 {
+				waitFor(t, "the retry's verdict", func() bool { return g.Ready() })
+			}
+			time.Sleep(4 * staleRetryFirst)
+			if got := len(q.asked()); got != tc.wantCalls || !g.Ready() {
+				t.Fatalf("%d queries (want %d), ready %v: %+v", got, tc.wantCalls, g.Ready(), n.Snapshot())
+			}
+		})
+	}
+}

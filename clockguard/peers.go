@@ -141,9 +141,11 @@ type Peers struct {
 	check  *Check
 
 	round  sync.Mutex // serialises rounds so verdicts land in order
+	sched  *rounds
 	mu     sync.Mutex
 	snap   PeerSnapshot
 	judged bool // peer_offset has had a verdict
+	out    bool // and it is against this node
 }
 
 // NewPeers registers the peer_offset check (pending: the node enters service
@@ -176,6 +178,7 @@ func NewPeers(g *Guard, c clock.Clock, src PeerSource, cfg PeersConfig) (*Peers,
 	return &Peers{
 		clk: c, src: src, cfg: cfg, client: client,
 		check: g.Check(ReasonPeerOffset),
+		sched: newRounds(),
 		snap:  PeerSnapshot{MaxOffset: cfg.MaxOffset},
 	}, nil
 }
@@ -197,9 +200,12 @@ func newPeerClient(timeout time.Duration) *fasthttp.Client {
 	}
 }
 
-// Run does a round at once and then one every Interval, until ctx ends.
+// Run does a round at once and then one every Interval, until ctx ends;
+// sooner while a round (Run's or CheckNow's) could not list the peers and
+// the verdict before it keeps the node out: after 250ms, then twice as
+// late each time, up to 30s.
 func (p *Peers) Run(ctx context.Context) {
-	runRounds(ctx, p.cfg.Interval, func() { _, _ = p.CheckNow(ctx) })
+	p.sched.run(ctx, p.cfg.Interval, func() { _, _ = p.CheckNow(ctx) })
 }
 
 // CheckNow does one round: it lists the peers, asks each for its time
@@ -383,9 +389,10 @@ func (p *Peers) judge(results []PeerResult) (PeerSnapshot, error) {
 	if split {
 		p.snap.SplitRounds++
 	}
-	p.judged = true
+	p.judged, p.out = true, out
 	snap := p.snapshotLocked()
 	p.mu.Unlock()
+	p.sched.ended(false)
 
 	if len(errs) > 0 {
 		p.cfg.Log.Warn().Int("unreachable", len(errs)).Int("reachable", len(offsets)).
@@ -432,7 +439,8 @@ func (p *Peers) offsetDetail(results []PeerResult, agree, disagree int, out bool
 }
 
 // judgeSourceError records a round without a peer list: the verdict stays,
-// or passes if there was none.
+// or passes if there was none. A verdict against the node that stays is
+// stale: Run retries soon.
 func (p *Peers) judgeSourceError(err error) (PeerSnapshot, error) {
 	err = fmt.Errorf("peer check: list peers: %w", err)
 	p.mu.Lock()
@@ -440,13 +448,14 @@ func (p *Peers) judgeSourceError(err error) (PeerSnapshot, error) {
 	p.snap.SourceError = err.Error()
 	p.snap.Rounds++
 	p.snap.SourceErrors++
-	judged := p.judged
+	judged, out := p.judged, p.out
 	count := p.snap.SourceErrors
 	snap := p.snapshotLocked()
 	p.mu.Unlock()
 	if !judged {
 		p.check.Pass()
 	}
+	p.sched.ended(out)
 	p.cfg.Log.Warn().Err(err).Int64("source_errors", count).Msg("peer clock check skipped")
 	return snap, err
 }

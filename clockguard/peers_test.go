@@ -78,10 +78,27 @@ func startTimePeerWith(t *testing.T, clk clock.Clock, offset time.Duration, arri
 		_ = ln.Close() // in case Serve had not started when Shutdown ran
 		<-done
 	})
+	// One request before returning: Serve starts its worker pool's
+	// goroutines when it runs, and a leak check that counted goroutines
+	// before that would see them as leaked.
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("http://" + p.addr + warmUpPath)
+	req.SetConnectionClose()
+	if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
+		t.Fatalf("peer %s not serving: %v", p.addr, err)
+	}
 	return p
 }
 
+// warmUpPath is the path of startTimePeerWith's first request.
+const warmUpPath = "/warm-up"
+
 func (p *timePeer) handle(ctx *fasthttp.RequestCtx) {
+	if string(ctx.Path()) == warmUpPath {
+		return // startTimePeerWith's: not counted, no hook
+	}
 	p.requests.Add(1)
 	if p.arrive != nil {
 		p.arrive()
@@ -506,5 +523,49 @@ func TestMedianOf(t *testing.T) {
 		if got := medianOf(tc.in); got != tc.want {
 			t.Errorf("medianOf(%v) = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestPeersRunRetriesAStaleVerdictAgainstTheNode: with an hour's interval,
+// a verdict against the node that a later round could not renew (the peer
+// list unavailable: ZooKeeper electing a leader when the jump guard re-asks
+// after the clock was set right) is retried soon, so the node returns once
+// the list is back; a verdict for the node is not retried.
+func TestPeersRunRetriesAStaleVerdictAgainstTheNode(t *testing.T) {
+	fc := clocktest.NewFake(t0)
+	agreeing := []Peer{{1, startTimePeer(t, fc, 0).addr}, {2, startTimePeer(t, fc, 0).addr}}
+	ahead := []Peer{{1, startTimePeer(t, fc, 5*time.Second).addr}, {2, startTimePeer(t, fc, 5*time.Second).addr}}
+	for _, tc := range []struct {
+		name      string
+		first     []Peer
+		wantReady bool // after the first round
+		wantCalls int  // source calls once the list is back
+	}{
+		{"against the node: retried", ahead, false, 3},
+		{"for the node: not retried", agreeing, true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &staticPeers{peers: tc.first}
+			g := newGuard(t)
+			p := newTestPeers(t, g, fc, src, PeersConfig{Interval: time.Hour})
+			stop := runInBackground(t, p.Run)
+			t.Cleanup(stop)
+			waitFor(t, "the first round", func() bool { return p.Snapshot().Rounds == 1 })
+			if g.Ready() != tc.wantReady {
+				t.Fatalf("ready %v after the first round, want %v: %+v", g.Ready(), tc.wantReady, g.Status())
+			}
+			src.set(nil, errors.New("zk: no server"))
+			if _, err := p.CheckNow(context.Background()); err == nil {
+				t.Fatal("a round without a peer list passed")
+			}
+			src.set(agreeing, nil)
+			if tc.wantCalls > 2 {
+				waitFor(t, "the retry's verdict", func() bool { return g.Ready() })
+			}
+			time.Sleep(4 * staleRetryFirst)
+			if n := src.callCount(); n != tc.wantCalls || !g.Ready() {
+				t.Fatalf("%d calls to the source (want %d), ready %v: %+v", n, tc.wantCalls, g.Ready(), p.Snapshot())
+			}
+		})
 	}
 }
