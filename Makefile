@@ -28,7 +28,8 @@ test: deps
 	$(GO) test -race -tags chaos -timeout 10m ./node/
 	# Allocation tests skip themselves under -race (sync.Pool drops items there): run them without it.
 	$(GO) test -count=1 -run 'Alloc' ./server/ ./metrics/ ./node/
-	CHAOS_SUMMARY=$(CURDIR)/bin/chaos-summary-short.txt $(GO) test -race -tags chaos -run Chaos -timeout 10m ./tests/chaos/
+	# -count=1: a new random schedule every run, and the summary below is this run's (never a cached result).
+	CHAOS_SUMMARY=$(CURDIR)/bin/chaos-summary-short.txt $(GO) test -count=1 -race -tags chaos -run Chaos -timeout 10m ./tests/chaos/
 	@cat bin/chaos-summary-short.txt
 
 ## test-unit: unit tests only (no TestIntegration_*)
@@ -41,7 +42,7 @@ bench: build
 
 ## chaos: fault-injection tests against real processes and ZooKeeper, long variant (a few minutes; CHAOS_SEED=N replays a schedule); summary in bin/chaos-summary.txt
 chaos: deps
-	CHAOS_LONG=1 CHAOS_SUMMARY=$(CURDIR)/bin/chaos-summary.txt $(GO) test -tags chaos -race -run Chaos -timeout 30m ./tests/...
+	CHAOS_LONG=1 CHAOS_SUMMARY=$(CURDIR)/bin/chaos-summary.txt $(GO) test -count=1 -tags chaos -race -run Chaos -timeout 30m ./tests/...
 	@cat bin/chaos-summary.txt
 
 ## run: local ZooKeeper + a 3-node cluster on 127.0.0.1:8081-8083 (RUN_BASE_PORT), sample IDs, snowflakectl status
