@@ -48,6 +48,7 @@ func TestIntegration_Chaos(t *testing.T) {
 		{"ntp_drift", h.ntpDrift},
 		{"kill9_mid_rollback", h.kill9MidRollback},
 		{"overlapping_faults", h.overlappingFaults},
+		{"segments_overlapping_faults", h.segmentsOverlappingFaults},
 	} {
 		t.Run(sc.name, sc.run)
 	}

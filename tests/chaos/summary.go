@@ -57,6 +57,17 @@ type Summary struct {
 	problems    map[string]int64
 	unavailable map[string]int64
 	measures    map[string]*measure
+	segments    []SegmentFigures
+}
+
+// SegmentFigures are what a segment scenario checked and measured.
+type SegmentFigures struct {
+	IDs         int64 // dense IDs issued and checked
+	Duplicates  int64
+	Problems    int64 // others: out of order, undocumented answers, reissuable, ...
+	Lost        int64 // handed out, neither issued nor returned
+	Kills       int   // kill -9 of nodes serving the tag
+	Unavailable int64 // 503 segment_unavailable answers
 }
 
 type measure struct {
@@ -87,6 +98,24 @@ func (s *Summary) AddScenario(name string, r Report, unavailable map[string]int6
 	}
 	for k, v := range unavailable {
 		s.unavailable[k] += v
+	}
+}
+
+// AddSegments adds a finished segment scenario (its duplicates count in the
+// run's duplicates).
+func (s *Summary) AddSegments(name string, f SegmentFigures) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := strings.LastIndex(name, "/"); i >= 0 {
+		name = name[i+1:]
+	}
+	s.scenarios = append(s.scenarios, name)
+	s.segments = append(s.segments, f)
+	if f.Duplicates > 0 {
+		s.problems[ProblemDuplicate] += f.Duplicates
+	}
+	if f.Problems > 0 {
+		s.problems["segment"] += f.Problems
 	}
 }
 
@@ -143,6 +172,9 @@ func (s *Summary) String() string {
 	fmt.Fprintf(&b, "  scenarios: %d (%s)\n", len(s.scenarios), strings.Join(s.scenarios, ", "))
 	fmt.Fprintf(&b, "  IDs checked: %d (in %d answers)\n", s.ids, s.requests)
 	fmt.Fprintf(&b, "  rollbacks injected: %d (and %d forward jumps, %d kill -9)\n", s.rollbacks, s.forwards, s.kills)
+	for _, f := range s.segments {
+		fmt.Fprintf(&b, "  dense (segment) IDs checked: %d, %d lost over %d kill -9, %d answers 503 segment_unavailable\n", f.IDs, f.Lost, f.Kills, f.Unavailable)
+	}
 	fmt.Fprintf(&b, "  duplicates found: %d\n", s.problems[ProblemDuplicate])
 	other := map[string]int64{}
 	for k, v := range s.problems {
