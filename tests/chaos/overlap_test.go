@@ -41,8 +41,7 @@ func (h *harness) overlappingFaults(t *testing.T) {
 	offsets := make([]time.Duration, len(nodes))
 	restartAt := make([]time.Time, len(nodes)) // non-zero: killed, restart then
 	epochs := make([]atomic.Int64, len(nodes)) // bumped by every fault on a node
-	var zkDown *zkharness.Server
-	var zkUpAt time.Time
+	zkFault := &leaderFault{t: t, ens: ens}
 	var returns sync.WaitGroup
 	// measureReturn records how long node i takes to be in service again
 	// since since, unless another fault hits it meanwhile (then that
@@ -90,11 +89,7 @@ func (h *harness) overlappingFaults(t *testing.T) {
 			measureReturn(MeasureOverlapKill, fmt.Sprintf("node %s restarted with offset %s", nodes[i].name, offsets[i]), began, i)
 			counts["restart"]++
 		}
-		if zkDown != nil && !time.Now().Before(zkUpAt) {
-			if err := zkDown.Start(); err != nil {
-				t.Fatal(err)
-			}
-			zkDown = nil
+		if zkFault.restartDue() {
 			var up []int
 			for i := range nodes {
 				if restartAt[i].IsZero() && offsets[i] == 0 {
@@ -108,12 +103,7 @@ func (h *harness) overlappingFaults(t *testing.T) {
 		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond) // the schedule's pace
 		i := rng.IntN(len(nodes))
 		n := nodes[i]
-		killed := 0
-		for _, at := range restartAt {
-			if !at.IsZero() {
-				killed++
-			}
-		}
+		killed := pending(restartAt)
 		switch k := rng.IntN(20); {
 		case k < 11 && restartAt[i].IsZero(): // a clock fault: rollback, forward jump (beyond the fence headroom too) or reset
 			next := time.Duration(rng.IntN(7000)-2000) * time.Millisecond // -2s..+5s
@@ -137,15 +127,10 @@ func (h *harness) overlappingFaults(t *testing.T) {
 			h.sum.Killed()
 			restartAt[i] = time.Now().Add(time.Duration(200+rng.IntN(2800)) * time.Millisecond)
 			counts["kill -9"]++
-		case k < 18 && zkDown == nil: // kill the ZooKeeper leader; restarted 0.5s-4s later
-			leader, err := ens.Leader()
-			if err != nil {
+		case k < 18 && !zkFault.isDown(): // kill the ZooKeeper leader; restarted 0.5s-4s later
+			if !zkFault.kill(rng) {
 				continue // an election is under way: the fault already overlaps one
 			}
-			if err := leader.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			zkDown, zkUpAt = leader, time.Now().Add(time.Duration(500+rng.IntN(3500))*time.Millisecond)
 			counts["zookeeper leader kill"]++
 		}
 	}
@@ -153,11 +138,7 @@ func (h *harness) overlappingFaults(t *testing.T) {
 
 	// End every fault, then every node must come back by itself.
 	ended := time.Now()
-	if zkDown != nil {
-		if err := zkDown.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	zkFault.end()
 	for i, n := range nodes {
 		epochs[i].Add(1) // measured below, all together
 		switch {

@@ -215,8 +215,7 @@ func (h *harness) segmentsOverlappingFaults(t *testing.T) {
 	rng := rand.New(rand.NewPCG(h.seed, 0x7365676d656e7473)) // "segments"
 	offsets := make([]time.Duration, len(nodes))
 	restartAt := make([]time.Time, len(nodes)) // non-zero: down, restart then
-	var zkDown *zkharness.Server
-	var zkUpAt time.Time
+	zkFault := &leaderFault{t: t, ens: ens}
 	counts := map[string]int{}
 	kills := 0
 	start := time.Now()
@@ -230,22 +229,13 @@ func (h *harness) segmentsOverlappingFaults(t *testing.T) {
 			restartAt[i] = time.Time{}
 			counts["restart"]++
 		}
-		if zkDown != nil && !time.Now().Before(zkUpAt) {
-			if err := zkDown.Start(); err != nil {
-				t.Fatal(err)
-			}
-			zkDown = nil
+		if zkFault.restartDue() {
 			counts["zookeeper restart"]++
 		}
-		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond) // the schedule's pace
 		i := rng.IntN(len(nodes))
 		n := nodes[i]
-		down := 0
-		for _, at := range restartAt {
-			if !at.IsZero() {
-				down++
-			}
-		}
+		down := pending(restartAt)
 		switch k := rng.IntN(20); {
 		case k < 6 && restartAt[i].IsZero(): // a clock fault: dense IDs carry no time and keep coming
 			next := time.Duration(rng.IntN(10000)-5000) * time.Millisecond
@@ -271,15 +261,10 @@ func (h *harness) segmentsOverlappingFaults(t *testing.T) {
 			}
 			restartAt[i] = time.Now().Add(time.Duration(rng.IntN(1000)) * time.Millisecond)
 			counts["sigterm"]++
-		case k < 18 && zkDown == nil: // kill the ZooKeeper leader; restarted 0.5s-4s later
-			leader, err := ens.Leader()
-			if err != nil {
+		case k < 18 && !zkFault.isDown(): // kill the ZooKeeper leader; restarted 0.5s-4s later
+			if !zkFault.kill(rng) {
 				continue // an election is under way
 			}
-			if err := leader.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			zkDown, zkUpAt = leader, time.Now().Add(time.Duration(500+rng.IntN(3500))*time.Millisecond)
 			counts["zookeeper leader kill"]++
 		}
 	}
@@ -287,11 +272,7 @@ func (h *harness) segmentsOverlappingFaults(t *testing.T) {
 
 	// End every fault; every node must serve the tag again by itself.
 	ended := time.Now()
-	if zkDown != nil {
-		if err := zkDown.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	zkFault.end()
 	for i, n := range nodes {
 		switch {
 		case !restartAt[i].IsZero():
