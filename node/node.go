@@ -193,8 +193,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 		return err
 	}
 	n.loops = append(n.loops, n.watchTimeField)
-	if n.segments != nil {
-		n.segments.inc = n.ident.entry.Incarnation // from the claim, or the cache file while ZooKeeper is down
+	if n.segments != nil && n.segments.resume(n.ident.entry.Incarnation) {
 		n.loops = append(n.loops, n.segments.run)
 	}
 	n.logStart(ln.Addr())

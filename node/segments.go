@@ -129,16 +129,27 @@ func (m *segmentMode) startService(inc string) error {
 	return nil
 }
 
-// run starts the service (at once when the incarnation is known), then
-// opens the store, retrying while ZooKeeper is unreachable, until it is
-// open or ctx ends.
-func (m *segmentMode) run(ctx context.Context) {
-	if m.inc != "" {
-		if err := m.startService(m.inc); err != nil {
-			m.log.Error().Err(err).Msg("segment mode: cannot resume the state file")
-			return
-		}
+// resume records the incarnation known at start (from the claim, or the
+// cache file while ZooKeeper is down) and, when there is one, starts the
+// service on the state file now: the node calls it before its server
+// answers, so the ranges a predecessor held serve from the first request
+// (started from run, a request could come first and get 503). It reports
+// false when the state file cannot be resumed: segment mode stays off.
+func (m *segmentMode) resume(inc string) bool {
+	m.inc = inc
+	if inc == "" {
+		return true
 	}
+	if err := m.startService(inc); err != nil {
+		m.log.Error().Err(err).Msg("segment mode: cannot resume the state file")
+		return false
+	}
+	return true
+}
+
+// run opens the store, retrying while ZooKeeper is unreachable, until it
+// is open or ctx ends; with no service resumed yet, connect starts it.
+func (m *segmentMode) run(ctx context.Context) {
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		err := m.connect(ctx)
 		if err == nil {

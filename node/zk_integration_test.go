@@ -214,3 +214,27 @@ func TestIntegration_RunZooKeeperMetricsAndStatus(t *testing.T) {
 		}
 	}
 }
+
+// When the cluster's incarnation is known at start (here from the claim),
+// the segment service runs on the state file before the node's server
+// answers: a request right after the start gets the resumed ranges, never
+// a 503 "waiting for its ZooKeeper session" (started from a background
+// loop, it raced the first request: TestIntegration_SegmentsResumeWhileZooKeeperIsDown
+// failed so on a loaded machine).
+func TestIntegration_SegmentServiceRunsBeforeTheServerAnswers(t *testing.T) {
+	zk := zkharness.StartStandalone(t)
+	cfg := zkTestConfig(t, zk, "segresume", "node-a")
+	started := make(chan bool, 1)
+	stop := startRun(t, cfg, withBuilt(func(n *node) { started <- n.segments != nil && n.segments.svc.Load() != nil }))
+	select {
+	case ok := <-started:
+		if !ok {
+			t.Fatal("the segment service was not running when the node was about to serve")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("node not built within 30s")
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
