@@ -113,11 +113,27 @@ func (d *Discovery) Close() error {
 	return nil
 }
 
-// dialCluster checks the connection settings, opens a ZooKeeper session of
-// its own (waiting up to timeout, default DefaultConnectTimeout), adds the
-// digest auth and checks that the cluster exists. Readers beside the node
-// (discovery, segment mode, snowflakectl) use it.
+// dialCluster is dialZK, then a check that the cluster exists. Readers
+// beside the node (discovery, segment mode, snowflakectl segment) use it.
 func dialCluster(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration, log zerolog.Logger) (zkc, paths, error) {
+	z, p, err := dialZK(ctx, servers, cluster, auth, timeout, log)
+	if err != nil {
+		return zkc{}, paths{}, err
+	}
+	if ok, _, err := z.exists(ctx, p.cluster); err != nil || !ok {
+		z.conn.Close()
+		if err == nil {
+			return zkc{}, paths{}, fmt.Errorf("cluster %q does not exist in ZooKeeper %s (start a node first)", cluster, strings.Join(servers, ","))
+		}
+		return zkc{}, paths{}, unavailable(err)
+	}
+	return z, p, nil
+}
+
+// dialZK checks the connection settings, opens a ZooKeeper session of its
+// own (waiting up to timeout, default DefaultConnectTimeout) and adds the
+// digest auth. The caller closes z.conn.
+func dialZK(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration, log zerolog.Logger) (zkc, paths, error) {
 	servers, err := checkServers(servers)
 	if err != nil {
 		return zkc{}, paths{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
@@ -146,13 +162,5 @@ func dialCluster(ctx context.Context, servers []string, cluster, auth string, ti
 			return zkc{}, paths{}, fmt.Errorf("auth: %w", unavailable(err))
 		}
 	}
-	p := newPaths(cluster)
-	if ok, _, err := z.exists(ctx, p.cluster); err != nil || !ok {
-		conn.Close()
-		if err == nil {
-			return zkc{}, paths{}, fmt.Errorf("cluster %q does not exist in ZooKeeper %s", cluster, strings.Join(servers, ","))
-		}
-		return zkc{}, paths{}, unavailable(err)
-	}
-	return z, p, nil
+	return z, newPaths(cluster), nil
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -46,36 +45,19 @@ type WorkerInfo struct {
 // "user:password" or "" (reading needs no credentials). timeout bounds the
 // whole call. Malformed znodes become rows with Problem set.
 func ListWorkers(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration) ([]WorkerInfo, error) {
-	servers, err := checkServers(servers)
-	if err != nil {
-		return nil, fmt.Errorf("list workers: %w: %v", ErrInvalidConfig, err)
-	}
-	if err := validateCluster(cluster); err != nil {
-		return nil, fmt.Errorf("list workers: %w: %v", ErrInvalidConfig, err)
-	}
 	if timeout <= 0 {
 		return nil, fmt.Errorf("list workers: %w: timeout %v is not positive", ErrInvalidConfig, timeout)
 	}
-	if u, p, ok := strings.Cut(auth, ":"); auth != "" && (!ok || u == "" || p == "") {
-		return nil, fmt.Errorf("list workers: %w: zk auth must be user:password", ErrInvalidConfig)
-	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	conn, _, err := zk.Connect(servers, max(timeout, 2*time.Second), zk.WithLogger(zkLogger{log: zerolog.Nop()}))
+	// No check that the cluster exists first: listWorkers reads its znode
+	// and says so.
+	z, p, err := dialZK(ctx, servers, cluster, auth, timeout, zerolog.Nop())
 	if err != nil {
-		return nil, fmt.Errorf("list workers: %w: %v", ErrZKUnavailable, err)
-	}
-	defer conn.Close()
-	if err := waitSession(ctx, conn, timeout, servers); err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	z := zkc{conn, timeout}
-	if auth != "" {
-		if _, err := call(ctx, timeout, func() (struct{}, error) { return struct{}{}, conn.AddAuth("digest", []byte(auth)) }); err != nil {
-			return nil, fmt.Errorf("list workers: auth: %w", unavailable(err))
-		}
-	}
-	rows, err := listWorkers(ctx, z, newPaths(cluster), cluster)
+	defer z.conn.Close()
+	rows, err := listWorkers(ctx, z, p, cluster)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", unavailable(err))
 	}
