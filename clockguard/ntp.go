@@ -165,6 +165,11 @@ type NTPSnapshot struct {
 	ServerErrors      int64 `json:"server_errors"`      // failed queries, including failed-over ones
 }
 
+// OffsetBeyond reports whether the last usable answer put the clock more
+// than MaxOffset off (the ntp_offset verdict against this node). False
+// before the first answer.
+func (s NTPSnapshot) OffsetBeyond() bool { return s.Last != nil && abs(s.Last.Offset) > s.MaxOffset }
+
 // NTP is the NTP check: the ntp_offset and ntp_unreachable reasons. The
 // offset is measured against the node's injected clock, so a chaos build
 // that shifts the clock shows up here as it would with a real clock step.
@@ -382,7 +387,7 @@ func (n *NTP) judgeUnreachable(errs []error) error {
 	n.snap.ServerErrors += int64(len(errs))
 	n.snap.LastError = detail
 	judged := n.offJudged
-	offsetOut := n.snap.Last != nil && abs(n.snap.Last.Offset) > n.cfg.MaxOffset
+	offsetOut := n.snap.OffsetBeyond()
 	unreachable := n.snap.UnreachableRounds
 	n.mu.Unlock()
 	// Stale when what keeps the node out can only change with an answer.

@@ -126,6 +126,11 @@ type PeerSnapshot struct {
 	SourceErrors     int64 `json:"source_errors"`     // rounds without a peer list
 }
 
+// Outlier reports whether the last verdict keeps this node out: a strict
+// majority of the clocks compared, its own counted, disagreed with it.
+// False before the first verdict.
+func (s PeerSnapshot) Outlier() bool { return s.Disagree > s.Agree }
+
 // Peers is the peer check (reason peer_offset): it asks live peers for their
 // time and fails only when this node is the outlier: more than half of the
 // clocks it could compare (its own counted: the source lists only others)
@@ -145,7 +150,6 @@ type Peers struct {
 	mu     sync.Mutex
 	snap   PeerSnapshot
 	judged bool // peer_offset has had a verdict
-	out    bool // and it is against this node
 }
 
 // NewPeers registers the peer_offset check (pending: the node enters service
@@ -389,7 +393,7 @@ func (p *Peers) judge(results []PeerResult) (PeerSnapshot, error) {
 	if split {
 		p.snap.SplitRounds++
 	}
-	p.judged, p.out = true, out
+	p.judged = true
 	snap := p.snapshotLocked()
 	p.mu.Unlock()
 	p.sched.ended(false)
@@ -448,7 +452,7 @@ func (p *Peers) judgeSourceError(err error) (PeerSnapshot, error) {
 	p.snap.SourceError = err.Error()
 	p.snap.Rounds++
 	p.snap.SourceErrors++
-	judged, out := p.judged, p.out
+	judged, out := p.judged, p.snap.Outlier()
 	count := p.snap.SourceErrors
 	snap := p.snapshotLocked()
 	p.mu.Unlock()

@@ -211,17 +211,14 @@ func (c ntpConfirmer) enabled() bool { return c.ntp != nil && c.ntp.Enabled() }
 
 func (c ntpConfirmer) recheck(ctx context.Context) { _, _ = c.ntp.CheckNow(ctx) }
 
-func (c ntpConfirmer) against() bool {
-	s := c.ntp.Snapshot()
-	return s.Last != nil && abs(s.Last.Offset) > s.MaxOffset
-}
+func (c ntpConfirmer) against() bool { return c.ntp.Snapshot().OffsetBeyond() }
 
 func (c ntpConfirmer) verdict(since int64) (answered, agrees bool) {
 	s := c.ntp.Snapshot()
 	if s.Last == nil || s.Last.CheckedAt.UnixNano() < since {
 		return false, false
 	}
-	return true, abs(s.Last.Offset) <= s.MaxOffset
+	return true, !s.OffsetBeyond()
 }
 
 // peersConfirmer confirms through the peer check: a round after the jump
@@ -232,12 +229,7 @@ func (c peersConfirmer) enabled() bool { return c.peers != nil }
 
 func (c peersConfirmer) recheck(ctx context.Context) { _, _ = c.peers.CheckNow(ctx) }
 
-// against: the last round found this node the outlier (a strict majority
-// of the clocks compared, its own counted, disagreed).
-func (c peersConfirmer) against() bool {
-	s := c.peers.Snapshot()
-	return s.Disagree > s.Agree
-}
+func (c peersConfirmer) against() bool { return c.peers.Snapshot().Outlier() }
 
 func (c peersConfirmer) verdict(since int64) (answered, agrees bool) {
 	s := c.peers.Snapshot()
@@ -245,11 +237,4 @@ func (c peersConfirmer) verdict(since int64) (answered, agrees bool) {
 		return false, false
 	}
 	return true, s.Disagree == 0
-}
-
-func abs(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
 }
