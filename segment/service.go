@@ -300,16 +300,7 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 	}
 	// Loaders finish the operation in flight (a load cut short could lose
 	// its range) unless ctx ends first; a range they got is in b.ranges.
-	close(s.stop)
-	loadersDone := make(chan struct{})
-	go func() { s.wg.Wait(); close(loadersDone) }()
-	select {
-	case <-loadersDone:
-	case <-ctx.Done():
-		s.cancel()
-		<-loadersDone
-	}
-	s.cancel()
+	s.stopLoaders(ctx.Done())
 	rest := map[*tagBuf][]Range{}
 	for _, b := range bufs {
 		b.mu.Lock()
@@ -395,9 +386,7 @@ func (s *Service) halt() []*tagBuf {
 	if !ok {
 		return nil
 	}
-	close(s.stop)
-	s.cancel()
-	s.wg.Wait()
+	s.stopLoaders(closedChan)
 	for _, b := range bufs {
 		b.mu.Lock()
 		b.closed = true
@@ -406,6 +395,25 @@ func (s *Service) halt() []*tagBuf {
 	}
 	return bufs
 }
+
+// stopLoaders ends the loaders: each finishes the operation in flight
+// until giveUp is closed, then loads in flight are cancelled. It returns
+// once every loader has.
+func (s *Service) stopLoaders(giveUp <-chan struct{}) {
+	close(s.stop)
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-giveUp:
+		s.cancel()
+		<-done
+	}
+	s.cancel()
+}
+
+// closedChan is a closed channel: stopLoaders(closedChan) gives up at once.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // markClosed closes the service to new Takes of new tags and returns its
 // buffers; ok is false when it was closed already.
