@@ -41,12 +41,15 @@ const (
 	codeSegmentUnavailable = "segment_unavailable" // 503: no ID of the tag left and no range could be loaded
 )
 
+// msgSegmentsOff is the message of segments_off.
+const msgSegmentsOff = "segment mode needs ZooKeeper: this node runs standalone"
+
 // serveSegment answers GET /segment/{tag}[?count=N][&format=text|json] and
 // (leaf) GET /api/segment/get/{tag}. It does not ask the clock guard: dense
 // IDs carry no time.
 func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 	if s.cfg.Segments == nil {
-		s.writeError(ctx, fasthttp.StatusNotFound, codeSegmentsOff, "segment mode needs ZooKeeper: this node runs standalone")
+		s.writeError(ctx, fasthttp.StatusNotFound, codeSegmentsOff, msgSegmentsOff)
 		return
 	}
 	name := string(tag)
@@ -100,7 +103,7 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 func (s *Server) serveReadyzSegment(ctx *fasthttp.RequestCtx) {
 	switch {
 	case s.cfg.Segments == nil:
-		s.writeError(ctx, fasthttp.StatusNotFound, codeSegmentsOff, "segment mode needs ZooKeeper: this node runs standalone")
+		s.writeError(ctx, fasthttp.StatusNotFound, codeSegmentsOff, msgSegmentsOff)
 	case s.cfg.Segments.Ready():
 		writeBody(ctx, fasthttp.StatusOK, ctJSON, bodySegmentReady)
 	default:

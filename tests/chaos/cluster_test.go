@@ -392,17 +392,23 @@ func (c *cluster) finish() {
 		}
 	}
 	c.t.Logf("checker: %s", r)
-	name := c.t.Name()
-	if i := strings.LastIndex(name, "/"); i >= 0 {
-		name = name[i+1:]
-	}
-	c.h.sum.AddScenario(name, r, unavailable)
+	c.h.sum.AddScenario(scenarioName(c.t), r, unavailable)
 	if !r.OK() {
 		c.t.Errorf("checker found problems: %s", r)
 	}
 	if r.IDs == 0 {
 		c.t.Error("no ID checked: the scenario proved nothing")
 	}
+}
+
+// scenarioName is the scenario's name in the summary: the subtest's own
+// name, without TestIntegration_Chaos/.
+func scenarioName(t *testing.T) string {
+	name := t.Name()
+	if i := strings.LastIndex(name, "/"); i >= 0 {
+		name = name[i+1:]
+	}
+	return name
 }
 
 // aliveWatch follows one alive znode with ZooKeeper watches and records

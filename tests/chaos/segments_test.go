@@ -331,7 +331,7 @@ func (h *harness) segmentsOverlappingFaults(t *testing.T) {
 	for _, p := range load.problems {
 		t.Error(p)
 	}
-	h.sum.AddSegments(t.Name(), SegmentFigures{
+	h.sum.AddSegments(scenarioName(t), SegmentFigures{
 		IDs: int64(len(issued)), Duplicates: load.duplicates, Problems: int64(len(load.problems)) - load.duplicates,
 		Lost: lost, Kills: kills, Unavailable: load.unavailable,
 	})

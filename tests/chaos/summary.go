@@ -106,9 +106,6 @@ func (s *Summary) AddScenario(name string, r Report, unavailable map[string]int6
 func (s *Summary) AddSegments(name string, f SegmentFigures) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i := strings.LastIndex(name, "/"); i >= 0 {
-		name = name[i+1:]
-	}
 	s.scenarios = append(s.scenarios, name)
 	s.segments = append(s.segments, f)
 	if f.Duplicates > 0 {
