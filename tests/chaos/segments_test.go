@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -154,11 +155,7 @@ func (l *segLoad) get(n *node, count int) (int, []byte, error) {
 func (l *segLoad) answers() map[string]int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := map[string]int64{}
-	for k, v := range l.ok {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(l.ok)
 }
 
 // finish stops the clients and returns the IDs issued, sorted.
