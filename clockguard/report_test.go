@@ -15,7 +15,7 @@ func TestBuildReport(t *testing.T) {
 	fc := clocktest.NewFake(t0)
 	g := newGuard(t)
 	rb := NewRollback(g, &fakeBehinder{behind: time.Second}, time.Millisecond)
-	w, err := NewWatcher(fc, WatcherConfig{OnRollback: func(d time.Duration) { rb.Trip(d, "watcher") }, Log: testLogger(t)})
+	w, err := NewWatcher(fc, WatcherConfig{OnRollback: func(d time.Duration, _ time.Time) { rb.Trip(d, "watcher") }, Log: testLogger(t)})
 	if err != nil {
 		t.Fatalf("NewWatcher: %v", err)
 	}

@@ -42,9 +42,11 @@ type WatcherConfig struct {
 	// counted (default 1s).
 	ForwardThreshold time.Duration
 	// OnRollback is called, on the watcher's goroutine, with the size of every
-	// backward step larger than Tolerance. The node wires it to
-	// Rollback.Trip(step, "watcher"). It must not block. Required.
-	OnRollback func(step time.Duration)
+	// backward step larger than Tolerance and the wall reading that found it
+	// (at+step is where the clock would read without the step). The node
+	// wires it to Rollback.Trip(step, "watcher") and the metrics. It must not
+	// block. Required.
+	OnRollback func(step time.Duration, at time.Time)
 	// Log receives one line per detected step.
 	Log zerolog.Logger
 }
@@ -208,7 +210,7 @@ func (w *Watcher) Step() Step {
 			Dur("wall_elapsed", st.WallElapsed).Dur("mono_elapsed", st.MonoElapsed).
 			Dur("tolerance", w.cfg.Tolerance).Int64("backward_steps", stats.BackwardSteps).
 			Msg("wall clock stepped back")
-		w.cfg.OnRollback(-st.Skew)
+		w.cfg.OnRollback(-st.Skew, time.Unix(0, s.wall))
 	case ForwardStep:
 		w.cfg.Log.Warn().Str("direction", "forward").Dur("step", st.Skew).
 			Dur("wall_elapsed", st.WallElapsed).Dur("mono_elapsed", st.MonoElapsed).

@@ -15,16 +15,24 @@ import (
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// rollbackRecorder records the steps passed to OnRollback.
+// rollbackRecorder records the steps and readings passed to OnRollback.
 type rollbackRecorder struct {
 	mu    sync.Mutex
 	steps []time.Duration
+	ats   []time.Time
 }
 
-func (r *rollbackRecorder) record(d time.Duration) {
+func (r *rollbackRecorder) record(d time.Duration, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.steps = append(r.steps, d)
+	r.ats = append(r.ats, at)
+}
+
+func (r *rollbackRecorder) readings() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Time(nil), r.ats...)
 }
 
 func (r *rollbackRecorder) got() []time.Duration {
@@ -83,6 +91,14 @@ func TestWatcherStepDetection(t *testing.T) {
 			}
 			if got := rec.got(); !equalDurations(got, want) {
 				t.Fatalf("OnRollback calls = %v, want %v", got, want)
+			}
+			// The reading passed is the one that found the step, not a
+			// later one: the clock may be set right in between.
+			wantAt := time.Unix(0, fc.WallNanos())
+			for _, at := range rec.readings() {
+				if !at.Equal(wantAt) {
+					t.Fatalf("OnRollback reading %v, want %v (the reading after the step)", at, wantAt)
+				}
 			}
 			s := w.Stats()
 			if s.Checks != 1 {
@@ -220,7 +236,7 @@ func TestWatcherRunTicksWiredToRollback(t *testing.T) {
 	b := &fakeBehinder{behind: 2 * time.Second}
 	rb := NewRollback(g, b, time.Millisecond)
 	w, err := NewWatcher(fc, WatcherConfig{
-		OnRollback: func(step time.Duration) { rb.Trip(step, "watcher") },
+		OnRollback: func(step time.Duration, _ time.Time) { rb.Trip(step, "watcher") },
 		Log:        testLogger(t),
 	})
 	if err != nil {
@@ -274,7 +290,7 @@ func TestWatcherRunWithTicker(t *testing.T) {
 
 func TestNewWatcherConfigErrors(t *testing.T) {
 	fc := clocktest.NewFake(t0)
-	cb := func(time.Duration) {}
+	cb := func(time.Duration, time.Time) {}
 	for _, tc := range []struct {
 		name string
 		c    clock.Clock
@@ -296,7 +312,7 @@ func TestNewWatcherConfigErrors(t *testing.T) {
 }
 
 func TestWatcherDefaults(t *testing.T) {
-	w, err := NewWatcher(clocktest.NewFake(t0), WatcherConfig{OnRollback: func(time.Duration) {}})
+	w, err := NewWatcher(clocktest.NewFake(t0), WatcherConfig{OnRollback: func(time.Duration, time.Time) {}})
 	if err != nil {
 		t.Fatalf("NewWatcher: %v", err)
 	}

@@ -24,8 +24,8 @@ func TestObserverAllocs(t *testing.T) {
 		{"request other 404", func() { f.m.Request(server.EndpointOther, 404) }},
 		{"request unknown endpoint", func() { f.m.Request("unknown", 700) }},
 		{"issued ids", func() { f.m.IssuedIDs(100) }},
-		{"rollback, same event", func() { f.m.ObserveRollback(2 * time.Second) }},
-		{"rollback, new events", func() { f.clk.Advance(time.Minute); f.m.ObserveRollback(time.Second) }},
+		{"rollback, same event", func() { f.m.ObserveRollback(2*time.Second, f.now()) }},
+		{"rollback, new events", func() { f.clk.Advance(time.Minute); f.m.ObserveRollback(time.Second, f.now()) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -118,6 +118,9 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	return f
 }
 
+// now is the fixture clock's wall reading.
+func (f *fixture) now() time.Time { return time.Unix(0, f.clk.WallNanos()) }
+
 // scrape calls the handler as GET /metrics and parses the body.
 func scrape(t testing.TB, m *Metrics) *exposition {
 	t.Helper()

@@ -290,18 +290,22 @@ func (m *Metrics) IssuedIDs(n int) {
 	}
 }
 
-// ObserveRollback reports that the clock reads behind before the last
-// issued ID, beyond the tolerance. The node calls it wherever it calls
-// clockguard.Rollback.Trip: for every *snowflake.RollbackError and from the
-// watcher's OnRollback. Reports of the same rollback are merged (see
-// RollbackMergeWindow); the first report of a rollback sets its size class.
-// It is quick, does not block or allocate, and does nothing on a nil
-// *Metrics or for behind <= 0, so it may be wired before the metrics exist.
-func (m *Metrics) ObserveRollback(behind time.Duration) {
+// ObserveRollback reports that the clock reading at was behind before the
+// last issued ID, beyond the tolerance. The node calls it wherever it calls
+// clockguard.Rollback.Trip: for every *snowflake.RollbackError (its Behind
+// and At) and from the watcher's OnRollback. Reports of the same rollback
+// are merged (see RollbackMergeWindow); the first report of a rollback sets
+// its size class. The catch-up point is at+behind, from the reading that
+// measured behind, never from a later one: the clock may have been set
+// right in between, and a later reading plus the old behind would point
+// seconds away and count the same rollback twice. It is quick, does not
+// block or allocate, and does nothing on a nil *Metrics or for behind <= 0,
+// so it may be wired before the metrics exist.
+func (m *Metrics) ObserveRollback(behind time.Duration, at time.Time) {
 	if m == nil || behind <= 0 {
 		return
 	}
-	p := m.src.Clock.WallNanos() + int64(behind)
+	p := at.UnixNano() + int64(behind)
 	for range 100 { // bounded: each failed CAS means another report won
 		start := m.rollbackStart.Load()
 		if start != 0 && p <= start+int64(RollbackMergeWindow) {

@@ -324,7 +324,7 @@ func TestObserveRollback(t *testing.T) {
 			f := newFixture(t, nil)
 			for _, r := range tc.reports {
 				f.clk.Advance(r.after)
-				f.m.ObserveRollback(r.behind)
+				f.m.ObserveRollback(r.behind, f.now())
 			}
 			ex := scrape(t, f.m)
 			for i, size := range RollbackSizes {
@@ -336,11 +336,31 @@ func TestObserveRollback(t *testing.T) {
 	}
 }
 
+// TestObserveRollback_ClockSetRightBetweenReports: the clock goes 5s back,
+// a refused request reports it; the watcher measures the same step, and the
+// clock is set right before its report reaches the metrics. Merging uses
+// the watcher's reading, not the clock's now: one rollback, counted once.
+// (CI saw this count twice when the catch-up point was the clock's now plus
+// the old step: 5s past the first report's.)
+func TestObserveRollback_ClockSetRightBetweenReports(t *testing.T) {
+	f := newFixture(t, nil)
+	f.clk.StepWall(-5 * time.Second)
+	f.m.ObserveRollback(5*time.Second-10*time.Millisecond, f.now()) // the generator
+	f.clk.Advance(7 * time.Millisecond)
+	watcherReading := f.now()
+	f.clk.StepWall(5 * time.Second) // set right before the watcher's report lands
+	f.m.ObserveRollback(5*time.Second, watcherReading)
+	ex := scrape(t, f.m)
+	if got := mustFind(t, ex, "snowflaked_clock_rollbacks_total", "size", SizeGT1s); got != 1 {
+		t.Fatalf("snowflaked_clock_rollbacks_total{size=gt_1s} = %v, want 1 (one rollback)", got)
+	}
+}
+
 // TestObserveRollback_NilMetrics: the node may wire the call before the
 // metrics exist.
 func TestObserveRollback_NilMetrics(t *testing.T) {
 	var m *Metrics
-	m.ObserveRollback(time.Second) // must not panic
+	m.ObserveRollback(time.Second, time.Now()) // must not panic
 }
 
 // TestRollbackWaitsClass: the generator's within-tolerance waits count in
@@ -360,7 +380,7 @@ func TestRollbackWaitsClass(t *testing.T) {
 		t.Run(tc.tolerance.String(), func(t *testing.T) {
 			f := newFixture(t, func(c *Config) { c.RollbackTolerance = tc.tolerance })
 			f.gen.setStats(snowflake.Stats{RollbackWaits: 3})
-			f.m.ObserveRollback(10 * time.Second)
+			f.m.ObserveRollback(10*time.Second, f.now())
 			ex := scrape(t, f.m)
 			for _, size := range RollbackSizes {
 				want := 0.0

@@ -351,7 +351,7 @@ func (n *node) newGuard() error {
 	var err error
 	n.watcher, err = clockguard.NewWatcher(n.clock, clockguard.WatcherConfig{
 		Tolerance:  max(n.cfg.RollbackTolerance, time.Millisecond),
-		OnRollback: func(step time.Duration) { n.tripRollback(step, "watcher") },
+		OnRollback: func(step time.Duration, at time.Time) { n.tripRollback(step, at, "watcher") },
 		Log:        n.log.With().Str("component", "watcher").Logger(),
 	})
 	if err != nil {
@@ -394,11 +394,12 @@ func (n *node) newGuard() error {
 }
 
 // tripRollback takes the node out of service for a clock rollback beyond
-// the tolerance and counts it in the metrics (which merge the many reports
-// of one rollback into one event). Quick and non-blocking.
-func (n *node) tripRollback(behind time.Duration, source string) {
+// the tolerance, found by the clock reading at, and counts it in the
+// metrics (which merge the many reports of one rollback into one event).
+// Quick and non-blocking.
+func (n *node) tripRollback(behind time.Duration, at time.Time, source string) {
 	n.rollback.Trip(behind, source)
-	n.metrics.ObserveRollback(behind)
+	n.metrics.ObserveRollback(behind, at)
 }
 
 // onIDError reacts to the generator refusing an ID (called by the server on
@@ -412,9 +413,10 @@ func (n *node) onIDError(err error) {
 	var rb *snowflake.RollbackError
 	switch {
 	case errors.As(err, &rb):
-		n.tripRollback(rb.Behind, "generator")
+		n.tripRollback(rb.Behind, rb.At, "generator")
 	case errors.Is(err, snowflake.ErrBeforeEpoch):
-		n.tripRollback(n.gen.Behind(), "generator (clock before the epoch)")
+		at := time.Unix(0, n.clock.WallNanos())
+		n.tripRollback(n.gen.Behind(), at, "generator (clock before the epoch)")
 	case errors.Is(err, snowflake.ErrFenceReached):
 		n.keeper.Wake()
 	case errors.Is(err, snowflake.ErrTimeOverflow):

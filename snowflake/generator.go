@@ -37,6 +37,9 @@ const DefaultRollbackTolerance = 5 * time.Millisecond
 type RollbackError struct {
 	Behind    time.Duration // how far the clock reads before the last issued tick's start
 	Tolerance time.Duration // the tolerance it exceeded
+	// At is the clock reading that was behind: At+Behind is the start of
+	// the last issued tick, the time the clock must reach again.
+	At time.Time
 }
 
 // Error describes the rollback.
@@ -220,7 +223,7 @@ func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err e
 					if nowNs < g.epochNs {
 						return 0, 0, 0, fmt.Errorf("%w: clock reads %s, epoch is %s", ErrBeforeEpoch, time.Unix(0, nowNs).UTC(), g.layout.Epoch)
 					}
-					return 0, 0, 0, &RollbackError{Behind: time.Duration(behind), Tolerance: time.Duration(g.tolerance)}
+					return 0, 0, 0, &RollbackError{Behind: time.Duration(behind), Tolerance: time.Duration(g.tolerance), At: time.Unix(0, nowNs)}
 				}
 			}
 			if seq == g.seqMask { // this tick is used up: wait for the next

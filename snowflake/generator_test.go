@@ -351,6 +351,9 @@ func TestGeneratorRollbackBeyondTolerance(t *testing.T) {
 			if rb.Behind != tc.back || rb.Tolerance != tc.wantTolerance {
 				t.Errorf("RollbackError{Behind: %s, Tolerance: %s}, want {%s, %s}", rb.Behind, rb.Tolerance, tc.back, tc.wantTolerance)
 			}
+			if want := time.Unix(0, fake.WallNanos()); !rb.At.Equal(want) {
+				t.Errorf("RollbackError.At = %v, want the reading that was behind, %v", rb.At, want)
+			}
 			if !strings.Contains(err.Error(), tc.back.String()) {
 				t.Errorf("error %q does not say how far behind (%s)", err, tc.back)
 			}

@@ -104,7 +104,7 @@ func scrapeFamilies(t *testing.T) map[string]family {
 	}
 	m.Request("id", 200)
 	m.IssuedIDs(1)
-	m.ObserveRollback(time.Second)
+	m.ObserveRollback(time.Second, now)
 	var buf bytes.Buffer
 	m.WritePrometheus(&buf)
 
