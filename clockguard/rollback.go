@@ -55,8 +55,3 @@ func (r *Rollback) Tripped() bool { return r.f.Tripped() }
 // Run clears a tripped check once the clock is past the last issued ID,
 // until ctx ends.
 func (r *Rollback) Run(ctx context.Context) { r.f.Run(ctx) }
-
-// tryClear passes the check if it is tripped, the clock is no longer behind
-// and no Trip happened meanwhile. Behind is called without the lock, so a
-// Behinder may itself call Trip.
-func (r *Rollback) tryClear() { r.f.TryClear() }

@@ -64,16 +64,16 @@ func TestRollbackClearOnlyWhenCaughtUp(t *testing.T) {
 			if st.Reason != ReasonClockRollback || !strings.Contains(st.Detail, "generator: clock 3s behind") {
 				t.Fatalf("status after Trip = %+v, want reason %q with the figures", st, ReasonClockRollback)
 			}
-			r.tryClear()
+			r.f.TryClear()
 			if r.Tripped() != tc.wantTripped || g.Ready() == tc.wantTripped {
-				t.Fatalf("after tryClear with Behind()=%v: tripped=%v ready=%v, want tripped=%v",
+				t.Fatalf("after TryClear with Behind()=%v: tripped=%v ready=%v, want tripped=%v",
 					tc.behind, r.Tripped(), g.Ready(), tc.wantTripped)
 			}
 		})
 	}
 }
 
-// TestRollbackTripDuringClearIsNotLost places a Trip between tryClear's
+// TestRollbackTripDuringClearIsNotLost places a Trip between TryClear's
 // reading of Behind()==0 and its verdict: the trip must survive.
 func TestRollbackTripDuringClearIsNotLost(t *testing.T) {
 	g := newGuard(t)
@@ -85,7 +85,7 @@ func TestRollbackTripDuringClearIsNotLost(t *testing.T) {
 			r.Trip(2*time.Second, "watcher") // lands after Behind()==0 was decided
 		}
 	}
-	r.tryClear()
+	r.f.TryClear()
 	if !r.Tripped() || g.Ready() {
 		t.Fatalf("a Trip during the clear was lost: tripped=%v ready=%v", r.Tripped(), g.Ready())
 	}
@@ -93,9 +93,9 @@ func TestRollbackTripDuringClearIsNotLost(t *testing.T) {
 		t.Fatalf("detail = %q, want the racing trip's figures", d)
 	}
 	// The next round, with no Trip in between, clears it.
-	r.tryClear()
+	r.f.TryClear()
 	if r.Tripped() || !g.Ready() {
-		t.Fatalf("second tryClear: tripped=%v ready=%v, want cleared", r.Tripped(), g.Ready())
+		t.Fatalf("second TryClear: tripped=%v ready=%v, want cleared", r.Tripped(), g.Ready())
 	}
 }
 
