@@ -6,34 +6,39 @@ import (
 	"time"
 )
 
-// The pace of the retries of a check whose last round gave no verdict
-// (the peer list or every NTP server unreachable) while the verdict before
-// it keeps the node out: the first after staleRetryFirst, each next one
-// twice as late, never later than staleRetryMax nor than the interval.
+// The pace of the re-checks of a verdict that keeps the node out, whatever
+// the round that left it found (this node's clock off, peers whose clocks
+// were off, no answer at all): the first after RetryFirst, each next one
+// twice as late, never later than RetryMax nor than the regular interval.
+// The worst wait for a node whose cause has gone is therefore RetryMax plus
+// one round.
 const (
-	staleRetryFirst = 250 * time.Millisecond
-	staleRetryMax   = 30 * time.Second
+	RetryFirst = 250 * time.Millisecond
+	RetryMax   = 4 * time.Second
 )
 
 // rounds schedules the rounds of the NTP and peer checks. A round, Run's or
 // one a caller started with CheckNow (the jump guard's re-ask after a clock
-// step), reports with ended whether it left a stale verdict against the
-// node. Without the retries such a node would stay out until the next
-// regular round however soon the source came back: with a peer interval of
-// an hour, a re-ask after the clock was set right that found ZooKeeper
-// electing a leader kept a node out for that hour (chaos overlapping_faults,
-// CHAOS_SEED=1795383420800653940).
+// step), reports with ended whether the check's verdict after it keeps the
+// node out. Such a verdict is re-checked soon, with backoff, until a round
+// lets the node in: a fresh verdict ages too. Without this a node restarted
+// while two of its three peers' clocks were off was rightly judged the
+// outlier, and once the peers were set right nothing asked again until the
+// next regular round (an hour in the chaos runs: overlapping_faults,
+// CHAOS_SEED=1795447615084551578). A verdict that lets the node in is never
+// re-checked sooner than the interval: a passing round must not take a node
+// out sooner than its regular rounds would.
 type rounds struct {
-	stale atomic.Bool
-	wake  chan struct{} // capacity 1: a round ended
+	out  atomic.Bool
+	wake chan struct{} // capacity 1: a round ended
 }
 
 func newRounds() *rounds { return &rounds{wake: make(chan struct{}, 1)} }
 
-// ended records the end of a round: stale says it gave no verdict while
-// the one before it keeps the node out.
-func (r *rounds) ended(stale bool) {
-	r.stale.Store(stale)
+// ended records the end of a round: out says the check's verdict after it
+// keeps the node out.
+func (r *rounds) ended(out bool) {
+	r.out.Store(out)
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -41,10 +46,10 @@ func (r *rounds) ended(stale bool) {
 }
 
 // run calls round at once and then every interval until ctx ends, sooner
-// (staleRetryFirst, doubling up to staleRetryMax) while the last round,
-// whoever started it, left a stale verdict against the node.
+// (RetryFirst, doubling up to RetryMax) while the last round, whoever
+// started it, left a verdict that keeps the node out.
 func (r *rounds) run(ctx context.Context, interval time.Duration, round func()) {
-	retry := staleRetryFirst
+	retry := RetryFirst
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	var due time.Time
@@ -52,31 +57,35 @@ func (r *rounds) run(ctx context.Context, interval time.Duration, round func()) 
 		timer.Reset(d)
 		due = time.Now().Add(d)
 	}
-	// next schedules the round after one that ended stale or not.
-	next := func(stale bool) {
-		if !stale {
-			retry = staleRetryFirst
+	// next schedules the round after one whose verdict keeps the node out
+	// or not.
+	next := func(out bool) {
+		if !out {
+			retry = RetryFirst
 			schedule(interval)
 			return
 		}
 		schedule(min(retry, interval))
-		retry = min(2*retry, staleRetryMax)
+		retry = min(2*retry, RetryMax)
 	}
 	round()
-	next(r.stale.Load())
+	next(r.out.Load())
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
 			round()
-			next(r.stale.Load())
+			next(r.out.Load())
 		case <-r.wake:
-			// A round ended, perhaps started by a caller: retry sooner
-			// than planned if it left a stale verdict. (The wake of Run's
-			// own round finds the retry already planned.)
-			if !r.stale.Load() {
-				retry = staleRetryFirst
+			// A round ended, perhaps started by a caller: re-check sooner
+			// than planned if it left the node out. (The wake of Run's own
+			// round finds the re-check already planned.)
+			if !r.out.Load() {
+				// A passing verdict: the next round is a regular one, an
+				// interval from this one, never a re-check planned while
+				// the node was out.
+				next(false)
 				continue
 			}
 			if time.Until(due) > min(retry, interval) {

@@ -2,80 +2,150 @@ package clockguard
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
 // roundLog runs rounds.run with a round that records when it ran and ends
-// stale or not as the test sets.
+// with the verdict keeping the node out or not, as the test sets.
 type roundLog struct {
-	r     *rounds
-	mu    sync.Mutex
-	at    []time.Time
-	stale bool
+	r   *rounds
+	mu  sync.Mutex
+	at  []time.Time
+	out bool
 }
 
 func (l *roundLog) round() {
 	l.mu.Lock()
 	l.at = append(l.at, time.Now())
-	stale := l.stale
+	out := l.out
 	l.mu.Unlock()
-	l.r.ended(stale)
+	l.r.ended(out)
 }
 
-func (l *roundLog) times() []time.Time {
+func (l *roundLog) setOut(out bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]time.Time(nil), l.at...)
+	l.out = out
 }
 
-func startRounds(t *testing.T, interval time.Duration, stale bool) *roundLog {
+// gaps returns the time between consecutive rounds.
+func (l *roundLog) gaps() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var g []time.Duration
+	for i := 1; i < len(l.at); i++ {
+		g = append(g, l.at[i].Sub(l.at[i-1]))
+	}
+	return g
+}
+
+// inBubble runs rounds.run in a synctest bubble (virtual time: every wait
+// below is exact and instant) with the given interval; script drives it,
+// and the run is stopped when script returns.
+func inBubble(t *testing.T, interval time.Duration, out bool, script func(t *testing.T, l *roundLog)) {
 	t.Helper()
-	l := &roundLog{r: newRounds(), stale: stale}
-	stop := runInBackground(t, func(ctx context.Context) { l.r.run(ctx, interval, l.round) })
-	t.Cleanup(stop)
-	return l
+	synctest.Test(t, func(t *testing.T) {
+		l := &roundLog{r: newRounds(), out: out}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			l.r.run(ctx, interval, l.round)
+		}()
+		synctest.Wait() // the first round
+		script(t, l)
+		cancel()
+		<-done
+	})
 }
 
-// TestRoundsRetryStaleWithBackoff: while rounds end stale, the next comes
-// after 250ms, 500ms, 1s (never sooner: a timer does not fire early), not
-// after the hour's interval. (That a fresh round leaves the interval alone
-// is TestRoundsRetryAfterAStaleRoundFromOutside's second case.)
-func TestRoundsRetryStaleWithBackoff(t *testing.T) {
-	l := startRounds(t, time.Hour, true)
-	waitFor(t, "4 rounds", func() bool { return len(l.times()) >= 4 })
-	at := l.times()
-	for i, want := range []time.Duration{staleRetryFirst, 2 * staleRetryFirst, 4 * staleRetryFirst} {
-		if gap := at[i+1].Sub(at[i]); gap < want-5*time.Millisecond {
-			t.Fatalf("retry %d came %v after the round before, want at least %v (backoff)", i+1, gap, want)
-		}
+const ms = time.Millisecond
+
+// TestRoundsRecheckAVerdictThatKeepsTheNodeOut: whatever kept the node out
+// (a fresh verdict against it as much as a stale one), the next round comes
+// after RetryFirst, then twice as late each time up to RetryMax, never
+// later than the interval; a verdict that lets the node in waits the
+// interval, and resets the backoff.
+func TestRoundsRecheckAVerdictThatKeepsTheNodeOut(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		interval time.Duration
+		script   func(l *roundLog)
+		want     []time.Duration
+	}{
+		{
+			name: "out: 250ms doubling to RetryMax", interval: time.Hour,
+			script: func(l *roundLog) { time.Sleep(20 * time.Second) },
+			want:   []time.Duration{250 * ms, 500 * ms, time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second},
+		},
+		{
+			name: "out: never later than the interval", interval: 700 * ms,
+			script: func(l *roundLog) { time.Sleep(3 * time.Second) },
+			want:   []time.Duration{250 * ms, 500 * ms, 700 * ms, 700 * ms, 700 * ms},
+		},
+		{
+			name: "back in: the interval, then out again: the backoff starts afresh", interval: 10 * time.Second,
+			script: func(l *roundLog) {
+				time.Sleep(800 * ms) // rounds at 0, 250ms, 750ms
+				l.setOut(false)      // the round at 1.75s lets the node in
+				time.Sleep(2 * time.Second)
+				l.setOut(true) // the round at 11.75s takes it out
+				time.Sleep(10*time.Second + 500*ms)
+			},
+			want: []time.Duration{250 * ms, 500 * ms, time.Second, 10 * time.Second, 250 * ms, 500 * ms},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inBubble(t, tc.interval, true, func(t *testing.T, l *roundLog) {
+				tc.script(l)
+				if got := l.gaps(); !slices.Equal(got, tc.want) {
+					t.Fatalf("gaps between rounds %v, want %v", got, tc.want)
+				}
+			})
+		})
 	}
 }
 
-// TestRoundsRetryAfterAStaleRoundFromOutside: a round started by a caller
-// (the jump guard's CheckNow) that ends stale brings Run's next round
-// forward from the interval; one that ends fresh does not.
-func TestRoundsRetryAfterAStaleRoundFromOutside(t *testing.T) {
+// TestRoundsRecheckAfterARoundFromOutside: a round started by a caller (the
+// jump guard's CheckNow) that leaves the node out brings Run's next round
+// forward from the interval; one that lets it in moves Run's next round to
+// an interval after it, even a re-check planned while the node was out (a
+// passing round never takes the node out sooner than the regular rounds).
+func TestRoundsRecheckAfterARoundFromOutside(t *testing.T) {
+	const interval, callerAt = 20 * time.Second, 10 * time.Second
 	for _, tc := range []struct {
-		name       string
-		stale      bool
-		wantRounds int
+		name      string
+		startOut  bool // Run's rounds before the caller's
+		callerOut bool
+		want      time.Duration // when Run's first round after the caller's comes, after the start
 	}{
-		{"stale: retried", true, 2},
-		{"fresh: the interval stands", false, 1},
+		{"in, the caller's round out: re-checked after RetryFirst", false, true, callerAt + RetryFirst},
+		{"in, the caller's round in: an interval after it", false, false, callerAt + interval},
+		{"out (re-check due at 15.75s), the caller's round in: the re-check is dropped", true, false, callerAt + interval},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := startRounds(t, time.Hour, false)
-			waitFor(t, "the first round", func() bool { return len(l.times()) == 1 })
-			l.r.ended(tc.stale) // the caller's round
-			if tc.stale {
-				waitFor(t, "a retry", func() bool { return len(l.times()) >= 2 })
-			}
-			time.Sleep(4 * staleRetryFirst)
-			if n := len(l.times()); n != tc.wantRounds {
-				t.Fatalf("%d rounds, want %d", n, tc.wantRounds)
-			}
+			inBubble(t, interval, tc.startOut, func(t *testing.T, l *roundLog) {
+				start := time.Now()
+				time.Sleep(callerAt)
+				l.setOut(tc.callerOut)  // Run's rounds from now on end as the caller's did
+				l.r.ended(tc.callerOut) // the caller's round
+				time.Sleep(interval + time.Second)
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				for _, at := range l.at {
+					if d := at.Sub(start); d > callerAt {
+						if d != tc.want {
+							t.Fatalf("Run's first round after the caller's came at %v, want %v", d, tc.want)
+						}
+						return
+					}
+				}
+				t.Fatalf("no round of Run's after the caller's (rounds at %v)", l.at)
+			})
 		})
 	}
 }
