@@ -1,6 +1,7 @@
 package clockguard
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,6 +32,13 @@ const PeerTimePath = "/time"
 
 // maxTimeBody bounds a peer's /time answer.
 const maxTimeBody = 4096
+
+// PeerSamples is how many times one round asks each peer for its time, over
+// one connection; the sample with the lowest round trip is kept, as NTP
+// does. The connection is made before the first sample's clock starts, so
+// neither the dial nor a name lookup is in any round trip, and a stall of
+// this process (or the peer) during one sample does not decide.
+const PeerSamples = 3
 
 // maxDetailPeers bounds how many peers a failure detail lists.
 const maxDetailPeers = 5
@@ -64,15 +72,12 @@ type PeersConfig struct {
 	// MaxOffset is the largest |offset| at which another clock agrees with
 	// this one (default 1s).
 	MaxOffset time.Duration
-	// Timeout of one request to one peer, connection included (default 2s).
-	// A round, and so Run's return after ctx ends, takes at most about this
-	// long per Concurrency peers.
+	// Timeout of one peer's exchange, the connection and every sample
+	// included (default 2s). A round takes at most about this long per
+	// Concurrency peers; Run returns at once when ctx ends.
 	Timeout time.Duration
-	// Concurrency bounds the requests in flight (default 16).
+	// Concurrency bounds the peers asked at once (default 16).
 	Concurrency int
-	// Client makes the requests; by default a client without keep-alive or
-	// retries (a retry would distort the round-trip time).
-	Client *fasthttp.Client
 	// Log receives a line per failing round and per round with unreachable
 	// peers.
 	Log zerolog.Logger
@@ -83,15 +88,43 @@ type PeerResult struct {
 	WorkerID int64  `json:"worker_id"`
 	Addr     string `json:"addr"`
 	// Offset is the peer's clock minus the node's, corrected for half the
-	// round trip: positive when the peer is ahead.
-	Offset    time.Duration `json:"offset_ns"`
-	RTT       time.Duration `json:"rtt_ns"`
-	Error     string        `json:"error,omitempty"` // why the peer did not count; "" when it did
-	CheckedAt time.Time     `json:"checked_at"`      // the node's (injected) wall clock
+	// round trip: positive when the peer is ahead. It is the sample with the
+	// lowest round trip of PeerSamples.
+	Offset time.Duration `json:"offset_ns"`
+	// RTT is that sample's round trip. The true offset lies within Offset ±
+	// RTT/2 (the peer read its clock somewhere inside the round trip).
+	RTT time.Duration `json:"rtt_ns"`
+	// Judged is this clock's verdict against the maximum offset: "agrees"
+	// (|offset| + rtt/2 within it), "disagrees" (|offset| − rtt/2 beyond it)
+	// or "unsure" (the round trip is too wide to tell: it counts for
+	// neither side); "" when the peer was not reachable.
+	Judged    string    `json:"judged,omitempty"`
+	Error     string    `json:"error,omitempty"` // why the peer did not count; "" when it did
+	CheckedAt time.Time `json:"checked_at"`      // the node's (injected) wall clock
 }
+
+// The verdicts of one clock comparison (PeerResult.Judged).
+const (
+	JudgedAgrees    = "agrees"
+	JudgedDisagrees = "disagrees"
+	JudgedUnsure    = "unsure"
+)
 
 // Reachable reports whether the peer's answer counted.
 func (r PeerResult) Reachable() bool { return r.Error == "" }
+
+// judgeOffset compares one clock with the maximum offset, its uncertainty
+// (half the round trip) counted against whichever side it would favour.
+func judgeOffset(offset, rtt, maxOffset time.Duration) string {
+	half := rtt / 2
+	switch {
+	case abs(offset)+half <= maxOffset:
+		return JudgedAgrees
+	case abs(offset)-half > maxOffset:
+		return JudgedDisagrees
+	}
+	return JudgedUnsure
+}
 
 // PeerSnapshot is what /clock and metrics show of the peer check.
 type PeerSnapshot struct {
@@ -104,18 +137,22 @@ type PeerSnapshot struct {
 	Reachable   int           `json:"reachable"`
 	Unreachable int           `json:"unreachable"`
 	// Agree and Disagree count the clocks compared, the node's own included
-	// (it agrees with itself), within and beyond MaxOffset of this one.
-	// Split: some disagree but neither side is a strict majority, so this
-	// node cannot tell whose clock is wrong: it stays in service and
-	// leaves the verdict to NTP.
+	// (it agrees with itself), within and beyond MaxOffset of this one, and
+	// Unsure those whose round trip was too wide to tell. Split: some
+	// disagree but neither side is a strict majority, so this node cannot
+	// tell whose clock is wrong: it stays in service and leaves the verdict
+	// to NTP.
 	Agree    int  `json:"agree"`
 	Disagree int  `json:"disagree"`
+	Unsure   int  `json:"unsure"`
 	Split    bool `json:"split"`
 	// Detail describes the last round's disagreement (outlier or split);
 	// "" when every clock agreed.
 	Detail string `json:"detail,omitempty"`
 	// CheckedAt is when the last round ended; SourceError is why it got no
-	// peer list ("" when it did).
+	// peer list ("" when it did). A round without a peer list measured
+	// nothing: the figures above stay those of the round before, and
+	// MeasuredSince does not count it.
 	CheckedAt   time.Time `json:"checked_at,omitzero"`
 	SourceError string    `json:"source_error,omitempty"`
 	// Counters since the start.
@@ -124,12 +161,31 @@ type PeerSnapshot struct {
 	SplitRounds      int64 `json:"split_rounds"`      // rounds with a disagreement and no majority
 	UnreachablePeers int64 `json:"unreachable_peers"` // failed peer requests
 	SourceErrors     int64 `json:"source_errors"`     // rounds without a peer list
+
+	// measuredMono is the node's monotonic clock when the round whose
+	// figures these are began asking; measured says there was one.
+	measuredMono time.Duration
+	measured     bool
 }
 
 // Outlier reports whether the last verdict keeps this node out: a strict
 // majority of the clocks compared, its own counted, disagreed with it.
 // False before the first verdict.
-func (s PeerSnapshot) Outlier() bool { return s.Disagree > s.Agree }
+func (s PeerSnapshot) Outlier() bool { return outlier(s.Agree, s.Disagree, s.Unsure) }
+
+// outlier is the majority rule: the clocks that disagree are more than
+// half of all compared (unsure ones count on neither side, so they make a
+// majority against the node harder, never easier).
+func outlier(agree, disagree, unsure int) bool { return 2*disagree > agree+disagree+unsure }
+
+// MeasuredSince reports whether the figures come from a round that began
+// asking the peers at or after mono (the node's monotonic clock) and
+// compared at least one peer's clock: a confirmation of an event counts
+// only when it was measured after it. A round without a peer list, or with
+// no peer reachable, measured nothing.
+func (s PeerSnapshot) MeasuredSince(mono time.Duration) bool {
+	return s.measured && s.measuredMono >= mono && s.Reachable > 0
+}
 
 // Peers is the peer check (reason peer_offset): it asks live peers for their
 // time and fails only when this node is the outlier: more than half of the
@@ -139,11 +195,10 @@ func (s PeerSnapshot) Outlier() bool { return s.Disagree > s.Agree }
 // whether it or the other is wrong, and two good nodes must not leave
 // because of one bad one. With no peer reachable it passes.
 type Peers struct {
-	clk    clock.Clock
-	src    PeerSource
-	cfg    PeersConfig
-	client *fasthttp.Client
-	check  *Check
+	clk   clock.Clock
+	src   PeerSource
+	cfg   PeersConfig
+	check *Check
 
 	round  sync.Mutex // serialises rounds so verdicts land in order
 	sched  *rounds
@@ -175,39 +230,18 @@ func NewPeers(g *Guard, c clock.Clock, src PeerSource, cfg PeersConfig) (*Peers,
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = DefaultPeerConcurrency
 	}
-	client := cfg.Client
-	if client == nil {
-		client = newPeerClient(cfg.Timeout)
-	}
 	return &Peers{
-		clk: c, src: src, cfg: cfg, client: client,
+		clk: c, src: src, cfg: cfg,
 		check: g.Check(ReasonPeerOffset),
 		sched: newRounds(),
 		snap:  PeerSnapshot{MaxOffset: cfg.MaxOffset},
 	}, nil
 }
 
-// newPeerClient returns a client for one-off requests: no keep-alive (rounds
-// are far apart), no retries, a small body limit, and a plain net.Dialer so
-// that no background goroutine outlives the requests for long.
-func newPeerClient(timeout time.Duration) *fasthttp.Client {
-	return &fasthttp.Client{
-		Name:                      "snowflaked-peer-check",
-		MaxIdemponentCallAttempts: 1,
-		MaxIdleConnDuration:       time.Second,
-		MaxResponseBodySize:       maxTimeBody,
-		ReadTimeout:               timeout,
-		WriteTimeout:              timeout,
-		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
-			return (&net.Dialer{Timeout: timeout}).Dial("tcp", addr)
-		},
-	}
-}
-
 // Run does a round at once and then one every Interval, until ctx ends;
-// sooner while a round (Run's or CheckNow's) could not list the peers and
-// the verdict before it keeps the node out: after 250ms, then twice as
-// late each time, up to 30s.
+// sooner while the verdict after a round (Run's or CheckNow's) keeps the
+// node out, whether that round judged it the outlier or could not list the
+// peers: after RetryFirst, then twice as late each time, up to RetryMax.
 func (p *Peers) Run(ctx context.Context) {
 	p.sched.run(ctx, p.cfg.Interval, func() { _, _ = p.CheckNow(ctx) })
 }
@@ -231,11 +265,12 @@ func (p *Peers) CheckNow(ctx context.Context) (PeerSnapshot, error) {
 	if err != nil {
 		return p.judgeSourceError(err)
 	}
+	began := p.clk.Mono()
 	results := p.askAll(ctx, peers)
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return p.Snapshot(), fmt.Errorf("peer check: %w", ctxErr)
 	}
-	return p.judge(results)
+	return p.judge(results, began)
 }
 
 // askAll asks every peer, at most Concurrency at a time.
@@ -254,18 +289,21 @@ func (p *Peers) askAll(ctx context.Context, peers []Peer) []PeerResult {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i] = p.ask(peer)
+			results[i] = p.ask(ctx, peer)
 		}()
 	}
 	wg.Wait()
 	return results
 }
 
-// ask requests one peer's time. The offset is the peer's time minus the
-// midpoint of the request on the node's clock: the wall time at sending plus
-// half the round trip measured on the monotonic clock (so a wall step during
-// the request does not distort it).
-func (p *Peers) ask(peer Peer) PeerResult {
+// ask measures one peer's clock: it connects, then asks PeerSamples times
+// over that connection and keeps the sample with the lowest round trip.
+// A sample's offset is the peer's time minus the midpoint of the request
+// on the node's clock: the wall time at sending plus half the round trip
+// measured on the monotonic clock (so a wall step during the request does
+// not distort it). A sample that fails after a good one ends the exchange
+// with the samples it has.
+func (p *Peers) ask(ctx context.Context, peer Peer) PeerResult {
 	res := PeerResult{WorkerID: peer.WorkerID, Addr: peer.Addr}
 	fail := func(err error) PeerResult {
 		res.Error = err.Error()
@@ -275,32 +313,65 @@ func (p *Peers) ask(peer Peer) PeerResult {
 	if err := checkPeerAddr(peer.Addr); err != nil {
 		return fail(err)
 	}
-	req := fasthttp.AcquireRequest()
-	defer fasthttp.ReleaseRequest(req)
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI("http://" + peer.Addr + PeerTimePath)
-	req.Header.SetMethod(fasthttp.MethodGet)
-	req.SetConnectionClose()
-
-	sendWall := p.clk.WallNanos()
-	m0 := p.clk.Mono()
-	err := p.client.DoTimeout(req, resp, p.cfg.Timeout)
-	m1 := p.clk.Mono()
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", peer.Addr)
 	if err != nil {
 		return fail(fmt.Errorf("GET %s: %w", PeerTimePath, err))
 	}
+	defer conn.Close()
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(pastDeadline) })
+	defer stop()
+
+	br := bufio.NewReaderSize(conn, 1024)
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	got := false
+	for i := range PeerSamples {
+		rtt, offset, err := p.sample(conn, br, resp, peer.Addr, i == PeerSamples-1)
+		if err != nil {
+			if got {
+				break
+			}
+			return fail(fmt.Errorf("GET %s: %w", PeerTimePath, err))
+		}
+		if !got || rtt < res.RTT {
+			res.RTT, res.Offset, got = rtt, offset, true
+		}
+	}
+	res.CheckedAt = clock.WallTime(p.clk)
+	return res
+}
+
+// sample sends one GET /time on conn and reads the answer; last asks the
+// peer to close the connection after it.
+func (p *Peers) sample(conn net.Conn, br *bufio.Reader, resp *fasthttp.Response, host string, last bool) (rtt, offset time.Duration, err error) {
+	closing := ""
+	if last {
+		closing = "Connection: close\r\n"
+	}
+	req := "GET " + PeerTimePath + " HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: snowflaked-peer-check\r\n" + closing + "\r\n"
+	resp.Reset()
+	sendWall := p.clk.WallNanos()
+	m0 := p.clk.Mono()
+	if _, err := conn.Write([]byte(req)); err != nil {
+		return 0, 0, err
+	}
+	if err := resp.ReadLimitBody(br, maxTimeBody); err != nil {
+		return 0, 0, err
+	}
+	m1 := p.clk.Mono()
 	if sc := resp.StatusCode(); sc != fasthttp.StatusOK {
-		return fail(fmt.Errorf("GET %s: status %d", PeerTimePath, sc))
+		return 0, 0, fmt.Errorf("status %d", sc)
 	}
 	peerNs, err := parsePeerTime(resp.Body())
 	if err != nil {
-		return fail(fmt.Errorf("GET %s: %w", PeerTimePath, err))
+		return 0, 0, err
 	}
-	res.RTT = m1 - m0
-	res.Offset = time.Duration(peerNs - (sendWall + int64(res.RTT/2)))
-	res.CheckedAt = clock.WallTime(p.clk)
-	return res
+	rtt = m1 - m0
+	return rtt, time.Duration(peerNs - (sendWall + int64(rtt/2))), nil
 }
 
 // checkPeerAddr accepts "host:port" with a non-empty host and a valid port.
@@ -335,43 +406,47 @@ func parsePeerTime(body []byte) (int64, error) {
 	return 0, errors.New("decode time: no positive unix_ns or unix_ms")
 }
 
-// verdict applies the majority rule to a round's reachable offsets: out
-// when a strict majority disagrees, split when some disagree and neither
-// side has a strict majority.
-func verdict(offsets []time.Duration, maxOffset time.Duration) (agree, disagree int, out, split bool) {
-	for _, o := range offsets {
-		if abs(o) > maxOffset {
-			disagree++
-		} else {
+// tally counts a round's verdicts, the node's own clock included (it
+// agrees with itself), and applies the majority rule: out when a strict
+// majority of the clocks compared disagrees, split when some disagree and
+// neither side has a strict majority.
+func tally(results []PeerResult) (agree, disagree, unsure int, out, split bool) {
+	agree = 1
+	for _, r := range results {
+		switch r.Judged {
+		case JudgedAgrees:
 			agree++
+		case JudgedDisagrees:
+			disagree++
+		case JudgedUnsure:
+			unsure++
 		}
 	}
-	n := agree + disagree
-	out = 2*disagree > n
-	split = !out && disagree > 0 && 2*agree <= n
-	return agree, disagree, out, split
+	out = outlier(agree, disagree, unsure)
+	split = !out && disagree > 0 && 2*agree <= agree+disagree+unsure
+	return agree, disagree, unsure, out, split
 }
 
-// judge gives the verdict for a round's results.
-func (p *Peers) judge(results []PeerResult) (PeerSnapshot, error) {
+// judge gives the verdict for the results of a round that began asking at
+// began (monotonic).
+func (p *Peers) judge(results []PeerResult, began time.Duration) (PeerSnapshot, error) {
 	var offsets []time.Duration
 	var errs []string
-	for _, r := range results {
+	for i, r := range results {
 		if r.Reachable() {
 			offsets = append(offsets, r.Offset)
+			results[i].Judged = judgeOffset(r.Offset, r.RTT, p.cfg.MaxOffset)
 		} else {
 			errs = append(errs, fmt.Sprintf("worker %d %s: %s", r.WorkerID, r.Addr, r.Error))
 		}
 	}
-	// The node's own clock is one of the clocks compared (offset 0): it
-	// always agrees with itself.
-	clocks := append([]time.Duration{0}, offsets...)
-	median := medianOf(clocks)
-	agree, disagree, out, split := verdict(clocks, p.cfg.MaxOffset)
+	// The node's own clock is one of the clocks compared (offset 0).
+	median := medianOf(append([]time.Duration{0}, offsets...))
+	agree, disagree, unsure, out, split := tally(results)
 	var err error
 	var detail string
 	if out || split {
-		detail = p.offsetDetail(results, agree, disagree, out)
+		detail = p.offsetDetail(results, agree, disagree, unsure, out)
 	}
 	if out {
 		err = fmt.Errorf("%w: %s", ErrPeerOffset, detail)
@@ -382,7 +457,8 @@ func (p *Peers) judge(results []PeerResult) (PeerSnapshot, error) {
 	p.snap.Median = median
 	p.snap.Reachable = len(offsets)
 	p.snap.Unreachable = len(errs)
-	p.snap.Agree, p.snap.Disagree, p.snap.Split, p.snap.Detail = agree, disagree, split, detail
+	p.snap.Agree, p.snap.Disagree, p.snap.Unsure, p.snap.Split, p.snap.Detail = agree, disagree, unsure, split, detail
+	p.snap.measuredMono, p.snap.measured = began, true
 	p.snap.CheckedAt = clock.WallTime(p.clk)
 	p.snap.SourceError = ""
 	p.snap.Rounds++
@@ -396,7 +472,7 @@ func (p *Peers) judge(results []PeerResult) (PeerSnapshot, error) {
 	p.judged = true
 	snap := p.snapshotLocked()
 	p.mu.Unlock()
-	p.sched.ended(false)
+	p.sched.ended(out)
 
 	if len(errs) > 0 {
 		p.cfg.Log.Warn().Int("unreachable", len(errs)).Int("reachable", len(offsets)).
@@ -417,12 +493,13 @@ func (p *Peers) judge(results []PeerResult) (PeerSnapshot, error) {
 }
 
 // offsetDetail describes a round with a disagreement, with its figures.
-func (p *Peers) offsetDetail(results []PeerResult, agree, disagree int, out bool) string {
+func (p *Peers) offsetDetail(results []PeerResult, agree, disagree, unsure int, out bool) string {
 	var b strings.Builder
+	n := agree + disagree + unsure
 	if out {
-		fmt.Fprintf(&b, "clock more than %v from %d of %d clocks compared (itself counted): the outlier;", p.cfg.MaxOffset, disagree, agree+disagree)
+		fmt.Fprintf(&b, "clock more than %v from %d of %d clocks compared (itself counted): the outlier;", p.cfg.MaxOffset, disagree, n)
 	} else {
-		fmt.Fprintf(&b, "no majority: %d of %d clocks compared (itself counted) are more than %v away, %d agree;", disagree, agree+disagree, p.cfg.MaxOffset, agree)
+		fmt.Fprintf(&b, "no majority: %d of %d clocks compared (itself counted) are more than %v away, %d agree;", disagree, n, p.cfg.MaxOffset, agree)
 	}
 	listed := 0
 	for _, r := range results {
@@ -430,21 +507,24 @@ func (p *Peers) offsetDetail(results []PeerResult, agree, disagree int, out bool
 			continue
 		}
 		if listed == maxDetailPeers {
-			fmt.Fprintf(&b, " and %d more", agree+disagree-listed)
+			fmt.Fprintf(&b, " and %d more", n-1-listed)
 			break
 		}
 		if listed > 0 {
 			b.WriteString(";")
 		}
 		fmt.Fprintf(&b, " worker %d %s %s (rtt %v)", r.WorkerID, r.Addr, signed(r.Offset), r.RTT)
+		if r.Judged == JudgedUnsure {
+			b.WriteString(" unsure")
+		}
 		listed++
 	}
 	return b.String()
 }
 
-// judgeSourceError records a round without a peer list: the verdict stays,
-// or passes if there was none. A verdict against the node that stays is
-// stale: Run retries soon.
+// judgeSourceError records a round without a peer list: it measured
+// nothing, so the verdict stays, or passes if there was none. A verdict
+// against the node that stays is re-checked soon by Run.
 func (p *Peers) judgeSourceError(err error) (PeerSnapshot, error) {
 	err = fmt.Errorf("peer check: list peers: %w", err)
 	p.mu.Lock()

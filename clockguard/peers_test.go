@@ -30,13 +30,19 @@ const (
 // timePeer is a real fasthttp server on 127.0.0.1 serving GET /time from a
 // clock shifted by an adjustable offset.
 type timePeer struct {
-	addr     string
-	clk      clock.Clock
-	offset   atomic.Int64 // time.Duration
-	delay    atomic.Int64 // time.Duration slept before and after reading the clock
-	mode     atomic.Int32
-	requests atomic.Int64
-	arrive   func() // called at the start of every request, if set
+	addr   string
+	clk    clock.Clock
+	offset atomic.Int64 // time.Duration
+	delay  atomic.Int64 // time.Duration slept before and after reading the clock
+	// stall is slept after reading the clock, before answering (a pause of
+	// either process between the two ends of the exchange), for the first
+	// stallFirst requests of each connection (0: all of them).
+	stall      atomic.Int64
+	stallFirst atomic.Int64
+	mode       atomic.Int32
+	requests   atomic.Int64
+	arrive     func()   // called at the start of every request, if set
+	conns      sync.Map // the IDs of the connections requests came on
 }
 
 // startTimePeer starts a peer whose /time is clk + offset; t.Cleanup stops it.
@@ -100,6 +106,7 @@ func (p *timePeer) handle(ctx *fasthttp.RequestCtx) {
 		return // startTimePeerWith's: not counted, no hook
 	}
 	p.requests.Add(1)
+	p.conns.Store(ctx.ConnID(), true)
 	if p.arrive != nil {
 		p.arrive()
 	}
@@ -111,6 +118,11 @@ func (p *timePeer) handle(ctx *fasthttp.RequestCtx) {
 	time.Sleep(delay)
 	now := p.clk.WallNanos() + p.offset.Load()
 	time.Sleep(delay)
+	if stall := time.Duration(p.stall.Load()); stall > 0 {
+		if first := p.stallFirst.Load(); first == 0 || int64(ctx.ConnRequestNum()) <= first {
+			time.Sleep(stall)
+		}
+	}
 	ctx.SetContentType("application/json")
 	switch p.mode.Load() {
 	case answerNanos:
@@ -364,8 +376,9 @@ func TestPeersConcurrent(t *testing.T) {
 	go func() { arrived.Wait(); close(all) }()
 	var peers []Peer
 	for i := range 3 {
+		var first sync.Once // a round asks each peer PeerSamples times: count the first
 		tp := startTimePeerWith(t, fc, time.Duration(i)*time.Millisecond, func() {
-			arrived.Done()
+			first.Do(arrived.Done)
 			select {
 			case <-all:
 			case <-time.After(waitTimeout):
@@ -503,7 +516,7 @@ func TestPeersDefaults(t *testing.T) {
 	}
 	c := p.cfg
 	if c.Interval != DefaultPeerInterval || c.MaxOffset != DefaultPeerMaxOffset || c.Timeout != DefaultPeerTimeout ||
-		c.Concurrency != DefaultPeerConcurrency || p.client == nil || p.client.MaxIdemponentCallAttempts != 1 {
+		c.Concurrency != DefaultPeerConcurrency {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 }
@@ -526,46 +539,181 @@ func TestMedianOf(t *testing.T) {
 	}
 }
 
-// TestPeersRunRetriesAStaleVerdictAgainstTheNode: with an hour's interval,
-// a verdict against the node that a later round could not renew (the peer
-// list unavailable: ZooKeeper electing a leader when the jump guard re-asks
-// after the clock was set right) is retried soon, so the node returns once
-// the list is back; a verdict for the node is not retried.
-func TestPeersRunRetriesAStaleVerdictAgainstTheNode(t *testing.T) {
+// TestPeersRunRechecksAVerdictAgainstTheNode: with an hour's interval, a
+// verdict that keeps the node out is re-checked soon, whatever the round
+// that left it found: peers whose clocks were off (a fresh verdict: they
+// are set right meanwhile) or no peer list at all (ZooKeeper electing a
+// leader when the jump guard re-asks). The node returns within RetryMax of
+// the cause going; a verdict that lets the node in is not re-checked.
+func TestPeersRunRechecksAVerdictAgainstTheNode(t *testing.T) {
 	fc := clocktest.NewFake(t0)
-	agreeing := []Peer{{1, startTimePeer(t, fc, 0).addr}, {2, startTimePeer(t, fc, 0).addr}}
-	ahead := []Peer{{1, startTimePeer(t, fc, 5*time.Second).addr}, {2, startTimePeer(t, fc, 5*time.Second).addr}}
 	for _, tc := range []struct {
 		name      string
-		first     []Peer
-		wantReady bool // after the first round
-		wantCalls int  // source calls once the list is back
+		aheadBy   time.Duration // the two peers' clocks at the first round
+		noList    bool          // a round after the first gets no peer list
+		wantReady bool          // after the first round
 	}{
-		{"against the node: retried", ahead, false, 3},
-		{"for the node: not retried", agreeing, true, 2},
+		{"fresh verdict: the peers' clocks are set right", 5 * time.Second, false, false},
+		{"stale verdict: the peer list comes back", 5 * time.Second, true, false},
+		{"a verdict for the node: not re-checked", 0, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := &staticPeers{peers: tc.first}
+			a, b := startTimePeer(t, fc, tc.aheadBy), startTimePeer(t, fc, tc.aheadBy)
+			peers := []Peer{{1, a.addr}, {2, b.addr}}
+			src := &staticPeers{peers: peers}
 			g := newGuard(t)
 			p := newTestPeers(t, g, fc, src, PeersConfig{Interval: time.Hour})
+			if tc.aheadBy == 0 {
+				stop := runInBackground(t, p.Run)
+				t.Cleanup(stop)
+				waitFor(t, "the first round", func() bool { return p.Snapshot().Rounds >= 1 })
+				time.Sleep(4 * RetryFirst)
+				if n := src.callCount(); n != 1 || !g.Ready() {
+					t.Fatalf("%d rounds in %v with an hour's interval (want 1), ready %v", n, 4*RetryFirst, g.Ready())
+				}
+				return
+			}
+			if tc.noList {
+				// The first round judges the node out; every later one
+				// gets no list until it is back.
+				if _, err := p.CheckNow(context.Background()); !errors.Is(err, ErrPeerOffset) {
+					t.Fatalf("first round: %v, want the outlier", err)
+				}
+				src.set(nil, errors.New("zk: no server"))
+			}
 			stop := runInBackground(t, p.Run)
 			t.Cleanup(stop)
-			waitFor(t, "the first round", func() bool { return p.Snapshot().Rounds == 1 })
-			if g.Ready() != tc.wantReady {
-				t.Fatalf("ready %v after the first round, want %v: %+v", g.Ready(), tc.wantReady, g.Status())
-			}
-			src.set(nil, errors.New("zk: no server"))
-			if _, err := p.CheckNow(context.Background()); err == nil {
-				t.Fatal("a round without a peer list passed")
-			}
-			src.set(agreeing, nil)
-			if tc.wantCalls > 2 {
-				waitFor(t, "the retry's verdict", func() bool { return g.Ready() })
-			}
-			time.Sleep(4 * staleRetryFirst)
-			if n := src.callCount(); n != tc.wantCalls || !g.Ready() {
-				t.Fatalf("%d calls to the source (want %d), ready %v: %+v", n, tc.wantCalls, g.Ready(), p.Snapshot())
+			waitFor(t, "a verdict against the node", func() bool { return p.Snapshot().Rounds >= 2 && !g.Ready() })
+			rounds := p.Snapshot().Rounds
+			a.offset.Store(0)
+			b.offset.Store(0)
+			src.set(peers, nil)
+			waitFor(t, "the node back in", g.Ready)
+			if s := p.Snapshot(); s.Rounds-rounds > 4 || s.Outlier() {
+				t.Fatalf("back after %d more rounds (want a few: the backoff caps at %v): %+v", s.Rounds-rounds, RetryMax, s)
 			}
 		})
+	}
+}
+
+// TestJudgeOffset: a comparison carries its uncertainty, half the round
+// trip: it agrees only when the offset plus that is within the limit,
+// disagrees only when the offset minus that is beyond it.
+func TestJudgeOffset(t *testing.T) {
+	for _, tc := range []struct {
+		offset, rtt time.Duration
+		want        string
+	}{
+		{0, 0, JudgedAgrees},
+		{time.Second, 0, JudgedAgrees},
+		{time.Second + 1, 0, JudgedDisagrees},
+		{-700 * time.Millisecond, 600 * time.Millisecond, JudgedAgrees},     // 700+300 = 1s: within
+		{-701 * time.Millisecond, 600 * time.Millisecond, JudgedUnsure},     // could be 1.001s
+		{-650 * time.Millisecond, 1300 * time.Millisecond, JudgedUnsure},    // the stall: could be 0 or 1.3s
+		{1600 * time.Millisecond, 1200 * time.Millisecond, JudgedUnsure},    // 1600-600 = 1s: not beyond
+		{1601 * time.Millisecond, 1200 * time.Millisecond, JudgedDisagrees}, // beyond whatever the path
+	} {
+		if got := judgeOffset(tc.offset, tc.rtt, time.Second); got != tc.want {
+			t.Errorf("judgeOffset(%v, rtt %v, max 1s) = %s, want %s", tc.offset, tc.rtt, got, tc.want)
+		}
+	}
+}
+
+// TestPeersStallIsNotAnOffset: a pause between the peer reading its clock
+// and the node reading the answer (here the peer's; a stall of this
+// process looks the same) used to shift every peer by minus half of it:
+// three peers whose clocks equal this one's, stalled 400ms with a 150ms
+// limit, made this node the outlier. With the uncertainty counted they are
+// unsure and the node stays in; and when only the first sample of each
+// connection stalls, the best of PeerSamples finds the true offset.
+func TestPeersStallIsNotAnOffset(t *testing.T) {
+	sys := clock.NewSystem()
+	const stall, maxOffset = 400 * time.Millisecond, 150 * time.Millisecond
+	for _, tc := range []struct {
+		name       string
+		stallFirst int64 // 0: every sample
+		wantJudged string
+	}{
+		{"every sample stalled: unsure, not the outlier", 0, JudgedUnsure},
+		{"the first sample stalled: the best sample agrees", 1, JudgedAgrees},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var peers []Peer
+			for i := range 3 {
+				tp := startTimePeer(t, sys, 0)
+				tp.stall.Store(int64(stall))
+				tp.stallFirst.Store(tc.stallFirst)
+				peers = append(peers, Peer{WorkerID: int64(i + 1), Addr: tp.addr})
+			}
+			g := newGuard(t)
+			p := newTestPeers(t, g, sys, &staticPeers{peers: peers}, PeersConfig{MaxOffset: maxOffset})
+			snap, err := p.CheckNow(context.Background())
+			if err != nil || !g.Ready() || snap.Outlier() {
+				t.Fatalf("CheckNow = %v, ready %v: a node whose clock equals its peers' judged off (%+v)", err, g.Ready(), snap)
+			}
+			for _, r := range snap.Peers {
+				if r.Judged != tc.wantJudged {
+					t.Fatalf("peer %s judged %q (offset %v, rtt %v), want %q", r.Addr, r.Judged, r.Offset, r.RTT, tc.wantJudged)
+				}
+				if tc.wantJudged == JudgedAgrees && r.RTT >= stall {
+					t.Fatalf("peer %s: rtt %v, want the unstalled sample's (below %v)", r.Addr, r.RTT, stall)
+				}
+			}
+		})
+	}
+}
+
+// TestPeersSamplesOneConnection: a round asks each peer PeerSamples times,
+// over one connection (so no dial is inside a measured round trip).
+func TestPeersSamplesOneConnection(t *testing.T) {
+	fc := clocktest.NewFake(t0)
+	tp := startTimePeer(t, fc, 0)
+	src := &staticPeers{peers: []Peer{{WorkerID: 1, Addr: tp.addr}}}
+	p := newTestPeers(t, newGuard(t), fc, src, PeersConfig{})
+	if _, err := p.CheckNow(context.Background()); err != nil {
+		t.Fatalf("CheckNow: %v", err)
+	}
+	n := 0
+	tp.conns.Range(func(any, any) bool { n++; return true })
+	if got := tp.requests.Load(); got != PeerSamples || n != 1 {
+		t.Fatalf("%d requests over %d connections, want %d over 1", got, n, PeerSamples)
+	}
+}
+
+// TestPeersMeasuredSince: a confirmation counts only when measured after
+// the event. A round without a peer list, or with no peer reachable,
+// measured nothing, though it ends later than the last one that did.
+func TestPeersMeasuredSince(t *testing.T) {
+	fc := clocktest.NewFake(t0)
+	tp := startTimePeer(t, fc, 0)
+	src := &staticPeers{peers: []Peer{{WorkerID: 1, Addr: tp.addr}}}
+	p := newTestPeers(t, newGuard(t), fc, src, PeersConfig{})
+	if p.Snapshot().MeasuredSince(0) {
+		t.Fatal("measured before any round")
+	}
+	if _, err := p.CheckNow(context.Background()); err != nil {
+		t.Fatalf("CheckNow: %v", err)
+	}
+	fc.Advance(time.Second)
+	event := fc.Mono()
+	if s := p.Snapshot(); !s.MeasuredSince(0) || s.MeasuredSince(event) {
+		t.Fatalf("after a good round before the event: since 0 %v, since the event %v; want true, false", s.MeasuredSince(0), s.MeasuredSince(event))
+	}
+	for _, step := range []struct {
+		name  string
+		peers []Peer
+		err   error
+		want  bool
+	}{
+		{"no peer list", nil, errors.New("zk: connection closed"), false},
+		{"no peer reachable", []Peer{{WorkerID: 2, Addr: closedTCPAddr(t)}}, nil, false},
+		{"no peers", []Peer{}, nil, false},
+		{"a peer answers", []Peer{{WorkerID: 1, Addr: tp.addr}}, nil, true},
+	} {
+		src.set(step.peers, step.err)
+		_, _ = p.CheckNow(context.Background())
+		if got := p.Snapshot().MeasuredSince(event); got != step.want {
+			t.Fatalf("%s after the event: measured %v, want %v", step.name, got, step.want)
+		}
 	}
 }
