@@ -1,10 +1,12 @@
 package clockguard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,8 +29,8 @@ const (
 
 // Errors returned by NTP.CheckNow; callers branch on them with errors.Is.
 var (
-	// ErrNTPOffset: the server answered, but the clock is off by more than
-	// the allowed offset.
+	// ErrNTPOffset: a strict majority of the servers that answered put the
+	// clock off by more than the allowed offset.
 	ErrNTPOffset = errors.New("ntp offset beyond the maximum")
 	// ErrNTPUnreachable: no server gave a usable answer.
 	ErrNTPUnreachable = errors.New("no NTP server gave a usable answer")
@@ -112,9 +114,12 @@ func (c *ctxConn) SetDeadline(t time.Time) error {
 
 // NTPConfig configures the NTP check. Zero durations take the defaults.
 type NTPConfig struct {
-	// Servers are asked in order until one gives a usable answer; "host" or
-	// "host:port" (port 123 by default; IPv6 as "[::1]:123" or "::1").
-	// Empty disables the check: both of its reasons pass at once.
+	// Servers are all asked in every round, at once, and their usable
+	// answers combined: the clock is judged off only when a strict majority
+	// of them says so, so one wrong server cannot take a node out (nor keep
+	// it in) alone. "host" or "host:port" (port 123 by default; IPv6 as
+	// "[::1]:123" or "::1"). Empty disables the check: both of its reasons
+	// pass at once.
 	Servers []string
 	// Interval between rounds (default 60s).
 	Interval time.Duration
@@ -143,7 +148,11 @@ type NTPResult struct {
 	RTT          time.Duration `json:"rtt_ns"`
 	RootDistance time.Duration `json:"root_distance_ns"`
 	Stratum      uint8         `json:"stratum"`
-	CheckedAt    time.Time     `json:"checked_at"` // the node's (injected) wall clock
+	// Judged is this answer's verdict, with the same rule as the peers'
+	// (JudgedAgrees, JudgedDisagrees, JudgedUnsure): the true offset lies
+	// within Offset ± RTT/2.
+	Judged    string    `json:"judged"`
+	CheckedAt time.Time `json:"checked_at"` // the node's (injected) wall clock
 }
 
 // NTPSnapshot is what /clock and metrics show of the NTP check.
@@ -152,8 +161,17 @@ type NTPSnapshot struct {
 	Required  bool          `json:"required"`
 	Servers   []string      `json:"servers,omitempty"`
 	MaxOffset time.Duration `json:"max_offset_ns"`
-	// Last is the last usable answer; nil before the first one.
-	Last *NTPResult `json:"last,omitempty"`
+	// Last is the answer the last verdict rests on (of the round's usable
+	// answers, the one with the median offset; with an even count the one
+	// nearer zero of the middle two); nil before the first one. Answers
+	// are all usable answers of that round, in the order of Servers.
+	Last    *NTPResult  `json:"last,omitempty"`
+	Answers []NTPResult `json:"answers,omitempty"`
+	// Beyond is the last verdict from usable answers: a strict majority put
+	// the clock more than MaxOffset off. Split: some did, but no majority
+	// either way (the node stays in; the log says so).
+	Beyond bool `json:"beyond"`
+	Split  bool `json:"split,omitempty"`
 	// LastRoundAt is when the last round ended; LastError is why it failed
 	// ("" when it passed).
 	LastRoundAt time.Time `json:"last_round_at,omitzero"`
@@ -162,13 +180,44 @@ type NTPSnapshot struct {
 	Rounds            int64 `json:"rounds"`
 	OffsetFailures    int64 `json:"offset_failures"`    // rounds whose offset was beyond MaxOffset
 	UnreachableRounds int64 `json:"unreachable_rounds"` // rounds where no server was usable
-	ServerErrors      int64 `json:"server_errors"`      // failed queries, including failed-over ones
+	ServerErrors      int64 `json:"server_errors"`      // failed queries, the rounds that got a verdict included
+
+	// measuredMono is the node's monotonic clock when the round that gave
+	// Last began asking.
+	measuredMono time.Duration
 }
 
-// OffsetBeyond reports whether the last usable answer put the clock more
-// than MaxOffset off (the ntp_offset verdict against this node). False
-// before the first answer.
-func (s NTPSnapshot) OffsetBeyond() bool { return s.Last != nil && abs(s.Last.Offset) > s.MaxOffset }
+// OffsetBeyond reports whether the last verdict from usable answers put the
+// clock more than MaxOffset off (the ntp_offset verdict against this
+// node). False before the first answer.
+func (s NTPSnapshot) OffsetBeyond() bool { return s.Last != nil && s.Beyond }
+
+// MeasuredSince reports whether the last verdict comes from a round that
+// began asking at or after mono (the node's monotonic clock): a
+// confirmation of an event counts only when it was measured after it. A
+// round with no usable answer measured nothing.
+func (s NTPSnapshot) MeasuredSince(mono time.Duration) bool {
+	return s.Last != nil && s.measuredMono >= mono
+}
+
+// Agrees reports whether the last verdict is one that agrees with the
+// clock: at least one answer within the limit (uncertainty counted) and
+// none beyond it.
+func (s NTPSnapshot) Agrees() bool {
+	if s.Last == nil {
+		return false
+	}
+	agree := 0
+	for _, a := range s.Answers {
+		switch a.Judged {
+		case JudgedDisagrees:
+			return false
+		case JudgedAgrees:
+			agree++
+		}
+	}
+	return agree > 0
+}
 
 // NTP is the NTP check: the ntp_offset and ntp_unreachable reasons. The
 // offset is measured against the node's injected clock, so a chaos build
@@ -271,10 +320,11 @@ func NormalizeNTPServer(s string) (string, error) {
 func (n *NTP) Enabled() bool { return len(n.cfg.Servers) > 0 }
 
 // Run does a round at once and then one every Interval, until ctx ends;
-// sooner while a round (Run's or CheckNow's) found no usable server and
-// what keeps the node out (ntp_unreachable when Required, an ntp_offset
-// verdict against it) can only change with an answer: after 250ms, then
-// twice as late each time, up to 30s. With no servers it returns at once.
+// sooner while the verdict after a round (Run's or CheckNow's) keeps the
+// node out (ntp_offset, or ntp_unreachable when Required), whether that
+// round found the clock off or no usable server: after RetryFirst, then
+// twice as late each time, up to RetryMax. With no servers it returns at
+// once.
 func (n *NTP) Run(ctx context.Context) {
 	if !n.Enabled() {
 		return
@@ -282,14 +332,18 @@ func (n *NTP) Run(ctx context.Context) {
 	n.sched.run(ctx, n.cfg.Interval, func() { _, _ = n.CheckNow(ctx) })
 }
 
-// CheckNow does one round: it asks the servers in order until one gives an
-// answer that validates and whose root distance is within bounds, then
-// passes or fails ntp_offset; when none does, it fails ntp_unreachable if
-// Required (else passes it) and leaves ntp_offset's earlier verdict alone
-// (passing it if it had none). It returns the answer used, and an error
-// wrapping ErrNTPOffset or ErrNTPUnreachable when the round failed, or ctx's
-// error when ctx ended first (then no verdict is given). With no servers it
-// returns a zero result and nil.
+// CheckNow does one round: it asks every server at once (each bounded by
+// Timeout) and keeps the answers that validate and whose root distance is
+// within bounds. Each usable answer agrees, disagrees or is unsure (its
+// round trip too wide to tell); ntp_offset fails when a strict majority of
+// the usable answers disagrees and passes otherwise (a disagreement
+// without a majority is flagged as split). When no answer is usable, it
+// fails ntp_unreachable if Required (else passes it) and leaves
+// ntp_offset's earlier verdict alone (passing it if it had none). It
+// returns the answer the verdict rests on (Snapshot's Last), and an error
+// wrapping ErrNTPOffset or ErrNTPUnreachable when the round failed, or
+// ctx's error when ctx ended first (then no verdict is given). With no
+// servers it returns a zero result and nil.
 func (n *NTP) CheckNow(ctx context.Context) (NTPResult, error) {
 	if !n.Enabled() {
 		return NTPResult{}, nil
@@ -297,19 +351,31 @@ func (n *NTP) CheckNow(ctx context.Context) (NTPResult, error) {
 	n.round.Lock()
 	defer n.round.Unlock()
 
-	var errs []error
-	for _, server := range n.cfg.Servers {
-		res, err := n.queryOne(ctx, server)
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return NTPResult{}, fmt.Errorf("ntp check: %w", ctxErr)
-		}
-		if err != nil {
-			errs = append(errs, err)
+	began := n.clk.Mono()
+	results := make([]NTPResult, len(n.cfg.Servers))
+	errs := make([]error, len(n.cfg.Servers))
+	var wg sync.WaitGroup
+	for i, server := range n.cfg.Servers {
+		wg.Go(func() { results[i], errs[i] = n.queryOne(ctx, server) })
+	}
+	wg.Wait()
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return NTPResult{}, fmt.Errorf("ntp check: %w", ctxErr)
+	}
+	var usable []NTPResult
+	var failed []error
+	for i := range results {
+		if errs[i] != nil {
+			failed = append(failed, errs[i])
 			continue
 		}
-		return res, n.judgeAnswer(res, int64(len(errs)))
+		results[i].Judged = judgeOffset(results[i].Offset, results[i].RTT, n.cfg.MaxOffset)
+		usable = append(usable, results[i])
 	}
-	return NTPResult{}, n.judgeUnreachable(errs)
+	if len(usable) == 0 {
+		return NTPResult{}, n.judgeUnreachable(failed)
+	}
+	return n.judgeAnswers(usable, int64(len(failed)), began)
 }
 
 // queryOne asks one server and checks the answer.
@@ -339,18 +405,50 @@ func (n *NTP) queryOne(ctx context.Context, server string) (NTPResult, error) {
 	}, nil
 }
 
-// judgeAnswer gives the verdicts for a usable answer after failed earlier
-// servers.
-func (n *NTP) judgeAnswer(res NTPResult, failed int64) error {
+// representative returns the answer a verdict rests on: the median offset
+// of the usable answers (of the middle two, the one nearer zero).
+func representative(usable []NTPResult) NTPResult {
+	s := slices.Clone(usable)
+	slices.SortStableFunc(s, func(a, b NTPResult) int { return cmp.Compare(a.Offset, b.Offset) })
+	mid := len(s) / 2
+	if len(s)%2 == 0 && abs(s[mid-1].Offset) <= abs(s[mid].Offset) {
+		return s[mid-1]
+	}
+	return s[mid]
+}
+
+// judgeAnswers gives the verdicts for a round's usable answers (failed
+// servers besides), the round having begun asking at began (monotonic).
+func (n *NTP) judgeAnswers(usable []NTPResult, failed int64, began time.Duration) (NTPResult, error) {
+	agree, disagree, unsure := 0, 0, 0
+	for _, a := range usable {
+		switch a.Judged {
+		case JudgedAgrees:
+			agree++
+		case JudgedDisagrees:
+			disagree++
+		default:
+			unsure++
+		}
+	}
+	if agree+disagree == 0 {
+		return n.judgeUnsure(usable, failed)
+	}
+	total := len(usable)
+	beyond := 2*disagree > total
+	split := !beyond && disagree > 0 && 2*agree <= total
+	res := representative(usable)
+	detail := ntpDetail(res, usable, disagree, n.cfg.MaxOffset)
 	var err error
-	detail := fmt.Sprintf("offset %s from %s (rtt %v, stratum %d), max %v",
-		signed(res.Offset), res.Server, res.RTT, res.Stratum, n.cfg.MaxOffset)
-	if abs(res.Offset) > n.cfg.MaxOffset {
+	if beyond {
 		err = fmt.Errorf("%w: %s", ErrNTPOffset, detail)
 	}
 	n.mu.Lock()
 	r := res
 	n.snap.Last = &r
+	n.snap.Answers = usable
+	n.snap.Beyond, n.snap.Split = beyond, split
+	n.snap.measuredMono = began
 	n.snap.LastRoundAt = res.CheckedAt
 	n.snap.Rounds++
 	n.snap.ServerErrors += failed
@@ -361,19 +459,70 @@ func (n *NTP) judgeAnswer(res NTPResult, failed int64) error {
 	}
 	n.offJudged = true
 	n.mu.Unlock()
-	n.sched.ended(false)
+	n.sched.ended(beyond)
 
 	n.unreach.Pass()
-	if err != nil {
+	switch {
+	case err != nil:
 		n.offset.Fail(detail)
 		n.cfg.Log.Warn().Str("server", res.Server).Dur("offset", res.Offset).Dur("rtt", res.RTT).
-			Uint8("stratum", res.Stratum).Dur("max_offset", n.cfg.MaxOffset).Msg("ntp offset beyond the maximum")
-		return err
+			Uint8("stratum", res.Stratum).Dur("max_offset", n.cfg.MaxOffset).Int("beyond", disagree).
+			Int("answers", total).Str("detail", detail).Msg("ntp offset beyond the maximum")
+		return res, err
+	case split:
+		n.cfg.Log.Warn().Int("beyond", disagree).Int("within", agree).Int("unsure", unsure).
+			Dur("max_offset", n.cfg.MaxOffset).Str("detail", detail).
+			Msg("ntp servers disagree with no majority either way: staying in service")
 	}
 	n.offset.Pass()
 	n.cfg.Log.Debug().Str("server", res.Server).Dur("offset", res.Offset).Dur("rtt", res.RTT).
-		Uint8("stratum", res.Stratum).Msg("ntp check passed")
-	return nil
+		Uint8("stratum", res.Stratum).Int("answers", total).Msg("ntp check passed")
+	return res, nil
+}
+
+// judgeUnsure records a round whose usable answers were all unsure (each
+// round trip too wide to tell the clock within or beyond the maximum): like
+// a round without answers it measured nothing, so ntp_offset keeps its
+// verdict (passing if it had none) and a verdict against the node is
+// re-checked soon; ntp_unreachable passes (servers did answer).
+func (n *NTP) judgeUnsure(usable []NTPResult, failed int64) (NTPResult, error) {
+	res := representative(usable)
+	detail := "no answer precise enough to judge: " + ntpDetail(res, usable, 0, n.cfg.MaxOffset)
+	n.mu.Lock()
+	n.snap.LastRoundAt = res.CheckedAt
+	n.snap.Rounds++
+	n.snap.ServerErrors += failed
+	n.snap.LastError = detail
+	judged, out := n.offJudged, n.snap.OffsetBeyond()
+	n.mu.Unlock()
+	n.sched.ended(out)
+	n.unreach.Pass()
+	if !judged {
+		n.offset.Pass()
+	}
+	n.cfg.Log.Warn().Str("detail", detail).Msg("ntp answers too imprecise to judge the offset: verdict kept")
+	return res, nil
+}
+
+// ntpDetail describes a round's usable answers: the one the verdict rests
+// on, and with several servers how many put the clock beyond the maximum
+// and what each said.
+func ntpDetail(res NTPResult, usable []NTPResult, beyond int, maxOffset time.Duration) string {
+	one := func(a NTPResult) string {
+		return fmt.Sprintf("offset %s from %s (rtt %v, stratum %d)", signed(a.Offset), a.Server, a.RTT, a.Stratum)
+	}
+	if len(usable) == 1 {
+		return one(res) + fmt.Sprintf(", max %v", maxOffset)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d servers put the clock more than %v off; median %s:", beyond, len(usable), maxOffset, one(res))
+	for i, a := range usable {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s %s (%s)", a.Server, signed(a.Offset), a.Judged)
+	}
+	return b.String()
 }
 
 // judgeUnreachable gives the verdicts when no server was usable.
@@ -390,7 +539,7 @@ func (n *NTP) judgeUnreachable(errs []error) error {
 	offsetOut := n.snap.OffsetBeyond()
 	unreachable := n.snap.UnreachableRounds
 	n.mu.Unlock()
-	// Stale when what keeps the node out can only change with an answer.
+	// What keeps the node out can only change with an answer: re-check.
 	n.sched.ended(n.cfg.Required || offsetOut)
 
 	if n.cfg.Required {
@@ -414,6 +563,7 @@ func (n *NTP) Snapshot() NTPSnapshot {
 	defer n.mu.Unlock()
 	s := n.snap
 	s.Servers = append([]string(nil), s.Servers...)
+	s.Answers = slices.Clone(s.Answers)
 	if s.Last != nil {
 		r := *s.Last
 		s.Last = &r

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -98,9 +99,10 @@ func newTestNTP(t *testing.T, g *Guard, q Querier, cfg NTPConfig) *NTP {
 }
 
 func TestNTPCheckNow(t *testing.T) {
-	const a, b = "a.example:123", "b.example:123"
+	const a, b, c = "a.example:123", "b.example:123", "c.example:123"
 	for _, tc := range []struct {
 		name          string
+		servers       []string // default: those with an answer
 		required      bool
 		answers       map[string]answerFunc
 		wantErr       error
@@ -133,9 +135,42 @@ func TestNTPCheckNow(t *testing.T) {
 			wantFailing: map[Reason]string{ReasonNTPOffset: "offset -600ms from a.example:123"},
 		},
 		{
-			name:       "first server good: second not asked",
-			answers:    map[string]answerFunc{a: offsetAnswer(0), b: offsetAnswer(0)},
-			wantServer: a, wantAsked: []string{a},
+			name:       "every server asked: the median answer (of the middle two, the one nearer zero)",
+			answers:    map[string]answerFunc{a: offsetAnswer(-20 * time.Millisecond), b: offsetAnswer(10 * time.Millisecond)},
+			wantServer: b, wantOffset: 10 * time.Millisecond, wantAsked: []string{a, b},
+		},
+		{
+			name:       "one wrong server of two: no majority, the node stays in",
+			answers:    map[string]answerFunc{a: offsetAnswer(3 * time.Second), b: offsetAnswer(10 * time.Millisecond)},
+			wantServer: b, wantOffset: 10 * time.Millisecond, wantAsked: []string{a, b},
+		},
+		{
+			name:       "one wrong server of three, listed first: the majority agrees",
+			servers:    []string{a, b, c},
+			answers:    map[string]answerFunc{a: offsetAnswer(3 * time.Second), b: offsetAnswer(10 * time.Millisecond), c: offsetAnswer(0)},
+			wantServer: b, wantOffset: 10 * time.Millisecond, wantAsked: []string{a, b, c},
+		},
+		{
+			name:    "two of three beyond: out",
+			servers: []string{a, b, c},
+			answers: map[string]answerFunc{a: offsetAnswer(3 * time.Second), b: offsetAnswer(2 * time.Second), c: offsetAnswer(0)},
+			wantErr: ErrNTPOffset, wantServer: b, wantOffset: 2 * time.Second, wantAsked: []string{a, b, c},
+			wantFailing: map[Reason]string{ReasonNTPOffset: "2 of 3 servers put the clock more than 500ms off; median offset +2s from b.example:123"},
+		},
+		{
+			name:    "two of three beyond, the third unreachable: out",
+			servers: []string{a, b, c},
+			answers: map[string]answerFunc{a: offsetAnswer(3 * time.Second), b: offsetAnswer(2 * time.Second), c: errAnswer("refused")},
+			wantErr: ErrNTPOffset, wantServer: b, wantOffset: 2 * time.Second, wantAsked: []string{a, b, c}, wantServerErr: 1,
+			wantFailing: map[Reason]string{ReasonNTPOffset: "2 of 2 servers"},
+		},
+		{
+			name: "beyond by less than half the round trip: unsure, no verdict (a first round passes)",
+			answers: map[string]answerFunc{
+				a: modified(func(r *ntp.Response) { r.ClockOffset, r.RTT = 600*time.Millisecond, 300*time.Millisecond }),
+			},
+			servers:    []string{a},
+			wantServer: a, wantOffset: 600 * time.Millisecond, wantAsked: []string{a},
 		},
 		{
 			name:       "failover on a network error",
@@ -203,7 +238,11 @@ func TestNTPCheckNow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGuard(t)
 			q := &fakeQuerier{answers: tc.answers}
-			n := newTestNTP(t, g, q, NTPConfig{Servers: []string{a, b}, Required: tc.required})
+			servers := tc.servers
+			if servers == nil {
+				servers = slices.Sorted(maps.Keys(tc.answers))
+			}
+			n := newTestNTP(t, g, q, NTPConfig{Servers: servers, Required: tc.required})
 			if g.Status().State != Starting {
 				t.Fatalf("before the first round: %+v, want starting", g.Status())
 			}
@@ -214,7 +253,7 @@ func TestNTPCheckNow(t *testing.T) {
 			if res.Server != tc.wantServer || res.Offset != tc.wantOffset {
 				t.Fatalf("result = %+v, want server %q offset %v", res, tc.wantServer, tc.wantOffset)
 			}
-			if got := q.asked(); !slices.Equal(got, tc.wantAsked) {
+			if got := q.asked(); !slices.Equal(slices.Sorted(slices.Values(got)), tc.wantAsked) {
 				t.Fatalf("servers asked = %v, want %v", got, tc.wantAsked)
 			}
 			failing := g.Failing()
@@ -233,7 +272,7 @@ func TestNTPCheckNow(t *testing.T) {
 			if s.ServerErrors != tc.wantServerErr || s.Rounds != 1 {
 				t.Fatalf("snapshot counters %+v, want 1 round and %d server errors", s, tc.wantServerErr)
 			}
-			if tc.wantServer != "" && (s.Last == nil || *s.Last != res) {
+			if tc.wantServer != "" && !strings.Contains(s.LastError, "precise") && (s.Last == nil || *s.Last != res) {
 				t.Fatalf("snapshot last = %+v, want %+v", s.Last, res)
 			}
 		})
@@ -306,7 +345,7 @@ func TestNTPUnreachableKeepsOffsetVerdict(t *testing.T) {
 	if !strings.Contains(s.LastError, "i/o timeout") || s.LastRoundAt.IsZero() {
 		t.Fatalf("snapshot last error %q at %v", s.LastError, s.LastRoundAt)
 	}
-	s.Last, s.LastError, s.LastRoundAt = nil, "", time.Time{}
+	s.Last, s.Answers, s.LastError, s.LastRoundAt = nil, nil, "", time.Time{}
 	if fmt.Sprint(s) != fmt.Sprint(want) {
 		t.Fatalf("snapshot = %+v\nwant       %+v", s, want)
 	}
@@ -451,18 +490,17 @@ func TestNormalizeNTPServer(t *testing.T) {
 // with an answer (an ntp_offset verdict against it, or ntp_unreachable when
 // required) is retried soon; an unreachable round with a passing verdict
 // and NTP optional is not.
-func TestNTPRunRetriesAStaleVerdictAgainstTheNode(t *testing.T) {
+func TestNTPRunRechecksAVerdictAgainstTheNode(t *testing.T) {
 	const a = "a.example:123"
 	for _, tc := range []struct {
 		name      string
 		required  bool
-		first     answerFunc
-		wantReady bool // after the first round
-		wantCalls int  // queries once the server answers again
+		first     answerFunc // the answer until the cause goes
+		wantReady bool       // after the first round
 	}{
-		{"offset verdict against the node: retried", false, offsetAnswer(2 * time.Second), false, 3},
-		{"required and unreachable: retried", true, errAnswer("i/o timeout"), false, 3},
-		{"passing and optional: not retried", false, offsetAnswer(0), true, 2},
+		{"a fresh offset verdict against the node: re-checked until the clock is right", false, offsetAnswer(2 * time.Second), false},
+		{"required and unreachable: re-checked until a server answers", true, errAnswer("i/o timeout"), false},
+		{"passing and optional: not re-checked", false, offsetAnswer(0), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGuard(t)
@@ -470,22 +508,59 @@ func TestNTPRunRetriesAStaleVerdictAgainstTheNode(t *testing.T) {
 			n := newTestNTP(t, g, q, NTPConfig{Servers: []string{a}, Interval: time.Hour, Required: tc.required})
 			stop := runInBackground(t, n.Run)
 			t.Cleanup(stop)
-			waitFor(t, "the first round", func() bool { return n.Snapshot().Rounds == 1 })
+			waitFor(t, "the first round", func() bool { return n.Snapshot().Rounds >= 1 })
 			if g.Ready() != tc.wantReady {
 				t.Fatalf("ready %v after the first round, want %v: %+v", g.Ready(), tc.wantReady, g.Status())
 			}
-			q.set(a, errAnswer("i/o timeout"))
-			if _, err := n.CheckNow(context.Background()); !errors.Is(err, ErrNTPUnreachable) {
-				t.Fatalf("CheckNow: %v, want unreachable", err)
+			if tc.wantReady {
+				time.Sleep(4 * RetryFirst)
+				if got := len(q.asked()); got != 1 {
+					t.Fatalf("%d queries in %v with an hour's interval, want 1", got, 4*RetryFirst)
+				}
+				return
 			}
+			waitFor(t, "a re-check", func() bool { return n.Snapshot().Rounds >= 2 })
 			q.set(a, offsetAnswer(time.Millisecond))
-			if tc.wantCalls > 2 {
-				waitFor(t, "the retry's verdict", func() bool { return g.Ready() })
-			}
-			time.Sleep(4 * staleRetryFirst)
-			if got := len(q.asked()); got != tc.wantCalls || !g.Ready() {
-				t.Fatalf("%d queries (want %d), ready %v: %+v", got, tc.wantCalls, g.Ready(), n.Snapshot())
-			}
+			waitFor(t, "the node back in", g.Ready)
 		})
+	}
+}
+
+// TestNTPMeasuredSince: a confirmation counts only when measured after the
+// event; a round with no usable answer, or only answers too imprecise to
+// judge, measured nothing.
+func TestNTPMeasuredSince(t *testing.T) {
+	const a = "a.example:123"
+	g := newGuard(t)
+	fc := clocktest.NewFake(t0)
+	q := &fakeQuerier{answers: map[string]answerFunc{a: offsetAnswer(0)}}
+	n, err := NewNTP(g, fc, NTPConfig{Servers: []string{a}, Querier: q, Log: testLogger(t)})
+	if err != nil {
+		t.Fatalf("NewNTP: %v", err)
+	}
+	if _, err := n.CheckNow(context.Background()); err != nil {
+		t.Fatalf("CheckNow: %v", err)
+	}
+	fc.Advance(time.Second)
+	event := fc.Mono()
+	if s := n.Snapshot(); !s.MeasuredSince(0) || s.MeasuredSince(event) || !s.Agrees() {
+		t.Fatalf("after a good round before the event: %+v", s)
+	}
+	for _, step := range []struct {
+		name        string
+		answer      answerFunc
+		want, agree bool
+	}{
+		{"no usable answer", errAnswer("i/o timeout"), false, false},
+		{"too imprecise", modified(func(r *ntp.Response) { r.ClockOffset, r.RTT = 600*time.Millisecond, 300*time.Millisecond }), false, false},
+		{"beyond the limit", offsetAnswer(2 * time.Second), true, false},
+		{"within", offsetAnswer(time.Millisecond), true, true},
+	} {
+		q.set(a, step.answer)
+		_, _ = n.CheckNow(context.Background())
+		s := n.Snapshot()
+		if s.MeasuredSince(event) != step.want || (step.want && s.Agrees() != step.agree) {
+			t.Fatalf("%s after the event: measured %v agrees %v, want %v, %v", step.name, s.MeasuredSince(event), s.Agrees(), step.want, step.agree)
+		}
 	}
 }
