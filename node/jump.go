@@ -21,9 +21,11 @@ const jumpPoll = 50 * time.Millisecond
 
 // jumpConfirmer is one source that can confirm the clock after a jump.
 type jumpConfirmer interface {
-	// verdict says whether the source checked the clock at or after the
-	// wall time since (Unix ns), and if so whether it agreed with it.
-	verdict(since int64) (answered, agrees bool)
+	// verdict says whether the source measured the clock in a round that
+	// began at or after sinceMono (the monotonic clock), and if so whether
+	// it agreed with it. A round that measured nothing (no peer list, no
+	// usable NTP answer, only answers too imprecise to judge) is no answer.
+	verdict(sinceMono time.Duration) (answered, agrees bool)
 	// enabled reports whether the source is configured at all.
 	enabled() bool
 	// recheck asks the source for a fresh verdict (may block for its
@@ -179,7 +181,7 @@ func (j *jumpGuard) tryConfirm(ctx context.Context) {
 	}
 	by, answered := "", false
 	for _, cf := range j.confirmers {
-		a, agrees := cf.verdict(since)
+		a, agrees := cf.verdict(sinceMon)
 		answered = answered || a
 		if a && agrees {
 			by = fmt.Sprintf("%T", cf)
@@ -213,16 +215,17 @@ func (c ntpConfirmer) recheck(ctx context.Context) { _, _ = c.ntp.CheckNow(ctx) 
 
 func (c ntpConfirmer) against() bool { return c.ntp.Snapshot().OffsetBeyond() }
 
-func (c ntpConfirmer) verdict(since int64) (answered, agrees bool) {
+func (c ntpConfirmer) verdict(sinceMono time.Duration) (answered, agrees bool) {
 	s := c.ntp.Snapshot()
-	if s.Last == nil || s.Last.CheckedAt.UnixNano() < since {
+	if !s.MeasuredSince(sinceMono) {
 		return false, false
 	}
-	return true, !s.OffsetBeyond()
+	return true, s.Agrees()
 }
 
-// peersConfirmer confirms through the peer check: a round after the jump
-// in which the clocks compared agree with this one (no outlier, no split).
+// peersConfirmer confirms through the peer check: a round begun after the
+// jump in which at least one peer's clock was judged and none disagrees
+// with this one.
 type peersConfirmer struct{ peers *clockguard.Peers }
 
 func (c peersConfirmer) enabled() bool { return c.peers != nil }
@@ -231,9 +234,11 @@ func (c peersConfirmer) recheck(ctx context.Context) { _, _ = c.peers.CheckNow(c
 
 func (c peersConfirmer) against() bool { return c.peers.Snapshot().Outlier() }
 
-func (c peersConfirmer) verdict(since int64) (answered, agrees bool) {
+func (c peersConfirmer) verdict(sinceMono time.Duration) (answered, agrees bool) {
 	s := c.peers.Snapshot()
-	if s.Reachable == 0 || s.CheckedAt.UnixNano() < since {
+	// Agree counts the node's own clock: a round that judged no peer's
+	// (every one unreachable or unsure) said nothing about this clock.
+	if !s.MeasuredSince(sinceMono) || s.Agree-1+s.Disagree == 0 {
 		return false, false
 	}
 	return true, s.Disagree == 0

@@ -2,6 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,13 +17,15 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 )
 
-// fakeConfirmer answers as told; its answers are timestamped by the clock
-// when recheck is called (like a real round after the jump).
+// fakeConfirmer answers as told; its answers are stamped with the
+// monotonic clock when recheck is called (like a real round after the
+// jump).
 type fakeConfirmer struct {
 	clk      *clocktest.Fake
 	answers  bool // whether a recheck gets an answer
 	agrees   bool
-	at       int64 // wall ns of the last answer; 0: none
+	answered bool          // it has answered at least once
+	at       time.Duration // monotonic time of the last answer
 	rechecks int
 	judged   bool // its last verdict is against this node
 }
@@ -28,11 +36,11 @@ func (f *fakeConfirmer) enabled() bool { return true }
 func (f *fakeConfirmer) recheck(context.Context) {
 	f.rechecks++
 	if f.answers {
-		f.at = f.clk.WallNanos()
+		f.answered, f.at = true, f.clk.Mono()
 	}
 }
-func (f *fakeConfirmer) verdict(since int64) (bool, bool) {
-	if f.at == 0 || f.at < since {
+func (f *fakeConfirmer) verdict(sinceMono time.Duration) (bool, bool) {
+	if !f.answered || f.at < sinceMono {
 		return false, false
 	}
 	return true, f.agrees
@@ -146,5 +154,59 @@ func TestJumpGuardReasksAfterAStep(t *testing.T) {
 				t.Fatalf("after a step of %v: sources asked %d times, want %d", tc.step, cf.rechecks, tc.want)
 			}
 		})
+	}
+}
+
+// A peer round that measured nothing confirms nothing. A node cut off from
+// ZooKeeper (no peer list) with NTP off had its clock stepped forward an
+// hour: the peer round asked at once could not list the peers, yet stamped
+// its snapshot with the jumped clock and kept the last good round's
+// figures, which read as "answered, agrees", so the jump was accepted at
+// once and written into the fences. It must be held for JumpHold instead.
+func TestJumpGuardPeerRoundWithoutAListConfirmsNothing(t *testing.T) {
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `{"unix_ns":%d}`, clk.WallNanos())
+	}))
+	t.Cleanup(srv.Close)
+	var listErr atomic.Value // error; nil: the list is available
+	src := clockguard.PeerSourceFunc(func(context.Context) ([]clockguard.Peer, error) {
+		if err, _ := listErr.Load().(error); err != nil {
+			return nil, err
+		}
+		return []clockguard.Peer{{WorkerID: 1, Addr: strings.TrimPrefix(srv.URL, "http://")}}, nil
+	})
+	g := clockguard.New(zerolog.Nop(), nil)
+	peers, err := clockguard.NewPeers(g, clk, src, clockguard.PeersConfig{Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if s, err := peers.CheckNow(ctx); err != nil || s.Reachable != 1 || s.Disagree != 0 {
+		t.Fatalf("the round before the jump: %+v, %v; want one peer agreeing", s, err)
+	}
+	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
+	clk.Advance(time.Second)
+	listErr.Store(errors.New("zk: could not connect to a server"))
+	clk.StepWall(time.Hour)
+	if !j.Holding() {
+		t.Fatal("a jump of an hour is not held")
+	}
+	j.tryConfirm(ctx) // asks the peers at once: no list
+	if s := peers.Snapshot(); s.SourceError == "" {
+		t.Fatalf("the re-ask got a peer list: %+v", s)
+	}
+	if !j.Holding() {
+		t.Fatal("the jump was accepted on a peer round that measured nothing")
+	}
+	clk.Advance(JumpHold / 2)
+	j.tryConfirm(ctx)
+	if !j.Holding() {
+		t.Fatal("the jump was accepted before JumpHold with no source answering")
+	}
+	clk.Advance(JumpHold / 2)
+	j.tryConfirm(ctx)
+	if j.Holding() {
+		t.Fatal("the jump is still held after JumpHold with no source answering")
 	}
 }
