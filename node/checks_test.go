@@ -95,3 +95,36 @@ func TestRunWatcherSeesStepBackWithoutTraffic(t *testing.T) {
 	clk.Advance(2*time.Second + 10*time.Millisecond)
 	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
 }
+
+// A step back that leaves the clock ahead of the last issued ID harms
+// nothing: the watcher counts it, and the node stays in service (it used to
+// leave for a few microseconds with a false "behind the last issued ID").
+func TestRunWatcherStepAheadOfTheLastIDKeepsTheNodeIn(t *testing.T) {
+	clk := clocktest.NewFake(time.Now())
+	cfg := testConfig(t, 5)
+	ln := loopbackListener(t)
+	addr := ln.Addr().String()
+	startRunOn(t, cfg, ln, WithClock(clk))
+	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+	if code, body := httpGet(t, addr, "/id"); code != http.StatusOK {
+		t.Fatalf("/id: %d %s", code, body)
+	}
+	clk.Advance(time.Second)
+	clk.StepWall(-300 * time.Millisecond) // still 700ms past the last ID
+	var rep ClockReport
+	waitHTTP(t, addr, "/clock", func(_ int, body string) bool {
+		return json.Unmarshal([]byte(body), &rep) == nil && rep.Watcher != nil && rep.Watcher.BackwardSteps == 1
+	})
+	// The watcher's next comparison starts only after its reaction to the
+	// step returned.
+	checks := rep.Watcher.Checks
+	waitHTTP(t, addr, "/clock", func(_ int, body string) bool {
+		return json.Unmarshal([]byte(body), &rep) == nil && rep.Watcher != nil && rep.Watcher.Checks > checks
+	})
+	if n := rep.Transitions["clock_rollback"]; n != 0 {
+		t.Fatalf("the node left service %d times for a step that left the clock ahead of every ID (state %s)", n, rep.State)
+	}
+	if code, body := httpGet(t, addr, "/id"); code != http.StatusOK {
+		t.Fatalf("/id after the step: %d %s", code, body)
+	}
+}

@@ -351,7 +351,7 @@ func (n *node) newGuard() error {
 	var err error
 	n.watcher, err = clockguard.NewWatcher(n.clock, clockguard.WatcherConfig{
 		Tolerance:  max(n.cfg.RollbackTolerance, time.Millisecond),
-		OnRollback: func(step time.Duration, at time.Time) { n.tripRollback(step, at, "watcher") },
+		OnRollback: n.watcherStepBack,
 		Log:        n.log.With().Str("component", "watcher").Logger(),
 	})
 	if err != nil {
@@ -400,6 +400,21 @@ func (n *node) newGuard() error {
 func (n *node) tripRollback(behind time.Duration, at time.Time, source string) {
 	n.rollback.Trip(behind, source)
 	n.metrics.ObserveRollback(behind, at)
+}
+
+// watcherStepBack reacts to the watcher seeing the wall clock step back by
+// more than the tolerance (at is the reading that found it). The step is
+// counted as a rollback in the metrics; the node leaves service only when
+// the clock is now behind the last issued ID by more than the tolerance,
+// with that figure as the detail. A step that leaves the clock ahead of
+// every ID issued harms nothing: tripping on it took the node out for the
+// few microseconds until the check cleared, with a false "behind" detail.
+// (The generator still checks every request itself.)
+func (n *node) watcherStepBack(step time.Duration, at time.Time) {
+	n.metrics.ObserveRollback(step, at)
+	if behind := n.gen.Behind(); behind > n.cfg.RollbackTolerance {
+		n.rollback.Trip(behind, "watcher")
+	}
 }
 
 // onIDError reacts to the generator refusing an ID (called by the server on
