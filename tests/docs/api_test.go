@@ -1,6 +1,9 @@
 package docs
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -160,4 +163,82 @@ func TestREADMERunbookReasons(t *testing.T) {
 			t.Errorf("README runbook does not name the state `%s`", s)
 		}
 	}
+}
+
+// TestREADMEWayBackTable checks the runbook's table of the way back from
+// each reason: a row for every reason clockguard declares, and every test it
+// names exists, so the table cannot promise a return nothing shows.
+func TestREADMEWayBackTable(t *testing.T) {
+	runbook := section(t, readme(t), secRunbook)
+	const heading = "#### The way back from each reason"
+	i := strings.Index(runbook, heading)
+	if i < 0 {
+		t.Fatalf("README runbook lacks %q", heading)
+	}
+	text := runbook[i+len(heading):]
+	if j := strings.Index(text, "\n#### "); j >= 0 {
+		text = text[:j]
+	}
+	tests := testFuncNames(t)
+	rows := map[string]bool{}
+	for _, cells := range tableRows(text) {
+		if len(cells) != 4 || cells[0] == "reason" {
+			continue
+		}
+		spans := codeSpans(cells[0])
+		if len(spans) != 1 {
+			t.Errorf("row %q: the first cell must be one reason in a code span", cells[0])
+			continue
+		}
+		rows[spans[0]] = true
+		named := codeSpans(cells[3])
+		if len(named) == 0 {
+			t.Errorf("row %s names no test", spans[0])
+		}
+		for _, name := range named {
+			if !tests[name] {
+				t.Errorf("row %s names %s, which is no test function in the repository", spans[0], name)
+			}
+		}
+	}
+	for name, r := range stringConstsOfType(t, "clockguard", "Reason") {
+		if r != "" && !rows[r] {
+			t.Errorf("the way-back table has no row for reason %s (clockguard.%s)", r, name)
+		}
+	}
+}
+
+// testFuncNames returns the names of the Test functions in every _test.go
+// file of the module.
+func testFuncNames(t *testing.T) map[string]bool {
+	t.Helper()
+	root := moduleRoot(t)
+	names := map[string]bool{}
+	re := regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\)`)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == ".run" || d.Name() == "bin") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			names[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", root, err)
+	}
+	if len(names) < 100 {
+		t.Fatalf("found only %d test functions under %s", len(names), root)
+	}
+	return names
 }
