@@ -272,7 +272,7 @@ func NewNTP(g *Guard, c clock.Clock, cfg NTPConfig) (*NTP, error) {
 	}
 	n := &NTP{
 		clk: c, cfg: cfg,
-		sched:   newRounds(),
+		sched:   newRounds(NTPRetryMax),
 		offset:  g.Check(ReasonNTPOffset),
 		unreach: g.Check(ReasonNTPUnreachable),
 		snap: NTPSnapshot{
@@ -323,7 +323,7 @@ func (n *NTP) Enabled() bool { return len(n.cfg.Servers) > 0 }
 // sooner while the verdict after a round (Run's or CheckNow's) keeps the
 // node out (ntp_offset, or ntp_unreachable when Required), whether that
 // round found the clock off or no usable server: after RetryFirst, then
-// twice as late each time, up to RetryMax. With no servers it returns at
+// twice as late each time, up to NTPRetryMax. With no servers it returns at
 // once.
 func (n *NTP) Run(ctx context.Context) {
 	if !n.Enabled() {

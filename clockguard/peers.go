@@ -233,7 +233,7 @@ func NewPeers(g *Guard, c clock.Clock, src PeerSource, cfg PeersConfig) (*Peers,
 	return &Peers{
 		clk: c, src: src, cfg: cfg,
 		check: g.Check(ReasonPeerOffset),
-		sched: newRounds(),
+		sched: newRounds(RetryMax),
 		snap:  PeerSnapshot{MaxOffset: cfg.MaxOffset},
 	}, nil
 }

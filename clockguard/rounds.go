@@ -9,12 +9,17 @@ import (
 // The pace of the re-checks of a verdict that keeps the node out, whatever
 // the round that left it found (this node's clock off, peers whose clocks
 // were off, no answer at all): the first after RetryFirst, each next one
-// twice as late, never later than RetryMax nor than the regular interval.
-// The worst wait for a node whose cause has gone is therefore RetryMax plus
-// one round.
+// twice as late, never later than RetryMax (NTPRetryMax for NTP) nor than
+// the regular interval. The worst wait for a node whose cause has gone is
+// therefore that maximum plus one round.
 const (
 	RetryFirst = 250 * time.Millisecond
 	RetryMax   = 4 * time.Second
+	// NTPRetryMax is RetryMax for the NTP check: public NTP servers
+	// rate-limit clients that ask more often than every 8s on average (the
+	// pool's "discard average 3"), answering with a kiss of death that
+	// counts as no answer; re-checks must stay below that rate.
+	NTPRetryMax = 8 * time.Second
 )
 
 // rounds schedules the rounds of the NTP and peer checks. A round, Run's or
@@ -29,11 +34,15 @@ const (
 // re-checked sooner than the interval: a passing round must not take a node
 // out sooner than its regular rounds would.
 type rounds struct {
-	out  atomic.Bool
-	wake chan struct{} // capacity 1: a round ended
+	retryMax time.Duration
+	out      atomic.Bool
+	wake     chan struct{} // capacity 1: a round ended
 }
 
-func newRounds() *rounds { return &rounds{wake: make(chan struct{}, 1)} }
+// newRounds returns a schedule whose re-checks back off up to retryMax.
+func newRounds(retryMax time.Duration) *rounds {
+	return &rounds{retryMax: retryMax, wake: make(chan struct{}, 1)}
+}
 
 // ended records the end of a round: out says the check's verdict after it
 // keeps the node out.
@@ -46,7 +55,7 @@ func (r *rounds) ended(out bool) {
 }
 
 // run calls round at once and then every interval until ctx ends, sooner
-// (RetryFirst, doubling up to RetryMax) while the last round, whoever
+// (RetryFirst, doubling up to retryMax) while the last round, whoever
 // started it, left a verdict that keeps the node out.
 func (r *rounds) run(ctx context.Context, interval time.Duration, round func()) {
 	retry := RetryFirst
@@ -66,7 +75,7 @@ func (r *rounds) run(ctx context.Context, interval time.Duration, round func()) 
 			return
 		}
 		schedule(min(retry, interval))
-		retry = min(2*retry, RetryMax)
+		retry = min(2*retry, r.retryMax)
 	}
 	round()
 	next(r.out.Load())

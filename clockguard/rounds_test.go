@@ -1,6 +1,7 @@
 package clockguard
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -46,10 +47,10 @@ func (l *roundLog) gaps() []time.Duration {
 // inBubble runs rounds.run in a synctest bubble (virtual time: every wait
 // below is exact and instant) with the given interval; script drives it,
 // and the run is stopped when script returns.
-func inBubble(t *testing.T, interval time.Duration, out bool, script func(t *testing.T, l *roundLog)) {
+func inBubble(t *testing.T, interval, retryMax time.Duration, out bool, script func(t *testing.T, l *roundLog)) {
 	t.Helper()
 	synctest.Test(t, func(t *testing.T) {
-		l := &roundLog{r: newRounds(), out: out}
+		l := &roundLog{r: newRounds(retryMax), out: out}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
@@ -74,6 +75,7 @@ func TestRoundsRecheckAVerdictThatKeepsTheNodeOut(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		interval time.Duration
+		retryMax time.Duration // default RetryMax
 		script   func(l *roundLog)
 		want     []time.Duration
 	}{
@@ -81,6 +83,11 @@ func TestRoundsRecheckAVerdictThatKeepsTheNodeOut(t *testing.T) {
 			name: "out: 250ms doubling to RetryMax", interval: time.Hour,
 			script: func(l *roundLog) { time.Sleep(20 * time.Second) },
 			want:   []time.Duration{250 * ms, 500 * ms, time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second},
+		},
+		{
+			name: "NTP: 250ms doubling to NTPRetryMax (below public servers' rate limits)", interval: time.Hour, retryMax: NTPRetryMax,
+			script: func(l *roundLog) { time.Sleep(40 * time.Second) },
+			want:   []time.Duration{250 * ms, 500 * ms, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second},
 		},
 		{
 			name: "out: never later than the interval", interval: 700 * ms,
@@ -100,7 +107,8 @@ func TestRoundsRecheckAVerdictThatKeepsTheNodeOut(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inBubble(t, tc.interval, true, func(t *testing.T, l *roundLog) {
+			retryMax := cmp.Or(tc.retryMax, RetryMax)
+			inBubble(t, tc.interval, retryMax, true, func(t *testing.T, l *roundLog) {
 				tc.script(l)
 				if got := l.gaps(); !slices.Equal(got, tc.want) {
 					t.Fatalf("gaps between rounds %v, want %v", got, tc.want)
@@ -128,7 +136,7 @@ func TestRoundsRecheckAfterARoundFromOutside(t *testing.T) {
 		{"out (re-check due at 15.75s), the caller's round in: the re-check is dropped", true, false, callerAt + interval},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inBubble(t, interval, tc.startOut, func(t *testing.T, l *roundLog) {
+			inBubble(t, interval, RetryMax, tc.startOut, func(t *testing.T, l *roundLog) {
 				start := time.Now()
 				time.Sleep(callerAt)
 				l.setOut(tc.callerOut)  // Run's rounds from now on end as the caller's did
