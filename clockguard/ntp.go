@@ -23,6 +23,7 @@ const (
 	DefaultNTPInterval  = 60 * time.Second
 	DefaultNTPMaxOffset = 500 * time.Millisecond
 	DefaultNTPTimeout   = 2 * time.Second
+	DefaultNTPMinGap    = 2 * time.Second
 	// DefaultNTPPort is used for a server given without a port.
 	DefaultNTPPort = "123"
 )
@@ -116,8 +117,9 @@ func (c *ctxConn) SetDeadline(t time.Time) error {
 type NTPConfig struct {
 	// Servers are all asked in every round, at once, and their usable
 	// answers combined: the clock is judged off only when a strict majority
-	// of them says so, so one wrong server cannot take a node out (nor keep
-	// it in) alone. "host" or "host:port" (port 123 by default; IPv6 as
+	// of the servers configured says so, so one wrong server of several
+	// cannot take a node out alone, not even while the others are
+	// unreachable; a single server configured decides alone. "host" or "host:port" (port 123 by default; IPv6 as
 	// "[::1]:123" or "::1"). Empty disables the check: both of its reasons
 	// pass at once.
 	Servers []string
@@ -132,6 +134,12 @@ type NTPConfig struct {
 	MaxRootDistance time.Duration
 	// Timeout of one query to one server (default 2s).
 	Timeout time.Duration
+	// MinGap is the shortest time between two queries to one server
+	// (default DefaultNTPMinGap, or Interval when that is shorter): a
+	// re-check or a jump guard's re-ask that comes sooner waits for it.
+	// NTP servers drop or answer with a kiss of death queries closer than
+	// about 2s (ntpd's "discard minimum").
+	MinGap time.Duration
 	// Required makes an unreachable NTP take the node out of service
 	// (reason ntp_unreachable); otherwise it is only logged and counted.
 	Required bool
@@ -167,9 +175,9 @@ type NTPSnapshot struct {
 	// are all usable answers of that round, in the order of Servers.
 	Last    *NTPResult  `json:"last,omitempty"`
 	Answers []NTPResult `json:"answers,omitempty"`
-	// Beyond is the last verdict from usable answers: a strict majority put
-	// the clock more than MaxOffset off. Split: some did, but no majority
-	// either way (the node stays in; the log says so).
+	// Beyond is the last verdict from usable answers: a strict majority of
+	// the servers configured put the clock more than MaxOffset off. Split:
+	// some did, but not that many (the node stays in; the log says so).
 	Beyond bool `json:"beyond"`
 	Split  bool `json:"split,omitempty"`
 	// LastRoundAt is when the last round ended; LastError is why it failed
@@ -200,23 +208,21 @@ func (s NTPSnapshot) MeasuredSince(mono time.Duration) bool {
 	return s.Last != nil && s.measuredMono >= mono
 }
 
-// Agrees reports whether the last verdict is one that agrees with the
-// clock: at least one answer within the limit (uncertainty counted) and
-// none beyond it.
+// Agrees reports whether the last verdict agrees with the clock: a strict
+// majority of the servers configured gave an answer within MaxOffset (its
+// uncertainty counted). Like OffsetBeyond, one server of several cannot
+// decide it alone.
 func (s NTPSnapshot) Agrees() bool {
 	if s.Last == nil {
 		return false
 	}
 	agree := 0
 	for _, a := range s.Answers {
-		switch a.Judged {
-		case JudgedDisagrees:
-			return false
-		case JudgedAgrees:
+		if a.Judged == JudgedAgrees {
 			agree++
 		}
 	}
-	return agree > 0
+	return 2*agree > len(s.Servers)
 }
 
 // NTP is the NTP check: the ntp_offset and ntp_unreachable reasons. The
@@ -232,6 +238,9 @@ type NTP struct {
 	mu        sync.Mutex
 	snap      NTPSnapshot
 	offJudged bool // ntp_offset has had a verdict from a usable answer
+
+	gapMu     sync.Mutex
+	lastQuery map[string]time.Time // per server, when it was last asked
 }
 
 // NewNTP registers the ntp_offset and ntp_unreachable checks with g and
@@ -242,9 +251,9 @@ func NewNTP(g *Guard, c clock.Clock, cfg NTPConfig) (*NTP, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: ntp: nil clock", ErrBadConfig)
 	}
-	if cfg.Interval < 0 || cfg.MaxOffset < 0 || cfg.MaxRootDistance < 0 || cfg.Timeout < 0 {
-		return nil, fmt.Errorf("%w: ntp: negative duration (interval %v, max offset %v, max root distance %v, timeout %v)",
-			ErrBadConfig, cfg.Interval, cfg.MaxOffset, cfg.MaxRootDistance, cfg.Timeout)
+	if cfg.Interval < 0 || cfg.MaxOffset < 0 || cfg.MaxRootDistance < 0 || cfg.Timeout < 0 || cfg.MinGap < 0 {
+		return nil, fmt.Errorf("%w: ntp: negative duration (interval %v, max offset %v, max root distance %v, timeout %v, min gap %v)",
+			ErrBadConfig, cfg.Interval, cfg.MaxOffset, cfg.MaxRootDistance, cfg.Timeout, cfg.MinGap)
 	}
 	servers := make([]string, 0, len(cfg.Servers))
 	for _, s := range cfg.Servers {
@@ -267,11 +276,14 @@ func NewNTP(g *Guard, c clock.Clock, cfg NTPConfig) (*NTP, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultNTPTimeout
 	}
+	if cfg.MinGap == 0 {
+		cfg.MinGap = min(DefaultNTPMinGap, cfg.Interval)
+	}
 	if cfg.Querier == nil {
 		cfg.Querier = UDPQuerier{}
 	}
 	n := &NTP{
-		clk: c, cfg: cfg,
+		clk: c, cfg: cfg, lastQuery: map[string]time.Time{},
 		sched:   newRounds(NTPRetryMax),
 		offset:  g.Check(ReasonNTPOffset),
 		unreach: g.Check(ReasonNTPUnreachable),
@@ -332,12 +344,19 @@ func (n *NTP) Run(ctx context.Context) {
 	n.sched.run(ctx, n.cfg.Interval, func() { _, _ = n.CheckNow(ctx) })
 }
 
+// RecheckWhile makes Run re-check, as while a verdict keeps the node out
+// (after RetryFirst, doubling up to NTPRetryMax), for as long as f reports
+// true: the jump guard asks this while it holds a forward jump that only a
+// new measurement can confirm. A round started with CheckNow wakes Run to
+// look at f again. nil stops it.
+func (n *NTP) RecheckWhile(f func() bool) { n.sched.recheckWhile(f) }
+
 // CheckNow does one round: it asks every server at once (each bounded by
 // Timeout) and keeps the answers that validate and whose root distance is
 // within bounds. Each usable answer agrees, disagrees or is unsure (its
-// round trip too wide to tell); ntp_offset fails when a strict majority of
-// the usable answers disagrees and passes otherwise (a disagreement
-// without a majority is flagged as split). When no answer is usable, it
+// round trip too wide to tell); ntp_offset fails when the answers that
+// disagree are a strict majority of the servers configured and passes
+// otherwise (a disagreement short of that is flagged as split). When no answer is usable, it
 // fails ntp_unreachable if Required (else passes it) and leaves
 // ntp_offset's earlier verdict alone (passing it if it had none). It
 // returns the answer the verdict rests on (Snapshot's Last), and an error
@@ -380,6 +399,9 @@ func (n *NTP) CheckNow(ctx context.Context) (NTPResult, error) {
 
 // queryOne asks one server and checks the answer.
 func (n *NTP) queryOne(ctx context.Context, server string) (NTPResult, error) {
+	if err := n.waitGap(ctx, server); err != nil {
+		return NTPResult{}, fmt.Errorf("%s: %w", server, err)
+	}
 	opt := ntp.QueryOptions{
 		Timeout: n.cfg.Timeout,
 		// Measure against the node's clock, not the system's: a chaos build
@@ -435,8 +457,10 @@ func (n *NTP) judgeAnswers(usable []NTPResult, failed int64, began time.Duration
 		return n.judgeUnsure(usable, failed)
 	}
 	total := len(usable)
-	beyond := 2*disagree > total
-	split := !beyond && disagree > 0 && 2*agree <= total
+	// A majority of the servers configured, not of those that answered:
+	// one wrong server must not decide while the others are unreachable.
+	beyond := 2*disagree > len(n.cfg.Servers)
+	split := !beyond && disagree > 0
 	res := representative(usable)
 	detail := ntpDetail(res, usable, disagree, n.cfg.MaxOffset)
 	var err error
@@ -478,6 +502,28 @@ func (n *NTP) judgeAnswers(usable []NTPResult, failed int64, began time.Duration
 	n.cfg.Log.Debug().Str("server", res.Server).Dur("offset", res.Offset).Dur("rtt", res.RTT).
 		Uint8("stratum", res.Stratum).Int("answers", total).Msg("ntp check passed")
 	return res, nil
+}
+
+// waitGap waits until MinGap has passed since server was last asked (or
+// ctx ends), and records this query.
+func (n *NTP) waitGap(ctx context.Context, server string) error {
+	n.gapMu.Lock()
+	last := n.lastQuery[server]
+	wait := time.Until(last.Add(n.cfg.MinGap))
+	n.gapMu.Unlock()
+	if !last.IsZero() && wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	n.gapMu.Lock()
+	n.lastQuery[server] = time.Now()
+	n.gapMu.Unlock()
+	return nil
 }
 
 // judgeUnsure records a round whose usable answers were all unsure (each

@@ -91,6 +91,9 @@ func newTestNTP(t *testing.T, g *Guard, q Querier, cfg NTPConfig) *NTP {
 	t.Helper()
 	cfg.Querier = q
 	cfg.Log = testLogger(t)
+	if cfg.MinGap == 0 {
+		cfg.MinGap = time.Nanosecond // rounds back to back; TestNTPMinGap tests the gap
+	}
 	n, err := NewNTP(g, clocktest.NewFake(t0), cfg)
 	if err != nil {
 		t.Fatalf("NewNTP: %v", err)
@@ -199,9 +202,24 @@ func TestNTPCheckNow(t *testing.T) {
 			wantServer: b, wantAsked: []string{a, b}, wantServerErr: 1,
 		},
 		{
-			name:    "failover to a server beyond max",
-			answers: map[string]answerFunc{a: errAnswer("refused"), b: offsetAnswer(3 * time.Second)},
-			wantErr: ErrNTPOffset, wantServer: b, wantOffset: 3 * time.Second, wantAsked: []string{a, b}, wantServerErr: 1,
+			name:       "one of two servers unreachable, the other beyond max: not a majority of the servers, stays in",
+			answers:    map[string]answerFunc{a: errAnswer("refused"), b: offsetAnswer(3 * time.Second)},
+			wantServer: b, wantOffset: 3 * time.Second, wantAsked: []string{a, b}, wantServerErr: 1,
+		},
+		{
+			name:    "one wrong server of three while the others give no usable answer: stays in",
+			servers: []string{a, b, c},
+			answers: map[string]answerFunc{
+				a: offsetAnswer(2 * time.Second), b: errAnswer("i/o timeout"),
+				c: modified(func(r *ntp.Response) { r.Stratum = 0 }), // a kiss of death
+			},
+			wantServer: a, wantOffset: 2 * time.Second, wantAsked: []string{a, b, c}, wantServerErr: 2,
+		},
+		{
+			name:    "the only server configured, beyond max: it decides",
+			servers: []string{b},
+			answers: map[string]answerFunc{b: offsetAnswer(3 * time.Second)},
+			wantErr: ErrNTPOffset, wantServer: b, wantOffset: 3 * time.Second, wantAsked: []string{b},
 			wantFailing: map[Reason]string{ReasonNTPOffset: "offset +3s from b.example:123"},
 		},
 		{
@@ -285,7 +303,7 @@ func TestNTPMeasuresInjectedClock(t *testing.T) {
 	g := newGuard(t)
 	fc := clocktest.NewFake(t0)
 	q := &fakeQuerier{answers: map[string]answerFunc{"ntp.example:123": serverAt(t0)}}
-	n, err := NewNTP(g, fc, NTPConfig{Servers: []string{"ntp.example"}, Querier: q, Log: testLogger(t)})
+	n, err := NewNTP(g, fc, NTPConfig{Servers: []string{"ntp.example"}, Querier: q, Log: testLogger(t), MinGap: time.Nanosecond})
 	if err != nil {
 		t.Fatalf("NewNTP: %v", err)
 	}
@@ -443,6 +461,7 @@ func TestNewNTPConfigErrors(t *testing.T) {
 		{"negative max offset", NTPConfig{MaxOffset: -time.Second}},
 		{"negative root distance", NTPConfig{MaxRootDistance: -time.Second}},
 		{"negative timeout", NTPConfig{Timeout: -time.Second}},
+		{"negative min gap", NTPConfig{MinGap: -time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, err := NewNTP(newGuard(t), clocktest.NewFake(t0), tc.cfg)
@@ -534,7 +553,7 @@ func TestNTPMeasuredSince(t *testing.T) {
 	g := newGuard(t)
 	fc := clocktest.NewFake(t0)
 	q := &fakeQuerier{answers: map[string]answerFunc{a: offsetAnswer(0)}}
-	n, err := NewNTP(g, fc, NTPConfig{Servers: []string{a}, Querier: q, Log: testLogger(t)})
+	n, err := NewNTP(g, fc, NTPConfig{Servers: []string{a}, Querier: q, Log: testLogger(t), MinGap: time.Nanosecond})
 	if err != nil {
 		t.Fatalf("NewNTP: %v", err)
 	}
@@ -562,5 +581,40 @@ func TestNTPMeasuredSince(t *testing.T) {
 		if s.MeasuredSince(event) != step.want || (step.want && s.Agrees() != step.agree) {
 			t.Fatalf("%s after the event: measured %v agrees %v, want %v, %v", step.name, s.MeasuredSince(event), s.Agrees(), step.want, step.agree)
 		}
+	}
+}
+
+// TestNTPMinGap: a server is never asked twice within MinGap (NTP servers
+// drop or refuse with a kiss of death queries closer than about 2s): a
+// round that comes sooner, a re-check or a jump guard's re-ask, waits; one
+// that gives up first asks nothing.
+func TestNTPMinGap(t *testing.T) {
+	const a, gap = "a.example:123", 300 * time.Millisecond
+	var mu sync.Mutex
+	var at []time.Time
+	q := &fakeQuerier{answers: map[string]answerFunc{a: func(context.Context, ntp.QueryOptions) (*ntp.Response, error) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		return validResponse(0), nil
+	}}}
+	n := newTestNTP(t, newGuard(t), q, NTPConfig{Servers: []string{a}, MinGap: gap})
+	for range 3 {
+		if _, err := n.CheckNow(context.Background()); err != nil {
+			t.Fatalf("CheckNow: %v", err)
+		}
+	}
+	for i := 1; i < len(at); i++ {
+		if d := at[i].Sub(at[i-1]); d < gap {
+			t.Fatalf("query %d came %v after the one before, want at least %v", i+1, d, gap)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), gap/10)
+	defer cancel()
+	if _, err := n.CheckNow(ctx); !errors.Is(err, context.DeadlineExceeded) || len(q.asked()) != 3 {
+		t.Fatalf("a round whose ctx ends within the gap: %v after %d queries, want the deadline and 3", err, len(q.asked()))
+	}
+	if n, err := NewNTP(newGuard(t), clocktest.NewFake(t0), NTPConfig{Servers: []string{a}, Interval: 500 * time.Millisecond}); err != nil || n.cfg.MinGap != 500*time.Millisecond {
+		t.Fatalf("default gap with a 500ms interval: %v, %v; want the interval", n.cfg.MinGap, err)
 	}
 }

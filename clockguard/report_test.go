@@ -21,7 +21,7 @@ func TestBuildReport(t *testing.T) {
 	}
 	const ntpServer = "ntp.example:123"
 	q := &fakeQuerier{answers: map[string]answerFunc{ntpServer: offsetAnswer(20 * time.Millisecond)}}
-	n, err := NewNTP(g, fc, NTPConfig{Servers: []string{ntpServer}, Querier: q, Log: testLogger(t)})
+	n, err := NewNTP(g, fc, NTPConfig{Servers: []string{ntpServer}, Querier: q, Log: testLogger(t), MinGap: time.Nanosecond})
 	if err != nil {
 		t.Fatalf("NewNTP: %v", err)
 	}
