@@ -246,6 +246,13 @@ func (p *Peers) Run(ctx context.Context) {
 	p.sched.run(ctx, p.cfg.Interval, func() { _, _ = p.CheckNow(ctx) })
 }
 
+// RecheckWhile makes Run re-check, as while a verdict keeps the node out
+// (after RetryFirst, doubling up to RetryMax), for as long as f reports
+// true: the jump guard asks this while it holds a forward jump that only a
+// new measurement can confirm. A round started with CheckNow wakes Run to
+// look at f again. nil stops it.
+func (p *Peers) RecheckWhile(f func() bool) { p.sched.recheckWhile(f) }
+
 // CheckNow does one round: it lists the peers, asks each for its time
 // (concurrently, each bounded by Timeout), takes the median offset of those
 // that answered and passes or fails peer_offset. No peers, or none
@@ -354,8 +361,7 @@ func (p *Peers) sample(conn net.Conn, br *bufio.Reader, resp *fasthttp.Response,
 	}
 	req := "GET " + PeerTimePath + " HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: snowflaked-peer-check\r\n" + closing + "\r\n"
 	resp.Reset()
-	sendWall := p.clk.WallNanos()
-	m0 := p.clk.Mono()
+	m0, sendWall := p.sendTime()
 	if _, err := conn.Write([]byte(req)); err != nil {
 		return 0, 0, err
 	}
@@ -372,6 +378,28 @@ func (p *Peers) sample(conn net.Conn, br *bufio.Reader, resp *fasthttp.Response,
 	}
 	rtt = m1 - m0
 	return rtt, time.Duration(peerNs - (sendWall + int64(rtt/2))), nil
+}
+
+// sendTime reads the wall clock between two monotonic readings and returns
+// the first of them with it, keeping the tightest bracket of a few tries: a
+// pause between reading the wall clock and starting the round trip would
+// shift the offset without widening the round trip. The round trip starts
+// at the returned monotonic reading, so what is left of a pause (at most
+// maxSampleGap, normally) is inside it.
+func (p *Peers) sendTime() (mono time.Duration, wall int64) {
+	gap := time.Duration(-1)
+	for range maxSampleTries {
+		a := p.clk.Mono()
+		w := p.clk.WallNanos()
+		b := p.clk.Mono()
+		if gap < 0 || b-a < gap {
+			gap, mono, wall = b-a, a, w
+		}
+		if gap <= maxSampleGap {
+			break
+		}
+	}
+	return mono, wall
 }
 
 // checkPeerAddr accepts "host:port" with a non-empty host and a valid port.

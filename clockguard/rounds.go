@@ -36,12 +36,33 @@ const (
 type rounds struct {
 	retryMax time.Duration
 	out      atomic.Bool
-	wake     chan struct{} // capacity 1: a round ended
+	hold     atomic.Pointer[func() bool] // also re-check while it reports true
+	wake     chan struct{}               // capacity 1: a round ended
 }
 
 // newRounds returns a schedule whose re-checks back off up to retryMax.
 func newRounds(retryMax time.Duration) *rounds {
 	return &rounds{retryMax: retryMax, wake: make(chan struct{}, 1)}
+}
+
+// recheckWhile makes run re-check as for a verdict against the node while
+// f reports true (nil: never).
+func (r *rounds) recheckWhile(f func() bool) {
+	if f == nil {
+		r.hold.Store(nil)
+		return
+	}
+	r.hold.Store(&f)
+}
+
+// keepsOut reports whether the next round is a re-check: the last verdict
+// keeps the node out, or the hold asks for one.
+func (r *rounds) keepsOut() bool {
+	if r.out.Load() {
+		return true
+	}
+	f := r.hold.Load()
+	return f != nil && (*f)()
 }
 
 // ended records the end of a round: out says the check's verdict after it
@@ -78,19 +99,19 @@ func (r *rounds) run(ctx context.Context, interval time.Duration, round func()) 
 		retry = min(2*retry, r.retryMax)
 	}
 	round()
-	next(r.out.Load())
+	next(r.keepsOut())
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
 			round()
-			next(r.out.Load())
+			next(r.keepsOut())
 		case <-r.wake:
 			// A round ended, perhaps started by a caller: re-check sooner
 			// than planned if it left the node out. (The wake of Run's own
 			// round finds the re-check already planned.)
-			if !r.out.Load() {
+			if !r.keepsOut() {
 				// A passing verdict: the next round is a regular one, an
 				// interval from this one, never a re-check planned while
 				// the node was out.

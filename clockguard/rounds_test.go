@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -156,4 +157,26 @@ func TestRoundsRecheckAfterARoundFromOutside(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestRoundsRecheckWhileHeld: while the hold reports true (the jump guard
+// holding a jump only a new measurement can confirm), rounds whose verdict
+// lets the node in are re-checked as if it kept it out; once it reports
+// false, the interval is back (after the re-check already planned).
+func TestRoundsRecheckWhileHeld(t *testing.T) {
+	inBubble(t, time.Hour, RetryMax, false, func(t *testing.T, l *roundLog) {
+		var held atomic.Bool
+		l.r.recheckWhile(held.Load)
+		held.Store(true)
+		l.r.ended(false) // the jump guard's round at once
+		time.Sleep(2 * time.Second)
+		held.Store(false)
+		time.Sleep(10 * time.Second)
+		// Re-checks at 250ms, 750ms and 1.75s while held; the one planned
+		// then, at 3.75s, finds the hold gone and plans the hour.
+		want := []time.Duration{RetryFirst, 2 * RetryFirst, 4 * RetryFirst, 8 * RetryFirst}
+		if got := l.gaps(); !slices.Equal(got, want) {
+			t.Fatalf("gaps between Run's rounds %v, want %v (re-checks while held, then the hour)", got, want)
+		}
+	})
 }
