@@ -21,10 +21,11 @@ const jumpPoll = 50 * time.Millisecond
 
 // jumpConfirmer is one source that can confirm the clock after a jump.
 type jumpConfirmer interface {
-	// verdict says whether the source measured the clock in a round that
-	// began at or after sinceMono (the monotonic clock), and if so whether
-	// it agreed with it. A round that measured nothing (no peer list, no
-	// usable NTP answer, only answers too imprecise to judge) is no answer.
+	// verdict says whether the source's last round began at or after
+	// sinceMono (the monotonic clock) and reached a verdict on the clock by
+	// a strict majority of its jury, and if so whether it agreed with it. A
+	// round that measured nothing (no peer list, no usable NTP answer, only
+	// answers too imprecise to judge) or reached no majority is no answer.
 	verdict(sinceMono time.Duration) (answered, agrees bool)
 	// enabled reports whether the source is configured at all.
 	enabled() bool
@@ -34,6 +35,9 @@ type jumpConfirmer interface {
 	// against reports whether the source's last verdict keeps this node
 	// out (its clock judged off).
 	against() bool
+	// recheckWhile makes the source's own rounds re-check soon (with their
+	// backoff) for as long as f reports true.
+	recheckWhile(f func() bool)
 }
 
 // jumpGuard keeps a forward clock jump larger than the fence headroom
@@ -44,10 +48,15 @@ type jumpConfirmer interface {
 // ZooKeeper renewals not to persist fences on the suspect time, so the
 // generator stays below the old fence and nothing is issued on it. The
 // suspicion ends when the jump is undone (the skew falls back below the
-// threshold), or when NTP or the peers, asked at once after the jump, agree
-// with the new time, or when none of them could answer since the jump (not
-// configured, unreachable) for JumpHold; then the new time becomes the
-// baseline. A source that answered and disagrees keeps the node out.
+// threshold), or when NTP or the peers, in a round begun after the jump
+// (one is asked at once, and their rounds re-check with backoff while the
+// jump is held), agree with the new time by a strict majority, or when
+// none of them reached a verdict since the jump (not configured,
+// unreachable) for JumpHold; then the jump, as measured, is added to the
+// baseline (a second jump meanwhile is a suspicion of its own). Once a
+// source has disagreed with the jump, JumpHold no longer applies: only an
+// agreement or the undo ends the suspicion, whatever later rounds fail to
+// measure.
 type jumpGuard struct {
 	clk        clock.Clock
 	threshold  time.Duration
@@ -62,6 +71,9 @@ type jumpGuard struct {
 	since    int64         // wall (ns) when the suspicion began
 	sinceMon time.Duration // mono when the suspicion began
 	asked    bool          // the confirmers were asked since then
+	// disagreed: a source reached a verdict against the jump since it was
+	// seen, so JumpHold does not apply to it.
+	disagreed bool
 	// reask: a jump was undone; the confirmers judged the jumped clock
 	// (a peer round failing peer_offset, say) and must look again.
 	reask bool
@@ -78,8 +90,19 @@ func newJumpGuard(g *clockguard.Guard, c clock.Clock, threshold time.Duration, l
 		}
 	}
 	j.baseline = c.WallNanos() - int64(c.Mono())
+	for _, cf := range j.confirmers {
+		cf.recheckWhile(j.suspicious)
+	}
 	j.check.Pass()
 	return j
+}
+
+// suspicious reports whether a jump is held, without looking at the clock
+// (the sources' rounds call it).
+func (j *jumpGuard) suspicious() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.suspect > 0
 }
 
 // Holding reports whether fences must not be persisted now: the clock
@@ -101,7 +124,7 @@ func (j *jumpGuard) step() {
 	skew := time.Duration(wall - int64(mono) - j.baseline)
 	switch {
 	case j.suspect == 0 && skew > j.threshold:
-		j.suspect, j.since, j.sinceMon, j.asked = skew, wall, mono, false
+		j.suspect, j.since, j.sinceMon, j.asked, j.disagreed = skew, wall, mono, false, false
 		j.mu.Unlock()
 		detail := fmt.Sprintf("the clock jumped forward by %v, more than the fence headroom %v: no fence is persisted on it until NTP or the peers confirm it, or it holds for %v with neither configured",
 			skew.Round(time.Millisecond), j.threshold, j.hold)
@@ -165,7 +188,8 @@ func (j *jumpGuard) reaskIfUndone(ctx context.Context) {
 }
 
 // tryConfirm accepts a suspect jump that a source confirmed (asking each
-// once, at once, after the jump) or that held for JumpHold with no source.
+// once, at once, after the jump; their rounds go on re-checking while it is
+// held) or that held for JumpHold with no source reaching a verdict.
 func (j *jumpGuard) tryConfirm(ctx context.Context) {
 	j.mu.Lock()
 	suspect, since, sinceMon, asked := j.suspect, j.since, j.sinceMon, j.asked
@@ -179,25 +203,28 @@ func (j *jumpGuard) tryConfirm(ctx context.Context) {
 			cf.recheck(ctx)
 		}
 	}
-	by, answered := "", false
+	by, against := "", false
 	for _, cf := range j.confirmers {
-		a, agrees := cf.verdict(sinceMon)
-		answered = answered || a
-		if a && agrees {
+		answered, agrees := cf.verdict(sinceMon)
+		if answered && agrees {
 			by = fmt.Sprintf("%T", cf)
 			break
 		}
-	}
-	if by == "" && (answered || j.clk.Mono()-sinceMon < j.hold) {
-		return
+		against = against || answered
 	}
 	j.mu.Lock()
 	if j.since != since || j.suspect == 0 { // ended or restarted meanwhile
 		j.mu.Unlock()
 		return
 	}
-	wall, mono := j.clk.WallNanos(), j.clk.Mono()
-	j.suspect, j.baseline = 0, wall-int64(mono)
+	j.disagreed = j.disagreed || against
+	if by == "" && (j.disagreed || j.clk.Mono()-sinceMon < j.hold) {
+		j.mu.Unlock()
+		return
+	}
+	// The jump as measured becomes trusted, not whatever the clock reads
+	// now: a second jump since is seen by the next step as one of its own.
+	j.suspect, j.baseline = 0, j.baseline+int64(suspect)
 	j.mu.Unlock()
 	if by == "" {
 		by = fmt.Sprintf("held for %v with no NTP or peer answer", j.hold)
@@ -215,17 +242,27 @@ func (c ntpConfirmer) recheck(ctx context.Context) { _, _ = c.ntp.CheckNow(ctx) 
 
 func (c ntpConfirmer) against() bool { return c.ntp.Snapshot().OffsetBeyond() }
 
+func (c ntpConfirmer) recheckWhile(f func() bool) { c.ntp.RecheckWhile(f) }
+
+// verdict: a strict majority of the servers configured agrees, or
+// disagrees; one server of several decides nothing alone.
 func (c ntpConfirmer) verdict(sinceMono time.Duration) (answered, agrees bool) {
 	s := c.ntp.Snapshot()
-	if !s.MeasuredSince(sinceMono) {
+	switch {
+	case !s.MeasuredSince(sinceMono):
 		return false, false
+	case s.Agrees():
+		return true, true
+	case s.OffsetBeyond():
+		return true, false
 	}
-	return true, s.Agrees()
+	return false, false
 }
 
 // peersConfirmer confirms through the peer check: a round begun after the
-// jump in which at least one peer's clock was judged and none disagrees
-// with this one.
+// jump in which a strict majority of the peers compared agrees with this
+// clock (or disagrees). The node's own clock is the suspect: it has no
+// vote here, unlike in peer_offset.
 type peersConfirmer struct{ peers *clockguard.Peers }
 
 func (c peersConfirmer) enabled() bool { return c.peers != nil }
@@ -234,12 +271,21 @@ func (c peersConfirmer) recheck(ctx context.Context) { _, _ = c.peers.CheckNow(c
 
 func (c peersConfirmer) against() bool { return c.peers.Snapshot().Outlier() }
 
+func (c peersConfirmer) recheckWhile(f func() bool) { c.peers.RecheckWhile(f) }
+
 func (c peersConfirmer) verdict(sinceMono time.Duration) (answered, agrees bool) {
 	s := c.peers.Snapshot()
-	// Agree counts the node's own clock: a round that judged no peer's
-	// (every one unreachable or unsure) said nothing about this clock.
-	if !s.MeasuredSince(sinceMono) || s.Agree-1+s.Disagree == 0 {
+	if !s.MeasuredSince(sinceMono) {
 		return false, false
 	}
-	return true, s.Disagree == 0
+	// Agree counts the node's own clock: take it out.
+	peerAgree := s.Agree - 1
+	jury := peerAgree + s.Disagree + s.Unsure
+	switch {
+	case 2*peerAgree > jury:
+		return true, true
+	case 2*s.Disagree > jury:
+		return true, false
+	}
+	return false, false
 }

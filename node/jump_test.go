@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/beevik/ntp"
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
@@ -31,6 +33,8 @@ type fakeConfirmer struct {
 }
 
 func (f *fakeConfirmer) against() bool { return f.judged }
+
+func (f *fakeConfirmer) recheckWhile(func() bool) {}
 
 func (f *fakeConfirmer) enabled() bool { return true }
 func (f *fakeConfirmer) recheck(context.Context) {
@@ -208,5 +212,214 @@ func TestJumpGuardPeerRoundWithoutAListConfirmsNothing(t *testing.T) {
 	j.tryConfirm(ctx)
 	if j.Holding() {
 		t.Fatal("the jump is still held after JumpHold with no source answering")
+	}
+}
+
+// adjustablePeers serves GET /time from n loopback servers reading clk
+// minus lag; the source lists them, or (gone) none or only dead addresses.
+type adjustablePeers struct {
+	lag   atomic.Int64 // ns the peers' clocks are behind clk
+	gone  atomic.Int32 // 0: listed; goneEmpty: an empty list; goneDead: unreachable addresses
+	addrs []string
+}
+
+const (
+	goneEmpty int32 = 1
+	goneDead  int32 = 2
+)
+
+func startAdjustablePeers(t *testing.T, clk *clocktest.Fake, n int) *adjustablePeers {
+	t.Helper()
+	p := &adjustablePeers{}
+	for range n {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintf(w, `{"unix_ns":%d}`, clk.WallNanos()-p.lag.Load())
+		}))
+		t.Cleanup(srv.Close)
+		p.addrs = append(p.addrs, strings.TrimPrefix(srv.URL, "http://"))
+	}
+	return p
+}
+
+// Peers implements clockguard.PeerSource.
+func (p *adjustablePeers) Peers(context.Context) ([]clockguard.Peer, error) {
+	var out []clockguard.Peer
+	for i, a := range p.addrs {
+		switch p.gone.Load() {
+		case goneEmpty:
+			continue
+		case goneDead:
+			a = "127.0.0.1:1"
+		}
+		out = append(out, clockguard.Peer{WorkerID: int64(i + 1), Addr: a})
+	}
+	return out, nil
+}
+
+// newJumpPeers returns a peer check over src (an hour between regular
+// rounds) after one round in which every peer agrees.
+func newJumpPeers(t *testing.T, g *clockguard.Guard, clk *clocktest.Fake, src clockguard.PeerSource) *clockguard.Peers {
+	t.Helper()
+	peers, err := clockguard.NewPeers(g, clk, src, clockguard.PeersConfig{Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peers.CheckNow(context.Background()); err != nil {
+		t.Fatalf("the round before the jump: %v", err)
+	}
+	return peers
+}
+
+// Once the peers, measured after the jump, disagreed with it, a later
+// round that measures nothing (every other node out of service or
+// restarting: an empty list; or none reachable) must not let JumpHold
+// accept it: the jump stands against the only evidence there is.
+func TestJumpGuardRemembersADisagreement(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gone int32
+	}{{"then an empty peer list", goneEmpty}, {"then no peer reachable", goneDead}} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+			src := startAdjustablePeers(t, clk, 2)
+			g := clockguard.New(zerolog.Nop(), nil)
+			peers := newJumpPeers(t, g, clk, src)
+			j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
+			ctx := context.Background()
+			clk.Advance(time.Second)
+			clk.StepWall(time.Hour)
+			src.lag.Store(int64(time.Hour)) // the peers still read the true time
+			if !j.Holding() {
+				t.Fatal("a jump of an hour is not held")
+			}
+			j.tryConfirm(ctx) // asks the peers at once: 2 of 2 disagree
+			clk.Advance(JumpHold)
+			j.tryConfirm(ctx)
+			if !j.Holding() {
+				t.Fatal("accepted past JumpHold although the peers disagreed")
+			}
+			src.gone.Store(tc.gone)
+			_, _ = peers.CheckNow(ctx) // a regular round that measures nothing
+			j.tryConfirm(ctx)
+			if !j.Holding() {
+				t.Fatalf("the jump was accepted after the peers disagreed and then measured nothing: %+v", g.Status())
+			}
+			src.gone.Store(0)
+			src.lag.Store(0) // the peers come to agree (say, the true time was the new one)
+			_, _ = peers.CheckNow(ctx)
+			j.tryConfirm(ctx)
+			if j.Holding() {
+				t.Fatal("still held after the peers, measured after the jump, agree")
+			}
+		})
+	}
+}
+
+// A second forward jump while the first is held is a suspicion of its own:
+// accepting the first (on a round measured before the second) adds the
+// first jump, as measured, to the baseline, not whatever the clock reads.
+func TestJumpGuardASecondJumpIsItsOwn(t *testing.T) {
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	src := startAdjustablePeers(t, clk, 1)
+	g := clockguard.New(zerolog.Nop(), nil)
+	peers := newJumpPeers(t, g, clk, src)
+	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
+	ctx := context.Background()
+	clk.Advance(time.Second)
+	src.gone.Store(goneDead)
+	clk.StepWall(10 * time.Second) // jump 1, which the peer's clock shares
+	if !j.Holding() {
+		t.Fatal("jump 1 is not held")
+	}
+	j.tryConfirm(ctx) // the peer is unreachable: held
+	src.gone.Store(0)
+	_, _ = peers.CheckNow(ctx) // a round: the peer agrees with jump 1
+	clk.StepWall(time.Hour)    // jump 2, before the guard's next poll
+	src.lag.Store(int64(time.Hour))
+	j.step()
+	j.tryConfirm(ctx) // accepts jump 1 …
+	if !j.Holding() {
+		t.Fatal("jump 2 (1h) was accepted on a round measured before it")
+	}
+	if got := g.Failing()[clockguard.ReasonClockJump]; !strings.Contains(got, "1h0m0s") {
+		t.Fatalf("clock_jump detail %q, want the second jump's size", got)
+	}
+}
+
+// A held jump is re-checked by the sources' own rounds (with their
+// backoff), not only asked once: after a split (one peer, which disagrees:
+// no verdict by a majority of two clocks), the peer coming to agree
+// releases it within RetryMax, though the regular round is an hour away.
+func TestJumpGuardHeldJumpIsRechecked(t *testing.T) {
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	src := startAdjustablePeers(t, clk, 1)
+	g := clockguard.New(zerolog.Nop(), nil)
+	peers := newJumpPeers(t, g, clk, src)
+	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() { peers.Run(ctx) })
+	wg.Go(func() { j.Run(ctx) })
+	clk.StepWall(10 * time.Second)
+	src.lag.Store(int64(10 * time.Second))
+	waitUntil(t, 5*time.Second, "the peers asked after the jump", func() bool { return peers.Snapshot().Rounds >= 3 && j.Holding() })
+	src.lag.Store(0)
+	waitUntil(t, clockguard.RetryMax+3*time.Second, "the held jump released", func() bool { return !j.Holding() && g.Ready() })
+}
+
+// One wrong NTP server of three cannot hold a correction: the node's
+// clock, 4s behind, is stepped right (a jump beyond the 3s headroom); two
+// servers agree with the new time, the third (10s off) does not.
+func TestJumpGuardOneBadNTPServerDoesNotHoldACorrection(t *testing.T) {
+	const a, b, c = "a.example:123", "b.example:123", "c.example:123"
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	q := &skewedServers{errs: map[string]time.Duration{c: 10 * time.Second}}
+	q.nodeErr.Store(int64(-4 * time.Second))
+	g := clockguard.New(zerolog.Nop(), nil)
+	n, err := clockguard.NewNTP(g, clk, clockguard.NTPConfig{Servers: []string{a, b, c}, Querier: q, Interval: time.Minute, MinGap: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := n.CheckNow(ctx); !errors.Is(err, clockguard.ErrNTPOffset) {
+		t.Fatalf("4s behind, 2 of 3 servers say so: %v, want ntp_offset", err)
+	}
+	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), ntpConfirmer{n})
+	clk.Advance(time.Second)
+	clk.StepWall(4 * time.Second) // set right
+	q.nodeErr.Store(0)
+	if !j.Holding() {
+		t.Fatal("the 4s step is not held")
+	}
+	j.tryConfirm(ctx) // asks NTP at once: a and b agree
+	if j.Holding() || !g.Ready() {
+		t.Fatalf("2 of 3 servers agree with the corrected clock, yet: holding %v, %+v", j.Holding(), g.Status())
+	}
+}
+
+// skewedServers answers NTP queries: each server's time is the true time
+// plus its error; the node's clock reads the true time plus nodeErr.
+type skewedServers struct {
+	nodeErr atomic.Int64
+	errs    map[string]time.Duration
+}
+
+func (q *skewedServers) Query(_ context.Context, addr string, opt ntp.QueryOptions) (*ntp.Response, error) {
+	nodeNow := opt.GetSystemTime()
+	server := nodeNow.Add(-time.Duration(q.nodeErr.Load())).Add(q.errs[addr])
+	return &ntp.Response{ClockOffset: server.Sub(nodeNow), RTT: time.Millisecond, Stratum: 2, Version: 4,
+		RootDistance: 10 * time.Millisecond, Leap: ntp.LeapNoWarning}, nil
+}
+
+// waitUntil polls cond every millisecond until it holds or timeout passes.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", timeout, what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
