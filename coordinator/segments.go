@@ -38,12 +38,60 @@ type SegmentStore struct {
 	possiblyLost atomic.Int64
 }
 
-// tagRecord is a tag's znode: the tag plus the nonce of the last
-// allocation, which tells an allocator whose write's answer was lost
-// whether the write happened.
+// maxReturnNonces is how many returns' nonces a tag record keeps: a
+// returner whose answer was lost can tell whether its return happened as
+// long as fewer returns of the tag followed it.
+const maxReturnNonces = 32
+
+// tagRecord is a tag's znode: the tag, the nonce of the last allocation
+// (which tells an allocator whose write's answer was lost whether the
+// write happened), and the nonces of the last returns (the same for a
+// returner). ReturnSeq counts the returns ever recorded; Returns holds the
+// nonces of the last maxReturnNonces of them, oldest first, so the nonce of
+// return number q (q <= ReturnSeq) is at Returns[len-1-(ReturnSeq-q)].
 type tagRecord struct {
 	segment.Tag
-	LastAlloc string `json:"last_alloc,omitempty"`
+	LastAlloc string   `json:"last_alloc,omitempty"`
+	ReturnSeq int64    `json:"return_seq,omitempty"`
+	Returns   []string `json:"returns,omitempty"`
+}
+
+// decodeRecord reads a tag record and keeps every field as raw JSON too,
+// so that a rewrite keeps the fields of other versions.
+func decodeRecord(b []byte) (tagRecord, map[string]json.RawMessage, error) {
+	var rec tagRecord
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return tagRecord{}, nil, err
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return tagRecord{}, nil, err
+	}
+	return rec, raw, nil
+}
+
+// encodeRecord writes rec over raw: the fields this version knows from rec,
+// every other field as it was.
+func encodeRecord(rec tagRecord, raw map[string]json.RawMessage) ([]byte, error) {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	var known map[string]json.RawMessage
+	if err := json.Unmarshal(b, &known); err != nil {
+		return nil, err
+	}
+	out := make(map[string]json.RawMessage, len(raw)+len(known))
+	for k, v := range raw {
+		out[k] = v
+	}
+	for _, k := range []string{"last_alloc", "return_seq", "returns", "description"} {
+		delete(out, k) // omitempty: absent from known when empty
+	}
+	for k, v := range known {
+		out[k] = v
+	}
+	return json.Marshal(out)
 }
 
 // PossiblyLost counts the IDs of ranges whose allocation or take had an
@@ -157,26 +205,32 @@ func (s *SegmentStore) Tag(ctx context.Context, tag string) (segment.Tag, error)
 }
 
 func (s *SegmentStore) readTag(ctx context.Context, tag string) (segment.Tag, int32, error) {
+	rec, _, version, err := s.readRecord(ctx, tag)
+	return rec.Tag, version, err
+}
+
+// readRecord reads a tag's whole record (raw: every field, for a rewrite)
+// and its version.
+func (s *SegmentStore) readRecord(ctx context.Context, tag string) (tagRecord, map[string]json.RawMessage, int32, error) {
 	if err := segment.ValidateTag(tag); err != nil {
-		return segment.Tag{}, 0, err
+		return tagRecord{}, nil, 0, err
 	}
 	b, st, err := s.z.get(ctx, s.tagPath(tag))
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		return segment.Tag{}, 0, fmt.Errorf("tag %q: %w", tag, segment.ErrUnknownTag)
+		return tagRecord{}, nil, 0, fmt.Errorf("tag %q: %w", tag, segment.ErrUnknownTag)
 	case err != nil:
-		return segment.Tag{}, 0, fmt.Errorf("read tag %q: %w", tag, unavailable(err))
+		return tagRecord{}, nil, 0, fmt.Errorf("read tag %q: %w", tag, unavailable(err))
 	}
-	var rec tagRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return segment.Tag{}, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
+	rec, raw, err := decodeRecord(b)
+	if err != nil {
+		return tagRecord{}, nil, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
 	}
-	t := rec.Tag
-	t.Name = tag
-	if err := t.Check(); err != nil {
-		return segment.Tag{}, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
+	rec.Name = tag
+	if err := rec.Check(); err != nil {
+		return tagRecord{}, nil, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
 	}
-	return t, st.Version, nil
+	return rec, raw, st.Version, nil
 }
 
 // List reads every tag, by name.
@@ -257,17 +311,21 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 		return r, t, nil
 	}
 	for range maxCASAttempts {
-		t, version, err := s.readTag(ctx, tag)
+		rec, raw, version, err := s.readRecord(ctx, tag)
 		if err != nil {
 			return segment.Range{}, segment.Tag{}, err
 		}
+		t := rec.Tag
 		if t.MaxID > segment.MaxID-step {
 			return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: %w: max_id %d + step %d", tag, segment.ErrExhausted, t.MaxID, step)
 		}
 		r := segment.Range{Lo: t.MaxID, Hi: t.MaxID + step}
 		t.MaxID = r.Hi
 		nonce := newToken()
-		data, err := json.Marshal(tagRecord{Tag: t, LastAlloc: nonce})
+		// Every other field (the returns' nonces, fields of other
+		// versions) stays as it was.
+		rec.Tag, rec.LastAlloc = t, nonce
+		data, err := encodeRecord(rec, raw)
 		if err != nil {
 			return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: %w", tag, err)
 		}
@@ -324,20 +382,155 @@ func (s *SegmentStore) allocOutcome(ctx context.Context, tag string, want int32,
 	return false, false
 }
 
-// Return records r as returned, for the next Alloc anywhere.
+// ErrReturnUnknown: a return's answer was lost and whether it happened can
+// no longer be told; its range is counted possibly lost (never handed out
+// twice, since the return is not tried again).
+var ErrReturnUnknown = errors.New("outcome of the return unknown")
+
+// pendingReturn is a return whose answer was lost: it happened if the
+// record shows nonce as return number seq; it can still happen only while
+// the record is at version.
+type pendingReturn struct {
+	seq     int64
+	nonce   string
+	version int32
+}
+
+// Return records r as returned, for the next Alloc anywhere, in one multi
+// that also records the return's nonce in the tag record (version-checked).
+// It is never retried blindly: a retry of a return whose answer was lost,
+// after another node took the range (deleting its znode), would create it
+// again and hand it out twice. When an answer is lost, the record read back
+// (after a sync) says whether the return happened (its nonce is there),
+// could still happen or cannot have (tried again, version-checked, so at
+// most one of the attempts lands), or can no longer tell (more than
+// maxReturnNonces returns since: ErrReturnUnknown, the range counted
+// possibly lost). Reads are retried while ZooKeeper is unreachable, until
+// ctx ends. A tag that no longer exists (ErrUnknownTag) or a refusal
+// (ErrNoAuth) ends it at once.
 func (s *SegmentStore) Return(ctx context.Context, tag string, r segment.Range) error {
 	if r.Len() <= 0 {
 		return nil
 	}
-	path := s.returnedPath(tag) + "/" + rangeName(r)
-	_, err := s.z.create(ctx, path, nil, zk.FlagPersistent, s.acl)
-	if err == nil || errors.Is(err, zk.ErrNodeExists) { // exists: our own create, its answer lost
-		return nil
+	return s.returnFrom(ctx, tag, r, nil)
+}
+
+// returnFrom is Return after the attempts in pending lost their answers.
+func (s *SegmentStore) returnFrom(ctx context.Context, tag string, r segment.Range, pending []pendingReturn) error {
+	for range maxCASAttempts {
+		rec, raw, version, err := s.readRecordWhileUnavailable(ctx, tag, len(pending) > 0)
+		if err != nil {
+			if len(pending) > 0 {
+				s.possiblyLost.Add(r.Len())
+			}
+			return fmt.Errorf("return %v of %q: %w", r, tag, err)
+		}
+		var still []pendingReturn
+		for _, p := range pending {
+			switch returnOutcome(rec, version, p) {
+			case returnApplied:
+				return nil
+			case returnUnknown:
+				s.possiblyLost.Add(r.Len())
+				return fmt.Errorf("return %v of %q: %w", r, tag, ErrReturnUnknown)
+			case returnMayApply:
+				still = append(still, p)
+			}
+		}
+		pending = still
+		p := pendingReturn{seq: rec.ReturnSeq + 1, nonce: newToken(), version: version}
+		rec.ReturnSeq = p.seq
+		rec.Returns = append(rec.Returns, p.nonce)
+		if n := len(rec.Returns); n > maxReturnNonces {
+			rec.Returns = rec.Returns[n-maxReturnNonces:]
+		}
+		data, err := encodeRecord(rec, raw)
+		if err != nil {
+			return fmt.Errorf("return %v of %q: %w", r, tag, err)
+		}
+		_, err = s.z.multi(ctx,
+			&zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version},
+			&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r), Acl: s.acl, Flags: zk.FlagPersistent})
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, zk.ErrBadVersion):
+			continue // not applied (a multi is atomic): the record moved on
+		case errors.Is(err, zk.ErrNodeExists):
+			return nil // not applied, but the range is there already
+		case errors.Is(err, zk.ErrNoNode):
+			return fmt.Errorf("return %v of %q: %w", r, tag, segment.ErrUnknownTag)
+		case !transient(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+			// ZooKeeper answered no (ErrNoAuth…): nothing happened.
+			return fmt.Errorf("return %v of %q: %w", r, tag, authHint(err))
+		}
+		// The answer was lost: the record read next says what happened.
+		pending = append(pending, p)
 	}
-	if ok, _, eerr := s.z.exists(ctx, path); eerr == nil && ok {
-		return nil // the create happened; only its answer was lost
+	if len(pending) > 0 {
+		s.possiblyLost.Add(r.Len())
 	}
-	return fmt.Errorf("return %v of %q: %w", r, tag, unavailable(authHint(err)))
+	return fmt.Errorf("return %v of %q: lost the compare-and-set %d times", r, tag, maxCASAttempts)
+}
+
+// The outcomes of a return whose answer was lost, read from the record.
+const (
+	returnApplied  = iota // the record shows its nonce
+	returnNot             // it did not happen and never will
+	returnMayApply        // not yet, but the record is still at its version
+	returnUnknown         // it fell out of the record's window of nonces
+)
+
+// returnOutcome says what became of p, the record now being rec at
+// version.
+func returnOutcome(rec tagRecord, version int32, p pendingReturn) int {
+	behind := rec.ReturnSeq - p.seq
+	switch {
+	case behind < 0:
+		// Not recorded (yet): it can still land only on its version.
+		if version == p.version {
+			return returnMayApply
+		}
+		return returnNot
+	case behind >= int64(len(rec.Returns)):
+		return returnUnknown
+	case rec.Returns[len(rec.Returns)-1-int(behind)] == p.nonce:
+		return returnApplied
+	}
+	return returnNot
+}
+
+// readRecordWhileUnavailable reads the tag record, retrying while
+// ZooKeeper is unreachable until ctx ends; synced first, it is at least as
+// new as the leader (a follower that lags must not make a return that
+// happened look as if it did not).
+func (s *SegmentStore) readRecordWhileUnavailable(ctx context.Context, tag string, synced bool) (tagRecord, map[string]json.RawMessage, int32, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		var err error
+		if synced {
+			err = s.z.sync(ctx, s.tagPath(tag))
+		}
+		if err == nil {
+			rec, raw, version, rerr := s.readRecord(ctx, tag)
+			if rerr == nil || !transient(rerr) {
+				return rec, raw, version, rerr
+			}
+			err = rerr
+		}
+		if errors.Is(err, zk.ErrNoNode) {
+			return tagRecord{}, nil, 0, fmt.Errorf("tag %q: %w", tag, segment.ErrUnknownTag)
+		}
+		if !transient(err) {
+			return tagRecord{}, nil, 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return tagRecord{}, nil, 0, fmt.Errorf("%w (%w)", unavailable(err), ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // holderRecord is a holders/ znode.

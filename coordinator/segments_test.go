@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
@@ -181,5 +184,155 @@ func TestSegmentStore_Tags(t *testing.T) {
 	}
 	if inc, err := st.Incarnation(ctx); err != nil || len(inc) < 16 {
 		t.Fatalf("incarnation %q %v", inc, err)
+	}
+}
+
+// returnOutcome reads a lost return's fate from the tag record: its nonce
+// at its place applied; another nonce there, or a record moved past its
+// version without it, not; not yet recorded at its version, it may still
+// land; fallen out of the window of nonces, unknown.
+func TestReturnOutcome(t *testing.T) {
+	rec := tagRecord{ReturnSeq: 40, Returns: []string{"n38", "n39", "n40"}}
+	for _, tc := range []struct {
+		name    string
+		version int32
+		p       pendingReturn
+		want    int
+	}{
+		{"its nonce, last", 7, pendingReturn{seq: 40, nonce: "n40", version: 6}, returnApplied},
+		{"its nonce, two returns since", 7, pendingReturn{seq: 38, nonce: "n38", version: 3}, returnApplied},
+		{"another nonce at its place", 7, pendingReturn{seq: 39, nonce: "mine", version: 5}, returnNot},
+		{"not recorded, the record at its version", 7, pendingReturn{seq: 41, nonce: "mine", version: 7}, returnMayApply},
+		{"not recorded, the record moved on", 8, pendingReturn{seq: 41, nonce: "mine", version: 7}, returnNot},
+		{"before the window", 7, pendingReturn{seq: 37, nonce: "n37", version: 1}, returnUnknown},
+	} {
+		if got := returnOutcome(rec, tc.version, tc.p); got != tc.want {
+			t.Errorf("%s: outcome %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A return whose answer was lost is never retried blindly. Node A returns
+// [1005,2000) (applied, its answer lost); node B takes it (deleting its
+// znode) while A cannot reach ZooKeeper; A then resolves its return from
+// the record: applied, nothing more. Before, A's retry created the znode
+// again and node C took the range a second time: 995 dense IDs served by
+// both B and C. And the opposite cases: an attempt that did not land is
+// made again (version-checked); one that fell out of the window of nonces
+// is counted possibly lost, never retried.
+func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	a, b, c := segmentStore(t, srv), segmentStore(t, srv), segmentStore(t, srv)
+	if err := a.Create(ctx, segment.Tag{Name: "lost", Start: 5, Step: 1000, MaxStep: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	held, _, err := a.Alloc(ctx, "lost", 1000, 0) // [5,1005)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := segment.Range{Lo: held.Lo + 5, Hi: held.Hi} // 5 issued, the rest goes back
+
+	// applied, answer lost: what the multi did, without its answer.
+	p := attemptReturn(t, a, "lost", r)
+	took, _, err := b.Alloc(ctx, "lost", 1000, 0)
+	if err != nil || took != r {
+		t.Fatalf("B's alloc: %v, %v; want the returned %v", took, err, r)
+	}
+	if err := a.returnFrom(ctx, "lost", r, []pendingReturn{p}); err != nil {
+		t.Fatalf("resolving the applied return: %v", err)
+	}
+	if got, err := c.Returned(ctx, "lost"); err != nil || len(got) != 0 {
+		t.Fatalf("returned ranges after A resolved its return: %v, %v; want none (B holds it)", got, err)
+	}
+	next, _, err := c.Alloc(ctx, "lost", 1000, 0)
+	if err != nil || next.Lo < held.Hi {
+		t.Fatalf("C's alloc %v (%v) overlaps the range B took %v", next, err, took)
+	}
+
+	// not applied: an attempt on a version the record has moved past, its
+	// nonce nowhere: it cannot land any more, so the return is made again.
+	r2 := segment.Range{Lo: next.Lo + 1, Hi: next.Hi}
+	_, _, version, err := a.readRecord(ctx, "lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	never := pendingReturn{seq: 1 << 40, nonce: "never-sent", version: version - 1}
+	if err := a.returnFrom(ctx, "lost", r2, []pendingReturn{never}); err != nil {
+		t.Fatalf("an attempt that cannot land: %v", err)
+	}
+	if got, err := c.Returned(ctx, "lost"); err != nil || !slices.Equal(got, []segment.Range{r2}) {
+		t.Fatalf("returned ranges: %v, %v; want %v once", got, err, r2)
+	}
+
+	// unknown: more returns since than the record keeps nonces of.
+	old := attemptReturn(t, a, "lost", segment.Range{Lo: 1 << 50, Hi: 1<<50 + 1})
+	for i := range maxReturnNonces {
+		lo := int64(1<<51 + 10*i)
+		if err := b.Return(ctx, "lost", segment.Range{Lo: lo, Hi: lo + 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := a.PossiblyLost()
+	err = a.returnFrom(ctx, "lost", segment.Range{Lo: 1 << 50, Hi: 1<<50 + 1}, []pendingReturn{old})
+	if !errors.Is(err, ErrReturnUnknown) || a.PossiblyLost() != before+1 {
+		t.Fatalf("a return out of the window: %v, possibly lost %d (was %d); want ErrReturnUnknown, counted", err, a.PossiblyLost(), before)
+	}
+}
+
+// attemptReturn does what one attempt of Return does and reports it as if
+// its answer had been lost.
+func attemptReturn(t *testing.T, s *SegmentStore, tag string, r segment.Range) pendingReturn {
+	t.Helper()
+	ctx := context.Background()
+	rec, raw, version, err := s.readRecord(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pendingReturn{seq: rec.ReturnSeq + 1, nonce: newToken(), version: version}
+	rec.ReturnSeq, rec.Returns = p.seq, append(rec.Returns, p.nonce)
+	data, err := encodeRecord(rec, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.z.multi(ctx,
+		&zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version},
+		&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r), Acl: s.acl, Flags: zk.FlagPersistent}); err != nil {
+		t.Fatalf("the return's multi: %v", err)
+	}
+	return p
+}
+
+// A rewrite of the tag record (an allocation, a return) keeps fields this
+// version does not know: a newer node's fields survive an older one's
+// writes.
+func TestSegmentStore_RewriteKeepsUnknownFields(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	s := segmentStore(t, srv)
+	if err := s.Create(ctx, segment.Tag{Name: "fields", Start: 1, Step: 10, MaxStep: 10}); err != nil {
+		t.Fatal(err)
+	}
+	b, st, err := s.z.get(ctx, s.tagPath("fields"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b[:len(b)-1], []byte(`,"future_field":{"x":1}}`)...)
+	if _, err := s.z.set(ctx, s.tagPath("fields"), b, st.Version); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := s.Alloc(ctx, "fields", 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Return(ctx, "fields", segment.Range{Lo: r.Lo + 1, Hi: r.Hi}); err != nil {
+		t.Fatal(err)
+	}
+	b, _, err = s.z.get(ctx, s.tagPath("fields"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"future_field":{"x":1}`) || !strings.Contains(string(b), `"return_seq":1`) {
+		t.Fatalf("record after an alloc and a return: %s; want the unknown field kept and the return recorded", b)
 	}
 }

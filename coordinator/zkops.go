@@ -69,6 +69,13 @@ func (z zkc) set(ctx context.Context, path string, data []byte, version int32) (
 	return call(ctx, z.timeout, func() (*zk.Stat, error) { return z.conn.Set(path, data, version) })
 }
 
+// sync makes the server this session talks to catch up with the leader
+// before the next read.
+func (z zkc) sync(ctx context.Context, path string) error {
+	_, err := call(ctx, z.timeout, func() (string, error) { return z.conn.Sync(path) })
+	return err
+}
+
 func (z zkc) delete(ctx context.Context, path string, version int32) error {
 	_, err := call(ctx, z.timeout, func() (struct{}, error) { return struct{}{}, z.conn.Delete(path, version) })
 	return err

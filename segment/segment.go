@@ -26,7 +26,10 @@
 //   - R3 A clean stop first writes the state file without the ranges it
 //     holds (fsynced), and only then returns them to ZooKeeper. A crash
 //     between the two loses the ranges; it never leaves one both on disk and
-//     in ZooKeeper. A return whose answer is lost is not retried from disk.
+//     in ZooKeeper. A return whose answer is lost is not retried from disk,
+//     nor blindly: the store tells from the nonce it wrote with it whether
+//     it happened (retried, after another node took the range, it would put
+//     the range back a second time); when it cannot tell, the range is lost.
 //   - R4 The state file is bound to the cluster's incarnation: a file from
 //     another ZooKeeper (rebuilt, or another cluster) is discarded, not
 //     resumed. The node holds the cache file's lock for its life, so two
@@ -144,7 +147,10 @@ type Store interface {
 	// [max_id, max_id+step) by compare-and-set. ErrUnknownTag when the tag
 	// does not exist.
 	Alloc(ctx context.Context, tag string, step, above int64) (Range, Tag, error)
-	// Return gives an unissued range back for the next Alloc anywhere.
+	// Return gives an unissued range back for the next Alloc anywhere. It
+	// is called once per range: an implementation resolves a lost answer
+	// itself (it must never put a range back twice) and waits out an
+	// unreachable store within ctx. An error means the range is lost.
 	Return(ctx context.Context, tag string, r Range) error
 	// Tag reads a tag's record (ErrUnknownTag when missing).
 	Tag(ctx context.Context, tag string) (Tag, error)

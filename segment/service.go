@@ -336,20 +336,14 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 	return wasted, err
 }
 
-// giveBack returns r, retrying (a return is idempotent) while ZooKeeper
-// is unreachable, until ctx ends: a leader election must not waste a range.
+// giveBack returns r once. A return is not idempotent: retried after its
+// answer was lost and another node had taken the range meanwhile, it would
+// put the range back a second time and hand it out twice. The store
+// resolves a lost answer itself (Store.Return) and rides out an
+// unreachable ZooKeeper within ctx; whatever error is left means the range
+// is lost, never reissued.
 func (s *Service) giveBack(ctx context.Context, tag string, r Range) error {
-	for attempt := 0; ; attempt++ {
-		err := s.cfg.Store.Return(ctx, tag, r)
-		if err == nil || ctx.Err() != nil || attempt == 100 {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)):
-		}
-	}
+	return s.cfg.Store.Return(ctx, tag, r)
 }
 
 // Abandon stops the service without giving anything back, for a stop
