@@ -538,17 +538,21 @@ func (n *node) serve(ctx context.Context, ln net.Listener) error {
 	// One deadline for the whole stop, even with a hung disk: in-flight
 	// requests, the final fence writes and the ZooKeeper session.
 	deadline := time.Now().Add(n.cfg.ShutdownTimeout)
+	// Segment mode gets the first half of it: a ZooKeeper that hangs must
+	// not eat the share of the final fence writes below (a clean stop would
+	// turn into an unclean one, and a restart elsewhere would wait up to G).
+	segDeadline := time.Now().Add(n.cfg.ShutdownTimeout / 2)
 	segDone := make(chan struct{})
 	go func() {
 		// Segment mode stops at once, beside the HTTP drain (which may wait
 		// seconds for keep-alive connections): its unissued ranges go back
-		// to ZooKeeper within the whole deadline; segment requests from now
-		// on get 503 segment_unavailable and clients go elsewhere.
+		// to ZooKeeper within its half of the deadline; segment requests
+		// from now on get 503 segment_unavailable and clients go elsewhere.
 		defer close(segDone)
 		if n.segments == nil {
 			return
 		}
-		sctx, cancel := context.WithDeadline(context.Background(), deadline)
+		sctx, cancel := context.WithDeadline(context.Background(), segDeadline)
 		defer cancel()
 		if err := n.segments.close(sctx); err != nil {
 			n.log.Warn().Err(err).Msg("segment mode: some ranges could not be returned (lost, never reissued)")
@@ -561,10 +565,10 @@ func (n *node) serve(ctx context.Context, ln net.Listener) error {
 	wg.Wait()
 	select {
 	case <-segDone:
-	case <-time.After(time.Until(deadline) + time.Second):
+	case <-time.After(time.Until(segDeadline)):
 		// A hung disk can hold the state-file write: the ranges stay listed
 		// there (a restart resumes them) and nothing was given back twice.
-		n.log.Warn().Msg("segment mode did not stop within --shutdown-timeout; stopping without it")
+		n.log.Warn().Msg("segment mode did not stop within half of --shutdown-timeout; stopping without it")
 	}
 
 	if runErr != nil || shutErr != nil {

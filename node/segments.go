@@ -187,12 +187,16 @@ func (m *segmentMode) connect(ctx context.Context) error {
 		_ = m.svc.Load().Abandon()
 		return fmt.Errorf("%w: the cache file's incarnation %s, ZooKeeper's %s", coordinator.ErrIncarnationMismatch, m.inc, inc)
 	}
-	m.store.p.Store(st)
 	if m.svc.Load() == nil {
+		// Before the store is kept: a state file that cannot be resumed
+		// fails every retry, and each would leave a session open until
+		// ZooKeeper's per-address limit refused the whole host.
 		if err := m.startService(inc); err != nil {
+			st.Close()
 			return err
 		}
 	}
+	m.store.p.Store(st)
 	m.log.Info().Str("state_file", m.file).Msg("segment mode ready")
 	return nil
 }
