@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/beevik/ntp"
@@ -587,34 +588,37 @@ func TestNTPMeasuredSince(t *testing.T) {
 // TestNTPMinGap: a server is never asked twice within MinGap (NTP servers
 // drop or refuse with a kiss of death queries closer than about 2s): a
 // round that comes sooner, a re-check or a jump guard's re-ask, waits; one
-// that gives up first asks nothing.
+// that gives up first asks nothing. In a synctest bubble: virtual time,
+// exact gaps.
 func TestNTPMinGap(t *testing.T) {
-	const a, gap = "a.example:123", 300 * time.Millisecond
-	var mu sync.Mutex
-	var at []time.Time
-	q := &fakeQuerier{answers: map[string]answerFunc{a: func(context.Context, ntp.QueryOptions) (*ntp.Response, error) {
-		mu.Lock()
-		at = append(at, time.Now())
-		mu.Unlock()
-		return validResponse(0), nil
-	}}}
-	n := newTestNTP(t, newGuard(t), q, NTPConfig{Servers: []string{a}, MinGap: gap})
-	for range 3 {
-		if _, err := n.CheckNow(context.Background()); err != nil {
-			t.Fatalf("CheckNow: %v", err)
+	synctest.Test(t, func(t *testing.T) {
+		const a, gap = "a.example:123", 2 * time.Second
+		var mu sync.Mutex
+		var at []time.Time
+		q := &fakeQuerier{answers: map[string]answerFunc{a: func(context.Context, ntp.QueryOptions) (*ntp.Response, error) {
+			mu.Lock()
+			at = append(at, time.Now())
+			mu.Unlock()
+			return validResponse(0), nil
+		}}}
+		n := newTestNTP(t, newGuard(t), q, NTPConfig{Servers: []string{a}, MinGap: gap})
+		for range 3 {
+			if _, err := n.CheckNow(context.Background()); err != nil {
+				t.Fatalf("CheckNow: %v", err)
+			}
 		}
-	}
-	for i := 1; i < len(at); i++ {
-		if d := at[i].Sub(at[i-1]); d < gap {
-			t.Fatalf("query %d came %v after the one before, want at least %v", i+1, d, gap)
+		for i := 1; i < len(at); i++ {
+			if d := at[i].Sub(at[i-1]); d != gap {
+				t.Fatalf("query %d came %v after the one before, want %v", i+1, d, gap)
+			}
 		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), gap/10)
-	defer cancel()
-	if _, err := n.CheckNow(ctx); !errors.Is(err, context.DeadlineExceeded) || len(q.asked()) != 3 {
-		t.Fatalf("a round whose ctx ends within the gap: %v after %d queries, want the deadline and 3", err, len(q.asked()))
-	}
-	if n, err := NewNTP(newGuard(t), clocktest.NewFake(t0), NTPConfig{Servers: []string{a}, Interval: 500 * time.Millisecond}); err != nil || n.cfg.MinGap != 500*time.Millisecond {
-		t.Fatalf("default gap with a 500ms interval: %v, %v; want the interval", n.cfg.MinGap, err)
+		ctx, cancel := context.WithTimeout(context.Background(), gap/10)
+		defer cancel()
+		if _, err := n.CheckNow(ctx); !errors.Is(err, context.DeadlineExceeded) || len(q.asked()) != 3 {
+			t.Fatalf("a round whose ctx ends within the gap: %v after %d queries, want the deadline and 3", err, len(q.asked()))
+		}
+	})
+	if n, err := NewNTP(newGuard(t), clocktest.NewFake(t0), NTPConfig{Servers: []string{"a.example"}, Interval: 500 * time.Millisecond}); err != nil || n.cfg.MinGap != 500*time.Millisecond {
+		t.Fatalf("default gap with a 500ms interval: %v; want the interval", err)
 	}
 }

@@ -71,9 +71,10 @@ type jumpGuard struct {
 	since    int64         // wall (ns) when the suspicion began
 	sinceMon time.Duration // mono when the suspicion began
 	asked    bool          // the confirmers were asked since then
-	// disagreed: a source reached a verdict against the jump since it was
-	// seen, so JumpHold does not apply to it.
-	disagreed bool
+	// verdicts holds, per confirmer, its last verdict reached since the
+	// suspicion began (none until it reaches one; a round that measures
+	// nothing leaves it as it was).
+	verdicts []verdict
 	// reask: a jump was undone; the confirmers judged the jumped clock
 	// (a peer round failing peer_offset, say) and must look again.
 	reask bool
@@ -97,6 +98,15 @@ func newJumpGuard(g *clockguard.Guard, c clock.Clock, threshold time.Duration, l
 	return j
 }
 
+// verdict is a confirmer's last verdict on a held jump.
+type verdict int8
+
+const (
+	noVerdict verdict = iota
+	agrees
+	disagrees
+)
+
 // suspicious reports whether a jump is held, without looking at the clock
 // (the sources' rounds call it).
 func (j *jumpGuard) suspicious() bool {
@@ -117,26 +127,38 @@ func (j *jumpGuard) Holding() bool {
 }
 
 // step compares the clocks once: it starts a suspicion, ends one whose
-// jump was undone, or moves the baseline along while the clock is trusted.
+// jump was undone, starts it afresh when the clock moved again while held
+// (what the sources judged is not the clock any more), or moves the
+// baseline along while the clock is trusted. The check's state is set
+// under the lock, so two goroutines stepping (the loop, the fence keeper,
+// the renewals) cannot leave it contrary to the suspicion.
 func (j *jumpGuard) step() {
 	wall, mono := j.clk.WallNanos(), j.clk.Mono()
+	var logLine func() // written after the lock is released (a slow stdout must not hold it)
+	defer func() {
+		if logLine != nil {
+			logLine()
+		}
+	}()
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	skew := time.Duration(wall - int64(mono) - j.baseline)
 	switch {
-	case j.suspect == 0 && skew > j.threshold:
-		j.suspect, j.since, j.sinceMon, j.asked, j.disagreed = skew, wall, mono, false, false
-		j.mu.Unlock()
+	case j.suspect == 0 && skew > j.threshold,
+		j.suspect > 0 && skew > j.threshold && (skew-j.suspect >= reaskStep || j.suspect-skew >= reaskStep):
+		moved := j.suspect > 0
+		j.suspect, j.since, j.sinceMon, j.asked = skew, wall, mono, false
+		j.verdicts = make([]verdict, len(j.confirmers))
 		detail := fmt.Sprintf("the clock jumped forward by %v, more than the fence headroom %v: no fence is persisted on it until NTP or the peers confirm it, or it holds for %v with neither configured",
 			skew.Round(time.Millisecond), j.threshold, j.hold)
-		j.log.Warn().Dur("jump", skew).Dur("threshold", j.threshold).Msg("suspect forward clock jump: fences held")
+		logLine = func() {
+			j.log.Warn().Dur("jump", skew).Dur("threshold", j.threshold).Bool("moved_while_held", moved).Msg("suspect forward clock jump: fences held")
+		}
 		j.check.Fail(detail)
-		return
 	case j.suspect > 0 && skew <= j.threshold:
 		j.suspect, j.baseline, j.reask = 0, wall-int64(mono), j.asked
-		j.mu.Unlock()
-		j.log.Info().Dur("skew", skew).Msg("the forward clock jump was undone: fences resume")
+		logLine = func() { j.log.Info().Dur("skew", skew).Msg("the forward clock jump was undone: fences resume") }
 		j.check.Pass()
-		return
 	case j.suspect == 0:
 		if skew >= reaskStep || skew <= -reaskStep {
 			// A step within the headroom (or back): a source whose verdict
@@ -146,16 +168,29 @@ func (j *jumpGuard) step() {
 		}
 		j.baseline = wall - int64(mono) // follow small drifts and accepted backward steps
 	}
-	j.mu.Unlock()
 }
 
 // reaskStep is the smallest wall-clock step (forward within the headroom,
 // or backward) after which NTP and the peers are asked again.
 const reaskStep = 100 * time.Millisecond
 
-// Run watches the clock and confirms a suspect jump, until ctx ends.
+// Run watches the clock and confirms a suspect jump, until ctx ends. The
+// clock is looked at on a goroutine of its own: asking a source (an NTP
+// round waits for the gap between queries and its timeout) must not delay
+// seeing a jump or its undo.
 func (j *jumpGuard) Run(ctx context.Context) {
-	t := time.NewTicker(jumpPoll)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { every(ctx, jumpPoll, j.step) })
+	every(ctx, jumpPoll, func() {
+		j.tryConfirm(ctx)
+		j.reaskIfUndone(ctx)
+	})
+}
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -163,9 +198,7 @@ func (j *jumpGuard) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		j.step()
-		j.tryConfirm(ctx)
-		j.reaskIfUndone(ctx)
+		f()
 	}
 }
 
@@ -187,9 +220,13 @@ func (j *jumpGuard) reaskIfUndone(ctx context.Context) {
 	}
 }
 
-// tryConfirm accepts a suspect jump that a source confirmed (asking each
-// once, at once, after the jump; their rounds go on re-checking while it is
-// held) or that held for JumpHold with no source reaching a verdict.
+// tryConfirm accepts a suspect jump that the sources confirmed (asking
+// each once, at once, after the jump; their rounds go on re-checking while
+// it is held) or that held for JumpHold with no source reaching a verdict.
+// Each source's last verdict since the jump counts: accepted when at least
+// one agrees and none disagrees, so one source agreeing never overrides
+// another that disagrees by its majority (a bad time source the peers
+// share, say), and a round that measures nothing erases nothing.
 func (j *jumpGuard) tryConfirm(ctx context.Context) {
 	j.mu.Lock()
 	suspect, since, sinceMon, asked := j.suspect, j.since, j.sinceMon, j.asked
@@ -203,34 +240,56 @@ func (j *jumpGuard) tryConfirm(ctx context.Context) {
 			cf.recheck(ctx)
 		}
 	}
-	by, against := "", false
-	for _, cf := range j.confirmers {
-		answered, agrees := cf.verdict(sinceMon)
-		if answered && agrees {
-			by = fmt.Sprintf("%T", cf)
-			break
+	latest := make([]verdict, len(j.confirmers))
+	for i, cf := range j.confirmers {
+		if answered, yes := cf.verdict(sinceMon); answered && yes {
+			latest[i] = agrees
+		} else if answered {
+			latest[i] = disagrees
 		}
-		against = against || answered
 	}
+	by, ok := j.accept(since, sinceMon, latest)
+	if ok {
+		j.log.Warn().Dur("jump", suspect).Str("confirmed_by", by).Msg("forward clock jump accepted: fences resume on the new time")
+	}
+}
+
+// accept records the sources' latest verdicts on the suspicion that began
+// at since and accepts the jump when they allow it, under the lock.
+func (j *jumpGuard) accept(since int64, sinceMon time.Duration, latest []verdict) (by string, ok bool) {
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	if j.since != since || j.suspect == 0 { // ended or restarted meanwhile
-		j.mu.Unlock()
-		return
+		return "", false
 	}
-	j.disagreed = j.disagreed || against
-	if by == "" && (j.disagreed || j.clk.Mono()-sinceMon < j.hold) {
-		j.mu.Unlock()
-		return
+	against, judged := false, false
+	for i, v := range latest {
+		if v != noVerdict {
+			j.verdicts[i] = v
+		}
+		switch j.verdicts[i] {
+		case agrees:
+			if by == "" {
+				by = fmt.Sprintf("%T", j.confirmers[i])
+			}
+			judged = true
+		case disagrees:
+			against, judged = true, true
+		}
+	}
+	switch {
+	case against:
+		return "", false
+	case by == "" && (judged || j.clk.Mono()-sinceMon < j.hold):
+		return "", false
+	case by == "":
+		by = fmt.Sprintf("held for %v with no NTP or peer verdict", j.hold)
 	}
 	// The jump as measured becomes trusted, not whatever the clock reads
 	// now: a second jump since is seen by the next step as one of its own.
-	j.suspect, j.baseline = 0, j.baseline+int64(suspect)
-	j.mu.Unlock()
-	if by == "" {
-		by = fmt.Sprintf("held for %v with no NTP or peer answer", j.hold)
-	}
-	j.log.Warn().Dur("jump", suspect).Str("confirmed_by", by).Msg("forward clock jump accepted: fences resume on the new time")
+	j.suspect, j.baseline = 0, j.baseline+int64(j.suspect)
 	j.check.Pass()
+	return by, true
 }
 
 // ntpConfirmer confirms through the NTP check.
@@ -260,7 +319,7 @@ func (c ntpConfirmer) verdict(sinceMono time.Duration) (answered, agrees bool) {
 }
 
 // peersConfirmer confirms through the peer check: a round begun after the
-// jump in which a strict majority of the peers compared agrees with this
+// jump in which a strict majority of the peers listed agrees with this
 // clock (or disagrees). The node's own clock is the suspect: it has no
 // vote here, unlike in peer_offset.
 type peersConfirmer struct{ peers *clockguard.Peers }
@@ -278,9 +337,11 @@ func (c peersConfirmer) verdict(sinceMono time.Duration) (answered, agrees bool)
 	if !s.MeasuredSince(sinceMono) {
 		return false, false
 	}
-	// Agree counts the node's own clock: take it out.
+	// Agree counts the node's own clock: take it out. The jury is every
+	// peer listed, reachable or not, so one reachable peer of several does
+	// not decide alone (as with NTP's servers).
 	peerAgree := s.Agree - 1
-	jury := peerAgree + s.Disagree + s.Unsure
+	jury := s.Reachable + s.Unreachable
 	switch {
 	case 2*peerAgree > jury:
 		return true, true

@@ -315,10 +315,65 @@ func TestJumpGuardRemembersADisagreement(t *testing.T) {
 	}
 }
 
-// A second forward jump while the first is held is a suspicion of its own:
-// accepting the first (on a round measured before the second) adds the
-// first jump, as measured, to the baseline, not whatever the clock reads.
+// A second forward jump while the first is held is a suspicion of its own.
+// Seen by a step before anything confirmed the first, it restarts the
+// suspicion with the whole skew, and a round measured before it counts for
+// nothing. Landing after the guard's last step but before it accepted the
+// first (on a round measured before the second), it is not folded into the
+// acceptance: the baseline moves by the first jump as measured, and the
+// next step holds the second. (The fake monotonic clock is advanced
+// between events, as the real one always is.)
 func TestJumpGuardASecondJumpIsItsOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		stepFirst  bool   // the guard steps between jump 2 and its confirmation
+		wantDetail string // clock_jump's figure at the end
+	}{
+		{"seen before jump 1 is confirmed: one suspicion of both", true, "1h0m10s"},
+		{"landing just before jump 1 is accepted: a suspicion of its own", false, "by 1h0m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+			src := startAdjustablePeers(t, clk, 1)
+			g := clockguard.New(zerolog.Nop(), nil)
+			peers := newJumpPeers(t, g, clk, src)
+			j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
+			ctx := context.Background()
+			clk.Advance(time.Second)
+			src.gone.Store(goneDead)
+			clk.StepWall(10 * time.Second) // jump 1, which the peer's clock shares
+			if !j.Holding() {
+				t.Fatal("jump 1 is not held")
+			}
+			clk.Advance(10 * time.Millisecond)
+			j.tryConfirm(ctx) // the peer is unreachable: held
+			src.gone.Store(0)
+			clk.Advance(10 * time.Millisecond)
+			_, _ = peers.CheckNow(ctx) // a round: the peer agrees with jump 1
+			clk.Advance(10 * time.Millisecond)
+			clk.StepWall(time.Hour) // jump 2
+			src.lag.Store(int64(time.Hour))
+			if tc.stepFirst {
+				j.step()
+			}
+			clk.Advance(10 * time.Millisecond)
+			j.tryConfirm(ctx)
+			if !j.Holding() {
+				t.Fatal("jump 2 (1h) was accepted on a round measured before it")
+			}
+			if got := g.Failing()[clockguard.ReasonClockJump]; !strings.Contains(got, tc.wantDetail) {
+				t.Fatalf("clock_jump detail %q, want %q", got, tc.wantDetail)
+			}
+		})
+	}
+}
+
+// A clock that moves again while its jump is held (set right but still
+// beyond the headroom, then back: a hypervisor agent and chrony fighting)
+// restarts the suspicion: what the sources judged is not the clock any
+// more, so an agreement with the clock in between confirms nothing about
+// the clock after.
+func TestJumpGuardMovedWhileHeldStartsAfresh(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	src := startAdjustablePeers(t, clk, 1)
 	g := clockguard.New(zerolog.Nop(), nil)
@@ -326,30 +381,34 @@ func TestJumpGuardASecondJumpIsItsOwn(t *testing.T) {
 	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
 	ctx := context.Background()
 	clk.Advance(time.Second)
-	src.gone.Store(goneDead)
-	clk.StepWall(10 * time.Second) // jump 1, which the peer's clock shares
+	// The node was 5s behind the peer (the peer says +5s): it jumps +10s.
+	src.lag.Store(int64(5 * time.Second))
+	clk.StepWall(10 * time.Second)
 	if !j.Holding() {
-		t.Fatal("jump 1 is not held")
+		t.Fatal("the jump is not held")
 	}
-	j.tryConfirm(ctx) // the peer is unreachable: held
-	src.gone.Store(0)
-	_, _ = peers.CheckNow(ctx) // a round: the peer agrees with jump 1
-	clk.StepWall(time.Hour)    // jump 2, before the guard's next poll
-	src.lag.Store(int64(time.Hour))
+	clk.Advance(10 * time.Millisecond)
+	j.tryConfirm(ctx)              // the peer disagrees (5s off)
+	clk.StepWall(-5 * time.Second) // set to the peer's time: +5s from the baseline, still held
+	src.lag.Store(0)
 	j.step()
-	j.tryConfirm(ctx) // accepts jump 1 …
+	clk.Advance(10 * time.Millisecond)
+	_, _ = peers.CheckNow(ctx) // agrees with the clock as it is now
+	clk.Advance(10 * time.Millisecond)
+	clk.StepWall(5 * time.Second) // flaps back, 5s ahead of the peer
+	src.lag.Store(int64(5 * time.Second))
+	j.step()
+	clk.Advance(10 * time.Millisecond)
+	j.tryConfirm(ctx)
 	if !j.Holding() {
-		t.Fatal("jump 2 (1h) was accepted on a round measured before it")
-	}
-	if got := g.Failing()[clockguard.ReasonClockJump]; !strings.Contains(got, "1h0m0s") {
-		t.Fatalf("clock_jump detail %q, want the second jump's size", got)
+		t.Fatal("a clock 5s ahead of the peer was accepted on a round that judged it before it moved")
 	}
 }
 
 // A held jump is re-checked by the sources' own rounds (with their
-// backoff), not only asked once: after a split (one peer, which disagrees:
-// no verdict by a majority of two clocks), the peer coming to agree
-// releases it within RetryMax, though the regular round is an hour away.
+// backoff), not only asked once: the one peer disagrees with the jump
+// (peer_offset itself passes: two clocks, no majority, so its rounds would
+// wait the hour), then comes to agree, which releases it within RetryMax.
 func TestJumpGuardHeldJumpIsRechecked(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	src := startAdjustablePeers(t, clk, 1)
@@ -361,8 +420,8 @@ func TestJumpGuardHeldJumpIsRechecked(t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	wg.Go(func() { peers.Run(ctx) })
 	wg.Go(func() { j.Run(ctx) })
+	src.lag.Store(int64(10 * time.Second)) // the peer does not share the jump …
 	clk.StepWall(10 * time.Second)
-	src.lag.Store(int64(10 * time.Second))
 	waitUntil(t, 5*time.Second, "the peers asked after the jump", func() bool { return peers.Snapshot().Rounds >= 3 && j.Holding() })
 	src.lag.Store(0)
 	waitUntil(t, clockguard.RetryMax+3*time.Second, "the held jump released", func() bool { return !j.Holding() && g.Ready() })
@@ -421,5 +480,141 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 			t.Fatalf("not within %v: %s", timeout, what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// One source agreeing never overrides another that disagrees by its
+// majority: the peers share a bad step (the same bad time source), all
+// three NTP servers say the clock is an hour ahead. Accepting would write
+// fences an hour ahead; the jump stays held.
+func TestJumpGuardOneSourceAgreeingDoesNotOverrideAnother(t *testing.T) {
+	const a, b, c = "a.example:123", "b.example:123", "c.example:123"
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	q := &skewedServers{errs: map[string]time.Duration{}}
+	g := clockguard.New(zerolog.Nop(), nil)
+	n, err := clockguard.NewNTP(g, clk, clockguard.NTPConfig{Servers: []string{a, b, c}, Querier: q, Interval: time.Minute, MinGap: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := n.CheckNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	src := startAdjustablePeers(t, clk, 2) // they read clk: they share the step
+	peers := newJumpPeers(t, g, clk, src)
+	for _, order := range [][]jumpConfirmer{{ntpConfirmer{n}, peersConfirmer{peers}}, {peersConfirmer{peers}, ntpConfirmer{n}}} {
+		j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), order...)
+		clk.Advance(time.Second)
+		q.nodeErr.Add(int64(time.Hour))
+		clk.StepWall(time.Hour)
+		if !j.Holding() {
+			t.Fatal("a jump of an hour is not held")
+		}
+		clk.Advance(10 * time.Millisecond)
+		j.tryConfirm(ctx)
+		if !n.Snapshot().OffsetBeyond() {
+			t.Fatal("NTP does not disagree")
+		}
+		if j.Holding() == false {
+			t.Fatalf("accepted (confirmers %T first) although 3 of 3 NTP servers disagree: %v", order[0], g.Failing())
+		}
+	}
+}
+
+// The peers' jury is every peer listed: one reachable peer of three (two
+// unreachable) decides nothing alone, as one NTP server of three does not,
+// so with no majority the jump is accepted after JumpHold.
+func TestJumpGuardOneReachablePeerOfThreeDecidesNothing(t *testing.T) {
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	live := startAdjustablePeers(t, clk, 1)
+	src := clockguard.PeerSourceFunc(func(context.Context) ([]clockguard.Peer, error) {
+		return []clockguard.Peer{{WorkerID: 1, Addr: live.addrs[0]}, {WorkerID: 2, Addr: "127.0.0.1:1"}, {WorkerID: 3, Addr: "127.0.0.1:1"}}, nil
+	})
+	g := clockguard.New(zerolog.Nop(), nil)
+	peers := newJumpPeers(t, g, clk, src)
+	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
+	ctx := context.Background()
+	clk.Advance(time.Second)
+	live.lag.Store(int64(10 * time.Second)) // the one reachable peer disagrees
+	clk.StepWall(10 * time.Second)
+	if !j.Holding() {
+		t.Fatal("the jump is not held")
+	}
+	clk.Advance(10 * time.Millisecond)
+	j.tryConfirm(ctx)
+	if !j.Holding() {
+		t.Fatal("accepted at once with no majority")
+	}
+	clk.Advance(JumpHold)
+	j.tryConfirm(ctx)
+	if j.Holding() {
+		t.Fatalf("still held after JumpHold on one peer's word of three listed: %+v", peers.Snapshot())
+	}
+}
+
+// blockingWriter blocks the first log line containing match until release
+// is closed (entered is closed when it starts): a slow stdout.
+type blockingWriter struct {
+	match            string
+	entered, release chan struct{}
+	once             atomic.Bool
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.match) && w.once.CompareAndSwap(false, true) {
+		close(w.entered)
+		<-w.release
+	}
+	return len(p), nil
+}
+
+// The check follows the suspicion whatever the goroutines stepping the
+// clock (the guard's loop, the fence keeper, the renewals) interleave with
+// a slow log write: a Fail landing after the undo's Pass left clock_jump
+// failing forever with nothing held; a Pass landing after the next jump's
+// Fail let the node in while fences were held.
+func TestJumpGuardCheckFollowsTheSuspicion(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		match string                                  // the log line that stalls
+		first func(clk *clocktest.Fake, j *jumpGuard) // on the stalled goroutine
+		then  func(clk *clocktest.Fake, j *jumpGuard) // meanwhile, elsewhere
+	}{
+		{
+			name: "the undo seen while the jump's line is written", match: "suspect forward clock jump",
+			first: func(clk *clocktest.Fake, j *jumpGuard) { clk.StepWall(time.Hour); j.step() },
+			then:  func(clk *clocktest.Fake, j *jumpGuard) { clk.StepWall(-time.Hour); j.Holding() },
+		},
+		{
+			name: "a second jump seen while the acceptance's line is written", match: "forward clock jump accepted",
+			first: func(clk *clocktest.Fake, j *jumpGuard) {
+				clk.StepWall(10 * time.Second)
+				j.step()
+				clk.Advance(JumpHold) // no source: accepted after JumpHold
+				j.tryConfirm(context.Background())
+			},
+			then: func(clk *clocktest.Fake, j *jumpGuard) { clk.StepWall(time.Hour); j.Holding() },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+			w := &blockingWriter{match: tc.match, entered: make(chan struct{}), release: make(chan struct{})}
+			g := clockguard.New(zerolog.Nop(), nil)
+			j := newJumpGuard(g, clk, 3*time.Second, zerolog.New(w))
+			done := make(chan struct{})
+			go func() { defer close(done); tc.first(clk, j) }()
+			select {
+			case <-w.entered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the log line never came")
+			}
+			tc.then(clk, j)
+			close(w.release)
+			<-done
+			_, failing := g.Failing()[clockguard.ReasonClockJump]
+			if held := j.Holding(); failing != held {
+				t.Fatalf("clock_jump failing %v while holding %v", failing, held)
+			}
+		})
 	}
 }
