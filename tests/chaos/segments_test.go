@@ -51,6 +51,7 @@ type segLoad struct {
 	problems    []string
 	ok          map[string]int64 // answers with IDs, per node
 	duplicates  int64
+	dropped     int64 // problems past maxProblemLines
 	unavailable int64 // 503 segment_unavailable
 	transport   int64 // connection refused, reset: a node down
 }
@@ -75,9 +76,22 @@ func startSegLoad(nodes []*node, seed uint64) *segLoad {
 func (l *segLoad) problem(format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.problems) < 50 {
-		l.problems = append(l.problems, fmt.Sprintf(format, args...))
+	l.addLocked(fmt.Sprintf(format, args...))
+}
+
+// maxProblemLines bounds the problems kept: a broken run can find
+// thousands (every ID of a range issued twice), and the first ones say
+// what happened.
+const maxProblemLines = 50
+
+// addLocked keeps a problem, counting those past maxProblemLines; l.mu is
+// held.
+func (l *segLoad) addLocked(p string) {
+	if len(l.problems) < maxProblemLines {
+		l.problems = append(l.problems, p)
+		return
 	}
+	l.dropped++
 }
 
 // run is one client: sequential requests to one node until stopped.
@@ -128,12 +142,12 @@ func (l *segLoad) run(n *node, rng *rand.Rand, deadline time.Time) {
 		l.ok[n.name]++
 		for _, id := range ids {
 			if known && id <= last {
-				l.problems = append(l.problems, fmt.Sprintf("node %s incarnation %d: ID %d after %d", n.name, inc, id, last))
+				l.addLocked(fmt.Sprintf("node %s incarnation %d: ID %d after %d", n.name, inc, id, last))
 			}
 			last = id
 			if prev, dup := l.owner[id]; dup {
 				l.duplicates++
-				l.problems = append(l.problems, fmt.Sprintf("ID %d issued twice: by %s incarnation %d and %s incarnation %d", id, prev.node, prev.inc, n.name, inc))
+				l.addLocked(fmt.Sprintf("ID %d issued twice: by %s incarnation %d and %s incarnation %d", id, prev.node, prev.inc, n.name, inc))
 			}
 			l.owner[id] = s
 		}
@@ -303,19 +317,22 @@ func (h *harness) segmentsOverlappingFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The accounting's findings come first: they say what the duplicates
+	// (which can fill every line) do not.
+	var accounting []string
 	var returnedIDs int64
 	for _, r := range returned {
 		returnedIDs += r.Len()
 		// Both sorted: the first issued ID at or above r.Lo.
 		if k, _ := slices.BinarySearch(issued, r.Lo); k < len(issued) && issued[k] < r.Hi { // [Lo,Hi)
-			load.problem("issued ID %d lies in the returned range %v: it would be issued again", issued[k], r)
+			accounting = append(accounting, fmt.Sprintf("issued ID %d lies in the returned range %v: it would be issued again", issued[k], r))
 		}
 	}
 	if len(issued) == 0 {
 		t.Fatal("no dense ID issued: the scenario proved nothing")
 	}
 	if issued[0] < tag.Start || issued[len(issued)-1] >= tag.MaxID {
-		load.problem("issued IDs span [%d,%d], outside what was handed out [%d,%d)", issued[0], issued[len(issued)-1], tag.Start, tag.MaxID)
+		accounting = append(accounting, fmt.Sprintf("issued IDs span [%d,%d], outside what was handed out [%d,%d)", issued[0], issued[len(issued)-1], tag.Start, tag.MaxID))
 	}
 	handedOut := tag.MaxID - tag.Start
 	lost := handedOut - returnedIDs - int64(len(issued))
@@ -323,13 +340,16 @@ func (h *harness) segmentsOverlappingFaults(t *testing.T) {
 		len(issued), load.answers(), handedOut, returnedIDs, lost, kills, float64(lost)/float64(max(kills, 1)),
 		load.unavailable, load.transport, float64(len(issued))/float64(issued[len(issued)-1]-issued[0]+1))
 	if lost < 0 {
-		load.problem("issued %d IDs, more than handed out %d minus returned %d", len(issued), handedOut, returnedIDs)
+		accounting = append(accounting, fmt.Sprintf("issued %d IDs, more than handed out %d minus returned %d", len(issued), handedOut, returnedIDs))
 	}
-	for _, p := range load.problems {
+	for _, p := range append(accounting, load.problems...) {
 		t.Error(p)
 	}
+	if load.dropped > 0 {
+		t.Errorf("… and %d more problems (%d IDs issued twice in all)", load.dropped, load.duplicates)
+	}
 	h.sum.AddSegments(scenarioName(t), SegmentFigures{
-		IDs: int64(len(issued)), Duplicates: load.duplicates, Problems: int64(len(load.problems)) - load.duplicates,
+		IDs: int64(len(issued)), Duplicates: load.duplicates, Problems: int64(len(accounting)+len(load.problems)) + load.dropped - load.duplicates,
 		Lost: lost, Kills: kills, Unavailable: load.unavailable,
 	})
 }
