@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +37,16 @@ type SegmentStore struct {
 	log  zerolog.Logger
 
 	possiblyLost atomic.Int64
+
+	seenMu sync.Mutex
+	seen   map[string]int64 // per tag, the highest max_id this store has read or written
 }
+
+// ErrWentBack: a tag's max_id in ZooKeeper is below one this store saw
+// before. ZooKeeper lost acknowledged writes (a 3.8 ensemble that lost a
+// quorum's disks, or a known bug of its sync under repeated leader kills):
+// the ranges between were handed out already, so none is taken from it.
+var ErrWentBack = errors.New("ZooKeeper's record went back")
 
 // maxReturnNonces is how many returns' nonces a tag record keeps: a
 // returner whose answer was lost can tell whether its return happened as
@@ -230,7 +240,27 @@ func (s *SegmentStore) readRecord(ctx context.Context, tag string) (tagRecord, m
 	if err := rec.Check(); err != nil {
 		return tagRecord{}, nil, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
 	}
+	if err := s.see(tag, rec.MaxID); err != nil {
+		return tagRecord{}, nil, 0, err
+	}
 	return rec, raw, st.Version, nil
+}
+
+// see records max_id as read or written for tag, and fails with
+// ErrWentBack when it is below the highest seen before.
+func (s *SegmentStore) see(tag string, maxID int64) error {
+	s.seenMu.Lock()
+	defer s.seenMu.Unlock()
+	if s.seen == nil {
+		s.seen = map[string]int64{}
+	}
+	if hi := s.seen[tag]; maxID < hi {
+		s.log.Error().Str("tag", tag).Int64("max_id", maxID).Int64("seen", hi).
+			Msg("segment: ZooKeeper's max_id went back: it lost acknowledged writes; no range is taken from it")
+		return fmt.Errorf("tag %q: %w: max_id %d, this node saw %d", tag, ErrWentBack, maxID, hi)
+	}
+	s.seen[tag] = maxID
+	return nil
 }
 
 // List reads every tag, by name.
@@ -300,6 +330,7 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 			}
 			return segment.Range{}, segment.Tag{}, fmt.Errorf("take returned range %v of %q: %w", r, tag, unavailable(err))
 		}
+		s.log.Debug().Str("tag", tag).Stringer("range", r).Msg("segment: took a returned range")
 		t, err := s.Tag(ctx, tag)
 		if err != nil {
 			// We own r, but cannot report the tag: give it back.
@@ -332,6 +363,8 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 		_, err = s.z.set(ctx, s.tagPath(tag), data, version)
 		switch {
 		case err == nil:
+			s.log.Debug().Str("tag", tag).Stringer("range", r).Int32("version", version+1).Msg("segment: advanced max_id")
+			_ = s.see(tag, r.Hi) // higher than read: cannot fail
 			return r, t, nil
 		case errors.Is(err, zk.ErrBadVersion):
 			continue // another allocator advanced max_id first
@@ -339,7 +372,10 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 		// The answer was lost. The write happened if the record is now the
 		// next version with our nonce; if it moved past that, nobody can
 		// tell: count r as possibly lost (never issued twice either way).
-		if won, known := s.allocOutcome(ctx, tag, version+1, nonce); known && won {
+		won, known := s.allocOutcome(ctx, tag, version+1, nonce)
+		s.log.Debug().Err(err).Str("tag", tag).Stringer("range", r).Bool("won", won).Bool("known", known).Msg("segment: max_id write's answer lost")
+		if known && won {
+			_ = s.see(tag, r.Hi)
 			return r, t, nil
 		} else if known {
 			continue

@@ -336,3 +336,39 @@ func TestSegmentStore_RewriteKeepsUnknownFields(t *testing.T) {
 		t.Fatalf("record after an alloc and a return: %s; want the unknown field kept and the return recorded", b)
 	}
 }
+
+// A store never takes a range from a record whose max_id is below one it
+// saw: ZooKeeper lost acknowledged writes (seen with a 3.8 ensemble whose
+// leaders were killed in quick succession: the same range granted twice at
+// the same version), and the ranges between were handed out already.
+func TestSegmentStore_MaxIDWentBackIsRefused(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	s, admin := segmentStore(t, srv), segmentStore(t, srv)
+	if err := admin.Create(ctx, segment.Tag{Name: "back", Start: 1, Step: 100, MaxStep: 100}); err != nil {
+		t.Fatal(err)
+	}
+	b, st, err := admin.z.get(ctx, admin.tagPath("back"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := s.Alloc(ctx, "back", 100, 0) // [1,101): max_id 101
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ZooKeeper forgets the allocation: the record as it was before it.
+	if _, err := admin.z.set(ctx, admin.tagPath("back"), b, st.Version+1); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := s.Alloc(ctx, "back", 100, 0)
+	if !errors.Is(err, ErrWentBack) {
+		t.Fatalf("Alloc after max_id went back from %d: %v, %v; want ErrWentBack and no range (it would repeat %v)", first.Hi, r, err, first)
+	}
+	if _, err := s.Tag(ctx, "back"); !errors.Is(err, ErrWentBack) {
+		t.Fatalf("Tag after max_id went back: %v, want ErrWentBack", err)
+	}
+	// Another store, which never saw the higher max_id, cannot tell.
+	if r, _, err := admin.Alloc(ctx, "back", 100, 0); err != nil || r != first {
+		t.Fatalf("a store that never saw it: %v, %v", r, err)
+	}
+}

@@ -327,8 +327,11 @@ func (b *tagBuf) load() error {
 	b.lastLoad, b.lastLoadTook, b.lastErr = now, took, nil
 	b.loads++
 	held := append([]Range(nil), b.ranges...)
+	issued := b.issued
 	b.broadcastLocked()
 	b.mu.Unlock()
+	b.svc.cfg.Log.Debug().Str("tag", b.name).Stringer("range", r).Int64("above", above).Int64("issued", issued).
+		Dur("took", took).Msg("segment: range loaded")
 	if err := b.svc.cfg.Store.Publish(ctx, b.name, b.svc.cfg.Holder, held); err != nil {
 		b.svc.cfg.Log.Debug().Err(err).Str("tag", b.name).Msg("segment: publish holder record")
 	}

@@ -322,6 +322,7 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 	}
 	for _, b := range bufs {
 		for _, r := range rest[b] {
+			s.cfg.Log.Debug().Str("tag", b.name).Stringer("range", r).Msg("segment: returning a range")
 			if rerr := s.giveBack(ctx, b.name, r); rerr != nil {
 				wasted += r.Len()
 				b.wasted.Add(r.Len())
