@@ -62,12 +62,6 @@ func (f *fakeNode) handle(ctx *fasthttp.RequestCtx) {
 	ctx.SetBodyString(b.String())
 }
 
-func (f *fakeNode) set(behave func(ctx *fasthttp.RequestCtx, n int) bool) {
-	f.mu.Lock()
-	f.behave = behave
-	f.mu.Unlock()
-}
-
 func unavailable(ctx *fasthttp.RequestCtx, _ int) bool {
 	ctx.SetStatusCode(503)
 	ctx.Response.Header.Set("Retry-After", "5")

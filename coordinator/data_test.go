@@ -104,12 +104,13 @@ func TestScanFree(t *testing.T) {
 			3: {node(3, now-5_000_000), node(3, now-100)}, // one claimer fresh: not free
 		},
 	}
-	ids, summary := s.free(maxID, now, 3600e9)
+	ids, _ := s.free(maxID, now, 3600e9)
 	if len(ids) != 1 || ids[0] != 2 {
 		t.Fatalf("free = %v, want [2]", ids)
 	}
 	s.claimers[2][0].data.LastTS = now
-	if ids, summary = s.free(maxID, now, 3600e9); len(ids) != 0 {
+	ids, summary := s.free(maxID, now, 3600e9)
+	if len(ids) != 0 {
 		t.Fatalf("free = %v, want none", ids)
 	}
 	if !strings.Contains(summary, "all 4 worker IDs are taken: 1 hold a lease, 3 more reported") {

@@ -34,10 +34,14 @@ const failureTailLines = 200
 // exited.
 var ErrExited = errors.New("process exited")
 
-// GoTool returns the go command of the toolchain running the tests.
+// GoTool returns the go command of the toolchain running the tests: the
+// one `go env GOROOT` of the go on PATH names, or that go itself.
 func GoTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err == nil {
+		if p := filepath.Join(strings.TrimSpace(string(out)), "bin", "go"); fileExists(p) {
+			return p
+		}
 	}
 	return "go"
 }
