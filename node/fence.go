@@ -10,8 +10,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/cachefile"
 	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
 )
 
 // FenceSetter receives the persisted fence and says where the generator
@@ -42,7 +44,7 @@ type FenceKeeper struct {
 	ahead   time.Duration
 	timeout time.Duration // deadline of one write
 	clock   clock.Clock
-	persist func(fenceUnixMilli int64) error
+	persist func(fenceUnixMilli int64) (written int64, err error)
 	gen     FenceSetter
 	check   *clockguard.Check
 	log     zerolog.Logger
@@ -77,11 +79,12 @@ var ErrWriteInFlight = errors.New("previous fence write still running")
 // NewFenceKeeper returns a keeper whose fence starts at initial (Unix ms; the
 // fence read from disk at start, 0 for none) and registers the
 // fence_persist_failed check, pending until the first successful Extend.
-// persist must write the fence durably before it returns. A write has
+// persist must write the fence durably before it returns, and return the
+// fence it wrote (never below the one asked for). A write has
 // fence-ahead/3 to finish (by then the next one is due), at least 10ms and
 // at most MaxWriteTimeout.
 func NewFenceKeeper(g *clockguard.Guard, c clock.Clock, gen FenceSetter, ahead time.Duration,
-	initial int64, persist func(fenceUnixMilli int64) error, log zerolog.Logger) *FenceKeeper {
+	initial int64, persist func(fenceUnixMilli int64) (int64, error), log zerolog.Logger) *FenceKeeper {
 	k := &FenceKeeper{
 		ahead: ahead, timeout: min(max(ahead/3, 10*time.Millisecond), MaxWriteTimeout), clock: c, persist: persist, gen: gen, log: log,
 		check: g.Check(clockguard.ReasonFencePersist),
@@ -149,13 +152,13 @@ func (k *FenceKeeper) write(ctx context.Context, fence int64, final bool, timeou
 
 	done := make(chan error, 1)
 	go func() {
-		err := k.persist(fence)
+		written, err := k.persist(fence)
 		if err == nil {
 			if final {
-				k.persisted.Store(fence)
+				k.persisted.Store(written)
 			} else {
-				raise(&k.persisted, fence)
-				k.gen.SetFence(fence)
+				raise(&k.persisted, written)
+				k.gen.SetFence(written)
 			}
 		}
 		k.mu.Lock()
@@ -246,4 +249,59 @@ func (k *FenceKeeper) PersistFinal(fence int64, timeout time.Duration) error {
 		return fmt.Errorf("persist final fence: %w", err)
 	}
 	return nil
+}
+
+// fenceWriter writes fences to the cache file for the keeper (one write at
+// a time: the keeper's). In ZooKeeper mode each write also records the
+// coordinator's token and the ZooKeeper fence acknowledged for it, from one
+// snapshot.
+type fenceWriter struct {
+	path  string
+	entry cachefile.Entry
+	clock clock.Clock
+	// status is the coordinator's (nil in standalone mode); floor is where
+	// the generator stands (the start of its last issued tick, or of the
+	// floor a claim raised); finalZKFence is the ZooKeeper fence a graceful
+	// stop lowered to (0: none); beforeWrite, if set, runs before each write
+	// (the chaos build's disk faults).
+	status       func() coordinator.Status
+	floor        func() int64
+	finalZKFence func() int64
+	beforeWrite  func()
+}
+
+// persist writes fence with the coordinator's token and returns the fence
+// written: raised to the generator's floor read after the token. A re-claim
+// raises the floor to the previous holder's fence before its new token
+// shows in Status, so a file that names the new token never carries a
+// fence below that floor (computed before the re-claim, it would have: a
+// kill -9 then, and the restart would start from it, inside the previous
+// holder's IDs).
+func (w *fenceWriter) persist(fence int64) (int64, error) {
+	if w.status != nil {
+		// One snapshot: the token and the fence acknowledged for it go
+		// together, so the file never claims a fence for a token that was
+		// not granted it.
+		st := w.status()
+		w.entry.ZKReported = max(w.entry.ZKReported, st.LastReport)
+		if st.Token != "" {
+			w.entry.Token, w.entry.ZKFence = st.Token, st.ZKFence
+			if final := w.finalZKFence(); final != 0 {
+				w.entry.ZKFence = min(w.entry.ZKFence, final) // graceful stop: see serve
+			}
+			if st.Incarnation != "" {
+				w.entry.Incarnation = st.Incarnation
+			}
+		}
+		if st.LeaseSession != "" {
+			w.entry.ZKSession = st.LeaseSession
+		}
+		fence = max(fence, w.floor())
+	}
+	e := w.entry
+	e.Fence, e.Updated = fence, clock.UnixMilli(w.clock)
+	if w.beforeWrite != nil {
+		w.beforeWrite()
+	}
+	return fence, cachefile.Save(w.path, e)
 }

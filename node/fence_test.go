@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,8 +12,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/cachefile"
 	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // fakeStore records persisted fences and fails while told to.
@@ -22,14 +26,14 @@ type fakeStore struct {
 	failOn bool
 }
 
-func (s *fakeStore) persist(f int64) error {
+func (s *fakeStore) persist(f int64) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failOn {
-		return errors.New("disk full")
+		return 0, errors.New("disk full")
 	}
 	s.saved = append(s.saved, f)
-	return nil
+	return f, nil
 }
 
 func (s *fakeStore) fail(on bool) { s.mu.Lock(); s.failOn = on; s.mu.Unlock() }
@@ -189,12 +193,12 @@ func TestFenceKeeperHungWrite(t *testing.T) {
 	release := make(chan struct{})
 	var writes atomic.Int64
 	var hang atomic.Bool
-	persist := func(fence int64) error {
+	persist := func(fence int64) (int64, error) {
 		writes.Add(1)
 		if hang.Load() {
 			<-release
 		}
-		return nil
+		return fence, nil
 	}
 	const ahead = 300 * time.Millisecond // write deadline: 100ms
 	k := NewFenceKeeper(g, clk, gen, ahead, 0, persist, zerolog.Nop())
@@ -257,14 +261,14 @@ func TestFenceKeeperPersistFinalWaitsForWriteInFlight(t *testing.T) {
 			var slow atomic.Bool
 			var mu sync.Mutex
 			var written []int64
-			persist := func(fence int64) error {
+			persist := func(fence int64) (int64, error) {
 				if slow.Load() {
 					<-release
 				}
 				mu.Lock()
 				written = append(written, fence)
 				mu.Unlock()
-				return nil
+				return fence, nil
 			}
 			k := NewFenceKeeper(clockguard.New(zerolog.Nop(), nil), clk, &fakeGen{}, 3*time.Second, 0, persist, zerolog.Nop())
 			if err := k.Extend(); err != nil {
@@ -304,5 +308,43 @@ func TestFenceKeeperPersistFinalWaitsForWriteInFlight(t *testing.T) {
 				t.Fatalf("PersistFinal: %v, want ErrWriteInFlight", err)
 			}
 		})
+	}
+}
+
+// A re-claim that lands between the keeper computing a fence and the write
+// reading the coordinator's token (it raises the floor to the previous
+// holder's fence, then publishes the new token) must not put the new token
+// on disk with the fence computed before: a kill -9 then, and the restart
+// (which trusts the file whose token the claim wrote) would start inside
+// the previous holder's IDs. The fence written is raised to the floor read
+// after the token, and the keeper hands the generator what was written.
+func TestFenceWriterRaisesToTheFloorReadAfterTheToken(t *testing.T) {
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	path := filepath.Join(t.TempDir(), "cache.json")
+	gen := &fakeGen{}
+	const prevFence = 1_750_000_100_000 // the previous holder's: 100s ahead
+	w := &fenceWriter{
+		path: path, entry: cachefile.Entry{WorkerID: 3, Layout: snowflake.DefaultLayout(), Token: "old"},
+		clock: clk, floor: gen.LastIssued, finalZKFence: func() int64 { return 0 },
+		status: func() coordinator.Status {
+			gen.mu.Lock()
+			gen.last = prevFence // the re-claim: floor first, then the token
+			gen.mu.Unlock()
+			return coordinator.Status{Token: "new", ZKFence: prevFence + 30_000}
+		},
+	}
+	k := NewFenceKeeper(clockguard.New(zerolog.Nop(), nil), clk, gen, 3*time.Second, 0, w.persist, zerolog.Nop())
+	if err := k.Extend(); err != nil { // computes now+3s, then the write reads the new token
+		t.Fatal(err)
+	}
+	e, err := cachefile.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Token != "new" || e.Fence < prevFence {
+		t.Fatalf("cache file: token %q with fence %d; want the new token with a fence at or past the previous holder's %d", e.Token, e.Fence, prevFence)
+	}
+	if k.Persisted() != e.Fence || gen.get() != e.Fence {
+		t.Fatalf("keeper records %d, generator fenced at %d; want both at the fence written %d", k.Persisted(), gen.get(), e.Fence)
 	}
 }

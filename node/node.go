@@ -18,7 +18,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/cachefile"
 	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
@@ -312,35 +311,12 @@ func (n *node) newGuard() error {
 
 	// fence_persist_failed: the fence keeper, which also records when the
 	// last report reached ZooKeeper (for a start while ZooKeeper is down).
-	entry := n.ident.entry
-	persist := func(fence int64) error { // called under the keeper's lock
-		if n.coord != nil {
-			// One snapshot: the token and the fence acknowledged for it go
-			// together, so the file never claims a fence for a token that
-			// was not granted it.
-			st := n.coord.Status()
-			entry.ZKReported = max(entry.ZKReported, st.LastReport)
-			if st.Token != "" {
-				entry.Token, entry.ZKFence = st.Token, st.ZKFence
-				if final := n.finalZKFence.Load(); final != 0 {
-					entry.ZKFence = min(entry.ZKFence, final) // graceful stop: see serve
-				}
-				if st.Incarnation != "" {
-					entry.Incarnation = st.Incarnation
-				}
-			}
-			if st.LeaseSession != "" {
-				entry.ZKSession = st.LeaseSession
-			}
-		}
-		e := entry
-		e.Fence, e.Updated = fence, clock.UnixMilli(n.clock)
-		if n.beforeWrite != nil {
-			n.beforeWrite()
-		}
-		return cachefile.Save(n.cfg.CacheFile, e)
+	w := &fenceWriter{path: n.cfg.CacheFile, entry: n.ident.entry, clock: n.clock, floor: n.fences.LastIssued,
+		finalZKFence: n.finalZKFence.Load, beforeWrite: n.beforeWrite}
+	if n.coord != nil {
+		w.status = n.coord.Status
 	}
-	n.keeper = NewFenceKeeper(n.guard, n.clock, n.fences, n.cfg.FenceAhead, entry.Fence, persist, n.log)
+	n.keeper = NewFenceKeeper(n.guard, n.clock, n.fences, n.cfg.FenceAhead, w.entry.Fence, w.persist, n.log)
 	n.loops = append(n.loops, n.keeper.Run)
 
 	// clock_rollback: tripped by the generator (onIDError) and the watcher,
