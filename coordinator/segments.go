@@ -38,8 +38,16 @@ type SegmentStore struct {
 
 	possiblyLost atomic.Int64
 
+	ops    atomic.Uint64 // numbers the reads and writes of tag records, in the order they start
 	seenMu sync.Mutex
-	seen   map[string]int64 // per tag, the highest max_id this store has read or written
+	seen   map[string]seenMax // per tag, the highest max_id this store has read or written
+}
+
+// seenMax is the highest max_id a store has seen for a tag, and the number
+// of the operation that showed it.
+type seenMax struct {
+	maxID int64
+	at    uint64
 }
 
 // ErrWentBack: a tag's max_id in ZooKeeper is below one this store saw
@@ -220,11 +228,31 @@ func (s *SegmentStore) readTag(ctx context.Context, tag string) (segment.Tag, in
 }
 
 // readRecord reads a tag's whole record (raw: every field, for a rewrite)
-// and its version.
+// and its version. A max_id below one this store saw is read again after a
+// sync before it counts as gone back: a new session (after an expiry the
+// client forgets what it has seen) may talk to a follower that lags.
 func (s *SegmentStore) readRecord(ctx context.Context, tag string) (tagRecord, map[string]json.RawMessage, int32, error) {
+	rec, raw, version, err := s.readRecordOnce(ctx, tag)
+	if !errors.Is(err, ErrWentBack) {
+		return rec, raw, version, err
+	}
+	if serr := s.z.sync(ctx, s.tagPath(tag)); serr != nil {
+		return tagRecord{}, nil, 0, fmt.Errorf("read tag %q: %w", tag, unavailable(serr))
+	}
+	rec, raw, version, err = s.readRecordOnce(ctx, tag)
+	if errors.Is(err, ErrWentBack) {
+		s.log.Error().Err(err).Str("tag", tag).
+			Msg("segment: ZooKeeper's max_id went back: it lost acknowledged writes; no range is taken from it")
+	}
+	return rec, raw, version, err
+}
+
+// readRecordOnce is readRecord without the second look.
+func (s *SegmentStore) readRecordOnce(ctx context.Context, tag string) (tagRecord, map[string]json.RawMessage, int32, error) {
 	if err := segment.ValidateTag(tag); err != nil {
 		return tagRecord{}, nil, 0, err
 	}
+	op := s.ops.Add(1)
 	b, st, err := s.z.get(ctx, s.tagPath(tag))
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
@@ -240,26 +268,32 @@ func (s *SegmentStore) readRecord(ctx context.Context, tag string) (tagRecord, m
 	if err := rec.Check(); err != nil {
 		return tagRecord{}, nil, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
 	}
-	if err := s.see(tag, rec.MaxID); err != nil {
+	if err := s.see(tag, rec.MaxID, op); err != nil {
 		return tagRecord{}, nil, 0, err
 	}
 	return rec, raw, st.Version, nil
 }
 
-// see records max_id as read or written for tag, and fails with
-// ErrWentBack when it is below the highest seen before.
-func (s *SegmentStore) see(tag string, maxID int64) error {
+// see records max_id as shown by operation op (numbered when it started)
+// for tag, and fails with ErrWentBack when it is below a higher value an
+// earlier operation had shown before op started. A read that started before
+// a write of this store was answered may show the older value (the two
+// race in this process, not in ZooKeeper, which answers one session's
+// requests in order, and never lets a reconnecting client see an older
+// state than it has seen).
+func (s *SegmentStore) see(tag string, maxID int64, op uint64) error {
 	s.seenMu.Lock()
 	defer s.seenMu.Unlock()
 	if s.seen == nil {
-		s.seen = map[string]int64{}
+		s.seen = map[string]seenMax{}
 	}
-	if hi := s.seen[tag]; maxID < hi {
-		s.log.Error().Str("tag", tag).Int64("max_id", maxID).Int64("seen", hi).
-			Msg("segment: ZooKeeper's max_id went back: it lost acknowledged writes; no range is taken from it")
-		return fmt.Errorf("tag %q: %w: max_id %d, this node saw %d", tag, ErrWentBack, maxID, hi)
+	cur := s.seen[tag]
+	switch {
+	case maxID < cur.maxID && cur.at < op:
+		return fmt.Errorf("tag %q: %w: max_id %d, this node saw %d", tag, ErrWentBack, maxID, cur.maxID)
+	case maxID > cur.maxID:
+		s.seen[tag] = seenMax{maxID: maxID, at: op}
 	}
-	s.seen[tag] = maxID
 	return nil
 }
 
@@ -364,7 +398,7 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 		switch {
 		case err == nil:
 			s.log.Debug().Str("tag", tag).Stringer("range", r).Int32("version", version+1).Msg("segment: advanced max_id")
-			_ = s.see(tag, r.Hi) // higher than read: cannot fail
+			_ = s.see(tag, r.Hi, s.ops.Add(1)) // higher than read: cannot fail
 			return r, t, nil
 		case errors.Is(err, zk.ErrBadVersion):
 			continue // another allocator advanced max_id first
@@ -375,7 +409,7 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 		won, known := s.allocOutcome(ctx, tag, version+1, nonce)
 		s.log.Debug().Err(err).Str("tag", tag).Stringer("range", r).Bool("won", won).Bool("known", known).Msg("segment: max_id write's answer lost")
 		if known && won {
-			_ = s.see(tag, r.Hi)
+			_ = s.see(tag, r.Hi, s.ops.Add(1))
 			return r, t, nil
 		} else if known {
 			continue

@@ -372,3 +372,24 @@ func TestSegmentStore_MaxIDWentBackIsRefused(t *testing.T) {
 		t.Fatalf("a store that never saw it: %v, %v", r, err)
 	}
 }
+
+// see tells a record that went back from a read that merely started before
+// a write of the same store was answered: only a value shown by an
+// operation that started after the higher one was seen counts.
+func TestSegmentStoreSeeOrdersByStart(t *testing.T) {
+	s := &SegmentStore{log: testLog(t, nil)}
+	read := s.ops.Add(1)  // a read starts …
+	write := s.ops.Add(1) // … a write is answered with max_id 200
+	if err := s.see("t", 200, write); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.see("t", 100, read); err != nil {
+		t.Fatalf("a read that started before the write showed the older 100: %v, want no error", err)
+	}
+	if err := s.see("t", 100, s.ops.Add(1)); !errors.Is(err, ErrWentBack) {
+		t.Fatalf("a read that started after the write showed 100: %v, want ErrWentBack", err)
+	}
+	if err := s.see("t", 300, s.ops.Add(1)); err != nil {
+		t.Fatalf("a higher value: %v", err)
+	}
+}
