@@ -74,15 +74,7 @@ func TestRunNTPCheck(t *testing.T) {
 // the node out of service (clock_rollback) until the clock is past the last
 // issued ID again; its counters show in /clock.
 func TestRunWatcherSeesStepBackWithoutTraffic(t *testing.T) {
-	clk := clocktest.NewFake(time.Now())
-	cfg := testConfig(t, 4)
-	ln := loopbackListener(t)
-	addr := ln.Addr().String()
-	startRunOn(t, cfg, ln, WithClock(clk))
-	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
-	if code, body := httpGet(t, addr, "/id"); code != http.StatusOK {
-		t.Fatalf("/id: %d %s", code, body)
-	}
+	clk, addr := startWithOneID(t, 4)
 	clk.StepWall(-2 * time.Second)
 	waitHTTP(t, addr, "/readyz", func(code int, body string) bool {
 		return code == http.StatusServiceUnavailable && strings.Contains(body, `"reason":"clock_rollback"`) && strings.Contains(body, "watcher")
@@ -100,15 +92,7 @@ func TestRunWatcherSeesStepBackWithoutTraffic(t *testing.T) {
 // nothing: the watcher counts it, and the node stays in service (it used to
 // leave for a few microseconds with a false "behind the last issued ID").
 func TestRunWatcherStepAheadOfTheLastIDKeepsTheNodeIn(t *testing.T) {
-	clk := clocktest.NewFake(time.Now())
-	cfg := testConfig(t, 5)
-	ln := loopbackListener(t)
-	addr := ln.Addr().String()
-	startRunOn(t, cfg, ln, WithClock(clk))
-	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
-	if code, body := httpGet(t, addr, "/id"); code != http.StatusOK {
-		t.Fatalf("/id: %d %s", code, body)
-	}
+	clk, addr := startWithOneID(t, 5)
 	clk.Advance(time.Second)
 	clk.StepWall(-300 * time.Millisecond) // still 700ms past the last ID
 	var rep ClockReport
@@ -127,4 +111,19 @@ func TestRunWatcherStepAheadOfTheLastIDKeepsTheNodeIn(t *testing.T) {
 	if code, body := httpGet(t, addr, "/id"); code != http.StatusOK {
 		t.Fatalf("/id after the step: %d %s", code, body)
 	}
+}
+
+// startWithOneID runs a standalone node with worker ID worker on a fake
+// clock, waits for it to serve and takes one ID from it.
+func startWithOneID(t *testing.T, worker int64) (*clocktest.Fake, string) {
+	t.Helper()
+	clk := clocktest.NewFake(time.Now())
+	ln := loopbackListener(t)
+	addr := ln.Addr().String()
+	startRunOn(t, testConfig(t, worker), ln, WithClock(clk))
+	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+	if code, body := httpGet(t, addr, "/id"); code != http.StatusOK {
+		t.Fatalf("/id: %d %s", code, body)
+	}
+	return clk, addr
 }

@@ -270,6 +270,28 @@ func newJumpPeers(t *testing.T, g *clockguard.Guard, clk *clocktest.Fake, src cl
 	return peers
 }
 
+// peerJump is a jump guard whose one confirmer is a real peer check over
+// adjustable loopback peers, after a round in which they all agree and a
+// second of steady clock.
+type peerJump struct {
+	clk   *clocktest.Fake
+	src   *adjustablePeers
+	g     *clockguard.Guard
+	peers *clockguard.Peers
+	j     *jumpGuard
+}
+
+func newPeerJump(t *testing.T, n int) peerJump {
+	t.Helper()
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	src := startAdjustablePeers(t, clk, n)
+	g := clockguard.New(zerolog.Nop(), nil)
+	peers := newJumpPeers(t, g, clk, src)
+	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
+	clk.Advance(time.Second)
+	return peerJump{clk, src, g, peers, j}
+}
+
 // Once the peers, measured after the jump, disagreed with it, a later
 // round that measures nothing (every other node out of service or
 // restarting: an empty list; or none reachable) must not let JumpHold
@@ -280,13 +302,9 @@ func TestJumpGuardRemembersADisagreement(t *testing.T) {
 		gone int32
 	}{{"then an empty peer list", goneEmpty}, {"then no peer reachable", goneDead}} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-			src := startAdjustablePeers(t, clk, 2)
-			g := clockguard.New(zerolog.Nop(), nil)
-			peers := newJumpPeers(t, g, clk, src)
-			j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
+			r := newPeerJump(t, 2)
+			clk, src, g, peers, j := r.clk, r.src, r.g, r.peers, r.j
 			ctx := context.Background()
-			clk.Advance(time.Second)
 			clk.StepWall(time.Hour)
 			src.lag.Store(int64(time.Hour)) // the peers still read the true time
 			if !j.Holding() {
@@ -333,13 +351,9 @@ func TestJumpGuardASecondJumpIsItsOwn(t *testing.T) {
 		{"landing just before jump 1 is accepted: a suspicion of its own", false, "by 1h0m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-			src := startAdjustablePeers(t, clk, 1)
-			g := clockguard.New(zerolog.Nop(), nil)
-			peers := newJumpPeers(t, g, clk, src)
-			j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
+			r := newPeerJump(t, 1)
+			clk, src, g, peers, j := r.clk, r.src, r.g, r.peers, r.j
 			ctx := context.Background()
-			clk.Advance(time.Second)
 			src.gone.Store(goneDead)
 			clk.StepWall(10 * time.Second) // jump 1, which the peer's clock shares
 			if !j.Holding() {
@@ -374,13 +388,9 @@ func TestJumpGuardASecondJumpIsItsOwn(t *testing.T) {
 // more, so an agreement with the clock in between confirms nothing about
 // the clock after.
 func TestJumpGuardMovedWhileHeldStartsAfresh(t *testing.T) {
-	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-	src := startAdjustablePeers(t, clk, 1)
-	g := clockguard.New(zerolog.Nop(), nil)
-	peers := newJumpPeers(t, g, clk, src)
-	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
+	r := newPeerJump(t, 1)
+	clk, src, peers, j := r.clk, r.src, r.peers, r.j
 	ctx := context.Background()
-	clk.Advance(time.Second)
 	// The node was 5s behind the peer (the peer says +5s): it jumps +10s.
 	src.lag.Store(int64(5 * time.Second))
 	clk.StepWall(10 * time.Second)
@@ -410,11 +420,8 @@ func TestJumpGuardMovedWhileHeldStartsAfresh(t *testing.T) {
 // (peer_offset itself passes: two clocks, no majority, so its rounds would
 // wait the hour), then comes to agree, which releases it within RetryMax.
 func TestJumpGuardHeldJumpIsRechecked(t *testing.T) {
-	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-	src := startAdjustablePeers(t, clk, 1)
-	g := clockguard.New(zerolog.Nop(), nil)
-	peers := newJumpPeers(t, g, clk, src)
-	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
+	r := newPeerJump(t, 1)
+	clk, src, g, peers, j := r.clk, r.src, r.g, r.peers, r.j
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
