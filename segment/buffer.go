@@ -332,14 +332,17 @@ func (b *tagBuf) load() error {
 	b.mu.Unlock()
 	b.svc.cfg.Log.Debug().Str("tag", b.name).Stringer("range", r).Int64("above", above).Int64("issued", issued).
 		Dur("took", took).Msg("segment: range loaded")
-	if err := b.svc.cfg.Store.Publish(ctx, b.name, b.svc.cfg.Holder, held); err != nil {
-		b.svc.cfg.Log.Debug().Err(err).Str("tag", b.name).Msg("segment: publish holder record")
-	}
-	// Persist the new range (and the mark) at once: a crash now resumes it.
+	// Persist the new range (and the mark) at once, before anything else
+	// that talks to ZooKeeper: a crash from here on resumes it (the holder
+	// record is only for operators, and can hang for LoadTimeout).
 	b.mu.Lock()
 	target := b.issued + max(b.chunkLocked(), int64(b.want))
 	b.mu.Unlock()
-	return b.svc.persist(b, target)
+	err = b.svc.persist(b, target)
+	if perr := b.svc.cfg.Store.Publish(ctx, b.name, b.svc.cfg.Holder, held); perr != nil {
+		b.svc.cfg.Log.Debug().Err(perr).Str("tag", b.name).Msg("segment: publish holder record")
+	}
+	return err
 }
 
 // setTagLocked takes the tag's base and max step from its record.

@@ -429,3 +429,57 @@ func TestUnknownTagIsRemembered(t *testing.T) {
 	mu.Unlock()
 	take(t, s, "later", 1)
 }
+
+// hangingPublish is a store whose holder records hang until released: a
+// ZooKeeper that answers the allocation and then nothing.
+type hangingPublish struct {
+	*memStore
+	entered chan struct{} // closed when the first Publish starts
+	once    sync.Once
+	release chan struct{}
+}
+
+func (h *hangingPublish) Publish(ctx context.Context, tag, holder string, held []segment.Range) error {
+	h.once.Do(func() { close(h.entered) })
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return h.memStore.Publish(ctx, tag, holder, held)
+}
+
+// A range is in the state file as soon as it is allocated, before the
+// holder record (which can hang for LoadTimeout): a kill -9 in between
+// resumes it. It used to be written after the holder record, so a crash
+// there lost the whole range, not the documented one chunk, and Takes
+// waited on ZooKeeper for IDs already in memory.
+func TestLoadPersistsTheRangeBeforePublishing(t *testing.T) {
+	st := &hangingPublish{memStore: newMemStore(), entered: make(chan struct{}), release: make(chan struct{})}
+	st.create("t", 1, 100, 100)
+	file := filepath.Join(t.TempDir(), "seg.json")
+	s := newService(t, segment.Config{Store: st, StateFile: file, Holder: "n"})
+	t.Cleanup(func() { close(st.release) })
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.Take(context.Background(), "t", nil, 1)
+		got <- err
+	}()
+	select {
+	case <-st.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the range was never published")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil || !strings.Contains(string(b), `"t":[{"lo":`) {
+		t.Fatalf("state file while the holder record hangs: %q (%v); want the new range listed", b, err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("Take while the holder record hangs: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Take waited on the holder record for an ID in memory")
+	}
+}
