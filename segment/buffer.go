@@ -15,9 +15,10 @@ import (
 // handed out; below permitted may be (the state file no longer lists them,
 // R2); below held are in memory.
 type tagBuf struct {
-	svc  *Service
-	name string
-	kick chan struct{} // wakes the loader
+	svc      *Service
+	name     string
+	kick     chan struct{} // wakes the load worker
+	markKick chan struct{} // wakes the mark worker
 
 	mu        sync.Mutex
 	ranges    []Range // unissued IDs in memory, increasing; ranges[0] is current
@@ -48,10 +49,13 @@ func (b *tagBuf) broadcastLocked() {
 	b.wake = make(chan struct{})
 }
 
+// kickLoader wakes both workers (each looks whether it has work).
 func (b *tagBuf) kickLoader() {
-	select {
-	case b.kick <- struct{}{}:
-	default:
+	for _, k := range []chan struct{}{b.kick, b.markKick} {
+		select {
+		case k <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -196,20 +200,36 @@ func (b *tagBuf) unissuedFromLocked(p int64) []Range {
 	return out
 }
 
-// loader loads ranges and moves the mark for the Takes, one operation at
-// a time, until the service closes. The mark comes first: it is local, and
-// the IDs already in memory must stay issuable while ZooKeeper is
-// unreachable. A failed load or write is kept for the Takes' errors and not
-// retried before a growing pause, while the other kind goes on.
-func (b *tagBuf) loader() {
+// The two kinds of work on a tag, each on a goroutine of its own.
+type work int
+
+const (
+	markWork work = iota // move the state file's mark (local)
+	loadWork             // load the next range (ZooKeeper)
+)
+
+func (k work) String() string {
+	if k == markWork {
+		return "state write"
+	}
+	return "range load"
+}
+
+// worker does one kind of work for the Takes until the service closes:
+// moving the mark (the state file) or loading ranges (ZooKeeper). They run
+// apart so that a ZooKeeper that hangs (an Alloc waits up to LoadTimeout)
+// never stops the mark, and the IDs already in memory stay issuable. A
+// failed operation is kept for the Takes' errors and not retried before a
+// growing pause.
+func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 	defer b.svc.wg.Done()
-	var loadRetry, markRetry retryClock
+	var rc retryClock
 	var retry <-chan time.Time
 	for {
 		select {
 		case <-b.svc.stop:
 			return
-		case <-b.kick:
+		case <-kick:
 		case <-retry:
 		}
 		retry = nil
@@ -221,23 +241,25 @@ func (b *tagBuf) loader() {
 			}
 			now := time.Now()
 			b.mu.Lock()
-			b.noteRateLocked(now)
-			load, mark := b.needLoadLocked(), b.needMarkLocked()
+			need := b.needLoadLocked()
+			if kind == markWork {
+				b.noteRateLocked(now)
+				need = b.needMarkLocked()
+			}
 			target := b.issued + max(b.chunkLocked(), int64(b.want))
 			b.mu.Unlock()
-			var err error
-			var rc *retryClock
-			switch {
-			case mark && markRetry.due(now):
-				err, rc = b.svc.persist(b, target), &markRetry
-			case load && loadRetry.due(now):
-				err, rc = b.load(), &loadRetry
-			}
-			if rc == nil { // nothing to do, or only what waits for its pause
-				if wait := min(loadRetry.wait(now, load), markRetry.wait(now, mark)); wait < time.Hour {
-					retry = time.After(wait)
-				}
+			if !need {
 				break
+			}
+			if !rc.due(now) {
+				retry = time.After(rc.wait(now, true))
+				break
+			}
+			var err error
+			if kind == markWork {
+				err = b.svc.persist(b, target)
+			} else {
+				err = b.load()
 			}
 			if err == nil {
 				rc.ok()
@@ -248,7 +270,7 @@ func (b *tagBuf) loader() {
 			b.lastErr = err
 			b.broadcastLocked()
 			b.mu.Unlock()
-			b.svc.cfg.Log.Warn().Err(err).Str("tag", b.name).Msg("segment: range load or state write failed; retrying")
+			b.svc.cfg.Log.Warn().Err(err).Str("tag", b.name).Stringer("work", kind).Msg("segment: range load or state write failed; retrying")
 		}
 	}
 }

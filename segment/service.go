@@ -65,7 +65,7 @@ type Service struct {
 	cfg    Config
 	ctx    context.Context // cancelled once Close's own deadline passes: loads in flight give up
 	cancel context.CancelFunc
-	stop   chan struct{} // closed by Close: loaders end after the operation in flight
+	stop   chan struct{} // closed by Close: the workers end after the operation in flight
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
@@ -226,7 +226,7 @@ func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
 }
 
 func (s *Service) newBuf(tag string, t Tag) *tagBuf {
-	b := &tagBuf{svc: s, name: tag, kick: make(chan struct{}, 1), wake: make(chan struct{})}
+	b := &tagBuf{svc: s, name: tag, kick: make(chan struct{}, 1), markKick: make(chan struct{}, 1), wake: make(chan struct{})}
 	if t.Step > 0 {
 		b.setTagLocked(t)
 	}
@@ -234,8 +234,9 @@ func (s *Service) newBuf(tag string, t Tag) *tagBuf {
 }
 
 func (s *Service) start(b *tagBuf) {
-	s.wg.Add(1)
-	go b.loader()
+	s.wg.Add(2)
+	go b.worker(markWork, b.markKick)
+	go b.worker(loadWork, b.kick)
 }
 
 // persist writes the state file with b's mark moved to at least target
@@ -391,9 +392,9 @@ func (s *Service) halt() []*tagBuf {
 	return bufs
 }
 
-// stopLoaders ends the loaders: each finishes the operation in flight
-// until giveUp is closed, then loads in flight are cancelled. It returns
-// once every loader has.
+// stopLoaders ends the tags' workers (marks and loads): each finishes the
+// operation in flight until giveUp is closed, then loads in flight are
+// cancelled. It returns once every worker has.
 func (s *Service) stopLoaders(giveUp <-chan struct{}) {
 	close(s.stop)
 	done := make(chan struct{})

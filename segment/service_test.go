@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -481,5 +482,43 @@ func TestLoadPersistsTheRangeBeforePublishing(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a Take waited on the holder record for an ID in memory")
+	}
+}
+
+// hangingAlloc is a store whose allocations hang while hang is set: a
+// ZooKeeper that answers nothing.
+type hangingAlloc struct {
+	*memStore
+	hang    atomic.Bool
+	release chan struct{}
+}
+
+func (h *hangingAlloc) Alloc(ctx context.Context, tag string, step, above int64) (segment.Range, segment.Tag, error) {
+	if h.hang.Load() {
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return segment.Range{}, segment.Tag{}, ctx.Err()
+		}
+	}
+	return h.memStore.Alloc(ctx, tag, step, above)
+}
+
+// A ZooKeeper that hangs never stops the IDs a node already holds: the
+// mark moves on the disk while a load waits on ZooKeeper. One worker used
+// to do both, so while an Alloc hung (up to LoadTimeout) the mark stood
+// still and Takes got 503 after the first chunk of a range in memory.
+func TestHungStoreKeepsServingWhatIsHeld(t *testing.T) {
+	st := &hangingAlloc{memStore: newMemStore(), release: make(chan struct{})}
+	st.create("t", 1, 1000, 1000)
+	s := newService(t, segment.Config{Store: st, StateFile: filepath.Join(t.TempDir(), "seg.json"), Holder: "n",
+		Wait: 500 * time.Millisecond, LoadTimeout: time.Minute})
+	t.Cleanup(func() { close(st.release) })
+	take(t, s, "t", 1) // the first range, [1,1001)
+	st.hang.Store(true)
+	for i := range 900 { // 10% used: a load starts and hangs; the marks go on
+		if _, err := s.Take(context.Background(), "t", nil, 1); err != nil {
+			t.Fatalf("take %d of the range in memory while ZooKeeper hangs: %v", i+2, err)
+		}
 	}
 }
