@@ -490,9 +490,7 @@ func (s *SegmentStore) returnFrom(ctx context.Context, tag string, r segment.Ran
 	for range maxCASAttempts {
 		rec, raw, version, err := s.readRecordWhileUnavailable(ctx, tag, len(pending) > 0)
 		if err != nil {
-			if len(pending) > 0 {
-				s.possiblyLost.Add(r.Len())
-			}
+			s.lostIfPending(pending, r)
 			return fmt.Errorf("return %v of %q: %w", r, tag, err)
 		}
 		var still []pendingReturn
@@ -529,18 +527,26 @@ func (s *SegmentStore) returnFrom(ctx context.Context, tag string, r segment.Ran
 		case errors.Is(err, zk.ErrNodeExists):
 			return nil // not applied, but the range is there already
 		case errors.Is(err, zk.ErrNoNode):
+			s.lostIfPending(pending, r)
 			return fmt.Errorf("return %v of %q: %w", r, tag, segment.ErrUnknownTag)
 		case !transient(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
-			// ZooKeeper answered no (ErrNoAuth…): nothing happened.
+			// ZooKeeper answered no (ErrNoAuth…): this attempt did nothing.
+			s.lostIfPending(pending, r)
 			return fmt.Errorf("return %v of %q: %w", r, tag, authHint(err))
 		}
 		// The answer was lost: the record read next says what happened.
 		pending = append(pending, p)
 	}
+	s.lostIfPending(pending, r)
+	return fmt.Errorf("return %v of %q: lost the compare-and-set %d times", r, tag, maxCASAttempts)
+}
+
+// lostIfPending counts r possibly lost when a return gives up with
+// attempts whose outcome it never learned.
+func (s *SegmentStore) lostIfPending(pending []pendingReturn, r segment.Range) {
 	if len(pending) > 0 {
 		s.possiblyLost.Add(r.Len())
 	}
-	return fmt.Errorf("return %v of %q: lost the compare-and-set %d times", r, tag, maxCASAttempts)
 }
 
 // The outcomes of a return whose answer was lost, read from the record.
@@ -552,16 +558,21 @@ const (
 )
 
 // returnOutcome says what became of p, the record now being rec at
-// version.
+// version. It concludes that p did not land only from a record that moved
+// past p's version with the return count exactly where p found it: a count
+// that went back (a rewrite that dropped the fields: a node of a version
+// before return nonces, a hand edit) or a first return (whose count a
+// dropped field would also show) leaves it unknown, and a record at or
+// below p's version (a read that lags) decides nothing yet.
 func returnOutcome(rec tagRecord, version int32, p pendingReturn) int {
 	behind := rec.ReturnSeq - p.seq
 	switch {
-	case behind < 0:
-		// Not recorded (yet): it can still land only on its version.
-		if version == p.version {
-			return returnMayApply
-		}
+	case behind < 0 && version <= p.version:
+		return returnMayApply // not recorded yet; it can still land on its version
+	case behind < 0 && rec.ReturnSeq == p.seq-1 && p.seq > 1:
 		return returnNot
+	case behind < 0:
+		return returnUnknown
 	case behind >= int64(len(rec.Returns)):
 		return returnUnknown
 	case rec.Returns[len(rec.Returns)-1-int(behind)] == p.nonce:

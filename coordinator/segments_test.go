@@ -3,10 +3,12 @@ package coordinator
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,8 +191,10 @@ func TestSegmentStore_Tags(t *testing.T) {
 
 // returnOutcome reads a lost return's fate from the tag record: its nonce
 // at its place applied; another nonce there, or a record moved past its
-// version without it, not; not yet recorded at its version, it may still
-// land; fallen out of the window of nonces, unknown.
+// version with the count where it was, not; not yet recorded at or below its
+// version, it may still land; fallen out of the window of nonces, or the
+// count gone back, unknown. A tag's first return cannot be told from one
+// whose fields a rewrite dropped: unknown.
 func TestReturnOutcome(t *testing.T) {
 	rec := tagRecord{ReturnSeq: 40, Returns: []string{"n38", "n39", "n40"}}
 	for _, tc := range []struct {
@@ -203,8 +207,26 @@ func TestReturnOutcome(t *testing.T) {
 		{"its nonce, two returns since", 7, pendingReturn{seq: 38, nonce: "n38", version: 3}, returnApplied},
 		{"another nonce at its place", 7, pendingReturn{seq: 39, nonce: "mine", version: 5}, returnNot},
 		{"not recorded, the record at its version", 7, pendingReturn{seq: 41, nonce: "mine", version: 7}, returnMayApply},
-		{"not recorded, the record moved on", 8, pendingReturn{seq: 41, nonce: "mine", version: 7}, returnNot},
+		{"not recorded, a read that lags behind its version", 6, pendingReturn{seq: 41, nonce: "mine", version: 7}, returnMayApply},
+		{"not recorded, the record moved on, the count where it was", 8, pendingReturn{seq: 41, nonce: "mine", version: 7}, returnNot},
+		{"the count went back (the fields dropped by a rewrite)", 8, pendingReturn{seq: 45, nonce: "mine", version: 7}, returnUnknown},
 		{"before the window", 7, pendingReturn{seq: 37, nonce: "n37", version: 1}, returnUnknown},
+	} {
+		if got := returnOutcome(rec, tc.version, tc.p); got != tc.want {
+			t.Errorf("%s: outcome %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	first := tagRecord{} // no return recorded: a first return, or fields dropped
+	if got := returnOutcome(first, 3, pendingReturn{seq: 1, nonce: "mine", version: 2}); got != returnUnknown {
+		t.Errorf("a tag's first return, the record moved on: outcome %d, want unknown (%d)", got, returnUnknown)
+	}
+	for _, tc := range []struct {
+		name    string
+		version int32
+		p       pendingReturn
+		want    int
+	}{
+		{"its nonce, last (again)", 7, pendingReturn{seq: 40, nonce: "n40", version: 6}, returnApplied},
 	} {
 		if got := returnOutcome(rec, tc.version, tc.p); got != tc.want {
 			t.Errorf("%s: outcome %d, want %d", tc.name, got, tc.want)
@@ -253,11 +275,11 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 	// not applied: an attempt on a version the record has moved past, its
 	// nonce nowhere: it cannot land any more, so the return is made again.
 	r2 := segment.Range{Lo: next.Lo + 1, Hi: next.Hi}
-	_, _, version, err := a.readRecord(ctx, "lost")
+	rec, _, version, err := a.readRecord(ctx, "lost")
 	if err != nil {
 		t.Fatal(err)
 	}
-	never := pendingReturn{seq: 1 << 40, nonce: "never-sent", version: version - 1}
+	never := pendingReturn{seq: rec.ReturnSeq + 1, nonce: "never-sent", version: version - 1}
 	if err := a.returnFrom(ctx, "lost", r2, []pendingReturn{never}); err != nil {
 		t.Fatalf("an attempt that cannot land: %v", err)
 	}
@@ -391,5 +413,98 @@ func TestSegmentStoreSeeOrdersByStart(t *testing.T) {
 	}
 	if err := s.see("t", 300, s.ops.Add(1)); err != nil {
 		t.Fatalf("a higher value: %v", err)
+	}
+}
+
+// A return whose answer was lost, resolved after a rewrite of the record
+// dropped the return fields (a node of a version before return nonces
+// allocating during a rolling upgrade; a hand edit of max_id): the count
+// went back, so whether it landed cannot be told, and it is counted
+// possibly lost, never made again (it had landed, and another node holds
+// the range).
+func TestSegmentStore_ReturnFieldsDroppedByARewriteAreNotRetried(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	a, b, c := segmentStore(t, srv), segmentStore(t, srv), segmentStore(t, srv)
+	if err := a.Create(ctx, segment.Tag{Name: "reset", Start: 5, Step: 1000, MaxStep: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	held, _, err := a.Alloc(ctx, "reset", 1000, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := segment.Range{Lo: held.Lo + 5, Hi: held.Hi}
+	p := attemptReturn(t, a, "reset", r) // landed, answer lost
+	if took, _, err := b.Alloc(ctx, "reset", 1000, 0); err != nil || took != r {
+		t.Fatalf("B's alloc: %v, %v; want the returned %v", took, err, r)
+	}
+	rec, _, version, err := c.readRecord(ctx, "reset")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := rec.Tag // an old node's rewrite: the typed fields only
+	old.MaxID += 1000
+	data, err := json.Marshal(struct {
+		segment.Tag
+		LastAlloc string `json:"last_alloc"`
+	}{old, "old-node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.z.set(ctx, c.tagPath("reset"), data, version); err != nil {
+		t.Fatal(err)
+	}
+	before := a.PossiblyLost()
+	if err := a.returnFrom(ctx, "reset", r, []pendingReturn{p}); !errors.Is(err, ErrReturnUnknown) || a.PossiblyLost() != before+r.Len() {
+		t.Fatalf("resolving it: %v, possibly lost +%d; want ErrReturnUnknown and the range counted", err, a.PossiblyLost()-before)
+	}
+	if got, err := c.Returned(ctx, "reset"); err != nil || len(got) != 0 {
+		t.Fatalf("returned ranges %v (%v): the range B holds is back", got, err)
+	}
+}
+
+// One store (one session, as in a node) whose Tag readers race its own
+// allocations: a read that started before an allocation was answered may
+// show the older max_id, and is no sign of ZooKeeper going back.
+func TestSegmentStore_ConcurrentReadsAreNotWentBack(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	s := segmentStore(t, srv)
+	if err := s.Create(ctx, segment.Tag{Name: "race", Start: 1, Step: 10, MaxStep: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var wentBack, reads atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := 0; i < 100_000; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := s.Tag(ctx, "race")
+				reads.Add(1)
+				switch {
+				case errors.Is(err, ErrWentBack):
+					wentBack.Add(1)
+				case err != nil:
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for range 200 {
+		if _, _, err := s.Alloc(ctx, "race", 10, 0); err != nil {
+			t.Errorf("alloc: %v", err)
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if n := wentBack.Load(); n > 0 {
+		t.Fatalf("%d of %d reads refused as 'went back' beside 200 allocations of the same store", n, reads.Load())
 	}
 }
