@@ -35,6 +35,10 @@
 //     resumed. The node holds the cache file's lock for its life, so two
 //     processes never share one state file.
 //
+// docs/segments.md writes the argument out (R5, returns whose answer was
+// lost; R6, a ZooKeeper that forgets acknowledged writes), with what a crash
+// loses and the tests that attack each step.
+//
 // What it does not guarantee: IDs are not time-ordered, not ordered across
 // nodes, and guessable (never use them where volume must stay secret).
 package segment

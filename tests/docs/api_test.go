@@ -242,3 +242,22 @@ func testFuncNames(t *testing.T) map[string]bool {
 	}
 	return names
 }
+
+// TestOrderingArgumentsNameRealTests checks that every test the ordering
+// arguments (docs/fencing.md, docs/segments.md) cite as attacking a step
+// exists: an argument whose tests were renamed away proves nothing.
+func TestOrderingArgumentsNameRealTests(t *testing.T) {
+	tests := testFuncNames(t)
+	cited := regexp.MustCompile("`(Test[A-Za-z0-9_]+)`")
+	for _, doc := range []string{"docs/fencing.md", "docs/segments.md"} {
+		names := cited.FindAllStringSubmatch(readRepoFile(t, doc), -1)
+		if len(names) == 0 {
+			t.Errorf("%s cites no test", doc)
+		}
+		for _, m := range names {
+			if !tests[m[1]] {
+				t.Errorf("%s cites %s, which is no test function in the repository", doc, m[1])
+			}
+		}
+	}
+}
