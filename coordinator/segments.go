@@ -425,7 +425,14 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 // or moved on past want).
 func (s *SegmentStore) allocOutcome(ctx context.Context, tag string, want int32, nonce string) (won, known bool) {
 	for range 20 {
-		b, st, err := s.z.get(ctx, s.tagPath(tag))
+		// Synced first: after a reconnect a follower that lags could show a
+		// version below want although the write happened.
+		err := s.z.sync(ctx, s.tagPath(tag))
+		var b []byte
+		var st *zk.Stat
+		if err == nil {
+			b, st, err = s.z.get(ctx, s.tagPath(tag))
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return false, false
