@@ -210,6 +210,11 @@ func TestStateFileOfOtherIncarnationIsDropped(t *testing.T) {
 	if ids := take(t, s2, "x", 1); ids[0] < 101 {
 		t.Fatalf("first ID %d after an incarnation change: the old range [1,101) was resumed", ids[0])
 	}
+	// Stopped first: a running service writes the file (its mark), and
+	// could put valid JSON back over the corrupt file below.
+	if _, err := s2.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(file, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
