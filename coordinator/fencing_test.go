@@ -68,7 +68,7 @@ func TestIntegration_PartitionedHolderFencedOutBySameKeyTakeOver(t *testing.T) {
 }
 
 // A write to our forever znode by someone else (same worker ID, another
-// token) is a take-over, never adopted as our own (issue 8, item 4).
+// token) is a take-over, never adopted as our own.
 func TestIntegration_ForeignWriteToOwnZnodeIsATakeOver(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	c := newCoord(t, testConfig(t, srv, "victim"))
@@ -188,7 +188,7 @@ func TestIntegration_IncarnationAndClusterSettings(t *testing.T) {
 	}
 }
 
-// Issue 9.1: a lease of this node key whose holder shows no sign of life
+// A lease of this node key whose holder shows no sign of life
 // (its session lingers, as after kill -9 during a ZooKeeper election, but
 // its forever znode is not renewed) does not make the claim fail: after
 // watching it for the stale-lease wait, the claim commits without the

@@ -1,4 +1,4 @@
-// Package deploy_test checks what operations teams plug in (issue 12):
+// Package deploy_test checks what operations teams plug in:
 // deploy/prometheus (promtool check and unit tests of the alert rules),
 // deploy/kubernetes (the manifests parse and wire real flags, ports and
 // probes), and, against a real Prometheus scraping a real cluster, that the

@@ -12,7 +12,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
-// Forward clock jumps (issue 9.4), standalone and without NTP. A jump
+// Forward clock jumps, standalone and without NTP. A jump
 // within the fence headroom (--fence-ahead) changes nothing. A jump beyond
 // it is suspect: the node leaves service (clock_jump) and no fence is
 // persisted on the jumped time, so after the jump is undone the node is

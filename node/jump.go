@@ -41,7 +41,7 @@ type jumpConfirmer interface {
 }
 
 // jumpGuard keeps a forward clock jump larger than the fence headroom
-// (issue 9.4) out of the fences until it is confirmed. It tracks the skew
+// out of the fences until it is confirmed. It tracks the skew
 // of the wall clock against the monotonic one from a trusted baseline. A
 // skew above the threshold (--fence-ahead) makes the clock suspect: the
 // clock_jump check fails, and Holding tells the fence keeper and the

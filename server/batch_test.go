@@ -10,7 +10,7 @@ import (
 
 // An /ids batch spanning several ticks is issued one tick's worth at a
 // time, with the node's readiness and the batch's time bound checked in
-// between (issue 9.6).
+// between.
 func TestIDsBatchChecksBetweenTicks(t *testing.T) {
 	// 4 IDs per tick, so count=20 takes 5 chunks.
 	layout, err := snowflake.ParseLayout("41/10/2", "2024-01-01T00:00:00Z", "1ms", fakeNow)

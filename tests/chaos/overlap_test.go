@@ -21,7 +21,7 @@ import (
 // and the rounds of the checks.
 const overlapReturnBound = 20 * time.Second
 
-// overlappingFaults (issue 9): a 3-server ZooKeeper ensemble and three nodes
+// overlappingFaults: a 3-server ZooKeeper ensemble and three nodes
 // under load, with a seeded schedule where kill -9 restarts (some with the
 // clock off at start), ZooKeeper leader restarts, rollbacks and forward
 // jumps overlap: a fault never waits for the previous one to heal. Every

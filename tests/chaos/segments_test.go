@@ -187,7 +187,7 @@ func (l *segLoad) finish() []int64 {
 	return ids
 }
 
-// segmentsOverlappingFaults (issue 11 under issue 9's faults): three real
+// segmentsOverlappingFaults (segment mode under the overlapping faults): three real
 // nodes serve one dense tag from a 3-server ensemble while kill -9 and
 // SIGTERM restarts, ZooKeeper leader kills and clock faults overlap. Dense
 // IDs must never repeat, must increase per node process, and the only

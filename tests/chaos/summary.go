@@ -26,7 +26,7 @@ const (
 	MeasureRefusal    = "refuse service, watched (clock off its peers at start)"
 	MeasureReturnPeer = "enter service once the clock agrees with peers (fix to /readyz 200)"
 	MeasureRestart    = "restart after kill -9 mid-rollback (start to /readyz 200)"
-	// Overlapping faults (issue 9): each fault's time to return, other
+	// Overlapping faults: each fault's time to return, other
 	// faults going on meanwhile.
 	MeasureOverlapKill   = "return after a kill -9, faults overlapping (restart to /readyz 200)"
 	MeasureOverlapLeader = "return after a ZooKeeper leader restart, faults overlapping (server start to /readyz 200 of every node)"

@@ -108,7 +108,7 @@ func checkNoSymbol(t *testing.T, marker string) {
 }
 
 // A forward jump of the clock (chaos build) by twice --fence-ahead is
-// suspect (issue 9.4): the node leaves service with clock_jump and persists
+// suspect: the node leaves service with clock_jump and persists
 // no fence on the jumped time. When the jump is undone (a bad NTP source
 // corrected, say) it is back in service at once, and its cache file never
 // carried the bad time, so a restart would not have to wait for it.

@@ -14,7 +14,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
-// Issue 10: the Go client routes around nodes that leave service. Three
+// The Go client routes around nodes that leave service. Three
 // chaos-build nodes on a real ZooKeeper; 32 goroutines call Next for 20s
 // while node 1's clock is rolled back 5s (out of service, then back: the
 // reset is a forward jump the peers confirm) and node 2 is killed with

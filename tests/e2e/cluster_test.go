@@ -353,7 +353,7 @@ func TestIntegration_ClusterSecondProcessWithSameNodeKeyRefused(t *testing.T) {
 // timeout: the restart removes its dead predecessor's lease at once (it
 // holds the cache file's lock, and the lease's session is the one the
 // cache file recorded) and starts after the cache file's fence, because the
-// claim replaced the cache file's token. Issue 8's goal: in service within
+// claim replaced the cache file's token. The goal: in service within
 // --fence-ahead + 1s (it was session timeout + margin, about 10.4s).
 func TestIntegration_ClusterRestartAfterKill9WaitsOnlyForLeaseAndFence(t *testing.T) {
 	zk := zkharness.StartStandalone(t)
@@ -766,7 +766,7 @@ func TestIntegration_ClusterPeerCheckTakesOutOnlyTheNodeWithABadClock(t *testing
 }
 
 // fileTail returns the last n lines of a file (or why it cannot be read).
-// Issue 9's peer scenario: three nodes, node 1's clock 5s behind (it waits
+// The split scenario: three nodes, node 1's clock 5s behind (it waits
 // out its rollback and comes back), node 3 down. With two clocks that
 // disagree nobody has a majority: node 2, whose clock is right, must stay
 // in service for the whole observation, flagging the disagreement; node 1

@@ -26,7 +26,7 @@ func lastMs(ids []int64) int64 {
 	return m
 }
 
-// The scenario of issue 8: node A (node key k) is cut off from a ZooKeeper
+// The partition scenario: node A (node key k) is cut off from a ZooKeeper
 // that keeps running; once its session expired, a second process with node
 // key k starts elsewhere (another disk) with ZooKeeper reachable. Both are
 // under load the whole time. Before the fence, both served and 15% of the

@@ -11,7 +11,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
-// Issue 9.3: a disk whose writes hang (not fail). The node must not become a
+// A disk whose writes hang (not fail). The node must not become a
 // black hole (in service, alive znode present, every /id 503): the fence
 // write has a deadline, so it leaves service with fence_persist_failed and
 // deletes its alive znode; /clock and /metrics still answer (nothing reads

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// Issue 9.7: no start of either binary, not even --help, prints a stray
+// No start of either binary, not even --help, prints a stray
 // line (VictoriaMetrics/metrics used to print "INFO: metrics: disable
 // exposing PSI metrics ..." from its initializer). The startuplog package
 // holds the standard logger's output back from init until main routes it
