@@ -361,7 +361,11 @@ func (p *Peers) sample(conn net.Conn, br *bufio.Reader, resp *fasthttp.Response,
 	}
 	req := "GET " + PeerTimePath + " HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: snowflaked-peer-check\r\n" + closing + "\r\n"
 	resp.Reset()
-	m0, sendWall := p.sendTime()
+	// The wall reading is bracketed by monotonic ones and the round trip
+	// starts at the first: a pause between reading the wall clock and
+	// sending would otherwise shift the offset without widening the round
+	// trip (and the lowest round trip would prefer such a sample).
+	m0, sendWall, _ := bracket(p.clk)
 	if _, err := conn.Write([]byte(req)); err != nil {
 		return 0, 0, err
 	}
@@ -378,28 +382,6 @@ func (p *Peers) sample(conn net.Conn, br *bufio.Reader, resp *fasthttp.Response,
 	}
 	rtt = m1 - m0
 	return rtt, time.Duration(peerNs - (sendWall + int64(rtt/2))), nil
-}
-
-// sendTime reads the wall clock between two monotonic readings and returns
-// the first of them with it, keeping the tightest bracket of a few tries: a
-// pause between reading the wall clock and starting the round trip would
-// shift the offset without widening the round trip. The round trip starts
-// at the returned monotonic reading, so what is left of a pause (at most
-// maxSampleGap, normally) is inside it.
-func (p *Peers) sendTime() (mono time.Duration, wall int64) {
-	gap := time.Duration(-1)
-	for range maxSampleTries {
-		a := p.clk.Mono()
-		w := p.clk.WallNanos()
-		b := p.clk.Mono()
-		if gap < 0 || b-a < gap {
-			gap, mono, wall = b-a, a, w
-		}
-		if gap <= maxSampleGap {
-			break
-		}
-	}
-	return mono, wall
 }
 
 // checkPeerAddr accepts "host:port" with a non-empty host and a valid port.

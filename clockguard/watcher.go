@@ -220,24 +220,30 @@ func (w *Watcher) Step() Step {
 	return st
 }
 
-// sample reads the wall clock between two monotonic readings, retrying a
-// bounded number of times when the goroutine was held up in between, and
-// keeps the tightest bracket.
+// sample reads both clocks (bracket), the monotonic reading taken at the
+// bracket's midpoint.
 func (w *Watcher) sample() sample {
-	var best sample
+	m0, wall, gap := bracket(w.clk)
+	return sample{wall: wall, mono: m0 + gap/2, gap: gap}
+}
+
+// bracket reads the wall clock between two monotonic readings, retrying a
+// bounded number of times when the goroutine was held up in between, and
+// returns the tightest bracket: its first monotonic reading, the wall
+// reading and its width (the reading's uncertainty).
+func bracket(c clock.Clock) (mono time.Duration, wall int64, gap time.Duration) {
 	for i := 0; i < maxSampleTries; i++ {
-		m0 := w.clk.Mono()
-		wall := w.clk.WallNanos()
-		m1 := w.clk.Mono()
-		s := sample{wall: wall, mono: m0 + (m1-m0)/2, gap: m1 - m0}
-		if i == 0 || s.gap < best.gap {
-			best = s
+		m0 := c.Mono()
+		w := c.WallNanos()
+		m1 := c.Mono()
+		if i == 0 || m1-m0 < gap {
+			mono, wall, gap = m0, w, m1-m0
 		}
-		if best.gap <= maxSampleGap {
+		if gap <= maxSampleGap {
 			break
 		}
 	}
-	return best
+	return mono, wall, gap
 }
 
 // Stats returns the counters.
