@@ -30,7 +30,7 @@ const (
 
 // Errors returned by NTP.CheckNow; callers branch on them with errors.Is.
 var (
-	// ErrNTPOffset: a strict majority of the servers that answered put the
+	// ErrNTPOffset: a strict majority of the servers configured put the
 	// clock off by more than the allowed offset.
 	ErrNTPOffset = errors.New("ntp offset beyond the maximum")
 	// ErrNTPUnreachable: no server gave a usable answer.
@@ -119,9 +119,9 @@ type NTPConfig struct {
 	// answers combined: the clock is judged off only when a strict majority
 	// of the servers configured says so, so one wrong server of several
 	// cannot take a node out alone, not even while the others are
-	// unreachable; a single server configured decides alone. "host" or "host:port" (port 123 by default; IPv6 as
-	// "[::1]:123" or "::1"). Empty disables the check: both of its reasons
-	// pass at once.
+	// unreachable; a single server configured decides alone. "host" or
+	// "host:port" (port 123 by default; IPv6 as "[::1]:123" or "::1").
+	// Empty disables the check: both of its reasons pass at once.
 	Servers []string
 	// Interval between rounds (default 60s).
 	Interval time.Duration
@@ -216,13 +216,11 @@ func (s NTPSnapshot) Agrees() bool {
 	if s.Last == nil {
 		return false
 	}
-	agree := 0
+	var v votes
 	for _, a := range s.Answers {
-		if a.Judged == JudgedAgrees {
-			agree++
-		}
+		v.add(a.Judged)
 	}
-	return 2*agree > len(s.Servers)
+	return 2*v.agree > len(s.Servers)
 }
 
 // NTP is the NTP check: the ntp_offset and ntp_unreachable reasons. The
@@ -356,9 +354,10 @@ func (n *NTP) RecheckWhile(f func() bool) { n.sched.recheckWhile(f) }
 // within bounds. Each usable answer agrees, disagrees or is unsure (its
 // round trip too wide to tell); ntp_offset fails when the answers that
 // disagree are a strict majority of the servers configured and passes
-// otherwise (a disagreement short of that is flagged as split). When no answer is usable, it
-// fails ntp_unreachable if Required (else passes it) and leaves
-// ntp_offset's earlier verdict alone (passing it if it had none). It
+// otherwise (a disagreement short of that is flagged as split). When no
+// answer is usable, it fails ntp_unreachable if Required (else passes it)
+// and leaves ntp_offset's earlier verdict alone (passing it if it had
+// none). It
 // returns the answer the verdict rests on (Snapshot's Last), and an error
 // wrapping ErrNTPOffset or ErrNTPUnreachable when the round failed, or
 // ctx's error when ctx ended first (then no verdict is given). With no
@@ -442,17 +441,11 @@ func representative(usable []NTPResult) NTPResult {
 // judgeAnswers gives the verdicts for a round's usable answers (failed
 // servers besides), the round having begun asking at began (monotonic).
 func (n *NTP) judgeAnswers(usable []NTPResult, failed int64, began time.Duration) (NTPResult, error) {
-	agree, disagree, unsure := 0, 0, 0
+	var v votes
 	for _, a := range usable {
-		switch a.Judged {
-		case JudgedAgrees:
-			agree++
-		case JudgedDisagrees:
-			disagree++
-		default:
-			unsure++
-		}
+		v.add(a.Judged)
 	}
+	agree, disagree, unsure := v.agree, v.disagree, v.unsure
 	if agree+disagree == 0 {
 		return n.judgeUnsure(usable, failed)
 	}

@@ -126,6 +126,21 @@ func judgeOffset(offset, rtt, maxOffset time.Duration) string {
 	return JudgedUnsure
 }
 
+// votes counts clock comparisons by their verdict.
+type votes struct{ agree, disagree, unsure int }
+
+// add counts one comparison (an unreachable peer's "" counts for nothing).
+func (v *votes) add(judged string) {
+	switch judged {
+	case JudgedAgrees:
+		v.agree++
+	case JudgedDisagrees:
+		v.disagree++
+	case JudgedUnsure:
+		v.unsure++
+	}
+}
+
 // PeerSnapshot is what /clock and metrics show of the peer check.
 type PeerSnapshot struct {
 	MaxOffset time.Duration `json:"max_offset_ns"`
@@ -421,20 +436,13 @@ func parsePeerTime(body []byte) (int64, error) {
 // majority of the clocks compared disagrees, split when some disagree and
 // neither side has a strict majority.
 func tally(results []PeerResult) (agree, disagree, unsure int, out, split bool) {
-	agree = 1
+	v := votes{agree: 1}
 	for _, r := range results {
-		switch r.Judged {
-		case JudgedAgrees:
-			agree++
-		case JudgedDisagrees:
-			disagree++
-		case JudgedUnsure:
-			unsure++
-		}
+		v.add(r.Judged)
 	}
-	out = outlier(agree, disagree, unsure)
-	split = !out && disagree > 0 && 2*agree <= agree+disagree+unsure
-	return agree, disagree, unsure, out, split
+	out = outlier(v.agree, v.disagree, v.unsure)
+	split = !out && v.disagree > 0 && 2*v.agree <= v.agree+v.disagree+v.unsure
+	return v.agree, v.disagree, v.unsure, out, split
 }
 
 // judge gives the verdict for the results of a round that began asking at
