@@ -21,12 +21,12 @@ const jumpPoll = 50 * time.Millisecond
 
 // jumpConfirmer is one source that can confirm the clock after a jump.
 type jumpConfirmer interface {
-	// verdict says whether the source's last round began at or after
-	// sinceMono (the monotonic clock) and reached a verdict on the clock by
-	// a strict majority of its jury, and if so whether it agreed with it. A
-	// round that measured nothing (no peer list, no usable NTP answer, only
-	// answers too imprecise to judge) or reached no majority is no answer.
-	verdict(sinceMono time.Duration) (answered, agrees bool)
+	// judge returns the verdict on the clock of the source's last round,
+	// if it began at or after sinceMono (the monotonic clock): agrees or
+	// disagrees by a strict majority of its jury. A round that measured
+	// nothing (no peer list, no usable NTP answer, only answers too
+	// imprecise to judge) or reached no majority is noVerdict.
+	judge(sinceMono time.Duration) verdict
 	// enabled reports whether the source is configured at all.
 	enabled() bool
 	// recheck asks the source for a fresh verdict (may block for its
@@ -242,11 +242,7 @@ func (j *jumpGuard) tryConfirm(ctx context.Context) {
 	}
 	latest := make([]verdict, len(j.confirmers))
 	for i, cf := range j.confirmers {
-		if answered, yes := cf.verdict(sinceMon); answered && yes {
-			latest[i] = agrees
-		} else if answered {
-			latest[i] = disagrees
-		}
+		latest[i] = cf.judge(sinceMon)
 	}
 	by, ok := j.accept(since, sinceMon, latest)
 	if ok {
@@ -303,19 +299,19 @@ func (c ntpConfirmer) against() bool { return c.ntp.Snapshot().OffsetBeyond() }
 
 func (c ntpConfirmer) recheckWhile(f func() bool) { c.ntp.RecheckWhile(f) }
 
-// verdict: a strict majority of the servers configured agrees, or
+// judge: a strict majority of the servers configured agrees, or
 // disagrees; one server of several decides nothing alone.
-func (c ntpConfirmer) verdict(sinceMono time.Duration) (answered, agrees bool) {
+func (c ntpConfirmer) judge(sinceMono time.Duration) verdict {
 	s := c.ntp.Snapshot()
 	switch {
 	case !s.MeasuredSince(sinceMono):
-		return false, false
+		return noVerdict
 	case s.Agrees():
-		return true, true
+		return agrees
 	case s.OffsetBeyond():
-		return true, false
+		return disagrees
 	}
-	return false, false
+	return noVerdict
 }
 
 // peersConfirmer confirms through the peer check: a round begun after the
@@ -332,10 +328,10 @@ func (c peersConfirmer) against() bool { return c.peers.Snapshot().Outlier() }
 
 func (c peersConfirmer) recheckWhile(f func() bool) { c.peers.RecheckWhile(f) }
 
-func (c peersConfirmer) verdict(sinceMono time.Duration) (answered, agrees bool) {
+func (c peersConfirmer) judge(sinceMono time.Duration) verdict {
 	s := c.peers.Snapshot()
 	if !s.MeasuredSince(sinceMono) {
-		return false, false
+		return noVerdict
 	}
 	// Agree counts the node's own clock: take it out. The jury is every
 	// peer listed, reachable or not, so one reachable peer of several does
@@ -344,9 +340,9 @@ func (c peersConfirmer) verdict(sinceMono time.Duration) (answered, agrees bool)
 	jury := s.Reachable + s.Unreachable
 	switch {
 	case 2*peerAgree > jury:
-		return true, true
+		return agrees
 	case 2*s.Disagree > jury:
-		return true, false
+		return disagrees
 	}
-	return false, false
+	return noVerdict
 }

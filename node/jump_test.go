@@ -43,11 +43,14 @@ func (f *fakeConfirmer) recheck(context.Context) {
 		f.answered, f.at = true, f.clk.Mono()
 	}
 }
-func (f *fakeConfirmer) verdict(sinceMono time.Duration) (bool, bool) {
-	if !f.answered || f.at < sinceMono {
-		return false, false
+func (f *fakeConfirmer) judge(sinceMono time.Duration) verdict {
+	switch {
+	case !f.answered || f.at < sinceMono:
+		return noVerdict
+	case f.agrees:
+		return agrees
 	}
-	return true, f.agrees
+	return disagrees
 }
 
 func TestJumpGuard(t *testing.T) {
