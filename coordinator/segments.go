@@ -420,41 +420,20 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 	return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: lost the compare-and-set %d times", tag, maxCASAttempts)
 }
 
-// allocOutcome reads the tag record after a lost answer: won when it is
-// version want with our nonce; known false when it cannot tell (unreadable,
-// or moved on past want).
+// allocOutcome reads the tag record after a lost answer (synced, so a
+// follower that lags cannot show a version below want although the write
+// happened; retried while ZooKeeper is unreachable, until ctx ends): won
+// when it is version want with our nonce; known false when it cannot tell
+// (unreadable, or moved on past want).
 func (s *SegmentStore) allocOutcome(ctx context.Context, tag string, want int32, nonce string) (won, known bool) {
-	for range 20 {
-		// Synced first: after a reconnect a follower that lags could show a
-		// version below want although the write happened.
-		err := s.z.sync(ctx, s.tagPath(tag))
-		var b []byte
-		var st *zk.Stat
-		if err == nil {
-			b, st, err = s.z.get(ctx, s.tagPath(tag))
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return false, false
-			}
-			select {
-			case <-ctx.Done():
-				return false, false
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
-		var rec tagRecord
-		if json.Unmarshal(b, &rec) != nil {
-			return false, false
-		}
-		switch {
-		case st.Version == want:
-			return rec.LastAlloc == nonce, true
-		case st.Version < want:
-			return false, true // our write did not happen
-		}
+	rec, _, version, err := s.readRecordWhileUnavailable(ctx, tag, true)
+	switch {
+	case err != nil:
 		return false, false
+	case version == want:
+		return rec.LastAlloc == nonce, true
+	case version < want:
+		return false, true // our write did not happen
 	}
 	return false, false
 }
