@@ -436,21 +436,45 @@ func TestUnknownTagIsRemembered(t *testing.T) {
 	take(t, s, "later", 1)
 }
 
-// hangingPublish is a store whose holder records hang until released: a
-// ZooKeeper that answers the allocation and then nothing.
-type hangingPublish struct {
+// hangingStore is a store whose allocations (hangAlloc) or holder records
+// (hangPublish) hang, while set, until released: a ZooKeeper that answers
+// nothing. entered is closed when the first hanging call starts.
+type hangingStore struct {
 	*memStore
-	entered chan struct{} // closed when the first Publish starts
-	once    sync.Once
-	release chan struct{}
+	hangAlloc, hangPublish atomic.Bool
+	entered                chan struct{}
+	once                   sync.Once
+	release                chan struct{}
 }
 
-func (h *hangingPublish) Publish(ctx context.Context, tag, holder string, held []segment.Range) error {
+func newHangingStore() *hangingStore {
+	return &hangingStore{memStore: newMemStore(), entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+// hang blocks while on is set, until released or ctx ends.
+func (h *hangingStore) hang(ctx context.Context, on *atomic.Bool) error {
+	if !on.Load() {
+		return nil
+	}
 	h.once.Do(func() { close(h.entered) })
 	select {
 	case <-h.release:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+func (h *hangingStore) Alloc(ctx context.Context, tag string, step, above int64) (segment.Range, segment.Tag, error) {
+	if err := h.hang(ctx, &h.hangAlloc); err != nil {
+		return segment.Range{}, segment.Tag{}, err
+	}
+	return h.memStore.Alloc(ctx, tag, step, above)
+}
+
+func (h *hangingStore) Publish(ctx context.Context, tag, holder string, held []segment.Range) error {
+	if err := h.hang(ctx, &h.hangPublish); err != nil {
+		return err
 	}
 	return h.memStore.Publish(ctx, tag, holder, held)
 }
@@ -461,7 +485,8 @@ func (h *hangingPublish) Publish(ctx context.Context, tag, holder string, held [
 // there lost the whole range, not the documented one chunk, and Takes
 // waited on ZooKeeper for IDs already in memory.
 func TestLoadPersistsTheRangeBeforePublishing(t *testing.T) {
-	st := &hangingPublish{memStore: newMemStore(), entered: make(chan struct{}), release: make(chan struct{})}
+	st := newHangingStore()
+	st.hangPublish.Store(true)
 	st.create("t", 1, 100, 100)
 	file := filepath.Join(t.TempDir(), "seg.json")
 	s := newService(t, segment.Config{Store: st, StateFile: file, Holder: "n"})
@@ -490,37 +515,18 @@ func TestLoadPersistsTheRangeBeforePublishing(t *testing.T) {
 	}
 }
 
-// hangingAlloc is a store whose allocations hang while hang is set: a
-// ZooKeeper that answers nothing.
-type hangingAlloc struct {
-	*memStore
-	hang    atomic.Bool
-	release chan struct{}
-}
-
-func (h *hangingAlloc) Alloc(ctx context.Context, tag string, step, above int64) (segment.Range, segment.Tag, error) {
-	if h.hang.Load() {
-		select {
-		case <-h.release:
-		case <-ctx.Done():
-			return segment.Range{}, segment.Tag{}, ctx.Err()
-		}
-	}
-	return h.memStore.Alloc(ctx, tag, step, above)
-}
-
 // A ZooKeeper that hangs never stops the IDs a node already holds: the
 // mark moves on the disk while a load waits on ZooKeeper. One worker used
 // to do both, so while an Alloc hung (up to LoadTimeout) the mark stood
 // still and Takes got 503 after the first chunk of a range in memory.
 func TestHungStoreKeepsServingWhatIsHeld(t *testing.T) {
-	st := &hangingAlloc{memStore: newMemStore(), release: make(chan struct{})}
+	st := newHangingStore()
 	st.create("t", 1, 1000, 1000)
 	s := newService(t, segment.Config{Store: st, StateFile: filepath.Join(t.TempDir(), "seg.json"), Holder: "n",
 		Wait: 500 * time.Millisecond, LoadTimeout: time.Minute})
 	t.Cleanup(func() { close(st.release) })
 	take(t, s, "t", 1) // the first range, [1,1001)
-	st.hang.Store(true)
+	st.hangAlloc.Store(true)
 	for i := range 900 { // 10% used: a load starts and hangs; the marks go on
 		if _, err := s.Take(context.Background(), "t", nil, 1); err != nil {
 			t.Fatalf("take %d of the range in memory while ZooKeeper hangs: %v", i+2, err)
