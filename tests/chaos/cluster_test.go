@@ -522,15 +522,5 @@ func (w *aliveWatch) wait(t *testing.T, present bool, since time.Time, timeout t
 // timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for range int(timeout/slowPoll) + 1 {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(slowPoll)
-	}
-	t.Fatalf("%s: not within %s", what, timeout)
+	pollUntil(t, timeout, slowPoll, what, cond)
 }

@@ -88,15 +88,22 @@ func (ft fakeTarget) Incarnation() int { return 0 }
 // waitUntil polls cond every 5ms until it holds or timeout passes.
 func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	pollUntil(t, timeout, 5*time.Millisecond, what, cond)
+}
+
+// pollUntil polls cond every period until it holds; it fails the test
+// after timeout. Bounded in count and time.
+func pollUntil(t *testing.T, timeout, period time.Duration, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for range int(timeout/(5*time.Millisecond)) + 1 {
+	for range int(timeout/period) + 1 {
 		if cond() {
 			return
 		}
 		if time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(period)
 	}
 	t.Fatalf("%s: not within %s", what, timeout)
 }
