@@ -324,7 +324,11 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 	for _, b := range bufs {
 		for _, r := range rest[b] {
 			s.cfg.Log.Debug().Str("tag", b.name).Stringer("range", r).Msg("segment: returning a range")
-			if rerr := s.giveBack(ctx, b.name, r); rerr != nil {
+			// Once: retried after its answer was lost and another node took
+			// the range meanwhile, a return would hand it out twice. The
+			// store resolves a lost answer itself; an error left means the
+			// range is lost, never reissued.
+			if rerr := s.cfg.Store.Return(ctx, b.name, r); rerr != nil {
 				wasted += r.Len()
 				b.wasted.Add(r.Len())
 				err = errors.Join(err, fmt.Errorf("return %s %v: %w", b.name, r, rerr))
@@ -336,16 +340,6 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 		}
 	}
 	return wasted, err
-}
-
-// giveBack returns r once. A return is not idempotent: retried after its
-// answer was lost and another node had taken the range meanwhile, it would
-// put the range back a second time and hand it out twice. The store
-// resolves a lost answer itself (Store.Return) and rides out an
-// unreachable ZooKeeper within ctx; whatever error is left means the range
-// is lost, never reissued.
-func (s *Service) giveBack(ctx context.Context, tag string, r Range) error {
-	return s.cfg.Store.Return(ctx, tag, r)
 }
 
 // Abandon stops the service without giving anything back, for a stop
