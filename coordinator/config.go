@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -72,6 +73,9 @@ type Config struct {
 	// Clock gives wall time for the znode data and monotonic time for the
 	// silence check. nil means clock.NewSystem().
 	Clock clock.Clock
+	// Dial opens the ZooKeeper client; nil means zkconn.Dial (go-zookeeper).
+	// Simulations pass an in-memory ZooKeeper's.
+	Dial zkconn.Dialer
 	// Log receives the coordinator's log lines; the ZooKeeper client's own
 	// lines go to it at debug level. The zero Logger discards everything.
 	Log zerolog.Logger
@@ -125,6 +129,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.ReportInterval > cfg.ZKFenceAhead/6 {
 		return bad("report interval %v must be at most a sixth of zk-fence-ahead %v, so several renewals fit before the node leaves service at a third of it", cfg.ReportInterval, cfg.ZKFenceAhead)
+	}
+	if cfg.Dial == nil {
+		cfg.Dial = zkconn.Dial
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.NewSystem()

@@ -14,6 +14,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 )
 
 // Sentinel errors callers branch on. Every error wrapping one of them names
@@ -148,7 +149,7 @@ type Coordinator struct {
 	negotiatedMs atomic.Int64
 
 	connMu sync.Mutex
-	conn   *zk.Conn
+	conn   zkconn.Conn
 	authed bool // AddAuth done on conn
 
 	// guard and its checks are set once by Attach.
@@ -283,14 +284,14 @@ func (c *Coordinator) onEvent(ev zk.Event) {
 }
 
 // dial returns the connection, creating it (without waiting) if needed.
-func (c *Coordinator) dial() (*zk.Conn, error) {
+func (c *Coordinator) dial() (zkconn.Conn, error) {
 	c.connMu.Lock()
 	defer c.connMu.Unlock()
 	if c.conn != nil {
 		return c.conn, nil
 	}
-	conn, _, err := zk.Connect(c.cfg.Servers, c.cfg.SessionTimeout,
-		zk.WithEventCallback(c.onEvent), zk.WithLogger(zkLogger{c.log, &c.negotiatedMs}))
+	conn, err := c.cfg.Dial(c.cfg.Servers, zkconn.Options{SessionTimeout: c.cfg.SessionTimeout,
+		OnEvent: c.onEvent, Logger: zkLogger{c.log, &c.negotiatedMs}})
 	if err != nil {
 		return nil, fmt.Errorf("%w: connect to %s: %v", ErrZKUnavailable, strings.Join(c.cfg.Servers, ","), err)
 	}
@@ -298,7 +299,7 @@ func (c *Coordinator) dial() (*zk.Conn, error) {
 	return conn, nil
 }
 
-func (c *Coordinator) getConn() *zk.Conn {
+func (c *Coordinator) getConn() zkconn.Conn {
 	c.connMu.Lock()
 	defer c.connMu.Unlock()
 	return c.conn
@@ -306,7 +307,7 @@ func (c *Coordinator) getConn() *zk.Conn {
 
 // ensureAuth adds the digest credentials once per connection (the client
 // re-sends them on every reconnect by itself).
-func (c *Coordinator) ensureAuth(ctx context.Context, conn *zk.Conn) error {
+func (c *Coordinator) ensureAuth(ctx context.Context, conn zkconn.Conn) error {
 	if c.cfg.Auth == "" {
 		return nil
 	}
@@ -328,7 +329,7 @@ func (c *Coordinator) ensureAuth(ctx context.Context, conn *zk.Conn) error {
 }
 
 // connect dials and waits, bounded by ConnectTimeout and ctx, for a session.
-func (c *Coordinator) connect(ctx context.Context) (*zk.Conn, error) {
+func (c *Coordinator) connect(ctx context.Context) (zkconn.Conn, error) {
 	conn, err := c.dial()
 	if err != nil {
 		return nil, err
@@ -343,7 +344,7 @@ func (c *Coordinator) connect(ctx context.Context) (*zk.Conn, error) {
 }
 
 // waitSession polls until conn has a session, bounded by timeout and ctx.
-func waitSession(ctx context.Context, conn *zk.Conn, timeout time.Duration, servers []string) error {
+func waitSession(ctx context.Context, conn zkconn.Conn, timeout time.Duration, servers []string) error {
 	const every = 20 * time.Millisecond
 	deadline := time.Now().Add(timeout)
 	for range int(timeout/every) + 2 {

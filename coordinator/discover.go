@@ -8,13 +8,15 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 )
 
 // Discovery follows a cluster's alive/ znodes, the nodes in service, for
 // clients: it reports the list at once and again after every change, one
 // ZooKeeper watch event later.
 type Discovery struct {
-	conn   *zk.Conn
+	conn   zkconn.Conn
 	cancel context.CancelFunc
 	done   chan struct{}
 	log    zerolog.Logger
@@ -37,7 +39,7 @@ type DiscoveryConfig struct {
 // exist. ZooKeeper trouble after the start is retried and logged; the last
 // list stays in force meanwhile.
 func Discover(ctx context.Context, cfg DiscoveryConfig, onChange func([]Peer)) (*Discovery, error) {
-	z, p, err := dialCluster(ctx, cfg.Servers, cfg.Cluster, cfg.Auth, cfg.Timeout, cfg.Log)
+	z, p, err := dialCluster(ctx, cfg.Servers, cfg.Cluster, cfg.Auth, cfg.Timeout, cfg.Log, nil)
 	if err != nil {
 		return nil, fmt.Errorf("discover: %w", err)
 	}
@@ -115,8 +117,8 @@ func (d *Discovery) Close() error {
 
 // dialCluster is dialZK, then a check that the cluster exists. Readers
 // beside the node (discovery, segment mode, snowflakectl segment) use it.
-func dialCluster(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration, log zerolog.Logger) (zkc, paths, error) {
-	z, p, err := dialZK(ctx, servers, cluster, auth, timeout, log)
+func dialCluster(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration, log zerolog.Logger, dial zkconn.Dialer) (zkc, paths, error) {
+	z, p, err := dialZK(ctx, servers, cluster, auth, timeout, log, dial)
 	if err != nil {
 		return zkc{}, paths{}, err
 	}
@@ -132,8 +134,8 @@ func dialCluster(ctx context.Context, servers []string, cluster, auth string, ti
 
 // dialZK checks the connection settings, opens a ZooKeeper session of its
 // own (waiting up to timeout, default DefaultConnectTimeout) and adds the
-// digest auth. The caller closes z.conn.
-func dialZK(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration, log zerolog.Logger) (zkc, paths, error) {
+// digest auth. The caller closes z.conn. A nil dial is zkconn.Dial.
+func dialZK(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration, log zerolog.Logger, dial zkconn.Dialer) (zkc, paths, error) {
 	servers, err := checkServers(servers)
 	if err != nil {
 		return zkc{}, paths{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
@@ -147,7 +149,10 @@ func dialZK(ctx context.Context, servers []string, cluster, auth string, timeout
 	if timeout <= 0 {
 		timeout = DefaultConnectTimeout
 	}
-	conn, _, err := zk.Connect(servers, max(timeout, 2*time.Second), zk.WithLogger(zkLogger{log: log}))
+	if dial == nil {
+		dial = zkconn.Dial
+	}
+	conn, err := dial(servers, zkconn.Options{SessionTimeout: max(timeout, 2*time.Second), Logger: zkLogger{log: log}})
 	if err != nil {
 		return zkc{}, paths{}, fmt.Errorf("%w: %v", ErrZKUnavailable, err)
 	}

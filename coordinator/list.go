@@ -52,7 +52,7 @@ func ListWorkers(ctx context.Context, servers []string, cluster, auth string, ti
 	defer cancel()
 	// No check that the cluster exists first: listWorkers reads its znode
 	// and says so.
-	z, p, err := dialZK(ctx, servers, cluster, auth, timeout, zerolog.Nop())
+	z, p, err := dialZK(ctx, servers, cluster, auth, timeout, zerolog.Nop(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}

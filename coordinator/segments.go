@@ -16,6 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
@@ -30,7 +31,7 @@ const maxCASAttempts = 1000
 //	/snowflaked/<cluster>/segments/<tag>/returned/<lo>-<hi>  (persistent, empty; lo, hi 19 digits)
 //	/snowflaked/<cluster>/segments/<tag>/holders/<node>      (ephemeral, {"held":[…],"updated_ms"})
 type SegmentStore struct {
-	conn *zk.Conn
+	conn zkconn.Conn
 	z    zkc
 	p    paths
 	acl  []zk.ACL
@@ -126,13 +127,15 @@ type SegmentConfig struct {
 	// (default 10s).
 	Timeout time.Duration
 	Log     zerolog.Logger
+	// Dial opens the ZooKeeper client; nil means zkconn.Dial.
+	Dial zkconn.Dialer
 }
 
 // OpenSegments connects to ZooKeeper with a session of its own (segment
 // serving depends neither on the worker lease nor on the clock) and makes
 // sure segments/ exists. The cluster must exist.
 func OpenSegments(ctx context.Context, cfg SegmentConfig) (*SegmentStore, error) {
-	z, p, err := dialCluster(ctx, cfg.Servers, cfg.Cluster, cfg.Auth, cfg.Timeout, cfg.Log)
+	z, p, err := dialCluster(ctx, cfg.Servers, cfg.Cluster, cfg.Auth, cfg.Timeout, cfg.Log, cfg.Dial)
 	if err != nil {
 		return nil, fmt.Errorf("open segments: %w", err)
 	}

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 )
 
 // zkc is a connection plus the bound of each call; every method honours ctx.
 type zkc struct {
-	conn    *zk.Conn
+	conn    zkconn.Conn
 	timeout time.Duration
 }
 

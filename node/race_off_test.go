@@ -2,5 +2,5 @@
 
 package node
 
-// raceEnabled: see race_on_test.go.
+// raceEnabled: the race detector is on (simulations run fewer seeds).
 const raceEnabled = false

@@ -2,6 +2,5 @@
 
 package node
 
-// raceEnabled: the race detector makes sync.Pool drop items at random, so
-// allocation counts of the server's pooled paths are meaningless under it.
+// raceEnabled: the race detector is on (simulations run fewer seeds).
 const raceEnabled = true

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
@@ -28,20 +29,24 @@ var errNoSession = fmt.Errorf("%w: segment mode has no ZooKeeper session yet", c
 // file at once: the ranges a crashed predecessor held serve before
 // ZooKeeper answers.
 type segmentMode struct {
-	cfg   coordinator.SegmentConfig
-	file  string // the state file: the cache file's path + ".segments"
-	node  string // holder name: the node key
-	inc   string // the incarnation known at start ("" when none)
-	log   zerolog.Logger
-	store lazyStore
-	svc   atomic.Pointer[segment.Service]
+	cfg  coordinator.SegmentConfig
+	file string // the state file: the cache file's path + ".segments"
+	node string // holder name: the node key
+	inc  string // the incarnation known at start ("" when none)
+	disk disk.Disk
+	// wrapStore, when set, wraps the store the service uses (simulations
+	// break rules with it); nil in the node.
+	wrapStore func(segment.Store) segment.Store
+	log       zerolog.Logger
+	store     lazyStore
+	svc       atomic.Pointer[segment.Service]
 }
 
 func newSegmentMode(cfg Config, nodeKey string, log zerolog.Logger) *segmentMode {
 	return &segmentMode{
 		cfg: coordinator.SegmentConfig{Servers: cfg.ZKServers(), Cluster: cfg.Cluster, Auth: cfg.ZKAuth,
 			Timeout: connectTimeout(cfg.ZKSessionTimeout), Log: log},
-		file: cfg.CacheFile + ".segments", node: nodeKey, log: log,
+		file: cfg.CacheFile + ".segments", node: nodeKey, log: log, disk: disk.OS{},
 	}
 }
 
@@ -120,7 +125,11 @@ func (m *segmentMode) Status() []segment.TagStatus {
 
 // startService resumes the state file bound to incarnation inc.
 func (m *segmentMode) startService(inc string) error {
-	svc, err := segment.New(segment.Config{Store: &m.store, StateFile: m.file, Incarnation: inc, Holder: m.node,
+	var store segment.Store = &m.store
+	if m.wrapStore != nil {
+		store = m.wrapStore(store)
+	}
+	svc, err := segment.New(segment.Config{Store: store, StateFile: m.file, Disk: m.disk, Incarnation: inc, Holder: m.node,
 		Log: m.log.With().Str("component", "segments").Logger()})
 	if err != nil {
 		return fmt.Errorf("segment mode: %w", err)

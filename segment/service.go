@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
 )
 
 // Defaults of Config.
@@ -38,6 +37,8 @@ type Config struct {
 	// certainly unissued, so a restart on the same disk resumes them (R2).
 	// "" keeps nothing: a crash then loses every range held.
 	StateFile string
+	// Disk holds the state file (default disk.OS).
+	Disk disk.Disk
 	// Incarnation binds the state file to one ZooKeeper (R4).
 	Incarnation string
 	// Holder names this node in the tags' holders/ records.
@@ -73,9 +74,18 @@ type Service struct {
 	unknown map[string]time.Time // tags the store said do not exist, until when to believe it
 	closed  bool
 
-	fileMu sync.Mutex   // serialises state-file writes (and their snapshots)
+	fileMu chanMutex    // serialises state-file writes (and their snapshots)
 	stalls atomic.Int64 // Takes that waited for a load or a mark
 }
+
+// chanMutex is a mutex held across a disk write that may hang: those
+// waiting for it wait on a channel, which a testing/synctest bubble counts
+// as durably blocked (a sync.Mutex it does not), so simulations of a hung
+// disk advance their virtual time.
+type chanMutex chan struct{}
+
+func (m chanMutex) Lock()   { m <- struct{}{} }
+func (m chanMutex) Unlock() { <-m }
 
 // state is the state file.
 type state struct {
@@ -105,11 +115,14 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Disk == nil {
+		cfg.Disk = disk.OS{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}), tags: map[string]*tagBuf{}, unknown: map[string]time.Time{}}
+	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}), fileMu: make(chanMutex, 1), tags: map[string]*tagBuf{}, unknown: map[string]time.Time{}}
 	var resume map[string][]Range
 	if cfg.StateFile != "" {
-		st, err := readState(cfg.StateFile)
+		st, err := readState(cfg.Disk, cfg.StateFile)
 		switch {
 		case err != nil:
 			cancel()
@@ -143,8 +156,8 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-func readState(path string) (state, error) {
-	data, err := os.ReadFile(path)
+func readState(d disk.Disk, path string) (state, error) {
+	data, err := d.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return state{}, nil
 	}
@@ -284,7 +297,7 @@ func (s *Service) write(st state) error {
 	if err != nil {
 		return fmt.Errorf("encode segment state: %w", err)
 	}
-	if err := cachefile.WriteFileAtomic(s.cfg.StateFile, data, 0o600); err != nil {
+	if err := s.cfg.Disk.WriteFileAtomic(s.cfg.StateFile, data, 0o600); err != nil {
 		return fmt.Errorf("write segment state: %w", err)
 	}
 	return nil

@@ -1,0 +1,138 @@
+// Package disk is the seam under the files a node keeps beside its cache
+// file: production code uses the operating system (OS); simulations use an
+// in-memory disk (Mem) whose processes can be killed between two writes
+// and whose writes can hang.
+package disk
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+)
+
+// Disk reads whole files and replaces them atomically: a reader sees the
+// old content or the new, never a mix, and a write that returned nil
+// survives a crash.
+type Disk interface {
+	ReadFile(name string) ([]byte, error)
+	WriteFileAtomic(name string, data []byte, perm fs.FileMode) error
+}
+
+// OS is the operating system's disk (temp file, fsync, rename, fsync of
+// the directory).
+type OS struct{}
+
+// ReadFile is os.ReadFile.
+func (OS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
+
+// WriteFileAtomic is cachefile.WriteFileAtomic.
+func (OS) WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
+	return cachefile.WriteFileAtomic(name, data, perm)
+}
+
+// ErrKilled is what a killed process's disk calls return.
+var ErrKilled = errors.New("disk: the process was killed")
+
+// Mem is an in-memory disk shared by the processes that run on it one
+// after another (a machine's disk across restarts).
+type Mem struct {
+	mu    sync.Mutex
+	files map[string][]byte
+}
+
+// NewMem returns an empty disk.
+func NewMem() *Mem { return &Mem{files: map[string][]byte{}} }
+
+// Process returns a new process's view of the disk.
+func (m *Mem) Process() *Proc { return &Proc{m: m, killed: make(chan struct{})} }
+
+// File returns a file's content, for checkers.
+func (m *Mem) File(name string) ([]byte, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.files[name]
+	return slices.Clone(b), ok
+}
+
+// Wipe loses every file (the disk replaced).
+func (m *Mem) Wipe() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.files = map[string][]byte{}
+}
+
+// Proc is one process's view of a Mem (a Disk). After Kill nothing it
+// writes lands: a write in flight either landed before or never does.
+type Proc struct {
+	m      *Mem
+	mu     sync.Mutex
+	hang   time.Duration
+	killed chan struct{}
+	dead   bool
+}
+
+// Hang makes each later write take d first (0: no wait).
+func (p *Proc) Hang(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hang = d
+}
+
+// Kill is kill -9: every later call fails with ErrKilled.
+func (p *Proc) Kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.dead {
+		p.dead = true
+		close(p.killed)
+	}
+}
+
+func (p *Proc) alive() (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hang, !p.dead
+}
+
+// ReadFile reads a file.
+func (p *Proc) ReadFile(name string) ([]byte, error) {
+	if _, ok := p.alive(); !ok {
+		return nil, ErrKilled
+	}
+	b, ok := p.m.File(name)
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return b, nil
+}
+
+// WriteFileAtomic replaces a file, after the hang if one is set.
+func (p *Proc) WriteFileAtomic(name string, data []byte, _ fs.FileMode) error {
+	hang, ok := p.alive()
+	if !ok {
+		return ErrKilled
+	}
+	if hang > 0 {
+		t := time.NewTimer(hang)
+		select {
+		case <-t.C:
+		case <-p.killed:
+			t.Stop()
+			return ErrKilled
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead {
+		return ErrKilled
+	}
+	p.m.mu.Lock()
+	p.m.files[name] = slices.Clone(data)
+	p.m.mu.Unlock()
+	return nil
+}
