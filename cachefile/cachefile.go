@@ -8,9 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -57,8 +56,11 @@ func (e Entry) Matches(cluster, nodeKey string, workerID int64) bool {
 
 // Load reads the cache file at path. A missing file gives ErrNotFound; a
 // damaged one a descriptive error (never a silent default).
-func Load(path string) (Entry, error) {
-	b, err := os.ReadFile(path)
+func Load(path string) (Entry, error) { return LoadFrom(disk.OS{}, path) }
+
+// LoadFrom is Load from disk d.
+func LoadFrom(d disk.Disk, path string) (Entry, error) {
+	b, err := d.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Entry{}, fmt.Errorf("load cache %s: %w", path, ErrNotFound)
 	}
@@ -80,56 +82,19 @@ func Load(path string) (Entry, error) {
 
 // Save writes e to path atomically and durably: a crash leaves either the
 // old file or the new one, never a mix.
-func Save(path string, e Entry) error {
+func Save(path string, e Entry) error { return SaveTo(disk.OS{}, path, e) }
+
+// SaveTo is Save on disk d.
+func SaveTo(d disk.Disk, path string, e Entry) error {
 	b, err := json.MarshalIndent(e, "", "  ")
 	if err != nil {
 		return fmt.Errorf("save cache: %w", err)
 	}
-	return WriteFileAtomic(path, append(b, '\n'), 0o600)
+	return d.WriteFileAtomic(path, append(b, '\n'), 0o600)
 }
 
 // WriteFileAtomic writes data to path through a temp file in the same
 // directory, fsyncs it, renames it over path and fsyncs the directory.
 func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Chmod(perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("write %s: fsync: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	ok = true
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("write %s: open dir for fsync: %w", path, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("write %s: fsync dir: %w", path, err)
-	}
-	return nil
+	return disk.WriteFileAtomic(path, data, perm)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
 )
 
 // NTP check defaults.
@@ -231,7 +232,7 @@ type NTP struct {
 	cfg       NTPConfig
 	offset    *Check
 	unreach   *Check
-	round     sync.Mutex // serialises rounds so verdicts land in order
+	round     ctxlock.Mutex // serialises rounds so verdicts land in order (a round waits on the network)
 	sched     *rounds
 	mu        sync.Mutex
 	snap      NTPSnapshot
@@ -281,7 +282,8 @@ func NewNTP(g *Guard, c clock.Clock, cfg NTPConfig) (*NTP, error) {
 		cfg.Querier = UDPQuerier{}
 	}
 	n := &NTP{
-		clk: c, cfg: cfg, lastQuery: map[string]time.Time{},
+		round: ctxlock.New(),
+		clk:   c, cfg: cfg, lastQuery: map[string]time.Time{},
 		sched:   newRounds(NTPRetryMax),
 		offset:  g.Check(ReasonNTPOffset),
 		unreach: g.Check(ReasonNTPUnreachable),
@@ -366,7 +368,9 @@ func (n *NTP) CheckNow(ctx context.Context) (NTPResult, error) {
 	if !n.Enabled() {
 		return NTPResult{}, nil
 	}
-	n.round.Lock()
+	if err := n.round.LockCtx(ctx); err != nil {
+		return NTPResult{}, fmt.Errorf("ntp check: %w", err)
+	}
 	defer n.round.Unlock()
 
 	began := n.clk.Mono()

@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
 )
 
 // Peer check defaults.
@@ -215,7 +216,7 @@ type Peers struct {
 	cfg   PeersConfig
 	check *Check
 
-	round  sync.Mutex // serialises rounds so verdicts land in order
+	round  ctxlock.Mutex // serialises rounds so verdicts land in order (a round waits on ZooKeeper and the network)
 	sched  *rounds
 	mu     sync.Mutex
 	snap   PeerSnapshot
@@ -246,7 +247,8 @@ func NewPeers(g *Guard, c clock.Clock, src PeerSource, cfg PeersConfig) (*Peers,
 		cfg.Concurrency = DefaultPeerConcurrency
 	}
 	return &Peers{
-		clk: c, src: src, cfg: cfg,
+		round: ctxlock.New(),
+		clk:   c, src: src, cfg: cfg,
 		check: g.Check(ReasonPeerOffset),
 		sched: newRounds(RetryMax),
 		snap:  PeerSnapshot{MaxOffset: cfg.MaxOffset},
@@ -277,7 +279,9 @@ func (p *Peers) RecheckWhile(f func() bool) { p.sched.recheckWhile(f) }
 // error when it failed, or ctx's error when ctx ended first (then no verdict
 // is given).
 func (p *Peers) CheckNow(ctx context.Context) (PeerSnapshot, error) {
-	p.round.Lock()
+	if err := p.round.LockCtx(ctx); err != nil {
+		return p.Snapshot(), fmt.Errorf("peer check: %w", err)
+	}
 	defer p.round.Unlock()
 
 	peers, err := p.src.Peers(ctx)

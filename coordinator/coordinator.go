@@ -179,8 +179,11 @@ type state struct {
 	incarnation string // the cluster's (from ZooKeeper, or the cache after ResumeFromCache)
 	// reclaim: after ResumeFromCache, ZooKeeper showed another token on our
 	// worker ID: the next lease attempt is a fresh claim (new token, floor
-	// raised to the fence found).
-	reclaim bool
+	// raised to the fence found). reclaimToken is that claim's token, drawn
+	// once: every attempt writes the same one, so an attempt whose answer
+	// was lost is recognised as ours by the next.
+	reclaim      bool
+	reclaimToken string
 
 	leaseHeld    bool
 	leaseSession int64

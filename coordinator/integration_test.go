@@ -801,6 +801,43 @@ func TestIntegration_ResumeWithStaleTokenClaimsAfresh(t *testing.T) {
 	}
 }
 
+// A fresh claim after ResumeFromCache whose write commits with its answer
+// lost: the next attempt writes the same token, finds it on the znode and
+// completes the claim (floor raised first), instead of taking its own write
+// for another process's and staying out until restarted.
+func TestIntegration_ReclaimWithLostAnswerCompletes(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	elsewhere := newCoord(t, testConfig(t, srv, "moved"))
+	old := mustClaim(t, elsewhere)
+	high := time.Now().Add(2 * time.Second).UnixMilli()
+	if err := elsewhere.Close(context.Background(), high); err != nil {
+		t.Fatal(err)
+	}
+	c, g, _, fs, px := resumeBlocked(t, srv, "moved", Resume{
+		WorkerID: old.WorkerID, Token: "an-older-token", ZKFence: time.Now().Add(time.Minute).UnixMilli(), Incarnation: old.Incarnation,
+	})
+	waitFor(t, waitLong, "in service from the cache", func() bool { return g.Ready() })
+	px.LoseAnswerTo(old.Token) // the claim's write names the token it replaces
+	px.Unblock()
+	waitFor(t, waitLong, "the fresh claim to complete", func() bool {
+		st := c.Status()
+		return st.LeaseHeld && st.Reports >= 1 && st.Token != "an-older-token" && st.Token != old.Token
+	})
+	px.mu.Lock()
+	lost := px.marker == nil
+	px.mu.Unlock()
+	if !lost {
+		t.Fatal("no write named the replaced token: the answer was never lost")
+	}
+	if got := fs.floor.Load(); got != high {
+		t.Fatalf("floor raised to %d, want the other process's fence %d", got, high)
+	}
+	d, _ := readForeverData(t, rawConn(t, srv, ""), old.Path)
+	if d.PrevToken != old.Token || d.Token != c.Status().Token {
+		t.Fatalf("forever data %+v: want prev token %s and the coordinator's token", d, old.Token)
+	}
+}
+
 func TestIntegration_ZKFenceLeavesAndReturns(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	px := startProxy(t, srv[0])

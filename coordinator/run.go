@@ -200,7 +200,7 @@ func (r *runner) ensureLease(ctx context.Context, z zkc, sid int64) {
 	node := &foreverNode{path: st.path, version: st.version, data: st.data, workerID: st.workerID}
 	token := st.token // a re-lease: the znode carries it, a version check suffices
 	if st.reclaim {
-		token = newToken() // another token holds it: claim afresh
+		token = st.reclaimToken // another token holds it: claim afresh, with one token for every attempt
 	}
 	written, first, err := c.claimOp(node, token)
 	if err != nil {
@@ -215,20 +215,8 @@ func (r *runner) ensureLease(ctx context.Context, z zkc, sid int64) {
 	}
 	switch res {
 	case leaseTaken:
-		if st.reclaim {
-			// Ordering: the floor goes up to the previous holder's fence
-			// before the new token's fence lets anything past it.
-			if err := r.fence.RaiseFloor(written.data.PrevFence); err != nil {
-				c.block(fmt.Sprintf("claimed worker ID %d again, but cannot start after the previous holder's fence %d: %v", st.workerID, written.data.PrevFence, err))
-				return
-			}
-			c.mu.Lock()
-			c.st.token, c.st.acked, c.st.reclaim = token, written.data.Fence, false
-			c.st.version, c.st.data = written.version, written.data
-			c.mu.Unlock()
-			r.fence.SetZKFence(written.data.Fence)
-			c.log.Warn().Int64("worker_id", st.workerID).Int64("prev_fence", written.data.PrevFence).Str("prev_token", written.data.PrevToken).
-				Msg("claimed the worker ID afresh: another process had claimed it while this one served from its cache; issuing only after its fence")
+		if st.reclaim && !r.completeReclaim(st.workerID, token, &written) {
+			return
 		}
 		c.mu.Lock()
 		c.st.leaseHeld, c.st.leaseSession, c.st.leaseDetail = true, sess, ""
@@ -237,6 +225,14 @@ func (r *runner) ensureLease(ctx context.Context, z zkc, sid int64) {
 		r.nextReport = time.Time{} // renew at once
 		c.log.Info().Int64("worker_id", st.workerID).Str("session", sessionHex(sess)).Msg("lease (re)established")
 	case leaseNodeChanged:
+		if st.reclaim {
+			// An earlier attempt of this re-claim may have committed with
+			// its answer lost: its token is on the znode then.
+			if own, err := c.readOwn(ctx, z, st.path); err == nil && own.workerID == st.workerID && own.data.Token == token {
+				r.completeReclaim(st.workerID, token, own)
+				return // the lease: the next attempt finds it ours, or takes it
+			}
+		}
 		c.recheckOwn(ctx, z)
 	case leaseRetry:
 	case leaseHeldByOurKey, leaseHeldByOther:
@@ -249,6 +245,36 @@ func (r *runner) ensureLease(ctx context.Context, z zkc, sid int64) {
 		c.setLeaseDetail(d)
 		r.warnOnce("cannot re-create the lease: "+d, nil)
 	}
+}
+
+// completeReclaim makes a re-claim's write (token on the forever znode,
+// with the previous holder's fence) the coordinator's: the generator's floor
+// goes up to the previous holder's fence before the new token's fence lets
+// anything past it. It reports false (and blocks) when the floor cannot
+// rise.
+func (r *runner) completeReclaim(workerID int64, token string, written *foreverNode) bool {
+	c := r.c
+	if err := r.fence.RaiseFloor(written.data.PrevFence); err != nil {
+		c.block(fmt.Sprintf("claimed worker ID %d again, but cannot start after the previous holder's fence %d: %v", workerID, written.data.PrevFence, err))
+		return false
+	}
+	c.mu.Lock()
+	c.st.token, c.st.acked, c.st.reclaim, c.st.reclaimToken = token, written.data.Fence, false, ""
+	c.st.version, c.st.data = written.version, written.data
+	c.mu.Unlock()
+	r.fence.SetZKFence(written.data.Fence)
+	c.log.Warn().Int64("worker_id", workerID).Int64("prev_fence", written.data.PrevFence).Str("prev_token", written.data.PrevToken).
+		Msg("claimed the worker ID afresh: another process had claimed it while this one served from its cache; issuing only after its fence")
+	return true
+}
+
+// readOwn reads this node key's forever znode at path.
+func (c *Coordinator) readOwn(ctx context.Context, z zkc, path string) (*foreverNode, error) {
+	key, seq, err := parseForeverName(path[len(c.p.forever)+1:])
+	if err != nil {
+		return nil, err
+	}
+	return c.readForever(ctx, z, path[len(c.p.forever)+1:], key, seq)
 }
 
 func (c *Coordinator) setLeaseDetail(d string) {
@@ -313,6 +339,9 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkc) error {
 	c.mu.Lock()
 	c.st.verified, c.st.path, c.st.version, c.st.data, c.st.incarnation = true, own.path, own.version, own.data, inc
 	c.st.reclaim = !mine
+	if !mine && c.st.reclaimToken == "" {
+		c.st.reclaimToken = newToken()
+	}
 	if mine {
 		c.st.acked = max(c.st.acked, own.data.Fence) // written for our token: acknowledged
 	}

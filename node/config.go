@@ -11,6 +11,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/envflag"
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -75,6 +77,31 @@ type Config struct {
 	LogLevel        string        // --log-level: zerolog level name
 	LogFormat       string        // --log-format: json or console
 	ShutdownTimeout time.Duration // --shutdown-timeout: bound on finishing in-flight requests
+
+	// seams, set by simulations only: nil is the real disk and ZooKeeper.
+	seams *seams
+}
+
+// seams replace what a node talks to, for simulations.
+type seams struct {
+	disk disk.Disk     // under the cache file and the segment state file
+	dial zkconn.Dialer // opens ZooKeeper clients
+}
+
+// files is the disk under the cache file.
+func (c Config) files() disk.Disk {
+	if c.seams == nil || c.seams.disk == nil {
+		return disk.OS{}
+	}
+	return c.seams.disk
+}
+
+// dialer opens ZooKeeper clients (nil: the coordinator's default).
+func (c Config) dialer() zkconn.Dialer {
+	if c.seams == nil {
+		return nil
+	}
+	return c.seams.dial
 }
 
 // EnvPrefix is the prefix of the environment variables that set the

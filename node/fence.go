@@ -14,6 +14,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
 )
 
 // FenceSetter receives the persisted fence and says where the generator
@@ -257,6 +258,7 @@ func (k *FenceKeeper) PersistFinal(fence int64, timeout time.Duration) error {
 // snapshot.
 type fenceWriter struct {
 	path  string
+	disk  disk.Disk
 	entry cachefile.Entry
 	clock clock.Clock
 	// status is the coordinator's (nil in standalone mode); floor is where
@@ -303,5 +305,5 @@ func (w *fenceWriter) persist(fence int64) (int64, error) {
 	if w.beforeWrite != nil {
 		w.beforeWrite()
 	}
-	return fence, cachefile.Save(w.path, e)
+	return fence, cachefile.SaveTo(w.disk, w.path, e)
 }

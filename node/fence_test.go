@@ -16,6 +16,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -324,6 +325,7 @@ func TestFenceWriterRaisesToTheFloorReadAfterTheToken(t *testing.T) {
 	gen := &fakeGen{}
 	const prevFence = 1_750_000_100_000 // the previous holder's: 100s ahead
 	w := &fenceWriter{
+		disk: disk.OS{},
 		path: path, entry: cachefile.Entry{WorkerID: 3, Layout: snowflake.DefaultLayout(), Token: "old"},
 		clock: clk, floor: gen.LastIssued, finalZKFence: func() int64 { return 0 },
 		status: func() coordinator.Status {

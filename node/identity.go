@@ -34,7 +34,7 @@ func standaloneIdentity(cfg Config, layout snowflake.Layout) (identity, error) {
 	id := identity{mode: ModeStandalone, entry: cachefile.Entry{
 		Cluster: StandaloneCluster, NodeKey: StandaloneCluster, WorkerID: cfg.WorkerID, Layout: layout,
 	}}
-	e, err := cachefile.Load(cfg.CacheFile)
+	e, err := cachefile.LoadFrom(cfg.files(), cfg.CacheFile)
 	switch {
 	case errors.Is(err, cachefile.ErrNotFound):
 		id.from = "no cache file: first start"

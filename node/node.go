@@ -218,7 +218,7 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 		Layout: n.layout, RecycleAfter: n.cfg.RecycleAfter, ReportInterval: n.cfg.ReportInterval,
 		ZKFenceAhead:   n.cfg.ZKFenceAhead,
 		ConnectTimeout: connectTimeout(n.cfg.ZKSessionTimeout),
-		Clock:          n.clock, Log: n.log,
+		Clock:          n.clock, Log: n.log, Dial: n.cfg.dialer(),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -311,7 +311,7 @@ func (n *node) newGuard() error {
 
 	// fence_persist_failed: the fence keeper, which also records when the
 	// last report reached ZooKeeper (for a start while ZooKeeper is down).
-	w := &fenceWriter{path: n.cfg.CacheFile, entry: n.ident.entry, clock: n.clock, floor: n.fences.LastIssued,
+	w := &fenceWriter{path: n.cfg.CacheFile, disk: n.cfg.files(), entry: n.ident.entry, clock: n.clock, floor: n.fences.LastIssued,
 		finalZKFence: n.finalZKFence.Load, beforeWrite: n.beforeWrite}
 	if n.coord != nil {
 		w.status = n.coord.Status

@@ -45,8 +45,8 @@ type segmentMode struct {
 func newSegmentMode(cfg Config, nodeKey string, log zerolog.Logger) *segmentMode {
 	return &segmentMode{
 		cfg: coordinator.SegmentConfig{Servers: cfg.ZKServers(), Cluster: cfg.Cluster, Auth: cfg.ZKAuth,
-			Timeout: connectTimeout(cfg.ZKSessionTimeout), Log: log},
-		file: cfg.CacheFile + ".segments", node: nodeKey, log: log, disk: disk.OS{},
+			Timeout: connectTimeout(cfg.ZKSessionTimeout), Log: log, Dial: cfg.dialer()},
+		file: cfg.CacheFile + ".segments", node: nodeKey, log: log, disk: cfg.files(),
 	}
 }
 

@@ -150,11 +150,31 @@ const (
 	defectForgetMark
 )
 
+// simZK is a simulation's ZooKeeper and the faults it injects: a
+// request's fate depends on the seed, its session and its number within
+// the session, not on which goroutine ran first.
+type simZK struct {
+	srv  *zkmem.Server
+	seed uint64
+
+	faultMu   sync.Mutex
+	loseP     float64 // per write: applied, answer lost
+	dropP     float64 // per request: lost before applied
+	slowP     float64 // per request: answer delayed up to 3s
+	stallTill time.Time
+	perSess   map[int64]uint64
+}
+
+func newSimZK(seed uint64) *simZK {
+	z := &simZK{srv: zkmem.New(), seed: seed, perSess: map[int64]uint64{}}
+	z.srv.SetInjector(z.inject)
+	return z
+}
+
 // segSim is one seed's world.
 type segSim struct {
-	seed   uint64
+	*simZK
 	rng    *rand.Rand
-	srv    *zkmem.Server
 	nodes  []*simNode
 	defect simDefect
 
@@ -165,13 +185,6 @@ type segSim struct {
 	stores    []*coordinator.SegmentStore // every store a process opened
 	trace     []string
 	stepNo    int
-
-	faultMu   sync.Mutex
-	loseP     float64 // per write: applied, answer lost
-	dropP     float64 // per request: lost before applied
-	slowP     float64 // per request: answer delayed up to 3s
-	stallTill time.Time
-	perSess   map[int64]uint64
 }
 
 type simNode struct {
@@ -226,7 +239,7 @@ func mix(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
-func (s *segSim) inject(r zkmem.Request) zkmem.Fault {
+func (s *simZK) inject(r zkmem.Request) zkmem.Fault {
 	s.faultMu.Lock()
 	defer s.faultMu.Unlock()
 	s.perSess[r.Session]++
@@ -249,8 +262,8 @@ func (s *segSim) inject(r zkmem.Request) zkmem.Fault {
 }
 
 func newSegSim(seed uint64, defect simDefect) (*segSim, error) {
-	s := &segSim{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5e9)), srv: zkmem.New(), defect: defect,
-		issued: map[int64]string{}, perSess: map[int64]uint64{}}
+	s := &segSim{simZK: newSimZK(seed), rng: rand.New(rand.NewPCG(seed, 0x5e9)), defect: defect, issued: map[int64]string{}}
+	s.srv.SetInjector(nil)
 	admin := s.srv.Connect(zkconn.Options{SessionTimeout: 10 * time.Second})
 	defer admin.Close()
 	cluster, err := json.Marshal(snowflake.DefaultLayout())
@@ -464,17 +477,34 @@ func (s *segSim) take(n *simNode) error {
 }
 
 func (s *segSim) setFaults() {
+	s.logf("%s", s.simZK.setFaults(s.rng))
+}
+
+// setFaults draws new fault rates.
+func (s *simZK) setFaults(rng *rand.Rand) string {
 	levels := []float64{0, 0, 0.05, 0.3}
 	s.faultMu.Lock()
-	s.loseP, s.dropP, s.slowP = levels[s.rng.IntN(4)], levels[s.rng.IntN(4)]/2, levels[s.rng.IntN(4)]
-	s.faultMu.Unlock()
-	s.logf("faults: lose answers %.2f, drop %.2f, slow %.2f", s.loseP, s.dropP, s.slowP)
+	defer s.faultMu.Unlock()
+	s.loseP, s.dropP, s.slowP = levels[rng.IntN(4)], levels[rng.IntN(4)]/2, levels[rng.IntN(4)]
+	return fmt.Sprintf("faults: lose answers %.2f, drop %.2f, slow %.2f", s.loseP, s.dropP, s.slowP)
+}
+
+// stall holds every request for d.
+func (s *simZK) stall(d time.Duration) {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	s.stallTill = time.Now().Add(d)
+}
+
+// healZK ends every ZooKeeper fault.
+func (s *simZK) healZK() {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	s.loseP, s.dropP, s.slowP, s.stallTill = 0, 0, 0, time.Time{}
 }
 
 func (s *segSim) heal() {
-	s.faultMu.Lock()
-	s.loseP, s.dropP, s.slowP, s.stallTill = 0, 0, 0, time.Time{}
-	s.faultMu.Unlock()
+	s.healZK()
 	for _, n := range s.nodes {
 		if n.proc != nil {
 			n.proc.dproc.Hang(0)
@@ -524,9 +554,7 @@ func (s *segSim) step() error {
 		s.setFaults()
 	case r < 92:
 		d := time.Duration(500+s.rng.IntN(7000)) * time.Millisecond
-		s.faultMu.Lock()
-		s.stallTill = time.Now().Add(d)
-		s.faultMu.Unlock()
+		s.stall(d)
 		s.logf("ZooKeeper stalls for %v", d)
 	case r < 95 && len(live) > 0:
 		p := pick(live).proc

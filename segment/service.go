@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 )
 
@@ -74,18 +75,9 @@ type Service struct {
 	unknown map[string]time.Time // tags the store said do not exist, until when to believe it
 	closed  bool
 
-	fileMu chanMutex    // serialises state-file writes (and their snapshots)
-	stalls atomic.Int64 // Takes that waited for a load or a mark
+	fileMu ctxlock.Mutex // serialises state-file writes (and their snapshots; a write may hang)
+	stalls atomic.Int64  // Takes that waited for a load or a mark
 }
-
-// chanMutex is a mutex held across a disk write that may hang: those
-// waiting for it wait on a channel, which a testing/synctest bubble counts
-// as durably blocked (a sync.Mutex it does not), so simulations of a hung
-// disk advance their virtual time.
-type chanMutex chan struct{}
-
-func (m chanMutex) Lock()   { m <- struct{}{} }
-func (m chanMutex) Unlock() { <-m }
 
 // state is the state file.
 type state struct {
@@ -119,7 +111,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Disk = disk.OS{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}), fileMu: make(chanMutex, 1), tags: map[string]*tagBuf{}, unknown: map[string]time.Time{}}
+	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}), fileMu: ctxlock.New(), tags: map[string]*tagBuf{}, unknown: map[string]time.Time{}}
 	var resume map[string][]Range
 	if cfg.StateFile != "" {
 		st, err := readState(cfg.Disk, cfg.StateFile)

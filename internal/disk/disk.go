@@ -6,13 +6,13 @@ package disk
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
-
-	"codeberg.org/snowflaked/snowflaked/cachefile"
 )
 
 // Disk reads whole files and replaces them atomically: a reader sees the
@@ -30,9 +30,55 @@ type OS struct{}
 // ReadFile is os.ReadFile.
 func (OS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
 
-// WriteFileAtomic is cachefile.WriteFileAtomic.
+// WriteFileAtomic is the package's WriteFileAtomic.
 func (OS) WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
-	return cachefile.WriteFileAtomic(name, data, perm)
+	return WriteFileAtomic(name, data, perm)
+}
+
+// WriteFileAtomic writes data to path through a temp file in the same
+// directory, fsyncs it, renames it over path and fsyncs the directory.
+func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("write %s: fsync: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	ok = true
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("write %s: open dir for fsync: %w", path, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("write %s: fsync dir: %w", path, err)
+	}
+	return nil
 }
 
 // ErrKilled is what a killed process's disk calls return.

@@ -1,0 +1,431 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
+
+	"codeberg.org/snowflaked/snowflaked/fencing"
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
+	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
+)
+
+// The snowflake simulation runs whole nodes — node.Run: the claim, the
+// cache file, the fence keeper, the coordinator's renewals and recycling,
+// the clock guard, the HTTP handler, the stop sequence with its final
+// fences — against the in-memory ZooKeeper, on in-memory disks that die
+// with their process, with clocks that step both ways, in virtual time.
+// Node keys come and go (a wiped disk may come back as a new machine), and
+// the layout has 4 worker IDs, so IDs are recycled. It checks, on every
+// batch the handler answers, that no snowflake ID was issued twice and that
+// IDs increase within a process.
+//
+// SIM_SEED, SIM_SEEDS and SIM_STEPS work as for the segment simulation
+// (default 200 seeds, 20 under the race detector).
+
+const (
+	snowNodes   = 3
+	snowCluster = "sim"
+	// Worker IDs: 2 bits, so four; node keys beyond them recycle.
+	snowLayout = "41/2/20"
+)
+
+func TestSimulation_Snowflake(t *testing.T) {
+	steps := simSteps(t)
+	seeds := simSeeds(t)
+	if os.Getenv("SIM_SEED") == "" && os.Getenv("SIM_SEEDS") == "" {
+		seeds = seeds[:max(len(seeds)/5, 1)]
+	}
+	var issued, batches int
+	for _, seed := range seeds {
+		st, err := runSnowSim(t, seed, steps, snowDefectNone)
+		if err != nil {
+			t.Fatalf("seed %d (replay: SIM_SEED=%d go test -run TestSimulation_Snowflake ./node/): %v", seed, seed, err)
+		}
+		issued, batches = issued+st.issued, batches+st.batches
+	}
+	t.Logf("%d seeds of %d steps: %d IDs in %d batches, none twice", len(seeds), steps, issued, batches)
+}
+
+// snowDefect breaks a rule of the node on purpose.
+type snowDefect int
+
+const (
+	snowDefectNone snowDefect = iota
+	// snowDefectIgnorePredecessor: a restart that re-claims its worker ID
+	// starts from no fence, not after its cache file's (fencing.StartAfter
+	// broken).
+	snowDefectIgnorePredecessor
+)
+
+// TestSimulation_SnowflakeCatchesBrokenRules breaks a rule on purpose and
+// expects the simulation to catch it.
+func TestSimulation_SnowflakeCatchesBrokenRules(t *testing.T) {
+	real := startAfter
+	startAfter = func(fencing.Record, fencing.Cache) (int64, bool) { return 0, false }
+	t.Cleanup(func() { startAfter = real })
+	for seed := uint64(1); seed <= 300; seed++ {
+		_, err := runSnowSim(t, seed, 300, snowDefectIgnorePredecessor)
+		if err == nil {
+			continue
+		}
+		if !strings.Contains(err.Error(), "issued twice") {
+			t.Fatalf("seed %d: caught, but not as a duplicate: %v", seed, err)
+		}
+		t.Logf("caught at seed %d: %s", seed, strings.SplitN(err.Error(), "\n", 2)[0])
+		return
+	}
+	t.Fatal("300 seeds did not catch a restart that ignores its predecessor's fence")
+}
+
+// simClock is a node's clock in the bubble's virtual time, with a wall
+// offset the simulation steps.
+type simClock struct {
+	origin time.Time
+	off    atomic.Int64
+}
+
+func (c *simClock) WallNanos() int64    { return time.Now().UnixNano() + c.off.Load() }
+func (c *simClock) Mono() time.Duration { return time.Since(c.origin) }
+
+type snowSim struct {
+	*simZK
+	rng    *rand.Rand
+	dir    string
+	nodes  []*snowNode
+	recent *snowNode // the node started last
+	defect snowDefect
+	keys   int
+
+	issued map[int64]string
+	ticks  map[int64]map[string]*tickSpan // per worker ID, per process: the ticks it issued in
+	stats  snowStats
+	trace  []string
+	stepNo int
+}
+
+type snowStats struct{ issued, batches int }
+
+// tickSpan is the first and last tick a process issued IDs in.
+type tickSpan struct{ lo, hi int64 }
+
+// Bits of snowLayout.
+const (
+	snowWorkerBits = 2
+	snowSeqBits    = 20
+)
+
+type snowNode struct {
+	slot  int
+	key   string
+	disk  *disk.Mem
+	clock *simClock
+	proc  *snowProc
+	procs int
+}
+
+type snowProc struct {
+	name    string
+	n       atomic.Pointer[node]
+	dproc   *disk.Proc
+	cancel  context.CancelFunc
+	done    chan error
+	last    int64
+	mu      sync.Mutex
+	conns   []*zkmem.Conn
+	dead    bool
+	handler fasthttp.RequestHandler
+}
+
+func (s *snowSim) logf(format string, a ...any) {
+	s.trace = append(s.trace, fmt.Sprintf("%9.3fs ", float64(time.Now().UnixNano()%1e12)/1e9)+fmt.Sprintf(format, a...))
+	if synctestDebug {
+		fmt.Fprintln(os.Stderr, s.trace[len(s.trace)-1])
+	}
+}
+
+func (s *snowSim) fail(format string, a ...any) error {
+	tail := s.trace[max(len(s.trace)-40, 0):]
+	return fmt.Errorf("step %d: %s\nlast steps:\n  %s", s.stepNo, fmt.Sprintf(format, a...), strings.Join(tail, "\n  "))
+}
+
+func (s *snowSim) cacheFile(n *snowNode) string {
+	return filepath.Join(s.dir, fmt.Sprintf("slot%d", n.slot), "cache.json")
+}
+
+func (s *snowSim) config(n *snowNode, p *snowProc) Config {
+	cfg := DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Advertise = fmt.Sprintf("127.0.0.1:%d", 1+n.slot) // nothing listens there: peer checks find no one
+	cfg.NodeKey = n.key
+	cfg.Cluster = snowCluster
+	cfg.ZK = "127.0.0.1:2181"
+	cfg.ZKSessionTimeout = 4 * time.Second
+	cfg.CacheFile = s.cacheFile(n)
+	cfg.Layout = snowLayout
+	cfg.Epoch = "1999-12-01T00:00:00Z" // the bubble's clock starts in 2000
+	cfg.RecycleAfter = 20 * time.Second
+	cfg.ZKFenceAhead = 6 * time.Second
+	cfg.ReportInterval = time.Second
+	cfg.FenceAhead = time.Second
+	cfg.MaxStartWait = 10 * time.Second
+	cfg.ShutdownTimeout = 4 * time.Second
+	cfg.seams = &seams{disk: p.dproc, dial: func(servers []string, opt zkconn.Options) (zkconn.Conn, error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.dead {
+			return nil, errors.New("process killed")
+		}
+		c := s.srv.Connect(opt)
+		p.conns = append(p.conns, c)
+		return c, nil
+	}}
+	return cfg
+}
+
+func (s *snowSim) start(n *snowNode) {
+	n.procs++
+	p := &snowProc{name: fmt.Sprintf("%s/%d", n.key, n.procs), dproc: n.disk.Process(), done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	ln := fasthttputil.NewInmemoryListener()
+	log := zerolog.Nop()
+	if synctestDebug {
+		log = zerolog.New(os.Stderr).Level(zerolog.InfoLevel)
+	}
+	go func() {
+		p.done <- Run(ctx, s.config(n, p), log, WithClock(n.clock), WithListener(ln),
+			withBuilt(func(nd *node) { p.n.Store(nd) }))
+	}()
+	n.proc, s.recent = p, n
+	s.logf("%s: start (clock %+v)", p.name, time.Duration(n.clock.off.Load()))
+}
+
+// kill is kill -9: the disk and ZooKeeper see nothing more of it.
+func (s *snowSim) kill(n *snowNode, wipe bool) {
+	p := n.proc
+	p.dproc.Kill()
+	p.mu.Lock()
+	p.dead = true
+	conns := p.conns
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.Vanish()
+	}
+	p.cancel()
+	<-p.done
+	n.proc = nil
+	if wipe {
+		n.disk.Wipe()
+		s.keys++
+		n.key = fmt.Sprintf("k%d", s.keys) // a new machine in its place
+	}
+	s.logf("%s: kill -9 (disk wiped: %v)", p.name, wipe)
+}
+
+func (s *snowSim) stop(n *snowNode) {
+	p := n.proc
+	p.cancel()
+	err := <-p.done
+	p.mu.Lock()
+	p.dead = true
+	p.mu.Unlock()
+	n.proc = nil
+	s.logf("%s: stop: %v", p.name, err)
+}
+
+func (s *snowSim) issue(n *snowNode) error {
+	p := n.proc
+	nd := p.n.Load()
+	if nd == nil || nd.srv == nil {
+		s.logf("%s: not serving yet", p.name)
+		return nil
+	}
+	k := 1 + s.rng.IntN(50)
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.SetRequestURI("/ids?count=" + strconv.Itoa(k))
+	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9}, nil)
+	nd.srv.Handler()(&ctx)
+	if ctx.Response.StatusCode() != fasthttp.StatusOK {
+		s.logf("%s: /ids %d: %d %.80s", p.name, k, ctx.Response.StatusCode(), ctx.Response.Body())
+		return nil
+	}
+	lines := strings.Fields(string(ctx.Response.Body()))
+	for _, l := range lines {
+		id, err := strconv.ParseInt(l, 10, 64)
+		if err != nil {
+			return s.fail("%s: /ids answered %q", p.name, l)
+		}
+		if id <= p.last {
+			return s.fail("%s issued %d after %d: IDs must increase within a process", p.name, id, p.last)
+		}
+		p.last = id
+		if prev, dup := s.issued[id]; dup {
+			return s.fail("snowflake ID %d issued twice: by %s and by %s", id, prev, p.name)
+		}
+		s.issued[id] = p.name
+		if err := s.checkSpan(p.name, id); err != nil {
+			return err
+		}
+	}
+	s.stats.issued += len(lines)
+	s.stats.batches++
+	s.logf("%s: issued %d", p.name, len(lines))
+	return nil
+}
+
+// checkSpan: the processes that held one worker ID issued in disjoint
+// ranges of ticks. Two that overlap could issue the same ID (the sequence
+// restarts with each process): virtual time makes the exact collision rare,
+// the overlap shows the broken fence all the same.
+func (s *snowSim) checkSpan(proc string, id int64) error {
+	tick := id >> (snowWorkerBits + snowSeqBits)
+	worker := (id >> snowSeqBits) & (1<<snowWorkerBits - 1)
+	spans := s.ticks[worker]
+	if spans == nil {
+		spans = map[string]*tickSpan{}
+		s.ticks[worker] = spans
+	}
+	sp := spans[proc]
+	if sp == nil {
+		sp = &tickSpan{tick, tick}
+		spans[proc] = sp
+	}
+	sp.lo, sp.hi = min(sp.lo, tick), max(sp.hi, tick)
+	for other, o := range spans {
+		if other != proc && sp.lo <= o.hi && o.lo <= sp.hi {
+			return s.fail("snowflake IDs of worker %d issued twice in one tick range: %s issued in ticks [%d,%d], %s in [%d,%d]",
+				worker, proc, sp.lo, sp.hi, other, o.lo, o.hi)
+		}
+	}
+	return nil
+}
+
+func (s *snowSim) step() error {
+	var live, down []*snowNode
+	for _, n := range s.nodes {
+		if n.proc != nil {
+			live = append(live, n)
+		} else {
+			down = append(down, n)
+		}
+	}
+	pick := func(ns []*snowNode) *snowNode { return ns[s.rng.IntN(len(ns))] }
+	r := s.rng.IntN(100)
+	switch {
+	case r < 50 && len(live) > 0:
+		// Half the batches go to the node started last: the moments after
+		// a start are where a fence rule matters.
+		if s.recent != nil && s.recent.proc != nil && s.rng.IntN(2) == 0 {
+			return s.issue(s.recent)
+		}
+		return s.issue(pick(live))
+	case r < 60:
+		time.Sleep(time.Duration(1+s.rng.IntN(500)) * time.Millisecond)
+	case r < 65 && len(live) > 0:
+		s.kill(pick(live), s.rng.IntN(6) == 0)
+	case r < 69 && len(live) > 0:
+		s.stop(pick(live))
+	case r < 79 && len(down) > 0:
+		s.start(pick(down))
+	case r < 85:
+		n := pick(s.nodes)
+		if s.rng.IntN(4) == 0 {
+			n.clock.off.Store(0)
+			s.logf("%s: clock set right", n.key)
+			break
+		}
+		step := time.Duration(s.rng.IntN(8000)-4000) * time.Millisecond
+		n.clock.off.Add(int64(step))
+		s.logf("%s: clock steps %v", n.key, step)
+	case r < 89:
+		s.logf("%s", s.simZK.setFaults(s.rng))
+	case r < 91:
+		d := time.Duration(500+s.rng.IntN(15000)) * time.Millisecond
+		s.stall(d)
+		s.logf("ZooKeeper stalls for %v", d)
+	case r < 93 && len(live) > 0:
+		p := pick(live).proc
+		p.mu.Lock()
+		var c *zkmem.Conn
+		if len(p.conns) > 0 {
+			c = p.conns[s.rng.IntN(len(p.conns))]
+		}
+		p.mu.Unlock()
+		if c != nil {
+			s.srv.Expire(c.SessionID())
+			s.logf("%s: a session expired", p.name)
+		}
+	case r < 94 && len(live) > 0:
+		// A reboot: kill -9, the clock comes back behind, the node starts
+		// again at once, half the time while ZooKeeper is down.
+		n := pick(live)
+		s.kill(n, false)
+		if s.rng.IntN(2) == 0 {
+			s.stall(6 * time.Second)
+			s.logf("ZooKeeper stalls for 6s")
+		}
+		step := -time.Duration(s.rng.IntN(3000)) * time.Millisecond
+		n.clock.off.Add(int64(step))
+		s.logf("%s: reboots with its clock %v off", n.key, step)
+		s.start(n)
+	case r < 96 && len(live) > 0:
+		p := pick(live).proc
+		d := time.Duration(s.rng.IntN(5000)) * time.Millisecond
+		p.dproc.Hang(d)
+		s.logf("%s: disk writes take %v", p.name, d)
+	default:
+		time.Sleep(time.Duration(1+s.rng.IntN(20000)) * time.Millisecond)
+	}
+	return nil
+}
+
+func runSnowSim(t *testing.T, seed uint64, steps int, defect snowDefect) (stats snowStats, err error) {
+	t.Helper()
+	dir := t.TempDir()
+	synctest.Test(t, func(*testing.T) {
+		s := &snowSim{simZK: newSimZK(seed), rng: rand.New(rand.NewPCG(seed, 0x5f1a)), dir: dir, defect: defect,
+			issued: map[int64]string{}, ticks: map[int64]map[string]*tickSpan{}}
+		for i := range snowNodes {
+			s.keys++
+			s.nodes = append(s.nodes, &snowNode{slot: i, key: fmt.Sprintf("k%d", s.keys), disk: disk.NewMem(), clock: &simClock{origin: time.Now()}})
+		}
+		for _, n := range s.nodes {
+			s.start(n)
+		}
+		for s.stepNo = 1; s.stepNo <= steps && err == nil; s.stepNo++ {
+			err = s.step()
+			synctest.Wait()
+		}
+		s.healZK()
+		for _, n := range s.nodes {
+			if n.proc != nil {
+				n.proc.dproc.Hang(0)
+				s.stop(n)
+			}
+		}
+		if synctestDebug {
+			fmt.Println(strings.Join(s.trace, "\n"))
+		}
+		stats = s.stats
+		time.Sleep(time.Minute) // the HTTP servers' idle-worker cleaners notice their stop (they sleep 10s)
+	})
+	return stats, err
+}
