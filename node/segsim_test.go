@@ -41,8 +41,9 @@ import (
 //   - what was lost (allocated, neither issued nor returned) stays within
 //     what docs/segments.md allows each crash, stop and unknown outcome.
 //
-// SIM_SEED=n replays one seed (its steps and faults; requests racing at
-// one virtual instant may meet them in another order); SIM_SEEDS=n sets
+// SIM_SEED=n replays one seed (each step settles before the next, and a
+// request's fault depends on its session and number, not on goroutine
+// order); SIM_SEEDS=n sets
 // how many seeds run (default 1000, 50 under the race detector);
 // SIM_STEPS=n how many steps each runs.
 

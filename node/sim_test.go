@@ -37,7 +37,9 @@ import (
 // IDs increase within a process.
 //
 // SIM_SEED, SIM_SEEDS and SIM_STEPS work as for the segment simulation
-// (default 200 seeds, 20 under the race detector).
+// (default 200 seeds, 10 under the race detector). A replay retraces the
+// seed's steps and faults; goroutines of three whole nodes that wake at one
+// virtual instant may interleave differently, so not always exactly.
 
 const (
 	snowNodes   = 3
