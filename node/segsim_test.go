@@ -184,8 +184,7 @@ type segSim struct {
 	// allowance is what the docs let the crashes and stops so far lose.
 	allowance int64
 	stores    []*coordinator.SegmentStore // every store a process opened
-	trace     []string
-	stepNo    int
+	simTrace
 }
 
 type simNode struct {
@@ -204,22 +203,83 @@ type simProc struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	last   int64
-
-	mu    sync.Mutex
-	conns []*zkmem.Conn
-	dead  bool
+	zk     simClients
 }
 
-func (s *segSim) logf(format string, a ...any) {
-	s.trace = append(s.trace, fmt.Sprintf("%8.3fs ", float64(time.Now().UnixNano()%1e12)/1e9)+fmt.Sprintf(format, a...))
+// simTrace is a simulation's log of what happened, shown with the last
+// steps when an invariant breaks.
+type simTrace struct {
+	trace  []string
+	stepNo int
+}
+
+func (s *simTrace) logf(format string, a ...any) {
+	s.trace = append(s.trace, fmt.Sprintf("%9.3fs ", float64(time.Now().UnixNano()%1e12)/1e9)+fmt.Sprintf(format, a...))
 	if synctestDebug {
 		fmt.Fprintln(os.Stderr, s.trace[len(s.trace)-1])
 	}
 }
 
-func (s *segSim) fail(format string, a ...any) error {
+func (s *simTrace) fail(format string, a ...any) error {
 	tail := s.trace[max(len(s.trace)-40, 0):]
 	return fmt.Errorf("step %d: %s\nlast steps:\n  %s", s.stepNo, fmt.Sprintf(format, a...), strings.Join(tail, "\n  "))
+}
+
+// simClients are one simulated process's ZooKeeper clients.
+type simClients struct {
+	mu    sync.Mutex
+	conns []*zkmem.Conn
+	dead  bool
+}
+
+// dialer opens clients on srv until the process is dead.
+func (c *simClients) dialer(srv *zkmem.Server) zkconn.Dialer {
+	return func(_ []string, opt zkconn.Options) (zkconn.Conn, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.dead {
+			return nil, errors.New("process killed")
+		}
+		conn := srv.Connect(opt)
+		c.conns = append(c.conns, conn)
+		return conn, nil
+	}
+}
+
+// end marks the process dead: its clients vanish (kill -9: the sessions
+// expire after their timeout) or close (a clean exit).
+func (c *simClients) end(vanish bool) {
+	c.mu.Lock()
+	c.dead = true
+	conns := c.conns
+	c.mu.Unlock()
+	for _, conn := range conns {
+		if vanish {
+			conn.Vanish()
+		} else {
+			conn.Close()
+		}
+	}
+}
+
+// pick returns one of the clients (nil when none), by r.
+func (c *simClients) pick(r *rand.Rand) *zkmem.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.conns) == 0 {
+		return nil
+	}
+	return c.conns[r.IntN(len(c.conns))]
+}
+
+// latest returns the newest client (nil when none).
+func (c *simClients) latest() *zkmem.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.conns) == 0 {
+		return nil
+	}
+	return c.conns[len(c.conns)-1]
 }
 
 // mix is splitmix64: a request's fate depends on the seed, its session and
@@ -303,16 +363,7 @@ func (s *segSim) segConfig(dial zkconn.Dialer) coordinator.SegmentConfig {
 func (s *segSim) start(n *simNode) {
 	n.procs++
 	p := &simProc{name: fmt.Sprintf("%s/%d", n.name, n.procs), dproc: n.disk.Process(), done: make(chan struct{})}
-	dial := func(servers []string, opt zkconn.Options) (zkconn.Conn, error) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.dead {
-			return nil, errors.New("process killed")
-		}
-		c := s.srv.Connect(opt)
-		p.conns = append(p.conns, c)
-		return c, nil
-	}
+	dial := p.zk.dialer(s.srv)
 	var d disk.Disk = p.dproc
 	if s.defect == defectForgetMark {
 		d = &staleDisk{Disk: p.dproc, n: n}
@@ -350,13 +401,7 @@ func (s *segSim) kill(n *simNode, wipe bool) error {
 		held, ahead = st[0].Held, max(st[0].Ahead, st[0].Chunk, simMaxTake)
 	}
 	p.dproc.Kill()
-	p.mu.Lock()
-	p.dead = true
-	conns := p.conns
-	p.mu.Unlock()
-	for _, c := range conns {
-		c.Vanish()
-	}
+	p.zk.end(true)
 	p.cancel()
 	<-p.done
 	if svc := p.mode.svc.Load(); svc != nil {
@@ -438,13 +483,7 @@ func (s *segSim) stop(n *simNode, strict bool) error {
 		s.allowance += ts.Wasted
 	}
 	s.noteStore(p)
-	p.mu.Lock()
-	p.dead = true
-	conns := p.conns
-	p.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-	}
+	p.zk.end(false)
 	n.proc = nil
 	s.logf("%s: clean stop: %v", p.name, err)
 	if strict && err != nil {
@@ -559,11 +598,7 @@ func (s *segSim) step() error {
 		s.logf("ZooKeeper stalls for %v", d)
 	case r < 95 && len(live) > 0:
 		p := pick(live).proc
-		p.mu.Lock()
-		conns := slices.Clone(p.conns)
-		p.mu.Unlock()
-		if len(conns) > 0 {
-			c := conns[len(conns)-1]
+		if c := p.zk.latest(); c != nil {
 			s.srv.Expire(c.SessionID())
 			s.logf("%s: session expired", p.name)
 		}
@@ -729,12 +764,7 @@ type blindReturns struct {
 func (b blindReturns) Return(ctx context.Context, tag string, r segment.Range) error {
 	p := "/snowflaked/" + simCluster + "/segments/" + tag + "/returned/" + fmt.Sprintf("%019d-%019d", r.Lo, r.Hi)
 	for ctx.Err() == nil {
-		b.p.mu.Lock()
-		var c *zkmem.Conn
-		if len(b.p.conns) > 0 {
-			c = b.p.conns[len(b.p.conns)-1]
-		}
-		b.p.mu.Unlock()
+		c := b.p.zk.latest()
 		if c == nil {
 			return errors.New("no session")
 		}

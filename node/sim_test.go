@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -22,8 +20,6 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
-	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
-	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
 )
 
 // The snowflake simulation runs whole nodes — node.Run: the claim, the
@@ -118,8 +114,7 @@ type snowSim struct {
 	issued map[int64]string
 	ticks  map[int64]map[string]*tickSpan // per worker ID, per process: the ticks it issued in
 	stats  snowStats
-	trace  []string
-	stepNo int
+	simTrace
 }
 
 type snowStats struct{ issued, batches int }
@@ -143,28 +138,13 @@ type snowNode struct {
 }
 
 type snowProc struct {
-	name    string
-	n       atomic.Pointer[node]
-	dproc   *disk.Proc
-	cancel  context.CancelFunc
-	done    chan error
-	last    int64
-	mu      sync.Mutex
-	conns   []*zkmem.Conn
-	dead    bool
-	handler fasthttp.RequestHandler
-}
-
-func (s *snowSim) logf(format string, a ...any) {
-	s.trace = append(s.trace, fmt.Sprintf("%9.3fs ", float64(time.Now().UnixNano()%1e12)/1e9)+fmt.Sprintf(format, a...))
-	if synctestDebug {
-		fmt.Fprintln(os.Stderr, s.trace[len(s.trace)-1])
-	}
-}
-
-func (s *snowSim) fail(format string, a ...any) error {
-	tail := s.trace[max(len(s.trace)-40, 0):]
-	return fmt.Errorf("step %d: %s\nlast steps:\n  %s", s.stepNo, fmt.Sprintf(format, a...), strings.Join(tail, "\n  "))
+	name   string
+	n      atomic.Pointer[node]
+	dproc  *disk.Proc
+	cancel context.CancelFunc
+	done   chan error
+	last   int64
+	zk     simClients
 }
 
 func (s *snowSim) cacheFile(n *snowNode) string {
@@ -188,16 +168,7 @@ func (s *snowSim) config(n *snowNode, p *snowProc) Config {
 	cfg.FenceAhead = time.Second
 	cfg.MaxStartWait = 10 * time.Second
 	cfg.ShutdownTimeout = 4 * time.Second
-	cfg.seams = &seams{disk: p.dproc, dial: func(servers []string, opt zkconn.Options) (zkconn.Conn, error) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.dead {
-			return nil, errors.New("process killed")
-		}
-		c := s.srv.Connect(opt)
-		p.conns = append(p.conns, c)
-		return c, nil
-	}}
+	cfg.seams = &seams{disk: p.dproc, dial: p.zk.dialer(s.srv)}
 	return cfg
 }
 
@@ -223,13 +194,7 @@ func (s *snowSim) start(n *snowNode) {
 func (s *snowSim) kill(n *snowNode, wipe bool) {
 	p := n.proc
 	p.dproc.Kill()
-	p.mu.Lock()
-	p.dead = true
-	conns := p.conns
-	p.mu.Unlock()
-	for _, c := range conns {
-		c.Vanish()
-	}
+	p.zk.end(true)
 	p.cancel()
 	<-p.done
 	n.proc = nil
@@ -245,9 +210,7 @@ func (s *snowSim) stop(n *snowNode) {
 	p := n.proc
 	p.cancel()
 	err := <-p.done
-	p.mu.Lock()
-	p.dead = true
-	p.mu.Unlock()
+	p.zk.end(false)
 	n.proc = nil
 	s.logf("%s: stop: %v", p.name, err)
 }
@@ -365,13 +328,7 @@ func (s *snowSim) step() error {
 		s.logf("ZooKeeper stalls for %v", d)
 	case r < 93 && len(live) > 0:
 		p := pick(live).proc
-		p.mu.Lock()
-		var c *zkmem.Conn
-		if len(p.conns) > 0 {
-			c = p.conns[s.rng.IntN(len(p.conns))]
-		}
-		p.mu.Unlock()
-		if c != nil {
+		if c := p.zk.pick(s.rng); c != nil {
 			s.srv.Expire(c.SessionID())
 			s.logf("%s: a session expired", p.name)
 		}

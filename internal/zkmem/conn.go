@@ -123,37 +123,36 @@ func (c *Conn) reconnect(gen int64) {
 // more (every call fails with zk.ErrClosing, held requests are never
 // applied), and the server expires its session after the session timeout.
 func (c *Conn) Vanish() {
-	s := c.srv
-	s.mu.Lock()
-	if c.closed {
-		s.mu.Unlock()
-		return
+	if c.end() {
+		time.AfterFunc(c.timeout, func() {
+			c.srv.mu.Lock()
+			c.expireLocked()
+			c.srv.mu.Unlock()
+		})
 	}
-	c.closed = true
-	c.gen++
-	close(c.gone)
-	s.mu.Unlock()
-	time.AfterFunc(c.timeout, func() {
-		s.mu.Lock()
-		c.expireLocked()
-		s.mu.Unlock()
-	})
 }
 
 // Close ends the session at once (a clean close).
 func (c *Conn) Close() {
-	s := c.srv
-	s.mu.Lock()
+	if c.end() {
+		c.srv.mu.Lock()
+		c.expireLocked()
+		c.srv.mu.Unlock()
+	}
+}
+
+// end closes the client to its caller; it reports false when it was closed
+// already.
+func (c *Conn) end() bool {
+	c.srv.mu.Lock()
+	defer c.srv.mu.Unlock()
 	if c.closed {
-		s.mu.Unlock()
-		return
+		return false
 	}
 	c.closed = true
 	c.gen++
 	close(c.gone)
-	c.expireLocked()
-	c.state = zk.StateDisconnected
-	s.mu.Unlock()
+	return true
 }
 
 // SessionID is the current session's ID.
