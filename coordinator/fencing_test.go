@@ -10,6 +10,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )
 
 // The issue-8 scenario at the coordinator: A is cut off from a ZooKeeper
@@ -19,8 +20,8 @@ import (
 // talk to ZooKeeper again it learns it was taken over and stays out.
 func TestIntegration_PartitionedHolderFencedOutBySameKeyTakeOver(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
-	px := startProxy(t, srv[0])
-	cfgA := testConfig(t, px.Addr(), "k")
+	px := zkproxy.Start(t, srv[0])
+	cfgA := testConfig(t, []string{px.Addr()}, "k")
 	a := newCoord(t, cfgA)
 	idA := mustClaim(t, a)
 	fsA := &testFence{}
@@ -96,8 +97,8 @@ func TestIntegration_ForeignWriteToOwnZnodeIsATakeOver(t *testing.T) {
 // the session to expire.
 func TestIntegration_PriorSessionLeaseRemovedAtOnce(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
-	px := startProxy(t, srv[0])
-	cfg := testConfig(t, px.Addr(), "disk")
+	px := zkproxy.Start(t, srv[0])
+	cfg := testConfig(t, []string{px.Addr()}, "disk")
 	cfg.SessionTimeout = 8 * time.Second // long: waiting it out would show
 	dead := newCoord(t, cfg)
 	id := mustClaim(t, dead)
@@ -119,8 +120,8 @@ func TestIntegration_PriorSessionLeaseRemovedAtOnce(t *testing.T) {
 	}
 
 	// A lease of a session the cache file does not name is never removed.
-	px2 := startProxy(t, srv[0])
-	cfg2 := testConfig(t, px2.Addr(), "disk2")
+	px2 := zkproxy.Start(t, srv[0])
+	cfg2 := testConfig(t, []string{px2.Addr()}, "disk2")
 	cfg2.SessionTimeout = 8 * time.Second
 	holder := newCoord(t, cfg2)
 	hid := mustClaim(t, holder)
@@ -196,8 +197,8 @@ func TestIntegration_IncarnationAndClusterSettings(t *testing.T) {
 // lease_lost, and takes the lease by itself once the stale one expires.
 func TestIntegration_StaleLeaseOfADeadLookingHolderIsWaitedOutNotFatal(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
-	px := startProxy(t, srv[0])
-	cfgA := testConfig(t, px.Addr(), "lingering")
+	px := zkproxy.Start(t, srv[0])
+	cfgA := testConfig(t, []string{px.Addr()}, "lingering")
 	cfgA.SessionTimeout = 8 * time.Second // lingers far longer than B watches
 	a := newCoord(t, cfgA)
 	idA := mustClaim(t, a)

@@ -16,6 +16,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )
 
 func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
@@ -126,8 +127,8 @@ func TestIntegration_RestartAfterCloseKeepsIDAndExactFence(t *testing.T) {
 func TestIntegration_CrashRestartWaitsForStaleLease(t *testing.T) {
 	zkc := zkharness.StartStandalone(t)
 	srv := serversOf(zkc)
-	px := startProxy(t, srv[0])
-	crashed := newCoord(t, testConfig(t, px.Addr(), "k"))
+	px := zkproxy.Start(t, srv[0])
+	crashed := newCoord(t, testConfig(t, []string{px.Addr()}, "k"))
 	id := mustClaim(t, crashed)
 	raw := rawConn(t, srv, "")
 	lease := fmt.Sprintf("/snowflaked/test/leases/%d", id.WorkerID)
@@ -560,8 +561,8 @@ func TestIntegration_RenewalsMoveFenceAndLastTS(t *testing.T) {
 
 func TestIntegration_SessionExpiryRecreatesLease(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
-	px := startProxy(t, srv[0])
-	cfg := testConfig(t, px.Addr(), "expiring")
+	px := zkproxy.Start(t, srv[0])
+	cfg := testConfig(t, []string{px.Addr()}, "expiring")
 	cfg.ZKFenceAhead = 12 * time.Second // the fence outlasts the session: the node keeps serving while cut off
 	c := newCoord(t, cfg)
 	id := mustClaim(t, c)
@@ -689,11 +690,11 @@ func TestIntegration_EnsembleLeaderLoss(t *testing.T) {
 // resumeBlocked starts a coordinator for key whose ZooKeeper is cut off,
 // checks that Claim gives up with ErrZKUnavailable, resumes it from r and
 // runs it; the proxy is returned blocked.
-func resumeBlocked(t *testing.T, srv []string, key string, r Resume) (*Coordinator, *clockguard.Guard, *transitions, *testFence, *proxy) {
+func resumeBlocked(t *testing.T, srv []string, key string, r Resume) (*Coordinator, *clockguard.Guard, *transitions, *testFence, *zkproxy.Proxy) {
 	t.Helper()
-	px := startProxy(t, srv[0])
+	px := zkproxy.Start(t, srv[0])
 	px.Block()
-	cfg := testConfig(t, px.Addr(), key)
+	cfg := testConfig(t, []string{px.Addr()}, key)
 	cfg.ConnectTimeout = time.Second
 	c := newCoord(t, cfg)
 	began := time.Now()
@@ -817,16 +818,13 @@ func TestIntegration_ReclaimWithLostAnswerCompletes(t *testing.T) {
 		WorkerID: old.WorkerID, Token: "an-older-token", ZKFence: time.Now().Add(time.Minute).UnixMilli(), Incarnation: old.Incarnation,
 	})
 	waitFor(t, waitLong, "in service from the cache", func() bool { return g.Ready() })
-	px.LoseAnswerTo(old.Token) // the claim's write names the token it replaces
+	px.LoseAnswerTo(old.Token, nil) // the claim's write names the token it replaces
 	px.Unblock()
 	waitFor(t, waitLong, "the fresh claim to complete", func() bool {
 		st := c.Status()
 		return st.LeaseHeld && st.Reports >= 1 && st.Token != "an-older-token" && st.Token != old.Token
 	})
-	px.mu.Lock()
-	lost := px.marker == nil
-	px.mu.Unlock()
-	if !lost {
+	if !px.Lost() {
 		t.Fatal("no write named the replaced token: the answer was never lost")
 	}
 	if got := fs.floor.Load(); got != high {
@@ -840,8 +838,8 @@ func TestIntegration_ReclaimWithLostAnswerCompletes(t *testing.T) {
 
 func TestIntegration_ZKFenceLeavesAndReturns(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
-	px := startProxy(t, srv[0])
-	cfg := testConfig(t, px.Addr(), "silent")
+	px := zkproxy.Start(t, srv[0])
+	cfg := testConfig(t, []string{px.Addr()}, "silent")
 	cfg.SessionTimeout = 6 * time.Second // the session outlives the fence
 	c := newCoord(t, cfg)
 	mustClaim(t, c)
@@ -881,12 +879,12 @@ func TestIntegration_ZKFenceLeavesAndReturns(t *testing.T) {
 func TestIntegration_LostCreateAnswerLeavesNoOrphan(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	mustClaim(t, newCoord(t, testConfig(t, srv, "other"))) // creates the cluster
-	px := startProxy(t, srv[0])
+	px := zkproxy.Start(t, srv[0])
 	var logs syncBuffer
-	cfg := testConfig(t, px.Addr(), "lost-answer")
+	cfg := testConfig(t, []string{px.Addr()}, "lost-answer")
 	cfg.Log = testLog(t, &logs)
 	c := newCoord(t, cfg)
-	px.LoseAnswerTo("/snowflaked/test/forever/lost-answer-")
+	px.LoseAnswerTo("/snowflaked/test/forever/lost-answer-", nil)
 	id := mustClaim(t, c)
 	if !strings.Contains(logs.String(), "outcome unknown") {
 		t.Fatalf("the create's answer was not lost (no retry path taken):\n%s", logs.String())

@@ -16,6 +16,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/cachefile"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )
 
 // Short timings keep the ZooKeeper-mode tests fast.
@@ -672,7 +673,7 @@ func TestIntegration_ClusterZooKeeperOutageLeavesServiceAndComesBack(t *testing.
 // when the partition ends, and keeps its worker ID.
 func TestIntegration_ClusterSessionExpiryByPartition(t *testing.T) {
 	zk := zkharness.StartStandalone(t)
-	proxy := startProxy(t, zk.ConnectString())
+	proxy := zkproxy.Start(t, zk.ConnectString())
 	p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), proxy.Addr(), "expiry", "node-e", "--zk-fence-ahead", "3s"))
 	p.waitReadyz(http.StatusOK, readyTimeout)
 	before := p.ids(1000)

@@ -10,6 +10,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )
 
 // fenceAhead is --zk-fence-ahead in the fencing tests: short, so a cut-off
@@ -34,7 +35,7 @@ func lastMs(ids []int64) int64 {
 // (within G of the cut) and B starts after it: no duplicate.
 func TestIntegration_ClusterPartitionedNodeFencedOutBySameKey(t *testing.T) {
 	zk := zkharness.StartStandalone(t)
-	proxy := startProxy(t, zk.ConnectString())
+	proxy := zkproxy.Start(t, zk.ConnectString())
 	extra := []string{"--zk-fence-ahead", fenceAhead.String()}
 	a := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), proxy.Addr(), "fence", "k", extra...))
 	a.waitReadyz(http.StatusOK, readyTimeout)

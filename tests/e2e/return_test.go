@@ -11,6 +11,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/cachefile"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )
 
 // setOffset moves a chaos-build node's clock by offset from the real one.
@@ -80,7 +81,7 @@ func TestIntegration_ClusterOutlierReturnsOncePeersAreSetRight(t *testing.T) {
 // Now the kill -9 after the undo is followed by a prompt return.
 func TestIntegration_ClusterJumpWithoutAPeerListIsHeld(t *testing.T) {
 	zk := zkharness.StartStandalone(t)
-	proxy := startProxy(t, zk.ConnectString())
+	proxy := zkproxy.Start(t, zk.ConnectString())
 	dir := t.TempDir()
 	// G 1m: the cut below does not run the ZooKeeper fence out.
 	extra := []string{"--zk-fence-ahead", "1m", "--report-interval", "500ms"}
