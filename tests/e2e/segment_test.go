@@ -13,6 +13,7 @@ import (
 
 	sfctl "codeberg.org/snowflaked/snowflaked/ctl"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )
 
 // segNode is one node under load; its goroutines pause (mu held for
@@ -336,4 +337,89 @@ func TestIntegration_SegmentsResumeWhileZooKeeperIsDown(t *testing.T) {
 	if lost < 0 || lost > 100 {
 		t.Fatalf("lost %d IDs, want at most one chunk (step 1000 / 10)", lost)
 	}
+}
+
+// Three real nodes, one tag (step 1000). Node A issued 5 IDs of its range
+// and stops cleanly; its return of the rest reaches ZooKeeper and is
+// applied, but the answer is lost and A cannot reach ZooKeeper for 5s.
+// Meanwhile node B starts and takes the lowest returned range: A's. A
+// comes back and must not put that range back (it tells from the nonce
+// its return wrote that it happened). Then node C starts: it must get a
+// range of its own, not A's again. No dense ID twice, and after the final
+// clean stops no returned range holds an issued ID.
+func TestIntegration_SegmentsLostReturnAnswerIsNotReturnedTwice(t *testing.T) {
+	zk := zkharness.StartStandalone(t)
+	const cluster = "lostreturn"
+	px := zkproxy.Start(t, zk.ConnectString())
+	aArgs := clusterArgs(t.TempDir(), px.Addr(), cluster, "node-a", "--shutdown-timeout", "30s")
+	a := startNode(t, binSnowflaked, aArgs)
+	if code, out, errOut := ctl(t, "segment", "create", "orders", "--zk", zk.ConnectString(), "--cluster", cluster, "--start", "1", "--step", "1000"); code != 0 {
+		t.Fatalf("segment create: %d %s %s", code, out, errOut)
+	}
+	(&segNode{p: a}).waitSegmentReady(t)
+	fetch := func(p *proc, count int) []int64 {
+		t.Helper()
+		code, body := p.get("/segment/orders?count=" + strconv.Itoa(count))
+		if code != http.StatusOK {
+			t.Fatalf("/segment/orders?count=%d: %d %s", count, code, body)
+		}
+		return parseIDs(t, body)
+	}
+	issued := map[int64]string{}
+	keep := func(who string, ids []int64) {
+		t.Helper()
+		for _, id := range ids {
+			if by, dup := issued[id]; dup {
+				t.Fatalf("dense ID %d issued twice: by %s and by %s", id, by, who)
+			}
+			issued[id] = who
+		}
+	}
+	keep("A", fetch(a, 5))
+
+	// A's return goes through; its answer is lost and A is cut off for 5s.
+	px.LoseAnswerTo("/returned/", func() {
+		px.Block()
+		time.AfterFunc(5*time.Second, px.Unblock)
+	})
+	a.signal(syscall.SIGTERM)
+	deadline := time.Now().Add(readyTimeout)
+	for !px.Lost() {
+		if time.Now().After(deadline) {
+			t.Fatalf("A's return never went out:\n%s", a.Output())
+		}
+		time.Sleep(pollEvery)
+	}
+
+	b := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk.ConnectString(), cluster, "node-b"))
+	(&segNode{p: b}).waitSegmentReady(t)
+	fromB := fetch(b, 50)
+	if fromB[0] != 6 {
+		t.Fatalf("B's first ID %d, want 6: B did not take A's returned range while A was cut off", fromB[0])
+	}
+	keep("B", fromB)
+
+	if code := a.exitCode(); code != 0 {
+		t.Fatalf("A's clean stop: exit %d\n%s", code, a.Output())
+	}
+	c := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk.ConnectString(), cluster, "node-c"))
+	(&segNode{p: c}).waitSegmentReady(t)
+	keep("C", fetch(c, 50))
+	keep("B", fetch(b, 50))
+
+	for _, p := range []*proc{b, c} {
+		p.signal(syscall.SIGTERM)
+		if code := p.exitCode(); code != 0 {
+			t.Fatalf("SIGTERM: exit %d\n%s", code, p.Output())
+		}
+	}
+	rep := segmentTally(t, zk.ConnectString(), cluster)
+	for _, r := range rep.Returned {
+		for id := r.Lo; id < r.Hi; id++ {
+			if by, ok := issued[id]; ok {
+				t.Fatalf("returned range %v holds ID %d, issued by %s: it would be handed out twice", r, id, by)
+			}
+		}
+	}
+	t.Logf("A's answer lost, B took its range, C got its own: %d IDs, none twice; returned now %v", len(issued), rep.Returned)
 }
