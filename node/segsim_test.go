@@ -319,6 +319,11 @@ func (s *simZK) inject(r zkmem.Request) zkmem.Fault {
 	case write && u() < s.loseP:
 		f.Kind, f.Down = zkmem.LoseAnswer, time.Duration(u()*float64(6*time.Second))
 	}
+	// Requests sent at one virtual instant by several sessions reach the
+	// server in the order of their sessions (a microsecond apart), not in
+	// the order the scheduler happened to run their goroutines: a seed
+	// replays the same run.
+	f.Delay += time.Duration(r.Session%1024+1) * time.Microsecond
 	return f
 }
 

@@ -182,6 +182,9 @@ func (s *snowSim) start(n *snowNode) {
 	if synctestDebug {
 		log = zerolog.New(os.Stderr).Level(zerolog.InfoLevel)
 	}
+	// Nodes start a few microseconds apart, so their timers never fire at
+	// one virtual instant: the scheduler's order does not decide a run.
+	time.Sleep(time.Duration(n.slot+1) * time.Microsecond)
 	go func() {
 		p.done <- Run(ctx, s.config(n, p), log, WithClock(n.clock), WithListener(ln),
 			withBuilt(func(nd *node) { p.n.Store(nd) }))
