@@ -226,12 +226,8 @@ func (r *runner) ensureLease(ctx context.Context, z zkc, sid int64) {
 		c.log.Info().Int64("worker_id", st.workerID).Str("session", sessionHex(sess)).Msg("lease (re)established")
 	case leaseNodeChanged:
 		if st.reclaim {
-			// An earlier attempt of this re-claim may have committed with
-			// its answer lost: its token is on the znode then.
-			if own, err := c.readOwn(ctx, z, st.path); err == nil && own.workerID == st.workerID && own.data.Token == token {
-				r.completeReclaim(st.workerID, token, own)
-				return // the lease: the next attempt finds it ours, or takes it
-			}
+			r.reclaimChanged(ctx, z, st.path, st.workerID, token)
+			return
 		}
 		c.recheckOwn(ctx, z)
 	case leaseRetry:
@@ -266,6 +262,41 @@ func (r *runner) completeReclaim(workerID int64, token string, written *foreverN
 	c.log.Warn().Int64("worker_id", workerID).Int64("prev_fence", written.data.PrevFence).Str("prev_token", written.data.PrevToken).
 		Msg("claimed the worker ID afresh: another process had claimed it while this one served from its cache; issuing only after its fence")
 	return true
+}
+
+// stopping reports whether err comes from the process stopping (ctx ended,
+// the client closing), which says nothing about ZooKeeper's data.
+func stopping(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, zk.ErrClosing)
+}
+
+// reclaimChanged handles a re-claim attempt that found our forever znode
+// at another version. Another process's token there is what a re-claim
+// expects (it may have renewed since we read it): the next attempt claims
+// over the record as it is now. Our own token there means an earlier
+// attempt committed with its answer lost: the claim is completed. A read
+// that fails for connection trouble is retried at the next step, never
+// judged (a read that succeeds later must see our token as ours).
+func (r *runner) reclaimChanged(ctx context.Context, z zkc, path string, workerID int64, token string) {
+	c := r.c
+	own, err := c.readOwn(ctx, z, path)
+	var me *malformedError
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		c.block(fmt.Sprintf("forever znode %s of worker ID %d was deleted", path, workerID))
+	case errors.As(err, &me):
+		c.block(fmt.Sprintf("worker ID %d: %v", workerID, err))
+	case err != nil:
+		r.warnOnce(fmt.Sprintf("re-reading the forever znode of worker ID %d failed; retrying", workerID), err)
+	case own.workerID != workerID:
+		c.block(fmt.Sprintf("forever znode %s now maps to worker ID %d instead of %d (taken over by %s)", path, own.workerID, workerID, own.data.RecycledTo))
+	case own.data.Token == token:
+		r.completeReclaim(workerID, token, own) // the lease: the next attempt finds it ours, or takes it
+	default:
+		c.mu.Lock()
+		c.st.version, c.st.data = own.version, own.data
+		c.mu.Unlock()
+	}
 }
 
 // readOwn reads this node key's forever znode at path.
@@ -310,7 +341,7 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkc) error {
 	c.mu.Unlock()
 	inc, err := c.ensureCluster(ctx, z)
 	if err != nil {
-		if transient(err) {
+		if transient(err) || stopping(ctx, err) {
 			return err
 		}
 		c.block(fmt.Sprintf("serving cached worker ID %d, but the cluster in ZooKeeper does not fit: %v", want, err))
@@ -322,7 +353,7 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkc) error {
 	}
 	own, err := c.findOwn(ctx, z)
 	switch {
-	case err != nil && transient(err):
+	case err != nil && (transient(err) || stopping(ctx, err)):
 		return err
 	case err != nil:
 		c.block(fmt.Sprintf("serving cached worker ID %d, but this node key's forever znode cannot be used: %v", want, err))
