@@ -28,7 +28,7 @@ test: deps
 	$(GO) test -race -tags chaos -timeout 10m ./node/
 	# The simulations of the shipped code (node/*sim_test.go), many seeds, without -race (virtual time; SIM_SEED=N replays one).
 	SIM_SEEDS=1000 $(GO) test -count=1 -run 'TestSimulation_Segments' ./node/
-	SIM_SEEDS=300 $(GO) test -count=1 -run 'TestSimulation_Snowflake' ./node/
+	SIM_SEEDS=200 $(GO) test -count=1 -run 'TestSimulation_Snowflake' ./node/
 	# Allocation tests skip themselves under -race (sync.Pool drops items there): run them without it.
 	$(GO) test -count=1 -run 'Alloc' ./server/ ./metrics/ ./node/
 	# -count=1: a new random schedule every run, and the summary below is this run's (never a cached result).

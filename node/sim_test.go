@@ -286,7 +286,102 @@ func (s *snowSim) checkSpan(proc string, id int64) error {
 	return nil
 }
 
+// settleFor is how long the nodes get to come back once the faults end: a
+// forward clock jump that neither NTP nor a peer can confirm is held for a
+// minute (the clocks set right are one more step), then the rounds.
+const settleFor = 90 * time.Second
+
+// settle ends the faults, sets the clocks right and gives the nodes
+// settleFor: each must then be back in service by itself. The one legitimate
+// exception is a node whose worker ID another node key recycled while it
+// was silent (it stays out until restarted, by design); a node key's own
+// claim taken for another process's never is one.
+func (s *snowSim) settle() error {
+	for _, n := range s.nodes {
+		n.clock.off.Store(0)
+	}
+	s.logf("faults healed, clocks set right")
+	// A supervisor restarts whatever exits (a start that finds no free
+	// worker ID yet exits 1) every 5s.
+	for range int(settleFor / (5 * time.Second)) {
+		s.reap()
+		for _, n := range s.nodes {
+			if n.proc == nil {
+				s.start(n)
+			}
+		}
+		time.Sleep(5 * time.Second)
+	}
+	for _, n := range s.nodes {
+		p := n.proc
+		if p == nil {
+			continue
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			return s.fail("%s still exits by itself: %v", p.name, err)
+		default:
+		}
+		nd := p.n.Load()
+		if nd == nil {
+			return s.fail("%s never started serving", p.name)
+		}
+		if nd.guard.Ready() {
+			continue
+		}
+		st := nd.coord.Status()
+		if strings.Contains(st.LeaseDetail, "recycled") || strings.Contains(st.LeaseDetail, "taken over") {
+			s.logf("%s: out for good, its worker ID recycled: %s", p.name, st.LeaseDetail)
+			continue
+		}
+		return s.fail("%s still out of service %v after the faults ended: %+v; lease: %s", p.name, settleFor, nd.guard.Status(), st.LeaseDetail)
+	}
+	return nil
+}
+
+// reap notices processes that exited by themselves (a first start that
+// found ZooKeeper unreachable exits 1; a supervisor starts it again).
+func (s *snowSim) reap() {
+	for _, n := range s.nodes {
+		if p := n.proc; p != nil {
+			select {
+			case err := <-p.done:
+				p.done <- err
+				p.zk.end(false)
+				n.proc = nil
+				s.logf("%s exited: %v", p.name, err)
+			default:
+			}
+		}
+	}
+}
+
+// checkNotFencedOutByItself: in this world one process at a time runs a
+// node key, so a node that blocks because "another process" claimed its
+// worker ID took its own claim for someone else's (it would stay out of
+// service until restarted).
+func (s *snowSim) checkNotFencedOutByItself() error {
+	for _, n := range s.nodes {
+		if n.proc == nil {
+			continue
+		}
+		nd := n.proc.n.Load()
+		if nd == nil || nd.coord == nil {
+			continue
+		}
+		if d := nd.coord.Status().LeaseDetail; strings.Contains(d, "claimed by another process") {
+			return s.fail("%s is blocked as if another process had claimed its worker ID, but none runs its node key: %s", n.proc.name, d)
+		}
+	}
+	return nil
+}
+
 func (s *snowSim) step() error {
+	s.reap()
+	if err := s.checkNotFencedOutByItself(); err != nil {
+		return err
+	}
 	var live, down []*snowNode
 	for _, n := range s.nodes {
 		if n.proc != nil {
@@ -341,8 +436,12 @@ func (s *snowSim) step() error {
 		n := pick(live)
 		s.kill(n, false)
 		if s.rng.IntN(2) == 0 {
+			// ZooKeeper is down, and loses answers as it comes back.
 			s.stall(6 * time.Second)
-			s.logf("ZooKeeper stalls for 6s")
+			s.faultMu.Lock()
+			s.loseP = 0.5
+			s.faultMu.Unlock()
+			s.logf("ZooKeeper stalls for 6s, then loses half the answers to writes")
 		}
 		step := -time.Duration(s.rng.IntN(3000)) * time.Millisecond
 		n.clock.off.Add(int64(step))
@@ -380,6 +479,13 @@ func runSnowSim(t *testing.T, seed uint64, steps int, defect snowDefect) (stats 
 		for _, n := range s.nodes {
 			if n.proc != nil {
 				n.proc.dproc.Hang(0)
+			}
+		}
+		if err == nil {
+			err = s.settle()
+		}
+		for _, n := range s.nodes {
+			if n.proc != nil {
 				s.stop(n)
 			}
 		}

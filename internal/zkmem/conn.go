@@ -26,6 +26,7 @@ type Conn struct {
 	gen     int64 // counts connections: a request held across a break is not applied
 	closed  bool
 	downAt  time.Time
+	tail    chan struct{} // closed once the last request sent is processed
 }
 
 var _ zkconn.Conn = (*Conn)(nil)
@@ -192,13 +193,26 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 	if inject != nil {
 		f = inject(Request{Session: c.session, Op: op, Path: p})
 	}
+	// One connection's requests are processed in the order they were sent
+	// (ZooKeeper's FIFO client order): this one waits for the one before
+	// it, and the next for this one, whatever their delays.
+	prev, mine := c.tail, make(chan struct{})
+	c.tail = mine
 	s.mu.Unlock()
+	defer close(mine)
 	if f.Delay > 0 {
 		t := time.NewTimer(f.Delay)
 		select {
 		case <-t.C:
 		case <-c.gone:
 			t.Stop()
+			return zk.ErrClosing
+		}
+	}
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-c.gone:
 			return zk.ErrClosing
 		}
 	}

@@ -174,3 +174,27 @@ func TestVanishExpiresTheSessionAfterItsTimeout(t *testing.T) {
 		}
 	})
 }
+
+// A connection's requests are processed in the order they were sent: a
+// read sent after a delayed write (its caller gave up waiting) sees it.
+func TestOneConnectionsRequestsStayInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		c := connect(t, s, 10*time.Second)
+		if _, err := c.Create("/a", []byte("old"), zk.FlagPersistent, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.SetInjector(func(r Request) Fault {
+			if r.Op == "set" {
+				return Fault{Delay: 2 * time.Second}
+			}
+			return Fault{}
+		})
+		go func() { _, _ = c.Set("/a", []byte("new"), -1) }()
+		synctest.Wait() // the write is sent, and held
+		data, _, err := c.Get("/a")
+		if err != nil || string(data) != "new" {
+			t.Fatalf("read after a held write: %q %v, want \"new\"", data, err)
+		}
+	})
+}
