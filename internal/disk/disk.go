@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -115,11 +116,12 @@ func (m *Mem) Wipe() {
 // Proc is one process's view of a Mem (a Disk). After Kill nothing it
 // writes lands: a write in flight either landed before or never does.
 type Proc struct {
-	m      *Mem
-	mu     sync.Mutex
-	hang   time.Duration
-	killed chan struct{}
-	dead   bool
+	m       *Mem
+	writing atomic.Int64
+	mu      sync.Mutex
+	hang    time.Duration
+	killed  chan struct{}
+	dead    bool
 }
 
 // Hang makes each later write take d first (0: no wait).
@@ -127,6 +129,13 @@ func (p *Proc) Hang(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.hang = d
+}
+
+// Hung reports whether writes are made to hang.
+func (p *Proc) Hung() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hang > 0
 }
 
 // Kill is kill -9: every later call fails with ErrKilled.
@@ -157,8 +166,13 @@ func (p *Proc) ReadFile(name string) ([]byte, error) {
 	return b, nil
 }
 
+// Writing reports whether a write is in progress (held by a hang).
+func (p *Proc) Writing() bool { return p.writing.Load() > 0 }
+
 // WriteFileAtomic replaces a file, after the hang if one is set.
 func (p *Proc) WriteFileAtomic(name string, data []byte, _ fs.FileMode) error {
+	p.writing.Add(1)
+	defer p.writing.Add(-1)
 	hang, ok := p.alive()
 	if !ok {
 		return ErrKilled
