@@ -125,8 +125,11 @@ func (k *FenceKeeper) extend(ctx context.Context) error {
 // success the fence is recorded (raised, or set as is when final) and, unless
 // final, handed to the generator. At most one write is in flight.
 func (k *FenceKeeper) write(ctx context.Context, fence int64, final bool, timeout time.Duration) error {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
+	// One deadline for the whole call, that stays passed once passed: the
+	// wait for a write in flight and the wait for this one share it, in
+	// every interleaving.
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	k.mu.Lock()
 	if k.inFlight && final {
 		// A stop cancels Run while its write may still be on the disk:
@@ -136,13 +139,21 @@ func (k *FenceKeeper) write(ctx context.Context, fence int64, final bool, timeou
 		k.mu.Unlock()
 		select {
 		case <-idle:
-		case <-t.C:
+		case <-dctx.Done():
 		}
 		k.mu.Lock()
 	}
 	if k.inFlight {
 		k.mu.Unlock()
 		err := fmt.Errorf("persist fence %d: %w (more than %v)", fence, ErrWriteInFlight, k.timeout)
+		k.fail(err)
+		return err
+	}
+	if dctx.Err() != nil && final {
+		// The deadline passed while the earlier write finished: starting
+		// the final write now could hang the stop past its deadline.
+		k.mu.Unlock()
+		err := fmt.Errorf("persist fence %d: no time left for the final write (%v)", fence, timeout)
 		k.fail(err)
 		return err
 	}
@@ -171,10 +182,12 @@ func (k *FenceKeeper) write(ctx context.Context, fence int64, final bool, timeou
 	var err error
 	select {
 	case err = <-done:
-	case <-t.C:
-		err = fmt.Errorf("did not finish within %v (disk hung?)", timeout)
-	case <-ctx.Done():
-		err = fmt.Errorf("stopped waiting: %w", ctx.Err())
+	case <-dctx.Done():
+		if ctx.Err() != nil {
+			err = fmt.Errorf("stopped waiting: %w", ctx.Err())
+		} else {
+			err = fmt.Errorf("did not finish within %v (disk hung?)", timeout)
+		}
 	}
 	if err != nil {
 		err = fmt.Errorf("persist fence %d: %w", fence, err)

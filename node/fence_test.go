@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -348,5 +349,42 @@ func TestFenceWriterRaisesToTheFloorReadAfterTheToken(t *testing.T) {
 	}
 	if k.Persisted() != e.Fence || gen.get() != e.Fence {
 		t.Fatalf("keeper records %d, generator fenced at %d; want both at the fence written %d", k.Persisted(), gen.get(), e.Fence)
+	}
+}
+
+// The final write keeps its deadline in every interleaving: when the write
+// in flight finishes at the very instant the deadline passes (the select
+// may take either), and the final write then hangs, PersistFinal still
+// returns at the deadline. Each round is a coin toss for a keeper that
+// waits on a timer it may already have drained; 100 rounds.
+func TestFenceKeeperFinalWriteKeepsItsDeadline(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	for round := range 100 {
+		synctest.Test(t, func(t *testing.T) {
+			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+			hang := make(chan struct{})
+			defer close(hang)
+			persist := func(fence int64) (int64, error) {
+				<-hang // the final write: a disk that stalls again
+				return fence, nil
+			}
+			k := NewFenceKeeper(clockguard.New(zerolog.Nop(), nil), clk, &fakeGen{}, 3*time.Second, 0, persist, zerolog.Nop())
+			// A write in flight that returns exactly at the final deadline.
+			earlier := make(chan struct{})
+			k.mu.Lock()
+			k.inFlight, k.idle = true, earlier
+			k.mu.Unlock()
+			time.AfterFunc(timeout, func() {
+				k.mu.Lock()
+				k.inFlight = false
+				close(earlier)
+				k.mu.Unlock()
+			})
+			start := time.Now()
+			_ = k.PersistFinal(1_750_000_000_000, timeout)
+			if took := time.Since(start); took > timeout {
+				t.Fatalf("round %d: PersistFinal returned after %v, past its %v deadline", round, took, timeout)
+			}
+		})
 	}
 }
