@@ -67,17 +67,46 @@ func LoadFrom(d disk.Disk, path string) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("load cache %s: %w", path, err)
 	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return Entry{}, damaged(path, err.Error())
+	}
+	if raw == nil {
+		return Entry{}, damaged(path, "it holds null, not a cache entry")
+	}
+	for _, f := range requiredFields {
+		switch v, ok := raw[f]; {
+		case !ok:
+			return Entry{}, damaged(path, fmt.Sprintf("field %q is missing", f))
+		case string(v) == "null":
+			return Entry{}, damaged(path, fmt.Sprintf("field %q is null", f))
+		}
+	}
 	var e Entry
 	if err := json.Unmarshal(b, &e); err != nil {
-		return Entry{}, fmt.Errorf("load cache %s: damaged (%v); move it away to start afresh", path, err)
+		return Entry{}, damaged(path, err.Error())
 	}
 	if e.WorkerID < 0 || e.Fence < 0 || e.ZKReported < 0 || e.ZKFence < 0 {
-		return Entry{}, fmt.Errorf("load cache %s: damaged: worker ID %d, fence %d, zk_reported %d, zk_fence %d", path, e.WorkerID, e.Fence, e.ZKReported, e.ZKFence)
+		return Entry{}, damaged(path, fmt.Sprintf("worker ID %d, fence %d, zk_reported %d, zk_fence %d", e.WorkerID, e.Fence, e.ZKReported, e.ZKFence))
 	}
 	if e.ZKFence > 0 && e.Token == "" {
-		return Entry{}, fmt.Errorf("load cache %s: damaged: a ZooKeeper fence %d without the instance token it was granted to", path, e.ZKFence)
+		return Entry{}, damaged(path, fmt.Sprintf("a ZooKeeper fence %d without the instance token it was granted to", e.ZKFence))
 	}
 	return e, nil
+}
+
+// requiredFields are in every cache file snowflaked writes: a file without
+// one of them is damaged, never read as a zero (a missing fence read as 0
+// would let a restart issue again what its predecessor issued).
+var requiredFields = []string{"worker_id", "layout", "fence"}
+
+// damaged is the error for a damaged cache file: what is wrong, and what to
+// do without throwing the fence away unawares.
+func damaged(path, why string) error {
+	return fmt.Errorf("load cache %s: damaged: %s. Fix the field or restore the file from a backup. "+
+		"Removing it throws its fence away: in standalone mode the node may then issue again IDs it issued before "+
+		"(ZooKeeper mode still starts after the ZooKeeper fence); if you must, write \"fence\" yourself as a Unix-ms "+
+		"time after the last ID this node issued (the file's modification time plus --fence-ahead is one)", path, why)
 }
 
 // Save writes e to path atomically and durably: a crash leaves either the

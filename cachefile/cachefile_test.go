@@ -102,6 +102,11 @@ func TestLoadErrors(t *testing.T) {
 		{"negative worker", write("neg.json", `{"worker_id":-1,"fence":1,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), "damaged", false},
 		{"negative fence", write("negf.json", `{"worker_id":1,"fence":-5,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), "damaged", false},
 		{"negative zk fence", write("negzf.json", `{"worker_id":1,"fence":5,"token":"ab","zk_fence":-5,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), "zk_fence -5", false},
+		{"null", write("null.json", "null"), "holds null", false},
+		{"empty object", write("obj.json", "{}"), `field "worker_id" is missing`, false},
+		{"no fence", write("nofence.json", `{"worker_id":1,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), `field "fence" is missing`, false},
+		{"null fence", write("nullfence.json", `{"worker_id":1,"fence":null,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), `field "fence" is null`, false},
+		{"null layout", write("nulllayout.json", `{"worker_id":1,"fence":3,"layout":null}`), `field "layout" is null`, false},
 		{"zk fence without token", write("notoken.json", `{"worker_id":1,"fence":5,"zk_fence":9,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), "without the instance token", false},
 	}
 	for _, tc := range tests {
@@ -115,6 +120,9 @@ func TestLoadErrors(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.path) {
 				t.Fatalf("error %q should name %q and the path", err, tc.want)
+			}
+			if !tc.notFound && (strings.Contains(err.Error(), "start afresh") || !strings.Contains(err.Error(), "fence")) {
+				t.Fatalf("error %q: the advice must say what removing the file costs, never just to start afresh", err)
 			}
 		})
 	}
