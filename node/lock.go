@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -17,11 +18,22 @@ var ErrCacheLocked = errors.New("cache file in use by another process")
 // that is about to take it).
 func lockPath(cacheFile string) string { return cacheFile + ".lock" }
 
+// ErrLockLost means the cache file's lock file was deleted or replaced
+// under the running process: another process may take a new lock and run
+// on the same cache file, so this one writes no fence any more.
+var ErrLockLost = errors.New("the cache file's lock file was deleted or replaced")
+
+// cacheLock is the lock a process holds on its cache file for its life.
+type cacheLock struct {
+	f    *os.File
+	path string
+}
+
 // lockCacheFile takes an exclusive lock on the cache file's lock file for
 // the life of the process (the kernel drops it when the process dies, even
-// after kill -9). The returned func releases it. Where the platform has no
-// advisory locks it only creates the file.
-func lockCacheFile(cacheFile string) (release func(), err error) {
+// after kill -9). Where the platform has no advisory locks it only creates
+// the file.
+func lockCacheFile(cacheFile string) (*cacheLock, error) {
 	path := lockPath(cacheFile)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("lock cache file: %w", err)
@@ -38,5 +50,57 @@ func lockCacheFile(cacheFile string) (release func(), err error) {
 		}
 		return nil, fmt.Errorf("lock cache file %s: %w", path, err)
 	}
-	return func() { f.Close() }, nil
+	return &cacheLock{f: f, path: path}, nil
+}
+
+// release drops the lock.
+func (l *cacheLock) release() { l.f.Close() }
+
+// held checks that the lock file at the path is still the one locked: a
+// lock file deleted or replaced (a cleanup job, rm -rf data/*) lets a second
+// process lock a new one and run on the same cache file.
+func (l *cacheLock) held() error {
+	locked, err := l.f.Stat()
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrLockLost, l.path, err)
+	}
+	now, err := os.Stat(l.path)
+	if err != nil || !os.SameFile(locked, now) {
+		what := "replaced"
+		if errors.Is(err, fs.ErrNotExist) {
+			what = "deleted"
+		}
+		return fmt.Errorf("%w: %s was %s under this process: another one may run on the same cache file; this one persists no fence any more (restart it once only one runs)",
+			ErrLockLost, l.path, what)
+	}
+	return nil
+}
+
+// resolveCacheFile returns the file a --cache-file path names: a symlink's
+// target (the atomic rename would otherwise replace the link with a regular
+// file, and a link restored later would point at the old fence), the path
+// as is otherwise. A symlink whose target is missing is refused: read as a
+// first start, it would throw the fence away.
+func resolveCacheFile(path string) (string, error) {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		dir, derr := filepath.EvalSymlinks(filepath.Dir(path))
+		if derr != nil {
+			return path, nil // created with its directory on the first write
+		}
+		return filepath.Join(dir, filepath.Base(path)), nil
+	case err != nil:
+		return "", fmt.Errorf("cache file %s: %w", path, err)
+	}
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		if fi.Mode()&os.ModeSymlink != 0 {
+			target, _ := os.Readlink(path)
+			return "", fmt.Errorf("%w: --cache-file %s is a symlink to %s, which does not exist: refusing to start as if this were a first start (that would throw the fence away); restore the target, or point --cache-file at the real file",
+				ErrInvalidConfig, path, target)
+		}
+		return "", fmt.Errorf("cache file %s: %w", path, err)
+	}
+	return resolved, nil
 }

@@ -92,6 +92,7 @@ type node struct {
 	// stalledAt is the wall clock (ns) when clock_stalled tripped.
 	stalledAt atomic.Int64
 	keeper    *FenceKeeper
+	lock      *cacheLock // the cache file's, held for the life of the process
 	gate      *StartGate
 	watcher   *clockguard.Watcher
 	ntp       *clockguard.NTP
@@ -119,6 +120,13 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	given := cfg.CacheFile
+	if cfg.CacheFile, err = resolveCacheFile(cfg.CacheFile); err != nil {
+		return err
+	}
+	if cfg.CacheFile != given {
+		log.Info().Str("cache_file", given).Str("resolved", cfg.CacheFile).Msg("the cache file path goes through symlinks: using the file they lead to")
+	}
 	if o.clock == nil {
 		o.clock = clock.NewSystem()
 	}
@@ -136,11 +144,12 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 	}
 	// 0. One process per cache file; the listener first, so the advertised
 	// address (which may be the node key) has its real port.
-	release, err := lockCacheFile(cfg.CacheFile)
+	lock, err := lockCacheFile(cfg.CacheFile)
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer lock.release()
+	n.lock = lock
 	ln := o.listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -312,7 +321,7 @@ func (n *node) newGuard() error {
 	// fence_persist_failed: the fence keeper, which also records when the
 	// last report reached ZooKeeper (for a start while ZooKeeper is down).
 	w := &fenceWriter{path: n.cfg.CacheFile, disk: n.cfg.files(), entry: n.ident.entry, clock: n.clock, floor: n.fences.LastIssued,
-		finalZKFence: n.finalZKFence.Load, beforeWrite: n.beforeWrite}
+		finalZKFence: n.finalZKFence.Load, beforeWrite: n.beforeWrite, lockHeld: n.lock.held}
 	if n.coord != nil {
 		w.status = n.coord.Status
 	}

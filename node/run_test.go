@@ -124,11 +124,11 @@ func TestRunRefuses(t *testing.T) {
 			cfg.WorkerID, cfg.ZK, cfg.ZKSessionTimeout = -1, "127.0.0.1:1", 100*time.Millisecond
 		}, ErrNoCacheForZKDown, []string{"no cache file", "a first start needs ZooKeeper"}},
 		{"cache file in use", func(t *testing.T, cfg *Config) {
-			release, err := lockCacheFile(cfg.CacheFile)
+			lock, err := lockCacheFile(cfg.CacheFile)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(release)
+			t.Cleanup(lock.release)
 		}, ErrCacheLocked, []string{"another snowflaked runs with this --cache-file"}},
 		{"cache of another worker", func(t *testing.T, cfg *Config) {
 			if err := cachefile.Save(cfg.CacheFile, cachefile.Entry{WorkerID: 3, Layout: snowflake.DefaultLayout()}); err != nil {

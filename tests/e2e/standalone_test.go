@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/node"
 )
 
 func TestIntegration_StandaloneServes(t *testing.T) {
@@ -370,4 +371,110 @@ func TestIntegration_VersionFlag(t *testing.T) {
 			t.Errorf("%s --version says chaos build = %v: %q", filepath.Base(bin), chaos, p.Output())
 		}
 	}
+}
+
+// A --cache-file that is a symlink: the fence is written to its target (the
+// link stays a link), so a link restored by a container rebuild still
+// leads to the latest fence; a restart with the clock 1.4s behind issues
+// nothing twice. A link whose target is gone is refused, not read as a
+// first start.
+func TestIntegration_SymlinkedCacheFileKeepsItsFence(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "volume", "cache.json")
+	link := filepath.Join(dir, "cache.json")
+	args := func(extra ...string) []string {
+		return append([]string{"--listen", "127.0.0.1:0", "--cache-file", link, "--log-format", "json", "--worker-id", "3"}, extra...)
+	}
+	first := startNode(t, binSnowflaked, []string{"--listen", "127.0.0.1:0", "--cache-file", target, "--log-format", "json", "--worker-id", "3"})
+	first.signal(syscall.SIGTERM)
+	if code := first.exitCode(); code != 0 {
+		t.Fatalf("first run: exit %d\n%s", code, first.Output())
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	p := startNode(t, binSnowflaked, args())
+	p.waitReadyz(http.StatusOK, readyTimeout)
+	before := p.ids(5000)
+	p.signal(syscall.SIGTERM)
+	if code := p.exitCode(); code != 0 {
+		t.Fatalf("run through the link: exit %d\n%s", code, p.Output())
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced by a regular file (%v, %v)", fi.Mode(), err)
+	}
+	// A container rebuilt from its image restores the link.
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	q := startNode(t, binChaos, args(), node.ChaosClockOffsetEnv+"=-1400ms")
+	q.waitReadyz(http.StatusOK, readyTimeout)
+	after := q.ids(5000)
+	if after[0] <= slices.Max(before) {
+		t.Fatalf("after the restart through the restored link, first ID %d is not above the last before %d: reissued", after[0], slices.Max(before))
+	}
+	q.signal(syscall.SIGTERM)
+	if code := q.exitCode(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, q.Output())
+	}
+
+	if err := os.Remove(target); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, binSnowflaked, args())
+	if code := r.exitCode(); code != 2 {
+		t.Fatalf("dangling link: exit %d, want 2\n%s", code, r.Output())
+	}
+	if !strings.Contains(r.Output(), "does not exist") {
+		t.Fatalf("dangling link refused without saying why:\n%s", r.Output())
+	}
+}
+
+// Deleting the lock file under a running node: a second process can lock a
+// new one and start on the same cache file, but the first notices at its
+// next fence write and persists nothing more, so it issues only below the
+// fence the second one starts after. No ID twice; every ID of the second
+// above every ID of the first.
+func TestIntegration_DeletedLockFileNeverGivesTwoWriters(t *testing.T) {
+	dir := t.TempDir()
+	a := startNode(t, binSnowflaked, nodeArgs(dir, 3, "--fence-ahead", "1s"))
+	a.waitReadyz(http.StatusOK, readyTimeout)
+	fromA := a.ids(2000)
+	if err := os.Remove(filepath.Join(dir, "cache.json.lock")); err != nil {
+		t.Fatal(err)
+	}
+	b := startNode(t, binSnowflaked, nodeArgs(dir, 3, "--fence-ahead", "1s"))
+	b.waitReadyz(http.StatusOK, readyTimeout)
+	// A leaves service at its next fence write; until then it may issue
+	// below the fence it last persisted.
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		code, body := a.get("/ids?count=100")
+		if code != http.StatusOK {
+			if !strings.Contains(body, "lock") && !strings.Contains(a.Output(), "lock file") {
+				t.Fatalf("A left service for another reason: %d %s", code, body)
+			}
+			break
+		}
+		fromA = append(fromA, parseIDs(t, body)...)
+		if time.Now().After(deadline) {
+			t.Fatal("A still serves with its lock file gone")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fromB := b.ids(2000)
+	seen := map[int64]bool{}
+	for _, id := range append(slices.Clone(fromA), fromB...) {
+		if seen[id] {
+			t.Fatalf("ID %d issued twice", id)
+		}
+		seen[id] = true
+	}
+	if slices.Min(fromB) <= slices.Max(fromA) {
+		t.Fatalf("B issued %d, not above A's last %d: both ran on one fence", slices.Min(fromB), slices.Max(fromA))
+	}
+	t.Logf("A issued %d IDs (up to %d), B started above them at %d", len(fromA), slices.Max(fromA), slices.Min(fromB))
 }

@@ -1,0 +1,98 @@
+package node
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The lock is checked against the lock file at its path: deleted or
+// replaced under the process, it is lost.
+func TestCacheLockNoticesItsFileGone(t *testing.T) {
+	cases := []struct {
+		name string
+		do   func(t *testing.T, lockFile string)
+		want string // "" = still held
+	}{
+		{"untouched", func(*testing.T, string) {}, ""},
+		{"deleted", func(t *testing.T, p string) {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		}, "deleted"},
+		{"replaced", func(t *testing.T, p string) {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "replaced"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := filepath.Join(t.TempDir(), "cache.json")
+			l, err := lockCacheFile(cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(l.release)
+			tc.do(t, lockPath(cache))
+			err = l.held()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("held: %v", err)
+			case tc.want != "" && (!errors.Is(err, ErrLockLost) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("held: %v, want ErrLockLost naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A --cache-file symlink is resolved to its target; one whose target is
+// missing is refused (never a first start).
+func TestResolveCacheFile(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.json")
+	if err := os.WriteFile(real, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	dangling := filepath.Join(dir, "dangling.json")
+	if err := os.Symlink(filepath.Join(dir, "gone.json"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	linkedDir := filepath.Join(dir, "linkdir")
+	if err := os.Symlink(dir, linkedDir); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, path, want, wantErr string
+	}{
+		{"regular file", real, real, ""},
+		{"symlink", link, real, ""},
+		{"no file yet", filepath.Join(dir, "new.json"), filepath.Join(dir, "new.json"), ""},
+		{"no file yet, directory through a symlink", filepath.Join(linkedDir, "new.json"), filepath.Join(dir, "new.json"), ""},
+		{"dangling symlink", dangling, "", "does not exist"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := resolveCacheFile(tc.path)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrInvalidConfig) {
+					t.Fatalf("resolve %s: %q, %v; want ErrInvalidConfig naming %q", tc.path, got, err, tc.wantErr)
+				}
+				return
+			}
+			wantResolved, _ := filepath.EvalSymlinks(filepath.Dir(tc.want))
+			if err != nil || got != filepath.Join(wantResolved, filepath.Base(tc.want)) {
+				t.Fatalf("resolve %s: %q, %v; want %q", tc.path, got, err, tc.want)
+			}
+		})
+	}
+}
