@@ -53,6 +53,21 @@ func lockCacheFile(cacheFile string) (*cacheLock, error) {
 	return &cacheLock{f: f, path: path}, nil
 }
 
+// removeStaleTemps deletes the temp files a write killed mid-way left
+// beside the cache file and its segment state file (".<name>*.tmp-*"):
+// only a process holding the lock may, as no write of another can be in
+// flight. It returns how many it removed.
+func (l *cacheLock) removeStaleTemps(cacheFile string) int {
+	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(cacheFile), "."+filepath.Base(cacheFile)+"*.tmp-*"))
+	n := 0
+	for _, m := range matches {
+		if fi, err := os.Lstat(m); err == nil && fi.Mode().IsRegular() && os.Remove(m) == nil {
+			n++
+		}
+	}
+	return n
+}
+
 // release drops the lock.
 func (l *cacheLock) release() { l.f.Close() }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -94,5 +95,37 @@ func TestResolveCacheFile(t *testing.T) {
 				t.Fatalf("resolve %s: %q, %v; want %q", tc.path, got, err, tc.want)
 			}
 		})
+	}
+}
+
+// Temp files a killed write left beside the cache file and its segment
+// state file are removed by the next lock holder; nothing else is.
+func TestCacheLockRemovesStaleTemps(t *testing.T) {
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache.json")
+	stale := []string{".cache.json.tmp-123", ".cache.json.segments.tmp-456"}
+	kept := []string{"cache.json", ".other.json.tmp-1", "cache.json.tmp-2"}
+	for _, f := range append(slices.Clone(stale), kept...) {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := lockCacheFile(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.release)
+	if n := l.removeStaleTemps(cache); n != len(stale) {
+		t.Fatalf("removed %d files, want %d", n, len(stale))
+	}
+	for _, f := range stale {
+		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left: %v", f, err)
+		}
+	}
+	for _, f := range kept {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s removed: %v", f, err)
+		}
 	}
 }

@@ -150,6 +150,9 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 	}
 	defer lock.release()
 	n.lock = lock
+	if removed := lock.removeStaleTemps(cfg.CacheFile); removed > 0 {
+		log.Info().Int("files", removed).Msg("removed temp files that writes killed mid-way left beside the cache file")
+	}
 	ln := o.listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {

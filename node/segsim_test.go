@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -412,7 +413,7 @@ func (s *segSim) kill(n *simNode, wipe bool) error {
 		// that landed before the kill may not show in Ahead yet.
 		held, ahead = st[0].Held, max(st[0].Ahead, st[0].Chunk, simMaxTake)
 	}
-	writing := p.dproc.Writing()
+	writing := p.dproc.Writing() || p.dproc.LastFailed() // a range's file write under way, or failed and not yet redone
 	p.dproc.Kill()
 	p.zk.end(true)
 	p.cancel()
@@ -553,7 +554,7 @@ func (s *segSim) take(n *simNode) error {
 	for _, ts := range p.mode.Status() {
 		avail = ts.Available
 	}
-	diskOK := !p.dproc.Hung()
+	diskOK := !p.dproc.Hung() && !p.dproc.Failing() && !p.dproc.LastFailed()
 	ids, err := p.mode.Take(ctx, simTag, nil, k)
 	if err != nil {
 		if avail >= int64(k) && diskOK {
@@ -610,6 +611,7 @@ func (s *segSim) heal() {
 	for _, n := range s.nodes {
 		if n.proc != nil {
 			n.proc.dproc.Hang(0)
+			n.proc.dproc.Fail(nil)
 		}
 	}
 	s.logf("faults healed")
@@ -668,6 +670,13 @@ func (s *segSim) step() error {
 		}
 	case r < 98 && len(live) > 0:
 		p := pick(live).proc
+		if s.rng.IntN(3) == 0 {
+			d := time.Duration(1+s.rng.IntN(4000)) * time.Millisecond
+			p.dproc.Fail(syscall.ENOSPC)
+			time.AfterFunc(d, func() { p.dproc.Fail(nil) })
+			s.logf("%s: disk full for %v", p.name, d)
+			break
+		}
 		d := time.Duration(s.rng.IntN(4000)) * time.Millisecond
 		p.dproc.Hang(d)
 		s.logf("%s: disk writes take %v", p.name, d)

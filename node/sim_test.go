@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -75,6 +76,9 @@ const (
 // TestSimulation_SnowflakeCatchesBrokenRules breaks a rule on purpose and
 // expects the simulation to catch it.
 func TestSimulation_SnowflakeCatchesBrokenRules(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a search over seeds: make test runs it without -race")
+	}
 	real := startAfter
 	startAfter = func(fencing.Record, fencing.Cache) (int64, bool) { return 0, false }
 	t.Cleanup(func() { startAfter = real })
@@ -449,6 +453,13 @@ func (s *snowSim) step() error {
 		s.start(n)
 	case r < 96 && len(live) > 0:
 		p := pick(live).proc
+		if s.rng.IntN(3) == 0 {
+			d := time.Duration(1+s.rng.IntN(5000)) * time.Millisecond
+			p.dproc.Fail(syscall.ENOSPC)
+			time.AfterFunc(d, func() { p.dproc.Fail(nil) })
+			s.logf("%s: disk full for %v", p.name, d)
+			break
+		}
 		d := time.Duration(s.rng.IntN(5000)) * time.Millisecond
 		p.dproc.Hang(d)
 		s.logf("%s: disk writes take %v", p.name, d)
@@ -479,6 +490,7 @@ func runSnowSim(t *testing.T, seed uint64, steps int, defect snowDefect) (stats 
 		for _, n := range s.nodes {
 			if n.proc != nil {
 				n.proc.dproc.Hang(0)
+				n.proc.dproc.Fail(nil)
 			}
 		}
 		if err == nil {

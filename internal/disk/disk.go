@@ -118,8 +118,10 @@ func (m *Mem) Wipe() {
 type Proc struct {
 	m       *Mem
 	writing atomic.Int64
+	lastBad atomic.Bool // the last write failed
 	mu      sync.Mutex
 	hang    time.Duration
+	failErr error
 	killed  chan struct{}
 	dead    bool
 }
@@ -129,6 +131,25 @@ func (p *Proc) Hang(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.hang = d
+}
+
+// Fail makes each later write fail with err, writing nothing (a full or
+// read-only disk); nil ends it.
+func (p *Proc) Fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failErr = err
+}
+
+// LastFailed reports whether the last write failed (what it wrote is not
+// on the disk until a later write succeeds).
+func (p *Proc) LastFailed() bool { return p.lastBad.Load() }
+
+// Failing reports whether writes are made to fail.
+func (p *Proc) Failing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failErr != nil
 }
 
 // Hung reports whether writes are made to hang.
@@ -191,6 +212,11 @@ func (p *Proc) WriteFileAtomic(name string, data []byte, _ fs.FileMode) error {
 	if p.dead {
 		return ErrKilled
 	}
+	if p.failErr != nil {
+		p.lastBad.Store(true)
+		return &fs.PathError{Op: "write", Path: name, Err: p.failErr}
+	}
+	p.lastBad.Store(false)
 	p.m.mu.Lock()
 	p.m.files[name] = slices.Clone(data)
 	p.m.mu.Unlock()
