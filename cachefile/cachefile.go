@@ -4,10 +4,13 @@
 package cachefile
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"reflect"
+	"strings"
 
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -74,6 +77,9 @@ func LoadFrom(d disk.Disk, path string) (Entry, error) {
 	if raw == nil {
 		return Entry{}, damaged(path, "it holds null, not a cache entry")
 	}
+	if err := checkKeys(b); err != nil {
+		return Entry{}, damaged(path, err.Error())
+	}
 	for _, f := range requiredFields {
 		switch v, ok := raw[f]; {
 		case !ok:
@@ -99,6 +105,44 @@ func LoadFrom(d disk.Disk, path string) (Entry, error) {
 // one of them is damaged, never read as a zero (a missing fence read as 0
 // would let a restart issue again what its predecessor issued).
 var requiredFields = []string{"worker_id", "layout", "fence"}
+
+// checkKeys refuses a top-level key given twice, or in another case than
+// the field's (Go's decoder matches keys case-insensitively and keeps the
+// last: "fence" then "Fence" would be read as the second).
+func checkKeys(b []byte) error {
+	known := map[string]bool{}
+	t := reflect.TypeOf(Entry{})
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" {
+			known[strings.ToLower(name)] = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if _, err := dec.Token(); err != nil { // '{', checked by the caller
+		return err
+	}
+	seen := map[string]string{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		lower := strings.ToLower(key)
+		if prev, dup := seen[lower]; dup {
+			return fmt.Errorf("field %q appears twice (as %q and %q)", lower, prev, key)
+		}
+		seen[lower] = key
+		if known[lower] && key != lower {
+			return fmt.Errorf("field %q is spelled %q", lower, key)
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // damaged is the error for a damaged cache file: what is wrong, and what to
 // do without throwing the fence away unawares.

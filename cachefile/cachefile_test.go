@@ -107,6 +107,9 @@ func TestLoadErrors(t *testing.T) {
 		{"no fence", write("nofence.json", `{"worker_id":1,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), `field "fence" is missing`, false},
 		{"null fence", write("nullfence.json", `{"worker_id":1,"fence":null,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), `field "fence" is null`, false},
 		{"null layout", write("nulllayout.json", `{"worker_id":1,"fence":3,"layout":null}`), `field "layout" is null`, false},
+		{"fence twice", write("twice.json", `{"worker_id":1,"fence":5,"fence":7,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), `field "fence" appears twice`, false},
+		{"fence in another case", write("case.json", `{"worker_id":1,"fence":1700000000000,"Fence":0,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), `field "fence" appears twice`, false},
+		{"only a capitalised fence", write("cap.json", `{"worker_id":1,"FENCE":5,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), `field "fence" is spelled "FENCE"`, false},
 		{"zk fence without token", write("notoken.json", `{"worker_id":1,"fence":5,"zk_fence":9,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), "without the instance token", false},
 	}
 	for _, tc := range tests {
