@@ -283,11 +283,6 @@ type fenceWriter struct {
 	floor        func() int64
 	finalZKFence func() int64
 	beforeWrite  func()
-	// lockHeld, if set, tells whether this process still holds the cache
-	// file's lock: checked before each write (no write to a file another
-	// process may own) and after it (a lock lost while writing: the fence
-	// just written is not handed to the generator).
-	lockHeld func() error
 }
 
 // persist writes fence with the coordinator's token and returns the fence
@@ -323,21 +318,8 @@ func (w *fenceWriter) persist(fence int64) (int64, error) {
 	if w.beforeWrite != nil {
 		w.beforeWrite()
 	}
-	if w.lockHeld != nil {
-		if err := w.lockHeld(); err != nil {
-			return fence, err
-		}
-	}
-	if err := cachefile.SaveTo(w.disk, w.path, e); err != nil {
-		return fence, err
-	}
-	if w.lockHeld != nil {
-		// Ordering: a process that took a new lock before this check read
-		// the file at or after our previous fence, which is all the
-		// generator may use; after it, it reads this fence or a later one.
-		if err := w.lockHeld(); err != nil {
-			return fence, err
-		}
-	}
-	return fence, nil
+	// w.disk writes only while this process holds the cache file's lock,
+	// and fails a write during which it was lost (lockedDisk): such a fence
+	// is never handed to the generator.
+	return fence, cachefile.SaveTo(w.disk, w.path, e)
 }

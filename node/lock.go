@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
 )
 
 // ErrCacheLocked means another process uses the same cache file: two
@@ -89,6 +91,34 @@ func (l *cacheLock) held() error {
 			ErrLockLost, l.path, what)
 	}
 	return nil
+}
+
+// lockedDisk writes the cache file and the segment state file only while
+// this process holds the cache file's lock. It checks before the write (no
+// write to a file another process may own), right before the rename (an
+// fsync can take long: a lock lost meanwhile leaves the file untouched),
+// and after (a lock lost during the write fails it, so what was written is
+// never used). The one window left is the rename itself.
+type lockedDisk struct {
+	disk.Disk
+	held func() error
+}
+
+// WriteFileAtomic writes name while the lock is held.
+func (d lockedDisk) WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
+	if err := d.held(); err != nil {
+		return err
+	}
+	var err error
+	if _, ok := d.Disk.(disk.OS); ok {
+		err = disk.WriteFileAtomicIf(name, data, perm, d.held)
+	} else {
+		err = d.Disk.WriteFileAtomic(name, data, perm)
+	}
+	if err != nil {
+		return err
+	}
+	return d.held()
 }
 
 // resolveCacheFile returns the file a --cache-file path names: a symlink's

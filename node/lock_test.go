@@ -7,6 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // The lock is checked against the lock file at its path: deleted or
@@ -127,5 +131,73 @@ func TestCacheLockRemovesStaleTemps(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("%s removed: %v", f, err)
 		}
+	}
+}
+
+// A write through lockedDisk never lands once the lock is lost before its
+// rename: a newcomer that locked a new lock file during the write (its
+// fsync can take long) keeps its own fence on disk; a lock lost after the
+// rename fails the write, so its fence is never used.
+func TestLockedDiskNeverLandsAWriteAfterTheLockIsLost(t *testing.T) {
+	cases := []struct {
+		name     string
+		lostAt   int   // the held() call that the newcomer comes before: 1 before the write, 2 before the rename, 3 after
+		wantFile int64 // the fence on disk afterwards
+	}{
+		{"lost before the write", 1, 14_000},
+		{"lost during the write, before the rename", 2, 14_000},
+		{"lost after the rename", 3, 14_000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cache.json")
+			if err := cachefile.Save(path, cachefile.Entry{WorkerID: 3, Layout: snowflake.DefaultLayout(), Fence: 4_000}); err != nil {
+				t.Fatal(err)
+			}
+			a, err := lockCacheFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(a.release)
+			calls := 0
+			newcomer := func() {
+				// A cleanup job deletes the lock file; B locks a new one,
+				// reads the file and persists its own fence.
+				if err := os.Remove(lockPath(path)); err != nil {
+					t.Fatal(err)
+				}
+				b, err := lockCacheFile(path)
+				if err != nil {
+					t.Fatalf("B could not lock: %v", err)
+				}
+				t.Cleanup(b.release)
+				e, err := cachefile.Load(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.Fence = max(e.Fence, 4_000) + 10_000
+				if err := cachefile.Save(path, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d := lockedDisk{Disk: disk.OS{}, held: func() error {
+				calls++
+				if calls == tc.lostAt {
+					newcomer()
+				}
+				return a.held()
+			}}
+			err = cachefile.SaveTo(d, path, cachefile.Entry{WorkerID: 3, Layout: snowflake.DefaultLayout(), Fence: 5_000})
+			if !errors.Is(err, ErrLockLost) {
+				t.Fatalf("A's write with the lock lost: %v, want ErrLockLost", err)
+			}
+			e, err := cachefile.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.lostAt < 3 && e.Fence != tc.wantFile {
+				t.Fatalf("cache file fence %d, want the newcomer's %d: A's write landed after it lost the lock", e.Fence, tc.wantFile)
+			}
+		})
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/fencing"
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/metrics"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -237,6 +238,7 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 	}
 	n.coord = coord
 	n.segments = newSegmentMode(n.cfg, n.nodeKey, n.log)
+	n.segments.disk = n.files()
 	start := n.clock.Mono()
 	n.ident, err = zkIdentity(ctx, n.cfg, n.layout, n.nodeKey, coord, n.log)
 	if err != nil {
@@ -247,6 +249,10 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 		Msg("worker ID established")
 	return nil
 }
+
+// files is the disk under the cache file and the segment state file,
+// written only while this process holds the cache file's lock.
+func (n *node) files() disk.Disk { return lockedDisk{Disk: n.cfg.files(), held: n.lock.held} }
 
 // connectTimeout is how long the start waits for a ZooKeeper session before
 // it counts ZooKeeper as down (and serves from the cache file): one session
@@ -323,8 +329,8 @@ func (n *node) newGuard() error {
 
 	// fence_persist_failed: the fence keeper, which also records when the
 	// last report reached ZooKeeper (for a start while ZooKeeper is down).
-	w := &fenceWriter{path: n.cfg.CacheFile, disk: n.cfg.files(), entry: n.ident.entry, clock: n.clock, floor: n.fences.LastIssued,
-		finalZKFence: n.finalZKFence.Load, beforeWrite: n.beforeWrite, lockHeld: n.lock.held}
+	w := &fenceWriter{path: n.cfg.CacheFile, disk: n.files(), entry: n.ident.entry, clock: n.clock, floor: n.fences.LastIssued,
+		finalZKFence: n.finalZKFence.Load, beforeWrite: n.beforeWrite}
 	if n.coord != nil {
 		w.status = n.coord.Status
 	}

@@ -39,6 +39,13 @@ func (OS) WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
 // WriteFileAtomic writes data to path through a temp file in the same
 // directory, fsyncs it, renames it over path and fsyncs the directory.
 func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	return WriteFileAtomicIf(path, data, perm, nil)
+}
+
+// WriteFileAtomicIf is WriteFileAtomic that asks cond, when not nil, right
+// before the rename (after the fsync, which may take long): an error from
+// it leaves path untouched and is returned.
+func WriteFileAtomicIf(path string, data []byte, perm fs.FileMode, cond func() error) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -66,6 +73,11 @@ func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if cond != nil {
+		if err := cond(); err != nil {
+			return err
+		}
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -422,4 +424,56 @@ func TestIntegration_SegmentsLostReturnAnswerIsNotReturnedTwice(t *testing.T) {
 		}
 	}
 	t.Logf("A's answer lost, B took its range, C got its own: %d IDs, none twice; returned now %v", len(issued), rep.Returned)
+}
+
+// Deleting the lock file under a node that serves dense IDs: a second
+// process on the same cache file resumes the segment state file, but the
+// first writes no mark once its lock is gone, so it issues only below the
+// mark the second resumes after. No dense ID twice.
+func TestIntegration_DeletedLockFileServesNoDenseIDTwice(t *testing.T) {
+	zk := zkharness.StartStandalone(t)
+	const cluster = "seglock"
+	dir := t.TempDir()
+	args := clusterArgs(dir, zk.ConnectString(), cluster, "node-x")
+	a := startNode(t, binSnowflaked, args)
+	if code, out, errOut := ctl(t, "segment", "create", "orders", "--zk", zk.ConnectString(), "--cluster", cluster, "--step", "1000"); code != 0 {
+		t.Fatalf("segment create: %d %s %s", code, out, errOut)
+	}
+	(&segNode{p: a}).waitSegmentReady(t)
+	issued := map[int64]string{}
+	keep := func(who string, p *proc) bool {
+		t.Helper()
+		code, body := p.get("/segment/orders?count=20")
+		if code != http.StatusOK {
+			return false
+		}
+		for _, id := range parseIDs(t, body) {
+			if by, dup := issued[id]; dup {
+				t.Fatalf("dense ID %d issued twice: by %s and by %s", id, by, who)
+			}
+			issued[id] = who
+		}
+		return true
+	}
+	for range 5 {
+		keep("A", a)
+	}
+	if err := os.Remove(filepath.Join(dir, "cache.json.lock")); err != nil {
+		t.Fatal(err)
+	}
+	b := startNode(t, binSnowflaked, args)
+	(&segNode{p: b}).waitSegmentReady(t)
+	servedB, aServes := 0, true
+	for range 60 {
+		if aServes {
+			aServes = keep("A", a) // A stops at the mark it wrote while it held the lock
+		}
+		if keep("B", b) {
+			servedB++
+		}
+	}
+	if servedB == 0 {
+		t.Fatal("B never served: the test did not run two processes on one cache file")
+	}
+	t.Logf("%d dense IDs from A and B on one cache file, none twice", len(issued))
 }
