@@ -670,20 +670,25 @@ func (s *segSim) step() error {
 		}
 	case r < 98 && len(live) > 0:
 		p := pick(live).proc
-		if s.rng.IntN(3) == 0 {
-			d := time.Duration(1+s.rng.IntN(4000)) * time.Millisecond
-			p.dproc.Fail(syscall.ENOSPC)
-			time.AfterFunc(d, func() { p.dproc.Fail(nil) })
-			s.logf("%s: disk full for %v", p.name, d)
-			break
-		}
-		d := time.Duration(s.rng.IntN(4000)) * time.Millisecond
-		p.dproc.Hang(d)
-		s.logf("%s: disk writes take %v", p.name, d)
+		s.logf("%s: %s", p.name, diskFault(s.rng, p.dproc, 4*time.Second))
 	default:
 		time.Sleep(time.Duration(1+s.rng.IntN(3000)) * time.Millisecond)
 	}
 	return nil
+}
+
+// diskFault makes a process's disk full for up to most (one time in
+// three), or its writes take up to most; it says which.
+func diskFault(rng *rand.Rand, d *disk.Proc, most time.Duration) string {
+	if rng.IntN(3) == 0 {
+		full := time.Duration(1+rng.Int64N(int64(most/time.Millisecond))) * time.Millisecond
+		d.Fail(syscall.ENOSPC)
+		time.AfterFunc(full, func() { d.Fail(nil) })
+		return fmt.Sprintf("disk full for %v", full)
+	}
+	hang := time.Duration(rng.Int64N(int64(most/time.Millisecond))) * time.Millisecond
+	d.Hang(hang)
+	return fmt.Sprintf("disk writes take %v", hang)
 }
 
 // finish heals everything, starts every node (so state files resume),

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -453,16 +452,7 @@ func (s *snowSim) step() error {
 		s.start(n)
 	case r < 96 && len(live) > 0:
 		p := pick(live).proc
-		if s.rng.IntN(3) == 0 {
-			d := time.Duration(1+s.rng.IntN(5000)) * time.Millisecond
-			p.dproc.Fail(syscall.ENOSPC)
-			time.AfterFunc(d, func() { p.dproc.Fail(nil) })
-			s.logf("%s: disk full for %v", p.name, d)
-			break
-		}
-		d := time.Duration(s.rng.IntN(5000)) * time.Millisecond
-		p.dproc.Hang(d)
-		s.logf("%s: disk writes take %v", p.name, d)
+		s.logf("%s: %s", p.name, diskFault(s.rng, p.dproc, 5*time.Second))
 	default:
 		time.Sleep(time.Duration(1+s.rng.IntN(20000)) * time.Millisecond)
 	}
