@@ -33,7 +33,8 @@
 //   - R4 The state file is bound to the cluster's incarnation: a file from
 //     another ZooKeeper (rebuilt, or another cluster) is discarded, not
 //     resumed. The node holds the cache file's lock for its life, so two
-//     processes never share one state file.
+//     processes never share one state file; one whose lock file is deleted
+//     writes it no more.
 //
 // docs/segments.md writes the argument out (R5, returns whose answer was
 // lost; R6, a ZooKeeper that forgets acknowledged writes), with what a crash
