@@ -522,6 +522,9 @@ func (s *segSim) killDuringStop(n *simNode, after time.Duration) {
 
 func (s *segSim) stop(n *simNode, strict bool) error {
 	p := n.proc
+	if c := p.zk.latest(); c != nil {
+		s.logf("%s: before stop: store connected %v, latest conn state %v session %x", p.name, p.mode.store.connected(), c.State(), c.SessionID())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	p.cancel()
@@ -698,7 +701,10 @@ func (s *segSim) finish() error {
 	for _, n := range s.down() {
 		s.start(n)
 	}
-	time.Sleep(10 * time.Second) // sessions come back, resumed ranges load
+	// Faults decided before the heal (a held request that then loses its
+	// answer, with the connection down for up to 6s) end within 30s; then
+	// sessions come back and resumed ranges load.
+	time.Sleep(30 * time.Second)
 	for _, n := range s.nodes {
 		for range 3 {
 			if err := s.take(n); err != nil {

@@ -27,6 +27,7 @@ type Conn struct {
 	closed  bool
 	downAt  time.Time
 	tail    chan struct{} // closed once the last request sent is processed
+	up      chan struct{} // while disconnected: closed at the reconnect
 }
 
 var _ zkconn.Conn = (*Conn)(nil)
@@ -82,6 +83,7 @@ func (c *Conn) breakLocked(d time.Duration) func() {
 	c.gen++
 	gen := c.gen
 	c.downAt = time.Now()
+	c.up = make(chan struct{})
 	return func() {
 		c.emit(zk.StateDisconnected)
 		if d >= c.timeout {
@@ -112,6 +114,10 @@ func (c *Conn) reconnect(gen int64) {
 	} else {
 		c.state = zk.StateHasSession
 		c.gen++
+	}
+	if c.up != nil {
+		close(c.up) // requests made while disconnected go out now
+		c.up = nil
 	}
 	s.mu.Unlock()
 	if expired {
@@ -183,9 +189,25 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 		s.mu.Unlock()
 		return zk.ErrClosing
 	}
-	if c.state != zk.StateHasSession {
+	// A request made while disconnected waits for the reconnect, as
+	// go-zookeeper queues it, and goes out then (its caller may have given
+	// up long before: it is applied all the same).
+	for c.state != zk.StateHasSession {
+		up := c.up
 		s.mu.Unlock()
-		return zk.ErrConnectionClosed
+		if up == nil {
+			return zk.ErrConnectionClosed
+		}
+		select {
+		case <-up:
+		case <-c.gone:
+			return zk.ErrClosing
+		}
+		s.mu.Lock()
+		if c.closed {
+			s.mu.Unlock()
+			return zk.ErrClosing
+		}
 	}
 	s.requests++
 	gen, inject := c.gen, s.inject

@@ -6,6 +6,15 @@
 // applied whose answer is lost, an answer delayed or held until the
 // connection closes, a session expired by the server.
 //
+// Like ZooKeeper and go-zookeeper, one connection's requests are processed
+// in the order they were sent, and a request made while the connection is
+// down waits for the reconnect and goes out then (its caller may have given
+// up: it is applied all the same).
+//
+// What it does not model: more than one server (sync is a no-op and no read
+// is ever stale), ACLs (accepted, not enforced), the server's clamping of
+// the session timeout (the timeout asked for is granted).
+//
 // Every timer is the time package's: inside a testing/synctest bubble the
 // whole server runs in virtual time.
 package zkmem
@@ -160,6 +169,9 @@ func (s *Server) Expire(session int64) {
 	c.state = zk.StateExpired
 	c.gen++
 	gen := c.gen
+	if c.up == nil {
+		c.up = make(chan struct{})
+	}
 	s.mu.Unlock()
 	c.emit(zk.StateExpired)
 	time.AfterFunc(DefaultDown, func() { c.reconnect(gen) })

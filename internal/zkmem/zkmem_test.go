@@ -198,3 +198,31 @@ func TestOneConnectionsRequestsStayInOrder(t *testing.T) {
 		}
 	})
 }
+
+// A request made while the connection is down waits for the reconnect and
+// is applied then, as go-zookeeper queues it, even if its caller gave up.
+func TestRequestsWhileDisconnectedGoOutAtTheReconnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		c := connect(t, s, 10*time.Second)
+		s.SetInjector(func(r Request) Fault {
+			if r.Path == "/first" {
+				return Fault{Kind: Drop, Down: 2 * time.Second}
+			}
+			return Fault{}
+		})
+		if _, err := c.Create("/first", nil, zk.FlagPersistent, nil); !errors.Is(err, zk.ErrConnectionClosed) {
+			t.Fatalf("dropped create: %v", err)
+		}
+		start := time.Now()
+		if _, err := c.Create("/queued", nil, zk.FlagPersistent, nil); err != nil {
+			t.Fatalf("create while disconnected: %v, want it sent at the reconnect", err)
+		}
+		if took := time.Since(start); took != 2*time.Second {
+			t.Fatalf("the queued create answered after %v, want at the reconnect (2s)", took)
+		}
+		if _, _, ok := s.Get("/queued"); !ok {
+			t.Fatal("the queued create was not applied")
+		}
+	})
+}
