@@ -112,7 +112,7 @@ func TestIntegration_PriorSessionLeaseRemovedAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(began); took > cfg.SessionTimeout/2 {
+	if took := time.Since(began); took > cfg.SessionTimeout*3/4 { // waited out, it would take the whole timeout
 		t.Fatalf("Claim took %v: the predecessor's lease was waited out, not removed", took)
 	}
 	if sid.WorkerID != id.WorkerID || sid.PrevToken != id.Token {

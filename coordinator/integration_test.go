@@ -151,11 +151,8 @@ func TestIntegration_CrashRestartWaitsForStaleLease(t *testing.T) {
 	if !ok || st.EphemeralOwner == oldOwner || st.EphemeralOwner != succ.getConn().SessionID() {
 		t.Fatalf("lease owner %x, want the successor's session %x (old %x)", st.EphemeralOwner, succ.getConn().SessionID(), oldOwner)
 	}
-	// Claim waits at most session timeout + margin for the stale lease (plus
-	// the time to connect and look, well under a second on loopback).
-	if limit := succ.staleLeaseWait() + time.Second; took > limit {
-		t.Fatalf("successor's Claim took %v, more than session timeout + margin (%v)", took, limit)
-	}
+	// How long it may wait is checked in virtual time, where load cannot
+	// stretch it (TestCrashRestartWaitsAtMostTheStaleLeaseWait).
 	t.Logf("successor took the stale lease %v after the crash (Claim %v; session timeout %v)",
 		sinceCrash.Round(time.Millisecond), took.Round(time.Millisecond), testSession)
 }
