@@ -769,67 +769,51 @@ func TestIntegration_ResumeFromCacheWhenZKDownAtStart(t *testing.T) {
 // Resume from a cache whose token is no longer in ZooKeeper (the node key
 // ran elsewhere meanwhile): once ZooKeeper answers the node claims afresh,
 // raises its floor to the fence the other process left, and never writes a
-// lower fence than ZooKeeper held.
+// lower fence than ZooKeeper held. When the fresh claim's write commits
+// with its answer lost, the next attempt writes the same token, finds it on
+// the znode and completes the claim (floor raised first), instead of taking
+// its own write for another process's and staying out until restarted.
 func TestIntegration_ResumeWithStaleTokenClaimsAfresh(t *testing.T) {
-	srv := serversOf(zkharness.StartStandalone(t))
-	elsewhere := newCoord(t, testConfig(t, srv, "moved"))
-	old := mustClaim(t, elsewhere)
-	// The other process ran with a fence far ahead, then crashed (its
-	// session closes; the fence stays).
-	high := time.Now().Add(2 * time.Second).UnixMilli()
-	if err := elsewhere.Close(context.Background(), high); err != nil {
-		t.Fatal(err)
-	}
-	c, g, _, fs, px := resumeBlocked(t, srv, "moved", Resume{
-		WorkerID: old.WorkerID, Token: "an-older-token", ZKFence: time.Now().Add(time.Minute).UnixMilli(), Incarnation: old.Incarnation,
-	})
-	waitFor(t, waitLong, "in service from the cache", func() bool { return g.Ready() })
-	px.Unblock()
-	waitFor(t, waitLong, "a fresh claim", func() bool {
-		st := c.Status()
-		return st.LeaseHeld && st.Reports >= 1 && st.Token != "an-older-token" && st.Token != old.Token
-	})
-	if got := fs.floor.Load(); got != high {
-		t.Fatalf("floor raised to %d, want the other process's fence %d", got, high)
-	}
-	raw := rawConn(t, srv, "")
-	d, _ := readForeverData(t, raw, old.Path)
-	if d.PrevToken != old.Token || d.PrevFence != high || d.Fence < high || d.Token != c.Status().Token {
-		t.Fatalf("forever data after the fresh claim %+v: want prev token %s, prev fence %d", d, old.Token, high)
-	}
-}
-
-// A fresh claim after ResumeFromCache whose write commits with its answer
-// lost: the next attempt writes the same token, finds it on the znode and
-// completes the claim (floor raised first), instead of taking its own write
-// for another process's and staying out until restarted.
-func TestIntegration_ReclaimWithLostAnswerCompletes(t *testing.T) {
-	srv := serversOf(zkharness.StartStandalone(t))
-	elsewhere := newCoord(t, testConfig(t, srv, "moved"))
-	old := mustClaim(t, elsewhere)
-	high := time.Now().Add(2 * time.Second).UnixMilli()
-	if err := elsewhere.Close(context.Background(), high); err != nil {
-		t.Fatal(err)
-	}
-	c, g, _, fs, px := resumeBlocked(t, srv, "moved", Resume{
-		WorkerID: old.WorkerID, Token: "an-older-token", ZKFence: time.Now().Add(time.Minute).UnixMilli(), Incarnation: old.Incarnation,
-	})
-	waitFor(t, waitLong, "in service from the cache", func() bool { return g.Ready() })
-	px.LoseAnswerTo(old.Token, nil) // the claim's write names the token it replaces
-	px.Unblock()
-	waitFor(t, waitLong, "the fresh claim to complete", func() bool {
-		st := c.Status()
-		return st.LeaseHeld && st.Reports >= 1 && st.Token != "an-older-token" && st.Token != old.Token
-	})
-	if !px.Lost() {
-		t.Fatal("no write named the replaced token: the answer was never lost")
-	}
-	if got := fs.floor.Load(); got != high {
-		t.Fatalf("floor raised to %d, want the other process's fence %d", got, high)
-	}
-	d, _ := readForeverData(t, rawConn(t, srv, ""), old.Path)
-	if d.PrevToken != old.Token || d.Token != c.Status().Token {
-		t.Fatalf("forever data %+v: want prev token %s and the coordinator's token", d, old.Token)
+	for _, tc := range []struct {
+		name       string
+		loseAnswer bool
+	}{
+		{"the claim's answer arrives", false},
+		{"the claim's answer is lost", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := serversOf(zkharness.StartStandalone(t))
+			elsewhere := newCoord(t, testConfig(t, srv, "moved"))
+			old := mustClaim(t, elsewhere)
+			// The other process ran with a fence far ahead, then crashed (its
+			// session closes; the fence stays).
+			high := time.Now().Add(2 * time.Second).UnixMilli()
+			if err := elsewhere.Close(context.Background(), high); err != nil {
+				t.Fatal(err)
+			}
+			c, g, _, fs, px := resumeBlocked(t, srv, "moved", Resume{
+				WorkerID: old.WorkerID, Token: "an-older-token", ZKFence: time.Now().Add(time.Minute).UnixMilli(), Incarnation: old.Incarnation,
+			})
+			waitFor(t, waitLong, "in service from the cache", func() bool { return g.Ready() })
+			if tc.loseAnswer {
+				px.LoseAnswerTo(old.Token, nil) // the claim's write names the token it replaces
+			}
+			px.Unblock()
+			waitFor(t, waitLong, "a fresh claim", func() bool {
+				st := c.Status()
+				return st.LeaseHeld && st.Reports >= 1 && st.Token != "an-older-token" && st.Token != old.Token
+			})
+			if tc.loseAnswer && !px.Lost() {
+				t.Fatal("no write named the replaced token: the answer was never lost")
+			}
+			if got := fs.floor.Load(); got != high {
+				t.Fatalf("floor raised to %d, want the other process's fence %d", got, high)
+			}
+			d, _ := readForeverData(t, rawConn(t, srv, ""), old.Path)
+			if d.PrevToken != old.Token || d.PrevFence != high || d.Fence < high || d.Token != c.Status().Token {
+				t.Fatalf("forever data after the fresh claim %+v: want prev token %s, prev fence %d", d, old.Token, high)
+			}
+		})
 	}
 }
 
