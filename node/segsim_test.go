@@ -181,7 +181,7 @@ type segSim struct {
 	nodes  []*simNode
 	defect simDefect
 
-	issued map[int64]string // ID → the process that issued it
+	issued simIssued // ID → the process that issued it
 
 	// allowance is what the docs let the crashes and stops so far lose.
 	allowance int64
@@ -226,6 +226,24 @@ func (s *simTrace) logf(format string, a ...any) {
 func (s *simTrace) fail(format string, a ...any) error {
 	tail := s.trace[max(len(s.trace)-40, 0):]
 	return fmt.Errorf("step %d: %s\nlast steps:\n  %s", s.stepNo, fmt.Sprintf(format, a...), strings.Join(tail, "\n  "))
+}
+
+// simIssued is every ID a simulation saw handed out, by the process that
+// did.
+type simIssued map[int64]string
+
+// record adds id, issued by proc whose previous ID was *last: it must be
+// above *last and never issued before.
+func (m simIssued) record(tr *simTrace, kind, proc string, last *int64, id int64) error {
+	if id <= *last {
+		return tr.fail("%s issued %d after %d: IDs must increase within a process", proc, id, *last)
+	}
+	*last = id
+	if prev, dup := m[id]; dup {
+		return tr.fail("%s ID %d issued twice: by %s and by %s", kind, id, prev, proc)
+	}
+	m[id] = proc
+	return nil
 }
 
 // simClients are one simulated process's ZooKeeper clients.
@@ -331,7 +349,7 @@ func (s *simZK) inject(r zkmem.Request) zkmem.Fault {
 }
 
 func newSegSim(seed uint64, defect simDefect) (*segSim, error) {
-	s := &segSim{simZK: newSimZK(seed), rng: rand.New(rand.NewPCG(seed, 0x5e9)), defect: defect, issued: map[int64]string{}}
+	s := &segSim{simZK: newSimZK(seed), rng: rand.New(rand.NewPCG(seed, 0x5e9)), defect: defect, issued: simIssued{}}
 	s.srv.SetInjector(nil)
 	admin := s.srv.Connect(zkconn.Options{SessionTimeout: 10 * time.Second})
 	defer admin.Close()
@@ -569,14 +587,9 @@ func (s *segSim) take(n *simNode) error {
 		return nil
 	}
 	for _, id := range ids {
-		if id <= p.last {
-			return s.fail("%s issued %d after %d: IDs must increase within a process", p.name, id, p.last)
+		if err := s.issued.record(&s.simTrace, "dense", p.name, &p.last, id); err != nil {
+			return err
 		}
-		p.last = id
-		if prev, dup := s.issued[id]; dup {
-			return s.fail("dense ID %d issued twice: by %s and by %s", id, prev, p.name)
-		}
-		s.issued[id] = p.name
 	}
 	s.logf("%s: took %d..%d", p.name, ids[0], ids[len(ids)-1])
 	return nil

@@ -114,7 +114,7 @@ type snowSim struct {
 	defect snowDefect
 	keys   int
 
-	issued map[int64]string
+	issued simIssued
 	ticks  map[int64]map[string]*tickSpan // per worker ID, per process: the ticks it issued in
 	stats  snowStats
 	simTrace
@@ -244,14 +244,9 @@ func (s *snowSim) issue(n *snowNode) error {
 		if err != nil {
 			return s.fail("%s: /ids answered %q", p.name, l)
 		}
-		if id <= p.last {
-			return s.fail("%s issued %d after %d: IDs must increase within a process", p.name, id, p.last)
+		if err := s.issued.record(&s.simTrace, "snowflake", p.name, &p.last, id); err != nil {
+			return err
 		}
-		p.last = id
-		if prev, dup := s.issued[id]; dup {
-			return s.fail("snowflake ID %d issued twice: by %s and by %s", id, prev, p.name)
-		}
-		s.issued[id] = p.name
 		if err := s.checkSpan(p.name, id); err != nil {
 			return err
 		}
@@ -464,7 +459,7 @@ func runSnowSim(t *testing.T, seed uint64, steps int, defect snowDefect) (stats 
 	dir := t.TempDir()
 	synctest.Test(t, func(*testing.T) {
 		s := &snowSim{simZK: newSimZK(seed), rng: rand.New(rand.NewPCG(seed, 0x5f1a)), dir: dir, defect: defect,
-			issued: map[int64]string{}, ticks: map[int64]map[string]*tickSpan{}}
+			issued: simIssued{}, ticks: map[int64]map[string]*tickSpan{}}
 		for i := range snowNodes {
 			s.keys++
 			s.nodes = append(s.nodes, &snowNode{slot: i, key: fmt.Sprintf("k%d", s.keys), disk: disk.NewMem(), clock: &simClock{origin: time.Now()}})
