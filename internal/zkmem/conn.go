@@ -189,18 +189,26 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 		s.mu.Unlock()
 		return zk.ErrClosing
 	}
+	// One connection's requests are processed in the order they were sent
+	// (ZooKeeper's FIFO client order): this one waits for the one before
+	// it, and the next for this one, whatever their delays.
+	prev, mine := c.tail, make(chan struct{})
+	c.tail = mine
+	defer close(mine)
 	// A request made while disconnected waits for the reconnect, as
-	// go-zookeeper queues it, and goes out then (its caller may have given
-	// up long before: it is applied all the same).
+	// go-zookeeper queues it, and goes out then, after the requests queued
+	// before it (its caller may have given up long before: it is applied
+	// all the same).
 	for c.state != zk.StateHasSession {
 		up := c.up
 		s.mu.Unlock()
 		if up == nil {
 			return zk.ErrConnectionClosed
 		}
-		select {
-		case <-up:
-		case <-c.gone:
+		if prev != nil && !await(prev, c.gone) {
+			return zk.ErrClosing
+		}
+		if !await(up, c.gone) {
 			return zk.ErrClosing
 		}
 		s.mu.Lock()
@@ -215,28 +223,16 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 	if inject != nil {
 		f = inject(Request{Session: c.session, Op: op, Path: p})
 	}
-	// One connection's requests are processed in the order they were sent
-	// (ZooKeeper's FIFO client order): this one waits for the one before
-	// it, and the next for this one, whatever their delays.
-	prev, mine := c.tail, make(chan struct{})
-	c.tail = mine
 	s.mu.Unlock()
-	defer close(mine)
 	if f.Delay > 0 {
 		t := time.NewTimer(f.Delay)
-		select {
-		case <-t.C:
-		case <-c.gone:
-			t.Stop()
+		defer t.Stop()
+		if !await(t.C, c.gone) {
 			return zk.ErrClosing
 		}
 	}
-	if prev != nil {
-		select {
-		case <-prev:
-		case <-c.gone:
-			return zk.ErrClosing
-		}
+	if prev != nil && !await(prev, c.gone) {
+		return zk.ErrClosing
 	}
 	s.mu.Lock()
 	if c.closed {
@@ -262,6 +258,16 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 	}
 	s.mu.Unlock()
 	return err
+}
+
+// await waits for ch, or reports false when gone closes first.
+func await[T any](ch <-chan T, gone <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	case <-gone:
+		return false
+	}
 }
 
 // Get reads a znode.
