@@ -24,3 +24,10 @@ require (
 	github.com/valyala/histogram v1.2.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
+
+require codeberg.org/snowflaked/snowflaked/client v0.0.0
+
+// The client is a module of its own (an application that imports it gets
+// the ZooKeeper client and zerolog, nothing of the server); here it is the
+// copy beside the server.
+replace codeberg.org/snowflaked/snowflaked/client => ./client

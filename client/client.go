@@ -1,23 +1,38 @@
 // Package client is the Go client of snowflaked for application fleets.
 //
 // It finds the nodes (a static list, or ZooKeeper's alive/ znodes, which
-// hold exactly the nodes in service), merges concurrent Next and NextN calls
-// into GET /ids?count=N batches (one round trip for many callers: a node
-// issues up to 4,096,000 IDs/s, far more than it serves requests), and
-// routes around nodes that fail: a 503 (any reason: a node out of service
-// for its clock, say), a connection error or a timeout marks the node down
-// (for its Retry-After, or until ZooKeeper shows it alive again) and the
-// batch is retried on another node, within the callers' deadlines and a
-// budget of attempts. A 4xx answer is returned, never retried.
+// hold exactly the nodes in service) and asks them for IDs over keep-alive
+// HTTP/1.1 connections of its own:
 //
-// Guarantees: every ID handed out is unique, and no ID is handed out twice
-// (an ID fetched but not handed out, because its caller gave up, is dropped,
-// never stored). IDs a caller gets from one call increase; IDs from
-// different nodes are unique but not ordered with each other. Optional
-// prefetch keeps IDs fetched ahead for at most PrefetchMaxAge, so the time
-// inside an ID lags the call by at most that; with it, one goroutine's
-// successive Next calls are unique but not always increasing (a direct
-// fetch can overtake the background refill).
+//   - Next and NextN: snowflake IDs, from GET /ids?count=N;
+//   - NextSegment and NextSegmentN: the dense IDs of a tag, from
+//     GET /segment/{tag}?count=N.
+//
+// A call alone does its request itself, on the caller's goroutine: nothing
+// is added to a plain GET but the parsing. Calls that arrive while a
+// request is out are merged into the next one (one round trip for many
+// callers: a node issues up to 4,096,000 IDs/s, far more than it serves
+// requests), up to MaxBatch IDs a request and MaxInFlight requests at once.
+//
+// Nodes that fail are routed around: a connection error, a timeout, a 5xx
+// (a node out of service for its clock, say) or a 404 that is not "unknown
+// tag" (an address that is no longer a snowflaked node) marks the node down
+// for that kind of ID (for its Retry-After, or DownFor) and the batch moves
+// to another node, within the callers' deadlines and Attempts nodes. A 503
+// batch_timeout (the batch is too large for the node's per-tick capacity)
+// moves the batch without marking the node down. Any other 4xx is the
+// caller's mistake: returned as ErrRejected, never retried.
+//
+// Guarantees: no ID is handed out twice (an ID fetched for a caller that
+// gave up is dropped, never kept); the IDs of one call increase (a call
+// larger than MaxBatch, served in several batches, is sorted); IDs of
+// different calls are unique, not ordered. Optional prefetch (Next only)
+// keeps IDs fetched ahead for at most PrefetchMaxAge, so the time inside an
+// ID lags the call by at most that; with it, one goroutine's successive
+// Next calls are unique but not always increasing.
+//
+// The package builds none of the server: it needs the ZooKeeper client
+// (discovery) and zerolog, nothing else.
 package client
 
 import (
@@ -25,7 +40,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -33,9 +47,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/valyala/fasthttp"
-
-	"codeberg.org/snowflaked/snowflaked/coordinator"
 )
 
 // Defaults of Config.
@@ -47,8 +58,10 @@ const (
 	DefaultStallAfter     = 50 * time.Millisecond
 	DefaultDownFor        = time.Second
 	DefaultPrefetchMaxAge = time.Second
-	// MaxCount bounds NextN's n.
+	// MaxCount bounds the n of NextN and NextSegmentN.
 	MaxCount = 1 << 20
+	// MaxTagLen bounds a segment tag, as the nodes do.
+	MaxTagLen = 128
 )
 
 // Sentinel errors callers branch on.
@@ -60,7 +73,8 @@ var (
 	// ErrNoNode: no node could serve the call; the error names each node's
 	// last failure.
 	ErrNoNode = errors.New("no snowflaked node available")
-	// ErrRejected: a node answered 4xx (bad input); never retried.
+	// ErrRejected: the request is wrong whichever node gets it (a 4xx: a
+	// count out of range, a tag that does not exist); never retried.
 	ErrRejected = errors.New("request rejected by snowflaked")
 )
 
@@ -74,7 +88,7 @@ type Config struct {
 	ZK      []string
 	Cluster string
 	ZKAuth  string
-	// MaxBatch bounds one /ids request (default 1000; at most the nodes'
+	// MaxBatch bounds one request (default 1000; at most the nodes'
 	// --max-batch). A batch asks for exactly what the callers waiting want,
 	// never more.
 	MaxBatch int
@@ -83,22 +97,24 @@ type Config struct {
 	// Attempts is how many nodes one batch tries before it fails
 	// (default 3).
 	Attempts int
-	// MaxInFlight bounds the batches in flight at once (default 1). Fewer
-	// in flight make bigger batches (callers pile up meanwhile), so more
-	// IDs per request and per second: with 64 callers on one node, 1 gave
-	// 45 IDs a request, 2 gave 25 and 4 gave 14. A batch out longer than
-	// StallAfter stops counting (see StallAfter).
+	// MaxInFlight bounds the requests out at once for one kind of ID
+	// (default 1). Fewer in flight make bigger batches: callers pile up
+	// while a request is out. A request out longer than StallAfter stops
+	// counting (see StallAfter).
 	MaxInFlight int
-	// StallAfter (default 50ms): a batch out longer than this (a node that
-	// hangs, a lost packet) gives its in-flight slot up, so callers that
-	// arrive meanwhile get a batch of their own on the next node; the
-	// stalled batch's callers still wait for it, up to Timeout per node.
+	// StallAfter (default 50ms): a request out longer than this (a node
+	// that hangs, a lost packet) gives its in-flight slot up, so callers
+	// that arrive meanwhile get a request of their own on the next node;
+	// the stalled request's callers still wait for it, up to Timeout per
+	// node.
 	StallAfter time.Duration
 	// DownFor is how long a node that failed without a Retry-After (a
 	// connection error, a timeout) gets no traffic (default 1s).
 	DownFor time.Duration
-	// Prefetch keeps up to this many IDs fetched ahead for Next (0: off).
-	// PrefetchMaxAge drops prefetched IDs older than it (default 1s).
+	// Prefetch keeps up to this many snowflake IDs fetched ahead for Next
+	// (0: off). PrefetchMaxAge drops prefetched IDs older than it (default
+	// 1s). Dense IDs are never prefetched: what a client holds when it
+	// exits is lost to the tag's density.
 	Prefetch       int
 	PrefetchMaxAge time.Duration
 	// Hooks receive the client's events (nil ones are skipped).
@@ -108,8 +124,8 @@ type Config struct {
 	Log zerolog.Logger
 }
 
-// Hooks are called on the client's goroutines: they must be quick and
-// must not block. Wire them to a metrics library.
+// Hooks are called on the client's and the callers' goroutines: they must
+// be quick and must not block. Wire them to a metrics library.
 type Hooks struct {
 	// Request: one HTTP request to node, with its status (0 when it got
 	// none), error and duration.
@@ -124,7 +140,7 @@ type Hooks struct {
 type Stats struct {
 	Requests  int64 // HTTP requests made
 	Batches   int64 // batches handed out
-	IDs       int64 // IDs handed out
+	IDs       int64 // IDs handed out (snowflake and dense)
 	Failovers int64 // batches moved to another node
 	Errors    int64 // calls that returned an error
 }
@@ -133,43 +149,25 @@ type Stats struct {
 // use. Close it when done.
 type Client struct {
 	cfg  Config
-	http *fasthttp.Client
 	log  zerolog.Logger
+	pool *pool
 	stop chan struct{}
-	done sync.WaitGroup
-	disc *coordinator.Discovery
+	done sync.WaitGroup // batch and prefetch goroutines
+	disc *discovery
 
-	qmu      sync.Mutex
-	queue    []*call // calls waiting for a batch, in arrival order
-	inFlight int     // batches out (≤ MaxInFlight)
+	ids *batcher // snowflake IDs
+
+	segMu sync.Mutex
+	segs  map[string]*batcher // dense IDs, per tag
 
 	mu    sync.Mutex
 	nodes []*nodeState
 	next  int // round-robin cursor
 
-	pre prefetch
+	pre *prefetch
 
-	requests, batches, ids, failovers, errs atomic.Int64
-	closed                                  atomic.Bool
-}
-
-// nodeState is what the client knows of one node.
-type nodeState struct {
-	addr      string
-	downUntil time.Time
-	lastErr   error
-}
-
-// call is one Next/NextN waiting for its IDs.
-type call struct {
-	ctx context.Context
-	n   int
-	out chan result // buffered: a batch never blocks on a caller
-}
-
-type result struct {
-	ids []int64
-	err error
+	requests, batches, handed, failovers, errs atomic.Int64
+	closed                                     atomic.Bool
 }
 
 // New checks cfg and starts the client (in ZooKeeper mode it connects and
@@ -182,27 +180,20 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{
 		cfg: cfg, log: cfg.Log,
 		stop: make(chan struct{}),
-		http: &fasthttp.Client{
-			Name: "snowflaked-client", MaxIdemponentCallAttempts: 1, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
-			MaxConnsPerHost: 64, MaxIdleConnDuration: 30 * time.Second,
-		},
+		pool: newPool(cfg.MaxInFlight + prefetchDepth + 2),
+		segs: map[string]*batcher{},
 	}
+	c.ids = newBatcher(c, endpoint{svc: svcIDs, path: "/ids?count=", what: "IDs"})
 	if len(cfg.ZK) > 0 {
-		c.disc, err = coordinator.Discover(ctx, coordinator.DiscoveryConfig{Servers: cfg.ZK, Cluster: cfg.Cluster, Auth: cfg.ZKAuth, Log: cfg.Log}, c.setNodes)
+		c.disc, err = discover(ctx, cfg.ZK, cfg.Cluster, cfg.ZKAuth, cfg.Log, c.setNodes)
 		if err != nil {
 			return nil, fmt.Errorf("new client: %w", err)
 		}
 	} else {
-		peers := make([]coordinator.Peer, len(cfg.Servers))
-		for i, s := range cfg.Servers {
-			peers[i] = coordinator.Peer{WorkerID: int64(i), Addr: s}
-		}
-		c.setNodes(peers)
+		c.setNodes(cfg.Servers)
 	}
-	c.pre.init(cfg.Prefetch)
 	if cfg.Prefetch > 0 {
-		c.done.Add(1)
-		go c.prefetchLoop()
+		c.pre = newPrefetch(c)
 	}
 	return c, nil
 }
@@ -218,12 +209,23 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("give Servers or ZK, not both")
 	}
 	for _, s := range cfg.Servers {
-		if host, port, err := net.SplitHostPort(s); err != nil || host == "" || port == "" {
+		if !isHostPort(s) {
 			return bad("server %q is not host:port", s)
+		}
+	}
+	for _, s := range cfg.ZK {
+		if !isHostPort(s) {
+			return bad("ZooKeeper server %q is not host:port", s)
 		}
 	}
 	if cfg.Cluster == "" {
 		cfg.Cluster = "default"
+	}
+	if strings.ContainsAny(cfg.Cluster, "/ ") {
+		return bad("cluster %q contains '/' or a space", cfg.Cluster)
+	}
+	if u, p, ok := strings.Cut(cfg.ZKAuth, ":"); cfg.ZKAuth != "" && (!ok || u == "" || p == "") {
+		return bad("ZKAuth must be user:password")
 	}
 	for _, v := range []struct {
 		name string
@@ -234,7 +236,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		{"MaxBatch", &cfg.MaxBatch, DefaultMaxBatch, 1_000_000},
 		{"Attempts", &cfg.Attempts, DefaultAttempts, 100},
 		{"MaxInFlight", &cfg.MaxInFlight, DefaultMaxInFlight, 1024},
-		{"Prefetch", &cfg.Prefetch, 0, 1_000_000},
+		{"Prefetch", &cfg.Prefetch, 0, 10_000_000},
 	} {
 		switch {
 		case *v.p < 0 || *v.p > v.max:
@@ -262,292 +264,146 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// setNodes replaces the node list, keeping what is known of the nodes
-// still there; a node that left and came back starts clean.
-func (c *Client) setNodes(peers []coordinator.Peer) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := map[string]*nodeState{}
-	for _, n := range c.nodes {
-		old[n.addr] = n
-	}
-	nodes := make([]*nodeState, 0, len(peers))
-	for _, p := range peers {
-		if n := old[p.Addr]; n != nil {
-			nodes = append(nodes, n)
-		} else {
-			nodes = append(nodes, &nodeState{addr: p.Addr})
-		}
-	}
-	c.nodes = nodes
-}
-
-// Next returns one new ID.
+// Next returns one new snowflake ID.
 func (c *Client) Next(ctx context.Context) (int64, error) {
-	if c.cfg.Prefetch > 0 {
-		id, ok, refill := c.pre.take(c.cfg.PrefetchMaxAge)
-		if !ok && refill != nil {
-			// A refill is on its way: wait for it rather than send a
-			// request of our own beside it.
-			select {
-			case <-refill:
-			case <-ctx.Done():
-				c.errs.Add(1)
-				return 0, fmt.Errorf("next IDs: %w", ctx.Err())
-			}
-			id, ok, _ = c.pre.take(c.cfg.PrefetchMaxAge)
-		}
-		if ok {
-			c.ids.Add(1)
+	if c.pre != nil {
+		if id, ok := c.pre.take(ctx); ok {
+			c.handed.Add(1)
 			return id, nil
 		}
 	}
-	ids, err := c.NextN(ctx, 1)
+	ids, err := c.ids.get(ctx, 1)
 	if err != nil {
 		return 0, err
 	}
 	return ids[0], nil
 }
 
-// NextN returns n new IDs (1 ≤ n ≤ MaxCount), increasing within each batch
-// of at most MaxBatch.
+// NextN returns n new snowflake IDs (1 ≤ n ≤ MaxCount), increasing.
 func (c *Client) NextN(ctx context.Context, n int) ([]int64, error) {
-	if n < 1 || n > MaxCount {
+	return c.ids.get(ctx, n)
+}
+
+// NextSegment returns the next dense ID of tag (a tag created with
+// snowflakectl segment create). An unknown tag is ErrRejected.
+func (c *Client) NextSegment(ctx context.Context, tag string) (int64, error) {
+	ids, err := c.NextSegmentN(ctx, tag, 1)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// NextSegmentN returns n dense IDs of tag (1 ≤ n ≤ MaxCount), increasing.
+func (c *Client) NextSegmentN(ctx context.Context, tag string, n int) ([]int64, error) {
+	b, err := c.segment(tag)
+	if err != nil {
 		c.errs.Add(1)
-		return nil, fmt.Errorf("next %d IDs: %w: want 1..%d", n, ErrRejected, MaxCount)
+		return nil, err
 	}
-	out := make([]int64, 0, n)
-	for len(out) < n {
-		ids, err := c.fetch(ctx, min(n-len(out), c.cfg.MaxBatch))
-		if err != nil {
-			c.errs.Add(1)
-			return nil, err
-		}
-		out = append(out, ids...)
-	}
-	return out, nil
+	return b.get(ctx, n)
 }
 
-// fetch waits for n IDs (n ≤ MaxBatch). The caller queues its call; if
-// fewer than MaxInFlight batches are out, it also starts one with every
-// call queued. A batch's goroutine, once its batch is handed out, takes
-// the next one from the queue while callers keep arriving, so under load
-// calls pile up while batches are out and each batch carries many; no
-// goroutine sits between callers and batches.
-func (c *Client) fetch(ctx context.Context, n int) ([]int64, error) {
-	cl := callPool.Get().(*call)
-	cl.ctx, cl.n = ctx, n
-	c.qmu.Lock()
-	if c.closed.Load() {
-		c.qmu.Unlock()
-		cl.release()
-		return nil, ErrClosed
+// segment is the batcher of tag's dense IDs.
+func (c *Client) segment(tag string) (*batcher, error) {
+	c.segMu.Lock()
+	defer c.segMu.Unlock()
+	if b := c.segs[tag]; b != nil {
+		return b, nil
 	}
-	c.queue = append(c.queue, cl)
-	c.startLocked()
-	c.qmu.Unlock()
-	done := ctx.Done()
-	if done == nil { // a context that is never cancelled: a plain receive
-		r := <-cl.out
-		cl.release()
-		return r.ids, r.err
+	if err := checkTag(tag); err != nil {
+		return nil, err
 	}
-	select {
-	case r := <-cl.out:
-		cl.release()
-		return r.ids, r.err
-	case <-done:
-		// Not released: the batch may still send to cl.out; what arrives
-		// is dropped with the call.
-		return nil, fmt.Errorf("next IDs: %w", ctx.Err())
-	}
+	b := newBatcher(c, endpoint{svc: svcSegments, path: "/segment/" + tag + "?count=", what: "dense IDs of " + tag})
+	c.segs[tag] = b
+	return b, nil
 }
 
-// callPool recycles calls (and their channels) whose callers got their
-// answer; a call whose caller gave up is left to the garbage collector.
-var callPool = sync.Pool{New: func() any { return &call{out: make(chan result, 1)} }}
-
-func (cl *call) release() {
-	cl.ctx = nil
-	callPool.Put(cl)
-}
-
-// takeLocked removes the next batch from the queue: calls in order while
-// their counts fit MaxBatch, skipping callers that gave up. c.qmu is held.
-func (c *Client) takeLocked() ([]*call, int) {
-	var batch []*call
-	total, i := 0, 0
-	for ; i < len(c.queue); i++ {
-		cl := c.queue[i]
-		if cl.ctx.Err() != nil {
-			continue // it has returned already; nothing to fetch for it
-		}
-		if total+cl.n > c.cfg.MaxBatch {
-			break
-		}
-		batch, total = append(batch, cl), total+cl.n
+// checkTag applies the nodes' rule for a tag: 1..MaxTagLen bytes of
+// printable UTF-8 without '/', space, '?', '#', '%' or '\', not "." or "..".
+// The tag goes into the URL path as is.
+func checkTag(tag string) error {
+	bad := func(why string) error { return fmt.Errorf("%w: tag %q: %s", ErrRejected, tag, why) }
+	switch {
+	case tag == "":
+		return bad("empty")
+	case len(tag) > MaxTagLen:
+		return bad(fmt.Sprintf("%d bytes, at most %d", len(tag), MaxTagLen))
+	case tag == "." || tag == "..":
+		return bad("not a tag name")
+	case strings.ContainsAny(tag, "/ ?#%\\"):
+		return bad("contains one of / space ? # % \\")
 	}
-	rest := copy(c.queue, c.queue[i:])
-	clear(c.queue[rest:])
-	c.queue = c.queue[:rest]
-	return batch, total
+	for _, r := range tag {
+		if r < 0x21 || r == 0x7f || r == 0xfffd {
+			return bad("contains a control character or is not UTF-8")
+		}
+	}
+	return nil
 }
 
-// run serves batch, then the next batch queued meanwhile, until the queue
-// is empty or the client closed; then it frees its in-flight slot. A batch
-// out longer than StallAfter (a node that hangs) gives its slot up at once,
-// so calls queued behind it start a batch of their own (on the next node)
-// instead of waiting for the Timeout; run ends after that batch.
-func (c *Client) run(batch []*call, total int) {
-	defer c.done.Done()
-	for {
-		gaveUp := make(chan struct{}) // closed once the stall gave the slot up
-		stall := time.AfterFunc(c.cfg.StallAfter, func() {
-			defer close(gaveUp)
-			c.qmu.Lock()
-			defer c.qmu.Unlock()
-			c.inFlight--
-			c.startLocked()
-		})
-		c.serve(batch, total)
-		if !stall.Stop() {
-			<-gaveUp // the slot is no longer ours; wait so Close waits for it
-			return
-		}
-		// Let the callers just handed their IDs queue again before the
-		// next batch is taken: otherwise it leaves with whoever happened to
-		// be queued and they wait a round trip longer (measured: 16 IDs per
-		// request instead of 25 with 64 callers).
-		runtime.Gosched()
-		c.qmu.Lock()
-		if c.closed.Load() {
-			batch = nil
+// nodeState is what the client knows of one node.
+type nodeState struct {
+	addr      string
+	downUntil [numServices]time.Time
+	lastErr   [numServices]error
+}
+
+// setNodes replaces the node list, keeping what is known of the nodes
+// still there; a node that left and came back starts clean.
+func (c *Client) setNodes(addrs []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := map[string]*nodeState{}
+	for _, n := range c.nodes {
+		old[n.addr] = n
+	}
+	nodes := make([]*nodeState, 0, len(addrs))
+	for _, a := range addrs {
+		if n := old[a]; n != nil {
+			nodes = append(nodes, n)
 		} else {
-			batch, total = c.takeLocked()
+			nodes = append(nodes, &nodeState{addr: a})
 		}
-		if len(batch) == 0 {
-			c.inFlight--
-			c.qmu.Unlock()
-			return
-		}
-		c.qmu.Unlock()
 	}
+	c.nodes = nodes
 }
 
-// startLocked starts a batch with the queued calls if a slot is free.
-// c.qmu is held.
-func (c *Client) startLocked() {
-	if c.closed.Load() || c.inFlight >= c.cfg.MaxInFlight {
-		return
-	}
-	if batch, total := c.takeLocked(); len(batch) > 0 {
-		c.inFlight++
-		c.done.Add(1)
-		go c.run(batch, total)
-	}
-}
-
-// serve fetches total IDs for batch, failing over between nodes, and hands
-// them out in order.
-func (c *Client) serve(batch []*call, total int) {
-	tried := map[string]bool{}
-	var failures []string
-	for attempt := 0; attempt < c.cfg.Attempts; attempt++ {
-		if !anyWaiting(batch) {
-			return // every caller gave up: nothing to fetch for
-		}
-		node := c.pick(tried)
-		if node == "" {
-			break
-		}
-		tried[node] = true
-		ids, err := c.request(node, total)
-		if err == nil {
-			c.handOut(batch, ids)
-			return
-		}
-		if errors.Is(err, ErrRejected) {
-			for _, cl := range batch {
-				cl.out <- result{err: err}
-			}
-			return
-		}
-		failures = append(failures, err.Error())
-		c.failovers.Add(1)
-		if h := c.cfg.Hooks.Failover; h != nil {
-			h(node, err)
-		}
-		c.log.Warn().Err(err).Str("node", node).Msg("snowflaked client: failing over")
-	}
-	err := c.noNode(failures)
-	for _, cl := range batch {
-		cl.out <- result{err: err}
-	}
-}
-
-func anyWaiting(batch []*call) bool {
-	for _, cl := range batch {
-		if cl.ctx.Err() == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// handOut gives each caller its slice, in order; a caller that gave up
-// gets nothing and its IDs are dropped. The batch is counted first, so
-// Stats read by a caller that has its IDs includes them.
-func (c *Client) handOut(batch []*call, ids []int64) {
-	n := len(ids) // the node answered exactly the batch's total (request checks)
-	c.batches.Add(1)
-	c.ids.Add(int64(n))
-	for _, cl := range batch {
-		part := ids[:cl.n:cl.n]
-		ids = ids[cl.n:]
-		if cl.ctx.Err() == nil {
-			cl.out <- result{ids: part}
-		}
-	}
-	if h := c.cfg.Hooks.Batch; h != nil {
-		h(n)
-	}
-}
-
-// pick returns the next healthy node not tried yet ("" for none).
-func (c *Client) pick(tried map[string]bool) string {
+// pick returns the next node up for svc not tried yet ("" for none).
+func (c *Client) pick(svc service, tried []string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
 	for range len(c.nodes) {
 		n := c.nodes[c.next%len(c.nodes)]
 		c.next++
-		if !tried[n.addr] && !now.Before(n.downUntil) {
+		if !slices.Contains(tried, n.addr) && !now.Before(n.downUntil[svc]) {
 			return n.addr
 		}
 	}
 	return ""
 }
 
-// markDown takes a node out of rotation for d after err.
-func (c *Client) markDown(addr string, d time.Duration, err error) {
+// markDown takes a node out of rotation for svc for d after err.
+func (c *Client) markDown(addr string, svc service, d time.Duration, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range c.nodes {
 		if n.addr == addr {
-			n.downUntil, n.lastErr = time.Now().Add(d), err
+			n.downUntil[svc], n.lastErr[svc] = time.Now().Add(d), err
 		}
 	}
 }
 
 // noNode is the error when a batch found no node: each node's last failure.
-func (c *Client) noNode(failures []string) error {
+func (c *Client) noNode(svc service, failures []string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var parts []string
 	for _, n := range c.nodes {
 		switch {
-		case n.lastErr != nil:
-			parts = append(parts, n.lastErr.Error())
+		case n.lastErr[svc] != nil:
+			parts = append(parts, n.lastErr[svc].Error())
 		default:
 			parts = append(parts, n.addr+": not tried")
 		}
@@ -561,7 +417,7 @@ func (c *Client) noNode(failures []string) error {
 
 // Stats returns the counters.
 func (c *Client) Stats() Stats {
-	return Stats{Requests: c.requests.Load(), Batches: c.batches.Load(), IDs: c.ids.Load(),
+	return Stats{Requests: c.requests.Load(), Batches: c.batches.Load(), IDs: c.handed.Load(),
 		Failovers: c.failovers.Load(), Errors: c.errs.Load()}
 }
 
@@ -576,23 +432,37 @@ func (c *Client) Nodes() []string {
 	return out
 }
 
-// Close stops the client: calls waiting fail with ErrClosed.
+// Close stops the client: calls waiting or in flight fail with ErrClosed,
+// every connection is closed, and when Close returns no goroutine of the
+// client is left.
 func (c *Client) Close() error {
-	c.qmu.Lock()
 	if c.closed.Swap(true) {
-		c.qmu.Unlock()
 		return nil
 	}
-	queued := c.queue
-	c.queue = nil
-	c.qmu.Unlock()
-	for _, cl := range queued {
-		cl.out <- result{err: ErrClosed}
+	c.ids.close()
+	c.segMu.Lock()
+	for _, b := range c.segs {
+		b.close()
 	}
+	c.segMu.Unlock()
 	close(c.stop)
+	c.pool.close() // requests in flight fail at once
 	c.done.Wait()
 	if c.disc != nil {
-		return c.disc.Close()
+		c.disc.close()
 	}
 	return nil
+}
+
+// isHostPort reports whether s is a host:port address.
+func isHostPort(s string) bool {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || host == "" {
+		return false
+	}
+	var p int
+	if _, err := fmt.Sscanf(port, "%d", &p); err != nil || fmt.Sprint(p) != port {
+		return false
+	}
+	return p > 0 && p < 65536
 }

@@ -1,32 +1,33 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/valyala/fasthttp"
 )
 
-// fakeNode is a snowflaked stand-in on 127.0.0.1: /ids answers with
-// increasing IDs unless its behaviour says otherwise.
+// fakeNode is a snowflaked stand-in on 127.0.0.1: /ids and
+// /segment/{tag} answer with increasing IDs unless its behaviour says
+// otherwise.
 type fakeNode struct {
 	addr     string
 	next     atomic.Int64 // last ID issued
 	requests atomic.Int64
-	counts   sync.Map // batch size -> number of requests
-	mu       sync.Mutex
-	behave   func(ctx *fasthttp.RequestCtx, n int) bool // true: answered by the behaviour
+	counts   sync.Map                                                 // batch size -> number of requests
+	behave   func(w http.ResponseWriter, r *http.Request, n int) bool // true: answered by the behaviour
+	conns    atomic.Int64                                             // connections open now
 }
 
-func startFake(t *testing.T, id int64, behave func(ctx *fasthttp.RequestCtx, n int) bool) *fakeNode {
+func startFake(t *testing.T, id int64, behave func(w http.ResponseWriter, r *http.Request, n int) bool) *fakeNode {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -34,39 +35,69 @@ func startFake(t *testing.T, id int64, behave func(ctx *fasthttp.RequestCtx, n i
 	}
 	f := &fakeNode{addr: ln.Addr().String(), behave: behave}
 	f.next.Store(id << 40) // distinct ranges per fake node
-	srv := &fasthttp.Server{Handler: f.handle}
+	srv := &http.Server{Handler: http.HandlerFunc(f.handle), ConnState: func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			f.conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			f.conns.Add(-1)
+		}
+	}}
 	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
+	t.Cleanup(func() { _ = srv.Close() })
 	return f
 }
 
-func (f *fakeNode) handle(ctx *fasthttp.RequestCtx) {
+func (f *fakeNode) handle(w http.ResponseWriter, r *http.Request) {
 	f.requests.Add(1)
-	n, err := strconv.Atoi(string(ctx.QueryArgs().Peek("count")))
-	if string(ctx.Path()) != "/ids" || err != nil {
-		ctx.SetStatusCode(404)
+	n, err := strconv.Atoi(r.URL.Query().Get("count"))
+	if (r.URL.Path != "/ids" && !strings.HasPrefix(r.URL.Path, "/segment/")) || err != nil {
+		writeBody(w, 404, `{"error":{"code":"not_found","message":"no endpoint"}}`)
 		return
 	}
 	v, _ := f.counts.LoadOrStore(n, new(atomic.Int64))
 	v.(*atomic.Int64).Add(1)
-	f.mu.Lock()
-	behave := f.behave
-	f.mu.Unlock()
-	if behave != nil && behave(ctx, n) {
+	if f.behave != nil && f.behave(w, r, n) {
 		return
 	}
-	var b strings.Builder
+	var b bytes.Buffer
 	for range n {
 		fmt.Fprintf(&b, "%d\n", f.next.Add(1))
 	}
-	ctx.SetBodyString(b.String())
+	writeBody(w, 200, b.String())
 }
 
-func unavailable(ctx *fasthttp.RequestCtx, _ int) bool {
-	ctx.SetStatusCode(503)
-	ctx.Response.Header.Set("Retry-After", "5")
-	ctx.SetBodyString(`{"error":{"code":"out_of_service","message":"clock_rollback"}}`)
+// writeBody answers with a Content-Length, as snowflaked does.
+func writeBody(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+func (f *fakeNode) requestsFor(n int) int64 {
+	if v, ok := f.counts.Load(n); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+func unavailable(w http.ResponseWriter, _ *http.Request, _ int) bool {
+	w.Header().Set("Retry-After", "5")
+	writeBody(w, 503, `{"error":{"code":"out_of_service","message":"clock_rollback"}}`)
 	return true
+}
+
+// hangUntil is a behaviour that holds every request until release closes
+// (or the client hangs up).
+func hangUntil(release <-chan struct{}) func(http.ResponseWriter, *http.Request, int) bool {
+	return func(_ http.ResponseWriter, r *http.Request, _ int) bool {
+		select {
+		case <-release:
+			return false
+		case <-r.Context().Done():
+			return true
+		}
+	}
 }
 
 func newClient(t *testing.T, cfg Config) *Client {
@@ -91,10 +122,22 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
+// eventually polls cond every 5ms for up to 5s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 1000 {
+		if cond() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within 5s", what)
+}
+
 // Concurrent Next calls are merged into /ids batches: far fewer requests
 // than calls, no batch above MaxBatch, every ID handed out once.
 func TestCoalescing(t *testing.T) {
-	f := startFake(t, 1, func(ctx *fasthttp.RequestCtx, n int) bool {
+	f := startFake(t, 1, func(http.ResponseWriter, *http.Request, int) bool {
 		time.Sleep(time.Millisecond) // a round trip, so callers pile up
 		return false
 	})
@@ -160,13 +203,16 @@ func TestFailover(t *testing.T) {
 		{"503 out of service", func(t *testing.T) string { return startFake(t, 2, unavailable).addr }, "out_of_service"},
 		{"connection refused", closedAddr, "connection refused"},
 		{"accepts, never answers", func(t *testing.T) string {
-			return startFake(t, 2, func(*fasthttp.RequestCtx, int) bool { time.Sleep(2 * time.Second); return false }).addr
+			return startFake(t, 2, func(http.ResponseWriter, *http.Request, int) bool { time.Sleep(2 * time.Second); return false }).addr
 		}, "timeout"},
 		{"garbage", func(t *testing.T) string {
-			return startFake(t, 2, func(ctx *fasthttp.RequestCtx, _ int) bool { ctx.SetBodyString("<html>oops</html>"); return true }).addr
+			return startFake(t, 2, func(w http.ResponseWriter, _ *http.Request, _ int) bool {
+				writeBody(w, 200, "<html>oops</html>")
+				return true
+			}).addr
 		}, "is not an ID"},
 		{"fewer IDs than asked", func(t *testing.T) string {
-			return startFake(t, 2, func(ctx *fasthttp.RequestCtx, _ int) bool { ctx.SetBodyString("7\n8\n"); return true }).addr
+			return startFake(t, 2, func(w http.ResponseWriter, _ *http.Request, _ int) bool { writeBody(w, 200, "7\n8\n"); return true }).addr
 		}, "answered 2 of"},
 	}
 	for _, tc := range tests {
@@ -221,9 +267,8 @@ func TestAllNodesDown(t *testing.T) {
 
 // A 4xx is returned, never retried on another node.
 func TestRejectedIsNotRetried(t *testing.T) {
-	a := startFake(t, 1, func(ctx *fasthttp.RequestCtx, _ int) bool {
-		ctx.SetStatusCode(400)
-		ctx.SetBodyString(`{"error":{"code":"invalid_count","message":"count 5000 is above --max-batch 1000"}}`)
+	a := startFake(t, 1, func(w http.ResponseWriter, _ *http.Request, _ int) bool {
+		writeBody(w, 400, `{"error":{"code":"invalid_count","message":"count 5000 is above --max-batch 1000"}}`)
 		return true
 	})
 	b := startFake(t, 2, nil)
@@ -239,7 +284,7 @@ func TestRejectedIsNotRetried(t *testing.T) {
 
 // A caller's context bounds its wait, even on a node that hangs.
 func TestContextCancellation(t *testing.T) {
-	hang := startFake(t, 1, func(*fasthttp.RequestCtx, int) bool { time.Sleep(3 * time.Second); return false })
+	hang := startFake(t, 1, func(http.ResponseWriter, *http.Request, int) bool { time.Sleep(3 * time.Second); return false })
 	c := newClient(t, Config{Servers: []string{hang.addr}, Timeout: 5 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -286,52 +331,34 @@ func TestPrefetch(t *testing.T) {
 	}
 }
 
-// A Next that finds the buffer empty while a refill is in flight waits for
-// that refill, bounded by its context, instead of sending a request of its
-// own beside it.
+// A Next that finds the buffer empty while refills are in flight waits
+// for them, bounded by its context, instead of sending a request of its
+// own beside them.
 func TestPrefetchWaitsForRefill(t *testing.T) {
 	release := make(chan struct{})
-	f := startFake(t, 1, func(*fasthttp.RequestCtx, int) bool { <-release; return false })
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	f := startFake(t, 1, hangUntil(release))
 	c := newClient(t, Config{Servers: []string{f.addr}, Prefetch: 10, MaxInFlight: 4, Timeout: 5 * time.Second})
-	open := true
-	unblock := func() {
-		if open {
-			close(release)
-			open = false
-		}
-	}
-	t.Cleanup(unblock) // runs before the client's Close, which waits for the requests
-	requestsFor := func(n int) int64 {
-		if v, ok := f.counts.Load(n); ok {
-			return v.(*atomic.Int64).Load()
-		}
-		return 0
-	}
+	t.Cleanup(unblock)
 	short := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		_, err := c.Next(ctx)
 		return err
 	}
-	if err := short(); !errors.Is(err, context.DeadlineExceeded) { // kicks the refill of 10
-		t.Fatalf("first Next: %v, want context.DeadlineExceeded (the node holds every request)", err)
-	}
-	// The refill goes out alone (10) or merged with that Next's own fetch (11).
-	for deadline := time.Now().Add(5 * time.Second); requestsFor(10)+requestsFor(11) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the refill never reached the node")
+	eventually(t, "refills reach the node", func() bool { return f.requests.Load() > 0 })
+	for i := range 2 {
+		if err := short(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Next %d during the refill: %v, want context.DeadlineExceeded", i, err)
 		}
 	}
-	direct := requestsFor(1)
-	if err := short(); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Next during the refill: %v, want context.DeadlineExceeded", err)
+	if got := f.requestsFor(1); got != 0 {
+		t.Fatalf("%d single-ID requests sent while refills were in flight, want none", got)
 	}
 	unblock()
 	if _, err := c.Next(context.Background()); err != nil {
 		t.Fatalf("Next after the refill answered: %v", err)
-	}
-	if got := requestsFor(1); got != direct {
-		t.Fatalf("%d single-ID requests sent while a refill was in flight, want none", got-direct)
 	}
 }
 
@@ -385,7 +412,7 @@ func TestStalledBatchFreesItsSlot(t *testing.T) {
 			var once sync.Once
 			unhang := func() { once.Do(func() { close(release) }) }
 			t.Cleanup(unhang)
-			hang := startFake(t, 1, func(*fasthttp.RequestCtx, int) bool { <-release; return false })
+			hang := startFake(t, 1, hangUntil(release))
 			good := startFake(t, 2, nil)
 			c := newClient(t, Config{Servers: []string{hang.addr, good.addr}, MaxInFlight: 1,
 				Timeout: 5 * time.Second, StallAfter: tc.stallAfter})
@@ -419,47 +446,36 @@ func TestStalledBatchFreesItsSlot(t *testing.T) {
 	}
 }
 
-// Close fails the calls still queued with ErrClosed at once; the batch in
-// flight finishes first.
-func TestCloseFailsQueuedCalls(t *testing.T) {
+// Close fails the calls queued and in flight with ErrClosed at once, even
+// on a node that never answers, and leaves no connection open.
+func TestCloseFailsQueuedAndInFlightCalls(t *testing.T) {
 	release := make(chan struct{})
-	hang := startFake(t, 1, func(*fasthttp.RequestCtx, int) bool { <-release; return false })
-	c, err := New(context.Background(), Config{Servers: []string{hang.addr}, MaxInFlight: 1, StallAfter: time.Minute})
+	defer close(release)
+	hang := startFake(t, 1, hangUntil(release))
+	c, err := New(context.Background(), Config{Servers: []string{hang.addr}, MaxInFlight: 1, StallAfter: time.Minute, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	errs := make(chan error, 2)
 	next := func() { _, err := c.Next(context.Background()); errs <- err }
 	go next()
-	for i := 0; hang.requests.Load() == 0; i++ {
-		if i == 500 {
-			t.Fatal("the first batch never reached the node")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	go next() // queued behind the batch in flight
-	for i := 0; ; i++ {
-		c.qmu.Lock()
-		queued := len(c.queue)
-		c.qmu.Unlock()
-		if queued == 1 {
-			break
-		}
-		if i == 500 {
-			t.Fatal("the second call never queued")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	closed := make(chan error, 1)
-	go func() { closed <- c.Close() }()
-	if err := <-errs; !errors.Is(err, ErrClosed) {
-		t.Fatalf("queued call: %v, want ErrClosed", err)
-	}
-	close(release)
-	if err := <-errs; err != nil {
-		t.Fatalf("call in flight: %v, want its ID", err)
-	}
-	if err := <-closed; err != nil {
+	eventually(t, "the first call reaches the node", func() bool { return hang.requests.Load() == 1 })
+	go next() // queued behind the call in flight
+	eventually(t, "the second call queues", func() bool {
+		c.ids.mu.Lock()
+		defer c.ids.mu.Unlock()
+		return len(c.ids.queue) == 1
+	})
+	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Fatalf("call: %v, want ErrClosed", err)
+		}
+	}
+	if n := c.pool.conns(); n != 0 {
+		t.Fatalf("%d connections open after Close", n)
+	}
+	eventually(t, "the node sees the connection closed", func() bool { return hang.conns.Load() == 0 })
 }

@@ -1,52 +1,100 @@
 package client
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
-
-	"github.com/valyala/fasthttp"
 )
 
-// request asks node for n IDs. A node that fails (no answer, 5xx, an answer
-// that is not n increasing IDs) is marked down and the error returned; a
-// 4xx is ErrRejected.
-func (c *Client) request(addr string, n int) ([]int64, error) {
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI("http://" + addr + "/ids?count=" + strconv.Itoa(n))
-	req.Header.SetMethod(fasthttp.MethodGet)
-	start := time.Now()
-	err := c.http.DoTimeout(req, resp, c.cfg.Timeout)
-	c.requests.Add(1)
-	status := 0
-	if err == nil {
-		status = resp.StatusCode()
-	}
+// service is what a node serves a batch from. A node is marked down per
+// service: its snowflake IDs depend on its clock guard, its dense IDs on
+// ZooKeeper, and one may serve while the other cannot.
+type service int
+
+const (
+	svcIDs service = iota
+	svcSegments
+	numServices
+)
+
+// endpoint is one kind of batch: snowflake IDs, or the dense IDs of a tag.
+type endpoint struct {
+	svc  service
+	path string // the request path up to and including "count="
+	what string // for errors
+}
+
+// maxIDLine bounds one line of an answer: 19 digits and a newline.
+const maxIDLine = 20
+
+// outcome of one request, for the failover loop.
+var (
+	// errNotNode: the answer says the request does not fit the node right
+	// now (503 batch_timeout); another node may serve it, and the node
+	// stays in rotation.
+	errNotNode = errors.New("not this node")
+)
+
+// request asks node for n IDs of ep. A node that fails (no answer, a 5xx,
+// a 404 that is not snowflaked's "unknown tag", an answer that is not n
+// increasing IDs) is marked down and the error returned; any other 4xx is
+// ErrRejected, for every node would answer it alike.
+func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time) ([]int64, error) {
 	var out []int64
-	switch {
-	case err != nil:
-		err = fmt.Errorf("%s: %w", addr, err)
-		c.markDown(addr, c.cfg.DownFor, err)
-	case status == fasthttp.StatusOK:
-		if out, err = parseIDs(resp.Body(), n); err != nil {
-			err = fmt.Errorf("%s: bad answer to %d IDs: %w", addr, n, err)
-			c.markDown(addr, c.cfg.DownFor, err)
+	status := 0
+	start := time.Now()
+	err := c.pool.roundTrip(addr, ep.path+strconv.Itoa(n), deadline, n*maxIDLine, func(a answer) error {
+		status = a.status
+		switch {
+		case a.status == 200:
+			ids, err := parseIDs(a.body, n)
+			if err != nil {
+				err = fmt.Errorf("%s: bad answer to %d %s: %w", addr, n, ep.what, err)
+				c.markDown(addr, ep.svc, c.cfg.DownFor, err)
+				return err
+			}
+			out = ids
+			return nil
+		case a.status == 503:
+			code, text := errorText(a.body)
+			err := fmt.Errorf("%s: 503 %s", addr, text)
+			if code == "batch_timeout" {
+				// A batch too large for the node's per-tick capacity: the
+				// request's doing, not the node's.
+				return fmt.Errorf("%w: %w", errNotNode, err)
+			}
+			d := c.cfg.DownFor
+			if a.retryAfter > 0 {
+				d = a.retryAfter
+			}
+			c.markDown(addr, ep.svc, d, err)
+			return err
+		case a.status == 404:
+			code, text := errorText(a.body)
+			if code == "unknown_tag" {
+				return fmt.Errorf("%w: %s: 404 %s", ErrRejected, addr, text)
+			}
+			// A stale address (another program now), a node without
+			// segment mode, an older version: this node cannot serve it.
+			err := fmt.Errorf("%s: 404 %s", addr, text)
+			c.markDown(addr, ep.svc, c.cfg.DownFor, err)
+			return err
+		case a.status >= 400 && a.status < 500:
+			_, text := errorText(a.body)
+			return fmt.Errorf("%w: %s: %d %s", ErrRejected, addr, a.status, text)
+		default:
+			_, text := errorText(a.body)
+			err := fmt.Errorf("%s: status %d %s", addr, a.status, text)
+			c.markDown(addr, ep.svc, c.cfg.DownFor, err)
+			return err
 		}
-	case status == fasthttp.StatusServiceUnavailable:
-		err = fmt.Errorf("%s: 503 %s", addr, errorText(resp.Body()))
-		c.markDown(addr, retryAfter(resp, c.cfg.DownFor), err)
-	case status >= 400 && status < 500:
-		err = fmt.Errorf("%w: %s: %d %s", ErrRejected, addr, status, errorText(resp.Body()))
-	default:
-		err = fmt.Errorf("%s: status %d %s", addr, status, errorText(resp.Body()))
-		c.markDown(addr, c.cfg.DownFor, err)
+	})
+	c.requests.Add(1)
+	if err != nil && status == 0 && !errors.Is(err, ErrClosed) {
+		err = fmt.Errorf("%s: %w", addr, err)
+		c.markDown(addr, ep.svc, c.cfg.DownFor, err)
 	}
 	if h := c.cfg.Hooks.Request; h != nil {
 		h(addr, status, err, time.Since(start))
@@ -57,27 +105,28 @@ func (c *Client) request(addr string, n int) ([]int64, error) {
 // parseIDs reads exactly n strictly increasing positive IDs, one a line.
 func parseIDs(body []byte, n int) ([]int64, error) {
 	out := make([]int64, 0, n)
-	for len(body) > 0 {
-		line := body
-		if i := bytes.IndexByte(body, '\n'); i >= 0 {
-			line, body = body[:i], body[i+1:]
-		} else {
-			body = nil
+	for i := 0; i < len(body); {
+		var id int64
+		j := i
+		for ; j < len(body) && body[j] != '\n'; j++ {
+			d := body[j] - '0'
+			if d > 9 || j-i >= 19 {
+				return nil, fmt.Errorf("%q is not an ID", truncate(lineAt(body, i)))
+			}
+			id = id*10 + int64(d)
 		}
-		if len(line) == 0 {
-			continue
-		}
-		id, err := strconv.ParseInt(string(line), 10, 64)
-		if err != nil || id <= 0 {
-			return nil, fmt.Errorf("%q is not an ID", truncate(line))
-		}
-		if len(out) > 0 && id <= out[len(out)-1] {
+		switch {
+		case j == i:
+			return nil, errors.New("an empty line")
+		case id <= 0: // 0, or 19 digits past MaxInt64
+			return nil, fmt.Errorf("%q is not an ID", truncate(lineAt(body, i)))
+		case len(out) == n:
+			return nil, fmt.Errorf("more than the %d IDs asked for", n)
+		case len(out) > 0 && id <= out[len(out)-1]:
 			return nil, fmt.Errorf("IDs not increasing: %d after %d", id, out[len(out)-1])
 		}
-		if len(out) == n {
-			return nil, fmt.Errorf("more than the %d IDs asked for", n)
-		}
 		out = append(out, id)
+		i = j + 1
 	}
 	if len(out) != n {
 		return nil, fmt.Errorf("answered %d of the %d IDs asked for", len(out), n)
@@ -85,9 +134,20 @@ func parseIDs(body []byte, n int) ([]int64, error) {
 	return out, nil
 }
 
-// errorText is the code and message of a snowflaked JSON error, else the
-// start of the body.
-func errorText(body []byte) string {
+// lineAt is the line of body starting at i.
+func lineAt(body []byte, i int) []byte {
+	l := body[i:]
+	for j, b := range l {
+		if b == '\n' {
+			return l[:j]
+		}
+	}
+	return l
+}
+
+// errorText is the code of a snowflaked JSON error and a text naming it,
+// else "" and the start of the body.
+func errorText(body []byte) (code, text string) {
 	var e struct {
 		Error struct {
 			Code    string `json:"code"`
@@ -95,9 +155,9 @@ func errorText(body []byte) string {
 		} `json:"error"`
 	}
 	if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
-		return e.Error.Code + ": " + e.Error.Message
+		return e.Error.Code, e.Error.Code + ": " + e.Error.Message
 	}
-	return strconv.Quote(truncate(body))
+	return "", strconv.Quote(truncate(body))
 }
 
 func truncate(b []byte) string {
@@ -105,102 +165,4 @@ func truncate(b []byte) string {
 		return string(b[:80]) + "…"
 	}
 	return string(b)
-}
-
-// retryAfter is the Retry-After of a 503 in seconds, else def.
-func retryAfter(resp *fasthttp.Response, def time.Duration) time.Duration {
-	if s, err := strconv.Atoi(string(resp.Header.Peek("Retry-After"))); err == nil && s > 0 && s < 3600 {
-		return time.Duration(s) * time.Second
-	}
-	return def
-}
-
-// prefetch holds IDs fetched ahead for Next.
-type prefetch struct {
-	want int
-	kick chan struct{}
-
-	mu     sync.Mutex
-	buf    []int64
-	at     time.Time     // when the oldest IDs in buf were fetched
-	refill chan struct{} // non-nil while a refill is in flight; closed when it ends
-}
-
-func (p *prefetch) init(want int) {
-	p.want, p.kick = want, make(chan struct{}, 1)
-}
-
-// take pops the next prefetched ID unless the buffer is empty or older
-// than maxAge (then it is dropped), and asks for a refill below half. With
-// the buffer empty it returns the refill in flight, if any, to wait for.
-func (p *prefetch) take(maxAge time.Duration) (int64, bool, <-chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.buf) > 0 && time.Since(p.at) > maxAge {
-		p.buf = nil // too old: the time inside the IDs would lag
-	}
-	if len(p.buf) < p.want/2+1 {
-		select {
-		case p.kick <- struct{}{}:
-		default:
-		}
-	}
-	if len(p.buf) == 0 {
-		return 0, false, p.refill
-	}
-	id := p.buf[0]
-	p.buf = p.buf[1:]
-	return id, true, nil
-}
-
-// begin marks a refill in flight and returns how many IDs it should fetch.
-func (p *prefetch) begin() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.refill = make(chan struct{})
-	return p.want - len(p.buf)
-}
-
-// end appends what the refill fetched (none when it failed) and wakes
-// whoever waits for it.
-func (p *prefetch) end(ids []int64, at time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.buf) == 0 {
-		p.at = at
-	}
-	p.buf = append(p.buf, ids...)
-	close(p.refill)
-	p.refill = nil
-}
-
-// prefetchLoop refills the prefetch buffer when Next asks for it.
-func (c *Client) prefetchLoop() {
-	defer c.done.Done()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-c.pre.kick:
-		}
-		n := c.pre.begin()
-		if n <= 0 {
-			c.pre.end(nil, time.Time{})
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout*time.Duration(c.cfg.Attempts))
-		at := time.Now()
-		ids, err := c.NextN(ctx, n)
-		cancel()
-		if err == nil {
-			c.ids.Add(-int64(len(ids))) // counted when Next hands them out
-		}
-		c.pre.end(ids, at) // nil on error: waiting callers ask a node themselves
-		switch {
-		case errors.Is(err, ErrClosed):
-			return
-		case err != nil:
-			c.log.Warn().Err(err).Msg("snowflaked client: prefetch failed")
-		}
-	}
 }
