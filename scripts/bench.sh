@@ -67,15 +67,21 @@ awk '
   }' "$tmp/http.txt"
 
 echo
-echo "== client: $((64)) goroutines, Next coalesced into /ids vs plain GET /id, one in-process node (go test -run '^\$' -bench 'ClientNext|PlainGetID' -benchtime $BT ./client/)"
-go test -run '^$' -bench 'ClientNext|PlainGetID' -benchtime "$BT" ./client/ | tee "$tmp/client.txt" | grep -E '^(Benchmark|ok|PASS|FAIL)' || true
-awk '/^Benchmark/ { name=$1; sub(/-[0-9]+$/, "", name); ns=""; ids="";
-       for (i=2;i<=NF;i++) { if ($(i)=="ns/op") ns=$(i-1); if ($(i)=="ids/s") ids=$(i-1) }
-       v[name]=ids; t[name]=ns }
-     END {
-       printf "\nclient Next, 64 goroutines: %.0f IDs/s; plain GET /id: %.0f IDs/s; ratio %.1fx\n", v["BenchmarkClientNext"], v["BenchmarkPlainGetID"], v["BenchmarkClientNext"]/v["BenchmarkPlainGetID"]
-       printf "one goroutine: Next %s ns/op, GET /id %s ns/op (the client adds %.0f ns)\n", t["BenchmarkClientNextLatency"], t["BenchmarkPlainGetIDLatency"], t["BenchmarkClientNextLatency"]-t["BenchmarkPlainGetIDLatency"]
-     }' "$tmp/client.txt"
+echo "== client (module ./client) against the same node, in another process: tests/bench/clientbench, then its buffer benchmark"
+go build -o "$tmp/clientbench" ./tests/bench/clientbench
+"$tmp/clientbench" --addr "127.0.0.1:$P1" --duration "$DUR" --callers "$CONNS" | tee "$tmp/cb.txt"
+(cd client && go test -run '^$' -bench 'NextFromBuffer' -benchtime "$BT" -cpu 2 .) | tee "$tmp/buf.txt" | grep -E '^(Benchmark|ok|PASS|FAIL)' || true
+ids1000=$(awk '$1=="ids1000" { s+=$2; n++ } END { if (n) printf "%.0f", 1000*s/n }' "$tmp/http.txt")
+awk -v cap="$ids1000" '
+  FNR==NR { v[$1]=$2; next }
+  /^BenchmarkNextFromBuffer\/callers=1-/ { buf1=$3 } /^BenchmarkNextFromBuffer\/callers=64-/ { buf64=$3 }
+  END {
+    printf "\n%-44s %14s %14s %10s\n", "client figure (one run)", "client", "baseline", "ratio"
+    printf "%-44s %11.1f us %11.1f us %+8.1f us\n", "one caller, p50 per ID (Next vs GET /id)", v["latency_next_p50_us"], v["latency_plain_p50_us"], v["latency_added_us"]
+    printf "%-44s %14.0f %14.0f %9.1fx\n", "'"$CONNS"' callers, IDs/s (Next vs GET /id)", v["throughput_next_ids_per_s"], v["throughput_plain_ids_per_s"], v["throughput_ratio"]
+    printf "%-44s %14.0f %14.0f %9.0f%%\n", "prefetch " v["prefetch_size"] ", IDs/s (vs /ids?count=1000, wrk)", v["prefetch_next_ids_per_s"], cap, 100*v["prefetch_next_ids_per_s"]/cap
+    printf "%-44s %11s ns %11s ns\n", "Next from a warm buffer (1 / 64 callers)", buf1, buf64
+  }' "$tmp/cb.txt" "$tmp/buf.txt"
 
 echo
 echo "== segment mode: in-process take and GET /segment/{tag} vs GET /id through the router (same run)"
