@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,7 +30,16 @@ type batcher struct {
 	slots    []*slot // requests out, oldest first (stalled ones too)
 	stall    *time.Timer
 	closed   bool
+	queued   atomic.Int32 // len(queue), read without b.mu
 }
+
+// requeueYields bounds how long a batch goroutine lets the callers it
+// just served queue again before it takes the next batch: while fewer
+// have queued than it served, it yields, up to this many times. One yield
+// made batches of 42 IDs with 64 callers on a 2-core machine, four made
+// 56 (the callers run on both cores; one yield lets only this core's run)
+// and 15-20% more IDs/s; more yields added nothing.
+const requeueYields = 4
 
 func newBatcher(c *Client, ep endpoint) *batcher { return &batcher{c: c, ep: ep} }
 
@@ -100,6 +110,7 @@ func (b *batcher) fetch(ctx context.Context, n int) ([]int64, error) {
 	cl := callPool.Get().(*call)
 	cl.ctx, cl.n = ctx, n
 	b.queue = append(b.queue, cl)
+	b.queued.Store(int32(len(b.queue)))
 	b.startLocked()
 	if len(b.queue) > 0 {
 		b.armStallLocked() // someone waits for a slot: watch for a stall
@@ -250,6 +261,7 @@ func (b *batcher) takeLocked() ([]*call, int) {
 	rest := copy(b.queue, b.queue[i:])
 	clear(b.queue[rest:])
 	b.queue = b.queue[:rest]
+	b.queued.Store(int32(len(b.queue)))
 	return batch, total
 }
 
@@ -262,7 +274,9 @@ func (b *batcher) run(s *slot, batch []*call, total int) {
 		// Let the callers just handed their IDs queue again before the
 		// next batch is taken: otherwise it leaves with whoever happened to
 		// be queued and they wait a round trip longer.
-		runtime.Gosched()
+		for i := 0; i < requeueYields && int(b.queued.Load()) < len(batch); i++ {
+			runtime.Gosched()
+		}
 		b.mu.Lock()
 		if !b.closed && !s.gaveUp {
 			batch, total = b.takeLocked()
@@ -328,6 +342,7 @@ func (b *batcher) close() {
 	b.closed = true
 	queued := b.queue
 	b.queue = nil
+	b.queued.Store(0)
 	if b.stall != nil {
 		b.stall.Stop()
 		b.stall = nil
