@@ -70,17 +70,19 @@ echo
 echo "== client (module ./client) against the same node, in another process: tests/bench/clientbench, then its buffer benchmark"
 go build -o "$tmp/clientbench" ./tests/bench/clientbench
 "$tmp/clientbench" --addr "127.0.0.1:$P1" --duration "$DUR" --callers "$CONNS" | tee "$tmp/cb.txt"
-(cd client && go test -run '^$' -bench 'NextFromBuffer' -benchtime "$BT" -cpu 2 .) | tee "$tmp/buf.txt" | grep -E '^(Benchmark|ok|PASS|FAIL)' || true
+(cd client && go test -run '^$' -bench 'NextFromBuffer|WakeCallers' -benchtime "$BT" -cpu 2 .) | tee "$tmp/buf.txt" | grep -E '^(Benchmark|ok|PASS|FAIL)' || true
 ids1000=$(awk '$1=="ids1000" { s+=$2; n++ } END { if (n) printf "%.0f", 1000*s/n }' "$tmp/http.txt")
 awk -v cap="$ids1000" '
   FNR==NR { v[$1]=$2; next }
   /^BenchmarkNextFromBuffer\/callers=1-/ { buf1=$3 } /^BenchmarkNextFromBuffer\/callers=64-/ { buf64=$3 }
+  /^BenchmarkWakeCallers-/ { wake=$3 }
   END {
     printf "\n%-44s %14s %14s %10s\n", "client figure (one run)", "client", "baseline", "ratio"
     printf "%-44s %11.1f us %11.1f us %+8.1f us\n", "one caller, p50 per ID (Next vs GET /id)", v["latency_next_p50_us"], v["latency_plain_p50_us"], v["latency_added_us"]
     printf "%-44s %14.0f %14.0f %9.1fx\n", "'"$CONNS"' callers, IDs/s (Next vs GET /id)", v["throughput_next_ids_per_s"], v["throughput_plain_ids_per_s"], v["throughput_ratio"]
     printf "%-44s %14.0f %14.0f %9.0f%%\n", "prefetch " v["prefetch_size"] ", IDs/s (vs /ids?count=1000, wrk)", v["prefetch_next_ids_per_s"], cap, 100*v["prefetch_next_ids_per_s"]/cap
     printf "%-44s %11s ns %11s ns\n", "Next from a warm buffer (1 / 64 callers)", buf1, buf64
+    printf "%-44s %11s ns\n", "floor: waking a parked caller, no network", wake
   }' "$tmp/cb.txt" "$tmp/buf.txt"
 
 echo
