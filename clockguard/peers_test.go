@@ -196,7 +196,7 @@ func newTestPeers(t *testing.T, g *Guard, c clock.Clock, src PeerSource, cfg Pee
 // unreachable marks a peer that has no server.
 const unreachable = time.Duration(1<<63 - 1)
 
-// The majority rule (SPEC §4), with the node's own clock counted: peers'
+// The majority rule, with the node's own clock counted: peers'
 // offsets are relative to it, so its own is 0.
 func TestPeersMajority(t *testing.T) {
 	for _, tc := range []struct {

@@ -15,7 +15,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
-// Defaults for the Config fields left zero (the --flag defaults of SPEC §2–3).
+// Defaults for the Config fields left zero (the --flag defaults).
 const (
 	DefaultSessionTimeout = 10 * time.Second
 	DefaultRecycleAfter   = 24 * time.Hour

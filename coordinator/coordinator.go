@@ -490,7 +490,7 @@ func (c *Coordinator) updateChecks(connected bool) {
 	case st.leaseHeld:
 		lease.Pass()
 	case st.mode == modeResumed && !st.verified && !connected:
-		lease.Pass() // serving from the cache while ZooKeeper is away (SPEC §3): the fence bounds it
+		lease.Pass() // serving from the cache while ZooKeeper is away: the fence bounds it
 	case st.mode == modeNone:
 		// pending until Claim or ResumeFromCache
 	default:

@@ -2,7 +2,7 @@
 // each node a worker ID that no other live process holds, keeps the node's
 // time fence in ZooKeeper, and publishes which nodes are in service.
 //
-// # Znodes (SPEC §2)
+// # Znodes
 //
 //	/snowflaked                              shared root
 //	/snowflaked/<cluster>                    layout JSON {"layout","epoch","time_unit"}

@@ -575,7 +575,7 @@ func TestIntegration_SessionExpiryRecreatesLease(t *testing.T) {
 		return !ok
 	})
 	if !g.Ready() {
-		t.Fatal("the node left service while merely disconnected (SPEC §3: keep serving)")
+		t.Fatal("the node left service while merely disconnected (keep serving)")
 	}
 	px.Unblock()
 	waitFor(t, waitLong, "lease_lost to fail", func() bool { return rec.has(clockguard.ReasonLeaseLost) })

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// rootPath is the znode under which every cluster lives (SPEC §2).
+// rootPath is the znode under which every cluster lives.
 const rootPath = "/snowflaked"
 
 // seqDigits is how many digits ZooKeeper appends to a sequential znode name.

@@ -1,5 +1,5 @@
 // Package metrics exposes snowflaked's figures in the Prometheus text format
-// (SPEC §5 GET /metrics) with github.com/VictoriaMetrics/metrics.
+// (GET /metrics) with github.com/VictoriaMetrics/metrics.
 //
 // Two kinds of figures:
 //

@@ -42,7 +42,7 @@ func TestNew_BadConfig(t *testing.T) {
 	}
 }
 
-// TestScrape_Families: every family the SPEC and operators rely on is there
+// TestScrape_Families: every family operators rely on is there
 // with its labels and the sources' values.
 func TestScrape_Families(t *testing.T) {
 	f := newFixture(t, nil)

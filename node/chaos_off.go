@@ -13,7 +13,7 @@ const ChaosBuild = false
 // builds ignore it.
 const ChaosClockOffsetEnv = "SNOWFLAKED_CHAOS_CLOCK_OFFSET"
 
-// chaosSetup is the fault-injection seam (SPEC §7). Without the chaos tag it
+// chaosSetup is the fault-injection seam. Without the chaos tag it
 // returns the clock unchanged, no routes and no write hook: /debug/chaos/*
 // answers 404, and SNOWFLAKED_CHAOS_CLOCK_OFFSET is ignored.
 func chaosSetup(c clock.Clock) (chaosHooks, error) {

@@ -29,7 +29,7 @@ const ChaosDiskPath = "/debug/chaos/disk"
 // ChaosClockOffsetEnv sets the clock offset a chaos build starts with.
 const ChaosClockOffsetEnv = "SNOWFLAKED_CHAOS_CLOCK_OFFSET"
 
-// chaosSetup is the fault-injection seam (SPEC §7). With the chaos tag the
+// chaosSetup is the fault-injection seam. With the chaos tag the
 // node's clock gets an adjustable wall-clock offset, set by
 // POST /debug/chaos/clock?offset=-5s (offset=0 resets). The offset at start
 // is SNOWFLAKED_CHAOS_CLOCK_OFFSET (a Go duration; unset means 0), so a

@@ -40,8 +40,9 @@ const (
 	MaxRollbackTolerance = time.Second
 )
 
-// Config is every flag of snowflaked. DefaultConfig holds the defaults of
-// SPEC.md; RegisterFlags binds the fields to flags.
+// Config is every flag of snowflaked. DefaultConfig holds their defaults
+// (the flag table of docs/operations.md); RegisterFlags binds the fields to
+// flags.
 type Config struct {
 	Listen           string        // --listen: HTTP listen address
 	Advertise        string        // --advertise: host:port peers and clients use ("" = derived from --listen)
@@ -119,7 +120,7 @@ func EnvVars() map[string]bool {
 	return vars
 }
 
-// DefaultConfig returns the defaults of SPEC.md.
+// DefaultConfig returns the flags' defaults.
 func DefaultConfig() Config {
 	return Config{
 		Listen:            ":8080",

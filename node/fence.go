@@ -26,7 +26,7 @@ type FenceSetter interface {
 	LastIssued() int64
 }
 
-// FenceKeeper keeps the time fence (SPEC §3) ahead of the clock: every
+// FenceKeeper keeps the time fence ahead of the clock: every
 // fence-ahead/3 it moves the fence to now + fence-ahead, writes it durably
 // first and only then lets the generator issue up to it. It never lowers the
 // fence, so a clock that goes back cannot make it promise less than before.

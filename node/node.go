@@ -2,7 +2,7 @@
 // builds the generator, registers the clock-guard checks, runs the
 // background loops (fence keeper, rollback recovery, start gate) and the
 // HTTP server, and stops gracefully, leaving the exact last issued time as
-// the fence so a clean restart waits for nothing (SPEC §3, §6).
+// the fence so a clean restart waits for nothing.
 package node
 
 import (

@@ -16,7 +16,7 @@ import (
 
 // Paths of the node's own routes next to the server's built-in API.
 const (
-	MetricsPath = "/metrics" // Prometheus text format (SPEC §5)
+	MetricsPath = "/metrics" // Prometheus text format
 	StatusPath  = "/status"  // HTML status page for humans
 )
 

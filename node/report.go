@@ -15,7 +15,7 @@ const (
 	ModeZooKeeper  = "zookeeper"
 )
 
-// ClockReport is the body of GET /clock (SPEC §5): the node's time, fence,
+// ClockReport is the body of GET /clock: the node's time, fence,
 // service state and every check's figures (clockguard.Report: state,
 // reason, detail, since, failing checks, transitions by reason, watcher
 // counters, NTP and peer results). The sections of checks that do not run

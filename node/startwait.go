@@ -14,7 +14,7 @@ import (
 // startPoll is how often a node whose clock is behind its fence looks again.
 const startPoll = 100 * time.Millisecond
 
-// StartGate is the clock_behind_fence check (SPEC §3): at start the clock
+// StartGate is the clock_behind_fence check: at start the clock
 // must be past the fence the previous run left. Slightly behind (at most
 // max-start-wait) it waits with the check pending; further behind, the clock
 // went back while the node was down, and the check fails with the figures

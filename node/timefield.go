@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Time-field overflow warning (SPEC §1: the node warns long before the
+// Time-field overflow warning (the node warns long before the
 // timestamp field runs out, by log and by the metric
 // snowflaked_time_field_years_left).
 const (

@@ -25,7 +25,7 @@ type claimer interface {
 	ResumeFromCache(r coordinator.Resume) error
 }
 
-// zkIdentity establishes the identity of a node in ZooKeeper mode (SPEC §3):
+// zkIdentity establishes the identity of a node in ZooKeeper mode:
 //
 //   - ZooKeeper answers: the worker ID is the one Claim took, with a new
 //     instance token and a ZooKeeper fence acknowledged for it. The node

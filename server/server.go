@@ -1,4 +1,4 @@
-// Package server is snowflaked's HTTP API on fasthttp (SPEC §5).
+// Package server is snowflaked's HTTP API on fasthttp.
 //
 // The hot paths (GET /id, GET /api/snowflake/get/{key}) do not allocate:
 // routing switches on the path bytes, IDs are formatted with

@@ -15,7 +15,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 )
 
-// ClockPath is the path of the peers' drift report (SPEC §5).
+// ClockPath is the path of the peers' drift report.
 const ClockPath = "/clock"
 
 // peerClock is what the page reads of a peer's GET /clock; the sections

@@ -1,4 +1,4 @@
-// Command snowflaked is the snowflake ID server (SPEC.md). Every flag can
+// Command snowflaked is the snowflake ID server. Every flag can
 // also be set from the environment: --max-batch reads SNOWFLAKED_MAX_BATCH.
 //
 // Exit status: 0 after a clean stop (SIGTERM or SIGINT, also while the node

@@ -16,7 +16,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
-// Kinds of problem the Checker finds. Each is a broken promise of SPEC §1,
+// Kinds of problem the Checker finds. Each is a broken promise of the ID contract,
 // §3, §4 or §5.
 const (
 	ProblemDuplicate     = "duplicate"      // one ID issued twice
@@ -34,7 +34,7 @@ const (
 const maxExamples = 10
 
 // serverCodes503 are the error codes a 503 of /id and /ids may carry
-// (server/errors.go, README "Errors"). For out_of_service the reason is the
+// (server/errors.go, docs/api.md, "Errors"). For out_of_service the reason is the
 // guard's; for the others the reason is the code itself.
 var serverCodes503 = map[string]bool{
 	"out_of_service": true, "clock_rollback": true, "fence_reached": true,
@@ -42,7 +42,7 @@ var serverCodes503 = map[string]bool{
 }
 
 // guardReasons are the documented reasons a node is not in service
-// (clockguard.Reason values, SPEC §4 and README).
+// (clockguard.Reason values, docs/operations.md).
 var guardReasons = map[string]bool{}
 
 func init() {
@@ -172,7 +172,7 @@ func (c NodeCounts) String() string {
 }
 
 // Checker keeps every ID the load generators receive and finds the problems
-// SPEC's promises rule out. It is safe for concurrent use.
+// the contract rules out. It is safe for concurrent use.
 type Checker struct {
 	layout snowflake.Layout
 	start  time.Time

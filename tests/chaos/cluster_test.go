@@ -34,7 +34,7 @@ const (
 	zkSession    = 2 * time.Second        // --zk-session-timeout: a killed node's lease lingers this long
 	ctlTimeout   = 2 * time.Second        // one control request (chaos offset, /readyz, /clock)
 	warmupIDs    = 200                    // answers each node gives before a fault is injected
-	leaveBound   = 200 * time.Millisecond // SPEC §4 (issue): out of service this fast after a rollback beyond tolerance
+	leaveBound   = 200 * time.Millisecond // out of service this fast after a rollback beyond tolerance
 )
 
 // chaosOffsetEnv sets the chaos build's clock offset at start

@@ -1,4 +1,4 @@
-// Package chaos is the fault-injection suite (SPEC §7): real snowflaked
+// Package chaos is the fault-injection suite: real snowflaked
 // processes built with -tags chaos, against a real ZooKeeper, while load
 // generators call /id and /ids on every node and a Checker keeps every ID
 // issued.

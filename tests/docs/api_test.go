@@ -43,13 +43,13 @@ func documentsPath(text, path string) bool {
 	return re.MatchString(text)
 }
 
-// TestREADMEEndpoints checks that the API section shows a request on every
+// TestDocsEndpoints checks that the API section shows a request on every
 // path the node serves.
-func TestREADMEEndpoints(t *testing.T) {
-	api := section(t, readme(t), secAPI)
+func TestDocsEndpoints(t *testing.T) {
+	api := section(t, doc(t, docAPI), secAPI)
 	for _, p := range servedPaths(t) {
 		if !documentsPath(api, p) {
-			t.Errorf("README section %q shows no request on %s (want e.g. `GET %s…`)", secAPI, p, p)
+			t.Errorf("section %q shows no request on %s (want e.g. `GET %s…`)", secAPI, p, p)
 		}
 	}
 }
@@ -77,11 +77,11 @@ func TestDocumentsPath(t *testing.T) {
 // server/errors.go ("// 400: …").
 var statusRE = regexp.MustCompile(`^([1-5][0-9][0-9])\b`)
 
-// TestREADMEErrorCodes checks that every error code of the server
+// TestDocsErrorCodes checks that every error code of the server
 // (server/errors.go, public API) has a row in the API section's error table
 // with its HTTP status, and that 503s document Retry-After.
-func TestREADMEErrorCodes(t *testing.T) {
-	api := section(t, readme(t), secAPI)
+func TestDocsErrorCodes(t *testing.T) {
+	api := section(t, doc(t, docAPI), secAPI)
 	codes := errorCodes(t)
 	if len(codes) < 10 {
 		t.Fatalf("found only %d error codes in server/errors.go", len(codes))
@@ -101,15 +101,15 @@ func TestREADMEErrorCodes(t *testing.T) {
 		cells, ok := rows[code]
 		switch {
 		case !ok:
-			t.Errorf("README error table (status | code | when) has no row for %s (%s)", code, codes[code])
+			t.Errorf("error table (status | code | when) has no row for %s (%s)", code, codes[code])
 		case cells[0] != codes[code]:
-			t.Errorf("README error table gives %s status %s, server/errors.go says %s", code, cells[0], codes[code])
+			t.Errorf("error table gives %s status %s, server/errors.go says %s", code, cells[0], codes[code])
 		case cells[2] == "":
-			t.Errorf("README error table says nothing about %s", code)
+			t.Errorf("error table says nothing about %s", code)
 		}
 	}
 	if !strings.Contains(api, "Retry-After") {
-		t.Error("README API section does not mention Retry-After")
+		t.Error("API section does not mention Retry-After")
 	}
 }
 
@@ -133,11 +133,11 @@ func errorCodes(t *testing.T) map[string]string {
 	return out
 }
 
-// TestREADMERunbookReasons checks that the runbook has a heading for every
+// TestDocsRunbookReasons checks that the runbook has a heading for every
 // reason clockguard declares, and that the four states are named.
-func TestREADMERunbookReasons(t *testing.T) {
-	doc := readme(t)
-	runbook := section(t, doc, secRunbook)
+func TestDocsRunbookReasons(t *testing.T) {
+	ops := doc(t, docOperations)
+	runbook := section(t, ops, secRunbook)
 	reasons := stringConstsOfType(t, "clockguard", "Reason")
 	if len(reasons) < 10 {
 		t.Fatalf("found only %d clockguard.Reason constants", len(reasons))
@@ -155,25 +155,25 @@ func TestREADMERunbookReasons(t *testing.T) {
 			continue // ReasonNone: in service
 		}
 		if !headings[r] {
-			t.Errorf("README runbook has no heading for reason %s (clockguard.%s): want a line like \"#### `%s`\"", r, name, r)
+			t.Errorf("runbook has no heading for reason %s (clockguard.%s): want a line like \"#### `%s`\"", r, name, r)
 		}
 	}
 	for _, s := range clockguard.States {
 		if !mentionsCode(runbook, s.String()) {
-			t.Errorf("README runbook does not name the state `%s`", s)
+			t.Errorf("runbook does not name the state `%s`", s)
 		}
 	}
 }
 
-// TestREADMEWayBackTable checks the runbook's table of the way back from
+// TestDocsWayBackTable checks the runbook's table of the way back from
 // each reason: a row for every reason clockguard declares, and every test it
 // names exists, so the table cannot promise a return nothing shows.
-func TestREADMEWayBackTable(t *testing.T) {
-	runbook := section(t, readme(t), secRunbook)
+func TestDocsWayBackTable(t *testing.T) {
+	runbook := section(t, doc(t, docOperations), secRunbook)
 	const heading = "#### The way back from each reason"
 	i := strings.Index(runbook, heading)
 	if i < 0 {
-		t.Fatalf("README runbook lacks %q", heading)
+		t.Fatalf("runbook lacks %q", heading)
 	}
 	text := runbook[i+len(heading):]
 	if j := strings.Index(text, "\n#### "); j >= 0 {

@@ -1,5 +1,5 @@
 // Package docs holds tests that keep the documentation true to the code:
-// the README's flag table, metric families, endpoints, error codes and
+// the docs' flag table, metric families, endpoints, error codes and
 // out-of-service reasons are checked against what the packages register,
 // expose and declare, and every exported identifier of the module must have
 // a doc comment. It has no code of its own; see its _test.go files.

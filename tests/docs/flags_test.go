@@ -30,26 +30,26 @@ func registeredFlags(t *testing.T) map[string]*flag.Flag {
 	return out
 }
 
-// flagTable returns the rows of the README's flag table by flag name (the
+// flagTable returns the rows of docs/operations.md's flag table by flag name (the
 // first cell is the code span `--name`).
 func flagTable(t *testing.T) map[string][]string {
 	t.Helper()
 	rows := map[string][]string{}
-	for _, cells := range tableRows(section(t, readme(t), secFlags)) {
+	for _, cells := range tableRows(section(t, doc(t, docOperations), secFlags)) {
 		spans := codeSpans(cells[0])
 		if len(spans) != 1 || !strings.HasPrefix(spans[0], "--") {
 			continue // the header
 		}
 		name := strings.TrimPrefix(spans[0], "--")
 		if _, dup := rows[name]; dup {
-			t.Errorf("README flag table lists --%s twice", name)
+			t.Errorf("flag table lists --%s twice", name)
 		}
 		rows[name] = cells
 	}
 	return rows
 }
 
-// checkDefault says what is wrong with a README default cell for f ("" when
+// checkDefault says what is wrong with a flag table's default cell for f ("" when
 // it is right). An empty default must read "empty …"; any other must be
 // the cell's first code span: the flag's default as -help prints it, or for
 // a duration the same length written shorter (`10m` for 10m0s).
@@ -75,13 +75,13 @@ func checkDefault(f *flag.Flag, cell string) string {
 			}
 		}
 	}
-	return "README default `" + got + "`, the flag's default is " + f.DefValue
+	return "table default `" + got + "`, the flag's default is " + f.DefValue
 }
 
-// TestREADMEFlagTable checks that every flag of node.Config.RegisterFlags has
-// a row in the README with its environment variable and default, and that
+// TestDocsFlagTable checks that every flag of node.Config.RegisterFlags has
+// a row in docs/operations.md with its environment variable and default, and that
 // the table lists no other flag.
-func TestREADMEFlagTable(t *testing.T) {
+func TestDocsFlagTable(t *testing.T) {
 	flags := registeredFlags(t)
 	rows := flagTable(t)
 	names := make([]string, 0, len(flags))
@@ -93,26 +93,26 @@ func TestREADMEFlagTable(t *testing.T) {
 		f := flags[name]
 		cells, ok := rows[name]
 		if !ok {
-			t.Errorf("README flag table has no row for --%s (default %q: %s)", name, f.DefValue, f.Usage)
+			t.Errorf("flag table has no row for --%s (default %q: %s)", name, f.DefValue, f.Usage)
 			continue
 		}
 		if len(cells) != 4 {
-			t.Errorf("README row of --%s has %d cells, want 4 (flag | environment | default | meaning)", name, len(cells))
+			t.Errorf("flag table row of --%s has %d cells, want 4 (flag | environment | default | meaning)", name, len(cells))
 			continue
 		}
 		if want := "`" + envflag.VarName(envPrefix, name) + "`"; cells[1] != want {
-			t.Errorf("README row of --%s: environment %s, want %s", name, cells[1], want)
+			t.Errorf("flag table row of --%s: environment %s, want %s", name, cells[1], want)
 		}
 		if msg := checkDefault(f, cells[2]); msg != "" {
-			t.Errorf("README row of --%s: %s", name, msg)
+			t.Errorf("flag table row of --%s: %s", name, msg)
 		}
 		if cells[3] == "" {
-			t.Errorf("README row of --%s: no meaning", name)
+			t.Errorf("flag table row of --%s: no meaning", name)
 		}
 	}
 	for name := range rows {
 		if _, ok := flags[name]; !ok {
-			t.Errorf("README flag table lists --%s, which node.Config.RegisterFlags does not register", name)
+			t.Errorf("flag table lists --%s, which node.Config.RegisterFlags does not register", name)
 		}
 	}
 }

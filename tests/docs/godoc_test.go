@@ -122,7 +122,7 @@ func receiverType(recv *ast.FieldList) string {
 
 // TestExportedIdentifiersHaveDocComments checks every non-test package of
 // the module: a package comment, and a doc comment on each exported
-// identifier (SPEC's team rule: "a doc comment on every exported name").
+// identifier (the project's rule: a doc comment on every exported name).
 func TestExportedIdentifiersHaveDocComments(t *testing.T) {
 	root := moduleRoot(t)
 	byDir := sourceFiles(t, root)

@@ -175,10 +175,10 @@ func sourceFamilies(t *testing.T) map[string]bool {
 	return names
 }
 
-// TestREADMEMetrics checks that the README's metrics table lists every
+// TestDocsMetrics checks that docs/operations.md's metrics table lists every
 // family the metrics package can expose, with its type and labels, and
 // nothing else.
-func TestREADMEMetrics(t *testing.T) {
+func TestDocsMetrics(t *testing.T) {
 	fams := scrapeFamilies(t)
 	inSource := sourceFamilies(t)
 	if len(fams) < 20 || len(inSource) < 20 {
@@ -195,7 +195,7 @@ func TestREADMEMetrics(t *testing.T) {
 		}
 	}
 
-	sec := section(t, readme(t), secMetrics)
+	sec := section(t, doc(t, docOperations), secMetrics)
 	rows := map[string][]string{}
 	for _, cells := range tableRows(sec) {
 		spans := codeSpans(cells[0])
@@ -203,7 +203,7 @@ func TestREADMEMetrics(t *testing.T) {
 			continue // header or another table
 		}
 		if _, dup := rows[spans[0]]; dup {
-			t.Errorf("README metrics table lists %s twice", spans[0])
+			t.Errorf("metrics table lists %s twice", spans[0])
 		}
 		rows[spans[0]] = cells
 	}
@@ -216,15 +216,15 @@ func TestREADMEMetrics(t *testing.T) {
 		f := fams[name]
 		cells, ok := rows[name]
 		if !ok {
-			t.Errorf("README metrics table has no row for %s (%s)", name, f.typ)
+			t.Errorf("metrics table has no row for %s (%s)", name, f.typ)
 			continue
 		}
 		if len(cells) != 4 {
-			t.Errorf("README metrics row of %s has %d cells, want 4 (metric | type | labels | meaning)", name, len(cells))
+			t.Errorf("metrics row of %s has %d cells, want 4 (metric | type | labels | meaning)", name, len(cells))
 			continue
 		}
 		if cells[1] != f.typ {
-			t.Errorf("README says %s is a %q, the scrape says %q", name, cells[1], f.typ)
+			t.Errorf("docs/operations.md says %s is a %q, the scrape says %q", name, cells[1], f.typ)
 		}
 		var want []string
 		for l := range f.labels {
@@ -234,15 +234,15 @@ func TestREADMEMetrics(t *testing.T) {
 		got := codeSpans(cells[2])
 		sort.Strings(got)
 		if strings.Join(got, ",") != strings.Join(want, ",") {
-			t.Errorf("README lists labels %q for %s, the scrape has %q", got, name, want)
+			t.Errorf("docs/operations.md lists labels %q for %s, the scrape has %q", got, name, want)
 		}
 		if strings.TrimSpace(cells[3]) == "" {
-			t.Errorf("README metrics row of %s says nothing about it", name)
+			t.Errorf("metrics row of %s says nothing about it", name)
 		}
 	}
 	for name := range rows {
 		if _, ok := fams[name]; !ok {
-			t.Errorf("README metrics table lists %s, which the metrics package does not expose", name)
+			t.Errorf("metrics table lists %s, which the metrics package does not expose", name)
 		}
 	}
 }

@@ -6,16 +6,15 @@ import (
 	"testing"
 )
 
-// Headings of the README sections the tests look into.
+// The documents, and the headings of the sections, the tests look into.
 const (
-	secArchitecture = "Architecture"
-	secAPI          = "API"
-	secFlags        = "Flags"
-	secMetrics      = "Metrics"
-	secRunbook      = "Operations runbook"
-	secLeaf         = "Coming from Leaf"
-	secSpec         = "Where we differ from SPEC.md"
-	secTesting      = "Testing"
+	docAPI        = "docs/api.md"
+	docOperations = "docs/operations.md"
+
+	secAPI     = "API"
+	secFlags   = "Flags"
+	secMetrics = "Metrics"
+	secRunbook = "Operations runbook"
 )
 
 // readme returns README.md.
@@ -24,13 +23,19 @@ func readme(t *testing.T) string {
 	return readRepoFile(t, "README.md")
 }
 
+// doc returns a document of docs/, given relative to the module root.
+func doc(t *testing.T, rel string) string {
+	t.Helper()
+	return readRepoFile(t, rel)
+}
+
 // section returns the text of the "## name" section of a Markdown document,
 // up to the next "## " heading (its "### " subsections included).
 func section(t *testing.T, doc, name string) string {
 	t.Helper()
 	s, ok := findSection(doc, name)
 	if !ok {
-		t.Fatalf("README has no section %q (a line \"## %s\")", name, name)
+		t.Fatalf("no section %q (a line \"## %s\")", name, name)
 	}
 	return s
 }

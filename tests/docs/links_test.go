@@ -1,0 +1,105 @@
+package docs
+
+import (
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// markdownFiles are the documents the repository explains itself with.
+func markdownFiles(t *testing.T) []string {
+	t.Helper()
+	files := []string{"README.md"}
+	entries, err := os.ReadDir(filepath.Join(moduleRoot(t), "docs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".md") {
+			files = append(files, "docs/"+e.Name())
+		}
+	}
+	return files
+}
+
+var linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// anchor is GitHub's id for a heading: lower case, punctuation dropped
+// (hyphens kept), spaces turned into hyphens.
+func anchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// anchors returns the ids of a document's headings (outside code blocks).
+func anchors(doc string) map[string]bool {
+	out := map[string]bool{}
+	fenced := false
+	for _, l := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(l, "```") {
+			fenced = !fenced
+		}
+		if fenced || !strings.HasPrefix(l, "#") {
+			continue
+		}
+		out[anchor(strings.TrimSpace(strings.TrimLeft(l, "#")))] = true
+	}
+	return out
+}
+
+// Every link in the README and docs/ points at a file of the repository
+// (and a heading of it), never outside: the repository explains itself.
+func TestLinksStayInTheRepoAndResolve(t *testing.T) {
+	for _, file := range markdownFiles(t) {
+		doc := readRepoFile(t, file)
+		for _, m := range linkRE.FindAllStringSubmatch(doc, -1) {
+			link := m[1]
+			if strings.Contains(link, "://") || strings.HasPrefix(link, "mailto:") {
+				t.Errorf("%s links outside the repository: %s", file, link)
+				continue
+			}
+			target, frag, _ := strings.Cut(link, "#")
+			rel := file
+			if target != "" {
+				rel = path.Clean(path.Join(path.Dir(file), target))
+				if strings.HasPrefix(rel, "../") || rel == ".." {
+					t.Errorf("%s links outside the repository: %s", file, link)
+					continue
+				}
+				if _, err := os.Stat(filepath.Join(moduleRoot(t), filepath.FromSlash(rel))); err != nil {
+					t.Errorf("%s links to %s, which does not exist", file, link)
+					continue
+				}
+			}
+			if frag != "" && strings.HasSuffix(rel, ".md") && !anchors(readRepoFile(t, rel))[frag] {
+				t.Errorf("%s links to %s: %s has no heading #%s", file, link, rel, frag)
+			}
+		}
+	}
+}
+
+func TestAnchor(t *testing.T) {
+	for in, want := range map[string]string{
+		"Choosing `--zk-fence-ahead`":     "choosing---zk-fence-ahead",
+		"Segment mode (short, dense IDs)": "segment-mode-short-dense-ids",
+		"Where we differ from SPEC.md":    "where-we-differ-from-specmd",
+		"The way back from each reason":   "the-way-back-from-each-reason",
+		"`clock_behind_fence`":            "clock_behind_fence",
+	} {
+		if got := anchor(in); got != want {
+			t.Errorf("anchor(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
