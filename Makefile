@@ -58,7 +58,7 @@ chaos: deps
 run: build
 	scripts/run.sh
 
-## lint: gofmt clean, go vet (both builds), go.mod/go.sum tidy
+## lint: gofmt clean, go vet (both builds), go.mod/go.sum tidy, staticcheck (pinned, scripts/staticcheck.sh); both modules
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')); \
 	if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
@@ -66,6 +66,7 @@ lint:
 	$(GO) vet -tags chaos ./...
 	$(GO) mod tidy -diff
 	cd client && $(GO) vet ./... && $(GO) mod tidy -diff
+	scripts/staticcheck.sh
 
 clean:
 	rm -rf bin .run
