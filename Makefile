@@ -33,7 +33,7 @@ test: deps
 	SIM_SEEDS=1000 $(GO) test -count=1 -run 'TestSimulation_Segments' ./node/
 	SIM_SEEDS=200 $(GO) test -count=1 -run 'TestSimulation_Snowflake' ./node/
 	# Allocation tests skip themselves under -race (sync.Pool drops items there): run them without it.
-	$(GO) test -count=1 -run 'Alloc' ./server/ ./metrics/ ./node/
+	$(GO) test -count=1 -run 'Alloc' ./server/ ./internal/metrics/ ./node/
 	# -count=1: a new random schedule every run, and the summary below is this run's (never a cached result).
 	CHAOS_SUMMARY=$(CURDIR)/bin/chaos-summary-short.txt $(GO) test -count=1 -race -tags chaos -run Chaos -timeout 10m ./tests/chaos/
 	@cat bin/chaos-summary-short.txt

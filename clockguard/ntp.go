@@ -15,7 +15,7 @@ import (
 	"github.com/beevik/ntp"
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/beevik/ntp"
 
-	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 )
 
 // answerFunc builds a server's answer to one query.

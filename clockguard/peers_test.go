@@ -14,8 +14,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
-	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 )
 
 // Answer modes of a timePeer.

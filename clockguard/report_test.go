@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 )
 
 func TestBuildReport(t *testing.T) {

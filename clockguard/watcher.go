@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // Watcher defaults.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/fencing"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // errRestart: what Claim read changed under it; start over from the listing.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )

@@ -9,9 +9,9 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/fencing"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // Run keeps the node's presence in ZooKeeper until ctx ends or Close is

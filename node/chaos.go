@@ -3,7 +3,7 @@ package node
 import (
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // chaosHooks is what chaosSetup gives the node: its clock (offset in a chaos

@@ -3,7 +3,7 @@
 package node
 
 import (
-	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // ChaosBuild reports whether this binary was built with -tags chaos.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // ChaosBuild reports whether this binary was built with -tags chaos.

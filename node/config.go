@@ -10,8 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/envflag"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/envflag"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 

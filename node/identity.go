@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 

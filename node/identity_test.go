@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // JumpHold is how long a forward clock jump must hold before the node

@@ -15,8 +15,8 @@ import (
 	"github.com/beevik/ntp"
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 )
 
 // fakeConfirmer answers as told; its answers are stamped with the

@@ -18,15 +18,15 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/fencing"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
-	"codeberg.org/snowflaked/snowflaked/metrics"
+	"codeberg.org/snowflaked/snowflaked/internal/metrics"
+	"codeberg.org/snowflaked/snowflaked/internal/statuspage"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
-	"codeberg.org/snowflaked/snowflaked/statuspage"
 )
 
 // Option changes how Run builds the node (for tests and special builds).

@@ -9,9 +9,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
-	"codeberg.org/snowflaked/snowflaked/metrics"
+	"codeberg.org/snowflaked/snowflaked/internal/metrics"
+	"codeberg.org/snowflaked/snowflaked/internal/statuspage"
 	"codeberg.org/snowflaked/snowflaked/segment"
-	"codeberg.org/snowflaked/snowflaked/statuspage"
 )
 
 // Paths of the node's own routes next to the server's built-in API.

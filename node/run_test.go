@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // startPoll is how often a node whose clock is behind its fence looks again.

@@ -8,9 +8,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/cachefile"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/fencing"
+	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 

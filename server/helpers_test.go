@@ -16,9 +16,9 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
-	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 

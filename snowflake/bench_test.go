@@ -13,7 +13,7 @@ import (
 	bwsnowflake "github.com/bwmarrin/snowflake"
 	"github.com/sony/sonyflake/v2"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 

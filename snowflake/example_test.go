@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // Sentinel errors of the generator.

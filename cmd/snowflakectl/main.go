@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"codeberg.org/snowflaked/snowflaked/ctl"
+	"codeberg.org/snowflaked/snowflaked/internal/ctl"
 )
 
 func main() { os.Exit(ctl.Main(os.Args[1:], os.Stdout, os.Stderr)) }

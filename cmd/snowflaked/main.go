@@ -26,9 +26,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/envflag"
+	"codeberg.org/snowflaked/snowflaked/internal/envflag"
+	"codeberg.org/snowflaked/snowflaked/internal/startuplog"
 	"codeberg.org/snowflaked/snowflaked/node"
-	"codeberg.org/snowflaked/snowflaked/startuplog"
 )
 
 // version is set at build time: -ldflags "-X main.version=…".

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/cachefile"
+	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
 )
 
 // SummaryEnv names the environment variable with a file to write the run's

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/envflag"
+	"codeberg.org/snowflaked/snowflaked/internal/envflag"
 	"codeberg.org/snowflaked/snowflaked/node"
 )
 

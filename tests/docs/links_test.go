@@ -103,3 +103,38 @@ func TestAnchor(t *testing.T) {
 		}
 	}
 }
+
+// pathSpanRE matches a code span that reads as a path in the repository:
+// a lower-case first element and at least one slash.
+var pathSpanRE = regexp.MustCompile(`^[a-z][a-z0-9_-]*(/[A-Za-z0-9_.*-]+)+/?$`)
+
+// notPaths are code spans of that shape that are not paths here.
+var notPaths = map[string]bool{
+	"text/plain": true, "application/json": true,
+}
+
+// Every path the README and docs/ name in a code span exists (a glob
+// pattern matches something): docs that cite a deleted file mislead.
+func TestDocsNameExistingPaths(t *testing.T) {
+	root := moduleRoot(t)
+	for _, file := range markdownFiles(t) {
+		for _, span := range codeSpans(readRepoFile(t, file)) {
+			if !pathSpanRE.MatchString(span) || notPaths[span] {
+				continue
+			}
+			top, _, _ := strings.Cut(span, "/")
+			if fi, err := os.Stat(filepath.Join(root, top)); err != nil || !fi.IsDir() {
+				// Not under a folder of the repository (a znode, a URL path),
+				// unless it moved under internal/.
+				if _, err := os.Stat(filepath.Join(root, "internal", filepath.FromSlash(span))); err == nil {
+					t.Errorf("%s names %s: it is internal/%s now", file, span, span)
+				}
+				continue
+			}
+			matches, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(strings.TrimSuffix(span, "/"))))
+			if err != nil || len(matches) == 0 {
+				t.Errorf("%s names %s, which does not exist", file, span)
+			}
+		}
+	}
+}

@@ -13,10 +13,10 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
-	"codeberg.org/snowflaked/snowflaked/metrics"
+	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/metrics"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -153,7 +153,7 @@ func scrapeFamilies(t *testing.T) map[string]family {
 // literals of the metrics package's non-test files.
 func sourceFamilies(t *testing.T) map[string]bool {
 	t.Helper()
-	fset, files := parsePackage(t, "metrics")
+	fset, files := parsePackage(t, "internal/metrics")
 	names := map[string]bool{}
 	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {

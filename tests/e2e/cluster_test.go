@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/cachefile"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/cachefile"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	sfctl "codeberg.org/snowflaked/snowflaked/ctl"
+	sfctl "codeberg.org/snowflaked/snowflaked/internal/ctl"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )

@@ -13,9 +13,9 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/net/html"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // domRow is one <tr> of the nodes table as a browser sees it.

@@ -10,10 +10,10 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
-	"codeberg.org/snowflaked/snowflaked/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"

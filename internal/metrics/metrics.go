@@ -26,9 +26,9 @@ import (
 	vm "github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/clock"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
