@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
 // waitTimeout bounds every poll of a condition in these tests.
@@ -68,13 +70,7 @@ func (b *logBuffer) lines(t *testing.T, msg string) []map[string]any {
 // waitFor polls cond every millisecond until it holds or waitTimeout passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testsupport.Poll(t, waitTimeout, time.Millisecond, what, cond)
 }
 
 // runInBackground runs fn(ctx) on a goroutine and returns a stop function

@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
@@ -30,26 +30,8 @@ const (
 	testFenceAhead = 6 * testReport
 )
 
-// syncBuffer collects log output safely across goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // testLog writes info and above to the test log and to buf (if not nil).
-func testLog(t *testing.T, buf *syncBuffer) zerolog.Logger {
+func testLog(t *testing.T, buf *testsupport.SyncBuffer) zerolog.Logger {
 	t.Helper()
 	var w io.Writer = zerolog.NewTestWriter(t)
 	if buf != nil {
@@ -182,17 +164,7 @@ func attachAndRun(t *testing.T, c *Coordinator, fs Fencer, setup ...func(*clockg
 // waitFor polls cond every 20ms until it holds or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for range int(timeout/(20*time.Millisecond)) + 2 {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	testsupport.Poll(t, timeout, 20*time.Millisecond, what, cond)
 }
 
 // rawConn is a plain client (no auth unless given) for inspecting and

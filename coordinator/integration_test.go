@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
@@ -417,7 +418,7 @@ func TestIntegration_ACLs(t *testing.T) {
 
 func TestIntegration_MalformedZnodes(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
-	var logs syncBuffer
+	var logs testsupport.SyncBuffer
 	cfg := testConfig(t, srv, "good")
 	cfg.Log = testLog(t, &logs)
 	first := newCoord(t, cfg)
@@ -861,7 +862,7 @@ func TestIntegration_LostCreateAnswerLeavesNoOrphan(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	mustClaim(t, newCoord(t, testConfig(t, srv, "other"))) // creates the cluster
 	px := zkproxy.Start(t, srv[0])
-	var logs syncBuffer
+	var logs testsupport.SyncBuffer
 	cfg := testConfig(t, []string{px.Addr()}, "lost-answer")
 	cfg.Log = testLog(t, &logs)
 	c := newCoord(t, cfg)
@@ -906,7 +907,7 @@ func TestIntegration_DuplicateForeverZnodesUseLowest(t *testing.T) {
 		}
 		made = append(made, p)
 	}
-	var logs syncBuffer
+	var logs testsupport.SyncBuffer
 	cfg := testConfig(t, srv, "twin")
 	cfg.Log = testLog(t, &logs)
 	id := mustClaim(t, newCoord(t, cfg))

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
 // withBuilt makes Run call f with the node once it is built, before it
@@ -65,7 +67,7 @@ func benchConfig(t testing.TB) Config {
 // wired as its observer, allocates nothing per request; and the metrics
 // did count the requests.
 func TestNodeIDAllocs(t *testing.T) {
-	if raceEnabled {
+	if testsupport.RaceEnabled {
 		t.Skip("the race detector makes sync.Pool drop items at random: allocation counts are meaningless")
 	}
 	tests := []struct {

@@ -17,6 +17,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
 // fakeConfirmer answers as told; its answers are stamped with the
@@ -484,13 +485,7 @@ func (q *skewedServers) Query(_ context.Context, addr string, opt ntp.QueryOptio
 // waitUntil polls cond every millisecond until it holds or timeout passes.
 func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", timeout, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testsupport.Poll(t, timeout, time.Millisecond, what, cond)
 }
 
 // One source agreeing never overrides another that disagrees by its

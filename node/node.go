@@ -35,7 +35,6 @@ type Option func(*options)
 type options struct {
 	clock          clock.Clock
 	listener       net.Listener
-	routes         map[string]fasthttp.RequestHandler
 	yearsLeftEvery time.Duration // 0: YearsLeftCheckInterval
 	noMetrics      bool          // benchmarks: the server without an observer
 	built          func(*node)   // tests: called once the node is built, before it serves
@@ -47,19 +46,6 @@ func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 // WithListener makes the node serve on ln instead of listening on --listen.
 // Run closes it when it stops.
 func WithListener(ln net.Listener) Option { return func(o *options) { o.listener = ln } }
-
-// WithRoutes adds HTTP handlers by exact path (the node itself serves
-// /metrics and /status; a route at one of those paths is an error).
-func WithRoutes(routes map[string]fasthttp.RequestHandler) Option {
-	return func(o *options) {
-		if o.routes == nil {
-			o.routes = map[string]fasthttp.RequestHandler{}
-		}
-		for p, h := range routes {
-			o.routes[p] = h
-		}
-	}
-}
 
 // node is one running node; Run builds it step by step.
 type node struct {
@@ -137,7 +123,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 		return err
 	}
 	n.clock, n.beforeWrite = hooks.clock, hooks.beforeWrite
-	if n.routes, err = mergeRoutes(hooks.routes, o.routes); err != nil {
+	if n.routes, err = mergeRoutes(hooks.routes); err != nil {
 		return err
 	}
 	if n.layout, err = cfg.ParseLayout(clock.WallTime(n.clock)); err != nil {

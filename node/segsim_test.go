@@ -23,6 +23,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
 	"codeberg.org/snowflaked/snowflaked/segment"
@@ -72,7 +73,7 @@ func simSeeds(t *testing.T) []uint64 {
 		return []uint64{seed}
 	}
 	n := 1000
-	if raceEnabled {
+	if testsupport.RaceEnabled {
 		n = 50
 	}
 	if s := os.Getenv("SIM_SEEDS"); s != "" {

@@ -20,6 +20,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
 // The snowflake simulation runs whole nodes — node.Run: the claim, the
@@ -75,7 +76,7 @@ const (
 // TestSimulation_SnowflakeCatchesBrokenRules breaks a rule on purpose and
 // expects the simulation to catch it.
 func TestSimulation_SnowflakeCatchesBrokenRules(t *testing.T) {
-	if raceEnabled {
+	if testsupport.RaceEnabled {
 		t.Skip("a search over seeds: make test runs it without -race")
 	}
 	real := startAfter

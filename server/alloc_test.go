@@ -5,6 +5,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -28,7 +29,7 @@ func resetCtx(ctx *fasthttp.RequestCtx) {
 // TestHandlerAllocs: with a reused RequestCtx (as fasthttp's server reuses
 // it) the hot endpoints allocate nothing per request.
 func TestHandlerAllocs(t *testing.T) {
-	if raceEnabled {
+	if testsupport.RaceEnabled {
 		t.Skip("the race detector makes sync.Pool drop items at random: allocation counts are meaningless")
 	}
 	tests := []struct {

@@ -11,6 +11,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -90,13 +91,7 @@ func checkIncreasing(t *testing.T, l snowflake.Layout, ids []int64, after, worke
 // waitFor polls cond until it holds, failing the test after 10s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	testsupport.Poll(t, 10*time.Second, 100*time.Microsecond, what, cond)
 }
 
 // autoStep is a fake clock auto step for tests that wait for the next tick

@@ -8,6 +8,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -39,7 +40,7 @@ func TestObserverAllocs(t *testing.T) {
 // TestServerWithObserverAllocs: a server's GET /id with these metrics as
 // its observer still allocates nothing per request.
 func TestServerWithObserverAllocs(t *testing.T) {
-	if raceEnabled {
+	if testsupport.RaceEnabled {
 		t.Skip("the race detector makes sync.Pool drop items at random: the server's allocation count is meaningless")
 	}
 	clk := clock.NewSystem()

@@ -12,6 +12,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/tests/chromium"
 )
 
@@ -34,7 +35,7 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 		{WorkerID: 2, NodeKey: "node-2", Addr: inSync, LeaseHeld: true, InService: true, LastReportAgeMs: 900},
 		{WorkerID: 3, NodeKey: "node-3", Addr: skewed, LeaseHeld: true, LastReportAgeMs: 1500},
 		{WorkerID: 4, NodeKey: hostileKey, Addr: hostile, LeaseHeld: true, InService: true, LastReportAgeMs: 700},
-		{WorkerID: 5, NodeKey: "node-5", Addr: closedAddr(t), LastReportAgeMs: 26 * 3600 * 1000},
+		{WorkerID: 5, NodeKey: "node-5", Addr: testsupport.ClosedAddr(t), LastReportAgeMs: 26 * 3600 * 1000},
 	}}
 	page := newPage(t, src, nil)
 	status := page.Handler()

@@ -235,18 +235,6 @@ func fakeNode(t testing.TB, a clockAnswer) string {
 	})
 }
 
-// closedAddr returns a 127.0.0.1 address nothing listens on.
-func closedAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // newPage builds a page over src with the system clock; mod may change the
 // config.
 func newPage(t testing.TB, src Source, mod func(*Config)) *Page {

@@ -16,6 +16,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
@@ -144,7 +145,7 @@ func TestPage_Cluster(t *testing.T) {
 	failing := serveHandler(t, func(ctx *fasthttp.RequestCtx) { ctx.Error("boom", fasthttp.StatusInternalServerError) })
 	garbage := serveHandler(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("{not json") })
 	noNow := serveHandler(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString(`{"state":"starting","reason":"starting"}`) })
-	down := closedAddr(t)
+	down := testsupport.ClosedAddr(t)
 
 	self := selfFixture()
 	src := &fakeSource{self: self, workers: []coordinator.WorkerInfo{

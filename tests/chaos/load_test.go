@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -92,20 +93,10 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 }
 
 // pollUntil polls cond every period until it holds; it fails the test
-// after timeout. Bounded in count and time.
+// after timeout.
 func pollUntil(t *testing.T, timeout, period time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for range int(timeout/period) + 1 {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(period)
-	}
-	t.Fatalf("%s: not within %s", what, timeout)
+	testsupport.Poll(t, timeout, period, what, cond)
 }
 
 func TestLoadAgainstFakeNodes(t *testing.T) {

@@ -1,0 +1,62 @@
+// Package testsupport holds what the tests of several packages share:
+// polling a condition with a bound, a log sink safe for concurrent use, a
+// loopback address nobody listens on, and whether the race detector is on.
+// Production code never imports it.
+package testsupport
+
+import (
+	"bytes"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Poll calls cond every period until it holds, and fails the test with
+// what once timeout has passed. It is bounded in count and in time.
+func Poll(t testing.TB, timeout, period time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for range int(timeout/period) + 2 {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(period)
+	}
+	t.Fatalf("not within %v: %s", timeout, what)
+}
+
+// SyncBuffer collects output (a logger's) safely across goroutines.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// ClosedAddr returns a 127.0.0.1 address nothing listens on.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}

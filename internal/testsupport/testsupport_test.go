@@ -1,0 +1,65 @@
+package testsupport
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestPollReturnsOnceTheConditionHolds(t *testing.T) {
+	n := 0
+	Poll(t, time.Second, time.Millisecond, "third call", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Fatalf("cond called %d times, want 3", n)
+	}
+}
+
+// A condition that never holds fails the test after the timeout.
+func TestPollFailsAfterTimeout(t *testing.T) {
+	ft := &fakeTB{TB: t}
+	start := time.Now()
+	Poll(ft, 30*time.Millisecond, time.Millisecond, "never", func() bool { return false })
+	if !ft.failed || ft.msg != "not within 30ms: never" {
+		t.Fatalf("failed %v with %q", ft.failed, ft.msg)
+	}
+	if took := time.Since(start); took < 30*time.Millisecond {
+		t.Fatalf("gave up after %v, before the timeout", took)
+	}
+}
+
+type fakeTB struct {
+	testing.TB
+	failed bool
+	msg    string
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.failed, f.msg = true, fmt.Sprintf(format, args...)
+}
+
+func TestSyncBufferConcurrentWrites(t *testing.T) {
+	var b SyncBuffer
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				_, _ = b.Write([]byte("x"))
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(b.String()); n != 800 {
+		t.Fatalf("%d bytes, want 800", n)
+	}
+}
+
+func TestClosedAddrRefuses(t *testing.T) {
+	addr := ClosedAddr(t)
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatalf("%s accepted a connection", addr)
+	}
+}
