@@ -35,7 +35,8 @@ type FenceSetter interface {
 // the next good write passes it again.
 //
 // A write that hangs (an fsync that never returns) must not make a black
-// hole: each write has a deadline (WriteTimeout) after which it counts as
+// hole: each write has a deadline (a third of the fence-ahead, at most
+// MaxWriteTimeout) after which it counts as
 // failed; no lock anything else needs is held during the I/O (Persisted is
 // an atomic read); and at most one write is in flight, so a late write can
 // never land on disk after a newer one and lower the fence there. A write

@@ -64,6 +64,9 @@ func TestSegmentEndpoints(t *testing.T) {
 		{"/segment/", 400, "invalid_tag", ""},
 		{"/segment", 400, "invalid_tag", ""},
 		{"/segment/a%20b", 400, "invalid_tag", ""},
+		{"/segment/..", 404, "not_found", ""}, // the URL path is normalised to /: no tag reaches the handler
+		{"/segment/.", 400, "invalid_tag", ""},
+		{"/segment/%2e%2e", 404, "not_found", ""},
 		{"/segment/" + strings.Repeat("x", segment.MaxTagLen+1), 400, "invalid_tag", ""},
 	} {
 		r := f.do(t, "GET", tc.uri)

@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+)
+
+// The addresses the docs' examples use: those `make run` starts (its
+// ZooKeeper on 21810, nodes on 8081-8083) and a single node on 8080.
+var docsAddrs = []string{"127.0.0.1:21810", "localhost:8080", "127.0.0.1:8080", "localhost:8081", "127.0.0.1:8081", "localhost:8082", "127.0.0.1:8082"}
+
+// example is one command of a docs code block, with the output the docs
+// show after it (console blocks only).
+type example struct {
+	file, line string
+	want       []string
+}
+
+// docExamples returns the runnable commands of a document: snowflakectl
+// lines of sh blocks, and the snowflakectl and curl commands of console
+// blocks with their shown output. Lines with placeholders (<id>, [opt]),
+// other hosts (zk1:2181) or the chaos build's endpoints are not runnable as
+// written and are skipped.
+func docExamples(t *testing.T, rel string) []example {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []example
+	blocks := regexp.MustCompile("(?s)```(sh|console)\n(.*?)```").FindAllStringSubmatch(string(b), -1)
+	for _, blk := range blocks {
+		if strings.Contains(blk[2], "/debug/chaos/") {
+			continue // the chaos build, and a race between the watcher and the request
+		}
+		for _, l := range strings.Split(blk[2], "\n") {
+			if blk[1] == "console" {
+				if cmd, ok := strings.CutPrefix(l, "$ "); ok {
+					out = append(out, example{file: rel, line: cmd})
+				} else if len(out) > 0 && strings.TrimSpace(l) != "" {
+					out[len(out)-1].want = append(out[len(out)-1].want, stripComment(l))
+				}
+				continue
+			}
+			if strings.HasPrefix(l, "bin/snowflakectl ") {
+				out = append(out, example{file: rel, line: l})
+			}
+		}
+	}
+	runnable := out[:0]
+	for _, e := range out {
+		if strings.ContainsAny(stripComment(e.line), "<[") || strings.Contains(e.line, "zk1:") {
+			continue
+		}
+		runnable = append(runnable, e)
+	}
+	return runnable
+}
+
+// stripComment drops a trailing "  # comment" outside quotes.
+func stripComment(l string) string {
+	quote := byte(0)
+	for i := 0; i < len(l); i++ {
+		switch c := l[i]; {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '#' && i > 0 && l[i-1] == ' ':
+			return strings.TrimRight(l[:i], " ")
+		}
+	}
+	return strings.TrimRight(l, " ")
+}
+
+// words splits a command line as a shell would for these examples: spaces,
+// single and double quotes.
+func words(l string) []string {
+	var out []string
+	var cur strings.Builder
+	in, quote := false, byte(0)
+	for i := 0; i < len(l); i++ {
+		c := l[i]
+		switch {
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteByte(c)
+		case c == '\'' || c == '"':
+			quote, in = c, true
+		case c == ' ':
+			if in {
+				out = append(out, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteByte(c)
+			in = true
+		}
+	}
+	if in {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+var digitsRE = regexp.MustCompile(`[0-9]+`)
+
+// sameShape compares a shown output line with a real one: equal, or equal
+// once every number is replaced (IDs and times differ from run to run).
+func sameShape(want, got string, exact bool) bool {
+	if want == got {
+		return true
+	}
+	return !exact && digitsRE.ReplaceAllString(want, "N") == digitsRE.ReplaceAllString(got, "N")
+}
+
+// Every command the docs show runs as written against a cluster like the
+// one `make run` starts (the documented addresses rewritten to the
+// harness's), and where the docs show its output the real output matches:
+// exactly for what does not change between runs (decoding an ID, creating
+// a tag), with numbers free otherwise. A document gets a cluster of its own
+// ("default", as the examples assume): one creates the tag another creates.
+func TestIntegration_DocsExamplesRunAsWritten(t *testing.T) {
+	for _, rel := range []string{"docs/api.md", "docs/client.md", "docs/leaf.md", "docs/operations.md", "docs/segment-mode.md"} {
+		t.Run(strings.TrimSuffix(filepath.Base(rel), ".md"), func(t *testing.T) {
+			examples := docExamples(t, rel)
+			if len(examples) == 0 {
+				t.Fatalf("%s: no runnable example found", rel)
+			}
+			zk := zkharness.StartStandalone(t)
+			var nodes []*proc
+			for i := range 2 {
+				p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk.ConnectString(), "default", fmt.Sprintf("docs-%d", i)))
+				p.waitReadyz(http.StatusOK, readyTimeout)
+				nodes = append(nodes, p)
+			}
+			real := map[string]string{
+				"127.0.0.1:21810": zk.ConnectString(),
+				"localhost:8080":  nodes[0].addr, "127.0.0.1:8080": nodes[0].addr,
+				"localhost:8081": nodes[0].addr, "127.0.0.1:8081": nodes[0].addr,
+				"localhost:8082": nodes[1].addr, "127.0.0.1:8082": nodes[1].addr,
+			}
+			for _, e := range examples {
+				line := stripComment(e.line)
+				for _, a := range docsAddrs {
+					line = strings.ReplaceAll(line, a, real[a])
+				}
+				// Loads run for a second, not the documented duration.
+				line = regexp.MustCompile(`--duration [0-9]+s`).ReplaceAllString(line, "--duration 1s")
+				args := words(line)
+				var got string
+				switch args[0] {
+				case "bin/snowflakectl", "snowflakectl":
+					code, out, errOut := ctl(t, args[1:]...)
+					if code != 0 {
+						t.Errorf("%s: `%s` exited %d: %s%s", rel, e.line, code, out, errOut)
+						continue
+					}
+					got = out
+				case "curl":
+					got = curl(t, args[1:])
+				default:
+					t.Fatalf("%s: `%s`: no way to run %s", rel, e.line, args[0])
+				}
+				exact := args[0] != "curl" && (args[1] == "decode" || args[1] == "segment" && args[2] == "create") ||
+					strings.Contains(line, "/decode/")
+				checkShown(t, e, got, exact)
+			}
+		})
+	}
+}
+
+// checkShown checks that the lines the docs show after a command come, in
+// order, in its real output.
+func checkShown(t *testing.T, e example, got string, exact bool) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(got, "\n"), "\n")
+	i := 0
+	for _, w := range e.want {
+		for i < len(lines) && !sameShape(w, strings.TrimRight(lines[i], " "), exact) {
+			i++
+		}
+		if i == len(lines) {
+			t.Errorf("%s: `%s` shows %q, the real output has no such line after the ones before:\n%s", e.file, e.line, w, got)
+			return
+		}
+		i++
+	}
+}
+
+// curl does what `curl -s URL` (body) does for the docs' examples.
+func curl(t *testing.T, args []string) string {
+	t.Helper()
+	url := args[len(args)-1]
+	for _, a := range args[:len(args)-1] {
+		if a != "-s" {
+			t.Fatalf("curl option %s: the test runs only curl -s", a)
+		}
+	}
+	resp, err := http.Get("http://" + url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return string(body)
+}
