@@ -104,13 +104,13 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 		c.st.lastReport, c.st.renewErr = n.data.Updated, ""
 		c.mu.Unlock()
 		id := Identity{
-			WorkerID: n.workerID, Fence: n.data.PrevFence, ZKFence: n.data.Fence, Token: token, PrevToken: n.data.PrevToken,
+			WorkerID: n.workerID, PrevFence: n.data.PrevFence, ZKFence: n.data.Fence, Token: token, PrevToken: n.data.PrevToken,
 			Incarnation: inc, Path: n.path, Recycled: cl.recycled,
 		}
 		if cl.session != 0 {
 			id.Session = sessionHex(cl.session)
 		}
-		c.log.Info().Int64("worker_id", id.WorkerID).Str("forever", id.Path).Int64("prev_fence", id.Fence).
+		c.log.Info().Int64("worker_id", id.WorkerID).Str("forever", id.Path).Int64("prev_fence", id.PrevFence).
 			Int64("zk_fence", id.ZKFence).Bool("recycled", id.Recycled).Str("session", id.Session).Msg("claimed worker ID")
 		c.updateChecks(true)
 		c.poke()

@@ -71,11 +71,12 @@ type Resume struct {
 type Identity struct {
 	// WorkerID is this node's worker ID.
 	WorkerID int64
-	// Fence (unix ms) is the ZooKeeper fence of the worker ID's previous
-	// holder, read in the claim's multi (the evicted owner's when Recycled);
-	// 0 if none. No process issued beyond it: issue only later ticks (or,
-	// when PrevToken is the token of the cache file, after its fence).
-	Fence int64
+	// PrevFence (unix ms) is the ZooKeeper fence of the worker ID's
+	// previous holder, read in the claim's multi (the evicted owner's when
+	// Recycled); 0 if none. No process issued beyond it: issue only later
+	// ticks (or, when PrevToken is the token of the cache file, after its
+	// fence).
+	PrevFence int64
 	// ZKFence (unix ms) is the fence ZooKeeper acknowledged for Token: the
 	// node may issue up to it until a renewal moves it.
 	ZKFence int64

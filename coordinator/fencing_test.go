@@ -40,8 +40,8 @@ func TestIntegration_PartitionedHolderFencedOutBySameKeyTakeOver(t *testing.T) {
 	if idB.WorkerID != idA.WorkerID {
 		t.Fatalf("B got worker ID %d, A had %d", idB.WorkerID, idA.WorkerID)
 	}
-	if idB.Fence < maxA {
-		t.Fatalf("B starts after %d, but A may issue up to %d: overlap", idB.Fence, maxA)
+	if idB.PrevFence < maxA {
+		t.Fatalf("B starts after %d, but A may issue up to %d: overlap", idB.PrevFence, maxA)
 	}
 	if idB.PrevToken != idA.Token {
 		t.Fatalf("B replaced token %q, want A's %q", idB.PrevToken, idA.Token)
@@ -208,7 +208,7 @@ func TestIntegration_StaleLeaseOfADeadLookingHolderIsWaitedOutNotFatal(t *testin
 	began := time.Now()
 	idB := mustClaim(t, b)
 	claimTook := time.Since(began)
-	if idB.WorkerID != idA.WorkerID || idB.Session != "" || idB.PrevToken != idA.Token || idB.Fence < idA.ZKFence {
+	if idB.WorkerID != idA.WorkerID || idB.Session != "" || idB.PrevToken != idA.Token || idB.PrevFence < idA.ZKFence {
 		t.Fatalf("B's claim %+v over A's %+v: want the same worker ID, no lease yet, after A's fence", idB, idA)
 	}
 	g, _ := attachAndRun(t, b, &testFence{})

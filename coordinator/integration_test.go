@@ -32,7 +32,7 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 			t.Fatalf("worker ID %d given to %s and node-%d", id.WorkerID, prev, i)
 		}
 		ids[id.WorkerID] = cfg.NodeKey
-		if id.Recycled || id.Fence != 0 || !strings.HasPrefix(id.Path, "/snowflaked/test/forever/node-") {
+		if id.Recycled || id.PrevFence != 0 || !strings.HasPrefix(id.Path, "/snowflaked/test/forever/node-") {
 			t.Fatalf("fresh identity %+v", id)
 		}
 		fs := &testFence{}
@@ -114,7 +114,7 @@ func TestIntegration_RestartAfterCloseKeepsIDAndExactFence(t *testing.T) {
 
 	c2 := newCoord(t, cfg)
 	id2 := mustClaim(t, c2)
-	if id2.WorkerID != id1.WorkerID || id2.Path != id1.Path || id2.Fence != last || id2.Recycled {
+	if id2.WorkerID != id1.WorkerID || id2.Path != id1.Path || id2.PrevFence != last || id2.Recycled {
 		t.Fatalf("after restart %+v, want worker %d path %s fence %d", id2, id1.WorkerID, id1.Path, last)
 	}
 	names, _, err := raw.Children("/snowflaked/test/forever")
@@ -316,7 +316,7 @@ func TestIntegration_RecycleRace(t *testing.T) {
 				t.Fatalf("worker ID %d won by %s and %s", ids[i].WorkerID, prev, k)
 			}
 			won[ids[i].WorkerID] = k
-			if !ids[i].Recycled || ids[i].Fence != base+ids[i].WorkerID {
+			if !ids[i].Recycled || ids[i].PrevFence != base+ids[i].WorkerID {
 				t.Fatalf("%s: %+v, want recycled with the previous owner's fence %d", k, ids[i], base+ids[i].WorkerID)
 			}
 		case errors.Is(errs[i], ErrNoFreeWorkerID):
@@ -524,7 +524,7 @@ func TestIntegration_RenewalsMoveFenceAndLastTS(t *testing.T) {
 	raw := rawConn(t, srv, "")
 
 	// The claim itself wrote a token and a fence G ahead.
-	if id.Token == "" || id.ZKFence <= id.Fence || id.Incarnation == "" {
+	if id.Token == "" || id.ZKFence <= id.PrevFence || id.Incarnation == "" {
 		t.Fatalf("claim identity %+v: want a token, a ZooKeeper fence after the previous one, an incarnation", id)
 	}
 	waitFor(t, waitLong, "a first renewal", func() bool { return c.Status().Reports >= 1 })

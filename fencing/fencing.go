@@ -1,10 +1,19 @@
-// Package fencing holds the rules that keep two processes from ever issuing
-// IDs with the same worker ID and overlapping ticks (docs/fencing.md): what
-// a claim writes, how far a renewal moves the fence, when a conflicting
-// write is still one's own, where a new process starts, and the gate that
-// holds the generator to both fences. The coordinator and the node apply
-// these functions; the simulation in this package drives them, with the
-// real generator, against an in-memory ZooKeeper under seeded faults.
+// Package fencing is the safety path of snowflake IDs, in the order a
+// process meets it (docs/fencing.md writes the argument out):
+//
+//   - fencing.go: the rules — what a claim writes, how far a renewal moves
+//     the ZooKeeper fence, when a conflicting write is still one's own, and
+//     where a new process starts (StartAfter);
+//   - startwait.go: StartWait holds a new process out of service until its
+//     clock is past the fence it must start after;
+//   - gate.go: Gate holds the generator to the lower of the local fence and
+//     the ZooKeeper fence acknowledged to this process;
+//   - keeper.go: Keeper writes the local fence ahead of the clock, durably,
+//     before the generator may use it.
+//
+// The coordinator (claim and renewals) and the node (wiring) apply these;
+// the simulation in this package drives the rules, with the real
+// generator, against an in-memory ZooKeeper under seeded faults.
 package fencing
 
 // Record is the fencing part of a worker ID's forever znode (times in Unix

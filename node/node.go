@@ -65,9 +65,9 @@ type node struct {
 	coord     *coordinator.Coordinator
 	segments  *segmentMode // ZooKeeper mode: dense IDs per tag
 
-	ident  identity
-	gen    *snowflake.Generator
-	fences *fencing.Gate // the generator's fence: min(local, ZooKeeper)
+	ident   identity
+	gen     *snowflake.Generator
+	issuing *fencing.Gate // what the generator may issue up to: min(local fence, ZooKeeper fence)
 	// finalZKFence is set at a graceful stop to the last issued time: the
 	// cache file's ZooKeeper fence comes down to it before ZooKeeper's does.
 	finalZKFence atomic.Int64
@@ -78,9 +78,9 @@ type node struct {
 	stalled      *clockguard.Fault // clock_stalled: the wall clock stopped moving
 	// stalledAt is the wall clock (ns) when clock_stalled tripped.
 	stalledAt atomic.Int64
-	keeper    *FenceKeeper
+	keeper    *fencing.Keeper
 	lock      *cacheLock // the cache file's, held for the life of the process
-	gate      *StartGate
+	startWait *fencing.StartWait
 	watcher   *clockguard.Watcher
 	ntp       *clockguard.NTP
 	peers     *clockguard.Peers // nil in standalone mode
@@ -292,7 +292,7 @@ func (n *node) newGenerator() error {
 	if n.coord != nil {
 		zkFence = n.ident.entry.ZKFence
 	}
-	n.fences = fencing.NewGate(gen, zkFence)
+	n.issuing = fencing.NewGate(gen, zkFence)
 	return nil
 }
 
@@ -310,17 +310,17 @@ func (n *node) newGuard() error {
 	if n.ident.entry.Fence != 0 {
 		readyAt = n.layout.TickStart(n.layout.TickOf(n.ident.entry.Fence*int64(time.Millisecond)) + 1)
 	}
-	n.gate = NewStartGate(n.guard, n.clock, readyAt, n.cfg.MaxStartWait, n.log)
-	n.loops = append(n.loops, func(ctx context.Context) { n.gate.Run(ctx) })
+	n.startWait = fencing.NewStartWait(n.guard, n.clock, readyAt, n.cfg.MaxStartWait, n.log)
+	n.loops = append(n.loops, func(ctx context.Context) { n.startWait.Run(ctx) })
 
 	// fence_persist_failed: the fence keeper, which also records when the
 	// last report reached ZooKeeper (for a start while ZooKeeper is down).
-	w := &fenceWriter{path: n.cfg.CacheFile, disk: n.files(), entry: n.ident.entry, clock: n.clock, floor: n.fences.LastIssued,
+	w := &fenceWriter{path: n.cfg.CacheFile, disk: n.files(), entry: n.ident.entry, clock: n.clock, floor: n.issuing.LastIssued,
 		finalZKFence: n.finalZKFence.Load, beforeWrite: n.beforeWrite}
 	if n.coord != nil {
 		w.status = n.coord.Status
 	}
-	n.keeper = NewFenceKeeper(n.guard, n.clock, n.fences, n.cfg.FenceAhead, w.entry.Fence, w.persist, n.log)
+	n.keeper = fencing.NewKeeper(n.guard, n.clock, n.issuing, n.cfg.FenceAhead, w.entry.Fence, w.persist, n.log)
 	n.loops = append(n.loops, n.keeper.Run)
 
 	// clock_rollback: tripped by the generator (onIDError) and the watcher,
@@ -366,7 +366,7 @@ func (n *node) newGuard() error {
 	n.coord.HoldRenewalsWhile(n.jumps.Holding)
 	n.coord.Attach(n.guard)
 	n.loops = append(n.loops, func(ctx context.Context) {
-		if err := n.coord.Run(ctx, n.fences); err != nil {
+		if err := n.coord.Run(ctx, n.issuing); err != nil {
 			n.log.Error().Err(err).Msg("coordinator stopped")
 		}
 	})
@@ -573,7 +573,7 @@ func (n *node) serve(ctx context.Context, ln net.Listener) error {
 	// must come down on disk before it comes down in ZooKeeper, where the
 	// next claimer reads it; if the disk write fails, ZooKeeper keeps the
 	// last renewal's fence.
-	last := n.fences.Freeze()
+	last := n.issuing.Freeze()
 	n.finalZKFence.Store(last)
 	if err := n.keeper.PersistFinal(last, max(time.Until(deadline), 10*time.Millisecond)); err != nil {
 		n.log.Error().Err(err).Int64("fence_ms", n.keeper.Persisted()).Msg("final fence not written: a restart waits for the previous one")

@@ -89,12 +89,12 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 	}
 
 	e := &id.entry
-	e.WorkerID, e.Fence = zid.WorkerID, zid.Fence
+	e.WorkerID, e.Fence = zid.WorkerID, zid.PrevFence
 	e.Incarnation, e.Token, e.ZKFence, e.ZKSession = zid.Incarnation, zid.Token, zid.ZKFence, zid.Session
 	id.from = "zookeeper (the previous holder's fence)"
 	matches := cached.Matches(cfg.Cluster, nodeKey, zid.WorkerID) && (cached.Incarnation == "" || cached.Incarnation == zid.Incarnation || cfg.AcceptNewIncarnation)
 	fence, fromCache := startAfter(
-		fencing.Record{Token: zid.Token, Fence: zid.ZKFence, PrevToken: zid.PrevToken, PrevFence: zid.Fence},
+		fencing.Record{Token: zid.Token, Fence: zid.ZKFence, PrevToken: zid.PrevToken, PrevFence: zid.PrevFence},
 		fencing.Cache{Matches: matches, Token: cached.Token, Fence: cached.Fence})
 	switch {
 	case noCache:
@@ -105,7 +105,7 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 		if fromCache {
 			id.from = "cache file " + cfg.CacheFile
 		}
-		log.Info().Int64("cache_fence_ms", cached.Fence).Int64("zk_fence_ms", zid.Fence).Str("cache_token", cached.Token).
+		log.Info().Int64("cache_fence_ms", cached.Fence).Int64("zk_fence_ms", zid.PrevFence).Str("cache_token", cached.Token).
 			Str("replaced_token", zid.PrevToken).Str("fence_from", id.from).
 			Msg("start fence: the cache file's when the claim replaced its token (nobody claimed the worker ID since), else the previous holder's")
 	case ours:

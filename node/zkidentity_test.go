@@ -54,7 +54,7 @@ func TestZKIdentity(t *testing.T) {
 		return e
 	}
 	replacing := func(prevToken string, fence int64) coordinator.Identity {
-		return coordinator.Identity{WorkerID: 4, Fence: fence, ZKFence: 40_000, Token: "t2", PrevToken: prevToken, Incarnation: "inc", Session: "0xdef"}
+		return coordinator.Identity{WorkerID: 4, PrevFence: fence, ZKFence: 40_000, Token: "t2", PrevToken: prevToken, Incarnation: "inc", Session: "0xdef"}
 	}
 	tests := []struct {
 		name         string
@@ -73,12 +73,12 @@ func TestZKIdentity(t *testing.T) {
 		wantErr      []string
 		is           []error
 	}{
-		{name: "first start", claim: coordinator.Identity{WorkerID: 4, Fence: 0}, wantWorker: 4, wantClaim: true},
-		{name: "no cache takes the zookeeper fence", claim: coordinator.Identity{WorkerID: 4, Fence: 900, ZKFence: 40_000}, wantWorker: 4, wantFence: 900,
+		{name: "first start", claim: coordinator.Identity{WorkerID: 4, PrevFence: 0}, wantWorker: 4, wantClaim: true},
+		{name: "no cache takes the zookeeper fence", claim: coordinator.Identity{WorkerID: 4, PrevFence: 900, ZKFence: 40_000}, wantWorker: 4, wantFence: 900,
 			wantZKFence: 40_000, wantClaim: true},
-		{name: "cache file from before tokens, ahead of zookeeper", cache: mine(4, 2000, 77), claim: coordinator.Identity{WorkerID: 4, Fence: 900},
+		{name: "cache file from before tokens, ahead of zookeeper", cache: mine(4, 2000, 77), claim: coordinator.Identity{WorkerID: 4, PrevFence: 900},
 			wantWorker: 4, wantFence: 2000, wantReported: 77, wantClaim: true},
-		{name: "cache file from before tokens, behind zookeeper", cache: mine(4, 500, 77), claim: coordinator.Identity{WorkerID: 4, Fence: 900},
+		{name: "cache file from before tokens, behind zookeeper", cache: mine(4, 500, 77), claim: coordinator.Identity{WorkerID: 4, PrevFence: 900},
 			wantWorker: 4, wantFence: 900, wantReported: 77, wantClaim: true},
 		{name: "the claim replaced the cache file's token: its tighter fence", cache: tokened(4, 2000), claim: replacing("t1", 8000),
 			wantWorker: 4, wantFence: 2000, wantReported: 77, wantZKFence: 40_000, wantClaim: true,
@@ -90,7 +90,7 @@ func TestZKIdentity(t *testing.T) {
 			wantWorker: 4, wantFence: 9500, wantReported: 77, wantZKFence: 40_000, wantClaim: true,
 			wantPrior: coordinator.Prior{Incarnation: "inc", Session: "0xabc"}},
 		{name: "accepted new incarnation: the larger fence", cache: tokened(4, 2000), accept: true,
-			claim:      coordinator.Identity{WorkerID: 4, Fence: 0, ZKFence: 40_000, Token: "t2", PrevToken: "t1", Incarnation: "new"},
+			claim:      coordinator.Identity{WorkerID: 4, PrevFence: 0, ZKFence: 40_000, Token: "t2", PrevToken: "t1", Incarnation: "new"},
 			wantWorker: 4, wantFence: 2000, wantReported: 77, wantZKFence: 40_000, wantClaim: true,
 			wantPrior: coordinator.Prior{Incarnation: "inc", Session: "0xabc", AcceptIncarnation: true}},
 		{name: "incarnation mismatch is a config error", cache: tokened(4, 2000),
@@ -99,10 +99,10 @@ func TestZKIdentity(t *testing.T) {
 		{name: "cluster setting mismatch is a config error",
 			claimErr:  fmt.Errorf("claim worker id: %w: recycle-after", coordinator.ErrClusterMismatch),
 			wantClaim: true, wantErr: []string{"recycle-after"}, is: []error{ErrInvalidConfig, coordinator.ErrClusterMismatch}},
-		{name: "cache of another worker of this key", cache: mine(9, 5000, 77), claim: coordinator.Identity{WorkerID: 4, Fence: 900, Recycled: true},
+		{name: "cache of another worker of this key", cache: mine(9, 5000, 77), claim: coordinator.Identity{WorkerID: 4, PrevFence: 900, Recycled: true},
 			wantWorker: 4, wantFence: 900, wantClaim: true},
 		{name: "cache of another cluster", cache: &cachefile.Entry{Cluster: "other", NodeKey: key, WorkerID: 4, Layout: def, Fence: 5000},
-			claim: coordinator.Identity{WorkerID: 4, Fence: 900}, wantWorker: 4, wantFence: 900, wantClaim: true},
+			claim: coordinator.Identity{WorkerID: 4, PrevFence: 900}, wantWorker: 4, wantFence: 900, wantClaim: true},
 		{name: "cache of another layout refused before claiming", cache: &cachefile.Entry{Cluster: cluster, NodeKey: key, WorkerID: 4, Layout: js, Fence: 5},
 			wantErr: []string{"layout 41/5/7", "layout 41/10/12"}, is: []error{ErrInvalidConfig, ErrCacheMismatch}},
 		{name: "standalone cache refused", cache: &cachefile.Entry{WorkerID: 3, Layout: def, Fence: 5},

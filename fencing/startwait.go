@@ -1,4 +1,4 @@
-package node
+package fencing
 
 import (
 	"context"
@@ -14,12 +14,12 @@ import (
 // startPoll is how often a node whose clock is behind its fence looks again.
 const startPoll = 100 * time.Millisecond
 
-// StartGate is the clock_behind_fence check: at start the clock
+// StartWait is the clock_behind_fence check: at start the clock
 // must be past the fence the previous run left. Slightly behind (at most
 // max-start-wait) it waits with the check pending; further behind, the clock
 // went back while the node was down, and the check fails with the figures
 // until the clock passes the fence. Either way it then passes for good.
-type StartGate struct {
+type StartWait struct {
 	check   *clockguard.Check
 	clock   clock.Clock
 	readyNs int64 // Unix ns from which IDs may be issued
@@ -27,21 +27,21 @@ type StartGate struct {
 	log     zerolog.Logger
 }
 
-// NewStartGate registers the clock_behind_fence check. readyAtNs is the
+// NewStartWait registers the clock_behind_fence check. readyAtNs is the
 // first Unix-nanosecond instant past the fence (the start of the tick after
 // the fence's tick; 0 when there is no fence).
-func NewStartGate(g *clockguard.Guard, c clock.Clock, readyAtNs int64, maxWait time.Duration, log zerolog.Logger) *StartGate {
-	return &StartGate{check: g.Check(clockguard.ReasonClockBehindFence), clock: c, readyNs: readyAtNs, maxWait: maxWait, log: log}
+func NewStartWait(g *clockguard.Guard, c clock.Clock, readyAtNs int64, maxWait time.Duration, log zerolog.Logger) *StartWait {
+	return &StartWait{check: g.Check(clockguard.ReasonClockBehindFence), clock: c, readyNs: readyAtNs, maxWait: maxWait, log: log}
 }
 
 // Behind returns how far the clock is behind the fence (0 when past it).
-func (s *StartGate) Behind() time.Duration {
+func (s *StartWait) Behind() time.Duration {
 	return max(0, time.Duration(s.readyNs-s.clock.WallNanos()))
 }
 
 // Run polls until the clock is past the fence and passes the check, or ctx
 // ends. It returns how long it waited (by the monotonic clock).
-func (s *StartGate) Run(ctx context.Context) time.Duration {
+func (s *StartWait) Run(ctx context.Context) time.Duration {
 	start := s.clock.Mono()
 	behind := s.Behind()
 	if behind == 0 {

@@ -1,4 +1,4 @@
-package node
+package fencing
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 )
 
-func TestStartGate(t *testing.T) {
+func TestStartWait(t *testing.T) {
 	start := time.UnixMilli(1_750_000_000_000)
 	tests := []struct {
 		name       string
@@ -39,7 +39,7 @@ func TestStartGate(t *testing.T) {
 			if tc.ahead != -1 {
 				readyAt = start.Add(tc.ahead).UnixNano()
 			}
-			gate := NewStartGate(g, clk, readyAt, tc.maxWait, zerolog.Nop())
+			gate := NewStartWait(g, clk, readyAt, tc.maxWait, zerolog.Nop())
 			sub := g.Subscribe()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -100,10 +100,10 @@ func TestStartGate(t *testing.T) {
 	}
 }
 
-func TestStartGateStopsWithContext(t *testing.T) {
+func TestStartWaitStopsWithContext(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	g := clockguard.New(zerolog.Nop(), nil)
-	gate := NewStartGate(g, clk, clk.WallNanos()+int64(time.Hour), time.Second, zerolog.Nop())
+	gate := NewStartWait(g, clk, clk.WallNanos()+int64(time.Hour), time.Second, zerolog.Nop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { gate.Run(ctx); close(done) }()
