@@ -203,11 +203,14 @@ func (b *batcher) armStallLocked() {
 	if b.stall != nil || b.closed {
 		return
 	}
+	var oldest *slot
 	for _, s := range b.slots {
-		if !s.gaveUp {
-			b.stall = time.AfterFunc(max(time.Until(s.start.Add(b.c.cfg.StallAfter)), 0), b.onStall)
-			return
+		if !s.gaveUp && (oldest == nil || s.start.Before(oldest.start)) {
+			oldest = s
 		}
+	}
+	if oldest != nil {
+		b.stall = time.AfterFunc(max(time.Until(oldest.start.Add(b.c.cfg.StallAfter)), 0), b.onStall)
 	}
 }
 
@@ -224,7 +227,13 @@ func (b *batcher) onStall() {
 			b.inFlight--
 		}
 	}
-	b.startLocked()
+	for len(b.queue) > 0 && b.inFlight < b.c.cfg.MaxInFlight && !b.closed {
+		before := len(b.queue)
+		b.startLocked()
+		if len(b.queue) == before {
+			break // every queued caller gave up
+		}
+	}
 	if len(b.queue) > 0 {
 		b.armStallLocked()
 	}
@@ -373,10 +382,11 @@ func (c *Client) serve(ep *endpoint, n int, deadline time.Time, want func() bool
 		}
 		tried = append(tried, node)
 		d := time.Now().Add(c.cfg.Timeout)
+		clipped := false
 		if !deadline.IsZero() && deadline.Before(d) {
-			d = deadline
+			d, clipped = deadline, true
 		}
-		ids, err := c.request(node, ep, n, d)
+		ids, err := c.request(node, ep, n, d, clipped)
 		if err == nil {
 			return ids, nil
 		}
@@ -385,6 +395,12 @@ func (c *Client) serve(ep *endpoint, n int, deadline time.Time, want func() bool
 		}
 		if errors.Is(err, ErrRejected) {
 			return nil, err
+		}
+		if clipped && isTimeout(err) {
+			// The callers' deadline passed, not the node's Timeout: no
+			// failover, and the node stays in rotation (request did not
+			// mark it down).
+			return nil, fmt.Errorf("%w (the callers' deadline passed: %v)", ErrNoNode, err)
 		}
 		failures = append(failures, err.Error())
 		c.failovers.Add(1)

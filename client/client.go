@@ -266,6 +266,10 @@ func (cfg Config) withDefaults() (Config, error) {
 
 // Next returns one new snowflake ID.
 func (c *Client) Next(ctx context.Context) (int64, error) {
+	if c.closed.Load() {
+		c.errs.Add(1)
+		return 0, ErrClosed
+	}
 	if c.pre != nil {
 		if id, ok := c.pre.take(ctx); ok {
 			c.handed.Add(1)
@@ -308,6 +312,9 @@ func (c *Client) NextSegmentN(ctx context.Context, tag string, n int) ([]int64, 
 func (c *Client) segment(tag string) (*batcher, error) {
 	c.segMu.Lock()
 	defer c.segMu.Unlock()
+	if c.closed.Load() {
+		return nil, ErrClosed // Close has closed the batchers it knows
+	}
 	if b := c.segs[tag]; b != nil {
 		return b, nil
 	}
@@ -367,6 +374,7 @@ func (c *Client) setNodes(addrs []string) {
 		}
 	}
 	c.nodes = nodes
+	c.pool.keepOnly(addrs)
 }
 
 // pick returns the next node up for svc not tried yet ("" for none).

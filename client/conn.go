@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -48,6 +49,7 @@ type httpConn struct {
 type pool struct {
 	maxIdle int // idle connections kept per node
 	dial    func(addr string, deadline time.Time) (net.Conn, error)
+	cancel  context.CancelFunc // aborts dials in progress on close
 
 	mu     sync.Mutex
 	idle   map[string][]*httpConn
@@ -56,26 +58,28 @@ type pool struct {
 }
 
 func newPool(maxIdle int) *pool {
+	ctx, cancel := context.WithCancel(context.Background())
 	return &pool{
-		maxIdle: maxIdle,
+		maxIdle: maxIdle, cancel: cancel,
 		dial: func(addr string, deadline time.Time) (net.Conn, error) {
 			d := net.Dialer{Deadline: deadline}
-			return d.Dial("tcp", addr)
+			return d.DialContext(ctx, "tcp", addr)
 		},
 		idle: map[string][]*httpConn{},
 		open: map[*httpConn]struct{}{},
 	}
 }
 
-// get returns an idle connection to addr (reused true) or a new one.
-func (p *pool) get(addr string, deadline time.Time) (*httpConn, bool, error) {
+// get returns an idle connection to addr (reused true) or, when there is
+// none or fresh is set, a new one.
+func (p *pool) get(addr string, deadline time.Time, fresh bool) (*httpConn, bool, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, false, ErrClosed
 	}
 	var stale []*httpConn
-	for l := p.idle[addr]; len(l) > 0; l = p.idle[addr] {
+	for l := p.idle[addr]; !fresh && len(l) > 0; l = p.idle[addr] {
 		hc := l[len(l)-1]
 		l[len(l)-1] = nil
 		p.idle[addr] = l[:len(l)-1]
@@ -105,11 +109,12 @@ func (p *pool) get(addr string, deadline time.Time) (*httpConn, bool, error) {
 }
 
 // put returns a connection that served a whole answer; beyond maxIdle per
-// node, or once the pool closed, it is closed instead.
+// node, once the pool closed, or with bytes the node sent beyond the answer
+// (they would be read as the next answer), it is closed instead.
 func (p *pool) put(hc *httpConn) {
 	hc.used = time.Now()
 	p.mu.Lock()
-	if !p.closed && len(p.idle[hc.addr]) < p.maxIdle {
+	if !p.closed && len(p.idle[hc.addr]) < p.maxIdle && hc.r.Buffered() == 0 {
 		p.idle[hc.addr] = append(p.idle[hc.addr], hc)
 		p.mu.Unlock()
 		return
@@ -126,6 +131,36 @@ func (p *pool) discard(hc *httpConn) {
 	_ = hc.nc.Close()
 }
 
+// dropIdle closes the idle connections to addr: after one of them turned
+// out closed by the node (a restart), the others, idle at least as long,
+// are too.
+func (p *pool) dropIdle(addr string) {
+	p.mu.Lock()
+	l := p.idle[addr]
+	delete(p.idle, addr)
+	p.mu.Unlock()
+	p.closeAll(l)
+}
+
+// keepOnly closes the idle connections to nodes not in addrs (nodes that
+// left the list).
+func (p *pool) keepOnly(addrs []string) {
+	keep := map[string]bool{}
+	for _, a := range addrs {
+		keep[a] = true
+	}
+	var gone []*httpConn
+	p.mu.Lock()
+	for a, l := range p.idle {
+		if !keep[a] {
+			gone = append(gone, l...)
+			delete(p.idle, a)
+		}
+	}
+	p.mu.Unlock()
+	p.closeAll(gone)
+}
+
 func (p *pool) closeAll(l []*httpConn) {
 	for _, hc := range l {
 		p.discard(hc)
@@ -135,6 +170,7 @@ func (p *pool) closeAll(l []*httpConn) {
 // close closes every connection, idle or in use (a request in flight fails
 // at once), and refuses new ones.
 func (p *pool) close() {
+	p.cancel()
 	p.mu.Lock()
 	p.closed = true
 	all := make([]*httpConn, 0, len(p.open))
@@ -172,7 +208,7 @@ type answer struct {
 // request never reached a handler.
 func (p *pool) roundTrip(addr, path string, deadline time.Time, maxBody int, use func(answer) error) error {
 	for try := 0; ; try++ {
-		hc, reused, err := p.get(addr, deadline)
+		hc, reused, err := p.get(addr, deadline, try > 0)
 		if err != nil {
 			return err
 		}
@@ -180,6 +216,7 @@ func (p *pool) roundTrip(addr, path string, deadline time.Time, maxBody int, use
 		if err != nil {
 			p.discard(hc)
 			if reused && try == 0 && errors.Is(err, errNoAnswer) && time.Now().Before(deadline) {
+				p.dropIdle(addr) // the retry dials: the other idle ones are likely dead too
 				continue
 			}
 			return err

@@ -178,12 +178,11 @@ func (p *prefetch) worker() {
 			p.fetching -= n
 			if err == nil {
 				ch := &chunk{ids: ids, born: born}
-				p.ready = append(p.ready, ch)
-				p.held += len(ids)
 				if p.cur.Load() == nil {
-					p.ready = p.ready[1:]
-					p.held -= len(ids)
-					p.cur.Store(ch)
+					p.cur.Store(ch) // nothing is being handed out (and none is ready)
+				} else {
+					p.ready = append(p.ready, ch)
+					p.held += len(ids)
 				}
 			}
 			close(p.arrived) // wake callers waiting for IDs (or to ask themselves)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 )
@@ -41,7 +42,10 @@ var (
 // a 404 that is not snowflaked's "unknown tag", an answer that is not n
 // increasing IDs) is marked down and the error returned; any other 4xx is
 // ErrRejected, for every node would answer it alike.
-func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time) ([]int64, error) {
+//
+// clipped says the deadline is the callers' (sooner than Timeout): a
+// timeout then is theirs, and the node is not marked down for it.
+func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, clipped bool) ([]int64, error) {
 	var out []int64
 	status := 0
 	start := time.Now()
@@ -94,12 +98,20 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time) (
 	c.requests.Add(1)
 	if err != nil && status == 0 && !errors.Is(err, ErrClosed) {
 		err = fmt.Errorf("%s: %w", addr, err)
-		c.markDown(addr, ep.svc, c.cfg.DownFor, err)
+		if !(clipped && isTimeout(err)) { // the callers' deadline, not the node's fault
+			c.markDown(addr, ep.svc, c.cfg.DownFor, err)
+		}
 	}
 	if h := c.cfg.Hooks.Request; h != nil {
 		h(addr, status, err, time.Since(start))
 	}
 	return out, err
+}
+
+// isTimeout reports whether err is a deadline that passed.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // parseIDs reads exactly n strictly increasing positive IDs, one a line.
