@@ -10,7 +10,7 @@
 // initialization", since Go 1.21). This package imports only the standard
 // log package (and what log itself imports), so it is ready whenever a
 // library that logs is, and its path
-// (codeberg.org/snowflaked/snowflaked/startuplog) sorts before
+// (codeberg.org/snowflaked/snowflaked/internal/startuplog) sorts before
 // github.com/...: its init runs first and points the standard logger at a
 // buffer. A main imports it and calls Take once its own log is set up.
 // TestNoStrayStartupLines (cmd/snowflaked) fails if this ever stops holding.

@@ -38,7 +38,7 @@ func TestIntegration_NoStrayLinesAtStart(t *testing.T) {
 	}
 
 	trace := run(binSnowflaked, []string{"GODEBUG=inittrace=1"}, "--version")
-	held := strings.Index(trace, "init codeberg.org/snowflaked/snowflaked/startuplog ")
+	held := strings.Index(trace, "init codeberg.org/snowflaked/snowflaked/internal/startuplog ")
 	lib := strings.Index(trace, "init github.com/VictoriaMetrics/metrics ")
 	if held < 0 || lib < 0 || held > lib {
 		t.Fatalf("init order: startuplog at %d, VictoriaMetrics/metrics at %d (want startuplog first):\n%s", held, lib, trace)
