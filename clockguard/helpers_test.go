@@ -1,11 +1,8 @@
 package clockguard
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,39 +29,6 @@ func newGuard(t *testing.T) *Guard {
 func testLogger(t *testing.T) zerolog.Logger {
 	t.Helper()
 	return zerolog.New(zerolog.NewTestWriter(t)).With().Timestamp().Logger()
-}
-
-// logBuffer collects zerolog JSON lines; safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines decodes every line logged so far whose message is msg.
-func (b *logBuffer) lines(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("log line is not JSON: %q: %v", l, err)
-		}
-		if m["message"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // waitFor polls cond every millisecond until it holds or waitTimeout passes.

@@ -11,6 +11,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -128,7 +129,7 @@ func equalDurations(a, b []time.Duration) bool {
 func TestWatcherCountersAndLog(t *testing.T) {
 	fc := clocktest.NewFake(t0)
 	rec := &rollbackRecorder{}
-	var logs logBuffer
+	var logs testsupport.SyncBuffer
 	w := newTestWatcher(t, fc, rec, zerolog.New(&logs))
 	w.Step()
 	for _, step := range []time.Duration{
@@ -150,8 +151,8 @@ func TestWatcherCountersAndLog(t *testing.T) {
 	if got := rec.got(); !equalDurations(got, []time.Duration{2 * time.Second, 700 * time.Millisecond}) {
 		t.Fatalf("OnRollback calls = %v, want [2s 700ms]", got)
 	}
-	back := logs.lines(t, "wall clock stepped back")
-	fwd := logs.lines(t, "wall clock stepped forward")
+	back := logs.Lines(t, "wall clock stepped back")
+	fwd := logs.Lines(t, "wall clock stepped forward")
 	if len(back) != 2 || len(fwd) != 2 {
 		t.Fatalf("log lines: %d back, %d forward, want 2 and 2", len(back), len(fwd))
 	}

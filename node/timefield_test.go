@@ -1,52 +1,18 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"math"
 	"net/http"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
-
-// logBuffer collects JSON log lines; safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the parsed lines whose message is msg.
-func (b *logBuffer) lines(t testing.TB, msg string) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	text := b.buf.String()
-	b.mu.Unlock()
-	var out []map[string]any
-	for line := range strings.Lines(text) {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if m["message"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
 
 const timeFieldWarning = "the timestamp field of the layout runs out soon: plan a new epoch or layout"
 
@@ -84,26 +50,26 @@ func TestTimeFieldPeriodicWarning(t *testing.T) {
 			start := time.Now()
 			clk := clocktest.NewFake(start)
 			l, _ := layoutEnding(t, start, tc.left)
-			var logs logBuffer
+			var logs testsupport.SyncBuffer
 			n := &node{layout: l, clock: clk, log: zerolog.New(&logs), opts: options{yearsLeftEvery: time.Millisecond}}
 
 			startYears := n.checkTimeField()
 			if want := tc.left.Hours() / year.Hours(); math.Abs(startYears-want) > 0.001 {
 				t.Errorf("years left at the start %v, want %v", startYears, want)
 			}
-			if warned := len(logs.lines(t, timeFieldWarning)) > 0; warned != (startYears < YearsLeftWarning) {
+			if warned := len(logs.Lines(t, timeFieldWarning)) > 0; warned != (startYears < YearsLeftWarning) {
 				t.Errorf("warning at the start: %v with %.3f years left", warned, startYears)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { n.watchTimeField(ctx); close(done) }()
 			t.Cleanup(func() { cancel(); <-done })
-			before := len(logs.lines(t, timeFieldWarning))
+			before := len(logs.Lines(t, timeFieldWarning))
 
 			clk.Advance(tc.advance)
 			deadline := time.Now().Add(10 * time.Second)
 			var lines []map[string]any
-			for lines = logs.lines(t, timeFieldWarning); len(lines) <= before; lines = logs.lines(t, timeFieldWarning) {
+			for lines = logs.Lines(t, timeFieldWarning); len(lines) <= before; lines = logs.Lines(t, timeFieldWarning) {
 				if time.Now().After(deadline) {
 					t.Fatalf("no warning within 10s of checks every 1ms with %.3f years left", n.yearsLeft())
 				}
@@ -134,7 +100,7 @@ func TestTimeFieldNoWarningFarFromTheEnd(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.NewFake(now)
-			var logs logBuffer
+			var logs testsupport.SyncBuffer
 			n := &node{layout: tc.layout, clock: clk, log: zerolog.New(&logs)}
 			for range 3 {
 				if y := n.checkTimeField(); y < YearsLeftWarning {
@@ -142,7 +108,7 @@ func TestTimeFieldNoWarningFarFromTheEnd(t *testing.T) {
 				}
 				clk.Advance(time.Hour)
 			}
-			if got := logs.lines(t, timeFieldWarning); len(got) != 0 {
+			if got := logs.Lines(t, timeFieldWarning); len(got) != 0 {
 				t.Errorf("warned: %v", got)
 			}
 		})
@@ -156,7 +122,7 @@ func TestRunWarnsWhenTheTimeFieldRunsOut(t *testing.T) {
 	_, epoch := layoutEnding(t, now, year)
 	cfg := testConfig(t, 2)
 	cfg.Layout, cfg.Epoch = "37/10/12", epoch
-	var logs logBuffer
+	var logs testsupport.SyncBuffer
 	ln := loopbackListener(t)
 	addr := ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -171,7 +137,7 @@ func TestRunWarnsWhenTheTimeFieldRunsOut(t *testing.T) {
 		}
 	})
 	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
-	lines := logs.lines(t, timeFieldWarning)
+	lines := logs.Lines(t, timeFieldWarning)
 	if len(lines) != 1 {
 		t.Fatalf("%d warnings at start, want 1", len(lines))
 	}

@@ -6,7 +6,9 @@ package testsupport
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +49,27 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Lines decodes the JSON lines written so far (a zerolog logger's) and
+// returns those whose message is msg; a line that is not JSON fails the
+// test.
+func (s *SyncBuffer) Lines(t testing.TB, msg string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.Lines(s.String()) {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line is not JSON: %q: %v", line, err)
+		}
+		if m["message"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // ClosedAddr returns a 127.0.0.1 address nothing listens on.

@@ -63,3 +63,12 @@ func TestClosedAddrRefuses(t *testing.T) {
 		t.Fatalf("%s accepted a connection", addr)
 	}
 }
+
+func TestSyncBufferLines(t *testing.T) {
+	var b SyncBuffer
+	_, _ = b.Write([]byte(`{"level":"info","message":"a","n":1}` + "\n" + `{"message":"b"}` + "\n" + `{"message":"a","n":2}` + "\n"))
+	got := b.Lines(t, "a")
+	if len(got) != 2 || got[0]["n"] != 1.0 || got[1]["n"] != 2.0 {
+		t.Fatalf("Lines(a) = %v", got)
+	}
+}
