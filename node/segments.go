@@ -11,6 +11,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/metrics"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
@@ -116,6 +117,16 @@ func (m *segmentMode) Take(ctx context.Context, tag string, dst []int64, n int) 
 func (m *segmentMode) Ready() bool { return m.svc.Load() != nil && m.store.connected() }
 
 // Status lists the tags this node serves (none before it started).
+// PossiblyLost counts the dense IDs of ranges whose allocation or take had
+// an unknown outcome (ZooKeeper's answer lost): they may be lost, never
+// issued twice. 0 before the store opens.
+func (m *segmentMode) PossiblyLost() int64 {
+	if st, err := m.store.get(); err == nil {
+		return st.PossiblyLost()
+	}
+	return 0
+}
+
 func (m *segmentMode) Status() []segment.TagStatus {
 	if svc := m.svc.Load(); svc != nil {
 		return svc.Status()
@@ -238,3 +249,6 @@ func (m *segmentMode) close(ctx context.Context) error {
 	}
 	return err
 }
+
+// The node's segment mode exports the IDs its store may have lost.
+var _ metrics.PossiblyLostSource = (*segmentMode)(nil)

@@ -106,6 +106,13 @@ type SegmentSource interface {
 	Status() []segment.TagStatus
 }
 
+// PossiblyLostSource is what a SegmentSource may also give: the dense IDs
+// of ranges whose allocation or take had an unknown outcome (ZooKeeper's
+// answer lost), which may be lost but are never issued twice.
+type PossiblyLostSource interface {
+	PossiblyLost() int64
+}
+
 // Config configures New.
 type Config struct {
 	Sources

@@ -625,6 +625,15 @@ type fakeSegments []segment.TagStatus
 
 func (f fakeSegments) Status() []segment.TagStatus { return f }
 
+// countingSegments also counts the IDs possibly lost, as the node's
+// segment mode does.
+type countingSegments struct {
+	fakeSegments
+	lost int64
+}
+
+func (c countingSegments) PossiblyLost() int64 { return c.lost }
+
 // Segment mode: one series per tag and family.
 func TestScrape_Segments(t *testing.T) {
 	tags := fakeSegments{
@@ -647,6 +656,13 @@ func TestScrape_Segments(t *testing.T) {
 	}
 	if got := mustFind(t, ex, "snowflaked_segment_issued_total", "tag", "accounts"); got != 1 {
 		t.Errorf("accounts issued %v", got)
+	}
+	if len(ex.samplesOf("snowflaked_segment_possibly_lost_total")) != 0 {
+		t.Error("possibly lost exported for a source that does not count it")
+	}
+	ex = scrape(t, newFixture(t, func(c *Config) { c.Segments = countingSegments{tags, 12} }).m)
+	if got := mustFind(t, ex, "snowflaked_segment_possibly_lost_total"); got != 12 {
+		t.Errorf("snowflaked_segment_possibly_lost_total = %v, want 12", got)
 	}
 	var none *segment.Service
 	ex = scrape(t, newFixture(t, func(c *Config) { c.Segments = none }).m)

@@ -177,6 +177,9 @@ func (m *Metrics) writeSources(w io.Writer) {
 	}
 	if m.src.Segments != nil {
 		writeSegments(e, m.src.Segments.Status())
+		if pl, ok := m.src.Segments.(PossiblyLostSource); ok {
+			e.add(fSegPossiblyLost, float64(pl.PossiblyLost()))
+		}
 	}
 	_, _ = w.Write(e.b)
 }
@@ -314,6 +317,8 @@ var (
 	fSegStep   = family{"snowflaked_segment_step", "gauge", "The tag's step for this node's next load (Leaf's dynamic step)."}
 	fSegAhead  = family{"snowflaked_segment_mark_ahead", "gauge", "IDs past the last issued that the state file no longer lists: what a kill -9 now would lose."}
 	fSegWasted = family{"snowflaked_segment_wasted_total", "counter", "IDs of the tag this node knows it lost (ranges it could not return)."}
+	// fSegPossiblyLost has no tag label: the store counts for every tag.
+	fSegPossiblyLost = family{"snowflaked_segment_possibly_lost_total", "counter", "Dense IDs of ranges whose allocation or take had an unknown outcome (ZooKeeper's answer lost): maybe lost, never issued twice."}
 )
 
 func writeSegments(e *expo, tags []segment.TagStatus) {

@@ -250,6 +250,8 @@ func TestDocsMetrics(t *testing.T) {
 // fakeSegments serves one tag.
 type fakeSegments struct{}
 
+func (fakeSegments) PossiblyLost() int64 { return 0 }
+
 func (fakeSegments) Status() []segment.TagStatus {
 	return []segment.TagStatus{{Tag: "orders", Issued: 1, Loads: 1, Available: 9, Step: 10}}
 }
