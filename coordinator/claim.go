@@ -15,6 +15,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 )
 
 // errRestart: what Claim read changed under it; start over from the listing.
@@ -61,7 +62,7 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 	if err != nil {
 		return Identity{}, err
 	}
-	z := zkc{conn, c.opTimeout}
+	z := zkclient.Client{Conn: conn, Timeout: c.opTimeout}
 	var inc string
 	if err := c.retry(ctx, "ensure cluster znodes", func(ctx context.Context) error {
 		var err error
@@ -74,7 +75,7 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 		return Identity{}, err
 	}
 	priorSession := parseSession(prior.Session)
-	token := newToken() // one per Claim: a claim whose answer was lost is recognised by it
+	token := zkclient.NewToken() // one per Claim: a claim whose answer was lost is recognised by it
 	for round := 1; round <= maxClaimRounds; round++ {
 		node, err := c.findOrCreateForever(ctx, z)
 		if err != nil {
@@ -149,7 +150,7 @@ func (c *Coordinator) claimData(prev foreverData, workerID int64, token string, 
 // and creates the lease. When the znode already carries token, an earlier
 // attempt of this Claim committed and only its answer was lost: the lease is
 // then taken with a version check alone.
-func (c *Coordinator) claimOwn(ctx context.Context, z zkc, node *foreverNode, token string, priorSession int64) (claimed, error) {
+func (c *Coordinator) claimOwn(ctx context.Context, z zkclient.Client, node *foreverNode, token string, priorSession int64) (claimed, error) {
 	written, first, err := c.claimOp(node, token)
 	if err != nil {
 		return claimed{}, err
@@ -199,9 +200,9 @@ func (e *malformedError) Error() string {
 
 // readForever reads and decodes one forever znode. A malformed one is
 // returned along with a *malformedError.
-func (c *Coordinator) readForever(ctx context.Context, z zkc, name, key string, seq int64) (*foreverNode, error) {
+func (c *Coordinator) readForever(ctx context.Context, z zkclient.Client, name, key string, seq int64) (*foreverNode, error) {
 	path := c.p.forever + "/" + name
-	b, st, err := z.get(ctx, path)
+	b, st, err := z.Get(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -221,8 +222,8 @@ func decodeForeverNode(p paths, name, key string, seq int64, b []byte, st *zk.St
 
 // findOwn finds this node key's forever znode (the lowest if several), or
 // returns nil. It never creates one.
-func (c *Coordinator) findOwn(ctx context.Context, z zkc) (*foreverNode, error) {
-	names, err := z.children(ctx, c.p.forever)
+func (c *Coordinator) findOwn(ctx context.Context, z zkclient.Client) (*foreverNode, error) {
+	names, err := z.Children(ctx, c.p.forever)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", c.p.forever, err)
 	}
@@ -268,7 +269,7 @@ func (c *Coordinator) findOwn(ctx context.Context, z zkc) (*foreverNode, error) 
 // there is none. A create that failed for connection reasons may have
 // succeeded, so it lists again before creating again: a retry never leaves a
 // second znode for the key.
-func (c *Coordinator) findOrCreateForever(ctx context.Context, z zkc) (*foreverNode, error) {
+func (c *Coordinator) findOrCreateForever(ctx context.Context, z zkclient.Client) (*foreverNode, error) {
 	start := time.Now()
 	for attempt := 1; attempt <= 20; attempt++ {
 		var own *foreverNode
@@ -287,13 +288,13 @@ func (c *Coordinator) findOrCreateForever(ctx context.Context, z zkc) (*foreverN
 		if err != nil {
 			return nil, fmt.Errorf("encode forever data: %w", err)
 		}
-		path, err := z.create(ctx, c.p.foreverPrefix(c.cfg.NodeKey), data, zk.FlagSequence, c.acl)
+		path, err := z.Create(ctx, c.p.foreverPrefix(c.cfg.NodeKey), data, zk.FlagSequence, c.acl)
 		if err == nil {
 			c.log.Info().Str("forever", path).Msg("created this node key's forever znode")
 			continue // read it back through the listing: one code path decides
 		}
-		if !transient(err) {
-			return nil, fmt.Errorf("create forever znode for node key %q: %w", c.cfg.NodeKey, authHint(err))
+		if !zkclient.Transient(err) {
+			return nil, fmt.Errorf("create forever znode for node key %q: %w", c.cfg.NodeKey, zkclient.AuthHint(err))
 		}
 		if ctx.Err() != nil || time.Since(start) >= c.cfg.ConnectTimeout {
 			return nil, fmt.Errorf("create forever znode: %w: %v", ErrZKUnavailable, err)
@@ -307,7 +308,7 @@ func (c *Coordinator) findOrCreateForever(ctx context.Context, z zkc) (*foreverN
 // (only hand-edited or foreign znodes can), and that no undecodable znode
 // carries its number as sequence: the ID is then not used, whatever the
 // lease says.
-func (c *Coordinator) checkSoleClaim(ctx context.Context, z zkc, node *foreverNode) error {
+func (c *Coordinator) checkSoleClaim(ctx context.Context, z zkclient.Client, node *foreverNode) error {
 	var s *scan
 	if err := c.retry(ctx, "scan worker IDs", func(ctx context.Context) error {
 		var err error
@@ -353,14 +354,14 @@ const (
 // provably gone: the caller holds the cache file's lock) is deleted, and so
 // is one of our own session left by an attempt whose SetData did not
 // commit; both give leaseRetry.
-func (c *Coordinator) tryLease(ctx context.Context, z zkc, node *foreverNode, first any, priorSession int64) (res leaseResult, session int64, holder string, err error) {
+func (c *Coordinator) tryLease(ctx context.Context, z zkclient.Client, node *foreverNode, first any, priorSession int64) (res leaseResult, session int64, holder string, err error) {
 	lp := c.p.lease(node.workerID)
-	sid := z.conn.SessionID()
+	sid := z.Conn.SessionID()
 	ld, err := json.Marshal(leaseData{NodeKey: c.cfg.NodeKey, Addr: c.cfg.Advertise, SessionID: sessionHex(sid)})
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("encode lease data: %w", err)
 	}
-	failed, mErr := z.multi(ctx, first, &zk.CreateRequest{Path: lp, Data: ld, Acl: c.acl, Flags: zk.FlagEphemeral})
+	failed, mErr := z.Multi(ctx, first, &zk.CreateRequest{Path: lp, Data: ld, Acl: c.acl, Flags: zk.FlagEphemeral})
 	changed := false
 	switch {
 	case mErr == nil:
@@ -370,9 +371,9 @@ func (c *Coordinator) tryLease(ctx context.Context, z zkc, node *foreverNode, fi
 	case failed == 1 && errors.Is(mErr, zk.ErrNoNode):
 		return 0, 0, "", fmt.Errorf("take lease %s: %w: the leases znode is missing", lp, mErr)
 	default:
-		return 0, 0, "", fmt.Errorf("take lease %s: %w", lp, authHint(mErr))
+		return 0, 0, "", fmt.Errorf("take lease %s: %w", lp, zkclient.AuthHint(mErr))
 	}
-	b, st, err := z.get(ctx, lp)
+	b, st, err := z.Get(ctx, lp)
 	if errors.Is(err, zk.ErrNoNode) && changed {
 		return leaseNodeChanged, 0, "", nil
 	}
@@ -393,7 +394,7 @@ func (c *Coordinator) tryLease(ctx context.Context, z zkc, node *foreverNode, fi
 	case mine && checkOnly:
 		return leaseTaken, sid, "", nil // an earlier attempt of this re-lease committed
 	case mine, owner == priorSession && priorSession != 0:
-		if derr := z.delete(ctx, lp, st.Version); derr != nil && !errors.Is(derr, zk.ErrNoNode) && !errors.Is(derr, zk.ErrBadVersion) {
+		if derr := z.Delete(ctx, lp, st.Version); derr != nil && !errors.Is(derr, zk.ErrNoNode) && !errors.Is(derr, zk.ErrBadVersion) {
 			return 0, 0, "", fmt.Errorf("remove the stale lease %s of session %s: %w", lp, sessionHex(owner), derr)
 		}
 		c.log.Info().Str("lease", lp).Str("session", sessionHex(owner)).Bool("own_session", owner == sid).
@@ -419,7 +420,7 @@ func (c *Coordinator) tryLease(ctx context.Context, z zkc, node *foreverNode, fi
 // whatever the lease holder could still issue, and takeLease returns
 // session 0: the node stays out of service (lease_lost) until Run takes the
 // lease once the stale one is gone. A live holder is never displaced.
-func (c *Coordinator) takeLease(ctx context.Context, z zkc, node *foreverNode, first any, priorSession int64) (int64, error) {
+func (c *Coordinator) takeLease(ctx context.Context, z zkclient.Client, node *foreverNode, first any, priorSession int64) (int64, error) {
 	var waitUntil time.Time
 	wait := max(c.staleLeaseWait(), 2*c.cfg.ReportInterval)
 	for attempt := 1; attempt <= 1000; attempt++ {
@@ -450,7 +451,7 @@ func (c *Coordinator) takeLease(ctx context.Context, z zkc, node *foreverNode, f
 		}
 		var version int32
 		if err := c.retry(ctx, "watch the lease holder", func(ctx context.Context) error {
-			_, st, err := z.get(ctx, node.path)
+			_, st, err := z.Get(ctx, node.path)
 			if err == nil {
 				version = st.Version
 			}
@@ -476,13 +477,13 @@ func (c *Coordinator) takeLease(ctx context.Context, z zkc, node *foreverNode, f
 // claimWithoutLease commits a claim's write to the forever znode alone
 // (version-checked), for a lease holder that showed no sign of life: the
 // new token fences it out; the lease follows in Run.
-func (c *Coordinator) claimWithoutLease(ctx context.Context, z zkc, node *foreverNode, first any, holder string, watched time.Duration) error {
+func (c *Coordinator) claimWithoutLease(ctx context.Context, z zkclient.Client, node *foreverNode, first any, holder string, watched time.Duration) error {
 	if set, ok := first.(*zk.SetDataRequest); ok {
-		if _, err := z.set(ctx, set.Path, set.Data, set.Version); err != nil {
-			if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) || transient(err) {
+		if _, err := z.Set(ctx, set.Path, set.Data, set.Version); err != nil {
+			if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) || zkclient.Transient(err) {
 				return errRestart // re-read: our token is recognised if the write landed
 			}
-			return fmt.Errorf("claim worker ID %d: %w", node.workerID, authHint(err))
+			return fmt.Errorf("claim worker ID %d: %w", node.workerID, zkclient.AuthHint(err))
 		}
 	}
 	c.log.Warn().Int64("worker_id", node.workerID).Str("holder", holder).Dur("watched", watched).
@@ -493,8 +494,8 @@ func (c *Coordinator) claimWithoutLease(ctx context.Context, z zkc, node *foreve
 }
 
 // waitGone waits until path is deleted, until, ctx ends, or 500ms pass.
-func (c *Coordinator) waitGone(ctx context.Context, z zkc, path string, until time.Time) {
-	ok, ch, err := z.existsW(ctx, path)
+func (c *Coordinator) waitGone(ctx context.Context, z zkclient.Client, path string, until time.Time) {
+	ok, ch, err := z.ExistsW(ctx, path)
 	if err != nil || !ok {
 		return
 	}
@@ -519,13 +520,13 @@ type scan struct {
 	leased        map[int64]bool
 }
 
-func (c *Coordinator) scanCluster(ctx context.Context, z zkc) (*scan, error) {
-	_, pst, err := z.get(ctx, c.p.forever)
+func (c *Coordinator) scanCluster(ctx context.Context, z zkclient.Client) (*scan, error) {
+	_, pst, err := z.Get(ctx, c.p.forever)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", c.p.forever, err)
 	}
 	s := &scan{parentVersion: pst.Version, byPath: map[string]*foreverNode{}, claimers: map[int64][]*foreverNode{}, leased: map[int64]bool{}}
-	names, err := z.children(ctx, c.p.forever)
+	names, err := z.Children(ctx, c.p.forever)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", c.p.forever, err)
 	}
@@ -544,7 +545,7 @@ func (c *Coordinator) scanCluster(ctx context.Context, z zkc) (*scan, error) {
 		ok = append(ok, named{n, key, seq})
 		paths = append(paths, c.p.forever+"/"+n)
 	}
-	got, err := z.getMany(ctx, paths)
+	got, err := z.GetMany(ctx, paths)
 	if err != nil {
 		return nil, err
 	}
@@ -553,7 +554,7 @@ func (c *Coordinator) scanCluster(ctx context.Context, z zkc) (*scan, error) {
 		if got[i] == nil {
 			continue // deleted meanwhile
 		}
-		node, err := decodeForeverNode(c.p, n.name, n.key, n.seq, got[i].data, got[i].stat, maxID)
+		node, err := decodeForeverNode(c.p, n.name, n.key, n.seq, got[i].Data, got[i].Stat, maxID)
 		s.byPath[node.path] = node
 		if err != nil {
 			c.log.Warn().Err(err).Msg("malformed forever znode: the worker ID it holds is unknown")
@@ -564,7 +565,7 @@ func (c *Coordinator) scanCluster(ctx context.Context, z zkc) (*scan, error) {
 			s.claimers[node.workerID] = append(s.claimers[node.workerID], node)
 		}
 	}
-	leases, err := z.children(ctx, c.p.leases)
+	leases, err := z.Children(ctx, c.p.leases)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", c.p.leases, err)
 	}
@@ -610,7 +611,7 @@ func (s *scan) free(maxID, now int64, recycleAfter time.Duration) (ids []int64, 
 // worker bits (or whose ID was taken over). One multi, all version-checked:
 // bump the forever parent (serializes recyclers), evict every forever znode
 // still naming the ID, set own's worker_id, create the lease.
-func (c *Coordinator) recycle(ctx context.Context, z zkc, own *foreverNode, token string) (claimed, error) {
+func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *foreverNode, token string) (claimed, error) {
 	maxID := c.cfg.Layout.MaxWorkerID()
 	attempts := int(min(maxID+1, 4096)) + 10
 	start := time.Now()
@@ -645,10 +646,10 @@ func (c *Coordinator) recycle(ctx context.Context, z zkc, own *foreverNode, toke
 		if err != nil {
 			return claimed{}, err
 		}
-		failed, err := z.multi(ctx, ops...)
+		failed, err := z.Multi(ctx, ops...)
 		if err == nil {
-			_, st, gerr := z.get(ctx, c.p.lease(w))
-			if gerr != nil || st.EphemeralOwner != z.conn.SessionID() {
+			_, st, gerr := z.Get(ctx, c.p.lease(w))
+			if gerr != nil || st.EphemeralOwner != z.Conn.SessionID() {
 				continue // the session changed right after: the next scan shows what we own
 			}
 			node := *me
@@ -658,7 +659,7 @@ func (c *Coordinator) recycle(ctx context.Context, z zkc, own *foreverNode, toke
 			return claimed{node: &node, session: st.EphemeralOwner, recycled: true}, nil
 		}
 		switch {
-		case transient(err):
+		case zkclient.Transient(err):
 			if ctx.Err() != nil || time.Since(start) >= c.cfg.ConnectTimeout {
 				return claimed{}, fmt.Errorf("recycle worker ID %d: %w: %v", w, ErrZKUnavailable, err)
 			}
@@ -666,7 +667,7 @@ func (c *Coordinator) recycle(ctx context.Context, z zkc, own *foreverNode, toke
 		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNodeExists), errors.Is(err, zk.ErrNoNode):
 			c.log.Debug().Err(err).Int("op", failed).Int64("worker_id", w).Msg("lost a recycling race; scanning again")
 		default:
-			return claimed{}, fmt.Errorf("recycle worker ID %d: %w", w, authHint(err))
+			return claimed{}, fmt.Errorf("recycle worker ID %d: %w", w, zkclient.AuthHint(err))
 		}
 	}
 	return claimed{}, fmt.Errorf("recycling: gave up after %d attempts contended by other nodes", attempts)

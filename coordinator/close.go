@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/go-zookeeper/zk"
+
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 )
 
 // fixedFence is the Fencer of Close's final write: nothing is issued any
@@ -58,7 +60,7 @@ func (c *Coordinator) Close(ctx context.Context, lastIssued int64) error {
 		held = false
 	}
 	if held {
-		z := zkc{conn, c.opTimeout}
+		z := zkclient.Client{Conn: conn, Timeout: c.opTimeout}
 		if err := c.deleteOwned(ctx, z, c.p.aliveNode(st.workerID), st.leaseSession); err != nil {
 			errs = append(errs, err)
 		}
@@ -86,24 +88,16 @@ func (c *Coordinator) Close(ctx context.Context, lastIssued int64) error {
 }
 
 // deleteOwned deletes an ephemeral znode if this session owns it.
-func (c *Coordinator) deleteOwned(ctx context.Context, z zkc, path string, session int64) error {
-	ok, st, err := z.exists(ctx, path)
+func (c *Coordinator) deleteOwned(ctx context.Context, z zkclient.Client, path string, session int64) error {
+	ok, st, err := z.Exists(ctx, path)
 	if err != nil {
 		return fmt.Errorf("look up %s: %w", path, err)
 	}
 	if !ok || st.EphemeralOwner != session {
 		return nil
 	}
-	if err := z.delete(ctx, path, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if err := z.Delete(ctx, path, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("delete %s: %w", path, err)
 	}
 	return nil
-}
-
-// unavailable marks connection trouble as ErrZKUnavailable.
-func unavailable(err error) error {
-	if transient(err) && !errors.Is(err, ErrZKUnavailable) {
-		return fmt.Errorf("%w: %w", ErrZKUnavailable, err)
-	}
-	return err
 }

@@ -2,8 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -68,14 +67,6 @@ func decodeCluster(b []byte) (clusterData, error) {
 	return d, nil
 }
 
-// newToken returns a random 128-bit token in hex (instance tokens and
-// cluster incarnations).
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return hex.EncodeToString(b[:])
-}
-
 // maxClusterRounds bounds ensureCluster's version-checked upgrades.
 const maxClusterRounds = 5
 
@@ -83,21 +74,21 @@ const maxClusterRounds = 5
 // the shared settings, and returns the cluster's incarnation. A cluster
 // znode without an incarnation or recycle-after (written by an older
 // version) gets them, version-checked, so every node agrees on one.
-func (c *Coordinator) ensureCluster(ctx context.Context, z zkc) (string, error) {
-	want := clusterData{Layout: c.cfg.Layout, Incarnation: newToken(), RecycleAfterMs: c.cfg.RecycleAfter.Milliseconds()}
+func (c *Coordinator) ensureCluster(ctx context.Context, z zkclient.Client) (string, error) {
+	want := clusterData{Layout: c.cfg.Layout, Incarnation: zkclient.NewToken(), RecycleAfterMs: c.cfg.RecycleAfter.Milliseconds()}
 	wantB, err := json.Marshal(want)
 	if err != nil {
 		return "", fmt.Errorf("encode cluster data: %w", err)
 	}
-	if err := z.ensure(ctx, rootPath, nil, c.rootACL); err != nil {
+	if err := z.Ensure(ctx, zkclient.Root, nil, c.rootACL); err != nil {
 		return "", err
 	}
-	if err := z.ensure(ctx, c.p.cluster, wantB, c.acl); err != nil {
+	if err := z.Ensure(ctx, c.p.cluster, wantB, c.acl); err != nil {
 		return "", err
 	}
 	var got clusterData
 	for round := 1; ; round++ {
-		b, st, err := z.get(ctx, c.p.cluster)
+		b, st, err := z.Get(ctx, c.p.cluster)
 		if err != nil {
 			return "", fmt.Errorf("read %s: %w", c.p.cluster, err)
 		}
@@ -125,8 +116,8 @@ func (c *Coordinator) ensureCluster(ctx context.Context, z zkc) (string, error) 
 		if err != nil {
 			return "", fmt.Errorf("encode cluster data: %w", err)
 		}
-		if _, err := z.set(ctx, c.p.cluster, ub, st.Version); err != nil && !errors.Is(err, zk.ErrBadVersion) {
-			return "", fmt.Errorf("add the incarnation to %s: %w", c.p.cluster, authHint(err))
+		if _, err := z.Set(ctx, c.p.cluster, ub, st.Version); err != nil && !errors.Is(err, zk.ErrBadVersion) {
+			return "", fmt.Errorf("add the incarnation to %s: %w", c.p.cluster, zkclient.AuthHint(err))
 		}
 		c.log.Info().Str("cluster", c.p.cluster).Msg("cluster znode upgraded: incarnation and recycle-after recorded")
 	}
@@ -135,7 +126,7 @@ func (c *Coordinator) ensureCluster(ctx context.Context, z zkc) (string, error) 
 			ErrClusterMismatch, c.cfg.Cluster, time.Duration(got.RecycleAfterMs)*time.Millisecond, c.cfg.RecycleAfter)
 	}
 	for _, p := range []string{c.p.forever, c.p.leases, c.p.alive} {
-		if err := z.ensure(ctx, p, nil, c.acl); err != nil {
+		if err := z.Ensure(ctx, p, nil, c.acl); err != nil {
 			return "", err
 		}
 	}

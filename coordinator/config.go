@@ -1,16 +1,14 @@
 package coordinator
 
 import (
-	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -25,7 +23,7 @@ const (
 )
 
 // ErrInvalidConfig is wrapped by every Config validation error.
-var ErrInvalidConfig = errors.New("invalid coordinator config")
+var ErrInvalidConfig = zkclient.ErrInvalidConfig
 
 // Config configures a Coordinator. Zero durations take the Default* values.
 type Config struct {
@@ -86,18 +84,18 @@ func (cfg Config) withDefaults() (Config, error) {
 	bad := func(format string, a ...any) (Config, error) {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
 	}
-	servers, err := checkServers(cfg.Servers)
+	servers, err := zkclient.CheckServers(cfg.Servers)
 	if err != nil {
 		return bad("%v", err)
 	}
 	cfg.Servers = servers
-	if err := validateCluster(cfg.Cluster); err != nil {
+	if err := zkclient.ValidateCluster(cfg.Cluster); err != nil {
 		return bad("%v", err)
 	}
-	if err := validateNodeKey(cfg.NodeKey); err != nil {
+	if err := zkclient.ValidateNodeKey(cfg.NodeKey); err != nil {
 		return bad("%v", err)
 	}
-	if err := checkHostPort(cfg.Advertise); err != nil {
+	if err := zkclient.CheckHostPort(cfg.Advertise); err != nil {
 		return bad("advertise address: %v", err)
 	}
 	if cfg.Auth != "" {
@@ -140,43 +138,4 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("%v", err)
 	}
 	return cfg, nil
-}
-
-// checkServers trims the server list and checks each address.
-func checkServers(in []string) ([]string, error) {
-	var out []string
-	for _, s := range in {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			return nil, fmt.Errorf("empty ZooKeeper server address in %q", in)
-		}
-		if strings.Contains(s, ",") {
-			return nil, fmt.Errorf("ZooKeeper server %q contains a comma: split the connection string into addresses", s)
-		}
-		if strings.Contains(s, ":") {
-			if err := checkHostPort(s); err != nil {
-				return nil, fmt.Errorf("ZooKeeper server: %v", err)
-			}
-		}
-		out = append(out, s)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no ZooKeeper servers")
-	}
-	return out, nil
-}
-
-// checkHostPort checks a host:port address.
-func checkHostPort(s string) error {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port: %v", s, err)
-	}
-	if host == "" {
-		return fmt.Errorf("%q has no host", s)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("%q: port %q is not a number in 1..65535", s, port)
-	}
-	return nil
 }

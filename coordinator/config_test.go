@@ -60,18 +60,3 @@ func TestConfigValidation(t *testing.T) {
 		})
 	}
 }
-
-func TestACLs(t *testing.T) {
-	open, root := acls("")
-	if len(open) != 1 || open[0].Scheme != "world" || open[0].Perms != 0x1f || len(root) != 1 {
-		t.Fatalf("open ACLs %v %v", open, root)
-	}
-	acl, root := acls("u:p")
-	if len(acl) != 2 || acl[0].Scheme != "digest" || !strings.HasPrefix(acl[0].ID, "u:") || acl[0].Perms != 0x1f ||
-		acl[1].Scheme != "world" || acl[1].Perms != 1 {
-		t.Fatalf("digest ACL %v", acl)
-	}
-	if root[1].Perms != 1|4 {
-		t.Fatalf("root ACL %v: world should read and create", root)
-	}
-}

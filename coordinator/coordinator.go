@@ -14,6 +14,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 )
 
@@ -22,7 +23,7 @@ import (
 var (
 	// ErrZKUnavailable: ZooKeeper could not be reached in time. After Claim,
 	// the node may fall back to its cache file (ResumeFromCache).
-	ErrZKUnavailable = errors.New("zookeeper unavailable")
+	ErrZKUnavailable = zkclient.ErrUnavailable
 	// ErrLayoutMismatch: the cluster znode holds a different layout.
 	ErrLayoutMismatch = errors.New("cluster layout mismatch")
 	// ErrLeaseHeld: the worker ID's lease is held by another live process.
@@ -217,45 +218,12 @@ func New(cfg Config) (*Coordinator, error) {
 		resyncEvery: min(max(cfg.ReportInterval/3, 100*time.Millisecond), 2*time.Second),
 		wake:        make(chan struct{}, 1),
 	}
-	c.acl, c.rootACL = acls(cfg.Auth)
+	c.acl, c.rootACL = zkclient.ACLs(cfg.Auth)
 	if cfg.Auth != "" {
 		c.authUser, c.authP, _ = strings.Cut(cfg.Auth, ":")
 	}
 	c.st = state{workerID: noWorker, stop: make(chan struct{}), failedBy: map[string]int64{}}
 	return c, nil
-}
-
-// acls returns the ACL of the cluster's znodes and of the shared root.
-func acls(auth string) (acl, root []zk.ACL) {
-	if auth == "" {
-		open := zk.WorldACL(zk.PermAll)
-		return open, open
-	}
-	user, pass, _ := strings.Cut(auth, ":")
-	digest := zk.DigestACL(zk.PermAll, user, pass)
-	acl = append(append([]zk.ACL{}, digest...), zk.WorldACL(zk.PermRead)...)
-	root = append(append([]zk.ACL{}, digest...), zk.WorldACL(zk.PermRead|zk.PermCreate)...)
-	return acl, root
-}
-
-// zkLogger sends the ZooKeeper client's lines to zerolog at debug level.
-// If negotiated is set, it records the session timeout the server granted,
-// which go-zookeeper reveals only in its "authenticated" line.
-type zkLogger struct {
-	log        zerolog.Logger
-	negotiated *atomic.Int64
-}
-
-// authenticatedFormat is go-zookeeper v1.0.4's log line for a new session.
-const authenticatedFormat = "authenticated: id=%d, timeout=%d"
-
-func (l zkLogger) Printf(format string, args ...any) {
-	if l.negotiated != nil && format == authenticatedFormat && len(args) == 2 {
-		if ms, ok := args[1].(int32); ok && ms > 0 {
-			l.negotiated.Store(int64(ms))
-		}
-	}
-	l.log.Debug().Str("component", "zk-client").Msgf(format, args...)
 }
 
 // sessionTimeout is the granted session timeout if known, else the
@@ -295,7 +263,7 @@ func (c *Coordinator) dial() (zkconn.Conn, error) {
 		return c.conn, nil
 	}
 	conn, err := c.cfg.Dial(c.cfg.Servers, zkconn.Options{SessionTimeout: c.cfg.SessionTimeout,
-		OnEvent: c.onEvent, Logger: zkLogger{c.log, &c.negotiatedMs}})
+		OnEvent: c.onEvent, Logger: zkclient.Logger{Log: c.log, Negotiated: &c.negotiatedMs}})
 	if err != nil {
 		return nil, fmt.Errorf("%w: connect to %s: %v", ErrZKUnavailable, strings.Join(c.cfg.Servers, ","), err)
 	}
@@ -321,7 +289,7 @@ func (c *Coordinator) ensureAuth(ctx context.Context, conn zkconn.Conn) error {
 	if done {
 		return nil
 	}
-	if _, err := call(ctx, c.opTimeout, func() (struct{}, error) {
+	if _, err := zkclient.Call(ctx, c.opTimeout, func() (struct{}, error) {
 		return struct{}{}, conn.AddAuth("digest", []byte(c.cfg.Auth))
 	}); err != nil {
 		return fmt.Errorf("add digest auth for user %q: %w", c.authUser, err)
@@ -338,71 +306,13 @@ func (c *Coordinator) connect(ctx context.Context) (zkconn.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := waitSession(ctx, conn, c.cfg.ConnectTimeout, c.cfg.Servers); err != nil {
+	if err := zkclient.WaitSession(ctx, conn, c.cfg.ConnectTimeout, c.cfg.Servers); err != nil {
 		return nil, err
 	}
 	if err := c.retry(ctx, "authenticate", func(ctx context.Context) error { return c.ensureAuth(ctx, conn) }); err != nil {
 		return nil, err
 	}
 	return conn, nil
-}
-
-// waitSession polls until conn has a session, bounded by timeout and ctx.
-func waitSession(ctx context.Context, conn zkconn.Conn, timeout time.Duration, servers []string) error {
-	const every = 20 * time.Millisecond
-	deadline := time.Now().Add(timeout)
-	for range int(timeout/every) + 2 {
-		if conn.State() == zk.StateHasSession {
-			return nil
-		}
-		if !time.Now().Before(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: waiting for a session with %s: %v", ErrZKUnavailable, strings.Join(servers, ","), ctx.Err())
-		case <-time.After(every):
-		}
-	}
-	return fmt.Errorf("%w: no session with %s within %v (state %v)", ErrZKUnavailable, strings.Join(servers, ","), timeout, conn.State())
-}
-
-// call runs one ZooKeeper operation, giving up after timeout or when ctx
-// ends (the operation may still complete in the background: callers treat
-// such a failure as "outcome unknown").
-func call[T any](ctx context.Context, timeout time.Duration, f func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := f()
-		ch <- result{v, err}
-	}()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	case <-t.C:
-		var zero T
-		return zero, errOpTimeout
-	}
-}
-
-// errOpTimeout: a ZooKeeper call did not answer within opTimeout.
-var errOpTimeout = errors.New("zookeeper call timed out")
-
-// transient reports whether err may go away by retrying (connection trouble,
-// not a verdict of the server).
-func transient(err error) bool {
-	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
-		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) ||
-		errors.Is(err, errOpTimeout) || errors.Is(err, ErrZKUnavailable)
 }
 
 // retry runs f until it succeeds or fails for a non-transient reason;
@@ -416,7 +326,7 @@ func (c *Coordinator) retry(ctx context.Context, what string, f func(context.Con
 		if err == nil {
 			return nil
 		}
-		if !transient(err) {
+		if !zkclient.Transient(err) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if ctx.Err() != nil {

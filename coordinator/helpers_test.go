@@ -16,6 +16,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
@@ -171,7 +172,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 // tampering with znodes.
 func rawConn(t *testing.T, servers []string, auth string) *zk.Conn {
 	t.Helper()
-	conn, _, err := zk.Connect(servers, 4*time.Second, zk.WithLogger(zkLogger{log: zerolog.Nop()}))
+	conn, _, err := zk.Connect(servers, 4*time.Second, zk.WithLogger(zkclient.Logger{Log: zerolog.Nop()}))
 	if err != nil {
 		t.Fatalf("zk.Connect: %v", err)
 	}

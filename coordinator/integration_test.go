@@ -15,6 +15,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
@@ -191,7 +192,7 @@ func TestIntegration_SameKeyLiveHolderRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	z := zkc{conn, time.Second}
+	z := zkclient.Client{Conn: conn, Timeout: time.Second}
 	res, _, holder, err := c.tryLease(context.Background(), z, &foreverNode{path: id.Path, version: -1, workerID: id.WorkerID},
 		&zk.CheckVersionRequest{Path: id.Path, Version: -1}, 0)
 	if err != nil || res != leaseHeldByOther || !strings.Contains(holder, `"dup"`) {
@@ -334,7 +335,7 @@ func TestIntegration_RecycleRace(t *testing.T) {
 	for w, id := range owner {
 		d, _ := readForeverData(t, raw, id.Path)
 		if d.WorkerID == nil || *d.WorkerID != noWorker || d.PrevWorkerID == nil || *d.PrevWorkerID != w ||
-			!strings.Contains(d.RecycledTo, "/"+escapeNodeKey(won[w])+"-") {
+			!strings.Contains(d.RecycledTo, "/"+zkclient.EscapeName(won[w])+"-") {
 			t.Fatalf("previous owner %s of %d: %+v", id.Path, w, d)
 		}
 	}
@@ -956,7 +957,7 @@ func TestIntegration_RecycleFromOutdatedScanFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	z := zkc{conn, 5 * time.Second}
+	z := zkclient.Client{Conn: conn, Timeout: 5 * time.Second}
 	own, err := a.findOrCreateForever(context.Background(), z)
 	if err != nil || own.workerID != noWorker {
 		t.Fatalf("a's forever znode %+v, %v: want one without a worker ID", own, err)
@@ -978,11 +979,11 @@ func TestIntegration_RecycleFromOutdatedScanFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	// ...and A's take-over from its outdated scan fails.
-	ops, _, _, err := a.recycleOps(s, s.byPath[own.path], 2, time.Now().UnixMilli(), newToken())
+	ops, _, _, err := a.recycleOps(s, s.byPath[own.path], 2, time.Now().UnixMilli(), zkclient.NewToken())
 	if err != nil {
 		t.Fatal(err)
 	}
-	failed, err := z.multi(context.Background(), ops...)
+	failed, err := z.Multi(context.Background(), ops...)
 	if !errors.Is(err, zk.ErrBadVersion) || failed != 0 {
 		t.Fatalf("take-over from an outdated scan: op %d, %v; want ErrBadVersion on the forever parent", failed, err)
 	}

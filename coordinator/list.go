@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -56,16 +57,16 @@ func ListWorkers(ctx context.Context, servers []string, cluster, auth string, ti
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	defer z.conn.Close()
+	defer z.Conn.Close()
 	rows, err := listWorkers(ctx, z, p, cluster)
 	if err != nil {
-		return nil, fmt.Errorf("list workers: %w", unavailable(err))
+		return nil, fmt.Errorf("list workers: %w", zkclient.Unavailable(err))
 	}
 	return rows, nil
 }
 
-func listWorkers(ctx context.Context, z zkc, p paths, cluster string) ([]WorkerInfo, error) {
-	b, _, err := z.get(ctx, p.cluster)
+func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string) ([]WorkerInfo, error) {
+	b, _, err := z.Get(ctx, p.cluster)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, fmt.Errorf("cluster %q does not exist in ZooKeeper (no %s)", cluster, p.cluster)
 	}
@@ -80,7 +81,7 @@ func listWorkers(ctx context.Context, z zkc, p paths, cluster string) ([]WorkerI
 	now := time.Now().UnixMilli()
 
 	var rows []WorkerInfo
-	names, err := z.children(ctx, p.forever)
+	names, err := z.Children(ctx, p.forever)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return nil, fmt.Errorf("list %s: %w", p.forever, err)
 	}
@@ -99,7 +100,7 @@ func listWorkers(ctx context.Context, z zkc, p paths, cluster string) ([]WorkerI
 		good = append(good, named{n, key, seq})
 		fpaths = append(fpaths, p.forever+"/"+n)
 	}
-	got, err := z.getMany(ctx, fpaths)
+	got, err := z.GetMany(ctx, fpaths)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func listWorkers(ctx context.Context, z zkc, p paths, cluster string) ([]WorkerI
 		if got[i] == nil {
 			continue
 		}
-		node, derr := decodeForeverNode(p, n.name, n.key, n.seq, got[i].data, got[i].stat, maxID)
+		node, derr := decodeForeverNode(p, n.name, n.key, n.seq, got[i].Data, got[i].Stat, maxID)
 		row := WorkerInfo{WorkerID: node.workerID, NodeKey: n.key, Path: node.path, Addr: node.data.Addr,
 			LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence, Token: node.data.Token}
 		if node.data.LastTS > 0 {
@@ -143,8 +144,8 @@ func listWorkers(ctx context.Context, z zkc, p paths, cluster string) ([]WorkerI
 
 // markEphemerals fills LeaseHeld/LeaseHolder/InService from leases/ and
 // alive/, adding rows for leases no forever znode explains.
-func markEphemerals(ctx context.Context, z zkc, p paths, maxID int64, rows []WorkerInfo, claimed map[int64]int) ([]WorkerInfo, error) {
-	leases, err := z.children(ctx, p.leases)
+func markEphemerals(ctx context.Context, z zkclient.Client, p paths, maxID int64, rows []WorkerInfo, claimed map[int64]int) ([]WorkerInfo, error) {
+	leases, err := z.Children(ctx, p.leases)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return nil, fmt.Errorf("list %s: %w", p.leases, err)
 	}
@@ -158,7 +159,7 @@ func markEphemerals(ctx context.Context, z zkc, p paths, maxID int64, rows []Wor
 		ids = append(ids, id)
 		lpaths = append(lpaths, p.lease(id))
 	}
-	got, err := z.getMany(ctx, lpaths)
+	got, err := z.GetMany(ctx, lpaths)
 	if err != nil {
 		return nil, err
 	}
@@ -169,16 +170,16 @@ func markEphemerals(ctx context.Context, z zkc, p paths, maxID int64, rows []Wor
 		j, ok := claimed[ids[i]]
 		if !ok {
 			rows = append(rows, WorkerInfo{WorkerID: ids[i], LeaseHeld: true, LastReportAgeMs: -1,
-				LeaseHolder: describeHolder(g.data, g.stat), Problem: "lease without a forever znode naming this worker ID"})
+				LeaseHolder: describeHolder(g.Data, g.Stat), Problem: "lease without a forever znode naming this worker ID"})
 			claimed[ids[i]] = len(rows) - 1
 			continue
 		}
 		rows[j].LeaseHeld = true
-		if d, err := decodeLease(g.data); err != nil || d.NodeKey != rows[j].NodeKey {
-			rows[j].LeaseHolder = describeHolder(g.data, g.stat)
+		if d, err := decodeLease(g.Data); err != nil || d.NodeKey != rows[j].NodeKey {
+			rows[j].LeaseHolder = describeHolder(g.Data, g.Stat)
 		}
 	}
-	alive, err := z.children(ctx, p.alive)
+	alive, err := z.Children(ctx, p.alive)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return nil, fmt.Errorf("list %s: %w", p.alive, err)
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 )
 
 // Peers lists the live nodes under alive/ other than this one, by worker
@@ -17,17 +19,17 @@ func (c *Coordinator) Peers(ctx context.Context) ([]Peer, error) {
 	if conn == nil || conn.State() != zk.StateHasSession {
 		return nil, fmt.Errorf("list peers: %w: no ZooKeeper session", ErrZKUnavailable)
 	}
-	z := zkc{conn, c.opTimeout}
-	names, err := z.children(ctx, c.p.alive)
+	z := zkclient.Client{Conn: conn, Timeout: c.opTimeout}
+	names, err := z.Children(ctx, c.p.alive)
 	if err != nil {
-		return nil, fmt.Errorf("list peers: %w", unavailable(err))
+		return nil, fmt.Errorf("list peers: %w", zkclient.Unavailable(err))
 	}
 	c.mu.Lock()
 	self := c.st.workerID
 	c.mu.Unlock()
 	peers, err := readAlive(ctx, z, c.p, names, c.cfg.Layout.MaxWorkerID(), self, c.log)
 	if err != nil {
-		return nil, fmt.Errorf("list peers: %w", unavailable(err))
+		return nil, fmt.Errorf("list peers: %w", zkclient.Unavailable(err))
 	}
 	return peers, nil
 }
@@ -35,7 +37,7 @@ func (c *Coordinator) Peers(ctx context.Context) ([]Peer, error) {
 // readAlive reads the alive/ entries named (children of alive/) as peers
 // sorted by worker ID, leaving out worker ID skip (-1: none) and, with a
 // warning, names and entries that do not parse.
-func readAlive(ctx context.Context, z zkc, p paths, names []string, maxID, skip int64, log zerolog.Logger) ([]Peer, error) {
+func readAlive(ctx context.Context, z zkclient.Client, p paths, names []string, maxID, skip int64, log zerolog.Logger) ([]Peer, error) {
 	var ids []int64
 	var paths []string
 	for _, n := range names {
@@ -50,7 +52,7 @@ func readAlive(ctx context.Context, z zkc, p paths, names []string, maxID, skip 
 		ids = append(ids, id)
 		paths = append(paths, p.aliveNode(id))
 	}
-	got, err := z.getMany(ctx, paths)
+	got, err := z.GetMany(ctx, paths)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +61,7 @@ func readAlive(ctx context.Context, z zkc, p paths, names []string, maxID, skip 
 		if g == nil {
 			continue
 		}
-		addr, err := decodeAlive(g.data)
+		addr, err := decodeAlive(g.Data)
 		if err != nil {
 			log.Warn().Err(err).Str("alive", paths[i]).Msg("skipping a malformed alive entry")
 			continue

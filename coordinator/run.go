@@ -12,6 +12,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 )
 
 // Run keeps the node's presence in ZooKeeper until ctx ends or Close is
@@ -121,7 +122,7 @@ func (r *runner) step(ctx context.Context) {
 		c.updateChecks(false)
 		return
 	}
-	z := zkc{conn, c.opTimeout}
+	z := zkclient.Client{Conn: conn, Timeout: c.opTimeout}
 	connected := conn.State() == zk.StateHasSession
 	sid := conn.SessionID()
 
@@ -177,7 +178,7 @@ func (r *runner) step(ctx context.Context) {
 // ensureLease (re)takes the lease when it is not held; after
 // ResumeFromCache it first checks that ZooKeeper still maps this node key to
 // the cached worker ID, and claims afresh when another token holds it.
-func (r *runner) ensureLease(ctx context.Context, z zkc, sid int64) {
+func (r *runner) ensureLease(ctx context.Context, z zkclient.Client, sid int64) {
 	c := r.c
 	c.mu.Lock()
 	st := c.st
@@ -277,7 +278,7 @@ func stopping(ctx context.Context, err error) bool {
 // attempt committed with its answer lost: the claim is completed. A read
 // that fails for connection trouble is retried at the next step, never
 // judged (a read that succeeds later must see our token as ours).
-func (r *runner) reclaimChanged(ctx context.Context, z zkc, path string, workerID int64, token string) {
+func (r *runner) reclaimChanged(ctx context.Context, z zkclient.Client, path string, workerID int64, token string) {
 	c := r.c
 	own, err := c.readOwn(ctx, z, path)
 	var me *malformedError
@@ -300,7 +301,7 @@ func (r *runner) reclaimChanged(ctx context.Context, z zkc, path string, workerI
 }
 
 // readOwn reads this node key's forever znode at path.
-func (c *Coordinator) readOwn(ctx context.Context, z zkc, path string) (*foreverNode, error) {
+func (c *Coordinator) readOwn(ctx context.Context, z zkclient.Client, path string) (*foreverNode, error) {
 	key, seq, err := parseForeverName(path[len(c.p.forever)+1:])
 	if err != nil {
 		return nil, err
@@ -335,13 +336,13 @@ func (c *Coordinator) block(d string) {
 // (the fence there was acknowledged for it); with another token it must
 // claim afresh (reclaim). A definite mismatch blocks the lease; connection
 // trouble is returned.
-func (c *Coordinator) verifyResumed(ctx context.Context, z zkc) error {
+func (c *Coordinator) verifyResumed(ctx context.Context, z zkclient.Client) error {
 	c.mu.Lock()
 	want, token, cachedInc := c.st.workerID, c.st.token, c.st.incarnation
 	c.mu.Unlock()
 	inc, err := c.ensureCluster(ctx, z)
 	if err != nil {
-		if transient(err) || stopping(ctx, err) {
+		if zkclient.Transient(err) || stopping(ctx, err) {
 			return err
 		}
 		c.block(fmt.Sprintf("serving cached worker ID %d, but the cluster in ZooKeeper does not fit: %v", want, err))
@@ -353,7 +354,7 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkc) error {
 	}
 	own, err := c.findOwn(ctx, z)
 	switch {
-	case err != nil && (transient(err) || stopping(ctx, err)):
+	case err != nil && (zkclient.Transient(err) || stopping(ctx, err)):
 		return err
 	case err != nil:
 		c.block(fmt.Sprintf("serving cached worker ID %d, but this node key's forever znode cannot be used: %v", want, err))
@@ -371,7 +372,7 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkc) error {
 	c.st.verified, c.st.path, c.st.version, c.st.data, c.st.incarnation = true, own.path, own.version, own.data, inc
 	c.st.reclaim = !mine
 	if !mine && c.st.reclaimToken == "" {
-		c.st.reclaimToken = newToken()
+		c.st.reclaimToken = zkclient.NewToken()
 	}
 	if mine {
 		c.st.acked = max(c.st.acked, own.data.Fence) // written for our token: acknowledged
@@ -391,7 +392,7 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkc) error {
 // its fence acknowledged; anything else is a take-over: the lease is
 // blocked, renewals stop and the node issues nothing past the last
 // acknowledged fence. Connection trouble is returned.
-func (c *Coordinator) recheckOwn(ctx context.Context, z zkc) error {
+func (c *Coordinator) recheckOwn(ctx context.Context, z zkclient.Client) error {
 	c.mu.Lock()
 	path, want, token := c.st.path, c.st.workerID, c.st.token
 	c.mu.Unlock()
@@ -440,7 +441,7 @@ func (c *Coordinator) recordRenewFailure(cause, detail string) int64 {
 // fails once anyone else claimed the worker ID). The fence is now + G, or
 // exactly final when final > 0 (Close's last write, with nothing issued
 // after it). On success the fence is acknowledged and handed to fencer.
-func (c *Coordinator) renew(ctx context.Context, z zkc, fencer Fencer, final int64) error {
+func (c *Coordinator) renew(ctx context.Context, z zkclient.Client, fencer Fencer, final int64) error {
 	for attempt := 1; attempt <= 2; attempt++ {
 		c.mu.Lock()
 		path, version, d, id, acked := c.st.path, c.st.version, c.st.data, c.st.workerID, c.st.acked
@@ -456,7 +457,7 @@ func (c *Coordinator) renew(ctx context.Context, z zkc, fencer Fencer, final int
 		if err != nil {
 			return fmt.Errorf("encode renewal: %w", err)
 		}
-		st, err := z.set(ctx, path, b, version)
+		st, err := z.Set(ctx, path, b, version)
 		if err == nil {
 			c.mu.Lock()
 			c.st.version, c.st.data = st.Version, d
@@ -473,7 +474,7 @@ func (c *Coordinator) renew(ctx context.Context, z zkc, fencer Fencer, final int
 		}
 		cause := "other"
 		switch {
-		case transient(err):
+		case zkclient.Transient(err):
 			cause = "connection"
 		case errors.Is(err, zk.ErrBadVersion):
 			cause = "taken_over"
@@ -509,7 +510,7 @@ func (c *Coordinator) renew(ctx context.Context, z zkc, fencer Fencer, final int
 // reconcileAlive makes alive/<id> exist exactly while the guard is in
 // service (and the lease is held). resync re-reads ZooKeeper even when the
 // local view says nothing changed.
-func (r *runner) reconcileAlive(ctx context.Context, z zkc, sid int64, resync bool) {
+func (r *runner) reconcileAlive(ctx context.Context, z zkclient.Client, sid int64, resync bool) {
 	c := r.c
 	inService := r.guard.Status().State == clockguard.InService // not under c.mu: see updateChecks
 	c.mu.Lock()
@@ -520,7 +521,7 @@ func (r *runner) reconcileAlive(ctx context.Context, z zkc, sid int64, resync bo
 		return
 	}
 	path := c.p.aliveNode(id)
-	ok, st, err := z.exists(ctx, path)
+	ok, st, err := z.Exists(ctx, path)
 	if err != nil {
 		c.log.Debug().Err(err).Str("alive", path).Msg("alive znode check failed; retrying later")
 		return
@@ -537,15 +538,15 @@ func (r *runner) reconcileAlive(ctx context.Context, z zkc, sid int64, resync bo
 				Msg("alive znode held by another session (a dead predecessor's, until it expires); retrying")
 		}
 	case want:
-		_, err := z.create(ctx, path, []byte(c.cfg.Advertise), zk.FlagEphemeral, c.acl)
+		_, err := z.Create(ctx, path, []byte(c.cfg.Advertise), zk.FlagEphemeral, c.acl)
 		if err != nil {
-			c.log.Warn().Err(authHint(err)).Str("alive", path).Msg("creating the alive znode failed; retrying")
+			c.log.Warn().Err(zkclient.AuthHint(err)).Str("alive", path).Msg("creating the alive znode failed; retrying")
 			return
 		}
 		c.setAlive(true)
 		c.log.Info().Str("alive", path).Msg("in service: alive znode created")
 	case mine:
-		if err := z.delete(ctx, path, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		if err := z.Delete(ctx, path, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			c.log.Warn().Err(err).Str("alive", path).Msg("deleting the alive znode failed; retrying")
 			return
 		}

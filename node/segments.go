@@ -30,7 +30,7 @@ var errNoSession = fmt.Errorf("%w: segment mode has no ZooKeeper session yet", c
 // file at once: the ranges a crashed predecessor held serve before
 // ZooKeeper answers.
 type segmentMode struct {
-	cfg  coordinator.SegmentConfig
+	cfg  segment.ZKConfig
 	file string // the state file: the cache file's path + ".segments"
 	node string // holder name: the node key
 	inc  string // the incarnation known at start ("" when none)
@@ -45,19 +45,19 @@ type segmentMode struct {
 
 func newSegmentMode(cfg Config, nodeKey string, log zerolog.Logger) *segmentMode {
 	return &segmentMode{
-		cfg: coordinator.SegmentConfig{Servers: cfg.ZKServers(), Cluster: cfg.Cluster, Auth: cfg.ZKAuth,
+		cfg: segment.ZKConfig{Servers: cfg.ZKServers(), Cluster: cfg.Cluster, Auth: cfg.ZKAuth,
 			Timeout: connectTimeout(cfg.ZKSessionTimeout), Log: log, Dial: cfg.dialer()},
 		file: cfg.CacheFile + ".segments", node: nodeKey, log: log, disk: cfg.files(),
 	}
 }
 
-// lazyStore is segment.Store over a SegmentStore opened later: until then
+// lazyStore is segment.Store over a segment.ZKStore opened later: until then
 // every call fails at once with errNoSession.
 type lazyStore struct {
-	p atomic.Pointer[coordinator.SegmentStore]
+	p atomic.Pointer[segment.ZKStore]
 }
 
-func (l *lazyStore) get() (*coordinator.SegmentStore, error) {
+func (l *lazyStore) get() (*segment.ZKStore, error) {
 	if st := l.p.Load(); st != nil {
 		return st, nil
 	}
@@ -190,7 +190,7 @@ func (m *segmentMode) run(ctx context.Context) {
 }
 
 func (m *segmentMode) connect(ctx context.Context) error {
-	st, err := coordinator.OpenSegments(ctx, m.cfg)
+	st, err := segment.OpenZK(ctx, m.cfg)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
@@ -32,7 +31,7 @@ import (
 
 // The segment simulation runs the shipped segment mode (the node's
 // segmentMode: its start, resume, run and stop; the segment service and
-// its state file; the coordinator's SegmentStore) for several nodes against
+// its state file; the ZooKeeper store, segment.ZKStore) for several nodes against
 // an in-memory ZooKeeper that loses requests and answers, stalls and
 // expires sessions, on in-memory disks that hang and die with their
 // process, in virtual time (testing/synctest). It kills, stops and
@@ -186,7 +185,7 @@ type segSim struct {
 
 	// allowance is what the docs let the crashes and stops so far lose.
 	allowance int64
-	stores    []*coordinator.SegmentStore // every store a process opened
+	stores    []*segment.ZKStore // every store a process opened
 	simTrace
 }
 
@@ -365,7 +364,7 @@ func newSegSim(seed uint64, defect simDefect) (*segSim, error) {
 	if _, err := admin.Create("/snowflaked/"+simCluster, cluster, zk.FlagPersistent, nil); err != nil {
 		return nil, err
 	}
-	st, err := coordinator.OpenSegments(context.Background(), s.segConfig(s.srv.Dial))
+	st, err := segment.OpenZK(context.Background(), s.segConfig(s.srv.Dial))
 	if err != nil {
 		return nil, err
 	}
@@ -380,8 +379,8 @@ func newSegSim(seed uint64, defect simDefect) (*segSim, error) {
 	return s, nil
 }
 
-func (s *segSim) segConfig(dial zkconn.Dialer) coordinator.SegmentConfig {
-	return coordinator.SegmentConfig{Servers: []string{"127.0.0.1:2181"}, Cluster: simCluster, Timeout: 2 * time.Second,
+func (s *segSim) segConfig(dial zkconn.Dialer) segment.ZKConfig {
+	return segment.ZKConfig{Servers: []string{"127.0.0.1:2181"}, Cluster: simCluster, Timeout: 2 * time.Second,
 		Log: simLog(), Dial: dial}
 }
 

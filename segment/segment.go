@@ -11,6 +11,10 @@
 // halves when one lasts over LongRange, between the tag's base step and its
 // max step.
 //
+// Service is the node's side (buffers, the state file); ZKStore is
+// ZooKeeper's side (tags, allocation, returned ranges, holders), the Store
+// a node's Service uses.
+//
 // Ordering argument (why no ID is issued twice):
 //
 //   - R1 A range is owned by exactly one holder at a time: ZooKeeper's

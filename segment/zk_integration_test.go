@@ -28,17 +28,17 @@ type zkNode struct {
 	inc   string
 	srv   []string
 	mu    sync.RWMutex // held for writing while the node restarts
-	store *coordinator.SegmentStore
+	store *segment.ZKStore
 	svc   *segment.Service
 	gen   int // restarts so far: a goroutine's IDs increase within one
 }
 
-func openStore(t *testing.T, servers []string) *coordinator.SegmentStore {
+func openStore(t *testing.T, servers []string) *segment.ZKStore {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
-		st, err := coordinator.OpenSegments(ctx, coordinator.SegmentConfig{Servers: servers, Cluster: "seg", Timeout: 5 * time.Second})
+		st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: servers, Cluster: "seg", Timeout: 5 * time.Second})
 		if err == nil {
 			return st
 		}

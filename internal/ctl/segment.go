@@ -85,7 +85,7 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	st, err := coordinator.OpenSegments(ctx, coordinator.SegmentConfig{Servers: splitList(*zkFlag), Cluster: *cluster, Auth: *auth, Timeout: *timeout})
+	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: splitList(*zkFlag), Cluster: *cluster, Auth: *auth, Timeout: *timeout})
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl segment %s: %v\n", sub, err)
 		if errors.Is(err, coordinator.ErrInvalidConfig) {
@@ -190,7 +190,7 @@ type SegmentReport struct {
 	IssuedOrLost int64 `json:"issued_or_lost"`
 }
 
-func segmentReport(ctx context.Context, st *coordinator.SegmentStore, name string) (SegmentReport, error) {
+func segmentReport(ctx context.Context, st *segment.ZKStore, name string) (SegmentReport, error) {
 	t, err := st.Tag(ctx, name)
 	if err != nil {
 		return SegmentReport{}, err

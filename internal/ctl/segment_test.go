@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
@@ -50,7 +49,7 @@ func TestIntegration_Segment(t *testing.T) {
 
 	// A node takes a range and gives part of it back: status accounts for it.
 	ctx := context.Background()
-	st, err := coordinator.OpenSegments(ctx, coordinator.SegmentConfig{Servers: strings.Split(z, ","), Cluster: "segtest", Timeout: 5 * time.Second})
+	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: strings.Split(z, ","), Cluster: "segtest", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
@@ -206,7 +205,7 @@ func (h *harness) segmentsOverlappingFaults(t *testing.T) {
 	nodes := c.startReady("a", "b", "c")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	st, err := coordinator.OpenSegments(ctx, coordinator.SegmentConfig{
+	st, err := segment.OpenZK(ctx, segment.ZKConfig{
 		Servers: strings.Split(ens.ConnectString(), ","), Cluster: c.name, Log: zerolog.Nop(),
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package coordinator
+package segment
 
 import (
 	"cmp"
@@ -16,8 +16,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
-	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
 // maxCASAttempts bounds the compare-and-set loop of one Alloc: every lost
@@ -25,17 +25,17 @@ import (
 // hundreds of allocators race one tag.
 const maxCASAttempts = 1000
 
-// SegmentStore keeps segment tags in ZooKeeper (segment.Store):
+// ZKStore keeps segment tags in ZooKeeper (Store):
 //
 //	/snowflaked/<cluster>/segments/<tag>                 {"max_id","start","step","max_step",…}
 //	/snowflaked/<cluster>/segments/<tag>/returned/<lo>-<hi>  (persistent, empty; lo, hi 19 digits)
 //	/snowflaked/<cluster>/segments/<tag>/holders/<node>      (ephemeral, {"held":[…],"updated_ms"})
-type SegmentStore struct {
-	conn zkconn.Conn
-	z    zkc
-	p    paths
-	acl  []zk.ACL
-	log  zerolog.Logger
+type ZKStore struct {
+	conn    zkconn.Conn
+	z       zkclient.Client
+	cluster string // the cluster znode
+	acl     []zk.ACL
+	log     zerolog.Logger
 
 	possiblyLost atomic.Int64
 
@@ -69,7 +69,7 @@ const maxReturnNonces = 32
 // nonces of the last maxReturnNonces of them, oldest first, so the nonce of
 // return number q (q <= ReturnSeq) is at Returns[len-1-(ReturnSeq-q)].
 type tagRecord struct {
-	segment.Tag
+	Tag
 	LastAlloc string   `json:"last_alloc,omitempty"`
 	ReturnSeq int64    `json:"return_seq,omitempty"`
 	Returns   []string `json:"returns,omitempty"`
@@ -116,10 +116,10 @@ func encodeRecord(rec tagRecord, raw map[string]json.RawMessage) ([]byte, error)
 // PossiblyLost counts the IDs of ranges whose allocation or take had an
 // unknown outcome (ZooKeeper's answer lost, and the record moved on since):
 // they may be lost, never issued twice.
-func (s *SegmentStore) PossiblyLost() int64 { return s.possiblyLost.Load() }
+func (s *ZKStore) PossiblyLost() int64 { return s.possiblyLost.Load() }
 
-// SegmentConfig says which cluster's tags to use.
-type SegmentConfig struct {
+// ZKConfig says which cluster's tags to use.
+type ZKConfig struct {
 	Servers []string // ZooKeeper "host:port" addresses
 	Cluster string
 	Auth    string // "user:password" or ""
@@ -131,66 +131,68 @@ type SegmentConfig struct {
 	Dial zkconn.Dialer
 }
 
-// OpenSegments connects to ZooKeeper with a session of its own (segment
+// OpenZK connects to ZooKeeper with a session of its own (segment
 // serving depends neither on the worker lease nor on the clock) and makes
 // sure segments/ exists. The cluster must exist.
-func OpenSegments(ctx context.Context, cfg SegmentConfig) (*SegmentStore, error) {
-	z, p, err := dialCluster(ctx, cfg.Servers, cfg.Cluster, cfg.Auth, cfg.Timeout, cfg.Log, cfg.Dial)
+func OpenZK(ctx context.Context, cfg ZKConfig) (*ZKStore, error) {
+	z, err := zkclient.DialCluster(ctx, zkclient.Config{Servers: cfg.Servers, Cluster: cfg.Cluster, Auth: cfg.Auth, Timeout: cfg.Timeout, Log: cfg.Log, Dial: cfg.Dial})
 	if err != nil {
 		return nil, fmt.Errorf("open segments: %w", err)
 	}
-	acl, _ := acls(cfg.Auth)
-	s := &SegmentStore{conn: z.conn, z: z, p: p, acl: acl, log: cfg.Log}
-	if err := s.z.ensure(ctx, s.root(), nil, acl); err != nil {
+	acl, _ := zkclient.ACLs(cfg.Auth)
+	s := &ZKStore{conn: z.Conn, z: z, cluster: zkclient.ClusterPath(cfg.Cluster), acl: acl, log: cfg.Log}
+	if err := s.z.Ensure(ctx, s.root(), nil, acl); err != nil {
 		s.conn.Close()
-		return nil, fmt.Errorf("open segments: %w", unavailable(err))
+		return nil, fmt.Errorf("open segments: %w", zkclient.Unavailable(err))
 	}
 	return s, nil
 }
 
 // Close ends the store's session (its holder records go with it).
-func (s *SegmentStore) Close() { s.conn.Close() }
+func (s *ZKStore) Close() { s.conn.Close() }
 
 // Connected reports whether the session is up right now.
-func (s *SegmentStore) Connected() bool { return s.conn.State() == zk.StateHasSession }
+func (s *ZKStore) Connected() bool { return s.conn.State() == zk.StateHasSession }
 
-func (s *SegmentStore) root() string                   { return s.p.cluster + "/segments" }
-func (s *SegmentStore) tagPath(tag string) string      { return s.root() + "/" + tag }
-func (s *SegmentStore) returnedPath(tag string) string { return s.tagPath(tag) + "/returned" }
-func (s *SegmentStore) holdersPath(tag string) string  { return s.tagPath(tag) + "/holders" }
+func (s *ZKStore) root() string                   { return s.cluster + "/segments" }
+func (s *ZKStore) tagPath(tag string) string      { return s.root() + "/" + tag }
+func (s *ZKStore) returnedPath(tag string) string { return s.tagPath(tag) + "/returned" }
+func (s *ZKStore) holdersPath(tag string) string  { return s.tagPath(tag) + "/holders" }
 
-func rangeName(r segment.Range) string { return fmt.Sprintf("%019d-%019d", r.Lo, r.Hi) }
+func rangeName(r Range) string { return fmt.Sprintf("%019d-%019d", r.Lo, r.Hi) }
 
-func parseRangeName(name string) (segment.Range, bool) {
+func parseRangeName(name string) (Range, bool) {
 	lo, hi, ok := strings.Cut(name, "-")
 	if !ok {
-		return segment.Range{}, false
+		return Range{}, false
 	}
 	l, err1 := strconv.ParseInt(lo, 10, 64)
 	h, err2 := strconv.ParseInt(hi, 10, 64)
 	if err1 != nil || err2 != nil || l < 1 || h <= l {
-		return segment.Range{}, false
+		return Range{}, false
 	}
-	return segment.Range{Lo: l, Hi: h}, true
+	return Range{Lo: l, Hi: h}, true
 }
 
 // Incarnation is the cluster's incarnation, which binds a node's segment
 // state file to this ZooKeeper.
-func (s *SegmentStore) Incarnation(ctx context.Context) (string, error) {
-	b, _, err := s.z.get(ctx, s.p.cluster)
+func (s *ZKStore) Incarnation(ctx context.Context) (string, error) {
+	b, _, err := s.z.Get(ctx, s.cluster)
 	if err != nil {
-		return "", fmt.Errorf("read cluster: %w", unavailable(err))
+		return "", fmt.Errorf("read cluster: %w", zkclient.Unavailable(err))
 	}
-	d, err := decodeCluster(b)
-	if err != nil {
+	var d struct {
+		Incarnation string `json:"incarnation"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
 		return "", fmt.Errorf("read cluster: %w", err)
 	}
 	return d.Incarnation, nil
 }
 
 // Create makes a tag (ErrTagExists when it is there already).
-func (s *SegmentStore) Create(ctx context.Context, t segment.Tag) error {
-	if err := segment.ValidateTag(t.Name); err != nil {
+func (s *ZKStore) Create(ctx context.Context, t Tag) error {
+	if err := ValidateTag(t.Name); err != nil {
 		return fmt.Errorf("create tag: %w", err)
 	}
 	if t.MaxID == 0 {
@@ -206,26 +208,26 @@ func (s *SegmentStore) Create(ctx context.Context, t segment.Tag) error {
 	if err != nil {
 		return fmt.Errorf("create tag %q: %w", t.Name, err)
 	}
-	_, err = s.z.multi(ctx,
+	_, err = s.z.Multi(ctx,
 		&zk.CreateRequest{Path: s.tagPath(t.Name), Data: data, Acl: s.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: s.returnedPath(t.Name), Acl: s.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: s.holdersPath(t.Name), Acl: s.acl, Flags: zk.FlagPersistent})
 	switch {
 	case errors.Is(err, zk.ErrNodeExists):
-		return fmt.Errorf("create tag %q: %w", t.Name, segment.ErrTagExists)
+		return fmt.Errorf("create tag %q: %w", t.Name, ErrTagExists)
 	case err != nil:
-		return fmt.Errorf("create tag %q: %w", t.Name, unavailable(authHint(err)))
+		return fmt.Errorf("create tag %q: %w", t.Name, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
 	return nil
 }
 
 // Tag reads a tag's record.
-func (s *SegmentStore) Tag(ctx context.Context, tag string) (segment.Tag, error) {
+func (s *ZKStore) Tag(ctx context.Context, tag string) (Tag, error) {
 	t, _, err := s.readTag(ctx, tag)
 	return t, err
 }
 
-func (s *SegmentStore) readTag(ctx context.Context, tag string) (segment.Tag, int32, error) {
+func (s *ZKStore) readTag(ctx context.Context, tag string) (Tag, int32, error) {
 	rec, _, version, err := s.readRecord(ctx, tag)
 	return rec.Tag, version, err
 }
@@ -234,13 +236,13 @@ func (s *SegmentStore) readTag(ctx context.Context, tag string) (segment.Tag, in
 // and its version. A max_id below one this store saw is read again after a
 // sync before it counts as gone back: a new session (after an expiry the
 // client forgets what it has seen) may talk to a follower that lags.
-func (s *SegmentStore) readRecord(ctx context.Context, tag string) (tagRecord, map[string]json.RawMessage, int32, error) {
+func (s *ZKStore) readRecord(ctx context.Context, tag string) (tagRecord, map[string]json.RawMessage, int32, error) {
 	rec, raw, version, err := s.readRecordOnce(ctx, tag)
 	if !errors.Is(err, ErrWentBack) {
 		return rec, raw, version, err
 	}
-	if serr := s.z.sync(ctx, s.tagPath(tag)); serr != nil {
-		return tagRecord{}, nil, 0, fmt.Errorf("read tag %q: %w", tag, unavailable(serr))
+	if serr := s.z.Sync(ctx, s.tagPath(tag)); serr != nil {
+		return tagRecord{}, nil, 0, fmt.Errorf("read tag %q: %w", tag, zkclient.Unavailable(serr))
 	}
 	rec, raw, version, err = s.readRecordOnce(ctx, tag)
 	if errors.Is(err, ErrWentBack) {
@@ -251,17 +253,17 @@ func (s *SegmentStore) readRecord(ctx context.Context, tag string) (tagRecord, m
 }
 
 // readRecordOnce is readRecord without the second look.
-func (s *SegmentStore) readRecordOnce(ctx context.Context, tag string) (tagRecord, map[string]json.RawMessage, int32, error) {
-	if err := segment.ValidateTag(tag); err != nil {
+func (s *ZKStore) readRecordOnce(ctx context.Context, tag string) (tagRecord, map[string]json.RawMessage, int32, error) {
+	if err := ValidateTag(tag); err != nil {
 		return tagRecord{}, nil, 0, err
 	}
 	op := s.ops.Add(1)
-	b, st, err := s.z.get(ctx, s.tagPath(tag))
+	b, st, err := s.z.Get(ctx, s.tagPath(tag))
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		return tagRecord{}, nil, 0, fmt.Errorf("tag %q: %w", tag, segment.ErrUnknownTag)
+		return tagRecord{}, nil, 0, fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
 	case err != nil:
-		return tagRecord{}, nil, 0, fmt.Errorf("read tag %q: %w", tag, unavailable(err))
+		return tagRecord{}, nil, 0, fmt.Errorf("read tag %q: %w", tag, zkclient.Unavailable(err))
 	}
 	rec, raw, err := decodeRecord(b)
 	if err != nil {
@@ -284,7 +286,7 @@ func (s *SegmentStore) readRecordOnce(ctx context.Context, tag string) (tagRecor
 // race in this process, not in ZooKeeper, which answers one session's
 // requests in order, and never lets a reconnecting client see an older
 // state than it has seen).
-func (s *SegmentStore) see(tag string, maxID int64, op uint64) error {
+func (s *ZKStore) see(tag string, maxID int64, op uint64) error {
 	s.seenMu.Lock()
 	defer s.seenMu.Unlock()
 	if s.seen == nil {
@@ -301,16 +303,16 @@ func (s *SegmentStore) see(tag string, maxID int64, op uint64) error {
 }
 
 // List reads every tag, by name.
-func (s *SegmentStore) List(ctx context.Context) ([]segment.Tag, error) {
-	names, err := s.z.children(ctx, s.root())
+func (s *ZKStore) List(ctx context.Context) ([]Tag, error) {
+	names, err := s.z.Children(ctx, s.root())
 	if err != nil {
-		return nil, fmt.Errorf("list tags: %w", unavailable(err))
+		return nil, fmt.Errorf("list tags: %w", zkclient.Unavailable(err))
 	}
 	slices.Sort(names)
-	out := make([]segment.Tag, 0, len(names))
+	out := make([]Tag, 0, len(names))
 	for _, n := range names {
 		t, err := s.Tag(ctx, n)
-		if errors.Is(err, segment.ErrUnknownTag) {
+		if errors.Is(err, ErrUnknownTag) {
 			continue // deleted meanwhile
 		}
 		if err != nil {
@@ -322,50 +324,50 @@ func (s *SegmentStore) List(ctx context.Context) ([]segment.Tag, error) {
 }
 
 // Returned lists a tag's returned ranges, lowest first.
-func (s *SegmentStore) Returned(ctx context.Context, tag string) ([]segment.Range, error) {
-	names, err := s.z.children(ctx, s.returnedPath(tag))
+func (s *ZKStore) Returned(ctx context.Context, tag string) ([]Range, error) {
+	names, err := s.z.Children(ctx, s.returnedPath(tag))
 	if errors.Is(err, zk.ErrNoNode) {
-		return nil, fmt.Errorf("tag %q: %w", tag, segment.ErrUnknownTag)
+		return nil, fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list returned ranges of %q: %w", tag, unavailable(err))
+		return nil, fmt.Errorf("list returned ranges of %q: %w", tag, zkclient.Unavailable(err))
 	}
-	var out []segment.Range
+	var out []Range
 	for _, n := range names {
 		if r, ok := parseRangeName(n); ok {
 			out = append(out, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b segment.Range) int { return cmp.Compare(a.Lo, b.Lo) })
+	slices.SortFunc(out, func(a, b Range) int { return cmp.Compare(a.Lo, b.Lo) })
 	return out, nil
 }
 
 // Alloc takes the lowest returned range at or above above (the delete
 // that succeeds owns it, R1), else advances max_id by step with a
 // version-checked write; a lost race reads again and retries.
-func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64) (segment.Range, segment.Tag, error) {
+func (s *ZKStore) Alloc(ctx context.Context, tag string, step, above int64) (Range, Tag, error) {
 	if step < 1 {
-		return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: step %d: want at least 1", tag, step)
+		return Range{}, Tag{}, fmt.Errorf("alloc %q: step %d: want at least 1", tag, step)
 	}
 	returned, err := s.Returned(ctx, tag)
 	if err != nil {
-		return segment.Range{}, segment.Tag{}, err
+		return Range{}, Tag{}, err
 	}
 	for _, r := range returned {
 		if r.Lo < above {
 			continue
 		}
-		err := s.z.delete(ctx, s.returnedPath(tag)+"/"+rangeName(r), -1)
+		err := s.z.Delete(ctx, s.returnedPath(tag)+"/"+rangeName(r), -1)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // another allocator took it
 		}
 		if err != nil {
 			// Unknown whether the delete happened: if it did, the range is
 			// lost (never issued by anyone); if not, it stays for others.
-			if ok, _, eerr := s.z.exists(ctx, s.returnedPath(tag)+"/"+rangeName(r)); eerr != nil || !ok {
+			if ok, _, eerr := s.z.Exists(ctx, s.returnedPath(tag)+"/"+rangeName(r)); eerr != nil || !ok {
 				s.possiblyLost.Add(r.Len())
 			}
-			return segment.Range{}, segment.Tag{}, fmt.Errorf("take returned range %v of %q: %w", r, tag, unavailable(err))
+			return Range{}, Tag{}, fmt.Errorf("take returned range %v of %q: %w", r, tag, zkclient.Unavailable(err))
 		}
 		s.log.Debug().Str("tag", tag).Stringer("range", r).Msg("segment: took a returned range")
 		t, err := s.Tag(ctx, tag)
@@ -374,30 +376,30 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 			if rerr := s.Return(ctx, tag, r); rerr != nil {
 				s.possiblyLost.Add(r.Len())
 			}
-			return segment.Range{}, segment.Tag{}, err
+			return Range{}, Tag{}, err
 		}
 		return r, t, nil
 	}
 	for range maxCASAttempts {
 		rec, raw, version, err := s.readRecord(ctx, tag)
 		if err != nil {
-			return segment.Range{}, segment.Tag{}, err
+			return Range{}, Tag{}, err
 		}
 		t := rec.Tag
-		if t.MaxID > segment.MaxID-step {
-			return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: %w: max_id %d + step %d", tag, segment.ErrExhausted, t.MaxID, step)
+		if t.MaxID > MaxID-step {
+			return Range{}, Tag{}, fmt.Errorf("alloc %q: %w: max_id %d + step %d", tag, ErrExhausted, t.MaxID, step)
 		}
-		r := segment.Range{Lo: t.MaxID, Hi: t.MaxID + step}
+		r := Range{Lo: t.MaxID, Hi: t.MaxID + step}
 		t.MaxID = r.Hi
-		nonce := newToken()
+		nonce := zkclient.NewToken()
 		// Every other field (the returns' nonces, fields of other
 		// versions) stays as it was.
 		rec.Tag, rec.LastAlloc = t, nonce
 		data, err := encodeRecord(rec, raw)
 		if err != nil {
-			return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: %w", tag, err)
+			return Range{}, Tag{}, fmt.Errorf("alloc %q: %w", tag, err)
 		}
-		_, err = s.z.set(ctx, s.tagPath(tag), data, version)
+		_, err = s.z.Set(ctx, s.tagPath(tag), data, version)
 		switch {
 		case err == nil:
 			s.log.Debug().Str("tag", tag).Stringer("range", r).Int32("version", version+1).Msg("segment: advanced max_id")
@@ -418,9 +420,9 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 			continue
 		}
 		s.possiblyLost.Add(r.Len())
-		return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: advance max_id: %w", tag, unavailable(err))
+		return Range{}, Tag{}, fmt.Errorf("alloc %q: advance max_id: %w", tag, zkclient.Unavailable(err))
 	}
-	return segment.Range{}, segment.Tag{}, fmt.Errorf("alloc %q: lost the compare-and-set %d times", tag, maxCASAttempts)
+	return Range{}, Tag{}, fmt.Errorf("alloc %q: lost the compare-and-set %d times", tag, maxCASAttempts)
 }
 
 // allocOutcome reads the tag record after a lost answer (synced, so a
@@ -428,7 +430,7 @@ func (s *SegmentStore) Alloc(ctx context.Context, tag string, step, above int64)
 // happened; retried while ZooKeeper is unreachable, until ctx ends): won
 // when it is version want with our nonce; known false when it cannot tell
 // (unreadable, or moved on past want).
-func (s *SegmentStore) allocOutcome(ctx context.Context, tag string, want int32, nonce string) (won, known bool) {
+func (s *ZKStore) allocOutcome(ctx context.Context, tag string, want int32, nonce string) (won, known bool) {
 	rec, _, version, err := s.readRecordWhileUnavailable(ctx, tag, true)
 	switch {
 	case err != nil:
@@ -467,7 +469,7 @@ type pendingReturn struct {
 // possibly lost). Reads are retried while ZooKeeper is unreachable, until
 // ctx ends. A tag that no longer exists (ErrUnknownTag) or a refusal
 // (ErrNoAuth) ends it at once.
-func (s *SegmentStore) Return(ctx context.Context, tag string, r segment.Range) error {
+func (s *ZKStore) Return(ctx context.Context, tag string, r Range) error {
 	if r.Len() <= 0 {
 		return nil
 	}
@@ -475,7 +477,7 @@ func (s *SegmentStore) Return(ctx context.Context, tag string, r segment.Range) 
 }
 
 // returnFrom is Return after the attempts in pending lost their answers.
-func (s *SegmentStore) returnFrom(ctx context.Context, tag string, r segment.Range, pending []pendingReturn) error {
+func (s *ZKStore) returnFrom(ctx context.Context, tag string, r Range, pending []pendingReturn) error {
 	for range maxCASAttempts {
 		rec, raw, version, err := s.readRecordWhileUnavailable(ctx, tag, len(pending) > 0)
 		if err != nil {
@@ -495,7 +497,7 @@ func (s *SegmentStore) returnFrom(ctx context.Context, tag string, r segment.Ran
 			}
 		}
 		pending = still
-		p := pendingReturn{seq: rec.ReturnSeq + 1, nonce: newToken(), version: version}
+		p := pendingReturn{seq: rec.ReturnSeq + 1, nonce: zkclient.NewToken(), version: version}
 		rec.ReturnSeq = p.seq
 		rec.Returns = append(rec.Returns, p.nonce)
 		if n := len(rec.Returns); n > maxReturnNonces {
@@ -505,7 +507,7 @@ func (s *SegmentStore) returnFrom(ctx context.Context, tag string, r segment.Ran
 		if err != nil {
 			return fmt.Errorf("return %v of %q: %w", r, tag, err)
 		}
-		_, err = s.z.multi(ctx,
+		_, err = s.z.Multi(ctx,
 			&zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version},
 			&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r), Acl: s.acl, Flags: zk.FlagPersistent})
 		switch {
@@ -517,11 +519,11 @@ func (s *SegmentStore) returnFrom(ctx context.Context, tag string, r segment.Ran
 			return nil // not applied, but the range is there already
 		case errors.Is(err, zk.ErrNoNode):
 			s.lostIfPending(pending, r)
-			return fmt.Errorf("return %v of %q: %w", r, tag, segment.ErrUnknownTag)
-		case !transient(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+			return fmt.Errorf("return %v of %q: %w", r, tag, ErrUnknownTag)
+		case !zkclient.Transient(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
 			// ZooKeeper answered no (ErrNoAuth…): this attempt did nothing.
 			s.lostIfPending(pending, r)
-			return fmt.Errorf("return %v of %q: %w", r, tag, authHint(err))
+			return fmt.Errorf("return %v of %q: %w", r, tag, zkclient.AuthHint(err))
 		}
 		// The answer was lost: the record read next says what happened.
 		pending = append(pending, p)
@@ -532,7 +534,7 @@ func (s *SegmentStore) returnFrom(ctx context.Context, tag string, r segment.Ran
 
 // lostIfPending counts r possibly lost when a return gives up with
 // attempts whose outcome it never learned.
-func (s *SegmentStore) lostIfPending(pending []pendingReturn, r segment.Range) {
+func (s *ZKStore) lostIfPending(pending []pendingReturn, r Range) {
 	if len(pending) > 0 {
 		s.possiblyLost.Add(r.Len())
 	}
@@ -574,29 +576,29 @@ func returnOutcome(rec tagRecord, version int32, p pendingReturn) int {
 // ZooKeeper is unreachable until ctx ends; synced first, it is at least as
 // new as the leader (a follower that lags must not make a return that
 // happened look as if it did not).
-func (s *SegmentStore) readRecordWhileUnavailable(ctx context.Context, tag string, synced bool) (tagRecord, map[string]json.RawMessage, int32, error) {
+func (s *ZKStore) readRecordWhileUnavailable(ctx context.Context, tag string, synced bool) (tagRecord, map[string]json.RawMessage, int32, error) {
 	backoff := 50 * time.Millisecond
 	for {
 		var err error
 		if synced {
-			err = s.z.sync(ctx, s.tagPath(tag))
+			err = s.z.Sync(ctx, s.tagPath(tag))
 		}
 		if err == nil {
 			rec, raw, version, rerr := s.readRecord(ctx, tag)
-			if rerr == nil || !transient(rerr) {
+			if rerr == nil || !zkclient.Transient(rerr) {
 				return rec, raw, version, rerr
 			}
 			err = rerr
 		}
 		if errors.Is(err, zk.ErrNoNode) {
-			return tagRecord{}, nil, 0, fmt.Errorf("tag %q: %w", tag, segment.ErrUnknownTag)
+			return tagRecord{}, nil, 0, fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
 		}
-		if !transient(err) {
+		if !zkclient.Transient(err) {
 			return tagRecord{}, nil, 0, err
 		}
 		select {
 		case <-ctx.Done():
-			return tagRecord{}, nil, 0, fmt.Errorf("%w (%w)", unavailable(err), ctx.Err())
+			return tagRecord{}, nil, 0, fmt.Errorf("%w (%w)", zkclient.Unavailable(err), ctx.Err())
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, time.Second)
@@ -605,17 +607,17 @@ func (s *SegmentStore) readRecordWhileUnavailable(ctx context.Context, tag strin
 
 // holderRecord is a holders/ znode.
 type holderRecord struct {
-	Held      []segment.Range `json:"held"`
-	UpdatedMS int64           `json:"updated_ms"`
+	Held      []Range `json:"held"`
+	UpdatedMS int64   `json:"updated_ms"`
 }
 
 // Publish records which ranges holder has (ephemeral: it goes with the
 // session); an empty list removes the record.
-func (s *SegmentStore) Publish(ctx context.Context, tag, holder string, held []segment.Range) error {
-	path := s.holdersPath(tag) + "/" + escapeNodeKey(holder)
+func (s *ZKStore) Publish(ctx context.Context, tag, holder string, held []Range) error {
+	path := s.holdersPath(tag) + "/" + zkclient.EscapeName(holder)
 	if len(held) == 0 {
-		if err := s.z.delete(ctx, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return fmt.Errorf("clear holder %s of %q: %w", holder, tag, unavailable(err))
+		if err := s.z.Delete(ctx, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("clear holder %s of %q: %w", holder, tag, zkclient.Unavailable(err))
 		}
 		return nil
 	}
@@ -623,35 +625,35 @@ func (s *SegmentStore) Publish(ctx context.Context, tag, holder string, held []s
 	if err != nil {
 		return err
 	}
-	if _, err := s.z.set(ctx, path, data, -1); err == nil {
+	if _, err := s.z.Set(ctx, path, data, -1); err == nil {
 		return nil
 	} else if !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("publish holder %s of %q: %w", holder, tag, unavailable(err))
+		return fmt.Errorf("publish holder %s of %q: %w", holder, tag, zkclient.Unavailable(err))
 	}
-	if _, err := s.z.create(ctx, path, data, zk.FlagEphemeral, s.acl); err != nil {
-		return fmt.Errorf("publish holder %s of %q: %w", holder, tag, unavailable(authHint(err)))
+	if _, err := s.z.Create(ctx, path, data, zk.FlagEphemeral, s.acl); err != nil {
+		return fmt.Errorf("publish holder %s of %q: %w", holder, tag, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
 	return nil
 }
 
 // Holders reads which node holds which ranges of tag.
-func (s *SegmentStore) Holders(ctx context.Context, tag string) (map[string][]segment.Range, error) {
-	names, err := s.z.children(ctx, s.holdersPath(tag))
+func (s *ZKStore) Holders(ctx context.Context, tag string) (map[string][]Range, error) {
+	names, err := s.z.Children(ctx, s.holdersPath(tag))
 	if err != nil {
-		return nil, fmt.Errorf("list holders of %q: %w", tag, unavailable(err))
+		return nil, fmt.Errorf("list holders of %q: %w", tag, zkclient.Unavailable(err))
 	}
-	out := map[string][]segment.Range{}
+	out := map[string][]Range{}
 	for _, n := range names {
-		b, _, err := s.z.get(ctx, s.holdersPath(tag)+"/"+n)
+		b, _, err := s.z.Get(ctx, s.holdersPath(tag)+"/"+n)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read holder %s of %q: %w", n, tag, unavailable(err))
+			return nil, fmt.Errorf("read holder %s of %q: %w", n, tag, zkclient.Unavailable(err))
 		}
 		var h holderRecord
 		if json.Unmarshal(b, &h) == nil {
-			name, err := unescapeNodeKey(n)
+			name, err := zkclient.UnescapeName(n)
 			if err != nil {
 				name = n
 			}

@@ -1,4 +1,4 @@
-package coordinator
+package segment
 
 import (
 	"cmp"
@@ -14,27 +14,65 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"codeberg.org/snowflaked/snowflaked/segment"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+	"github.com/rs/zerolog"
+	"io"
 )
 
-// segmentStore opens a SegmentStore on a cluster a node has created.
-func segmentStore(t *testing.T, servers []string) *SegmentStore {
+// segmentStore opens a ZKStore on a cluster a node has created.
+func segmentStore(t *testing.T, servers []string) *ZKStore {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	s, err := OpenSegments(ctx, SegmentConfig{Servers: servers, Cluster: "test", Timeout: 3 * time.Second, Log: testLog(t, nil)})
+	s, err := OpenZK(ctx, ZKConfig{Servers: servers, Cluster: "test", Timeout: 3 * time.Second, Log: testLog(t, nil)})
 	if err != nil {
-		t.Fatalf("OpenSegments: %v", err)
+		t.Fatalf("OpenZK: %v", err)
 	}
 	t.Cleanup(s.Close)
 	return s
 }
 
+// waitLong bounds a test's waits on ZooKeeper.
+const waitLong = 15 * time.Second
+
+// testLog writes info and above to the test log and to buf (if not nil).
+func testLog(t *testing.T, buf *testsupport.SyncBuffer) zerolog.Logger {
+	t.Helper()
+	var w io.Writer = zerolog.NewTestWriter(t)
+	if buf != nil {
+		w = io.MultiWriter(w, buf)
+	}
+	return zerolog.New(w).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+}
+
+// newSegmentCluster starts a ZooKeeper and has a node (a coordinator's
+// claim) create the cluster "test" in it, as a running node would.
 func newSegmentCluster(t *testing.T) []string {
 	t.Helper()
-	srv := serversOf(zkharness.StartStandalone(t))
-	mustClaim(t, newCoord(t, testConfig(t, srv, "seg-node")))
+	srv := strings.Split(zkharness.StartStandalone(t).ConnectString(), ",")
+	c, err := coordinator.New(coordinator.Config{
+		Servers: srv, Cluster: "test", NodeKey: "seg-node", Advertise: "127.0.0.1:10001",
+		Layout: snowflake.DefaultLayout(), SessionTimeout: 4 * time.Second, RecycleAfter: time.Hour,
+		ReportInterval: 100 * time.Millisecond, ZKFenceAhead: 600 * time.Millisecond,
+		ConnectTimeout: 3 * time.Second, Log: testLog(t, nil),
+	})
+	if err != nil {
+		t.Fatalf("coordinator.New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_ = c.Close(ctx, 0)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if _, err := c.Claim(ctx, coordinator.Prior{}); err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
 	return srv
 }
 
@@ -44,12 +82,12 @@ func TestSegmentStore_RacingAllocators(t *testing.T) {
 	srv := newSegmentCluster(t)
 	ctx := context.Background()
 	admin := segmentStore(t, srv)
-	if err := admin.Create(ctx, segment.Tag{Name: "race", Start: 100, Step: 10, MaxStep: 1000}); err != nil {
+	if err := admin.Create(ctx, Tag{Name: "race", Start: 100, Step: 10, MaxStep: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	const allocators, each = 6, 40
 	var mu sync.Mutex
-	var got []segment.Range
+	var got []Range
 	var wg sync.WaitGroup
 	for range allocators {
 		st := segmentStore(t, srv) // a session each: real races at the server
@@ -69,7 +107,7 @@ func TestSegmentStore_RacingAllocators(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	slices.SortFunc(got, func(a, b segment.Range) int { return cmp.Compare(a.Lo, b.Lo) })
+	slices.SortFunc(got, func(a, b Range) int { return cmp.Compare(a.Lo, b.Lo) })
 	var total int64
 	for i, r := range got {
 		total += r.Len()
@@ -93,10 +131,10 @@ func TestSegmentStore_ReturnedRangesLowestFirstOnce(t *testing.T) {
 	srv := newSegmentCluster(t)
 	ctx := context.Background()
 	st := segmentStore(t, srv)
-	if err := st.Create(ctx, segment.Tag{Name: "ret", Start: 1, Step: 100, MaxStep: 100}); err != nil {
+	if err := st.Create(ctx, Tag{Name: "ret", Start: 1, Step: 100, MaxStep: 100}); err != nil {
 		t.Fatal(err)
 	}
-	var first []segment.Range
+	var first []Range
 	for range 3 {
 		r, _, err := st.Alloc(ctx, "ret", 100, 0)
 		if err != nil {
@@ -105,17 +143,17 @@ func TestSegmentStore_ReturnedRangesLowestFirstOnce(t *testing.T) {
 		first = append(first, r)
 	}
 	for _, i := range []int{2, 0, 1} { // returned out of order
-		if err := st.Return(ctx, "ret", segment.Range{Lo: first[i].Lo + 50, Hi: first[i].Hi}); err != nil {
+		if err := st.Return(ctx, "ret", Range{Lo: first[i].Lo + 50, Hi: first[i].Hi}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if r, _, err := st.Alloc(ctx, "ret", 100, 200); err != nil || r != (segment.Range{Lo: 251, Hi: 301}) {
+	if r, _, err := st.Alloc(ctx, "ret", 100, 200); err != nil || r != (Range{Lo: 251, Hi: 301}) {
 		t.Fatalf("alloc above 200: %v %v, want the returned [251,301)", r, err)
 	}
-	if r, _, err := st.Alloc(ctx, "ret", 100, 0); err != nil || r != (segment.Range{Lo: 51, Hi: 101}) {
+	if r, _, err := st.Alloc(ctx, "ret", 100, 0); err != nil || r != (Range{Lo: 51, Hi: 101}) {
 		t.Fatalf("alloc: %v %v, want the lowest returned [51,101)", r, err)
 	}
-	results := make(chan segment.Range, 4)
+	results := make(chan Range, 4)
 	var wg sync.WaitGroup
 	for range 4 {
 		other := segmentStore(t, srv)
@@ -147,31 +185,31 @@ func TestSegmentStore_Tags(t *testing.T) {
 	srv := newSegmentCluster(t)
 	ctx := context.Background()
 	st := segmentStore(t, srv)
-	if err := st.Create(ctx, segment.Tag{Name: "a", Start: 10, Step: 5, MaxStep: 50, Description: "accounts"}); err != nil {
+	if err := st.Create(ctx, Tag{Name: "a", Start: 10, Step: 5, MaxStep: 50, Description: "accounts"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		tag  segment.Tag
+		tag  Tag
 		want error
 	}{
-		{segment.Tag{Name: "a", Start: 1, Step: 1, MaxStep: 1}, segment.ErrTagExists},
-		{segment.Tag{Name: "a/b", Start: 1, Step: 1, MaxStep: 1}, segment.ErrInvalidTag},
+		{Tag{Name: "a", Start: 1, Step: 1, MaxStep: 1}, ErrTagExists},
+		{Tag{Name: "a/b", Start: 1, Step: 1, MaxStep: 1}, ErrInvalidTag},
 	} {
 		if err := st.Create(ctx, tc.tag); !errors.Is(err, tc.want) {
 			t.Errorf("create %+v: %v, want %v", tc.tag, err, tc.want)
 		}
 	}
-	if err := st.Create(ctx, segment.Tag{Name: "b", Start: 1, Step: 10, MaxStep: 5}); err == nil {
+	if err := st.Create(ctx, Tag{Name: "b", Start: 1, Step: 10, MaxStep: 5}); err == nil {
 		t.Error("max step below step accepted")
 	}
-	if _, _, err := st.Alloc(ctx, "missing", 1, 0); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, _, err := st.Alloc(ctx, "missing", 1, 0); !errors.Is(err, ErrUnknownTag) {
 		t.Errorf("alloc of a missing tag: %v", err)
 	}
 	tags, err := st.List(ctx)
 	if err != nil || len(tags) != 1 || tags[0].Name != "a" || tags[0].Description != "accounts" || tags[0].MaxID != 10 {
 		t.Fatalf("list: %+v %v", tags, err)
 	}
-	held := []segment.Range{{Lo: 10, Hi: 15}}
+	held := []Range{{Lo: 10, Hi: 15}}
 	if err := st.Publish(ctx, "a", "node:1", held); err != nil {
 		t.Fatal(err)
 	}
@@ -246,14 +284,14 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 	srv := newSegmentCluster(t)
 	ctx := context.Background()
 	a, b, c := segmentStore(t, srv), segmentStore(t, srv), segmentStore(t, srv)
-	if err := a.Create(ctx, segment.Tag{Name: "lost", Start: 5, Step: 1000, MaxStep: 1000}); err != nil {
+	if err := a.Create(ctx, Tag{Name: "lost", Start: 5, Step: 1000, MaxStep: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	held, _, err := a.Alloc(ctx, "lost", 1000, 0) // [5,1005)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := segment.Range{Lo: held.Lo + 5, Hi: held.Hi} // 5 issued, the rest goes back
+	r := Range{Lo: held.Lo + 5, Hi: held.Hi} // 5 issued, the rest goes back
 
 	// applied, answer lost: what the multi did, without its answer.
 	p := attemptReturn(t, a, "lost", r)
@@ -274,7 +312,7 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 
 	// not applied: an attempt on a version the record has moved past, its
 	// nonce nowhere: it cannot land any more, so the return is made again.
-	r2 := segment.Range{Lo: next.Lo + 1, Hi: next.Hi}
+	r2 := Range{Lo: next.Lo + 1, Hi: next.Hi}
 	rec, _, version, err := a.readRecord(ctx, "lost")
 	if err != nil {
 		t.Fatal(err)
@@ -283,20 +321,20 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 	if err := a.returnFrom(ctx, "lost", r2, []pendingReturn{never}); err != nil {
 		t.Fatalf("an attempt that cannot land: %v", err)
 	}
-	if got, err := c.Returned(ctx, "lost"); err != nil || !slices.Equal(got, []segment.Range{r2}) {
+	if got, err := c.Returned(ctx, "lost"); err != nil || !slices.Equal(got, []Range{r2}) {
 		t.Fatalf("returned ranges: %v, %v; want %v once", got, err, r2)
 	}
 
 	// unknown: more returns since than the record keeps nonces of.
-	old := attemptReturn(t, a, "lost", segment.Range{Lo: 1 << 50, Hi: 1<<50 + 1})
+	old := attemptReturn(t, a, "lost", Range{Lo: 1 << 50, Hi: 1<<50 + 1})
 	for i := range maxReturnNonces {
 		lo := int64(1<<51 + 10*i)
-		if err := b.Return(ctx, "lost", segment.Range{Lo: lo, Hi: lo + 1}); err != nil {
+		if err := b.Return(ctx, "lost", Range{Lo: lo, Hi: lo + 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	before := a.PossiblyLost()
-	err = a.returnFrom(ctx, "lost", segment.Range{Lo: 1 << 50, Hi: 1<<50 + 1}, []pendingReturn{old})
+	err = a.returnFrom(ctx, "lost", Range{Lo: 1 << 50, Hi: 1<<50 + 1}, []pendingReturn{old})
 	if !errors.Is(err, ErrReturnUnknown) || a.PossiblyLost() != before+1 {
 		t.Fatalf("a return out of the window: %v, possibly lost %d (was %d); want ErrReturnUnknown, counted", err, a.PossiblyLost(), before)
 	}
@@ -304,20 +342,20 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 
 // attemptReturn does what one attempt of Return does and reports it as if
 // its answer had been lost.
-func attemptReturn(t *testing.T, s *SegmentStore, tag string, r segment.Range) pendingReturn {
+func attemptReturn(t *testing.T, s *ZKStore, tag string, r Range) pendingReturn {
 	t.Helper()
 	ctx := context.Background()
 	rec, raw, version, err := s.readRecord(ctx, tag)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := pendingReturn{seq: rec.ReturnSeq + 1, nonce: newToken(), version: version}
+	p := pendingReturn{seq: rec.ReturnSeq + 1, nonce: zkclient.NewToken(), version: version}
 	rec.ReturnSeq, rec.Returns = p.seq, append(rec.Returns, p.nonce)
 	data, err := encodeRecord(rec, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.z.multi(ctx,
+	if _, err := s.z.Multi(ctx,
 		&zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version},
 		&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r), Acl: s.acl, Flags: zk.FlagPersistent}); err != nil {
 		t.Fatalf("the return's multi: %v", err)
@@ -332,25 +370,25 @@ func TestSegmentStore_RewriteKeepsUnknownFields(t *testing.T) {
 	srv := newSegmentCluster(t)
 	ctx := context.Background()
 	s := segmentStore(t, srv)
-	if err := s.Create(ctx, segment.Tag{Name: "fields", Start: 1, Step: 10, MaxStep: 10}); err != nil {
+	if err := s.Create(ctx, Tag{Name: "fields", Start: 1, Step: 10, MaxStep: 10}); err != nil {
 		t.Fatal(err)
 	}
-	b, st, err := s.z.get(ctx, s.tagPath("fields"))
+	b, st, err := s.z.Get(ctx, s.tagPath("fields"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	b = append(b[:len(b)-1], []byte(`,"future_field":{"x":1}}`)...)
-	if _, err := s.z.set(ctx, s.tagPath("fields"), b, st.Version); err != nil {
+	if _, err := s.z.Set(ctx, s.tagPath("fields"), b, st.Version); err != nil {
 		t.Fatal(err)
 	}
 	r, _, err := s.Alloc(ctx, "fields", 10, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Return(ctx, "fields", segment.Range{Lo: r.Lo + 1, Hi: r.Hi}); err != nil {
+	if err := s.Return(ctx, "fields", Range{Lo: r.Lo + 1, Hi: r.Hi}); err != nil {
 		t.Fatal(err)
 	}
-	b, _, err = s.z.get(ctx, s.tagPath("fields"))
+	b, _, err = s.z.Get(ctx, s.tagPath("fields"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,10 +405,10 @@ func TestSegmentStore_MaxIDWentBackIsRefused(t *testing.T) {
 	srv := newSegmentCluster(t)
 	ctx := context.Background()
 	s, admin := segmentStore(t, srv), segmentStore(t, srv)
-	if err := admin.Create(ctx, segment.Tag{Name: "back", Start: 1, Step: 100, MaxStep: 100}); err != nil {
+	if err := admin.Create(ctx, Tag{Name: "back", Start: 1, Step: 100, MaxStep: 100}); err != nil {
 		t.Fatal(err)
 	}
-	b, st, err := admin.z.get(ctx, admin.tagPath("back"))
+	b, st, err := admin.z.Get(ctx, admin.tagPath("back"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +417,7 @@ func TestSegmentStore_MaxIDWentBackIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// ZooKeeper forgets the allocation: the record as it was before it.
-	if _, err := admin.z.set(ctx, admin.tagPath("back"), b, st.Version+1); err != nil {
+	if _, err := admin.z.Set(ctx, admin.tagPath("back"), b, st.Version+1); err != nil {
 		t.Fatal(err)
 	}
 	r, _, err := s.Alloc(ctx, "back", 100, 0)
@@ -399,7 +437,7 @@ func TestSegmentStore_MaxIDWentBackIsRefused(t *testing.T) {
 // a write of the same store was answered: only a value shown by an
 // operation that started after the higher one was seen counts.
 func TestSegmentStoreSeeOrdersByStart(t *testing.T) {
-	s := &SegmentStore{log: testLog(t, nil)}
+	s := &ZKStore{log: testLog(t, nil)}
 	read := s.ops.Add(1)  // a read starts …
 	write := s.ops.Add(1) // … a write is answered with max_id 200
 	if err := s.see("t", 200, write); err != nil {
@@ -426,14 +464,14 @@ func TestSegmentStore_ReturnFieldsDroppedByARewriteAreNotRetried(t *testing.T) {
 	srv := newSegmentCluster(t)
 	ctx := context.Background()
 	a, b, c := segmentStore(t, srv), segmentStore(t, srv), segmentStore(t, srv)
-	if err := a.Create(ctx, segment.Tag{Name: "reset", Start: 5, Step: 1000, MaxStep: 1000}); err != nil {
+	if err := a.Create(ctx, Tag{Name: "reset", Start: 5, Step: 1000, MaxStep: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	held, _, err := a.Alloc(ctx, "reset", 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := segment.Range{Lo: held.Lo + 5, Hi: held.Hi}
+	r := Range{Lo: held.Lo + 5, Hi: held.Hi}
 	p := attemptReturn(t, a, "reset", r) // landed, answer lost
 	if took, _, err := b.Alloc(ctx, "reset", 1000, 0); err != nil || took != r {
 		t.Fatalf("B's alloc: %v, %v; want the returned %v", took, err, r)
@@ -445,13 +483,13 @@ func TestSegmentStore_ReturnFieldsDroppedByARewriteAreNotRetried(t *testing.T) {
 	old := rec.Tag // an old node's rewrite: the typed fields only
 	old.MaxID += 1000
 	data, err := json.Marshal(struct {
-		segment.Tag
+		Tag
 		LastAlloc string `json:"last_alloc"`
 	}{old, "old-node"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.z.set(ctx, c.tagPath("reset"), data, version); err != nil {
+	if _, err := c.z.Set(ctx, c.tagPath("reset"), data, version); err != nil {
 		t.Fatal(err)
 	}
 	before := a.PossiblyLost()
@@ -470,7 +508,7 @@ func TestSegmentStore_ConcurrentReadsAreNotWentBack(t *testing.T) {
 	srv := newSegmentCluster(t)
 	ctx := context.Background()
 	s := segmentStore(t, srv)
-	if err := s.Create(ctx, segment.Tag{Name: "race", Start: 1, Step: 10, MaxStep: 10}); err != nil {
+	if err := s.Create(ctx, Tag{Name: "race", Start: 1, Step: 10, MaxStep: 10}); err != nil {
 		t.Fatal(err)
 	}
 	var wentBack, reads atomic.Int64
