@@ -297,7 +297,7 @@ func TestStepGrowsUnderLoad(t *testing.T) {
 func TestTakeErrors(t *testing.T) {
 	st := newMemStore()
 	st.create("ok", 1, 10, 10)
-	s := newService(t, segment.Config{Store: st, Wait: 100 * time.Millisecond})
+	s := newService(t, segment.Config{Store: st, Wait: time.Second})
 	if _, err := s.Take(context.Background(), "nope", nil, 1); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Errorf("unknown tag: %v", err)
 	}
@@ -376,7 +376,7 @@ func TestStoreDownKeepsServingWhatIsHeld(t *testing.T) {
 	st := newMemStore()
 	st.create("held", 1, 1000, 1000)
 	s := newService(t, segment.Config{Store: st, StateFile: filepath.Join(t.TempDir(), "seg.json"),
-		MarkAhead: time.Nanosecond, Wait: 200 * time.Millisecond})
+		MarkAhead: time.Nanosecond, Wait: 5 * time.Second}) // the first load: bounded, never tight (a loaded machine)
 	take(t, s, "held", 1) // the first range [1,1001) is in memory
 	st.setDown(true)
 	for i := range 900 {
@@ -528,7 +528,7 @@ func TestHungStoreKeepsServingWhatIsHeld(t *testing.T) {
 	st := newHangingStore()
 	st.create("t", 1, 1000, 1000)
 	s := newService(t, segment.Config{Store: st, StateFile: filepath.Join(t.TempDir(), "seg.json"), Holder: "n",
-		Wait: 500 * time.Millisecond, LoadTimeout: time.Minute})
+		Wait: 2 * time.Second, LoadTimeout: time.Minute})
 	t.Cleanup(func() { close(st.release) })
 	take(t, s, "t", 1) // the first range, [1,1001)
 	st.hangAlloc.Store(true)
