@@ -516,7 +516,7 @@ func TestIntegration_MalformedZnodes(t *testing.T) {
 
 func TestIntegration_RenewalsMoveFenceAndLastTS(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
-	cfg := testConfig(t, srv, "reporter")
+	cfg := testConfig(t, srv, "clockInfoBuilder")
 	c := newCoord(t, cfg)
 	id := mustClaim(t, c)
 	fs := &testFence{}
@@ -530,7 +530,7 @@ func TestIntegration_RenewalsMoveFenceAndLastTS(t *testing.T) {
 	}
 	waitFor(t, waitLong, "a first renewal", func() bool { return c.Status().Reports >= 1 })
 	d1, _ := readForeverData(t, raw, id.Path)
-	if d1.WorkerID == nil || *d1.WorkerID != id.WorkerID || d1.NodeKey != "reporter" || d1.Addr != cfg.Advertise || d1.Token != id.Token {
+	if d1.WorkerID == nil || *d1.WorkerID != id.WorkerID || d1.NodeKey != "clockInfoBuilder" || d1.Addr != cfg.Advertise || d1.Token != id.Token {
 		t.Fatalf("renewal data %+v (token %s)", d1, id.Token)
 	}
 	if lead := d1.Fence - d1.Updated; lead != cfg.ZKFenceAhead.Milliseconds() {

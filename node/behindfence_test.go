@@ -81,7 +81,7 @@ func TestRunBehindFenceBeyondMaxStartWaitStaysOutOfService(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	var rep ClockReport
+	var rep ClockInfo
 	if code, body := httpGet(t, addr, "/clock"); code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil {
 		t.Fatalf("/clock: %d %s", code, body)
 	}

@@ -38,7 +38,7 @@ func TestRunNTPCheck(t *testing.T) {
 			ln := loopbackListener(t)
 			addr := ln.Addr().String()
 			startRunOn(t, cfg, ln)
-			var rep ClockReport
+			var rep ClockInfo
 			waitHTTP(t, addr, "/clock", func(code int, body string) bool {
 				return code == http.StatusOK && json.Unmarshal([]byte(body), &rep) == nil && rep.NTP != nil && rep.NTP.Rounds > 0
 			})
@@ -79,7 +79,7 @@ func TestRunWatcherSeesStepBackWithoutTraffic(t *testing.T) {
 	waitHTTP(t, addr, "/readyz", func(code int, body string) bool {
 		return code == http.StatusServiceUnavailable && strings.Contains(body, `"reason":"clock_rollback"`) && strings.Contains(body, "watcher")
 	})
-	var rep ClockReport
+	var rep ClockInfo
 	if _, body := httpGet(t, addr, "/clock"); json.Unmarshal([]byte(body), &rep) != nil || rep.Watcher == nil ||
 		rep.Watcher.BackwardSteps != 1 || rep.Watcher.LargestBackward < 2*time.Second || rep.Transitions["clock_rollback"] != 1 {
 		t.Errorf("/clock after a step back: %s", body)
@@ -95,7 +95,7 @@ func TestRunWatcherStepAheadOfTheLastIDKeepsTheNodeIn(t *testing.T) {
 	clk, addr := startWithOneID(t, 5)
 	clk.Advance(time.Second)
 	clk.StepWall(-300 * time.Millisecond) // still 700ms past the last ID
-	var rep ClockReport
+	var rep ClockInfo
 	waitHTTP(t, addr, "/clock", func(_ int, body string) bool {
 		return json.Unmarshal([]byte(body), &rep) == nil && rep.Watcher != nil && rep.Watcher.BackwardSteps == 1
 	})

@@ -84,7 +84,7 @@ type node struct {
 	watcher   *clockguard.Watcher
 	ntp       *clockguard.NTP
 	peers     *clockguard.Peers // nil in standalone mode
-	report    *reporter
+	clockInfo *clockInfoBuilder
 	metrics   *metrics.Metrics
 	status    *statuspage.Page
 	srv       *server.Server
@@ -179,7 +179,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 	if err := n.keeper.Extend(); err != nil {
 		return fmt.Errorf("first write of the time fence to %s: %w", cfg.CacheFile, err)
 	}
-	n.report = n.newReporter()
+	n.clockInfo = n.newClockInfo()
 	// 4. Metrics, status page and the HTTP server.
 	if err := n.newMetrics(); err != nil {
 		return err
@@ -455,12 +455,12 @@ func (n *node) newServer() error {
 	}
 	cfg := server.Config{
 		IDs: n.gen, Guard: n.guard, Clock: n.clock,
-		OnIDError:   n.onIDError,
-		ClockReport: func() any { return n.report.report() },
-		MaxBatch:    n.cfg.MaxBatch,
-		Log:         n.log.With().Str("component", "http").Logger(),
-		Routes:      routes,
-		Observer:    n.metrics,
+		OnIDError: n.onIDError,
+		ClockInfo: func() any { return n.clockInfo.info() },
+		MaxBatch:  n.cfg.MaxBatch,
+		Log:       n.log.With().Str("component", "http").Logger(),
+		Routes:    routes,
+		Observer:  n.metrics,
 	}
 	if n.segments != nil {
 		cfg.Segments = n.segments

@@ -77,7 +77,7 @@ func TestIntegration_RunZooKeeperMode(t *testing.T) {
 		if row.WorkerID != 0 || row.Addr != addr || !row.LeaseHeld {
 			t.Errorf("row %+v, want worker 0 at %s with the lease", row, addr)
 		}
-		var rep ClockReport
+		var rep ClockInfo
 		if code, body := httpGet(t, addr, "/clock"); code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil {
 			t.Fatalf("/clock: %d %s", code, body)
 		}

@@ -400,8 +400,8 @@ func (s *Server) serveTime(ctx *fasthttp.RequestCtx) {
 	writeBody(ctx, fasthttp.StatusOK, ctJSON, b)
 }
 
-// minimalClockReport is the body of /clock when Config.ClockReport is nil.
-type minimalClockReport struct {
+// minimalClockInfo is the body of /clock when Config.ClockInfo is nil.
+type minimalClockInfo struct {
 	NowMS  int64  `json:"now_ms"`
 	State  string `json:"state"`
 	Reason string `json:"reason"`
@@ -410,11 +410,11 @@ type minimalClockReport struct {
 // serveClock answers GET /clock.
 func (s *Server) serveClock(ctx *fasthttp.RequestCtx) {
 	var report any
-	if s.cfg.ClockReport != nil {
-		report = s.cfg.ClockReport()
+	if s.cfg.ClockInfo != nil {
+		report = s.cfg.ClockInfo()
 	} else {
 		st := s.cfg.Guard.Status()
-		report = minimalClockReport{
+		report = minimalClockInfo{
 			NowMS: floorMilli(s.cfg.Clock.WallNanos()), State: st.State.String(), Reason: string(st.Reason),
 		}
 	}

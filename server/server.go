@@ -101,11 +101,11 @@ type Config struct {
 	// refuses an ID, e.g. with a *snowflake.RollbackError, so the node can
 	// leave service. May be nil.
 	OnIDError func(error)
-	// ClockReport returns the JSON-marshalable body of GET /clock. May be nil.
-	ClockReport func() any
-	MaxBatch    int           // 0 means DefaultMaxBatch
-	RetryAfter  time.Duration // Retry-After on 503; 0 means 1s
-	Log         zerolog.Logger
+	// ClockInfo returns the JSON-marshalable body of GET /clock. May be nil.
+	ClockInfo  func() any
+	MaxBatch   int           // 0 means DefaultMaxBatch
+	RetryAfter time.Duration // Retry-After on 503; 0 means 1s
+	Log        zerolog.Logger
 	// Routes are extra handlers by exact path (e.g. /metrics, /status,
 	// /debug/chaos/clock); each handler checks its own method.
 	Routes map[string]fasthttp.RequestHandler

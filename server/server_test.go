@@ -239,7 +239,7 @@ func TestDecodeRoundTrip(t *testing.T) {
 
 func TestClockReport(t *testing.T) {
 	f := newFixture(t, snowflake.DefaultLayout(), func(c *Config) {
-		c.ClockReport = func() any { return map[string]any{"now_ms": 5, "fence_ms": 9, "state": "in_service"} }
+		c.ClockInfo = func() any { return map[string]any{"now_ms": 5, "fence_ms": 9, "state": "in_service"} }
 	}).serve(t)
 	r := f.do(t, "GET", "/clock")
 	if r.status != fasthttp.StatusOK || r.contentType != "application/json" || string(r.body) != `{"fence_ms":9,"now_ms":5,"state":"in_service"}` {
@@ -633,7 +633,7 @@ func TestMaxBatchConfig(t *testing.T) {
 
 func TestClockReportUnencodable(t *testing.T) {
 	f := newFixture(t, snowflake.DefaultLayout(), func(c *Config) {
-		c.ClockReport = func() any { return map[string]any{"ch": make(chan int)} }
+		c.ClockInfo = func() any { return map[string]any{"ch": make(chan int)} }
 	}).serve(t)
 	r := f.do(t, "GET", "/clock")
 	if e := decodeError(t, r); r.status != 500 || e.Code != "internal" {

@@ -110,7 +110,7 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 		}
 		return writeTags(stdout, stderr, tags, *asJSON)
 	}
-	rep, err := segmentReport(ctx, st, pos[0])
+	rep, err := segmentStatus(ctx, st, pos[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl segment status: %v\n", err)
 		return ExitFailure
@@ -118,7 +118,7 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		return writeJSON(stdout, stderr, "snowflakectl segment status", rep)
 	}
-	writeSegmentReport(stdout, rep)
+	writeSegmentStatus(stdout, rep)
 	return ExitOK
 }
 
@@ -171,9 +171,9 @@ func writeTags(stdout, stderr io.Writer, tags []segment.Tag, asJSON bool) int {
 	return ExitOK
 }
 
-// SegmentReport is "segment status": the tag, its returned ranges, which
+// SegmentStatus is "segment status": the tag, its returned ranges, which
 // node holds which range, and where the IDs below max_id went.
-type SegmentReport struct {
+type SegmentStatus struct {
 	Tag      tagJSON                    `json:"tag"`
 	Returned []segment.Range            `json:"returned"`
 	Holders  map[string][]segment.Range `json:"holders"`
@@ -190,20 +190,20 @@ type SegmentReport struct {
 	IssuedOrLost int64 `json:"issued_or_lost"`
 }
 
-func segmentReport(ctx context.Context, st *segment.ZKStore, name string) (SegmentReport, error) {
+func segmentStatus(ctx context.Context, st *segment.ZKStore, name string) (SegmentStatus, error) {
 	t, err := st.Tag(ctx, name)
 	if err != nil {
-		return SegmentReport{}, err
+		return SegmentStatus{}, err
 	}
 	ret, err := st.Returned(ctx, name)
 	if err != nil {
-		return SegmentReport{}, err
+		return SegmentStatus{}, err
 	}
 	holders, err := st.Holders(ctx, name)
 	if err != nil {
-		return SegmentReport{}, err
+		return SegmentStatus{}, err
 	}
-	r := SegmentReport{Tag: tagJSON{Name: name, Tag: t}, Returned: ret, Holders: holders, HandedOut: t.MaxID - t.Start}
+	r := SegmentStatus{Tag: tagJSON{Name: name, Tag: t}, Returned: ret, Holders: holders, HandedOut: t.MaxID - t.Start}
 	if r.Returned == nil {
 		r.Returned = []segment.Range{}
 	}
@@ -219,7 +219,7 @@ func segmentReport(ctx context.Context, st *segment.ZKStore, name string) (Segme
 	return r, nil
 }
 
-func writeSegmentReport(w io.Writer, r SegmentReport) {
+func writeSegmentStatus(w io.Writer, r SegmentStatus) {
 	t := r.Tag
 	fmt.Fprintf(w, "tag %q: start %d, max_id %d, step %d (max %d)", t.Name, t.Start, t.MaxID, t.Step, t.MaxStep)
 	if t.Description != "" {

@@ -68,7 +68,7 @@ func TestIntegration_Segment(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status --json: %d %s", code, errOut)
 	}
-	var rep SegmentReport
+	var rep SegmentStatus
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("status --json %q: %v", out, err)
 	}

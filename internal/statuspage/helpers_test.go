@@ -179,7 +179,7 @@ type clockAnswer struct {
 	detail    string
 }
 
-// clockBody builds a GET /clock body shaped like the node's ClockReport.
+// clockBody builds a GET /clock body shaped like the node's ClockInfo.
 func clockBody(a clockAnswer) []byte {
 	now := time.Now().Add(a.skew)
 	doc := map[string]any{

@@ -81,13 +81,13 @@ func segmentLogs(nodes []*segNode) string {
 }
 
 // segmentTally reads the tag's accounting from ZooKeeper.
-func segmentTally(t *testing.T, zk string, cluster string) sfctl.SegmentReport {
+func segmentTally(t *testing.T, zk string, cluster string) sfctl.SegmentStatus {
 	t.Helper()
 	code, out, errOut := ctl(t, "segment", "status", "orders", "--zk", zk, "--cluster", cluster, "--json")
 	if code != 0 {
 		t.Fatalf("segment status: %d %s", code, errOut)
 	}
-	var r sfctl.SegmentReport
+	var r sfctl.SegmentStatus
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("segment status %q: %v", out, err)
 	}

@@ -6,10 +6,10 @@ import "time"
 // entries into service (ReasonNone, which would be an empty JSON key).
 const TransitionsInServiceKey = "in_service"
 
-// Report is what /clock needs from clockguard; the node adds the generator's
+// Readings is what /clock needs from clockguard; the node adds the generator's
 // and ZooKeeper's figures. Parts whose check is not wired are nil and left
 // out of the JSON.
-type Report struct {
+type Readings struct {
 	State  State     `json:"state"`
 	Reason Reason    `json:"reason"`
 	Detail string    `json:"detail,omitempty"`
@@ -24,11 +24,11 @@ type Report struct {
 	Peers       *PeerSnapshot    `json:"peers,omitempty"`
 }
 
-// BuildReport gathers the guard's state (read at one instant) and the
+// BuildReadings gathers the guard's state (read at one instant) and the
 // figures of the checks given; any of w, n and p may be nil.
-func BuildReport(g *Guard, w *Watcher, n *NTP, p *Peers) Report {
+func BuildReadings(g *Guard, w *Watcher, n *NTP, p *Peers) Readings {
 	g.mu.Lock()
-	r := Report{
+	r := Readings{
 		State: g.status.State, Reason: g.status.Reason, Detail: g.status.Detail, Since: g.status.Since,
 		Failing:     make(map[Reason]string),
 		Transitions: make(map[string]int64, len(g.transitions)),

@@ -47,7 +47,7 @@ func TestBuildReport(t *testing.T) {
 		t.Fatalf("NTP CheckNow = %v, want ErrNTPOffset", err)
 	}
 
-	r := BuildReport(g, w, n, p)
+	r := BuildReadings(g, w, n, p)
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatalf("marshal: %v", err)
@@ -105,7 +105,7 @@ func TestBuildReport(t *testing.T) {
 func TestBuildReportGuardOnly(t *testing.T) {
 	g := newGuard(t)
 	g.Check(ReasonLeaseLost).Pass()
-	b, err := json.Marshal(BuildReport(g, nil, nil, nil))
+	b, err := json.Marshal(BuildReadings(g, nil, nil, nil))
 	if err != nil {
 		t.Fatalf("marshal: %v", err)
 	}

@@ -15,12 +15,12 @@ const (
 	ModeZooKeeper  = "zookeeper"
 )
 
-// ClockReport is the body of GET /clock: the node's time, fence,
-// service state and every check's figures (clockguard.Report: state,
+// ClockInfo is the body of GET /clock: the node's time, fence,
+// service state and every check's figures (clockguard.Readings: state,
 // reason, detail, since, failing checks, transitions by reason, watcher
 // counters, NTP and peer results). The sections of checks that do not run
 // are left out (peers and zk in standalone mode).
-type ClockReport struct {
+type ClockInfo struct {
 	Mode         string `json:"mode"`
 	WorkerID     int64  `json:"worker_id"`
 	Layout       string `json:"layout"`
@@ -29,14 +29,14 @@ type ClockReport struct {
 	NowMs        int64  `json:"now_ms"`
 	LastIssuedMs int64  `json:"last_issued_ms"` // start of the last issued tick (or of the tick the node started after)
 	FenceMs      int64  `json:"fence_ms"`       // fence last persisted locally
-	clockguard.Report
-	ZK *ZKReport `json:"zk,omitempty"`
+	clockguard.Readings
+	ZK *ZKInfo `json:"zk,omitempty"`
 }
 
-// ZKReport is the ZooKeeper section of GET /clock: who this node is in the
+// ZKInfo is the ZooKeeper section of GET /clock: who this node is in the
 // cluster and the coordinator's state (session, lease, last report, fence
 // in ZooKeeper).
-type ZKReport struct {
+type ZKInfo struct {
 	Cluster   string   `json:"cluster"`
 	NodeKey   string   `json:"node_key"`
 	Advertise string   `json:"advertise"`
@@ -44,8 +44,8 @@ type ZKReport struct {
 	coordinator.Status
 }
 
-// reporter builds ClockReports for one node.
-type reporter struct {
+// clockInfoBuilder builds the ClockInfo of one node.
+type clockInfoBuilder struct {
 	mode    string
 	clock   clock.Clock
 	gen     *snowflake.Generator
@@ -55,27 +55,27 @@ type reporter struct {
 	ntp     *clockguard.NTP
 	peers   *clockguard.Peers        // nil in standalone mode
 	coord   *coordinator.Coordinator // nil in standalone mode
-	zk      ZKReport                 // the static part
+	zk      ZKInfo                   // the static part
 }
 
-func (n *node) newReporter() *reporter {
-	r := &reporter{
+func (n *node) newClockInfo() *clockInfoBuilder {
+	r := &clockInfoBuilder{
 		mode: n.ident.mode, clock: n.clock, gen: n.gen, guard: n.guard, fence: n.keeper.Persisted,
 		watcher: n.watcher, ntp: n.ntp, peers: n.peers, coord: n.coord,
 	}
 	if n.coord != nil {
-		r.zk = ZKReport{Cluster: n.cfg.Cluster, NodeKey: n.nodeKey, Advertise: n.advertise, Servers: n.cfg.ZKServers()}
+		r.zk = ZKInfo{Cluster: n.cfg.Cluster, NodeKey: n.nodeKey, Advertise: n.advertise, Servers: n.cfg.ZKServers()}
 	}
 	return r
 }
 
-func (r *reporter) report() ClockReport {
+func (r *clockInfoBuilder) info() ClockInfo {
 	l := r.gen.Layout()
-	rep := ClockReport{
+	rep := ClockInfo{
 		Mode: r.mode, WorkerID: r.gen.WorkerID(),
 		Layout: l.String(), Epoch: l.Epoch.UTC().Format(time.RFC3339Nano), TimeUnit: l.Unit.String(),
 		NowMs: clock.UnixMilli(r.clock), LastIssuedMs: r.gen.LastUnixMilli(), FenceMs: r.fence(),
-		Report: clockguard.BuildReport(r.guard, r.watcher, r.ntp, r.peers),
+		Readings: clockguard.BuildReadings(r.guard, r.watcher, r.ntp, r.peers),
 	}
 	if r.coord != nil {
 		z := r.zk
