@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
 // A closed loopback port: Claim gives up with ErrZKUnavailable within the
@@ -46,7 +47,7 @@ func TestMisuseIsAnErrorNotAPanic(t *testing.T) {
 	if err := c.Run(context.Background(), fs); err == nil || !strings.Contains(err.Error(), "Attach") {
 		t.Fatalf("Run before Attach: %v", err)
 	}
-	g := clockguard.New(testLog(t, nil), nil)
+	g := clockguard.New(testsupport.Log(t, nil), nil)
 	c.Attach(g)
 	c.Attach(g) // second Attach: ignored with an error log
 	if err := c.Run(context.Background(), fs); err == nil || !strings.Contains(err.Error(), "Claim or ResumeFromCache") {

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,16 +30,6 @@ const (
 	testFenceAhead = 6 * testReport
 )
 
-// testLog writes info and above to the test log and to buf (if not nil).
-func testLog(t *testing.T, buf *testsupport.SyncBuffer) zerolog.Logger {
-	t.Helper()
-	var w io.Writer = zerolog.NewTestWriter(t)
-	if buf != nil {
-		w = io.MultiWriter(w, buf)
-	}
-	return zerolog.New(w).Level(zerolog.InfoLevel).With().Timestamp().Logger()
-}
-
 func serversOf(c *zkharness.Cluster) []string { return strings.Split(c.ConnectString(), ",") }
 
 // testConfig is a config with short timings for key on servers.
@@ -50,7 +39,7 @@ func testConfig(t *testing.T, servers []string, key string) Config {
 		Servers: servers, SessionTimeout: testSession, Cluster: "test", NodeKey: key,
 		Advertise: "127.0.0.1:" + portFor(key), Layout: snowflake.DefaultLayout(),
 		RecycleAfter: time.Hour, ReportInterval: testReport, ZKFenceAhead: testFenceAhead,
-		ConnectTimeout: 3 * time.Second, Log: testLog(t, nil),
+		ConnectTimeout: 3 * time.Second, Log: testsupport.Log(t, nil),
 	}
 }
 
@@ -138,7 +127,7 @@ func (r *transitions) has(reason clockguard.Reason) bool {
 // cleanup (before c's Close cleanup runs).
 func attachAndRun(t *testing.T, c *Coordinator, fs Fencer, setup ...func(*clockguard.Guard)) (*clockguard.Guard, *transitions) {
 	t.Helper()
-	g := clockguard.New(testLog(t, nil), nil)
+	g := clockguard.New(testsupport.Log(t, nil), nil)
 	rec := &transitions{}
 	g.OnTransition(rec.add)
 	for _, f := range setup {

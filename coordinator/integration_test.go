@@ -421,7 +421,7 @@ func TestIntegration_MalformedZnodes(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	var logs testsupport.SyncBuffer
 	cfg := testConfig(t, srv, "good")
-	cfg.Log = testLog(t, &logs)
+	cfg.Log = testsupport.Log(t, &logs)
 	first := newCoord(t, cfg)
 	firstID := mustClaim(t, first)
 	raw := rawConn(t, srv, "")
@@ -865,7 +865,7 @@ func TestIntegration_LostCreateAnswerLeavesNoOrphan(t *testing.T) {
 	px := zkproxy.Start(t, srv[0])
 	var logs testsupport.SyncBuffer
 	cfg := testConfig(t, []string{px.Addr()}, "lost-answer")
-	cfg.Log = testLog(t, &logs)
+	cfg.Log = testsupport.Log(t, &logs)
 	c := newCoord(t, cfg)
 	px.LoseAnswerTo("/snowflaked/test/forever/lost-answer-", nil)
 	id := mustClaim(t, c)
@@ -910,7 +910,7 @@ func TestIntegration_DuplicateForeverZnodesUseLowest(t *testing.T) {
 	}
 	var logs testsupport.SyncBuffer
 	cfg := testConfig(t, srv, "twin")
-	cfg.Log = testLog(t, &logs)
+	cfg.Log = testsupport.Log(t, &logs)
 	id := mustClaim(t, newCoord(t, cfg))
 	if id.Path != made[0] {
 		t.Fatalf("claimed %s, want the lowest %s", id.Path, made[0])

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
 )
 
@@ -57,7 +58,7 @@ func TestReclaimAfterLostAnswerCompletes(t *testing.T) {
 					t.Fatal(err)
 				}
 				fs := &testFence{}
-				c.Attach(clockguard.New(testLog(t, nil), nil))
+				c.Attach(clockguard.New(testsupport.Log(t, nil), nil))
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
 				go func() { done <- c.Run(ctx, fs) }()

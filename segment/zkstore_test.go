@@ -19,8 +19,6 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
-	"github.com/rs/zerolog"
-	"io"
 )
 
 // segmentStore opens a ZKStore on a cluster a node has created.
@@ -28,7 +26,7 @@ func segmentStore(t *testing.T, servers []string) *ZKStore {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	s, err := OpenZK(ctx, ZKConfig{Servers: servers, Cluster: "test", Timeout: 3 * time.Second, Log: testLog(t, nil)})
+	s, err := OpenZK(ctx, ZKConfig{Servers: servers, Cluster: "test", Timeout: 3 * time.Second, Log: testsupport.Log(t, nil)})
 	if err != nil {
 		t.Fatalf("OpenZK: %v", err)
 	}
@@ -39,16 +37,6 @@ func segmentStore(t *testing.T, servers []string) *ZKStore {
 // waitLong bounds a test's waits on ZooKeeper.
 const waitLong = 15 * time.Second
 
-// testLog writes info and above to the test log and to buf (if not nil).
-func testLog(t *testing.T, buf *testsupport.SyncBuffer) zerolog.Logger {
-	t.Helper()
-	var w io.Writer = zerolog.NewTestWriter(t)
-	if buf != nil {
-		w = io.MultiWriter(w, buf)
-	}
-	return zerolog.New(w).Level(zerolog.InfoLevel).With().Timestamp().Logger()
-}
-
 // newSegmentCluster starts a ZooKeeper and has a node (a coordinator's
 // claim) create the cluster "test" in it, as a running node would.
 func newSegmentCluster(t *testing.T) []string {
@@ -58,7 +46,7 @@ func newSegmentCluster(t *testing.T) []string {
 		Servers: srv, Cluster: "test", NodeKey: "seg-node", Advertise: "127.0.0.1:10001",
 		Layout: snowflake.DefaultLayout(), SessionTimeout: 4 * time.Second, RecycleAfter: time.Hour,
 		ReportInterval: 100 * time.Millisecond, ZKFenceAhead: 600 * time.Millisecond,
-		ConnectTimeout: 3 * time.Second, Log: testLog(t, nil),
+		ConnectTimeout: 3 * time.Second, Log: testsupport.Log(t, nil),
 	})
 	if err != nil {
 		t.Fatalf("coordinator.New: %v", err)
@@ -437,7 +425,7 @@ func TestSegmentStore_MaxIDWentBackIsRefused(t *testing.T) {
 // a write of the same store was answered: only a value shown by an
 // operation that started after the higher one was seen counts.
 func TestSegmentStoreSeeOrdersByStart(t *testing.T) {
-	s := &ZKStore{log: testLog(t, nil)}
+	s := &ZKStore{log: testsupport.Log(t, nil)}
 	read := s.ops.Add(1)  // a read starts …
 	write := s.ops.Add(1) // … a write is answered with max_id 200
 	if err := s.see("t", 200, write); err != nil {

@@ -7,11 +7,14 @@ package testsupport
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // Poll calls cond every period until it holds, and fails the test with
@@ -70,6 +73,17 @@ func (s *SyncBuffer) Lines(t testing.TB, msg string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// Log is a logger for a test: info and above, with timestamps, to the
+// test's log (shown on failure or -v) and to buf when not nil.
+func Log(t testing.TB, buf *SyncBuffer) zerolog.Logger {
+	t.Helper()
+	var w io.Writer = zerolog.NewTestWriter(t)
+	if buf != nil {
+		w = io.MultiWriter(w, buf)
+	}
+	return zerolog.New(w).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 }
 
 // ClosedAddr returns a 127.0.0.1 address nothing listens on.
