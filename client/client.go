@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -468,9 +469,6 @@ func isHostPort(s string) bool {
 	if err != nil || host == "" {
 		return false
 	}
-	var p int
-	if _, err := fmt.Sscanf(port, "%d", &p); err != nil || fmt.Sprint(p) != port {
-		return false
-	}
-	return p > 0 && p < 65536
+	p, err := strconv.Atoi(port)
+	return err == nil && strconv.Itoa(p) == port && p > 0 && p < 65536
 }

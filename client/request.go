@@ -30,14 +30,6 @@ type endpoint struct {
 // maxIDLine bounds one line of an answer: 19 digits and a newline.
 const maxIDLine = 20
 
-// outcome of one request, for the failover loop.
-var (
-	// errNotNode: the answer says the request does not fit the node right
-	// now (503 batch_timeout); another node may serve it, and the node
-	// stays in rotation.
-	errNotNode = errors.New("not this node")
-)
-
 // request asks node for n IDs of ep. A node that fails (no answer, a 5xx,
 // a 404 that is not snowflaked's "unknown tag", an answer that is not n
 // increasing IDs) is marked down and the error returned; any other 4xx is
@@ -66,8 +58,9 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 			err := fmt.Errorf("%s: 503 %s", addr, text)
 			if code == "batch_timeout" {
 				// A batch too large for the node's per-tick capacity: the
-				// request's doing, not the node's.
-				return fmt.Errorf("%w: %w", errNotNode, err)
+				// request's doing, not the node's. The batch fails over,
+				// the node stays in rotation.
+				return err
 			}
 			d := c.cfg.DownFor
 			if a.retryAfter > 0 {
