@@ -226,22 +226,9 @@ func TestNextSegment(t *testing.T) {
 	})
 	c := newClient(t, Config{Servers: []string{f.addr}})
 	const goroutines, each = 32, 50
-	got := make([][]int64, goroutines)
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Go(func() {
-			tag := []string{"orders", "users"}[g%2]
-			for range each {
-				id, err := c.NextSegment(context.Background(), tag)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				got[g] = append(got[g], id)
-			}
-		})
-	}
-	wg.Wait()
+	got := callConcurrently(t, goroutines, each, func(g int) (int64, error) {
+		return c.NextSegment(context.Background(), []string{"orders", "users"}[g%2])
+	})
 	all := slices.Concat(got...)
 	slices.Sort(all)
 	if len(slices.Compact(all)) != goroutines*each {

@@ -122,6 +122,29 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
+// callConcurrently runs goroutines callers, each making each calls of
+// call(g), and returns what each got, in order; a failed call is a test
+// error and ends that caller.
+func callConcurrently(t *testing.T, goroutines, each int, call func(g int) (int64, error)) [][]int64 {
+	t.Helper()
+	got := make([][]int64, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for range each {
+				id, err := call(g)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got[g] = append(got[g], id)
+			}
+		})
+	}
+	wg.Wait()
+	return got
+}
+
 // eventually polls cond every 5ms for up to 5s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -143,21 +166,7 @@ func TestCoalescing(t *testing.T) {
 	})
 	c := newClient(t, Config{Servers: []string{f.addr}, MaxBatch: 64})
 	const goroutines, each = 64, 100
-	ids := make([][]int64, goroutines)
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Go(func() {
-			for range each {
-				id, err := c.Next(context.Background())
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				ids[g] = append(ids[g], id)
-			}
-		})
-	}
-	wg.Wait()
+	ids := callConcurrently(t, goroutines, each, func(int) (int64, error) { return c.Next(context.Background()) })
 	seen := map[int64]bool{}
 	for _, l := range ids {
 		for i, id := range l {

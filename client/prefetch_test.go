@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 )
@@ -15,21 +14,7 @@ func TestPrefetchConcurrentCallersGetEachIDOnce(t *testing.T) {
 	f := startFake(t, 1, nil)
 	c := newClient(t, Config{Servers: []string{f.addr}, Prefetch: 1000, MaxBatch: 250})
 	const goroutines, each = 32, 500
-	got := make([][]int64, goroutines)
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Go(func() {
-			for range each {
-				id, err := c.Next(context.Background())
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				got[g] = append(got[g], id)
-			}
-		})
-	}
-	wg.Wait()
+	got := callConcurrently(t, goroutines, each, func(int) (int64, error) { return c.Next(context.Background()) })
 	all := slices.Concat(got...)
 	slices.Sort(all)
 	if n := len(slices.Compact(all)); n != goroutines*each {
