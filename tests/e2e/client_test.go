@@ -55,24 +55,7 @@ func TestIntegration_ClientSurvivesRollbackAndKill9(t *testing.T) {
 			defer c.Close()
 
 			const goroutines, run = 32, 20 * time.Second
-			lists := make([][]int64, goroutines)
-			errs := make([]error, goroutines)
-			start := time.Now()
-			var wg sync.WaitGroup
-			for g := range goroutines {
-				wg.Go(func() {
-					for time.Since(start) < run {
-						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-						id, err := c.Next(ctx)
-						cancel()
-						if err != nil {
-							errs[g] = err
-							return
-						}
-						lists[g] = append(lists[g], id)
-					}
-				})
-			}
+			wait := callFor(goroutines, run, 0, c.Next)
 			// The faults, overlapping the load.
 			time.Sleep(3 * time.Second)
 			if code, body := nodes[0].do(http.MethodPost, "/debug/chaos/clock?offset=-5s"); code != http.StatusOK {
@@ -88,7 +71,7 @@ func TestIntegration_ClientSurvivesRollbackAndKill9(t *testing.T) {
 			if code, body := nodes[0].do(http.MethodPost, "/debug/chaos/clock?offset=0"); code != http.StatusOK {
 				t.Fatalf("reset node 1: %d %s", code, body)
 			}
-			wg.Wait()
+			lists, errs := wait()
 			for g, err := range errs {
 				if err != nil {
 					t.Errorf("goroutine %d: %v", g, err)
@@ -138,29 +121,12 @@ func TestIntegration_ClientNextSegmentSurvivesKill9(t *testing.T) {
 	defer c.Close()
 
 	const goroutines, run = 16, 6 * time.Second
-	lists := make([][]int64, goroutines)
-	errs := make([]error, goroutines)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Go(func() {
-			for time.Since(start) < run {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				id, err := c.NextSegment(ctx, "orders")
-				cancel()
-				if err != nil {
-					errs[g] = err
-					return
-				}
-				lists[g] = append(lists[g], id)
-				time.Sleep(time.Millisecond) // paced: other tests share the machine
-			}
-		})
-	}
+	// Paced: other tests share the machine.
+	wait := callFor(goroutines, run, time.Millisecond, func(ctx context.Context) (int64, error) { return c.NextSegment(ctx, "orders") })
 	time.Sleep(run / 2)
 	nodes[0].p.signal(syscall.SIGKILL)
 	nodes[0].p.exitCode()
-	wg.Wait()
+	lists, errs := wait()
 	seen := map[int64]bool{}
 	for g, err := range errs {
 		if err != nil {
@@ -178,4 +144,34 @@ func TestIntegration_ClientNextSegmentSurvivesKill9(t *testing.T) {
 		t.Errorf("%d IDs in %d requests: not merged (%+v)", len(seen), st.Requests, st)
 	}
 	t.Logf("%d dense IDs from %d goroutines, none failed, no duplicate; stats %+v", len(seen), goroutines, st)
+}
+
+// callFor starts goroutines callers, each calling call (with a 5s
+// deadline, pausing pace between calls) until run has passed or a call
+// fails. wait waits for them and returns what each got, in order, and the
+// error that ended it (nil when none did).
+func callFor(goroutines int, run, pace time.Duration, call func(context.Context) (int64, error)) (wait func() ([][]int64, []error)) {
+	lists := make([][]int64, goroutines)
+	errs := make([]error, goroutines)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for time.Since(start) < run {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				id, err := call(ctx)
+				cancel()
+				if err != nil {
+					errs[g] = err
+					return
+				}
+				lists[g] = append(lists[g], id)
+				time.Sleep(pace)
+			}
+		})
+	}
+	return func() ([][]int64, []error) {
+		wg.Wait()
+		return lists, errs
+	}
 }
