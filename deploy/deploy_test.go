@@ -19,27 +19,12 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/node"
 )
 
-// needTool returns the path of a Debian tool, or skips loudly (fails with
-// CI=true: CI installs it).
-func needTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	msg := name + " NOT FOUND: install Debian's " + pkg + " package (apt-get install -y " + pkg + ")"
-	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-		t.Fatal(msg + "; CI is set, so this is a failure, not a skip")
-	}
-	t.Skip(msg + "; test skipped")
-	return ""
-}
-
 func TestPrometheusRules(t *testing.T) {
-	promtool := needTool(t, "promtool", "prometheus")
+	promtool := testsupport.NeedTool(t, "prometheus", "promtool")
 	for _, args := range [][]string{
 		{"check", "rules", "alerts.yml"},
 		{"test", "rules", "alerts_test.yml"},

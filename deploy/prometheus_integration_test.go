@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -81,7 +82,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 }
 
 func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
-	prom := needTool(t, "prometheus", "prometheus")
+	prom := testsupport.NeedTool(t, "prometheus", "prometheus")
 	zk := zkharness.StartStandalone(t)
 	ntp := ntpharness.StartFake(t)
 	bin, err := proc.Build(t.TempDir(), "snowflaked-chaos", "codeberg.org/snowflaked/snowflaked/cmd/snowflaked", "-tags", "chaos")

@@ -1,5 +1,5 @@
 // Package metrics exposes snowflaked's figures in the Prometheus text format
-// (GET /metrics) with github.com/VictoriaMetrics/metrics.
+// (GET /metrics).
 //
 // Two kinds of figures:
 //
@@ -10,6 +10,11 @@
 //   - Read at scrape time from the node's parts (generator, guard, watcher,
 //     NTP and peer checks, ZooKeeper coordinator, fence) through the small
 //     interfaces of Sources. Nothing is copied or polled in between.
+//
+// With Config.ProcessMetrics the Go runtime and process families of
+// github.com/VictoriaMetrics/metrics follow, each given the HELP and TYPE
+// lines that library leaves out, so that the whole exposition passes
+// promtool check metrics.
 //
 // Clock rollbacks beyond the tolerance are reported by the node through
 // ObserveRollback, which merges the many reports of one rollback (every
@@ -23,7 +28,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	vm "github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
@@ -217,11 +221,11 @@ func init() {
 // safe for concurrent use. Create it with New.
 type Metrics struct {
 	src       Sources
-	tolerance int // size class of the generator's within-tolerance waits
-	set       *vm.Set
+	tolerance int  // size class of the generator's within-tolerance waits
+	process   bool // Config.ProcessMetrics
 
-	ids      *vm.Counter
-	requests [numEndpoints * numClasses]*vm.Counter
+	ids      atomic.Uint64
+	requests [numEndpoints * numClasses]atomic.Uint64
 
 	rollbacks     [len(rollbackLimits) + 1]atomic.Uint64
 	rollbackStart atomic.Int64 // catch-up point (unix ns) of the rollback counted last; 0: none
@@ -237,18 +241,7 @@ func New(cfg Config) (*Metrics, error) {
 		return nil, fmt.Errorf("%w: rollback tolerance %v is negative", ErrBadConfig, cfg.RollbackTolerance)
 	}
 	dropTypedNils(&cfg.Sources)
-	m := &Metrics{src: cfg.Sources, tolerance: sizeIndex(cfg.RollbackTolerance), set: vm.NewSet()}
-	m.ids = m.set.NewCounter("snowflaked_ids_issued_total")
-	for e, ep := range server.Endpoints {
-		for c, class := range statusClasses {
-			m.requests[e*numClasses+c] = m.set.NewCounter(fmt.Sprintf(`snowflaked_requests_total{endpoint=%q,code=%q}`, ep, class))
-		}
-	}
-	m.set.RegisterMetricsWriter(m.writeSources)
-	if cfg.ProcessMetrics {
-		m.set.RegisterMetricsWriter(vm.WriteProcessMetrics)
-	}
-	return m, nil
+	return &Metrics{src: cfg.Sources, tolerance: sizeIndex(cfg.RollbackTolerance), process: cfg.ProcessMetrics}, nil
 }
 
 // dropTypedNils turns optional sources that hold a nil pointer of the
@@ -287,13 +280,13 @@ var (
 // Request counts one request by endpoint (a server.Endpoint* name; others
 // count as "other") and status class. It does not allocate.
 func (m *Metrics) Request(endpoint string, status int) {
-	m.requests[endpointIndex(endpoint)*numClasses+classIndex(status)].Inc()
+	m.requests[endpointIndex(endpoint)*numClasses+classIndex(status)].Add(1)
 }
 
 // IssuedIDs counts n issued IDs (n < 1 is ignored). It does not allocate.
 func (m *Metrics) IssuedIDs(n int) {
 	if n > 0 {
-		m.ids.Add(n)
+		m.ids.Add(uint64(n))
 	}
 }
 
@@ -325,8 +318,18 @@ func (m *Metrics) ObserveRollback(behind time.Duration, at time.Time) {
 	}
 }
 
-// WritePrometheus writes every family in the Prometheus text format to w.
-func (m *Metrics) WritePrometheus(w io.Writer) { m.set.WritePrometheus(w) }
+// WritePrometheus writes every family in the Prometheus text format to w,
+// each with its HELP and TYPE lines (the exposition passes promtool check
+// metrics).
+func (m *Metrics) WritePrometheus(w io.Writer) {
+	e := &expo{b: make([]byte, 0, 16<<10)}
+	m.writeRequests(e)
+	m.writeSources(e)
+	if m.process {
+		writeProcess(e)
+	}
+	_, _ = w.Write(e.b)
+}
 
 // Content type of the exposition and of the 405 error.
 const (

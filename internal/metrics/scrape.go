@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +8,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/segment"
+	"codeberg.org/snowflaked/snowflaked/server"
 )
 
 // maxPeerSeries bounds the per-peer series of one scrape.
@@ -35,6 +35,12 @@ func reasonLabel(r clockguard.Reason) string {
 
 // family is one metric family: its name, type and help text.
 type family struct{ name, typ, help string }
+
+// The request path's families.
+var (
+	fIDs      = family{"snowflaked_ids_issued_total", "counter", "IDs issued by this node: snowflake IDs (single and batch) and dense segment IDs."}
+	fRequests = family{"snowflaked_requests_total", "counter", "HTTP requests answered, by endpoint and status class."}
+)
 
 // The families read at scrape time.
 var (
@@ -89,17 +95,37 @@ type expo struct {
 // add writes one sample of f, with label name/value pairs, writing f's
 // HELP and TYPE lines first if f is new.
 func (e *expo) add(f family, v float64, labels ...string) {
+	e.series(f, labels)
+	e.b = strconv.AppendFloat(e.b, v, 'g', -1, 64)
+	e.b = append(e.b, '\n')
+}
+
+// addUint is add for a counter kept as an integer: exact beyond 2^53.
+func (e *expo) addUint(f family, v uint64, labels ...string) {
+	e.series(f, labels)
+	e.b = strconv.AppendUint(e.b, v, 10)
+	e.b = append(e.b, '\n')
+}
+
+// header writes f's HELP and TYPE lines.
+func (e *expo) header(f family) {
+	e.b = append(e.b, "# HELP "...)
+	e.b = append(e.b, f.name...)
+	e.b = append(e.b, ' ')
+	e.b = append(e.b, f.help...)
+	e.b = append(e.b, "\n# TYPE "...)
+	e.b = append(e.b, f.name...)
+	e.b = append(e.b, ' ')
+	e.b = append(e.b, f.typ...)
+	e.b = append(e.b, '\n')
+	e.last = f.name
+}
+
+// series writes f's HELP and TYPE lines if f is new, then the series name
+// with its labels and the space before the value.
+func (e *expo) series(f family, labels []string) {
 	if e.last != f.name {
-		e.b = append(e.b, "# HELP "...)
-		e.b = append(e.b, f.name...)
-		e.b = append(e.b, ' ')
-		e.b = append(e.b, f.help...)
-		e.b = append(e.b, "\n# TYPE "...)
-		e.b = append(e.b, f.name...)
-		e.b = append(e.b, ' ')
-		e.b = append(e.b, f.typ...)
-		e.b = append(e.b, '\n')
-		e.last = f.name
+		e.header(f)
 	}
 	e.b = append(e.b, f.name...)
 	for i := 0; i+1 < len(labels); i += 2 {
@@ -117,8 +143,6 @@ func (e *expo) add(f family, v float64, labels ...string) {
 		e.b = append(e.b, '}')
 	}
 	e.b = append(e.b, ' ')
-	e.b = strconv.AppendFloat(e.b, v, 'g', -1, 64)
-	e.b = append(e.b, '\n')
 }
 
 // appendLabelValue escapes a label value as the text format wants:
@@ -151,9 +175,18 @@ func secs(d time.Duration) float64 { return d.Seconds() }
 // secondsPerYear is the length of a Julian year.
 const secondsPerYear = 365.25 * 24 * 3600
 
-// writeSources reads every source once and writes its families to w.
-func (m *Metrics) writeSources(w io.Writer) {
-	e := &expo{b: make([]byte, 0, 8<<10)}
+// writeRequests writes the request path's counters.
+func (m *Metrics) writeRequests(e *expo) {
+	e.addUint(fIDs, m.ids.Load())
+	for i, ep := range server.Endpoints {
+		for c, class := range statusClasses {
+			e.addUint(fRequests, m.requests[i*numClasses+c].Load(), "endpoint", ep, "code", class)
+		}
+	}
+}
+
+// writeSources reads every source once and writes its families.
+func (m *Metrics) writeSources(e *expo) {
 	nowNs := m.src.Clock.WallNanos()
 	now := time.Unix(0, nowNs)
 	m.writeGenerator(e, nowNs)
@@ -181,7 +214,6 @@ func (m *Metrics) writeSources(w io.Writer) {
 			e.add(fSegPossiblyLost, float64(pl.PossiblyLost()))
 		}
 	}
-	_, _ = w.Write(e.b)
 }
 
 func (m *Metrics) writeGenerator(e *expo, nowNs int64) {

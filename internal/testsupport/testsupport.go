@@ -1,14 +1,20 @@
 // Package testsupport holds what the tests of several packages share:
 // polling a condition with a bound, a log sink safe for concurrent use, a
-// loopback address nobody listens on, and whether the race detector is on.
+// loopback address nobody listens on, whether the race detector is on,
+// finding a Debian tool (skip, or fail under CI) and promtool's check of an
+// exposition.
 // Production code never imports it.
 package testsupport
 
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -96,4 +102,43 @@ func ClosedAddr(t testing.TB) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// NeedTool returns the path of the first of names found in PATH, a program
+// of the Debian package pkg. When none is found it skips the test loudly,
+// or fails it with CI=true (CI installs every such package).
+func NeedTool(t testing.TB, pkg string, names ...string) string {
+	t.Helper()
+	for _, name := range names {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := fmt.Sprintf("!!! %s NOT FOUND: install Debian's %s package (apt-get install -y %s): this test did NOT run !!!", strings.Join(names, " or "), pkg, pkg)
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+		t.Fatal(msg + " (CI is set: a failure, not a skip)")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// CheckMetrics runs `promtool check metrics` (Prometheus's own linter) on an
+// exposition and fails the test with every problem it names.
+func CheckMetrics(t testing.TB, exposition string) {
+	t.Helper()
+	if problems := promtoolProblems(NeedTool(t, "prometheus", "promtool"), exposition); problems != "" {
+		t.Errorf("promtool check metrics: %s", problems)
+	}
+}
+
+// promtoolProblems returns what promtool says about an exposition, with its
+// exit status, or "" when it accepts it.
+func promtoolProblems(promtool, exposition string) string {
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(exposition)
+	out, err := cmd.CombinedOutput()
+	if err == nil && len(bytes.TrimSpace(out)) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%v\n%s", err, out)
 }

@@ -3,6 +3,9 @@ package testsupport
 import (
 	"fmt"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,5 +73,36 @@ func TestSyncBufferLines(t *testing.T) {
 	got := b.Lines(t, "a")
 	if len(got) != 2 || got[0]["n"] != 1.0 || got[1]["n"] != 2.0 {
 		t.Fatalf("Lines(a) = %v", got)
+	}
+}
+
+// A tool that is not installed skips the test (outside CI).
+func TestNeedToolMissingSkips(t *testing.T) {
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+		t.Skip("with CI set a missing tool fails the test instead; not testable here")
+	}
+	var sub *testing.T
+	t.Run("missing", func(t *testing.T) {
+		sub = t
+		NeedTool(t, "none", "no-such-tool-snowflaked", "/nonexistent/no-such-tool")
+		t.Error("NeedTool returned for a missing tool")
+	})
+	if !sub.Skipped() {
+		t.Fatal("NeedTool did not skip the test for a missing tool")
+	}
+}
+
+// promtool passes a clean exposition and names the problems of others.
+func TestPromtoolProblems(t *testing.T) {
+	promtool := NeedTool(t, "prometheus", "promtool")
+	for _, tc := range []struct{ text, want string }{
+		{"# HELP a_total A counter.\n# TYPE a_total counter\na_total 1\n", ""},
+		{"a_total 1\n", "no help text"},
+		{"# HELP a A counter.\n# TYPE a counter\na 1\n", "_total"},
+	} {
+		got := promtoolProblems(promtool, tc.text)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("promtool on %q: %q, want %q", tc.text, got, tc.want)
+		}
 	}
 }

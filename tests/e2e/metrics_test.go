@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/tests/promtext"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
@@ -159,6 +160,8 @@ func TestIntegration_MetricsStandalone(t *testing.T) {
 
 	tr := sendTraffic(p)
 	checkTraffic(t, before, p.metrics(), tr)
+	_, body := p.get("/metrics")
+	testsupport.CheckMetrics(t, body)
 
 	// Scrapes count as endpoint "other", so they do not disturb the above.
 	m1 := p.metrics()
@@ -189,6 +192,8 @@ func TestIntegration_MetricsZooKeeper(t *testing.T) {
 	tr := sendTraffic(p)
 	after := p.metrics()
 	checkTraffic(t, before, after, tr)
+	_, body := p.get("/metrics")
+	testsupport.CheckMetrics(t, body)
 	_, w := decodeMs(p.ids(1)[0])
 	if after["snowflaked_worker_id"] != float64(w) {
 		t.Errorf("snowflaked_worker_id %v, IDs carry worker %d", after["snowflaked_worker_id"], w)

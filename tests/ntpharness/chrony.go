@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/beevik/ntp"
+
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
 const (
@@ -213,32 +215,14 @@ func logTail(path string, n int) string {
 // test if the environment has CI=true, and otherwise skips it loudly.
 func RequireChrony(t testing.TB) string {
 	t.Helper()
-	return requireBinary(t, "chronyd", "/usr/sbin/chronyd", "chrony")
+	return testsupport.NeedTool(t, "chrony", "chronyd", "/usr/sbin/chronyd")
 }
 
 // RequireFaketime returns the path of faketime. When it is missing it fails
 // the test if the environment has CI=true, and otherwise skips it loudly.
 func RequireFaketime(t testing.TB) string {
 	t.Helper()
-	return requireBinary(t, "faketime", "/usr/bin/faketime", "faketime")
-}
-
-// requireBinary looks name up in PATH, then at fallback (sbin directories are
-// often not in a non-root PATH), and skips or fails when neither exists.
-func requireBinary(t testing.TB, name, fallback, debPkg string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	if p, err := exec.LookPath(fallback); err == nil {
-		return p
-	}
-	msg := fmt.Sprintf("!!! %s NOT FOUND (install the Debian package %q): this test did NOT run !!!", name, debPkg)
-	if os.Getenv("CI") == "true" {
-		t.Fatal("ntpharness: " + msg + " (CI=true: failing instead of skipping)")
-	}
-	t.Skip("ntpharness: SKIPPED: " + msg)
-	return ""
+	return testsupport.NeedTool(t, "faketime", "faketime", "/usr/bin/faketime")
 }
 
 // groupAlive reports whether a process of group pgid is still running
