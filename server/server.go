@@ -201,6 +201,7 @@ func New(cfg Config) (*Server, error) {
 	s.srv = &fasthttp.Server{
 		Handler:            s.handler,
 		ErrorHandler:       s.handleParseError,
+		Logger:             newLibLog(cfg.Log, time.Now),
 		Name:               "snowflaked",
 		ReadTimeout:        orDefault(cfg.ReadTimeout, DefaultReadTimeout),
 		WriteTimeout:       orDefault(cfg.WriteTimeout, DefaultWriteTimeout),

@@ -61,8 +61,8 @@ func (s *SyncBuffer) String() string {
 }
 
 // Lines decodes the JSON lines written so far (a zerolog logger's) and
-// returns those whose message is msg; a line that is not JSON fails the
-// test.
+// returns those whose message is msg (every line for ""); a line that is
+// not JSON fails the test.
 func (s *SyncBuffer) Lines(t testing.TB, msg string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
@@ -74,7 +74,7 @@ func (s *SyncBuffer) Lines(t testing.TB, msg string) []map[string]any {
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line is not JSON: %q: %v", line, err)
 		}
-		if m["message"] == msg {
+		if msg == "" || m["message"] == msg {
 			out = append(out, m)
 		}
 	}

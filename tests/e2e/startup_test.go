@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // No start of either binary, not even --help, prints a stray
@@ -14,8 +19,9 @@ import (
 // exposing PSI metrics ..." from its initializer). The startuplog package
 // holds the standard logger's output back from init until main routes it
 // into the JSON log; that needs it initialised before the library, which
-// GODEBUG=inittrace=1 shows.
-func TestIntegration_NoStrayLinesAtStart(t *testing.T) {
+// GODEBUG=inittrace=1 shows. Once running, every line is JSON, including
+// what the HTTP library says about clients that send garbage.
+func TestIntegration_EveryLogLineIsJSON(t *testing.T) {
 	run := func(bin string, env []string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
@@ -44,16 +50,57 @@ func TestIntegration_NoStrayLinesAtStart(t *testing.T) {
 		t.Fatalf("init order: startuplog at %d, VictoriaMetrics/metrics at %d (want startuplog first):\n%s", held, lib, trace)
 	}
 
-	// A normal start: every line on stderr is JSON.
+	// A normal start, a scrape, and clients that send garbage (not HTTP, a
+	// TLS hello, a body beyond the limit) on many connections: every line on
+	// stderr is JSON, and the HTTP library's complaints are rate-limited.
 	p := startNode(t, binSnowflaked, nodeArgs(t.TempDir(), 4))
 	p.waitReadyz(http.StatusOK, readyTimeout)
+	if code, body := p.get("/metrics"); code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", code, body)
+	}
+	sendGarbage(t, p.addr, 40)
 	p.signal(syscall.SIGTERM)
 	if code := p.exitCode(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
+	library := 0
 	for _, line := range strings.Split(strings.TrimSpace(p.Output()), "\n") {
-		if !strings.HasPrefix(line, "{") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Errorf("a line that is not JSON: %q", line)
 		}
+		if m["component"] == "http" {
+			library++
+		}
 	}
+	// 40 bad connections within the read timeout (10s): at most 11 periods
+	// of 10 lines.
+	if library == 0 || library > 110 {
+		t.Errorf("%d lines from the HTTP library for 40 bad connections, want 1..110", library)
+	}
+}
+
+// sendGarbage opens n connections to addr at once and sends on each what
+// is not a request the server can read, waiting for it to close them.
+func sendGarbage(t *testing.T, addr string, n int) {
+	t.Helper()
+	hello := "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + strings.Repeat("\x00", 160)
+	big := "POST /ids HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n"
+	payloads := []string{"GARBAGE\r\n\r\n", hello, big}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				t.Errorf("dial: %v", err)
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			if _, err := io.WriteString(c, payloads[i%len(payloads)]); err == nil {
+				_, _ = io.Copy(io.Discard, c)
+			}
+		})
+	}
+	wg.Wait()
 }

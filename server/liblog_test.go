@@ -1,0 +1,96 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
+)
+
+// The library's messages become JSON lines, at most libLogBurst per period;
+// the next line written says how many were dropped.
+func TestLibLog_RateLimited(t *testing.T) {
+	var buf testsupport.SyncBuffer
+	now := time.Unix(1_700_000_000, 0)
+	l := newLibLog(zerolog.New(&buf), func() time.Time { return now })
+	for i := range 25 {
+		l.Printf("error when serving connection %q<->%q: %v", "127.0.0.1:8080", fmt.Sprintf("127.0.0.1:%d", 40000+i), "cannot parse")
+	}
+	now = now.Add(libLogPeriod)
+	l.Printf("Permanent error when accepting new connections: %v", "boom")
+	lines := buf.Lines(t, "")
+	if len(lines) != libLogBurst+1 {
+		t.Fatalf("%d lines written, want %d:\n%s", len(lines), libLogBurst+1, buf.String())
+	}
+	for i, m := range lines {
+		if m["component"] != "http" {
+			t.Errorf("line %d: component %v, want http", i, m["component"])
+		}
+		wantLevel, wantSuppressed := "info", any(nil)
+		if i == libLogBurst {
+			wantLevel, wantSuppressed = "warn", float64(25-libLogBurst)
+		}
+		if m["level"] != wantLevel || m["suppressed"] != wantSuppressed {
+			t.Errorf("line %d: level %v suppressed %v, want %s %v", i, m["level"], m["suppressed"], wantLevel, wantSuppressed)
+		}
+	}
+	if msg, _ := lines[0]["message"].(string); !strings.Contains(msg, `127.0.0.1:40000`) {
+		t.Errorf("first line lost the message: %v", lines[0])
+	}
+}
+
+// Garbage on many connections (not HTTP, a TLS hello, a body beyond the
+// limit) reaches the node's log as rate-limited JSON, never the library's
+// plain-text logger.
+func TestLibLog_GarbageConnections(t *testing.T) {
+	var buf testsupport.SyncBuffer
+	f := newFixture(t, snowflake.DefaultLayout(), func(c *Config) {
+		c.Log = zerolog.New(&buf)
+		c.ReadTimeout = 100 * time.Millisecond // an incomplete request ends soon
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = f.srv.Serve(ln) }()
+	t.Cleanup(func() { _ = f.srv.Shutdown(t.Context()) })
+	tlsHello := "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + strings.Repeat("\x00", 40)
+	big := fmt.Sprintf("POST /ids HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", MaxRequestBodySize+1)
+	payloads := []string{"GARBAGE\r\n\r\n", tlsHello, big}
+	const conns = 60
+	start := time.Now()
+	for i := range conns {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, payloads[i%len(payloads)]); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(c) // the answer (a 400, 413 or nothing), then the close
+		_ = c.Close()
+	}
+	elapsed := time.Since(start)
+	testsupport.Poll(t, 5*time.Second, 10*time.Millisecond, "a line from the HTTP library", func() bool {
+		return strings.Contains(buf.String(), `"component":"http"`)
+	})
+	n := 0
+	for _, m := range buf.Lines(t, "") { // fails on a line that is not JSON
+		if m["component"] == "http" {
+			n++
+		}
+	}
+	periods := int(elapsed/libLogPeriod) + 2
+	if n > libLogBurst*periods {
+		t.Errorf("%d library lines for %d bad connections in %v: the rate limit (%d per %v) does not hold", n, conns, elapsed, libLogBurst, libLogPeriod)
+	}
+	t.Logf("%d bad connections in %v: %d library lines", conns, elapsed, n)
+}
