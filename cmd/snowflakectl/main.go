@@ -9,4 +9,10 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/ctl"
 )
 
-func main() { os.Exit(ctl.Main(os.Args[1:], os.Stdout, os.Stderr)) }
+// version is set at build time: -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctl.Version = version
+	os.Exit(ctl.Main(os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/internal/cliflag"
 	"codeberg.org/snowflaked/snowflaked/internal/envflag"
 	"codeberg.org/snowflaked/snowflaked/internal/startuplog"
 	"codeberg.org/snowflaked/snowflaked/node"
@@ -55,18 +56,15 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(fs.Output(), "Usage: snowflaked [flags]\n\nEvery flag may also be set as %s<FLAG> (upper case, dashes as underscores).\n\n", node.EnvPrefix)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage // the flag package printed the error and usage
+	if _, err := cliflag.Parse(fs, args, false); err != nil {
+		return cliflag.Report(stdout, stderr, fs, err) // --help: usage on stdout, exit 0
 	}
 	if *showVersion {
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "snowflaked: unexpected arguments %q (flags only; see -help)\n", fs.Args())
+		fmt.Fprintf(stderr, "snowflaked: unexpected arguments %q (flags only)\nRun 'snowflaked --help' for every flag.\n", fs.Args())
 		return exitUsage
 	}
 	unknown, err := envflag.Apply(fs, node.EnvPrefix, environ)

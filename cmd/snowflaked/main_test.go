@@ -20,8 +20,12 @@ func TestRunRefusesBadInput(t *testing.T) {
 		wantErr string // substring of stderr
 	}{
 		{"version", []string{"--version"}, nil, 0, "(go1.", ""},
-		{"help", []string{"-help"}, nil, 0, "", "SNOWFLAKED_<FLAG>"},
-		{"unknown flag", []string{"--no-such-flag"}, nil, 2, "", "no-such-flag"},
+		{"help", []string{"-help"}, nil, 0, "SNOWFLAKED_<FLAG>", ""},
+		{"help with two dashes", []string{"--help"}, nil, 0, "--worker-id", ""},
+		{"unknown flag", []string{"--no-such-flag"}, nil, 2, "", "unknown flag --no-such-flag\nRun 'snowflaked --help'"},
+		{"typo'd flag", []string{"--workerid", "5"}, nil, 2, "", "snowflaked: unknown flag --workerid; did you mean --worker-id?"},
+		{"near miss", []string{"--fence-ahaed", "3s"}, nil, 2, "", "did you mean --fence-ahead?"},
+		{"flag without its value", []string{"--worker-id"}, nil, 2, "", "flag --worker-id needs a value"},
 		{"bad duration", []string{"--fence-ahead", "soon"}, nil, 2, "", "fence-ahead"},
 		{"positional argument", []string{"--worker-id", "1", "extra"}, nil, 2, "", `unexpected arguments ["extra"]`},
 		{"missing worker id", []string{"--listen", "127.0.0.1:0"}, nil, 2, "", "--worker-id is required"},
@@ -50,6 +54,11 @@ func TestRunRefusesBadInput(t *testing.T) {
 			}
 			if !strings.Contains(stderr.String(), tc.wantErr) {
 				t.Errorf("stderr %q does not contain %q", stderr.String(), tc.wantErr)
+			}
+			// A bad command line gets the error and a pointer to --help,
+			// not every flag's description.
+			if n := strings.Count(stderr.String(), "\n"); tc.code == 2 && n > 3 {
+				t.Errorf("stderr has %d lines for a bad command line, want the error in at most 3:\n%s", n, stderr.String())
 			}
 		})
 	}

@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
+	"runtime"
 	"strings"
+
+	"codeberg.org/snowflaked/snowflaked/internal/cliflag"
 )
 
 // Exit statuses of snowflakectl.
@@ -25,18 +27,34 @@ type Command struct {
 	Run func(args []string, stdout, stderr io.Writer) int
 }
 
-// Commands lists the subcommands; add new ones here.
-var Commands = []Command{
-	{Name: "decode", Summary: "decode <id>... [--layout 41/10/12 --epoch … --time-unit 1ms | --leaf] [--json]: split IDs into time, worker and sequence", Run: Decode},
-	{Name: "status", Summary: "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--json]: the cluster's workers from ZooKeeper", Run: Status},
-	{Name: "probe", Summary: "probe <url> [--timeout 2s]: GET url; exit 0 on 2xx, else 1 with status and body on stderr (health checks)", Run: Probe},
-	{Name: "get", Summary: "get [--count N] (--servers host:port,… | --zk host:2181,… [--cluster default]): IDs through the Go client, one a line", Run: Get},
-	{Name: "segment", Summary: segmentUsage + ": dense-ID tags", Run: Segment},
-	{Name: "bench", Summary: "bench (--servers … | --zk …) [--duration 10s] [--concurrency 64] [--count 1]: load loopback nodes through the client; IDs/s, latency, failovers", Run: Bench},
+// usages are the commands' usage lines (what follows "snowflakectl ").
+var usages = map[string]string{
+	"decode":  "decode <id>... [--layout 41/10/12 --epoch … --time-unit 1ms | --leaf] [--json]",
+	"status":  "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--json]",
+	"probe":   "probe <url> [--timeout 2s] [--quiet]",
+	"get":     "get [--count N] (--servers host:port,… | --zk host:2181,… [--cluster default])",
+	"segment": segmentUsage,
+	"bench":   "bench (--servers … | --zk …) [--duration 10s] [--concurrency 64] [--count 1] [--timeout 10s]",
 }
 
+// Commands lists the subcommands; add new ones here (and their usage line
+// to usages).
+var Commands = []Command{
+	{Name: "decode", Summary: usages["decode"] + ": split IDs into time, worker and sequence", Run: Decode},
+	{Name: "status", Summary: usages["status"] + ": the cluster's workers from ZooKeeper", Run: Status},
+	{Name: "probe", Summary: usages["probe"] + ": GET url; exit 0 on 2xx, else 1 with status and body on stderr (health checks)", Run: Probe},
+	{Name: "get", Summary: usages["get"] + ": IDs through the Go client, one a line", Run: Get},
+	{Name: "segment", Summary: segmentUsage + ": dense-ID tags", Run: Segment},
+	{Name: "bench", Summary: usages["bench"] + ": load loopback nodes through the client; IDs/s, latency, failovers", Run: Bench},
+}
+
+// Version is what --version prints; cmd/snowflakectl sets it from its
+// build-time version.
+var Version = "dev"
+
 // Main runs snowflakectl with args (without the program name) and returns
-// the exit status.
+// the exit status. Flags written before the command (snowflakectl --zk X
+// status) are read as the command's.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
@@ -46,6 +64,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return ExitOK
+	case "-version", "--version", "version":
+		fmt.Fprintf(stdout, "snowflakectl %s (%s)\n", Version, runtime.Version())
+		return ExitOK
+	}
+	args, err := commandFirst(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl: %v\nRun 'snowflakectl --help' for the commands.\n", err)
+		return ExitUsage
 	}
 	for _, c := range Commands {
 		if c.Name == args[0] {
@@ -57,51 +83,55 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return ExitUsage
 }
 
+// commandFirst moves flags written before the command name after it (after
+// the subcommand of segment): "--zk X status" becomes "status --zk X".
+func commandFirst(args []string) ([]string, error) {
+	if !strings.HasPrefix(args[0], "-") {
+		return args, nil
+	}
+	for i, a := range args {
+		if _, ok := usages[a]; !ok || strings.HasPrefix(a, "-") {
+			continue
+		}
+		out := []string{a}
+		rest := args[i+1:]
+		if a == "segment" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+			out, rest = append(out, rest[0]), rest[1:]
+		}
+		out = append(out, args[:i]...)
+		return append(out, rest...), nil
+	}
+	return nil, fmt.Errorf("flags %q come with a command: snowflakectl <command> [flags]", args)
+}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: snowflakectl <command> [arguments]\n\nCommands:")
 	for _, c := range Commands {
 		fmt.Fprintf(w, "  %-8s %s\n", c.Name, c.Summary)
 	}
+	fmt.Fprintln(w, "\nRun 'snowflakectl <command> --help' for a command's flags; 'snowflakectl --version' for the version.")
 }
 
-// parseInterspersed parses flags that may come before, between or after the
-// positional arguments (decode 123 --json), and returns the positional ones.
-// A negative number is positional (so decode -5 reports a negative ID), and
-// "--" ends the flags.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			pos = append(pos, args[i+1:]...)
-			i = len(args)
-		case a == "-" || !strings.HasPrefix(a, "-") || isNegativeNumber(a):
-			pos = append(pos, a)
-		default:
-			flags = append(flags, a)
-			name := strings.TrimLeft(a, "-")
-			if strings.Contains(name, "=") {
-				continue
-			}
-			if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-		}
+// newFlagSet returns the flag set of a command (name as in usages, or
+// "segment create"), whose --help prints the command's usage line and its
+// flags.
+func newFlagSet(name, usageLine string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("snowflakectl "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: snowflakectl %s\n\nFlags:\n", usageLine)
+		fs.PrintDefaults()
 	}
-	if err := fs.Parse(flags); err != nil {
-		return nil, err
+	return fs
+}
+
+// parse parses a command's flags (interspersed with its positional
+// arguments when interspersed) and returns them; on a bad command line or
+// --help it returns ok false with the exit status.
+func parse(fs *flag.FlagSet, args []string, interspersed bool, stdout, stderr io.Writer) (pos []string, code int, ok bool) {
+	pos, err := cliflag.Parse(fs, args, interspersed)
+	if err != nil {
+		return nil, cliflag.Report(stdout, stderr, fs, err), false
 	}
-	return pos, nil
-}
-
-func isNegativeNumber(s string) bool {
-	_, err := strconv.ParseFloat(s, 64)
-	return err == nil && strings.HasPrefix(s, "-")
-}
-
-func isBoolFlag(f *flag.Flag) bool {
-	b, ok := f.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
+	return pos, ExitOK, true
 }

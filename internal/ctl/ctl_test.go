@@ -73,3 +73,69 @@ func TestDecode(t *testing.T) {
 		})
 	}
 }
+
+// What an operator's first mistakes meet: --help everywhere exits 0 with the
+// usage on stdout, flags before the command are understood, conflicts and
+// typos are named, --version answers.
+func TestCommandLineHelps(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		wantOut string
+		wantErr string
+	}{
+		{"version", []string{"--version"}, 0, "snowflakectl dev (go1.", ""},
+		{"top-level help", []string{"--help"}, 0, "snowflakectl <command> --help", ""},
+		{"status help", []string{"status", "--help"}, 0, "Usage: snowflakectl status --zk", ""},
+		{"decode help", []string{"decode", "-h"}, 0, "-leaf", ""},
+		{"get help", []string{"get", "--help"}, 0, "-servers", ""},
+		{"bench help says what --timeout bounds", []string{"bench", "--help"}, 0, "beyond --duration", ""},
+		{"probe help", []string{"probe", "--help"}, 0, "-quiet", ""},
+		{"segment help", []string{"segment", "--help"}, 0, "segment create <tag>", ""},
+		{"segment create help", []string{"segment", "create", "--help"}, 0, "creating a tag needs it", ""},
+		{"segment list help", []string{"segment", "list", "--help"}, 0, "reading needs none", ""},
+		{"segment status help", []string{"segment", "status", "--help"}, 0, "the tag's status as a JSON object", ""},
+		{"typo", []string{"status", "--zk-autth", "x"}, 2, "", "unknown flag --zk-autth; did you mean --zk-auth?\nRun 'snowflakectl status --help'"},
+		{"flags before the command", []string{"--zk", "127.0.0.1:1", "status", "--timeout", "bogus"}, 2, "", `invalid value "bogus" for flag --timeout`},
+		{"flags before segment", []string{"--zk", "127.0.0.1:1", "segment", "status", "BAD TAG"}, 2, "", "snowflakectl segment status: "},
+		{"flags and no command", []string{"--zk", "x"}, 2, "", `flags ["--zk" "x"] come with a command`},
+		{"get with both", []string{"get", "--zk", "127.0.0.1:1", "--servers", "127.0.0.1:2"}, 2, "", "give --servers or --zk, not both"},
+		{"get with neither", []string{"get"}, 2, "", "give --servers host:port,… or --zk host:2181,…"},
+		{"create takes no --json", []string{"segment", "create", "t", "--json", "--zk", "x"}, 2, "", "unknown flag --json"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := Main(tc.args, &stdout, &stderr)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stdout %q stderr %q", code, tc.code, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tc.wantOut) {
+				t.Errorf("stdout %q does not contain %q", stdout.String(), tc.wantOut)
+			}
+			if !strings.Contains(stderr.String(), tc.wantErr) {
+				t.Errorf("stderr %q does not contain %q", stderr.String(), tc.wantErr)
+			}
+			if tc.code == 0 && stderr.Len() > 0 {
+				t.Errorf("exit 0 with stderr %q", stderr.String())
+			}
+		})
+	}
+}
+
+// commandFirst moves leading flags after the command (and segment's
+// subcommand).
+func TestCommandFirst(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"status --zk x", "status --zk x"},
+		{"--zk x status --json", "status --zk x --json"},
+		{"--zk x --cluster c segment status orders", "segment status --zk x --cluster c orders"},
+		{"--json decode 5", "decode --json 5"},
+	} {
+		got, err := commandFirst(strings.Fields(tc.in))
+		if err != nil || strings.Join(got, " ") != tc.want {
+			t.Errorf("commandFirst(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}

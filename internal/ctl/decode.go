@@ -34,24 +34,18 @@ type decoded struct {
 // and Unix ms), worker ID and sequence under a layout (default, flags, or
 // Leaf's with --leaf).
 func Decode(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("snowflakectl decode", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("decode", usages["decode"], stderr)
 	layoutFlag := fs.String("layout", snowflake.PresetDefault, "bit split time/worker/sequence, or js53")
 	epochFlag := fs.String("epoch", snowflake.DefaultEpoch.Format(time.RFC3339), "epoch of the IDs, RFC 3339")
 	unitFlag := fs.String("time-unit", "1ms", "length of one timestamp tick")
 	leaf := fs.Bool("leaf", false, "Meituan Leaf's layout: 41/10/12, epoch 1288834974657 ms (Twitter's)")
 	asJSON := fs.Bool("json", false, "print one JSON object per ID")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: snowflakectl decode <id>... [flags]")
-		fs.PrintDefaults()
-	}
-	ids, err := parseInterspersed(fs, args)
-	if err != nil {
-		return ExitUsage // flag printed it
+	ids, code, ok := parse(fs, args, true, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if len(ids) == 0 {
-		fmt.Fprintln(stderr, "snowflakectl decode: no ID given")
-		fs.Usage()
+		fmt.Fprintln(stderr, "snowflakectl decode: no ID given: snowflakectl "+usages["decode"])
 		return ExitUsage
 	}
 	if *leaf {

@@ -21,12 +21,13 @@ type clientFlags struct {
 	timeout                    time.Duration
 }
 
-func (f *clientFlags) register(fs *flag.FlagSet) {
+// register defines the flags; timeoutHelp says what --timeout bounds.
+func (f *clientFlags) register(fs *flag.FlagSet, timeoutHelp string) {
 	fs.StringVar(&f.servers, "servers", "", "nodes host:port,host:port (or --zk)")
 	fs.StringVar(&f.zk, "zk", "", "ZooKeeper host:2181,…: find the nodes in service under alive/ (or --servers)")
 	fs.StringVar(&f.cluster, "cluster", "default", "cluster name, with --zk")
 	fs.StringVar(&f.auth, "zk-auth", "", "user:password, with --zk")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on the whole command")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, timeoutHelp)
 }
 
 // config turns the parsed flags into a client config; positional
@@ -35,7 +36,9 @@ func (f *clientFlags) config(fs *flag.FlagSet) (client.Config, error) {
 	switch {
 	case fs.NArg() > 0:
 		return client.Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
-	case (f.servers == "") == (f.zk == ""):
+	case f.servers != "" && f.zk != "":
+		return client.Config{}, errors.New("give --servers or --zk, not both: --servers names the nodes, --zk finds them in ZooKeeper")
+	case f.servers == "" && f.zk == "":
 		return client.Config{}, errors.New("give --servers host:port,… or --zk host:2181,…")
 	case f.timeout <= 0:
 		return client.Config{}, fmt.Errorf("--timeout %s must be positive", f.timeout)
@@ -59,13 +62,12 @@ func splitComma(s string) []string {
 // Get is "snowflakectl get [--count N] (--servers … | --zk …)": IDs through
 // the Go client (failover included), one a line.
 func Get(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("snowflakectl get", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("get", usages["get"], stderr)
 	var cf clientFlags
-	cf.register(fs)
+	cf.register(fs, "bound on the whole command")
 	count := fs.Int("count", 1, "how many IDs (1..1048576)")
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+	if _, code, ok := parse(fs, args, false, stdout, stderr); !ok {
+		return code
 	}
 	cfg, err := cf.config(fs)
 	if err == nil && (*count < 1 || *count > client.MaxCount) {
@@ -109,15 +111,14 @@ func exitFor(err error) int {
 // loopback nodes (127.0.0.0/8, ::1) are benchmarked: load is never sent
 // anywhere else by accident.
 func Bench(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("snowflakectl bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("bench", usages["bench"], stderr)
 	var cf clientFlags
-	cf.register(fs)
+	cf.register(fs, "bound on the command beyond --duration: finding the nodes, then the calls still running when --duration ends (the whole command takes at most --duration plus --timeout)")
 	duration := fs.Duration("duration", 10*time.Second, "how long (at most 10m)")
 	conc := fs.Int("concurrency", 64, "goroutines calling the client (1..4096)")
 	count := fs.Int("count", 1, "IDs per call: 1 is Next, more is NextN")
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+	if _, code, ok := parse(fs, args, false, stdout, stderr); !ok {
+		return code
 	}
 	cfg, err := cf.config(fs)
 	switch {

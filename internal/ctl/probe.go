@@ -1,7 +1,6 @@
 package ctl
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,13 +18,12 @@ const maxProbeBody = 4096
 // other answer or error (with the status and body, or the error, on
 // stderr), 2 for bad arguments. It follows no redirect.
 func Probe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("snowflakectl probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("probe", usages["probe"], stderr)
 	timeout := fs.Duration("timeout", 2*time.Second, "bound on the whole request")
 	quiet := fs.Bool("quiet", false, "print nothing on success")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return ExitUsage
+	pos, code, ok := parse(fs, args, true, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if len(pos) != 1 {
 		fmt.Fprintln(stderr, "snowflakectl probe: want exactly one URL, e.g. probe http://127.0.0.1:8080/readyz")

@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,7 +17,14 @@ import (
 )
 
 // segmentUsage is the usage line of "snowflakectl segment".
-const segmentUsage = "segment create <tag> [--start 1] [--step 1000] [--max-step N] [--description …] | list | status <tag>  (--zk host:2181,… [--cluster default] [--zk-auth user:pass] [--json])"
+const segmentUsage = "segment create <tag> [--start 1] [--step 1000] [--max-step N] [--description …] | list [--json] | status <tag> [--json]  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
+
+// segmentUsages are the usage lines of segment's subcommands.
+var segmentUsages = map[string]string{
+	"create": "segment create <tag> --zk host:2181,… [--start 1] [--step 1000] [--max-step N] [--description …] [--cluster default] [--zk-auth user:pass]",
+	"list":   "segment list --zk host:2181,… [--cluster default] [--json]",
+	"status": "segment status <tag> --zk host:2181,… [--cluster default] [--json]",
+}
 
 // Segment is "snowflakectl segment": create, list and inspect the tags of
 // segment mode (dense IDs) in ZooKeeper.
@@ -27,29 +34,44 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("snowflakectl segment "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	switch sub {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n\nRun 'snowflakectl segment <create|list|status> --help' for a subcommand's flags.\n", segmentUsage)
+		return ExitOK
+	}
+	usageLine, ok := segmentUsages[sub]
+	if !ok {
+		fmt.Fprintf(stderr, "snowflakectl segment: unknown subcommand %q: %s\n", sub, segmentUsage)
+		return ExitUsage
+	}
+	fs := newFlagSet("segment "+sub, usageLine, stderr)
 	zkFlag := fs.String("zk", "", "ZooKeeper servers host1:2181,host2:2181 (required)")
 	cluster := fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
-	auth := fs.String("zk-auth", "", "user:password for digest ACLs (creating needs the cluster's)")
-	asJSON := fs.Bool("json", false, "print JSON")
+	authHelp := "user:password for digest ACLs (reading needs none)"
+	if sub == "create" {
+		authHelp = "user:password of the cluster's digest ACL (creating a tag needs it when the cluster runs with --zk-auth)"
+	}
+	auth := fs.String("zk-auth", "", authHelp)
+	jsonHelp := "print the tags as a JSON array"
+	if sub == "status" {
+		jsonHelp = "print the tag's status as a JSON object"
+	}
+	var asJSON *bool
+	if sub != "create" {
+		asJSON = fs.Bool("json", false, jsonHelp)
+	}
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting to and using ZooKeeper")
 	var start, step, maxStep *int64
 	var desc *string
-	switch sub {
-	case "create":
+	if sub == "create" {
 		start = fs.Int64("start", 1, "the tag's first ID")
 		step = fs.Int64("step", segment.DefaultStep, "base step: IDs per range load (the dynamic step doubles from it)")
 		maxStep = fs.Int64("max-step", 0, fmt.Sprintf("the dynamic step's ceiling (default step x %d)", segment.DefaultMaxStepFactor))
 		desc = fs.String("description", "", "what the tag numbers")
-	case "list", "status":
-	default:
-		fmt.Fprintf(stderr, "snowflakectl segment: unknown subcommand %q: %s\n", sub, segmentUsage)
-		return ExitUsage
 	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return ExitUsage
+	pos, code, ok := parse(fs, args, true, stdout, stderr)
+	if !ok {
+		return code
 	}
 	wantPos := 1
 	if sub == "list" {
@@ -188,6 +210,10 @@ type SegmentStatus struct {
 	// failed returns); a lower bound while nodes run, exact once every
 	// node has stopped (no holders left).
 	IssuedOrLost int64 `json:"issued_or_lost"`
+	// IssuedOrLostAtMost adds the live nodes' ranges, which may be issued
+	// by now: the upper bound. Equal to IssuedOrLost when no node holds a
+	// range.
+	IssuedOrLostAtMost int64 `json:"issued_or_lost_at_most"`
 }
 
 func segmentStatus(ctx context.Context, st *segment.ZKStore, name string) (SegmentStatus, error) {
@@ -216,7 +242,19 @@ func segmentStatus(ctx context.Context, st *segment.ZKStore, name string) (Segme
 		}
 	}
 	r.IssuedOrLost = r.HandedOut - r.ReturnedIDs - r.HeldIDs
+	r.IssuedOrLostAtMost = r.HandedOut - r.ReturnedIDs
 	return r, nil
+}
+
+// issuedOrLost says what is known of the IDs issued or lost: exact when no
+// live node holds a range; otherwise a span, since nodes publish their
+// ranges as loaded, not as issued since (a node's own count is its
+// snowflaked_segment_issued_total).
+func issuedOrLost(r SegmentStatus) string {
+	if r.HeldIDs == 0 {
+		return strconv.FormatInt(r.IssuedOrLost, 10)
+	}
+	return fmt.Sprintf("%d to %d (live nodes publish their ranges as loaded, not as issued since: each node's /metrics has snowflaked_segment_issued_total)", r.IssuedOrLost, r.IssuedOrLostAtMost)
 }
 
 func writeSegmentStatus(w io.Writer, r SegmentStatus) {
@@ -225,7 +263,7 @@ func writeSegmentStatus(w io.Writer, r SegmentStatus) {
 	if t.Description != "" {
 		fmt.Fprintf(w, ", %q", t.Description)
 	}
-	fmt.Fprintf(w, "\nhanded out %d: returned %d, in live nodes' ranges %d (as loaded: partly issued since), issued or lost at least %d\n", r.HandedOut, r.ReturnedIDs, r.HeldIDs, r.IssuedOrLost)
+	fmt.Fprintf(w, "\nhanded out %d: returned %d, in live nodes' ranges %d, issued or lost %s\n", r.HandedOut, r.ReturnedIDs, r.HeldIDs, issuedOrLost(r))
 	fmt.Fprintf(w, "returned ranges (%d):", len(r.Returned))
 	for i, x := range r.Returned {
 		if i == 20 {

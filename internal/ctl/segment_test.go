@@ -72,11 +72,11 @@ func TestIntegration_Segment(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("status --json %q: %v", out, err)
 	}
-	if rep.HandedOut != 50 || rep.ReturnedIDs != 20 || rep.HeldIDs != 10 || rep.IssuedOrLost != 20 || rep.Tag.Description != "order numbers" || len(rep.Holders["node-a"]) != 1 {
+	if rep.HandedOut != 50 || rep.ReturnedIDs != 20 || rep.HeldIDs != 10 || rep.IssuedOrLost != 20 || rep.IssuedOrLostAtMost != 30 || rep.Tag.Description != "order numbers" || len(rep.Holders["node-a"]) != 1 {
 		t.Fatalf("status: %+v", rep)
 	}
 	code, out, _ = run("status", "orders", "--zk", z, "--cluster", "segtest")
-	for _, want := range []string{`tag "orders": start 1000, max_id 1050`, "handed out 50: returned 20, in live nodes' ranges 10 (as loaded: partly issued since), issued or lost at least 20", "[1030,1050)", "node-a", "[1020,1030)"} {
+	for _, want := range []string{`tag "orders": start 1000, max_id 1050`, "handed out 50: returned 20, in live nodes' ranges 10, issued or lost 20 to 30 (live nodes publish", "[1030,1050)", "node-a", "[1020,1030)"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("status table: exit %d, %q lacks %q", code, out, want)
 		}

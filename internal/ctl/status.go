@@ -3,7 +3,6 @@ package ctl
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -25,16 +24,15 @@ type statusJSON struct {
 // held, in service, last report age and fence, plus any problem with the
 // znodes. It exits 1 when ZooKeeper cannot be read and 2 for bad flags.
 func Status(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("snowflakectl status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("status", usages["status"], stderr)
 	zkFlag := fs.String("zk", "", "ZooKeeper servers host1:2181,host2:2181 (required)")
 	cluster := fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
 	auth := fs.String("zk-auth", "", "user:password for digest ACLs (reading needs none)")
 	asJSON := fs.Bool("json", false, `print {"cluster","workers":[…]} as JSON`)
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting to and reading ZooKeeper")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return ExitUsage
+	pos, code, ok := parse(fs, args, true, stdout, stderr)
+	if !ok {
+		return code
 	}
 	switch {
 	case len(pos) > 0:

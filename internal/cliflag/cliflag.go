@@ -1,0 +1,148 @@
+// Package cliflag parses the command lines of snowflaked and snowflakectl
+// so that a mistake is met with help: the error comes first, in one line,
+// with a suggestion for a mistyped flag ("did you mean --worker-id?") and a
+// pointer to --help instead of every flag's description; --help prints the
+// full usage on stdout and exits 0.
+package cliflag
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Exit statuses Report returns.
+const (
+	ExitOK    = 0 // --help
+	ExitUsage = 2 // a bad command line
+)
+
+// Parse parses args into fs without printing anything (Report does). With
+// interspersed, flags may come before, between or after the positional
+// arguments (decode 123 --json); a negative number is positional and "--"
+// ends the flags. It returns the positional arguments.
+func Parse(fs *flag.FlagSet, args []string, interspersed bool) ([]string, error) {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	defer fs.SetOutput(out)
+	if !interspersed {
+		err := fs.Parse(args)
+		return fs.Args(), err
+	}
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			pos = append(pos, args[i+1:]...)
+			i = len(args)
+		case a == "-" || !strings.HasPrefix(a, "-") || isNegativeNumber(a):
+			pos = append(pos, a)
+		default:
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if strings.Contains(name, "=") {
+				continue
+			}
+			if f := fs.Lookup(name); f != nil && !IsBool(f) && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		}
+	}
+	if err := fs.Parse(flags); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
+// Report answers an error of Parse. For -h or --help it prints fs.Usage on
+// stdout and returns ExitOK. Otherwise it prints to stderr, prefixed with
+// fs.Name(), the error (an unknown flag with the nearest defined one) and
+// how to see every flag, and returns ExitUsage.
+func Report(stdout, stderr io.Writer, fs *flag.FlagSet, err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		out := fs.Output()
+		fs.SetOutput(stdout)
+		fs.Usage()
+		fs.SetOutput(out)
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "%s: %s\nRun '%s --help' for every flag.\n", fs.Name(), Explain(fs, err), fs.Name())
+	return ExitUsage
+}
+
+// Explain rewords an error of the flag package: flags are written with two
+// dashes, and an unknown one is followed by the nearest defined flag.
+func Explain(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		msg = "unknown flag --" + name
+		if s := Suggest(fs, name); s != "" {
+			msg += "; did you mean --" + s + "?"
+		}
+		return msg
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return "flag --" + name + " needs a value"
+	}
+	return strings.Replace(msg, "for flag -", "for flag --", 1)
+}
+
+// Suggest returns the defined flag nearest to name, or "" when none is
+// near: the same name but for case, dashes and underscores (workerid,
+// worker_id), or one at most a third of its length of edits away.
+func Suggest(fs *flag.FlagSet, name string) string {
+	want := normalize(name)
+	best, bestDist := "", -1
+	fs.VisitAll(func(f *flag.Flag) {
+		if normalize(f.Name) == want {
+			best, bestDist = f.Name, 0
+			return
+		}
+		d := distance(strings.ToLower(name), f.Name)
+		if d <= max(1, len(f.Name)/3) && (bestDist < 0 || d < bestDist) {
+			best, bestDist = f.Name, d
+		}
+	})
+	return best
+}
+
+func normalize(s string) string {
+	return strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(s))
+}
+
+// distance is the Levenshtein distance between a and b (bytes).
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func isNegativeNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil && strings.HasPrefix(s, "-")
+}
+
+// IsBool reports whether f is a boolean flag (one that takes no value).
+func IsBool(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
