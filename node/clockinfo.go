@@ -6,12 +6,13 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/statuspage"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // Modes of a node, as reported by GET /clock.
 const (
-	ModeStandalone = "standalone"
+	ModeStandalone = statuspage.ModeStandalone // the page leaves the cluster table out for it
 	ModeZooKeeper  = "zookeeper"
 )
 

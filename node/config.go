@@ -79,6 +79,10 @@ type Config struct {
 	LogFormat       string        // --log-format: json or console
 	ShutdownTimeout time.Duration // --shutdown-timeout: bound on finishing in-flight requests
 
+	// Version is the build's version, shown on /status; not a flag (the
+	// main sets it).
+	Version string
+
 	// seams, set by simulations only: nil is the real disk and ZooKeeper.
 	seams *seams
 }

@@ -85,11 +85,13 @@ func (n *node) statusSelf() statuspage.Self {
 	}
 	s := statuspage.Self{
 		NodeKey: key, Addr: n.addr, Mode: n.ident.mode, WorkerID: n.ident.entry.WorkerID,
+		Version: n.cfg.Version, Layout: n.gen.Layout().Describe(),
 		Status: n.guard.Status(), FenceMs: n.keeper.Persisted(), NTP: &ntp,
 	}
 	if n.coord != nil {
 		st := n.coord.Status()
 		s.ZK = &st
+		s.Cluster = n.cfg.Cluster
 	}
 	if n.segments != nil {
 		s.Segments = n.segments.Status()

@@ -102,7 +102,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	log.Info().Str("version", version).Msg("snowflaked " + versionString())
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	cfg.Version = versionString()
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := node.Run(ctx, cfg, log); err != nil {
 		if errors.Is(err, node.ErrInvalidConfig) {

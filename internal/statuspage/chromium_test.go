@@ -29,6 +29,8 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 		state: clockguard.OutOfService, reason: clockguard.ReasonNTPOffset, detail: "ntp offset -2s beyond 500ms"})
 	hostile := fakeNode(t, clockAnswer{workerID: 4, ntp: true, ntpOffset: -time.Millisecond, state: clockguard.InService})
 
+	const longKey = "snowflaked-production-eu-west-1-rack-17-host-0042.example.internal:8081"
+	nowMs := time.Now().UnixMilli()
 	self := selfFixture()
 	src := &fakeSource{selfFn: selfFixture, workers: []coordinator.WorkerInfo{
 		{WorkerID: 1, NodeKey: "node-1", Addr: self.Addr, LeaseHeld: true, InService: true, LastReportAgeMs: 1200},
@@ -36,8 +38,10 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 		{WorkerID: 3, NodeKey: "node-3", Addr: skewed, LeaseHeld: true, LastReportAgeMs: 1500},
 		{WorkerID: 4, NodeKey: hostileKey, Addr: hostile, LeaseHeld: true, InService: true, LastReportAgeMs: 700},
 		{WorkerID: 5, NodeKey: "node-5", Addr: testsupport.ClosedAddr(t), LastReportAgeMs: 26 * 3600 * 1000},
+		{WorkerID: 6, NodeKey: "node-6-frozen", Addr: frozenAddr(t), LastReport: nowMs - 16_700, LastReportAgeMs: 16_700, Fence: nowMs - 13_700},
+		{WorkerID: 7, NodeKey: longKey, Addr: testsupport.ClosedAddr(t), LastReport: nowMs - 30_000, LastReportAgeMs: 30_000, Fence: nowMs - 30_001},
 	}}
-	page := newPage(t, src, nil)
+	page := newPage(t, src, func(c *Config) { c.FetchTimeout = 300 * time.Millisecond })
 	status := page.Handler()
 	addr := serveHandler(t, func(ctx *fasthttp.RequestCtx) {
 		if string(ctx.Path()) == "/status" {
@@ -57,8 +61,8 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 	if titles := d.elements("title"); len(titles) != 1 || !strings.HasPrefix(textOf(titles[0]), "snowflaked status: node-1") {
 		t.Errorf("document title %v, want \"snowflaked status: node-1\"", titles)
 	}
-	if len(d.rows) != 5 {
-		t.Fatalf("%d rows in the rendered table, want 5:\n%s", len(d.rows), out)
+	if len(d.rows) != 7 {
+		t.Fatalf("%d rows in the rendered table, want 7:\n%s", len(d.rows), out)
 	}
 	tests := []struct {
 		key       string
@@ -72,7 +76,9 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 		{key: "node-2", state: "in_service", inService: "yes"},
 		{key: "node-3", state: "out_of_service (ntp_offset)", inService: "no", over: []string{"ntp", "peer"}},
 		{key: hostileKey, state: "in_service", inService: "yes"},
-		{key: "node-5", state: "not running", inService: "no", down: true},
+		{key: "node-5", state: "gone", inService: "no", down: true},
+		{key: "node-6-frozen", state: "unreachable", inService: "no", over: []string{"report"}},
+		{key: longKey, state: "stopped", inService: "no", down: true},
 	}
 	for _, tc := range tests {
 		r := d.row(t, tc.key)
@@ -95,7 +101,15 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 	if off, err := parseOffset(d.row(t, "node-3").cells["peer"]); err != nil || abs(off-3*time.Second) > 500*time.Millisecond {
 		t.Errorf("node-3 clock − this node = %v (%v), want about +3s", off, err)
 	}
-	if h2 := d.elements("h2"); len(h2) != 1 || textOf(h2[0]) != "Cluster: 5 nodes, 3 in service, 1 with figures over the limits" {
+	if note := d.row(t, "node-6-frozen").cells["note"]; !strings.Contains(note, "report overdue") || !strings.Contains(note, "does not answer") {
+		t.Errorf("the frozen node's notes %q do not say why it is flagged", note)
+	}
+	for id, want := range map[string]string{"self-cluster": "metrics-test", "self-version": "v1.2.3", "self-layout": "41/10/12"} {
+		if got := textOf(d.byID(id)); !strings.Contains(got, want) {
+			t.Errorf("#%s = %q, want %q", id, got, want)
+		}
+	}
+	if h2 := d.elements("h2"); len(h2) != 1 || textOf(h2[0]) != "Cluster: 7 nodes, 3 in service, 2 with figures over the limits" {
 		t.Errorf("summary %q", textOf(h2[0]))
 	}
 
@@ -117,6 +131,41 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 	}
 	t.Logf("screenshot: %s (%d bytes, %d colours, %d marker-red pixels)", shot, len(data), colours, marker)
 	chromium.Keep(t, data, "status.png")
+
+	// 3. A narrow window: the long key wraps between its parts.
+	narrow, _ := chromium.Screenshot(t, bin, url, 700, 1400)
+	chromium.Keep(t, narrow, "status-narrow.png")
+
+	// 4. Reloading every 5s, as the page's own link asks.
+	d = parseDOM(t, string(chromium.Run(t, bin, url+"?refresh=5", "--dump-dom")))
+	if m := d.metaRefresh(); m != "5" {
+		t.Errorf("meta refresh %q after ?refresh=5, want 5", m)
+	}
+}
+
+// A standalone node: its own card (with a clock set back since it entered
+// service: no negative age), no cluster table.
+func TestIntegration_StatusPageChromiumStandalone(t *testing.T) {
+	bin := chromium.Need(t)
+	self := selfFixture()
+	self.Mode, self.ZK, self.Cluster = ModeStandalone, nil, ""
+	self.Status.Since = time.Now().Add(51250 * time.Millisecond)
+	page := newPage(t, SourceFuncs{SelfFunc: func() Self { return self }}, nil)
+	status := page.Handler()
+	url := "http://" + serveHandler(t, func(ctx *fasthttp.RequestCtx) { status(ctx) }) + "/status"
+	out := string(chromium.Run(t, bin, url, "--dump-dom"))
+	d := parseDOM(t, out)
+	if d.byID("nodes") != nil || len(d.elements("h2")) != 0 || len(d.rows) != 0 {
+		t.Errorf("a standalone page has a cluster table:\n%s", out)
+	}
+	if negativeAge.MatchString(out) || strings.Contains(out, "−51") || !strings.Contains(out, "in the future by this node") {
+		t.Errorf("the state's age is not said as a clock set back:\n%s", out)
+	}
+	if got := textOf(d.byID("self-mode")); got != ModeStandalone {
+		t.Errorf("mode %q", got)
+	}
+	data, _ := chromium.Screenshot(t, bin, url, 1000, 600)
+	chromium.Keep(t, data, "status-standalone.png")
 }
 
 // inspect counts an image's distinct colours (up to 10000) and its pixels

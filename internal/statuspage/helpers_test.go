@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -29,13 +30,17 @@ type domRow struct {
 
 func (r domRow) hasClass(c string) bool { return slices.Contains(r.classes, c) }
 
+// negativeAge matches an age written as negative: "(-51.25s ago)".
+var negativeAge = regexp.MustCompile(`\(-[0-9]`)
+
 // dom is a parsed page.
 type dom struct {
 	root *html.Node
 	rows []domRow
 }
 
-// parseDOM parses a page and extracts the rows of table#nodes.
+// parseDOM parses a page and extracts the rows of table#nodes (none when
+// the page has no such table: a standalone node's).
 func parseDOM(t testing.TB, page string) *dom {
 	t.Helper()
 	root, err := html.Parse(strings.NewReader(page))
@@ -45,7 +50,7 @@ func parseDOM(t testing.TB, page string) *dom {
 	d := &dom{root: root}
 	table := d.byID("nodes")
 	if table == nil {
-		t.Fatalf("no table#nodes in the page:\n%s", page)
+		return d
 	}
 	for n := range table.Descendants() {
 		if n.Type != html.ElementNode || n.Data != "tr" || !hasTD(n) {
@@ -94,6 +99,16 @@ func (d *dom) byID(id string) *html.Node {
 		}
 	}
 	return nil
+}
+
+// metaRefresh is the content of <meta http-equiv="refresh">, or "".
+func (d *dom) metaRefresh() string {
+	for _, m := range d.elements("meta") {
+		if attr(m, "http-equiv") == "refresh" {
+			return attr(m, "content")
+		}
+	}
+	return ""
 }
 
 // elements returns every element named tag.
@@ -221,6 +236,18 @@ func serveHandler(t testing.TB, h fasthttp.RequestHandler) string {
 	return ln.Addr().String()
 }
 
+// frozenAddr is a loopback address whose listener accepts connections (the
+// kernel completes them) but never reads or answers: a frozen process.
+func frozenAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln.Addr().String()
+}
+
 // fakeNode serves GET /clock with a's figures (fresh on every request) and
 // returns its address.
 func fakeNode(t testing.TB, a clockAnswer) string {
@@ -265,6 +292,7 @@ func selfFixture() Self {
 	ntp := clockguard.NTPSnapshot{Enabled: true, Last: &clockguard.NTPResult{Server: "ntp.test:123", Offset: -3 * time.Millisecond, CheckedAt: time.Now()}}
 	zk := coordinator.Status{WorkerID: 1, Connected: true, SessionState: "StateHasSession", SessionID: "0x1f", LeaseHeld: true, LastReportAgeMs: 1200}
 	return Self{NodeKey: "node-1", Addr: "127.0.0.1:18080", Mode: "zookeeper", WorkerID: 1,
+		Cluster: "metrics-test", Version: "v1.2.3 (go1.26)", Layout: "41/10/12 epoch 2024-01-01T00:00:00Z unit 1ms",
 		Status:  clockguard.Status{State: clockguard.InService, Since: time.Now().Add(-time.Minute)},
 		FenceMs: time.Now().Add(3 * time.Second).UnixMilli(), NTP: &ntp, ZK: &zk}
 }

@@ -14,10 +14,12 @@ package statuspage
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -38,6 +40,9 @@ const (
 	DefaultNTPMaxOffset  = clockguard.DefaultNTPMaxOffset
 	DefaultPeerMaxOffset = clockguard.DefaultPeerMaxOffset
 	DefaultMaxReportAge  = 10 * time.Second
+	DefaultGoneAfter     = 10 * time.Minute
+	// MaxRefresh bounds ?refresh=N (seconds).
+	MaxRefresh = 3600
 	// MaxClockBody bounds a peer's /clock answer.
 	MaxClockBody = 1 << 20
 )
@@ -49,7 +54,10 @@ var ErrBadConfig = errors.New("statuspage: invalid configuration")
 type Self struct {
 	NodeKey  string            // --node-key
 	Addr     string            // advertised host:port
-	Mode     string            // "standalone" or "zookeeper"
+	Mode     string            // ModeStandalone or "zookeeper"
+	Cluster  string            // --cluster ("" in standalone mode)
+	Version  string            // the build's version
+	Layout   string            // the ID layout: split, epoch and unit
 	WorkerID int64             // the worker ID it issues IDs with
 	Status   clockguard.Status // the guard's state, reason and detail
 	// FenceMs is the fence last persisted locally (Unix ms; 0: none yet).
@@ -62,6 +70,10 @@ type Self struct {
 	// standalone mode (the section is left out).
 	Segments []segment.TagStatus
 }
+
+// ModeStandalone is Self.Mode of a node without ZooKeeper: the page has no
+// cluster table.
+const ModeStandalone = "standalone"
 
 // Source feeds the page; the node implements it (see SourceFuncs).
 type Source interface {
@@ -117,7 +129,14 @@ type Config struct {
 	// MaxReportAge marks a running node whose last report to ZooKeeper is
 	// older than this (default 10s: about three report intervals).
 	MaxReportAge time.Duration
-	// Refresh, when positive, makes browsers reload the page that often.
+	// GoneAfter: a worker that holds no lease, did not stop cleanly (its
+	// last write was not the final fence) and has not reported for this
+	// long is shown as gone, greyed, and not asked for /clock; until then
+	// it is asked and, silent, shown as unreachable and flagged (default
+	// 10m).
+	GoneAfter time.Duration
+	// Refresh, when positive, makes browsers reload the page that often;
+	// a view's ?refresh=N (seconds, 0 for none) overrides it.
 	Refresh time.Duration
 	// Client makes the /clock requests; by default a client with no
 	// retries, a body limit of MaxClockBody and a plain net.Dialer.
@@ -138,15 +157,16 @@ func New(cfg Config) (*Page, error) {
 		return nil, fmt.Errorf("%w: Source and Clock are required", ErrBadConfig)
 	}
 	if cfg.FetchTimeout < 0 || cfg.ListTimeout < 0 || cfg.Concurrency < 0 || cfg.MaxFetch < 0 ||
-		cfg.NTPMaxOffset < 0 || cfg.PeerMaxOffset < 0 || cfg.MaxReportAge < 0 || cfg.Refresh < 0 {
-		return nil, fmt.Errorf("%w: negative value (fetch timeout %v, list timeout %v, concurrency %d, max fetch %d, ntp max offset %v, peer max offset %v, max report age %v, refresh %v)",
-			ErrBadConfig, cfg.FetchTimeout, cfg.ListTimeout, cfg.Concurrency, cfg.MaxFetch, cfg.NTPMaxOffset, cfg.PeerMaxOffset, cfg.MaxReportAge, cfg.Refresh)
+		cfg.NTPMaxOffset < 0 || cfg.PeerMaxOffset < 0 || cfg.MaxReportAge < 0 || cfg.GoneAfter < 0 || cfg.Refresh < 0 {
+		return nil, fmt.Errorf("%w: negative value (fetch timeout %v, list timeout %v, concurrency %d, max fetch %d, ntp max offset %v, peer max offset %v, max report age %v, gone after %v, refresh %v)",
+			ErrBadConfig, cfg.FetchTimeout, cfg.ListTimeout, cfg.Concurrency, cfg.MaxFetch, cfg.NTPMaxOffset, cfg.PeerMaxOffset, cfg.MaxReportAge, cfg.GoneAfter, cfg.Refresh)
 	}
 	cfg.FetchTimeout = orDefault(cfg.FetchTimeout, DefaultFetchTimeout)
 	cfg.ListTimeout = orDefault(cfg.ListTimeout, DefaultListTimeout)
 	cfg.NTPMaxOffset = orDefault(cfg.NTPMaxOffset, DefaultNTPMaxOffset)
 	cfg.PeerMaxOffset = orDefault(cfg.PeerMaxOffset, DefaultPeerMaxOffset)
 	cfg.MaxReportAge = orDefault(cfg.MaxReportAge, DefaultMaxReportAge)
+	cfg.GoneAfter = orDefault(cfg.GoneAfter, DefaultGoneAfter)
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = DefaultConcurrency
 	}
@@ -200,10 +220,18 @@ func (p *Page) Handler() fasthttp.RequestHandler {
 			ctx.SetBodyString(`{"error":{"code":"method_not_allowed","message":"use GET or HEAD on /status"}}`)
 			return
 		}
+		refresh, err := refreshParam(ctx.QueryArgs(), p.cfg.Refresh)
+		if err != nil {
+			ctx.SetStatusCode(fasthttp.StatusBadRequest)
+			ctx.SetContentType("application/json")
+			body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": "invalid_refresh", "message": err.Error()}})
+			ctx.SetBody(body)
+			return
+		}
 		var buf bytes.Buffer
 		// Not ctx: a RequestCtx outside a server has no Done channel. The
 		// view is bounded by ListTimeout and FetchTimeout.
-		if err := p.Render(context.Background(), &buf); err != nil {
+		if err := p.render(context.Background(), &buf, refresh); err != nil {
 			p.cfg.Log.Error().Err(err).Msg("status page")
 			ctx.SetStatusCode(fasthttp.StatusInternalServerError)
 			ctx.SetContentType("application/json")
@@ -221,9 +249,40 @@ func (p *Page) Handler() fasthttp.RequestHandler {
 // Render builds the page (asking the source and the peers) and writes its
 // HTML to w. ctx bounds the whole view on top of the configured timeouts.
 func (p *Page) Render(ctx context.Context, w io.Writer) error {
+	return p.render(ctx, w, p.cfg.Refresh)
+}
+
+func (p *Page) render(ctx context.Context, w io.Writer, refresh time.Duration) error {
 	v := p.build(ctx)
+	v.Refresh = int(refresh / time.Second)
 	if err := pageTemplate.Execute(w, v); err != nil {
 		return fmt.Errorf("render status page: %w", err)
 	}
 	return nil
+}
+
+// refreshParam reads ?refresh=N: whole seconds 0..MaxRefresh (0: no
+// automatic reload); without it, def.
+func refreshParam(args *fasthttp.Args, def time.Duration) (time.Duration, error) {
+	if args.Len() == 0 {
+		return def, nil
+	}
+	var err error
+	args.VisitAll(func(k, _ []byte) {
+		if string(k) != "refresh" && err == nil {
+			err = fmt.Errorf("unknown parameter %q: /status takes only refresh", k)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !args.Has("refresh") {
+		return def, nil
+	}
+	v := string(args.Peek("refresh"))
+	n, perr := strconv.Atoi(v)
+	if perr != nil || n < 0 || n > MaxRefresh || len(args.PeekMulti("refresh")) > 1 {
+		return 0, fmt.Errorf("refresh %q: want one whole number of seconds, 0 (no reload) to %d", v, MaxRefresh)
+	}
+	return time.Duration(n) * time.Second, nil
 }

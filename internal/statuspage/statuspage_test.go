@@ -104,7 +104,7 @@ func TestTemplate_Markers(t *testing.T) {
 			{Running: true, WorkerID: "1", NodeKey: "calm", NTP: cell{Text: "+1ms"}, Peer: cell{Text: "+2ms"}, Report: cell{Text: "1s ago"}},
 			{Running: true, WorkerID: "2", NodeKey: "ntp-off", NTP: cell{Text: "+2s", Over: true}, Peer: cell{Text: "+2ms"}, Report: cell{Text: "1s ago"}},
 			{Running: true, WorkerID: "3", NodeKey: "all-off", NTP: cell{Text: "+2s", Over: true}, Peer: cell{Text: "-3s", Over: true}, Report: cell{Text: "1m0s ago", Over: true}},
-			{Running: false, WorkerID: "4", NodeKey: "gone", Report: cell{Text: "never"}},
+			{Down: true, WorkerID: "4", NodeKey: "gone", Report: cell{Text: "never"}},
 		},
 	}
 	var buf bytes.Buffer
@@ -146,6 +146,9 @@ func TestPage_Cluster(t *testing.T) {
 	garbage := serveHandler(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("{not json") })
 	noNow := serveHandler(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString(`{"state":"starting","reason":"starting"}`) })
 	down := testsupport.ClosedAddr(t)
+	frozen := frozenAddr(t)
+	const longKey = "snowflaked-production-eu-west-1-rack-17-host-0042.example.internal:8081"
+	nowMs := time.Now().UnixMilli()
 
 	self := selfFixture()
 	src := &fakeSource{self: self, workers: []coordinator.WorkerInfo{
@@ -160,6 +163,15 @@ func TestPage_Cluster(t *testing.T) {
 		{WorkerID: 9, NodeKey: "node-9", Addr: noNow, LeaseHeld: true, LastReportAgeMs: 100},
 		{WorkerID: 10, NodeKey: "node-10", Addr: "evil/path:80", LeaseHeld: true, LastReportAgeMs: 100},
 		{WorkerID: -1, NodeKey: "node-old", Addr: down, LastReportAgeMs: -1, Problem: "worker ID taken over"},
+		// Frozen (SIGSTOP) after its session expired: no lease, its last
+		// write a renewal (fence ahead of it), 16.7s ago.
+		{WorkerID: 11, NodeKey: "node-11", Addr: frozen, LastReport: nowMs - 16_700, LastReportAgeMs: 16_700, Fence: nowMs - 16_700 + 3000},
+		// Frozen before its session expired: it still holds its lease.
+		{WorkerID: 12, NodeKey: "node-12", Addr: frozen, LeaseHeld: true, LastReport: nowMs - 5000, LastReportAgeMs: 5000, Fence: nowMs - 2000},
+		// Stopped cleanly 30s ago: its last write was its final fence.
+		{WorkerID: 13, NodeKey: "node-13", Addr: down, LastReport: nowMs - 30_000, LastReportAgeMs: 30_000, Fence: nowMs - 30_005},
+		// Killed 20s ago, nothing listens now.
+		{WorkerID: 14, NodeKey: longKey, Addr: down, LastReport: nowMs - 20_000, LastReportAgeMs: 20_000, Fence: nowMs - 17_000},
 	}}
 	p := newPage(t, src, nil)
 	ctx := get(t, p, fasthttp.MethodGet)
@@ -172,7 +184,13 @@ func TestPage_Cluster(t *testing.T) {
 	if csp := string(ctx.Response.Header.Peek("Content-Security-Policy")); !strings.Contains(csp, "default-src 'none'") {
 		t.Errorf("Content-Security-Policy %q does not forbid scripts", csp)
 	}
-	d := parseDOM(t, string(ctx.Response.Body()))
+	body := string(ctx.Response.Body())
+	// A long key wraps only between its parts, never inside a label or
+	// the port.
+	if !strings.Contains(body, "eu-<wbr>west-<wbr>1-<wbr>") || !strings.Contains(body, "internal:<wbr>8081<wbr>") || strings.Contains(body, "break-all") {
+		t.Errorf("the long key is not broken at its separators only")
+	}
+	d := parseDOM(t, body)
 	if len(d.rows) != len(src.workers) {
 		t.Fatalf("%d rows, want %d", len(d.rows), len(src.workers))
 	}
@@ -190,13 +208,17 @@ func TestPage_Cluster(t *testing.T) {
 		{key: "node-2", state: "in_service", inService: "yes", skew: 0},
 		{key: "node-3", state: "out_of_service (ntp_offset)", inService: "no", over: []string{"ntp", "peer", "report"}, skew: 3 * time.Second},
 		{key: "node-4", state: "unreachable", inService: "no", notes: []string{"GET /clock"}},
-		{key: "node-5", state: "not running", inService: "no", down: true},
+		{key: "node-5", state: "gone", inService: "no", down: true, notes: []string{"no report for 48h0m0s"}},
 		{key: "node-6", state: "unreachable", inService: "yes", notes: []string{"status 500"}},
 		{key: "node-7", state: "unreachable", inService: "yes", notes: []string{"decode"}},
 		{key: "node-8", state: "in_service", inService: "yes", notes: []string{"answers as worker 99"}},
 		{key: "node-9", state: "starting (starting)", inService: "no", notes: []string{"no now_ms"}},
 		{key: "node-10", state: "unreachable", inService: "no", notes: []string{"bad address"}},
-		{key: "node-old", state: "not running", inService: "no", down: true, notes: []string{"worker ID taken over"}},
+		{key: "node-old", state: "gone", inService: "no", down: true, notes: []string{"worker ID taken over", "never reported"}},
+		{key: "node-11", state: "unreachable", inService: "no", over: []string{"report"}, notes: []string{"holds no lease and does not answer: killed without its final fence write, frozen, or cut off", "report overdue: the last one is 16.7s old, over the 10s limit"}},
+		{key: "node-12", state: "unreachable", inService: "no", notes: []string{"holds its lease but does not answer"}},
+		{key: "node-13", state: "stopped", inService: "no", down: true, notes: []string{"stopped cleanly"}},
+		{key: longKey, state: "unreachable", inService: "no", over: []string{"report"}, notes: []string{"killed without its final fence write", "report overdue"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.key, func(t *testing.T) {
@@ -278,7 +300,7 @@ func TestPage_SelfAndList(t *testing.T) {
 		selfNote  string
 		listError string
 	}{
-		{"standalone", SourceFuncs{SelfFunc: func() Self { return self }}, 1, "", ""},
+		{"no worker source", SourceFuncs{SelfFunc: func() Self { return self }}, 1, "", ""},
 		{"not in the list", &fakeSource{self: self, workers: []coordinator.WorkerInfo{{WorkerID: 7, NodeKey: "other", LastReportAgeMs: -1}}}, 2, "not in the cluster's worker list", ""},
 		{"list fails", &fakeSource{self: self, err: errors.New("zookeeper unavailable: no session")}, 1, "", "zookeeper unavailable: no session"},
 	}
@@ -545,5 +567,71 @@ func TestPage_SegmentTags(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A standalone node's page is its card: no cluster table, no report age,
+// and an age never negative (its state's Since after the page's now: the
+// clock was set back).
+func TestPage_Standalone(t *testing.T) {
+	self := selfFixture()
+	self.Mode, self.ZK, self.Cluster = ModeStandalone, nil, ""
+	self.Status.Since = time.Now().Add(51 * time.Second)
+	p := newPage(t, SourceFuncs{SelfFunc: func() Self { return self }}, nil)
+	var buf bytes.Buffer
+	if err := p.Render(context.Background(), &buf); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	d := parseDOM(t, page)
+	if d.byID("nodes") != nil || strings.Contains(page, "Last report") || d.byID("self-cluster") != nil {
+		t.Errorf("a standalone page shows a cluster:\n%s", page)
+	}
+	if negativeAge.MatchString(page) || !strings.Contains(page, "in the future by this node") {
+		t.Errorf("a Since after now is not said as a clock set back:\n%s", page)
+	}
+	for id, want := range map[string]string{"self-version": "v1.2.3", "self-layout": "41/10/12 epoch"} {
+		if got := textOf(d.byID(id)); !strings.Contains(got, want) {
+			t.Errorf("#%s = %q, want %q", id, got, want)
+		}
+	}
+}
+
+// ?refresh=N makes the page reload every N seconds; anything else is a 400
+// naming the problem.
+func TestPage_Refresh(t *testing.T) {
+	p := newPage(t, SourceFuncs{SelfFunc: selfFixture}, nil)
+	for _, tc := range []struct {
+		query, meta string
+		code        int
+	}{
+		{"", "", 200},
+		{"refresh=5", "5", 200},
+		{"refresh=0", "", 200},
+		{"refresh=3600", "3600", 200},
+		{"refresh=3601", "", 400},
+		{"refresh=-1", "", 400},
+		{"refresh=soon", "", 400},
+		{"refresh=5&refresh=6", "", 400},
+		{"reload=5", "", 400},
+	} {
+		ctx := &fasthttp.RequestCtx{}
+		ctx.Request.Header.SetMethod(fasthttp.MethodGet)
+		ctx.Request.SetRequestURI("/status?" + tc.query)
+		p.Handler()(ctx)
+		body := string(ctx.Response.Body())
+		if sc := ctx.Response.StatusCode(); sc != tc.code {
+			t.Errorf("?%s: status %d, want %d: %s", tc.query, sc, tc.code, body)
+			continue
+		}
+		if tc.code == 400 {
+			if !strings.Contains(body, `"code":"invalid_refresh"`) || !strings.Contains(string(ctx.Response.Header.ContentType()), "json") {
+				t.Errorf("?%s: 400 body %q", tc.query, body)
+			}
+			continue
+		}
+		if got := parseDOM(t, body).metaRefresh(); got != tc.meta {
+			t.Errorf("?%s: meta refresh %q, want %q", tc.query, got, tc.meta)
+		}
 	}
 }

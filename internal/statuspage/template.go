@@ -1,10 +1,29 @@
 package statuspage
 
-import "html/template"
+import (
+	"html/template"
+	"strings"
+)
+
+// breakable splits s after each '-', '.', ':', '/', '_' and '@', so that the
+// template can offer a line break (<wbr>) there: a long node key wraps
+// between its parts, never inside a host name's label or a port.
+func breakable(s string) []string {
+	var parts []string
+	for len(s) > 0 {
+		i := strings.IndexAny(s, "-.:/_@")
+		if i < 0 {
+			return append(parts, s)
+		}
+		parts = append(parts, s[:i+1])
+		s = s[i+1:]
+	}
+	return parts
+}
 
 // pageTemplate is the whole page: inline CSS, no scripts, nothing loaded.
 // html/template escapes every value for its context (text or attribute).
-var pageTemplate = template.Must(template.New("status").Parse(`<!DOCTYPE html>
+var pageTemplate = template.Must(template.New("status").Funcs(template.FuncMap{"breakable": breakable}).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -29,24 +48,30 @@ var pageTemplate = template.Must(template.New("status").Parse(`<!DOCTYPE html>
   .error { background: #ffebe9; border: 1px solid #ff8182; color: #82071e; border-radius: 6px; padding: 8px 12px; margin: 12px 0; }
   table { border-collapse: collapse; width: 100%; background: #fff; border: 1px solid var(--line); }
   th, td { text-align: left; padding: 6px 10px; border-bottom: 1px solid var(--line); vertical-align: top; }
-  th { background: #eaeef2; font-weight: 600; white-space: nowrap; }
-  td.num { font-variant-numeric: tabular-nums; white-space: nowrap; }
+  th { background: #eaeef2; font-weight: 600; }
+  td.num { font-variant-numeric: tabular-nums; }
   td.key, td.addr { font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
-  td.key { word-break: break-all; }
+  td.key { overflow-wrap: break-word; word-break: normal; min-width: 12ch; }
+  h1 .key { overflow-wrap: break-word; }
+  .scroll { overflow-x: auto; }
+  nav { margin: 0 0 12px; color: var(--muted); font-size: 13px; }
+  nav a, nav strong { margin-left: 6px; }
   td.addr { white-space: nowrap; }
   tr.self { background: #ddf4ff; }
   tr.down td { color: var(--muted); }
   tr.flagged td:first-child { box-shadow: inset 4px 0 0 var(--bad); }
   td.over { background: #ffebe9; color: #82071e; font-weight: 700; }
-  .marker { display: inline-block; margin-left: 6px; padding: 0 6px; border-radius: 4px; background: var(--bad); color: #fff; font-size: 12px; font-weight: 700; }
+  .marker { display: inline-block; white-space: nowrap; margin-left: 6px; padding: 0 6px; border-radius: 4px; background: var(--bad); color: #fff; font-size: 12px; font-weight: 700; }
   .yes { color: var(--ok); font-weight: 600; } .no { color: var(--bad); font-weight: 600; }
   .tag { font-size: 12px; color: var(--muted); }
   .note { color: var(--muted); font-size: 13px; }
+  td.note { min-width: 18ch; }
   footer { margin-top: 14px; color: var(--muted); font-size: 12px; }
 </style>
 </head>
 <body>
-<h1>snowflaked <span class="key">{{.Self.NodeKey}}</span></h1>
+<h1>snowflaked <span class="key">{{range breakable .Self.NodeKey}}{{.}}<wbr>{{end}}</span></h1>
+<nav id="refresh">Reload every:{{range .Refreshes}}{{if eq . $.Refresh}}<strong>{{if .}}{{.}}s{{else}}off{{end}}</strong>{{else}}<a href="?refresh={{.}}">{{if .}}{{.}}s{{else}}off{{end}}</a>{{end}}{{end}}</nav>
 <section class="card" id="self">
 <dl>
   <dt>State</dt><dd><span class="badge {{.Self.StateClass}}" id="self-state">{{.Self.State}}</span>{{if .Self.Reason}} <strong id="self-reason">{{.Self.Reason}}</strong>{{end}}{{if .Self.Detail}} <span class="note">{{.Self.Detail}}</span>{{end}}</dd>
@@ -55,7 +80,12 @@ var pageTemplate = template.Must(template.New("status").Parse(`<!DOCTYPE html>
   {{- end}}
   <dt>Worker ID</dt><dd id="self-worker">{{.Self.WorkerID}}</dd>
   <dt>Address</dt><dd>{{.Self.Addr}}</dd>
-  <dt>Mode</dt><dd>{{.Self.Mode}}</dd>
+  <dt>Mode</dt><dd id="self-mode">{{.Self.Mode}}</dd>
+  {{- if .Self.Cluster}}
+  <dt>Cluster</dt><dd id="self-cluster">{{.Self.Cluster}}</dd>
+  {{- end}}
+  <dt>Version</dt><dd id="self-version">{{.Self.Version}}</dd>
+  <dt>Layout</dt><dd id="self-layout">{{.Self.Layout}}</dd>
   <dt>Fence</dt><dd id="self-fence">{{.Self.Fence}}{{if .Self.FenceNote}} <span class="note">{{.Self.FenceNote}}</span>{{end}}</dd>
   <dt>Clock − NTP</dt><dd{{if .Self.NTP.Over}} class="over"{{end}} title="{{.Self.NTP.Title}}">{{.Self.NTP.Text}}{{if .Self.NTP.Over}}<span class="marker">⚠ over limit</span>{{end}}</dd>
   {{- if .Self.ZK}}
@@ -81,19 +111,21 @@ var pageTemplate = template.Must(template.New("status").Parse(`<!DOCTYPE html>
 <p class="note" id="segments-none">No tag asked for yet (GET /segment/{tag} loads one).</p>
 {{- end}}
 {{- end}}
+{{- if not .Standalone}}
 {{- if .ListError}}
 <div class="error" id="list-error">{{.ListError}}</div>
 {{- end}}
 <h2>Cluster: {{.Nodes}} node{{if ne .Nodes 1}}s{{end}}, {{.InService}} in service{{if .Flagged}}, <span class="no">{{.Flagged}} with figures over the limits</span>{{end}}</h2>
+<div class="scroll">
 <table id="nodes">
 <thead>
 <tr><th>Worker</th><th>Node key</th><th>Address</th><th>In service</th><th>State</th><th title="the node's clock minus NTP time; limit {{.NTPMax}}">Clock − NTP</th><th title="the node's clock minus this node's; limit {{.PeerMax}}">Clock − this node</th><th title="limit {{.ReportMax}} for running nodes">Last report</th><th title="the ZooKeeper fence minus now: how long its holder may issue without a renewal">ZK fence</th><th>Notes</th></tr>
 </thead>
 <tbody>
 {{- range .Rows}}
-<tr class="{{if .Self}}self{{end}}{{if not .Running}} down{{end}}{{if .Flagged}} flagged{{end}}" data-worker="{{.WorkerID}}">
+<tr class="{{if .Self}}self{{end}}{{if .Down}} down{{end}}{{if .Flagged}} flagged{{end}}" data-worker="{{.WorkerID}}">
 <td class="num worker">{{.WorkerID}}{{if .Self}} <span class="tag">(this node)</span>{{end}}</td>
-<td class="key">{{.NodeKey}}</td>
+<td class="key">{{range breakable .NodeKey}}{{.}}<wbr>{{end}}</td>
 <td class="addr">{{.Addr}}</td>
 <td class="service">{{if .InService}}<span class="yes">yes</span>{{else}}<span class="no">no</span>{{end}}</td>
 <td class="state" title="{{.Detail}}">{{.State}}{{if .Reason}} ({{.Reason}}){{end}}{{if .Detail}}<div class="note">{{.Detail}}</div>{{end}}</td>
@@ -106,7 +138,9 @@ var pageTemplate = template.Must(template.New("status").Parse(`<!DOCTYPE html>
 {{- end}}
 </tbody>
 </table>
-<footer>Generated {{.GeneratedAt}} by this node. Limits: clock − NTP {{.NTPMax}}, clock − this node {{.PeerMax}}, last report {{.ReportMax}}. Offsets are positive when the node is ahead.</footer>
+</div>
+{{- end}}
+<footer>Generated {{.GeneratedAt}} by this node. Limits: clock − NTP {{.NTPMax}}{{if not .Standalone}}, clock − this node {{.PeerMax}}, last report {{.ReportMax}}{{end}}. Offsets are positive when the node is ahead.</footer>
 </body>
 </html>
 `))

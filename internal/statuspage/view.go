@@ -17,7 +17,9 @@ import (
 type view struct {
 	Title       string
 	GeneratedAt string
-	Refresh     int // seconds; 0: no automatic reload
+	Refresh     int   // seconds; 0: no automatic reload
+	Refreshes   []int // the reload periods the page offers links to
+	Standalone  bool  // no cluster: no cluster table
 	Self        selfView
 	ListError   string
 	Rows        []row
@@ -34,6 +36,9 @@ type selfView struct {
 	NodeKey    string
 	Addr       string
 	Mode       string
+	Cluster    string
+	Version    string
+	Layout     string
 	WorkerID   int64
 	State      string
 	StateClass string // ok, warn, bad
@@ -54,6 +59,9 @@ type selfView struct {
 type row struct {
 	Self      bool
 	Running   bool // holds its lease or is in service: a process is there
+	LeaseHeld bool
+	Ask       bool // ask its /clock: running, or its lease went recently
+	Down      bool // stopped cleanly, or gone: greyed
 	WorkerID  string
 	NodeKey   string
 	Addr      string
@@ -89,11 +97,15 @@ func (p *Page) build(ctx context.Context) view {
 	v := view{
 		Title:       "snowflaked status: " + self.NodeKey,
 		GeneratedAt: now.Format("2006-01-02 15:04:05.000") + " UTC",
-		Refresh:     int(p.cfg.Refresh / time.Second),
+		Refreshes:   []int{0, 5, 30},
+		Standalone:  self.Mode == ModeStandalone,
 		Self:        p.selfView(self, now),
 		NTPMax:      p.cfg.NTPMaxOffset.String(),
 		PeerMax:     p.cfg.PeerMaxOffset.String(),
 		ReportMax:   p.cfg.MaxReportAge.String(),
+	}
+	if v.Standalone {
+		return v // the card above says everything: no cluster to list
 	}
 	lctx, cancel := context.WithTimeout(ctx, p.cfg.ListTimeout)
 	workers, err := p.cfg.Source.Workers(lctx)
@@ -114,7 +126,7 @@ func (p *Page) build(ctx context.Context) view {
 		rows = append(rows, r)
 	}
 	if !selfFound {
-		r := row{Self: true, Running: true, WorkerID: strconv.FormatInt(self.WorkerID, 10), NodeKey: self.NodeKey, Addr: self.Addr,
+		r := row{Self: true, Running: true, LeaseHeld: self.ZK != nil && self.ZK.LeaseHeld, WorkerID: strconv.FormatInt(self.WorkerID, 10), NodeKey: self.NodeKey, Addr: self.Addr,
 			Report: p.reportCell(selfReportAge(self), true)}
 		p.fillSelf(&r, self)
 		if len(workers) > 0 {
@@ -147,12 +159,13 @@ func selfReportAge(self Self) int64 {
 func (p *Page) selfView(self Self, now time.Time) selfView {
 	s := selfView{
 		NodeKey: self.NodeKey, Addr: self.Addr, Mode: self.Mode, WorkerID: self.WorkerID,
+		Cluster: self.Cluster, Version: self.Version, Layout: self.Layout,
 		State: self.Status.State.String(), StateClass: stateClass(self.Status.State),
 		Reason: string(self.Status.Reason), Detail: self.Status.Detail,
 		NTP: p.ntpCell(self.NTP),
 	}
 	if !self.Status.Since.IsZero() {
-		s.Since = fmt.Sprintf("%s UTC (%s ago)", self.Status.Since.UTC().Format("2006-01-02 15:04:05"), roundAge(now.Sub(self.Status.Since)))
+		s.Since = self.Status.Since.UTC().Format("2006-01-02 15:04:05") + " UTC (" + ago(now.Sub(self.Status.Since)) + ")"
 	}
 	if self.FenceMs > 0 {
 		fence := time.UnixMilli(self.FenceMs).UTC()
@@ -209,22 +222,49 @@ func stateClass(s clockguard.State) string {
 func (p *Page) workerRow(w coordinator.WorkerInfo, now time.Time) row {
 	r := row{
 		WorkerID: strconv.FormatInt(w.WorkerID, 10), NodeKey: w.NodeKey, Addr: w.Addr,
-		InService: w.InService, Running: w.InService || w.LeaseHeld,
+		InService: w.InService, Running: w.InService || w.LeaseHeld, LeaseHeld: w.LeaseHeld,
 		State: unknown, NTP: cell{Text: unknown}, Peer: cell{Text: unknown},
 		Note: w.Problem,
 	}
 	if w.WorkerID < 0 {
 		r.WorkerID = "none"
 	}
-	if !r.Running {
-		r.State = "not running"
-	}
 	if w.LeaseHolder != "" {
 		r.Note = joinNote(r.Note, "lease held by "+w.LeaseHolder)
 	}
-	r.Report = p.reportCell(w.LastReportAgeMs, r.Running)
+	age := time.Duration(w.LastReportAgeMs) * time.Millisecond
+	switch {
+	case r.Running:
+		r.Ask = true
+	case stoppedCleanly(w):
+		r.State, r.Down = "stopped", true
+		r.Note = joinNote(r.Note, "stopped cleanly: its last write to ZooKeeper was its final fence")
+	case w.LastReportAgeMs >= 0 && age <= p.cfg.GoneAfter:
+		// The lease went recently without a final fence: killed, frozen or
+		// cut off from ZooKeeper, or restarting. Its /clock tells.
+		r.State, r.Ask = "no lease", true
+	default:
+		r.State, r.Down = "gone", true
+		if w.LastReportAgeMs < 0 {
+			r.Note = joinNote(r.Note, "holds no lease and never reported")
+		} else {
+			r.Note = joinNote(r.Note, "holds no lease; no report for "+roundAge(age).String()+" (over "+p.cfg.GoneAfter.String()+"): not asked")
+		}
+	}
+	r.Report = p.reportCell(w.LastReportAgeMs, r.Ask)
+	if r.Report.Over {
+		r.Note = joinNote(r.Note, fmt.Sprintf("report overdue: the last one is %s old, over the %s limit", roundAge(age), p.cfg.MaxReportAge))
+	}
 	r.ZKFence = zkFenceCell(w.Fence, now, r.Running)
 	return r
+}
+
+// stoppedCleanly reports whether a worker's last write to ZooKeeper was the
+// final fence of a clean stop: that write sets the fence to the last
+// issued timestamp, at or before the write's own time, where every renewal
+// sets it ahead of its time.
+func stoppedCleanly(w coordinator.WorkerInfo) bool {
+	return !w.LeaseHeld && !w.InService && w.Fence > 0 && w.LastReport > 0 && w.Fence <= w.LastReport
 }
 
 // zkFenceCell shows a worker's ZooKeeper fence as headroom: how long its
@@ -267,7 +307,7 @@ func (p *Page) fetchAll(ctx context.Context, rows []row) {
 	asked := 0
 	for i := range rows {
 		r := &rows[i]
-		if r.Self || !r.Running {
+		if r.Self || !r.Ask {
 			continue
 		}
 		if r.Addr == "" {
@@ -297,6 +337,12 @@ func (p *Page) fetchAll(ctx context.Context, rows []row) {
 func (p *Page) fillPeer(r *row, f fetched) {
 	if f.err != nil {
 		r.State = "unreachable"
+		switch {
+		case r.LeaseHeld:
+			r.Note = joinNote(r.Note, "holds its lease but does not answer: frozen, overloaded or cut off")
+		case !r.InService:
+			r.Note = joinNote(r.Note, "holds no lease and does not answer: killed without its final fence write, frozen, or cut off")
+		}
 		r.Note = joinNote(r.Note, f.err.Error())
 		return
 	}
@@ -352,7 +398,7 @@ func (p *Page) reportCell(ageMs int64, running bool) cell {
 		return cell{Text: "never"}
 	}
 	age := time.Duration(ageMs) * time.Millisecond
-	c := cell{Text: roundAge(age).String() + " ago"}
+	c := cell{Text: ago(age)}
 	if running && age > p.cfg.MaxReportAge {
 		c.Over = true
 		c.Title = "older than " + p.cfg.MaxReportAge.String()
@@ -400,6 +446,16 @@ func roundAge(d time.Duration) time.Duration {
 		return roundDur(d)
 	}
 	return d.Round(time.Second)
+}
+
+// ago formats an age ("1.2s ago"). A negative one (an instant after this
+// node's now: its clock was set back since) is said as such, never as a
+// negative age.
+func ago(d time.Duration) string {
+	if d < 0 {
+		return roundAge(-d).String() + " in the future by this node's clock: set back since?"
+	}
+	return roundAge(d).String() + " ago"
 }
 
 // signed formats an offset with its sign ("+12.3ms", "-1.5s", "0s").
