@@ -103,7 +103,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	log.Info().Str("version", version).Msg("snowflaked " + versionString())
 
 	cfg.Version = versionString()
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := node.Run(ctx, cfg, log); err != nil {
 		if errors.Is(err, node.ErrInvalidConfig) {

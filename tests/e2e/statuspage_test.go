@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,12 +72,15 @@ func attr(n *html.Node, name string) string {
 	return ""
 }
 
-// text is the node's text content with white space collapsed.
+// text is the node's text content with white space collapsed, a block
+// element (div, p, br) counting as a space and a <wbr> as nothing.
 func text(n *html.Node) string {
 	var b strings.Builder
 	for d := range n.Descendants() {
-		if d.Type == html.TextNode {
+		switch {
+		case d.Type == html.TextNode:
 			b.WriteString(d.Data)
+		case d.Type == html.ElementNode && (d.Data == "div" || d.Data == "p" || d.Data == "br"):
 			b.WriteByte(' ')
 		}
 	}
@@ -175,4 +179,41 @@ func TestIntegration_StatusPageCluster(t *testing.T) {
 	}
 	t.Logf("screenshot: %s (%d bytes)", path, len(data))
 	chromium.Keep(t, data, "status-cluster.png")
+
+	// 3. node-3 frozen (SIGSTOP), node-2 stopped cleanly (SIGTERM): node-1's
+	// page says so, and flags the frozen one's overdue report.
+	nodes[2].signal(syscall.SIGSTOP)
+	t.Cleanup(func() { nodes[2].signal(syscall.SIGCONT) })
+	nodes[1].signal(syscall.SIGTERM)
+	if code := nodes[1].exitCode(); code != 0 {
+		t.Fatalf("node-2 exit %d after SIGTERM", code)
+	}
+	var frozen, stopped statusRow
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		_, body := nodes[0].get("/status")
+		for _, r := range parseStatusTable(t, body) {
+			switch r.cells["key"] {
+			case "node-3":
+				frozen = r
+			case "node-2":
+				stopped = r
+			}
+		}
+		if frozen.cells["state"] == "unreachable" && slices.Contains(frozen.classes, "flagged") && stopped.cells["state"] == "stopped" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within 30s, frozen node-3: %+v; stopped node-2: %+v", frozen, stopped)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(frozen.cells["note"], "report overdue") || !strings.Contains(frozen.cells["note"], "does not answer") {
+		t.Errorf("the frozen node's notes %q do not say why it is flagged", frozen.cells["note"])
+	}
+	if !slices.Contains(stopped.classes, "down") || !strings.Contains(stopped.cells["note"], "stopped cleanly") {
+		t.Errorf("the stopped node's row: classes %v, notes %q", stopped.classes, stopped.cells["note"])
+	}
+	data, _ = chromium.Screenshot(t, bin, url, 1200, 900)
+	chromium.Keep(t, data, "status-cluster-frozen.png")
 }
