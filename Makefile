@@ -69,4 +69,4 @@ lint:
 	scripts/staticcheck.sh
 
 clean:
-	rm -rf bin .run
+	rm -rf bin .run .run-*

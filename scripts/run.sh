@@ -5,18 +5,22 @@
 # .run/node-N), prints sample IDs from each node with their decoded worker
 # IDs and `snowflakectl status`, then keeps running until Ctrl-C and stops
 # everything (nodes first, with SIGTERM, then ZooKeeper).
-# Without a terminal on stdin (CI, scripts) it stops after the demo.
-# ZooKeeper's data stays in .run/zk, so a second `make run` gives every node
-# its old worker ID back; `make clean` removes it.
+# Without a terminal on stdin (CI, scripts) it stops after the demo, unless
+# RUN_KEEP=1. ZooKeeper's data stays in .run/zk, so the next `make run` gives
+# every node its old worker ID back; `make clean` removes it.
+#
+# A second `make run` while one runs never touches the first: the first
+# holds a lock on its directory (.run/lock, kept by every process it
+# starts), so the second takes .run-2 (then .run-3, …) and, unless
+# RUN_BASE_PORT is given, the next free ports (8091-8093, …). Given ports
+# that are in use, or RUN_DIR naming a directory in use, it refuses before
+# it writes anything, and says what to run instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-base_port="${RUN_BASE_PORT:-8081}"
 nodes=3
 zk_jars=/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar
-run_dir="$root/.run"
-mkdir -p "$run_dir"
 
 die() {
 	echo "run: $*" >&2
@@ -61,6 +65,67 @@ zk_mode() {
 	grep -m1 '^Mode: ' <<<"$out"
 }
 
+# --- which directory and ports: decided before anything is written -----------
+# in_use DIR: another make run holds DIR's lock.
+in_use() { [ -e "$1/lock" ] && ! flock -n "$1/lock" true 2>/dev/null; }
+# holder DIR: the pid of the make run that holds DIR, as it wrote it.
+holder() { cat "$1/pid" 2>/dev/null || echo "?"; }
+# ports_free BASE: BASE..BASE+nodes-1 are all free on 127.0.0.1.
+ports_free() {
+	local i
+	for i in $(seq 0 $((nodes - 1))); do
+		! port_busy $(($1 + i)) || return 1
+	done
+}
+# free_base FROM: the first base port from FROM on (in steps of 10) whose
+# ports are all free.
+free_base() {
+	local b=$1 _
+	for _ in $(seq 1 50); do
+		if ports_free "$b"; then
+			echo "$b"
+			return 0
+		fi
+		b=$((b + 10))
+	done
+	return 1
+}
+
+command -v flock >/dev/null 2>&1 || die "flock (util-linux) is needed to keep two make runs apart"
+if [ -n "${RUN_DIR:-}" ]; then
+	run_dir=$(realpath -m "$RUN_DIR")
+	! in_use "$run_dir" || die "$run_dir is in use by another make run (pid $(holder "$run_dir")): give another RUN_DIR, or leave it out to get a free one"
+else
+	run_dir="$root/.run"
+	n=1
+	while in_use "$run_dir"; do
+		[ "$n" -eq 1 ] && echo "run: .run is in use by another make run (pid $(holder "$run_dir")): this one uses a directory of its own" >&2
+		n=$((n + 1))
+		[ "$n" -le 20 ] || die "every directory from .run to .run-20 is in use"
+		run_dir="$root/.run-$n"
+	done
+fi
+rel_dir=${run_dir#"$root"/}
+
+if [ -n "${RUN_BASE_PORT:-}" ]; then
+	base_port=$RUN_BASE_PORT
+	case $base_port in '' | *[!0-9]*) die "RUN_BASE_PORT=$base_port: want a port number" ;; esac
+	[ "$base_port" -ge 1024 ] && [ "$base_port" -le $((65535 - nodes)) ] || die "RUN_BASE_PORT=$base_port: want 1024 to $((65535 - nodes))"
+	if ! ports_free "$base_port"; then
+		alt=$(free_base $((base_port + 10))) || die "127.0.0.1:$base_port-$((base_port + nodes - 1)) is in use, and no free ports were found above it"
+		die "127.0.0.1:$base_port-$((base_port + nodes - 1)) is in use (another make run?): nothing was started or written; try RUN_BASE_PORT=$alt make run"
+	fi
+else
+	base_port=$(free_base 8081) || die "no $nodes free ports from 127.0.0.1:8081 up: give RUN_BASE_PORT"
+	[ "$base_port" -eq 8081 ] || echo "run: 127.0.0.1:8081-8083 are in use: the nodes take $base_port-$((base_port + nodes - 1))" >&2
+fi
+
+# The lock: this script and everything it starts hold it (they inherit fd 9).
+mkdir -p "$run_dir"
+exec 9>>"$run_dir/lock"
+flock -n 9 || die "$run_dir was taken by another make run just now: run again"
+echo $$ >"$run_dir/pid"
+
 # --- processes and cleanup -----------------------------------------------------
 # Children run in their own session (setsid) so that Ctrl-C reaches only this
 # script: its trap stops the nodes first (they write their final fence to
@@ -99,10 +164,6 @@ for p in $(seq 21810 21899); do
 	fi
 done
 [ -n "$zk_port" ] || die "no free port in 127.0.0.1:21810-21899 for ZooKeeper"
-for i in $(seq 1 "$nodes"); do
-	port=$((base_port + i - 1))
-	! port_busy "$port" || die "127.0.0.1:$port is in use: pick other ports with RUN_BASE_PORT=9081 make run"
-done
 
 zk_dir="$run_dir/zk"
 mkdir -p "$zk_dir/data"
@@ -125,14 +186,14 @@ for _ in $(seq 1 300); do # up to 30 s
 done
 [ -n "$mode" ] || { tail -n 30 "$zk_dir/zookeeper.log" >&2; die "ZooKeeper not serving after 30 s; its log: $zk_dir/zookeeper.log"; }
 zk="127.0.0.1:$zk_port"
-echo "ZooKeeper ($mode) serves on $zk  (data and log: .run/zk)"
+echo "ZooKeeper ($mode) serves on $zk  (data and log: $rel_dir/zk)"
 
 # --- three snowflaked nodes ----------------------------------------------------
 for i in $(seq 1 "$nodes"); do
 	port=$((base_port + i - 1))
 	mkdir -p "$run_dir/node-$i"
 	"${detach[@]}" bin/snowflaked --zk "$zk" --listen "127.0.0.1:$port" --cache-file "$run_dir/node-$i/cache.json" \
-		--log-format console 2>"$run_dir/node-$i.log" &
+		2>"$run_dir/node-$i.log" &
 	node_pids+=($!)
 done
 # A node whose previous run was killed waits for its old ZooKeeper session to
@@ -146,16 +207,16 @@ for i in $(seq 1 "$nodes"); do
 			ready=1
 			break
 		fi
-		kill -0 "$pid" 2>/dev/null || { cat "$run_dir/node-$i.log" >&2; die "node $i exited; its log: .run/node-$i.log"; }
+		kill -0 "$pid" 2>/dev/null || { cat "$run_dir/node-$i.log" >&2; die "node $i exited; its log: $rel_dir/node-$i.log"; }
 		sleep 0.1
 	done
-	[ -n "$ready" ] || { tail -n 30 "$run_dir/node-$i.log" >&2; die "node $i not in service after 60 s; its log: .run/node-$i.log"; }
+	[ -n "$ready" ] || { tail -n 30 "$run_dir/node-$i.log" >&2; die "node $i not in service after 60 s; its log: $rel_dir/node-$i.log"; }
 done
 
 echo
 for i in $(seq 1 "$nodes"); do
 	port=$((base_port + i - 1))
-	echo "node $i serves on http://127.0.0.1:$port  (log: .run/node-$i.log, cache: .run/node-$i/cache.json)"
+	echo "node $i serves on http://127.0.0.1:$port  (log: $rel_dir/node-$i.log, cache: $rel_dir/node-$i/cache.json)"
 done
 echo
 for i in $(seq 1 "$nodes"); do
@@ -177,9 +238,9 @@ bin/snowflakectl status --zk "$zk" | sed 's/^/  /'
 echo
 
 # --- segment mode: short dense IDs of a tag ---------------------------------------
-# The tag stays in .run/zk: a second run finds it (exit 1 "tag exists" is fine).
+# The tag stays in ZooKeeper's data: the next run finds it (exit 1 "tag exists" is fine).
 bin/snowflakectl segment create demo --zk "$zk" --start 1000 --step 100 --description "make run demo" 2>/dev/null |
-	sed 's/^/  /' || echo "  tag \"demo\" exists already (kept in .run/zk)"
+	sed 's/^/  /' || echo "  tag \"demo\" exists already (kept in $rel_dir/zk)"
 for i in $(seq 1 "$nodes"); do
 	port=$((base_port + i - 1))
 	for _ in $(seq 1 100); do # segment mode opens its own ZooKeeper session
@@ -193,14 +254,14 @@ echo "bin/snowflakectl segment status demo --zk $zk"
 bin/snowflakectl segment status demo --zk "$zk" | sed 's/^/  /'
 echo
 
-if [ -t 0 ]; then
+if [ -t 0 ] || [ "${RUN_KEEP:-}" = 1 ]; then
 	echo "Running until Ctrl-C. Try:"
 	echo "  curl 'http://127.0.0.1:$base_port/ids?count=3'"
 	echo "  curl http://127.0.0.1:$base_port/clock"
 	echo "  curl http://127.0.0.1:$base_port/segment/demo"
 	echo "  bin/snowflakectl status --zk $zk"
 	wait -n "${node_pids[@]}" || true # returns when a node exits (or on Ctrl-C, through the trap)
-	echo "a node exited by itself; see .run/node-*.log" >&2
+	echo "a node exited by itself; see $rel_dir/node-*.log" >&2
 	exit 1
 else
 	echo "No terminal: stopping."

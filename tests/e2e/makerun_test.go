@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	testproc "codeberg.org/snowflaked/snowflaked/tests/proc"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+)
+
+// makeRunTree is a copy of what `make run` uses (scripts/run.sh and the
+// binaries in bin/), in a directory of its own: the script's .run
+// directories go there, not into the repository.
+func makeRunTree(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, f := range []struct{ from, to string }{
+		{"../../scripts/run.sh", "scripts/run.sh"},
+		{binSnowflaked, "bin/snowflaked"},
+		{binCtl, "bin/snowflakectl"},
+	} {
+		b, err := os.ReadFile(f.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(root, f.to)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// freeBlock returns a base port whose three ports are free on 127.0.0.1.
+func freeBlock(t *testing.T) int {
+	t.Helper()
+	for range 200 {
+		base := 30000 + rand.IntN(20000)
+		free := true
+		for i := range 3 {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
+			if err != nil {
+				free = false
+				break
+			}
+			_ = ln.Close()
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("no three free ports in a row")
+	return 0
+}
+
+// startMakeRun runs scripts/run.sh in root with env, and stops it (SIGTERM:
+// its trap stops the nodes and ZooKeeper) when the test ends.
+func startMakeRun(t *testing.T, root string, env ...string) *testproc.Proc {
+	t.Helper()
+	p := testproc.Start(t, "make run", "/bin/bash", []string{filepath.Join(root, "scripts/run.sh")}, testproc.Env(env...))
+	t.Cleanup(func() {
+		if !p.Exited() {
+			_ = p.Signal(syscall.SIGTERM)
+			_, _ = p.Wait(60 * time.Second)
+		}
+	})
+	return p
+}
+
+// What the first cluster has on disk that a second must leave alone.
+type runFiles struct{ zooCfg, nodeLog []byte }
+
+func readRunFiles(t *testing.T, dir string) runFiles {
+	t.Helper()
+	cfg, err1 := os.ReadFile(filepath.Join(dir, "zk/zoo.cfg"))
+	log, err2 := os.ReadFile(filepath.Join(dir, "node-1.log"))
+	if err1 != nil || err2 != nil {
+		t.Fatalf("read %s: %v, %v", dir, err1, err2)
+	}
+	return runFiles{cfg, log}
+}
+
+// `make run` twice: the second never touches the first. Given the first's
+// ports it refuses before writing anything, naming free ports; run as
+// advised it takes a directory of its own; the first cluster keeps serving,
+// its files intact.
+func TestIntegration_MakeRunTwice(t *testing.T) {
+	zkharness.Require(t)
+	root := makeRunTree(t)
+	base := freeBlock(t)
+	first := startMakeRun(t, root, "RUN_KEEP=1", fmt.Sprintf("RUN_BASE_PORT=%d", base))
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(first.Output(), "Running until Ctrl-C") {
+		if first.Exited() || time.Now().After(deadline) {
+			t.Fatalf("the first make run did not come up:\n%s", first.Output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	runDir := filepath.Join(root, ".run")
+	before := readRunFiles(t, runDir)
+
+	// Its ports again: refused, nothing written, a working suggestion.
+	second := startMakeRun(t, root, fmt.Sprintf("RUN_BASE_PORT=%d", base))
+	if code, err := second.Wait(time.Minute); err != nil || code != 1 {
+		t.Fatalf("make run on busy ports: exit %d (%v), want 1:\n%s", code, err, second.Output())
+	}
+	advice := regexp.MustCompile(`nothing was started or written; try RUN_BASE_PORT=(\d+) make run`).FindStringSubmatch(second.Output())
+	if advice == nil {
+		t.Fatalf("no advice in:\n%s", second.Output())
+	}
+	if _, err := os.Stat(filepath.Join(root, ".run-2")); !os.IsNotExist(err) {
+		t.Errorf("the refused run created .run-2 (%v)", err)
+	}
+
+	// As advised: its own directory, its own ZooKeeper, then it stops.
+	third := startMakeRun(t, root, "RUN_BASE_PORT="+advice[1])
+	if code, err := third.Wait(2 * time.Minute); err != nil || code != 0 {
+		t.Fatalf("make run as advised: exit %d (%v):\n%s", code, err, third.Output())
+	}
+	out := third.Output()
+	for _, want := range []string{".run is in use by another make run", "data and log: .run-2/zk", "node 1 serves on http://127.0.0.1:" + advice[1]} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the second run's output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// The first is untouched and serves.
+	after := readRunFiles(t, runDir)
+	if !bytes.Equal(after.zooCfg, before.zooCfg) {
+		t.Errorf("the first cluster's zoo.cfg changed:\n%s\nwas:\n%s", after.zooCfg, before.zooCfg)
+	}
+	if !bytes.HasPrefix(after.nodeLog, before.nodeLog) || bytes.IndexByte(after.nodeLog, 0) >= 0 {
+		t.Errorf("the first cluster's node-1.log was rewritten (%d bytes before, %d after)", len(before.nodeLog), len(after.nodeLog))
+	}
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", base))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the first cluster's node 1 after the second run: %v %v", resp, err)
+	}
+	_ = resp.Body.Close()
+	if err := first.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := first.Wait(time.Minute); err != nil || code != 0 {
+		t.Errorf("the first make run after SIGTERM: exit %d (%v)", code, err)
+	}
+}
