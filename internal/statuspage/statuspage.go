@@ -267,14 +267,10 @@ func refreshParam(args *fasthttp.Args, def time.Duration) (time.Duration, error)
 	if args.Len() == 0 {
 		return def, nil
 	}
-	var err error
-	args.VisitAll(func(k, _ []byte) {
-		if string(k) != "refresh" && err == nil {
-			err = fmt.Errorf("unknown parameter %q: /status takes only refresh", k)
+	for k := range args.All() {
+		if string(k) != "refresh" {
+			return 0, fmt.Errorf("unknown parameter %q: /status takes only refresh", k)
 		}
-	})
-	if err != nil {
-		return 0, err
 	}
 	if !args.Has("refresh") {
 		return def, nil
