@@ -155,12 +155,15 @@ func TestRunStatusPageStandalone(t *testing.T) {
 		return code == http.StatusOK && strings.Contains(body, `id="self-state">in_service<`)
 	})
 	for _, want := range []string{
-		"snowflaked status: " + addr, `id="self-worker">4<`, "<dd>standalone</dd>",
-		"Cluster: 1 node, 1 in service", `data-worker="4"`,
+		"snowflaked status: " + addr, `id="self-worker">4<`, `id="self-mode">standalone<`, `id="self-version">`, `id="self-layout">41/10/12 epoch`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/status lacks %q:\n%s", want, body)
 		}
+	}
+	// A standalone node has no cluster: no table of one.
+	if strings.Contains(body, `id="nodes"`) || strings.Contains(body, "Cluster:") {
+		t.Errorf("a standalone node's /status has a cluster table:\n%s", body)
 	}
 	if strings.Contains(body, `id="list-error"`) {
 		t.Errorf("/status of a standalone node shows a list error:\n%s", body)

@@ -204,7 +204,7 @@ func TestIntegration_RunZooKeeperMetricsAndStatus(t *testing.T) {
 		_, body = waitHTTP(t, addr, StatusPath, func(code int, body string) bool {
 			return code == http.StatusOK && strings.Contains(body, "Cluster: 2 nodes, 2 in service")
 		})
-		for _, want := range []string{"node-a", "node-b", "snowflaked status: node-" + string(rune('a'+i)), `class="self"`} {
+		for _, want := range []string{"node-<wbr>a<wbr>", "node-<wbr>b<wbr>", "snowflaked status: node-" + string(rune('a'+i)), `class="self"`, `id="self-cluster">`} {
 			if !strings.Contains(body, want) {
 				t.Errorf("node %d: /status lacks %q", i, want)
 			}
