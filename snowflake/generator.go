@@ -84,7 +84,9 @@ type Generator struct {
 	workerBits int64 // worker << seqBits, ready to OR in
 	clock      clock.Clock
 	tolerance  int64 // nanoseconds
-	seqBits    uint
+	seqBits    uint  // the per-tick counter's bits: SequenceBits - GeneBits
+	geneBits   uint
+	geneMask   uint64
 	tickShift  uint // WorkerBits + SequenceBits
 	seqMask    uint64
 	epochNs    int64
@@ -98,6 +100,11 @@ type Generator struct {
 	_     [56]byte
 
 	fence atomic.Int64 // highest tick an ID may carry
+
+	// spread fills the gene bits of IDs asked for without a gene: the
+	// next value of this counter, so that IDs spread evenly modulo every
+	// m dividing 2^GeneBits at any request rate.
+	spread atomic.Uint64
 
 	seqWaits, rbWaits, rollbacks, fenceHits, waitedNs atomic.Int64
 }
@@ -125,7 +132,8 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	g := &Generator{
 		layout: l, worker: cfg.WorkerID, workerBits: cfg.WorkerID << l.SequenceBits,
 		clock: cfg.Clock, tolerance: int64(tol),
-		seqBits: l.SequenceBits, tickShift: l.WorkerBits + l.SequenceBits, seqMask: uint64(l.MaxSequence()),
+		seqBits: l.SequenceBits - l.GeneBits, geneBits: l.GeneBits, geneMask: uint64(l.MaxGene()),
+		tickShift: l.WorkerBits + l.SequenceBits, seqMask: uint64(l.PerTick() - 1),
 		epochNs: l.Epoch.UnixNano(), unitNs: int64(l.Unit), maxTick: l.MaxTick(),
 	}
 	g.fence.Store(math.MaxInt64)
@@ -151,13 +159,32 @@ func (g *Generator) Layout() Layout { return g.layout }
 // WorkerID returns the generator's worker ID.
 func (g *Generator) WorkerID() int64 { return g.worker }
 
-// Next returns the next ID.
+// Next returns the next ID. With gene bits, they count round from one ID
+// to the next (see NextGene for an ID with a given gene).
 func (g *Generator) Next() (int64, error) {
 	tick, seq, _, err := g.reserve(1)
 	if err != nil {
 		return 0, err
 	}
-	return tick<<g.tickShift | g.workerBits | int64(seq), nil
+	id := tick<<g.tickShift | g.workerBits | int64(seq)<<g.geneBits
+	if g.geneBits > 0 {
+		id |= int64((g.spread.Add(1) - 1) & g.geneMask)
+	}
+	return id, nil
+}
+
+// NextGene returns the next ID whose gene bits are gene's low bits: the ID
+// modulo 2^GeneBits equals gene modulo 2^GeneBits. Without gene bits it is
+// Next.
+func (g *Generator) NextGene(gene uint64) (int64, error) {
+	if g.geneBits == 0 {
+		return g.Next()
+	}
+	tick, seq, _, err := g.reserve(1)
+	if err != nil {
+		return 0, err
+	}
+	return tick<<g.tickShift | g.workerBits | int64(seq)<<g.geneBits | int64(gene&g.geneMask), nil
 }
 
 // NextN returns n new IDs in increasing order.
@@ -175,15 +202,39 @@ func (g *Generator) AppendN(dst []int64, n int) ([]int64, error) {
 	if n < 1 {
 		return dst, fmt.Errorf("%w: %d, want at least 1", ErrInvalidCount, n)
 	}
+	if g.geneBits > 0 {
+		first := g.spread.Add(uint64(n)) - uint64(n)
+		return g.appendN(dst, n, func(i uint64) uint64 { return (first + i) & g.geneMask })
+	}
+	return g.appendN(dst, n, nil)
+}
+
+// AppendNGene is AppendN for IDs that all carry gene (see NextGene).
+func (g *Generator) AppendNGene(dst []int64, n int, gene uint64) ([]int64, error) {
+	if n < 1 {
+		return dst, fmt.Errorf("%w: %d, want at least 1", ErrInvalidCount, n)
+	}
+	gene &= g.geneMask
+	return g.appendN(dst, n, func(uint64) uint64 { return gene })
+}
+
+// appendN appends n IDs; gene, when set, gives the gene bits of the i-th.
+func (g *Generator) appendN(dst []int64, n int, gene func(i uint64) uint64) ([]int64, error) {
 	orig := len(dst)
+	var i uint64
 	for n > 0 {
 		tick, seq, count, err := g.reserve(uint64(n))
 		if err != nil {
 			return dst[:orig], err
 		}
 		base := tick<<g.tickShift | g.workerBits
-		for i := uint64(0); i < count; i++ {
-			dst = append(dst, base|int64(seq+i))
+		for j := uint64(0); j < count; j++ {
+			id := base | int64(seq+j)<<g.geneBits
+			if gene != nil {
+				id |= int64(gene(i))
+			}
+			dst = append(dst, id)
+			i++
 		}
 		n -= int(count)
 	}

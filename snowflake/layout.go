@@ -30,7 +30,15 @@ type Layout struct {
 	SequenceBits uint          // bits of the per-tick sequence
 	Epoch        time.Time     // tick 0
 	Unit         time.Duration // length of one tick
+	// GeneBits are the low bits of the sequence field given to a gene
+	// (0..MaxGeneBits, at most SequenceBits): an ID asked for with gene G
+	// ends in G mod 2^GeneBits. The per-tick count is what is left,
+	// 2^(SequenceBits-GeneBits).
+	GeneBits uint
 }
+
+// MaxGeneBits bounds Layout.GeneBits.
+const MaxGeneBits = 10
 
 // Preset names accepted by ParseBits besides "T/W/S".
 const (
@@ -140,6 +148,10 @@ func (l Layout) validateShape() error {
 		return fmt.Errorf("%w: %s uses %d bits, at most 63 fit a positive int64", ErrInvalidLayout, l, l.TimeBits+l.WorkerBits+l.SequenceBits)
 	case l.SequenceBits == 0:
 		return fmt.Errorf("%w: %s has no sequence bits: at most one ID per tick", ErrInvalidLayout, l)
+	case l.GeneBits > MaxGeneBits:
+		return fmt.Errorf("%w: %d gene bits, at most %d", ErrInvalidLayout, l.GeneBits, MaxGeneBits)
+	case l.GeneBits > l.SequenceBits:
+		return fmt.Errorf("%w: %d gene bits do not fit the %d sequence bits of %s", ErrInvalidLayout, l.GeneBits, l.SequenceBits, l.bits())
 	case l.TimeBits < 20:
 		return fmt.Errorf("%w: %s has %d time bits, fewer than 20 run out too soon", ErrInvalidLayout, l, l.TimeBits)
 	case l.Unit < time.Millisecond:
@@ -160,10 +172,25 @@ func (l Layout) validateShape() error {
 	return nil
 }
 
-// String returns the bit split as "T/W/S".
+// String returns the bit split as "T/W/S", followed by " gene K" when
+// the layout has gene bits.
 func (l Layout) String() string {
+	if l.GeneBits > 0 {
+		return fmt.Sprintf("%s gene %d", l.bits(), l.GeneBits)
+	}
+	return l.bits()
+}
+
+func (l Layout) bits() string {
 	return fmt.Sprintf("%d/%d/%d", l.TimeBits, l.WorkerBits, l.SequenceBits)
 }
+
+// MaxGene is the largest value of the gene field (0 without gene bits).
+func (l Layout) MaxGene() int64 { return int64(1)<<l.GeneBits - 1 }
+
+// PerTick is how many IDs one worker can issue in one tick:
+// 2^(SequenceBits-GeneBits).
+func (l Layout) PerTick() int64 { return int64(1) << (l.SequenceBits - l.GeneBits) }
 
 // Describe returns the split, epoch and unit, e.g. "41/10/12 epoch 2024-01-01T00:00:00Z unit 1ms".
 func (l Layout) Describe() string {
@@ -172,7 +199,7 @@ func (l Layout) Describe() string {
 
 // Equal reports whether two layouts produce and decode the same IDs.
 func (l Layout) Equal(o Layout) bool {
-	return l.TimeBits == o.TimeBits && l.WorkerBits == o.WorkerBits && l.SequenceBits == o.SequenceBits &&
+	return l.TimeBits == o.TimeBits && l.WorkerBits == o.WorkerBits && l.SequenceBits == o.SequenceBits && l.GeneBits == o.GeneBits &&
 		l.Epoch.Equal(o.Epoch) && l.Unit == o.Unit
 }
 
@@ -266,7 +293,12 @@ type Parts struct {
 	Tick     int64     `json:"tick"`
 	Time     time.Time `json:"time"`
 	WorkerID int64     `json:"worker_id"`
-	Sequence int64     `json:"sequence"`
+	// Sequence is the per-tick counter: the sequence field without its
+	// gene bits.
+	Sequence int64 `json:"sequence"`
+	// Gene is the gene field (the low GeneBits bits); nil when the layout
+	// has none.
+	Gene *int64 `json:"gene,omitempty"`
 }
 
 // UnixMilli returns the ID's timestamp in Unix milliseconds.
@@ -287,13 +319,18 @@ func (l Layout) Decode(id int64) (Parts, error) {
 	if !ok {
 		return Parts{}, fmt.Errorf("%w: %d: its timestamp is beyond any representable time", ErrInvalidID, id)
 	}
-	return Parts{
+	p := Parts{
 		ID:       id,
 		Tick:     tick,
 		Time:     time.UnixMilli(ms).UTC(),
 		WorkerID: (id >> l.SequenceBits) & l.MaxWorkerID(),
-		Sequence: id & l.MaxSequence(),
-	}, nil
+		Sequence: (id & l.MaxSequence()) >> l.GeneBits,
+	}
+	if l.GeneBits > 0 {
+		gene := id & l.MaxGene()
+		p.Gene = &gene
+	}
+	return p, nil
 }
 
 // layoutJSON is the wire form of a Layout in the cluster znode and cache file.
@@ -301,11 +338,14 @@ type layoutJSON struct {
 	Layout   string `json:"layout"`
 	Epoch    string `json:"epoch"`
 	TimeUnit string `json:"time_unit"`
+	GeneBits uint   `json:"gene_bits,omitempty"`
 }
 
-// MarshalJSON encodes the layout as {"layout":"41/10/12","epoch":"…","time_unit":"1ms"}.
+// MarshalJSON encodes the layout as {"layout":"41/10/12","epoch":"…",
+// "time_unit":"1ms"}, with "gene_bits":K when it has gene bits (a reader
+// that predates them sees no such field for a layout without).
 func (l Layout) MarshalJSON() ([]byte, error) {
-	return json.Marshal(layoutJSON{Layout: l.String(), Epoch: l.Epoch.UTC().Format(time.RFC3339Nano), TimeUnit: l.Unit.String()})
+	return json.Marshal(layoutJSON{Layout: l.bits(), Epoch: l.Epoch.UTC().Format(time.RFC3339Nano), TimeUnit: l.Unit.String(), GeneBits: l.GeneBits})
 }
 
 // UnmarshalJSON decodes the form MarshalJSON writes and checks its shape
@@ -317,6 +357,10 @@ func (l *Layout) UnmarshalJSON(b []byte) error {
 	}
 	got, err := parseFields(w.Layout, w.Epoch, w.TimeUnit)
 	if err != nil {
+		return err
+	}
+	got.GeneBits = w.GeneBits
+	if err := got.validateShape(); err != nil {
 		return err
 	}
 	*l = got
