@@ -54,6 +54,7 @@ type Config struct {
 	WorkerID         int64         // --worker-id: -1 = unset (required in standalone mode)
 	CacheFile        string        // --cache-file: local identity and fence
 	Layout           string        // --layout: T/W/S bits, or js53
+	GeneBits         uint          // --gene-bits: low bits of the sequence field given to a caller's gene
 	Epoch            string        // --epoch: RFC 3339
 	TimeUnit         string        // --time-unit: Go duration
 	MaxBatch         int           // --max-batch: largest /ids count
@@ -167,6 +168,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.WorkerID, "worker-id", d.WorkerID, "worker ID; required in standalone mode (-1 = unset)")
 	fs.StringVar(&c.CacheFile, "cache-file", d.CacheFile, "local file holding worker ID, layout and time fence")
 	fs.StringVar(&c.Layout, "layout", d.Layout, "ID bit split time/worker/sequence, or js53 (41/5/7, JavaScript-safe)")
+	fs.UintVar(&c.GeneBits, "gene-bits", d.GeneBits, fmt.Sprintf("low bits of the sequence given to a gene (GET /id?gene=G: the ID ends in G's low bits), 0..%d; a tick then holds 2^(sequence bits - gene bits) IDs; cluster-wide like the layout", snowflake.MaxGeneBits))
 	fs.StringVar(&c.Epoch, "epoch", d.Epoch, "start of ID time, RFC 3339")
 	fs.StringVar(&c.TimeUnit, "time-unit", d.TimeUnit, "length of one timestamp tick")
 	fs.IntVar(&c.MaxBatch, "max-batch", d.MaxBatch, "largest count of GET /ids")
@@ -252,13 +254,20 @@ func (c Config) NodeKeyFor(advertise string) string {
 	return advertise
 }
 
-// ParseLayout returns the ID layout of --layout, --epoch and --time-unit,
-// validated against now.
+// ParseLayout returns the ID layout of --layout, --epoch, --time-unit and
+// --gene-bits, validated against now.
 func (c Config) ParseLayout(now time.Time) (snowflake.Layout, error) {
 	l, err := snowflake.ParseLayout(c.Layout, c.Epoch, c.TimeUnit, now)
 	if err != nil {
 		return snowflake.Layout{}, fmt.Errorf("%w: --layout %s --epoch %s --time-unit %s: %w", ErrInvalidConfig, c.Layout, c.Epoch, c.TimeUnit, err)
 	}
+	switch {
+	case c.GeneBits > snowflake.MaxGeneBits:
+		return snowflake.Layout{}, fmt.Errorf("%w: --gene-bits %d: want 0..%d", ErrInvalidConfig, c.GeneBits, snowflake.MaxGeneBits)
+	case c.GeneBits > l.SequenceBits:
+		return snowflake.Layout{}, fmt.Errorf("%w: --gene-bits %d: layout %s has only %d sequence bits", ErrInvalidConfig, c.GeneBits, l, l.SequenceBits)
+	}
+	l.GeneBits = c.GeneBits
 	return l, nil
 }
 

@@ -20,6 +20,8 @@ const (
 	codeInvalidParameter = "invalid_parameter"  // 400: unknown or repeated query parameter
 	codeInvalidID        = "invalid_id"         // 400: /decode/{id} is not an ID of the layout
 	codeInvalidKey       = "invalid_key"        // 400: empty Leaf key
+	codeInvalidGene      = "invalid_gene"       // 400: ?gene= is not a decimal 0..2^63-1
+	codeGeneOff          = "gene_off"           // 400: ?gene= on a cluster without gene bits
 	codeBadRequest       = "bad_request"        // 400: the request could not be parsed
 	codeNotFound         = "not_found"          // 404
 	codeMethodNotAllowed = "method_not_allowed" // 405

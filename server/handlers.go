@@ -166,20 +166,23 @@ func (s *Server) allowed(ctx *fasthttp.RequestCtx, path string) bool {
 	return false
 }
 
-// serveID answers GET /id[?format=text|json].
+// serveID answers GET /id[?format=text|json][&gene=G].
 func (s *Server) serveID(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
-	asJSON := false
+	asJSON, gene := false, int64(-1)
 	if args.Len() > 0 { // keep the common case free of look-ups
-		if !s.checkParams(ctx, args, paramFormat, "") {
+		if !s.checkParams(ctx, args, paramFormat, paramGene) {
 			return
 		}
 		var ok bool
 		if asJSON, ok = s.format(ctx, args); !ok {
 			return
 		}
+		if gene, ok = s.gene(ctx, args); !ok {
+			return
+		}
 	}
-	s.issueOne(ctx, asJSON)
+	s.issueOne(ctx, asJSON, gene)
 }
 
 // serveLeaf answers GET /api/snowflake/get/{key} like Meituan Leaf: the
@@ -189,16 +192,23 @@ func (s *Server) serveLeaf(ctx *fasthttp.RequestCtx, key []byte) {
 		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidKey, "key is required: use "+pathLeaf+"/{key}")
 		return
 	}
-	s.issueOne(ctx, false)
+	s.issueOne(ctx, false, -1)
 }
 
-// issueOne issues one ID and writes it as text or JSON.
-func (s *Server) issueOne(ctx *fasthttp.RequestCtx, asJSON bool) {
+// issueOne issues one ID (carrying gene unless it is -1) and writes it as
+// text or JSON.
+func (s *Server) issueOne(ctx *fasthttp.RequestCtx, asJSON bool, gene int64) {
 	if st, out := s.notInService(); out {
 		s.outOfService(ctx, st)
 		return
 	}
-	id, err := s.cfg.IDs.Next()
+	var id int64
+	var err error
+	if gene < 0 {
+		id, err = s.cfg.IDs.Next()
+	} else {
+		id, err = s.cfg.IDs.NextGene(uint64(gene))
+	}
 	if err != nil {
 		s.idError(ctx, err)
 		return
@@ -248,10 +258,10 @@ func (b *batch) Close() error {
 	return nil
 }
 
-// serveIDs answers GET /ids?count=N[&format=text|json].
+// serveIDs answers GET /ids?count=N[&format=text|json][&gene=G].
 func (s *Server) serveIDs(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
-	if !s.checkParams(ctx, args, paramCount, paramFormat) {
+	if !s.checkParams(ctx, args, paramCount, paramFormat, paramGene) {
 		return
 	}
 	asJSON, ok := s.format(ctx, args)
@@ -262,12 +272,16 @@ func (s *Server) serveIDs(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
+	gene, ok := s.gene(ctx, args)
+	if !ok {
+		return
+	}
 	if st, out := s.notInService(); out {
 		s.outOfService(ctx, st)
 		return
 	}
 	bt := s.batches.Get().(*batch)
-	ids, stop := s.appendBatch(ctx, bt.ids[:0], n)
+	ids, stop := s.appendBatch(ctx, bt.ids[:0], n, gene)
 	bt.ids = ids // keep the grown buffer
 	if stop {
 		_ = bt.Close()
@@ -314,7 +328,7 @@ func writeBatch(ctx *fasthttp.RequestCtx, bt *batch, asJSON bool) {
 // after the node left service. When it stops (an error, out of service, too
 // slow) it has answered the request and returns stop; the IDs it reserved
 // are dropped, never issued by anyone.
-func (s *Server) appendBatch(ctx *fasthttp.RequestCtx, dst []int64, n int) (ids []int64, stop bool) {
+func (s *Server) appendBatch(ctx *fasthttp.RequestCtx, dst []int64, n int, gene int64) (ids []int64, stop bool) {
 	orig := len(dst)
 	var start time.Duration
 	for len(dst)-orig < n {
@@ -332,7 +346,12 @@ func (s *Server) appendBatch(ctx *fasthttp.RequestCtx, dst []int64, n int) (ids 
 			start = s.cfg.Clock.Mono()
 		}
 		var err error
-		if dst, err = s.cfg.IDs.AppendN(dst, min(n-(len(dst)-orig), s.perTick)); err != nil {
+		if gene < 0 {
+			dst, err = s.cfg.IDs.AppendN(dst, min(n-(len(dst)-orig), s.perTick))
+		} else {
+			dst, err = s.cfg.IDs.AppendNGene(dst, min(n-(len(dst)-orig), s.perTick), uint64(gene))
+		}
+		if err != nil {
 			s.idError(ctx, err)
 			return dst[:orig], true
 		}
@@ -363,6 +382,10 @@ func (s *Server) serveDecode(ctx *fasthttp.RequestCtx, raw []byte) {
 	b = strconv.AppendInt(b, p.WorkerID, 10)
 	b = append(b, `,"sequence":`...)
 	b = strconv.AppendInt(b, p.Sequence, 10)
+	if p.Gene != nil {
+		b = append(b, `,"gene":`...)
+		b = strconv.AppendInt(b, *p.Gene, 10)
+	}
 	b = append(b, '}')
 	writeBody(ctx, fasthttp.StatusOK, ctJSON, b)
 }

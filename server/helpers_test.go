@@ -202,6 +202,13 @@ func (f *fakeIDs) AppendN(dst []int64, n int) ([]int64, error) {
 	return dst, nil
 }
 
+// NextGene and AppendNGene ignore the gene: the fake has no gene bits.
+func (f *fakeIDs) NextGene(uint64) (int64, error) { return f.Next() }
+
+func (f *fakeIDs) AppendNGene(dst []int64, n int, _ uint64) ([]int64, error) {
+	return f.AppendN(dst, n)
+}
+
 func (f *fakeIDs) Layout() snowflake.Layout { return f.layout }
 
 // recordingObserver records what the server reports.

@@ -2,7 +2,9 @@ package server
 
 import (
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 )
@@ -11,18 +13,18 @@ import (
 const (
 	paramCount  = "count"
 	paramFormat = "format"
+	paramGene   = "gene"
 )
 
 // checkParams answers 400 invalid_parameter unless every query parameter
-// is known1 or known2 ("" for none) and none is repeated: a typo such as
+// is one of known ("" for none) and none is repeated: a typo such as
 // ?cout=5 is an error, not a silent default.
-func (s *Server) checkParams(ctx *fasthttp.RequestCtx, args *fasthttp.Args, known1, known2 string) bool {
+func (s *Server) checkParams(ctx *fasthttp.RequestCtx, args *fasthttp.Args, known ...string) bool {
 	n := 0
-	if known1 != "" && args.Has(known1) {
-		n++
-	}
-	if known2 != "" && args.Has(known2) {
-		n++
+	for _, k := range known {
+		if k != "" && args.Has(k) {
+			n++
+		}
 	}
 	if args.Len() == n { // each known one present at most once, nothing else
 		return true
@@ -32,9 +34,9 @@ func (s *Server) checkParams(ctx *fasthttp.RequestCtx, args *fasthttp.Args, know
 	for k := range args.All() {
 		name := string(k)
 		switch {
-		case name != known1 && name != known2 || name == "":
+		case name == "" || !slices.Contains(known, name):
 			s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidParameter,
-				"unknown query parameter "+quote(k)+": "+allowedParams(known1, known2))
+				"unknown query parameter "+quote(k)+": "+allowedParams(known))
 			return false
 		case seen[name]:
 			s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidParameter,
@@ -46,14 +48,42 @@ func (s *Server) checkParams(ctx *fasthttp.RequestCtx, args *fasthttp.Args, know
 	return true // not reached: Len differs from the count of known names
 }
 
-func allowedParams(known1, known2 string) string {
-	switch {
-	case known1 != "" && known2 != "":
-		return "allowed are " + known1 + " and " + known2
-	case known1 != "":
-		return "allowed is " + known1
+func allowedParams(known []string) string {
+	var names []string
+	for _, k := range known {
+		if k != "" {
+			names = append(names, k)
+		}
 	}
-	return "none are allowed"
+	switch len(names) {
+	case 0:
+		return "none are allowed"
+	case 1:
+		return "allowed is " + names[0]
+	}
+	return "allowed are " + strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// gene reads ?gene=G: a decimal 0..2^63-1 (e.g. a user ID). It returns -1
+// without one; 400 invalid_gene for a bad value, gene_off when the layout
+// has no gene bits.
+func (s *Server) gene(ctx *fasthttp.RequestCtx, args *fasthttp.Args) (int64, bool) {
+	if !args.Has(paramGene) {
+		return -1, true
+	}
+	v := args.Peek(paramGene)
+	g, msg := parseID(v)
+	if msg != "" {
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidGene,
+			"gene "+quote(v)+" is not a decimal number from 0 to "+strconv.FormatInt(math.MaxInt64, 10))
+		return 0, false
+	}
+	if s.cfg.IDs.Layout().GeneBits == 0 {
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeGeneOff,
+			"this cluster has no gene bits (--gene-bits 0): IDs cannot carry a gene")
+		return 0, false
+	}
+	return g, true
 }
 
 // format reads ?format=: text (the default) or json.

@@ -29,6 +29,10 @@ import (
 type IDSource interface {
 	Next() (int64, error)
 	AppendN(dst []int64, n int) ([]int64, error)
+	// NextGene and AppendNGene issue IDs ending in the gene's low
+	// Layout().GeneBits bits.
+	NextGene(gene uint64) (int64, error)
+	AppendNGene(dst []int64, n int, gene uint64) ([]int64, error)
 	Layout() snowflake.Layout
 }
 
@@ -195,7 +199,7 @@ func New(cfg Config) (*Server, error) {
 	s.log = cfg.Log.Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Second, NextSampler: &zerolog.BasicSampler{N: 100}})
 	s.batches.New = func() any { return &batch{pool: &s.batches} }
 	l := cfg.IDs.Layout()
-	s.perTick = int(min(l.MaxSequence()+1, int64(MaxBatchLimit)))
+	s.perTick = int(min(l.PerTick(), int64(MaxBatchLimit)))
 	s.batchBound = BatchBound + 2*l.Unit
 	s.handler = s.handle
 	s.srv = &fasthttp.Server{

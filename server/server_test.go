@@ -284,7 +284,7 @@ func TestErrors(t *testing.T) {
 		// unknown / repeated parameters
 		{"id unknown param", "GET", "/id?fromat=json", 400, "invalid_parameter", []string{`"fromat"`, "format"}},
 		{"id count param", "GET", "/id?count=2", 400, "invalid_parameter", []string{`"count"`}},
-		{"ids typo", "GET", "/ids?cout=5", 400, "invalid_parameter", []string{`"cout"`, "count and format"}},
+		{"ids typo", "GET", "/ids?cout=5", 400, "invalid_parameter", []string{`"cout"`, "count, format and gene"}},
 		{"ids extra", "GET", "/ids?count=5&x=1", 400, "invalid_parameter", []string{`"x"`}},
 		{"ids empty name", "GET", "/ids?count=5&=1", 400, "invalid_parameter", []string{`""`}},
 		{"ids repeated count", "GET", "/ids?count=1&count=2", 400, "invalid_parameter", []string{`"count"`, "more than once"}},
