@@ -39,6 +39,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -287,6 +288,46 @@ func (c *Client) Next(ctx context.Context) (int64, error) {
 // NextN returns n new snowflake IDs (1 ≤ n ≤ MaxCount), increasing.
 func (c *Client) NextN(ctx context.Context, n int) ([]int64, error) {
 	return c.ids.get(ctx, n)
+}
+
+// NextGene returns one new snowflake ID that ends in gene's low gene bits:
+// id % 2^K == gene % 2^K on a cluster run with --gene-bits K (gene is
+// typically a user ID, so that the ID can be found in the user's shard).
+// A cluster without gene bits answers gene_off: ErrRejected. Such calls
+// are not merged with others (each gene is its own request), nor
+// prefetched.
+func (c *Client) NextGene(ctx context.Context, gene uint64) (int64, error) {
+	ids, err := c.NextGeneN(ctx, gene, 1)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// NextGeneN returns n new snowflake IDs (1 ≤ n ≤ MaxBatch), increasing,
+// each ending in gene's low gene bits (see NextGene).
+func (c *Client) NextGeneN(ctx context.Context, gene uint64, n int) ([]int64, error) {
+	switch {
+	case c.closed.Load():
+		c.errs.Add(1)
+		return nil, ErrClosed
+	case gene > math.MaxInt64 || n < 1 || n > c.cfg.MaxBatch:
+		c.errs.Add(1)
+		return nil, fmt.Errorf("next %d IDs with gene %d: %w: want a gene up to 2^63-1 and 1..%d IDs", n, gene, ErrRejected, c.cfg.MaxBatch)
+	}
+	if err := ctx.Err(); err != nil {
+		c.errs.Add(1)
+		return nil, fmt.Errorf("next IDs with gene %d: %w", gene, err)
+	}
+	ep := endpoint{svc: svcIDs, path: "/ids?gene=" + strconv.FormatUint(gene, 10) + "&count=", what: "IDs with gene " + strconv.FormatUint(gene, 10)}
+	deadline, _ := ctx.Deadline()
+	ids, err := c.serve(&ep, n, deadline, func() bool { return ctx.Err() == nil })
+	if err != nil {
+		c.errs.Add(1)
+		return nil, err
+	}
+	c.counted(n)
+	return ids, nil
 }
 
 // NextSegment returns the next dense ID of tag (a tag created with

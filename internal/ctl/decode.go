@@ -28,6 +28,7 @@ type decoded struct {
 	Time        string `json:"time"`
 	WorkerID    int64  `json:"worker_id"`
 	Sequence    int64  `json:"sequence"`
+	Gene        *int64 `json:"gene,omitempty"`
 }
 
 // Decode is "snowflakectl decode": it prints each ID's time (RFC 3339 UTC
@@ -38,6 +39,7 @@ func Decode(args []string, stdout, stderr io.Writer) int {
 	layoutFlag := fs.String("layout", snowflake.PresetDefault, "bit split time/worker/sequence, or js53")
 	epochFlag := fs.String("epoch", snowflake.DefaultEpoch.Format(time.RFC3339), "epoch of the IDs, RFC 3339")
 	unitFlag := fs.String("time-unit", "1ms", "length of one timestamp tick")
+	geneBits := fs.Uint("gene-bits", 0, "the cluster's --gene-bits: the low bits of the sequence that hold a gene")
 	leaf := fs.Bool("leaf", false, "Meituan Leaf's layout: 41/10/12, epoch 1288834974657 ms (Twitter's)")
 	asJSON := fs.Bool("json", false, "print one JSON object per ID")
 	ids, code, ok := parse(fs, args, true, stdout, stderr)
@@ -63,6 +65,10 @@ func Decode(args []string, stdout, stderr io.Writer) int {
 		*epochFlag = time.UnixMilli(LeafEpochMilli).UTC().Format(time.RFC3339Nano)
 	}
 	layout, err := snowflake.ParseLayout(*layoutFlag, *epochFlag, *unitFlag, time.Now())
+	if err == nil && *geneBits > 0 {
+		layout.GeneBits = *geneBits
+		err = layout.Validate(time.Now())
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl decode: %v\n", err)
 		return ExitUsage
@@ -76,7 +82,7 @@ func Decode(args []string, stdout, stderr io.Writer) int {
 		}
 		out = append(out, decoded{
 			ID: strconv.FormatInt(p.ID, 10), TimestampMs: p.UnixMilli(), Time: p.Time.UTC().Format(timeFormat),
-			WorkerID: p.WorkerID, Sequence: p.Sequence,
+			WorkerID: p.WorkerID, Sequence: p.Sequence, Gene: p.Gene,
 		})
 	}
 	if *asJSON {
@@ -93,8 +99,11 @@ func Decode(args []string, stdout, stderr io.Writer) int {
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		fmt.Fprintf(stdout, "id        %s\ntime      %s\nunix_ms   %d\nworker    %d\nsequence  %d\nlayout    %s\n",
-			d.ID, d.Time, d.TimestampMs, d.WorkerID, d.Sequence, layout.Describe())
+		fmt.Fprintf(stdout, "id        %s\ntime      %s\nunix_ms   %d\nworker    %d\nsequence  %d\n", d.ID, d.Time, d.TimestampMs, d.WorkerID, d.Sequence)
+		if d.Gene != nil {
+			fmt.Fprintf(stdout, "gene      %d\n", *d.Gene)
+		}
+		fmt.Fprintf(stdout, "layout    %s\n", layout.Describe())
 	}
 	return ExitOK
 }

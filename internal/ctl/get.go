@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -65,13 +66,22 @@ func Get(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("get", usages["get"], stderr)
 	var cf clientFlags
 	cf.register(fs, "bound on the whole command")
-	count := fs.Int("count", 1, "how many IDs (1..1048576)")
+	count := fs.Int("count", 1, "how many IDs (1..1048576; with --gene up to the client's batch, 1000)")
+	gene := fs.String("gene", "", "IDs ending in this gene's low bits (a cluster with --gene-bits): a decimal 0..2^63-1, e.g. a user ID")
 	if _, code, ok := parse(fs, args, false, stdout, stderr); !ok {
 		return code
 	}
 	cfg, err := cf.config(fs)
 	if err == nil && (*count < 1 || *count > client.MaxCount) {
 		err = fmt.Errorf("--count %d: want 1..%d", *count, client.MaxCount)
+	}
+	var g uint64
+	if err == nil && *gene != "" {
+		if g, err = strconv.ParseUint(*gene, 10, 63); err != nil {
+			err = fmt.Errorf("--gene %q: want a decimal 0..9223372036854775807", *gene)
+		} else if *count > client.DefaultMaxBatch {
+			err = fmt.Errorf("--count %d with --gene: want 1..%d", *count, client.DefaultMaxBatch)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl get: %v\n", err)
@@ -85,7 +95,12 @@ func Get(args []string, stdout, stderr io.Writer) int {
 		return exitFor(err)
 	}
 	defer c.Close()
-	ids, err := c.NextN(ctx, *count)
+	var ids []int64
+	if *gene != "" {
+		ids, err = c.NextGeneN(ctx, g, *count)
+	} else {
+		ids, err = c.NextN(ctx, *count)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl get: %v\n", err)
 		return exitFor(err)
