@@ -25,7 +25,10 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 )
 
-require codeberg.org/snowflaked/snowflaked/client v0.0.0
+require (
+	codeberg.org/snowflaked/snowflaked/client v0.0.0
+	github.com/google/uuid v1.6.0
+)
 
 // The client is a module of its own (an application that imports it gets
 // the ZooKeeper client and zerolog, nothing of the server); here it is the

@@ -1,0 +1,155 @@
+// Package uuidv7 turns snowflake IDs into RFC 9562 version 7 UUIDs that are
+// unique by construction, not by chance.
+//
+// A UUIDv7 is 48 bits of Unix milliseconds (unix_ts_ms), the version (7),
+// 12 bits rand_a, the variant (binary 10) and 62 bits rand_b. Here
+// unix_ts_ms is the start of the snowflake ID's tick, and the ID's worker
+// and sequence fields (W+S bits) fill the top of rand_a and rand_b; the
+// rest, at least 32 bits, is random:
+//
+//	unix_ts_ms (48) | 0111 | worker, sequence (W+S) | 10 | random (74-W-S)
+//	                         '--- rand_a (12) + rand_b (62), variant between ---'
+//
+// The tick (from unix_ts_ms) and the worker and sequence give back the ID,
+// so two UUIDs made from different IDs differ: the encoding is injective,
+// and the uniqueness of UUIDs is the uniqueness of the fenced snowflake IDs
+// they come from. The bits after unix_ts_ms are in the ID's own order
+// (worker, then sequence), so the UUIDs of one node increase with its IDs,
+// as bytes and as canonical strings.
+package uuidv7
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"codeberg.org/snowflaked/snowflaked/snowflake"
+)
+
+// UUID is a UUID's 16 bytes, in network order.
+type UUID [16]byte
+
+// Errors of NewCodec, Parse and Codec.Decode.
+var (
+	ErrLayout  = errors.New("uuidv7: layout does not fit")
+	ErrInvalid = errors.New("invalid uuid")
+)
+
+// payloadBits is what rand_a and rand_b hold together; MinRandomBits are
+// kept random whatever the layout.
+const (
+	payloadBits   = 74
+	MinRandomBits = 32
+	// MaxFieldBits bounds the layout's worker and sequence bits together.
+	MaxFieldBits = payloadBits - MinRandomBits
+)
+
+// Codec encodes and decodes the UUIDs of one layout.
+type Codec struct {
+	layout  snowflake.Layout
+	n       uint  // W+S
+	epochMs int64 // the layout's epoch in Unix ms
+	unitMs  int64
+}
+
+// NewCodec returns the codec of layout l. Its worker and sequence fields
+// must fit MaxFieldBits (every layout with at least 21 time bits does).
+func NewCodec(l snowflake.Layout) (Codec, error) {
+	n := l.WorkerBits + l.SequenceBits
+	if n > MaxFieldBits {
+		return Codec{}, fmt.Errorf("%w: layout %s has %d worker and sequence bits, at most %d fit a UUIDv7 with %d random bits", ErrLayout, l, n, MaxFieldBits, MinRandomBits)
+	}
+	return Codec{layout: l, n: n, epochMs: l.Epoch.UnixMilli(), unitMs: l.Unit.Milliseconds()}, nil
+}
+
+// RandomBits is how many bits of each UUID are random: 74 - (W+S).
+func (c Codec) RandomBits() uint { return payloadBits - c.n }
+
+// Encode returns the UUID of snowflake ID id, with random's low
+// RandomBits bits as its random part. id must be an ID of the codec's
+// layout (not negative).
+func (c Codec) Encode(id int64, random uint64) UUID {
+	tick := id >> c.n
+	ms := uint64(c.epochMs + tick*c.unitMs)
+	p := uint64(id) & (1<<c.n - 1)
+	r := random & (1<<(payloadBits-c.n) - 1)
+	// The 74-bit field p<<(74-n) | r, split into rand_a (top 12) and
+	// rand_b (low 62).
+	var randA, randB uint64
+	if c.n <= 12 {
+		randA = p<<(12-c.n) | r>>62
+		randB = r & (1<<62 - 1)
+	} else {
+		k := c.n - 12 // bits of p in rand_b
+		randA = p >> k
+		randB = (p&(1<<k-1))<<(62-k) | r
+	}
+	var u UUID
+	binary.BigEndian.PutUint64(u[0:8], ms<<16|0x7<<12|randA)
+	binary.BigEndian.PutUint64(u[8:16], 0b10<<62|randB)
+	return u
+}
+
+// Decode returns the snowflake ID u was made from. It fails for a UUID
+// that is not version 7 with the RFC variant, whose time is not the start
+// of a tick of the layout, or whose ID the layout cannot hold.
+func (c Codec) Decode(u UUID) (int64, error) {
+	hi, lo := binary.BigEndian.Uint64(u[0:8]), binary.BigEndian.Uint64(u[8:16])
+	switch {
+	case hi>>12&0xf != 7:
+		return 0, fmt.Errorf("%w: %s is version %d, not 7", ErrInvalid, u, hi>>12&0xf)
+	case lo>>62 != 0b10:
+		return 0, fmt.Errorf("%w: %s does not have the RFC 9562 variant", ErrInvalid, u)
+	}
+	ms := int64(hi >> 16)
+	d := ms - c.epochMs
+	if d < 0 || d%c.unitMs != 0 {
+		return 0, fmt.Errorf("%w: %s: its time %d ms is not a tick of layout %s", ErrInvalid, u, ms, c.layout.Describe())
+	}
+	tick := d / c.unitMs
+	if tick > c.layout.MaxTick() {
+		return 0, fmt.Errorf("%w: %s: its time is past the end of layout %s", ErrInvalid, u, c.layout)
+	}
+	randA, randB := hi&0xfff, lo&(1<<62-1)
+	var p uint64
+	if c.n <= 12 {
+		p = randA >> (12 - c.n)
+	} else {
+		k := c.n - 12
+		p = randA<<k | randB>>(62-k)
+	}
+	return tick<<c.n | int64(p), nil
+}
+
+// String is the canonical form: 36 lower-case characters, 8-4-4-4-12.
+func (u UUID) String() string { return string(u.AppendText(nil)) }
+
+// AppendText appends the canonical form to b.
+func (u UUID) AppendText(b []byte) []byte {
+	var buf [36]byte
+	hex.Encode(buf[0:8], u[0:4])
+	buf[8] = '-'
+	hex.Encode(buf[9:13], u[4:6])
+	buf[13] = '-'
+	hex.Encode(buf[14:18], u[6:8])
+	buf[18] = '-'
+	hex.Encode(buf[19:23], u[8:10])
+	buf[23] = '-'
+	hex.Encode(buf[24:36], u[10:16])
+	return append(b, buf[:]...)
+}
+
+// Parse reads the canonical form (either case). It checks the form, not
+// the version: Decode does.
+func Parse(s string) (UUID, error) {
+	var u UUID
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, fmt.Errorf("%w: %q is not of the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", ErrInvalid, s)
+	}
+	digits := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
+	if _, err := hex.Decode(u[:], []byte(digits)); err != nil {
+		return UUID{}, fmt.Errorf("%w: %q has a character that is not hexadecimal", ErrInvalid, s)
+	}
+	return u, nil
+}
