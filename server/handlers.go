@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // Paths of the built-in endpoints.
@@ -93,6 +95,18 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		ep = EndpointLeaf
 		if s.allowed(ctx, pathLeaf) {
 			s.serveLeaf(ctx, nil)
+		}
+		return
+	case pathUUID:
+		ep = EndpointUUID
+		if s.allowed(ctx, pathUUID) {
+			s.serveUUID(ctx)
+		}
+		return
+	case pathUUIDs:
+		ep = EndpointUUID
+		if s.allowed(ctx, pathUUIDs) {
+			s.serveUUIDs(ctx)
 		}
 		return
 	}
@@ -359,8 +373,12 @@ func (s *Server) appendBatch(ctx *fasthttp.RequestCtx, dst []int64, n int, gene 
 	return dst, false
 }
 
-// serveDecode answers GET /decode/{id}.
+// serveDecode answers GET /decode/{id} and GET /decode/{uuid}.
 func (s *Server) serveDecode(ctx *fasthttp.RequestCtx, raw []byte) {
+	if isUUIDText(raw) {
+		s.serveDecodeUUID(ctx, raw)
+		return
+	}
 	id, msg := parseID(raw)
 	if msg != "" {
 		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, msg)
@@ -372,7 +390,15 @@ func (s *Server) serveDecode(ctx *fasthttp.RequestCtx, raw []byte) {
 		return
 	}
 	var buf [192]byte
-	b := append(buf[:0], `{"id":"`...)
+	b := appendParts(append(buf[:0], '{'), p)
+	writeBody(ctx, fasthttp.StatusOK, ctJSON, b)
+}
+
+// appendParts appends a decoded ID's fields and the closing brace of the
+// object: "id":"…","timestamp_ms":…,"time":"…","worker_id":…,"sequence":…
+// and "gene":… when the layout has gene bits.
+func appendParts(b []byte, p snowflake.Parts) []byte {
+	b = append(b, `"id":"`...)
 	b = strconv.AppendInt(b, p.ID, 10)
 	b = append(b, `","timestamp_ms":`...)
 	b = strconv.AppendInt(b, p.Time.UnixMilli(), 10)
@@ -386,8 +412,7 @@ func (s *Server) serveDecode(ctx *fasthttp.RequestCtx, raw []byte) {
 		b = append(b, `,"gene":`...)
 		b = strconv.AppendInt(b, *p.Gene, 10)
 	}
-	b = append(b, '}')
-	writeBody(ctx, fasthttp.StatusOK, ctJSON, b)
+	return append(b, '}')
 }
 
 // serveReadyz answers GET /readyz.

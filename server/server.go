@@ -23,6 +23,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/uuidv7"
 )
 
 // IDSource issues IDs; *snowflake.Generator satisfies it.
@@ -66,13 +67,14 @@ const (
 	EndpointTime    = "time"    // GET /time
 	EndpointClock   = "clock"   // GET /clock
 	EndpointSegment = "segment" // GET /segment/{tag}, GET /api/segment/get/{tag}
+	EndpointUUID    = "uuid"    // GET /uuid, GET /uuids
 	EndpointOther   = "other"   // Config.Routes, unknown paths
 )
 
 // Endpoints lists every endpoint name Observer.Request can receive.
 var Endpoints = []string{
 	EndpointID, EndpointIDs, EndpointDecode, EndpointLeaf, EndpointHealthz,
-	EndpointReadyz, EndpointTime, EndpointClock, EndpointSegment, EndpointOther,
+	EndpointReadyz, EndpointTime, EndpointClock, EndpointSegment, EndpointUUID, EndpointOther,
 }
 
 // Defaults of Config.
@@ -136,6 +138,8 @@ type Server struct {
 	perTick    int           // IDs one tick holds: the /ids chunk between readiness checks
 	batchBound time.Duration // the longest an /ids batch may take
 	conns      connTracker
+	uuids      uuidv7.Codec // the layout's UUIDv7 codec
+	uuidErr    error        // why the layout cannot make UUIDs (nil: it can)
 }
 
 // BatchBound is how long an /ids batch may take beyond two ticks of the
@@ -148,7 +152,7 @@ const BatchBound = time.Second
 // Config.Routes may not shadow it.
 func isBuiltin(path string) bool {
 	switch path {
-	case pathID, pathIDs, pathHealthz, pathReadyz, pathTime, pathClock, pathDecode, pathLeaf, pathReadyzSegment:
+	case pathID, pathIDs, pathHealthz, pathReadyz, pathTime, pathClock, pathDecode, pathLeaf, pathReadyzSegment, pathUUID, pathUUIDs:
 		return true
 	}
 	for _, p := range []string{pathDecode, pathLeaf, pathSegment, pathLeafSegment} {
@@ -201,6 +205,7 @@ func New(cfg Config) (*Server, error) {
 	l := cfg.IDs.Layout()
 	s.perTick = int(min(l.PerTick(), int64(MaxBatchLimit)))
 	s.batchBound = BatchBound + 2*l.Unit
+	s.uuids, s.uuidErr = uuidv7.NewCodec(l)
 	s.handler = s.handle
 	s.srv = &fasthttp.Server{
 		Handler:            s.handler,

@@ -199,12 +199,14 @@ func endpointIndex(endpoint string) int {
 		return 7
 	case server.EndpointSegment:
 		return 8
+	case server.EndpointUUID:
+		return 9
 	}
-	return 9 // server.EndpointOther
+	return 10 // server.EndpointOther
 }
 
 // numEndpoints is len(server.Endpoints); init checks endpointIndex against it.
-const numEndpoints = 10
+const numEndpoints = 11
 
 func init() {
 	if len(server.Endpoints) != numEndpoints {
