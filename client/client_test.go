@@ -51,7 +51,7 @@ func startFake(t *testing.T, id int64, behave func(w http.ResponseWriter, r *htt
 func (f *fakeNode) handle(w http.ResponseWriter, r *http.Request) {
 	f.requests.Add(1)
 	n, err := strconv.Atoi(r.URL.Query().Get("count"))
-	if (r.URL.Path != "/ids" && !strings.HasPrefix(r.URL.Path, "/segment/")) || err != nil {
+	if (r.URL.Path != "/ids" && r.URL.Path != "/uuids" && !strings.HasPrefix(r.URL.Path, "/segment/")) || err != nil {
 		writeBody(w, 404, `{"error":{"code":"not_found","message":"no endpoint"}}`)
 		return
 	}

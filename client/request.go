@@ -25,6 +25,9 @@ type endpoint struct {
 	svc  service
 	path string // the request path up to and including "count="
 	what string // for errors
+	// uuids, when set, receives the answer as UUIDs (one a line) instead
+	// of IDs: a call of its own, never a shared batch.
+	uuids *[]UUID
 }
 
 // maxIDLine bounds one line of an answer: 19 digits and a newline.
@@ -41,9 +44,22 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 	var out []int64
 	status := 0
 	start := time.Now()
-	err := c.pool.roundTrip(addr, ep.path+strconv.Itoa(n), deadline, n*maxIDLine, func(a answer) error {
+	limit := n * maxIDLine
+	if ep.uuids != nil {
+		limit = n * maxUUIDLine
+	}
+	err := c.pool.roundTrip(addr, ep.path+strconv.Itoa(n), deadline, limit, func(a answer) error {
 		status = a.status
 		switch {
+		case a.status == 200 && ep.uuids != nil:
+			us, err := parseUUIDs(a.body, n)
+			if err != nil {
+				err = fmt.Errorf("%s: bad answer to %d %s: %w", addr, n, ep.what, err)
+				c.markDown(addr, ep.svc, c.cfg.DownFor, err)
+				return err
+			}
+			*ep.uuids = us
+			return nil
 		case a.status == 200:
 			ids, err := parseIDs(a.body, n)
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/uuidv7"
 )
 
 // LeafEpochMilli is the epoch of Meituan Leaf's snowflake IDs (Twitter's
@@ -112,6 +113,21 @@ func Decode(args []string, stdout, stderr io.Writer) int {
 // anything that is not an ID of the layout.
 func decodeOne(l snowflake.Layout, raw string) (snowflake.Parts, error) {
 	s := strings.TrimSpace(raw)
+	if strings.Count(s, "-") == 4 { // a UUID from /uuid: the ID it was made from
+		codec, err := uuidv7.NewCodec(l)
+		if err != nil {
+			return snowflake.Parts{}, err
+		}
+		u, err := uuidv7.Parse(s)
+		if err != nil {
+			return snowflake.Parts{}, err
+		}
+		id, err := codec.Decode(u)
+		if err != nil {
+			return snowflake.Parts{}, err
+		}
+		return l.Decode(id)
+	}
 	id, err := strconv.ParseInt(s, 10, 64)
 	switch {
 	case errors.Is(err, strconv.ErrRange) && strings.HasPrefix(s, "-"):

@@ -67,6 +67,7 @@ func Get(args []string, stdout, stderr io.Writer) int {
 	var cf clientFlags
 	cf.register(fs, "bound on the whole command")
 	count := fs.Int("count", 1, "how many IDs (1..1048576; with --gene up to the client's batch, 1000)")
+	asUUID := fs.Bool("uuid", false, "UUIDv7s (GET /uuids) instead of snowflake IDs, one a line")
 	gene := fs.String("gene", "", "IDs ending in this gene's low bits (a cluster with --gene-bits): a decimal 0..2^63-1, e.g. a user ID")
 	if _, code, ok := parse(fs, args, false, stdout, stderr); !ok {
 		return code
@@ -83,6 +84,9 @@ func Get(args []string, stdout, stderr io.Writer) int {
 			err = fmt.Errorf("--count %d with --gene: want 1..%d", *count, client.DefaultMaxBatch)
 		}
 	}
+	if err == nil && *asUUID && (*gene != "" || *count > client.DefaultMaxBatch) {
+		err = fmt.Errorf("--uuid takes no --gene, and --count up to %d", client.DefaultMaxBatch)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl get: %v\n", err)
 		return ExitUsage
@@ -95,6 +99,19 @@ func Get(args []string, stdout, stderr io.Writer) int {
 		return exitFor(err)
 	}
 	defer c.Close()
+	if *asUUID {
+		us, err := c.NextUUIDs(ctx, *count)
+		if err != nil {
+			fmt.Fprintf(stderr, "snowflakectl get: %v\n", err)
+			return exitFor(err)
+		}
+		var b strings.Builder
+		for _, u := range us {
+			b.WriteString(u.String() + "\n")
+		}
+		_, _ = io.WriteString(stdout, b.String())
+		return ExitOK
+	}
 	var ids []int64
 	if *gene != "" {
 		ids, err = c.NextGeneN(ctx, g, *count)

@@ -1,0 +1,114 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// UUID is an RFC 9562 version 7 UUID from snowflaked's /uuids: its time
+// is a snowflake ID's and it is unique across the cluster by construction.
+type UUID [16]byte
+
+// String is the canonical form: 36 lower-case characters, 8-4-4-4-12.
+func (u UUID) String() string {
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:36], u[10:16])
+	return string(b[:])
+}
+
+// Time is the UUID's unix_ts_ms field: the snowflake ID's time.
+func (u UUID) Time() time.Time {
+	ms := int64(u[0])<<40 | int64(u[1])<<32 | int64(u[2])<<24 | int64(u[3])<<16 | int64(u[4])<<8 | int64(u[5])
+	return time.UnixMilli(ms).UTC()
+}
+
+// maxUUIDLine bounds one line of a /uuids answer: 36 characters and a
+// newline.
+const maxUUIDLine = 37
+
+// parseUUIDs reads exactly n canonical version 7 UUIDs, one a line,
+// increasing (as a node hands them out).
+func parseUUIDs(body []byte, n int) ([]UUID, error) {
+	out := make([]UUID, 0, n)
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		if len(line) != 36 || line[8] != '-' || line[13] != '-' || line[18] != '-' || line[23] != '-' {
+			return nil, fmt.Errorf("line %q is not a UUID", truncate(line))
+		}
+		var u UUID
+		digits := make([]byte, 0, 32)
+		for _, part := range [][]byte{line[0:8], line[9:13], line[14:18], line[19:23], line[24:36]} {
+			digits = append(digits, part...)
+		}
+		if _, err := hex.Decode(u[:], digits); err != nil {
+			return nil, fmt.Errorf("line %q is not a UUID", truncate(line))
+		}
+		if u[6]>>4 != 7 || u[8]>>6 != 0b10 {
+			return nil, fmt.Errorf("%s is not a version 7 UUID with the RFC variant", u)
+		}
+		if len(out) > 0 && bytes.Compare(u[:], out[len(out)-1][:]) <= 0 {
+			return nil, fmt.Errorf("%s does not follow %s: not increasing", u, out[len(out)-1])
+		}
+		out = append(out, u)
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("%d UUIDs, want %d", len(out), n)
+	}
+	return out, nil
+}
+
+// NextUUID returns one new UUIDv7 (see UUID), with the usual failover.
+// Like NextGene, each call is its own request, never merged or prefetched.
+func (c *Client) NextUUID(ctx context.Context) (UUID, error) {
+	us, err := c.NextUUIDs(ctx, 1)
+	if err != nil {
+		return UUID{}, err
+	}
+	return us[0], nil
+}
+
+// NextUUIDs returns n new UUIDs (1 ≤ n ≤ MaxBatch), increasing.
+func (c *Client) NextUUIDs(ctx context.Context, n int) ([]UUID, error) {
+	switch {
+	case c.closed.Load():
+		c.errs.Add(1)
+		return nil, ErrClosed
+	case n < 1 || n > c.cfg.MaxBatch:
+		c.errs.Add(1)
+		return nil, fmt.Errorf("next %d UUIDs: %w: want 1..%d", n, ErrRejected, c.cfg.MaxBatch)
+	}
+	if err := ctx.Err(); err != nil {
+		c.errs.Add(1)
+		return nil, fmt.Errorf("next UUIDs: %w", err)
+	}
+	var out []UUID
+	ep := endpoint{svc: svcIDs, path: "/uuids?count=", what: "UUIDs", uuids: &out}
+	deadline, _ := ctx.Deadline()
+	if _, err := c.serve(&ep, n, deadline, func() bool { return ctx.Err() == nil }); err != nil {
+		c.errs.Add(1)
+		return nil, err
+	}
+	if len(out) != n {
+		c.errs.Add(1)
+		return nil, errors.New("next UUIDs: no answer recorded") // serve returned without a parsed answer
+	}
+	c.counted(n)
+	return out, nil
+}
