@@ -206,12 +206,12 @@ func (c *Coordinator) readForever(ctx context.Context, z zkclient.Client, name, 
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	return decodeForeverNode(c.p, name, key, seq, b, st, c.cfg.Layout.MaxWorkerID())
+	return decodeForeverNode(c.p, name, key, seq, b, st, c.cfg.WorkerIDs)
 }
 
-func decodeForeverNode(p paths, name, key string, seq int64, b []byte, st *zk.Stat, maxID int64) (*foreverNode, error) {
+func decodeForeverNode(p paths, name, key string, seq int64, b []byte, st *zk.Stat, ids WorkerRange) (*foreverNode, error) {
 	n := &foreverNode{name: name, path: p.forever + "/" + name, key: key, seq: seq, version: st.Version}
-	d, id, err := decodeForever(b, key, seq, maxID)
+	d, id, err := decodeForever(b, key, seq, ids)
 	n.data, n.workerID = d, id
 	if err != nil {
 		n.workerID = noWorker
@@ -324,7 +324,7 @@ func (c *Coordinator) checkSoleClaim(ctx context.Context, z zkclient.Client, nod
 		}
 	}
 	for _, path := range s.malformed {
-		if o := s.byPath[path]; o.seq == node.workerID && o.path != node.path {
+		if o := s.byPath[path]; c.cfg.WorkerIDs.implicit(o.seq) == node.workerID && o.path != node.path {
 			return fmt.Errorf("worker ID %d may be held by %s, whose data is malformed: refusing to use it; fix or delete that znode",
 				node.workerID, path)
 		}
@@ -554,7 +554,7 @@ func (c *Coordinator) scanCluster(ctx context.Context, z zkclient.Client) (*scan
 		if got[i] == nil {
 			continue // deleted meanwhile
 		}
-		node, err := decodeForeverNode(c.p, n.name, n.key, n.seq, got[i].Data, got[i].Stat, maxID)
+		node, err := decodeForeverNode(c.p, n.name, n.key, n.seq, got[i].Data, got[i].Stat, c.cfg.WorkerIDs)
 		s.byPath[node.path] = node
 		if err != nil {
 			c.log.Warn().Err(err).Msg("malformed forever znode: the worker ID it holds is unknown")
@@ -583,10 +583,10 @@ func (c *Coordinator) scanCluster(ctx context.Context, z zkclient.Client) (*scan
 // free lists the worker IDs that may be taken over at now (unix ms): no
 // lease, and every forever znode claiming it (if any) last reported more
 // than recycleAfter ago. summary describes the space for ErrNoFreeWorkerID.
-func (s *scan) free(maxID, now int64, recycleAfter time.Duration) (ids []int64, summary string) {
+func (s *scan) free(r WorkerRange, now int64, recycleAfter time.Duration) (ids []int64, summary string) {
 	var leased, fresh int
 	cutoff := now - recycleAfter.Milliseconds()
-	for id := int64(0); id <= maxID; id++ {
+	for id := r.Lo; id <= r.Hi; id++ {
 		if s.leased[id] {
 			leased++
 			continue
@@ -603,8 +603,8 @@ func (s *scan) free(maxID, now int64, recycleAfter time.Duration) (ids []int64, 
 		}
 		ids = append(ids, id)
 	}
-	return ids, fmt.Sprintf("all %d worker IDs are taken: %d hold a lease, %d more reported within the last %v (recycle-after)",
-		maxID+1, leased, fresh, recycleAfter)
+	return ids, fmt.Sprintf("all %d worker IDs of the cluster's range %s are taken: %d hold a lease, %d more reported within the last %v (recycle-after)",
+		r.Size(), r, leased, fresh, recycleAfter)
 }
 
 // recycle takes over a free worker ID for own, whose sequence is past the
@@ -612,8 +612,8 @@ func (s *scan) free(maxID, now int64, recycleAfter time.Duration) (ids []int64, 
 // bump the forever parent (serializes recyclers), evict every forever znode
 // still naming the ID, set own's worker_id, create the lease.
 func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *foreverNode, token string) (claimed, error) {
-	maxID := c.cfg.Layout.MaxWorkerID()
-	attempts := int(min(maxID+1, 4096)) + 10
+	ids := c.cfg.WorkerIDs
+	attempts := int(min(ids.Size(), 4096)) + 10
 	start := time.Now()
 	for attempt := 1; attempt <= attempts; attempt++ {
 		var s *scan
@@ -636,12 +636,12 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 				strings.Join(s.malformed, ", "))
 		}
 		now := clock.UnixMilli(c.clk)
-		ids, summary := s.free(maxID, now, c.cfg.RecycleAfter)
-		if len(ids) == 0 {
-			return claimed{}, fmt.Errorf("%w: sequence %d of %s is past worker ID %d (layout %s) and %s",
-				ErrNoFreeWorkerID, own.seq, own.path, maxID, c.cfg.Layout, summary)
+		free, summary := s.free(ids, now, c.cfg.RecycleAfter)
+		if len(free) == 0 {
+			return claimed{}, fmt.Errorf("%w: sequence %d of %s is past the cluster's worker IDs %s (layout %s) and %s",
+				ErrNoFreeWorkerID, own.seq, own.path, ids, c.cfg.Layout, summary)
 		}
-		w := ids[rand.IntN(len(ids))]
+		w := free[rand.IntN(len(free))]
 		ops, mine, from, err := c.recycleOps(s, me, w, now, token)
 		if err != nil {
 			return claimed{}, err

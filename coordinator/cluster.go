@@ -25,6 +25,9 @@ type clusterData struct {
 	Incarnation string `json:"incarnation,omitempty"`
 	// RecycleAfterMs is the cluster's --recycle-after.
 	RecycleAfterMs int64 `json:"recycle_after_ms,omitempty"`
+	// WorkerIDs is the cluster's --worker-id-range, resolved (the whole
+	// worker field when the znode names none).
+	WorkerIDs WorkerRange `json:"-"`
 }
 
 // MarshalJSON writes the layout's fields and the cluster's side by side
@@ -44,6 +47,9 @@ func (d clusterData) MarshalJSON() ([]byte, error) {
 	if d.RecycleAfterMs != 0 {
 		m["recycle_after_ms"] = d.RecycleAfterMs
 	}
+	if full, _ := (WorkerRange{}).resolve(d.Layout); d.WorkerIDs != (WorkerRange{}) && d.WorkerIDs != full {
+		m["worker_id_range"] = d.WorkerIDs.String()
+	}
 	return json.Marshal(m)
 }
 
@@ -56,6 +62,7 @@ func decodeCluster(b []byte) (clusterData, error) {
 	var extra struct {
 		Incarnation    string `json:"incarnation"`
 		RecycleAfterMs int64  `json:"recycle_after_ms"`
+		WorkerIDRange  string `json:"worker_id_range"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return d, err
@@ -63,6 +70,14 @@ func decodeCluster(b []byte) (clusterData, error) {
 	if extra.RecycleAfterMs < 0 {
 		return d, fmt.Errorf("recycle_after_ms %d is negative", extra.RecycleAfterMs)
 	}
+	r, err := ParseWorkerRange(extra.WorkerIDRange)
+	if err == nil {
+		r, err = r.resolve(d.Layout)
+	}
+	if err != nil {
+		return d, err
+	}
+	d.WorkerIDs = r
 	d.Incarnation, d.RecycleAfterMs = extra.Incarnation, extra.RecycleAfterMs
 	return d, nil
 }
@@ -75,7 +90,7 @@ const maxClusterRounds = 5
 // znode without an incarnation or recycle-after (written by an older
 // version) gets them, version-checked, so every node agrees on one.
 func (c *Coordinator) ensureCluster(ctx context.Context, z zkclient.Client) (string, error) {
-	want := clusterData{Layout: c.cfg.Layout, Incarnation: zkclient.NewToken(), RecycleAfterMs: c.cfg.RecycleAfter.Milliseconds()}
+	want := clusterData{Layout: c.cfg.Layout, Incarnation: zkclient.NewToken(), RecycleAfterMs: c.cfg.RecycleAfter.Milliseconds(), WorkerIDs: c.cfg.WorkerIDs}
 	wantB, err := json.Marshal(want)
 	if err != nil {
 		return "", fmt.Errorf("encode cluster data: %w", err)
@@ -120,6 +135,10 @@ func (c *Coordinator) ensureCluster(ctx context.Context, z zkclient.Client) (str
 			return "", fmt.Errorf("add the incarnation to %s: %w", c.p.cluster, zkclient.AuthHint(err))
 		}
 		c.log.Info().Str("cluster", c.p.cluster).Msg("cluster znode upgraded: incarnation and recycle-after recorded")
+	}
+	if got.WorkerIDs != c.cfg.WorkerIDs {
+		return "", fmt.Errorf("%w: cluster %q in ZooKeeper uses --worker-id-range %s, this node is configured with %s: use the cluster's range",
+			ErrClusterMismatch, c.cfg.Cluster, got.WorkerIDs, c.cfg.WorkerIDs)
 	}
 	if got.RecycleAfterMs != c.cfg.RecycleAfter.Milliseconds() {
 		return "", fmt.Errorf("%w: cluster %q in ZooKeeper uses --recycle-after %v, this node is configured with %v: use the cluster's value",

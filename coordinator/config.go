@@ -48,6 +48,11 @@ type Config struct {
 	Auth string
 	// Layout is the ID layout; the cluster znode must hold the same.
 	Layout snowflake.Layout
+	// WorkerIDs is the cluster's --worker-id-range (zero: the whole worker
+	// field). A cluster-wide setting recorded in the cluster znode by the
+	// first node, like RecycleAfter: a node configured otherwise is
+	// refused (ErrClusterMismatch). withDefaults resolves the zero value.
+	WorkerIDs WorkerRange
 	// RecycleAfter: a worker ID whose owner has no lease and has not
 	// renewed its fence for this long may be taken over (--recycle-after).
 	// A cluster-wide policy, recorded in the cluster znode by the first
@@ -135,6 +140,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Clock = clock.NewSystem()
 	}
 	if err := cfg.Layout.Validate(clock.WallTime(cfg.Clock)); err != nil {
+		return bad("%v", err)
+	}
+	if cfg.WorkerIDs, err = cfg.WorkerIDs.resolve(cfg.Layout); err != nil {
 		return bad("%v", err)
 	}
 	return cfg, nil

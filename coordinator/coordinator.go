@@ -438,8 +438,8 @@ func (c *Coordinator) updateChecks(connected bool) {
 // (raising the node's floor to the fence found first); another worker ID
 // (or incarnation) keeps lease_lost failing with the reason.
 func (c *Coordinator) ResumeFromCache(r Resume) error {
-	if r.WorkerID < 0 || r.WorkerID > c.cfg.Layout.MaxWorkerID() {
-		return fmt.Errorf("resume from cache: worker ID %d is outside 0..%d of layout %s", r.WorkerID, c.cfg.Layout.MaxWorkerID(), c.cfg.Layout)
+	if !c.cfg.WorkerIDs.contains(r.WorkerID) {
+		return fmt.Errorf("resume from cache: worker ID %d is outside the cluster's worker IDs %s (layout %s)", r.WorkerID, c.cfg.WorkerIDs, c.cfg.Layout)
 	}
 	if r.LastReport < 0 || r.ZKFence < 0 {
 		return fmt.Errorf("resume from cache: last report %d or ZooKeeper fence %d is negative", r.LastReport, r.ZKFence)

@@ -56,8 +56,8 @@ type foreverNode struct {
 func (n foreverNode) lastSeen() int64 { return max(n.data.LastTS, n.data.Updated) }
 
 // decodeForever decodes and checks the data of forever znode key-seq for a
-// layout whose largest worker ID is maxID.
-func decodeForever(b []byte, key string, seq, maxID int64) (foreverData, int64, error) {
+// cluster whose worker IDs are ids.
+func decodeForever(b []byte, key string, seq int64, ids WorkerRange) (foreverData, int64, error) {
 	var d foreverData
 	if len(b) == 0 {
 		return d, noWorker, fmt.Errorf("no data")
@@ -73,14 +73,11 @@ func decodeForever(b []byte, key string, seq, maxID int64) (foreverData, int64, 
 	}
 	switch {
 	case d.WorkerID == nil:
-		if seq <= maxID {
-			return d, seq, nil
-		}
-		return d, noWorker, nil
+		return d, ids.implicit(seq), nil
 	case *d.WorkerID == noWorker:
 		return d, noWorker, nil
-	case *d.WorkerID < 0 || *d.WorkerID > maxID:
-		return d, noWorker, fmt.Errorf("worker_id %d is outside 0..%d", *d.WorkerID, maxID)
+	case !ids.contains(*d.WorkerID):
+		return d, noWorker, fmt.Errorf("worker_id %d is outside the cluster's worker IDs %s", *d.WorkerID, ids)
 	}
 	return d, *d.WorkerID, nil
 }

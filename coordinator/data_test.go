@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,7 +24,7 @@ func TestDecodeForever(t *testing.T) {
 		{"null id, seq too big", `{"worker_id":null,"node_key":"k"}`, "k", 4, noWorker, ""},
 		{"evicted", `{"worker_id":-1,"node_key":"k","prev_worker_id":1}`, "k", 1, noWorker, ""},
 		{"unknown fields ignored", `{"worker_id":1,"node_key":"k","future":{"x":1}}`, "k", 9, 1, ""},
-		{"id out of range", `{"worker_id":4,"node_key":"k"}`, "k", 1, noWorker, "outside 0..3"},
+		{"id out of range", `{"worker_id":4,"node_key":"k"}`, "k", 1, noWorker, "outside the cluster's worker IDs 0-3"},
 		{"id very negative", `{"worker_id":-2,"node_key":"k"}`, "k", 1, noWorker, "outside"},
 		{"key mismatch", `{"worker_id":1,"node_key":"other"}`, "k", 1, noWorker, "node key"},
 		{"negative fence", `{"worker_id":1,"node_key":"k","fence":-5}`, "k", 1, noWorker, "negative"},
@@ -34,7 +35,7 @@ func TestDecodeForever(t *testing.T) {
 		{"array", `[1,2]`, "k", 1, noWorker, "not forever-node JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, id, err := decodeForever([]byte(tc.data), tc.key, tc.seq, maxID)
+			_, id, err := decodeForever([]byte(tc.data), tc.key, tc.seq, WorkerRange{0, maxID})
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("err = %v, want containing %q", err, tc.wantErr)
 			}
@@ -104,20 +105,59 @@ func TestScanFree(t *testing.T) {
 			3: {node(3, now-5_000_000), node(3, now-100)}, // one claimer fresh: not free
 		},
 	}
-	ids, _ := s.free(maxID, now, 3600e9)
+	ids, _ := s.free(WorkerRange{0, maxID}, now, 3600e9)
 	if len(ids) != 1 || ids[0] != 2 {
 		t.Fatalf("free = %v, want [2]", ids)
 	}
 	s.claimers[2][0].data.LastTS = now
-	ids, summary := s.free(maxID, now, 3600e9)
+	ids, summary := s.free(WorkerRange{0, maxID}, now, 3600e9)
 	if len(ids) != 0 {
 		t.Fatalf("free = %v, want none", ids)
 	}
-	if !strings.Contains(summary, "all 4 worker IDs are taken: 1 hold a lease, 3 more reported") {
+	if !strings.Contains(summary, "all 4 worker IDs of the cluster's range 0-3 are taken: 1 hold a lease, 3 more reported") {
 		t.Fatalf("summary %q", summary)
 	}
 	delete(s.claimers, 3) // unclaimed and unleased: free
-	if ids, _ = s.free(maxID, now, 3600e9); len(ids) != 1 || ids[0] != 3 {
+	if ids, _ = s.free(WorkerRange{0, maxID}, now, 3600e9); len(ids) != 1 || ids[0] != 3 {
 		t.Fatalf("free = %v, want [3]", ids)
+	}
+}
+
+// A range maps sequence numbers from its low end and keeps explicit and
+// recycled worker IDs inside it.
+func TestWorkerRange(t *testing.T) {
+	r := WorkerRange{512, 515}
+	for _, tc := range []struct {
+		data    string
+		seq     int64
+		wantID  int64
+		wantErr string
+	}{
+		{`{"node_key":"k"}`, 0, 512, ""},
+		{`{"node_key":"k"}`, 3, 515, ""},
+		{`{"node_key":"k"}`, 4, noWorker, ""}, // past the range: it recycles one
+		{`{"worker_id":514,"node_key":"k"}`, 9, 514, ""},
+		{`{"worker_id":3,"node_key":"k"}`, 3, noWorker, "outside the cluster's worker IDs 512-515"},
+	} {
+		if _, id, err := decodeForever([]byte(tc.data), "k", tc.seq, r); id != tc.wantID || (tc.wantErr == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%s seq %d: id %d, err %v; want %d, %q", tc.data, tc.seq, id, err, tc.wantID, tc.wantErr)
+		}
+	}
+	s := &scan{leased: map[int64]bool{512: true}, claimers: map[int64][]*foreverNode{}}
+	if ids, _ := s.free(r, 1_000_000, 1); !slices.Equal(ids, []int64{513, 514, 515}) {
+		t.Errorf("free in %s: %v", r, ids)
+	}
+	for _, tc := range []struct {
+		in   string
+		want WorkerRange
+		err  bool
+	}{
+		{"", WorkerRange{}, false}, {"0-511", WorkerRange{0, 511}, false}, {" 512-1023 ", WorkerRange{512, 1023}, false},
+		{"5-4", WorkerRange{}, true}, {"-1-4", WorkerRange{}, true}, {"4", WorkerRange{}, true}, {"a-b", WorkerRange{}, true},
+	} {
+		got, err := ParseWorkerRange(tc.in)
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("ParseWorkerRange(%q) = %v, %v", tc.in, got, err)
+		}
 	}
 }

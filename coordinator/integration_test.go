@@ -366,7 +366,7 @@ func TestIntegration_ExhaustionWithLiveLeases(t *testing.T) {
 		mustClaim(t, newCoord(t, cfgFor(fmt.Sprintf("live-%d", i))))
 	}
 	_, err := newCoord(t, cfgFor("fifth")).Claim(context.Background(), Prior{})
-	if !errors.Is(err, ErrNoFreeWorkerID) || !strings.Contains(err.Error(), "all 4 worker IDs are taken: 4 hold a lease") {
+	if !errors.Is(err, ErrNoFreeWorkerID) || !strings.Contains(err.Error(), "all 4 worker IDs of the cluster's range 0-3 are taken: 4 hold a lease") {
 		t.Fatalf("fifth Claim: %v, want ErrNoFreeWorkerID with counts", err)
 	}
 }
@@ -966,7 +966,7 @@ func TestIntegration_RecycleFromOutdatedScanFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ids, _ := s.free(3, time.Now().UnixMilli(), time.Hour); !slices.Equal(ids, []int64{2}) {
+	if ids, _ := s.free(WorkerRange{0, 3}, time.Now().UnixMilli(), time.Hour); !slices.Equal(ids, []int64{2}) {
 		t.Fatalf("free IDs %v, want [2]", ids)
 	}
 	// ...B takes 2 over and leaves again (its lease is gone)...

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -65,6 +64,44 @@ func ListWorkers(ctx context.Context, servers []string, cluster, auth string, ti
 	return rows, nil
 }
 
+// Settings are what a cluster's nodes share, as its cluster znode holds
+// them.
+type Settings struct {
+	Layout       snowflake.Layout `json:"layout"`
+	WorkerIDs    string           `json:"worker_id_range"` // LO-HI
+	RecycleAfter string           `json:"recycle_after"`
+}
+
+// ReadSettings reads a cluster's shared settings (for snowflakectl status).
+func ReadSettings(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration) (Settings, error) {
+	if timeout <= 0 {
+		return Settings{}, fmt.Errorf("read cluster settings: %w: timeout %v is not positive", ErrInvalidConfig, timeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	z, p, err := dialZK(ctx, servers, cluster, auth, timeout, zerolog.Nop(), nil)
+	if err != nil {
+		return Settings{}, fmt.Errorf("read cluster settings: %w", err)
+	}
+	defer z.Conn.Close()
+	b, _, err := z.Get(ctx, p.cluster)
+	if errors.Is(err, zk.ErrNoNode) {
+		return Settings{}, fmt.Errorf("cluster %q does not exist in ZooKeeper (no %s)", cluster, p.cluster)
+	}
+	if err != nil {
+		return Settings{}, fmt.Errorf("read %s: %w", p.cluster, zkclient.Unavailable(err))
+	}
+	cd, err := decodeCluster(b)
+	if err != nil {
+		return Settings{}, fmt.Errorf("cluster znode %s holds malformed data %s: %v", p.cluster, quoteShort(b), err)
+	}
+	ra := "not recorded"
+	if cd.RecycleAfterMs > 0 {
+		ra = (time.Duration(cd.RecycleAfterMs) * time.Millisecond).String()
+	}
+	return Settings{Layout: cd.Layout, WorkerIDs: cd.WorkerIDs.String(), RecycleAfter: ra}, nil
+}
+
 func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string) ([]WorkerInfo, error) {
 	b, _, err := z.Get(ctx, p.cluster)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -73,11 +110,11 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p.cluster, err)
 	}
-	var layout snowflake.Layout
-	if err := json.Unmarshal(b, &layout); err != nil {
-		return nil, fmt.Errorf("cluster znode %s holds malformed layout data %s: %v", p.cluster, quoteShort(b), err)
+	cd, err := decodeCluster(b)
+	if err != nil {
+		return nil, fmt.Errorf("cluster znode %s holds malformed data %s: %v", p.cluster, quoteShort(b), err)
 	}
-	maxID := layout.MaxWorkerID()
+	maxID := cd.Layout.MaxWorkerID()
 	now := time.Now().UnixMilli()
 
 	var rows []WorkerInfo
@@ -109,7 +146,7 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 		if got[i] == nil {
 			continue
 		}
-		node, derr := decodeForeverNode(p, n.name, n.key, n.seq, got[i].Data, got[i].Stat, maxID)
+		node, derr := decodeForeverNode(p, n.name, n.key, n.seq, got[i].Data, got[i].Stat, cd.WorkerIDs)
 		row := WorkerInfo{WorkerID: node.workerID, NodeKey: n.key, Path: node.path, Addr: node.data.Addr,
 			LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence, Token: node.data.Token}
 		if node.data.LastTS > 0 {
