@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/envflag"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
@@ -55,6 +56,7 @@ type Config struct {
 	CacheFile        string        // --cache-file: local identity and fence
 	Layout           string        // --layout: T/W/S bits, or js53
 	GeneBits         uint          // --gene-bits: low bits of the sequence field given to a caller's gene
+	WorkerIDRange    string        // --worker-id-range: LO-HI, the worker IDs this cluster claims ("" = all)
 	Epoch            string        // --epoch: RFC 3339
 	TimeUnit         string        // --time-unit: Go duration
 	MaxBatch         int           // --max-batch: largest /ids count
@@ -169,6 +171,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CacheFile, "cache-file", d.CacheFile, "local file holding worker ID, layout and time fence")
 	fs.StringVar(&c.Layout, "layout", d.Layout, "ID bit split time/worker/sequence, or js53 (41/5/7, JavaScript-safe)")
 	fs.UintVar(&c.GeneBits, "gene-bits", d.GeneBits, fmt.Sprintf("low bits of the sequence given to a gene (GET /id?gene=G: the ID ends in G's low bits), 0..%d; a tick then holds 2^(sequence bits - gene bits) IDs; cluster-wide like the layout", snowflake.MaxGeneBits))
+	fs.StringVar(&c.WorkerIDRange, "worker-id-range", d.WorkerIDRange, "LO-HI: the worker IDs this cluster claims and recycles (default all of the layout's); clusters with disjoint ranges (one ZooKeeper ensemble per region) issue IDs unique across all of them; cluster-wide, kept in the cluster znode")
 	fs.StringVar(&c.Epoch, "epoch", d.Epoch, "start of ID time, RFC 3339")
 	fs.StringVar(&c.TimeUnit, "time-unit", d.TimeUnit, "length of one timestamp tick")
 	fs.IntVar(&c.MaxBatch, "max-batch", d.MaxBatch, "largest count of GET /ids")
@@ -254,6 +257,12 @@ func (c Config) NodeKeyFor(advertise string) string {
 	return advertise
 }
 
+// workerIDs is --worker-id-range, parsed (Validate has checked it).
+func (c Config) workerIDs() coordinator.WorkerRange {
+	r, _ := coordinator.ParseWorkerRange(c.WorkerIDRange)
+	return r
+}
+
 // ParseLayout returns the ID layout of --layout, --epoch, --time-unit and
 // --gene-bits, validated against now.
 func (c Config) ParseLayout(now time.Time) (snowflake.Layout, error) {
@@ -327,6 +336,16 @@ func (c Config) Validate() error {
 		bad("--worker-id %d: only for standalone mode; with --zk the worker ID is claimed in ZooKeeper", c.WorkerID)
 	case c.WorkerID >= 0 && layoutErr == nil && c.WorkerID > layout.MaxWorkerID():
 		bad("--worker-id %d: layout %s holds worker IDs 0..%d", c.WorkerID, layout, layout.MaxWorkerID())
+	}
+	if r, err := coordinator.ParseWorkerRange(c.WorkerIDRange); err != nil {
+		bad("--worker-id-range: %v", err)
+	} else if c.WorkerIDRange != "" {
+		switch {
+		case c.Standalone():
+			bad("--worker-id-range %s: only with --zk (a standalone node's worker ID is --worker-id)", c.WorkerIDRange)
+		case layoutErr == nil && r.Hi > layout.MaxWorkerID():
+			bad("--worker-id-range %s: layout %s holds worker IDs 0..%d", c.WorkerIDRange, layout, layout.MaxWorkerID())
+		}
 	}
 	if c.MaxBatch < 1 || c.MaxBatch > MaxMaxBatch {
 		bad("--max-batch %d: want 1..%d", c.MaxBatch, MaxMaxBatch)

@@ -20,7 +20,7 @@ func TestDefaultConfigMatchesSpec(t *testing.T) {
 	want := map[string]string{
 		"listen": ":8080", "advertise": "", "cluster": "default", "node-key": "", "zk": "", "zk-auth": "",
 		"zk-session-timeout": "10s", "worker-id": "-1", "cache-file": "./data/snowflaked-cache.json",
-		"layout": "41/10/12", "gene-bits": "0", "epoch": "2024-01-01T00:00:00Z", "time-unit": "1ms", "max-batch": "10000",
+		"layout": "41/10/12", "gene-bits": "0", "worker-id-range": "", "epoch": "2024-01-01T00:00:00Z", "time-unit": "1ms", "max-batch": "10000",
 		"rollback-tolerance": "5ms", "fence-ahead": "3s", "report-interval": "3s", "max-start-wait": "10s",
 		"zk-fence-ahead": "30s", "recycle-after": "24h0m0s", "accept-new-incarnation": "false", "ntp": "", "ntp-interval": "1m0s",
 		"ntp-max-offset": "500ms", "ntp-required": "false", "peer-interval": "30s", "peer-max-offset": "1s",

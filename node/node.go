@@ -214,7 +214,7 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 	coord, err := coordinator.New(coordinator.Config{
 		Servers: n.cfg.ZKServers(), SessionTimeout: n.cfg.ZKSessionTimeout,
 		Cluster: n.cfg.Cluster, NodeKey: n.nodeKey, Advertise: n.advertise, Auth: n.cfg.ZKAuth,
-		Layout: n.layout, RecycleAfter: n.cfg.RecycleAfter, ReportInterval: n.cfg.ReportInterval,
+		Layout: n.layout, WorkerIDs: n.cfg.workerIDs(), RecycleAfter: n.cfg.RecycleAfter, ReportInterval: n.cfg.ReportInterval,
 		ZKFenceAhead:   n.cfg.ZKFenceAhead,
 		ConnectTimeout: connectTimeout(n.cfg.ZKSessionTimeout),
 		Clock:          n.clock, Log: n.log, Dial: n.cfg.dialer(),

@@ -15,8 +15,9 @@ import (
 
 // statusJSON is the --json form of "snowflakectl status".
 type statusJSON struct {
-	Cluster string                   `json:"cluster"`
-	Workers []coordinator.WorkerInfo `json:"workers"`
+	Cluster  string                   `json:"cluster"`
+	Settings coordinator.Settings     `json:"settings"`
+	Workers  []coordinator.WorkerInfo `json:"workers"`
 }
 
 // Status is "snowflakectl status": the worker table of a cluster, read from
@@ -56,10 +57,16 @@ func Status(args []string, stdout, stderr io.Writer) int {
 	if rows == nil {
 		rows = []coordinator.WorkerInfo{}
 	}
+	settings, err := coordinator.ReadSettings(context.Background(), splitList(*zkFlag), *cluster, *auth, *timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
+		return ExitFailure
+	}
 	if *asJSON {
-		return writeJSON(stdout, stderr, "snowflakectl status", statusJSON{Cluster: *cluster, Workers: rows})
+		return writeJSON(stdout, stderr, "snowflakectl status", statusJSON{Cluster: *cluster, Settings: settings, Workers: rows})
 	}
 	writeStatusTable(stdout, *cluster, rows, time.Now())
+	fmt.Fprintf(stdout, "layout %s; worker IDs %s; recycle-after %s\n", settings.Layout.Describe(), settings.WorkerIDs, settings.RecycleAfter)
 	return ExitOK
 }
 
