@@ -39,6 +39,11 @@ func TestExposition_PassesPromtool(t *testing.T) {
 		if ex.types[fam] == "" || strings.TrimSpace(ex.helps[fam]) == "" {
 			t.Errorf("family %s (sample %s): TYPE %q, HELP %q", fam, s.name, ex.types[fam], ex.helps[fam])
 		}
+		// Every family the library writes here is known: none falls back
+		// to the generic help (a library upgrade that adds one fails here).
+		if strings.Contains(ex.helps[fam], "no description") {
+			t.Errorf("family %s has no description of its own: add it to processFamilies", fam)
+		}
 	}
 	for _, name := range []string{"snowflaked_ids_issued_total", "snowflaked_requests_total", "go_goroutines", "go_gc_duration_seconds", "process_cpu_seconds_total"} {
 		if ex.types[name] == "" {
