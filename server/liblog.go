@@ -10,8 +10,9 @@ import (
 )
 
 // Rate limit of the HTTP library's own messages: at most libLogBurst lines
-// per libLogPeriod; the lines dropped in between are counted in the next
-// line written (field "suppressed").
+// per libLogPeriod. The lines dropped are counted: at the end of the period
+// in which the first was dropped, one line says how many (field
+// "suppressed"), so a burst is never silent however long the quiet after.
 const (
 	libLogBurst  = 10
 	libLogPeriod = time.Second
@@ -28,11 +29,25 @@ type libLog struct {
 	mu         sync.Mutex
 	start      time.Time // of the current period
 	written    int       // lines written in the current period
-	suppressed int       // lines dropped since the last one written
+	suppressed int       // lines dropped and not yet reported
+	flushing   bool      // a report of the dropped lines is scheduled
+	after      func(time.Duration, func())
 }
 
 func newLibLog(log zerolog.Logger, now func() time.Time) *libLog {
-	return &libLog{log: log.With().Str("component", "http").Logger(), now: now}
+	return &libLog{log: log.With().Str("component", "http").Logger(), now: now,
+		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
+}
+
+// flush reports the lines dropped since the last report.
+func (l *libLog) flush() {
+	l.mu.Lock()
+	n := l.suppressed
+	l.suppressed, l.flushing = 0, false
+	l.mu.Unlock()
+	if n > 0 {
+		l.log.Warn().Int("suppressed", n).Msgf("%d more messages of the HTTP library were dropped (at most %d a second are logged)", n, libLogBurst)
+	}
 }
 
 // Printf implements fasthttp.Logger. A connection the library could not
@@ -47,20 +62,19 @@ func (l *libLog) Printf(format string, args ...any) {
 	}
 	if l.written >= libLogBurst {
 		l.suppressed++
+		if !l.flushing {
+			l.flushing = true
+			l.after(l.start.Add(libLogPeriod).Sub(now), l.flush)
+		}
 		l.mu.Unlock()
 		return
 	}
 	l.written++
-	suppressed := l.suppressed
-	l.suppressed = 0
 	l.mu.Unlock()
 
 	ev := l.log.Warn()
 	if strings.HasPrefix(format, "error when serving connection") {
 		ev = l.log.Info()
-	}
-	if suppressed > 0 {
-		ev = ev.Int("suppressed", suppressed)
 	}
 	ev.Msg(fmt.Sprintf(format, args...))
 }
