@@ -83,15 +83,30 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return ExitUsage
 }
 
+// boolFlags are the flags of any command that take no value: before the
+// command, every other flag written without "=" takes the next argument as
+// its value.
+var boolFlags = map[string]bool{"json": true, "leaf": true, "quiet": true, "uuid": true}
+
 // commandFirst moves flags written before the command name after it (after
-// the subcommand of segment): "--zk X status" becomes "status --zk X".
+// the subcommand of segment): "--zk X status" becomes "status --zk X". A
+// flag's value is never taken for the command ("--cluster get status" is
+// status for the cluster named get).
 func commandFirst(args []string) ([]string, error) {
 	if !strings.HasPrefix(args[0], "-") {
 		return args, nil
 	}
-	for i, a := range args {
-		if _, ok := usages[a]; !ok || strings.HasPrefix(a, "-") {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") {
+			name := strings.TrimLeft(a, "-")
+			if !strings.Contains(name, "=") && !boolFlags[name] {
+				i++ // its value
+			}
 			continue
+		}
+		if _, ok := usages[a]; !ok {
+			return nil, fmt.Errorf("%q is not a command (flags come with a command: snowflakectl <command> [flags])", a)
 		}
 		out := []string{a}
 		rest := args[i+1:]

@@ -132,6 +132,8 @@ func TestCommandFirst(t *testing.T) {
 		{"--zk x status --json", "status --zk x --json"},
 		{"--zk x --cluster c segment status orders", "segment status --zk x --cluster c orders"},
 		{"--json decode 5", "decode --json 5"},
+		{"--cluster get status --zk h", "status --cluster get --zk h"},
+		{"--description bench --zk=h segment create t", "segment create --description bench --zk=h t"},
 	} {
 		got, err := commandFirst(strings.Fields(tc.in))
 		if err != nil || strings.Join(got, " ") != tc.want {
