@@ -139,7 +139,7 @@ func parseSession(s string) int64 {
 func (c *Coordinator) claimData(prev foreverData, workerID int64, token string, now int64) foreverData {
 	d := prev
 	wid := workerID
-	d.WorkerID, d.NodeKey, d.Addr, d.Updated = &wid, c.cfg.NodeKey, c.cfg.Advertise, now
+	d.WorkerID, d.NodeKey, d.Addr, d.Updated, d.Stopped = &wid, c.cfg.NodeKey, c.cfg.Advertise, now, false
 	r := fencing.Claim(fencing.Record{Token: prev.Token, Fence: prev.Fence}, token, now, c.cfg.ZKFenceAhead.Milliseconds())
 	d.Token, d.Fence, d.PrevToken, d.PrevFence = r.Token, r.Fence, r.PrevToken, r.PrevFence
 	return d
@@ -701,6 +701,7 @@ func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token s
 	mine.NodeKey, mine.Addr, mine.LastTS, mine.Updated = c.cfg.NodeKey, c.cfg.Advertise, now, now
 	mine.Token, mine.PrevToken, mine.PrevFence, mine.Fence = token, claim.PrevToken, claim.PrevFence, claim.Fence
 	mine.RecycledFrom = strings.Join(from, ",")
+	mine.Stopped = false
 	b, err := json.Marshal(mine)
 	if err != nil {
 		return nil, mine, nil, fmt.Errorf("encode forever data: %w", err)

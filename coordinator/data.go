@@ -40,6 +40,10 @@ type foreverData struct {
 	RecycledFrom string `json:"recycled_from,omitempty"`  // forever znode(s) this one took its worker ID from
 	RecycledTo   string `json:"recycled_to,omitempty"`    // forever znode that took this one's worker ID
 	PrevWorkerID *int64 `json:"prev_worker_id,omitempty"` // the worker ID this one lost to RecycledTo
+	// Stopped marks the final write of a clean stop (Close); every claim
+	// and renewal clears it. Informational (status page, snowflakectl
+	// status): no safety rule reads it.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // foreverNode is one decoded forever znode.

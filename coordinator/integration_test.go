@@ -112,9 +112,27 @@ func TestIntegration_RestartAfterCloseKeepsIDAndExactFence(t *testing.T) {
 	if ok, _ := exists(t, raw, "/snowflaked/test/leases/"+fmt.Sprint(id1.WorkerID)); ok {
 		t.Fatal("lease still exists after Close")
 	}
+	stopped := func() bool {
+		t.Helper()
+		b, _, err := raw.Get(id1.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d foreverData
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatal(err)
+		}
+		return d.Stopped
+	}
+	if !stopped() {
+		t.Error("the final write does not mark the forever znode stopped")
+	}
 
 	c2 := newCoord(t, cfg)
 	id2 := mustClaim(t, c2)
+	if stopped() {
+		t.Error("a new claim left the forever znode marked stopped")
+	}
 	if id2.WorkerID != id1.WorkerID || id2.Path != id1.Path || id2.PrevFence != last || id2.Recycled {
 		t.Fatalf("after restart %+v, want worker %d path %s fence %d", id2, id1.WorkerID, id1.Path, last)
 	}

@@ -36,6 +36,9 @@ type WorkerInfo struct {
 	// beyond it; Token the instance token it was granted to.
 	Fence int64  `json:"fence_ms"`
 	Token string `json:"token,omitempty"`
+	// Stopped: the last write to the forever znode was the final fence of
+	// a clean stop.
+	Stopped bool `json:"stopped,omitempty"`
 	// Problem describes malformed or inconsistent znodes ("" when fine).
 	Problem string `json:"problem,omitempty"`
 }
@@ -148,7 +151,7 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 		}
 		node, derr := decodeForeverNode(p, n.name, n.key, n.seq, got[i].Data, got[i].Stat, cd.WorkerIDs)
 		row := WorkerInfo{WorkerID: node.workerID, NodeKey: n.key, Path: node.path, Addr: node.data.Addr,
-			LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence, Token: node.data.Token}
+			LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence, Token: node.data.Token, Stopped: node.data.Stopped}
 		if node.data.LastTS > 0 {
 			row.LastReportAgeMs = max(now-node.data.LastTS, 0)
 		}

@@ -453,6 +453,7 @@ func (c *Coordinator) renew(ctx context.Context, z zkclient.Client, fencer Fence
 		}
 		wid := id
 		d.WorkerID, d.NodeKey, d.Addr, d.LastTS, d.Fence, d.Updated = &wid, c.cfg.NodeKey, c.cfg.Advertise, now, fence, now
+		d.Stopped = final > 0
 		b, err := json.Marshal(d)
 		if err != nil {
 			return fmt.Errorf("encode renewal: %w", err)

@@ -39,9 +39,9 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 		{WorkerID: 4, NodeKey: hostileKey, Addr: hostile, LeaseHeld: true, InService: true, LastReportAgeMs: 700},
 		{WorkerID: 5, NodeKey: "node-5", Addr: testsupport.ClosedAddr(t), LastReportAgeMs: 26 * 3600 * 1000},
 		{WorkerID: 6, NodeKey: "node-6-frozen", Addr: frozenAddr(t), LastReport: nowMs - 16_700, LastReportAgeMs: 16_700, Fence: nowMs - 13_700},
-		{WorkerID: 7, NodeKey: longKey, Addr: testsupport.ClosedAddr(t), LastReport: nowMs - 30_000, LastReportAgeMs: 30_000, Fence: nowMs - 30_001},
+		{WorkerID: 7, NodeKey: longKey, Addr: testsupport.ClosedAddr(t), LastReport: nowMs - 30_000, LastReportAgeMs: 30_000, Fence: nowMs - 30_001, Stopped: true},
 	}}
-	page := newPage(t, src, func(c *Config) { c.FetchTimeout = 300 * time.Millisecond })
+	page := newPage(t, src, nil)
 	status := page.Handler()
 	addr := serveHandler(t, func(ctx *fasthttp.RequestCtx) {
 		if string(ctx.Path()) == "/status" {

@@ -169,7 +169,7 @@ func TestPage_Cluster(t *testing.T) {
 		// Frozen before its session expired: it still holds its lease.
 		{WorkerID: 12, NodeKey: "node-12", Addr: frozen, LeaseHeld: true, LastReport: nowMs - 5000, LastReportAgeMs: 5000, Fence: nowMs - 2000},
 		// Stopped cleanly 30s ago: its last write was its final fence.
-		{WorkerID: 13, NodeKey: "node-13", Addr: down, LastReport: nowMs - 30_000, LastReportAgeMs: 30_000, Fence: nowMs - 30_005},
+		{WorkerID: 13, NodeKey: "node-13", Addr: down, LastReport: nowMs - 30_000, LastReportAgeMs: 30_000, Fence: nowMs - 30_005, Stopped: true},
 		// Killed 20s ago, nothing listens now.
 		{WorkerID: 14, NodeKey: longKey, Addr: down, LastReport: nowMs - 20_000, LastReportAgeMs: 20_000, Fence: nowMs - 17_000},
 	}}

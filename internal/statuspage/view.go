@@ -62,6 +62,7 @@ type row struct {
 	LeaseHeld bool
 	Ask       bool // ask its /clock: running, or its lease went recently
 	Down      bool // stopped cleanly, or gone: greyed
+	stopped   bool // its znode says it stopped cleanly (it is asked whether it runs again)
 	WorkerID  string
 	NodeKey   string
 	Addr      string
@@ -236,7 +237,12 @@ func (p *Page) workerRow(w coordinator.WorkerInfo, now time.Time) row {
 	switch {
 	case r.Running:
 		r.Ask = true
-	case stoppedCleanly(w):
+	case w.Stopped && w.LastReportAgeMs >= 0 && age <= p.cfg.GoneAfter:
+		// Stopped cleanly, lately: it may have been restarted since,
+		// without ZooKeeper yet (serving from its cache file). Its /clock
+		// tells; silent, it is stopped.
+		r.State, r.Ask, r.stopped = "stopped", true, true
+	case w.Stopped:
 		r.State, r.Down = "stopped", true
 		r.Note = joinNote(r.Note, "stopped cleanly: its last write to ZooKeeper was its final fence")
 	case w.LastReportAgeMs >= 0 && age <= p.cfg.GoneAfter:
@@ -251,20 +257,12 @@ func (p *Page) workerRow(w coordinator.WorkerInfo, now time.Time) row {
 			r.Note = joinNote(r.Note, "holds no lease; no report for "+roundAge(age).String()+" (over "+p.cfg.GoneAfter.String()+"): not asked")
 		}
 	}
-	r.Report = p.reportCell(w.LastReportAgeMs, r.Ask)
+	r.Report = p.reportCell(w.LastReportAgeMs, r.Ask && !r.stopped)
 	if r.Report.Over {
 		r.Note = joinNote(r.Note, fmt.Sprintf("report overdue: the last one is %s old, over the %s limit", roundAge(age), p.cfg.MaxReportAge))
 	}
 	r.ZKFence = zkFenceCell(w.Fence, now, r.Running)
 	return r
-}
-
-// stoppedCleanly reports whether a worker's last write to ZooKeeper was the
-// final fence of a clean stop: that write sets the fence to the last
-// issued timestamp, at or before the write's own time, where every renewal
-// sets it ahead of its time.
-func stoppedCleanly(w coordinator.WorkerInfo) bool {
-	return !w.LeaseHeld && !w.InService && w.Fence > 0 && w.LastReport > 0 && w.Fence <= w.LastReport
 }
 
 // zkFenceCell shows a worker's ZooKeeper fence as headroom: how long its
@@ -287,6 +285,10 @@ func zkFenceCell(fenceMs int64, now time.Time, running bool) cell {
 
 // fillSelf fills a row from this node's own view: no request needed.
 func (p *Page) fillSelf(r *row, self Self) {
+	// This node runs, whatever its znode said last (e.g. "stopped" before
+	// a restart without ZooKeeper).
+	r.Down, r.stopped, r.Ask = false, false, false
+	r.Report = p.reportCell(selfReportAge(self), true)
 	r.State = self.Status.State.String()
 	r.Reason = string(self.Status.Reason)
 	r.Detail = self.Status.Detail
@@ -335,6 +337,11 @@ func (p *Page) fetchAll(ctx context.Context, rows []row) {
 
 // fillPeer fills a row from a peer's /clock answer.
 func (p *Page) fillPeer(r *row, f fetched) {
+	if f.err != nil && r.stopped {
+		r.Down = true
+		r.Note = joinNote(r.Note, "stopped cleanly: its last write to ZooKeeper was its final fence")
+		return
+	}
 	if f.err != nil {
 		r.State = "unreachable"
 		switch {
