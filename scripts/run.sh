@@ -82,6 +82,7 @@ ports_free() {
 free_base() {
 	local b=$1 _
 	for _ in $(seq 1 50); do
+		[ "$b" -le $((65535 - nodes)) ] || return 1
 		if ports_free "$b"; then
 			echo "$b"
 			return 0
@@ -106,6 +107,13 @@ else
 	done
 fi
 rel_dir=${run_dir#"$root"/}
+
+# Ports are free until something listens on them: two runs starting at once
+# would pick the same ones. One run at a time, machine-wide, chooses its
+# ports and starts on them (the lock is not passed to what it starts).
+ports_lock=${TMPDIR:-/tmp}/snowflaked-make-run-ports.lock
+exec 8>>"$ports_lock"
+flock -w 180 8 || die "another make run has been starting for 3 minutes ($ports_lock): try again"
 
 if [ -n "${RUN_BASE_PORT:-}" ]; then
 	base_port=$RUN_BASE_PORT
@@ -158,6 +166,9 @@ trap 'echo; echo "Stopping…"; exit 0' INT TERM
 # --- ZooKeeper -----------------------------------------------------------------
 zk_port=""
 for p in $(seq 21810 21899); do
+	if [ "$p" -ge "$base_port" ] && [ "$p" -lt $((base_port + nodes)) ]; then
+		continue # the nodes' ports
+	fi
 	if ! port_busy "$p"; then
 		zk_port=$p
 		break
@@ -176,7 +187,7 @@ admin.enableServer=false
 4lw.commands.whitelist=srvr,ruok,conf
 EOF
 (cd "$zk_dir" && exec "${detach[@]}" java -Xmx256m -cp "$zk_jars" org.apache.zookeeper.server.quorum.QuorumPeerMain zoo.cfg) \
-	>"$zk_dir/zookeeper.log" 2>&1 &
+	>"$zk_dir/zookeeper.log" 2>&1 8>&- &
 zk_pid=$!
 mode=""
 for _ in $(seq 1 300); do # up to 30 s
@@ -193,7 +204,7 @@ for i in $(seq 1 "$nodes"); do
 	port=$((base_port + i - 1))
 	mkdir -p "$run_dir/node-$i"
 	"${detach[@]}" bin/snowflaked --zk "$zk" --listen "127.0.0.1:$port" --cache-file "$run_dir/node-$i/cache.json" \
-		2>"$run_dir/node-$i.log" &
+		2>"$run_dir/node-$i.log" 8>&- &
 	node_pids+=($!)
 done
 # A node whose previous run was killed waits for its old ZooKeeper session to
@@ -203,15 +214,19 @@ for i in $(seq 1 "$nodes"); do
 	pid=${node_pids[$((i - 1))]}
 	ready=""
 	for _ in $(seq 1 600); do # up to 60 s
+		kill -0 "$pid" 2>/dev/null || { cat "$run_dir/node-$i.log" >&2; die "node $i exited; its log: $rel_dir/node-$i.log"; }
 		if http_get "$port" /readyz >/dev/null 2>&1; then
 			ready=1
 			break
 		fi
-		kill -0 "$pid" 2>/dev/null || { cat "$run_dir/node-$i.log" >&2; die "node $i exited; its log: $rel_dir/node-$i.log"; }
 		sleep 0.1
 	done
 	[ -n "$ready" ] || { tail -n 30 "$run_dir/node-$i.log" >&2; die "node $i not in service after 60 s; its log: $rel_dir/node-$i.log"; }
 done
+
+# Everything listens: the next make run sees these ports busy.
+flock -u 8
+exec 8>&-
 
 echo
 for i in $(seq 1 "$nodes"); do

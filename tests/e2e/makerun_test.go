@@ -146,6 +146,24 @@ func TestIntegration_MakeRunTwice(t *testing.T) {
 	if !bytes.HasPrefix(after.nodeLog, before.nodeLog) || bytes.IndexByte(after.nodeLog, 0) >= 0 {
 		t.Errorf("the first cluster's node-1.log was rewritten (%d bytes before, %d after)", len(before.nodeLog), len(after.nodeLog))
 	}
+	// Two more at once, while the first runs: each waits for the other to
+	// be listening before it picks ports, so they take different ones.
+	fourth, fifth := startMakeRun(t, root), startMakeRun(t, root)
+	served := map[string]bool{}
+	for _, p := range []*testproc.Proc{fourth, fifth} {
+		if code, err := p.Wait(3 * time.Minute); err != nil || code != 0 {
+			t.Fatalf("make run started beside another: exit %d (%v):\n%s", code, err, p.Output())
+		}
+		m := regexp.MustCompile(`node 1 serves on (http://\S+)  \(log: (\S+)/node-1.log`).FindStringSubmatch(p.Output())
+		if m == nil {
+			t.Fatalf("no node address in:\n%s", p.Output())
+		}
+		if served[m[1]] || served[m[2]] {
+			t.Errorf("two runs started at once share %s or %s", m[1], m[2])
+		}
+		served[m[1]], served[m[2]] = true, true
+	}
+
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", base))
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("the first cluster's node 1 after the second run: %v %v", resp, err)
