@@ -17,6 +17,8 @@ import (
 type tagBuf struct {
 	svc      *Service
 	name     string
+	perm     *Permutation  // an opaque tag's; nil for a plain one
+	start    int64         // the tag's first counter value (an opaque tag's index 0)
 	kick     chan struct{} // wakes the load worker
 	markKick chan struct{} // wakes the mark worker
 

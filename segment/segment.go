@@ -81,7 +81,8 @@ var (
 	ErrUnavailable = errors.New("segment unavailable")
 	// ErrTagExists: Create found the tag already there.
 	ErrTagExists = errors.New("tag exists")
-	// ErrExhausted: the tag's max_id would pass MaxID.
+	// ErrExhausted: the tag's max_id would pass MaxID, or an opaque tag
+	// handed out all of its numbers.
 	ErrExhausted = errors.New("tag exhausted")
 	// ErrClosed: the service is stopping or stopped.
 	ErrClosed = errors.New("segment service closed")
@@ -108,6 +109,11 @@ type Tag struct {
 	MaxStep     int64  `json:"max_step"` // the dynamic step's ceiling
 	Description string `json:"description,omitempty"`
 	CreatedMS   int64  `json:"created_ms"`
+	// Opaque, when set, makes the tag hand out D-digit numbers that are a
+	// keyed permutation of its counter (see Permutation) instead of the
+	// counter itself. Its key is a child znode readable only with the
+	// cluster's credentials.
+	Opaque *Opaque `json:"opaque,omitempty"`
 }
 
 // Check validates a tag's numbers.
@@ -121,6 +127,8 @@ func (t Tag) Check() error {
 		return fmt.Errorf("max step %d is below the step %d", t.MaxStep, t.Step)
 	case t.MaxID < t.Start:
 		return fmt.Errorf("max_id %d is below the start %d", t.MaxID, t.Start)
+	case t.Opaque != nil:
+		return t.Opaque.check()
 	}
 	return nil
 }

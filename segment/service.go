@@ -181,7 +181,44 @@ func (s *Service) Take(ctx context.Context, tag string, dst []int64, n int) ([]i
 	if err != nil {
 		return dst, err
 	}
-	return b.take(ctx, dst, n)
+	orig := len(dst)
+	dst, err = b.take(ctx, dst, n)
+	if err != nil || b.perm == nil {
+		return dst, err
+	}
+	// An opaque tag: the counter's values become their numbers. Values
+	// past the tag's N are never handed out (they are lost with the batch).
+	for i := orig; i < len(dst); i++ {
+		id, err := b.perm.ID(dst[i] - b.start)
+		if err != nil {
+			return dst[:orig], fmt.Errorf("tag %q: %w", tag, err)
+		}
+		dst[i] = id
+	}
+	return dst, nil
+}
+
+// KeyStore is what a Store gives for opaque tags: their keys. A store
+// without it serves no opaque tag.
+type KeyStore interface {
+	Key(ctx context.Context, tag string) ([]byte, error)
+}
+
+// permutation returns the permutation of an opaque tag t (nil for a plain
+// one).
+func (s *Service) permutation(ctx context.Context, tag string, t Tag) (*Permutation, error) {
+	if t.Opaque == nil {
+		return nil, nil
+	}
+	ks, ok := s.cfg.Store.(KeyStore)
+	if !ok {
+		return nil, fmt.Errorf("tag %q is opaque and this store holds no keys", tag)
+	}
+	key, err := ks.Key(ctx, tag)
+	if err != nil {
+		return nil, err
+	}
+	return NewPermutation(*t.Opaque, key)
 }
 
 // buf returns the tag's buffer, creating it (after checking the tag exists)
@@ -204,6 +241,10 @@ func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
 	}
 	lctx, cancel := context.WithTimeout(ctx, min(s.cfg.LoadTimeout, s.cfg.Wait)) // a Take waits at most Wait
 	t, err := s.cfg.Store.Tag(lctx, tag)
+	var perm *Permutation
+	if err == nil {
+		perm, err = s.permutation(lctx, tag, t)
+	}
 	cancel()
 	if err != nil {
 		if errors.Is(err, ErrUnknownTag) {
@@ -224,6 +265,7 @@ func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
 	}
 	if b = s.tags[tag]; b == nil {
 		b = s.newBuf(tag, t)
+		b.perm, b.start = perm, t.Start
 		s.tags[tag] = b
 		s.start(b)
 	}

@@ -3,6 +3,7 @@ package segment
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +36,7 @@ type ZKStore struct {
 	z       zkclient.Client
 	cluster string // the cluster znode
 	acl     []zk.ACL
+	keyACL  []zk.ACL // of opaque tags' keys: the cluster's credentials only (open without --zk-auth)
 	log     zerolog.Logger
 
 	possiblyLost atomic.Int64
@@ -140,7 +142,10 @@ func OpenZK(ctx context.Context, cfg ZKConfig) (*ZKStore, error) {
 		return nil, fmt.Errorf("open segments: %w", err)
 	}
 	acl, _ := zkclient.ACLs(cfg.Auth)
-	s := &ZKStore{conn: z.Conn, z: z, cluster: zkclient.ClusterPath(cfg.Cluster), acl: acl, log: cfg.Log}
+	s := &ZKStore{conn: z.Conn, z: z, cluster: zkclient.ClusterPath(cfg.Cluster), acl: acl, log: cfg.Log, keyACL: zk.WorldACL(zk.PermAll)}
+	if user, pass, ok := strings.Cut(cfg.Auth, ":"); ok {
+		s.keyACL = zk.DigestACL(zk.PermAll, user, pass) // no world read: the cluster's credentials only
+	}
 	if err := s.z.Ensure(ctx, s.root(), nil, acl); err != nil {
 		s.conn.Close()
 		return nil, fmt.Errorf("open segments: %w", zkclient.Unavailable(err))
@@ -158,6 +163,7 @@ func (s *ZKStore) root() string                   { return s.cluster + "/segment
 func (s *ZKStore) tagPath(tag string) string      { return s.root() + "/" + tag }
 func (s *ZKStore) returnedPath(tag string) string { return s.tagPath(tag) + "/returned" }
 func (s *ZKStore) holdersPath(tag string) string  { return s.tagPath(tag) + "/holders" }
+func (s *ZKStore) keyPath(tag string) string      { return s.tagPath(tag) + "/key" }
 
 func rangeName(r Range) string { return fmt.Sprintf("%019d-%019d", r.Lo, r.Hi) }
 
@@ -208,10 +214,17 @@ func (s *ZKStore) Create(ctx context.Context, t Tag) error {
 	if err != nil {
 		return fmt.Errorf("create tag %q: %w", t.Name, err)
 	}
-	_, err = s.z.Multi(ctx,
+	ops := []any{
 		&zk.CreateRequest{Path: s.tagPath(t.Name), Data: data, Acl: s.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: s.returnedPath(t.Name), Acl: s.acl, Flags: zk.FlagPersistent},
-		&zk.CreateRequest{Path: s.holdersPath(t.Name), Acl: s.acl, Flags: zk.FlagPersistent})
+		&zk.CreateRequest{Path: s.holdersPath(t.Name), Acl: s.acl, Flags: zk.FlagPersistent},
+	}
+	if t.Opaque != nil {
+		key := make([]byte, OpaqueKeySize)
+		_, _ = rand.Read(key) // crypto/rand.Read never fails (Go 1.24+)
+		ops = append(ops, &zk.CreateRequest{Path: s.keyPath(t.Name), Data: key, Acl: s.keyACL, Flags: zk.FlagPersistent})
+	}
+	_, err = s.z.Multi(ctx, ops...)
 	switch {
 	case errors.Is(err, zk.ErrNodeExists):
 		return fmt.Errorf("create tag %q: %w", t.Name, ErrTagExists)
@@ -219,6 +232,23 @@ func (s *ZKStore) Create(ctx context.Context, t Tag) error {
 		return fmt.Errorf("create tag %q: %w", t.Name, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
 	return nil
+}
+
+// Key reads an opaque tag's key. It needs the cluster's credentials when
+// the cluster runs with --zk-auth (the key's znode grants no world read).
+func (s *ZKStore) Key(ctx context.Context, tag string) ([]byte, error) {
+	b, _, err := s.z.Get(ctx, s.keyPath(tag))
+	switch {
+	case errors.Is(err, zk.ErrNoAuth):
+		return nil, fmt.Errorf("read the key of opaque tag %q: %w: it is readable only with the cluster's --zk-auth", tag, err)
+	case errors.Is(err, zk.ErrNoNode):
+		return nil, fmt.Errorf("opaque tag %q has no key znode %s", tag, s.keyPath(tag))
+	case err != nil:
+		return nil, fmt.Errorf("read the key of opaque tag %q: %w", tag, zkclient.Unavailable(err))
+	case len(b) != OpaqueKeySize:
+		return nil, fmt.Errorf("the key of opaque tag %q has %d bytes, want %d", tag, len(b), OpaqueKeySize)
+	}
+	return b, nil
 }
 
 // Tag reads a tag's record.
