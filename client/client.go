@@ -340,7 +340,8 @@ func (c *Client) NextSegment(ctx context.Context, tag string) (int64, error) {
 	return ids[0], nil
 }
 
-// NextSegmentN returns n dense IDs of tag (1 ≤ n ≤ MaxCount), increasing.
+// NextSegmentN returns n dense IDs of tag (1 ≤ n ≤ MaxCount): increasing
+// for a plain tag; an opaque tag's numbers are distinct and in no order.
 func (c *Client) NextSegmentN(ctx context.Context, tag string, n int) ([]int64, error) {
 	b, err := c.segment(tag)
 	if err != nil {
@@ -363,7 +364,7 @@ func (c *Client) segment(tag string) (*batcher, error) {
 	if err := checkTag(tag); err != nil {
 		return nil, err
 	}
-	b := newBatcher(c, endpoint{svc: svcSegments, path: "/segment/" + tag + "?count=", what: "dense IDs of " + tag})
+	b := newBatcher(c, endpoint{svc: svcSegments, path: "/segment/" + tag + "?count=", what: "dense IDs of " + tag, unordered: true})
 	c.segs[tag] = b
 	return b, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -28,6 +29,9 @@ type endpoint struct {
 	// uuids, when set, receives the answer as UUIDs (one a line) instead
 	// of IDs: a call of its own, never a shared batch.
 	uuids *[]UUID
+	// unordered: the answer's IDs are distinct but in no order (a tag's
+	// dense IDs: an opaque tag's are a permutation of its counter).
+	unordered bool
 }
 
 // maxIDLine bounds one line of an answer: 19 digits and a newline.
@@ -61,7 +65,7 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 			*ep.uuids = us
 			return nil
 		case a.status == 200:
-			ids, err := parseIDs(a.body, n)
+			ids, err := parseIDs(a.body, n, !ep.unordered)
 			if err != nil {
 				err = fmt.Errorf("%s: bad answer to %d %s: %w", addr, n, ep.what, err)
 				c.markDown(addr, ep.svc, c.cfg.DownFor, err)
@@ -124,7 +128,7 @@ func isTimeout(err error) bool {
 }
 
 // parseIDs reads exactly n strictly increasing positive IDs, one a line.
-func parseIDs(body []byte, n int) ([]int64, error) {
+func parseIDs(body []byte, n int, increasing bool) ([]int64, error) {
 	out := make([]int64, 0, n)
 	for i := 0; i < len(body); {
 		var id int64
@@ -143,7 +147,7 @@ func parseIDs(body []byte, n int) ([]int64, error) {
 			return nil, fmt.Errorf("%q is not an ID", truncate(lineAt(body, i)))
 		case len(out) == n:
 			return nil, fmt.Errorf("more than the %d IDs asked for", n)
-		case len(out) > 0 && id <= out[len(out)-1]:
+		case increasing && len(out) > 0 && id <= out[len(out)-1]:
 			return nil, fmt.Errorf("IDs not increasing: %d after %d", id, out[len(out)-1])
 		}
 		out = append(out, id)
@@ -151,6 +155,15 @@ func parseIDs(body []byte, n int) ([]int64, error) {
 	}
 	if len(out) != n {
 		return nil, fmt.Errorf("answered %d of the %d IDs asked for", len(out), n)
+	}
+	if !increasing {
+		sorted := slices.Clone(out)
+		slices.Sort(sorted)
+		for i := 1; i < len(sorted); i++ {
+			if sorted[i] == sorted[i-1] {
+				return nil, fmt.Errorf("ID %d twice in one answer", sorted[i])
+			}
+		}
 	}
 	return out, nil
 }

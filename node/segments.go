@@ -96,6 +96,15 @@ func (l *lazyStore) Publish(ctx context.Context, tag, holder string, held []segm
 	return st.Publish(ctx, tag, holder, held)
 }
 
+// Key implements segment.KeyStore: opaque tags' keys.
+func (l *lazyStore) Key(ctx context.Context, tag string) ([]byte, error) {
+	st, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return st.Key(ctx, tag)
+}
+
 func (l *lazyStore) connected() bool {
 	st := l.p.Load()
 	return st != nil && st.Connected()

@@ -22,6 +22,7 @@ const (
 	codeInvalidKey       = "invalid_key"        // 400: empty Leaf key
 	codeInvalidGene      = "invalid_gene"       // 400: ?gene= is not a decimal 0..2^63-1
 	codeGeneOff          = "gene_off"           // 400: ?gene= on a cluster without gene bits
+	codeTagExhausted     = "tag_exhausted"      // 503: an opaque tag handed out all of its numbers
 	codeInvalidUUID      = "invalid_uuid"       // 400: /decode/{uuid} is not a UUID of this cluster's layout
 	codeUUIDOff          = "uuid_off"           // 400: the layout leaves fewer than 32 random bits in a UUIDv7
 	codeBadRequest       = "bad_request"        // 400: the request could not be parsed

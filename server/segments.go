@@ -82,6 +82,8 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 			s.writeError(ctx, fasthttp.StatusNotFound, codeUnknownTag, "no tag "+strconv.Quote(name)+": create it with snowflakectl segment create")
 		case errors.Is(err, segment.ErrInvalidTag):
 			s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidTag, err.Error())
+		case errors.Is(err, segment.ErrExhausted):
+			s.unavailable(ctx, codeTagExhausted, codeTagExhausted, "segment", err.Error())
 		default: // unavailable, closing
 			s.unavailable(ctx, codeSegmentUnavailable, codeSegmentUnavailable, "segment", err.Error())
 		}

@@ -103,6 +103,13 @@ func TestSegmentEndpoints(t *testing.T) {
 	if r := f.do(t, "GET", "/readyz/segment"); r.status != 503 || r.retryAfter == "" {
 		t.Errorf("/readyz/segment without ZooKeeper: %d %s", r.status, r.body)
 	}
+	seg.mu.Lock()
+	seg.err = fmt.Errorf("tag %q: %w: all 900000 numbers of 6 digits are handed out", "orders", segment.ErrExhausted)
+	seg.mu.Unlock()
+	r = f.do(t, "GET", "/segment/orders")
+	if e := decodeError(t, r); r.status != 503 || e.Code != "tag_exhausted" || !strings.Contains(e.Message, "handed out") {
+		t.Errorf("exhausted: %d %s, want 503 tag_exhausted", r.status, r.body)
+	}
 }
 
 func TestSegmentEndpointsOff(t *testing.T) {

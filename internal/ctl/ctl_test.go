@@ -102,6 +102,10 @@ func TestCommandLineHelps(t *testing.T) {
 		{"flags and no command", []string{"--zk", "x"}, 2, "", `flags ["--zk" "x"] come with a command`},
 		{"get with both", []string{"get", "--zk", "127.0.0.1:1", "--servers", "127.0.0.1:2"}, 2, "", "give --servers or --zk, not both"},
 		{"get with neither", []string{"get"}, 2, "", "give --servers host:port,… or --zk host:2181,…"},
+		{"digits without opaque", []string{"segment", "create", "t", "--digits", "8", "--zk", "x"}, 2, "", "--digits goes with --opaque"},
+		{"opaque with too few digits", []string{"segment", "create", "t", "--opaque", "--digits", "5", "--zk", "x"}, 2, "", "opaque digits 5: want 6..18"},
+		{"segment decode help", []string{"segment", "decode", "--help"}, 0, "segment decode <tag> <id>", ""},
+		{"segment decode wants two", []string{"segment", "decode", "t", "--zk", "x"}, 2, "", "want 2 argument(s)"},
 		{"create takes no --json", []string{"segment", "create", "t", "--json", "--zk", "x"}, 2, "", "unknown flag --json"},
 	}
 	for _, tc := range tests {

@@ -17,13 +17,14 @@ import (
 )
 
 // segmentUsage is the usage line of "snowflakectl segment".
-const segmentUsage = "segment create <tag> [--start 1] [--step 1000] [--max-step N] [--description …] | list [--json] | status <tag> [--json]  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
+const segmentUsage = "segment create <tag> [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] | list [--json] | status <tag> [--json] | decode <tag> <id>  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
 
 // segmentUsages are the usage lines of segment's subcommands.
 var segmentUsages = map[string]string{
 	"create": "segment create <tag> --zk host:2181,… [--start 1] [--step 1000] [--max-step N] [--description …] [--cluster default] [--zk-auth user:pass]",
 	"list":   "segment list --zk host:2181,… [--cluster default] [--json]",
 	"status": "segment status <tag> --zk host:2181,… [--cluster default] [--json]",
+	"decode": "segment decode <tag> <id> --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
 }
 
 // Segment is "snowflakectl segment": create, list and inspect the tags of
@@ -48,8 +49,11 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 	zkFlag := fs.String("zk", "", "ZooKeeper servers host1:2181,host2:2181 (required)")
 	cluster := fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
 	authHelp := "user:password for digest ACLs (reading needs none)"
-	if sub == "create" {
+	switch sub {
+	case "create":
 		authHelp = "user:password of the cluster's digest ACL (creating a tag needs it when the cluster runs with --zk-auth)"
+	case "decode":
+		authHelp = "user:password of the cluster's digest ACL (reading an opaque tag's key needs it when the cluster runs with --zk-auth)"
 	}
 	auth := fs.String("zk-auth", "", authHelp)
 	jsonHelp := "print the tags as a JSON array"
@@ -57,13 +61,17 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 		jsonHelp = "print the tag's status as a JSON object"
 	}
 	var asJSON *bool
-	if sub != "create" {
+	if sub == "list" || sub == "status" {
 		asJSON = fs.Bool("json", false, jsonHelp)
 	}
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting to and using ZooKeeper")
 	var start, step, maxStep *int64
 	var desc *string
+	var opaque *bool
+	var digits *int
 	if sub == "create" {
+		opaque = fs.Bool("opaque", false, "hand out D-digit numbers that are a keyed permutation of the counter (unique, not guessable, revealing no volume) instead of the counter")
+		digits = fs.Int("digits", 0, fmt.Sprintf("with --opaque: the numbers' digits, %d..%d (9x10^(D-1) IDs in all)", segment.MinOpaqueDigits, segment.MaxOpaqueDigits))
 		start = fs.Int64("start", 1, "the tag's first ID")
 		step = fs.Int64("step", segment.DefaultStep, "base step: IDs per range load (the dynamic step doubles from it)")
 		maxStep = fs.Int64("max-step", 0, fmt.Sprintf("the dynamic step's ceiling (default step x %d)", segment.DefaultMaxStepFactor))
@@ -74,8 +82,11 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	wantPos := 1
-	if sub == "list" {
+	switch sub {
+	case "list":
 		wantPos = 0
+	case "decode":
+		wantPos = 2
 	}
 	switch {
 	case len(pos) != wantPos:
@@ -100,6 +111,13 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 			*maxStep = *step * segment.DefaultMaxStepFactor
 		}
 		tag = segment.Tag{Name: pos[0], Start: *start, MaxID: *start, Step: *step, MaxStep: *maxStep, Description: *desc}
+		switch {
+		case *opaque:
+			tag.Opaque = &segment.Opaque{Digits: *digits}
+		case *digits != 0:
+			fmt.Fprintln(stderr, "snowflakectl segment create: --digits goes with --opaque")
+			return ExitUsage
+		}
 		if err := tag.Check(); err != nil {
 			fmt.Fprintf(stderr, "snowflakectl segment create: %v\n", err)
 			return ExitUsage
@@ -123,7 +141,15 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 			return ExitFailure
 		}
 		fmt.Fprintf(stdout, "created tag %q: first ID %d, step %d (max %d)\n", tag.Name, tag.Start, tag.Step, tag.MaxStep)
+		if tag.Opaque != nil {
+			fmt.Fprintf(stdout, "opaque: %d-digit numbers, %d in all; its key is in ZooKeeper beside the tag\n", tag.Opaque.Digits, tag.Opaque.Size())
+			if *auth == "" {
+				fmt.Fprintln(stderr, "snowflakectl segment create: WARNING: without --zk-auth the key's znode is open: anyone who reaches ZooKeeper can read it and tell the tag's order and volume from its numbers")
+			}
+		}
 		return ExitOK
+	case "decode":
+		return segmentDecode(ctx, st, pos[0], pos[1], stdout, stderr)
 	case "list":
 		tags, err := st.List(ctx)
 		if err != nil {
@@ -288,4 +314,42 @@ func writeSegmentStatus(w io.Writer, r SegmentStatus) {
 		fmt.Fprintf(tw, "%s\t%s\n", n, strings.Join(parts, " "))
 	}
 	tw.Flush()
+}
+
+// segmentDecode prints the counter position of an opaque tag's number (for
+// operators; it reads the tag's key).
+func segmentDecode(ctx context.Context, st *segment.ZKStore, name, raw string, stdout, stderr io.Writer) int {
+	t, err := st.Tag(ctx, name)
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl segment decode: %v\n", err)
+		return ExitFailure
+	}
+	if t.Opaque == nil {
+		fmt.Fprintf(stderr, "snowflakectl segment decode: tag %q is not opaque: its IDs are its counter\n", name)
+		return ExitUsage
+	}
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl segment decode: %q is not a decimal number\n", raw)
+		return ExitUsage
+	}
+	key, err := st.Key(ctx, name)
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl segment decode: %v\n", err)
+		return ExitFailure
+	}
+	p, err := segment.NewPermutation(*t.Opaque, key)
+	if err == nil {
+		var i int64
+		if i, err = p.Index(id); err == nil {
+			issued := "handed out to a node (issued, or lost)"
+			if t.Start+i >= t.MaxID {
+				issued = "not handed out yet"
+			}
+			fmt.Fprintf(stdout, "tag %q: %d is number %d of the tag (counter %d): %s\n", name, id, i+1, t.Start+i, issued)
+			return ExitOK
+		}
+	}
+	fmt.Fprintf(stderr, "snowflakectl segment decode: %v\n", err)
+	return ExitUsage
 }

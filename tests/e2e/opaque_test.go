@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	sfclient "codeberg.org/snowflaked/snowflaked/client"
+	"codeberg.org/snowflaked/snowflaked/segment"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+)
+
+// Opaque tags on a real 3-node cluster run with --zk-auth: 8-digit numbers
+// from HTTP, the client and snowflakectl, all distinct and none with a
+// leading zero; the key is readable with the cluster's credentials only
+// and shows nowhere (logs, /status, /metrics, segment status);
+// snowflakectl segment decode gives the counter back.
+func TestIntegration_OpaqueTagCluster(t *testing.T) {
+	const auth = "ops:s3cret"
+	zk := zkharness.StartStandalone(t)
+	var nodes []*proc
+	for i := range 3 {
+		p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk.ConnectString(), "opaque", "node-"+strconv.Itoa(i), "--zk-auth", auth))
+		nodes = append(nodes, p)
+	}
+	for _, p := range nodes {
+		p.waitReadyz(http.StatusOK, readyTimeout)
+	}
+	code, out, errOut := ctl(t, "segment", "create", "acct", "--opaque", "--digits", "8", "--step", "50", "--zk", zk.ConnectString(), "--cluster", "opaque", "--zk-auth", auth)
+	if code != 0 || !strings.Contains(out, "opaque: 8-digit numbers") || strings.Contains(errOut, "WARNING") {
+		t.Fatalf("segment create --opaque: %d %s %s", code, out, errOut)
+	}
+	seen := map[int64]bool{}
+	add := func(src string, ids []int64) {
+		t.Helper()
+		for _, id := range ids {
+			if id < 10_000_000 || id > 99_999_999 || seen[id] {
+				t.Fatalf("%s: %d is not a fresh 8-digit number", src, id)
+			}
+			seen[id] = true
+		}
+	}
+	var dense []int64
+	for i, p := range nodes {
+		code, body := p.get("/segment/acct?count=300")
+		if code != http.StatusOK {
+			t.Fatalf("node %d: %d %s", i, code, body)
+		}
+		var ids []int64
+		for _, f := range strings.Fields(body) { // in no order: not parseIDs
+			id, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				t.Fatalf("node %d: %q: %v", i, f, err)
+			}
+			ids = append(ids, id)
+		}
+		add("node "+strconv.Itoa(i), ids)
+		dense = append(dense, ids...)
+	}
+	// Not the counter: consecutive numbers of one node are far apart.
+	close := 0
+	for i := 1; i < 300; i++ {
+		if d := dense[i] - dense[i-1]; d > -1000 && d < 1000 {
+			close++
+		}
+	}
+	if close > 3 {
+		t.Errorf("%d of 299 neighbours within 1000 of each other: not opaque", close)
+	}
+	c, err := sfclient.New(context.Background(), sfclient.Config{ZK: []string{zk.ConnectString()}, Cluster: "opaque", ZKAuth: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ids, err := c.NextSegmentN(context.Background(), "acct", 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("client", ids)
+
+	// The key: with the credentials only, and nowhere else.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	open := func(auth string) *segment.ZKStore {
+		st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: []string{zk.ConnectString()}, Cluster: "opaque", Auth: auth, Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	key, err := open(auth).Key(ctx, "acct")
+	if err != nil {
+		t.Fatalf("key with the credentials: %v", err)
+	}
+	if _, err := open("").Key(ctx, "acct"); err == nil || !strings.Contains(err.Error(), "--zk-auth") {
+		t.Errorf("key read without credentials: %v", err)
+	}
+	_, status := nodes[0].get("/status")
+	_, metrics := nodes[0].get("/metrics")
+	_, segStatus, _ := ctl(t, "segment", "status", "acct", "--json", "--zk", zk.ConnectString(), "--cluster", "opaque")
+	for _, form := range []string{hex.EncodeToString(key), base64.StdEncoding.EncodeToString(key), string(key)} {
+		for where, text := range map[string]string{"/status": status, "/metrics": metrics, "segment status": segStatus,
+			"node 0's log": nodes[0].Output(), "node 1's log": nodes[1].Output(), "node 2's log": nodes[2].Output()} {
+			if strings.Contains(text, form) {
+				t.Errorf("the key shows in %s", where)
+			}
+		}
+	}
+
+	// segment decode: with the credentials, the counter; without, refused.
+	some := dense[5]
+	code, out, errOut = ctl(t, "segment", "decode", "acct", strconv.FormatInt(some, 10), "--zk", zk.ConnectString(), "--cluster", "opaque", "--zk-auth", auth)
+	if code != 0 || !strings.Contains(out, "is number ") || !strings.Contains(out, "handed out") {
+		t.Errorf("segment decode: %d %s %s", code, out, errOut)
+	}
+	if code, _, errOut = ctl(t, "segment", "decode", "acct", strconv.FormatInt(some, 10), "--zk", zk.ConnectString(), "--cluster", "opaque"); code == 0 || !strings.Contains(errOut, "--zk-auth") {
+		t.Errorf("segment decode without credentials: %d %s", code, errOut)
+	}
+
+	// Without --zk-auth, creating one says plainly that the key is open.
+	zk2 := zkharness.StartStandalone(t)
+	p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk2.ConnectString(), "open", "node-x"))
+	p.waitReadyz(http.StatusOK, readyTimeout)
+	_, _, errOut = ctl(t, "segment", "create", "acct", "--opaque", "--digits", "6", "--zk", zk2.ConnectString(), "--cluster", "open")
+	if !strings.Contains(errOut, "anyone who reaches ZooKeeper can read it") {
+		t.Errorf("no warning about the open key: %s", errOut)
+	}
+}
