@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	sfclient "codeberg.org/snowflaked/snowflaked/client"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
@@ -24,8 +26,10 @@ func TestIntegration_OpaqueTagCluster(t *testing.T) {
 	const auth = "ops:s3cret"
 	zk := zkharness.StartStandalone(t)
 	var nodes []*proc
+	var dirs []string
 	for i := range 3 {
-		p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk.ConnectString(), "opaque", "node-"+strconv.Itoa(i), "--zk-auth", auth))
+		dirs = append(dirs, t.TempDir())
+		p := startNode(t, binSnowflaked, clusterArgs(dirs[i], zk.ConnectString(), "opaque", "node-"+strconv.Itoa(i), "--zk-auth", auth))
 		nodes = append(nodes, p)
 	}
 	for _, p := range nodes {
@@ -82,6 +86,30 @@ func TestIntegration_OpaqueTagCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	add("client", ids)
+
+	// A restart of node 0 (SIGTERM: it returns its unissued range) hands
+	// out nothing twice.
+	nodes[0].signal(syscall.SIGTERM)
+	if code := nodes[0].exitCode(); code != 0 {
+		t.Fatalf("node 0 exit %d", code)
+	}
+	again := startNode(t, binSnowflaked, clusterArgs(dirs[0], zk.ConnectString(), "opaque", "node-0", "--zk-auth", auth))
+	again.waitReadyz(http.StatusOK, readyTimeout)
+	nodes[0] = again
+	testsupport.Poll(t, readyTimeout, pollEvery, "segment mode ready after the restart", func() bool {
+		code, _ := again.get("/readyz/segment")
+		return code == http.StatusOK
+	})
+	code, body := again.get("/segment/acct?count=300")
+	if code != http.StatusOK {
+		t.Fatalf("after restart: %d %s", code, body)
+	}
+	var after []int64
+	for _, f := range strings.Fields(body) {
+		id, _ := strconv.ParseInt(f, 10, 64)
+		after = append(after, id)
+	}
+	add("node 0 after its restart", after)
 
 	// The key: with the credentials only, and nowhere else.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
