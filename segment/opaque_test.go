@@ -113,3 +113,22 @@ func TestPermutationSpread(t *testing.T) {
 		t.Error("a short key accepted")
 	}
 }
+
+// BenchmarkPermutationID: the cost an opaque tag adds per number.
+func BenchmarkPermutationID(b *testing.B) {
+	for _, d := range []int{6, 18} {
+		p, err := NewPermutation(Opaque{Digits: d}, testKey(5))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(strconv.Itoa(d)+"digits", func(b *testing.B) {
+			var i int64
+			for b.Loop() {
+				if _, err := p.ID(i % p.low); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
