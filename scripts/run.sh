@@ -93,6 +93,15 @@ free_base() {
 }
 
 command -v flock >/dev/null 2>&1 || die "flock (util-linux) is needed to keep two make runs apart"
+
+# Directories and ports are free until a run holds or listens on them: two
+# runs starting at once would pick the same ones. One run at a time,
+# machine-wide, chooses its directory and ports and starts on them (the
+# lock is not passed to what it starts; it is released once every node
+# listens).
+ports_lock=${TMPDIR:-/tmp}/snowflaked-make-run-ports.lock
+exec 8>>"$ports_lock"
+flock -w 180 8 || die "another make run has been starting for 3 minutes ($ports_lock): try again"
 if [ -n "${RUN_DIR:-}" ]; then
 	run_dir=$(realpath -m "$RUN_DIR")
 	! in_use "$run_dir" || die "$run_dir is in use by another make run (pid $(holder "$run_dir")): give another RUN_DIR, or leave it out to get a free one"
@@ -107,13 +116,6 @@ else
 	done
 fi
 rel_dir=${run_dir#"$root"/}
-
-# Ports are free until something listens on them: two runs starting at once
-# would pick the same ones. One run at a time, machine-wide, chooses its
-# ports and starts on them (the lock is not passed to what it starts).
-ports_lock=${TMPDIR:-/tmp}/snowflaked-make-run-ports.lock
-exec 8>>"$ports_lock"
-flock -w 180 8 || die "another make run has been starting for 3 minutes ($ports_lock): try again"
 
 if [ -n "${RUN_BASE_PORT:-}" ]; then
 	base_port=$RUN_BASE_PORT
