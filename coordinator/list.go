@@ -48,8 +48,15 @@ type WorkerInfo struct {
 // "user:password" or "" (reading needs no credentials). timeout bounds the
 // whole call. Malformed znodes become rows with Problem set.
 func ListWorkers(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration) ([]WorkerInfo, error) {
+	_, rows, err := ReadCluster(ctx, servers, cluster, auth, timeout)
+	return rows, err
+}
+
+// ReadCluster is ListWorkers that also returns the cluster's shared
+// settings, read from the same cluster znode in the same session.
+func ReadCluster(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration) (Settings, []WorkerInfo, error) {
 	if timeout <= 0 {
-		return nil, fmt.Errorf("list workers: %w: timeout %v is not positive", ErrInvalidConfig, timeout)
+		return Settings{}, nil, fmt.Errorf("list workers: %w: timeout %v is not positive", ErrInvalidConfig, timeout)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -57,14 +64,18 @@ func ListWorkers(ctx context.Context, servers []string, cluster, auth string, ti
 	// and says so.
 	z, p, err := dialZK(ctx, servers, cluster, auth, timeout, zerolog.Nop(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("list workers: %w", err)
+		return Settings{}, nil, fmt.Errorf("list workers: %w", err)
 	}
 	defer z.Conn.Close()
-	rows, err := listWorkers(ctx, z, p, cluster)
+	cd, rows, err := listWorkers(ctx, z, p, cluster)
 	if err != nil {
-		return nil, fmt.Errorf("list workers: %w", zkclient.Unavailable(err))
+		return Settings{}, nil, fmt.Errorf("list workers: %w", zkclient.Unavailable(err))
 	}
-	return rows, nil
+	ra := "not recorded"
+	if cd.RecycleAfterMs > 0 {
+		ra = (time.Duration(cd.RecycleAfterMs) * time.Millisecond).String()
+	}
+	return Settings{Layout: cd.Layout, WorkerIDs: cd.WorkerIDs.String(), RecycleAfter: ra}, rows, nil
 }
 
 // Settings are what a cluster's nodes share, as its cluster znode holds
@@ -75,47 +86,17 @@ type Settings struct {
 	RecycleAfter string           `json:"recycle_after"`
 }
 
-// ReadSettings reads a cluster's shared settings (for snowflakectl status).
-func ReadSettings(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration) (Settings, error) {
-	if timeout <= 0 {
-		return Settings{}, fmt.Errorf("read cluster settings: %w: timeout %v is not positive", ErrInvalidConfig, timeout)
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	z, p, err := dialZK(ctx, servers, cluster, auth, timeout, zerolog.Nop(), nil)
-	if err != nil {
-		return Settings{}, fmt.Errorf("read cluster settings: %w", err)
-	}
-	defer z.Conn.Close()
+func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string) (clusterData, []WorkerInfo, error) {
 	b, _, err := z.Get(ctx, p.cluster)
 	if errors.Is(err, zk.ErrNoNode) {
-		return Settings{}, fmt.Errorf("cluster %q does not exist in ZooKeeper (no %s)", cluster, p.cluster)
+		return clusterData{}, nil, fmt.Errorf("cluster %q does not exist in ZooKeeper (no %s)", cluster, p.cluster)
 	}
 	if err != nil {
-		return Settings{}, fmt.Errorf("read %s: %w", p.cluster, zkclient.Unavailable(err))
+		return clusterData{}, nil, fmt.Errorf("read %s: %w", p.cluster, err)
 	}
 	cd, err := decodeCluster(b)
 	if err != nil {
-		return Settings{}, fmt.Errorf("cluster znode %s holds malformed data %s: %v", p.cluster, quoteShort(b), err)
-	}
-	ra := "not recorded"
-	if cd.RecycleAfterMs > 0 {
-		ra = (time.Duration(cd.RecycleAfterMs) * time.Millisecond).String()
-	}
-	return Settings{Layout: cd.Layout, WorkerIDs: cd.WorkerIDs.String(), RecycleAfter: ra}, nil
-}
-
-func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string) ([]WorkerInfo, error) {
-	b, _, err := z.Get(ctx, p.cluster)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, fmt.Errorf("cluster %q does not exist in ZooKeeper (no %s)", cluster, p.cluster)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p.cluster, err)
-	}
-	cd, err := decodeCluster(b)
-	if err != nil {
-		return nil, fmt.Errorf("cluster znode %s holds malformed data %s: %v", p.cluster, quoteShort(b), err)
+		return clusterData{}, nil, fmt.Errorf("cluster znode %s holds malformed data %s: %v", p.cluster, quoteShort(b), err)
 	}
 	maxID := cd.Layout.MaxWorkerID()
 	now := time.Now().UnixMilli()
@@ -123,7 +104,7 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 	var rows []WorkerInfo
 	names, err := z.Children(ctx, p.forever)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return nil, fmt.Errorf("list %s: %w", p.forever, err)
+		return clusterData{}, nil, fmt.Errorf("list %s: %w", p.forever, err)
 	}
 	type named struct {
 		name, key string
@@ -142,7 +123,7 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 	}
 	got, err := z.GetMany(ctx, fpaths)
 	if err != nil {
-		return nil, err
+		return clusterData{}, nil, err
 	}
 	claimed := map[int64]int{} // worker ID → row index
 	for i, n := range good {
@@ -167,7 +148,7 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 		rows = append(rows, row)
 	}
 	if rows, err = markEphemerals(ctx, z, p, maxID, rows, claimed); err != nil {
-		return nil, err
+		return clusterData{}, nil, err
 	}
 	slices.SortFunc(rows, func(a, b WorkerInfo) int {
 		ai, bi := a.WorkerID, b.WorkerID
@@ -179,7 +160,7 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 		}
 		return cmp.Or(cmp.Compare(ai, bi), cmp.Compare(a.NodeKey, b.NodeKey), cmp.Compare(a.Path, b.Path))
 	})
-	return rows, nil
+	return cd, rows, nil
 }
 
 // markEphemerals fills LeaseHeld/LeaseHolder/InService from leases/ and

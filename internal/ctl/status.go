@@ -21,7 +21,7 @@ type statusJSON struct {
 }
 
 // Status is "snowflakectl status": the worker table of a cluster, read from
-// ZooKeeper (coordinator.ListWorkers): worker ID, node key, address, lease
+// ZooKeeper (coordinator.ReadCluster): worker ID, node key, address, lease
 // held, in service, last report age and fence, plus any problem with the
 // znodes. It exits 1 when ZooKeeper cannot be read and 2 for bad flags.
 func Status(args []string, stdout, stderr io.Writer) int {
@@ -46,7 +46,7 @@ func Status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "snowflakectl status: --timeout %s must be positive\n", *timeout)
 		return ExitUsage
 	}
-	rows, err := coordinator.ListWorkers(context.Background(), splitList(*zkFlag), *cluster, *auth, *timeout)
+	settings, rows, err := coordinator.ReadCluster(context.Background(), splitList(*zkFlag), *cluster, *auth, *timeout)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
 		if errors.Is(err, coordinator.ErrInvalidConfig) {
@@ -56,11 +56,6 @@ func Status(args []string, stdout, stderr io.Writer) int {
 	}
 	if rows == nil {
 		rows = []coordinator.WorkerInfo{}
-	}
-	settings, err := coordinator.ReadSettings(context.Background(), splitList(*zkFlag), *cluster, *auth, *timeout)
-	if err != nil {
-		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
-		return ExitFailure
 	}
 	if *asJSON {
 		return writeJSON(stdout, stderr, "snowflakectl status", statusJSON{Cluster: *cluster, Settings: settings, Workers: rows})
