@@ -307,27 +307,35 @@ func (c *Client) NextGene(ctx context.Context, gene uint64) (int64, error) {
 // NextGeneN returns n new snowflake IDs (1 ≤ n ≤ MaxBatch), increasing,
 // each ending in gene's low gene bits (see NextGene).
 func (c *Client) NextGeneN(ctx context.Context, gene uint64, n int) ([]int64, error) {
+	g := strconv.FormatUint(gene, 10)
+	var bad error
+	if gene > math.MaxInt64 || n < 1 || n > c.cfg.MaxBatch {
+		bad = fmt.Errorf("next %d IDs with gene %d: %w: want a gene up to 2^63-1 and 1..%d IDs", n, gene, ErrRejected, c.cfg.MaxBatch)
+	}
+	return c.direct(ctx, &endpoint{svc: svcIDs, path: "/ids?gene=" + g + "&count=", what: "IDs with gene " + g}, n, bad)
+}
+
+// direct makes the request for n of ep's IDs with the usual failover,
+// outside the batchers: for calls that are never merged with others
+// (NextGeneN, NextUUIDs). bad, when set, is the caller's argument error.
+func (c *Client) direct(ctx context.Context, ep *endpoint, n int, bad error) ([]int64, error) {
+	err := bad
 	switch {
 	case c.closed.Load():
-		c.errs.Add(1)
-		return nil, ErrClosed
-	case gene > math.MaxInt64 || n < 1 || n > c.cfg.MaxBatch:
-		c.errs.Add(1)
-		return nil, fmt.Errorf("next %d IDs with gene %d: %w: want a gene up to 2^63-1 and 1..%d IDs", n, gene, ErrRejected, c.cfg.MaxBatch)
+		err = ErrClosed
+	case err != nil:
+	case ctx.Err() != nil:
+		err = fmt.Errorf("next %s: %w", ep.what, ctx.Err())
+	default:
+		deadline, _ := ctx.Deadline()
+		var ids []int64
+		if ids, err = c.serve(ep, n, deadline, func() bool { return ctx.Err() == nil }); err == nil {
+			c.counted(n)
+			return ids, nil
+		}
 	}
-	if err := ctx.Err(); err != nil {
-		c.errs.Add(1)
-		return nil, fmt.Errorf("next IDs with gene %d: %w", gene, err)
-	}
-	ep := endpoint{svc: svcIDs, path: "/ids?gene=" + strconv.FormatUint(gene, 10) + "&count=", what: "IDs with gene " + strconv.FormatUint(gene, 10)}
-	deadline, _ := ctx.Deadline()
-	ids, err := c.serve(&ep, n, deadline, func() bool { return ctx.Err() == nil })
-	if err != nil {
-		c.errs.Add(1)
-		return nil, err
-	}
-	c.counted(n)
-	return ids, nil
+	c.errs.Add(1)
+	return nil, err
 }
 
 // NextSegment returns the next dense ID of tag (a tag created with

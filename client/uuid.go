@@ -86,29 +86,17 @@ func (c *Client) NextUUID(ctx context.Context) (UUID, error) {
 
 // NextUUIDs returns n new UUIDs (1 ≤ n ≤ MaxBatch), increasing.
 func (c *Client) NextUUIDs(ctx context.Context, n int) ([]UUID, error) {
-	switch {
-	case c.closed.Load():
-		c.errs.Add(1)
-		return nil, ErrClosed
-	case n < 1 || n > c.cfg.MaxBatch:
-		c.errs.Add(1)
-		return nil, fmt.Errorf("next %d UUIDs: %w: want 1..%d", n, ErrRejected, c.cfg.MaxBatch)
-	}
-	if err := ctx.Err(); err != nil {
-		c.errs.Add(1)
-		return nil, fmt.Errorf("next UUIDs: %w", err)
+	var bad error
+	if n < 1 || n > c.cfg.MaxBatch {
+		bad = fmt.Errorf("next %d UUIDs: %w: want 1..%d", n, ErrRejected, c.cfg.MaxBatch)
 	}
 	var out []UUID
-	ep := endpoint{svc: svcIDs, path: "/uuids?count=", what: "UUIDs", uuids: &out}
-	deadline, _ := ctx.Deadline()
-	if _, err := c.serve(&ep, n, deadline, func() bool { return ctx.Err() == nil }); err != nil {
-		c.errs.Add(1)
+	if _, err := c.direct(ctx, &endpoint{svc: svcIDs, path: "/uuids?count=", what: "UUIDs", uuids: &out}, n, bad); err != nil {
 		return nil, err
 	}
 	if len(out) != n {
 		c.errs.Add(1)
 		return nil, errors.New("next UUIDs: no answer recorded") // serve returned without a parsed answer
 	}
-	c.counted(n)
 	return out, nil
 }
