@@ -27,6 +27,10 @@ var (
 	ErrClockStalled = errors.New("clock is not advancing")
 	// ErrInvalidCount is returned for a batch size below 1.
 	ErrInvalidCount = errors.New("invalid count")
+	// ErrBorrowExhausted means a generator that borrows through a rollback
+	// (Config.Borrow) reached its fence: it issues nothing more until the
+	// clock catches up with the last issued tick or the fence moves on.
+	ErrBorrowExhausted = errors.New("rollback borrow reached the time fence")
 )
 
 // DefaultRollbackTolerance is how far back the clock may go before the
@@ -63,6 +67,11 @@ type Config struct {
 	// AfterUnixMilli, when non-zero, is a time at or before which an earlier
 	// process may have issued IDs (its fence): every ID has a later tick.
 	AfterUnixMilli int64
+	// Borrow keeps issuing through a rollback beyond the tolerance instead
+	// of returning a *RollbackError: the IDs go on from the last issued
+	// tick (the rest of its sequence, then the next tick, and so on), never
+	// past the fence. At the fence the error is ErrBorrowExhausted.
+	Borrow bool
 }
 
 // Stats are the generator's slow-path counters.
@@ -72,6 +81,12 @@ type Stats struct {
 	Rollbacks     int64         // rollbacks beyond tolerance (errors returned)
 	FenceHits     int64         // IDs refused at the fence
 	Waited        time.Duration // total time spent waiting on the clock
+	// Borrowed counts the IDs issued while the clock was behind the last
+	// issued tick beyond the tolerance (Config.Borrow).
+	Borrowed int64
+	// BorrowExhausted counts the requests refused because borrowing
+	// reached the fence.
+	BorrowExhausted int64
 }
 
 // Generator issues strictly increasing IDs for one worker. It is safe for
@@ -84,7 +99,8 @@ type Generator struct {
 	workerBits int64 // worker << seqBits, ready to OR in
 	clock      clock.Clock
 	tolerance  int64 // nanoseconds
-	seqBits    uint  // the per-tick counter's bits: SequenceBits - GeneBits
+	borrow     bool
+	seqBits    uint // the per-tick counter's bits: SequenceBits - GeneBits
 	geneBits   uint
 	geneMask   uint64
 	tickShift  uint // WorkerBits + SequenceBits
@@ -107,6 +123,7 @@ type Generator struct {
 	spread atomic.Uint64
 
 	seqWaits, rbWaits, rollbacks, fenceHits, waitedNs atomic.Int64
+	borrowed, borrowHits                              atomic.Int64
 }
 
 // NewGenerator checks the configuration and returns a generator with no
@@ -131,7 +148,7 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	}
 	g := &Generator{
 		layout: l, worker: cfg.WorkerID, workerBits: cfg.WorkerID << l.SequenceBits,
-		clock: cfg.Clock, tolerance: int64(tol),
+		clock: cfg.Clock, tolerance: int64(tol), borrow: cfg.Borrow,
 		seqBits: l.SequenceBits - l.GeneBits, geneBits: l.GeneBits, geneMask: uint64(l.MaxGene()),
 		tickShift: l.WorkerBits + l.SequenceBits, seqMask: uint64(l.PerTick() - 1),
 		epochNs: l.Epoch.UnixNano(), unitNs: int64(l.Unit), maxTick: l.MaxTick(),
@@ -252,9 +269,15 @@ func (g *Generator) appendN(dst []int64, n int, gene func(i uint64) uint64) ([]i
 // state can only make the clock look behind it or stuck in its tick; before
 // refusing or waiting on that ground, the clock is read again, after the
 // load, so those decisions always rest on a reading newer than the state.
+//
+// Borrowing (Config.Borrow): a clock behind the last issued tick beyond the
+// tolerance takes the next number after the state word — the rest of the
+// last tick's sequence, then the tick after it — exactly as if the clock
+// read the last tick. Time in the IDs stands still or moves on only as
+// sequences fill, and the fence check below bounds it like any other tick.
 func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err error) {
 	var waitStart time.Duration
-	waiting := false
+	waiting, borrowing := false, false
 	nowNs := g.clock.WallNanos()
 	for {
 		old := g.state.Load()
@@ -265,19 +288,29 @@ func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err e
 			nowNs = g.clock.WallNanos()
 			now = g.tickOf(nowNs)
 		}
+		borrowing = false
 		if now > last {
 			tick, first = now, 0
 		} else {
 			if now < last {
 				if behind := g.layout.TickStart(last) - nowNs; behind > g.tolerance {
-					g.rollbacks.Add(1)
 					if nowNs < g.epochNs {
+						g.rollbacks.Add(1)
 						return 0, 0, 0, fmt.Errorf("%w: clock reads %s, epoch is %s", ErrBeforeEpoch, time.Unix(0, nowNs).UTC(), g.layout.Epoch)
 					}
-					return 0, 0, 0, &RollbackError{Behind: time.Duration(behind), Tolerance: time.Duration(g.tolerance), At: time.Unix(0, nowNs)}
+					if !g.borrow {
+						g.rollbacks.Add(1)
+						return 0, 0, 0, &RollbackError{Behind: time.Duration(behind), Tolerance: time.Duration(g.tolerance), At: time.Unix(0, nowNs)}
+					}
+					borrowing = true
 				}
 			}
-			if seq == g.seqMask { // this tick is used up: wait for the next
+			switch {
+			case borrowing && seq == g.seqMask: // the last tick is used up: borrow the next
+				tick, first = last+1, 0
+			case borrowing:
+				tick, first = last, seq+1
+			case seq == g.seqMask: // this tick is used up: wait for the next
 				if !waiting {
 					waiting, waitStart = true, g.clock.Mono()
 					if now < last {
@@ -290,10 +323,16 @@ func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err e
 					return 0, 0, 0, err
 				}
 				continue // the next round reads the clock again: nowNs is at most in tick last
+			default:
+				tick, first = last, seq+1
 			}
-			tick, first = last, seq+1
 		}
-		if tick > g.fence.Load() {
+		if fence := g.fence.Load(); tick > fence {
+			if borrowing {
+				g.borrowHits.Add(1)
+				return 0, 0, 0, fmt.Errorf("%w: the IDs are %s ahead of the clock", ErrBorrowExhausted,
+					time.Duration(g.layout.TickStart(last)-nowNs).Round(time.Millisecond))
+			}
 			g.fenceHits.Add(1)
 			return 0, 0, 0, ErrFenceReached
 		}
@@ -304,6 +343,9 @@ func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err e
 		if g.state.CompareAndSwap(old, uint64(tick)<<g.seqBits|(first+count-1)) {
 			if waiting {
 				g.waitedNs.Add(int64(g.clock.Mono() - waitStart))
+			}
+			if borrowing {
+				g.borrowed.Add(int64(count))
 			}
 			return tick, first, count, nil
 		}
@@ -404,6 +446,7 @@ func (g *Generator) Stats() Stats {
 	return Stats{
 		SequenceWaits: g.seqWaits.Load(), RollbackWaits: g.rbWaits.Load(),
 		Rollbacks: g.rollbacks.Load(), FenceHits: g.fenceHits.Load(),
-		Waited: time.Duration(g.waitedNs.Load()),
+		Waited:   time.Duration(g.waitedNs.Load()),
+		Borrowed: g.borrowed.Load(), BorrowExhausted: g.borrowHits.Load(),
 	}
 }
