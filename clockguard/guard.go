@@ -77,6 +77,7 @@ const (
 	ReasonTimeOverflow     Reason = "time_overflow"        // the clock is past the end of the layout's timestamp field
 	ReasonClockStalled     Reason = "clock_stalled"        // the wall clock did not reach the next tick while the generator waited for it
 	ReasonClockJump        Reason = "clock_jump"           // the clock jumped forward beyond the fence headroom, not confirmed yet
+	ReasonBorrowExhausted  Reason = "borrow_exhausted"     // --rollback-policy borrow: the IDs reached the fence while the clock was behind them
 )
 
 type checkStatus int8

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"math"
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
@@ -30,8 +31,30 @@ type ClockInfo struct {
 	NowMs        int64  `json:"now_ms"`
 	LastIssuedMs int64  `json:"last_issued_ms"` // start of the last issued tick (or of the tick the node started after)
 	FenceMs      int64  `json:"fence_ms"`       // fence last persisted locally
+	// IssueFenceMs is the fence the generator is held to: the lower of the
+	// local fence and, in ZooKeeper mode, the fence ZooKeeper acknowledged.
+	IssueFenceMs int64        `json:"issue_fence_ms"`
+	Rollback     RollbackInfo `json:"rollback"`
 	clockguard.Readings
 	ZK *ZKInfo `json:"zk,omitempty"`
+}
+
+// RollbackInfo is the rollback section of GET /clock: the policy and how
+// far borrowing through a rollback has gone.
+type RollbackInfo struct {
+	Policy    string `json:"policy"`    // --rollback-policy: leave or borrow
+	Tolerance string `json:"tolerance"` // --rollback-tolerance
+	// IDsAheadMs is how far the last issued ID's time is ahead of the
+	// clock (0 when it is not): the headroom used so far.
+	IDsAheadMs float64 `json:"ids_ahead_ms"`
+	// HeadroomMs is IssueFenceMs minus the last issued tick: how far the
+	// IDs may still run ahead before borrow_exhausted.
+	HeadroomMs int64 `json:"headroom_ms"`
+	// Borrowed counts the IDs reserved while the clock was behind the last
+	// issued ID beyond the tolerance; BorrowExhausted the requests refused
+	// at the fence while borrowing.
+	Borrowed        int64 `json:"borrowed_ids"`
+	BorrowExhausted int64 `json:"borrow_exhausted_refusals"`
 }
 
 // ZKInfo is the ZooKeeper section of GET /clock: who this node is in the
@@ -48,6 +71,8 @@ type ZKInfo struct {
 // clockInfoBuilder builds the ClockInfo of one node.
 type clockInfoBuilder struct {
 	mode    string
+	policy  string
+	tol     time.Duration
 	clock   clock.Clock
 	gen     *snowflake.Generator
 	guard   *clockguard.Guard
@@ -61,7 +86,7 @@ type clockInfoBuilder struct {
 
 func (n *node) newClockInfo() *clockInfoBuilder {
 	r := &clockInfoBuilder{
-		mode: n.ident.mode, clock: n.clock, gen: n.gen, guard: n.guard, fence: n.keeper.Persisted,
+		mode: n.ident.mode, policy: n.cfg.RollbackPolicy, tol: n.cfg.RollbackTolerance, clock: n.clock, gen: n.gen, guard: n.guard, fence: n.keeper.Persisted,
 		watcher: n.watcher, ntp: n.ntp, peers: n.peers, coord: n.coord,
 	}
 	if n.coord != nil {
@@ -77,6 +102,17 @@ func (r *clockInfoBuilder) info() ClockInfo {
 		Layout: l.String(), Epoch: l.Epoch.UTC().Format(time.RFC3339Nano), TimeUnit: l.Unit.String(),
 		NowMs: clock.UnixMilli(r.clock), LastIssuedMs: r.gen.LastUnixMilli(), FenceMs: r.fence(),
 		Readings: clockguard.BuildReadings(r.guard, r.watcher, r.ntp, r.peers),
+	}
+	fence := r.gen.FenceUnixMilli()
+	st := r.gen.Stats()
+	rep.IssueFenceMs = fence
+	rep.Rollback = RollbackInfo{
+		Policy: r.policy, Tolerance: r.tol.String(),
+		IDsAheadMs: float64(r.gen.Behind().Microseconds()) / 1000,
+		Borrowed:   st.Borrowed, BorrowExhausted: st.BorrowExhausted,
+	}
+	if fence != math.MaxInt64 && fence != math.MinInt64 { // set: not "none" or "before the epoch"
+		rep.Rollback.HeadroomMs = max(fence-rep.LastIssuedMs, 0)
 	}
 	if r.coord != nil {
 		z := r.zk

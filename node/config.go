@@ -28,6 +28,19 @@ const (
 	LogFormatConsole = "console"
 )
 
+// borrow reports whether --rollback-policy is borrow.
+func (c Config) borrow() bool { return c.RollbackPolicy == RollbackBorrow }
+
+// Rollback policies accepted by --rollback-policy.
+const (
+	// RollbackLeave takes a node out of service for a rollback beyond
+	// --rollback-tolerance until the clock catches up (the default).
+	RollbackLeave = "leave"
+	// RollbackBorrow keeps serving through a rollback, from the last issued
+	// time forward, inside the persisted fences.
+	RollbackBorrow = "borrow"
+)
+
 // Limits on flag values that Validate enforces.
 const (
 	// MinFenceAhead is the smallest --fence-ahead: the fence keeper runs
@@ -62,6 +75,7 @@ type Config struct {
 	MaxBatch         int           // --max-batch: largest /ids count
 
 	RollbackTolerance time.Duration // --rollback-tolerance
+	RollbackPolicy    string        // --rollback-policy: RollbackLeave or RollbackBorrow
 	FenceAhead        time.Duration // --fence-ahead
 	ReportInterval    time.Duration // --report-interval (ZooKeeper mode)
 	MaxStartWait      time.Duration // --max-start-wait
@@ -140,6 +154,7 @@ func DefaultConfig() Config {
 		TimeUnit:          "1ms",
 		MaxBatch:          10000,
 		RollbackTolerance: snowflake.DefaultRollbackTolerance,
+		RollbackPolicy:    RollbackLeave,
 		FenceAhead:        3 * time.Second,
 		ReportInterval:    3 * time.Second,
 		MaxStartWait:      10 * time.Second,
@@ -176,6 +191,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TimeUnit, "time-unit", d.TimeUnit, "length of one timestamp tick")
 	fs.IntVar(&c.MaxBatch, "max-batch", d.MaxBatch, "largest count of GET /ids")
 	fs.DurationVar(&c.RollbackTolerance, "rollback-tolerance", d.RollbackTolerance, "clock rollback waited out inside a request; larger takes the node out of service")
+	fs.StringVar(&c.RollbackPolicy, "rollback-policy", d.RollbackPolicy, "leave: a rollback beyond --rollback-tolerance takes the node out of service until the clock catches up; borrow: keep serving from the last issued time forward, inside the persisted fences, out of service (borrow_exhausted) only when their headroom is used up")
 	fs.DurationVar(&c.FenceAhead, "fence-ahead", d.FenceAhead, "how far ahead of now the persisted time fence is kept")
 	fs.DurationVar(&c.ReportInterval, "report-interval", d.ReportInterval, "how often the node renews its ZooKeeper fence (and reports last_ts); at most --zk-fence-ahead/6")
 	fs.DurationVar(&c.MaxStartWait, "max-start-wait", d.MaxStartWait, "at start, wait this long for the clock to pass the fence; longer = out of service (clock_behind_fence)")
@@ -352,6 +368,9 @@ func (c Config) Validate() error {
 	}
 	if c.RollbackTolerance < 0 || c.RollbackTolerance > MaxRollbackTolerance {
 		bad("--rollback-tolerance %s: want 0..%s", c.RollbackTolerance, MaxRollbackTolerance)
+	}
+	if c.RollbackPolicy != RollbackLeave && c.RollbackPolicy != RollbackBorrow {
+		bad("--rollback-policy %q: want %s or %s", c.RollbackPolicy, RollbackLeave, RollbackBorrow)
 	}
 	if c.FenceAhead < MinFenceAhead {
 		bad("--fence-ahead %s: want at least %s (the fence is renewed every fence-ahead/3)", c.FenceAhead, MinFenceAhead)

@@ -76,6 +76,9 @@ type node struct {
 	overflow     *clockguard.Fault // time_overflow: the clock is past the layout's end
 	jumps        *jumpGuard        // clock_jump: unconfirmed forward jumps hold the fences
 	stalled      *clockguard.Fault // clock_stalled: the wall clock stopped moving
+	// borrowOut is borrow_exhausted: borrowing through a rollback reached
+	// the fence (--rollback-policy borrow).
+	borrowOut *clockguard.Fault
 	// stalledAt is the wall clock (ns) when clock_stalled tripped.
 	stalledAt atomic.Int64
 	keeper    *fencing.Keeper
@@ -275,6 +278,11 @@ func mergeRoutes(sets ...map[string]fasthttp.RequestHandler) (map[string]fasthtt
 	return out, nil
 }
 
+// issuingGenerator is the generator as the fence gate drives it; a
+// simulation swaps in one that takes a fence further than the gate gives,
+// to show that borrowing past the persisted fence is caught.
+var issuingGenerator = func(g *snowflake.Generator) fencing.Generator { return g }
+
 func (n *node) newGenerator() error {
 	tol := n.cfg.RollbackTolerance
 	if tol == 0 {
@@ -283,6 +291,7 @@ func (n *node) newGenerator() error {
 	gen, err := snowflake.NewGenerator(snowflake.Config{
 		Layout: n.layout, WorkerID: n.ident.entry.WorkerID, Clock: n.clock,
 		RollbackTolerance: tol, AfterUnixMilli: n.ident.entry.Fence,
+		Borrow: n.cfg.borrow(),
 	})
 	if err != nil {
 		return fmt.Errorf("generator for worker %d, fence %d: %w", n.ident.entry.WorkerID, n.ident.entry.Fence, err)
@@ -292,7 +301,7 @@ func (n *node) newGenerator() error {
 	if n.coord != nil {
 		zkFence = n.ident.entry.ZKFence
 	}
-	n.issuing = fencing.NewGate(gen, zkFence)
+	n.issuing = fencing.NewGate(issuingGenerator(gen), zkFence)
 	return nil
 }
 
@@ -392,6 +401,9 @@ func (n *node) tripRollback(behind time.Duration, at time.Time, source string) {
 // (The generator still checks every request itself.)
 func (n *node) watcherStepBack(step time.Duration, at time.Time) {
 	n.metrics.ObserveRollback(step, at)
+	if n.cfg.borrow() {
+		return // the generator borrows; the fence bounds it
+	}
 	if behind := n.gen.Behind(); behind > n.cfg.RollbackTolerance {
 		n.rollback.Trip(behind, "watcher")
 	}
@@ -414,6 +426,8 @@ func (n *node) onIDError(err error) {
 		n.tripRollback(n.gen.Behind(), at, "generator (clock before the epoch)")
 	case errors.Is(err, snowflake.ErrFenceReached):
 		n.keeper.Wake()
+	case errors.Is(err, snowflake.ErrBorrowExhausted):
+		n.borrowOut.Trip(err.Error())
 	case errors.Is(err, snowflake.ErrTimeOverflow):
 		n.overflow.Trip(err.Error())
 	case errors.Is(err, snowflake.ErrClockStalled):
@@ -432,9 +446,9 @@ func (n *node) newJumpGuard() {
 	n.loops = append(n.loops, n.jumps.Run)
 }
 
-// newGeneratorFaults registers time_overflow and clock_stalled: generator
-// errors that are not per request but mean the node cannot issue IDs until
-// the clock is fixed. Tripped on the request path (onIDError), cleared by
+// newGeneratorFaults registers time_overflow, clock_stalled and
+// borrow_exhausted: generator errors that are not per request but mean the
+// node cannot issue IDs until the clock is fixed or catches up. Tripped on the request path (onIDError), cleared by
 // their loops: time_overflow once the clock is back before the layout's end
 // (a clock set far ahead and corrected), clock_stalled once the wall clock
 // moved on by a tick and is not behind the last issued ID.
@@ -445,7 +459,10 @@ func (n *node) newGeneratorFaults() {
 	n.stalled = clockguard.NewFault(n.guard, clockguard.ReasonClockStalled, func() bool {
 		return n.clock.WallNanos() >= n.stalledAt.Load()+unit && n.gen.Behind() == 0
 	}, 0)
-	n.loops = append(n.loops, n.overflow.Run, n.stalled.Run)
+	// borrow_exhausted clears once the clock is past the last issued ID:
+	// from there the IDs follow the clock again, and the fence with it.
+	n.borrowOut = clockguard.NewFault(n.guard, clockguard.ReasonBorrowExhausted, func() bool { return n.gen.Behind() == 0 }, 0)
+	n.loops = append(n.loops, n.overflow.Run, n.stalled.Run, n.borrowOut.Run)
 }
 
 func (n *node) newServer() error {

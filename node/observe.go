@@ -40,6 +40,7 @@ func (n *node) newMetrics() error {
 	m, err := metrics.New(metrics.Config{
 		Sources:           src,
 		RollbackTolerance: n.cfg.RollbackTolerance,
+		RollbackPolicy:    n.cfg.RollbackPolicy,
 		ProcessMetrics:    true,
 	})
 	if err != nil {

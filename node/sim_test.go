@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // The snowflake simulation runs whole nodes — node.Run: the claim, the
@@ -42,8 +44,34 @@ const (
 	snowNodes   = 3
 	snowCluster = "sim"
 	// Worker IDs: 2 bits, so four; node keys beyond them recycle.
-	snowLayout = "41/2/20"
+	snowWorkerBits = 2
 )
+
+// snowWorld is what a simulation run is made of: the layout's sequence
+// bits, the largest batch, and the rollback policy of each process.
+type snowWorld struct {
+	seqBits    uint
+	maxBatch   int
+	fenceAhead time.Duration // --fence-ahead
+	// readStep moves a node's wall clock on by this much at every reading:
+	// a generator that waits for the next tick spins on the clock, and in
+	// the bubble's virtual time the clock would never move for it.
+	readStep time.Duration
+	// borrowEvery: 0 = every process leaves service on a rollback; 1 =
+	// every process borrows; 2 = each process borrows or not at random.
+	borrowEvery int
+}
+
+// The worlds: the snowflake simulation mixes both policies at 2^20 IDs a
+// tick (no batch ever waits for a tick); the borrow simulation has 256 a
+// tick, batches of up to 4000 and a fence 30ms ahead, so that borrowing
+// runs into its fence.
+var (
+	snowMixed  = snowWorld{seqBits: 20, maxBatch: 50, fenceAhead: time.Second, borrowEvery: 2}
+	snowBorrow = snowWorld{seqBits: 8, maxBatch: 4000, fenceAhead: 30 * time.Millisecond, readStep: time.Microsecond, borrowEvery: 1}
+)
+
+func (w snowWorld) layout() string { return fmt.Sprintf("41/%d/%d", snowWorkerBits, w.seqBits) }
 
 func TestSimulation_Snowflake(t *testing.T) {
 	steps := simSteps(t)
@@ -53,13 +81,74 @@ func TestSimulation_Snowflake(t *testing.T) {
 	}
 	var issued, batches int
 	for _, seed := range seeds {
-		st, err := runSnowSim(t, seed, steps, snowDefectNone)
+		st, err := runSnowSim(t, seed, steps, snowMixed, snowDefectNone)
 		if err != nil {
-			t.Fatalf("seed %d (replay: SIM_SEED=%d go test -run TestSimulation_Snowflake ./node/): %v", seed, seed, err)
+			t.Fatalf("seed %d (replay: SIM_SEED=%d go test -run 'TestSimulation_Snowflake$' ./node/): %v", seed, seed, err)
 		}
 		issued, batches = issued+st.issued, batches+st.batches
 	}
 	t.Logf("%d seeds of %d steps: %d IDs in %d batches, none twice", len(seeds), steps, issued, batches)
+}
+
+// TestSimulation_SnowflakeBorrow runs the simulation with every process on
+// --rollback-policy borrow, 16 IDs a tick and batches of up to 4000, so
+// that borrowing through the clock steps (rollbacks during restarts, kill
+// -9 while borrowing, partitions, ZooKeeper down) reaches its fences.
+func TestSimulation_SnowflakeBorrow(t *testing.T) {
+	steps := simSteps(t)
+	seeds := simSeeds(t)
+	if os.Getenv("SIM_SEED") == "" && os.Getenv("SIM_SEEDS") == "" {
+		seeds = seeds[:max(len(seeds)/5, 1)]
+	}
+	var total snowStats
+	for _, seed := range seeds {
+		st, err := runSnowSim(t, seed, steps, snowBorrow, snowDefectNone)
+		if err != nil {
+			t.Fatalf("seed %d (replay: SIM_SEED=%d go test -run TestSimulation_SnowflakeBorrow ./node/): %v", seed, seed, err)
+		}
+		total.issued, total.batches = total.issued+st.issued, total.batches+st.batches
+		total.borrowed, total.exhausted = total.borrowed+st.borrowed, total.exhausted+st.exhausted
+	}
+	if total.borrowed == 0 || total.exhausted == 0 {
+		t.Fatalf("%d IDs borrowed, %d requests refused at the fence while borrowing: the runs did not borrow up to a fence", total.borrowed, total.exhausted)
+	}
+	t.Logf("%d seeds of %d steps: %d IDs in %d batches, none twice; %d borrowed, %d borrowing requests refused at the fence",
+		len(seeds), steps, total.issued, total.batches, total.borrowed, total.exhausted)
+}
+
+// TestSimulation_SnowflakeCatchesBorrowPastFence hands the generators a
+// fence 2s beyond the persisted one and expects the borrow simulation to
+// find IDs issued twice: a restart after kill -9 starts after the persisted
+// fence, inside what its predecessor borrowed.
+func TestSimulation_SnowflakeCatchesBorrowPastFence(t *testing.T) {
+	if testsupport.RaceEnabled {
+		t.Skip("a search over seeds: make test runs it without -race")
+	}
+	real := issuingGenerator
+	issuingGenerator = func(g *snowflake.Generator) fencing.Generator { return fenceBeyond{g} }
+	t.Cleanup(func() { issuingGenerator = real })
+	for seed := uint64(1); seed <= 100; seed++ {
+		_, err := runSnowSim(t, seed, 300, snowBorrow, snowDefectBorrowPastFence)
+		if err == nil {
+			continue
+		}
+		if !strings.Contains(err.Error(), "issued twice") {
+			t.Fatalf("seed %d: caught, but not as a duplicate: %v", seed, err)
+		}
+		t.Logf("caught at seed %d: %s", seed, strings.SplitN(err.Error(), "\n", 2)[0])
+		return
+	}
+	t.Fatal("100 seeds did not catch borrowing 2s past the persisted fence")
+}
+
+// fenceBeyond is a generator that takes every fence 2s further than given.
+type fenceBeyond struct{ *snowflake.Generator }
+
+func (g fenceBeyond) SetFence(unixMilli int64) {
+	if unixMilli < math.MaxInt64-2000 {
+		unixMilli += 2000
+	}
+	g.Generator.SetFence(unixMilli)
 }
 
 // snowDefect breaks a rule of the node on purpose.
@@ -71,6 +160,9 @@ const (
 	// starts from no fence, not after its cache file's (fencing.StartAfter
 	// broken).
 	snowDefectIgnorePredecessor
+	// snowDefectBorrowPastFence: the generator is handed a fence 2s beyond
+	// the one persisted, which only borrowing through a rollback reaches.
+	snowDefectBorrowPastFence
 )
 
 // TestSimulation_SnowflakeCatchesBrokenRules breaks a rule on purpose and
@@ -83,7 +175,7 @@ func TestSimulation_SnowflakeCatchesBrokenRules(t *testing.T) {
 	startAfter = func(fencing.Record, fencing.Cache) (int64, bool) { return 0, false }
 	t.Cleanup(func() { startAfter = real })
 	for seed := uint64(1); seed <= 300; seed++ {
-		_, err := runSnowSim(t, seed, 300, snowDefectIgnorePredecessor)
+		_, err := runSnowSim(t, seed, 300, snowMixed, snowDefectIgnorePredecessor)
 		if err == nil {
 			continue
 		}
@@ -101,13 +193,15 @@ func TestSimulation_SnowflakeCatchesBrokenRules(t *testing.T) {
 type simClock struct {
 	origin time.Time
 	off    atomic.Int64
+	step   int64 // added to off at every wall reading (snowWorld.readStep)
 }
 
-func (c *simClock) WallNanos() int64    { return time.Now().UnixNano() + c.off.Load() }
+func (c *simClock) WallNanos() int64    { return time.Now().UnixNano() + c.off.Add(c.step) }
 func (c *simClock) Mono() time.Duration { return time.Since(c.origin) }
 
 type snowSim struct {
 	*simZK
+	world  snowWorld
 	rng    *rand.Rand
 	dir    string
 	nodes  []*snowNode
@@ -121,16 +215,24 @@ type snowSim struct {
 	simTrace
 }
 
-type snowStats struct{ issued, batches int }
+type snowStats struct {
+	issued, batches int
+	// borrowed and exhausted sum the generators' Borrowed and
+	// BorrowExhausted over every process that ended.
+	borrowed, exhausted int64
+}
+
+// ended adds the figures of a process that ended to the stats.
+func (s *snowSim) ended(p *snowProc) {
+	if nd := p.n.Load(); nd != nil && nd.gen != nil {
+		st := nd.gen.Stats()
+		s.stats.borrowed += st.Borrowed
+		s.stats.exhausted += st.BorrowExhausted
+	}
+}
 
 // tickSpan is the first and last tick a process issued IDs in.
 type tickSpan struct{ lo, hi int64 }
-
-// Bits of snowLayout.
-const (
-	snowWorkerBits = 2
-	snowSeqBits    = 20
-)
 
 type snowNode struct {
 	slot  int
@@ -143,6 +245,7 @@ type snowNode struct {
 
 type snowProc struct {
 	name   string
+	borrow bool // --rollback-policy borrow
 	n      atomic.Pointer[node]
 	dproc  *disk.Proc
 	cancel context.CancelFunc
@@ -164,12 +267,16 @@ func (s *snowSim) config(n *snowNode, p *snowProc) Config {
 	cfg.ZK = "127.0.0.1:2181"
 	cfg.ZKSessionTimeout = 4 * time.Second
 	cfg.CacheFile = s.cacheFile(n)
-	cfg.Layout = snowLayout
+	cfg.Layout = s.world.layout()
+	cfg.MaxBatch = max(s.world.maxBatch, cfg.MaxBatch)
+	if p.borrow {
+		cfg.RollbackPolicy = RollbackBorrow
+	}
 	cfg.Epoch = "1999-12-01T00:00:00Z" // the bubble's clock starts in 2000
 	cfg.RecycleAfter = 20 * time.Second
 	cfg.ZKFenceAhead = 6 * time.Second
 	cfg.ReportInterval = time.Second
-	cfg.FenceAhead = time.Second
+	cfg.FenceAhead = s.world.fenceAhead
 	cfg.MaxStartWait = 10 * time.Second
 	cfg.ShutdownTimeout = 4 * time.Second
 	cfg.seams = &seams{disk: p.dproc, dial: p.zk.dialer(s.srv)}
@@ -179,6 +286,12 @@ func (s *snowSim) config(n *snowNode, p *snowProc) Config {
 func (s *snowSim) start(n *snowNode) {
 	n.procs++
 	p := &snowProc{name: fmt.Sprintf("%s/%d", n.key, n.procs), dproc: n.disk.Process(), done: make(chan error, 1)}
+	switch s.world.borrowEvery {
+	case 1:
+		p.borrow = true
+	case 2:
+		p.borrow = s.rng.IntN(2) == 0
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	ln := fasthttputil.NewInmemoryListener()
@@ -194,7 +307,7 @@ func (s *snowSim) start(n *snowNode) {
 			withBuilt(func(nd *node) { p.n.Store(nd) }))
 	}()
 	n.proc, s.recent = p, n
-	s.logf("%s: start (clock %+v)", p.name, time.Duration(n.clock.off.Load()))
+	s.logf("%s: start (clock %+v, borrow %v)", p.name, time.Duration(n.clock.off.Load()), p.borrow)
 }
 
 // kill is kill -9: the disk and ZooKeeper see nothing more of it.
@@ -204,6 +317,7 @@ func (s *snowSim) kill(n *snowNode, wipe bool) {
 	p.zk.end(true)
 	p.cancel()
 	<-p.done
+	s.ended(p)
 	n.proc = nil
 	if wipe {
 		n.disk.Wipe()
@@ -217,6 +331,7 @@ func (s *snowSim) stop(n *snowNode) {
 	p := n.proc
 	p.cancel()
 	err := <-p.done
+	s.ended(p)
 	p.zk.end(false)
 	n.proc = nil
 	s.logf("%s: stop: %v", p.name, err)
@@ -229,7 +344,7 @@ func (s *snowSim) issue(n *snowNode) error {
 		s.logf("%s: not serving yet", p.name)
 		return nil
 	}
-	k := 1 + s.rng.IntN(50)
+	k := 1 + s.rng.IntN(s.world.maxBatch)
 	var ctx fasthttp.RequestCtx
 	var req fasthttp.Request
 	req.SetRequestURI("/ids?count=" + strconv.Itoa(k))
@@ -263,8 +378,8 @@ func (s *snowSim) issue(n *snowNode) error {
 // restarts with each process): virtual time makes the exact collision rare,
 // the overlap shows the broken fence all the same.
 func (s *snowSim) checkSpan(proc string, id int64) error {
-	tick := id >> (snowWorkerBits + snowSeqBits)
-	worker := (id >> snowSeqBits) & (1<<snowWorkerBits - 1)
+	tick := id >> (snowWorkerBits + s.world.seqBits)
+	worker := (id >> s.world.seqBits) & (1<<snowWorkerBits - 1)
 	spans := s.ticks[worker]
 	if spans == nil {
 		spans = map[string]*tickSpan{}
@@ -347,6 +462,7 @@ func (s *snowSim) reap() {
 			select {
 			case err := <-p.done:
 				p.done <- err
+				s.ended(p)
 				p.zk.end(false)
 				n.proc = nil
 				s.logf("%s exited: %v", p.name, err)
@@ -455,15 +571,15 @@ func (s *snowSim) step() error {
 	return nil
 }
 
-func runSnowSim(t *testing.T, seed uint64, steps int, defect snowDefect) (stats snowStats, err error) {
+func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld, defect snowDefect) (stats snowStats, err error) {
 	t.Helper()
 	dir := t.TempDir()
 	synctest.Test(t, func(*testing.T) {
-		s := &snowSim{simZK: newSimZK(seed), rng: rand.New(rand.NewPCG(seed, 0x5f1a)), dir: dir, defect: defect,
+		s := &snowSim{simZK: newSimZK(seed), world: world, rng: rand.New(rand.NewPCG(seed, 0x5f1a)), dir: dir, defect: defect,
 			issued: simIssued{}, ticks: map[int64]map[string]*tickSpan{}}
 		for i := range snowNodes {
 			s.keys++
-			s.nodes = append(s.nodes, &snowNode{slot: i, key: fmt.Sprintf("k%d", s.keys), disk: disk.NewMem(), clock: &simClock{origin: time.Now()}})
+			s.nodes = append(s.nodes, &snowNode{slot: i, key: fmt.Sprintf("k%d", s.keys), disk: disk.NewMem(), clock: &simClock{origin: time.Now(), step: int64(world.readStep)}})
 		}
 		for _, n := range s.nodes {
 			s.start(n)

@@ -35,6 +35,7 @@ const (
 	codeOutOfService     = "out_of_service"     // 503: the guard says the node is not in service
 	codeClockRollback    = "clock_rollback"     // 503: the generator saw the clock go back beyond tolerance
 	codeFenceReached     = "fence_reached"      // 503: the next ID would pass the time fence
+	codeBorrowExhausted  = "borrow_exhausted"   // 503: borrowing through a rollback reached the time fence
 	codeTimeOverflow     = "time_overflow"      // 503: the layout's timestamp field is exhausted
 	codeClockError       = "clock_error"        // 503: the clock is stalled or before the epoch
 	codeIDError          = "id_error"           // 503: any other generator error
@@ -133,6 +134,8 @@ func classifyIDError(err error) string {
 		return codeClockRollback
 	case errors.Is(err, snowflake.ErrFenceReached):
 		return codeFenceReached
+	case errors.Is(err, snowflake.ErrBorrowExhausted):
+		return codeBorrowExhausted
 	case errors.Is(err, snowflake.ErrTimeOverflow):
 		return codeTimeOverflow
 	case errors.Is(err, snowflake.ErrClockStalled), errors.Is(err, snowflake.ErrBeforeEpoch):

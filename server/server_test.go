@@ -453,6 +453,7 @@ func TestGeneratorErrors(t *testing.T) {
 		{"rollback", &snowflake.RollbackError{Behind: 2 * time.Second, Tolerance: 5 * time.Millisecond}, "clock_rollback"},
 		{"rollback sentinel wrapped", fmt.Errorf("next: %w", snowflake.ErrClockRollback), "clock_rollback"},
 		{"fence", snowflake.ErrFenceReached, "fence_reached"},
+		{"borrow exhausted", fmt.Errorf("%w: the IDs are 3s ahead of the clock", snowflake.ErrBorrowExhausted), "borrow_exhausted"},
 		{"overflow", fmt.Errorf("%w: tick past end", snowflake.ErrTimeOverflow), "time_overflow"},
 		{"stalled", snowflake.ErrClockStalled, "clock_error"},
 		{"before epoch", snowflake.ErrBeforeEpoch, "clock_error"},

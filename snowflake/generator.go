@@ -81,8 +81,9 @@ type Stats struct {
 	Rollbacks     int64         // rollbacks beyond tolerance (errors returned)
 	FenceHits     int64         // IDs refused at the fence
 	Waited        time.Duration // total time spent waiting on the clock
-	// Borrowed counts the IDs issued while the clock was behind the last
-	// issued tick beyond the tolerance (Config.Borrow).
+	// Borrowed counts the IDs reserved while the clock was behind the last
+	// issued tick beyond the tolerance (Config.Borrow). A batch refused
+	// halfway counts the part it reserved, which nobody issues.
 	Borrowed int64
 	// BorrowExhausted counts the requests refused because borrowing
 	// reached the fence.

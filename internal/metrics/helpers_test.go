@@ -26,6 +26,7 @@ type fakeGen struct {
 	stats  snowflake.Stats
 	worker int64
 	layout snowflake.Layout
+	behind time.Duration
 }
 
 func (f *fakeGen) Stats() snowflake.Stats {
@@ -40,7 +41,12 @@ func (f *fakeGen) setStats(s snowflake.Stats) {
 	f.stats = s
 }
 
-func (f *fakeGen) WorkerID() int64          { return f.worker }
+func (f *fakeGen) WorkerID() int64 { return f.worker }
+func (f *fakeGen) Behind() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.behind
+}
 func (f *fakeGen) Layout() snowflake.Layout { return f.layout }
 
 // fakeSources are settable stand-ins for the optional sources.

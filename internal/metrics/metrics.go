@@ -47,6 +47,9 @@ type GeneratorSource interface {
 	Stats() snowflake.Stats
 	WorkerID() int64
 	Layout() snowflake.Layout
+	// Behind is how far the clock reads before the last issued tick's
+	// start: how far the IDs run ahead of the clock (0 when they do not).
+	Behind() time.Duration
 }
 
 // GuardSource is what the metrics read from the service state machine;
@@ -125,6 +128,10 @@ type Config struct {
 	// within tolerance, only that it did: such waits are counted in the
 	// size class that holds the tolerance (le_5ms for the default 5ms).
 	RollbackTolerance time.Duration
+	// RollbackPolicy is the node's --rollback-policy ("leave" or
+	// "borrow"), exported as snowflaked_rollback_policy; "" leaves that
+	// family out.
+	RollbackPolicy string
 	// ProcessMetrics adds the Go runtime and process families (go_*,
 	// process_*) of VictoriaMetrics/metrics to every scrape.
 	ProcessMetrics bool
@@ -223,8 +230,9 @@ func init() {
 // safe for concurrent use. Create it with New.
 type Metrics struct {
 	src       Sources
-	tolerance int  // size class of the generator's within-tolerance waits
-	process   bool // Config.ProcessMetrics
+	tolerance int    // size class of the generator's within-tolerance waits
+	process   bool   // Config.ProcessMetrics
+	policy    string // Config.RollbackPolicy
 
 	ids      atomic.Uint64
 	requests [numEndpoints * numClasses]atomic.Uint64
@@ -243,7 +251,12 @@ func New(cfg Config) (*Metrics, error) {
 		return nil, fmt.Errorf("%w: rollback tolerance %v is negative", ErrBadConfig, cfg.RollbackTolerance)
 	}
 	dropTypedNils(&cfg.Sources)
-	return &Metrics{src: cfg.Sources, tolerance: sizeIndex(cfg.RollbackTolerance), process: cfg.ProcessMetrics}, nil
+	switch cfg.RollbackPolicy {
+	case "", "leave", "borrow":
+	default:
+		return nil, fmt.Errorf("%w: rollback policy %q, want leave or borrow", ErrBadConfig, cfg.RollbackPolicy)
+	}
+	return &Metrics{src: cfg.Sources, tolerance: sizeIndex(cfg.RollbackTolerance), process: cfg.ProcessMetrics, policy: cfg.RollbackPolicy}, nil
 }
 
 // dropTypedNils turns optional sources that hold a nil pointer of the

@@ -670,3 +670,52 @@ func TestScrape_Segments(t *testing.T) {
 		t.Error("segment families exported for a nil source")
 	}
 }
+
+// TestRealGeneratorBorrow: a borrowing generator's figures reach the
+// scrape: how far its IDs run ahead of the clock, how many it borrowed,
+// its refusals at the fence, and the policy.
+func TestRealGeneratorBorrow(t *testing.T) {
+	clk := clocktest.NewFake(testNow)
+	gen, err := snowflake.NewGenerator(snowflake.Config{Layout: snowflake.DefaultLayout(), WorkerID: 3, Clock: clk, Borrow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen.SetFence(testNow.Add(time.Millisecond).UnixMilli())
+	m, err := New(Config{Sources: Sources{Generator: gen, Guard: clockguard.New(nopLog, nil), Clock: clk}, RollbackPolicy: "borrow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gen.Next(); err != nil {
+		t.Fatal(err)
+	}
+	clk.StepWall(-1500 * time.Millisecond)
+	if _, err := gen.NextN(10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gen.NextN(2 * 4096); !errors.Is(err, snowflake.ErrBorrowExhausted) {
+		t.Fatalf("a batch past the fence while borrowing: %v, want ErrBorrowExhausted", err)
+	}
+	ex := scrape(t, m)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		// 10, then the batch's first 2*4096-11 (the rest of the first tick
+		// and the fence's tick), reserved and dropped with the error.
+		{"snowflaked_ids_borrowed_total", nil, 10 + 2*4096 - 11},
+		// the fence's tick, 1ms after the last one before the rollback
+		{"snowflaked_id_time_ahead_seconds", nil, 1.501},
+		{"snowflaked_generator_refusals_total", []string{"cause", "borrow_exhausted"}, 1},
+		{"snowflaked_generator_refusals_total", []string{"cause", "rollback"}, 0},
+		{"snowflaked_rollback_policy", []string{"policy", "borrow"}, 1},
+		{"snowflaked_transitions_total", []string{"reason", "borrow_exhausted"}, 0},
+	} {
+		if got := mustFind(t, ex, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if _, err := New(Config{Sources: Sources{Generator: gen, Guard: clockguard.New(nopLog, nil), Clock: clk}, RollbackPolicy: "lend"}); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("New with rollback policy lend: %v, want ErrBadConfig", err)
+	}
+}

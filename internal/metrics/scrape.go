@@ -22,7 +22,7 @@ var knownReasons = []clockguard.Reason{
 	clockguard.ReasonNTPOffset, clockguard.ReasonNTPUnreachable, clockguard.ReasonPeerOffset,
 	clockguard.ReasonLeaseLost, clockguard.ReasonZKFence, clockguard.ReasonFencePersist,
 	clockguard.ReasonFenceReached, clockguard.ReasonTimeOverflow, clockguard.ReasonClockStalled,
-	clockguard.ReasonClockJump,
+	clockguard.ReasonClockJump, clockguard.ReasonBorrowExhausted,
 }
 
 // reasonLabel is the label value of a reason: "none" for ReasonNone.
@@ -49,7 +49,10 @@ var (
 	fYearsLeft = family{"snowflaked_time_field_years_left", "gauge", "Years until the layout's timestamp field runs out (IDs fail after that)."}
 	fSeqWaits  = family{"snowflaked_sequence_exhausted_waits_total", "counter", "Times a tick's sequence ran out and the generator waited for the next tick."}
 	fWaitSecs  = family{"snowflaked_clock_wait_seconds_total", "counter", "Time the generator spent waiting on the clock (sequence exhausted or clock behind within tolerance)."}
-	fRefusals  = family{"snowflaked_generator_refusals_total", "counter", "Requests the generator refused: cause=rollback (clock behind beyond tolerance), cause=fence (time fence reached)."}
+	fRefusals  = family{"snowflaked_generator_refusals_total", "counter", "Requests the generator refused: cause=rollback (clock behind beyond tolerance), cause=fence (time fence reached), cause=borrow_exhausted (borrowing through a rollback reached the fence)."}
+	fAhead     = family{"snowflaked_id_time_ahead_seconds", "gauge", "How far the time in the last issued ID is ahead of the clock (0 when it is not): how much of the fence headroom a rollback borrows."}
+	fBorrowed  = family{"snowflaked_ids_borrowed_total", "counter", "IDs issued while the clock was behind the last issued ID beyond --rollback-tolerance (--rollback-policy borrow)."}
+	fPolicy    = family{"snowflaked_rollback_policy", "gauge", "1 for the node's --rollback-policy (leave or borrow)."}
 	fRollbacks = family{"snowflaked_clock_rollbacks_total", "counter", "Clock rollbacks by size class (each counted in one class): reported rollbacks beyond tolerance, merged per event, plus the generator's within-tolerance waits in the class of the tolerance."}
 	fState     = family{"snowflaked_state", "gauge", "1 for the node's current service state, 0 for the others."}
 	fStateAge  = family{"snowflaked_state_age_seconds", "gauge", "Seconds since the service state or its reason last changed."}
@@ -227,6 +230,12 @@ func (m *Metrics) writeGenerator(e *expo, nowNs int64) {
 	e.add(fWaitSecs, secs(st.Waited))
 	e.add(fRefusals, float64(st.Rollbacks), "cause", "rollback")
 	e.add(fRefusals, float64(st.FenceHits), "cause", "fence")
+	e.add(fRefusals, float64(st.BorrowExhausted), "cause", "borrow_exhausted")
+	e.add(fAhead, secs(g.Behind()))
+	e.add(fBorrowed, float64(st.Borrowed))
+	if m.policy != "" {
+		e.add(fPolicy, 1, "policy", m.policy)
+	}
 	for i, size := range RollbackSizes {
 		n := m.rollbacks[i].Load()
 		if i == m.tolerance && st.RollbackWaits > 0 {

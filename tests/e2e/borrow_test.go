@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// borrowClock is the rollback section of GET /clock.
+type borrowClock struct {
+	State        string `json:"state"`
+	Reason       string `json:"reason"`
+	LastIssuedMs int64  `json:"last_issued_ms"`
+	FenceMs      int64  `json:"fence_ms"`
+	Rollback     struct {
+		Policy          string  `json:"policy"`
+		IDsAheadMs      float64 `json:"ids_ahead_ms"`
+		HeadroomMs      int64   `json:"headroom_ms"`
+		Borrowed        int64   `json:"borrowed_ids"`
+		BorrowExhausted int64   `json:"borrow_exhausted_refusals"`
+	} `json:"rollback"`
+}
+
+func (p *proc) borrowClock() borrowClock {
+	p.t.Helper()
+	code, body := p.get("/clock")
+	var c borrowClock
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &c) != nil {
+		p.t.Fatalf("/clock: %d %s", code, body)
+	}
+	return c
+}
+
+// steadyLoad asks a node for IDs from a few goroutines until stop is
+// closed: two ask /id, one /ids?count=100. Every answer that is not 200 is
+// a refusal; each goroutine's IDs must rise.
+type steadyLoad struct {
+	mu       sync.Mutex
+	ids      []int64
+	refusals []string
+	errs     []string
+	wg       sync.WaitGroup
+}
+
+func startLoad(addr string, stop <-chan struct{}) *steadyLoad {
+	l := &steadyLoad{}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for i, path := range []string{"/id", "/id", "/ids?count=100"} {
+		l.wg.Go(func() {
+			var last int64
+			var mine []int64
+			defer func() {
+				l.mu.Lock()
+				l.ids = append(l.ids, mine...)
+				l.mu.Unlock()
+			}()
+			for n := 0; n < 10_000_000; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := hc.Get("http://" + addr + path)
+				if err != nil {
+					l.fail(fmt.Sprintf("goroutine %d: %v", i, err))
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					l.mu.Lock()
+					l.refusals = append(l.refusals, fmt.Sprintf("%s at %s: %d %s", path, time.Now().Format("15:04:05.000"), resp.StatusCode, b))
+					l.mu.Unlock()
+					continue
+				}
+				for _, f := range strings.Fields(string(b)) {
+					id, err := strconv.ParseInt(f, 10, 64)
+					if err != nil || id <= last {
+						l.fail(fmt.Sprintf("goroutine %d: ID %q after %d", i, f, last))
+						return
+					}
+					last = id
+					mine = append(mine, id)
+				}
+			}
+		})
+	}
+	return l
+}
+
+func (l *steadyLoad) fail(msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, msg)
+}
+
+// wait stops the load (the caller closed stop) and checks it: no error,
+// no ID twice. It returns the IDs, sorted, and the refusals.
+func (l *steadyLoad) wait(t *testing.T) ([]int64, []string) {
+	t.Helper()
+	l.wg.Wait()
+	if len(l.errs) > 0 {
+		t.Fatalf("load: %s", strings.Join(l.errs, "; "))
+	}
+	ids := slices.Clone(l.ids)
+	slices.Sort(ids)
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] {
+			t.Fatalf("ID %d issued twice", ids[i])
+		}
+	}
+	return ids, l.refusals
+}
+
+// With --rollback-policy borrow a 5s rollback under steady load is served
+// without a refusal: no ID twice, each caller's IDs rising, the IDs ahead
+// of the clock by about the rollback, which /clock and /metrics show. A
+// kill -9 while borrowing, and a restart with the clock still behind,
+// reissue nothing: the restart waits for the clock to pass the fence the
+// dead process persisted.
+func TestIntegration_ChaosBorrowRidesOutARollback(t *testing.T) {
+	dir := t.TempDir()
+	args := nodeArgs(dir, 7, "--rollback-policy", "borrow")
+	p := startNode(t, binChaos, args)
+	p.waitReadyz(http.StatusOK, readyTimeout)
+
+	stop := make(chan struct{})
+	load := startLoad(p.addr, stop)
+	time.Sleep(time.Second)
+	p.setOffset("-5s")
+	rolledBack := time.Now()
+	// Through the rollback and until the clock has caught up, with room.
+	time.Sleep(2 * time.Second)
+	mid := p.borrowClock()
+	time.Sleep(4 * time.Second)
+	close(stop)
+	ids, refusals := load.wait(t)
+	if len(refusals) > 0 {
+		t.Fatalf("%d refusals through a 5s rollback with borrow, the first: %s", len(refusals), refusals[0])
+	}
+	t.Logf("%d IDs through a 5s rollback (%s of load after it), no refusal, none twice, each caller's rising",
+		len(ids), time.Since(rolledBack).Round(time.Millisecond))
+	if mid.Rollback.Policy != "borrow" || mid.State != "in_service" || mid.Rollback.Borrowed == 0 ||
+		mid.Rollback.IDsAheadMs < 2500 || mid.Rollback.IDsAheadMs > 5100 {
+		t.Fatalf("/clock 2s into the rollback: %+v, want in service, borrowing, IDs about 3s ahead", mid)
+	}
+	t.Logf("2s into the rollback: IDs %.0fms ahead of the clock, %dms of headroom left, %d IDs borrowed",
+		mid.Rollback.IDsAheadMs, mid.Rollback.HeadroomMs, mid.Rollback.Borrowed)
+	// The clock caught up (1s past the rollback's size): nothing ahead.
+	if c := p.borrowClock(); c.Rollback.IDsAheadMs != 0 || c.Rollback.BorrowExhausted != 0 {
+		t.Fatalf("/clock after the clock caught up: %+v", c)
+	}
+	_, metrics := p.get("/metrics")
+	for _, want := range []string{`snowflaked_rollback_policy{policy="borrow"} 1`, `snowflaked_transitions_total{reason="borrow_exhausted"} 0`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+	if !strings.Contains(metrics, "snowflaked_ids_borrowed_total ") || strings.Contains(metrics, "snowflaked_ids_borrowed_total 0\n") {
+		t.Errorf("/metrics counts no borrowed IDs")
+	}
+
+	// kill -9 in a second rollback, with IDs borrowed ahead of the clock.
+	p.setOffset("-10s")
+	before := p.ids(1000)
+	c := p.borrowClock()
+	if c.Rollback.IDsAheadMs < 4000 {
+		t.Fatalf("/clock in the second rollback: %+v, want IDs 5s or more ahead of the clock", c)
+	}
+	p.signal(syscall.SIGKILL)
+	p.exitCode()
+	// The restart's clock is as far behind: it may not serve at once.
+	start := time.Now()
+	q := startNode(t, binChaos, args, "SNOWFLAKED_CHAOS_CLOCK_OFFSET=-10s")
+	if code, body := q.get("/id"); code == http.StatusOK {
+		t.Fatalf("the restart served %s at once, with its clock behind the fence the dead process persisted", body)
+	}
+	q.waitReadyz(http.StatusOK, 30*time.Second)
+	after := q.ids(1000)
+	if after[0] <= slices.Max(append(ids, before...)) {
+		t.Fatalf("after the restart, ID %d is not above every ID before (%d)", after[0], slices.Max(append(ids, before...)))
+	}
+	t.Logf("kill -9 with IDs %.0fms ahead of the clock (persisted fence %dms past the last issued ID): back in service %s after the restart",
+		c.Rollback.IDsAheadMs, c.FenceMs-c.LastIssuedMs, time.Since(start).Round(time.Millisecond))
+}
