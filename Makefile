@@ -31,7 +31,8 @@ test: deps
 	$(GO) test -race -tags chaos -timeout 10m ./node/
 	# The simulations of the shipped code (node/*sim_test.go), many seeds, without -race (virtual time; SIM_SEED=N replays one).
 	SIM_SEEDS=1000 $(GO) test -count=1 -run 'TestSimulation_Segments' ./node/
-	SIM_SEEDS=200 $(GO) test -count=1 -run 'TestSimulation_Snowflake' ./node/
+	SIM_SEEDS=200 $(GO) test -count=1 -run 'TestSimulation_Snowflake$$|TestSimulation_SnowflakeCatches' ./node/
+	SIM_SEEDS=25 $(GO) test -count=1 -run 'TestSimulation_SnowflakeBorrow$$' ./node/
 	# Allocation tests skip themselves under -race (sync.Pool drops items there): run them without it.
 	$(GO) test -count=1 -run 'Alloc' ./server/ ./internal/metrics/ ./node/
 	# -count=1: a new random schedule every run, and the summary below is this run's (never a cached result).
@@ -47,10 +48,11 @@ test-unit:
 bench: build
 	scripts/bench.sh
 
-## chaos: long simulations (20000 segment seeds, 3000 snowflake seeds), then fault-injection tests against real processes and ZooKeeper, long variant (a few minutes; CHAOS_SEED=N replays a schedule); summary in bin/chaos-summary.txt
+## chaos: long simulations (20000 segment seeds, 3000 snowflake seeds, 1000 borrow seeds), then fault-injection tests against real processes and ZooKeeper, long variant (a few minutes; CHAOS_SEED=N replays a schedule); summary in bin/chaos-summary.txt
 chaos: deps
 	SIM_SEEDS=20000 $(GO) test -count=1 -timeout 30m -run 'TestSimulation_Segments$$' ./node/
 	SIM_SEEDS=3000 $(GO) test -count=1 -timeout 30m -run 'TestSimulation_Snowflake$$' ./node/
+	SIM_SEEDS=1000 $(GO) test -count=1 -timeout 30m -run 'TestSimulation_SnowflakeBorrow$$' ./node/
 	CHAOS_LONG=1 CHAOS_SUMMARY=$(CURDIR)/bin/chaos-summary.txt $(GO) test -count=1 -tags chaos -race -run Chaos -timeout 30m ./tests/...
 	@cat bin/chaos-summary.txt
 
