@@ -37,6 +37,7 @@ func (fakeGen) Stats() snowflake.Stats {
 }
 func (fakeGen) WorkerID() int64          { return 7 }
 func (fakeGen) Layout() snowflake.Layout { return snowflake.DefaultLayout() }
+func (fakeGen) Behind() time.Duration    { return 0 }
 
 func (fakeWatcher) Stats() clockguard.WatcherStats {
 	return clockguard.WatcherStats{Checks: 10, BackwardSteps: 1, ForwardSteps: 1, LargestBackward: time.Second, LargestForward: time.Second}
@@ -98,6 +99,7 @@ func scrapeFamilies(t *testing.T) map[string]family {
 			Segments: fakeSegments{},
 		},
 		RollbackTolerance: 5 * time.Millisecond,
+		RollbackPolicy:    "borrow",
 	})
 	if err != nil {
 		t.Fatalf("metrics.New: %v", err)

@@ -190,4 +190,25 @@ func TestIntegration_ChaosBorrowRidesOutARollback(t *testing.T) {
 	}
 	t.Logf("kill -9 with IDs %.0fms ahead of the clock (persisted fence %dms past the last issued ID): back in service %s after the restart",
 		c.Rollback.IDsAheadMs, c.FenceMs-c.LastIssuedMs, time.Since(start).Round(time.Millisecond))
+
+	// A clean stop while borrowing: the final fence is the last issued ID,
+	// so the restart waits only for the clock to pass it.
+	q.setOffset("-14s")
+	before = q.ids(1000)
+	c = q.borrowClock()
+	if c.Rollback.IDsAheadMs < 3000 {
+		t.Fatalf("/clock in the third rollback: %+v, want IDs 4s or so ahead of the clock", c)
+	}
+	q.signal(syscall.SIGTERM)
+	if code := q.exitCode(); code != 0 {
+		t.Fatalf("exit %d on SIGTERM while borrowing", code)
+	}
+	start = time.Now()
+	r := startNode(t, binChaos, args, "SNOWFLAKED_CHAOS_CLOCK_OFFSET=-14s")
+	r.waitReadyz(http.StatusOK, 30*time.Second)
+	if first := r.ids(1)[0]; first <= before[len(before)-1] {
+		t.Fatalf("after a clean restart, ID %d is not above the last before %d", first, before[len(before)-1])
+	}
+	t.Logf("clean stop with IDs %.0fms ahead of the clock: back in service %s after the restart",
+		c.Rollback.IDsAheadMs, time.Since(start).Round(time.Millisecond))
 }
