@@ -128,8 +128,15 @@ func TestSimulation_SnowflakeCatchesBorrowPastFence(t *testing.T) {
 	real := issuingGenerator
 	issuingGenerator = func(g *snowflake.Generator) fencing.Generator { return fenceBeyond{g} }
 	t.Cleanup(func() { issuingGenerator = real })
-	for seed := uint64(1); seed <= 100; seed++ {
-		_, err := runSnowSim(t, seed, 300, snowBorrow, snowDefectBorrowPastFence)
+	catchDuplicate(t, 100, snowBorrow, snowDefectBorrowPastFence, "borrowing 2s past the persisted fence")
+}
+
+// catchDuplicate runs the simulation of world with a defect over up to
+// seeds seeds and expects it caught as IDs issued twice.
+func catchDuplicate(t *testing.T, seeds uint64, world snowWorld, defect snowDefect, what string) {
+	t.Helper()
+	for seed := uint64(1); seed <= seeds; seed++ {
+		_, err := runSnowSim(t, seed, 300, world, defect)
 		if err == nil {
 			continue
 		}
@@ -139,7 +146,7 @@ func TestSimulation_SnowflakeCatchesBorrowPastFence(t *testing.T) {
 		t.Logf("caught at seed %d: %s", seed, strings.SplitN(err.Error(), "\n", 2)[0])
 		return
 	}
-	t.Fatal("100 seeds did not catch borrowing 2s past the persisted fence")
+	t.Fatalf("%d seeds did not catch %s", seeds, what)
 }
 
 // fenceBeyond is a generator that takes every fence 2s further than given.
@@ -175,18 +182,7 @@ func TestSimulation_SnowflakeCatchesBrokenRules(t *testing.T) {
 	real := startAfter
 	startAfter = func(fencing.Record, fencing.Cache) (int64, bool) { return 0, false }
 	t.Cleanup(func() { startAfter = real })
-	for seed := uint64(1); seed <= 300; seed++ {
-		_, err := runSnowSim(t, seed, 300, snowMixed, snowDefectIgnorePredecessor)
-		if err == nil {
-			continue
-		}
-		if !strings.Contains(err.Error(), "issued twice") {
-			t.Fatalf("seed %d: caught, but not as a duplicate: %v", seed, err)
-		}
-		t.Logf("caught at seed %d: %s", seed, strings.SplitN(err.Error(), "\n", 2)[0])
-		return
-	}
-	t.Fatal("300 seeds did not catch a restart that ignores its predecessor's fence")
+	catchDuplicate(t, 300, snowMixed, snowDefectIgnorePredecessor, "a restart that ignores its predecessor's fence")
 }
 
 // simClock is a node's clock in the bubble's virtual time, with a wall
