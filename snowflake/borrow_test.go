@@ -216,3 +216,23 @@ func TestGeneratorBorrowConcurrent(t *testing.T) {
 		t.Errorf("Borrowed = %d, want %d", got, goroutines*perG)
 	}
 }
+
+// Borrowing up to the layout's last tick ends in ErrBorrowExhausted (the
+// node stays out until the clock catches up), not ErrTimeOverflow, whose
+// check clears while the clock is behind the end and would make the node
+// flap.
+func TestGeneratorBorrowAtTheLayoutsEnd(t *testing.T) {
+	fake := newFake(t)
+	l := mustLayout(t, "41/10/12", time.Millisecond)
+	end := l.End() // the start of the tick after the last
+	fake.StepWall(end.Sub(time.Unix(0, fake.WallNanos())) - time.Millisecond)
+	g := newGen(t, snowflake.Config{Layout: l, WorkerID: 5, Clock: fake, Borrow: true})
+	g.SetFence(end.Add(time.Hour).UnixMilli())
+	if _, err := g.NextN(4096); err != nil { // the last tick, used up
+		t.Fatal(err)
+	}
+	fake.StepWall(-time.Second)
+	if _, err := g.Next(); !errors.Is(err, snowflake.ErrBorrowExhausted) {
+		t.Fatalf("borrowing past the layout's last tick: %v, want ErrBorrowExhausted", err)
+	}
+}

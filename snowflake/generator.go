@@ -328,8 +328,8 @@ func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err e
 				tick, first = last, seq+1
 			}
 		}
-		if fence := g.fence.Load(); tick > fence {
-			if borrowing {
+		if fence := g.fence.Load(); tick > fence || borrowing && tick > g.maxTick {
+			if borrowing { // the fence, or the layout's end: either way, until the clock catches up
 				g.borrowHits.Add(1)
 				return 0, 0, 0, fmt.Errorf("%w: the IDs are %s ahead of the clock", ErrBorrowExhausted,
 					time.Duration(g.layout.TickStart(last)-nowNs).Round(time.Millisecond))
