@@ -448,10 +448,12 @@ func (n *node) newJumpGuard() {
 
 // newGeneratorFaults registers time_overflow, clock_stalled and
 // borrow_exhausted: generator errors that are not per request but mean the
-// node cannot issue IDs until the clock is fixed or catches up. Tripped on the request path (onIDError), cleared by
-// their loops: time_overflow once the clock is back before the layout's end
-// (a clock set far ahead and corrected), clock_stalled once the wall clock
-// moved on by a tick and is not behind the last issued ID.
+// node cannot issue IDs until the clock is fixed or catches up. Tripped on
+// the request path (onIDError), cleared by their loops: time_overflow once
+// the clock is back before the layout's end (a clock set far ahead and
+// corrected), clock_stalled once the wall clock moved on by a tick and is
+// not behind the last issued ID, borrow_exhausted once the clock is past the
+// last issued ID.
 func (n *node) newGeneratorFaults() {
 	end := n.layout.End().UnixNano()
 	n.overflow = clockguard.NewFault(n.guard, clockguard.ReasonTimeOverflow, func() bool { return n.clock.WallNanos() < end }, 0)

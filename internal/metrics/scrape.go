@@ -51,7 +51,7 @@ var (
 	fWaitSecs  = family{"snowflaked_clock_wait_seconds_total", "counter", "Time the generator spent waiting on the clock (sequence exhausted or clock behind within tolerance)."}
 	fRefusals  = family{"snowflaked_generator_refusals_total", "counter", "Requests the generator refused: cause=rollback (clock behind beyond tolerance), cause=fence (time fence reached), cause=borrow_exhausted (borrowing through a rollback reached the fence)."}
 	fAhead     = family{"snowflaked_id_time_ahead_seconds", "gauge", "How far the time in the last issued ID is ahead of the clock (0 when it is not): how much of the fence headroom a rollback borrows."}
-	fBorrowed  = family{"snowflaked_ids_borrowed_total", "counter", "IDs issued while the clock was behind the last issued ID beyond --rollback-tolerance (--rollback-policy borrow)."}
+	fBorrowed  = family{"snowflaked_ids_borrowed_total", "counter", "IDs reserved while the clock was behind the last issued ID beyond --rollback-tolerance (--rollback-policy borrow; a batch refused halfway counts the part it reserved)."}
 	fPolicy    = family{"snowflaked_rollback_policy", "gauge", "1 for the node's --rollback-policy (leave or borrow)."}
 	fRollbacks = family{"snowflaked_clock_rollbacks_total", "counter", "Clock rollbacks by size class (each counted in one class): reported rollbacks beyond tolerance, merged per event, plus the generator's within-tolerance waits in the class of the tolerance."}
 	fState     = family{"snowflaked_state", "gauge", "1 for the node's current service state, 0 for the others."}
