@@ -278,7 +278,7 @@ func (g *Generator) appendN(dst []int64, n int, gene func(i uint64) uint64) ([]i
 // sequences fill, and the fence check below bounds it like any other tick.
 func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err error) {
 	var waitStart time.Duration
-	waiting, borrowing := false, false
+	waiting := false
 	nowNs := g.clock.WallNanos()
 	for {
 		old := g.state.Load()
@@ -289,7 +289,7 @@ func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err e
 			nowNs = g.clock.WallNanos()
 			now = g.tickOf(nowNs)
 		}
-		borrowing = false
+		borrowing := false
 		if now > last {
 			tick, first = now, 0
 		} else {
@@ -307,11 +307,11 @@ func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err e
 				}
 			}
 			switch {
-			case borrowing && seq == g.seqMask: // the last tick is used up: borrow the next
-				tick, first = last+1, 0
-			case borrowing:
+			case seq < g.seqMask:
 				tick, first = last, seq+1
-			case seq == g.seqMask: // this tick is used up: wait for the next
+			case borrowing: // the last tick is used up: borrow the next
+				tick, first = last+1, 0
+			default: // this tick is used up: wait for the next
 				if !waiting {
 					waiting, waitStart = true, g.clock.Mono()
 					if now < last {
@@ -324,8 +324,6 @@ func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err e
 					return 0, 0, 0, err
 				}
 				continue // the next round reads the clock again: nowNs is at most in tick last
-			default:
-				tick, first = last, seq+1
 			}
 		}
 		if fence := g.fence.Load(); tick > fence || borrowing && tick > g.maxTick {
