@@ -81,7 +81,7 @@ func TestSimulation_Snowflake(t *testing.T) {
 	}
 	var issued, batches int
 	for _, seed := range seeds {
-		st, err := runSnowSim(t, seed, steps, snowMixed, snowDefectNone)
+		st, err := runSnowSim(t, seed, steps, snowMixed)
 		if err != nil {
 			t.Fatalf("seed %d (replay: SIM_SEED=%d go test -run 'TestSimulation_Snowflake$' ./node/): %v", seed, seed, err)
 		}
@@ -91,7 +91,7 @@ func TestSimulation_Snowflake(t *testing.T) {
 }
 
 // TestSimulation_SnowflakeBorrow runs the simulation with every process on
-// --rollback-policy borrow, 16 IDs a tick and batches of up to 4000, so
+// --rollback-policy borrow, 256 IDs a tick and batches of up to 4000, so
 // that borrowing through the clock steps (rollbacks during restarts, kill
 // -9 while borrowing, partitions, ZooKeeper down) reaches its fences.
 func TestSimulation_SnowflakeBorrow(t *testing.T) {
@@ -102,7 +102,7 @@ func TestSimulation_SnowflakeBorrow(t *testing.T) {
 	}
 	var total snowStats
 	for _, seed := range seeds {
-		st, err := runSnowSim(t, seed, steps, snowBorrow, snowDefectNone)
+		st, err := runSnowSim(t, seed, steps, snowBorrow)
 		if err != nil {
 			t.Fatalf("seed %d (replay: SIM_SEED=%d go test -run TestSimulation_SnowflakeBorrow ./node/): %v", seed, seed, err)
 		}
@@ -128,15 +128,16 @@ func TestSimulation_SnowflakeCatchesBorrowPastFence(t *testing.T) {
 	real := issuingGenerator
 	issuingGenerator = func(g *snowflake.Generator) fencing.Generator { return fenceBeyond{g} }
 	t.Cleanup(func() { issuingGenerator = real })
-	catchDuplicate(t, 100, snowBorrow, snowDefectBorrowPastFence, "borrowing 2s past the persisted fence")
+	catchDuplicate(t, 100, snowBorrow, "borrowing 2s past the persisted fence")
 }
 
-// catchDuplicate runs the simulation of world with a defect over up to
-// seeds seeds and expects it caught as IDs issued twice.
-func catchDuplicate(t *testing.T, seeds uint64, world snowWorld, defect snowDefect, what string) {
+// catchDuplicate runs the simulation of world, with a defect the caller
+// installed, over up to seeds seeds and expects it caught as IDs issued
+// twice.
+func catchDuplicate(t *testing.T, seeds uint64, world snowWorld, what string) {
 	t.Helper()
 	for seed := uint64(1); seed <= seeds; seed++ {
-		_, err := runSnowSim(t, seed, 300, world, defect)
+		_, err := runSnowSim(t, seed, 300, world)
 		if err == nil {
 			continue
 		}
@@ -159,22 +160,10 @@ func (g fenceBeyond) SetFence(unixMilli int64) {
 	g.Generator.SetFence(unixMilli)
 }
 
-// snowDefect breaks a rule of the node on purpose.
-type snowDefect int
-
-const (
-	snowDefectNone snowDefect = iota
-	// snowDefectIgnorePredecessor: a restart that re-claims its worker ID
-	// starts from no fence, not after its cache file's (fencing.StartAfter
-	// broken).
-	snowDefectIgnorePredecessor
-	// snowDefectBorrowPastFence: the generator is handed a fence 2s beyond
-	// the one persisted, which only borrowing through a rollback reaches.
-	snowDefectBorrowPastFence
-)
-
 // TestSimulation_SnowflakeCatchesBrokenRules breaks a rule on purpose and
-// expects the simulation to catch it.
+// expects the simulation to catch it: a restart that re-claims its worker
+// ID starts from no fence, not after its cache file's (fencing.StartAfter
+// broken).
 func TestSimulation_SnowflakeCatchesBrokenRules(t *testing.T) {
 	if testsupport.RaceEnabled {
 		t.Skip("a search over seeds: make test runs it without -race")
@@ -182,7 +171,7 @@ func TestSimulation_SnowflakeCatchesBrokenRules(t *testing.T) {
 	real := startAfter
 	startAfter = func(fencing.Record, fencing.Cache) (int64, bool) { return 0, false }
 	t.Cleanup(func() { startAfter = real })
-	catchDuplicate(t, 300, snowMixed, snowDefectIgnorePredecessor, "a restart that ignores its predecessor's fence")
+	catchDuplicate(t, 300, snowMixed, "a restart that ignores its predecessor's fence")
 }
 
 // simClock is a node's clock in the bubble's virtual time, with a wall
@@ -203,7 +192,6 @@ type snowSim struct {
 	dir    string
 	nodes  []*snowNode
 	recent *snowNode // the node started last
-	defect snowDefect
 	keys   int
 
 	issued simIssued
@@ -568,11 +556,11 @@ func (s *snowSim) step() error {
 	return nil
 }
 
-func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld, defect snowDefect) (stats snowStats, err error) {
+func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats snowStats, err error) {
 	t.Helper()
 	dir := t.TempDir()
 	synctest.Test(t, func(*testing.T) {
-		s := &snowSim{simZK: newSimZK(seed), world: world, rng: rand.New(rand.NewPCG(seed, 0x5f1a)), dir: dir, defect: defect,
+		s := &snowSim{simZK: newSimZK(seed), world: world, rng: rand.New(rand.NewPCG(seed, 0x5f1a)), dir: dir,
 			issued: simIssued{}, ticks: map[int64]map[string]*tickSpan{}}
 		for i := range snowNodes {
 			s.keys++
