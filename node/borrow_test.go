@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -73,15 +72,10 @@ func borrowRun(t *testing.T, fenceAhead time.Duration, perMs int, rollback time.
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		handler := nd.srv.Handler()
-		uri := "/ids?count=" + strconv.Itoa(perMs)
+		call, rc := requestLoop(nd, "/ids?count="+strconv.Itoa(perMs))
 		var last int64
 		ask := func() {
-			var rc fasthttp.RequestCtx
-			var req fasthttp.Request
-			req.SetRequestURI(uri)
-			rc.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9}, nil)
-			handler(&rc)
+			call()
 			if rc.Response.StatusCode() != fasthttp.StatusOK {
 				res.refused++
 				return
