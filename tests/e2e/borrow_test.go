@@ -2,13 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -57,100 +54,43 @@ func (p *proc) borrowClock() borrowClock {
 	return c
 }
 
-// loadCap is the most IDs a second each load goroutine takes: three take
-// at most 450,000 a second, 11% of the default layout's 4,096,000. What
-// borrow can ride out depends on the load's share of capacity (a rollback
-// of D is served while D times that share is within the fence's lead), so
-// the test caps it rather than let a fast machine make 5s too large.
+// loadCap is the most IDs a second each load caller takes: three take at
+// most 450,000 a second, 11% of the default layout's 4,096,000. What borrow
+// can ride out depends on the load's share of capacity (a rollback of D is
+// served while D times that share is within the fence's lead), so the test
+// caps it rather than let a fast machine make 5s too large.
 const loadCap = 150_000
 
-// steadyLoad asks a node for IDs from a few goroutines until stop is
-// closed: two ask /id, one /ids?count=100, each at most loadCap IDs a
-// second. Every answer that is not 200 is a refusal; each goroutine's IDs
-// must rise.
-type steadyLoad struct {
-	mu       sync.Mutex
-	ids      []int64
-	refusals []string
-	errs     []string
-	wg       sync.WaitGroup
-}
-
-func startLoad(addr string, stop <-chan struct{}) *steadyLoad {
-	l := &steadyLoad{}
-	// A timeout only for a node that hangs: a slow machine's stall is not a
-	// refusal.
-	hc := &http.Client{Timeout: 30 * time.Second}
-	for i, path := range []string{"/id", "/id", "/ids?count=100"} {
-		l.wg.Go(func() {
-			var last int64
-			var mine []int64
-			began := time.Now()
-			defer func() {
-				l.mu.Lock()
-				l.ids = append(l.ids, mine...)
-				l.mu.Unlock()
-			}()
-			for n := 0; n < 10_000_000; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if float64(len(mine)) > loadCap*time.Since(began).Seconds() {
-					time.Sleep(time.Millisecond)
-					continue
-				}
-				resp, err := hc.Get("http://" + addr + path)
-				if err != nil {
-					l.fail(fmt.Sprintf("goroutine %d: %v", i, err))
-					return
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					l.mu.Lock()
-					l.refusals = append(l.refusals, fmt.Sprintf("%s at %s: %d %s", path, time.Now().Format("15:04:05.000"), resp.StatusCode, b))
-					l.mu.Unlock()
-					continue
-				}
-				for _, f := range strings.Fields(string(b)) {
-					id, err := strconv.ParseInt(f, 10, 64)
-					if err != nil || id <= last {
-						l.fail(fmt.Sprintf("goroutine %d: ID %q after %d", i, f, last))
-						return
-					}
-					last = id
-					mine = append(mine, id)
-				}
-			}
-		})
+// startLoad asks a node for IDs from three callers until they finish: two
+// ask /id, one /ids?count=100, each pausing between requests so as to take
+// at most loadCap IDs a second.
+func startLoad(addr string) []*collector {
+	var load []*collector
+	for _, batch := range []int{1, 1, 100} {
+		path := "/id"
+		if batch > 1 {
+			path = "/ids?count=" + strconv.Itoa(batch)
+		}
+		load = append(load, collectPath(addr, path, time.Duration(batch)*time.Second/loadCap))
 	}
-	return l
+	return load
 }
 
-func (l *steadyLoad) fail(msg string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.errs = append(l.errs, msg)
-}
-
-// wait stops the load (the caller closed stop) and checks it: no error,
-// no ID twice. It returns the IDs, sorted, and the refusals.
-func (l *steadyLoad) wait(t *testing.T) ([]int64, []string) {
+// finishLoad stops the callers and checks what they got: every request
+// answered 200, no ID twice, each caller's IDs rising (checkIDs). It
+// returns all the IDs.
+func finishLoad(t *testing.T, load []*collector) []int64 {
 	t.Helper()
-	l.wg.Wait()
-	if len(l.errs) > 0 {
-		t.Fatalf("load: %s", strings.Join(l.errs, "; "))
-	}
-	ids := slices.Clone(l.ids)
-	slices.Sort(ids)
-	for i := 1; i < len(ids); i++ {
-		if ids[i] == ids[i-1] {
-			t.Fatalf("ID %d issued twice", ids[i])
+	var lists [][]int64
+	for _, c := range load {
+		lists = append(lists, c.finish(t))
+		if c.errs > 0 || len(c.statuses) > 0 {
+			t.Fatalf("through a 5s rollback with borrow: %d transport errors (%v), answers not 200 by status %v, the first at %s: %q",
+				c.errs, c.firstErr, c.statuses, c.errAt[0].Format("15:04:05.000"), c.bodies)
 		}
 	}
-	return ids, l.refusals
+	checkIDs(t, lists...)
+	return slices.Concat(lists...)
 }
 
 // With --rollback-policy borrow a 5s rollback under steady load is served
@@ -165,8 +105,7 @@ func TestIntegration_ChaosBorrowRidesOutARollback(t *testing.T) {
 	p := startNode(t, binChaos, args)
 	p.waitReadyz(http.StatusOK, readyTimeout)
 
-	stop := make(chan struct{})
-	load := startLoad(p.addr, stop)
+	load := startLoad(p.addr)
 	time.Sleep(time.Second)
 	// An ID issued just before the step back sets the lead's start.
 	mark := time.Now()
@@ -178,11 +117,7 @@ func TestIntegration_ChaosBorrowRidesOutARollback(t *testing.T) {
 	mid := p.borrowClock()
 	checkAhead(t, "2s into the rollback", mid, 5*time.Second, mark)
 	time.Sleep(4 * time.Second)
-	close(stop)
-	ids, refusals := load.wait(t)
-	if len(refusals) > 0 {
-		t.Fatalf("%d refusals through a 5s rollback with borrow, the first: %s", len(refusals), refusals[0])
-	}
+	ids := finishLoad(t, load)
 	t.Logf("%d IDs through a 5s rollback (%s of load after it), no refusal, none twice, each caller's rising",
 		len(ids), time.Since(rolledBack).Round(time.Millisecond))
 	if mid.Rollback.Policy != "borrow" || mid.State != "in_service" || mid.Rollback.Borrowed == 0 {

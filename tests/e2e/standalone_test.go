@@ -116,14 +116,16 @@ func TestIntegration_RestartAfterSIGTERMReissuesNothingAndWaitsForNothing(t *tes
 // (in the order received: one request at a time, so per worker they must
 // increase). It counts transport errors and non-200 answers.
 type collector struct {
-	mu       sync.Mutex
-	ids      []int64
-	errs     int         // transport errors (connection refused, reset, timeout)
-	statuses map[int]int // non-200 answers by status
-	bodies   []string    // the first few non-200 bodies
-	errAt    []time.Time // when each error or non-200 answer came
-	stop     chan struct{}
-	done     chan struct{}
+	mu        sync.Mutex
+	ids       []int64
+	errs      int         // transport errors (connection refused, reset, timeout)
+	firstErr  error       // the first of them
+	statuses  map[int]int // non-200 answers by status
+	bodies    []string    // the first few non-200 bodies
+	malformed string      // the first field of a 200 answer that is not an ID
+	errAt     []time.Time // when each error or non-200 answer came
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 func collect(addr string) *collector { return collectPath(addr, "/ids?count=500", 0) }
@@ -145,6 +147,9 @@ func collectPath(addr, path string, pause time.Duration) *collector {
 			if err != nil {
 				c.mu.Lock()
 				c.errs++
+				if c.firstErr == nil {
+					c.firstErr = err
+				}
 				c.errAt = append(c.errAt, time.Now())
 				c.mu.Unlock()
 				continue
@@ -165,9 +170,16 @@ func collectPath(addr, path string, pause time.Duration) *collector {
 			}
 			var got []int64
 			for _, f := range strings.Fields(string(b)) {
-				if id, err := strconv.ParseInt(f, 10, 64); err == nil {
-					got = append(got, id)
+				id, err := strconv.ParseInt(f, 10, 64)
+				if err != nil {
+					c.mu.Lock()
+					if c.malformed == "" {
+						c.malformed = f
+					}
+					c.mu.Unlock()
+					continue
 				}
+				got = append(got, id)
 			}
 			c.mu.Lock()
 			c.ids = append(c.ids, got...)
@@ -198,6 +210,9 @@ func (c *collector) finish(t *testing.T) []int64 {
 	case <-c.done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("collector did not stop")
+	}
+	if c.malformed != "" {
+		t.Fatalf("a 200 answer held %q, not an ID", c.malformed)
 	}
 	return c.ids
 }
