@@ -139,7 +139,7 @@ func parseSession(s string) int64 {
 func (c *Coordinator) claimData(prev foreverData, workerID int64, token string, now int64) foreverData {
 	d := prev
 	wid := workerID
-	d.WorkerID, d.NodeKey, d.Addr, d.Updated, d.Stopped = &wid, c.cfg.NodeKey, c.cfg.Advertise, now, false
+	d.WorkerID, d.NodeKey, d.Addr, d.Updated, d.Stopped, d.Retired = &wid, c.cfg.NodeKey, c.cfg.Advertise, now, false, 0
 	r := fencing.Claim(fencing.Record{Token: prev.Token, Fence: prev.Fence}, token, now, c.cfg.ZKFenceAhead.Milliseconds())
 	d.Token, d.Fence, d.PrevToken, d.PrevFence = r.Token, r.Fence, r.PrevToken, r.PrevFence
 	return d
@@ -582,7 +582,7 @@ func (c *Coordinator) scanCluster(ctx context.Context, z zkclient.Client) (*scan
 
 // free lists the worker IDs that may be taken over at now (unix ms): no
 // lease, and every forever znode claiming it (if any) last reported more
-// than recycleAfter ago. summary describes the space for ErrNoFreeWorkerID.
+// than recycleAfter ago or was retired (snowflakectl node retire). summary describes the space for ErrNoFreeWorkerID.
 func (s *scan) free(r WorkerRange, now int64, recycleAfter time.Duration) (ids []int64, summary string) {
 	var leased, fresh int
 	cutoff := now - recycleAfter.Milliseconds()
@@ -593,7 +593,7 @@ func (s *scan) free(r WorkerRange, now int64, recycleAfter time.Duration) (ids [
 		}
 		recent := false
 		for _, n := range s.claimers[id] {
-			if n.lastSeen() >= cutoff {
+			if n.lastSeen() >= cutoff && n.data.Retired == 0 {
 				recent = true
 			}
 		}
@@ -701,7 +701,7 @@ func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token s
 	mine.NodeKey, mine.Addr, mine.LastTS, mine.Updated = c.cfg.NodeKey, c.cfg.Advertise, now, now
 	mine.Token, mine.PrevToken, mine.PrevFence, mine.Fence = token, claim.PrevToken, claim.PrevFence, claim.Fence
 	mine.RecycledFrom = strings.Join(from, ",")
-	mine.Stopped = false
+	mine.Stopped, mine.Retired = false, 0
 	b, err := json.Marshal(mine)
 	if err != nil {
 		return nil, mine, nil, fmt.Errorf("encode forever data: %w", err)

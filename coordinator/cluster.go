@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -13,11 +15,18 @@ import (
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
-// clusterData is the JSON of /snowflaked/<cluster>: the layout (its own
-// fields, flat) plus the settings every node of the cluster must share and
-// the cluster's incarnation. Files written before the incarnation existed
-// lack the last two fields; the first node that finds them missing adds
-// them (version-checked).
+// clusterData is the JSON of /snowflaked/<cluster>: the layout plus the
+// settings every node of the cluster must share, the cluster's incarnation
+// and the features a node must understand to join it. Files written before
+// the incarnation existed lack it and recycle_after_ms; the first node that
+// finds them missing adds them (version-checked).
+//
+// Two shapes (see docs/fencing.md, "Who may join"): a cluster that
+// requires no feature keeps the flat shape every release reads
+// ({"layout":"41/10/12","epoch",…}); one that requires any is written as
+// {"format":2,"requires":[…],"layout":{"layout":…,"epoch":…},…}, whose
+// nested layout releases before the features list fail to decode, so they
+// refuse to start instead of skipping a setting they do not know.
 type clusterData struct {
 	Layout snowflake.Layout
 	// Incarnation is random, chosen when the cluster znode is created: a
@@ -28,14 +37,36 @@ type clusterData struct {
 	// WorkerIDs is the cluster's --worker-id-range, resolved (the whole
 	// worker field when the znode names none).
 	WorkerIDs WorkerRange `json:"-"`
+	// Requires lists the features a node must know to join, sorted.
+	Requires []string `json:"-"`
 }
 
-// MarshalJSON writes the layout's fields and the cluster's side by side
-// (the layout's own MarshalJSON gives its part).
+// clusterFormat is the "format" of the shape written once a feature is
+// required (the flat shape has none: format 1).
+const clusterFormat = 2
+
+// MarshalJSON writes the flat shape when the cluster requires no feature,
+// else the nested one (format 2).
 func (d clusterData) MarshalJSON() ([]byte, error) {
 	lb, err := json.Marshal(d.Layout)
 	if err != nil {
 		return nil, err
+	}
+	var rangeStr string
+	if full, _ := (WorkerRange{}).resolve(d.Layout); d.WorkerIDs != (WorkerRange{}) && d.WorkerIDs != full {
+		rangeStr = d.WorkerIDs.String()
+	}
+	if len(d.Requires) > 0 {
+		// A struct, not a map: format and requires come first, so the
+		// 80 bytes an older release quotes in its error name them.
+		return json.Marshal(struct {
+			Format         int             `json:"format"`
+			Requires       []string        `json:"requires"`
+			Layout         json.RawMessage `json:"layout"`
+			WorkerIDRange  string          `json:"worker_id_range,omitempty"`
+			RecycleAfterMs int64           `json:"recycle_after_ms,omitempty"`
+			Incarnation    string          `json:"incarnation,omitempty"`
+		}{clusterFormat, d.Requires, lb, rangeStr, d.RecycleAfterMs, d.Incarnation})
 	}
 	m := map[string]any{}
 	if err := json.Unmarshal(lb, &m); err != nil {
@@ -47,25 +78,43 @@ func (d clusterData) MarshalJSON() ([]byte, error) {
 	if d.RecycleAfterMs != 0 {
 		m["recycle_after_ms"] = d.RecycleAfterMs
 	}
-	if full, _ := (WorkerRange{}).resolve(d.Layout); d.WorkerIDs != (WorkerRange{}) && d.WorkerIDs != full {
-		m["worker_id_range"] = d.WorkerIDs.String()
+	if rangeStr != "" {
+		m["worker_id_range"] = rangeStr
 	}
 	return json.Marshal(m)
 }
 
-// decodeCluster reads the cluster znode's data.
+// decodeCluster reads the cluster znode's data, either shape. A format
+// newer than this release's, or a required feature it does not know,
+// gives an error wrapping ErrUnknownFeature (with the data decoded as far
+// as it could be).
 func decodeCluster(b []byte) (clusterData, error) {
 	var d clusterData
-	if err := json.Unmarshal(b, &d.Layout); err != nil {
-		return d, err
-	}
 	var extra struct {
-		Incarnation    string `json:"incarnation"`
-		RecycleAfterMs int64  `json:"recycle_after_ms"`
-		WorkerIDRange  string `json:"worker_id_range"`
+		Format         int             `json:"format"`
+		Requires       []string        `json:"requires"`
+		Layout         json.RawMessage `json:"layout"`
+		Incarnation    string          `json:"incarnation"`
+		RecycleAfterMs int64           `json:"recycle_after_ms"`
+		WorkerIDRange  string          `json:"worker_id_range"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return d, err
+	}
+	switch {
+	case extra.Format == 0:
+		if err := json.Unmarshal(b, &d.Layout); err != nil {
+			return d, err
+		}
+	case extra.Format == clusterFormat:
+		if err := json.Unmarshal(extra.Layout, &d.Layout); err != nil {
+			return d, err
+		}
+		if len(extra.Requires) == 0 {
+			return d, fmt.Errorf("format %d without a requires list", extra.Format)
+		}
+	default:
+		return d, fmt.Errorf("%w: the cluster znode is in format %d, this release reads formats 1 and %d: upgrade this node", ErrUnknownFeature, extra.Format, clusterFormat)
 	}
 	if extra.RecycleAfterMs < 0 {
 		return d, fmt.Errorf("recycle_after_ms %d is negative", extra.RecycleAfterMs)
@@ -79,27 +128,55 @@ func decodeCluster(b []byte) (clusterData, error) {
 	}
 	d.WorkerIDs = r
 	d.Incarnation, d.RecycleAfterMs = extra.Incarnation, extra.RecycleAfterMs
+	d.Requires = normFeatures(extra.Requires)
+	if unknown := unknownFeatures(d.Requires); len(unknown) > 0 {
+		return d, fmt.Errorf("%w: the cluster requires %s, which this release does not know (it knows %s): upgrade this node",
+			ErrUnknownFeature, strings.Join(unknown, ", "), strings.Join(KnownFeatures(), ", "))
+	}
 	return d, nil
 }
 
 // maxClusterRounds bounds ensureCluster's version-checked upgrades.
 const maxClusterRounds = 5
 
-// ensureCluster creates the cluster znodes as needed, checks the layout and
-// the shared settings, and returns the cluster's incarnation. A cluster
-// znode without an incarnation or recycle-after (written by an older
-// version) gets them, version-checked, so every node agrees on one.
+// newClusterData is the cluster znode a node (--create-cluster) or
+// snowflakectl cluster create writes for a new cluster: it requires what
+// its settings need and tag incarnations from the start.
+func newClusterData(l snowflake.Layout, ids WorkerRange, recycleAfter time.Duration) clusterData {
+	d := clusterData{Layout: l, Incarnation: zkclient.NewToken(), RecycleAfterMs: recycleAfter.Milliseconds(), WorkerIDs: ids}
+	return d.withFeatures(append(impliedFeatures(d), FeatureTagIncarnation)...)
+}
+
+// ensureCluster checks the cluster znode's layout, shared settings and
+// required features, and returns the cluster's incarnation. A missing
+// cluster is created only with Config.CreateCluster; otherwise it is
+// ErrNoCluster and nothing is written. A cluster znode without an
+// incarnation or recycle-after (written by an older version) gets them,
+// and one whose settings need a feature it does not yet require (a range
+// recorded by a release before the features list) gets it, version-checked,
+// so every node agrees and older releases can no longer join.
 func (c *Coordinator) ensureCluster(ctx context.Context, z zkclient.Client) (string, error) {
-	want := clusterData{Layout: c.cfg.Layout, Incarnation: zkclient.NewToken(), RecycleAfterMs: c.cfg.RecycleAfter.Milliseconds(), WorkerIDs: c.cfg.WorkerIDs}
-	wantB, err := json.Marshal(want)
+	ok, _, err := z.Exists(ctx, c.p.cluster)
 	if err != nil {
-		return "", fmt.Errorf("encode cluster data: %w", err)
+		return "", fmt.Errorf("read %s: %w", c.p.cluster, err)
 	}
-	if err := z.Ensure(ctx, zkclient.Root, nil, c.rootACL); err != nil {
-		return "", err
-	}
-	if err := z.Ensure(ctx, c.p.cluster, wantB, c.acl); err != nil {
-		return "", err
+	if !ok {
+		if !c.cfg.CreateCluster {
+			return "", c.noClusterError(ctx, z)
+		}
+		want := newClusterData(c.cfg.Layout, c.cfg.WorkerIDs, c.cfg.RecycleAfter)
+		wantB, err := json.Marshal(want)
+		if err != nil {
+			return "", fmt.Errorf("encode cluster data: %w", err)
+		}
+		if err := z.Ensure(ctx, zkclient.Root, nil, c.rootACL); err != nil {
+			return "", err
+		}
+		if _, err := z.Create(ctx, c.p.cluster, wantB, 0, c.acl); err == nil {
+			c.log.Info().Str("cluster", c.p.cluster).Strs("requires", want.Requires).Msg("created the cluster (--create-cluster)")
+		} else if !errors.Is(err, zk.ErrNodeExists) {
+			return "", fmt.Errorf("create %s: %w", c.p.cluster, zkclient.AuthHint(err))
+		}
 	}
 	var got clusterData
 	for round := 1; ; round++ {
@@ -107,49 +184,85 @@ func (c *Coordinator) ensureCluster(ctx context.Context, z zkclient.Client) (str
 		if err != nil {
 			return "", fmt.Errorf("read %s: %w", c.p.cluster, err)
 		}
-		if got, err = decodeCluster(b); err != nil {
+		if got, err = decodeCluster(b); errors.Is(err, ErrUnknownFeature) {
+			return "", fmt.Errorf("cluster %q: %w", c.cfg.Cluster, err)
+		} else if err != nil {
 			return "", fmt.Errorf("cluster znode %s holds malformed data %s: %v", c.p.cluster, quoteShort(b), err)
 		}
 		if !got.Layout.Equal(c.cfg.Layout) {
 			return "", fmt.Errorf("%w: cluster %q in ZooKeeper uses layout %s, this node is configured with %s",
 				ErrLayoutMismatch, c.cfg.Cluster, got.Layout.Describe(), c.cfg.Layout.Describe())
 		}
-		if got.Incarnation != "" && got.RecycleAfterMs != 0 {
+		if err := c.checkShared(got); err != nil {
+			return "", err
+		}
+		up := got.withFeatures(impliedFeatures(got)...)
+		if got.Incarnation != "" && got.RecycleAfterMs != 0 && slices.Equal(up.Requires, got.Requires) {
 			break
 		}
 		if round > maxClusterRounds {
 			return "", fmt.Errorf("cluster znode %s kept changing while adding its incarnation", c.p.cluster)
 		}
-		up := got
 		if up.Incarnation == "" {
-			up.Incarnation = want.Incarnation
+			up.Incarnation = zkclient.NewToken()
 		}
 		if up.RecycleAfterMs == 0 {
-			up.RecycleAfterMs = want.RecycleAfterMs
+			up.RecycleAfterMs = c.cfg.RecycleAfter.Milliseconds()
 		}
 		ub, err := json.Marshal(up)
 		if err != nil {
 			return "", fmt.Errorf("encode cluster data: %w", err)
 		}
 		if _, err := z.Set(ctx, c.p.cluster, ub, st.Version); err != nil && !errors.Is(err, zk.ErrBadVersion) {
-			return "", fmt.Errorf("add the incarnation to %s: %w", c.p.cluster, zkclient.AuthHint(err))
+			return "", fmt.Errorf("upgrade the cluster znode %s: %w", c.p.cluster, zkclient.AuthHint(err))
 		}
-		c.log.Info().Str("cluster", c.p.cluster).Msg("cluster znode upgraded: incarnation and recycle-after recorded")
-	}
-	if got.WorkerIDs != c.cfg.WorkerIDs {
-		return "", fmt.Errorf("%w: cluster %q in ZooKeeper uses --worker-id-range %s, this node is configured with %s: use the cluster's range",
-			ErrClusterMismatch, c.cfg.Cluster, got.WorkerIDs, c.cfg.WorkerIDs)
-	}
-	if got.RecycleAfterMs != c.cfg.RecycleAfter.Milliseconds() {
-		return "", fmt.Errorf("%w: cluster %q in ZooKeeper uses --recycle-after %v, this node is configured with %v: use the cluster's value",
-			ErrClusterMismatch, c.cfg.Cluster, time.Duration(got.RecycleAfterMs)*time.Millisecond, c.cfg.RecycleAfter)
+		c.log.Info().Str("cluster", c.p.cluster).Strs("requires", up.Requires).
+			Msg("cluster znode upgraded: incarnation, recycle-after and required features recorded (releases that do not know them can no longer join)")
 	}
 	for _, p := range []string{c.p.forever, c.p.leases, c.p.alive} {
 		if err := z.Ensure(ctx, p, nil, c.acl); err != nil {
 			return "", err
 		}
 	}
+	c.warnOverlaps(ctx, z, got)
 	return got.Incarnation, nil
+}
+
+// checkShared compares the cluster's shared settings with this node's
+// (recycle-after only when recorded).
+func (c *Coordinator) checkShared(got clusterData) error {
+	if got.WorkerIDs != c.cfg.WorkerIDs {
+		return fmt.Errorf("%w: cluster %q in ZooKeeper uses --worker-id-range %s, this node is configured with %s: use the cluster's range",
+			ErrClusterMismatch, c.cfg.Cluster, got.WorkerIDs, c.cfg.WorkerIDs)
+	}
+	if got.RecycleAfterMs != 0 && got.RecycleAfterMs != c.cfg.RecycleAfter.Milliseconds() {
+		return fmt.Errorf("%w: cluster %q in ZooKeeper uses --recycle-after %v, this node is configured with %v: use the cluster's value",
+			ErrClusterMismatch, c.cfg.Cluster, time.Duration(got.RecycleAfterMs)*time.Millisecond, c.cfg.RecycleAfter)
+	}
+	return nil
+}
+
+// noClusterError is ErrNoCluster for this node's cluster, naming the
+// clusters the ensemble holds and a near match.
+func (c *Coordinator) noClusterError(ctx context.Context, z zkclient.Client) error {
+	names, err := clusterNames(ctx, z)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", zkclient.Root, err)
+	}
+	return missingCluster(c.cfg.Cluster, strings.Join(c.cfg.Servers, ","), names)
+}
+
+// warnOverlaps logs a warning for every other cluster on the ensemble
+// whose worker-ID range overlaps this one's. Best effort: a read that
+// fails is logged at debug level.
+func (c *Coordinator) warnOverlaps(ctx context.Context, z zkclient.Client, d clusterData) {
+	others, err := overlaps(ctx, z, c.cfg.Cluster, d)
+	if err != nil {
+		c.log.Debug().Err(err).Msg("could not check other clusters' worker-ID ranges")
+	}
+	for _, o := range others {
+		c.log.Warn().Str("cluster", c.cfg.Cluster).Str("other_cluster", o.Name).Msg(o.Warning)
+	}
 }
 
 // checkIncarnation compares the cluster's incarnation with the one a cache

@@ -46,6 +46,11 @@ type Config struct {
 	// anyone create, so other clusters can live beside this one).
 	// "" gives open ACLs.
 	Auth string
+	// CreateCluster (--create-cluster) lets Claim create the cluster znode
+	// when it does not exist. Without it a missing cluster is ErrNoCluster
+	// and Claim writes nothing: a mistyped --cluster never starts a new
+	// cluster beside the real one.
+	CreateCluster bool
 	// Layout is the ID layout; the cluster znode must hold the same.
 	Layout snowflake.Layout
 	// WorkerIDs is the cluster's --worker-id-range (zero: the whole worker

@@ -44,6 +44,10 @@ type foreverData struct {
 	// and renewal clears it. Informational (status page, snowflakectl
 	// status): no safety rule reads it.
 	Stopped bool `json:"stopped,omitempty"`
+	// Retired (unix ms) marks a node key retired by snowflakectl node
+	// retire: its worker ID may be recycled at once instead of after
+	// recycle-after (still only after its fence). Every claim clears it.
+	Retired int64 `json:"retired,omitempty"`
 }
 
 // foreverNode is one decoded forever znode.

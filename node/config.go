@@ -84,6 +84,9 @@ type Config struct {
 	// AcceptNewIncarnation (--accept-new-incarnation): start although the
 	// cache file belongs to another incarnation of the cluster.
 	AcceptNewIncarnation bool
+	// CreateCluster (--create-cluster): create the cluster in ZooKeeper
+	// when it does not exist; without it a missing cluster is refused.
+	CreateCluster bool
 
 	NTP           string        // --ntp: comma-separated servers; "" disables the check
 	NTPInterval   time.Duration // --ntp-interval
@@ -198,6 +201,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ZKFenceAhead, "zk-fence-ahead", d.ZKFenceAhead, "G: IDs only up to a fence ZooKeeper acknowledged, renewed to now+G; serving without ZooKeeper stops after about G (out of service at G/3 left)")
 	fs.DurationVar(&c.RecycleAfter, "recycle-after", d.RecycleAfter, "a worker ID without lease and fence renewal for this long may be taken over (a cluster-wide setting)")
 	fs.BoolVar(&c.AcceptNewIncarnation, "accept-new-incarnation", d.AcceptNewIncarnation, "start although the cache file belongs to another incarnation of the cluster (ZooKeeper rebuilt); claims afresh after the cache fence")
+	fs.BoolVar(&c.CreateCluster, "create-cluster", d.CreateCluster, "create the cluster in ZooKeeper (with this node's layout, --worker-id-range and --recycle-after) when it does not exist; without it a node refuses a missing cluster (a mistyped --cluster never starts a new one); snowflakectl cluster create is the deliberate way")
 	fs.StringVar(&c.NTP, "ntp", d.NTP, "NTP servers to check the clock against, comma-separated; empty disables the check")
 	fs.DurationVar(&c.NTPInterval, "ntp-interval", d.NTPInterval, "how often to query NTP")
 	fs.DurationVar(&c.NTPMaxOffset, "ntp-max-offset", d.NTPMaxOffset, "largest NTP offset tolerated in service")
@@ -362,6 +366,9 @@ func (c Config) Validate() error {
 		case layoutErr == nil && r.Hi > layout.MaxWorkerID():
 			bad("--worker-id-range %s: layout %s holds worker IDs 0..%d", c.WorkerIDRange, layout, layout.MaxWorkerID())
 		}
+	}
+	if c.CreateCluster && c.Standalone() {
+		bad("--create-cluster: only with --zk (a standalone node has no cluster in ZooKeeper)")
 	}
 	if c.MaxBatch < 1 || c.MaxBatch > MaxMaxBatch {
 		bad("--max-batch %d: want 1..%d", c.MaxBatch, MaxMaxBatch)

@@ -216,7 +216,7 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 	n.advertise, n.nodeKey = adv, n.cfg.NodeKeyFor(adv)
 	coord, err := coordinator.New(coordinator.Config{
 		Servers: n.cfg.ZKServers(), SessionTimeout: n.cfg.ZKSessionTimeout,
-		Cluster: n.cfg.Cluster, NodeKey: n.nodeKey, Advertise: n.advertise, Auth: n.cfg.ZKAuth,
+		Cluster: n.cfg.Cluster, NodeKey: n.nodeKey, Advertise: n.advertise, Auth: n.cfg.ZKAuth, CreateCluster: n.cfg.CreateCluster,
 		Layout: n.layout, WorkerIDs: n.cfg.workerIDs(), RecycleAfter: n.cfg.RecycleAfter, ReportInterval: n.cfg.ReportInterval,
 		ZKFenceAhead:   n.cfg.ZKFenceAhead,
 		ConnectTimeout: connectTimeout(n.cfg.ZKSessionTimeout),

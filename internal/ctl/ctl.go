@@ -34,6 +34,8 @@ var usages = map[string]string{
 	"probe":   "probe <url> [--timeout 2s] [--quiet]",
 	"get":     "get [--count N] [--gene G | --uuid] (--servers host:port,… | --zk host:2181,… [--cluster default])",
 	"segment": segmentUsage,
+	"cluster": clusterUsage,
+	"node":    nodeUsage,
 	"bench":   "bench (--servers … | --zk …) [--duration 10s] [--concurrency 64] [--count 1] [--timeout 10s]",
 }
 
@@ -45,6 +47,8 @@ var Commands = []Command{
 	{Name: "probe", Summary: usages["probe"] + ": GET url; exit 0 on 2xx, else 1 with status and body on stderr (health checks)", Run: Probe},
 	{Name: "get", Summary: usages["get"] + ": IDs through the Go client, one a line", Run: Get},
 	{Name: "segment", Summary: segmentUsage + ": dense-ID tags", Run: Segment},
+	{Name: "cluster", Summary: clusterUsage + ": create, list and delete clusters", Run: Cluster},
+	{Name: "node", Summary: nodeUsage + ": let a dead node's worker ID be reused before recycle-after, after its fence", Run: Node},
 	{Name: "bench", Summary: usages["bench"] + ": load loopback nodes through the client; IDs/s, latency, failovers", Run: Bench},
 }
 
@@ -86,7 +90,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // boolFlags are the flags of any command that take no value: before the
 // command, every other flag written without "=" takes the next argument as
 // its value.
-var boolFlags = map[string]bool{"json": true, "leaf": true, "quiet": true, "uuid": true}
+var boolFlags = map[string]bool{"json": true, "leaf": true, "quiet": true, "uuid": true, "yes": true}
 
 // commandFirst moves flags written before the command name after it (after
 // the subcommand of segment): "--zk X status" becomes "status --zk X". A
@@ -110,7 +114,7 @@ func commandFirst(args []string) ([]string, error) {
 		}
 		out := []string{a}
 		rest := args[i+1:]
-		if a == "segment" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		if (a == "segment" || a == "cluster" || a == "node") && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			out, rest = append(out, rest[0]), rest[1:]
 		}
 		out = append(out, args[:i]...)

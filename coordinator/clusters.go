@@ -1,0 +1,408 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
+)
+
+// ErrNoCluster: the cluster znode does not exist. Nodes create a cluster
+// only with --create-cluster (Config.CreateCluster); snowflakectl cluster
+// create creates one on purpose.
+var ErrNoCluster = errors.New("no such cluster")
+
+// clusterNames lists the clusters under the root, sorted (none when the
+// root does not exist).
+func clusterNames(ctx context.Context, z zkclient.Client) ([]string, error) {
+	names, err := z.Children(ctx, zkclient.Root)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// missingCluster is the ErrNoCluster error for name on servers, naming the
+// clusters there and the nearest one.
+func missingCluster(name, servers string, names []string) error {
+	there := "there is no cluster there yet"
+	if len(names) > 0 {
+		there = "the clusters there are " + strings.Join(names, ", ")
+	}
+	hint := ""
+	if m := nearMatch(name, names); m != "" {
+		hint = fmt.Sprintf("; did you mean %s?", m)
+	}
+	return fmt.Errorf("%w: cluster %q does not exist on ZooKeeper %s (%s)%s; create it with snowflakectl cluster create %s (or start the first node with --create-cluster)",
+		ErrNoCluster, name, servers, there, hint, name)
+}
+
+// nearMatch is the name of names closest to name within edit distance 2
+// ("" for none; the first in order on a tie).
+func nearMatch(name string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(name, n); d < bestD && n != name {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance of a and b
+// (insertions, deletions, substitutions and swaps of neighbours cost 1),
+// over bytes; names are short.
+func editDistance(a, b string) int {
+	if len(a) > 255 || len(b) > 255 {
+		return 1 << 30
+	}
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
+
+// Overlap is another cluster on the same ensemble whose worker-ID range
+// overlaps a cluster's.
+type Overlap struct {
+	Name    string // the other cluster
+	Warning string // names both clusters and their ranges
+}
+
+// overlaps lists the clusters other than self whose worker-ID range
+// overlaps d's. Clusters whose znode cannot be read are skipped.
+func overlaps(ctx context.Context, z zkclient.Client, self string, d clusterData) ([]Overlap, error) {
+	names, err := clusterNames(ctx, z)
+	if err != nil {
+		return nil, err
+	}
+	var out []Overlap
+	for _, n := range names {
+		if n == self {
+			continue
+		}
+		b, _, err := z.Get(ctx, zkclient.ClusterPath(n))
+		if err != nil {
+			continue
+		}
+		o, err := decodeCluster(b)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		if o.WorkerIDs.Lo > d.WorkerIDs.Hi || d.WorkerIDs.Lo > o.WorkerIDs.Hi {
+			continue
+		}
+		out = append(out, Overlap{Name: n, Warning: fmt.Sprintf(
+			"cluster %q (worker IDs %s, layout %s) and cluster %q (worker IDs %s, layout %s) on this ZooKeeper ensemble have overlapping worker-ID ranges: IDs of the two may collide if they ever meet; give each cluster its own --worker-id-range",
+			self, d.WorkerIDs, d.Layout, n, o.WorkerIDs, o.Layout)})
+	}
+	return out, nil
+}
+
+// ClusterSpec is what snowflakectl cluster create records: the settings
+// every node of the cluster must share.
+type ClusterSpec struct {
+	Layout snowflake.Layout
+	// WorkerIDs zero is the layout's whole worker field.
+	WorkerIDs WorkerRange
+	// RecycleAfter zero is DefaultRecycleAfter.
+	RecycleAfter time.Duration
+}
+
+// ClusterInfo is one row of snowflakectl cluster list.
+type ClusterInfo struct {
+	Name   string `json:"name"`
+	Layout string `json:"layout,omitempty"` // "41/10/12" (" gene K")
+	Epoch  string `json:"epoch,omitempty"`
+	Unit   string `json:"time_unit,omitempty"`
+	// WorkerIDs is the worker-ID range, LO-HI.
+	WorkerIDs    string `json:"worker_id_range,omitempty"`
+	RecycleAfter string `json:"recycle_after,omitempty"`
+	// Workers counts forever znodes (node keys that ever joined);
+	// InService the alive znodes.
+	Workers   int `json:"workers"`
+	InService int `json:"in_service"`
+	// Requires lists the features a node must know to join.
+	Requires []string `json:"requires"`
+	// Problem: the cluster znode could not be decoded ("" when fine).
+	Problem string `json:"problem,omitempty"`
+}
+
+// CreateResult is what CreateCluster did.
+type CreateResult struct {
+	// Created is false when the cluster already existed with the same
+	// settings.
+	Created bool
+	// Requires is the cluster's required features.
+	Requires []string
+	// Overlaps are the other clusters whose worker-ID range overlaps.
+	Overlaps []Overlap
+}
+
+// openAdmin opens a session for the cluster commands.
+func openAdmin(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration) (zkclient.Client, error) {
+	if timeout <= 0 {
+		return zkclient.Client{}, fmt.Errorf("%w: timeout %v is not positive", ErrInvalidConfig, timeout)
+	}
+	if cluster == "" {
+		cluster = "default" // only checked, never used
+	}
+	z, _, err := dialZK(ctx, servers, cluster, auth, timeout, zerolog.Nop(), nil)
+	return z, err
+}
+
+// CreateCluster creates cluster with spec's settings, on purpose (the
+// command behind snowflakectl cluster create). An existing cluster with
+// the same settings is left as it is (Created false); one with other
+// settings is ErrClusterMismatch naming both. Other clusters whose
+// worker-ID range overlaps come back as Overlaps.
+func CreateCluster(ctx context.Context, servers []string, auth, cluster string, spec ClusterSpec, timeout time.Duration) (CreateResult, error) {
+	if spec.RecycleAfter == 0 {
+		spec.RecycleAfter = DefaultRecycleAfter
+	}
+	ids, err := spec.WorkerIDs.resolve(spec.Layout)
+	switch {
+	case err != nil:
+		return CreateResult{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	case spec.RecycleAfter < time.Millisecond:
+		return CreateResult{}, fmt.Errorf("%w: recycle-after %v is below 1ms", ErrInvalidConfig, spec.RecycleAfter)
+	}
+	if err := spec.Layout.Validate(time.Now()); err != nil {
+		return CreateResult{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	z, err := openAdmin(ctx, servers, cluster, auth, timeout)
+	if err != nil {
+		return CreateResult{}, fmt.Errorf("create cluster %q: %w", cluster, err)
+	}
+	defer z.Conn.Close()
+	want := newClusterData(spec.Layout, ids, spec.RecycleAfter)
+	b, err := json.Marshal(want)
+	if err != nil {
+		return CreateResult{}, fmt.Errorf("create cluster %q: encode: %w", cluster, err)
+	}
+	acl, rootACL := zkclient.ACLs(auth)
+	p := newPaths(cluster)
+	res := CreateResult{}
+	if err := z.Ensure(ctx, zkclient.Root, nil, rootACL); err != nil {
+		return res, fmt.Errorf("create cluster %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
+	}
+	_, err = z.Multi(ctx,
+		&zk.CreateRequest{Path: p.cluster, Data: b, Acl: acl},
+		&zk.CreateRequest{Path: p.forever, Acl: acl},
+		&zk.CreateRequest{Path: p.leases, Acl: acl},
+		&zk.CreateRequest{Path: p.alive, Acl: acl})
+	got := want
+	switch {
+	case err == nil:
+		res.Created = true
+	case errors.Is(err, zk.ErrNodeExists):
+		gb, _, gerr := z.Get(ctx, p.cluster)
+		if gerr != nil {
+			return res, fmt.Errorf("create cluster %q: read %s: %w", cluster, p.cluster, zkclient.Unavailable(gerr))
+		}
+		if got, err = decodeCluster(gb); err != nil {
+			return res, fmt.Errorf("create cluster %q: it exists, and %s holds data this release cannot use %s: %w", cluster, p.cluster, quoteShort(gb), err)
+		}
+		if err := sameSettings(cluster, got, want); err != nil {
+			return res, err
+		}
+	default:
+		return res, fmt.Errorf("create cluster %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
+	}
+	res.Requires = got.Requires
+	res.Overlaps, _ = overlaps(ctx, z, cluster, got)
+	return res, nil
+}
+
+// sameSettings compares an existing cluster's settings with those asked
+// for (ErrClusterMismatch naming both values).
+func sameSettings(cluster string, got, want clusterData) error {
+	var diff []string
+	if !got.Layout.Equal(want.Layout) {
+		diff = append(diff, fmt.Sprintf("layout %s, asked for %s", got.Layout.Describe(), want.Layout.Describe()))
+	}
+	if got.WorkerIDs != want.WorkerIDs {
+		diff = append(diff, fmt.Sprintf("--worker-id-range %s, asked for %s", got.WorkerIDs, want.WorkerIDs))
+	}
+	if got.RecycleAfterMs != 0 && got.RecycleAfterMs != want.RecycleAfterMs {
+		diff = append(diff, fmt.Sprintf("--recycle-after %v, asked for %v",
+			time.Duration(got.RecycleAfterMs)*time.Millisecond, time.Duration(want.RecycleAfterMs)*time.Millisecond))
+	}
+	if len(diff) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: cluster %q exists with %s", ErrClusterMismatch, cluster, strings.Join(diff, "; "))
+}
+
+// ListClusters reads every cluster on the ensemble for snowflakectl
+// cluster list, sorted by name. A cluster znode that cannot be decoded is
+// a row with Problem set.
+func ListClusters(ctx context.Context, servers []string, auth string, timeout time.Duration) ([]ClusterInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(timeout, time.Millisecond))
+	defer cancel()
+	z, err := openAdmin(ctx, servers, "", auth, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("list clusters: %w", err)
+	}
+	defer z.Conn.Close()
+	names, err := clusterNames(ctx, z)
+	if err != nil {
+		return nil, fmt.Errorf("list clusters: %w", zkclient.Unavailable(err))
+	}
+	out := []ClusterInfo{}
+	for _, n := range names {
+		info, err := readClusterInfo(ctx, z, n)
+		if err != nil {
+			return nil, fmt.Errorf("list clusters: %w", zkclient.Unavailable(err))
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// readClusterInfo reads one cluster's row.
+func readClusterInfo(ctx context.Context, z zkclient.Client, name string) (ClusterInfo, error) {
+	p := newPaths(name)
+	info := ClusterInfo{Name: name, Requires: []string{}}
+	b, _, err := z.Get(ctx, p.cluster)
+	if errors.Is(err, zk.ErrNoNode) {
+		info.Problem = "deleted while listing"
+		return info, nil
+	}
+	if err != nil {
+		return info, fmt.Errorf("read %s: %w", p.cluster, err)
+	}
+	d, err := decodeCluster(b)
+	switch {
+	case len(b) == 0:
+		info.Problem = "the cluster znode holds no data: not a snowflaked cluster"
+	case err != nil:
+		info.Problem = fmt.Sprintf("malformed cluster znode %s: %v", quoteShort(b), err)
+	}
+	if err == nil && len(b) > 0 {
+		info.Layout, info.Epoch, info.Unit = d.Layout.String(), d.Layout.Epoch.UTC().Format(time.RFC3339Nano), d.Layout.Unit.String()
+		info.WorkerIDs = d.WorkerIDs.String()
+		if d.RecycleAfterMs > 0 {
+			info.RecycleAfter = (time.Duration(d.RecycleAfterMs) * time.Millisecond).String()
+		}
+	}
+	if d.Requires != nil {
+		info.Requires = d.Requires
+	}
+	for _, c := range []struct {
+		dir string
+		n   *int
+	}{{p.forever, &info.Workers}, {p.alive, &info.InService}} {
+		kids, err := z.Children(ctx, c.dir)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return info, fmt.Errorf("list %s: %w", c.dir, err)
+		}
+		*c.n = len(kids)
+	}
+	return info, nil
+}
+
+// maxDeleteZnodes bounds the subtree DeleteCluster removes.
+const maxDeleteZnodes = 1_000_000
+
+// DeleteCluster removes cluster's whole subtree (the command behind
+// snowflakectl cluster delete). It is refused with ErrLeaseHeld, naming
+// the holders, while any worker of the cluster holds a lease, and is
+// ErrNoCluster when there is no such cluster.
+func DeleteCluster(ctx context.Context, servers []string, auth, cluster string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, max(timeout, time.Millisecond))
+	defer cancel()
+	z, err := openAdmin(ctx, servers, cluster, auth, timeout)
+	if err != nil {
+		return fmt.Errorf("delete cluster %q: %w", cluster, err)
+	}
+	defer z.Conn.Close()
+	p := newPaths(cluster)
+	if ok, _, err := z.Exists(ctx, p.cluster); err != nil {
+		return fmt.Errorf("delete cluster %q: %w", cluster, zkclient.Unavailable(err))
+	} else if !ok {
+		names, err := clusterNames(ctx, z)
+		if err != nil {
+			return fmt.Errorf("delete cluster %q: %w", cluster, zkclient.Unavailable(err))
+		}
+		return missingCluster(cluster, strings.Join(servers, ","), names)
+	}
+	leases, err := z.Children(ctx, p.leases)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("delete cluster %q: list %s: %w", cluster, p.leases, zkclient.Unavailable(err))
+	}
+	if len(leases) > 0 {
+		var holders []string
+		for _, l := range leases {
+			b, st, err := z.Get(ctx, p.leases+"/"+l)
+			if err != nil {
+				holders = append(holders, "worker "+l)
+				continue
+			}
+			holders = append(holders, fmt.Sprintf("worker %s: %s", l, describeHolder(b, st)))
+		}
+		return fmt.Errorf("%w: cluster %q still has %d leased worker(s) (%s): stop its nodes first", ErrLeaseHeld, cluster, len(leases), strings.Join(holders, "; "))
+	}
+	budget := maxDeleteZnodes
+	if err := deleteTree(ctx, z, p.cluster, &budget); err != nil {
+		return fmt.Errorf("delete cluster %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
+	}
+	return nil
+}
+
+// deleteTree deletes path and everything under it, children first; budget
+// bounds the znodes visited. A lease created meanwhile makes it fail
+// (leases/ is then not empty).
+func deleteTree(ctx context.Context, z zkclient.Client, path string, budget *int) error {
+	if *budget--; *budget < 0 {
+		return fmt.Errorf("more than %d znodes under the cluster", maxDeleteZnodes)
+	}
+	kids, err := z.Children(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list %s: %w", path, err)
+	}
+	for _, k := range kids {
+		if err := deleteTree(ctx, z, path+"/"+k, budget); err != nil {
+			return err
+		}
+	}
+	if err := z.Delete(ctx, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("delete %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/go-zookeeper/zk"
+
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+)
+
+// Features a cluster znode may require of the nodes that join it: a node
+// that does not know one refuses to start (ErrUnknownFeature). Releases
+// that predate the list fail to decode a cluster znode that has one.
+const (
+	// FeatureWorkerIDRange: the cluster claims only part of the worker
+	// field (--worker-id-range). Required whenever the range is narrower
+	// than the whole field: a node that ignored it would claim IDs outside.
+	FeatureWorkerIDRange = "worker_id_range"
+	// FeatureGeneBits: the layout gives low sequence bits to a gene
+	// (--gene-bits > 0). A node that ignored them would issue IDs that do
+	// not end in the gene asked for.
+	FeatureGeneBits = "gene_bits"
+	// FeatureTagIncarnation: segment tags carry an incarnation; a node that
+	// keys ranges by tag name alone could mix a deleted tag's ranges into
+	// its successor. Every cluster created by this release requires it.
+	FeatureTagIncarnation = "tag_incarnation"
+)
+
+// KnownFeatures lists the features this release understands, sorted.
+func KnownFeatures() []string {
+	return []string{FeatureGeneBits, FeatureTagIncarnation, FeatureWorkerIDRange}
+}
+
+// ErrUnknownFeature: the cluster znode requires a feature (or a format)
+// this release does not know; the node must not join it.
+var ErrUnknownFeature = errors.New("cluster requires an unknown feature")
+
+// normFeatures sorts and deduplicates a features list (nil for none).
+func normFeatures(fs []string) []string {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := slices.Clone(fs)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// unknownFeatures lists the features of fs this release does not know.
+func unknownFeatures(fs []string) []string {
+	var out []string
+	for _, f := range fs {
+		if !slices.Contains(KnownFeatures(), f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// impliedFeatures are the features the cluster's own settings need: the
+// worker-ID range when narrower than the worker field, gene bits when set.
+func impliedFeatures(d clusterData) []string {
+	var fs []string
+	if full, _ := (WorkerRange{}).resolve(d.Layout); d.WorkerIDs != (WorkerRange{}) && d.WorkerIDs != full {
+		fs = append(fs, FeatureWorkerIDRange)
+	}
+	if d.Layout.GeneBits > 0 {
+		fs = append(fs, FeatureGeneBits)
+	}
+	return fs
+}
+
+// withFeatures returns d requiring fs besides what it requires.
+func (d clusterData) withFeatures(fs ...string) clusterData {
+	d.Requires = normFeatures(append(slices.Clone(d.Requires), fs...))
+	return d
+}
+
+// RequireFeature makes the cluster znode at clusterPath require feature
+// (one of KnownFeatures), version-checked: a concurrent writer makes it
+// read again. A cluster that required nothing is rewritten in the shape
+// releases before the features list refuse. Requiring a feature already
+// required is a no-op. Commands that start using a feature call it before
+// writing anything that needs it.
+func RequireFeature(ctx context.Context, z zkclient.Client, clusterPath, feature string) error {
+	if len(unknownFeatures([]string{feature})) > 0 {
+		return fmt.Errorf("require feature %q: %w: this release knows %v", feature, ErrUnknownFeature, KnownFeatures())
+	}
+	for round := 1; round <= maxClusterRounds; round++ {
+		b, st, err := z.Get(ctx, clusterPath)
+		if err != nil {
+			return fmt.Errorf("require feature %q: read %s: %w", feature, clusterPath, err)
+		}
+		d, err := decodeCluster(b)
+		if err != nil {
+			return fmt.Errorf("require feature %q: cluster znode %s holds data this release cannot use %s: %w", feature, clusterPath, quoteShort(b), err)
+		}
+		up := d.withFeatures(append(impliedFeatures(d), feature)...)
+		if slices.Equal(up.Requires, d.Requires) {
+			return nil
+		}
+		ub, err := json.Marshal(up)
+		if err != nil {
+			return fmt.Errorf("require feature %q: encode cluster data: %w", feature, err)
+		}
+		if _, err := z.Set(ctx, clusterPath, ub, st.Version); err != nil {
+			if errors.Is(err, zk.ErrBadVersion) {
+				continue
+			}
+			return fmt.Errorf("require feature %q: write %s: %w", feature, clusterPath, zkclient.AuthHint(err))
+		}
+		return nil
+	}
+	return fmt.Errorf("require feature %q: cluster znode %s kept changing", feature, clusterPath)
+}

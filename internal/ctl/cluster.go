@@ -1,0 +1,277 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
+)
+
+// clusterUsage is the usage line of "snowflakectl cluster".
+const clusterUsage = "cluster create <name> [--layout 41/10/12 --epoch … --time-unit 1ms --gene-bits 0 --worker-id-range LO-HI --recycle-after 24h] | list [--json] | delete <name> --yes  (--zk host:2181,… [--zk-auth user:pass])"
+
+// clusterUsages are the usage lines of cluster's subcommands.
+var clusterUsages = map[string]string{
+	"create": "cluster create <name> --zk host:2181,… [--layout 41/10/12] [--epoch 2024-01-01T00:00:00Z] [--time-unit 1ms] [--gene-bits 0] [--worker-id-range LO-HI] [--recycle-after 24h] [--zk-auth user:pass]",
+	"list":   "cluster list --zk host:2181,… [--json]",
+	"delete": "cluster delete <name> --yes --zk host:2181,… [--zk-auth user:pass]",
+}
+
+// nodeUsage is the usage line of "snowflakectl node".
+const nodeUsage = "node retire <node-key> --zk host:2181,… [--cluster default] [--zk-auth user:pass]"
+
+// adminFlags are the flags every cluster and node subcommand has.
+type adminFlags struct {
+	zk, auth *string
+	timeout  *time.Duration
+}
+
+func addAdminFlags(fs *flag.FlagSet, authHelp string) adminFlags {
+	return adminFlags{
+		zk:      fs.String("zk", "", "ZooKeeper servers host1:2181,host2:2181 (required)"),
+		auth:    fs.String("zk-auth", "", authHelp),
+		timeout: fs.Duration("timeout", 10*time.Second, "bound on connecting to and using ZooKeeper"),
+	}
+}
+
+// check reports a missing --zk or a bad --timeout (exit 2), prefixing cmd.
+func (a adminFlags) check(cmd string, stderr io.Writer) bool {
+	switch {
+	case strings.TrimSpace(*a.zk) == "":
+		fmt.Fprintf(stderr, "%s: --zk is required (e.g. --zk 127.0.0.1:2181)\n", cmd)
+		return false
+	case *a.timeout <= 0:
+		fmt.Fprintf(stderr, "%s: --timeout %s must be positive\n", cmd, *a.timeout)
+		return false
+	}
+	return true
+}
+
+// adminExit is the exit status of a coordinator error: 2 for what the
+// operator asked that cannot be (bad values, settings that differ, a
+// cluster or node key that does not exist, a lease held), 1 otherwise.
+func adminExit(err error) int {
+	for _, e := range []error{coordinator.ErrInvalidConfig, coordinator.ErrClusterMismatch, coordinator.ErrNoCluster,
+		coordinator.ErrLeaseHeld, coordinator.ErrUnknownNodeKey} {
+		if errors.Is(err, e) {
+			return ExitUsage
+		}
+	}
+	return ExitFailure
+}
+
+// Cluster is "snowflakectl cluster": create, list and delete the clusters
+// of a ZooKeeper ensemble (the ZooKeeper side is coordinator's).
+func Cluster(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "snowflakectl cluster: want a subcommand:", clusterUsage)
+		return ExitUsage
+	}
+	sub, args := args[0], args[1:]
+	switch sub {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n\nRun 'snowflakectl cluster <create|list|delete> --help' for a subcommand's flags.\n", clusterUsage)
+		return ExitOK
+	}
+	usageLine, ok := clusterUsages[sub]
+	if !ok {
+		fmt.Fprintf(stderr, "snowflakectl cluster: unknown subcommand %q: %s\n", sub, clusterUsage)
+		return ExitUsage
+	}
+	cmd := "snowflakectl cluster " + sub
+	fs := newFlagSet("cluster "+sub, usageLine, stderr)
+	authHelp := "user:password for digest ACLs (reading needs none)"
+	if sub != "list" {
+		authHelp = "user:password of the digest ACL the cluster's nodes run with (--zk-auth)"
+	}
+	a := addAdminFlags(fs, authHelp)
+	var layout, epoch, unit, workerRange *string
+	var geneBits *uint
+	var recycleAfter *time.Duration
+	var asJSON, yes *bool
+	switch sub {
+	case "create":
+		layout = fs.String("layout", snowflake.PresetDefault, "ID bit split time/worker/sequence, or js53 (as snowflaked --layout)")
+		epoch = fs.String("epoch", snowflake.DefaultEpoch.Format(time.RFC3339), "start of ID time, RFC 3339 (as snowflaked --epoch)")
+		unit = fs.String("time-unit", "1ms", "length of one timestamp tick (as snowflaked --time-unit)")
+		geneBits = fs.Uint("gene-bits", 0, fmt.Sprintf("low bits of the sequence given to a gene, 0..%d (as snowflaked --gene-bits)", snowflake.MaxGeneBits))
+		workerRange = fs.String("worker-id-range", "", "LO-HI: the worker IDs the cluster claims (default all of the layout's; as snowflaked --worker-id-range)")
+		recycleAfter = fs.Duration("recycle-after", coordinator.DefaultRecycleAfter, "a worker ID without lease and fence renewal for this long may be taken over (as snowflaked --recycle-after)")
+	case "list":
+		asJSON = fs.Bool("json", false, "print the clusters as a JSON array")
+	case "delete":
+		yes = fs.Bool("yes", false, "really delete the cluster's znodes (its workers' fences go with them)")
+	}
+	pos, code, ok := parse(fs, args, true, stdout, stderr)
+	if !ok {
+		return code
+	}
+	wantPos := 1
+	if sub == "list" {
+		wantPos = 0
+	}
+	if len(pos) != wantPos {
+		fmt.Fprintf(stderr, "%s: want %d argument(s), got %q: %s\n", cmd, wantPos, pos, usageLine)
+		return ExitUsage
+	}
+	if !a.check(cmd, stderr) {
+		return ExitUsage
+	}
+	ctx := context.Background()
+	servers := splitList(*a.zk)
+	switch sub {
+	case "create":
+		return clusterCreate(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, createFlags{*layout, *epoch, *unit, *geneBits, *workerRange, *recycleAfter}, stdout, stderr)
+	case "list":
+		return clusterList(ctx, cmd, servers, *a.auth, *a.timeout, *asJSON, stdout, stderr)
+	}
+	if !*yes {
+		fmt.Fprintf(stderr, "%s: deleting cluster %q removes its znodes, the worker IDs and fences its nodes start after: add --yes to do it\n", cmd, pos[0])
+		return ExitUsage
+	}
+	if err := coordinator.DeleteCluster(ctx, servers, *a.auth, pos[0], *a.timeout); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return adminExit(err)
+	}
+	fmt.Fprintf(stdout, "deleted cluster %q\n", pos[0])
+	return ExitOK
+}
+
+// createFlags are cluster create's settings flags, as given.
+type createFlags struct {
+	layout, epoch, unit string
+	geneBits            uint
+	workerRange         string
+	recycleAfter        time.Duration
+}
+
+// spec parses the flags as snowflaked parses its own.
+func (f createFlags) spec(now time.Time) (coordinator.ClusterSpec, error) {
+	l, err := snowflake.ParseLayout(f.layout, f.epoch, f.unit, now)
+	if err != nil {
+		return coordinator.ClusterSpec{}, fmt.Errorf("--layout %s --epoch %s --time-unit %s: %w", f.layout, f.epoch, f.unit, err)
+	}
+	l.GeneBits = f.geneBits
+	if err := l.Validate(now); err != nil {
+		return coordinator.ClusterSpec{}, fmt.Errorf("--gene-bits %d: %w", f.geneBits, err)
+	}
+	r, err := coordinator.ParseWorkerRange(f.workerRange)
+	if err != nil {
+		return coordinator.ClusterSpec{}, fmt.Errorf("--worker-id-range: %w", err)
+	}
+	if r.Hi > l.MaxWorkerID() {
+		return coordinator.ClusterSpec{}, fmt.Errorf("--worker-id-range %s: layout %s holds worker IDs 0..%d", f.workerRange, l, l.MaxWorkerID())
+	}
+	if f.recycleAfter < time.Millisecond {
+		return coordinator.ClusterSpec{}, fmt.Errorf("--recycle-after %s: want 1ms or more", f.recycleAfter)
+	}
+	return coordinator.ClusterSpec{Layout: l, WorkerIDs: r, RecycleAfter: f.recycleAfter}, nil
+}
+
+func clusterCreate(ctx context.Context, cmd, name string, servers []string, auth string, timeout time.Duration, f createFlags, stdout, stderr io.Writer) int {
+	spec, err := f.spec(time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return ExitUsage
+	}
+	res, err := coordinator.CreateCluster(ctx, servers, auth, name, spec, timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return adminExit(err)
+	}
+	for _, o := range res.Overlaps {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", cmd, o.Warning)
+	}
+	what := "created cluster"
+	if !res.Created {
+		what = "cluster exists with these settings, nothing to do:"
+	}
+	rng := spec.WorkerIDs.String()
+	if spec.WorkerIDs == (coordinator.WorkerRange{}) {
+		rng = "0-" + strconv.FormatInt(spec.Layout.MaxWorkerID(), 10)
+	}
+	fmt.Fprintf(stdout, "%s %q: layout %s, worker IDs %s, recycle-after %s, requires %s\n", what, name, spec.Layout.Describe(), rng, spec.RecycleAfter,
+		strings.Join(res.Requires, ","))
+	return ExitOK
+}
+
+func clusterList(ctx context.Context, cmd string, servers []string, auth string, timeout time.Duration, asJSON bool, stdout, stderr io.Writer) int {
+	rows, err := coordinator.ListClusters(ctx, servers, auth, timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return adminExit(err)
+	}
+	if asJSON {
+		return writeJSON(stdout, stderr, cmd, rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(stdout, "no clusters")
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tLAYOUT\tEPOCH\tUNIT\tWORKER IDS\tWORKERS\tIN SERVICE\tREQUIRES\tPROBLEM")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Name, dash(r.Layout), dash(r.Epoch), dash(r.Unit), dash(r.WorkerIDs),
+			r.Workers, r.InService, dash(strings.Join(r.Requires, ",")), dash(r.Problem))
+	}
+	tw.Flush()
+	return ExitOK
+}
+
+// Node is "snowflakectl node retire": let a dead node's worker ID be
+// recycled before recycle-after, after its fence.
+func Node(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "snowflakectl node: want a subcommand:", nodeUsage)
+		return ExitUsage
+	}
+	sub, args := args[0], args[1:]
+	switch sub {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n", nodeUsage)
+		return ExitOK
+	case "retire":
+	default:
+		fmt.Fprintf(stderr, "snowflakectl node: unknown subcommand %q: %s\n", sub, nodeUsage)
+		return ExitUsage
+	}
+	const cmd = "snowflakectl node retire"
+	fs := newFlagSet("node retire", nodeUsage, stderr)
+	a := addAdminFlags(fs, "user:password of the digest ACL the cluster's nodes run with (--zk-auth)")
+	cluster := fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
+	pos, code, ok := parse(fs, args, true, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "%s: want one node key, got %q: %s\n", cmd, pos, nodeUsage)
+		return ExitUsage
+	}
+	if !a.check(cmd, stderr) {
+		return ExitUsage
+	}
+	res, err := coordinator.Retire(context.Background(), splitList(*a.zk), *a.auth, *cluster, pos[0], *a.timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return adminExit(err)
+	}
+	ids := make([]string, len(res.WorkerIDs))
+	for i, id := range res.WorkerIDs {
+		ids[i] = strconv.FormatInt(id, 10)
+	}
+	what := "retired"
+	if res.Already {
+		what = "already retired"
+	}
+	fmt.Fprintf(stdout, "%s node key %q of cluster %q: worker ID %s may be taken over now; its next holder issues only after the fence %s\n",
+		what, pos[0], *cluster, strings.Join(ids, ","), time.UnixMilli(res.Fence).UTC().Format(time.RFC3339Nano))
+	return ExitOK
+}
