@@ -582,7 +582,8 @@ func (c *Coordinator) scanCluster(ctx context.Context, z zkclient.Client) (*scan
 
 // free lists the worker IDs that may be taken over at now (unix ms): no
 // lease, and every forever znode claiming it (if any) last reported more
-// than recycleAfter ago or was retired (snowflakectl node retire). summary describes the space for ErrNoFreeWorkerID.
+// than recycleAfter ago or was retired (snowflakectl node retire). summary
+// describes the space for ErrNoFreeWorkerID.
 func (s *scan) free(r WorkerRange, now int64, recycleAfter time.Duration) (ids []int64, summary string) {
 	var leased, fresh int
 	cutoff := now - recycleAfter.Milliseconds()
@@ -655,7 +656,7 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 			node := *me
 			node.version, node.data, node.workerID = me.version+1, mine, w
 			c.log.Warn().Int64("worker_id", w).Strs("from", from).Int64("prev_fence", mine.PrevFence).Str("forever", me.path).
-				Msg("took over a recycled worker ID (its previous owner held no lease and had not renewed for longer than recycle-after); issuing only after its fence")
+				Msg("took over a recycled worker ID (its previous owner held no lease and had not renewed for longer than recycle-after, or was retired); issuing only after its fence")
 			return claimed{node: &node, session: st.EphemeralOwner, recycled: true}, nil
 		}
 		switch {

@@ -36,7 +36,7 @@ func serversOf(c *zkharness.Cluster) []string { return strings.Split(c.ConnectSt
 func testConfig(t *testing.T, servers []string, key string) Config {
 	t.Helper()
 	return Config{
-		Servers: servers, SessionTimeout: testSession, Cluster: "test", NodeKey: key,
+		Servers: servers, SessionTimeout: testSession, Cluster: "test", NodeKey: key, CreateCluster: true,
 		Advertise: "127.0.0.1:" + portFor(key), Layout: snowflake.DefaultLayout(),
 		RecycleAfter: time.Hour, ReportInterval: testReport, ZKFenceAhead: testFenceAhead,
 		ConnectTimeout: 3 * time.Second, Log: testsupport.Log(t, nil),

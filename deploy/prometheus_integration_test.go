@@ -94,7 +94,7 @@ func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		addr := "127.0.0.1:" + freePort(t)
 		p := proc.Start(t, fmt.Sprintf("node %d", i), bin, []string{
-			"--listen", addr, "--zk", zk.ConnectString(), "--cluster", promCluster, "--node-key", fmt.Sprintf("n%d", i),
+			"--listen", addr, "--zk", zk.ConnectString(), "--cluster", promCluster, "--create-cluster", "--node-key", fmt.Sprintf("n%d", i),
 			"--cache-file", filepath.Join(t.TempDir(), "cache.json"), "--zk-session-timeout", "2s",
 			"--report-interval", "500ms", "--fence-ahead", "1s", "--peer-interval", "1s", "--ntp", ntp.Addr(), "--ntp-interval", "1s",
 		}, proc.Env())

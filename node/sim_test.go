@@ -249,7 +249,7 @@ func (s *snowSim) config(n *snowNode, p *snowProc) Config {
 	cfg.Advertise = fmt.Sprintf("127.0.0.1:%d", 1+n.slot) // nothing listens there: peer checks find no one
 	cfg.NodeKey = n.key
 	cfg.Cluster = snowCluster
-	cfg.ZK = "127.0.0.1:2181"
+	cfg.ZK, cfg.CreateCluster = "127.0.0.1:2181", true
 	cfg.ZKSessionTimeout = 4 * time.Second
 	cfg.CacheFile = s.cacheFile(n)
 	cfg.Layout = s.world.layout()

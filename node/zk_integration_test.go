@@ -23,7 +23,7 @@ import (
 func zkTestConfig(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey string) Config {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.ZK, cfg.Cluster, cfg.NodeKey = zk.ConnectString(), cluster, nodeKey
+	cfg.ZK, cfg.Cluster, cfg.NodeKey, cfg.CreateCluster = zk.ConnectString(), cluster, nodeKey, true
 	cfg.Listen = "127.0.0.1:0"
 	cfg.CacheFile = filepath.Join(t.TempDir(), "cache.json")
 	cfg.ZKSessionTimeout, cfg.ReportInterval, cfg.FenceAhead = 2*time.Second, 500*time.Millisecond, time.Second

@@ -70,7 +70,7 @@ func TestIntegration_SegmentsUnderOverlappingFaults(t *testing.T) {
 	zkc := zkharness.StartEnsemble(t, 3)
 	srv := strings.Split(zkc.ConnectString(), ",")
 	ctx := context.Background()
-	coord, err := coordinator.New(coordinator.Config{Servers: srv, SessionTimeout: 4 * time.Second, Cluster: "seg", NodeKey: "creator",
+	coord, err := coordinator.New(coordinator.Config{Servers: srv, SessionTimeout: 4 * time.Second, Cluster: "seg", NodeKey: "creator", CreateCluster: true,
 		Advertise: "127.0.0.1:1", Layout: snowflake.DefaultLayout(), RecycleAfter: time.Hour, ReportInterval: 200 * time.Millisecond,
 		ZKFenceAhead: 1200 * time.Millisecond, ConnectTimeout: 10 * time.Second, Log: zerolog.Nop()})
 	if err != nil {

@@ -43,7 +43,7 @@ func newSegmentCluster(t *testing.T) []string {
 	t.Helper()
 	srv := strings.Split(zkharness.StartStandalone(t).ConnectString(), ",")
 	c, err := coordinator.New(coordinator.Config{
-		Servers: srv, Cluster: "test", NodeKey: "seg-node", Advertise: "127.0.0.1:10001",
+		Servers: srv, Cluster: "test", NodeKey: "seg-node", Advertise: "127.0.0.1:10001", CreateCluster: true,
 		Layout: snowflake.DefaultLayout(), SessionTimeout: 4 * time.Second, RecycleAfter: time.Hour,
 		ReportInterval: 100 * time.Millisecond, ZKFenceAhead: 600 * time.Millisecond,
 		ConnectTimeout: 3 * time.Second, Log: testsupport.Log(t, nil),

@@ -59,7 +59,7 @@ func startWorker(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey, addr str
 	t.Helper()
 	c, err := coordinator.New(coordinator.Config{
 		Servers: strings.Split(zk.ConnectString(), ","), SessionTimeout: 2 * time.Second, Cluster: cluster,
-		NodeKey: nodeKey, Advertise: addr, Layout: snowflake.DefaultLayout(), ReportInterval: 200 * time.Millisecond,
+		NodeKey: nodeKey, Advertise: addr, Layout: snowflake.DefaultLayout(), ReportInterval: 200 * time.Millisecond, CreateCluster: true,
 		Log: zerolog.Nop(),
 	})
 	if err != nil {

@@ -155,7 +155,7 @@ func (n *node) args() []string {
 		listen = a // a restart keeps its port
 	}
 	args := []string{
-		"--listen", listen, "--zk", n.c.zk.ConnectString(), "--cluster", n.c.name,
+		"--listen", listen, "--zk", n.c.zk.ConnectString(), "--cluster", n.c.name, "--create-cluster",
 		"--node-key", "chaos-" + n.name, "--cache-file", filepath.Join(n.dir, "cache.json"),
 		"--log-format", "json", "--zk-session-timeout", zkSession.String(),
 		// Peer rounds only where a scenario asks for them: a peer round

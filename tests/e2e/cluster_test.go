@@ -30,11 +30,13 @@ const (
 )
 
 // clusterArgs are the flags of a ZooKeeper-mode node: loopback, a free port,
-// the cache file in dir, JSON logs and short timings.
+// the cache file in dir, JSON logs and short timings. Every test node may
+// create its cluster (--create-cluster): the tests start on a fresh
+// ZooKeeper; the typo test starts its node without it.
 func clusterArgs(dir, zk, cluster, nodeKey string, extra ...string) []string {
 	args := []string{
 		"--listen", "127.0.0.1:0", "--cache-file", filepath.Join(dir, "cache.json"), "--log-format", "json",
-		"--zk", zk, "--cluster", cluster, "--node-key", nodeKey,
+		"--zk", zk, "--cluster", cluster, "--node-key", nodeKey, "--create-cluster",
 		"--zk-session-timeout", zkSession.String(), "--report-interval", reportInterval.String(),
 		"--fence-ahead", clusterFence.String(), "--peer-interval", "1s",
 	}
