@@ -22,7 +22,7 @@ func TestDefaultConfigMatchesSpec(t *testing.T) {
 		"zk-session-timeout": "10s", "worker-id": "-1", "cache-file": "./data/snowflaked-cache.json",
 		"layout": "41/10/12", "gene-bits": "0", "worker-id-range": "", "epoch": "2024-01-01T00:00:00Z", "time-unit": "1ms", "max-batch": "10000",
 		"rollback-tolerance": "5ms", "rollback-policy": "leave", "fence-ahead": "3s", "report-interval": "3s", "max-start-wait": "10s",
-		"zk-fence-ahead": "30s", "recycle-after": "24h0m0s", "accept-new-incarnation": "false", "ntp": "", "ntp-interval": "1m0s",
+		"zk-fence-ahead": "30s", "recycle-after": "24h0m0s", "accept-new-incarnation": "false", "create-cluster": "false", "ntp": "", "ntp-interval": "1m0s",
 		"ntp-max-offset": "500ms", "ntp-required": "false", "peer-interval": "30s", "peer-max-offset": "1s",
 		"log-level": "info", "log-format": "json", "shutdown-timeout": "10s",
 	}
@@ -111,6 +111,8 @@ func TestValidate(t *testing.T) {
 		{"zk with concrete listen host", func(c *Config) { c.WorkerID = -1; c.ZK = "a:1,b:2"; c.Listen = "10.0.0.5:8080" }, nil},
 		{"worker id in zk mode", func(c *Config) { c.ZK = "a:1"; c.Advertise = "h:1" }, []string{"--worker-id 1: only for standalone mode"}},
 		{"zk with advertise", func(c *Config) { c.WorkerID = -1; c.ZK = "a:1"; c.Advertise = "h:8080" }, nil},
+		{"create cluster with zk", func(c *Config) { c.WorkerID = -1; c.ZK = "a:1"; c.Advertise = "h:8080"; c.CreateCluster = true }, nil},
+		{"create cluster standalone", func(c *Config) { c.CreateCluster = true }, []string{"--create-cluster: only with --zk"}},
 		{"zk without advertisable host", func(c *Config) { c.WorkerID = -1; c.ZK = "a:1" }, []string{"--advertise is required in ZooKeeper mode", `--listen ":8080"`}},
 		{"zk with wildcard listen", func(c *Config) { c.WorkerID = -1; c.ZK = "a:1"; c.Listen = "0.0.0.0:8080" }, []string{"--advertise is required"}},
 		{"zk list with a hole", func(c *Config) { c.ZK = "a:1,,b:2"; c.Advertise = "h:1" }, []string{`--zk "a:1,,b:2"`}},

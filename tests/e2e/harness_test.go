@@ -23,6 +23,7 @@ var (
 	binSnowflaked string // production build
 	binChaos      string // -tags chaos
 	binCtl        string // snowflakectl
+	oldBinDir     string // where old releases are built (downgrade tests), removed at exit
 )
 
 // Timeouts: generous because CI machines are slow and race builds slower.
@@ -44,6 +45,7 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	oldBinDir = dir
 	builds := []struct {
 		bin       *string
 		name, pkg string
