@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: a local cluster on loopback. It starts a standalone ZooKeeper on
-# a free 127.0.0.1 port (data in .run/zk) and three snowflaked nodes in
+# a free 127.0.0.1 port (data in .run/zk), creates the cluster "default"
+# (snowflakectl cluster create) and starts three snowflaked nodes in
 # ZooKeeper mode on 127.0.0.1:8081-8083 (RUN_BASE_PORT; cache files in
 # .run/node-N), prints sample IDs from each node with their decoded worker
 # IDs and `snowflakectl status`, then keeps running until Ctrl-C and stops
@@ -200,6 +201,12 @@ done
 [ -n "$mode" ] || { tail -n 30 "$zk_dir/zookeeper.log" >&2; die "ZooKeeper not serving after 30 s; its log: $zk_dir/zookeeper.log"; }
 zk="127.0.0.1:$zk_port"
 echo "ZooKeeper ($mode) serves on $zk  (data and log: $rel_dir/zk)"
+
+# --- the cluster, created on purpose -------------------------------------------
+# Nodes never create a cluster by themselves (a mistyped --cluster would
+# start a new one): the cluster is created here, once; on the next make run
+# (same .run/zk) the command finds it with the same settings and says so.
+bin/snowflakectl cluster create default --zk "$zk" | sed 's/^/  /' || die "snowflakectl cluster create default failed"
 
 # --- three snowflaked nodes ----------------------------------------------------
 for i in $(seq 1 "$nodes"); do
