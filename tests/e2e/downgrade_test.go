@@ -147,6 +147,7 @@ func mustNotServe(t *testing.T, p *proc, listen string) int {
 	if code == 0 {
 		t.Fatalf("%s exited 0:\n%s", p.Name(), p.Tail(20))
 	}
+	t.Logf("%s exited %d without serving; last lines:\n%s", p.Name(), code, p.Tail(2))
 	return code
 }
 
