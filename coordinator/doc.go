@@ -5,7 +5,7 @@
 // # Znodes
 //
 //	/snowflaked                              shared root
-//	/snowflaked/<cluster>                    layout JSON {"layout","epoch","time_unit"}
+//	/snowflaked/<cluster>                    layout JSON {"layout","epoch","time_unit"} (or format 2, below)
 //	/snowflaked/<cluster>/forever            data: audit of the last recycling (see below)
 //	/snowflaked/<cluster>/forever/<key>-<seq>   persistent sequential, one per node key
 //	/snowflaked/<cluster>/leases/<worker-id> ephemeral {"node_key","addr","session_id"}
@@ -18,8 +18,19 @@
 // A forever znode's data is {"worker_id","node_key","addr","last_ts","fence",
 // "updated","token","prev_token","prev_fence"} (times in unix ms) plus an
 // optional recycling trail ("recycled_from", "recycled_to",
-// "prev_worker_id"). The cluster znode holds the layout, a random
-// "incarnation" and the cluster's "recycle_after_ms".
+// "prev_worker_id") and "retired" (unix ms, set by Retire). The cluster
+// znode holds the layout, a random "incarnation", the cluster's
+// "recycle_after_ms" and "worker_id_range"; a cluster that requires
+// features (see KnownFeatures) is written as {"format":2,"requires":[…],
+// "layout":{…},…}, which releases before the list fail to decode.
+//
+// # Clusters
+//
+// Claim creates the cluster znode only with Config.CreateCluster; a
+// missing cluster is ErrNoCluster and nothing is written. CreateCluster,
+// ListClusters and DeleteCluster are snowflakectl cluster's; Retire is
+// snowflakectl node retire's: a retired forever znode may be recycled at
+// once, through the ordinary take-over (so after its fence).
 //
 // # Which worker ID a forever znode holds
 //
