@@ -63,7 +63,7 @@ func discover(ctx context.Context, servers []string, cluster, auth string, log z
 		cancel()
 		conn.Close()
 		if err == nil {
-			return nil, fmt.Errorf("discovery: cluster %q does not exist in ZooKeeper %s (start a node first)", cluster, strings.Join(servers, ","))
+			return nil, fmt.Errorf("discovery: cluster %q does not exist in ZooKeeper %s (create it with snowflakectl cluster create)", cluster, strings.Join(servers, ","))
 		}
 		return nil, fmt.Errorf("discovery: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
@@ -240,4 +241,31 @@ func clientFor(t *testing.T, c *Coordinator) zkclient.Client {
 		t.Fatal("coordinator has no connection")
 	}
 	return zkclient.Client{Conn: conn, Timeout: 5 * time.Second}
+}
+
+// TestIntegration_NodeStartWarnsOfOverlappingRanges: a node that creates
+// or joins a cluster whose worker-ID range overlaps another cluster's on
+// the ensemble logs a warning naming both; disjoint ranges give none.
+func TestIntegration_NodeStartWarnsOfOverlappingRanges(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	for _, tc := range []struct {
+		cluster string
+		ids     WorkerRange
+		warn    bool
+	}{
+		{"eu", WorkerRange{0, 511}, false},
+		{"us", WorkerRange{512, 1023}, false},
+		{"ap", WorkerRange{500, 600}, true},
+	} {
+		var logs testsupport.SyncBuffer
+		cfg := testConfig(t, srv, "n-"+tc.cluster)
+		cfg.Cluster, cfg.WorkerIDs, cfg.Log = tc.cluster, tc.ids, testsupport.Log(t, &logs)
+		mustClaim(t, newCoord(t, cfg))
+		got := logs.String()
+		for _, other := range []string{`cluster \"eu\" (worker IDs 0-511`, `cluster \"us\" (worker IDs 512-1023`} {
+			if has := strings.Contains(got, other) && strings.Contains(got, "may collide if they ever meet"); has != tc.warn {
+				t.Errorf("%s: warning naming %s = %v, want %v; log:\n%s", tc.cluster, other, has, tc.warn, got)
+			}
+		}
+	}
 }

@@ -108,7 +108,7 @@ func DialCluster(ctx context.Context, cfg Config) (Client, error) {
 	if ok, _, err := z.Exists(ctx, ClusterPath(cfg.Cluster)); err != nil || !ok {
 		z.Conn.Close()
 		if err == nil {
-			return Client{}, fmt.Errorf("cluster %q does not exist in ZooKeeper %s (start a node first)", cfg.Cluster, strings.Join(cfg.Servers, ","))
+			return Client{}, fmt.Errorf("cluster %q does not exist in ZooKeeper %s (create it with snowflakectl cluster create)", cfg.Cluster, strings.Join(cfg.Servers, ","))
 		}
 		return Client{}, Unavailable(err)
 	}
