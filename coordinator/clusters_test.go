@@ -269,3 +269,40 @@ func TestIntegration_NodeStartWarnsOfOverlappingRanges(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterDataShapes: the features a cluster's settings imply, and
+// that each shape decodes back to what was written while only the flat
+// one is readable by releases before the features list.
+func TestClusterDataShapes(t *testing.T) {
+	gene := snowflake.DefaultLayout()
+	gene.GeneBits = 3
+	for _, tc := range []struct {
+		name  string
+		d     clusterData
+		want  []string
+		extra []string // required besides the implied ones
+	}{
+		{"plain", clusterData{Layout: snowflake.DefaultLayout(), WorkerIDs: WorkerRange{0, 1023}}, nil, nil},
+		{"range", clusterData{Layout: snowflake.DefaultLayout(), WorkerIDs: WorkerRange{512, 1023}}, []string{FeatureWorkerIDRange}, nil},
+		{"gene bits", clusterData{Layout: gene, WorkerIDs: WorkerRange{0, 1023}}, []string{FeatureGeneBits}, nil},
+		{"range, gene bits and tags", clusterData{Layout: gene, WorkerIDs: WorkerRange{0, 7}}, []string{FeatureGeneBits, FeatureWorkerIDRange},
+			[]string{FeatureTagIncarnation}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := impliedFeatures(tc.d); !slices.Equal(got, tc.want) {
+				t.Fatalf("impliedFeatures = %v, want %v", got, tc.want)
+			}
+			d := tc.d.withFeatures(append(impliedFeatures(tc.d), tc.extra...)...)
+			d.Incarnation, d.RecycleAfterMs = "inc", 1000
+			b := mustMarshal(t, d)
+			back, err := decodeCluster(b)
+			if err != nil || !back.Layout.Equal(d.Layout) || back.WorkerIDs != d.WorkerIDs || !slices.Equal(back.Requires, d.Requires) ||
+				back.Incarnation != "inc" || back.RecycleAfterMs != 1000 {
+				t.Fatalf("decode(%s) = %+v, %v; want %+v", b, back, err, d)
+			}
+			if oldErr := oldDecode(b); (oldErr == nil) != (len(d.Requires) == 0) {
+				t.Fatalf("an old release's decode of %s: %v; want it to fail exactly when features are required (%v)", b, oldErr, d.Requires)
+			}
+		})
+	}
+}

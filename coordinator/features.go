@@ -60,15 +60,16 @@ func unknownFeatures(fs []string) []string {
 	return out
 }
 
-// impliedFeatures are the features the cluster's own settings need: the
-// worker-ID range when narrower than the worker field, gene bits when set.
+// impliedFeatures are the features the cluster's own settings need, sorted:
+// gene bits when set, the worker-ID range when narrower than the worker
+// field.
 func impliedFeatures(d clusterData) []string {
 	var fs []string
-	if full, _ := (WorkerRange{}).resolve(d.Layout); d.WorkerIDs != (WorkerRange{}) && d.WorkerIDs != full {
-		fs = append(fs, FeatureWorkerIDRange)
-	}
 	if d.Layout.GeneBits > 0 {
 		fs = append(fs, FeatureGeneBits)
+	}
+	if full, _ := (WorkerRange{}).resolve(d.Layout); d.WorkerIDs != (WorkerRange{}) && d.WorkerIDs != full {
+		fs = append(fs, FeatureWorkerIDRange)
 	}
 	return fs
 }
