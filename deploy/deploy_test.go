@@ -91,7 +91,17 @@ type k8sPodTemplate struct {
 		Annotations map[string]string `yaml:"annotations"`
 	} `yaml:"metadata"`
 	Spec struct {
-		Grace      int `yaml:"terminationGracePeriodSeconds"`
+		Grace int `yaml:"terminationGracePeriodSeconds"`
+		// InitContainers: the one that creates the cluster.
+		InitContainers []struct {
+			Name    string   `yaml:"name"`
+			Command []string `yaml:"command"`
+			Args    []string `yaml:"args"`
+			Env     []struct {
+				Name  string `yaml:"name"`
+				Value string `yaml:"value"`
+			} `yaml:"env"`
+		} `yaml:"initContainers"`
 		Containers []struct {
 			Ports []struct {
 				Name          string `yaml:"name"`
@@ -215,6 +225,23 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	if pod.Metadata.Labels["cluster"] != env["SNOWFLAKED_CLUSTER"] {
 		t.Errorf("pod label cluster %q, SNOWFLAKED_CLUSTER %q: the alerts group by it", pod.Metadata.Labels["cluster"], env["SNOWFLAKED_CLUSTER"])
+	}
+	// Nodes do not create their cluster: an init container does, on the
+	// node's ensemble, under the node's cluster name.
+	if env["SNOWFLAKED_CREATE_CLUSTER"] != "" {
+		t.Errorf("the node container sets SNOWFLAKED_CREATE_CLUSTER=%q: the init container creates the cluster", env["SNOWFLAKED_CREATE_CLUSTER"])
+	}
+	if len(pod.Spec.InitContainers) != 1 {
+		t.Fatalf("%d init containers, want the one that creates the cluster", len(pod.Spec.InitContainers))
+	}
+	ic := pod.Spec.InitContainers[0]
+	icEnv := map[string]string{}
+	for _, e := range ic.Env {
+		icEnv[e.Name] = e.Value
+	}
+	want := []string{"cluster", "create", env["SNOWFLAKED_CLUSTER"], "--zk", "$(SNOWFLAKED_ZK)"}
+	if strings.Join(ic.Command, " ") != "/usr/local/bin/snowflakectl" || strings.Join(ic.Args, " ") != strings.Join(want, " ") || icEnv["SNOWFLAKED_ZK"] != env["SNOWFLAKED_ZK"] {
+		t.Errorf("init container %+v: want snowflakectl %v with the node's SNOWFLAKED_ZK %q", ic, want, env["SNOWFLAKED_ZK"])
 	}
 }
 
