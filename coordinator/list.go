@@ -39,6 +39,9 @@ type WorkerInfo struct {
 	// Stopped: the last write to the forever znode was the final fence of
 	// a clean stop.
 	Stopped bool `json:"stopped,omitempty"`
+	// Retired (unix ms, 0: not): snowflakectl node retire freed the
+	// worker ID for recycling at once.
+	Retired int64 `json:"retired_ms,omitempty"`
 	// Problem describes malformed or inconsistent znodes ("" when fine).
 	Problem string `json:"problem,omitempty"`
 }
@@ -132,7 +135,8 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 		}
 		node, derr := decodeForeverNode(p, n.name, n.key, n.seq, got[i].Data, got[i].Stat, cd.WorkerIDs)
 		row := WorkerInfo{WorkerID: node.workerID, NodeKey: n.key, Path: node.path, Addr: node.data.Addr,
-			LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence, Token: node.data.Token, Stopped: node.data.Stopped}
+			LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence, Token: node.data.Token, Stopped: node.data.Stopped,
+			Retired: node.data.Retired}
 		if node.data.LastTS > 0 {
 			row.LastReportAgeMs = max(now-node.data.LastTS, 0)
 		}

@@ -117,8 +117,9 @@ func TestRetireDeadNode(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	fence := workerRows(t, zk, "one")["dead"].Fence
-	if fence <= 0 {
+	dead := workerRows(t, zk, "one")["dead"]
+	fence := dead.Fence
+	if fence <= 0 || dead.Retired <= 0 {
 		t.Fatalf("the dead node's row has no fence: %+v", workerRows(t, zk, "one"))
 	}
 
