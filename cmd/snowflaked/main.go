@@ -3,8 +3,10 @@
 //
 // Exit status: 0 after a clean stop (SIGTERM or SIGINT, also while the node
 // still waits for ZooKeeper at start); 2 for bad flags or configuration
-// (including a cache file of another identity or layout, and a cluster in
-// ZooKeeper with another layout); 1 for any other error, among them
+// (including a cache file of another identity or layout, a cluster in
+// ZooKeeper with another layout, a cluster that does not exist without
+// --create-cluster, and a cluster that requires a feature this release does
+// not know); 1 for any other error, among them
 // ZooKeeper unreachable at a first start (no cache file to serve from), the
 // worker ID's lease held by another live process of the same node key, and
 // the cache file in use by another process.
