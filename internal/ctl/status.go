@@ -88,8 +88,12 @@ func writeStatusTable(w io.Writer, cluster string, rows []coordinator.WorkerInfo
 		if r.LeaseHolder != "" {
 			lease += " (" + r.LeaseHolder + ")"
 		}
+		problem := r.Problem
+		if r.Retired > 0 && problem == "" {
+			problem = "retired (snowflakectl node retire): its worker ID may be recycled now"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", worker, dash(r.NodeKey), dash(r.Addr), lease, yesNo(r.InService),
-			reportAge(r.LastReportAgeMs), fenceText(r.Fence, now), dash(shortToken(r.Token)), dash(r.Problem))
+			reportAge(r.LastReportAgeMs), fenceText(r.Fence, now), dash(shortToken(r.Token)), dash(problem))
 	}
 	tw.Flush()
 }

@@ -33,6 +33,8 @@ func TestWriteStatusTable(t *testing.T) {
 			{WorkerID: -1, NodeKey: "b", LastReportAgeMs: -1},
 			{WorkerID: 2, LeaseHeld: true, LeaseHolder: "node key x", LastReportAgeMs: -1, Problem: "lease without a forever znode naming this worker ID"}},
 			[]string{"3 worker(s), 0 in service", "1h30m0s ago", "(1h0m0s ago)", "never", "-  ", "yes (node key x)", "lease without a forever znode"}},
+		{"retired", []coordinator.WorkerInfo{{WorkerID: 4, NodeKey: "gone", LastReportAgeMs: -1, Retired: now.UnixMilli()}},
+			[]string{"gone", "retired (snowflakectl node retire)"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
