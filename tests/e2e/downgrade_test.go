@@ -227,6 +227,8 @@ func TestDowngrade_RangeClusterUpgradedLocksOutTheReleaseBeforeRange(t *testing.
 	q.waitReadyz(http.StatusOK, readyTimeout)
 	if _, w := decodeMs(q.ids(1)[0]); w >= 512 {
 		t.Fatalf("before: 5baa9d7 served worker %d, inside the range: the defect this test relies on is gone", w)
+	} else {
+		t.Logf("before: 5baa9d7 joined the flat cluster with range 512-1023 and served worker %d", w)
 	}
 	q.signal(syscall.SIGTERM)
 	q.exitCode()
