@@ -102,7 +102,7 @@ func decodeCluster(b []byte) (clusterData, error) {
 		return d, err
 	}
 	switch {
-	case extra.Format == 0:
+	case extra.Format == 0, extra.Format == 1: // the flat shape (format 1 when written out)
 		if err := json.Unmarshal(b, &d.Layout); err != nil {
 			return d, err
 		}
