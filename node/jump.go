@@ -74,6 +74,12 @@ type jumpGuard struct {
 	check      *clockguard.Check
 	confirmers []jumpConfirmer
 	log        zerolog.Logger
+	// stepped, if set, is called (outside the lock, quick, non-blocking)
+	// after a forward step of reaskStep or more that is followed at once
+	// (within the headroom, or a correction): the fence keeper extends the
+	// fence at once instead of at its next tick, so requests do not run
+	// into the old fence. Set before Run.
+	stepped func()
 
 	mu       sync.Mutex
 	baseline int64         // trusted wall − mono (ns)
@@ -146,7 +152,7 @@ func (j *jumpGuard) Holding() bool {
 // the renewals) cannot leave it contrary to the suspicion.
 func (j *jumpGuard) step() {
 	wall, mono := j.clk.WallNanos(), j.clk.Mono()
-	var logLine func() // written after the lock is released (a slow stdout must not hold it)
+	var logLine func() // written (and stepped called) after the lock is released (a slow stdout must not hold it)
 	defer func() {
 		if logLine != nil {
 			logLine()
@@ -189,12 +195,19 @@ func (j *jumpGuard) step() {
 			// must not keep it in on a clock that stepped off.
 			j.reaskStepped = true
 		}
+		if skew >= reaskStep && j.stepped != nil {
+			logLine = j.stepped
+		}
 		if skew > j.threshold {
 			// Not a jump: it returns the clock to the trusted trajectory
 			// (over is within the threshold), undoing an earlier step back.
+			stepped := j.stepped
 			logLine = func() {
 				j.log.Info().Dur("step", skew).Dur("beyond_expected", over).Dur("threshold", j.threshold).
 					Msg("the clock stepped forward back to the time the monotonic clock expects: a correction of an earlier step back, not a jump")
+				if stepped != nil {
+					stepped()
+				}
 			}
 		}
 		j.baseline = wall - int64(mono) // follow small drifts, accepted backward steps and corrections

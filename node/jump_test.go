@@ -717,3 +717,37 @@ func TestJumpGuardConfirmedOvershootIsTheNewTrajectory(t *testing.T) {
 		}
 	}
 }
+
+// A forward step the guard follows at once (within the headroom, or a
+// correction of a step back) wakes the fence keeper, so requests do not
+// run into the fence written before the step; a step back, a drift and a
+// held jump do not.
+func TestJumpGuardForwardStepWakesTheFenceKeeper(t *testing.T) {
+	const threshold = 3 * time.Second
+	for _, tc := range []struct {
+		name  string
+		steps []time.Duration
+		want  int // wakes after the last step
+	}{
+		{"a step within the headroom", []time.Duration{2 * time.Second}, 1},
+		{"a correction of a step back", []time.Duration{-8 * time.Second, 8 * time.Second}, 1},
+		{"a step back", []time.Duration{-8 * time.Second}, 0},
+		{"a drift", []time.Duration{reaskStep / 2}, 0},
+		{"a jump, held", []time.Duration{8 * time.Second}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+			j := newJumpGuard(clockguard.New(zerolog.Nop(), nil), clk, threshold, zerolog.Nop())
+			wakes := 0
+			j.stepped = func() { wakes++ }
+			for _, s := range tc.steps {
+				wakes = 0
+				clk.StepWall(s)
+				j.step()
+			}
+			if wakes != tc.want {
+				t.Fatalf("fence keeper woken %d times after %v, want %d", wakes, tc.steps, tc.want)
+			}
+		})
+	}
+}

@@ -443,6 +443,7 @@ func (n *node) newJumpGuard() {
 	n.jumps = newJumpGuard(n.guard, n.clock, n.cfg.FenceAhead, n.log.With().Str("component", "jump").Logger(),
 		ntpConfirmer{n.ntp}, peersConfirmer{n.peers})
 	n.keeper.SetHold(n.jumps.Holding)
+	n.jumps.stepped = n.keeper.Wake
 	n.loops = append(n.loops, n.jumps.Run)
 }
 
