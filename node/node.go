@@ -538,12 +538,14 @@ func (n *node) logStart(addr net.Addr) {
 // exact last issued time as the fence to ZooKeeper (closing the session)
 // and to the cache file.
 func (n *node) serve(ctx context.Context) error {
+	// The port first: no check may pass (nor the alive znode appear) while
+	// the start phase's server still answers 503 starting.
+	ln := n.start.handOver()
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, loop := range n.loops {
 		wg.Go(func() { loop(bg) })
 	}
-	ln := n.start.handOver()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- n.srv.Serve(ln) }()
 
@@ -584,7 +586,7 @@ func (n *node) serve(ctx context.Context) error {
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	shutErr := n.srv.Shutdown(sctx)
 	cancel()
-	n.start.h.close() // the listener itself (the server closed its view)
+	n.start.closeListener() // the listener itself: the server closed its view
 	stopBG()
 	wg.Wait()
 	select {

@@ -79,6 +79,9 @@ func (p *startPhase) stop() {
 	p.h.close()
 }
 
+// closeListener closes the listener once the node's server has stopped.
+func (p *startPhase) closeListener() { p.h.close() }
+
 // handoff lets servers serve one listener in turn. One goroutine accepts;
 // each view gives the connections to its server until it is closed; a
 // connection accepted between two views waits for the next one.
