@@ -78,6 +78,7 @@ const (
 	ReasonClockStalled     Reason = "clock_stalled"        // the wall clock did not reach the next tick while the generator waited for it
 	ReasonClockJump        Reason = "clock_jump"           // the clock jumped forward beyond the fence headroom, not confirmed yet
 	ReasonBorrowExhausted  Reason = "borrow_exhausted"     // --rollback-policy borrow: the IDs reached the fence while the clock was behind them
+	ReasonPrevHolderFence  Reason = "prev_holder_fence"    // at start, waiting for the previous holder's ZooKeeper fence (state starting)
 )
 
 type checkStatus int8
@@ -106,6 +107,13 @@ func (c *Check) Pass() { c.g.set(c, passing, "") }
 // Fail marks the condition as failed; detail carries the figures
 // (e.g. "clock 5.2s behind the last issued ID, tolerance 5ms").
 func (c *Check) Fail(detail string) { c.g.set(c, failing, detail) }
+
+// Wait keeps the condition pending (the node stays Starting) and says what
+// it waits for: while it is the first pending check, the guard's state is
+// Starting with the check's reason and detail instead of "waiting for
+// <reason>". For a wait that is part of a normal start (the previous
+// holder's fence), not a fault.
+func (c *Check) Wait(detail string) { c.g.set(c, pending, detail) }
 
 // Status is a snapshot of the guard.
 type Status struct {
@@ -248,6 +256,9 @@ func (g *Guard) recompute() {
 	}
 	if next.State == InService && firstPending != nil {
 		next = Status{State: Starting, Reason: ReasonStarting, Detail: "waiting for " + string(firstPending.reason)}
+		if firstPending.detail != "" { // Wait: it says what it waits for
+			next.Reason, next.Detail = firstPending.reason, firstPending.detail
+		}
 	}
 	if g.stopping {
 		next = Status{State: Stopping, Reason: ReasonStopping}

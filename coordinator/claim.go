@@ -43,6 +43,7 @@ func (c *Coordinator) Claim(ctx context.Context, prior Prior) (Identity, error) 
 		return Identity{}, errors.New("claim worker id: coordinator already claimed, resumed or closed")
 	}
 	c.mu.Unlock()
+	defer c.setProgress("")
 	id, err := c.claim(ctx, prior)
 	if err != nil {
 		return Identity{}, fmt.Errorf("claim worker id: %w", err)
@@ -55,14 +56,18 @@ type claimed struct {
 	node     *foreverNode // as written by the claim (version and data)
 	session  int64
 	recycled bool
+	// prevKey and prevAddr name the holder whose fence node.data.PrevFence is.
+	prevKey, prevAddr string
 }
 
 func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) {
+	c.setProgress(fmt.Sprintf("connecting to ZooKeeper %s", strings.Join(c.cfg.Servers, ",")))
 	conn, err := c.connect(ctx)
 	if err != nil {
 		return Identity{}, err
 	}
 	z := zkclient.Client{Conn: conn, Timeout: c.opTimeout}
+	c.setProgress(fmt.Sprintf("reading the znodes of cluster %q", c.cfg.Cluster))
 	var inc string
 	if err := c.retry(ctx, "ensure cluster znodes", func(ctx context.Context) error {
 		var err error
@@ -77,6 +82,7 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 	priorSession := parseSession(prior.Session)
 	token := zkclient.NewToken() // one per Claim: a claim whose answer was lost is recognised by it
 	for round := 1; round <= maxClaimRounds; round++ {
+		c.setProgress(fmt.Sprintf("claiming a worker ID for node key %q", c.cfg.NodeKey))
 		node, err := c.findOrCreateForever(ctx, z)
 		if err != nil {
 			return Identity{}, err
@@ -106,7 +112,7 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 		c.mu.Unlock()
 		id := Identity{
 			WorkerID: n.workerID, PrevFence: n.data.PrevFence, ZKFence: n.data.Fence, Token: token, PrevToken: n.data.PrevToken,
-			Incarnation: inc, Path: n.path, Recycled: cl.recycled,
+			Incarnation: inc, Path: n.path, Recycled: cl.recycled, PrevNodeKey: cl.prevKey, PrevAddr: cl.prevAddr,
 		}
 		if cl.session != 0 {
 			id.Session = sessionHex(cl.session)
@@ -159,7 +165,15 @@ func (c *Coordinator) claimOwn(ctx context.Context, z zkclient.Client, node *for
 	if err != nil {
 		return claimed{}, err
 	}
-	return claimed{node: &written, session: sess}, nil
+	// The holder that wrote the fence claimData carried over: an earlier
+	// process of this node key (unknown when an earlier attempt of this
+	// claim wrote the znode, whose data are then ours).
+	c.setProgress(fmt.Sprintf("claiming worker ID %d for node key %q", node.workerID, c.cfg.NodeKey))
+	cl := claimed{node: &written, session: sess}
+	if node.data.Token != token {
+		cl.prevKey, cl.prevAddr = node.data.NodeKey, node.data.Addr
+	}
+	return cl, nil
 }
 
 // claimOp is the op on node's forever znode that goes with the lease create
@@ -448,6 +462,11 @@ func (c *Coordinator) takeLease(ctx context.Context, z zkclient.Client, node *fo
 			waitUntil = time.Now().Add(wait)
 			c.log.Warn().Int64("worker_id", node.workerID).Str("holder", holder).Dur("watch", wait).
 				Msg("lease held by another session of this node key (a crashed predecessor?): watching whether it renews")
+			c.mu.Lock()
+			c.progress = claimProgress{until: waitUntil, leaseWait: fmt.Sprintf(
+				"waiting for the lease on worker ID %d, held by %s, to go: an earlier session of this node key (a crashed predecessor's lingers until ZooKeeper ends its session, after the session timeout %v); watching whether it renews",
+				node.workerID, holder, c.sessionTimeout().Round(time.Millisecond))}
+			c.mu.Unlock()
 		}
 		var version int32
 		if err := c.retry(ctx, "watch the lease holder", func(ctx context.Context) error {
@@ -643,7 +662,8 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 				ErrNoFreeWorkerID, own.seq, own.path, ids, c.cfg.Layout, summary)
 		}
 		w := free[rand.IntN(len(free))]
-		ops, mine, from, err := c.recycleOps(s, me, w, now, token)
+		c.setProgress(fmt.Sprintf("taking over worker ID %d for node key %q (recycling)", w, c.cfg.NodeKey))
+		ops, mine, from, prevHolder, err := c.recycleOps(s, me, w, now, token)
 		if err != nil {
 			return claimed{}, err
 		}
@@ -657,7 +677,7 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 			node.version, node.data, node.workerID = me.version+1, mine, w
 			c.log.Warn().Int64("worker_id", w).Strs("from", from).Int64("prev_fence", mine.PrevFence).Str("forever", me.path).
 				Msg("took over a recycled worker ID (its previous owner held no lease and had not renewed for longer than recycle-after, or was retired); issuing only after its fence")
-			return claimed{node: &node, session: st.EphemeralOwner, recycled: true}, nil
+			return claimed{node: &node, session: st.EphemeralOwner, recycled: true, prevKey: prevHolder.NodeKey, prevAddr: prevHolder.Addr}, nil
 		}
 		switch {
 		case zkclient.Transient(err):
@@ -676,12 +696,14 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 
 // recycleOps builds the take-over multi for worker ID w: our data carries
 // token, the evicted owners' highest fence as PrevFence and a fence G ahead.
-func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token string) (ops []any, mine foreverData, from []string, err error) {
+// holder is the evicted owner whose fence that is (its node key and address).
+func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token string) (ops []any, mine foreverData, from []string, holder foreverData, err error) {
 	none := int64(noWorker)
 	var prev foreverData // the evicted owners folded into one: highest fence, its token
 	for _, o := range s.claimers[w] {
 		if f := max(o.data.Fence, o.data.LastTS); f >= prev.Fence {
 			prev.Token, prev.Fence = o.data.Token, f
+			holder.NodeKey, holder.Addr = o.data.NodeKey, o.data.Addr
 		}
 		from = append(from, o.path)
 		d := o.data
@@ -689,7 +711,7 @@ func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token s
 		d.WorkerID, d.PrevWorkerID, d.RecycledTo, d.Updated = &none, &wid, me.path, now
 		b, err := json.Marshal(d)
 		if err != nil {
-			return nil, mine, nil, fmt.Errorf("encode evicted forever data: %w", err)
+			return nil, mine, nil, holder, fmt.Errorf("encode evicted forever data: %w", err)
 		}
 		ops = append(ops, &zk.SetDataRequest{Path: o.path, Data: b, Version: o.version})
 	}
@@ -705,18 +727,18 @@ func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token s
 	mine.Stopped, mine.Retired = false, 0
 	b, err := json.Marshal(mine)
 	if err != nil {
-		return nil, mine, nil, fmt.Errorf("encode forever data: %w", err)
+		return nil, mine, nil, holder, fmt.Errorf("encode forever data: %w", err)
 	}
 	ops = append(ops, &zk.SetDataRequest{Path: me.path, Data: b, Version: me.version})
 	audit, err := json.Marshal(map[string]any{"last_recycle": map[string]any{"worker_id": w, "from": from, "to": me.path, "at": now}})
 	if err != nil {
-		return nil, mine, nil, fmt.Errorf("encode recycle audit: %w", err)
+		return nil, mine, nil, holder, fmt.Errorf("encode recycle audit: %w", err)
 	}
 	ld, err := json.Marshal(leaseData{NodeKey: c.cfg.NodeKey, Addr: c.cfg.Advertise, SessionID: sessionHex(c.getConn().SessionID())})
 	if err != nil {
-		return nil, mine, nil, fmt.Errorf("encode lease data: %w", err)
+		return nil, mine, nil, holder, fmt.Errorf("encode lease data: %w", err)
 	}
 	ops = append([]any{&zk.SetDataRequest{Path: c.p.forever, Data: audit, Version: s.parentVersion}}, ops...)
 	ops = append(ops, &zk.CreateRequest{Path: c.p.lease(w), Data: ld, Acl: c.acl, Flags: zk.FlagEphemeral})
-	return ops, mine, from, nil
+	return ops, mine, from, holder, nil
 }

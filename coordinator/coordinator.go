@@ -95,6 +95,10 @@ type Identity struct {
 	// Recycled is true when this Claim took the worker ID over from another
 	// node key (so the local cache, if any, is for another worker ID).
 	Recycled bool
+	// PrevNodeKey and PrevAddr name the previous holder whose fence is
+	// PrevFence (this node key itself, an earlier process of it, unless
+	// Recycled); "" when unknown.
+	PrevNodeKey, PrevAddr string
 }
 
 // Peer is a live node found under alive/.
@@ -163,6 +167,37 @@ type Coordinator struct {
 
 	mu sync.Mutex
 	st state
+
+	// progress says what Claim waits for (ClaimProgress); guarded by mu.
+	progress claimProgress
+}
+
+// claimProgress is what Claim is doing: a step, or the wait for a lease
+// until a deadline.
+type claimProgress struct {
+	step      string
+	leaseWait string    // the wait for a lease, "" for none
+	until     time.Time // the end of the lease wait
+}
+
+// ClaimProgress says what Claim waits for now, for /readyz while the node
+// starts ("" once it returned): the ZooKeeper connection, the cluster
+// znodes, the previous session's lease (with the time left), the claim.
+func (c *Coordinator) ClaimProgress() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.progress
+	if p.leaseWait != "" {
+		return fmt.Sprintf("%s; up to %v more", p.leaseWait, max(time.Until(p.until), 0).Round(100*time.Millisecond))
+	}
+	return p.step
+}
+
+// setProgress records the step Claim is at (and ends a lease wait).
+func (c *Coordinator) setProgress(step string) {
+	c.mu.Lock()
+	c.progress = claimProgress{step: step}
+	c.mu.Unlock()
 }
 
 // state is the coordinator's view of its ZooKeeper presence; guarded by mu.

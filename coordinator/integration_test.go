@@ -997,7 +997,7 @@ func TestIntegration_RecycleFromOutdatedScanFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	// ...and A's take-over from its outdated scan fails.
-	ops, _, _, err := a.recycleOps(s, s.byPath[own.path], 2, time.Now().UnixMilli(), zkclient.NewToken())
+	ops, _, _, _, err := a.recycleOps(s, s.byPath[own.path], 2, time.Now().UnixMilli(), zkclient.NewToken())
 	if err != nil {
 		t.Fatal(err)
 	}

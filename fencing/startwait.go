@@ -19,12 +19,53 @@ const startPoll = 100 * time.Millisecond
 // max-start-wait) it waits with the check pending; further behind, the clock
 // went back while the node was down, and the check fails with the figures
 // until the clock passes the fence. Either way it then passes for good.
+//
+// When the fence is the previous holder's ZooKeeper fence (NewPrevHolderWait:
+// a fence this node's disk did not write, so it says nothing about this
+// clock), the wait is part of a normal start: the node stays starting with
+// reason prev_holder_fence and the holder, fence and time left as the
+// detail, for as long as a correct clock can need (--zk-fence-ahead +
+// max-start-wait). Only a wait beyond that is a clock's fault
+// (clock_behind_fence): this clock is behind, or the holder's was ahead.
 type StartWait struct {
 	check   *clockguard.Check
+	prev    *clockguard.Check // prev_holder_fence; nil for a fence of this node's own
+	holder  PrevHolder
 	clock   clock.Clock
 	readyNs int64 // Unix ns from which IDs may be issued
 	maxWait time.Duration
 	log     zerolog.Logger
+}
+
+// PrevHolder is the previous holder of a worker ID, whose ZooKeeper fence a
+// node waits for at start.
+type PrevHolder struct {
+	NodeKey string // its node key ("" when unknown)
+	Addr    string // its advertised address ("" when unknown)
+	Token   string // its instance token ("" for a holder from before tokens)
+	FenceMs int64  // its ZooKeeper fence (Unix ms)
+	// ZKFenceAhead is --zk-fence-ahead: how far ahead of its clock a
+	// holder's fence can be.
+	ZKFenceAhead time.Duration
+}
+
+// String names the holder for details and logs.
+func (h PrevHolder) String() string {
+	s := "node key " + orUnknown(h.NodeKey)
+	if h.Addr != "" {
+		s += " at " + h.Addr
+	}
+	if h.Token != "" {
+		s += ", token " + h.Token
+	}
+	return s
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(unknown)"
+	}
+	return fmt.Sprintf("%q", s)
 }
 
 // NewStartWait registers the clock_behind_fence check. readyAtNs is the
@@ -34,22 +75,112 @@ func NewStartWait(g *clockguard.Guard, c clock.Clock, readyAtNs int64, maxWait t
 	return &StartWait{check: g.Check(clockguard.ReasonClockBehindFence), clock: c, readyNs: readyAtNs, maxWait: maxWait, log: log}
 }
 
+// NewPrevHolderWait is NewStartWait for a start fence that is the previous
+// holder's ZooKeeper fence: it registers prev_holder_fence first, then
+// clock_behind_fence.
+func NewPrevHolderWait(g *clockguard.Guard, c clock.Clock, readyAtNs int64, maxWait time.Duration, holder PrevHolder, log zerolog.Logger) *StartWait {
+	prev := g.Check(clockguard.ReasonPrevHolderFence)
+	s := NewStartWait(g, c, readyAtNs, maxWait, log)
+	s.prev, s.holder = prev, holder
+	return s
+}
+
 // Behind returns how far the clock is behind the fence (0 when past it).
 func (s *StartWait) Behind() time.Duration {
 	return max(0, time.Duration(s.readyNs-s.clock.WallNanos()))
 }
 
+// PrevHolderWait returns how long the node still waits for the previous
+// holder's ZooKeeper fence, and the holder: 0 when the fence is this node's
+// own, or passed, or too far ahead to be waited for (clock_behind_fence).
+func (s *StartWait) PrevHolderWait() (time.Duration, PrevHolder) {
+	if s.prev == nil {
+		return 0, PrevHolder{}
+	}
+	behind := s.Behind()
+	if behind > s.prevBound() {
+		return 0, s.holder
+	}
+	return behind, s.holder
+}
+
+// prevBound is the longest wait for the previous holder's fence that a
+// correct clock can need.
+func (s *StartWait) prevBound() time.Duration { return s.holder.ZKFenceAhead + s.maxWait }
+
+func (s *StartWait) prevDetail(behind time.Duration) string {
+	return fmt.Sprintf("waiting for the previous holder's ZooKeeper fence %s (%s): %s left; the previous holder may have issued IDs up to it (normal after a replaced disk or a take-over, at most --zk-fence-ahead %s)",
+		time.UnixMilli(s.holder.FenceMs).UTC().Format(time.RFC3339Nano), s.holder, behind.Round(100*time.Millisecond), s.holder.ZKFenceAhead)
+}
+
 // Run polls until the clock is past the fence and passes the check, or ctx
 // ends. It returns how long it waited (by the monotonic clock).
 func (s *StartWait) Run(ctx context.Context) time.Duration {
+	if s.prev != nil {
+		return s.runPrev(ctx)
+	}
+	return s.run(ctx, s.clock.Mono())
+}
+
+// runPrev is Run for the previous holder's fence: it waits with
+// prev_holder_fence while the wait is within what a correct clock can
+// need, then leaves the rest (a clock behind it) to run.
+func (s *StartWait) runPrev(ctx context.Context) time.Duration {
 	start := s.clock.Mono()
+	behind := s.Behind()
+	if behind == 0 || behind > s.prevBound() {
+		s.prev.Pass()
+		return s.run(ctx, start)
+	}
+	s.check.Pass()
+	s.log.Info().Str("prev_node_key", s.holder.NodeKey).Str("prev_addr", s.holder.Addr).Str("prev_token", s.holder.Token).
+		Int64("prev_fence_ms", s.holder.FenceMs).Dur("left", behind).Dur("zk_fence_ahead", s.holder.ZKFenceAhead).
+		Msg("waiting for the previous holder's ZooKeeper fence before serving (prev_holder_fence)")
+	s.prev.Wait(s.prevDetail(behind))
+	t := time.NewTimer(min(behind, startPoll))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return s.clock.Mono() - start
+		case <-t.C:
+		}
+		behind = s.Behind()
+		switch {
+		case behind == 0:
+			waited := s.clock.Mono() - start
+			s.log.Info().Dur("waited", waited).Int64("prev_fence_ms", s.holder.FenceMs).Msg("clock passed the previous holder's ZooKeeper fence")
+			s.prev.Pass()
+			return waited
+		case behind > s.prevBound(): // the clock went back during the wait
+			s.prev.Pass()
+			return s.run(ctx, start)
+		}
+		s.prev.Wait(s.prevDetail(behind))
+		t.Reset(min(behind, startPoll))
+	}
+}
+
+// run is Run for a fence of this node's own (and for a previous holder's
+// fence further ahead than a correct clock can need), counting the wait
+// from start.
+func (s *StartWait) run(ctx context.Context, start time.Duration) time.Duration {
 	behind := s.Behind()
 	if behind == 0 {
 		s.check.Pass()
-		return 0
+		return s.clock.Mono() - start
 	}
-	failing := behind > s.maxWait
-	if failing {
+	maxWait := s.maxWait
+	if s.prev != nil {
+		maxWait = s.prevBound()
+	}
+	failing := behind > maxWait
+	if failing && s.prev != nil {
+		detail := fmt.Sprintf("clock is %s behind the previous holder's ZooKeeper fence %s (%s), more than --zk-fence-ahead %s + max-start-wait %s: this clock is behind, or the previous holder's was ahead; out of service until it passes the fence",
+			behind.Round(time.Millisecond), time.Unix(0, s.readyNs).UTC().Format(time.RFC3339Nano), s.holder, s.holder.ZKFenceAhead, s.maxWait)
+		s.log.Warn().Dur("behind", behind).Dur("max_start_wait", s.maxWait).Str("prev_node_key", s.holder.NodeKey).Msg(detail)
+		s.check.Fail(detail)
+	} else if failing {
 		detail := fmt.Sprintf("clock is %s behind the fence %s (max-start-wait %s): it went back while the node was down; out of service until it passes the fence",
 			behind.Round(time.Millisecond), time.Unix(0, s.readyNs).UTC().Format(time.RFC3339Nano), s.maxWait)
 		s.log.Warn().Dur("behind", behind).Dur("max_start_wait", s.maxWait).Msg(detail)
@@ -72,9 +203,9 @@ func (s *StartWait) Run(ctx context.Context) time.Duration {
 			s.check.Pass()
 			return waited
 		}
-		if !failing && behind > s.maxWait { // the clock went back during the wait
+		if !failing && behind > maxWait { // the clock went back during the wait
 			failing = true
-			s.check.Fail(fmt.Sprintf("clock is %s behind the fence (max-start-wait %s)", behind.Round(time.Millisecond), s.maxWait))
+			s.check.Fail(fmt.Sprintf("clock is %s behind the fence (max-start-wait %s)", behind.Round(time.Millisecond), maxWait))
 		}
 		t.Reset(min(behind, startPoll))
 	}

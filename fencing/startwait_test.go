@@ -117,3 +117,89 @@ func TestStartWaitStopsWithContext(t *testing.T) {
 		t.Fatal("ready although the clock never passed the fence")
 	}
 }
+
+// Waiting for the previous holder's ZooKeeper fence (a fence this node's
+// disk did not write) is part of a normal start, never a clock fault: the
+// node is starting with reason prev_holder_fence and the holder, fence and
+// time left, for up to --zk-fence-ahead + max-start-wait. Only beyond that
+// (or when the clock goes back during the wait) is it clock_behind_fence.
+func TestStartWaitPrevHolder(t *testing.T) {
+	start := time.UnixMilli(1_750_000_000_000)
+	const zkAhead, maxWait = 30 * time.Second, 10 * time.Second
+	holder := PrevHolder{NodeKey: "node-a", Addr: "10.0.0.1:8080", Token: "tok-1", ZKFenceAhead: zkAhead}
+	tests := []struct {
+		name       string
+		ahead      time.Duration // fence minus now at start
+		goBackMid  time.Duration // wall step back while waiting
+		wantReason clockguard.Reason
+		wantState  clockguard.State
+		wantDetail []string
+		wantLeft   bool // PrevHolderWait reports time left
+	}{
+		{name: "within max-start-wait", ahead: 5 * time.Second, wantReason: clockguard.ReasonPrevHolderFence, wantState: clockguard.Starting,
+			wantDetail: []string{"previous holder's ZooKeeper fence", `node key "node-a" at 10.0.0.1:8080, token tok-1`, "5s left"}, wantLeft: true},
+		{name: "beyond max-start-wait, within zk-fence-ahead", ahead: 25 * time.Second, wantReason: clockguard.ReasonPrevHolderFence,
+			wantState: clockguard.Starting, wantDetail: []string{"25s left"}, wantLeft: true},
+		{name: "beyond zk-fence-ahead + max-start-wait: a clock's fault", ahead: time.Hour, wantReason: clockguard.ReasonClockBehindFence,
+			wantState: clockguard.OutOfService, wantDetail: []string{"1h0m0s behind the previous holder's ZooKeeper fence", "node-a", "this clock is behind, or the previous holder's was ahead"}},
+		{name: "the clock goes back during the wait", ahead: 5 * time.Second, goBackMid: time.Hour, wantReason: clockguard.ReasonClockBehindFence,
+			wantState: clockguard.OutOfService},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.NewFake(start)
+			g := clockguard.New(zerolog.Nop(), nil)
+			h := holder
+			h.FenceMs = start.Add(tc.ahead).UnixMilli()
+			gate := NewPrevHolderWait(g, clk, start.Add(tc.ahead).UnixNano(), maxWait, h, zerolog.Nop())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan time.Duration, 1)
+			go func() { done <- gate.Run(ctx) }()
+			if tc.goBackMid > 0 {
+				waitState(t, g, clockguard.Starting, clockguard.ReasonPrevHolderFence)
+				clk.StepWall(-tc.goBackMid)
+			}
+			st := waitState(t, g, tc.wantState, tc.wantReason)
+			for _, s := range tc.wantDetail {
+				if !strings.Contains(st.Detail, s) {
+					t.Errorf("detail %q does not contain %q", st.Detail, s)
+				}
+			}
+			if left, got := gate.PrevHolderWait(); (left > 0) != tc.wantLeft || got.NodeKey != "node-a" {
+				t.Errorf("PrevHolderWait %v %+v, want time left %v", left, got, tc.wantLeft)
+			}
+			if tr := g.Transitions(); tc.wantReason == clockguard.ReasonPrevHolderFence && tr[clockguard.ReasonClockBehindFence] != 0 {
+				t.Errorf("transitions %v: a clock reason while waiting for the previous holder", tr)
+			}
+			clk.Advance(tc.ahead + tc.goBackMid + time.Millisecond)
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("gate did not pass after the clock passed the fence: %+v", g.Status())
+			}
+			if !g.Ready() {
+				t.Fatalf("not ready: %+v", g.Status())
+			}
+			if left, _ := gate.PrevHolderWait(); left != 0 {
+				t.Errorf("PrevHolderWait %v after the fence passed", left)
+			}
+		})
+	}
+}
+
+// waitState polls the guard until it is in state with reason.
+func waitState(t *testing.T, g *clockguard.Guard, state clockguard.State, reason clockguard.Reason) clockguard.Status {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := g.Status()
+		if st.State == state && st.Reason == reason {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v, want %s %s", st, state, reason)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

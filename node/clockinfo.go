@@ -6,6 +6,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/statuspage"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -37,6 +38,19 @@ type ClockInfo struct {
 	Rollback     RollbackInfo `json:"rollback"`
 	clockguard.Readings
 	ZK *ZKInfo `json:"zk,omitempty"`
+	// PrevHolderFence is there while the node waits at start for the
+	// previous holder's ZooKeeper fence (reason prev_holder_fence).
+	PrevHolderFence *PrevHolderInfo `json:"prev_holder_fence,omitempty"`
+}
+
+// PrevHolderInfo is the prev_holder_fence section of GET /clock: whose
+// ZooKeeper fence the node waits for, the fence and the time left.
+type PrevHolderInfo struct {
+	NodeKey string `json:"node_key"` // "" when unknown
+	Addr    string `json:"addr"`     // "" when unknown
+	Token   string `json:"token"`    // "" for a holder from before tokens
+	FenceMs int64  `json:"fence_ms"`
+	LeftMs  int64  `json:"left_ms"`
 }
 
 // RollbackInfo is the rollback section of GET /clock: the policy and how
@@ -82,12 +96,13 @@ type clockInfoBuilder struct {
 	peers   *clockguard.Peers        // nil in standalone mode
 	coord   *coordinator.Coordinator // nil in standalone mode
 	zk      ZKInfo                   // the static part
+	start   *fencing.StartWait
 }
 
 func (n *node) newClockInfo() *clockInfoBuilder {
 	r := &clockInfoBuilder{
 		mode: n.ident.mode, policy: n.cfg.RollbackPolicy, tol: n.cfg.RollbackTolerance, clock: n.clock, gen: n.gen, guard: n.guard, fence: n.keeper.Persisted,
-		watcher: n.watcher, ntp: n.ntp, peers: n.peers, coord: n.coord,
+		watcher: n.watcher, ntp: n.ntp, peers: n.peers, coord: n.coord, start: n.startWait,
 	}
 	if n.coord != nil {
 		r.zk = ZKInfo{Cluster: n.cfg.Cluster, NodeKey: n.nodeKey, Advertise: n.advertise, Servers: n.cfg.ZKServers()}
@@ -118,6 +133,9 @@ func (r *clockInfoBuilder) info() ClockInfo {
 		z := r.zk
 		z.Status = r.coord.Status()
 		rep.ZK = &z
+	}
+	if left, h := r.start.PrevHolderWait(); left > 0 {
+		rep.PrevHolderFence = &PrevHolderInfo{NodeKey: h.NodeKey, Addr: h.Addr, Token: h.Token, FenceMs: h.FenceMs, LeftMs: left.Milliseconds()}
 	}
 	return rep
 }

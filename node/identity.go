@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -25,6 +26,10 @@ type identity struct {
 	entry   cachefile.Entry // Fence: the fence at start (Unix ms, 0 for none)
 	from    string          // where the fence came from, for the log
 	resumed bool            // ZooKeeper mode: serving the cached worker ID while ZooKeeper is unreachable
+	// prevHolder is set when the start fence is the previous holder's
+	// ZooKeeper fence, not one this node's disk wrote (no or another cache
+	// file, or a take-over since): waiting for it is prev_holder_fence.
+	prevHolder *fencing.PrevHolder
 }
 
 // standaloneIdentity takes worker ID and layout from the flags and the

@@ -32,9 +32,6 @@ type jumpConfirmer interface {
 	// recheck asks the source for a fresh verdict (may block for its
 	// timeout; called from the guard's loop).
 	recheck(ctx context.Context)
-	// against reports whether the source's last verdict keeps this node
-	// out (its clock judged off).
-	against() bool
 	// recheckWhile makes the source's own rounds re-check soon (with their
 	// backoff) for as long as f reports true.
 	recheckWhile(f func() bool)
@@ -57,6 +54,19 @@ type jumpConfirmer interface {
 // source has disagreed with the jump, JumpHold no longer applies: only an
 // agreement or the undo ends the suspicion, whatever later rounds fail to
 // measure.
+//
+// A correction is not a jump. The guard remembers the trusted trajectory
+// (high: the largest trusted wall − mono): a step back lowers the baseline
+// but not high, so a later step forward that brings the wall clock back to
+// where the monotonic clock says it should be (within the threshold) is
+// followed at once, whatever its size. Only the part of a step beyond the
+// trusted trajectory counts as a jump: a correction that overshoots is held
+// for its overshoot, a step forward without a step back before it is held
+// as a whole. Safe because a correction never puts the clock past a time
+// the node already trusted and persisted fences on (high + the time the
+// monotonic clock measured since), so it burns no time the fences did not
+// already cover; and the generator never issues below its last issued ID,
+// whatever the clock does.
 type jumpGuard struct {
 	clk        clock.Clock
 	threshold  time.Duration
@@ -64,10 +74,17 @@ type jumpGuard struct {
 	check      *clockguard.Check
 	confirmers []jumpConfirmer
 	log        zerolog.Logger
+	// stepped, if set, is called (outside the lock, quick, non-blocking)
+	// after a forward step of reaskStep or more that is followed at once
+	// (within the headroom, or a correction): the fence keeper extends the
+	// fence at once instead of at its next tick, so requests do not run
+	// into the old fence. Set before Run.
+	stepped func()
 
 	mu       sync.Mutex
 	baseline int64         // trusted wall − mono (ns)
-	suspect  time.Duration // the unconfirmed forward skew; 0 when trusted
+	high     int64         // the largest trusted wall − mono: the trajectory a correction returns to
+	suspect  time.Duration // the unconfirmed forward skew beyond high; 0 when trusted
 	since    int64         // wall (ns) when the suspicion began
 	sinceMon time.Duration // mono when the suspicion began
 	asked    bool          // the confirmers were asked since then
@@ -78,9 +95,9 @@ type jumpGuard struct {
 	// reask: a jump was undone; the confirmers judged the jumped clock
 	// (a peer round failing peer_offset, say) and must look again.
 	reask bool
-	// reaskAgainst: the clock stepped by reaskStep or more; the confirmers
-	// whose last verdict is against this node must look again.
-	reaskAgainst bool
+	// reaskStepped: the clock stepped by reaskStep or more (forward within
+	// the headroom, a correction, or back); every confirmer looks again.
+	reaskStepped bool
 }
 
 func newJumpGuard(g *clockguard.Guard, c clock.Clock, threshold time.Duration, log zerolog.Logger, confirmers ...jumpConfirmer) *jumpGuard {
@@ -91,6 +108,7 @@ func newJumpGuard(g *clockguard.Guard, c clock.Clock, threshold time.Duration, l
 		}
 	}
 	j.baseline = c.WallNanos() - int64(c.Mono())
+	j.high = j.baseline
 	for _, cf := range j.confirmers {
 		cf.recheckWhile(j.suspicious)
 	}
@@ -134,7 +152,7 @@ func (j *jumpGuard) Holding() bool {
 // the renewals) cannot leave it contrary to the suspicion.
 func (j *jumpGuard) step() {
 	wall, mono := j.clk.WallNanos(), j.clk.Mono()
-	var logLine func() // written after the lock is released (a slow stdout must not hold it)
+	var logLine func() // written (and stepped called) after the lock is released (a slow stdout must not hold it)
 	defer func() {
 		if logLine != nil {
 			logLine()
@@ -142,31 +160,58 @@ func (j *jumpGuard) step() {
 	}()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	skew := time.Duration(wall - int64(mono) - j.baseline)
+	skew := time.Duration(wall - int64(mono) - j.baseline) // the step since the last look
+	over := time.Duration(wall - int64(mono) - j.high)     // beyond the trusted trajectory
 	switch {
-	case j.suspect == 0 && skew > j.threshold,
-		j.suspect > 0 && skew > j.threshold && (skew-j.suspect >= reaskStep || j.suspect-skew >= reaskStep):
+	case j.suspect == 0 && over > j.threshold,
+		j.suspect > 0 && over > j.threshold && (over-j.suspect >= reaskStep || j.suspect-over >= reaskStep):
 		moved := j.suspect > 0
-		j.suspect, j.since, j.sinceMon, j.asked = skew, wall, mono, false
+		j.suspect, j.since, j.sinceMon, j.asked = over, wall, mono, false
 		j.verdicts = make([]verdict, len(j.confirmers))
 		detail := fmt.Sprintf("the clock jumped forward by %v, more than the fence headroom %v: no fence is persisted on it until NTP or the peers confirm it, or it holds for %v with neither configured",
-			skew.Round(time.Millisecond), j.threshold, j.hold)
+			over.Round(time.Millisecond), j.threshold, j.hold)
+		if over != skew && !moved {
+			detail = fmt.Sprintf("the clock stepped forward by %v, %v beyond the time the monotonic clock expects (more than the fence headroom %v; the rest corrected an earlier step back): no fence is persisted on it until NTP or the peers confirm it, or it holds for %v with neither configured",
+				skew.Round(time.Millisecond), over.Round(time.Millisecond), j.threshold, j.hold)
+		}
 		logLine = func() {
-			j.log.Warn().Dur("jump", skew).Dur("threshold", j.threshold).Bool("moved_while_held", moved).Msg("suspect forward clock jump: fences held")
+			j.log.Warn().Dur("jump", over).Dur("step", skew).Dur("threshold", j.threshold).Bool("moved_while_held", moved).Msg("suspect forward clock jump: fences held")
 		}
 		j.check.Fail(detail)
-	case j.suspect > 0 && skew <= j.threshold:
+		j.baseline = wall - int64(mono)
+	case j.suspect > 0 && over <= j.threshold:
 		j.suspect, j.baseline, j.reask = 0, wall-int64(mono), j.asked
-		logLine = func() { j.log.Info().Dur("skew", skew).Msg("the forward clock jump was undone: fences resume") }
+		j.high = max(j.high, j.baseline)
+		logLine = func() { j.log.Info().Dur("skew", over).Msg("the forward clock jump was undone: fences resume") }
 		j.check.Pass()
-	case j.suspect == 0:
+	case j.suspect > 0:
+		j.baseline = wall - int64(mono) // held: small moves of the jumped clock
+	default:
 		if skew >= reaskStep || skew <= -reaskStep {
-			// A step within the headroom (or back): a source whose verdict
-			// against this node (peer_offset, ntp_offset) judged the clock
-			// before it must not keep it out until its next regular round.
-			j.reaskAgainst = true
+			// A step within the headroom (or back), or a correction:
+			// every source judged the clock before it. One whose verdict
+			// is against this node (peer_offset, ntp_offset) must not keep
+			// it out until its next regular round, and one that passes it
+			// must not keep it in on a clock that stepped off.
+			j.reaskStepped = true
 		}
-		j.baseline = wall - int64(mono) // follow small drifts and accepted backward steps
+		if skew >= reaskStep && j.stepped != nil {
+			logLine = j.stepped
+		}
+		if skew > j.threshold {
+			// Not a jump: it returns the clock to the trusted trajectory
+			// (over is within the threshold), undoing an earlier step back.
+			stepped := j.stepped
+			logLine = func() {
+				j.log.Info().Dur("step", skew).Dur("beyond_expected", over).Dur("threshold", j.threshold).
+					Msg("the clock stepped forward back to the time the monotonic clock expects: a correction of an earlier step back, not a jump")
+				if stepped != nil {
+					stepped()
+				}
+			}
+		}
+		j.baseline = wall - int64(mono) // follow small drifts, accepted backward steps and corrections
+		j.high = max(j.high, j.baseline)
 	}
 }
 
@@ -205,18 +250,21 @@ func every(ctx context.Context, d time.Duration, f func()) {
 // reaskIfUndone asks the confirmers again after an undone jump they had
 // judged, so a verdict on the jumped clock (peer_offset, ntp_offset) does
 // not outlive the jump until their next regular round; after any other
-// step of at least reaskStep it asks those whose last verdict is against
-// this node (judged on the clock before the step). A source that passes is
-// not asked: a step alone never takes the node out sooner than its rounds.
+// step of at least reaskStep it asks every source at once (each judged the
+// clock before the step): a verdict against this node does not keep it out
+// once its clock is set right, and a clock stepped off is found in one
+// round, not at the next regular one. The sources' own limits (NTP's gap
+// between queries) still apply.
 func (j *jumpGuard) reaskIfUndone(ctx context.Context) {
 	j.mu.Lock()
-	reask, against := j.reask, j.reaskAgainst
-	j.reask, j.reaskAgainst = false, false
+	reask := j.reask || j.reaskStepped
+	j.reask, j.reaskStepped = false, false
 	j.mu.Unlock()
+	if !reask {
+		return
+	}
 	for _, cf := range j.confirmers {
-		if reask || against && cf.against() {
-			cf.recheck(ctx)
-		}
+		cf.recheck(ctx)
 	}
 }
 
@@ -283,7 +331,8 @@ func (j *jumpGuard) accept(since int64, sinceMon time.Duration, latest []verdict
 	}
 	// The jump as measured becomes trusted, not whatever the clock reads
 	// now: a second jump since is seen by the next step as one of its own.
-	j.suspect, j.baseline = 0, j.baseline+int64(j.suspect)
+	j.baseline = j.high + int64(j.suspect)
+	j.suspect, j.high = 0, j.baseline
 	j.check.Pass()
 	return by, true
 }
@@ -294,8 +343,6 @@ type ntpConfirmer struct{ ntp *clockguard.NTP }
 func (c ntpConfirmer) enabled() bool { return c.ntp != nil && c.ntp.Enabled() }
 
 func (c ntpConfirmer) recheck(ctx context.Context) { _, _ = c.ntp.CheckNow(ctx) }
-
-func (c ntpConfirmer) against() bool { return c.ntp.Snapshot().OffsetBeyond() }
 
 func (c ntpConfirmer) recheckWhile(f func() bool) { c.ntp.RecheckWhile(f) }
 
@@ -323,8 +370,6 @@ type peersConfirmer struct{ peers *clockguard.Peers }
 func (c peersConfirmer) enabled() bool { return c.peers != nil }
 
 func (c peersConfirmer) recheck(ctx context.Context) { _, _ = c.peers.CheckNow(ctx) }
-
-func (c peersConfirmer) against() bool { return c.peers.Snapshot().Outlier() }
 
 func (c peersConfirmer) recheckWhile(f func() bool) { c.peers.RecheckWhile(f) }
 

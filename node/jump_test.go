@@ -30,10 +30,7 @@ type fakeConfirmer struct {
 	answered bool          // it has answered at least once
 	at       time.Duration // monotonic time of the last answer
 	rechecks int
-	judged   bool // its last verdict is against this node
 }
-
-func (f *fakeConfirmer) against() bool { return f.judged }
 
 func (f *fakeConfirmer) recheckWhile(func() bool) {}
 
@@ -131,30 +128,39 @@ func TestJumpGuard(t *testing.T) {
 	}
 }
 
-// A step the jump guard accepts (within the headroom, or backward) makes a
-// source whose verdict is against this node look again: a node judged the
-// outlier on its old clock (peer_offset) must not wait for the next regular
-// round (an hour in the chaos runs) once its clock is set right. A source
-// that passes is not asked (a step alone never takes a node out sooner),
-// and small drifts ask nobody.
+// A step of 100 ms or more that the jump guard accepts (within the
+// headroom, backward, or a correction) starts a round of every source at
+// once: a node judged the outlier on its old clock (peer_offset) must not
+// wait for the next regular round (an hour in the chaos runs) once its
+// clock is set right, and a source that passed the old clock judges the
+// new one. Small drifts ask nobody.
 func TestJumpGuardReasksAfterAStep(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		step    time.Duration
-		against bool
-		want    int
+		name string
+		step time.Duration
+		want int
 	}{
-		{"forward within the headroom, judged against", 1600 * time.Millisecond, true, 1},
-		{"backward, judged against", -1500 * time.Millisecond, true, 1},
-		{"a step, the source passes", -1500 * time.Millisecond, false, 0},
-		{"a drift below reaskStep", reaskStep / 2, true, 0},
+		{"forward within the headroom", 1600 * time.Millisecond, 1},
+		{"backward", -1500 * time.Millisecond, 1},
+		{"a step of reaskStep", reaskStep, 1},
+		{"backward by reaskStep", -reaskStep, 1},
+		{"a correction of a step back", 0, 1},
+		{"a drift below reaskStep", reaskStep / 2, 0},
+		{"a drift back below reaskStep", -reaskStep / 2, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-			cf := &fakeConfirmer{clk: clk, answers: true, agrees: true, judged: tc.against}
+			cf := &fakeConfirmer{clk: clk, answers: true, agrees: true}
 			j := newJumpGuard(clockguard.New(zerolog.Nop(), nil), clk, 3*time.Second, zerolog.Nop(), cf)
 			clk.Advance(time.Second)
 			j.step()
+			if tc.step == 0 { // a step back seen and re-asked, then its correction
+				clk.StepWall(-8 * time.Second)
+				j.step()
+				j.reaskIfUndone(context.Background())
+				cf.rechecks = 0
+				tc.step = 8 * time.Second
+			}
 			clk.StepWall(tc.step)
 			j.step()
 			j.reaskIfUndone(context.Background())
@@ -619,6 +625,128 @@ func TestJumpGuardCheckFollowsTheSuspicion(t *testing.T) {
 			_, failing := g.Failing()[clockguard.ReasonClockJump]
 			if held := j.Holding(); failing != held {
 				t.Fatalf("clock_jump failing %v while holding %v", failing, held)
+			}
+		})
+	}
+}
+
+// A correction is not a jump: a step forward that brings the wall clock
+// back to the time the monotonic clock expects (within the steps back it
+// corrects, plus the fence headroom) is followed at once; only what lies
+// beyond the trusted trajectory is held, as a jump without a step back
+// before it is.
+func TestJumpGuardCorrectionIsNotAJump(t *testing.T) {
+	const threshold = 3 * time.Second
+	type step struct {
+		wall     time.Duration // the wall clock steps by this
+		after    time.Duration // then both clocks run on by this
+		wantHold bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		// wantJumps is how many times the node left service with clock_jump.
+		wantJumps int64
+	}{
+		{"a step back, corrected", []step{{wall: -8 * time.Second}, {wall: 8 * time.Second}}, 0},
+		{"a step back, corrected after the clocks ran on", []step{{wall: -8 * time.Second, after: 5 * time.Second}, {wall: 8 * time.Second}}, 0},
+		{"two steps back, corrected in one", []step{{wall: -3 * time.Second}, {wall: -5 * time.Second}, {wall: 8 * time.Second}}, 0},
+		{"a step back, corrected in two", []step{{wall: -8 * time.Second}, {wall: 3 * time.Second}, {wall: 5 * time.Second}}, 0},
+		{"a correction that overshoots within the headroom", []step{{wall: -8 * time.Second}, {wall: 10 * time.Second}}, 0},
+		{"a correction that overshoots beyond the headroom: the overshoot is a jump",
+			[]step{{wall: -8 * time.Second}, {wall: 12 * time.Second, wantHold: true}}, 1},
+		{"an overshoot, undone", []step{{wall: -8 * time.Second}, {wall: 12 * time.Second, wantHold: true}, {wall: -4 * time.Second}}, 1},
+		{"a step forward with no step back before it: a jump", []step{{wall: 8 * time.Second, wantHold: true}}, 1},
+		{"a step back, corrected, then the same step forward again: a jump",
+			[]step{{wall: -8 * time.Second}, {wall: 8 * time.Second}, {wall: 8 * time.Second, wantHold: true}}, 1},
+		{"a step back the clock then caught up by slewing: a step forward is a jump",
+			[]step{{wall: -8 * time.Second}, {wall: time.Second}, {wall: time.Second}, {wall: 2 * time.Second}, {wall: 2 * time.Second}, {wall: 2 * time.Second}, {wall: 8 * time.Second, wantHold: true}}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+			g := clockguard.New(zerolog.Nop(), nil)
+			j := newJumpGuard(g, clk, threshold, zerolog.Nop())
+			clk.Advance(time.Second)
+			for i, s := range tc.steps {
+				clk.StepWall(s.wall)
+				if got := j.Holding(); got != s.wantHold {
+					t.Fatalf("step %d (%v): holding %v, want %v (%+v)", i+1, s.wall, got, s.wantHold, g.Status())
+				}
+				if g.Ready() == s.wantHold {
+					t.Fatalf("step %d (%v): %+v, want ready %v", i+1, s.wall, g.Status(), !s.wantHold)
+				}
+				clk.Advance(s.after)
+				j.step()
+			}
+			if got := g.Transitions()[clockguard.ReasonClockJump]; got != tc.wantJumps {
+				t.Errorf("left service with clock_jump %d times, want %d", got, tc.wantJumps)
+			}
+		})
+	}
+}
+
+// An overshoot held as a jump and then confirmed becomes the trusted time:
+// the steps that follow are judged from there.
+func TestJumpGuardConfirmedOvershootIsTheNewTrajectory(t *testing.T) {
+	const threshold = 3 * time.Second
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	g := clockguard.New(zerolog.Nop(), nil)
+	j := newJumpGuard(g, clk, threshold, zerolog.Nop())
+	clk.StepWall(-8 * time.Second)
+	j.step()
+	clk.StepWall(12 * time.Second)
+	if !j.Holding() || !strings.Contains(g.Status().Detail, "4s beyond the time the monotonic clock expects") {
+		t.Fatalf("overshoot of 4s: holding %v, %+v", j.Holding(), g.Status())
+	}
+	j.tryConfirm(context.Background())
+	clk.Advance(JumpHold)
+	j.tryConfirm(context.Background())
+	if j.Holding() {
+		t.Fatalf("still holding after JumpHold with no source: %+v", g.Status())
+	}
+	// From the accepted time, a step back and its correction pass, and a
+	// step forward beyond it is a jump again.
+	for i, s := range []struct {
+		wall time.Duration
+		hold bool
+	}{{-5 * time.Second, false}, {5 * time.Second, false}, {4 * time.Second, true}} {
+		clk.StepWall(s.wall)
+		if got := j.Holding(); got != s.hold {
+			t.Fatalf("step %d (%v) after the accepted overshoot: holding %v, want %v (%+v)", i+1, s.wall, got, s.hold, g.Status())
+		}
+	}
+}
+
+// A forward step the guard follows at once (within the headroom, or a
+// correction of a step back) wakes the fence keeper, so requests do not
+// run into the fence written before the step; a step back, a drift and a
+// held jump do not.
+func TestJumpGuardForwardStepWakesTheFenceKeeper(t *testing.T) {
+	const threshold = 3 * time.Second
+	for _, tc := range []struct {
+		name  string
+		steps []time.Duration
+		want  int // wakes after the last step
+	}{
+		{"a step within the headroom", []time.Duration{2 * time.Second}, 1},
+		{"a correction of a step back", []time.Duration{-8 * time.Second, 8 * time.Second}, 1},
+		{"a step back", []time.Duration{-8 * time.Second}, 0},
+		{"a drift", []time.Duration{reaskStep / 2}, 0},
+		{"a jump, held", []time.Duration{8 * time.Second}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+			j := newJumpGuard(clockguard.New(zerolog.Nop(), nil), clk, threshold, zerolog.Nop())
+			wakes := 0
+			j.stepped = func() { wakes++ }
+			for _, s := range tc.steps {
+				wakes = 0
+				clk.StepWall(s)
+				j.step()
+			}
+			if wakes != tc.want {
+				t.Fatalf("fence keeper woken %d times after %v, want %d", wakes, tc.steps, tc.want)
 			}
 		})
 	}

@@ -91,6 +91,7 @@ type node struct {
 	metrics   *metrics.Metrics
 	status    *statuspage.Page
 	srv       *server.Server
+	start     *startPhase             // answers HTTP until srv serves, then hands the listener over
 	loops     []func(context.Context) // background work, stopped at shutdown
 }
 
@@ -149,16 +150,24 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
 	}
+	// From here the port answers: /healthz 200, /readyz 503 with what the
+	// node waits for (the claim can take a session timeout and more).
+	if n.start, err = n.startServing(ln); err != nil {
+		ln.Close()
+		return fmt.Errorf("http server while starting: %w", err)
+	}
+	log.Info().Str("listen", ln.Addr().String()).Msg("listening: /healthz answers while the node starts, /readyz says what it waits for")
 	serving := false
 	defer func() {
 		if !serving {
-			ln.Close()
+			n.start.stop()
 			_ = n.closeCoordinator(0, time.Time{})
 		}
 	}()
 
 	// 1. Identity: worker ID and the fence the previous run left.
 	if cfg.Standalone() {
+		n.start.setStep("reading the cache file " + cfg.CacheFile)
 		n.ident, err = standaloneIdentity(cfg, n.layout)
 	} else {
 		err = n.zkIdentity(ctx, ln.Addr())
@@ -171,6 +180,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 		}
 		return err
 	}
+	n.start.setStep("building the generator, the fences and the checks")
 	// 2. Generator: never issues at or before the fence's tick.
 	if err := n.newGenerator(); err != nil {
 		return err
@@ -203,7 +213,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 	}
 	// 5. Serve until ctx ends, with the background loops; then stop.
 	serving = true
-	return n.serve(ctx, ln)
+	return n.serve(ctx)
 }
 
 // zkIdentity creates the coordinator and claims the worker ID (see the
@@ -226,6 +236,7 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	n.coord = coord
+	n.start.setClaim(coord.ClaimProgress)
 	n.segments = newSegmentMode(n.cfg, n.nodeKey, n.log)
 	n.segments.disk = n.files()
 	start := n.clock.Mono()
@@ -233,9 +244,12 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 	if err != nil {
 		return err
 	}
-	n.log.Info().Int64("worker_id", n.ident.entry.WorkerID).Str("node_key", n.nodeKey).Str("advertise", n.advertise).
-		Bool("from_cache", n.ident.resumed).Dur("claim_took", n.clock.Mono()-start).
-		Msg("worker ID established")
+	ev := n.log.Info().Int64("worker_id", n.ident.entry.WorkerID).Str("node_key", n.nodeKey).Str("advertise", n.advertise).
+		Bool("from_cache", n.ident.resumed).Dur("claim_took", n.clock.Mono()-start)
+	if h := n.ident.prevHolder; h != nil {
+		ev = ev.Str("prev_node_key", h.NodeKey).Str("prev_addr", h.Addr).Str("prev_token", h.Token).Int64("prev_fence_ms", h.FenceMs)
+	}
+	ev.Msg("worker ID established")
 	return nil
 }
 
@@ -314,12 +328,20 @@ func (n *node) newGenerator() error {
 func (n *node) newGuard() error {
 	n.guard = clockguard.New(n.log, func() time.Time { return clock.WallTime(n.clock) })
 
-	// clock_behind_fence: ready from the start of the tick after the fence's.
+	// clock_behind_fence (prev_holder_fence): ready from the start of the
+	// tick after the fence's.
 	var readyAt int64
 	if n.ident.entry.Fence != 0 {
 		readyAt = n.layout.TickStart(n.layout.TickOf(n.ident.entry.Fence*int64(time.Millisecond)) + 1)
 	}
-	n.startWait = fencing.NewStartWait(n.guard, n.clock, readyAt, n.cfg.MaxStartWait, n.log)
+	if h := n.ident.prevHolder; h != nil {
+		// prev_holder_fence: the previous holder's ZooKeeper fence, not a
+		// fence of this node's own, so not a clock's fault within what a
+		// correct clock can need.
+		n.startWait = fencing.NewPrevHolderWait(n.guard, n.clock, readyAt, n.cfg.MaxStartWait, *h, n.log)
+	} else {
+		n.startWait = fencing.NewStartWait(n.guard, n.clock, readyAt, n.cfg.MaxStartWait, n.log)
+	}
 	n.loops = append(n.loops, func(ctx context.Context) { n.startWait.Run(ctx) })
 
 	// fence_persist_failed: the fence keeper, which also records when the
@@ -443,6 +465,7 @@ func (n *node) newJumpGuard() {
 	n.jumps = newJumpGuard(n.guard, n.clock, n.cfg.FenceAhead, n.log.With().Str("component", "jump").Logger(),
 		ntpConfirmer{n.ntp}, peersConfirmer{n.peers})
 	n.keeper.SetHold(n.jumps.Holding)
+	n.jumps.stepped = n.keeper.Wake
 	n.loops = append(n.loops, n.jumps.Run)
 }
 
@@ -514,7 +537,10 @@ func (n *node) logStart(addr net.Addr) {
 // alive znode), let in-flight requests finish, stop the loops, write the
 // exact last issued time as the fence to ZooKeeper (closing the session)
 // and to the cache file.
-func (n *node) serve(ctx context.Context, ln net.Listener) error {
+func (n *node) serve(ctx context.Context) error {
+	// The port first: no check may pass (nor the alive znode appear) while
+	// the start phase's server still answers 503 starting.
+	ln := n.start.handOver()
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, loop := range n.loops {
@@ -560,6 +586,7 @@ func (n *node) serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	shutErr := n.srv.Shutdown(sctx)
 	cancel()
+	n.start.closeListener() // the listener itself: the server closed its view
 	stopBG()
 	wg.Wait()
 	select {

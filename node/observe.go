@@ -37,6 +37,12 @@ func (n *node) newMetrics() error {
 	if n.segments != nil {
 		src.Segments = n.segments
 	}
+	if n.coord != nil {
+		src.PrevHolderWait = func() time.Duration {
+			left, _ := n.startWait.PrevHolderWait()
+			return left
+		}
+	}
 	m, err := metrics.New(metrics.Config{
 		Sources:           src,
 		RollbackTolerance: n.cfg.RollbackTolerance,

@@ -116,6 +116,12 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 		log.Warn().Str("cached_cluster", cached.Cluster).Str("cached_node_key", cached.NodeKey).Int64("cached_worker_id", cached.WorkerID).
 			Msg("the cache file belongs to another cluster or node key: using ZooKeeper's worker ID and fence, the cache file is replaced")
 	}
+	if !(matches && fromCache) && e.Fence > 0 {
+		// The start fence is the previous holder's ZooKeeper fence, which
+		// says nothing about this clock: waiting for it is normal.
+		id.prevHolder = &fencing.PrevHolder{NodeKey: zid.PrevNodeKey, Addr: zid.PrevAddr, Token: zid.PrevToken,
+			FenceMs: e.Fence, ZKFenceAhead: cfg.ZKFenceAhead}
+	}
 	return id, nil
 }
 

@@ -98,6 +98,10 @@ type Sources struct {
 	// Fence returns the fence last persisted locally (Unix ms), for
 	// snowflaked_fence_headroom_seconds. Optional.
 	Fence func() int64
+	// PrevHolderWait returns how long the node still waits at start for
+	// the previous holder's ZooKeeper fence (0 when it does not), for
+	// snowflaked_prev_holder_fence_wait_seconds. Optional (ZooKeeper mode).
+	PrevHolderWait func() time.Duration
 	// Watcher, NTP, Peers and ZK are optional.
 	Watcher WatcherSource // *clockguard.Watcher
 	NTP     NTPSource     // *clockguard.NTP

@@ -719,3 +719,47 @@ func TestRealGeneratorBorrow(t *testing.T) {
 		t.Errorf("New with rollback policy lend: %v, want ErrBadConfig", err)
 	}
 }
+
+// TestPrevHolderFenceWait: the wait for the previous holder's ZooKeeper
+// fence is exported with its time left, and prev_holder_fence from 0 in
+// the state and transition families before it ever happens; while the
+// node waits, it is the reason of the starting state.
+func TestPrevHolderFenceWait(t *testing.T) {
+	wait := clockguard.ReasonPrevHolderFence
+	var check *clockguard.Check
+	f := newFixture(t, func(c *Config) {
+		check = c.Sources.Guard.(*clockguard.Guard).Check(wait)
+		c.Sources.PrevHolderWait = func() time.Duration { return 4500 * time.Millisecond }
+	})
+	m := f.m
+	ex := scrape(t, m)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"snowflaked_prev_holder_fence_wait_seconds", nil, 4.5},
+		{"snowflaked_state_reason", []string{"reason", string(wait)}, 0},
+		{"snowflaked_transitions_total", []string{"reason", string(wait)}, 0},
+	} {
+		if got := mustFind(t, ex, c.name, c.labels...); got != c.want {
+			t.Errorf("before the wait: %s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	check.Wait("waiting for the previous holder's ZooKeeper fence")
+	ex = scrape(t, m)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"snowflaked_state", []string{"state", "starting"}, 1},
+		{"snowflaked_state_reason", []string{"reason", string(wait)}, 1},
+		{"snowflaked_state_reason", []string{"reason", "clock_behind_fence"}, 0},
+		{"snowflaked_transitions_total", []string{"reason", string(wait)}, 1},
+	} {
+		if got := mustFind(t, ex, c.name, c.labels...); got != c.want {
+			t.Errorf("while waiting: %s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}

@@ -22,7 +22,7 @@ var knownReasons = []clockguard.Reason{
 	clockguard.ReasonNTPOffset, clockguard.ReasonNTPUnreachable, clockguard.ReasonPeerOffset,
 	clockguard.ReasonLeaseLost, clockguard.ReasonZKFence, clockguard.ReasonFencePersist,
 	clockguard.ReasonFenceReached, clockguard.ReasonTimeOverflow, clockguard.ReasonClockStalled,
-	clockguard.ReasonClockJump, clockguard.ReasonBorrowExhausted,
+	clockguard.ReasonClockJump, clockguard.ReasonBorrowExhausted, clockguard.ReasonPrevHolderFence,
 }
 
 // reasonLabel is the label value of a reason: "none" for ReasonNone.
@@ -59,6 +59,7 @@ var (
 	fReason    = family{"snowflaked_state_reason", "gauge", "1 for the reason the node is not in service (none while in service), 0 for the others; every known reason is exported."}
 	fTrans     = family{"snowflaked_transitions_total", "counter", "Service state transitions by the reason of the new state (none: entered service)."}
 	fHeadroom  = family{"snowflaked_fence_headroom_seconds", "gauge", "Persisted time fence minus now: how long IDs can be issued without another fence write."}
+	fPrevWait  = family{"snowflaked_prev_holder_fence_wait_seconds", "gauge", "At start, how long the node still waits for the previous holder's ZooKeeper fence (prev_holder_fence); 0 when it does not wait."}
 	fWSteps    = family{"snowflaked_watcher_steps_total", "counter", "Wall-clock steps the wall/monotonic watcher saw, backward beyond tolerance or forward beyond its threshold."}
 	fWLargest  = family{"snowflaked_watcher_largest_step_seconds", "gauge", "Largest wall-clock step the watcher saw, by direction."}
 	fWChecks   = family{"snowflaked_watcher_checks_total", "counter", "Wall/monotonic comparisons the watcher made."}
@@ -198,6 +199,9 @@ func (m *Metrics) writeSources(e *expo) {
 		if f := m.src.Fence(); f > 0 {
 			e.add(fHeadroom, float64(f*int64(time.Millisecond)-nowNs)/1e9)
 		}
+	}
+	if m.src.PrevHolderWait != nil {
+		e.add(fPrevWait, secs(m.src.PrevHolderWait()))
 	}
 	if m.src.Watcher != nil {
 		writeWatcher(e, m.src.Watcher.Stats())

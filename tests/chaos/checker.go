@@ -51,7 +51,7 @@ func init() {
 		clockguard.ReasonClockRollback, clockguard.ReasonNTPOffset, clockguard.ReasonNTPUnreachable,
 		clockguard.ReasonPeerOffset, clockguard.ReasonLeaseLost, clockguard.ReasonZKFence,
 		clockguard.ReasonFencePersist, clockguard.ReasonFenceReached, clockguard.ReasonTimeOverflow,
-		clockguard.ReasonClockStalled, clockguard.ReasonClockJump,
+		clockguard.ReasonClockStalled, clockguard.ReasonClockJump, clockguard.ReasonPrevHolderFence,
 	} {
 		guardReasons[string(r)] = true
 	}

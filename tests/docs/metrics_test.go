@@ -94,8 +94,9 @@ func scrapeFamilies(t *testing.T) map[string]family {
 	m, err := metrics.New(metrics.Config{
 		Sources: metrics.Sources{
 			Generator: fakeGen{}, Guard: guard, Clock: clk,
-			Fence:   func() int64 { return now.Add(3 * time.Second).UnixMilli() },
-			Watcher: fakeWatcher{}, NTP: fakeNTP{now}, Peers: fakePeers{now}, ZK: fakeZK{},
+			Fence:          func() int64 { return now.Add(3 * time.Second).UnixMilli() },
+			PrevHolderWait: func() time.Duration { return 2 * time.Second },
+			Watcher:        fakeWatcher{}, NTP: fakeNTP{now}, Peers: fakePeers{now}, ZK: fakeZK{},
 			Segments: fakeSegments{},
 		},
 		RollbackTolerance: 5 * time.Millisecond,

@@ -1,0 +1,105 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+
+	"codeberg.org/snowflaked/snowflaked/clockguard"
+)
+
+// StartingConfig configures a Starting server.
+type StartingConfig struct {
+	// Status says what the node waits for (state Starting, a reason and
+	// a detail); required. Called on every /readyz and refused request.
+	Status     func() clockguard.Status
+	RetryAfter time.Duration // Retry-After on 503; 0 means 1s
+	Log        zerolog.Logger
+}
+
+// startingReadTimeout bounds reading a request while the node starts: the
+// phase is short, and a connection that sends nothing must not hold the
+// hand-over to the node's server.
+const startingReadTimeout = 2 * time.Second
+
+// Starting answers HTTP while a node starts, before its Server exists (the
+// claim of a worker ID can take a session timeout and more): GET /healthz
+// 200, GET /readyz and /readyz/segment 503 with state starting and what the
+// node waits for, every other path 503 out_of_service with the same state,
+// reason and detail (never a refused or hanging connection, which a
+// liveness probe would count against the process). Each response closes
+// its connection, so none outlives the phase.
+type Starting struct {
+	status     func() clockguard.Status
+	retryAfter []byte
+	srv        *fasthttp.Server
+}
+
+// NewStarting checks cfg and returns a Starting server.
+func NewStarting(cfg StartingConfig) (*Starting, error) {
+	if cfg.Status == nil {
+		return nil, errors.New("new starting server: Status is required")
+	}
+	if cfg.RetryAfter < 0 {
+		return nil, errors.New("new starting server: negative retry-after")
+	}
+	ra := cfg.RetryAfter
+	if ra == 0 {
+		ra = DefaultRetryAfter
+	}
+	s := &Starting{status: cfg.Status, retryAfter: strconv.AppendInt(nil, max(int64((ra+time.Second-1)/time.Second), 1), 10)}
+	s.srv = &fasthttp.Server{
+		Handler:            s.handle,
+		Logger:             newLibLog(cfg.Log, time.Now),
+		Name:               "snowflaked",
+		ReadTimeout:        startingReadTimeout,
+		WriteTimeout:       DefaultWriteTimeout,
+		IdleTimeout:        startingReadTimeout,
+		MaxRequestBodySize: MaxRequestBodySize,
+		CloseOnShutdown:    true,
+	}
+	return s, nil
+}
+
+// Handler returns the request handler (for tests).
+func (s *Starting) Handler() fasthttp.RequestHandler { return s.handle }
+
+// Serve serves on ln until Shutdown.
+func (s *Starting) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// Shutdown stops accepting connections and waits (up to ctx) for the
+// requests in flight.
+func (s *Starting) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+
+func (s *Starting) handle(ctx *fasthttp.RequestCtx) {
+	ctx.SetConnectionClose()
+	ctx.Response.Header.SetCanonical(hdrCacheControl, valNoStore)
+	if !ctx.IsGet() && !ctx.IsHead() {
+		ctx.Response.Header.SetCanonical(hdrAllow, valAllow)
+		writeErrorJSON(ctx, fasthttp.StatusMethodNotAllowed, errorBody{Error: errorDetail{
+			Code: codeMethodNotAllowed, Message: "method " + quote(ctx.Method()) + " is not allowed: use GET or HEAD"}})
+		return
+	}
+	path := string(ctx.Path())
+	if path == pathHealthz {
+		writeBody(ctx, fasthttp.StatusOK, ctJSON, bodyHealthz)
+		return
+	}
+	st := s.status()
+	ctx.Response.Header.SetCanonical(hdrRetryAfter, s.retryAfter)
+	if path == pathReadyz || path == pathReadyzSegment {
+		writeErrorJSON(ctx, fasthttp.StatusServiceUnavailable, readyBody{State: st.State.String(), Reason: string(st.Reason), Detail: st.Detail})
+		return
+	}
+	msg := "node is not in service: " + st.State.String() + " (" + string(st.Reason) + ")"
+	if st.Detail != "" {
+		msg += ": " + st.Detail
+	}
+	writeErrorJSON(ctx, fasthttp.StatusServiceUnavailable, unavailableBody{Error: unavailableDetail{
+		Code: codeOutOfService, Message: msg, Reason: string(st.Reason), State: st.State.String()}})
+}
