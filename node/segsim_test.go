@@ -477,12 +477,14 @@ func (s *segSim) stateFile(n *simNode) ([]segment.Range, error) {
 		return nil, nil
 	}
 	var st struct {
-		Unissued map[string][]segment.Range `json:"unissued"`
+		Tags map[string]struct {
+			Ranges []segment.Range `json:"ranges"`
+		} `json:"tags"`
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, s.fail("%s: state file: %v", n.name, err)
 	}
-	return st.Unissued[simTag], nil
+	return st.Tags[simTag].Ranges, nil
 }
 
 // countNotIn counts the IDs of rs that no range of in holds.
@@ -759,6 +761,7 @@ func (s *segSim) checkBooks() error {
 	}
 	var returned []segment.Range
 	for _, name := range s.srv.Children(tagPath + "/returned") {
+		name, _, _ = strings.Cut(name, "@") // the tag's incarnation: it has one
 		lo, hi, ok := strings.Cut(name, "-")
 		l, err1 := strconv.ParseInt(lo, 10, 64)
 		h, err2 := strconv.ParseInt(hi, 10, 64)
@@ -854,16 +857,16 @@ type watchedStore struct {
 	inflight atomic.Int64
 }
 
-func (w *watchedStore) Alloc(ctx context.Context, tag string, step, above int64) (segment.Range, segment.Tag, error) {
+func (w *watchedStore) Alloc(ctx context.Context, tag string, inc, step, above int64) (segment.Range, segment.Tag, error) {
 	w.inflight.Add(simTop)
 	defer w.inflight.Add(-simTop)
-	return w.Store.Alloc(ctx, tag, step, above)
+	return w.Store.Alloc(ctx, tag, inc, step, above)
 }
 
-func (w *watchedStore) Return(ctx context.Context, tag string, r segment.Range) error {
+func (w *watchedStore) Return(ctx context.Context, tag string, inc int64, r segment.Range) error {
 	w.inflight.Add(r.Len())
 	defer w.inflight.Add(-r.Len())
-	return w.Store.Return(ctx, tag, r)
+	return w.Store.Return(ctx, tag, inc, r)
 }
 
 // watched is the process's watchedStore (nil before its service started).
@@ -898,8 +901,8 @@ type blindReturns struct {
 	p *simProc
 }
 
-func (b blindReturns) Return(ctx context.Context, tag string, r segment.Range) error {
-	p := "/snowflaked/" + simCluster + "/segments/" + tag + "/returned/" + fmt.Sprintf("%019d-%019d", r.Lo, r.Hi)
+func (b blindReturns) Return(ctx context.Context, tag string, inc int64, r segment.Range) error {
+	p := "/snowflaked/" + simCluster + "/segments/" + tag + "/returned/" + fmt.Sprintf("%019d-%019d@%d", r.Lo, r.Hi, inc)
 	for ctx.Err() == nil {
 		c := b.p.zk.latest()
 		if c == nil {

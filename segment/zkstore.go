@@ -29,8 +29,13 @@ const maxCASAttempts = 1000
 // ZKStore keeps segment tags in ZooKeeper (Store):
 //
 //	/snowflaked/<cluster>/segments/<tag>                 {"max_id","start","step","max_step",…}
-//	/snowflaked/<cluster>/segments/<tag>/returned/<lo>-<hi>  (persistent, empty; lo, hi 19 digits)
+//	/snowflaked/<cluster>/segments/<tag>/returned/<lo>-<hi>@<inc>  (persistent, empty; lo, hi 19 digits; inc the tag's incarnation)
 //	/snowflaked/<cluster>/segments/<tag>/holders/<node>      (ephemeral, {"held":[…],"updated_ms"})
+//	/snowflaked/<cluster>/segments/<tag>/key                 (an opaque tag's key; the cluster's credentials only)
+//
+// A tag's incarnation is its znode's creation zxid: every range and key is
+// bound to it, so a tag deleted and created again shares nothing with the
+// one before (R7).
 type ZKStore struct {
 	conn    zkconn.Conn
 	z       zkclient.Client
@@ -43,7 +48,13 @@ type ZKStore struct {
 
 	ops    atomic.Uint64 // numbers the reads and writes of tag records, in the order they start
 	seenMu sync.Mutex
-	seen   map[string]seenMax // per tag, the highest max_id this store has read or written
+	seen   map[tagInc]seenMax // per tag incarnation, the highest max_id this store has read or written
+}
+
+// tagInc names one incarnation of a tag.
+type tagInc struct {
+	tag string
+	inc int64
 }
 
 // seenMax is the highest max_id a store has seen for a tag, and the number
@@ -165,19 +176,33 @@ func (s *ZKStore) returnedPath(tag string) string { return s.tagPath(tag) + "/re
 func (s *ZKStore) holdersPath(tag string) string  { return s.tagPath(tag) + "/holders" }
 func (s *ZKStore) keyPath(tag string) string      { return s.tagPath(tag) + "/key" }
 
-func rangeName(r Range) string { return fmt.Sprintf("%019d-%019d", r.Lo, r.Hi) }
+// rangeName is a returned range's znode name: the range and the
+// incarnation of the tag it belongs to. Releases before incarnations wrote
+// <lo>-<hi> and cannot parse this form (they skip it).
+func rangeName(r Range, inc int64) string { return fmt.Sprintf("%019d-%019d@%d", r.Lo, r.Hi, inc) }
 
-func parseRangeName(name string) (Range, bool) {
-	lo, hi, ok := strings.Cut(name, "-")
+// parseRangeName reads a returned range's name; inc is 0 for the form of
+// releases before incarnations, whose ranges belong to no known
+// incarnation and are never taken (R7).
+func parseRangeName(name string) (r Range, inc int64, ok bool) {
+	rest, incText, withInc := strings.Cut(name, "@")
+	lo, hi, ok := strings.Cut(rest, "-")
 	if !ok {
-		return Range{}, false
+		return Range{}, 0, false
 	}
 	l, err1 := strconv.ParseInt(lo, 10, 64)
 	h, err2 := strconv.ParseInt(hi, 10, 64)
 	if err1 != nil || err2 != nil || l < 1 || h <= l {
-		return Range{}, false
+		return Range{}, 0, false
 	}
-	return Range{Lo: l, Hi: h}, true
+	if withInc {
+		i, err := strconv.ParseInt(incText, 10, 64)
+		if err != nil || i < 1 {
+			return Range{}, 0, false
+		}
+		inc = i
+	}
+	return Range{Lo: l, Hi: h}, inc, true
 }
 
 // Incarnation is the cluster's incarnation, which binds a node's segment
@@ -234,10 +259,22 @@ func (s *ZKStore) Create(ctx context.Context, t Tag) error {
 	return nil
 }
 
-// Key reads an opaque tag's key. It needs the cluster's credentials when
-// the cluster runs with --zk-auth (the key's znode grants no world read).
-func (s *ZKStore) Key(ctx context.Context, tag string) ([]byte, error) {
+// Key reads the key of incarnation inc of an opaque tag (ErrTagGone when
+// the tag is of another incarnation). It needs the cluster's credentials
+// when the cluster runs with --zk-auth (the key's znode grants no world
+// read). The tag znode's creation zxid is read before and after the key: a
+// creation zxid is never reused, so both being inc means the key read
+// between was the child of that incarnation.
+func (s *ZKStore) Key(ctx context.Context, tag string, inc int64) ([]byte, error) {
+	if err := s.checkIncarnation(ctx, tag, inc); err != nil {
+		return nil, err
+	}
 	b, _, err := s.z.Get(ctx, s.keyPath(tag))
+	if err == nil {
+		if err := s.checkIncarnation(ctx, tag, inc); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case errors.Is(err, zk.ErrNoAuth):
 		return nil, fmt.Errorf("read the key of opaque tag %q: %w: it is readable only with the cluster's --zk-auth", tag, err)
@@ -251,7 +288,22 @@ func (s *ZKStore) Key(ctx context.Context, tag string) ([]byte, error) {
 	return b, nil
 }
 
-// Tag reads a tag's record.
+// checkIncarnation fails with ErrTagGone unless the tag znode is of
+// incarnation inc (ErrUnknownTag when it is missing).
+func (s *ZKStore) checkIncarnation(ctx context.Context, tag string, inc int64) error {
+	ok, st, err := s.z.Exists(ctx, s.tagPath(tag))
+	switch {
+	case err != nil:
+		return fmt.Errorf("read tag %q: %w", tag, zkclient.Unavailable(err))
+	case !ok:
+		return fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
+	case st.Czxid != inc:
+		return fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, st.Czxid)
+	}
+	return nil
+}
+
+// Tag reads a tag's record, with its incarnation.
 func (s *ZKStore) Tag(ctx context.Context, tag string) (Tag, error) {
 	t, _, err := s.readTag(ctx, tag)
 	return t, err
@@ -299,11 +351,11 @@ func (s *ZKStore) readRecordOnce(ctx context.Context, tag string) (tagRecord, ma
 	if err != nil {
 		return tagRecord{}, nil, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
 	}
-	rec.Name = tag
+	rec.Name, rec.Incarnation = tag, st.Czxid
 	if err := rec.Check(); err != nil {
 		return tagRecord{}, nil, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
 	}
-	if err := s.see(tag, rec.MaxID, op); err != nil {
+	if err := s.see(tag, rec.Incarnation, rec.MaxID, op); err != nil {
 		return tagRecord{}, nil, 0, err
 	}
 	return rec, raw, st.Version, nil
@@ -316,18 +368,21 @@ func (s *ZKStore) readRecordOnce(ctx context.Context, tag string) (tagRecord, ma
 // race in this process, not in ZooKeeper, which answers one session's
 // requests in order, and never lets a reconnecting client see an older
 // state than it has seen).
-func (s *ZKStore) see(tag string, maxID int64, op uint64) error {
+//
+// It is kept per incarnation: a tag created again starts low again.
+func (s *ZKStore) see(tag string, inc, maxID int64, op uint64) error {
 	s.seenMu.Lock()
 	defer s.seenMu.Unlock()
 	if s.seen == nil {
-		s.seen = map[string]seenMax{}
+		s.seen = map[tagInc]seenMax{}
 	}
-	cur := s.seen[tag]
+	k := tagInc{tag, inc}
+	cur := s.seen[k]
 	switch {
 	case maxID < cur.maxID && cur.at < op:
 		return fmt.Errorf("tag %q: %w: max_id %d, this node saw %d", tag, ErrWentBack, maxID, cur.maxID)
 	case maxID > cur.maxID:
-		s.seen[tag] = seenMax{maxID: maxID, at: op}
+		s.seen[k] = seenMax{maxID: maxID, at: op}
 	}
 	return nil
 }
@@ -353,8 +408,18 @@ func (s *ZKStore) List(ctx context.Context) ([]Tag, error) {
 	return out, nil
 }
 
-// Returned lists a tag's returned ranges, lowest first.
+// Returned lists the returned ranges of the tag's current incarnation,
+// lowest first (those of no or another incarnation are never taken, R7).
 func (s *ZKStore) Returned(ctx context.Context, tag string) ([]Range, error) {
+	t, err := s.Tag(ctx, tag)
+	if err != nil {
+		return nil, err
+	}
+	return s.returned(ctx, tag, t.Incarnation)
+}
+
+// returned lists tag's returned ranges of incarnation inc, lowest first.
+func (s *ZKStore) returned(ctx context.Context, tag string, inc int64) ([]Range, error) {
 	names, err := s.z.Children(ctx, s.returnedPath(tag))
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
@@ -364,7 +429,7 @@ func (s *ZKStore) Returned(ctx context.Context, tag string) ([]Range, error) {
 	}
 	var out []Range
 	for _, n := range names {
-		if r, ok := parseRangeName(n); ok {
+		if r, i, ok := parseRangeName(n); ok && i == inc {
 			out = append(out, r)
 		}
 	}
@@ -372,14 +437,18 @@ func (s *ZKStore) Returned(ctx context.Context, tag string) ([]Range, error) {
 	return out, nil
 }
 
-// Alloc takes the lowest returned range at or above above (the delete
-// that succeeds owns it, R1), else advances max_id by step with a
-// version-checked write; a lost race reads again and retries.
-func (s *ZKStore) Alloc(ctx context.Context, tag string, step, above int64) (Range, Tag, error) {
+// Alloc takes the lowest returned range of incarnation inc at or above
+// above (the delete that succeeds owns it, R1), else advances max_id by
+// step with a version-checked write; a lost race reads again and retries.
+// Every read of the record checks its incarnation (ErrTagGone, R7).
+func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64) (Range, Tag, error) {
 	if step < 1 {
 		return Range{}, Tag{}, fmt.Errorf("alloc %q: step %d: want at least 1", tag, step)
 	}
-	returned, err := s.Returned(ctx, tag)
+	if err := s.checkIncarnation(ctx, tag, inc); err != nil {
+		return Range{}, Tag{}, err
+	}
+	returned, err := s.returned(ctx, tag, inc)
 	if err != nil {
 		return Range{}, Tag{}, err
 	}
@@ -387,23 +456,27 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, step, above int64) (Ran
 		if r.Lo < above {
 			continue
 		}
-		err := s.z.Delete(ctx, s.returnedPath(tag)+"/"+rangeName(r), -1)
+		err := s.z.Delete(ctx, s.returnedPath(tag)+"/"+rangeName(r, inc), -1)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // another allocator took it
 		}
 		if err != nil {
 			// Unknown whether the delete happened: if it did, the range is
 			// lost (never issued by anyone); if not, it stays for others.
-			if ok, _, eerr := s.z.Exists(ctx, s.returnedPath(tag)+"/"+rangeName(r)); eerr != nil || !ok {
+			if ok, _, eerr := s.z.Exists(ctx, s.returnedPath(tag)+"/"+rangeName(r, inc)); eerr != nil || !ok {
 				s.possiblyLost.Add(r.Len())
 			}
 			return Range{}, Tag{}, fmt.Errorf("take returned range %v of %q: %w", r, tag, zkclient.Unavailable(err))
 		}
 		s.log.Debug().Str("tag", tag).Stringer("range", r).Msg("segment: took a returned range")
 		t, err := s.Tag(ctx, tag)
+		if err == nil && t.Incarnation != inc {
+			// Deleted since the check: the range went with its incarnation.
+			return Range{}, Tag{}, fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, t.Incarnation)
+		}
 		if err != nil {
 			// We own r, but cannot report the tag: give it back.
-			if rerr := s.Return(ctx, tag, r); rerr != nil {
+			if rerr := s.Return(ctx, tag, inc, r); rerr != nil {
 				s.possiblyLost.Add(r.Len())
 			}
 			return Range{}, Tag{}, err
@@ -414,6 +487,9 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, step, above int64) (Ran
 		rec, raw, version, err := s.readRecord(ctx, tag)
 		if err != nil {
 			return Range{}, Tag{}, err
+		}
+		if rec.Incarnation != inc {
+			return Range{}, Tag{}, fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, rec.Incarnation)
 		}
 		t := rec.Tag
 		if t.MaxID > MaxID-step {
@@ -429,11 +505,18 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, step, above int64) (Ran
 		if err != nil {
 			return Range{}, Tag{}, fmt.Errorf("alloc %q: %w", tag, err)
 		}
-		_, err = s.z.Set(ctx, s.tagPath(tag), data, version)
+		st, err := s.z.Set(ctx, s.tagPath(tag), data, version)
 		switch {
+		case err == nil && st.Czxid != inc:
+			// The tag was deleted and created again between the read and the
+			// write, and the new one reached the same version: the write
+			// landed on it. The range is lost (max_id is past it).
+			s.log.Error().Str("tag", tag).Int64("tag_incarnation", inc).Int64("now", st.Czxid).
+				Msg("segment: max_id write landed on a newer incarnation of the tag: the range is dropped; check the tag's record")
+			return Range{}, Tag{}, fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, st.Czxid)
 		case err == nil:
 			s.log.Debug().Str("tag", tag).Stringer("range", r).Int32("version", version+1).Msg("segment: advanced max_id")
-			_ = s.see(tag, r.Hi, s.ops.Add(1)) // higher than read: cannot fail
+			_ = s.see(tag, inc, r.Hi, s.ops.Add(1)) // higher than read: cannot fail
 			return r, t, nil
 		case errors.Is(err, zk.ErrBadVersion):
 			continue // another allocator advanced max_id first
@@ -441,10 +524,10 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, step, above int64) (Ran
 		// The answer was lost. The write happened if the record is now the
 		// next version with our nonce; if it moved past that, nobody can
 		// tell: count r as possibly lost (never issued twice either way).
-		won, known := s.allocOutcome(ctx, tag, version+1, nonce)
+		won, known := s.allocOutcome(ctx, tag, inc, version+1, nonce)
 		s.log.Debug().Err(err).Str("tag", tag).Stringer("range", r).Bool("won", won).Bool("known", known).Msg("segment: max_id write's answer lost")
 		if known && won {
-			_ = s.see(tag, r.Hi, s.ops.Add(1))
+			_ = s.see(tag, inc, r.Hi, s.ops.Add(1))
 			return r, t, nil
 		} else if known {
 			continue
@@ -460,10 +543,10 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, step, above int64) (Ran
 // happened; retried while ZooKeeper is unreachable, until ctx ends): won
 // when it is version want with our nonce; known false when it cannot tell
 // (unreadable, or moved on past want).
-func (s *ZKStore) allocOutcome(ctx context.Context, tag string, want int32, nonce string) (won, known bool) {
+func (s *ZKStore) allocOutcome(ctx context.Context, tag string, inc int64, want int32, nonce string) (won, known bool) {
 	rec, _, version, err := s.readRecordWhileUnavailable(ctx, tag, true)
 	switch {
-	case err != nil:
+	case err != nil || rec.Incarnation != inc:
 		return false, false
 	case version == want:
 		return rec.LastAlloc == nonce, true
@@ -497,19 +580,25 @@ type pendingReturn struct {
 // most one of the attempts lands), or can no longer tell (more than
 // maxReturnNonces returns since: ErrReturnUnknown, the range counted
 // possibly lost). Reads are retried while ZooKeeper is unreachable, until
-// ctx ends. A tag that no longer exists (ErrUnknownTag) or a refusal
-// (ErrNoAuth) ends it at once.
-func (s *ZKStore) Return(ctx context.Context, tag string, r Range) error {
+// ctx ends. A tag that no longer exists (ErrUnknownTag), one of another
+// incarnation than inc (ErrTagGone: the range is never put into it) or a
+// refusal (ErrNoAuth) ends it at once. The range's znode name carries inc,
+// so even a multi that landed on a newer incarnation of the same version
+// leaves a range no allocator of that incarnation takes.
+func (s *ZKStore) Return(ctx context.Context, tag string, inc int64, r Range) error {
 	if r.Len() <= 0 {
 		return nil
 	}
-	return s.returnFrom(ctx, tag, r, nil)
+	return s.returnFrom(ctx, tag, inc, r, nil)
 }
 
 // returnFrom is Return after the attempts in pending lost their answers.
-func (s *ZKStore) returnFrom(ctx context.Context, tag string, r Range, pending []pendingReturn) error {
+func (s *ZKStore) returnFrom(ctx context.Context, tag string, inc int64, r Range, pending []pendingReturn) error {
 	for range maxCASAttempts {
 		rec, raw, version, err := s.readRecordWhileUnavailable(ctx, tag, len(pending) > 0)
+		if err == nil && rec.Incarnation != inc {
+			err = fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, rec.Incarnation)
+		}
 		if err != nil {
 			s.lostIfPending(pending, r)
 			return fmt.Errorf("return %v of %q: %w", r, tag, err)
@@ -539,7 +628,7 @@ func (s *ZKStore) returnFrom(ctx context.Context, tag string, r Range, pending [
 		}
 		_, err = s.z.Multi(ctx,
 			&zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version},
-			&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r), Acl: s.acl, Flags: zk.FlagPersistent})
+			&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r, inc), Acl: s.acl, Flags: zk.FlagPersistent})
 		switch {
 		case err == nil:
 			return nil

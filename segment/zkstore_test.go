@@ -83,7 +83,7 @@ func TestSegmentStore_RacingAllocators(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				r, _, err := st.Alloc(ctx, "race", int64(1+i%5), 0)
+				r, _, err := st.Alloc(ctx, "race", incOf(t, st, "race"), int64(1+i%5), 0)
 				if err != nil {
 					t.Error(err)
 					return
@@ -124,21 +124,21 @@ func TestSegmentStore_ReturnedRangesLowestFirstOnce(t *testing.T) {
 	}
 	var first []Range
 	for range 3 {
-		r, _, err := st.Alloc(ctx, "ret", 100, 0)
+		r, _, err := st.Alloc(ctx, "ret", incOf(t, st, "ret"), 100, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		first = append(first, r)
 	}
 	for _, i := range []int{2, 0, 1} { // returned out of order
-		if err := st.Return(ctx, "ret", Range{Lo: first[i].Lo + 50, Hi: first[i].Hi}); err != nil {
+		if err := st.Return(ctx, "ret", incOf(t, st, "ret"), Range{Lo: first[i].Lo + 50, Hi: first[i].Hi}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if r, _, err := st.Alloc(ctx, "ret", 100, 200); err != nil || r != (Range{Lo: 251, Hi: 301}) {
+	if r, _, err := st.Alloc(ctx, "ret", incOf(t, st, "ret"), 100, 200); err != nil || r != (Range{Lo: 251, Hi: 301}) {
 		t.Fatalf("alloc above 200: %v %v, want the returned [251,301)", r, err)
 	}
-	if r, _, err := st.Alloc(ctx, "ret", 100, 0); err != nil || r != (Range{Lo: 51, Hi: 101}) {
+	if r, _, err := st.Alloc(ctx, "ret", incOf(t, st, "ret"), 100, 0); err != nil || r != (Range{Lo: 51, Hi: 101}) {
 		t.Fatalf("alloc: %v %v, want the lowest returned [51,101)", r, err)
 	}
 	results := make(chan Range, 4)
@@ -148,7 +148,7 @@ func TestSegmentStore_ReturnedRangesLowestFirstOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, _, err := other.Alloc(ctx, "ret", 100, 0)
+			r, _, err := other.Alloc(ctx, "ret", incOf(t, other, "ret"), 100, 0)
 			if err != nil {
 				t.Error(err)
 			}
@@ -190,7 +190,7 @@ func TestSegmentStore_Tags(t *testing.T) {
 	if err := st.Create(ctx, Tag{Name: "b", Start: 1, Step: 10, MaxStep: 5}); err == nil {
 		t.Error("max step below step accepted")
 	}
-	if _, _, err := st.Alloc(ctx, "missing", 1, 0); !errors.Is(err, ErrUnknownTag) {
+	if _, _, err := st.Alloc(ctx, "missing", 1, 1, 0); !errors.Is(err, ErrUnknownTag) {
 		t.Errorf("alloc of a missing tag: %v", err)
 	}
 	tags, err := st.List(ctx)
@@ -275,7 +275,7 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 	if err := a.Create(ctx, Tag{Name: "lost", Start: 5, Step: 1000, MaxStep: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	held, _, err := a.Alloc(ctx, "lost", 1000, 0) // [5,1005)
+	held, _, err := a.Alloc(ctx, "lost", incOf(t, a, "lost"), 1000, 0) // [5,1005)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,17 +283,17 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 
 	// applied, answer lost: what the multi did, without its answer.
 	p := attemptReturn(t, a, "lost", r)
-	took, _, err := b.Alloc(ctx, "lost", 1000, 0)
+	took, _, err := b.Alloc(ctx, "lost", incOf(t, b, "lost"), 1000, 0)
 	if err != nil || took != r {
 		t.Fatalf("B's alloc: %v, %v; want the returned %v", took, err, r)
 	}
-	if err := a.returnFrom(ctx, "lost", r, []pendingReturn{p}); err != nil {
+	if err := a.returnFrom(ctx, "lost", incOf(t, a, "lost"), r, []pendingReturn{p}); err != nil {
 		t.Fatalf("resolving the applied return: %v", err)
 	}
 	if got, err := c.Returned(ctx, "lost"); err != nil || len(got) != 0 {
 		t.Fatalf("returned ranges after A resolved its return: %v, %v; want none (B holds it)", got, err)
 	}
-	next, _, err := c.Alloc(ctx, "lost", 1000, 0)
+	next, _, err := c.Alloc(ctx, "lost", incOf(t, c, "lost"), 1000, 0)
 	if err != nil || next.Lo < held.Hi {
 		t.Fatalf("C's alloc %v (%v) overlaps the range B took %v", next, err, took)
 	}
@@ -306,7 +306,7 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	never := pendingReturn{seq: rec.ReturnSeq + 1, nonce: "never-sent", version: version - 1}
-	if err := a.returnFrom(ctx, "lost", r2, []pendingReturn{never}); err != nil {
+	if err := a.returnFrom(ctx, "lost", incOf(t, a, "lost"), r2, []pendingReturn{never}); err != nil {
 		t.Fatalf("an attempt that cannot land: %v", err)
 	}
 	if got, err := c.Returned(ctx, "lost"); err != nil || !slices.Equal(got, []Range{r2}) {
@@ -317,12 +317,12 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 	old := attemptReturn(t, a, "lost", Range{Lo: 1 << 50, Hi: 1<<50 + 1})
 	for i := range maxReturnNonces {
 		lo := int64(1<<51 + 10*i)
-		if err := b.Return(ctx, "lost", Range{Lo: lo, Hi: lo + 1}); err != nil {
+		if err := b.Return(ctx, "lost", incOf(t, b, "lost"), Range{Lo: lo, Hi: lo + 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	before := a.PossiblyLost()
-	err = a.returnFrom(ctx, "lost", Range{Lo: 1 << 50, Hi: 1<<50 + 1}, []pendingReturn{old})
+	err = a.returnFrom(ctx, "lost", incOf(t, a, "lost"), Range{Lo: 1 << 50, Hi: 1<<50 + 1}, []pendingReturn{old})
 	if !errors.Is(err, ErrReturnUnknown) || a.PossiblyLost() != before+1 {
 		t.Fatalf("a return out of the window: %v, possibly lost %d (was %d); want ErrReturnUnknown, counted", err, a.PossiblyLost(), before)
 	}
@@ -345,7 +345,7 @@ func attemptReturn(t *testing.T, s *ZKStore, tag string, r Range) pendingReturn 
 	}
 	if _, err := s.z.Multi(ctx,
 		&zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version},
-		&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r), Acl: s.acl, Flags: zk.FlagPersistent}); err != nil {
+		&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r, rec.Incarnation), Acl: s.acl, Flags: zk.FlagPersistent}); err != nil {
 		t.Fatalf("the return's multi: %v", err)
 	}
 	return p
@@ -369,11 +369,11 @@ func TestSegmentStore_RewriteKeepsUnknownFields(t *testing.T) {
 	if _, err := s.z.Set(ctx, s.tagPath("fields"), b, st.Version); err != nil {
 		t.Fatal(err)
 	}
-	r, _, err := s.Alloc(ctx, "fields", 10, 0)
+	r, _, err := s.Alloc(ctx, "fields", incOf(t, s, "fields"), 10, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Return(ctx, "fields", Range{Lo: r.Lo + 1, Hi: r.Hi}); err != nil {
+	if err := s.Return(ctx, "fields", incOf(t, s, "fields"), Range{Lo: r.Lo + 1, Hi: r.Hi}); err != nil {
 		t.Fatal(err)
 	}
 	b, _, err = s.z.Get(ctx, s.tagPath("fields"))
@@ -400,7 +400,7 @@ func TestSegmentStore_MaxIDWentBackIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, _, err := s.Alloc(ctx, "back", 100, 0) // [1,101): max_id 101
+	first, _, err := s.Alloc(ctx, "back", incOf(t, s, "back"), 100, 0) // [1,101): max_id 101
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,7 @@ func TestSegmentStore_MaxIDWentBackIsRefused(t *testing.T) {
 	if _, err := admin.z.Set(ctx, admin.tagPath("back"), b, st.Version+1); err != nil {
 		t.Fatal(err)
 	}
-	r, _, err := s.Alloc(ctx, "back", 100, 0)
+	r, _, err := s.Alloc(ctx, "back", incOf(t, s, "back"), 100, 0)
 	if !errors.Is(err, ErrWentBack) {
 		t.Fatalf("Alloc after max_id went back from %d: %v, %v; want ErrWentBack and no range (it would repeat %v)", first.Hi, r, err, first)
 	}
@@ -416,7 +416,7 @@ func TestSegmentStore_MaxIDWentBackIsRefused(t *testing.T) {
 		t.Fatalf("Tag after max_id went back: %v, want ErrWentBack", err)
 	}
 	// Another store, which never saw the higher max_id, cannot tell.
-	if r, _, err := admin.Alloc(ctx, "back", 100, 0); err != nil || r != first {
+	if r, _, err := admin.Alloc(ctx, "back", incOf(t, admin, "back"), 100, 0); err != nil || r != first {
 		t.Fatalf("a store that never saw it: %v, %v", r, err)
 	}
 }
@@ -428,16 +428,16 @@ func TestSegmentStoreSeeOrdersByStart(t *testing.T) {
 	s := &ZKStore{log: testsupport.Log(t, nil)}
 	read := s.ops.Add(1)  // a read starts …
 	write := s.ops.Add(1) // … a write is answered with max_id 200
-	if err := s.see("t", 200, write); err != nil {
+	if err := s.see("t", 1, 200, write); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.see("t", 100, read); err != nil {
+	if err := s.see("t", 1, 100, read); err != nil {
 		t.Fatalf("a read that started before the write showed the older 100: %v, want no error", err)
 	}
-	if err := s.see("t", 100, s.ops.Add(1)); !errors.Is(err, ErrWentBack) {
+	if err := s.see("t", 1, 100, s.ops.Add(1)); !errors.Is(err, ErrWentBack) {
 		t.Fatalf("a read that started after the write showed 100: %v, want ErrWentBack", err)
 	}
-	if err := s.see("t", 300, s.ops.Add(1)); err != nil {
+	if err := s.see("t", 1, 300, s.ops.Add(1)); err != nil {
 		t.Fatalf("a higher value: %v", err)
 	}
 }
@@ -455,13 +455,13 @@ func TestSegmentStore_ReturnFieldsDroppedByARewriteAreNotRetried(t *testing.T) {
 	if err := a.Create(ctx, Tag{Name: "reset", Start: 5, Step: 1000, MaxStep: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	held, _, err := a.Alloc(ctx, "reset", 1000, 0)
+	held, _, err := a.Alloc(ctx, "reset", incOf(t, a, "reset"), 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := Range{Lo: held.Lo + 5, Hi: held.Hi}
 	p := attemptReturn(t, a, "reset", r) // landed, answer lost
-	if took, _, err := b.Alloc(ctx, "reset", 1000, 0); err != nil || took != r {
+	if took, _, err := b.Alloc(ctx, "reset", incOf(t, b, "reset"), 1000, 0); err != nil || took != r {
 		t.Fatalf("B's alloc: %v, %v; want the returned %v", took, err, r)
 	}
 	rec, _, version, err := c.readRecord(ctx, "reset")
@@ -481,7 +481,7 @@ func TestSegmentStore_ReturnFieldsDroppedByARewriteAreNotRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := a.PossiblyLost()
-	if err := a.returnFrom(ctx, "reset", r, []pendingReturn{p}); !errors.Is(err, ErrReturnUnknown) || a.PossiblyLost() != before+r.Len() {
+	if err := a.returnFrom(ctx, "reset", incOf(t, a, "reset"), r, []pendingReturn{p}); !errors.Is(err, ErrReturnUnknown) || a.PossiblyLost() != before+r.Len() {
 		t.Fatalf("resolving it: %v, possibly lost +%d; want ErrReturnUnknown and the range counted", err, a.PossiblyLost()-before)
 	}
 	if got, err := c.Returned(ctx, "reset"); err != nil || len(got) != 0 {
@@ -523,7 +523,7 @@ func TestSegmentStore_ConcurrentReadsAreNotWentBack(t *testing.T) {
 		})
 	}
 	for range 200 {
-		if _, _, err := s.Alloc(ctx, "race", 10, 0); err != nil {
+		if _, _, err := s.Alloc(ctx, "race", incOf(t, s, "race"), 10, 0); err != nil {
 			t.Errorf("alloc: %v", err)
 			break
 		}
@@ -533,4 +533,14 @@ func TestSegmentStore_ConcurrentReadsAreNotWentBack(t *testing.T) {
 	if n := wentBack.Load(); n > 0 {
 		t.Fatalf("%d of %d reads refused as 'went back' beside 200 allocations of the same store", n, reads.Load())
 	}
+}
+
+// incOf is the tag's incarnation, read without the store's checks.
+func incOf(t *testing.T, s *ZKStore, tag string) int64 {
+	t.Helper()
+	ok, st, err := s.z.Exists(context.Background(), s.tagPath(tag))
+	if err != nil || !ok {
+		t.Fatalf("tag %q: exists %v, %v", tag, ok, err)
+	}
+	return st.Czxid
 }

@@ -333,7 +333,7 @@ func segmentDecode(ctx context.Context, st *segment.ZKStore, name, raw string, s
 		fmt.Fprintf(stderr, "snowflakectl segment decode: %q is not a decimal number\n", raw)
 		return ExitUsage
 	}
-	key, err := st.Key(ctx, name)
+	key, err := st.Key(ctx, name, t.Incarnation)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl segment decode: %v\n", err)
 		return ExitFailure

@@ -54,11 +54,15 @@ func TestIntegration_Segment(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	r, _, err := st.Alloc(ctx, "orders", 50, 0)
+	tag, err := st.Tag(ctx, "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Return(ctx, "orders", segment.Range{Lo: r.Lo + 30, Hi: r.Hi}); err != nil {
+	r, _, err := st.Alloc(ctx, "orders", tag.Incarnation, 50, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Return(ctx, "orders", tag.Incarnation, segment.Range{Lo: r.Lo + 30, Hi: r.Hi}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Publish(ctx, "orders", "node-a", []segment.Range{{Lo: r.Lo + 20, Hi: r.Lo + 30}}); err != nil {
