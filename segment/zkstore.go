@@ -781,3 +781,108 @@ func (s *ZKStore) Holders(ctx context.Context, tag string) (map[string][]Range, 
 	}
 	return out, nil
 }
+
+// ErrMaxIDBelow: SetMax was asked to lower a tag's max_id (the IDs between
+// were handed out already).
+var ErrMaxIDBelow = errors.New("max_id only rises")
+
+// SetMax raises a tag's max_id to n with a version-checked write (a lost
+// race reads again): the next allocation starts at n. n below the current
+// max_id fails with ErrMaxIDBelow; n equal to it changes nothing. It
+// returns the max_id it found.
+func (s *ZKStore) SetMax(ctx context.Context, tag string, n int64) (was int64, err error) {
+	if n < 1 || n > MaxID {
+		return 0, fmt.Errorf("set max_id of %q to %d: want 1..%d", tag, n, int64(MaxID))
+	}
+	for range maxCASAttempts {
+		rec, raw, version, err := s.readRecord(ctx, tag)
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case n < rec.MaxID:
+			return rec.MaxID, fmt.Errorf("set max_id of %q to %d: %w: it is %d, and every ID below it was handed to some node", tag, n, ErrMaxIDBelow, rec.MaxID)
+		case n == rec.MaxID:
+			return rec.MaxID, nil
+		}
+		was = rec.MaxID
+		rec.MaxID = n
+		data, err := encodeRecord(rec, raw)
+		if err != nil {
+			return was, fmt.Errorf("set max_id of %q: %w", tag, err)
+		}
+		_, err = s.z.Set(ctx, s.tagPath(tag), data, version)
+		switch {
+		case err == nil:
+			_ = s.see(tag, rec.Incarnation, n, s.ops.Add(1))
+			return was, nil
+		case errors.Is(err, zk.ErrBadVersion):
+			continue // an allocation moved it meanwhile: look again
+		case errors.Is(err, zk.ErrNoNode):
+			return was, fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
+		}
+		// A lost answer: the write happened or not; max_id never goes down
+		// either way, and the command can be run again.
+		return was, fmt.Errorf("set max_id of %q: %w", tag, zkclient.Unavailable(zkclient.AuthHint(err)))
+	}
+	return was, fmt.Errorf("set max_id of %q: lost the compare-and-set %d times", tag, maxCASAttempts)
+}
+
+// maxDeleteAttempts bounds Delete's tries: each fails only when a node
+// returned a range or published its holder record between the listing and
+// the delete.
+const maxDeleteAttempts = 20
+
+// Delete removes a tag and everything under it (returned ranges, holder
+// records, an opaque tag's key) in one multi, so no part of it outlives the
+// rest. A tag created again under the name is a new incarnation: the ranges
+// nodes still hold of this one are dropped when they next ask ZooKeeper,
+// never returned into it (R7). ErrUnknownTag when there is no such tag.
+func (s *ZKStore) Delete(ctx context.Context, tag string) error {
+	if err := ValidateTag(tag); err != nil {
+		return fmt.Errorf("delete tag: %w", err)
+	}
+	var err error
+	for range maxDeleteAttempts {
+		var ops []any
+		ops, err = s.deleteOps(ctx, s.tagPath(tag))
+		if errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
+		}
+		if err == nil {
+			_, err = s.z.Multi(ctx, ops...)
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errSubtreeChanged) || errors.Is(err, zk.ErrNotEmpty) || errors.Is(err, zk.ErrNoNode):
+			continue // a child came or went meanwhile: list again
+		}
+		return fmt.Errorf("delete tag %q: %w", tag, zkclient.Unavailable(zkclient.AuthHint(err)))
+	}
+	return fmt.Errorf("delete tag %q: its children kept changing (%d tries): %w", tag, maxDeleteAttempts, err)
+}
+
+// errSubtreeChanged: a znode went while deleteOps listed its parent.
+var errSubtreeChanged = errors.New("a child went meanwhile")
+
+// deleteOps lists the deletes of path's subtree, children first; ErrNoNode
+// when path itself is missing.
+func (s *ZKStore) deleteOps(ctx context.Context, path string) ([]any, error) {
+	kids, err := s.z.Children(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	var ops []any
+	for _, k := range kids {
+		sub, err := s.deleteOps(ctx, path+"/"+k)
+		if err != nil {
+			if errors.Is(err, zk.ErrNoNode) {
+				err = errSubtreeChanged
+			}
+			return nil, err
+		}
+		ops = append(ops, sub...)
+	}
+	return append(ops, &zk.DeleteRequest{Path: path, Version: -1}), nil
+}
