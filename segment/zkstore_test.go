@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -543,4 +544,131 @@ func incOf(t *testing.T, s *ZKStore, tag string) int64 {
 		t.Fatalf("tag %q: exists %v, %v", tag, ok, err)
 	}
 	return st.Czxid
+}
+
+// A tag deleted and created again is a new incarnation (its znode's
+// creation zxid): the old one's ranges are not taken, given back or keyed
+// into it, a returned range without an incarnation (an older release's)
+// is never taken, and the store's record of max_id starts afresh (the new
+// tag's lower max_id is no "went back").
+func TestSegmentStore_RecreatedTagIsANewIncarnation(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	s := segmentStore(t, srv)
+	opaque := Tag{Name: "re", Start: 1, Step: 100, MaxStep: 100, Opaque: &Opaque{Digits: 6}}
+	if err := s.Create(ctx, opaque); err != nil {
+		t.Fatal(err)
+	}
+	old := incOf(t, s, "re")
+	held, _, err := s.Alloc(ctx, "re", old, 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Alloc(ctx, "re", old, 100, 0); err != nil { // max_id 201
+		t.Fatal(err)
+	}
+	oldKey, err := s.Key(ctx, "re", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Return(ctx, "re", old, Range{Lo: 150, Hi: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "re"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "re"); !errors.Is(err, ErrUnknownTag) {
+		t.Fatalf("deleting a missing tag: %v, want ErrUnknownTag", err)
+	}
+	if err := s.Create(ctx, opaque); err != nil {
+		t.Fatalf("create after delete: %v", err)
+	}
+	inc := incOf(t, s, "re")
+	if inc == old {
+		t.Fatalf("the incarnation stayed %d across delete and create", inc)
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"alloc", func() error { _, _, err := s.Alloc(ctx, "re", old, 100, 0); return err }()},
+		{"return", s.Return(ctx, "re", old, Range{Lo: held.Lo + 10, Hi: held.Hi})},
+		{"key", func() error { _, err := s.Key(ctx, "re", old); return err }()},
+	} {
+		if !errors.Is(tc.err, ErrTagGone) {
+			t.Errorf("%s of the old incarnation: %v, want ErrTagGone", tc.name, tc.err)
+		}
+	}
+	if got, err := s.Returned(ctx, "re"); err != nil || len(got) != 0 {
+		t.Fatalf("returned ranges of the new tag: %v %v, want none (the old tag's went with it; the old node's return refused)", got, err)
+	}
+	if key, err := s.Key(ctx, "re", inc); err != nil || string(key) == string(oldKey) {
+		t.Fatalf("the new tag's key: %v; want one of its own", err)
+	}
+	// An older release's return: a name without an incarnation.
+	if _, err := s.z.Create(ctx, s.returnedPath("re")+"/"+fmt.Sprintf("%019d-%019d", 1, 51), nil, zk.FlagPersistent, s.acl); err != nil {
+		t.Fatal(err)
+	}
+	r, tag, err := s.Alloc(ctx, "re", inc, 100, 0)
+	if err != nil || r != (Range{Lo: 1, Hi: 101}) || tag.Incarnation != inc {
+		t.Fatalf("first alloc of the new tag: %v %+v %v; want [1,101) by max_id (not the old-form return), incarnation %d", r, tag, err, inc)
+	}
+	if err := s.Return(ctx, "re", inc, Range{Lo: 60, Hi: 101}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := s.Alloc(ctx, "re", inc, 100, 0); err != nil || r != (Range{Lo: 60, Hi: 101}) {
+		t.Fatalf("the new incarnation's own return: %v %v", r, err)
+	}
+	kids, err := s.z.Children(ctx, s.tagPath("re"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "re"); err != nil {
+		t.Fatalf("delete with an old-form returned range (%v): %v", kids, err)
+	}
+	if ok, _, err := s.z.Exists(ctx, s.tagPath("re")); err != nil || ok {
+		t.Fatalf("tag znode after delete: exists %v %v", ok, err)
+	}
+}
+
+// set-max raises max_id (the next allocation starts there), leaves it when
+// equal, and refuses to lower it, naming both numbers.
+func TestSegmentStore_SetMax(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	s := segmentStore(t, srv)
+	if err := s.Create(ctx, Tag{Name: "m", Start: 1, Step: 10, MaxStep: 10}); err != nil {
+		t.Fatal(err)
+	}
+	inc := incOf(t, s, "m")
+	if _, _, err := s.Alloc(ctx, "m", inc, 10, 0); err != nil { // max_id 11
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		n       int64
+		was     int64
+		wantErr error
+		maxID   int64
+	}{
+		{n: 5000, was: 11, maxID: 5000},
+		{n: 5000, was: 5000, maxID: 5000},
+		{n: 4999, was: 5000, wantErr: ErrMaxIDBelow, maxID: 5000},
+	} {
+		was, err := s.SetMax(ctx, "m", tc.n)
+		if !errors.Is(err, tc.wantErr) || was != tc.was {
+			t.Errorf("set-max %d: was %d, %v; want was %d, %v", tc.n, was, err, tc.was, tc.wantErr)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "4999") || !strings.Contains(err.Error(), "5000")) {
+			t.Errorf("refusal %q does not name both numbers", err)
+		}
+		if tag, err := s.Tag(ctx, "m"); err != nil || tag.MaxID != tc.maxID {
+			t.Errorf("after set-max %d: max_id %d %v, want %d", tc.n, tag.MaxID, err, tc.maxID)
+		}
+	}
+	if r, _, err := s.Alloc(ctx, "m", inc, 10, 0); err != nil || r.Lo != 5000 {
+		t.Fatalf("alloc after set-max: %v %v, want from 5000", r, err)
+	}
+	if _, err := s.SetMax(ctx, "nope", 10); !errors.Is(err, ErrUnknownTag) {
+		t.Fatalf("set-max of a missing tag: %v", err)
+	}
 }
