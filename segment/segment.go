@@ -40,6 +40,13 @@
 //     processes never share one state file; one whose lock file is deleted
 //     writes it no more.
 //
+//   - R7 A range belongs to one incarnation of its tag (the tag znode's
+//     creation zxid): ranges, returned ranges, state-file entries and
+//     opaque keys carry it, a node compares it at each ZooKeeper request
+//     for the tag, and drops (never returns) ranges of an incarnation that
+//     is gone; an opaque tag maps its numbers with the key of its ranges'
+//     incarnation, whatever path the range took.
+//
 // docs/segments.md writes the argument out (R5, returns whose answer was
 // lost; R6, a ZooKeeper that forgets acknowledged writes), with what a crash
 // loses and the tests that attack each step.
