@@ -105,6 +105,16 @@ func (l *lazyStore) Key(ctx context.Context, tag string, inc int64) ([]byte, err
 	return st.Key(ctx, tag, inc)
 }
 
+// WatchTag implements segment.TagWatcher: a node learns of a tag's
+// deletion as it happens.
+func (l *lazyStore) WatchTag(ctx context.Context, tag string, inc int64) (<-chan bool, error) {
+	st, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return st.WatchTag(ctx, tag, inc)
+}
+
 func (l *lazyStore) connected() bool {
 	st := l.p.Load()
 	return st != nil && st.Connected()

@@ -282,6 +282,15 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 	defer b.svc.wg.Done()
 	var rc retryClock
 	var retry <-chan time.Time
+	// The load worker also keeps a watch on the tag's incarnation (R7): a
+	// delete unverifies the buffer at once, and the check that follows
+	// retires it.
+	watcher, _ := b.svc.cfg.Store.(TagWatcher)
+	if kind != loadWork {
+		watcher = nil
+	}
+	var watch <-chan bool
+	var armAt time.Time
 	for {
 		select {
 		case <-b.svc.stop:
@@ -290,6 +299,13 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 			return
 		case <-kick:
 		case <-retry:
+		case deleted := <-watch:
+			watch = nil
+			if deleted {
+				b.mu.Lock()
+				b.verified, b.trusted = false, false
+				b.mu.Unlock()
+			}
 		}
 		retry = nil
 		for {
@@ -309,6 +325,23 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 			}
 			target := b.issued + max(b.chunkLocked(), int64(b.want))
 			b.mu.Unlock()
+			if !need && watcher != nil && watch == nil {
+				b.mu.Lock()
+				verified := b.verified
+				b.mu.Unlock()
+				if !verified {
+					break
+				}
+				if now.Before(armAt) {
+					retry = time.After(armAt.Sub(now))
+					break
+				}
+				var err error
+				if watch, err = b.arm(watcher); err != nil {
+					armAt = now.Add(time.Second) // ZooKeeper unreachable: the next load finds out anyway
+				}
+				continue
+			}
 			if !need {
 				break
 			}
@@ -390,6 +423,21 @@ func (b *tagBuf) verify() error {
 	b.broadcastLocked()
 	b.mu.Unlock()
 	return nil
+}
+
+// arm sets the watch on the buffer's incarnation; an incarnation gone
+// already retires the buffer.
+func (b *tagBuf) arm(w TagWatcher) (<-chan bool, error) {
+	ctx, cancel := context.WithTimeout(b.svc.ctx, b.svc.cfg.LoadTimeout)
+	defer cancel()
+	b.mu.Lock()
+	inc := b.inc
+	b.mu.Unlock()
+	ch, err := w.WatchTag(ctx, b.name, inc)
+	if errors.Is(err, ErrTagGone) || errors.Is(err, ErrUnknownTag) {
+		return nil, b.retire(err)
+	}
+	return ch, err
 }
 
 // retire drops the buffer's ranges (never returned: their incarnation is

@@ -235,3 +235,51 @@ func TestResumedRangesWhileTheStoreIsDown(t *testing.T) {
 		})
 	}
 }
+
+// A node that holds ranges of a tag learns of its deletion from the
+// store's watch, before any request: it drops them at once, so a tag
+// created again right after never sees the old tag's numbers from it. A
+// store without watches leaves it serving them until its next load (the
+// case noWatch shows: the old range is still held).
+func TestRunningNodeDropsADeletedTagAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		noWatch bool
+	}{{"with the store's watch", false}, {"without watches", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newMemStore()
+			st.noWatch = tc.noWatch
+			st.create("x", 1, 1000, 1000)
+			s := newService(t, segment.Config{Store: st})
+			old := take(t, s, "x", 10) // holds [11,1001)
+			st.remove("x")
+			st.create("x", 1, 1000, 1000)
+			heldOld := func() bool {
+				for _, ts := range s.Status() {
+					if ts.Tag == "x" && len(ts.Held) > 0 && ts.Held[0].Lo == old[len(old)-1]+1 {
+						return true
+					}
+				}
+				return false
+			}
+			deadline := time.Now().Add(2 * time.Second)
+			for heldOld() && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if tc.noWatch {
+				if !heldOld() {
+					t.Fatal("without watches the old range went: the test cannot tell the watch's work")
+				}
+				return
+			}
+			if heldOld() {
+				t.Fatal("the deleted tag's range is still held 2s after the delete")
+			}
+			other := newService(t, segment.Config{Store: st})
+			byOther := take(t, other, "x", 100) // 1..100 of the new tag
+			if ids := take(t, s, "x", 100); ids[0] <= byOther[len(byOther)-1] {
+				t.Fatalf("after the delete the node handed out %d…, the new tag's other node %d…%d", ids[0], byOther[0], byOther[len(byOther)-1])
+			}
+		})
+	}
+}

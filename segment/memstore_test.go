@@ -25,8 +25,10 @@ type memStore struct {
 	publishes int
 	steps     []int64 // the step of every Alloc
 	tagReads  int
-	down      bool          // every call fails
-	latency   time.Duration // each Alloc takes this long
+	watchers  map[string][]chan bool // WatchTag's, fired by remove
+	noWatch   bool                   // WatchTag fails (a store without watches)
+	down      bool                   // every call fails
+	latency   time.Duration          // each Alloc takes this long
 }
 
 func newMemStore() *memStore {
@@ -50,6 +52,27 @@ func (m *memStore) remove(name string) {
 	defer m.mu.Unlock()
 	delete(m.tags, name)
 	delete(m.returned, name)
+	for _, ch := range m.watchers[name] {
+		ch <- true
+	}
+	delete(m.watchers, name)
+}
+
+func (m *memStore) WatchTag(_ context.Context, tag string, inc int64) (<-chan bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down || m.noWatch {
+		return nil, errDown
+	}
+	if err := m.goneLocked(tag, inc); err != nil {
+		return nil, err
+	}
+	if m.watchers == nil {
+		m.watchers = map[string][]chan bool{}
+	}
+	ch := make(chan bool, 1)
+	m.watchers[tag] = append(m.watchers[tag], ch)
+	return ch, nil
 }
 
 // gone is what the store answers for a range of incarnation inc.

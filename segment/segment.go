@@ -39,7 +39,6 @@
 //     resumed. The node holds the cache file's lock for its life, so two
 //     processes never share one state file; one whose lock file is deleted
 //     writes it no more.
-//
 //   - R7 A range belongs to one incarnation of its tag (the tag znode's
 //     creation zxid): ranges, returned ranges, state-file entries and
 //     opaque keys carry it, a node compares it at each ZooKeeper request

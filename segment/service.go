@@ -233,6 +233,17 @@ type KeyStore interface {
 	Key(ctx context.Context, tag string, inc int64) ([]byte, error)
 }
 
+// TagWatcher is what a Store gives to learn of a tag's deletion as it
+// happens, not only at the next request for the tag. A store without it
+// leaves a node serving a deleted tag's ranges until its next load.
+type TagWatcher interface {
+	// WatchTag arms a one-shot watch on incarnation inc of tag: the channel
+	// yields true once that incarnation is deleted, false when the watch
+	// ended for another reason (a lost session: arm it again). ErrTagGone
+	// or ErrUnknownTag when inc is gone already.
+	WatchTag(ctx context.Context, tag string, inc int64) (<-chan bool, error)
+}
+
 // permutation returns the permutation of an opaque tag t, of its
 // incarnation (nil for a plain one).
 func (s *Service) permutation(ctx context.Context, tag string, t Tag) (*Permutation, error) {

@@ -288,6 +288,30 @@ func (s *ZKStore) Key(ctx context.Context, tag string, inc int64) ([]byte, error
 	return b, nil
 }
 
+// WatchTag implements TagWatcher: an exists watch on the tag's returned/
+// znode, which is never written and goes only with the tag, set before the
+// tag's incarnation is checked (so a delete after the check fires it). A
+// tag without returned/ is being deleted (a delete by hand goes child by
+// child): ErrTagGone.
+func (s *ZKStore) WatchTag(ctx context.Context, tag string, inc int64) (<-chan bool, error) {
+	ok, ch, err := s.z.ExistsW(ctx, s.returnedPath(tag))
+	if err != nil {
+		return nil, fmt.Errorf("watch tag %q: %w", tag, zkclient.Unavailable(err))
+	}
+	if err := s.checkIncarnation(ctx, tag, inc); err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("tag %q: %w: its returned/ znode is gone (the tag is being deleted)", tag, ErrTagGone)
+	}
+	out := make(chan bool, 1)
+	go func() {
+		ev, ok := <-ch
+		out <- ok && ev.Type == zk.EventNodeDeleted
+	}()
+	return out, nil
+}
+
 // checkIncarnation fails with ErrTagGone unless the tag znode is of
 // incarnation inc (ErrUnknownTag when it is missing).
 func (s *ZKStore) checkIncarnation(ctx context.Context, tag string, inc int64) error {

@@ -672,3 +672,44 @@ func TestSegmentStore_SetMax(t *testing.T) {
 		t.Fatalf("set-max of a missing tag: %v", err)
 	}
 }
+
+// WatchTag fires (true) when the tag's incarnation is deleted, by
+// another session; armed for an incarnation gone already it fails.
+func TestSegmentStore_WatchTagFiresOnDelete(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	s, admin := segmentStore(t, srv), segmentStore(t, srv)
+	if err := admin.Create(ctx, Tag{Name: "w", Start: 1, Step: 10, MaxStep: 10}); err != nil {
+		t.Fatal(err)
+	}
+	inc := incOf(t, s, "w")
+	ch, err := s.WatchTag(ctx, "w", inc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := admin.Alloc(ctx, "w", inc, 10, 0); err != nil { // a write to the record: no fire
+		t.Fatal(err)
+	}
+	select {
+	case d := <-ch:
+		t.Fatalf("the watch fired (%v) on an allocation", d)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := admin.Delete(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-ch:
+		if !d {
+			t.Fatal("the watch ended without reporting the delete")
+		}
+	case <-time.After(waitLong):
+		t.Fatal("the delete did not fire the watch")
+	}
+	if err := admin.Create(ctx, Tag{Name: "w", Start: 1, Step: 10, MaxStep: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WatchTag(ctx, "w", inc); !errors.Is(err, ErrTagGone) {
+		t.Fatalf("watch of a gone incarnation: %v, want ErrTagGone", err)
+	}
+}
