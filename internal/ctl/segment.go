@@ -416,7 +416,7 @@ func segmentDelete(ctx context.Context, st *segment.ZKStore, name string, stdout
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		fmt.Fprintf(stderr, "snowflakectl segment delete: WARNING: %d live node(s) held ranges of it: %s. Each drops them at its next ZooKeeper request for the tag (never returns them), and may serve from them until then: restart them before creating the tag again\n",
+		fmt.Fprintf(stderr, "snowflakectl segment delete: %d live node(s) held ranges of it: %s. Each drops them when ZooKeeper tells it (its log says so) and never returns them; one cut off from ZooKeeper serves from them until it is back: restart any that did not log the drop before creating the tag again\n",
 			len(names), strings.Join(names, ", "))
 	}
 	return ExitOK
