@@ -869,6 +869,16 @@ func (w *watchedStore) Return(ctx context.Context, tag string, inc int64, r segm
 	return w.Store.Return(ctx, tag, inc, r)
 }
 
+// WatchTag passes the node's watch on a tag's deletion through, so the
+// simulation runs it under the faults too.
+func (w *watchedStore) WatchTag(ctx context.Context, tag string, inc int64) (<-chan bool, error) {
+	tw, ok := w.Store.(segment.TagWatcher)
+	if !ok {
+		return nil, errors.New("this store has no watches")
+	}
+	return tw.WatchTag(ctx, tag, inc)
+}
+
 // watched is the process's watchedStore (nil before its service started).
 func (p *simProc) watched() *watchedStore { return p.ws.Load() }
 

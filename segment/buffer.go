@@ -291,6 +291,8 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 	}
 	var watch <-chan bool
 	var armAt time.Time
+	unwatch := func() {}
+	defer func() { unwatch() }()
 	for {
 		select {
 		case <-b.svc.stop:
@@ -301,6 +303,7 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 		case <-retry:
 		case deleted := <-watch:
 			watch = nil
+			unwatch()
 			if deleted {
 				b.mu.Lock()
 				b.verified, b.trusted = false, false
@@ -337,7 +340,7 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 					break
 				}
 				var err error
-				if watch, err = b.arm(watcher); err != nil {
+				if watch, unwatch, err = b.arm(watcher); err != nil {
 					armAt = now.Add(time.Second) // ZooKeeper unreachable: the next load finds out anyway
 				}
 				continue
@@ -425,19 +428,23 @@ func (b *tagBuf) verify() error {
 	return nil
 }
 
-// arm sets the watch on the buffer's incarnation; an incarnation gone
-// already retires the buffer.
-func (b *tagBuf) arm(w TagWatcher) (<-chan bool, error) {
-	ctx, cancel := context.WithTimeout(b.svc.ctx, b.svc.cfg.LoadTimeout)
-	defer cancel()
+// arm sets the watch on the buffer's incarnation, and returns what ends
+// it; an incarnation gone already retires the buffer. The watch lives
+// until it fires, unwatch is called, or the service stops.
+func (b *tagBuf) arm(w TagWatcher) (watch <-chan bool, unwatch func(), err error) {
+	ctx, cancel := context.WithCancel(b.svc.ctx)
 	b.mu.Lock()
 	inc := b.inc
 	b.mu.Unlock()
 	ch, err := w.WatchTag(ctx, b.name, inc)
-	if errors.Is(err, ErrTagGone) || errors.Is(err, ErrUnknownTag) {
-		return nil, b.retire(err)
+	if err != nil {
+		cancel()
+		if errors.Is(err, ErrTagGone) || errors.Is(err, ErrUnknownTag) {
+			return nil, func() {}, b.retire(err)
+		}
+		return nil, func() {}, err
 	}
-	return ch, err
+	return ch, cancel, nil
 }
 
 // retire drops the buffer's ranges (never returned: their incarnation is

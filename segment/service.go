@@ -239,8 +239,9 @@ type KeyStore interface {
 type TagWatcher interface {
 	// WatchTag arms a one-shot watch on incarnation inc of tag: the channel
 	// yields true once that incarnation is deleted, false when the watch
-	// ended for another reason (a lost session: arm it again). ErrTagGone
-	// or ErrUnknownTag when inc is gone already.
+	// ended for another reason (a lost session, or ctx ended: arm it again).
+	// ctx bounds the watch's life, not only the call. ErrTagGone or
+	// ErrUnknownTag when inc is gone already.
 	WatchTag(ctx context.Context, tag string, inc int64) (<-chan bool, error)
 }
 

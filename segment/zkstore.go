@@ -306,8 +306,12 @@ func (s *ZKStore) WatchTag(ctx context.Context, tag string, inc int64) (<-chan b
 	}
 	out := make(chan bool, 1)
 	go func() {
-		ev, ok := <-ch
-		out <- ok && ev.Type == zk.EventNodeDeleted
+		select {
+		case ev, ok := <-ch:
+			out <- ok && ev.Type == zk.EventNodeDeleted
+		case <-ctx.Done():
+			out <- false
+		}
 	}()
 	return out, nil
 }
