@@ -39,6 +39,7 @@ type tagBuf struct {
 	start     int64
 	verified  bool
 	trusted   bool
+	deleted   bool    // a watch reported inc deleted: never served unchecked again
 	gone      bool    // retired
 	ranges    []Range // unissued IDs in memory, increasing; ranges[0] is current
 	curLen    int64   // ranges[0]'s size when it became current (the 10% rule)
@@ -153,7 +154,7 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int) ([]int64, error) 
 		case <-deadline:
 			b.mu.Lock()
 			lastErr := b.lastErr
-			if !b.verified && !b.trusted && b.opaque == nil && !b.gone && min(b.permitted, b.held)-b.issued >= int64(n) {
+			if !b.verified && !b.trusted && !b.deleted && b.opaque == nil && !b.gone && min(b.permitted, b.held)-b.issued >= int64(n) {
 				// Resumed ranges the store could not confirm within Wait
 				// (ZooKeeper unreachable): served, their incarnation checked
 				// at the next answer (R7).
@@ -306,7 +307,7 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 			unwatch()
 			if deleted {
 				b.mu.Lock()
-				b.verified, b.trusted = false, false
+				b.verified, b.trusted, b.deleted = false, false, true
 				b.mu.Unlock()
 			}
 		}
