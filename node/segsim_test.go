@@ -110,6 +110,24 @@ func TestSimulation_Segments(t *testing.T) {
 	}
 }
 
+// TestSimulation_SegmentsOpaque runs the simulation on an opaque tag:
+// every number handed out must be one of the permutation under the tag's
+// key (never the raw counter, whatever path its range took: a load, a
+// resumed state file, a returned range), and the counters behind them obey
+// every rule of the plain run. A fifth of the plain run's seeds.
+func TestSimulation_SegmentsOpaque(t *testing.T) {
+	steps := simSteps(t)
+	seeds := simSeeds(t)
+	if len(seeds) > 1 {
+		seeds = seeds[:max(len(seeds)/5, 1)]
+	}
+	for _, seed := range seeds {
+		if err := runSegmentSim(t, seed, steps, defectOpaque); err != nil {
+			t.Fatalf("seed %d (replay: SIM_SEED=%d go test -run TestSimulation_SegmentsOpaque ./node/): %v", seed, seed, err)
+		}
+	}
+}
+
 // TestSimulation_SegmentsCatchBrokenRules breaks a rule on purpose and
 // expects the simulation to catch it within a bounded number of seeds.
 func TestSimulation_SegmentsCatchBrokenRules(t *testing.T) {
@@ -145,6 +163,8 @@ type simDefect int
 
 const (
 	defectNone simDefect = iota
+	// defectOpaque is no defect: the tag is opaque (6 digits).
+	defectOpaque
 	// defectRetryReturn: a return whose answer was lost is sent again,
 	// blindly (what giveBack once did).
 	defectRetryReturn
@@ -181,7 +201,8 @@ type segSim struct {
 	nodes  []*simNode
 	defect simDefect
 
-	issued simIssued // ID → the process that issued it
+	issued simIssued            // ID → the process that issued it (an opaque tag's: its counter)
+	perm   *segment.Permutation // an opaque tag's (nil: plain)
 
 	// allowance is what the docs let the crashes and stops so far lose.
 	allowance int64
@@ -369,8 +390,25 @@ func newSegSim(seed uint64, defect simDefect) (*segSim, error) {
 		return nil, err
 	}
 	defer st.Close()
-	if err := st.Create(context.Background(), segment.Tag{Name: simTag, Start: 1, Step: simStep, MaxStep: simTop}); err != nil {
+	tag := segment.Tag{Name: simTag, Start: 1, Step: simStep, MaxStep: simTop}
+	if defect == defectOpaque {
+		tag.Opaque = &segment.Opaque{Digits: 6}
+	}
+	if err := st.Create(context.Background(), tag); err != nil {
 		return nil, err
+	}
+	if tag.Opaque != nil {
+		t, err := st.Tag(context.Background(), simTag)
+		if err != nil {
+			return nil, err
+		}
+		key, err := st.Key(context.Background(), simTag, t.Incarnation)
+		if err != nil {
+			return nil, err
+		}
+		if s.perm, err = segment.NewPermutation(*tag.Opaque, key); err != nil {
+			return nil, err
+		}
 	}
 	for i := range simNodes {
 		s.nodes = append(s.nodes, &simNode{name: fmt.Sprintf("n%d", i), disk: disk.NewMem()})
@@ -580,7 +618,8 @@ func (s *segSim) take(n *simNode) error {
 	diskOK := !p.dproc.Hung() && !p.dproc.Failing() && !p.dproc.LastFailed()
 	ids, err := p.mode.Take(ctx, simTag, nil, k)
 	if err != nil {
-		if avail >= int64(k) && diskOK {
+		// An opaque tag's resumed ranges wait for their key from ZooKeeper.
+		if avail >= int64(k) && diskOK && s.perm == nil {
 			// IDs held in memory are served whatever ZooKeeper does; only the
 			// disk (the mark) may hold them up.
 			return s.fail("%s: take %d failed with %d IDs in memory and a disk that answers: %v", p.name, k, avail, err)
@@ -588,7 +627,15 @@ func (s *segSim) take(n *simNode) error {
 		s.logf("%s: take %d: %v", p.name, k, err)
 		return nil
 	}
-	for _, id := range ids {
+	for i, id := range ids {
+		if s.perm != nil {
+			idx, err := s.perm.Index(id)
+			if err != nil {
+				return s.fail("%s: handed out %d: %v (the raw counter?)", p.name, id, err)
+			}
+			id = idx + 1 // the counter (start 1)
+			ids[i] = id
+		}
 		if err := s.issued.record(&s.simTrace, "dense", p.name, &p.last, id); err != nil {
 			return err
 		}
@@ -877,6 +924,15 @@ func (w *watchedStore) WatchTag(ctx context.Context, tag string, inc int64) (<-c
 		return nil, errors.New("this store has no watches")
 	}
 	return tw.WatchTag(ctx, tag, inc)
+}
+
+// Key passes an opaque tag's key through.
+func (w *watchedStore) Key(ctx context.Context, tag string, inc int64) ([]byte, error) {
+	ks, ok := w.Store.(segment.KeyStore)
+	if !ok {
+		return nil, errors.New("this store holds no keys")
+	}
+	return ks.Key(ctx, tag, inc)
 }
 
 // watched is the process's watchedStore (nil before its service started).
