@@ -164,6 +164,11 @@ func OpenZK(ctx context.Context, cfg ZKConfig) (*ZKStore, error) {
 	return s, nil
 }
 
+// Cluster returns the store's ZooKeeper client and the cluster znode's
+// path, for commands that change the cluster's settings (its required
+// features) around what they do to tags.
+func (s *ZKStore) Cluster() (zkclient.Client, string) { return s.z, s.cluster }
+
 // Close ends the store's session (its holder records go with it).
 func (s *ZKStore) Close() { s.conn.Close() }
 

@@ -423,10 +423,15 @@ func segmentDelete(ctx context.Context, st *segment.ZKStore, name string, stdout
 }
 
 // deleteTag removes a tag: its record, returned ranges, holder records and
-// key. Nodes of this release drop the ranges they hold of it at their next
-// ZooKeeper request for the tag (its incarnation is gone); a cluster that
-// refuses releases without tag incarnations is checked for here when it
-// has one.
+// key. First the cluster is made to require tag incarnations, so that no
+// node of a release that keys ranges by tag name alone can join it and
+// mix the deleted tag's ranges into a successor. Nodes of this release drop
+// the ranges they hold of it when ZooKeeper tells them (its incarnation is
+// gone).
 func deleteTag(ctx context.Context, st *segment.ZKStore, name string) error {
+	z, cluster := st.Cluster()
+	if err := coordinator.RequireFeature(ctx, z, cluster, coordinator.FeatureTagIncarnation); err != nil {
+		return fmt.Errorf("delete tag %q: %w", name, err)
+	}
 	return st.Delete(ctx, name)
 }
