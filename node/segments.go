@@ -64,20 +64,20 @@ func (l *lazyStore) get() (*segment.ZKStore, error) {
 	return nil, errNoSession
 }
 
-func (l *lazyStore) Alloc(ctx context.Context, tag string, step, above int64) (segment.Range, segment.Tag, error) {
+func (l *lazyStore) Alloc(ctx context.Context, tag string, inc, step, above int64) (segment.Range, segment.Tag, error) {
 	st, err := l.get()
 	if err != nil {
 		return segment.Range{}, segment.Tag{}, err
 	}
-	return st.Alloc(ctx, tag, step, above)
+	return st.Alloc(ctx, tag, inc, step, above)
 }
 
-func (l *lazyStore) Return(ctx context.Context, tag string, r segment.Range) error {
+func (l *lazyStore) Return(ctx context.Context, tag string, inc int64, r segment.Range) error {
 	st, err := l.get()
 	if err != nil {
 		return err
 	}
-	return st.Return(ctx, tag, r)
+	return st.Return(ctx, tag, inc, r)
 }
 
 func (l *lazyStore) Tag(ctx context.Context, tag string) (segment.Tag, error) {
@@ -97,12 +97,22 @@ func (l *lazyStore) Publish(ctx context.Context, tag, holder string, held []segm
 }
 
 // Key implements segment.KeyStore: opaque tags' keys.
-func (l *lazyStore) Key(ctx context.Context, tag string) ([]byte, error) {
+func (l *lazyStore) Key(ctx context.Context, tag string, inc int64) ([]byte, error) {
 	st, err := l.get()
 	if err != nil {
 		return nil, err
 	}
-	return st.Key(ctx, tag)
+	return st.Key(ctx, tag, inc)
+}
+
+// WatchTag implements segment.TagWatcher: a node learns of a tag's
+// deletion as it happens.
+func (l *lazyStore) WatchTag(ctx context.Context, tag string, inc int64) (<-chan bool, error) {
+	st, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return st.WatchTag(ctx, tag, inc)
 }
 
 func (l *lazyStore) connected() bool {

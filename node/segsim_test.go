@@ -110,6 +110,44 @@ func TestSimulation_Segments(t *testing.T) {
 	}
 }
 
+// TestSimulation_SegmentsTagRecreated runs the simulation with the tag
+// deleted and created again now and then (healed first: every live node
+// connected, no dead node's state file listing a range, as the runbook
+// asks): within 2s of the delete no live node holds a range of the old
+// tag (ZooKeeper's watch), and the new tag's books close as the plain
+// run's do, no number of it handed out twice. A fifth of the plain run's
+// seeds.
+func TestSimulation_SegmentsTagRecreated(t *testing.T) {
+	steps := simSteps(t)
+	seeds := simSeeds(t)
+	if len(seeds) > 1 {
+		seeds = seeds[:max(len(seeds)/5, 1)]
+	}
+	for _, seed := range seeds {
+		if err := runSegmentSim(t, seed, steps, defectRecreate); err != nil {
+			t.Fatalf("seed %d (replay: SIM_SEED=%d go test -run TestSimulation_SegmentsTagRecreated ./node/): %v", seed, seed, err)
+		}
+	}
+}
+
+// TestSimulation_SegmentsOpaque runs the simulation on an opaque tag:
+// every number handed out must be one of the permutation under the tag's
+// key (never the raw counter, whatever path its range took: a load, a
+// resumed state file, a returned range), and the counters behind them obey
+// every rule of the plain run. A fifth of the plain run's seeds.
+func TestSimulation_SegmentsOpaque(t *testing.T) {
+	steps := simSteps(t)
+	seeds := simSeeds(t)
+	if len(seeds) > 1 {
+		seeds = seeds[:max(len(seeds)/5, 1)]
+	}
+	for _, seed := range seeds {
+		if err := runSegmentSim(t, seed, steps, defectOpaque); err != nil {
+			t.Fatalf("seed %d (replay: SIM_SEED=%d go test -run TestSimulation_SegmentsOpaque ./node/): %v", seed, seed, err)
+		}
+	}
+}
+
 // TestSimulation_SegmentsCatchBrokenRules breaks a rule on purpose and
 // expects the simulation to catch it within a bounded number of seeds.
 func TestSimulation_SegmentsCatchBrokenRules(t *testing.T) {
@@ -145,6 +183,11 @@ type simDefect int
 
 const (
 	defectNone simDefect = iota
+	// defectOpaque is no defect: the tag is opaque (6 digits).
+	defectOpaque
+	// defectRecreate is no defect: now and then the tag is deleted and
+	// created again (segment delete, segment create).
+	defectRecreate
 	// defectRetryReturn: a return whose answer was lost is sent again,
 	// blindly (what giveBack once did).
 	defectRetryReturn
@@ -181,7 +224,12 @@ type segSim struct {
 	nodes  []*simNode
 	defect simDefect
 
-	issued simIssued // ID → the process that issued it
+	issued simIssued // ID → the process that issued it (an opaque tag's: its counter), of the current tag
+	// recreates draws when the tag is deleted and created again
+	// (defectRecreate), apart from rng so the other draws stay the same.
+	recreates *rand.Rand
+	lostBase  int64                // the stores' PossiblyLost when the current tag was created
+	perm      *segment.Permutation // an opaque tag's (nil: plain)
 
 	// allowance is what the docs let the crashes and stops so far lose.
 	allowance int64
@@ -349,7 +397,8 @@ func (s *simZK) inject(r zkmem.Request) zkmem.Fault {
 }
 
 func newSegSim(seed uint64, defect simDefect) (*segSim, error) {
-	s := &segSim{simZK: newSimZK(seed), rng: rand.New(rand.NewPCG(seed, 0x5e9)), defect: defect, issued: simIssued{}}
+	s := &segSim{simZK: newSimZK(seed), rng: rand.New(rand.NewPCG(seed, 0x5e9)), defect: defect, issued: simIssued{},
+		recreates: rand.New(rand.NewPCG(seed, 0x7a9))}
 	s.srv.SetInjector(nil)
 	admin := s.srv.Connect(zkconn.Options{SessionTimeout: 10 * time.Second})
 	defer admin.Close()
@@ -369,8 +418,25 @@ func newSegSim(seed uint64, defect simDefect) (*segSim, error) {
 		return nil, err
 	}
 	defer st.Close()
-	if err := st.Create(context.Background(), segment.Tag{Name: simTag, Start: 1, Step: simStep, MaxStep: simTop}); err != nil {
+	tag := segment.Tag{Name: simTag, Start: 1, Step: simStep, MaxStep: simTop}
+	if defect == defectOpaque {
+		tag.Opaque = &segment.Opaque{Digits: 6}
+	}
+	if err := st.Create(context.Background(), tag); err != nil {
 		return nil, err
+	}
+	if tag.Opaque != nil {
+		t, err := st.Tag(context.Background(), simTag)
+		if err != nil {
+			return nil, err
+		}
+		key, err := st.Key(context.Background(), simTag, t.Incarnation)
+		if err != nil {
+			return nil, err
+		}
+		if s.perm, err = segment.NewPermutation(*tag.Opaque, key); err != nil {
+			return nil, err
+		}
 	}
 	for i := range simNodes {
 		s.nodes = append(s.nodes, &simNode{name: fmt.Sprintf("n%d", i), disk: disk.NewMem()})
@@ -477,12 +543,14 @@ func (s *segSim) stateFile(n *simNode) ([]segment.Range, error) {
 		return nil, nil
 	}
 	var st struct {
-		Unissued map[string][]segment.Range `json:"unissued"`
+		Tags map[string]struct {
+			Ranges []segment.Range `json:"ranges"`
+		} `json:"tags"`
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, s.fail("%s: state file: %v", n.name, err)
 	}
-	return st.Unissued[simTag], nil
+	return st.Tags[simTag].Ranges, nil
 }
 
 // countNotIn counts the IDs of rs that no range of in holds.
@@ -578,7 +646,8 @@ func (s *segSim) take(n *simNode) error {
 	diskOK := !p.dproc.Hung() && !p.dproc.Failing() && !p.dproc.LastFailed()
 	ids, err := p.mode.Take(ctx, simTag, nil, k)
 	if err != nil {
-		if avail >= int64(k) && diskOK {
+		// An opaque tag's resumed ranges wait for their key from ZooKeeper.
+		if avail >= int64(k) && diskOK && s.perm == nil {
 			// IDs held in memory are served whatever ZooKeeper does; only the
 			// disk (the mark) may hold them up.
 			return s.fail("%s: take %d failed with %d IDs in memory and a disk that answers: %v", p.name, k, avail, err)
@@ -586,7 +655,15 @@ func (s *segSim) take(n *simNode) error {
 		s.logf("%s: take %d: %v", p.name, k, err)
 		return nil
 	}
-	for _, id := range ids {
+	for i, id := range ids {
+		if s.perm != nil {
+			idx, err := s.perm.Index(id)
+			if err != nil {
+				return s.fail("%s: handed out %d: %v (the raw counter?)", p.name, id, err)
+			}
+			id = idx + 1 // the counter (start 1)
+			ids[i] = id
+		}
 		if err := s.issued.record(&s.simTrace, "dense", p.name, &p.last, id); err != nil {
 			return err
 		}
@@ -653,8 +730,57 @@ func (s *segSim) down() []*simNode {
 	return out
 }
 
+// recreate deletes the tag and creates it again, healed first (every live
+// node's session up, no dead node's state file listing a range): within
+// 2s no live node may hold a range of the old tag. The books start again
+// with the new tag.
+func (s *segSim) recreate() error {
+	for _, n := range s.down() {
+		if rs, err := s.stateFile(n); err != nil || len(rs) > 0 {
+			return err // a dead node holds ranges: not now
+		}
+	}
+	s.heal()
+	time.Sleep(30 * time.Second) // faults decided before the heal end, sessions come back
+	synctest.Wait()
+	st, err := segment.OpenZK(context.Background(), s.segConfig(s.srv.Dial))
+	if err != nil {
+		return s.fail("open an admin store: %v", err)
+	}
+	defer st.Close()
+	if err := st.Delete(context.Background(), simTag); err != nil {
+		return s.fail("segment delete: %v", err)
+	}
+	time.Sleep(2 * time.Second)
+	synctest.Wait()
+	for _, n := range s.live() {
+		for _, ts := range n.proc.mode.Status() {
+			if ts.Tag == simTag && len(ts.Held) > 0 {
+				return s.fail("%s: 2s after the tag was deleted it still holds %v", n.proc.name, ts.Held)
+			}
+		}
+	}
+	tag := segment.Tag{Name: simTag, Start: 1, Step: simStep, MaxStep: simTop}
+	if err := st.Create(context.Background(), tag); err != nil {
+		return s.fail("segment create: %v", err)
+	}
+	s.issued, s.allowance = simIssued{}, 0
+	s.lostBase = 0
+	for _, st := range s.stores {
+		s.lostBase += st.PossiblyLost()
+	}
+	for _, n := range s.live() {
+		n.proc.last = 0
+	}
+	s.logf("tag deleted and created again")
+	return nil
+}
+
 // step runs one random action.
 func (s *segSim) step() error {
+	if s.defect == defectRecreate && s.recreates.IntN(60) == 0 {
+		return s.recreate()
+	}
 	live, down := s.live(), s.down()
 	pick := func(ns []*simNode) *simNode { return ns[s.rng.IntN(len(ns))] }
 	r := s.rng.IntN(100)
@@ -759,6 +885,7 @@ func (s *segSim) checkBooks() error {
 	}
 	var returned []segment.Range
 	for _, name := range s.srv.Children(tagPath + "/returned") {
+		name, _, _ = strings.Cut(name, "@") // the tag's incarnation: it has one
 		lo, hi, ok := strings.Cut(name, "-")
 		l, err1 := strconv.ParseInt(lo, 10, 64)
 		h, err2 := strconv.ParseInt(hi, 10, 64)
@@ -786,6 +913,9 @@ func (s *segSim) checkBooks() error {
 	var unknown int64
 	for _, st := range s.stores {
 		unknown += st.PossiblyLost()
+	}
+	{
+		unknown -= s.lostBase
 	}
 	allocated := rec.MaxID - rec.Start
 	lost := allocated - int64(len(s.issued)) - back
@@ -854,16 +984,35 @@ type watchedStore struct {
 	inflight atomic.Int64
 }
 
-func (w *watchedStore) Alloc(ctx context.Context, tag string, step, above int64) (segment.Range, segment.Tag, error) {
+func (w *watchedStore) Alloc(ctx context.Context, tag string, inc, step, above int64) (segment.Range, segment.Tag, error) {
 	w.inflight.Add(simTop)
 	defer w.inflight.Add(-simTop)
-	return w.Store.Alloc(ctx, tag, step, above)
+	return w.Store.Alloc(ctx, tag, inc, step, above)
 }
 
-func (w *watchedStore) Return(ctx context.Context, tag string, r segment.Range) error {
+func (w *watchedStore) Return(ctx context.Context, tag string, inc int64, r segment.Range) error {
 	w.inflight.Add(r.Len())
 	defer w.inflight.Add(-r.Len())
-	return w.Store.Return(ctx, tag, r)
+	return w.Store.Return(ctx, tag, inc, r)
+}
+
+// WatchTag passes the node's watch on a tag's deletion through, so the
+// simulation runs it under the faults too.
+func (w *watchedStore) WatchTag(ctx context.Context, tag string, inc int64) (<-chan bool, error) {
+	tw, ok := w.Store.(segment.TagWatcher)
+	if !ok {
+		return nil, errors.New("this store has no watches")
+	}
+	return tw.WatchTag(ctx, tag, inc)
+}
+
+// Key passes an opaque tag's key through.
+func (w *watchedStore) Key(ctx context.Context, tag string, inc int64) ([]byte, error) {
+	ks, ok := w.Store.(segment.KeyStore)
+	if !ok {
+		return nil, errors.New("this store holds no keys")
+	}
+	return ks.Key(ctx, tag, inc)
 }
 
 // watched is the process's watchedStore (nil before its service started).
@@ -898,8 +1047,8 @@ type blindReturns struct {
 	p *simProc
 }
 
-func (b blindReturns) Return(ctx context.Context, tag string, r segment.Range) error {
-	p := "/snowflaked/" + simCluster + "/segments/" + tag + "/returned/" + fmt.Sprintf("%019d-%019d", r.Lo, r.Hi)
+func (b blindReturns) Return(ctx context.Context, tag string, inc int64, r segment.Range) error {
+	p := "/snowflaked/" + simCluster + "/segments/" + tag + "/returned/" + fmt.Sprintf("%019d-%019d@%d", r.Lo, r.Hi, inc)
 	for ctx.Err() == nil {
 		c := b.p.zk.latest()
 		if c == nil {

@@ -14,15 +14,33 @@ import (
 // order) has ordinal k. issued ≤ permitted ≤ held: IDs below issued are
 // handed out; below permitted may be (the state file no longer lists them,
 // R2); below held are in memory.
+//
+// Every range of a buffer is of one incarnation of the tag (inc). A buffer
+// whose incarnation is found gone (deleted, perhaps created again) is
+// retired: its ranges are dropped (never returned), it leaves the service,
+// and the next Take finds the tag afresh (R7).
 type tagBuf struct {
 	svc      *Service
 	name     string
-	perm     *Permutation  // an opaque tag's; nil for a plain one
-	start    int64         // the tag's first counter value (an opaque tag's index 0)
 	kick     chan struct{} // wakes the load worker
 	markKick chan struct{} // wakes the mark worker
+	retired  chan struct{} // closed when the buffer is retired: its workers end
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// inc is the incarnation of the ranges; opaque the tag's opaque form
+	// (nil: plain). perm (an opaque tag's, the key of inc) and start (the
+	// counter's first value, an opaque tag's index 0) are known once
+	// verified: the store confirmed inc in this process. Resumed ranges are
+	// not verified until the store answered; a plain tag's may serve
+	// before that once a Take waited Config.Wait for it (trusted).
+	inc       int64
+	opaque    *Opaque
+	perm      *Permutation
+	start     int64
+	verified  bool
+	trusted   bool
+	deleted   bool    // a watch reported inc deleted: never served unchecked again
+	gone      bool    // retired
 	ranges    []Range // unissued IDs in memory, increasing; ranges[0] is current
 	curLen    int64   // ranges[0]'s size when it became current (the 10% rule)
 	issued    int64
@@ -100,13 +118,23 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int) ([]int64, error) 
 			b.mu.Unlock()
 			return dst, ErrClosed
 		}
-		if min(b.permitted, b.held)-b.issued >= int64(n) {
+		if b.gone {
+			b.mu.Unlock()
+			return dst, errRetired
+		}
+		ready := b.verified || b.trusted && b.opaque == nil
+		if ready && min(b.permitted, b.held)-b.issued >= int64(n) {
+			orig := len(dst)
 			dst = b.popLocked(dst, n)
+			var err error
+			if b.perm != nil {
+				dst, err = b.mapLocked(dst, orig)
+			}
 			if b.wantsWorkLocked() {
 				b.kickLoader()
 			}
 			b.mu.Unlock()
-			return dst, nil
+			return dst, err
 		}
 		b.want = max(b.want, n)
 		wake := b.wake
@@ -126,6 +154,16 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int) ([]int64, error) 
 		case <-deadline:
 			b.mu.Lock()
 			lastErr := b.lastErr
+			if !b.verified && !b.trusted && !b.deleted && b.opaque == nil && !b.gone && min(b.permitted, b.held)-b.issued >= int64(n) {
+				// Resumed ranges the store could not confirm within Wait
+				// (ZooKeeper unreachable): served, their incarnation checked
+				// at the next answer (R7).
+				b.trusted = true
+				b.mu.Unlock()
+				b.svc.cfg.Log.Warn().Err(lastErr).Str("tag", b.name).Int64("tag_incarnation", b.inc).
+					Msg("segment: serving resumed ranges before ZooKeeper confirmed the tag's incarnation")
+				continue
+			}
 			b.mu.Unlock()
 			if lastErr == nil {
 				lastErr = errors.New("no range loaded in time")
@@ -133,6 +171,24 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int) ([]int64, error) 
 			return dst, fmt.Errorf("%w: tag %q: %v", ErrUnavailable, b.name, lastErr)
 		}
 	}
+}
+
+// errRetired: the buffer was retired under a Take; Service.Take looks for
+// the tag again.
+var errRetired = errors.New("tag buffer retired")
+
+// mapLocked turns an opaque tag's counter values dst[orig:] into their
+// numbers under the key of the ranges' incarnation. Values past the tag's N
+// are never handed out (they are lost with the batch).
+func (b *tagBuf) mapLocked(dst []int64, orig int) ([]int64, error) {
+	for i := orig; i < len(dst); i++ {
+		id, err := b.perm.ID(dst[i] - b.start)
+		if err != nil {
+			return dst[:orig], fmt.Errorf("tag %q: %w", b.name, err)
+		}
+		dst[i] = id
+	}
+	return dst, nil
 }
 
 // popLocked moves n IDs from the front of ranges to dst.
@@ -227,29 +283,69 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 	defer b.svc.wg.Done()
 	var rc retryClock
 	var retry <-chan time.Time
+	// The load worker also keeps a watch on the tag's incarnation (R7): a
+	// delete unverifies the buffer at once, and the check that follows
+	// retires it.
+	watcher, _ := b.svc.cfg.Store.(TagWatcher)
+	if kind != loadWork {
+		watcher = nil
+	}
+	var watch <-chan bool
+	var armAt time.Time
+	unwatch := func() {}
+	defer func() { unwatch() }()
 	for {
 		select {
 		case <-b.svc.stop:
 			return
+		case <-b.retired:
+			return
 		case <-kick:
 		case <-retry:
+		case deleted := <-watch:
+			watch = nil
+			unwatch()
+			if deleted {
+				b.mu.Lock()
+				b.verified, b.trusted, b.deleted = false, false, true
+				b.mu.Unlock()
+			}
 		}
 		retry = nil
 		for {
 			select {
 			case <-b.svc.stop:
 				return // between operations: a range loaded is in b.ranges
+			case <-b.retired:
+				return
 			default:
 			}
 			now := time.Now()
 			b.mu.Lock()
-			need := b.needLoadLocked()
+			need := b.needLoadLocked() || !b.verified
 			if kind == markWork {
 				b.noteRateLocked(now)
 				need = b.needMarkLocked()
 			}
 			target := b.issued + max(b.chunkLocked(), int64(b.want))
 			b.mu.Unlock()
+			if !need && watcher != nil && watch == nil {
+				b.mu.Lock()
+				verified := b.verified
+				b.mu.Unlock()
+				if !verified {
+					break
+				}
+				if now.Before(armAt) {
+					retry = time.After(armAt.Sub(now))
+					break
+				}
+				var err error
+				if watch, unwatch, err = b.arm(watcher); err != nil {
+					armAt = now.Add(time.Second) // ZooKeeper unreachable: the next load finds out anyway
+				}
+				continue
+			}
 			if !need {
 				break
 			}
@@ -302,23 +398,99 @@ func (r *retryClock) wait(now time.Time, needed bool) time.Duration {
 	return r.at.Sub(now)
 }
 
+// verify confirms a resumed buffer's incarnation with the store and learns
+// the tag's steps (and an opaque tag's key of that incarnation); a buffer
+// whose incarnation is gone is retired.
+func (b *tagBuf) verify() error {
+	ctx, cancel := context.WithTimeout(b.svc.ctx, b.svc.cfg.LoadTimeout)
+	defer cancel()
+	b.mu.Lock()
+	inc := b.inc
+	b.mu.Unlock()
+	t, err := b.svc.cfg.Store.Tag(ctx, b.name)
+	if err == nil && t.Incarnation != inc {
+		err = fmt.Errorf("tag %q: %w: its ranges are of incarnation %d, the tag's is %d", b.name, ErrTagGone, inc, t.Incarnation)
+	}
+	var perm *Permutation
+	if err == nil {
+		perm, err = b.svc.permutation(ctx, b.name, t)
+	}
+	if errors.Is(err, ErrTagGone) || errors.Is(err, ErrUnknownTag) {
+		return b.retire(err)
+	}
+	if err != nil {
+		return fmt.Errorf("read tag %q: %w", b.name, err)
+	}
+	b.mu.Lock()
+	b.setTagLocked(t)
+	b.opaque, b.perm, b.verified = t.Opaque, perm, true
+	b.broadcastLocked()
+	b.mu.Unlock()
+	return nil
+}
+
+// arm sets the watch on the buffer's incarnation, and returns what ends
+// it; an incarnation gone already retires the buffer. The watch lives
+// until it fires, unwatch is called, or the service stops.
+func (b *tagBuf) arm(w TagWatcher) (watch <-chan bool, unwatch func(), err error) {
+	ctx, cancel := context.WithCancel(b.svc.ctx)
+	b.mu.Lock()
+	inc := b.inc
+	b.mu.Unlock()
+	ch, err := w.WatchTag(ctx, b.name, inc)
+	if err != nil {
+		cancel()
+		if errors.Is(err, ErrTagGone) || errors.Is(err, ErrUnknownTag) {
+			return nil, func() {}, b.retire(err)
+		}
+		return nil, func() {}, err
+	}
+	return ch, cancel, nil
+}
+
+// retire drops the buffer's ranges (never returned: their incarnation is
+// gone) and takes it out of the service, its state-file entry with it.
+func (b *tagBuf) retire(why error) error {
+	s := b.svc
+	s.mu.Lock()
+	if s.tags[b.name] == b {
+		delete(s.tags, b.name)
+	}
+	s.mu.Unlock()
+	b.mu.Lock()
+	if b.gone {
+		b.mu.Unlock()
+		return nil
+	}
+	dropped := b.held - b.issued
+	b.gone = true
+	b.ranges, b.held, b.permitted = nil, b.issued, b.issued
+	close(b.retired)
+	b.broadcastLocked()
+	b.mu.Unlock()
+	s.cfg.Log.Warn().Err(why).Str("tag", b.name).Int64("ids", dropped).
+		Msg("segment: the incarnation of the tag this node holds ranges of is gone (deleted, perhaps created again): its ranges are dropped, never returned")
+	return s.persist(nil, 0)
+}
+
 // load takes one range from the store (above every ID held or issued, so
 // the node's IDs keep increasing), adjusts the step, and writes the state
-// file so a crash can resume it.
+// file so a crash can resume it. A resumed buffer first confirms its
+// incarnation (verify).
 func (b *tagBuf) load() error {
 	b.mu.Lock()
-	known := b.base > 0
+	verified := b.verified
 	b.mu.Unlock()
-	if !known { // resumed from the state file: learn the tag's steps first
-		ctx, cancel := context.WithTimeout(b.svc.ctx, b.svc.cfg.LoadTimeout)
-		t, err := b.svc.cfg.Store.Tag(ctx, b.name)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("read tag %q: %w", b.name, err)
+	if !verified {
+		if err := b.verify(); err != nil {
+			return err
 		}
 		b.mu.Lock()
-		b.setTagLocked(t)
+		need := !b.gone && b.needLoadLocked()
 		b.mu.Unlock()
+		if !need {
+			return nil
+		}
 	}
 	b.mu.Lock()
 	now := b.svc.cfg.Now()
@@ -327,6 +499,7 @@ func (b *tagBuf) load() error {
 		step = NextStep(step, b.base, b.top, now.Sub(b.lastLoad), b.svc.cfg.LongRange)
 	}
 	step = max(step, b.base, int64(b.want))
+	inc := b.inc
 	above := b.last + 1
 	if n := len(b.ranges); n > 0 {
 		above = b.ranges[n-1].Hi
@@ -335,8 +508,11 @@ func (b *tagBuf) load() error {
 	ctx, cancel := context.WithTimeout(b.svc.ctx, b.svc.cfg.LoadTimeout)
 	defer cancel()
 	began := time.Now()
-	r, t, err := b.svc.cfg.Store.Alloc(ctx, b.name, step, above)
+	r, t, err := b.svc.cfg.Store.Alloc(ctx, b.name, inc, step, above)
 	took := time.Since(began)
+	if errors.Is(err, ErrTagGone) || errors.Is(err, ErrUnknownTag) {
+		return b.retire(err)
+	}
 	if err != nil {
 		return fmt.Errorf("load a range of %q: %w", b.name, err)
 	}
@@ -369,8 +545,10 @@ func (b *tagBuf) load() error {
 	return err
 }
 
-// setTagLocked takes the tag's base and max step from its record.
+// setTagLocked takes the tag's base and max step, and its first counter
+// value, from its record.
 func (b *tagBuf) setTagLocked(t Tag) {
+	b.start = t.Start
 	b.base, b.top = max(t.Step, 1), max(t.MaxStep, t.Step, 1)
 	b.step = min(max(b.step, b.base), b.top)
 }

@@ -12,9 +12,12 @@ import (
 )
 
 // memStore is segment.Store in memory, with the same rules as ZooKeeper's:
-// a compare-and-set on max_id, returned ranges taken by one deleter.
+// a compare-and-set on max_id, returned ranges taken by one deleter, and a
+// new incarnation each time a tag is created (its returned ranges start
+// empty).
 type memStore struct {
 	mu        sync.Mutex
+	lastInc   int64
 	tags      map[string]*segment.Tag
 	returned  map[string][]segment.Range
 	holders   map[string]map[string][]segment.Range
@@ -22,8 +25,10 @@ type memStore struct {
 	publishes int
 	steps     []int64 // the step of every Alloc
 	tagReads  int
-	down      bool          // every call fails
-	latency   time.Duration // each Alloc takes this long
+	watchers  map[string][]chan bool // WatchTag's, fired by remove
+	noWatch   bool                   // WatchTag fails (a store without watches)
+	down      bool                   // every call fails
+	latency   time.Duration          // each Alloc takes this long
 }
 
 func newMemStore() *memStore {
@@ -35,7 +40,51 @@ var errDown = errors.New("store down")
 func (m *memStore) create(name string, start, step, maxStep int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.tags[name] = &segment.Tag{Name: name, Start: start, MaxID: start, Step: step, MaxStep: maxStep}
+	m.lastInc += 10
+	m.tags[name] = &segment.Tag{Name: name, Start: start, MaxID: start, Step: step, MaxStep: maxStep, Incarnation: m.lastInc}
+	delete(m.returned, name)
+}
+
+// remove deletes a tag with its returned ranges (create makes it again,
+// a new incarnation).
+func (m *memStore) remove(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.tags, name)
+	delete(m.returned, name)
+	for _, ch := range m.watchers[name] {
+		ch <- true
+	}
+	delete(m.watchers, name)
+}
+
+func (m *memStore) WatchTag(_ context.Context, tag string, inc int64) (<-chan bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down || m.noWatch {
+		return nil, errDown
+	}
+	if err := m.goneLocked(tag, inc); err != nil {
+		return nil, err
+	}
+	if m.watchers == nil {
+		m.watchers = map[string][]chan bool{}
+	}
+	ch := make(chan bool, 1)
+	m.watchers[tag] = append(m.watchers[tag], ch)
+	return ch, nil
+}
+
+// gone is what the store answers for a range of incarnation inc.
+func (m *memStore) goneLocked(tag string, inc int64) error {
+	t := m.tags[tag]
+	switch {
+	case t == nil:
+		return fmt.Errorf("tag %q: %w", tag, segment.ErrUnknownTag)
+	case t.Incarnation != inc:
+		return fmt.Errorf("tag %q: %w", tag, segment.ErrTagGone)
+	}
+	return nil
 }
 
 func (m *memStore) setDown(down bool) {
@@ -44,7 +93,7 @@ func (m *memStore) setDown(down bool) {
 	m.mu.Unlock()
 }
 
-func (m *memStore) Alloc(ctx context.Context, tag string, step, above int64) (segment.Range, segment.Tag, error) {
+func (m *memStore) Alloc(ctx context.Context, tag string, inc, step, above int64) (segment.Range, segment.Tag, error) {
 	m.mu.Lock()
 	lat := m.latency
 	m.mu.Unlock()
@@ -60,10 +109,10 @@ func (m *memStore) Alloc(ctx context.Context, tag string, step, above int64) (se
 	if m.down {
 		return segment.Range{}, segment.Tag{}, errDown
 	}
-	t := m.tags[tag]
-	if t == nil {
-		return segment.Range{}, segment.Tag{}, segment.ErrUnknownTag
+	if err := m.goneLocked(tag, inc); err != nil {
+		return segment.Range{}, segment.Tag{}, err
 	}
+	t := m.tags[tag]
 	m.allocs++
 	m.steps = append(m.steps, step)
 	rs := m.returned[tag]
@@ -79,11 +128,14 @@ func (m *memStore) Alloc(ctx context.Context, tag string, step, above int64) (se
 	return r, *t, nil
 }
 
-func (m *memStore) Return(_ context.Context, tag string, r segment.Range) error {
+func (m *memStore) Return(_ context.Context, tag string, inc int64, r segment.Range) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.down {
 		return errDown
+	}
+	if err := m.goneLocked(tag, inc); err != nil {
+		return err
 	}
 	m.returned[tag] = append(m.returned[tag], r)
 	return nil

@@ -13,9 +13,17 @@ import (
 // keyedStore is a memStore that holds opaque tags' keys.
 type keyedStore struct{ *memStore }
 
-func (keyedStore) Key(context.Context, string) ([]byte, error) {
-	return bytes.Repeat([]byte{9}, segment.OpaqueKeySize), nil
+// Key is a key of its own for each incarnation of the tag.
+func (k keyedStore) Key(_ context.Context, tag string, inc int64) ([]byte, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.goneLocked(tag, inc); err != nil {
+		return nil, err
+	}
+	return keyFor(inc), nil
 }
+
+func keyFor(inc int64) []byte { return bytes.Repeat([]byte{byte(inc)}, segment.OpaqueKeySize) }
 
 // An opaque tag served by the real service: its numbers are the
 // permutation of its counter, distinct, and the last one is followed by
@@ -29,7 +37,7 @@ func TestOpaqueTagServedAndExhausted(t *testing.T) {
 	st.tags["acct"].MaxID = 1 + n - 25 // 25 numbers left
 	st.mu.Unlock()
 	s := newService(t, segment.Config{Store: st, StateFile: filepath.Join(t.TempDir(), "state")})
-	perm, err := segment.NewPermutation(segment.Opaque{Digits: 6}, bytes.Repeat([]byte{9}, segment.OpaqueKeySize))
+	perm, err := segment.NewPermutation(segment.Opaque{Digits: 6}, keyFor(st.tags["acct"].Incarnation))
 	if err != nil {
 		t.Fatal(err)
 	}

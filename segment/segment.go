@@ -39,6 +39,12 @@
 //     resumed. The node holds the cache file's lock for its life, so two
 //     processes never share one state file; one whose lock file is deleted
 //     writes it no more.
+//   - R7 A range belongs to one incarnation of its tag (the tag znode's
+//     creation zxid): ranges, returned ranges, state-file entries and
+//     opaque keys carry it, a node compares it at each ZooKeeper request
+//     for the tag, and drops (never returns) ranges of an incarnation that
+//     is gone; an opaque tag maps its numbers with the key of its ranges'
+//     incarnation, whatever path the range took.
 //
 // docs/segments.md writes the argument out (R5, returns whose answer was
 // lost; R6, a ZooKeeper that forgets acknowledged writes), with what a crash
@@ -86,6 +92,10 @@ var (
 	ErrExhausted = errors.New("tag exhausted")
 	// ErrClosed: the service is stopping or stopped.
 	ErrClosed = errors.New("segment service closed")
+	// ErrTagGone: the incarnation of the tag the caller holds ranges of no
+	// longer exists (the tag was deleted, and perhaps created again): its
+	// ranges are dropped, never returned into the tag, its key not used.
+	ErrTagGone = errors.New("tag deleted since")
 )
 
 // Range is the IDs [Lo, Hi).
@@ -102,7 +112,11 @@ func (r Range) String() string { return fmt.Sprintf("[%d,%d)", r.Lo, r.Hi) }
 
 // Tag is a tag's record in ZooKeeper.
 type Tag struct {
-	Name        string `json:"-"`
+	Name string `json:"-"`
+	// Incarnation is the tag znode's creation zxid (Stat.Czxid): it changes
+	// when the tag is deleted and created again, and every range, returned
+	// range, state-file entry and key is bound to it. Not in the record.
+	Incarnation int64  `json:"-"`
 	MaxID       int64  `json:"max_id"`   // every ID below it was handed to some node
 	Start       int64  `json:"start"`    // the first ID of the tag
 	Step        int64  `json:"step"`     // base step
@@ -159,17 +173,21 @@ func ValidateTag(tag string) error {
 
 // Store is where tags live (ZooKeeper; an in-memory one in tests).
 type Store interface {
-	// Alloc hands the caller a range of tag it alone owns: the lowest
-	// returned range starting at or above above, if any, else
-	// [max_id, max_id+step) by compare-and-set. ErrUnknownTag when the tag
-	// does not exist.
-	Alloc(ctx context.Context, tag string, step, above int64) (Range, Tag, error)
-	// Return gives an unissued range back for the next Alloc anywhere. It
-	// is called once per range: an implementation resolves a lost answer
-	// itself (it must never put a range back twice) and waits out an
-	// unreachable store within ctx. An error means the range is lost.
-	Return(ctx context.Context, tag string, r Range) error
-	// Tag reads a tag's record (ErrUnknownTag when missing).
+	// Alloc hands the caller a range of incarnation inc of tag that it
+	// alone owns: the lowest range of inc returned starting at or above
+	// above, if any, else [max_id, max_id+step) by compare-and-set.
+	// ErrUnknownTag when the tag does not exist, ErrTagGone when it is of
+	// another incarnation than inc.
+	Alloc(ctx context.Context, tag string, inc, step, above int64) (Range, Tag, error)
+	// Return gives an unissued range of incarnation inc back for the next
+	// Alloc of inc anywhere. It is called once per range: an implementation
+	// resolves a lost answer itself (it must never put a range back twice)
+	// and waits out an unreachable store within ctx. An error means the
+	// range is lost; ErrTagGone or ErrUnknownTag that its incarnation is
+	// gone (the range is dropped, never put into another incarnation).
+	Return(ctx context.Context, tag string, inc int64, r Range) error
+	// Tag reads a tag's record, with its incarnation (ErrUnknownTag when
+	// missing).
 	Tag(ctx context.Context, tag string) (Tag, error)
 	// Publish records, for status, which ranges this holder has (best
 	// effort; an empty list removes the record).

@@ -81,8 +81,21 @@ type Service struct {
 
 // state is the state file.
 type state struct {
-	Incarnation string             `json:"incarnation"`
-	Unissued    map[string][]Range `json:"unissued"` // per tag, certainly unissued
+	Incarnation string `json:"incarnation"` // the cluster's (R4)
+	// Unissued is the form of releases before tag incarnations: per tag,
+	// the ranges, of no known incarnation. Read only to be dropped (R7):
+	// never written, so a release that reads only it resumes nothing of a
+	// file this one wrote.
+	Unissued map[string][]Range  `json:"unissued,omitempty"`
+	Tags     map[string]tagState `json:"tags,omitempty"` // per tag
+}
+
+// tagState is one tag's entry in the state file: the IDs certainly
+// unissued, of the tag's incarnation inc.
+type tagState struct {
+	Incarnation int64   `json:"incarnation"`
+	Opaque      *Opaque `json:"opaque,omitempty"` // the tag is opaque: served only with its incarnation's key
+	Ranges      []Range `json:"ranges"`
 }
 
 // New checks cfg, reads the state file (ranges a crashed predecessor held)
@@ -112,7 +125,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}), fileMu: ctxlock.New(), tags: map[string]*tagBuf{}, unknown: map[string]time.Time{}}
-	var resume map[string][]Range
+	var resume map[string]tagState
 	if cfg.StateFile != "" {
 		st, err := readState(cfg.Disk, cfg.StateFile)
 		switch {
@@ -124,26 +137,36 @@ func New(cfg Config) (*Service, error) {
 			cfg.Log.Warn().Str("file", cfg.StateFile).Str("file_incarnation", st.Incarnation).Str("incarnation", cfg.Incarnation).
 				Msg("segment state file belongs to another ZooKeeper incarnation: its ranges are dropped")
 		default:
-			resume = st.Unissued
+			resume = st.Tags
+			for tag, rs := range st.Unissued {
+				// R7: ranges of no known incarnation may be of a tag deleted
+				// since; they are lost, never resumed.
+				var n int64
+				for _, r := range rs {
+					n += r.Len()
+				}
+				cfg.Log.Warn().Str("tag", tag).Int64("ids", n).
+					Msg("segment: the state file's ranges of this tag carry no tag incarnation (written by an older release): they are dropped, never reissued")
+			}
 		}
-		for tag, rs := range resume {
-			if ValidateTag(tag) != nil {
+		for tag, e := range resume {
+			if ValidateTag(tag) != nil || len(e.Ranges) == 0 {
 				continue
 			}
 			b := s.newBuf(tag, Tag{})
-			b.ranges = slices.Clone(rs)
-			for _, r := range rs {
+			b.inc, b.opaque = e.Incarnation, e.Opaque
+			b.ranges = slices.Clone(e.Ranges)
+			for _, r := range e.Ranges {
 				b.held += r.Len()
 			}
-			if len(rs) > 0 {
-				b.curLen = rs[0].Len()
-			}
+			b.curLen = e.Ranges[0].Len()
 			s.tags[tag] = b
-			cfg.Log.Info().Str("tag", tag).Int64("ids", b.held).Msg("segment: resumed ranges from the state file")
+			cfg.Log.Info().Str("tag", tag).Int64("tag_incarnation", e.Incarnation).Int64("ids", b.held).Msg("segment: resumed ranges from the state file")
 		}
 	}
 	for _, b := range s.tags {
 		s.start(b)
+		b.kickLoader() // a resumed tag's incarnation is checked at once
 	}
 	return s, nil
 }
@@ -160,52 +183,70 @@ func readState(d disk.Disk, path string) (state, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return state{}, fmt.Errorf("segment state file %s: %w (remove it to start without its ranges: they are then lost, never reissued)", path, err)
 	}
-	for tag, rs := range st.Unissued {
+	for tag, e := range st.Tags {
+		rs := e.Ranges
 		for i, r := range rs {
 			if r.Lo < 1 || r.Hi <= r.Lo || (i > 0 && r.Lo < rs[i-1].Hi) {
 				return state{}, fmt.Errorf("segment state file %s: tag %q: range %v is not increasing", path, tag, r)
+			}
+		}
+		if e.Opaque != nil {
+			if err := e.Opaque.check(); err != nil {
+				return state{}, fmt.Errorf("segment state file %s: tag %q: %w", path, tag, err)
 			}
 		}
 	}
 	return st, nil
 }
 
+// maxRetired bounds how often one Take looks for a tag again after the
+// incarnation it found was deleted under it.
+const maxRetired = 3
+
 // Take appends n IDs of tag to dst, increasing (and above every ID this
-// service issued for the tag before). It waits up to Config.Wait (and ctx)
-// for a range load when the node has none left.
+// service issued for the tag's incarnation before). It waits up to
+// Config.Wait (and ctx) for a range load when the node has none left. An
+// opaque tag's IDs are its counter's numbers under the key of the
+// incarnation their ranges came from.
 func (s *Service) Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error) {
 	if n < 1 {
 		return dst, fmt.Errorf("take %d IDs of %q: want at least 1", n, tag)
 	}
-	b, err := s.buf(ctx, tag)
-	if err != nil {
-		return dst, err
-	}
-	orig := len(dst)
-	dst, err = b.take(ctx, dst, n)
-	if err != nil || b.perm == nil {
-		return dst, err
-	}
-	// An opaque tag: the counter's values become their numbers. Values
-	// past the tag's N are never handed out (they are lost with the batch).
-	for i := orig; i < len(dst); i++ {
-		id, err := b.perm.ID(dst[i] - b.start)
+	for range maxRetired {
+		b, err := s.buf(ctx, tag)
 		if err != nil {
-			return dst[:orig], fmt.Errorf("tag %q: %w", tag, err)
+			return dst, err
 		}
-		dst[i] = id
+		dst, err = b.take(ctx, dst, n)
+		if !errors.Is(err, errRetired) {
+			return dst, err
+		}
 	}
-	return dst, nil
+	return dst, fmt.Errorf("%w: tag %q was deleted under this node %d times in a row", ErrUnavailable, tag, maxRetired)
 }
 
 // KeyStore is what a Store gives for opaque tags: their keys. A store
 // without it serves no opaque tag.
 type KeyStore interface {
-	Key(ctx context.Context, tag string) ([]byte, error)
+	// Key reads the key of incarnation inc of an opaque tag (ErrTagGone
+	// when the tag is of another incarnation now).
+	Key(ctx context.Context, tag string, inc int64) ([]byte, error)
 }
 
-// permutation returns the permutation of an opaque tag t (nil for a plain
-// one).
+// TagWatcher is what a Store gives to learn of a tag's deletion as it
+// happens, not only at the next request for the tag. A store without it
+// leaves a node serving a deleted tag's ranges until its next load.
+type TagWatcher interface {
+	// WatchTag arms a one-shot watch on incarnation inc of tag: the channel
+	// yields true once that incarnation is deleted, false when the watch
+	// ended for another reason (a lost session, or ctx ended: arm it again).
+	// ctx bounds the watch's life, not only the call. ErrTagGone or
+	// ErrUnknownTag when inc is gone already.
+	WatchTag(ctx context.Context, tag string, inc int64) (<-chan bool, error)
+}
+
+// permutation returns the permutation of an opaque tag t, of its
+// incarnation (nil for a plain one).
 func (s *Service) permutation(ctx context.Context, tag string, t Tag) (*Permutation, error) {
 	if t.Opaque == nil {
 		return nil, nil
@@ -214,7 +255,7 @@ func (s *Service) permutation(ctx context.Context, tag string, t Tag) (*Permutat
 	if !ok {
 		return nil, fmt.Errorf("tag %q is opaque and this store holds no keys", tag)
 	}
-	key, err := ks.Key(ctx, tag)
+	key, err := ks.Key(ctx, tag, t.Incarnation)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +306,7 @@ func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
 	}
 	if b = s.tags[tag]; b == nil {
 		b = s.newBuf(tag, t)
-		b.perm, b.start = perm, t.Start
+		b.inc, b.opaque, b.perm, b.verified = t.Incarnation, t.Opaque, perm, true
 		s.tags[tag] = b
 		s.start(b)
 	}
@@ -273,7 +314,7 @@ func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
 }
 
 func (s *Service) newBuf(tag string, t Tag) *tagBuf {
-	b := &tagBuf{svc: s, name: tag, kick: make(chan struct{}, 1), markKick: make(chan struct{}, 1), wake: make(chan struct{})}
+	b := &tagBuf{svc: s, name: tag, kick: make(chan struct{}, 1), markKick: make(chan struct{}, 1), wake: make(chan struct{}), retired: make(chan struct{})}
 	if t.Step > 0 {
 		b.setTagLocked(t)
 	}
@@ -288,8 +329,12 @@ func (s *Service) start(b *tagBuf) {
 
 // persist writes the state file with b's mark moved to at least target
 // (an ordinal), then lets b issue below it. Every write snapshots every
-// tag, under fileMu, so marks on disk only rise (R2).
+// tag, under fileMu, so marks on disk only rise (R2). b nil writes the
+// snapshot only (a retired buffer's ranges leave the file).
 func (s *Service) persist(b *tagBuf, target int64) error {
+	if b == nil && s.cfg.StateFile == "" {
+		return nil
+	}
 	if s.cfg.StateFile == "" {
 		b.mu.Lock()
 		b.permitted = b.held
@@ -302,7 +347,7 @@ func (s *Service) persist(b *tagBuf, target int64) error {
 	s.mu.Lock()
 	bufs := s.buffersLocked()
 	s.mu.Unlock()
-	st := state{Incarnation: s.cfg.Incarnation, Unissued: map[string][]Range{}}
+	st := state{Incarnation: s.cfg.Incarnation, Tags: map[string]tagState{}}
 	var newPermitted int64
 	for _, t := range bufs {
 		t.mu.Lock()
@@ -312,12 +357,15 @@ func (s *Service) persist(b *tagBuf, target int64) error {
 			newPermitted = p
 		}
 		if rs := t.unissuedFromLocked(p); len(rs) > 0 {
-			st.Unissued[t.name] = rs
+			st.Tags[t.name] = tagState{Incarnation: t.inc, Opaque: t.opaque, Ranges: rs}
 		}
 		t.mu.Unlock()
 	}
 	if err := s.write(st); err != nil {
 		return err
+	}
+	if b == nil {
+		return nil
 	}
 	b.mu.Lock()
 	b.permitted = max(b.permitted, newPermitted)
@@ -360,7 +408,7 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 	}
 	if s.cfg.StateFile != "" {
 		s.fileMu.Lock()
-		werr := s.write(state{Incarnation: s.cfg.Incarnation, Unissued: map[string][]Range{}})
+		werr := s.write(state{Incarnation: s.cfg.Incarnation})
 		s.fileMu.Unlock()
 		if werr != nil {
 			// The file still lists the ranges: a restart resumes them. Giving
@@ -375,7 +423,14 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 			// the range meanwhile, a return would hand it out twice. The
 			// store resolves a lost answer itself; an error left means the
 			// range is lost, never reissued.
-			if rerr := s.cfg.Store.Return(ctx, b.name, r); rerr != nil {
+			rerr := s.cfg.Store.Return(ctx, b.name, b.inc, r)
+			if errors.Is(rerr, ErrTagGone) || errors.Is(rerr, ErrUnknownTag) {
+				// Its incarnation is gone: never into the newer one.
+				s.cfg.Log.Warn().Str("tag", b.name).Int64("tag_incarnation", b.inc).Stringer("range", r).
+					Msg("segment: the tag was deleted since this node took the range: dropped, not returned")
+				continue
+			}
+			if rerr != nil {
 				wasted += r.Len()
 				b.wasted.Add(r.Len())
 				err = errors.Join(err, fmt.Errorf("return %s %v: %w", b.name, r, rerr))
@@ -402,11 +457,11 @@ func (s *Service) Abandon() error {
 	}
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
-	st := state{Incarnation: s.cfg.Incarnation, Unissued: map[string][]Range{}}
+	st := state{Incarnation: s.cfg.Incarnation, Tags: map[string]tagState{}}
 	for _, b := range bufs {
 		b.mu.Lock()
 		if rs := b.unissuedFromLocked(b.issued); len(rs) > 0 {
-			st.Unissued[b.name] = rs
+			st.Tags[b.name] = tagState{Incarnation: b.inc, Opaque: b.opaque, Ranges: rs}
 		}
 		b.mu.Unlock()
 	}

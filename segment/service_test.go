@@ -474,11 +474,11 @@ func (h *hangingStore) hang(ctx context.Context, on *atomic.Bool) error {
 	}
 }
 
-func (h *hangingStore) Alloc(ctx context.Context, tag string, step, above int64) (segment.Range, segment.Tag, error) {
+func (h *hangingStore) Alloc(ctx context.Context, tag string, inc, step, above int64) (segment.Range, segment.Tag, error) {
 	if err := h.hang(ctx, &h.hangAlloc); err != nil {
 		return segment.Range{}, segment.Tag{}, err
 	}
-	return h.memStore.Alloc(ctx, tag, step, above)
+	return h.memStore.Alloc(ctx, tag, inc, step, above)
 }
 
 func (h *hangingStore) Publish(ctx context.Context, tag, holder string, held []segment.Range) error {
@@ -511,7 +511,7 @@ func TestLoadPersistsTheRangeBeforePublishing(t *testing.T) {
 		t.Fatal("the range was never published")
 	}
 	b, err := os.ReadFile(file)
-	if err != nil || !strings.Contains(string(b), `"t":[{"lo":`) {
+	if err != nil || !strings.Contains(string(b), `"t":{"incarnation":`) || !strings.Contains(string(b), `"ranges":[{"lo":`) {
 		t.Fatalf("state file while the holder record hangs: %q (%v); want the new range listed", b, err)
 	}
 	select {

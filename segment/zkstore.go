@@ -29,8 +29,13 @@ const maxCASAttempts = 1000
 // ZKStore keeps segment tags in ZooKeeper (Store):
 //
 //	/snowflaked/<cluster>/segments/<tag>                 {"max_id","start","step","max_step",…}
-//	/snowflaked/<cluster>/segments/<tag>/returned/<lo>-<hi>  (persistent, empty; lo, hi 19 digits)
+//	/snowflaked/<cluster>/segments/<tag>/returned/<lo>-<hi>@<inc>  (persistent, empty; lo, hi 19 digits; inc the tag's incarnation)
 //	/snowflaked/<cluster>/segments/<tag>/holders/<node>      (ephemeral, {"held":[…],"updated_ms"})
+//	/snowflaked/<cluster>/segments/<tag>/key                 (an opaque tag's key; the cluster's credentials only)
+//
+// A tag's incarnation is its znode's creation zxid: every range and key is
+// bound to it, so a tag deleted and created again shares nothing with the
+// one before (R7).
 type ZKStore struct {
 	conn    zkconn.Conn
 	z       zkclient.Client
@@ -43,7 +48,13 @@ type ZKStore struct {
 
 	ops    atomic.Uint64 // numbers the reads and writes of tag records, in the order they start
 	seenMu sync.Mutex
-	seen   map[string]seenMax // per tag, the highest max_id this store has read or written
+	seen   map[tagInc]seenMax // per tag incarnation, the highest max_id this store has read or written
+}
+
+// tagInc names one incarnation of a tag.
+type tagInc struct {
+	tag string
+	inc int64
 }
 
 // seenMax is the highest max_id a store has seen for a tag, and the number
@@ -153,6 +164,11 @@ func OpenZK(ctx context.Context, cfg ZKConfig) (*ZKStore, error) {
 	return s, nil
 }
 
+// Cluster returns the store's ZooKeeper client and the cluster znode's
+// path, for commands that change the cluster's settings (its required
+// features) around what they do to tags.
+func (s *ZKStore) Cluster() (zkclient.Client, string) { return s.z, s.cluster }
+
 // Close ends the store's session (its holder records go with it).
 func (s *ZKStore) Close() { s.conn.Close() }
 
@@ -165,19 +181,33 @@ func (s *ZKStore) returnedPath(tag string) string { return s.tagPath(tag) + "/re
 func (s *ZKStore) holdersPath(tag string) string  { return s.tagPath(tag) + "/holders" }
 func (s *ZKStore) keyPath(tag string) string      { return s.tagPath(tag) + "/key" }
 
-func rangeName(r Range) string { return fmt.Sprintf("%019d-%019d", r.Lo, r.Hi) }
+// rangeName is a returned range's znode name: the range and the
+// incarnation of the tag it belongs to. Releases before incarnations wrote
+// <lo>-<hi> and cannot parse this form (they skip it).
+func rangeName(r Range, inc int64) string { return fmt.Sprintf("%019d-%019d@%d", r.Lo, r.Hi, inc) }
 
-func parseRangeName(name string) (Range, bool) {
-	lo, hi, ok := strings.Cut(name, "-")
+// parseRangeName reads a returned range's name; inc is 0 for the form of
+// releases before incarnations, whose ranges belong to no known
+// incarnation and are never taken (R7).
+func parseRangeName(name string) (r Range, inc int64, ok bool) {
+	rest, incText, withInc := strings.Cut(name, "@")
+	lo, hi, ok := strings.Cut(rest, "-")
 	if !ok {
-		return Range{}, false
+		return Range{}, 0, false
 	}
 	l, err1 := strconv.ParseInt(lo, 10, 64)
 	h, err2 := strconv.ParseInt(hi, 10, 64)
 	if err1 != nil || err2 != nil || l < 1 || h <= l {
-		return Range{}, false
+		return Range{}, 0, false
 	}
-	return Range{Lo: l, Hi: h}, true
+	if withInc {
+		i, err := strconv.ParseInt(incText, 10, 64)
+		if err != nil || i < 1 {
+			return Range{}, 0, false
+		}
+		inc = i
+	}
+	return Range{Lo: l, Hi: h}, inc, true
 }
 
 // Incarnation is the cluster's incarnation, which binds a node's segment
@@ -234,10 +264,22 @@ func (s *ZKStore) Create(ctx context.Context, t Tag) error {
 	return nil
 }
 
-// Key reads an opaque tag's key. It needs the cluster's credentials when
-// the cluster runs with --zk-auth (the key's znode grants no world read).
-func (s *ZKStore) Key(ctx context.Context, tag string) ([]byte, error) {
+// Key reads the key of incarnation inc of an opaque tag (ErrTagGone when
+// the tag is of another incarnation). It needs the cluster's credentials
+// when the cluster runs with --zk-auth (the key's znode grants no world
+// read). The tag znode's creation zxid is read before and after the key: a
+// creation zxid is never reused, so both being inc means the key read
+// between was the child of that incarnation.
+func (s *ZKStore) Key(ctx context.Context, tag string, inc int64) ([]byte, error) {
+	if err := s.checkIncarnation(ctx, tag, inc); err != nil {
+		return nil, err
+	}
 	b, _, err := s.z.Get(ctx, s.keyPath(tag))
+	if err == nil {
+		if err := s.checkIncarnation(ctx, tag, inc); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case errors.Is(err, zk.ErrNoAuth):
 		return nil, fmt.Errorf("read the key of opaque tag %q: %w: it is readable only with the cluster's --zk-auth", tag, err)
@@ -251,7 +293,50 @@ func (s *ZKStore) Key(ctx context.Context, tag string) ([]byte, error) {
 	return b, nil
 }
 
-// Tag reads a tag's record.
+// WatchTag implements TagWatcher: an exists watch on the tag's returned/
+// znode, which is never written and goes only with the tag, set before the
+// tag's incarnation is checked (so a delete after the check fires it). A
+// tag without returned/ is being deleted (a delete by hand goes child by
+// child): ErrTagGone.
+func (s *ZKStore) WatchTag(ctx context.Context, tag string, inc int64) (<-chan bool, error) {
+	ok, ch, err := s.z.ExistsW(ctx, s.returnedPath(tag))
+	if err != nil {
+		return nil, fmt.Errorf("watch tag %q: %w", tag, zkclient.Unavailable(err))
+	}
+	if err := s.checkIncarnation(ctx, tag, inc); err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("tag %q: %w: its returned/ znode is gone (the tag is being deleted)", tag, ErrTagGone)
+	}
+	out := make(chan bool, 1)
+	go func() {
+		select {
+		case ev, ok := <-ch:
+			out <- ok && ev.Type == zk.EventNodeDeleted
+		case <-ctx.Done():
+			out <- false
+		}
+	}()
+	return out, nil
+}
+
+// checkIncarnation fails with ErrTagGone unless the tag znode is of
+// incarnation inc (ErrUnknownTag when it is missing).
+func (s *ZKStore) checkIncarnation(ctx context.Context, tag string, inc int64) error {
+	ok, st, err := s.z.Exists(ctx, s.tagPath(tag))
+	switch {
+	case err != nil:
+		return fmt.Errorf("read tag %q: %w", tag, zkclient.Unavailable(err))
+	case !ok:
+		return fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
+	case st.Czxid != inc:
+		return fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, st.Czxid)
+	}
+	return nil
+}
+
+// Tag reads a tag's record, with its incarnation.
 func (s *ZKStore) Tag(ctx context.Context, tag string) (Tag, error) {
 	t, _, err := s.readTag(ctx, tag)
 	return t, err
@@ -299,11 +384,11 @@ func (s *ZKStore) readRecordOnce(ctx context.Context, tag string) (tagRecord, ma
 	if err != nil {
 		return tagRecord{}, nil, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
 	}
-	rec.Name = tag
+	rec.Name, rec.Incarnation = tag, st.Czxid
 	if err := rec.Check(); err != nil {
 		return tagRecord{}, nil, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
 	}
-	if err := s.see(tag, rec.MaxID, op); err != nil {
+	if err := s.see(tag, rec.Incarnation, rec.MaxID, op); err != nil {
 		return tagRecord{}, nil, 0, err
 	}
 	return rec, raw, st.Version, nil
@@ -316,18 +401,21 @@ func (s *ZKStore) readRecordOnce(ctx context.Context, tag string) (tagRecord, ma
 // race in this process, not in ZooKeeper, which answers one session's
 // requests in order, and never lets a reconnecting client see an older
 // state than it has seen).
-func (s *ZKStore) see(tag string, maxID int64, op uint64) error {
+//
+// It is kept per incarnation: a tag created again starts low again.
+func (s *ZKStore) see(tag string, inc, maxID int64, op uint64) error {
 	s.seenMu.Lock()
 	defer s.seenMu.Unlock()
 	if s.seen == nil {
-		s.seen = map[string]seenMax{}
+		s.seen = map[tagInc]seenMax{}
 	}
-	cur := s.seen[tag]
+	k := tagInc{tag, inc}
+	cur := s.seen[k]
 	switch {
 	case maxID < cur.maxID && cur.at < op:
 		return fmt.Errorf("tag %q: %w: max_id %d, this node saw %d", tag, ErrWentBack, maxID, cur.maxID)
 	case maxID > cur.maxID:
-		s.seen[tag] = seenMax{maxID: maxID, at: op}
+		s.seen[k] = seenMax{maxID: maxID, at: op}
 	}
 	return nil
 }
@@ -353,8 +441,18 @@ func (s *ZKStore) List(ctx context.Context) ([]Tag, error) {
 	return out, nil
 }
 
-// Returned lists a tag's returned ranges, lowest first.
+// Returned lists the returned ranges of the tag's current incarnation,
+// lowest first (those of no or another incarnation are never taken, R7).
 func (s *ZKStore) Returned(ctx context.Context, tag string) ([]Range, error) {
+	t, err := s.Tag(ctx, tag)
+	if err != nil {
+		return nil, err
+	}
+	return s.returned(ctx, tag, t.Incarnation)
+}
+
+// returned lists tag's returned ranges of incarnation inc, lowest first.
+func (s *ZKStore) returned(ctx context.Context, tag string, inc int64) ([]Range, error) {
 	names, err := s.z.Children(ctx, s.returnedPath(tag))
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
@@ -364,7 +462,7 @@ func (s *ZKStore) Returned(ctx context.Context, tag string) ([]Range, error) {
 	}
 	var out []Range
 	for _, n := range names {
-		if r, ok := parseRangeName(n); ok {
+		if r, i, ok := parseRangeName(n); ok && i == inc {
 			out = append(out, r)
 		}
 	}
@@ -372,14 +470,18 @@ func (s *ZKStore) Returned(ctx context.Context, tag string) ([]Range, error) {
 	return out, nil
 }
 
-// Alloc takes the lowest returned range at or above above (the delete
-// that succeeds owns it, R1), else advances max_id by step with a
-// version-checked write; a lost race reads again and retries.
-func (s *ZKStore) Alloc(ctx context.Context, tag string, step, above int64) (Range, Tag, error) {
+// Alloc takes the lowest returned range of incarnation inc at or above
+// above (the delete that succeeds owns it, R1), else advances max_id by
+// step with a version-checked write; a lost race reads again and retries.
+// Every read of the record checks its incarnation (ErrTagGone, R7).
+func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64) (Range, Tag, error) {
 	if step < 1 {
 		return Range{}, Tag{}, fmt.Errorf("alloc %q: step %d: want at least 1", tag, step)
 	}
-	returned, err := s.Returned(ctx, tag)
+	if err := s.checkIncarnation(ctx, tag, inc); err != nil {
+		return Range{}, Tag{}, err
+	}
+	returned, err := s.returned(ctx, tag, inc)
 	if err != nil {
 		return Range{}, Tag{}, err
 	}
@@ -387,23 +489,27 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, step, above int64) (Ran
 		if r.Lo < above {
 			continue
 		}
-		err := s.z.Delete(ctx, s.returnedPath(tag)+"/"+rangeName(r), -1)
+		err := s.z.Delete(ctx, s.returnedPath(tag)+"/"+rangeName(r, inc), -1)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // another allocator took it
 		}
 		if err != nil {
 			// Unknown whether the delete happened: if it did, the range is
 			// lost (never issued by anyone); if not, it stays for others.
-			if ok, _, eerr := s.z.Exists(ctx, s.returnedPath(tag)+"/"+rangeName(r)); eerr != nil || !ok {
+			if ok, _, eerr := s.z.Exists(ctx, s.returnedPath(tag)+"/"+rangeName(r, inc)); eerr != nil || !ok {
 				s.possiblyLost.Add(r.Len())
 			}
 			return Range{}, Tag{}, fmt.Errorf("take returned range %v of %q: %w", r, tag, zkclient.Unavailable(err))
 		}
 		s.log.Debug().Str("tag", tag).Stringer("range", r).Msg("segment: took a returned range")
 		t, err := s.Tag(ctx, tag)
+		if err == nil && t.Incarnation != inc {
+			// Deleted since the check: the range went with its incarnation.
+			return Range{}, Tag{}, fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, t.Incarnation)
+		}
 		if err != nil {
 			// We own r, but cannot report the tag: give it back.
-			if rerr := s.Return(ctx, tag, r); rerr != nil {
+			if rerr := s.Return(ctx, tag, inc, r); rerr != nil {
 				s.possiblyLost.Add(r.Len())
 			}
 			return Range{}, Tag{}, err
@@ -414,6 +520,9 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, step, above int64) (Ran
 		rec, raw, version, err := s.readRecord(ctx, tag)
 		if err != nil {
 			return Range{}, Tag{}, err
+		}
+		if rec.Incarnation != inc {
+			return Range{}, Tag{}, fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, rec.Incarnation)
 		}
 		t := rec.Tag
 		if t.MaxID > MaxID-step {
@@ -429,11 +538,18 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, step, above int64) (Ran
 		if err != nil {
 			return Range{}, Tag{}, fmt.Errorf("alloc %q: %w", tag, err)
 		}
-		_, err = s.z.Set(ctx, s.tagPath(tag), data, version)
+		st, err := s.z.Set(ctx, s.tagPath(tag), data, version)
 		switch {
+		case err == nil && st.Czxid != inc:
+			// The tag was deleted and created again between the read and the
+			// write, and the new one reached the same version: the write
+			// landed on it. The range is lost (max_id is past it).
+			s.log.Error().Str("tag", tag).Int64("tag_incarnation", inc).Int64("now", st.Czxid).
+				Msg("segment: max_id write landed on a newer incarnation of the tag: the range is dropped; check the tag's record")
+			return Range{}, Tag{}, fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, st.Czxid)
 		case err == nil:
 			s.log.Debug().Str("tag", tag).Stringer("range", r).Int32("version", version+1).Msg("segment: advanced max_id")
-			_ = s.see(tag, r.Hi, s.ops.Add(1)) // higher than read: cannot fail
+			_ = s.see(tag, inc, r.Hi, s.ops.Add(1)) // higher than read: cannot fail
 			return r, t, nil
 		case errors.Is(err, zk.ErrBadVersion):
 			continue // another allocator advanced max_id first
@@ -441,10 +557,10 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, step, above int64) (Ran
 		// The answer was lost. The write happened if the record is now the
 		// next version with our nonce; if it moved past that, nobody can
 		// tell: count r as possibly lost (never issued twice either way).
-		won, known := s.allocOutcome(ctx, tag, version+1, nonce)
+		won, known := s.allocOutcome(ctx, tag, inc, version+1, nonce)
 		s.log.Debug().Err(err).Str("tag", tag).Stringer("range", r).Bool("won", won).Bool("known", known).Msg("segment: max_id write's answer lost")
 		if known && won {
-			_ = s.see(tag, r.Hi, s.ops.Add(1))
+			_ = s.see(tag, inc, r.Hi, s.ops.Add(1))
 			return r, t, nil
 		} else if known {
 			continue
@@ -460,10 +576,10 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, step, above int64) (Ran
 // happened; retried while ZooKeeper is unreachable, until ctx ends): won
 // when it is version want with our nonce; known false when it cannot tell
 // (unreadable, or moved on past want).
-func (s *ZKStore) allocOutcome(ctx context.Context, tag string, want int32, nonce string) (won, known bool) {
+func (s *ZKStore) allocOutcome(ctx context.Context, tag string, inc int64, want int32, nonce string) (won, known bool) {
 	rec, _, version, err := s.readRecordWhileUnavailable(ctx, tag, true)
 	switch {
-	case err != nil:
+	case err != nil || rec.Incarnation != inc:
 		return false, false
 	case version == want:
 		return rec.LastAlloc == nonce, true
@@ -497,19 +613,25 @@ type pendingReturn struct {
 // most one of the attempts lands), or can no longer tell (more than
 // maxReturnNonces returns since: ErrReturnUnknown, the range counted
 // possibly lost). Reads are retried while ZooKeeper is unreachable, until
-// ctx ends. A tag that no longer exists (ErrUnknownTag) or a refusal
-// (ErrNoAuth) ends it at once.
-func (s *ZKStore) Return(ctx context.Context, tag string, r Range) error {
+// ctx ends. A tag that no longer exists (ErrUnknownTag), one of another
+// incarnation than inc (ErrTagGone: the range is never put into it) or a
+// refusal (ErrNoAuth) ends it at once. The range's znode name carries inc,
+// so even a multi that landed on a newer incarnation of the same version
+// leaves a range no allocator of that incarnation takes.
+func (s *ZKStore) Return(ctx context.Context, tag string, inc int64, r Range) error {
 	if r.Len() <= 0 {
 		return nil
 	}
-	return s.returnFrom(ctx, tag, r, nil)
+	return s.returnFrom(ctx, tag, inc, r, nil)
 }
 
 // returnFrom is Return after the attempts in pending lost their answers.
-func (s *ZKStore) returnFrom(ctx context.Context, tag string, r Range, pending []pendingReturn) error {
+func (s *ZKStore) returnFrom(ctx context.Context, tag string, inc int64, r Range, pending []pendingReturn) error {
 	for range maxCASAttempts {
 		rec, raw, version, err := s.readRecordWhileUnavailable(ctx, tag, len(pending) > 0)
+		if err == nil && rec.Incarnation != inc {
+			err = fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, rec.Incarnation)
+		}
 		if err != nil {
 			s.lostIfPending(pending, r)
 			return fmt.Errorf("return %v of %q: %w", r, tag, err)
@@ -539,7 +661,7 @@ func (s *ZKStore) returnFrom(ctx context.Context, tag string, r Range, pending [
 		}
 		_, err = s.z.Multi(ctx,
 			&zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version},
-			&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r), Acl: s.acl, Flags: zk.FlagPersistent})
+			&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r, inc), Acl: s.acl, Flags: zk.FlagPersistent})
 		switch {
 		case err == nil:
 			return nil
@@ -691,4 +813,109 @@ func (s *ZKStore) Holders(ctx context.Context, tag string) (map[string][]Range, 
 		}
 	}
 	return out, nil
+}
+
+// ErrMaxIDBelow: SetMax was asked to lower a tag's max_id (the IDs between
+// were handed out already).
+var ErrMaxIDBelow = errors.New("max_id only rises")
+
+// SetMax raises a tag's max_id to n with a version-checked write (a lost
+// race reads again): the next allocation starts at n. n below the current
+// max_id fails with ErrMaxIDBelow; n equal to it changes nothing. It
+// returns the max_id it found.
+func (s *ZKStore) SetMax(ctx context.Context, tag string, n int64) (was int64, err error) {
+	if n < 1 || n > MaxID {
+		return 0, fmt.Errorf("set max_id of %q to %d: want 1..%d", tag, n, int64(MaxID))
+	}
+	for range maxCASAttempts {
+		rec, raw, version, err := s.readRecord(ctx, tag)
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case n < rec.MaxID:
+			return rec.MaxID, fmt.Errorf("set max_id of %q to %d: %w: it is %d, and every ID below it was handed to some node", tag, n, ErrMaxIDBelow, rec.MaxID)
+		case n == rec.MaxID:
+			return rec.MaxID, nil
+		}
+		was = rec.MaxID
+		rec.MaxID = n
+		data, err := encodeRecord(rec, raw)
+		if err != nil {
+			return was, fmt.Errorf("set max_id of %q: %w", tag, err)
+		}
+		_, err = s.z.Set(ctx, s.tagPath(tag), data, version)
+		switch {
+		case err == nil:
+			_ = s.see(tag, rec.Incarnation, n, s.ops.Add(1))
+			return was, nil
+		case errors.Is(err, zk.ErrBadVersion):
+			continue // an allocation moved it meanwhile: look again
+		case errors.Is(err, zk.ErrNoNode):
+			return was, fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
+		}
+		// A lost answer: the write happened or not; max_id never goes down
+		// either way, and the command can be run again.
+		return was, fmt.Errorf("set max_id of %q: %w", tag, zkclient.Unavailable(zkclient.AuthHint(err)))
+	}
+	return was, fmt.Errorf("set max_id of %q: lost the compare-and-set %d times", tag, maxCASAttempts)
+}
+
+// maxDeleteAttempts bounds Delete's tries: each fails only when a node
+// returned a range or published its holder record between the listing and
+// the delete.
+const maxDeleteAttempts = 20
+
+// Delete removes a tag and everything under it (returned ranges, holder
+// records, an opaque tag's key) in one multi, so no part of it outlives the
+// rest. A tag created again under the name is a new incarnation: the ranges
+// nodes still hold of this one are dropped when they next ask ZooKeeper,
+// never returned into it (R7). ErrUnknownTag when there is no such tag.
+func (s *ZKStore) Delete(ctx context.Context, tag string) error {
+	if err := ValidateTag(tag); err != nil {
+		return fmt.Errorf("delete tag: %w", err)
+	}
+	var err error
+	for range maxDeleteAttempts {
+		var ops []any
+		ops, err = s.deleteOps(ctx, s.tagPath(tag))
+		if errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
+		}
+		if err == nil {
+			_, err = s.z.Multi(ctx, ops...)
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errSubtreeChanged) || errors.Is(err, zk.ErrNotEmpty) || errors.Is(err, zk.ErrNoNode):
+			continue // a child came or went meanwhile: list again
+		}
+		return fmt.Errorf("delete tag %q: %w", tag, zkclient.Unavailable(zkclient.AuthHint(err)))
+	}
+	return fmt.Errorf("delete tag %q: its children kept changing (%d tries): %w", tag, maxDeleteAttempts, err)
+}
+
+// errSubtreeChanged: a znode went while deleteOps listed its parent.
+var errSubtreeChanged = errors.New("a child went meanwhile")
+
+// deleteOps lists the deletes of path's subtree, children first; ErrNoNode
+// when path itself is missing.
+func (s *ZKStore) deleteOps(ctx context.Context, path string) ([]any, error) {
+	kids, err := s.z.Children(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	var ops []any
+	for _, k := range kids {
+		sub, err := s.deleteOps(ctx, path+"/"+k)
+		if err != nil {
+			if errors.Is(err, zk.ErrNoNode) {
+				err = errSubtreeChanged
+			}
+			return nil, err
+		}
+		ops = append(ops, sub...)
+	}
+	return append(ops, &zk.DeleteRequest{Path: path, Version: -1}), nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -83,7 +84,7 @@ func TestSegmentStore_RacingAllocators(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				r, _, err := st.Alloc(ctx, "race", int64(1+i%5), 0)
+				r, _, err := st.Alloc(ctx, "race", incOf(t, st, "race"), int64(1+i%5), 0)
 				if err != nil {
 					t.Error(err)
 					return
@@ -124,21 +125,21 @@ func TestSegmentStore_ReturnedRangesLowestFirstOnce(t *testing.T) {
 	}
 	var first []Range
 	for range 3 {
-		r, _, err := st.Alloc(ctx, "ret", 100, 0)
+		r, _, err := st.Alloc(ctx, "ret", incOf(t, st, "ret"), 100, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		first = append(first, r)
 	}
 	for _, i := range []int{2, 0, 1} { // returned out of order
-		if err := st.Return(ctx, "ret", Range{Lo: first[i].Lo + 50, Hi: first[i].Hi}); err != nil {
+		if err := st.Return(ctx, "ret", incOf(t, st, "ret"), Range{Lo: first[i].Lo + 50, Hi: first[i].Hi}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if r, _, err := st.Alloc(ctx, "ret", 100, 200); err != nil || r != (Range{Lo: 251, Hi: 301}) {
+	if r, _, err := st.Alloc(ctx, "ret", incOf(t, st, "ret"), 100, 200); err != nil || r != (Range{Lo: 251, Hi: 301}) {
 		t.Fatalf("alloc above 200: %v %v, want the returned [251,301)", r, err)
 	}
-	if r, _, err := st.Alloc(ctx, "ret", 100, 0); err != nil || r != (Range{Lo: 51, Hi: 101}) {
+	if r, _, err := st.Alloc(ctx, "ret", incOf(t, st, "ret"), 100, 0); err != nil || r != (Range{Lo: 51, Hi: 101}) {
 		t.Fatalf("alloc: %v %v, want the lowest returned [51,101)", r, err)
 	}
 	results := make(chan Range, 4)
@@ -148,7 +149,7 @@ func TestSegmentStore_ReturnedRangesLowestFirstOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, _, err := other.Alloc(ctx, "ret", 100, 0)
+			r, _, err := other.Alloc(ctx, "ret", incOf(t, other, "ret"), 100, 0)
 			if err != nil {
 				t.Error(err)
 			}
@@ -190,7 +191,7 @@ func TestSegmentStore_Tags(t *testing.T) {
 	if err := st.Create(ctx, Tag{Name: "b", Start: 1, Step: 10, MaxStep: 5}); err == nil {
 		t.Error("max step below step accepted")
 	}
-	if _, _, err := st.Alloc(ctx, "missing", 1, 0); !errors.Is(err, ErrUnknownTag) {
+	if _, _, err := st.Alloc(ctx, "missing", 1, 1, 0); !errors.Is(err, ErrUnknownTag) {
 		t.Errorf("alloc of a missing tag: %v", err)
 	}
 	tags, err := st.List(ctx)
@@ -275,7 +276,7 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 	if err := a.Create(ctx, Tag{Name: "lost", Start: 5, Step: 1000, MaxStep: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	held, _, err := a.Alloc(ctx, "lost", 1000, 0) // [5,1005)
+	held, _, err := a.Alloc(ctx, "lost", incOf(t, a, "lost"), 1000, 0) // [5,1005)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,17 +284,17 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 
 	// applied, answer lost: what the multi did, without its answer.
 	p := attemptReturn(t, a, "lost", r)
-	took, _, err := b.Alloc(ctx, "lost", 1000, 0)
+	took, _, err := b.Alloc(ctx, "lost", incOf(t, b, "lost"), 1000, 0)
 	if err != nil || took != r {
 		t.Fatalf("B's alloc: %v, %v; want the returned %v", took, err, r)
 	}
-	if err := a.returnFrom(ctx, "lost", r, []pendingReturn{p}); err != nil {
+	if err := a.returnFrom(ctx, "lost", incOf(t, a, "lost"), r, []pendingReturn{p}); err != nil {
 		t.Fatalf("resolving the applied return: %v", err)
 	}
 	if got, err := c.Returned(ctx, "lost"); err != nil || len(got) != 0 {
 		t.Fatalf("returned ranges after A resolved its return: %v, %v; want none (B holds it)", got, err)
 	}
-	next, _, err := c.Alloc(ctx, "lost", 1000, 0)
+	next, _, err := c.Alloc(ctx, "lost", incOf(t, c, "lost"), 1000, 0)
 	if err != nil || next.Lo < held.Hi {
 		t.Fatalf("C's alloc %v (%v) overlaps the range B took %v", next, err, took)
 	}
@@ -306,7 +307,7 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	never := pendingReturn{seq: rec.ReturnSeq + 1, nonce: "never-sent", version: version - 1}
-	if err := a.returnFrom(ctx, "lost", r2, []pendingReturn{never}); err != nil {
+	if err := a.returnFrom(ctx, "lost", incOf(t, a, "lost"), r2, []pendingReturn{never}); err != nil {
 		t.Fatalf("an attempt that cannot land: %v", err)
 	}
 	if got, err := c.Returned(ctx, "lost"); err != nil || !slices.Equal(got, []Range{r2}) {
@@ -317,12 +318,12 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 	old := attemptReturn(t, a, "lost", Range{Lo: 1 << 50, Hi: 1<<50 + 1})
 	for i := range maxReturnNonces {
 		lo := int64(1<<51 + 10*i)
-		if err := b.Return(ctx, "lost", Range{Lo: lo, Hi: lo + 1}); err != nil {
+		if err := b.Return(ctx, "lost", incOf(t, b, "lost"), Range{Lo: lo, Hi: lo + 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	before := a.PossiblyLost()
-	err = a.returnFrom(ctx, "lost", Range{Lo: 1 << 50, Hi: 1<<50 + 1}, []pendingReturn{old})
+	err = a.returnFrom(ctx, "lost", incOf(t, a, "lost"), Range{Lo: 1 << 50, Hi: 1<<50 + 1}, []pendingReturn{old})
 	if !errors.Is(err, ErrReturnUnknown) || a.PossiblyLost() != before+1 {
 		t.Fatalf("a return out of the window: %v, possibly lost %d (was %d); want ErrReturnUnknown, counted", err, a.PossiblyLost(), before)
 	}
@@ -345,7 +346,7 @@ func attemptReturn(t *testing.T, s *ZKStore, tag string, r Range) pendingReturn 
 	}
 	if _, err := s.z.Multi(ctx,
 		&zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version},
-		&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r), Acl: s.acl, Flags: zk.FlagPersistent}); err != nil {
+		&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r, rec.Incarnation), Acl: s.acl, Flags: zk.FlagPersistent}); err != nil {
 		t.Fatalf("the return's multi: %v", err)
 	}
 	return p
@@ -369,11 +370,11 @@ func TestSegmentStore_RewriteKeepsUnknownFields(t *testing.T) {
 	if _, err := s.z.Set(ctx, s.tagPath("fields"), b, st.Version); err != nil {
 		t.Fatal(err)
 	}
-	r, _, err := s.Alloc(ctx, "fields", 10, 0)
+	r, _, err := s.Alloc(ctx, "fields", incOf(t, s, "fields"), 10, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Return(ctx, "fields", Range{Lo: r.Lo + 1, Hi: r.Hi}); err != nil {
+	if err := s.Return(ctx, "fields", incOf(t, s, "fields"), Range{Lo: r.Lo + 1, Hi: r.Hi}); err != nil {
 		t.Fatal(err)
 	}
 	b, _, err = s.z.Get(ctx, s.tagPath("fields"))
@@ -400,7 +401,7 @@ func TestSegmentStore_MaxIDWentBackIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, _, err := s.Alloc(ctx, "back", 100, 0) // [1,101): max_id 101
+	first, _, err := s.Alloc(ctx, "back", incOf(t, s, "back"), 100, 0) // [1,101): max_id 101
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +409,7 @@ func TestSegmentStore_MaxIDWentBackIsRefused(t *testing.T) {
 	if _, err := admin.z.Set(ctx, admin.tagPath("back"), b, st.Version+1); err != nil {
 		t.Fatal(err)
 	}
-	r, _, err := s.Alloc(ctx, "back", 100, 0)
+	r, _, err := s.Alloc(ctx, "back", incOf(t, s, "back"), 100, 0)
 	if !errors.Is(err, ErrWentBack) {
 		t.Fatalf("Alloc after max_id went back from %d: %v, %v; want ErrWentBack and no range (it would repeat %v)", first.Hi, r, err, first)
 	}
@@ -416,7 +417,7 @@ func TestSegmentStore_MaxIDWentBackIsRefused(t *testing.T) {
 		t.Fatalf("Tag after max_id went back: %v, want ErrWentBack", err)
 	}
 	// Another store, which never saw the higher max_id, cannot tell.
-	if r, _, err := admin.Alloc(ctx, "back", 100, 0); err != nil || r != first {
+	if r, _, err := admin.Alloc(ctx, "back", incOf(t, admin, "back"), 100, 0); err != nil || r != first {
 		t.Fatalf("a store that never saw it: %v, %v", r, err)
 	}
 }
@@ -428,16 +429,16 @@ func TestSegmentStoreSeeOrdersByStart(t *testing.T) {
 	s := &ZKStore{log: testsupport.Log(t, nil)}
 	read := s.ops.Add(1)  // a read starts …
 	write := s.ops.Add(1) // … a write is answered with max_id 200
-	if err := s.see("t", 200, write); err != nil {
+	if err := s.see("t", 1, 200, write); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.see("t", 100, read); err != nil {
+	if err := s.see("t", 1, 100, read); err != nil {
 		t.Fatalf("a read that started before the write showed the older 100: %v, want no error", err)
 	}
-	if err := s.see("t", 100, s.ops.Add(1)); !errors.Is(err, ErrWentBack) {
+	if err := s.see("t", 1, 100, s.ops.Add(1)); !errors.Is(err, ErrWentBack) {
 		t.Fatalf("a read that started after the write showed 100: %v, want ErrWentBack", err)
 	}
-	if err := s.see("t", 300, s.ops.Add(1)); err != nil {
+	if err := s.see("t", 1, 300, s.ops.Add(1)); err != nil {
 		t.Fatalf("a higher value: %v", err)
 	}
 }
@@ -455,13 +456,13 @@ func TestSegmentStore_ReturnFieldsDroppedByARewriteAreNotRetried(t *testing.T) {
 	if err := a.Create(ctx, Tag{Name: "reset", Start: 5, Step: 1000, MaxStep: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	held, _, err := a.Alloc(ctx, "reset", 1000, 0)
+	held, _, err := a.Alloc(ctx, "reset", incOf(t, a, "reset"), 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := Range{Lo: held.Lo + 5, Hi: held.Hi}
 	p := attemptReturn(t, a, "reset", r) // landed, answer lost
-	if took, _, err := b.Alloc(ctx, "reset", 1000, 0); err != nil || took != r {
+	if took, _, err := b.Alloc(ctx, "reset", incOf(t, b, "reset"), 1000, 0); err != nil || took != r {
 		t.Fatalf("B's alloc: %v, %v; want the returned %v", took, err, r)
 	}
 	rec, _, version, err := c.readRecord(ctx, "reset")
@@ -481,7 +482,7 @@ func TestSegmentStore_ReturnFieldsDroppedByARewriteAreNotRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := a.PossiblyLost()
-	if err := a.returnFrom(ctx, "reset", r, []pendingReturn{p}); !errors.Is(err, ErrReturnUnknown) || a.PossiblyLost() != before+r.Len() {
+	if err := a.returnFrom(ctx, "reset", incOf(t, a, "reset"), r, []pendingReturn{p}); !errors.Is(err, ErrReturnUnknown) || a.PossiblyLost() != before+r.Len() {
 		t.Fatalf("resolving it: %v, possibly lost +%d; want ErrReturnUnknown and the range counted", err, a.PossiblyLost()-before)
 	}
 	if got, err := c.Returned(ctx, "reset"); err != nil || len(got) != 0 {
@@ -523,7 +524,7 @@ func TestSegmentStore_ConcurrentReadsAreNotWentBack(t *testing.T) {
 		})
 	}
 	for range 200 {
-		if _, _, err := s.Alloc(ctx, "race", 10, 0); err != nil {
+		if _, _, err := s.Alloc(ctx, "race", incOf(t, s, "race"), 10, 0); err != nil {
 			t.Errorf("alloc: %v", err)
 			break
 		}
@@ -532,5 +533,183 @@ func TestSegmentStore_ConcurrentReadsAreNotWentBack(t *testing.T) {
 	wg.Wait()
 	if n := wentBack.Load(); n > 0 {
 		t.Fatalf("%d of %d reads refused as 'went back' beside 200 allocations of the same store", n, reads.Load())
+	}
+}
+
+// incOf is the tag's incarnation, read without the store's checks.
+func incOf(t *testing.T, s *ZKStore, tag string) int64 {
+	t.Helper()
+	ok, st, err := s.z.Exists(context.Background(), s.tagPath(tag))
+	if err != nil || !ok {
+		t.Fatalf("tag %q: exists %v, %v", tag, ok, err)
+	}
+	return st.Czxid
+}
+
+// A tag deleted and created again is a new incarnation (its znode's
+// creation zxid): the old one's ranges are not taken, given back or keyed
+// into it, a returned range without an incarnation (an older release's)
+// is never taken, and the store's record of max_id starts afresh (the new
+// tag's lower max_id is no "went back").
+func TestSegmentStore_RecreatedTagIsANewIncarnation(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	s := segmentStore(t, srv)
+	opaque := Tag{Name: "re", Start: 1, Step: 100, MaxStep: 100, Opaque: &Opaque{Digits: 6}}
+	if err := s.Create(ctx, opaque); err != nil {
+		t.Fatal(err)
+	}
+	old := incOf(t, s, "re")
+	held, _, err := s.Alloc(ctx, "re", old, 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Alloc(ctx, "re", old, 100, 0); err != nil { // max_id 201
+		t.Fatal(err)
+	}
+	oldKey, err := s.Key(ctx, "re", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Return(ctx, "re", old, Range{Lo: 150, Hi: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "re"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "re"); !errors.Is(err, ErrUnknownTag) {
+		t.Fatalf("deleting a missing tag: %v, want ErrUnknownTag", err)
+	}
+	if err := s.Create(ctx, opaque); err != nil {
+		t.Fatalf("create after delete: %v", err)
+	}
+	inc := incOf(t, s, "re")
+	if inc == old {
+		t.Fatalf("the incarnation stayed %d across delete and create", inc)
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"alloc", func() error { _, _, err := s.Alloc(ctx, "re", old, 100, 0); return err }()},
+		{"return", s.Return(ctx, "re", old, Range{Lo: held.Lo + 10, Hi: held.Hi})},
+		{"key", func() error { _, err := s.Key(ctx, "re", old); return err }()},
+	} {
+		if !errors.Is(tc.err, ErrTagGone) {
+			t.Errorf("%s of the old incarnation: %v, want ErrTagGone", tc.name, tc.err)
+		}
+	}
+	if got, err := s.Returned(ctx, "re"); err != nil || len(got) != 0 {
+		t.Fatalf("returned ranges of the new tag: %v %v, want none (the old tag's went with it; the old node's return refused)", got, err)
+	}
+	if key, err := s.Key(ctx, "re", inc); err != nil || string(key) == string(oldKey) {
+		t.Fatalf("the new tag's key: %v; want one of its own", err)
+	}
+	// An older release's return: a name without an incarnation.
+	if _, err := s.z.Create(ctx, s.returnedPath("re")+"/"+fmt.Sprintf("%019d-%019d", 1, 51), nil, zk.FlagPersistent, s.acl); err != nil {
+		t.Fatal(err)
+	}
+	r, tag, err := s.Alloc(ctx, "re", inc, 100, 0)
+	if err != nil || r != (Range{Lo: 1, Hi: 101}) || tag.Incarnation != inc {
+		t.Fatalf("first alloc of the new tag: %v %+v %v; want [1,101) by max_id (not the old-form return), incarnation %d", r, tag, err, inc)
+	}
+	if err := s.Return(ctx, "re", inc, Range{Lo: 60, Hi: 101}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := s.Alloc(ctx, "re", inc, 100, 0); err != nil || r != (Range{Lo: 60, Hi: 101}) {
+		t.Fatalf("the new incarnation's own return: %v %v", r, err)
+	}
+	kids, err := s.z.Children(ctx, s.tagPath("re"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "re"); err != nil {
+		t.Fatalf("delete with an old-form returned range (%v): %v", kids, err)
+	}
+	if ok, _, err := s.z.Exists(ctx, s.tagPath("re")); err != nil || ok {
+		t.Fatalf("tag znode after delete: exists %v %v", ok, err)
+	}
+}
+
+// set-max raises max_id (the next allocation starts there), leaves it when
+// equal, and refuses to lower it, naming both numbers.
+func TestSegmentStore_SetMax(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	s := segmentStore(t, srv)
+	if err := s.Create(ctx, Tag{Name: "m", Start: 1, Step: 10, MaxStep: 10}); err != nil {
+		t.Fatal(err)
+	}
+	inc := incOf(t, s, "m")
+	if _, _, err := s.Alloc(ctx, "m", inc, 10, 0); err != nil { // max_id 11
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		n       int64
+		was     int64
+		wantErr error
+		maxID   int64
+	}{
+		{n: 5000, was: 11, maxID: 5000},
+		{n: 5000, was: 5000, maxID: 5000},
+		{n: 4999, was: 5000, wantErr: ErrMaxIDBelow, maxID: 5000},
+	} {
+		was, err := s.SetMax(ctx, "m", tc.n)
+		if !errors.Is(err, tc.wantErr) || was != tc.was {
+			t.Errorf("set-max %d: was %d, %v; want was %d, %v", tc.n, was, err, tc.was, tc.wantErr)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "4999") || !strings.Contains(err.Error(), "5000")) {
+			t.Errorf("refusal %q does not name both numbers", err)
+		}
+		if tag, err := s.Tag(ctx, "m"); err != nil || tag.MaxID != tc.maxID {
+			t.Errorf("after set-max %d: max_id %d %v, want %d", tc.n, tag.MaxID, err, tc.maxID)
+		}
+	}
+	if r, _, err := s.Alloc(ctx, "m", inc, 10, 0); err != nil || r.Lo != 5000 {
+		t.Fatalf("alloc after set-max: %v %v, want from 5000", r, err)
+	}
+	if _, err := s.SetMax(ctx, "nope", 10); !errors.Is(err, ErrUnknownTag) {
+		t.Fatalf("set-max of a missing tag: %v", err)
+	}
+}
+
+// WatchTag fires (true) when the tag's incarnation is deleted, by
+// another session; armed for an incarnation gone already it fails.
+func TestSegmentStore_WatchTagFiresOnDelete(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	s, admin := segmentStore(t, srv), segmentStore(t, srv)
+	if err := admin.Create(ctx, Tag{Name: "w", Start: 1, Step: 10, MaxStep: 10}); err != nil {
+		t.Fatal(err)
+	}
+	inc := incOf(t, s, "w")
+	ch, err := s.WatchTag(ctx, "w", inc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := admin.Alloc(ctx, "w", inc, 10, 0); err != nil { // a write to the record: no fire
+		t.Fatal(err)
+	}
+	select {
+	case d := <-ch:
+		t.Fatalf("the watch fired (%v) on an allocation", d)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := admin.Delete(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-ch:
+		if !d {
+			t.Fatal("the watch ended without reporting the delete")
+		}
+	case <-time.After(waitLong):
+		t.Fatal("the delete did not fire the watch")
+	}
+	if err := admin.Create(ctx, Tag{Name: "w", Start: 1, Step: 10, MaxStep: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WatchTag(ctx, "w", inc); !errors.Is(err, ErrTagGone) {
+		t.Fatalf("watch of a gone incarnation: %v, want ErrTagGone", err)
 	}
 }

@@ -93,14 +93,14 @@ type benchStore struct {
 	max int64
 }
 
-func (s *benchStore) Alloc(_ context.Context, tag string, step, _ int64) (segment.Range, segment.Tag, error) {
+func (s *benchStore) Alloc(_ context.Context, tag string, _, step, _ int64) (segment.Range, segment.Tag, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := segment.Range{Lo: s.max + 1, Hi: s.max + 1 + step}
 	s.max = r.Hi - 1
 	return r, segment.Tag{Name: tag, Start: 1, MaxID: r.Hi, Step: 1000, MaxStep: 1_000_000}, nil
 }
-func (s *benchStore) Return(context.Context, string, segment.Range) error { return nil }
+func (s *benchStore) Return(context.Context, string, int64, segment.Range) error { return nil }
 func (s *benchStore) Tag(_ context.Context, tag string) (segment.Tag, error) {
 	return segment.Tag{Name: tag, Start: 1, MaxID: 1, Step: 1000, MaxStep: 1_000_000}, nil
 }

@@ -17,14 +17,16 @@ import (
 )
 
 // segmentUsage is the usage line of "snowflakectl segment".
-const segmentUsage = "segment create <tag> [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] | list [--json] | status <tag> [--json] | decode <tag> <id>  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
+const segmentUsage = "segment create <tag> [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] | list [--json] | status <tag> [--json] | decode <tag> <id> | set-max <tag> <N> | delete <tag> --yes  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
 
 // segmentUsages are the usage lines of segment's subcommands.
 var segmentUsages = map[string]string{
-	"create": "segment create <tag> --zk host:2181,… [--start 1] [--step 1000] [--max-step N] [--description …] [--cluster default] [--zk-auth user:pass]",
-	"list":   "segment list --zk host:2181,… [--cluster default] [--json]",
-	"status": "segment status <tag> --zk host:2181,… [--cluster default] [--json]",
-	"decode": "segment decode <tag> <id> --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
+	"create":  "segment create <tag> --zk host:2181,… [--start 1] [--step 1000] [--max-step N] [--description …] [--cluster default] [--zk-auth user:pass]",
+	"list":    "segment list --zk host:2181,… [--cluster default] [--json]",
+	"status":  "segment status <tag> --zk host:2181,… [--cluster default] [--json]",
+	"decode":  "segment decode <tag> <id> --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
+	"set-max": "segment set-max <tag> <N> --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
+	"delete":  "segment delete <tag> --yes --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
 }
 
 // Segment is "snowflakectl segment": create, list and inspect the tags of
@@ -37,7 +39,7 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 	sub, args := args[0], args[1:]
 	switch sub {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n\nRun 'snowflakectl segment <create|list|status> --help' for a subcommand's flags.\n", segmentUsage)
+		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n\nRun 'snowflakectl segment <create|list|status|decode|set-max|delete> --help' for a subcommand's flags.\n", segmentUsage)
 		return ExitOK
 	}
 	usageLine, ok := segmentUsages[sub]
@@ -54,6 +56,12 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 		authHelp = "user:password of the cluster's digest ACL (creating a tag needs it when the cluster runs with --zk-auth)"
 	case "decode":
 		authHelp = "user:password of the cluster's digest ACL (reading an opaque tag's key needs it when the cluster runs with --zk-auth)"
+	case "set-max", "delete":
+		authHelp = "user:password of the cluster's digest ACL (writing needs it when the cluster runs with --zk-auth)"
+	}
+	var yes *bool
+	if sub == "delete" {
+		yes = fs.Bool("yes", false, "really delete the tag, its returned ranges and an opaque tag's key (required)")
 	}
 	auth := fs.String("zk-auth", "", authHelp)
 	jsonHelp := "print the tags as a JSON array"
@@ -85,7 +93,7 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 	switch sub {
 	case "list":
 		wantPos = 0
-	case "decode":
+	case "decode", "set-max":
 		wantPos = 2
 	}
 	switch {
@@ -102,6 +110,21 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 	if wantPos == 1 {
 		if err := segment.ValidateTag(pos[0]); err != nil {
 			fmt.Fprintf(stderr, "snowflakectl segment %s: %v\n", sub, err)
+			return ExitUsage
+		}
+	}
+	var newMax int64
+	switch sub {
+	case "set-max":
+		n, err := strconv.ParseInt(pos[1], 10, 64)
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "snowflakectl segment set-max: N %q: want a positive whole number (the new max_id)\n", pos[1])
+			return ExitUsage
+		}
+		newMax = n
+	case "delete":
+		if !*yes {
+			fmt.Fprintf(stderr, "snowflakectl segment delete: refusing to delete tag %q without --yes: its counter, returned ranges and key go for good\n", pos[0])
 			return ExitUsage
 		}
 	}
@@ -150,6 +173,23 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	case "decode":
 		return segmentDecode(ctx, st, pos[0], pos[1], stdout, stderr)
+	case "set-max":
+		was, err := st.SetMax(ctx, pos[0], newMax)
+		switch {
+		case errors.Is(err, segment.ErrMaxIDBelow):
+			fmt.Fprintf(stderr, "snowflakectl segment set-max: %v\n", err)
+			return ExitUsage
+		case err != nil:
+			fmt.Fprintf(stderr, "snowflakectl segment set-max: %v\n", err)
+			return ExitFailure
+		case was == newMax:
+			fmt.Fprintf(stdout, "tag %q: max_id is %d already\n", pos[0], was)
+		default:
+			fmt.Fprintf(stdout, "tag %q: max_id %d -> %d: the next range starts at %d\n", pos[0], was, newMax, newMax)
+		}
+		return ExitOK
+	case "delete":
+		return segmentDelete(ctx, st, pos[0], stdout, stderr)
 	case "list":
 		tags, err := st.List(ctx)
 		if err != nil {
@@ -333,7 +373,7 @@ func segmentDecode(ctx context.Context, st *segment.ZKStore, name, raw string, s
 		fmt.Fprintf(stderr, "snowflakectl segment decode: %q is not a decimal number\n", raw)
 		return ExitUsage
 	}
-	key, err := st.Key(ctx, name)
+	key, err := st.Key(ctx, name, t.Incarnation)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl segment decode: %v\n", err)
 		return ExitFailure
@@ -352,4 +392,46 @@ func segmentDecode(ctx context.Context, st *segment.ZKStore, name, raw string, s
 	}
 	fmt.Fprintf(stderr, "snowflakectl segment decode: %v\n", err)
 	return ExitUsage
+}
+
+// segmentDelete is "segment delete": it names the live nodes that hold
+// ranges of the tag, then removes the tag's subtree (deleteTag).
+func segmentDelete(ctx context.Context, st *segment.ZKStore, name string, stdout, stderr io.Writer) int {
+	holders, err := st.Holders(ctx, name)
+	if err != nil {
+		if _, terr := st.Tag(ctx, name); errors.Is(terr, segment.ErrUnknownTag) {
+			err = terr
+		}
+		fmt.Fprintf(stderr, "snowflakectl segment delete: %v\n", err)
+		return ExitFailure
+	}
+	if err := deleteTag(ctx, st, name); err != nil {
+		fmt.Fprintf(stderr, "snowflakectl segment delete: %v\n", err)
+		return ExitFailure
+	}
+	fmt.Fprintf(stdout, "deleted tag %q with its returned ranges and key\n", name)
+	if len(holders) > 0 {
+		names := make([]string, 0, len(holders))
+		for n := range holders {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		fmt.Fprintf(stderr, "snowflakectl segment delete: %d live node(s) held ranges of it: %s. Each drops them when ZooKeeper tells it (its log says so) and never returns them; one cut off from ZooKeeper serves from them until it is back: restart any that did not log the drop before creating the tag again\n",
+			len(names), strings.Join(names, ", "))
+	}
+	return ExitOK
+}
+
+// deleteTag removes a tag: its record, returned ranges, holder records and
+// key. First the cluster is made to require tag incarnations, so that no
+// node of a release that keys ranges by tag name alone can join it and
+// mix the deleted tag's ranges into a successor. Nodes of this release drop
+// the ranges they hold of it when ZooKeeper tells them (its incarnation is
+// gone).
+func deleteTag(ctx context.Context, st *segment.ZKStore, name string) error {
+	z, cluster := st.Cluster()
+	if err := coordinator.RequireFeature(ctx, z, cluster, coordinator.FeatureTagIncarnation); err != nil {
+		return fmt.Errorf("delete tag %q: %w", name, err)
+	}
+	return st.Delete(ctx, name)
 }

@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
+	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/segment"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
@@ -54,11 +59,15 @@ func TestIntegration_Segment(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	r, _, err := st.Alloc(ctx, "orders", 50, 0)
+	tag, err := st.Tag(ctx, "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Return(ctx, "orders", segment.Range{Lo: r.Lo + 30, Hi: r.Hi}); err != nil {
+	r, _, err := st.Alloc(ctx, "orders", tag.Incarnation, 50, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Return(ctx, "orders", tag.Incarnation, segment.Range{Lo: r.Lo + 30, Hi: r.Hi}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Publish(ctx, "orders", "node-a", []segment.Range{{Lo: r.Lo + 20, Hi: r.Lo + 30}}); err != nil {
@@ -82,3 +91,57 @@ func TestIntegration_Segment(t *testing.T) {
 		}
 	}
 }
+
+// segment delete on a cluster an older release created (the flat znode,
+// no required features) first makes it require tag incarnations: a node
+// of a release that keys ranges by tag name alone can no longer join it
+// and mix the deleted tag's ranges into a tag created again.
+func TestIntegration_SegmentDeleteRequiresTagIncarnations(t *testing.T) {
+	zkc := zkharness.StartStandalone(t)
+	servers := zkc.ConnectString()
+	conn, _, err := zk.Connect([]string{servers}, 5*time.Second, zk.WithLogger(quietZK{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	flat, err := json.Marshal(snowflake.DefaultLayout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat = append(flat[:len(flat)-1], `,"incarnation":"older-release"}`...)
+	for _, p := range []struct {
+		path string
+		data []byte
+	}{{"/snowflaked", nil}, {"/snowflaked/old", flat}} {
+		if _, err := conn.Create(p.path, p.data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatalf("create %s: %v", p.path, err)
+		}
+	}
+	ctx := context.Background()
+	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: []string{servers}, Cluster: "old", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Create(ctx, segment.Tag{Name: "orders", Start: 1, Step: 10, MaxStep: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"segment", "delete", "orders", "--yes", "--zk", servers, "--cluster", "old"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("segment delete: %d %s %s", code, stdout.String(), stderr.String())
+	}
+	b, _, err := conn.Get("/snowflaked/old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"requires"`) || !strings.Contains(string(b), coordinator.FeatureTagIncarnation) {
+		t.Fatalf("cluster znode after segment delete: %s; want it to require %s", b, coordinator.FeatureTagIncarnation)
+	}
+	if _, err := st.Tag(ctx, "orders"); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("tag after delete: %v", err)
+	}
+}
+
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}

@@ -122,11 +122,16 @@ func TestIntegration_OpaqueTagCluster(t *testing.T) {
 		t.Cleanup(st.Close)
 		return st
 	}
-	key, err := open(auth).Key(ctx, "acct")
+	withAuth := open(auth)
+	acct, err := withAuth.Tag(ctx, "acct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := withAuth.Key(ctx, "acct", acct.Incarnation)
 	if err != nil {
 		t.Fatalf("key with the credentials: %v", err)
 	}
-	if _, err := open("").Key(ctx, "acct"); err == nil || !strings.Contains(err.Error(), "--zk-auth") {
+	if _, err := open("").Key(ctx, "acct", acct.Incarnation); err == nil || !strings.Contains(err.Error(), "--zk-auth") {
 		t.Errorf("key read without credentials: %v", err)
 	}
 	_, status := nodes[0].get("/status")
