@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -98,17 +97,6 @@ func buildRelease(root, commit, dir string) (string, error) {
 		return "", fmt.Errorf("build release %s: %v\n%s", commit, err, out)
 	}
 	return bin, nil
-}
-
-// freeAddr returns a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // oldNodeArgs are the flags of an old release's node in cluster: no flag
