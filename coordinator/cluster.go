@@ -43,7 +43,7 @@ type clusterData struct {
 
 // clusterFormat is the "format" of the shape written once a feature is
 // required (the flat shape has none: format 1).
-const clusterFormat = 2
+const clusterFormat = zkclient.ClusterFormat
 
 // MarshalJSON writes the flat shape when the cluster requires no feature,
 // else the nested one (format 2).
@@ -65,8 +65,8 @@ func (d clusterData) MarshalJSON() ([]byte, error) {
 			Layout         json.RawMessage `json:"layout"`
 			WorkerIDRange  string          `json:"worker_id_range,omitempty"`
 			RecycleAfterMs int64           `json:"recycle_after_ms,omitempty"`
-			Incarnation    string          `json:"incarnation,omitempty"`
-		}{clusterFormat, d.Requires, lb, rangeStr, d.RecycleAfterMs, d.Incarnation})
+			Incarnation    any             `json:"incarnation,omitempty"`
+		}{clusterFormat, d.Requires, lb, rangeStr, d.RecycleAfterMs, zkclient.EncodeIncarnation(clusterFormat, d.Incarnation)})
 	}
 	m := map[string]any{}
 	if err := json.Unmarshal(lb, &m); err != nil {
@@ -94,7 +94,6 @@ func decodeCluster(b []byte) (clusterData, error) {
 		Format         int             `json:"format"`
 		Requires       []string        `json:"requires"`
 		Layout         json.RawMessage `json:"layout"`
-		Incarnation    string          `json:"incarnation"`
 		RecycleAfterMs int64           `json:"recycle_after_ms"`
 		WorkerIDRange  string          `json:"worker_id_range"`
 	}
@@ -110,11 +109,9 @@ func decodeCluster(b []byte) (clusterData, error) {
 		if err := json.Unmarshal(extra.Layout, &d.Layout); err != nil {
 			return d, err
 		}
-		if len(extra.Requires) == 0 {
-			return d, fmt.Errorf("format %d without a requires list", extra.Format)
-		}
 	default:
-		return d, fmt.Errorf("%w: the cluster znode is in format %d, this release reads formats 1 and %d: upgrade this node", ErrUnknownFeature, extra.Format, clusterFormat)
+		_, err := zkclient.DecodeClusterHeader(b)
+		return d, err
 	}
 	if extra.RecycleAfterMs < 0 {
 		return d, fmt.Errorf("recycle_after_ms %d is negative", extra.RecycleAfterMs)
@@ -127,11 +124,12 @@ func decodeCluster(b []byte) (clusterData, error) {
 		return d, err
 	}
 	d.WorkerIDs = r
-	d.Incarnation, d.RecycleAfterMs = extra.Incarnation, extra.RecycleAfterMs
+	d.RecycleAfterMs = extra.RecycleAfterMs
 	d.Requires = normFeatures(extra.Requires)
-	if unknown := unknownFeatures(d.Requires); len(unknown) > 0 {
-		return d, fmt.Errorf("%w: the cluster requires %s, which this release does not know (it knows %s): upgrade this node",
-			ErrUnknownFeature, strings.Join(unknown, ", "), strings.Join(KnownFeatures(), ", "))
+	h, err := zkclient.DecodeClusterHeader(b)
+	d.Incarnation = h.Incarnation
+	if err != nil {
+		return d, err
 	}
 	return d, nil
 }

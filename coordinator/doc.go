@@ -22,7 +22,9 @@
 // znode holds the layout, a random "incarnation", the cluster's
 // "recycle_after_ms" and "worker_id_range"; a cluster that requires
 // features (see KnownFeatures) is written as {"format":2,"requires":[…],
-// "layout":{…},…}, which releases before the list fail to decode.
+// "layout":{…},"incarnation":{"id":…},…}, which releases before the list
+// fail to decode (their coordinator reads the layout, their segment store
+// the incarnation, as strings).
 //
 // # Clusters
 //

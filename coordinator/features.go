@@ -12,32 +12,23 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 )
 
-// Features a cluster znode may require of the nodes that join it: a node
-// that does not know one refuses to start (ErrUnknownFeature). Releases
-// that predate the list fail to decode a cluster znode that has one.
+// Features a cluster znode may require of the nodes that join it (see
+// zkclient, which every reader of the cluster znode decodes it with).
 const (
-	// FeatureWorkerIDRange: the cluster claims only part of the worker
-	// field (--worker-id-range). Required whenever the range is narrower
-	// than the whole field: a node that ignored it would claim IDs outside.
-	FeatureWorkerIDRange = "worker_id_range"
-	// FeatureGeneBits: the layout gives low sequence bits to a gene
-	// (--gene-bits > 0). A node that ignored them would issue IDs that do
-	// not end in the gene asked for.
-	FeatureGeneBits = "gene_bits"
-	// FeatureTagIncarnation: segment tags carry an incarnation; a node that
-	// keys ranges by tag name alone could mix a deleted tag's ranges into
-	// its successor. Every cluster created by this release requires it.
-	FeatureTagIncarnation = "tag_incarnation"
+	// FeatureWorkerIDRange: the cluster claims only part of the worker field.
+	FeatureWorkerIDRange = zkclient.FeatureWorkerIDRange
+	// FeatureGeneBits: the layout gives low sequence bits to a gene.
+	FeatureGeneBits = zkclient.FeatureGeneBits
+	// FeatureTagIncarnation: segment tags carry an incarnation.
+	FeatureTagIncarnation = zkclient.FeatureTagIncarnation
 )
 
 // KnownFeatures lists the features this release understands, sorted.
-func KnownFeatures() []string {
-	return []string{FeatureGeneBits, FeatureTagIncarnation, FeatureWorkerIDRange}
-}
+func KnownFeatures() []string { return zkclient.KnownFeatures() }
 
 // ErrUnknownFeature: the cluster znode requires a feature (or a format)
-// this release does not know; the node must not join it.
-var ErrUnknownFeature = errors.New("cluster requires an unknown feature")
+// this release does not know, or is being deleted; a node must not join it.
+var ErrUnknownFeature = zkclient.ErrUnknownFeature
 
 // normFeatures sorts and deduplicates a features list (nil for none).
 func normFeatures(fs []string) []string {
@@ -47,17 +38,6 @@ func normFeatures(fs []string) []string {
 	out := slices.Clone(fs)
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// unknownFeatures lists the features of fs this release does not know.
-func unknownFeatures(fs []string) []string {
-	var out []string
-	for _, f := range fs {
-		if !slices.Contains(KnownFeatures(), f) {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // impliedFeatures are the features the cluster's own settings need, sorted:
@@ -87,7 +67,7 @@ func (d clusterData) withFeatures(fs ...string) clusterData {
 // required is a no-op. Commands that start using a feature call it before
 // writing anything that needs it.
 func RequireFeature(ctx context.Context, z zkclient.Client, clusterPath, feature string) error {
-	if len(unknownFeatures([]string{feature})) > 0 {
+	if !slices.Contains(KnownFeatures(), feature) {
 		return fmt.Errorf("require feature %q: %w: this release knows %v", feature, ErrUnknownFeature, KnownFeatures())
 	}
 	for round := 1; round <= maxClusterRounds; round++ {

@@ -211,19 +211,19 @@ func parseRangeName(name string) (r Range, inc int64, ok bool) {
 }
 
 // Incarnation is the cluster's incarnation, which binds a node's segment
-// state file to this ZooKeeper.
+// state file to this ZooKeeper. A cluster that requires a feature this
+// release does not know (or is being deleted) is an error wrapping
+// zkclient.ErrUnknownFeature: segment mode must not bind to it.
 func (s *ZKStore) Incarnation(ctx context.Context) (string, error) {
 	b, _, err := s.z.Get(ctx, s.cluster)
 	if err != nil {
 		return "", fmt.Errorf("read cluster: %w", zkclient.Unavailable(err))
 	}
-	var d struct {
-		Incarnation string `json:"incarnation"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
+	h, err := zkclient.DecodeClusterHeader(b)
+	if err != nil {
 		return "", fmt.Errorf("read cluster: %w", err)
 	}
-	return d.Incarnation, nil
+	return h.Incarnation, nil
 }
 
 // Create makes a tag (ErrTagExists when it is there already).
