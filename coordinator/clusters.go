@@ -337,10 +337,22 @@ func readClusterInfo(ctx context.Context, z zkclient.Client, name string) (Clust
 // maxDeleteZnodes bounds the subtree DeleteCluster removes.
 const maxDeleteZnodes = 1_000_000
 
+// deleteClockMargin is how far this machine's clock may be ahead of a
+// node's without DeleteCluster taking a fence that is still ahead for
+// that node as passed.
+const deleteClockMargin = 5 * time.Second
+
 // DeleteCluster removes cluster's whole subtree (the command behind
-// snowflakectl cluster delete). It is refused with ErrLeaseHeld, naming
-// the holders, while any worker of the cluster holds a lease, and is
-// ErrNoCluster when there is no such cluster.
+// snowflakectl cluster delete). First it marks the cluster znode as being
+// deleted (version-checked; no release joins such a cluster), then it
+// checks that no worker holds a lease and that no worker's ZooKeeper fence
+// is still ahead of the clock (a node cut off from ZooKeeper, its lease
+// gone, may issue up to that fence), and only then deletes, the leases
+// first and the cluster znode last. A refusal (ErrLeaseHeld, naming the
+// holders or the fence) restores the cluster znode as it was; a delete
+// that fails half-way leaves the mark, so nothing joins what is left and
+// running the command again finishes it. A cluster that does not exist is
+// ErrNoCluster.
 func DeleteCluster(ctx context.Context, servers []string, auth, cluster string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, max(timeout, time.Millisecond))
 	defer cancel()
@@ -359,6 +371,84 @@ func DeleteCluster(ctx context.Context, servers []string, auth, cluster string, 
 		}
 		return missingCluster(cluster, strings.Join(servers, ","), names)
 	}
+	restore, err := markDeleting(ctx, z, p, cluster)
+	if err != nil {
+		return err
+	}
+	if err := deletable(ctx, z, p, cluster); err != nil {
+		if rerr := restore(); rerr != nil {
+			return fmt.Errorf("%w (and the cluster znode stays marked as being deleted, so no node joins it: %v; run cluster delete again once it may go)", err, rerr)
+		}
+		return err
+	}
+	// leases/ goes first and only empty: a node whose start passed its
+	// cluster check before the mark and whose lease landed after the check
+	// above makes it fail, and no lease can be created once it is gone.
+	// A claim that committed meanwhile without a lease wrote a fence ahead:
+	// the second check sees it.
+	if err := z.Delete(ctx, p.leases, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("delete cluster %q: delete %s: %w (a node joined while it was checked; the cluster stays marked as being deleted, so no other node joins it: run cluster delete again once that node is stopped)",
+			cluster, p.leases, zkclient.Unavailable(zkclient.AuthHint(err)))
+	}
+	if err := deletable(ctx, z, p, cluster); err != nil {
+		return fmt.Errorf("%w (the cluster stays marked as being deleted, so no node joins it; run cluster delete again)", err)
+	}
+	budget := maxDeleteZnodes
+	if err := deleteTree(ctx, z, p.cluster, &budget); err != nil {
+		return fmt.Errorf("delete cluster %q: %w (the cluster stays marked as being deleted, so no node joins it; run cluster delete again)", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
+	}
+	return nil
+}
+
+// markDeleting makes the cluster znode require FeatureDeleting,
+// version-checked, and returns how to undo it (a version-checked write of
+// the data it replaced; a no-op when the mark was there already, left by a
+// delete that failed half-way).
+func markDeleting(ctx context.Context, z zkclient.Client, p paths, cluster string) (restore func() error, err error) {
+	for round := 1; round <= maxClusterRounds; round++ {
+		b, st, err := z.Get(ctx, p.cluster)
+		if err != nil {
+			return nil, fmt.Errorf("delete cluster %q: read %s: %w", cluster, p.cluster, zkclient.Unavailable(err))
+		}
+		if markedDeleting(b) {
+			return func() error { return errors.New("it was marked before this run") }, nil
+		}
+		d, err := decodeCluster(b)
+		if err != nil {
+			return nil, fmt.Errorf("delete cluster %q: its znode holds data this release cannot use %s: %w", cluster, quoteShort(b), err)
+		}
+		mb, err := json.Marshal(d.withFeatures(zkclient.FeatureDeleting))
+		if err != nil {
+			return nil, fmt.Errorf("delete cluster %q: encode: %w", cluster, err)
+		}
+		mst, err := z.Set(ctx, p.cluster, mb, st.Version)
+		if errors.Is(err, zk.ErrBadVersion) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("delete cluster %q: mark %s: %w", cluster, p.cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
+		}
+		return func() error {
+			if _, err := z.Set(ctx, p.cluster, b, mst.Version); err != nil {
+				return fmt.Errorf("restore %s: %w", p.cluster, err)
+			}
+			return nil
+		}, nil
+	}
+	return nil, fmt.Errorf("delete cluster %q: its znode kept changing", cluster)
+}
+
+// markedDeleting reports whether cluster znode data carries the mark.
+func markedDeleting(b []byte) bool {
+	var raw struct {
+		Requires []string `json:"requires"`
+	}
+	return json.Unmarshal(b, &raw) == nil && slices.Contains(raw.Requires, zkclient.FeatureDeleting)
+}
+
+// deletable is ErrLeaseHeld while any worker of the cluster holds a lease
+// or has a ZooKeeper fence still ahead of the clock.
+func deletable(ctx context.Context, z zkclient.Client, p paths, cluster string) error {
 	leases, err := z.Children(ctx, p.leases)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("delete cluster %q: list %s: %w", cluster, p.leases, zkclient.Unavailable(err))
@@ -375,9 +465,24 @@ func DeleteCluster(ctx context.Context, servers []string, auth, cluster string, 
 		}
 		return fmt.Errorf("%w: cluster %q still has %d leased worker(s) (%s): stop its nodes first", ErrLeaseHeld, cluster, len(leases), strings.Join(holders, "; "))
 	}
-	budget := maxDeleteZnodes
-	if err := deleteTree(ctx, z, p.cluster, &budget); err != nil {
-		return fmt.Errorf("delete cluster %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
+	names, err := z.Children(ctx, p.forever)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("delete cluster %q: list %s: %w", cluster, p.forever, zkclient.Unavailable(err))
+	}
+	now := time.Now().Add(-deleteClockMargin).UnixMilli()
+	for _, n := range names {
+		b, _, err := z.Get(ctx, p.forever+"/"+n)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("delete cluster %q: read %s/%s: %w", cluster, p.forever, n, zkclient.Unavailable(err))
+		}
+		var d foreverData
+		if json.Unmarshal(b, &d) == nil && d.Fence > now {
+			return fmt.Errorf("%w: cluster %q: %s may still issue IDs until its ZooKeeper fence %s (a node killed or cut off from ZooKeeper): try again %v after it",
+				ErrLeaseHeld, cluster, n, time.UnixMilli(d.Fence).UTC().Format(time.RFC3339Nano), deleteClockMargin)
+		}
 	}
 	return nil
 }

@@ -24,6 +24,17 @@ func oldDecode(b []byte) error {
 	return json.Unmarshal(b, &l)
 }
 
+// oldSegmentDecode is how those releases' segment mode reads the cluster's
+// incarnation (segment.ZKStore.Incarnation): a node resumed from its cache
+// file while ZooKeeper was down reaches it without the coordinator's check,
+// so it must fail on its own.
+func oldSegmentDecode(b []byte) error {
+	var d struct {
+		Incarnation string `json:"incarnation"`
+	}
+	return json.Unmarshal(b, &d)
+}
+
 func TestEditDistanceAndNearMatch(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -106,7 +117,7 @@ func TestIntegration_ClusterCreateListDelete(t *testing.T) {
 	cfg := testConfig(t, srv, "eu-a")
 	cfg.Cluster, cfg.CreateCluster, cfg.WorkerIDs = "eu", false, WorkerRange{0, 511}
 	c := newCoord(t, cfg)
-	mustClaim(t, c)
+	id := mustClaim(t, c)
 	rows, err := ListClusters(ctx, srv, "", 5*time.Second)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("ListClusters = %+v, %v", rows, err)
@@ -121,6 +132,26 @@ func TestIntegration_ClusterCreateListDelete(t *testing.T) {
 		t.Fatalf("DeleteCluster with a lease held: %v, want ErrLeaseHeld naming eu-a", err)
 	}
 	if err := c.Close(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The lease is gone but the fence is still ahead: a node killed, or cut
+	// off from ZooKeeper, may issue up to it. Refused, and the mark undone.
+	raw := rawConn(t, srv, "")
+	before, _, err := raw.Get("/snowflaked/eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = DeleteCluster(ctx, srv, "", "eu", 5*time.Second)
+	if !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), "may still issue IDs until its ZooKeeper fence") {
+		t.Fatalf("DeleteCluster with a fence ahead: %v, want ErrLeaseHeld naming the fence", err)
+	}
+	if after, _, err := raw.Get("/snowflaked/eu"); err != nil || string(after) != string(before) {
+		t.Fatalf("after a refused delete the cluster znode is %s, %v; want it restored to %s", after, err, before)
+	}
+	// The fence passes (written back by hand: time moving on).
+	d, st := readForeverData(t, raw, id.Path)
+	d.Fence = time.Now().Add(-time.Minute).UnixMilli()
+	if _, err := raw.Set(id.Path, mustMarshal(t, d), st.Version); err != nil {
 		t.Fatal(err)
 	}
 	if err := DeleteCluster(ctx, srv, "", "eu", 5*time.Second); err != nil {
@@ -302,6 +333,9 @@ func TestClusterDataShapes(t *testing.T) {
 			}
 			if oldErr := oldDecode(b); (oldErr == nil) != (len(d.Requires) == 0) {
 				t.Fatalf("an old release's decode of %s: %v; want it to fail exactly when features are required (%v)", b, oldErr, d.Requires)
+			}
+			if oldErr := oldSegmentDecode(b); (oldErr == nil) != (len(d.Requires) == 0) {
+				t.Fatalf("an old release's segment mode reading %s: %v; want it to fail exactly when features are required (%v)", b, oldErr, d.Requires)
 			}
 		})
 	}

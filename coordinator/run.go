@@ -453,7 +453,14 @@ func (c *Coordinator) renew(ctx context.Context, z zkclient.Client, fencer Fence
 		}
 		wid := id
 		d.WorkerID, d.NodeKey, d.Addr, d.LastTS, d.Fence, d.Updated = &wid, c.cfg.NodeKey, c.cfg.Advertise, now, fence, now
-		d.Stopped = final > 0
+		if d.Retired != 0 {
+			// A retire that found this node's lease gone (its session
+			// expired while the process lived): a renewal proves the
+			// holder alive, so the mark goes, or the worker ID would be
+			// recycled at the next lease gap instead of after recycle-after.
+			c.log.Warn().Int64("worker_id", id).Time("retired", time.UnixMilli(d.Retired)).Msg("this node key was retired while it was alive; its renewal clears the mark")
+		}
+		d.Stopped, d.Retired = final > 0, 0
 		b, err := json.Marshal(d)
 		if err != nil {
 			return fmt.Errorf("encode renewal: %w", err)
