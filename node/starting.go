@@ -18,6 +18,7 @@ import (
 // node waits for, everything else 503. Then it hands the listener over.
 type startPhase struct {
 	h     *handoff
+	view  net.Listener // the start phase server's view of the listener
 	srv   *server.Starting
 	done  chan error
 	since time.Time
@@ -36,8 +37,8 @@ func (n *node) startServing(ln net.Listener) (*startPhase, error) {
 		return nil, err
 	}
 	p.srv = srv
-	view := p.h.view()
-	go func() { p.done <- srv.Serve(view) }()
+	p.view = p.h.view()
+	go func() { p.done <- srv.Serve(p.view) }()
 	return p, nil
 }
 
@@ -65,6 +66,11 @@ func (p *startPhase) status() clockguard.Status {
 func (p *startPhase) handOver() net.Listener {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
+	// The view first: fasthttp's Shutdown does nothing to a Serve that has
+	// not registered its listener yet (a node that starts within
+	// microseconds), which would then serve beside the node's server for
+	// good. A closed view ends Serve whenever it starts.
+	_ = p.view.Close()
 	_ = p.srv.Shutdown(ctx) // past the deadline the last answers go on beside the node's server
 	select {
 	case <-p.done:

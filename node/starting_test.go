@@ -131,3 +131,28 @@ func fetch(t *testing.T, addr string) string {
 	}
 	return string(b)
 }
+
+// TestStartPhaseHandedOverAtOnceStops: a node that starts within
+// microseconds hands the port over before the start phase's server has
+// registered its listener. That server must stop all the same: if it went
+// on serving beside the node's server it would take some connections for
+// good (and answer them 503 starting).
+func TestStartPhaseHandedOverAtOnceStops(t *testing.T) {
+	for i := range 30 {
+		ln := loopbackListener(t)
+		n := &node{log: zerolog.Nop()}
+		p, err := n.startServing(ln)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := p.handOver()
+		go serveText(next, "node")
+		for j := range 4 {
+			if got := fetch(t, ln.Addr().String()); got != "node" {
+				t.Fatalf("round %d, connection %d after the hand-over got %q, want the node's server", i, j, got)
+			}
+		}
+		next.Close()
+		p.closeListener()
+	}
+}
