@@ -158,10 +158,12 @@ func (n *node) args() []string {
 		"--listen", listen, "--zk", n.c.zk.ConnectString(), "--cluster", n.c.name, "--create-cluster",
 		"--node-key", "chaos-" + n.name, "--cache-file", filepath.Join(n.dir, "cache.json"),
 		"--log-format", "json", "--zk-session-timeout", zkSession.String(),
-		// Peer rounds only where a scenario asks for them: a peer round
-		// while a node's clock is deliberately off would take others out of
-		// service and blur what is measured.
-		"--peer-interval", "1h",
+		// Peer verdicts only where a scenario asks for them: a peer round
+		// while a node's clock is deliberately off would take it (or the
+		// others) out of service and blur what is measured. A clock step
+		// starts a peer round at once whatever the interval, so the
+		// tolerance is wide too; scenarios about peers narrow it.
+		"--peer-interval", "1h", "--peer-max-offset", "1m",
 	}
 	args = append(args, n.c.extra...)
 	return append(args, n.opts.extra...)

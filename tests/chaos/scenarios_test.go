@@ -250,7 +250,7 @@ func (h *harness) clockOffPeersAtStart(t *testing.T) {
 	before := c.counts(nodes...)
 
 	d := c.startNode("d", nodeOpts{
-		extra: []string{"--peer-interval", "300ms"}, // overrides the common 1h
+		extra: []string{"--peer-interval", "300ms", "--peer-max-offset", "1s"}, // overrides the common 1h and 1m
 		env:   []string{chaosOffsetEnv + "=-5s"},
 	})
 	since := time.Now()

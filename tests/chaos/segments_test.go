@@ -116,9 +116,14 @@ func (l *segLoad) run(n *node, rng *rand.Rand, deadline time.Time) {
 			l.mu.Unlock()
 			continue
 		case code == http.StatusServiceUnavailable:
+			// segment_unavailable, or a node (re)starting: its port answers
+			// 503 starting while it connects and claims.
 			var u Unavailable
-			if perr := json.Unmarshal(body, &u); perr != nil || u.Error.Code != "segment_unavailable" || u.Error.Reason != u.Error.Code {
-				l.problem("node %s: 503 %q (%v): not segment_unavailable", n.name, cut(body), perr)
+			perr := json.Unmarshal(body, &u)
+			segUnavailable := u.Error.Code == "segment_unavailable" && u.Error.Reason == u.Error.Code
+			starting := u.Error.Code == "out_of_service" && u.Error.State == "starting" && u.Error.Reason == "starting"
+			if perr != nil || !segUnavailable && !starting {
+				l.problem("node %s: 503 %q (%v): neither segment_unavailable nor starting", n.name, cut(body), perr)
 			}
 			l.mu.Lock()
 			l.unavailable++
