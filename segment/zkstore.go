@@ -293,32 +293,58 @@ func (s *ZKStore) Key(ctx context.Context, tag string, inc int64) ([]byte, error
 	return b, nil
 }
 
-// WatchTag implements TagWatcher: an exists watch on the tag's returned/
-// znode, which is never written and goes only with the tag, set before the
-// tag's incarnation is checked (so a delete after the check fires it). A
-// tag without returned/ is being deleted (a delete by hand goes child by
-// child): ErrTagGone.
+// tagPoll is how often WatchTag reads a watched tag.
+const tagPoll = 500 * time.Millisecond
+
+// WatchTag implements TagWatcher by polling: every tagPoll it checks the
+// tag's incarnation and its returned/ znode (which is never written and
+// goes only with the tag; a delete by hand goes child by child). Not a
+// ZooKeeper watch: go-zookeeper v1.0.4 re-registers the watches of a
+// connection that reconnects (sendSetWatches) while its receive loop writes
+// the last zxid they read, a data race the race detector reports whenever
+// a leader change meets a long-lived watch. A read that fails is tried at
+// the next poll. ErrTagGone or ErrUnknownTag when inc is gone already.
 func (s *ZKStore) WatchTag(ctx context.Context, tag string, inc int64) (<-chan bool, error) {
-	ok, ch, err := s.z.ExistsW(ctx, s.returnedPath(tag))
-	if err != nil {
-		return nil, fmt.Errorf("watch tag %q: %w", tag, zkclient.Unavailable(err))
-	}
-	if err := s.checkIncarnation(ctx, tag, inc); err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, fmt.Errorf("tag %q: %w: its returned/ znode is gone (the tag is being deleted)", tag, ErrTagGone)
+	if err := s.tagAlive(ctx, tag, inc); err != nil {
+		if errors.Is(err, ErrTagGone) || errors.Is(err, ErrUnknownTag) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("watch tag %q: %w", tag, err)
 	}
 	out := make(chan bool, 1)
 	go func() {
-		select {
-		case ev, ok := <-ch:
-			out <- ok && ev.Type == zk.EventNodeDeleted
-		case <-ctx.Done():
-			out <- false
+		t := time.NewTicker(tagPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				out <- false
+				return
+			case <-t.C:
+			}
+			if err := s.tagAlive(ctx, tag, inc); errors.Is(err, ErrTagGone) || errors.Is(err, ErrUnknownTag) {
+				out <- true
+				return
+			}
 		}
 	}()
 	return out, nil
+}
+
+// tagAlive is nil while incarnation inc of tag exists whole: ErrTagGone
+// (or ErrUnknownTag) once it is deleted, or being deleted.
+func (s *ZKStore) tagAlive(ctx context.Context, tag string, inc int64) error {
+	if err := s.checkIncarnation(ctx, tag, inc); err != nil {
+		return err
+	}
+	ok, _, err := s.z.Exists(ctx, s.returnedPath(tag))
+	switch {
+	case err != nil:
+		return fmt.Errorf("read tag %q: %w", tag, zkclient.Unavailable(err))
+	case !ok:
+		return fmt.Errorf("tag %q: %w: its returned/ znode is gone (the tag is being deleted)", tag, ErrTagGone)
+	}
+	return nil
 }
 
 // checkIncarnation fails with ErrTagGone unless the tag znode is of
@@ -870,7 +896,9 @@ const maxDeleteAttempts = 20
 // records, an opaque tag's key) in one multi, so no part of it outlives the
 // rest. A tag created again under the name is a new incarnation: the ranges
 // nodes still hold of this one are dropped when they next ask ZooKeeper,
-// never returned into it (R7). ErrUnknownTag when there is no such tag.
+// never returned into it (R7). It returns a second after the delete, once
+// every connected node's poll of the tag has seen it. ErrUnknownTag when
+// there is no such tag.
 func (s *ZKStore) Delete(ctx context.Context, tag string) error {
 	if err := ValidateTag(tag); err != nil {
 		return fmt.Errorf("delete tag: %w", err)
@@ -887,6 +915,12 @@ func (s *ZKStore) Delete(ctx context.Context, tag string) error {
 		}
 		switch {
 		case err == nil:
+			// Every connected node polls its tags (WatchTag): give each a
+			// poll, so a create that follows this call finds them done.
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * tagPoll):
+			}
 			return nil
 		case errors.Is(err, errSubtreeChanged) || errors.Is(err, zk.ErrNotEmpty) || errors.Is(err, zk.ErrNoNode):
 			continue // a child came or went meanwhile: list again
