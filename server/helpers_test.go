@@ -70,8 +70,15 @@ func (f *fixture) serve(t testing.TB) *fixture {
 	return f
 }
 
+// servable is a server serveOn runs: the node's Server or the start
+// phase's Starting.
+type servable interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+}
+
 // serveOn serves s on an in-memory listener until the test ends.
-func serveOn(t testing.TB, s *Server) (*fasthttp.Client, *fasthttputil.InmemoryListener) {
+func serveOn(t testing.TB, s servable) (*fasthttp.Client, *fasthttputil.InmemoryListener) {
 	t.Helper()
 	ln := fasthttputil.NewInmemoryListener()
 	done := make(chan error, 1)

@@ -1,16 +1,12 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttputil"
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 )
@@ -27,25 +23,7 @@ func TestStartingAnswersWhileTheNodeStarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := fasthttputil.NewInmemoryListener()
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Errorf("serve did not return after shutdown")
-		}
-	})
-	c := &fasthttp.Client{Dial: func(string) (net.Conn, error) { return ln.Dial() }}
+	c, _ := serveOn(t, s)
 
 	tests := []struct {
 		method, uri string
