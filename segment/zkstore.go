@@ -83,6 +83,11 @@ const maxReturnNonces = 32
 // return number q (q <= ReturnSeq) is at Returns[len-1-(ReturnSeq-q)].
 type tagRecord struct {
 	Tag
+	// Marker names the incarnation's marker znode (<tag>/inc-<marker>),
+	// which every write of the record checks in the same multi (guard).
+	// Empty in records of tags created before markers: the first write
+	// of this release adds one.
+	Marker    string   `json:"marker,omitempty"`
 	LastAlloc string   `json:"last_alloc,omitempty"`
 	ReturnSeq int64    `json:"return_seq,omitempty"`
 	Returns   []string `json:"returns,omitempty"`
@@ -181,6 +186,34 @@ func (s *ZKStore) returnedPath(tag string) string { return s.tagPath(tag) + "/re
 func (s *ZKStore) holdersPath(tag string) string  { return s.tagPath(tag) + "/holders" }
 func (s *ZKStore) keyPath(tag string) string      { return s.tagPath(tag) + "/key" }
 
+// markedPath is the znode every incarnation gets once it has a marker: a
+// stale write that would add a marker to a newer incarnation fails on it.
+func (s *ZKStore) markedPath(tag string) string { return s.tagPath(tag) + "/incarnation" }
+
+// markerPath is the marker znode of one incarnation.
+func (s *ZKStore) markerPath(tag, marker string) string { return s.tagPath(tag) + "/inc-" + marker }
+
+// guard returns the operations that make a write of rec (read from tag)
+// commit only on rec's incarnation, to go first in the write's multi, and
+// rec as it must then be written. A version-checked set alone is not
+// enough: a tag deleted and created again can reach the version a stalled
+// writer read, and the set would put the old incarnation's max_id back
+// into the new one. ZooKeeper cannot check a creation zxid, so each
+// incarnation has a marker znode of its own: the multi checks it exists.
+// A record without a marker (a tag created before markers) gets one in
+// the same multi, which also creates markedPath: on a newer incarnation,
+// which has it already, that fails and nothing is written.
+func (s *ZKStore) guard(tag string, rec tagRecord) ([]any, tagRecord) {
+	if rec.Marker != "" {
+		return []any{&zk.CheckVersionRequest{Path: s.markerPath(tag, rec.Marker), Version: -1}}, rec
+	}
+	rec.Marker = zkclient.NewToken()
+	return []any{
+		&zk.CreateRequest{Path: s.markedPath(tag), Data: []byte(rec.Marker), Acl: s.acl, Flags: zk.FlagPersistent},
+		&zk.CreateRequest{Path: s.markerPath(tag, rec.Marker), Acl: s.acl, Flags: zk.FlagPersistent},
+	}, rec
+}
+
 // rangeName is a returned range's znode name: the range and the
 // incarnation of the tag it belongs to. Releases before incarnations wrote
 // <lo>-<hi> and cannot parse this form (they skip it).
@@ -240,7 +273,8 @@ func (s *ZKStore) Create(ctx context.Context, t Tag) error {
 	if err := t.Check(); err != nil {
 		return fmt.Errorf("create tag %q: %w", t.Name, err)
 	}
-	data, err := json.Marshal(t)
+	marker := zkclient.NewToken()
+	data, err := json.Marshal(tagRecord{Tag: t, Marker: marker})
 	if err != nil {
 		return fmt.Errorf("create tag %q: %w", t.Name, err)
 	}
@@ -248,6 +282,8 @@ func (s *ZKStore) Create(ctx context.Context, t Tag) error {
 		&zk.CreateRequest{Path: s.tagPath(t.Name), Data: data, Acl: s.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: s.returnedPath(t.Name), Acl: s.acl, Flags: zk.FlagPersistent},
 		&zk.CreateRequest{Path: s.holdersPath(t.Name), Acl: s.acl, Flags: zk.FlagPersistent},
+		&zk.CreateRequest{Path: s.markedPath(t.Name), Data: []byte(marker), Acl: s.acl, Flags: zk.FlagPersistent},
+		&zk.CreateRequest{Path: s.markerPath(t.Name, marker), Acl: s.acl, Flags: zk.FlagPersistent},
 	}
 	if t.Opaque != nil {
 		key := make([]byte, OpaqueKeySize)
@@ -560,19 +596,21 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64)
 		// Every other field (the returns' nonces, fields of other
 		// versions) stays as it was.
 		rec.Tag, rec.LastAlloc = t, nonce
+		pre, rec := s.guard(tag, rec)
 		data, err := encodeRecord(rec, raw)
 		if err != nil {
 			return Range{}, Tag{}, fmt.Errorf("alloc %q: %w", tag, err)
 		}
-		st, err := s.z.Set(ctx, s.tagPath(tag), data, version)
+		failed, err := s.z.Multi(ctx, append(pre, &zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version})...)
 		switch {
-		case err == nil && st.Czxid != inc:
-			// The tag was deleted and created again between the read and the
-			// write, and the new one reached the same version: the write
-			// landed on it. The range is lost (max_id is past it).
-			s.log.Error().Str("tag", tag).Int64("tag_incarnation", inc).Int64("now", st.Czxid).
-				Msg("segment: max_id write landed on a newer incarnation of the tag: the range is dropped; check the tag's record")
-			return Range{}, Tag{}, fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, st.Czxid)
+		case err != nil && failed >= 0 && failed < len(pre):
+			// The incarnation's marker is gone (the tag was deleted, perhaps
+			// created again) or another writer added one first: nothing was
+			// written. Read again: the incarnation check says which.
+			if gerr := s.checkIncarnation(ctx, tag, inc); gerr != nil {
+				return Range{}, Tag{}, gerr
+			}
+			continue
 		case err == nil:
 			s.log.Debug().Str("tag", tag).Stringer("range", r).Int32("version", version+1).Msg("segment: advanced max_id")
 			_ = s.see(tag, inc, r.Hi, s.ops.Add(1)) // higher than read: cannot fail
@@ -681,16 +719,22 @@ func (s *ZKStore) returnFrom(ctx context.Context, tag string, inc int64, r Range
 		if n := len(rec.Returns); n > maxReturnNonces {
 			rec.Returns = rec.Returns[n-maxReturnNonces:]
 		}
+		pre, rec := s.guard(tag, rec)
 		data, err := encodeRecord(rec, raw)
 		if err != nil {
 			return fmt.Errorf("return %v of %q: %w", r, tag, err)
 		}
-		_, err = s.z.Multi(ctx,
+		failed, err := s.z.Multi(ctx, append(pre,
 			&zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version},
-			&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r, inc), Acl: s.acl, Flags: zk.FlagPersistent})
+			&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r, inc), Acl: s.acl, Flags: zk.FlagPersistent})...)
 		switch {
 		case err == nil:
 			return nil
+		case failed >= 0 && failed < len(pre):
+			// Not applied: the incarnation's marker is gone, or another
+			// writer added one first. Read again (the incarnation check
+			// there puts nothing into another incarnation).
+			continue
 		case errors.Is(err, zk.ErrBadVersion):
 			continue // not applied (a multi is atomic): the record moved on
 		case errors.Is(err, zk.ErrNodeExists):
@@ -866,12 +910,15 @@ func (s *ZKStore) SetMax(ctx context.Context, tag string, n int64) (was int64, e
 		}
 		was = rec.MaxID
 		rec.MaxID = n
+		pre, rec := s.guard(tag, rec)
 		data, err := encodeRecord(rec, raw)
 		if err != nil {
 			return was, fmt.Errorf("set max_id of %q: %w", tag, err)
 		}
-		_, err = s.z.Set(ctx, s.tagPath(tag), data, version)
+		failed, err := s.z.Multi(ctx, append(pre, &zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version})...)
 		switch {
+		case err != nil && failed >= 0 && failed < len(pre):
+			continue // the tag was deleted and created again, or marked meanwhile: look again
 		case err == nil:
 			_ = s.see(tag, rec.Incarnation, n, s.ops.Add(1))
 			return was, nil
