@@ -56,8 +56,10 @@ type claimed struct {
 	node     *foreverNode // as written by the claim (version and data)
 	session  int64
 	recycled bool
-	// prevKey and prevAddr name the holder whose fence node.data.PrevFence is.
+	// prevKey and prevAddr name the holder whose fence node.data.PrevFence
+	// is; prevStopped: it stopped cleanly (its fence is its last ID's time).
 	prevKey, prevAddr string
+	prevStopped       bool
 }
 
 func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) {
@@ -112,7 +114,7 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 		c.mu.Unlock()
 		id := Identity{
 			WorkerID: n.workerID, PrevFence: n.data.PrevFence, ZKFence: n.data.Fence, Token: token, PrevToken: n.data.PrevToken,
-			Incarnation: inc, Path: n.path, Recycled: cl.recycled, PrevNodeKey: cl.prevKey, PrevAddr: cl.prevAddr,
+			Incarnation: inc, Path: n.path, Recycled: cl.recycled, PrevNodeKey: cl.prevKey, PrevAddr: cl.prevAddr, PrevStopped: cl.prevStopped,
 		}
 		if cl.session != 0 {
 			id.Session = sessionHex(cl.session)
@@ -171,7 +173,7 @@ func (c *Coordinator) claimOwn(ctx context.Context, z zkclient.Client, node *for
 	c.setProgress(fmt.Sprintf("claiming worker ID %d for node key %q", node.workerID, c.cfg.NodeKey))
 	cl := claimed{node: &written, session: sess}
 	if node.data.Token != token {
-		cl.prevKey, cl.prevAddr = node.data.NodeKey, node.data.Addr
+		cl.prevKey, cl.prevAddr, cl.prevStopped = node.data.NodeKey, node.data.Addr, node.data.Stopped
 	}
 	return cl, nil
 }
@@ -677,7 +679,7 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 			node.version, node.data, node.workerID = me.version+1, mine, w
 			c.log.Warn().Int64("worker_id", w).Strs("from", from).Int64("prev_fence", mine.PrevFence).Str("forever", me.path).
 				Msg("took over a recycled worker ID (its previous owner held no lease and had not renewed for longer than recycle-after, or was retired); issuing only after its fence")
-			return claimed{node: &node, session: st.EphemeralOwner, recycled: true, prevKey: prevHolder.NodeKey, prevAddr: prevHolder.Addr}, nil
+			return claimed{node: &node, session: st.EphemeralOwner, recycled: true, prevKey: prevHolder.NodeKey, prevAddr: prevHolder.Addr, prevStopped: prevHolder.Stopped}, nil
 		}
 		switch {
 		case zkclient.Transient(err):

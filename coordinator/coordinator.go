@@ -99,6 +99,9 @@ type Identity struct {
 	// PrevFence (this node key itself, an earlier process of it, unless
 	// Recycled); "" when unknown.
 	PrevNodeKey, PrevAddr string
+	// PrevStopped: that holder stopped cleanly, so its fence is the time of
+	// its last ID, not a lease fence up to --zk-fence-ahead ahead of it.
+	PrevStopped bool
 }
 
 // Peer is a live node found under alive/.

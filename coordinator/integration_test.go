@@ -136,6 +136,12 @@ func TestIntegration_RestartAfterCloseKeepsIDAndExactFence(t *testing.T) {
 	if id2.WorkerID != id1.WorkerID || id2.Path != id1.Path || id2.PrevFence != last || id2.Recycled {
 		t.Fatalf("after restart %+v, want worker %d path %s fence %d", id2, id1.WorkerID, id1.Path, last)
 	}
+	// The fence it starts after is a clean stop's (the time of the last
+	// ID), which the node waits for only --max-start-wait before it blames
+	// its clock.
+	if !id2.PrevStopped || id2.PrevNodeKey != cfg.NodeKey {
+		t.Errorf("after a clean stop the claim says PrevStopped %v, PrevNodeKey %q; want true, %q", id2.PrevStopped, id2.PrevNodeKey, cfg.NodeKey)
+	}
 	names, _, err := raw.Children("/snowflaked/test/forever")
 	if err != nil || len(names) != 1 {
 		t.Fatalf("forever children %v, %v: want exactly one", names, err)

@@ -45,7 +45,8 @@ type PrevHolder struct {
 	Token   string // its instance token ("" for a holder from before tokens)
 	FenceMs int64  // its ZooKeeper fence (Unix ms)
 	// ZKFenceAhead is --zk-fence-ahead: how far ahead of its clock a
-	// holder's fence can be.
+	// holder's fence can be (0 for a holder that stopped cleanly, whose
+	// fence is the time of its last ID).
 	ZKFenceAhead time.Duration
 }
 

@@ -119,8 +119,15 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 	if !(matches && fromCache) && e.Fence > 0 {
 		// The start fence is the previous holder's ZooKeeper fence, which
 		// says nothing about this clock: waiting for it is normal.
+		// A holder that stopped cleanly wrote the time of its last ID: a
+		// correct clock is past it within --max-start-wait, so a longer
+		// wait is this clock's fault (clock_behind_fence), not the holder's.
+		ahead := cfg.ZKFenceAhead
+		if zid.PrevStopped {
+			ahead = 0
+		}
 		id.prevHolder = &fencing.PrevHolder{NodeKey: zid.PrevNodeKey, Addr: zid.PrevAddr, Token: zid.PrevToken,
-			FenceMs: e.Fence, ZKFenceAhead: cfg.ZKFenceAhead}
+			FenceMs: e.Fence, ZKFenceAhead: ahead}
 	}
 	return id, nil
 }
