@@ -84,15 +84,17 @@ func (d clusterData) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// decodeCluster reads the cluster znode's data, either shape. A format
-// newer than this release's, or a required feature it does not know,
-// gives an error wrapping ErrUnknownFeature (with the data decoded as far
-// as it could be).
+// decodeCluster reads the cluster znode's data, either shape. Its header
+// (format, required features, incarnation) is zkclient's to read, before
+// anything else: a format newer than this release's, or a required
+// feature it does not know, gives an error wrapping ErrUnknownFeature.
 func decodeCluster(b []byte) (clusterData, error) {
 	var d clusterData
+	h, err := zkclient.DecodeClusterHeader(b)
+	if err != nil {
+		return d, err
+	}
 	var extra struct {
-		Format         int             `json:"format"`
-		Requires       []string        `json:"requires"`
 		Layout         json.RawMessage `json:"layout"`
 		RecycleAfterMs int64           `json:"recycle_after_ms"`
 		WorkerIDRange  string          `json:"worker_id_range"`
@@ -100,17 +102,11 @@ func decodeCluster(b []byte) (clusterData, error) {
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return d, err
 	}
-	switch {
-	case extra.Format == 0, extra.Format == 1: // the flat shape (format 1 when written out)
-		if err := json.Unmarshal(b, &d.Layout); err != nil {
-			return d, err
-		}
-	case extra.Format == clusterFormat:
-		if err := json.Unmarshal(extra.Layout, &d.Layout); err != nil {
-			return d, err
-		}
-	default:
-		_, err := zkclient.DecodeClusterHeader(b)
+	layout := b // the flat shape: the layout's fields at the top
+	if h.Format == clusterFormat {
+		layout = extra.Layout
+	}
+	if err := json.Unmarshal(layout, &d.Layout); err != nil {
 		return d, err
 	}
 	if extra.RecycleAfterMs < 0 {
@@ -123,14 +119,8 @@ func decodeCluster(b []byte) (clusterData, error) {
 	if err != nil {
 		return d, err
 	}
-	d.WorkerIDs = r
-	d.RecycleAfterMs = extra.RecycleAfterMs
-	d.Requires = normFeatures(extra.Requires)
-	h, err := zkclient.DecodeClusterHeader(b)
-	d.Incarnation = h.Incarnation
-	if err != nil {
-		return d, err
-	}
+	d.WorkerIDs, d.RecycleAfterMs = r, extra.RecycleAfterMs
+	d.Requires, d.Incarnation = h.Requires, h.Incarnation
 	return d, nil
 }
 
