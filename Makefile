@@ -33,6 +33,8 @@ test: deps
 	SIM_SEEDS=1000 $(GO) test -count=1 -run 'TestSimulation_Segments' ./node/
 	SIM_SEEDS=200 $(GO) test -count=1 -run 'TestSimulation_Snowflake$$|TestSimulation_SnowflakeCatches' ./node/
 	SIM_SEEDS=25 $(GO) test -count=1 -run 'TestSimulation_SnowflakeBorrow$$' ./node/
+	# The mutation table (docs/testing.md): each safety rule broken in turn (-tags mutation), caught by a simulation above.
+	$(GO) test -count=1 -tags mutation -run 'TestMutation' ./internal/mutation/ ./node/
 	# Allocation tests skip themselves under -race (sync.Pool drops items there): run them without it.
 	$(GO) test -count=1 -run 'Alloc' ./server/ ./internal/metrics/ ./node/
 	# -count=1: a new random schedule every run, and the summary below is this run's (never a cached result).

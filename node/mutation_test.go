@@ -1,0 +1,150 @@
+//go:build mutation
+
+package node
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+)
+
+// The mutation table: each row breaks one safety rule of docs/fencing.md or
+// docs/segments.md (a mutation.Name, asked by the shipped code where the
+// rule lives) and names the simulation of make test that catches it, the
+// seed it is caught at and what the failure says. docs/testing.md carries
+// the same table; TestMutationTableDocumented keeps the two equal.
+//
+// Run one row: go test -tags mutation -run 'TestMutations/<name>' ./node/
+// (SIM_SEED=N runs the row's simulation at another seed).
+
+// mutationSim is a simulation make test runs, by name: how to run one seed
+// of it and how many seeds make test runs.
+type mutationSim struct {
+	run   func(t *testing.T, seed uint64) error
+	seeds uint64
+}
+
+// mutationSims are the simulations a row may name.
+var mutationSims = map[string]mutationSim{
+	"TestSimulation_Snowflake": {func(t *testing.T, seed uint64) error {
+		_, err := runSnowSim(t, seed, 300, snowMixed)
+		return err
+	}, 200},
+	"TestSimulation_SnowflakeBorrow": {func(t *testing.T, seed uint64) error {
+		_, err := runSnowSim(t, seed, 300, snowBorrow)
+		return err
+	}, 25},
+	"TestSimulation_Segments": {func(t *testing.T, seed uint64) error {
+		return runSegmentSim(t, seed, 300, defectNone)
+	}, 1000},
+	"TestSimulation_SegmentsOpaque": {func(t *testing.T, seed uint64) error {
+		return runSegmentSim(t, seed, 300, defectOpaque)
+	}, 200},
+	"TestSimulation_SegmentsTagRecreated": {func(t *testing.T, seed uint64) error {
+		return runSegmentSim(t, seed, 300, defectRecreate)
+	}, 200},
+}
+
+// mutationRow is one row of the table.
+type mutationRow struct {
+	name mutation.Name
+	rule string // the rule's label in docs/fencing.md or docs/segments.md
+	sim  string // a key of mutationSims
+	seed uint64 // the seed that catches it
+	want string // regexp: what the simulation's failure says
+}
+
+var mutationTable = []mutationRow{}
+
+// TestMutations breaks each rule of the table in turn and expects the
+// simulation to fail at the table's seed. A row whose seed no longer
+// catches it (the simulation changed) is searched over the seeds make test
+// runs: caught there, the test fails naming the seed to put in the table;
+// caught nowhere, the rule is not defended by make test's simulations.
+func TestMutations(t *testing.T) {
+	if testsupport.RaceEnabled {
+		t.Skip("the simulations run without -race in make test")
+	}
+	for _, row := range mutationTable {
+		t.Run(string(row.name), func(t *testing.T) {
+			sim, ok := mutationSims[row.sim]
+			if !ok {
+				t.Fatalf("row names no simulation make test runs: %q", row.sim)
+			}
+			if row.seed < 1 || row.seed > sim.seeds {
+				t.Fatalf("seed %d is not among the %d seeds make test runs of %s", row.seed, sim.seeds, row.sim)
+			}
+			want := regexp.MustCompile(row.want)
+			restore := mutation.Set(row.name)
+			t.Cleanup(restore)
+			seed := row.seed
+			if s := os.Getenv("SIM_SEED"); s != "" {
+				v, err := strconv.ParseUint(s, 10, 64)
+				if err != nil {
+					t.Fatalf("SIM_SEED=%q: %v", s, err)
+				}
+				seed = v
+			}
+			err := sim.run(t, seed)
+			if err != nil && want.MatchString(err.Error()) {
+				t.Logf("%s caught at seed %d, %s", row.name, seed, firstLine(err))
+				return
+			}
+			if err != nil {
+				t.Fatalf("seed %d: the simulation failed, but not as %q: %v", seed, row.want, err)
+			}
+			if os.Getenv("SIM_SEED") != "" {
+				t.Fatalf("seed %d did not catch %s", seed, row.name)
+			}
+			for s := uint64(1); s <= sim.seeds; s++ {
+				if s == row.seed {
+					continue
+				}
+				if err := sim.run(t, s); err != nil && want.MatchString(err.Error()) {
+					t.Fatalf("the table's seed %d no longer catches %s; seed %d does (%s): put it in the table and in docs/testing.md",
+						row.seed, row.name, s, firstLine(err))
+				}
+			}
+			t.Fatalf("none of the %d seeds make test runs of %s catches %s: the rule is not defended", sim.seeds, row.sim, row.name)
+		})
+	}
+}
+
+// TestMutationTableDocumented: docs/testing.md has a row for each mutation
+// of the table, with its name, rule, simulation and seed, and no other.
+func TestMutationTableDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/testing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if m := regexp.MustCompile("^\\| `([a-z0-9-]+)` \\|").FindStringSubmatch(line); m != nil {
+			rows[m[1]] = line
+		}
+	}
+	for _, row := range mutationTable {
+		line, ok := rows[string(row.name)]
+		if !ok {
+			t.Errorf("docs/testing.md has no row for mutation %q", row.name)
+			continue
+		}
+		delete(rows, string(row.name))
+		for _, want := range []string{"| " + row.rule + " |", "`" + row.sim + "`", fmt.Sprintf("| %d |", row.seed)} {
+			if !strings.Contains(line, want) {
+				t.Errorf("docs/testing.md's row for %q lacks %q: %s", row.name, want, line)
+			}
+		}
+	}
+	for name := range rows {
+		t.Errorf("docs/testing.md lists mutation %q, which the table does not have", name)
+	}
+}
+
+func firstLine(err error) string { return strings.SplitN(err.Error(), "\n", 2)[0] }
