@@ -150,9 +150,9 @@ func evString(ev zk.Event) string {
 }
 
 // events records c's callback events since the last mark and moves the
-// mark. Failed connection attempts (Connecting, then Disconnected or a
-// Connected without a session before Disconnected) depend on timing and are
-// left out.
+// mark. Failed connection attempts (Connecting, then another Connecting,
+// or Disconnected, or a Connected without a session before Disconnected)
+// depend on timing and are left out.
 func (r *recorder) events(label string, c *client) {
 	c.mu.Lock()
 	evs := slices.Clone(c.evs[c.mark:])
@@ -162,6 +162,9 @@ func (r *recorder) events(label string, c *client) {
 	for i := 0; i < len(evs); i++ {
 		if evs[i].Type == zk.EventSession && evs[i].State == zk.StateConnecting {
 			j := i + 1
+			if j < len(evs) && evs[j].Type == zk.EventSession && evs[j].State == zk.StateConnecting {
+				continue // a server that did not answer
+			}
 			if j < len(evs) && evs[j].Type == zk.EventSession && evs[j].State == zk.StateConnected {
 				j++
 			}
@@ -315,6 +318,8 @@ func diffScript(t *testing.T, w world, r *recorder) {
 		r.add(fmt.Sprintf("delete invalid %q", p), "%s", errString(err))
 	}
 	create("create sequential with trailing slash", a, root+"/d/", "", zk.FlagSequence)
+	multi("multi create invalid path", a, &zk.CreateRequest{Path: root + "//x", Acl: zk.WorldACL(zk.PermAll)})
+	multi("multi set invalid path", a, &zk.SetDataRequest{Path: root + "/", Version: -1})
 
 	// Multi: success, then each kind of failure.
 	create("create multi dir", a, root+"/m", "", zk.FlagPersistent)
@@ -441,23 +446,39 @@ func diffScript(t *testing.T, w world, r *recorder) {
 	get("d's new ephemeral", b, root+"/de")
 	d.conn.Close()
 
-	// A connection lost and regained within the session timeout.
+	a.conn.Close()
+	b.conn.Close()
+	cutScript(t, w, r)
+}
+
+// cutScript is the part of the script where a connection is lost and
+// regained within the session timeout: the session and its ephemerals and
+// watches survive.
+func cutScript(t *testing.T, w world, r *recorder) {
+	const root = "/zkcut"
+	b := w.connect(t, "b", diffTimeout)
+	_, err := b.conn.Create(root, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll))
+	r.add("create cut root", "%s", errString(err))
 	e := w.connect(t, "e", diffTimeout)
 	r.events("e connect events", e)
-	before = e.conn.SessionID()
-	create("e creates ephemeral", e, root+"/ee", "", zk.FlagEphemeral)
+	before := e.conn.SessionID()
+	got, err := e.conn.Create(root+"/ee", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+	r.add("e creates ephemeral", "%q %s", got, errString(err))
 	_, _, ech, _ := e.conn.ExistsW(root + "/ee")
 	w.cut(t, e, time.Second)
 	r.events("e events around a lost connection", e)
 	r.add("e session after reconnect", "same=%v", e.conn.SessionID() == before)
 	r.add("e state after reconnect", "%v", e.conn.State())
-	exists("e's ephemeral after reconnect", e, root+"/ee")
+	ok, st, err := e.conn.Exists(root + "/ee")
+	r.add("e's ephemeral after reconnect", "%v stat=%s %s", ok, r.stat(st), errString(err))
 	r.quiet("e's watch after reconnect", ech)
-	set("e sets its ephemeral", b, root+"/ee", "x", -1)
+	if !poll(func() bool { return b.conn.State() == zk.StateHasSession }) {
+		t.Fatalf("client b: no session within %v", waitLimit)
+	}
+	st, err = b.conn.Set(root+"/ee", []byte("x"), -1)
+	r.add("b sets e's ephemeral", "stat=%s %s", r.stat(st), errString(err))
 	r.watch("e's watch fires after reconnect", ech)
 	e.conn.Close()
-
-	a.conn.Close()
 	b.conn.Close()
 }
 
@@ -524,6 +545,54 @@ func (w *realWorld) hold(t *testing.T, c *client) {
 // memWorld is zkmem.
 type memWorld struct {
 	srv *zkmem.Server
+}
+
+// ensembleWorld is a 3-server ensemble whose leader dies: each client
+// connects to every server.
+type ensembleWorld struct {
+	zk *zkharness.Cluster
+}
+
+func (w *ensembleWorld) connect(t *testing.T, name string, timeout time.Duration) *client {
+	t.Helper()
+	c := &client{name: name}
+	conn, err := zkconn.Dial(strings.Split(w.zk.ConnectString(), ","), zkconn.Options{SessionTimeout: timeout, OnEvent: c.onEvent, Logger: quietLogger{}})
+	if err != nil {
+		t.Fatalf("connect %s: %v", name, err)
+	}
+	t.Cleanup(conn.Close)
+	c.conn = conn
+	if !c.waitEvent(isSession(zk.StateHasSession)) {
+		t.Fatalf("client %s: no session within %v", name, waitLimit)
+	}
+	return c
+}
+
+// cut kills the leader: every client loses its connection (a follower
+// drops its clients when it loses the leader) until a new leader serves.
+func (w *ensembleWorld) cut(t *testing.T, c *client, _ time.Duration) {
+	t.Helper()
+	leader, err := w.zk.Leader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if !c.waitEvent(isSession(zk.StateDisconnected)) {
+		t.Fatalf("client %s: still connected %v after the leader died", c.name, waitLimit)
+	}
+	if !c.waitEvent(isSession(zk.StateHasSession)) {
+		t.Fatalf("client %s: no session within %v after the leader died", c.name, waitLimit)
+	}
+}
+
+func (w *ensembleWorld) expire(t *testing.T, _ *client, _ string) {
+	t.Fatal("ensembleWorld: not used for expiry")
+}
+
+func (w *ensembleWorld) hold(t *testing.T, _ *client) {
+	t.Fatal("ensembleWorld: not used for hold")
 }
 
 func (w *memWorld) connect(t *testing.T, name string, timeout time.Duration) *client {
@@ -615,6 +684,25 @@ func TestIntegration_ZkmemMatchesZooKeeper(t *testing.T) {
 	}
 	diffs, report := compare(real.obs, mem.obs, allowedDiffs)
 	t.Logf("%d observations, %d differ (allowed: %d)", len(real.obs), diffs, len(allowedDiffs))
+	if report != "" {
+		t.Errorf("zkmem differs from ZooKeeper (- zookeeper, + zkmem):\n%s", report)
+	}
+}
+
+// TestIntegration_ZkmemMatchesZooKeeperLeaderLoss runs the part of the
+// script where a connection is lost and regained against a 3-server
+// ensemble whose leader dies, and against zkmem.
+func TestIntegration_ZkmemMatchesZooKeeperLeaderLoss(t *testing.T) {
+	t.Parallel()
+	cluster := zkharness.StartEnsemble(t, 3)
+	real, mem := newRecorder(), newRecorder()
+	t.Run("zookeeper", func(t *testing.T) { cutScript(t, &ensembleWorld{zk: cluster}, real) })
+	t.Run("zkmem", func(t *testing.T) { cutScript(t, &memWorld{srv: zkmem.New()}, mem) })
+	if t.Failed() {
+		return
+	}
+	diffs, report := compare(real.obs, mem.obs, nil)
+	t.Logf("%d observations, %d differ", len(real.obs), diffs)
 	if report != "" {
 		t.Errorf("zkmem differs from ZooKeeper (- zookeeper, + zkmem):\n%s", report)
 	}

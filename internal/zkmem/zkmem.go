@@ -396,11 +396,13 @@ func (t *tree) create(p string, data []byte, flags int32, owner int64) (string, 
 	if flags&^(zk.FlagEphemeral|zk.FlagSequence) != 0 {
 		return "", zk.ErrBadArguments
 	}
-	sequential := flags&zk.FlagSequence != 0
-	if err := checkPath(p, sequential); err != nil || p == "/" {
-		return "", zk.ErrBadArguments // the server's answer to a path the client let through
+	// The server checks a path the client let through (a multi's) in
+	// ZooKeeper's order: the parent, then the whole path.
+	slash := strings.LastIndexByte(p, '/')
+	if slash < 0 || strings.IndexByte(p, 0) >= 0 {
+		return "", zk.ErrBadArguments
 	}
-	parentPath := p[:strings.LastIndexByte(p, '/')]
+	parentPath := p[:slash]
 	if parentPath == "" {
 		parentPath = "/"
 	}
@@ -408,14 +410,17 @@ func (t *tree) create(p string, data []byte, flags int32, owner int64) (string, 
 	if parent == nil {
 		return "", zk.ErrNoNode
 	}
-	if parent.owner != 0 {
-		return "", zk.ErrNoChildrenForEphemerals
-	}
-	if sequential {
+	if flags&zk.FlagSequence != 0 {
 		p = fmt.Sprintf("%s%010d", p, parent.seq)
+	}
+	if checkPath(p, false) != nil {
+		return "", zk.ErrBadArguments
 	}
 	if t.node(p) != nil {
 		return "", zk.ErrNodeExists
+	}
+	if parent.owner != 0 {
+		return "", zk.ErrNoChildrenForEphemerals
 	}
 	zxid := t.nextZxid()
 	n := &znode{data: slices.Clone(data), czxid: zxid, mzxid: zxid, pzxid: zxid, children: map[string]uint64{}}
@@ -438,6 +443,9 @@ func (t *tree) create(p string, data []byte, flags int32, owner int64) (string, 
 }
 
 func (t *tree) set(p string, data []byte, version int32) (*zk.Stat, error) {
+	if checkPath(p, false) != nil {
+		return nil, zk.ErrBadArguments
+	}
 	n := t.node(p)
 	if n == nil {
 		return nil, zk.ErrNoNode
@@ -454,6 +462,9 @@ func (t *tree) set(p string, data []byte, version int32) (*zk.Stat, error) {
 }
 
 func (t *tree) delete(p string, version int32) error {
+	if strings.IndexByte(p, 0) >= 0 {
+		return zk.ErrBadArguments
+	}
 	n := t.node(p)
 	if n == nil || p == "/" {
 		return zk.ErrNoNode
@@ -477,6 +488,9 @@ func (t *tree) delete(p string, version int32) error {
 }
 
 func (t *tree) check(p string, version int32) error {
+	if checkPath(p, false) != nil {
+		return zk.ErrBadArguments
+	}
 	n := t.node(p)
 	if n == nil {
 		return zk.ErrNoNode
