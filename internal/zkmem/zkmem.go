@@ -6,14 +6,30 @@
 // applied whose answer is lost, an answer delayed or held until the
 // connection closes, a session expired by the server.
 //
+// It answers as ZooKeeper 3.8 behind go-zookeeper v1.0.4 does, which
+// differential_test.go checks against a real server: sequential suffixes
+// count the children created (the parent's cversion counts deletes too), a
+// multi is one zxid, failed reads and sets return a zero Stat, paths are
+// checked as go-zookeeper checks them (and a multi's as the server does),
+// children come in the server's HashSet order, a watch event comes in
+// zk.StateSyncConnected, once per client, to the event callback too, and
+// its channel closes after it; Close ends watches with zk.ErrClosing and
+// every later call fails with zk.ErrConnectionClosed; session events are
+// go-zookeeper's (Connecting, Connected, HasSession at connect and
+// reconnect; Disconnected, Connecting, Connected, Expired, Disconnected,
+// Connecting, Connected, HasSession around an expiry, when the watches of
+// the old session end with zk.ErrSessionExpired).
+//
 // Like ZooKeeper and go-zookeeper, one connection's requests are processed
 // in the order they were sent, and a request made while the connection is
 // down waits for the reconnect and goes out then (its caller may have given
 // up: it is applied all the same).
 //
-// What it does not model: more than one server (sync is a no-op and no read
-// is ever stale), ACLs (accepted, not enforced), the server's clamping of
-// the session timeout (the timeout asked for is granted).
+// What it does not model (docs/testing.md, "How faithful the in-memory
+// ZooKeeper is"): more than one server (sync is a no-op and no read is ever
+// stale), ACLs (accepted, not enforced), the server's clamping of the
+// session timeout (the timeout asked for is granted), go-zookeeper failing
+// a request queued while disconnected with zk.ErrNoServer, Ctime and Mtime.
 //
 // Every timer is the time package's: inside a testing/synctest bubble the
 // whole server runs in virtual time.
