@@ -135,7 +135,9 @@ type Server struct {
 
 // unlock releases mu, then makes the deliveries queued while it was held
 // (events to callbacks and watch channels), in the order they were queued,
-// as go-zookeeper delivers them from its one receiving goroutine.
+// as go-zookeeper delivers them from its one receiving goroutine. An event
+// callback must not block (zkconn.Options): it must not call the Conn
+// either, which may wait for mu meanwhile.
 func (s *Server) unlock() {
 	out := s.outbox
 	s.outbox = nil
