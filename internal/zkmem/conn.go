@@ -26,8 +26,14 @@ type Conn struct {
 	gen     int64 // counts connections: a request held across a break is not applied
 	closed  bool
 	downAt  time.Time
-	tail    chan struct{} // closed once the last request sent is processed
-	up      chan struct{} // while disconnected: closed at the reconnect
+	tail    chan struct{}  // closed once the last request sent is processed
+	up      chan struct{}  // while disconnected: closed at the reconnect
+	dropped []droppedWatch // watches of an ended session the client has not ended yet
+}
+
+type droppedWatch struct {
+	w   *watch
+	key watchKey
 }
 
 var _ zkconn.Conn = (*Conn)(nil)
@@ -63,10 +69,34 @@ func (c *Conn) expireLocked() {
 	s.dropWatchesLocked(c)
 }
 
-func (c *Conn) emit(st zk.State) {
-	if c.onEvent != nil {
-		c.onEvent(zk.Event{Type: zk.EventSession, State: st})
+// emitLocked queues session events for c's callback.
+func (c *Conn) emitLocked(states ...zk.State) {
+	if c.onEvent == nil {
+		return
 	}
+	for _, st := range states {
+		ev := zk.Event{Type: zk.EventSession, State: st}
+		c.srv.outbox = append(c.srv.outbox, func() { c.onEvent(ev) })
+	}
+}
+
+// invalidateLocked ends the watches of c's ended session as go-zookeeper
+// does once it learns why: a zk.EventNotWatching with err, to the callback
+// and the channel, which then closes.
+func (c *Conn) invalidateLocked(err error) {
+	c.srv.dropWatchesLocked(c) // the server may not know yet (a close)
+	var keys []watchKey        // one event per path and kind, to each of its watches
+	byKey := map[watchKey][]*watch{}
+	for _, d := range c.dropped {
+		if byKey[d.key] == nil {
+			keys = append(keys, d.key)
+		}
+		byKey[d.key] = append(byKey[d.key], d.w)
+	}
+	for _, k := range keys {
+		c.sendLocked(zk.Event{Type: zk.EventNotWatching, State: zk.StateDisconnected, Path: k.path, Err: err}, byKey[k]...)
+	}
+	c.dropped = nil
 }
 
 // breakLocked takes the connection down for d; the session expires on the
@@ -84,23 +114,24 @@ func (c *Conn) breakLocked(d time.Duration) func() {
 	gen := c.gen
 	c.downAt = time.Now()
 	c.up = make(chan struct{})
+	c.emitLocked(zk.StateDisconnected)
 	return func() {
-		c.emit(zk.StateDisconnected)
 		if d >= c.timeout {
 			time.AfterFunc(c.timeout, func() {
 				c.srv.mu.Lock()
 				if c.gen == gen && !c.closed {
 					c.expireLocked()
 				}
-				c.srv.mu.Unlock()
+				c.srv.unlock()
 			})
 		}
 		time.AfterFunc(d, func() { c.reconnect(gen) })
 	}
 }
 
-// reconnect ends the break numbered gen: the old session when it lives,
-// else (after zk.StateExpired) a new one.
+// reconnect ends the break numbered gen with go-zookeeper's events: the
+// old session when it lives, else the expiry (its watches end), a new
+// connection and a new session.
 func (c *Conn) reconnect(gen int64) {
 	s := c.srv
 	s.mu.Lock()
@@ -108,57 +139,64 @@ func (c *Conn) reconnect(gen int64) {
 		s.mu.Unlock()
 		return
 	}
-	expired := s.sessions[c.session] != c
-	if expired {
+	c.emitLocked(zk.StateConnecting, zk.StateConnected)
+	if s.sessions[c.session] != c {
+		c.emitLocked(zk.StateExpired)
+		c.invalidateLocked(zk.ErrSessionExpired)
+		c.emitLocked(zk.StateDisconnected, zk.StateConnecting, zk.StateConnected)
 		c.newSessionLocked()
 	} else {
 		c.state = zk.StateHasSession
 		c.gen++
 	}
+	c.emitLocked(zk.StateHasSession)
 	if c.up != nil {
 		close(c.up) // requests made while disconnected go out now
 		c.up = nil
 	}
-	s.mu.Unlock()
-	if expired {
-		c.emit(zk.StateExpired)
-	}
-	c.emit(zk.StateHasSession)
+	s.unlock()
 }
 
 // Vanish is a kill -9 of the client's process: the client answers nothing
-// more (every call fails with zk.ErrClosing, held requests are never
-// applied), and the server expires its session after the session timeout.
+// more (every call fails with zk.ErrConnectionClosed, held requests are
+// never applied, its watches end as at a close), and the server expires
+// its session after the session timeout.
 func (c *Conn) Vanish() {
-	if c.end() {
+	if c.end(false) {
 		time.AfterFunc(c.timeout, func() {
 			c.srv.mu.Lock()
 			c.expireLocked()
-			c.srv.mu.Unlock()
+			c.srv.unlock()
 		})
 	}
 }
 
-// Close ends the session at once (a clean close).
+// Close ends the session at once (a clean close). As go-zookeeper's, the
+// client then reports zk.StateDisconnected, ends its watches with
+// zk.ErrClosing, and fails every call with zk.ErrConnectionClosed.
 func (c *Conn) Close() {
-	if c.end() {
-		c.srv.mu.Lock()
-		c.expireLocked()
-		c.srv.mu.Unlock()
-	}
+	c.end(true)
 }
 
-// end closes the client to its caller; it reports false when it was closed
-// already.
-func (c *Conn) end() bool {
+// end closes the client to its caller, and when clean ends the session on
+// the server; it reports false when it was closed already.
+func (c *Conn) end(clean bool) bool {
 	c.srv.mu.Lock()
-	defer c.srv.mu.Unlock()
 	if c.closed {
+		c.srv.mu.Unlock()
 		return false
 	}
 	c.closed = true
 	c.gen++
 	close(c.gone)
+	if clean {
+		c.expireLocked()
+	}
+	if c.state == zk.StateHasSession {
+		c.emitLocked(zk.StateDisconnected)
+	}
+	c.invalidateLocked(zk.ErrClosing)
+	c.srv.unlock()
 	return true
 }
 
@@ -187,7 +225,7 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 	s.mu.Lock()
 	if c.closed {
 		s.mu.Unlock()
-		return zk.ErrClosing
+		return zk.ErrConnectionClosed
 	}
 	// One connection's requests are processed in the order they were sent
 	// (ZooKeeper's FIFO client order): this one waits for the one before
@@ -206,15 +244,15 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 			return zk.ErrConnectionClosed
 		}
 		if prev != nil && !await(prev, c.gone) {
-			return zk.ErrClosing
+			return zk.ErrConnectionClosed
 		}
 		if !await(up, c.gone) {
-			return zk.ErrClosing
+			return zk.ErrConnectionClosed
 		}
 		s.mu.Lock()
 		if c.closed {
 			s.mu.Unlock()
-			return zk.ErrClosing
+			return zk.ErrConnectionClosed
 		}
 	}
 	s.requests++
@@ -228,16 +266,16 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 		t := time.NewTimer(f.Delay)
 		defer t.Stop()
 		if !await(t.C, c.gone) {
-			return zk.ErrClosing
+			return zk.ErrConnectionClosed
 		}
 	}
 	if prev != nil && !await(prev, c.gone) {
-		return zk.ErrClosing
+		return zk.ErrConnectionClosed
 	}
 	s.mu.Lock()
 	if c.closed {
 		s.mu.Unlock()
-		return zk.ErrClosing
+		return zk.ErrConnectionClosed
 	}
 	if c.gen != gen {
 		s.mu.Unlock()
@@ -245,19 +283,31 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 	}
 	if f.Kind == Drop {
 		after := c.breakLocked(f.Down)
-		s.mu.Unlock()
+		s.unlock()
 		after()
 		return zk.ErrConnectionClosed
 	}
 	err := apply(&tree{s: s, nodes: s.nodes})
 	if f.Kind == LoseAnswer {
 		after := c.breakLocked(f.Down)
-		s.mu.Unlock()
+		s.unlock()
 		after()
 		return zk.ErrConnectionClosed
 	}
-	s.mu.Unlock()
+	s.unlock()
 	return err
+}
+
+// statOf is the Stat go-zookeeper returns with err: none when the
+// connection closed, a zero one for the server's errors.
+func statOf(st *zk.Stat, err error) *zk.Stat {
+	switch {
+	case errors.Is(err, zk.ErrConnectionClosed):
+		return nil
+	case st == nil:
+		return &zk.Stat{}
+	}
+	return st
 }
 
 // await waits for ch, or reports false when gone closes first.
@@ -272,6 +322,9 @@ func await[T any](ch <-chan T, gone <-chan struct{}) bool {
 
 // Get reads a znode.
 func (c *Conn) Get(p string) (data []byte, st *zk.Stat, err error) {
+	if err := checkPath(p, false); err != nil {
+		return nil, nil, err
+	}
 	err = c.do("get", p, func(t *tree) error {
 		n := t.node(p)
 		if n == nil {
@@ -280,22 +333,28 @@ func (c *Conn) Get(p string) (data []byte, st *zk.Stat, err error) {
 		data, st = slices.Clone(n.data), t.s.statLocked(n)
 		return nil
 	})
-	return data, st, err
+	return data, statOf(st, err), err
 }
 
 // Exists tells whether a znode exists.
 func (c *Conn) Exists(p string) (ok bool, st *zk.Stat, err error) {
+	if err := checkPath(p, false); err != nil {
+		return false, nil, err
+	}
 	err = c.do("exists", p, func(t *tree) error {
 		if n := t.node(p); n != nil {
 			ok, st = true, t.s.statLocked(n)
 		}
 		return nil
 	})
-	return ok, st, err
+	return ok, statOf(st, err), err
 }
 
 // ExistsW is Exists with a watch on the znode's next change.
 func (c *Conn) ExistsW(p string) (ok bool, st *zk.Stat, ch <-chan zk.Event, err error) {
+	if err := checkPath(p, false); err != nil {
+		return false, nil, nil, err
+	}
 	err = c.do("exists", p, func(t *tree) error {
 		if n := t.node(p); n != nil {
 			ok, st = true, t.s.statLocked(n)
@@ -303,38 +362,53 @@ func (c *Conn) ExistsW(p string) (ok bool, st *zk.Stat, ch <-chan zk.Event, err 
 		ch = t.s.addWatchLocked(c, watchKey{p, false})
 		return nil
 	})
-	return ok, st, ch, err
+	if err != nil {
+		return false, nil, nil, err
+	}
+	return ok, statOf(st, nil), ch, nil
 }
 
-// Children lists a znode's children (sorted).
+// Children lists a znode's children in a ZooKeeper server's order.
 func (c *Conn) Children(p string) (names []string, st *zk.Stat, err error) {
+	if err := checkPath(p, false); err != nil {
+		return nil, nil, err
+	}
 	err = c.do("children", p, func(t *tree) error {
 		n := t.node(p)
 		if n == nil {
 			return zk.ErrNoNode
 		}
-		names, st = sortedKeys(n.children), t.s.statLocked(n)
+		names, st = n.hashOrder(), t.s.statLocked(n)
 		return nil
 	})
-	return names, st, err
+	return names, statOf(st, err), err
 }
 
 // ChildrenW is Children with a watch on the next change of the list.
 func (c *Conn) ChildrenW(p string) (names []string, st *zk.Stat, ch <-chan zk.Event, err error) {
+	if err := checkPath(p, false); err != nil {
+		return nil, nil, nil, err
+	}
 	err = c.do("children", p, func(t *tree) error {
 		n := t.node(p)
 		if n == nil {
 			return zk.ErrNoNode
 		}
-		names, st = sortedKeys(n.children), t.s.statLocked(n)
+		names, st = n.hashOrder(), t.s.statLocked(n)
 		ch = t.s.addWatchLocked(c, watchKey{p, true})
 		return nil
 	})
-	return names, st, ch, err
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return names, st, ch, nil
 }
 
 // Create creates a znode; ACLs are accepted and not enforced.
 func (c *Conn) Create(p string, data []byte, flags int32, _ []zk.ACL) (created string, err error) {
+	if err := checkPath(p, flags&zk.FlagSequence != 0); err != nil {
+		return "", err
+	}
 	err = c.do("create", p, func(t *tree) error {
 		var err error
 		created, err = t.create(p, data, flags, c.session)
@@ -348,6 +422,9 @@ func (c *Conn) Create(p string, data []byte, flags int32, _ []zk.ACL) (created s
 
 // Set writes a znode's data when its version matches (-1: any).
 func (c *Conn) Set(p string, data []byte, version int32) (st *zk.Stat, err error) {
+	if err := checkPath(p, false); err != nil {
+		return nil, err
+	}
 	err = c.do("set", p, func(t *tree) error {
 		var err error
 		st, err = t.set(p, data, version)
@@ -356,11 +433,14 @@ func (c *Conn) Set(p string, data []byte, version int32) (st *zk.Stat, err error
 		}
 		return err
 	})
-	return st, err
+	return statOf(st, err), err
 }
 
 // Delete removes a znode when its version matches (-1: any).
 func (c *Conn) Delete(p string, version int32) error {
+	if err := checkPath(p, false); err != nil {
+		return err
+	}
 	return c.do("delete", p, func(t *tree) error {
 		err := t.delete(p, version)
 		if err == nil {
@@ -411,7 +491,7 @@ func (c *Conn) Multi(ops ...any) (resp []zk.MultiResponse, err error) {
 		t.commitLocked()
 		return nil
 	})
-	if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrClosing) {
+	if errors.Is(err, zk.ErrConnectionClosed) {
 		resp = nil // as go-zookeeper: no answer, no responses
 	}
 	return resp, err
@@ -419,7 +499,13 @@ func (c *Conn) Multi(ops ...any) (resp []zk.MultiResponse, err error) {
 
 // Sync answers once the server caught up: at once, one server.
 func (c *Conn) Sync(p string) (string, error) {
-	return p, c.do("sync", p, func(*tree) error { return nil })
+	if err := checkPath(p, false); err != nil {
+		return "", err
+	}
+	if err := c.do("sync", p, func(*tree) error { return nil }); err != nil {
+		return "", err
+	}
+	return p, nil
 }
 
 // AddAuth is accepted; ACLs are not enforced.

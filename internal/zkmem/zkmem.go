@@ -6,27 +6,47 @@
 // applied whose answer is lost, an answer delayed or held until the
 // connection closes, a session expired by the server.
 //
+// It answers as ZooKeeper 3.8 behind go-zookeeper v1.0.4 does, which
+// differential_test.go checks against a real server: sequential suffixes
+// count the children created (the parent's cversion counts deletes too), a
+// multi is one zxid, failed reads and sets return a zero Stat, paths are
+// checked as go-zookeeper checks them (and a multi's as the server does),
+// children come in the server's HashSet order, a watch event comes in
+// zk.StateSyncConnected, once per client, to the event callback too, and
+// its channel closes after it; Close ends watches with zk.ErrClosing and
+// every later call fails with zk.ErrConnectionClosed; session events are
+// go-zookeeper's (Connecting, Connected, HasSession at connect and
+// reconnect; Disconnected, Connecting, Connected, Expired, Disconnected,
+// Connecting, Connected, HasSession around an expiry, when the watches of
+// the old session end with zk.ErrSessionExpired).
+//
 // Like ZooKeeper and go-zookeeper, one connection's requests are processed
 // in the order they were sent, and a request made while the connection is
 // down waits for the reconnect and goes out then (its caller may have given
 // up: it is applied all the same).
 //
-// What it does not model: more than one server (sync is a no-op and no read
-// is ever stale), ACLs (accepted, not enforced), the server's clamping of
-// the session timeout (the timeout asked for is granted).
+// What it does not model (docs/testing.md, "How faithful the in-memory
+// ZooKeeper is"): more than one server (sync is a no-op and no read is ever
+// stale), ACLs (accepted, not enforced), the server's clamping of the
+// session timeout (the timeout asked for is granted), go-zookeeper failing
+// a request queued while disconnected with zk.ErrNoServer, Ctime and Mtime.
 //
 // Every timer is the time package's: inside a testing/synctest bubble the
 // whole server runs in virtual time.
 package zkmem
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/go-zookeeper/zk"
 
@@ -70,8 +90,9 @@ type Request struct {
 type Injector func(Request) Fault
 
 // ErrRuntimeInconsistency is the error of a multi's ops after the one that
-// failed (ZooKeeper's ZRUNTIMEINCONSISTENCY).
-var ErrRuntimeInconsistency = errors.New("zk: runtime inconsistency (an earlier op of the multi failed)")
+// failed (ZooKeeper's ZRUNTIMEINCONSISTENCY), worded as go-zookeeper words
+// an error code it does not know.
+var ErrRuntimeInconsistency = errors.New("unknown error: -2")
 
 // DefaultDown is how long a connection stays down after a fault that does
 // not say.
@@ -85,7 +106,15 @@ type znode struct {
 	mzxid    int64
 	pzxid    int64
 	owner    int64 // ephemeral owner session, 0 when persistent
-	children map[string]struct{}
+	// children maps each child to when it was added (a stamp that grows),
+	// for ZooKeeper's listing order (see hashOrder).
+	children map[string]uint64
+	// seq counts the children ever created: the next sequential suffix
+	// (ZooKeeper's cversion counts deletes too, the suffix does not).
+	seq int32
+	// table is the capacity of the Java HashMap that holds the children on
+	// a ZooKeeper server (0 until the first child).
+	table int
 }
 
 // Server is the in-memory ZooKeeper. Its methods are safe for concurrent
@@ -99,6 +128,29 @@ type Server struct {
 	inject   Injector
 	watches  map[watchKey][]*watch
 	requests int64
+	stamp    uint64   // children's stamps
+	outbox   []func() // deliveries to clients, run by unlock in order
+	deliver  sync.Mutex
+}
+
+// unlock releases mu, then makes the deliveries queued while it was held
+// (events to callbacks and watch channels), in the order they were queued,
+// as go-zookeeper delivers them from its one receiving goroutine. An event
+// callback must not block (zkconn.Options): it must not call the Conn
+// either, which may wait for mu meanwhile.
+func (s *Server) unlock() {
+	out := s.outbox
+	s.outbox = nil
+	if len(out) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.deliver.Lock()
+	s.mu.Unlock()
+	defer s.deliver.Unlock()
+	for _, f := range out {
+		f()
+	}
 }
 
 type watchKey struct {
@@ -114,7 +166,7 @@ type watch struct {
 // New returns a server holding only "/".
 func New() *Server {
 	return &Server{
-		nodes:    map[string]*znode{"/": {children: map[string]struct{}{}}},
+		nodes:    map[string]*znode{"/": {children: map[string]uint64{}}},
 		nextSess: 0x5e55_0000,
 		sessions: map[int64]*Conn{},
 		watches:  map[watchKey][]*watch{},
@@ -149,15 +201,16 @@ func (s *Server) Connect(opt zkconn.Options) *Conn {
 	c := &Conn{srv: s, timeout: timeout, onEvent: opt.OnEvent, gone: make(chan struct{})}
 	s.mu.Lock()
 	c.newSessionLocked()
-	s.mu.Unlock()
-	c.emit(zk.StateConnected)
-	c.emit(zk.StateHasSession)
+	c.emitLocked(zk.StateConnecting, zk.StateConnected, zk.StateHasSession)
+	s.unlock()
 	return c
 }
 
-// Expire ends a session as the server would after its timeout: its
-// ephemeral znodes go and its client learns it at once (zk.StateExpired),
-// then starts a new session after DefaultDown.
+// Expire ends a session as the server does after its timeout, which it
+// can only while the client is cut off: the client's connection breaks
+// (zk.StateDisconnected), the session's ephemeral znodes go at once, and
+// after DefaultDown the client reconnects, learns of the expiry
+// (zk.StateExpired; its watches end) and starts a new session.
 func (s *Server) Expire(session int64) {
 	s.mu.Lock()
 	c := s.sessions[session]
@@ -165,16 +218,10 @@ func (s *Server) Expire(session int64) {
 		s.mu.Unlock()
 		return
 	}
+	after := c.breakLocked(DefaultDown)
 	c.expireLocked()
-	c.state = zk.StateExpired
-	c.gen++
-	gen := c.gen
-	if c.up == nil {
-		c.up = make(chan struct{})
-	}
-	s.mu.Unlock()
-	c.emit(zk.StateExpired)
-	time.AfterFunc(DefaultDown, func() { c.reconnect(gen) })
+	s.unlock()
+	after()
 }
 
 // Get returns a znode's data as the server holds it (no faults), for
@@ -201,7 +248,7 @@ func (s *Server) Children(p string) []string {
 	return sortedKeys(n.children)
 }
 
-func sortedKeys(m map[string]struct{}) []string {
+func sortedKeys(m map[string]uint64) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
@@ -215,12 +262,39 @@ func (s *Server) statLocked(n *znode) *zk.Stat {
 		EphemeralOwner: n.owner, DataLength: int32(len(n.data)), NumChildren: int32(len(n.children))}
 }
 
-// fire delivers the watches of key with event type t; called with mu held.
-func (s *Server) fireLocked(key watchKey, t zk.EventType) {
-	for _, w := range s.watches[key] {
-		w.ch <- zk.Event{Type: t, Path: key.path, State: zk.StateHasSession}
+// fire queues the delivery of event type t on path to the watches of
+// keys; called with mu held. As ZooKeeper, a client gets one event however
+// many of its watches it triggers (go-zookeeper hands it to its callback
+// once and to each of those watches' channels, which then close).
+func (s *Server) fireLocked(t zk.EventType, path string, keys ...watchKey) {
+	var conns []*Conn
+	byConn := map[*Conn][]*watch{}
+	for _, key := range keys {
+		for _, w := range s.watches[key] {
+			if byConn[w.conn] == nil {
+				conns = append(conns, w.conn)
+			}
+			byConn[w.conn] = append(byConn[w.conn], w)
+		}
+		delete(s.watches, key)
 	}
-	delete(s.watches, key)
+	for _, c := range conns {
+		c.sendLocked(zk.Event{Type: t, Path: path, State: zk.StateSyncConnected}, byConn[c]...)
+	}
+}
+
+// sendLocked queues ev for c's callback and the channels of ws, which then
+// close.
+func (c *Conn) sendLocked(ev zk.Event, ws ...*watch) {
+	c.srv.outbox = append(c.srv.outbox, func() {
+		if c.onEvent != nil {
+			c.onEvent(ev)
+		}
+		for _, w := range ws {
+			w.ch <- ev
+			close(w.ch)
+		}
+	})
 }
 
 func (s *Server) addWatchLocked(c *Conn, key watchKey) <-chan zk.Event {
@@ -229,13 +303,14 @@ func (s *Server) addWatchLocked(c *Conn, key watchKey) <-chan zk.Event {
 	return ch
 }
 
-// dropWatchesLocked ends the watches a client set (its session is gone).
+// dropWatchesLocked takes the watches a client set off the server (its
+// session is gone); the client ends them when it learns (invalidateLocked).
 func (s *Server) dropWatchesLocked(c *Conn) {
 	for key, ws := range s.watches {
 		kept := ws[:0]
 		for _, w := range ws {
 			if w.conn == c {
-				w.ch <- zk.Event{Type: zk.EventNotWatching, Path: key.path, State: zk.StateExpired, Err: zk.ErrSessionExpired}
+				c.dropped = append(c.dropped, droppedWatch{w, key})
 				continue
 			}
 			kept = append(kept, w)
@@ -248,9 +323,47 @@ func (s *Server) dropWatchesLocked(c *Conn) {
 	}
 }
 
-func checkPath(p string) error {
-	if p == "" || p[0] != '/' || (p != "/" && strings.HasSuffix(p, "/")) || strings.Contains(p, "//") {
-		return fmt.Errorf("%w: %q", zk.ErrInvalidPath, p)
+// checkPath is go-zookeeper v1.0.4's validatePath: the client refuses such
+// a path before sending anything (zk.ErrInvalidPath). A sequential
+// create's path may end in "/" (the server appends the suffix).
+func checkPath(p string, sequential bool) error {
+	if p == "" || p[0] != '/' {
+		return zk.ErrInvalidPath
+	}
+	n := len(p)
+	if n == 1 {
+		return nil
+	}
+	if !sequential && p[n-1] == '/' {
+		return zk.ErrInvalidPath
+	}
+	for i, w := 1, 0; i < n; i += w {
+		r, width := utf8.DecodeRuneInString(p[i:])
+		switch {
+		case r == '\u0000':
+			return zk.ErrInvalidPath
+		case r == '/':
+			if last, _ := utf8.DecodeLastRuneInString(p[:i]); last == '/' {
+				return zk.ErrInvalidPath
+			}
+		case r == '.':
+			last, lastWidth := utf8.DecodeLastRuneInString(p[:i])
+			if last == '.' {
+				last, _ = utf8.DecodeLastRuneInString(p[:i-lastWidth])
+			}
+			if last == '/' {
+				if i+1 == n {
+					return zk.ErrInvalidPath
+				}
+				if next, _ := utf8.DecodeRuneInString(p[i+w:]); next == '/' {
+					return zk.ErrInvalidPath
+				}
+			}
+		case r >= '\u0000' && r <= '\u001f', r >= '\u007f' && r <= '\u009f',
+			r >= '\uf000' && r <= '\uf8ff', r >= '\ufff0' && r < '\uffff':
+			return zk.ErrInvalidPath
+		}
+		w = width
 	}
 	return nil
 }
@@ -263,11 +376,23 @@ type tree struct {
 	events  []pendingEvent
 	cloned  map[string]bool
 	isMulti bool
+	zxid    int64 // a multi's one zxid, once it has one
+}
+
+// nextZxid is the zxid of the next change: a new one per request, one for
+// a whole multi (ZooKeeper commits a multi as one transaction).
+func (t *tree) nextZxid() int64 {
+	if !t.isMulti || t.zxid == 0 {
+		t.s.zxid++
+		t.zxid = t.s.zxid
+	}
+	return t.zxid
 }
 
 type pendingEvent struct {
-	key watchKey
-	t   zk.EventType
+	t    zk.EventType
+	path string
+	keys []watchKey
 }
 
 func (t *tree) node(p string) *znode { return t.nodes[p] }
@@ -279,38 +404,44 @@ func (t *tree) writable(p string) *znode {
 		return n
 	}
 	cp := *n
-	cp.children = make(map[string]struct{}, len(n.children))
-	for k := range n.children {
-		cp.children[k] = struct{}{}
-	}
+	cp.children = maps.Clone(n.children)
 	t.nodes[p] = &cp
 	t.cloned[p] = true
 	return &cp
 }
 
 func (t *tree) create(p string, data []byte, flags int32, owner int64) (string, error) {
-	if err := checkPath(p); err != nil || p == "/" {
-		return "", fmt.Errorf("%w: %q", zk.ErrInvalidPath, p)
-	}
 	if flags&^(zk.FlagEphemeral|zk.FlagSequence) != 0 {
-		return "", fmt.Errorf("%w: flags %d", zk.ErrBadArguments, flags)
+		return "", zk.ErrBadArguments
 	}
-	parentPath := path.Dir(p)
+	// The server checks a path the client let through (a multi's) in
+	// ZooKeeper's order: the parent, then the whole path.
+	slash := strings.LastIndexByte(p, '/')
+	if slash < 0 || strings.IndexByte(p, 0) >= 0 {
+		return "", zk.ErrBadArguments
+	}
+	parentPath := p[:slash]
+	if parentPath == "" {
+		parentPath = "/"
+	}
 	parent := t.node(parentPath)
 	if parent == nil {
 		return "", zk.ErrNoNode
 	}
-	if parent.owner != 0 {
-		return "", zk.ErrNoChildrenForEphemerals
-	}
 	if flags&zk.FlagSequence != 0 {
-		p = fmt.Sprintf("%s%010d", p, parent.cversion)
+		p = fmt.Sprintf("%s%010d", p, parent.seq)
+	}
+	if checkPath(p, false) != nil {
+		return "", zk.ErrBadArguments
 	}
 	if t.node(p) != nil {
 		return "", zk.ErrNodeExists
 	}
-	t.s.zxid++
-	n := &znode{data: slices.Clone(data), czxid: t.s.zxid, mzxid: t.s.zxid, pzxid: t.s.zxid, children: map[string]struct{}{}}
+	if parent.owner != 0 {
+		return "", zk.ErrNoChildrenForEphemerals
+	}
+	zxid := t.nextZxid()
+	n := &znode{data: slices.Clone(data), czxid: zxid, mzxid: zxid, pzxid: zxid, children: map[string]uint64{}}
 	if flags&zk.FlagEphemeral != 0 {
 		n.owner = owner
 	}
@@ -319,14 +450,20 @@ func (t *tree) create(p string, data []byte, flags int32, owner int64) (string, 
 		t.cloned[p] = true
 	}
 	parent = t.writable(parentPath)
-	parent.children[path.Base(p)] = struct{}{}
+	t.s.stamp++
+	parent.addChild(path.Base(p), t.s.stamp)
+	parent.seq++
 	parent.cversion++
-	parent.pzxid = t.s.zxid
-	t.events = append(t.events, pendingEvent{watchKey{p, false}, zk.EventNodeCreated}, pendingEvent{watchKey{parentPath, true}, zk.EventNodeChildrenChanged})
+	parent.pzxid = zxid
+	t.events = append(t.events, pendingEvent{zk.EventNodeCreated, p, []watchKey{{p, false}}},
+		pendingEvent{zk.EventNodeChildrenChanged, parentPath, []watchKey{{parentPath, true}}})
 	return p, nil
 }
 
 func (t *tree) set(p string, data []byte, version int32) (*zk.Stat, error) {
+	if checkPath(p, false) != nil {
+		return nil, zk.ErrBadArguments
+	}
 	n := t.node(p)
 	if n == nil {
 		return nil, zk.ErrNoNode
@@ -335,15 +472,17 @@ func (t *tree) set(p string, data []byte, version int32) (*zk.Stat, error) {
 		return nil, zk.ErrBadVersion
 	}
 	n = t.writable(p)
-	t.s.zxid++
 	n.data = slices.Clone(data)
 	n.version++
-	n.mzxid = t.s.zxid
-	t.events = append(t.events, pendingEvent{watchKey{p, false}, zk.EventNodeDataChanged})
+	n.mzxid = t.nextZxid()
+	t.events = append(t.events, pendingEvent{zk.EventNodeDataChanged, p, []watchKey{{p, false}}})
 	return t.s.statLocked(n), nil
 }
 
 func (t *tree) delete(p string, version int32) error {
+	if strings.IndexByte(p, 0) >= 0 {
+		return zk.ErrBadArguments
+	}
 	n := t.node(p)
 	if n == nil || p == "/" {
 		return zk.ErrNoNode
@@ -354,19 +493,22 @@ func (t *tree) delete(p string, version int32) error {
 	if len(n.children) > 0 {
 		return zk.ErrNotEmpty
 	}
-	t.s.zxid++
+	zxid := t.nextZxid()
 	delete(t.nodes, p)
 	parentPath := path.Dir(p)
 	parent := t.writable(parentPath)
 	delete(parent.children, path.Base(p))
 	parent.cversion++
-	parent.pzxid = t.s.zxid
-	t.events = append(t.events, pendingEvent{watchKey{p, false}, zk.EventNodeDeleted}, pendingEvent{watchKey{p, true}, zk.EventNodeDeleted},
-		pendingEvent{watchKey{parentPath, true}, zk.EventNodeChildrenChanged})
+	parent.pzxid = zxid
+	t.events = append(t.events, pendingEvent{zk.EventNodeDeleted, p, []watchKey{{p, false}, {p, true}}},
+		pendingEvent{zk.EventNodeChildrenChanged, parentPath, []watchKey{{parentPath, true}}})
 	return nil
 }
 
 func (t *tree) check(p string, version int32) error {
+	if checkPath(p, false) != nil {
+		return zk.ErrBadArguments
+	}
 	n := t.node(p)
 	if n == nil {
 		return zk.ErrNoNode
@@ -380,6 +522,61 @@ func (t *tree) check(p string, version int32) error {
 // commitLocked fires the watches of what t changed.
 func (t *tree) commitLocked() {
 	for _, e := range t.events {
-		t.s.fireLocked(e.key, e.t)
+		t.s.fireLocked(e.t, e.path, e.keys...)
 	}
+}
+
+// addChild adds a child as a ZooKeeper server's java.util.HashSet does
+// (initial capacity 8, load factor 0.75, a bucket of more than 8 names
+// doubles a table smaller than 64), so that hashOrder lists them in
+// ZooKeeper's order.
+func (n *znode) addChild(name string, stamp uint64) {
+	if n.table == 0 {
+		n.table = 8
+	}
+	if n.table < 64 {
+		b, same := javaBucket(name, n.table), 0
+		for k := range n.children {
+			if javaBucket(k, n.table) == b {
+				same++
+			}
+		}
+		if same >= 8 {
+			n.table *= 2
+		}
+	}
+	n.children[name] = stamp
+	if len(n.children) > n.table*3/4 {
+		n.table *= 2
+	}
+}
+
+// hashOrder lists the children in the order a ZooKeeper server returns
+// them: its HashSet's iteration order, bucket by bucket, each bucket's
+// names in the order they were added. (A bucket of more than 8 names in a
+// table of 64 or more becomes a tree in Java, whose order this does not
+// follow.)
+func (n *znode) hashOrder() []string {
+	names := make([]string, 0, len(n.children))
+	for k := range n.children {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if c := cmp.Compare(javaBucket(a, n.table), javaBucket(b, n.table)); c != 0 {
+			return c
+		}
+		return cmp.Compare(n.children[a], n.children[b])
+	})
+	return names
+}
+
+// javaBucket is the bucket of name in a java.util.HashMap table of the
+// given capacity: String.hashCode, spread as HashMap.hash does.
+func javaBucket(name string, table int) int {
+	var h int32
+	for _, u := range utf16.Encode([]rune(name)) {
+		h = 31*h + int32(u)
+	}
+	h ^= int32(uint32(h) >> 16)
+	return int(h) & (table - 1)
 }
