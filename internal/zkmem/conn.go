@@ -28,6 +28,8 @@ type Conn struct {
 	downAt  time.Time
 	tail    chan struct{} // closed once the last request sent is processed
 	up      chan struct{} // while disconnected: closed at the reconnect
+
+	movedGen int64 // guarded by srv.mu: the connection (gen) whose session moved (SessionMoved)
 }
 
 var _ zkconn.Conn = (*Conn)(nil)
@@ -240,14 +242,16 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 		return zk.ErrClosing
 	}
 	if c.gen != gen {
+		err := c.lostLocked(gen)
 		s.mu.Unlock()
-		return zk.ErrConnectionClosed
+		return err
 	}
-	if f.Kind == Drop {
+	if f.Kind == Drop || f.Kind == SessionMoved {
+		err := c.refuseLocked(f.Kind, gen)
 		after := c.breakLocked(f.Down)
 		s.mu.Unlock()
 		after()
-		return zk.ErrConnectionClosed
+		return err
 	}
 	err := apply(&tree{s: s, nodes: s.nodes})
 	if f.Kind == LoseAnswer {
@@ -257,6 +261,9 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 		return zk.ErrConnectionClosed
 	}
 	s.mu.Unlock()
+	if f.Kind == LateAnswer {
+		return c.holdAnswer(f.Hold, gen, err)
+	}
 	return err
 }
 

@@ -4,7 +4,9 @@
 // connection until they expire, multi, one-shot watches, sync), and faults
 // injected per request: a request lost before it is applied, a request
 // applied whose answer is lost, an answer delayed or held until the
-// connection closes, a session expired by the server.
+// connection closes, a session expired by the server; and (faults.go) a
+// session moved to another server, an answer delivered after its caller
+// gave up, a server restored to an older snapshot.
 //
 // Like ZooKeeper and go-zookeeper, one connection's requests are processed
 // in the order they were sent, and a request made while the connection is
@@ -57,6 +59,7 @@ type Fault struct {
 	Kind  Kind
 	Delay time.Duration
 	Down  time.Duration
+	Hold  time.Duration // LateAnswer: how long the answer is held
 }
 
 // Request names one request for an Injector.
