@@ -16,6 +16,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 )
 
 // Defaults of Config.
@@ -406,7 +407,7 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 		b.broadcastLocked()
 		b.mu.Unlock()
 	}
-	if s.cfg.StateFile != "" {
+	if s.cfg.StateFile != "" && !mutation.Broken(mutation.ReturnBeforeFileWrite) {
 		s.fileMu.Lock()
 		werr := s.write(state{Incarnation: s.cfg.Incarnation})
 		s.fileMu.Unlock()
