@@ -207,6 +207,8 @@ type segSim struct {
 	sawWentBack atomic.Bool
 	skipped     []segment.Range // the IDs set-max skipped: never allocated
 
+	incarnation string // the cluster's
+
 	lostBase int64                // the stores' PossiblyLost when the current tag was created
 	perm     *segment.Permutation // an opaque tag's (nil: plain)
 
@@ -387,50 +389,60 @@ func (s *simZK) inject(r zkmem.Request) zkmem.Fault {
 func newSegSim(seed uint64, world segWorld) (*segSim, error) {
 	s := &segSim{simZK: newSimZK(seed), rng: rand.New(rand.NewPCG(seed, 0x5e9)), world: world, issued: simIssued{},
 		recreates: rand.New(rand.NewPCG(seed, 0x7a9)), zkEvents: rand.New(rand.NewPCG(seed, 0x2e5))}
-	s.srv.SetInjector(nil)
-	admin := s.srv.Connect(zkconn.Options{SessionTimeout: 10 * time.Second})
-	defer admin.Close()
-	cluster, err := json.Marshal(snowflake.DefaultLayout())
-	if err != nil {
+	if err := s.setupZK("sim-incarnation"); err != nil {
 		return nil, err
-	}
-	cluster = append(cluster[:len(cluster)-1], `,"incarnation":"sim-incarnation"}`...)
-	if _, err := admin.Create("/snowflaked", nil, zk.FlagPersistent, nil); err != nil {
-		return nil, err
-	}
-	if _, err := admin.Create("/snowflaked/"+simCluster, cluster, zk.FlagPersistent, nil); err != nil {
-		return nil, err
-	}
-	st, err := segment.OpenZK(context.Background(), s.segConfig(s.srv.Dial))
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	tag := segment.Tag{Name: simTag, Start: 1, Step: simStep, MaxStep: simTop}
-	if world == worldOpaque {
-		tag.Opaque = &segment.Opaque{Digits: 6}
-	}
-	if err := st.Create(context.Background(), tag); err != nil {
-		return nil, err
-	}
-	if tag.Opaque != nil {
-		t, err := st.Tag(context.Background(), simTag)
-		if err != nil {
-			return nil, err
-		}
-		key, err := st.Key(context.Background(), simTag, t.Incarnation)
-		if err != nil {
-			return nil, err
-		}
-		if s.perm, err = segment.NewPermutation(*tag.Opaque, key); err != nil {
-			return nil, err
-		}
 	}
 	for i := range simNodes {
 		s.nodes = append(s.nodes, &simNode{name: fmt.Sprintf("n%d", i), disk: disk.NewMem()})
 	}
-	s.srv.SetInjector(s.inject)
 	return s, nil
+}
+
+// setupZK creates the cluster, of incarnation inc, and the tag on an
+// empty ZooKeeper, without faults.
+func (s *segSim) setupZK(inc string) error {
+	s.incarnation = inc
+	s.srv.SetInjector(nil)
+	defer s.srv.SetInjector(s.inject)
+	admin := s.srv.Connect(zkconn.Options{SessionTimeout: 10 * time.Second})
+	defer admin.Close()
+	cluster, err := json.Marshal(snowflake.DefaultLayout())
+	if err != nil {
+		return err
+	}
+	cluster = append(cluster[:len(cluster)-1], `,"incarnation":"`+inc+`"}`...)
+	if _, err := admin.Create("/snowflaked", nil, zk.FlagPersistent, nil); err != nil {
+		return err
+	}
+	if _, err := admin.Create("/snowflaked/"+simCluster, cluster, zk.FlagPersistent, nil); err != nil {
+		return err
+	}
+	st, err := segment.OpenZK(context.Background(), s.segConfig(s.srv.Dial))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	tag := segment.Tag{Name: simTag, Start: 1, Step: simStep, MaxStep: simTop}
+	if s.world == worldOpaque {
+		tag.Opaque = &segment.Opaque{Digits: 6}
+	}
+	if err := st.Create(context.Background(), tag); err != nil {
+		return err
+	}
+	if tag.Opaque != nil {
+		t, err := st.Tag(context.Background(), simTag)
+		if err != nil {
+			return err
+		}
+		key, err := st.Key(context.Background(), simTag, t.Incarnation)
+		if err != nil {
+			return err
+		}
+		if s.perm, err = segment.NewPermutation(*tag.Opaque, key); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *segSim) segConfig(dial zkconn.Dialer) segment.ZKConfig {
@@ -452,7 +464,7 @@ func (s *segSim) start(n *simNode) {
 	}
 	inc := ""
 	if n.known {
-		inc = "sim-incarnation"
+		inc = s.incarnation // from its cache file, or --accept-new-incarnation after a rebuild
 	}
 	if !p.mode.resume(inc) {
 		s.logf("%s: cannot resume its state file", p.name)
@@ -592,6 +604,10 @@ func (s *segSim) stop(n *simNode, strict bool) error {
 	if c := p.zk.latest(); c != nil {
 		s.logf("%s: before stop: store connected %v, latest conn state %v session %x", p.name, p.mode.store.connected(), c.State(), c.SessionID())
 	}
+	var ahead int64
+	if st := p.mode.Status(); len(st) > 0 {
+		ahead = max(st[0].Ahead, st[0].Chunk, simMaxTake) // as in kill
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	p.cancel()
@@ -601,6 +617,9 @@ func (s *segSim) stop(n *simNode, strict bool) error {
 		if w := p.watched(); w != nil {
 			s.allowance += w.inflight.Load() // a load still in flight at the deadline
 		}
+		// A state-file write that failed (a full disk) leaves the file at
+		// its last mark: the IDs below it are lost, never reissued.
+		s.allowance += ahead
 	}
 	for _, ts := range p.mode.Status() {
 		s.allowance += ts.Wasted
@@ -768,6 +787,9 @@ func (s *segSim) recreate() error {
 // operator raise max_id back once a node refused the record that went
 // back, or has the operator raise max_id (set-max).
 func (s *segSim) zkEvent() error {
+	if s.world != worldRecreate && s.zkEvents.IntN(500) == 0 {
+		return s.rebuild()
+	}
 	if s.wentBack && (s.sawWentBack.Load() || len(s.live()) == 0) {
 		return s.repair()
 	}
@@ -781,6 +803,35 @@ func (s *segSim) zkEvent() error {
 	case s.zkEvents.IntN(100) == 0:
 		return s.setMax()
 	}
+	return nil
+}
+
+// rebuild is ZooKeeper rebuilt after it lost its data, done as the
+// runbook has it (docs/operations.md, A rebuilt ZooKeeper): every node
+// stopped first (here kill -9: their state files keep their ranges), the
+// cluster created again with a new incarnation and the tag with it, and
+// the nodes started from their disks with --accept-new-incarnation. The
+// new tag's ranges start from 1 again and its creation zxid is the old
+// one's (a new ensemble's zxids start again), so only the cluster's
+// incarnation tells a state file of the old ZooKeeper apart: it must be
+// dropped (R4). The books start again.
+func (s *segSim) rebuild() error {
+	for _, n := range s.live() {
+		if err := s.kill(n, false); err != nil {
+			return err
+		}
+	}
+	s.heal()
+	s.srv.Rebuild()
+	if err := s.setupZK(fmt.Sprintf("sim-incarnation-%d", s.stepNo)); err != nil {
+		return s.fail("rebuild ZooKeeper: %v", err)
+	}
+	s.issued, s.allowance, s.skipped, s.snap, s.wentBack = simIssued{}, 0, nil, nil, false
+	s.lostBase = 0
+	for _, st := range s.stores {
+		s.lostBase += st.PossiblyLost()
+	}
+	s.logf("ZooKeeper rebuilt: cluster incarnation %s", s.incarnation)
 	return nil
 }
 

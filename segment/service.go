@@ -133,7 +133,7 @@ func New(cfg Config) (*Service, error) {
 		case err != nil:
 			cancel()
 			return nil, fmt.Errorf("new segment service: %w", err)
-		case st.Incarnation != "" && st.Incarnation != cfg.Incarnation:
+		case st.Incarnation != "" && st.Incarnation != cfg.Incarnation && !mutation.Broken(mutation.StateFileOfOtherZooKeeper):
 			// R4: another ZooKeeper's ranges mean nothing here.
 			cfg.Log.Warn().Str("file", cfg.StateFile).Str("file_incarnation", st.Incarnation).Str("incarnation", cfg.Incarnation).
 				Msg("segment state file belongs to another ZooKeeper incarnation: its ranges are dropped")

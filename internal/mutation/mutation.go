@@ -30,6 +30,9 @@ const (
 	// ReturnBeforeFileWrite: a clean stop returns its ranges without
 	// first writing the state file without them (R3).
 	ReturnBeforeFileWrite Name = "r3-return-before-file-write"
+	// StateFileOfOtherZooKeeper: a state file of another cluster
+	// incarnation (a rebuilt ZooKeeper) is resumed, not dropped (R4).
+	StateFileOfOtherZooKeeper Name = "r4-state-file-of-other-zookeeper"
 	// ReturnRetriedBlindly: a return whose answer was lost is made again
 	// without reading back whether it landed (R5).
 	ReturnRetriedBlindly Name = "r5-return-retried-blindly"

@@ -194,3 +194,32 @@ func cloneNodes(in map[string]*znode) map[string]*znode {
 	}
 	return out
 }
+
+// Rebuild replaces the server by a new, empty ensemble at the same
+// address (ZooKeeper rebuilt after it lost its data): the tree holds only
+// "/", zxids start again from the first, so a znode created again in the
+// same order gets the same creation zxid as before, and every session
+// expires (its client learns it at once and starts a new session after
+// DefaultDown). A real server refuses, until its own zxid passes it, a
+// client that has seen a higher zxid; this one does not.
+func (s *Server) Rebuild() {
+	s.mu.Lock()
+	var ids []int64
+	for id := range s.sessions {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	slices.Sort(ids)
+	for _, id := range ids {
+		s.Expire(id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key := range s.watches {
+		if key.path != "/" {
+			s.fireLocked(key, zk.EventNodeDeleted)
+		}
+	}
+	s.nodes = map[string]*znode{"/": {children: map[string]struct{}{}}}
+	s.zxid = 0
+}

@@ -193,3 +193,39 @@ func TestLateAnswerArrivesAfterTheCallerGaveUp(t *testing.T) {
 		}
 	})
 }
+
+// TestRebuildStartsAnEmptyEnsemble: a rebuilt server holds only "/",
+// expires every session, and gives a znode created again in the same
+// order the creation zxid it had before (what makes a rebuilt ensemble
+// indistinguishable by zxid: the cluster's incarnation tells them apart).
+func TestRebuildStartsAnEmptyEnsemble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		c := connect(t, s, 10*time.Second)
+		create := func() int64 {
+			t.Helper()
+			for _, p := range []string{"/a", "/a/b"} {
+				if _, err := c.Create(p, nil, zk.FlagPersistent, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, st, err := c.Exists("/a/b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Czxid
+		}
+		before, session := create(), c.SessionID()
+		s.Rebuild()
+		if _, _, ok := s.Get("/a"); ok {
+			t.Fatal("/a survived the rebuild")
+		}
+		time.Sleep(2 * DefaultDown)
+		if c.SessionID() == session || c.State() != zk.StateHasSession {
+			t.Fatalf("session %x state %v after the rebuild, want a new session", c.SessionID(), c.State())
+		}
+		if after := create(); after != before {
+			t.Fatalf("created again in the same order after the rebuild: czxid %#x, want %#x as before", after, before)
+		}
+	})
+}
