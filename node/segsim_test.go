@@ -612,7 +612,31 @@ func (s *segSim) stop(n *simNode, strict bool) error {
 	defer cancel()
 	p.cancel()
 	<-p.done
-	err := p.mode.close(ctx)
+	closed := make(chan error, 1)
+	go func() { closed <- p.mode.close(ctx) }()
+	var err error
+	for stopping := true; stopping; {
+		select {
+		case err = <-closed:
+			stopping = false
+		case <-time.After(100 * time.Millisecond):
+			// The other nodes serve meanwhile: one may take a range this
+			// stop returned while the stop still resolves a lost answer
+			// (R5).
+			var others []*simNode
+			for _, o := range s.live() {
+				if o != n {
+					others = append(others, o)
+				}
+			}
+			if !strict && len(others) > 0 {
+				if terr := s.take(others[s.rng.IntN(len(others))]); terr != nil {
+					<-closed
+					return terr
+				}
+			}
+		}
+	}
 	if err != nil {
 		if w := p.watched(); w != nil {
 			s.allowance += w.inflight.Load() // a load still in flight at the deadline
