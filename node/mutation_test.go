@@ -41,13 +41,13 @@ var mutationSims = map[string]mutationSim{
 		return err
 	}, 25},
 	"TestSimulation_Segments": {func(t *testing.T, seed uint64) error {
-		return runSegmentSim(t, seed, 300, defectNone)
+		return runSegmentSim(t, seed, 300, worldPlain)
 	}, 1000},
 	"TestSimulation_SegmentsOpaque": {func(t *testing.T, seed uint64) error {
-		return runSegmentSim(t, seed, 300, defectOpaque)
+		return runSegmentSim(t, seed, 300, worldOpaque)
 	}, 200},
 	"TestSimulation_SegmentsTagRecreated": {func(t *testing.T, seed uint64) error {
-		return runSegmentSim(t, seed, 300, defectRecreate)
+		return runSegmentSim(t, seed, 300, worldRecreate)
 	}, 200},
 }
 
@@ -60,7 +60,17 @@ type mutationRow struct {
 	want string // regexp: what the simulation's failure says
 }
 
-var mutationTable = []mutationRow{}
+var mutationTable = []mutationRow{
+	// Segment mode (docs/segments.md).
+	{mutation.AllocUnversioned, "R1", "TestSimulation_Segments", 1, `issued twice|returned range .* holds ID|returned ranges .* overlap|more IDs issued`},
+	{mutation.IssueAboveMark, "R2", "TestSimulation_Segments", 2, `issued twice`},
+	{mutation.ReturnBeforeFileWrite, "R3", "TestSimulation_Segments", 1, `issued twice|returned range .* holds ID|state file still lists`},
+	{mutation.StateFileOfOtherZooKeeper, "R4", "TestSimulation_Segments", 7, `issued twice|returned range .* holds ID|more IDs issued`},
+	{mutation.ReturnRetriedBlindly, "R5", "TestSimulation_Segments", 76, `issued twice|returned range .* holds ID|returned ranges .* overlap`},
+	{mutation.WentBackUnchecked, "R6", "TestSimulation_Segments", 15, `issued twice|returned range .* holds ID|more IDs issued`},
+	{mutation.DeleteUnpolled, "R7", "TestSimulation_SegmentsTagRecreated", 1, `after the tag was deleted it still holds`},
+	{mutation.SetMaxUnversioned, "set-max", "TestSimulation_Segments", 221, `issued twice|set-max skipped|more IDs issued`},
+}
 
 // TestMutations breaks each rule of the table in turn and expects the
 // simulation to fail at the table's seed. A row whose seed no longer

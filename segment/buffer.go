@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 )
 
 // tagBuf is one tag's double buffer on this node. Positions are ordinals:
@@ -123,7 +125,11 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int) ([]int64, error) 
 			return dst, errRetired
 		}
 		ready := b.verified || b.trusted && b.opaque == nil
-		if ready && min(b.permitted, b.held)-b.issued >= int64(n) {
+		permitted := b.permitted
+		if mutation.Broken(mutation.IssueAboveMark) {
+			permitted = b.held
+		}
+		if ready && min(permitted, b.held)-b.issued >= int64(n) {
 			orig := len(dst)
 			dst = b.popLocked(dst, n)
 			var err error

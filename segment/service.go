@@ -16,6 +16,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 )
 
 // Defaults of Config.
@@ -132,7 +133,7 @@ func New(cfg Config) (*Service, error) {
 		case err != nil:
 			cancel()
 			return nil, fmt.Errorf("new segment service: %w", err)
-		case st.Incarnation != "" && st.Incarnation != cfg.Incarnation:
+		case st.Incarnation != "" && st.Incarnation != cfg.Incarnation && !mutation.Broken(mutation.StateFileOfOtherZooKeeper):
 			// R4: another ZooKeeper's ranges mean nothing here.
 			cfg.Log.Warn().Str("file", cfg.StateFile).Str("file_incarnation", st.Incarnation).Str("incarnation", cfg.Incarnation).
 				Msg("segment state file belongs to another ZooKeeper incarnation: its ranges are dropped")
@@ -406,7 +407,7 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 		b.broadcastLocked()
 		b.mu.Unlock()
 	}
-	if s.cfg.StateFile != "" {
+	if s.cfg.StateFile != "" && !mutation.Broken(mutation.ReturnBeforeFileWrite) {
 		s.fileMu.Lock()
 		werr := s.write(state{Incarnation: s.cfg.Incarnation})
 		s.fileMu.Unlock()

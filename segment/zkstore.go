@@ -17,6 +17,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 )
@@ -358,6 +359,9 @@ func (s *ZKStore) WatchTag(ctx context.Context, tag string, inc int64) (<-chan b
 				return
 			case <-t.C:
 			}
+			if mutation.Broken(mutation.DeleteUnpolled) {
+				continue
+			}
 			if err := s.tagAlive(ctx, tag, inc); errors.Is(err, ErrTagGone) || errors.Is(err, ErrUnknownTag) {
 				out <- true
 				return
@@ -474,7 +478,7 @@ func (s *ZKStore) see(tag string, inc, maxID int64, op uint64) error {
 	k := tagInc{tag, inc}
 	cur := s.seen[k]
 	switch {
-	case maxID < cur.maxID && cur.at < op:
+	case maxID < cur.maxID && cur.at < op && !mutation.Broken(mutation.WentBackUnchecked):
 		return fmt.Errorf("tag %q: %w: max_id %d, this node saw %d", tag, ErrWentBack, maxID, cur.maxID)
 	case maxID > cur.maxID:
 		s.seen[k] = seenMax{maxID: maxID, at: op}
@@ -601,7 +605,11 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64)
 		if err != nil {
 			return Range{}, Tag{}, fmt.Errorf("alloc %q: %w", tag, err)
 		}
-		failed, err := s.z.Multi(ctx, append(pre, &zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version})...)
+		checked := version
+		if mutation.Broken(mutation.AllocUnversioned) {
+			checked = -1
+		}
+		failed, err := s.z.Multi(ctx, append(pre, &zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: checked})...)
 		switch {
 		case err != nil && failed >= 0 && failed < len(pre):
 			// The incarnation's marker is gone (the tag was deleted, perhaps
@@ -748,6 +756,9 @@ func (s *ZKStore) returnFrom(ctx context.Context, tag string, inc int64, r Range
 			return fmt.Errorf("return %v of %q: %w", r, tag, zkclient.AuthHint(err))
 		}
 		// The answer was lost: the record read next says what happened.
+		if mutation.Broken(mutation.ReturnRetriedBlindly) {
+			continue
+		}
 		pending = append(pending, p)
 	}
 	s.lostIfPending(pending, r)
@@ -915,7 +926,11 @@ func (s *ZKStore) SetMax(ctx context.Context, tag string, n int64) (was int64, e
 		if err != nil {
 			return was, fmt.Errorf("set max_id of %q: %w", tag, err)
 		}
-		failed, err := s.z.Multi(ctx, append(pre, &zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version})...)
+		checked := version
+		if mutation.Broken(mutation.SetMaxUnversioned) {
+			checked = -1
+		}
+		failed, err := s.z.Multi(ctx, append(pre, &zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: checked})...)
 		switch {
 		case err != nil && failed >= 0 && failed < len(pre):
 			continue // the tag was deleted and created again, or marked meanwhile: look again

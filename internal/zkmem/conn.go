@@ -29,6 +29,8 @@ type Conn struct {
 	tail    chan struct{}  // closed once the last request sent is processed
 	up      chan struct{}  // while disconnected: closed at the reconnect
 	dropped []droppedWatch // watches of an ended session the client has not ended yet
+
+	movedGen int64 // guarded by srv.mu: the connection (gen) whose session moved (SessionMoved)
 }
 
 type droppedWatch struct {
@@ -278,14 +280,16 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 		return zk.ErrConnectionClosed
 	}
 	if c.gen != gen {
+		err := c.lostLocked(gen)
 		s.mu.Unlock()
-		return zk.ErrConnectionClosed
+		return err
 	}
-	if f.Kind == Drop {
+	if f.Kind == Drop || f.Kind == SessionMoved {
+		err := c.refuseLocked(f.Kind, gen)
 		after := c.breakLocked(f.Down)
 		s.unlock()
 		after()
-		return zk.ErrConnectionClosed
+		return err
 	}
 	err := apply(&tree{s: s, nodes: s.nodes})
 	if f.Kind == LoseAnswer {
@@ -295,6 +299,9 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 		return zk.ErrConnectionClosed
 	}
 	s.unlock()
+	if f.Kind == LateAnswer {
+		return c.holdAnswer(f.Hold, gen, err)
+	}
 	return err
 }
 

@@ -4,7 +4,9 @@
 // connection until they expire, multi, one-shot watches, sync), and faults
 // injected per request: a request lost before it is applied, a request
 // applied whose answer is lost, an answer delayed or held until the
-// connection closes, a session expired by the server.
+// connection closes, a session expired by the server; and (faults.go) a
+// session moved to another server, an answer delivered after its caller
+// gave up, a server restored to an older snapshot.
 //
 // It answers as ZooKeeper 3.8 behind go-zookeeper v1.0.4 does, which
 // differential_test.go checks against a real server: sequential suffixes
@@ -77,6 +79,7 @@ type Fault struct {
 	Kind  Kind
 	Delay time.Duration
 	Down  time.Duration
+	Hold  time.Duration // LateAnswer: how long the answer is held
 }
 
 // Request names one request for an Injector.
