@@ -40,6 +40,10 @@ var mutationSims = map[string]mutationSim{
 		_, err := runSnowSim(t, seed, 300, snowBorrow)
 		return err
 	}, 25},
+	"TestSimulation_SnowflakePaths": {func(t *testing.T, seed uint64) error {
+		_, err := runPathsSim(t, seed, 300)
+		return err
+	}, 40},
 	"TestSimulation_Segments": {func(t *testing.T, seed uint64) error {
 		return runSegmentSim(t, seed, 300, defectNone)
 	}, 1000},
@@ -60,7 +64,15 @@ type mutationRow struct {
 	want string // regexp: what the simulation's failure says
 }
 
-var mutationTable = []mutationRow{}
+var mutationTable = []mutationRow{
+	// The paths of node/simpaths_test.go: re-claim, retire, worker-ID
+	// range, correction.
+	{mutation.ReclaimSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 1, "issued twice"},
+	{mutation.FenceWriterSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 1, "issued twice"},
+	{mutation.RetiredFenceDropped, "retire", "TestSimulation_SnowflakePaths", 3, "issued twice"},
+	{mutation.RangeIgnored, "range", "TestSimulation_SnowflakePaths", 1, "outside the cluster.s worker"},
+	{mutation.CorrectionIsAJump, "correction", "TestSimulation_SnowflakePaths", 1, "held as a jump"},
+}
 
 // TestMutations breaks each rule of the table in turn and expects the
 // simulation to fail at the table's seed. A row whose seed no longer

@@ -413,7 +413,7 @@ func (s *snowSim) reclaimStep() error {
 		return nil
 	}
 	s.logf("%s: claimed its worker ID afresh (the answer was lost first: %v)", p.name, p.lost.Load())
-	if crash {
+	if crash && n.proc == p {
 		// A fence write that read the new token after the re-claim has
 		// landed, the next has not: the cache file names the new token,
 		// with the fence S4 requires (at least the previous holder's).
