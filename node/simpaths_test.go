@@ -139,16 +139,22 @@ func (p *pathStats) add(o pathStats) {
 
 // pathsState is a run's state for the paths.
 type pathsState struct {
-	nodesCreate bool           // the nodes start with --create-cluster
-	createDone  chan error     // the operator's create racing them
-	admin       simClients     // snowflakectl's ZooKeeper clients
-	rangeLo     int64          // the worker-ID range
-	rangeHi     int64          //
-	reclaims    atomic.Int64   // completed, as the coordinators logged them
-	lostDone    atomic.Int64   // of which after the claim's answer was lost
-	loseMu      sync.Mutex     // guards loseFor, loseSess
-	loseFor     *snowProc      // lose the answer of this process's next multi
-	loseSess    map[int64]bool // its sessions
+	nodesCreate bool               // the nodes start with --create-cluster
+	createDone  chan createOutcome // the operator's create racing them
+	admin       simClients         // snowflakectl's ZooKeeper clients
+	rangeLo     int64              // the worker-ID range
+	rangeHi     int64              //
+	reclaims    atomic.Int64       // completed, as the coordinators logged them
+	lostDone    atomic.Int64       // of which after the claim's answer was lost
+	loseMu      sync.Mutex         // guards loseFor, loseSess
+	loseFor     *snowProc          // lose the answer of this process's next multi
+	loseSess    map[int64]bool     // its sessions
+}
+
+// createOutcome is what the operator's create racing the nodes did.
+type createOutcome struct {
+	created bool
+	err     error
 }
 
 // pathsProc is a process's state for the paths.
@@ -270,13 +276,10 @@ func (s *snowSim) createCluster() error {
 		return nil
 	}
 	s.stats.paths.createRaces++
-	s.createDone = make(chan error, 1)
+	s.createDone = make(chan createOutcome, 1)
 	go func() {
 		res, err := create()
-		if err == nil {
-			s.logf("the operator's cluster create, racing the nodes: created %v", res.Created)
-		}
-		s.createDone <- err
+		s.createDone <- createOutcome{res.Created, err}
 	}()
 	return nil
 }
@@ -524,10 +527,11 @@ func (s *snowSim) correctionStep() error {
 func (s *snowSim) pathsDone() error {
 	if s.createDone != nil {
 		select {
-		case err := <-s.createDone:
-			if err != nil {
-				return s.fail("snowflakectl cluster create, racing nodes with --create-cluster: %v", err)
+		case out := <-s.createDone:
+			if out.err != nil {
+				return s.fail("snowflakectl cluster create, racing nodes with --create-cluster: %v", out.err)
 			}
+			s.logf("the operator's cluster create, racing the nodes: created %v", out.created)
 		case <-time.After(30 * time.Second):
 			return s.fail("snowflakectl cluster create, racing nodes with --create-cluster: no answer")
 		}
