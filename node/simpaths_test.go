@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +33,9 @@ import (
 //     it, every worker ID is in the range;
 //   - S4's re-claim: a node comes back on an empty disk (its old one out
 //     for repair) and claims its worker ID afresh, issues, dies; its old
-//     disk is put back and it restarts while ZooKeeper is down, resumes
+//     disk is put back (or, one time in three, a restart's claim commits
+//     and its first fence write never lands) and it restarts while
+//     ZooKeeper is down, resumes
 //     with the cache file's token, which is no longer ZooKeeper's, often
 //     with its clock back where its old run stopped; when ZooKeeper
 //     answers it claims afresh (half the time with that multi's answer
@@ -94,6 +97,7 @@ func TestSimulation_SnowflakePaths(t *testing.T) {
 		}{
 			{"re-claims completed", p.reclaims},
 			{"re-claims completed after their multi's answer was lost", p.reclaimsLost},
+			{"claims committed whose first fence write never landed", p.hungClaims},
 			{"clusters created by the operator before the nodes", p.adminCreated},
 			{"clusters created by the operator racing nodes with --create-cluster", p.createRaces},
 			{"killed nodes retired", p.retires},
@@ -108,16 +112,17 @@ func TestSimulation_SnowflakePaths(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeds of %d steps: %d IDs in %d batches, none twice, %d asked with a gene, all in the worker-ID range; "+
-		"%d re-claims completed (%d of them after the claim's answer was lost; %d attempts); "+
+		"%d re-claims completed (%d of them after the claim's answer was lost; %d attempts, %d of them after a claim whose first fence write never landed); "+
 		"%d clusters created by the operator first, %d racing nodes; %d retires (%d retired nodes back on their disk); "+
 		"%d corrections (%d while borrowing), none held as a jump; %d IDs borrowed",
-		len(seeds), steps, total.issued, total.batches, p.geneIDs, p.reclaims, p.reclaimsLost, p.reclaimSteps,
+		len(seeds), steps, total.issued, total.batches, p.geneIDs, p.reclaims, p.reclaimsLost, p.reclaimSteps, p.hungClaims,
 		p.adminCreated, p.createRaces, p.retires, p.retiredBack, p.corrections, p.correctionsBorrowing, total.borrowed)
 }
 
 // pathStats counts the paths a run took.
 type pathStats struct {
 	reclaimSteps, reclaims, reclaimsLost int64
+	hungClaims                           int64 // claims committed whose first fence write never landed
 	adminCreated, createRaces            int64
 	retires, retiredBack                 int64
 	corrections, correctionsBorrowing    int64
@@ -128,6 +133,7 @@ func (p *pathStats) add(o pathStats) {
 	p.reclaimSteps += o.reclaimSteps
 	p.reclaims += o.reclaims
 	p.reclaimsLost += o.reclaimsLost
+	p.hungClaims += o.hungClaims
 	p.adminCreated += o.adminCreated
 	p.createRaces += o.createRaces
 	p.retires += o.retires
@@ -379,17 +385,41 @@ func (s *snowSim) reclaimStep() error {
 	s.healZK()
 	stopped := n.clock.WallNanos()
 	s.kill(n, false)
-	old := n.disk
-	n.disk = disk.NewMem()
-	s.logf("%s: back on an empty disk (its own is out for repair)", n.key)
-	s.start(n)
-	if err := s.issueWhile(n, 2, 40, 500*time.Millisecond); err != nil {
-		return err
+	if s.rng.IntN(3) == 0 {
+		// The other way to a stale token (S3): a restart whose claim
+		// commits and whose first fence write never lands (its disk
+		// hangs, then kill -9) leaves the old token in the cache file.
+		before := s.foreverToken(n.key)
+		s.start(n)
+		p := n.proc
+		p.dproc.Hang(time.Hour)
+		for i := 0; i < 2000 && s.foreverToken(n.key) == before; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		committed := s.foreverToken(n.key) != before
+		if committed {
+			s.stats.paths.hungClaims++
+		}
+		s.logf("%s: its disk hangs; the claim committed: %v", p.name, committed)
+		s.reap()
+		if n.proc == p {
+			s.kill(n, false)
+		} else {
+			p.dproc.Kill() // exited by itself: its hung write never lands
+		}
+	} else {
+		old := n.disk
+		n.disk = disk.NewMem()
+		s.logf("%s: back on an empty disk (its own is out for repair)", n.key)
+		s.start(n)
+		if err := s.issueWhile(n, 2, 40, 500*time.Millisecond); err != nil {
+			return err
+		}
+		if n.proc != nil {
+			s.kill(n, false)
+		}
+		n.disk = old
 	}
-	if n.proc != nil {
-		s.kill(n, false)
-	}
-	n.disk = old
 	stall := time.Duration(8000+s.rng.IntN(4000)) * time.Millisecond
 	s.stall(stall)
 	if s.rng.IntN(4) != 0 {
@@ -428,6 +458,24 @@ func (s *snowSim) reclaimStep() error {
 	}
 	// Its clock walks through the ticks the other run issued in.
 	return s.issueWhile(n, 1000, 40, 250*time.Millisecond)
+}
+
+// foreverToken is the token in node key's forever znode ("" when none).
+func (s *snowSim) foreverToken(key string) string {
+	dir := "/snowflaked/" + snowCluster + "/forever"
+	for _, c := range s.srv.Children(dir) {
+		if !strings.HasPrefix(c, key+"-") {
+			continue
+		}
+		b, _, _ := s.srv.Get(dir + "/" + c)
+		var d struct {
+			Token string `json:"token"`
+		}
+		if json.Unmarshal(b, &d) == nil {
+			return d.Token
+		}
+	}
+	return ""
 }
 
 // retireStep kills a node that issued and retires its key as an operator
