@@ -33,6 +33,7 @@ test: deps
 	SIM_SEEDS=1000 $(GO) test -count=1 -run 'TestSimulation_Segments' ./node/
 	SIM_SEEDS=200 $(GO) test -count=1 -run 'TestSimulation_Snowflake$$|TestSimulation_SnowflakeCatches' ./node/
 	SIM_SEEDS=25 $(GO) test -count=1 -run 'TestSimulation_SnowflakeBorrow$$' ./node/
+	SIM_SEEDS=40 $(GO) test -count=1 -run 'TestSimulation_SnowflakePaths$$' ./node/
 	# The mutation table (docs/testing.md): each safety rule broken in turn (-tags mutation), caught by a simulation above.
 	$(GO) test -count=1 -tags mutation -run 'TestMutation' ./internal/mutation/ ./node/
 	# Allocation tests skip themselves under -race (sync.Pool drops items there): run them without it.
@@ -50,11 +51,12 @@ test-unit:
 bench: build
 	scripts/bench.sh
 
-## chaos: long simulations (20000 segment seeds, 3000 snowflake seeds, 1000 borrow seeds), then fault-injection tests against real processes and ZooKeeper, long variant (a few minutes; CHAOS_SEED=N replays a schedule); summary in bin/chaos-summary.txt
+## chaos: long simulations (20000 segment seeds, 3000 snowflake seeds, 1000 borrow seeds, 1000 paths seeds), then fault-injection tests against real processes and ZooKeeper, long variant (a few minutes; CHAOS_SEED=N replays a schedule); summary in bin/chaos-summary.txt
 chaos: deps
 	SIM_SEEDS=20000 $(GO) test -count=1 -timeout 30m -run 'TestSimulation_Segments$$' ./node/
 	SIM_SEEDS=3000 $(GO) test -count=1 -timeout 30m -run 'TestSimulation_Snowflake$$' ./node/
 	SIM_SEEDS=1000 $(GO) test -count=1 -timeout 30m -run 'TestSimulation_SnowflakeBorrow$$' ./node/
+	SIM_SEEDS=1000 $(GO) test -count=1 -timeout 30m -run 'TestSimulation_SnowflakePaths$$' ./node/
 	CHAOS_LONG=1 CHAOS_SUMMARY=$(CURDIR)/bin/chaos-summary.txt $(GO) test -count=1 -tags chaos -race -run Chaos -timeout 30m ./tests/...
 	@cat bin/chaos-summary.txt
 

@@ -15,6 +15,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 )
 
@@ -608,7 +609,11 @@ func (c *Coordinator) scanCluster(ctx context.Context, z zkclient.Client) (*scan
 func (s *scan) free(r WorkerRange, now int64, recycleAfter time.Duration) (ids []int64, summary string) {
 	var leased, fresh int
 	cutoff := now - recycleAfter.Milliseconds()
-	for id := r.Lo; id <= r.Hi; id++ {
+	lo := r.Lo
+	if mutation.Broken(mutation.RangeIgnored) {
+		lo = 0
+	}
+	for id := lo; id <= r.Hi; id++ {
 		if s.leased[id] {
 			leased++
 			continue
@@ -703,7 +708,11 @@ func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token s
 	none := int64(noWorker)
 	var prev foreverData // the evicted owners folded into one: highest fence, its token
 	for _, o := range s.claimers[w] {
-		if f := max(o.data.Fence, o.data.LastTS); f >= prev.Fence {
+		f := max(o.data.Fence, o.data.LastTS)
+		if mutation.Broken(mutation.RetiredFenceDropped) && o.data.Retired != 0 {
+			f = 0
+		}
+		if f >= prev.Fence {
 			prev.Token, prev.Fence = o.data.Token, f
 			holder.NodeKey, holder.Addr = o.data.NodeKey, o.data.Addr
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -169,15 +170,29 @@ type CreateResult struct {
 	Overlaps []Overlap
 }
 
+// AdminOption changes how an operator command (CreateCluster, Retire)
+// reaches ZooKeeper.
+type AdminOption func(*adminOptions)
+
+type adminOptions struct{ dial zkconn.Dialer }
+
+// WithAdminDial makes the command open its ZooKeeper client with d instead
+// of go-zookeeper (simulations: an in-memory ZooKeeper).
+func WithAdminDial(d zkconn.Dialer) AdminOption { return func(o *adminOptions) { o.dial = d } }
+
 // openAdmin opens a session for the cluster commands.
-func openAdmin(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration) (zkclient.Client, error) {
+func openAdmin(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration, opts ...AdminOption) (zkclient.Client, error) {
+	var o adminOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if timeout <= 0 {
 		return zkclient.Client{}, fmt.Errorf("%w: timeout %v is not positive", ErrInvalidConfig, timeout)
 	}
 	if cluster == "" {
 		cluster = "default" // only checked, never used
 	}
-	z, _, err := dialZK(ctx, servers, cluster, auth, timeout, zerolog.Nop(), nil)
+	z, _, err := dialZK(ctx, servers, cluster, auth, timeout, zerolog.Nop(), o.dial)
 	return z, err
 }
 
@@ -186,7 +201,7 @@ func openAdmin(ctx context.Context, servers []string, cluster, auth string, time
 // the same settings is left as it is (Created false); one with other
 // settings is ErrClusterMismatch naming both. Other clusters whose
 // worker-ID range overlaps come back as Overlaps.
-func CreateCluster(ctx context.Context, servers []string, auth, cluster string, spec ClusterSpec, timeout time.Duration) (CreateResult, error) {
+func CreateCluster(ctx context.Context, servers []string, auth, cluster string, spec ClusterSpec, timeout time.Duration, opts ...AdminOption) (CreateResult, error) {
 	if spec.RecycleAfter == 0 {
 		spec.RecycleAfter = DefaultRecycleAfter
 	}
@@ -202,7 +217,7 @@ func CreateCluster(ctx context.Context, servers []string, auth, cluster string, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	z, err := openAdmin(ctx, servers, cluster, auth, timeout)
+	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
 	if err != nil {
 		return CreateResult{}, fmt.Errorf("create cluster %q: %w", cluster, err)
 	}

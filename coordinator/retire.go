@@ -41,13 +41,13 @@ const maxRetireRounds = 10
 // proves its lease absent (creates and deletes it); a lease held is
 // ErrLeaseHeld naming the holder. A node key without a forever znode is
 // ErrUnknownNodeKey; a missing cluster ErrNoCluster.
-func Retire(ctx context.Context, servers []string, auth, cluster, nodeKey string, timeout time.Duration) (Retired, error) {
+func Retire(ctx context.Context, servers []string, auth, cluster, nodeKey string, timeout time.Duration, opts ...AdminOption) (Retired, error) {
 	if err := zkclient.ValidateNodeKey(nodeKey); err != nil {
 		return Retired{}, fmt.Errorf("retire: %w: %v", ErrInvalidConfig, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, max(timeout, time.Millisecond))
 	defer cancel()
-	z, err := openAdmin(ctx, servers, cluster, auth, timeout)
+	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
 	if err != nil {
 		return Retired{}, fmt.Errorf("retire: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 )
 
@@ -251,7 +252,11 @@ func (r *runner) ensureLease(ctx context.Context, z zkclient.Client, sid int64) 
 // rise.
 func (r *runner) completeReclaim(workerID int64, token string, written *foreverNode) bool {
 	c := r.c
-	if err := r.fence.RaiseFloor(written.data.PrevFence); err != nil {
+	floor := written.data.PrevFence
+	if mutation.Broken(mutation.ReclaimSkipsFloor) {
+		floor = 0
+	}
+	if err := r.fence.RaiseFloor(floor); err != nil {
 		c.block(fmt.Sprintf("claimed worker ID %d again, but cannot start after the previous holder's fence %d: %v", workerID, written.data.PrevFence, err))
 		return false
 	}

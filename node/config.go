@@ -111,6 +111,10 @@ type Config struct {
 type seams struct {
 	disk disk.Disk     // under the cache file and the segment state file
 	dial zkconn.Dialer // opens ZooKeeper clients
+	// beforeToken runs in each fence write after the keeper computed the
+	// fence and before the write reads the coordinator's token: a
+	// simulation widens the window a re-claim may land in.
+	beforeToken func()
 }
 
 // files is the disk under the cache file.

@@ -5,6 +5,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 )
 
 // fenceWriter writes fences to the cache file for the keeper (one write at
@@ -25,6 +26,7 @@ type fenceWriter struct {
 	floor        func() int64
 	finalZKFence func() int64
 	beforeWrite  func()
+	beforeToken  func() // simulations only (seams.beforeToken)
 }
 
 // persist writes fence with the coordinator's token and returns the fence
@@ -35,6 +37,9 @@ type fenceWriter struct {
 // kill -9 then, and the restart would start from it, inside the previous
 // holder's IDs).
 func (w *fenceWriter) persist(fence int64) (int64, error) {
+	if w.beforeToken != nil {
+		w.beforeToken()
+	}
 	if w.status != nil {
 		// One snapshot: the token and the fence acknowledged for it go
 		// together, so the file never claims a fence for a token that was
@@ -53,7 +58,11 @@ func (w *fenceWriter) persist(fence int64) (int64, error) {
 		if st.LeaseSession != "" {
 			w.entry.ZKSession = st.LeaseSession
 		}
-		fence = max(fence, w.floor())
+		floor := w.floor()
+		if mutation.Broken(mutation.FenceWriterSkipsFloor) {
+			floor = 0
+		}
+		fence = max(fence, floor)
 	}
 	e := w.entry
 	e.Fence, e.Updated = fence, clock.UnixMilli(w.clock)

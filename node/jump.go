@@ -10,6 +10,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 )
 
 // JumpHold is how long a forward clock jump must hold before the node
@@ -212,6 +213,9 @@ func (j *jumpGuard) step() {
 		}
 		j.baseline = wall - int64(mono) // follow small drifts, accepted backward steps and corrections
 		j.high = max(j.high, j.baseline)
+		if mutation.Broken(mutation.CorrectionIsAJump) {
+			j.high = j.baseline
+		}
 	}
 }
 

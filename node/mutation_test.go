@@ -40,6 +40,10 @@ var mutationSims = map[string]mutationSim{
 		_, err := runSnowSim(t, seed, 300, snowBorrow)
 		return err
 	}, 25},
+	"TestSimulation_SnowflakePaths": {func(t *testing.T, seed uint64) error {
+		_, err := runPathsSim(t, seed, 300)
+		return err
+	}, 40},
 	"TestSimulation_Segments": {func(t *testing.T, seed uint64) error {
 		return runSegmentSim(t, seed, 300, worldPlain)
 	}, 1000},
@@ -70,6 +74,13 @@ var mutationTable = []mutationRow{
 	{mutation.WentBackUnchecked, "R6", "TestSimulation_Segments", 15, `issued twice|returned range .* holds ID|more IDs issued`},
 	{mutation.DeleteUnpolled, "R7", "TestSimulation_SegmentsTagRecreated", 1, `after the tag was deleted it still holds`},
 	{mutation.SetMaxUnversioned, "set-max", "TestSimulation_Segments", 221, `issued twice|set-max skipped|more IDs issued`},
+	// The paths of node/simpaths_test.go: re-claim, retire, worker-ID
+	// range, correction.
+	{mutation.ReclaimSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 1, "issued twice"},
+	{mutation.FenceWriterSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 1, "issued twice"},
+	{mutation.RetiredFenceDropped, "retire", "TestSimulation_SnowflakePaths", 3, "issued twice"},
+	{mutation.RangeIgnored, "range", "TestSimulation_SnowflakePaths", 3, "outside the cluster.s worker"},
+	{mutation.CorrectionIsAJump, "correction", "TestSimulation_SnowflakePaths", 1, "held as a jump"},
 }
 
 // TestMutations breaks each rule of the table in turn and expects the

@@ -348,6 +348,9 @@ func (n *node) newGuard() error {
 	// last report reached ZooKeeper (for a start while ZooKeeper is down).
 	w := &fenceWriter{path: n.cfg.CacheFile, disk: n.files(), entry: n.ident.entry, clock: n.clock, floor: n.issuing.LastIssued,
 		finalZKFence: n.finalZKFence.Load, beforeWrite: n.beforeWrite}
+	if n.cfg.seams != nil {
+		w.beforeToken = n.cfg.seams.beforeToken
+	}
 	if n.coord != nil {
 		w.status = n.coord.Status
 	}

@@ -60,6 +60,12 @@ type snowWorld struct {
 	// borrowEvery: 0 = every process leaves service on a rollback; 1 =
 	// every process borrows; 2 = each process borrows or not at random.
 	borrowEvery int
+	// geneBits and workerRange are --gene-bits and --worker-id-range;
+	// paths adds the schedule of node/simpaths_test.go (cluster created by
+	// an operator, re-claims, retires, corrections).
+	geneBits    uint
+	workerRange string
+	paths       bool
 }
 
 // The worlds: the snowflake simulation mixes both policies at 2^20 IDs a
@@ -198,6 +204,7 @@ type snowSim struct {
 	ticks  map[int64]map[string]*tickSpan // per worker ID, per process: the ticks it issued in
 	stats  snowStats
 	simTrace
+	pathsState // node/simpaths_test.go
 }
 
 type snowStats struct {
@@ -205,6 +212,7 @@ type snowStats struct {
 	// borrowed and exhausted sum the generators' Borrowed and
 	// BorrowExhausted over every process that ended.
 	borrowed, exhausted int64
+	paths               pathStats // node/simpaths_test.go
 }
 
 // ended adds the figures of a process that ended to the stats.
@@ -237,6 +245,8 @@ type snowProc struct {
 	done   chan error
 	last   int64
 	zk     simClients
+
+	pathsProc // node/simpaths_test.go
 }
 
 func (s *snowSim) cacheFile(n *snowNode) string {
@@ -265,6 +275,10 @@ func (s *snowSim) config(n *snowNode, p *snowProc) Config {
 	cfg.MaxStartWait = 10 * time.Second
 	cfg.ShutdownTimeout = 4 * time.Second
 	cfg.seams = &seams{disk: p.dproc, dial: p.zk.dialer(s.srv)}
+	cfg.GeneBits, cfg.WorkerIDRange = s.world.geneBits, s.world.workerRange
+	if s.world.paths {
+		cfg.CreateCluster, cfg.seams.beforeToken = s.nodesCreate, s.slowToken(p)
+	}
 	return cfg
 }
 
@@ -283,6 +297,9 @@ func (s *snowSim) start(n *snowNode) {
 	log := zerolog.Nop()
 	if synctestDebug {
 		log = zerolog.New(os.Stderr).Level(zerolog.InfoLevel)
+	}
+	if s.world.paths {
+		log = s.watchLog(p, log)
 	}
 	// Nodes start a few microseconds apart, so their timers never fire at
 	// one virtual instant: the scheduler's order does not decide a run.
@@ -332,7 +349,8 @@ func (s *snowSim) issue(n *snowNode) error {
 	k := 1 + s.rng.IntN(s.world.maxBatch)
 	var ctx fasthttp.RequestCtx
 	var req fasthttp.Request
-	req.SetRequestURI("/ids?count=" + strconv.Itoa(k))
+	gene, geneQuery := s.drawGene()
+	req.SetRequestURI("/ids?count=" + strconv.Itoa(k) + geneQuery)
 	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9}, nil)
 	nd.srv.Handler()(&ctx)
 	if ctx.Response.StatusCode() != fasthttp.StatusOK {
@@ -349,6 +367,9 @@ func (s *snowSim) issue(n *snowNode) error {
 			return err
 		}
 		if err := s.checkSpan(p.name, id); err != nil {
+			return err
+		}
+		if err := s.checkPathsID(p.name, id, gene); err != nil {
 			return err
 		}
 	}
@@ -482,6 +503,11 @@ func (s *snowSim) step() error {
 	if err := s.checkNotFencedOutByItself(); err != nil {
 		return err
 	}
+	if s.world.paths {
+		if taken, err := s.pathStep(); taken {
+			return err
+		}
+	}
 	var live, down []*snowNode
 	for _, n := range s.nodes {
 		if n.proc != nil {
@@ -566,6 +592,9 @@ func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats sn
 			s.keys++
 			s.nodes = append(s.nodes, &snowNode{slot: i, key: fmt.Sprintf("k%d", s.keys), disk: disk.NewMem(), clock: &simClock{origin: time.Now(), step: int64(world.readStep)}})
 		}
+		if world.paths {
+			err = s.createCluster()
+		}
 		for _, n := range s.nodes {
 			s.start(n)
 		}
@@ -582,6 +611,9 @@ func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats sn
 		}
 		if err == nil {
 			err = s.settle()
+		}
+		if err == nil && world.paths {
+			err = s.pathsDone()
 		}
 		for _, n := range s.nodes {
 			if n.proc != nil {

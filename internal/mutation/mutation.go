@@ -47,3 +47,25 @@ const (
 	// since it read the record (set-max).
 	SetMaxUnversioned Name = "setmax-unversioned"
 )
+
+// The paths the node simulation reaches beyond the plain claim: the
+// re-claim after a stale cache token (S4), retiring a dead node, the
+// worker-ID range, a correction of a clock step back.
+const (
+	// ReclaimSkipsFloor: completeReclaim (coordinator/run.go) raises the
+	// generator's floor to 0 instead of the previous holder's fence.
+	ReclaimSkipsFloor Name = "s4-reclaim-skips-floor"
+	// FenceWriterSkipsFloor: fenceWriter.persist (node/fence.go) writes the
+	// keeper's figure without raising it to the floor read after the token.
+	FenceWriterSkipsFloor Name = "s4-fence-writer-skips-floor"
+	// RetiredFenceDropped: the take-over of a worker ID (recycleOps,
+	// coordinator/claim.go) leaves a retired holder's fence out of F0.
+	RetiredFenceDropped Name = "retire-fence-dropped"
+	// RangeIgnored: the recycler's scan of free worker IDs (scan.free,
+	// coordinator/claim.go) starts at 0 instead of the range's LO.
+	RangeIgnored Name = "range-recycle-outside"
+	// CorrectionIsAJump: the jump guard's trusted trajectory H (node/jump.go)
+	// follows a step back, so the correction that undoes it is judged by
+	// its size and held as a jump.
+	CorrectionIsAJump Name = "correction-held-as-jump"
+)
