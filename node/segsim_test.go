@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -258,14 +259,32 @@ type simProc struct {
 }
 
 // simTrace is a simulation's log of what happened, shown with the last
-// steps when an invariant breaks.
+// steps when an invariant breaks. It holds only what a seed decides —
+// virtual time, the steps, the IDs handed out, the errors — so that two
+// runs of one seed leave the same trace (TestSimulation_Replays compares
+// their sums).
 type simTrace struct {
 	trace  []string
 	stepNo int
+	// dir is a directory of the real file system the run uses (its name
+	// differs from run to run): the trace says $DIR instead.
+	dir string
+}
+
+// sum is the sha256 of the trace's lines.
+func (s *simTrace) sum() [sha256.Size]byte {
+	h := sha256.New()
+	for _, l := range s.trace {
+		h.Write([]byte(l))
+		h.Write([]byte{'\n'})
+	}
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
 }
 
 func (s *simTrace) logf(format string, a ...any) {
-	s.trace = append(s.trace, fmt.Sprintf("%9.3fs ", float64(time.Now().UnixNano()%1e12)/1e9)+fmt.Sprintf(format, a...))
+	s.trace = append(s.trace, fmt.Sprintf("%9.3fs ", float64(time.Now().UnixNano()%1e12)/1e9)+s.scrub(fmt.Sprintf(format, a...)))
 	if synctestDebug {
 		fmt.Fprintln(os.Stderr, s.trace[len(s.trace)-1])
 	}
@@ -273,7 +292,15 @@ func (s *simTrace) logf(format string, a ...any) {
 
 func (s *simTrace) fail(format string, a ...any) error {
 	tail := s.trace[max(len(s.trace)-40, 0):]
-	return fmt.Errorf("step %d: %s\nlast steps:\n  %s", s.stepNo, fmt.Sprintf(format, a...), strings.Join(tail, "\n  "))
+	return fmt.Errorf("step %d: %s\nlast steps:\n  %s", s.stepNo, s.scrub(fmt.Sprintf(format, a...)), strings.Join(tail, "\n  "))
+}
+
+// scrub puts $DIR for the run's directory in a line.
+func (s *simTrace) scrub(line string) string {
+	if s.dir == "" {
+		return line
+	}
+	return strings.ReplaceAll(line, s.dir, "$DIR")
 }
 
 // simIssued is every ID a simulation saw handed out, by the process that
@@ -948,7 +975,14 @@ func (s *segSim) lostRanges(lo, hi int64, returned []segment.Range) []segment.Ra
 
 // runSegmentSim runs one seed in a synctest bubble and returns the first
 // broken invariant.
-func runSegmentSim(t *testing.T, seed uint64, steps int, defect simDefect) (err error) {
+func runSegmentSim(t *testing.T, seed uint64, steps int, defect simDefect) error {
+	t.Helper()
+	_, err := runSegmentSimTrace(t, seed, steps, defect)
+	return err
+}
+
+// runSegmentSimTrace is runSegmentSim that also returns the run's trace.
+func runSegmentSimTrace(t *testing.T, seed uint64, steps int, defect simDefect) (trace []string, err error) {
 	t.Helper()
 	synctest.Test(t, func(*testing.T) {
 		var s *segSim
@@ -972,8 +1006,9 @@ func runSegmentSim(t *testing.T, seed uint64, steps int, defect simDefect) (err 
 		for _, n := range s.live() {
 			_ = s.kill(n, false)
 		}
+		trace = s.trace
 	})
-	return err
+	return trace, err
 }
 
 // watchedStore counts the IDs a process's store calls may have moved

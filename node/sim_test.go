@@ -205,6 +205,8 @@ type snowStats struct {
 	// borrowed and exhausted sum the generators' Borrowed and
 	// BorrowExhausted over every process that ended.
 	borrowed, exhausted int64
+	// trace is the run's trace (simTrace), for TestSimulation_Replays.
+	trace []string
 }
 
 // ended adds the figures of a process that ended to the stats.
@@ -561,7 +563,7 @@ func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats sn
 	dir := t.TempDir()
 	synctest.Test(t, func(*testing.T) {
 		s := &snowSim{simZK: newSimZK(seed), world: world, rng: rand.New(rand.NewPCG(seed, 0x5f1a)), dir: dir,
-			issued: simIssued{}, ticks: map[int64]map[string]*tickSpan{}}
+			issued: simIssued{}, ticks: map[int64]map[string]*tickSpan{}, simTrace: simTrace{dir: dir}}
 		for i := range snowNodes {
 			s.keys++
 			s.nodes = append(s.nodes, &snowNode{slot: i, key: fmt.Sprintf("k%d", s.keys), disk: disk.NewMem(), clock: &simClock{origin: time.Now(), step: int64(world.readStep)}})
@@ -592,6 +594,7 @@ func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats sn
 			fmt.Println(strings.Join(s.trace, "\n"))
 		}
 		stats = s.stats
+		stats.trace = s.trace
 		time.Sleep(time.Minute) // the HTTP servers' idle-worker cleaners notice their stop (they sleep 10s)
 	})
 	return stats, err

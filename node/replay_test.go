@@ -1,0 +1,84 @@
+package node
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"testing"
+
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+)
+
+// TestSimulation_Replays runs seeds of each simulation twice and expects
+// the same trace both times, compared by its sha256: a seed decides the
+// whole run (the steps, every fault, the order in which the goroutines of
+// the nodes reach ZooKeeper), so SIM_SEED=N replays what a failure saw.
+// SIM_SEED=N checks that one seed; SIM_SEEDS=N runs N seeds of each.
+func TestSimulation_Replays(t *testing.T) {
+	if testsupport.RaceEnabled {
+		t.Skip("make test runs the simulations without -race")
+	}
+	cases := []struct {
+		name  string
+		seeds int
+		run   func(t *testing.T, seed uint64) ([]string, error)
+	}{
+		{"snowflake", 10, func(t *testing.T, seed uint64) ([]string, error) {
+			st, err := runSnowSim(t, seed, 300, snowMixed)
+			return st.trace, err
+		}},
+		{"borrow", 3, func(t *testing.T, seed uint64) ([]string, error) {
+			st, err := runSnowSim(t, seed, 300, snowBorrow)
+			return st.trace, err
+		}},
+		{"segments", 50, func(t *testing.T, seed uint64) ([]string, error) {
+			return runSegmentSimTrace(t, seed, 300, defectNone)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			seeds := simSeeds(t)
+			if os.Getenv("SIM_SEED") == "" && os.Getenv("SIM_SEEDS") == "" {
+				seeds = seeds[:tc.seeds]
+			}
+			var diverged []uint64
+			for _, seed := range seeds {
+				a, errA := tc.run(t, seed)
+				b, errB := tc.run(t, seed)
+				if len(a) == 0 {
+					t.Fatalf("seed %d: the run left no trace", seed)
+				}
+				if traceSum(a, errA) == traceSum(b, errB) {
+					continue
+				}
+				diverged = append(diverged, seed)
+				t.Errorf("seed %d: two runs left different traces: %s", seed, traceDiff(a, b, errA, errB))
+			}
+			if len(diverged) > 0 {
+				t.Errorf("%d of %d seeds replay differently: %v", len(diverged), len(seeds), diverged)
+			}
+		})
+	}
+}
+
+// traceSum is the sha256 of a run's trace lines and its error.
+func traceSum(trace []string, err error) [sha256.Size]byte {
+	tr := simTrace{trace: trace}
+	if err != nil {
+		tr.trace = append(trace[:len(trace):len(trace)], "error: "+err.Error())
+	}
+	return tr.sum()
+}
+
+// traceDiff names the first line two traces differ in.
+func traceDiff(a, b []string, errA, errB error) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("line %d:\n  first:  %s\n  second: %s", i+1, a[i], b[i])
+		}
+	}
+	if len(a) != len(b) {
+		return fmt.Sprintf("one has %d lines, the other %d", len(a), len(b))
+	}
+	return fmt.Sprintf("the errors differ:\n  first:  %v\n  second: %v", errA, errB)
+}
