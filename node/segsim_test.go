@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -209,11 +210,20 @@ type simZK struct {
 	dropP     float64 // per request: lost before applied
 	slowP     float64 // per request: answer delayed up to 3s
 	stallTill time.Time
-	perSess   map[int64]uint64
+	perPath   map[simReq]uint64 // requests so far, by session, op and path
+}
+
+// simReq names what a request asks, within its session: its fate depends
+// on that and on how many such requests the session sent before, not on
+// its place among the session's other requests, which goroutines of one
+// process sending at one virtual instant may take in any order.
+type simReq struct {
+	session  int64
+	op, path string
 }
 
 func newSimZK(seed uint64) *simZK {
-	z := &simZK{srv: zkmem.New(), seed: seed, perSess: map[int64]uint64{}}
+	z := &simZK{srv: zkmem.New(), seed: seed, perPath: map[simReq]uint64{}}
 	z.srv.SetInjector(z.inject)
 	return z
 }
@@ -378,8 +388,6 @@ func (c *simClients) latest() *zkmem.Conn {
 	return c.conns[len(c.conns)-1]
 }
 
-// mix is splitmix64: a request's fate depends on the seed, its session and
-// its number within the session, not on which goroutine ran first.
 var synctestDebug bool
 
 func simLog() zerolog.Logger {
@@ -389,6 +397,9 @@ func simLog() zerolog.Logger {
 	return zerolog.Nop()
 }
 
+// mix is splitmix64: a request's fate depends on the seed, its session,
+// what it asks and how many times the session asked it before, not on
+// which goroutine ran first.
 func mix(x uint64) uint64 {
 	x += 0x9e3779b97f4a7c15
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
@@ -396,11 +407,21 @@ func mix(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
+// strHash is FNV-1a: a request's op and path as a number for mix.
+func strHash(v string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := range len(v) {
+		h = (h ^ uint64(v[i])) * 1099511628211
+	}
+	return h
+}
+
 func (s *simZK) inject(r zkmem.Request) zkmem.Fault {
 	s.faultMu.Lock()
 	defer s.faultMu.Unlock()
-	s.perSess[r.Session]++
-	h := mix(s.seed ^ mix(uint64(r.Session)) ^ mix(s.perSess[r.Session]<<8))
+	k := simReq{r.Session, r.Op, r.Path}
+	s.perPath[k]++
+	h := mix(s.seed ^ mix(uint64(r.Session)) ^ mix(s.perPath[k]<<8) ^ mix(strHash(r.Op+" "+r.Path)))
 	u := func() float64 { h = mix(h); return float64(h>>11) / (1 << 53) }
 	var f zkmem.Fault
 	if now := time.Now(); now.Before(s.stallTill) {
@@ -473,7 +494,11 @@ func newSegSim(seed uint64, defect simDefect) (*segSim, error) {
 }
 
 func (s *segSim) segConfig(dial zkconn.Dialer) segment.ZKConfig {
-	return segment.ZKConfig{Servers: []string{"127.0.0.1:2181"}, Cluster: simCluster, Timeout: 2 * time.Second,
+	// A ZooKeeper call times out before the 2s a Take waits for a range
+	// (segment.DefaultWait, which also bounds a tag's first read): two
+	// timers of one process never fire at one virtual instant, where the
+	// scheduler would pick which error a failed Take reports.
+	return segment.ZKConfig{Servers: []string{"127.0.0.1:2181"}, Cluster: simCluster, Timeout: 1900 * time.Millisecond,
 		Log: simLog(), Dial: dial}
 }
 
@@ -984,6 +1009,7 @@ func runSegmentSim(t *testing.T, seed uint64, steps int, defect simDefect) error
 // runSegmentSimTrace is runSegmentSim that also returns the run's trace.
 func runSegmentSimTrace(t *testing.T, seed uint64, steps int, defect simDefect) (trace []string, err error) {
 	t.Helper()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one thread: the bubble's goroutines never run at once
 	synctest.Test(t, func(*testing.T) {
 		var s *segSim
 		s, err = newSegSim(seed, defect)
@@ -992,6 +1018,7 @@ func runSegmentSimTrace(t *testing.T, seed uint64, steps int, defect simDefect) 
 		}
 		s.start(s.nodes[0])
 		s.start(s.nodes[1])
+		synctest.Wait() // the starts settle before the first step, as every step does
 		for s.stepNo = 1; s.stepNo <= steps && err == nil; s.stepNo++ {
 			err = s.step()
 			synctest.Wait() // what the step set off settles before the next one: replays stay close

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -560,6 +561,7 @@ func (s *snowSim) step() error {
 
 func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats snowStats, err error) {
 	t.Helper()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one thread: the bubble's goroutines never run at once
 	dir := t.TempDir()
 	synctest.Test(t, func(*testing.T) {
 		s := &snowSim{simZK: newSimZK(seed), world: world, rng: rand.New(rand.NewPCG(seed, 0x5f1a)), dir: dir,
@@ -571,6 +573,7 @@ func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats sn
 		for _, n := range s.nodes {
 			s.start(n)
 		}
+		synctest.Wait() // the starts settle before the first step, as every step does
 		for s.stepNo = 1; s.stepNo <= steps && err == nil; s.stepNo++ {
 			err = s.step()
 			synctest.Wait()
