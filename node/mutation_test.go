@@ -60,7 +60,13 @@ type mutationRow struct {
 	want string // regexp: what the simulation's failure says
 }
 
-var mutationTable = []mutationRow{}
+var mutationTable = []mutationRow{
+	// The fencing rules of docs/fencing.md on the snowflake simulation's
+	// paths.
+	{mutation.S1AdoptAnyWrite, "S1", "TestSimulation_Snowflake", 26, `issued twice`},
+	{mutation.L2RestartIgnoresFence, "L2", "TestSimulation_Snowflake", 16, `issued twice`},
+	{mutation.BorrowPastFence, "borrow", "TestSimulation_SnowflakeBorrow", 5, `issued twice`},
+}
 
 // TestMutations breaks each rule of the table in turn and expects the
 // simulation to fail at the table's seed. A row whose seed no longer

@@ -46,8 +46,9 @@ import (
 //     what docs/segments.md allows each crash, stop and unknown outcome.
 //
 // SIM_SEED=n replays one seed (each step settles before the next, and a
-// request's fault depends on its session and number, not on goroutine
-// order); SIM_SEEDS=n sets
+// request's fault depends on its session, what it asks and how often the
+// session asked it, not on goroutine order; TestSimulation_Replays says how
+// often the replay is exact); SIM_SEEDS=n sets
 // how many seeds run (default 1000, 50 under the race detector);
 // SIM_STEPS=n how many steps each runs.
 
@@ -210,7 +211,8 @@ type simZK struct {
 	dropP     float64 // per request: lost before applied
 	slowP     float64 // per request: answer delayed up to 3s
 	stallTill time.Time
-	perPath   map[simReq]uint64 // requests so far, by session, op and path
+	perPath   map[simReq]uint64   // requests so far, by session, op and path
+	cut       map[int64]time.Time // sessions cut off from ZooKeeper, until
 }
 
 // simReq names what a request asks, within its session: its fate depends
@@ -336,6 +338,10 @@ type simClients struct {
 	mu    sync.Mutex
 	conns []*zkmem.Conn
 	dead  bool
+	// cutTill: the process is cut off from ZooKeeper till then (cutBy's
+	// cutOff), new clients too.
+	cutTill time.Time
+	cutBy   *simZK
 }
 
 // dialer opens clients on srv until the process is dead.
@@ -348,6 +354,9 @@ func (c *simClients) dialer(srv *zkmem.Server) zkconn.Dialer {
 		}
 		conn := srv.Connect(opt)
 		c.conns = append(c.conns, conn)
+		if c.cutBy != nil && time.Now().Before(c.cutTill) {
+			c.cutBy.cutSession(conn, c.cutTill)
+		}
 		return conn, nil
 	}
 }
@@ -419,6 +428,10 @@ func strHash(v string) uint64 {
 func (s *simZK) inject(r zkmem.Request) zkmem.Fault {
 	s.faultMu.Lock()
 	defer s.faultMu.Unlock()
+	if f, ok := cutFault(s.cut[r.Session]); ok {
+		f.Delay = time.Duration(r.Session%1024+1) * time.Microsecond
+		return f
+	}
 	k := simReq{r.Session, r.Op, r.Path}
 	s.perPath[k]++
 	h := mix(s.seed ^ mix(uint64(r.Session)) ^ mix(s.perPath[k]<<8) ^ mix(strHash(r.Op+" "+r.Path)))
