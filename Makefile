@@ -31,7 +31,7 @@ test: deps
 	$(GO) test -race -tags chaos -timeout 10m ./node/
 	# The simulations of the shipped code (node/*sim_test.go), many seeds, without -race (virtual time; SIM_SEED=N replays one).
 	SIM_SEEDS=1000 $(GO) test -count=1 -run 'TestSimulation_Segments' ./node/
-	SIM_SEEDS=200 $(GO) test -count=1 -run 'TestSimulation_Snowflake$$|TestSimulation_SnowflakeCatches' ./node/
+	SIM_SEEDS=200 $(GO) test -count=1 -run 'TestSimulation_Snowflake$$' ./node/
 	SIM_SEEDS=25 $(GO) test -count=1 -run 'TestSimulation_SnowflakeBorrow$$' ./node/
 	SIM_SEEDS=40 $(GO) test -count=1 -run 'TestSimulation_SnowflakePaths$$' ./node/
 	# The mutation table (docs/testing.md): each safety rule broken in turn (-tags mutation), caught by a simulation above.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -668,7 +669,7 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 			return claimed{}, fmt.Errorf("%w: sequence %d of %s is past the cluster's worker IDs %s (layout %s) and %s",
 				ErrNoFreeWorkerID, own.seq, own.path, ids, c.cfg.Layout, summary)
 		}
-		w := free[rand.IntN(len(free))]
+		w := free[pickFree(c.cfg.NodeKey, attempt, len(free))]
 		c.setProgress(fmt.Sprintf("taking over worker ID %d for node key %q (recycling)", w, c.cfg.NodeKey))
 		ops, mine, from, prevHolder, err := c.recycleOps(s, me, w, now, token)
 		if err != nil {
@@ -699,6 +700,17 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 		}
 	}
 	return claimed{}, fmt.Errorf("recycling: gave up after %d attempts contended by other nodes", attempts)
+}
+
+// pickFree chooses one of n free worker IDs for a node key's attempt-th
+// try at recycling: spread over the free IDs by node key and attempt, so
+// that nodes recycling at once seldom race for one ID, and decided by them
+// alone (no process-wide random source), so that a simulation's seed
+// replays the same choice.
+func pickFree(nodeKey string, attempt, n int) int {
+	h := fnv.New64a()
+	h.Write([]byte(nodeKey))
+	return rand.New(rand.NewPCG(h.Sum64(), uint64(attempt))).IntN(n)
 }
 
 // recycleOps builds the take-over multi for worker ID w: our data carries

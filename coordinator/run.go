@@ -408,6 +408,9 @@ func (c *Coordinator) recheckOwn(ctx context.Context, z zkclient.Client) error {
 		return nil
 	}
 	node, err := c.readForever(ctx, z, name, key, seq)
+	if err == nil && mutation.Broken(mutation.S1AdoptAnyWrite) {
+		node.workerID, node.data.Token = want, token
+	}
 	var me *malformedError
 	switch {
 	case errors.Is(err, zk.ErrNoNode):

@@ -16,6 +16,8 @@
 // generator, against an in-memory ZooKeeper under seeded faults.
 package fencing
 
+import "codeberg.org/snowflaked/snowflaked/internal/mutation"
+
 // Record is the fencing part of a worker ID's forever znode (times in Unix
 // ms): the instance token of the process that last claimed it, the fence
 // ZooKeeper acknowledged last, and what the claim replaced.
@@ -63,6 +65,8 @@ type Cache struct {
 // matching file without a token. fromCache says which one won.
 func StartAfter(claim Record, c Cache) (fence int64, fromCache bool) {
 	switch {
+	case mutation.Broken(mutation.L2RestartIgnoresFence):
+		return 0, false
 	case !c.Matches:
 		return claim.PrevFence, false
 	case c.Token != "" && c.Token == claim.PrevToken:

@@ -292,11 +292,6 @@ func mergeRoutes(sets ...map[string]fasthttp.RequestHandler) (map[string]fasthtt
 	return out, nil
 }
 
-// issuingGenerator is the generator as the fence gate drives it; a
-// simulation swaps in one that takes a fence further than the gate gives,
-// to show that borrowing past the persisted fence is caught.
-var issuingGenerator = func(g *snowflake.Generator) fencing.Generator { return g }
-
 func (n *node) newGenerator() error {
 	tol := n.cfg.RollbackTolerance
 	if tol == 0 {
@@ -315,7 +310,7 @@ func (n *node) newGenerator() error {
 	if n.coord != nil {
 		zkFence = n.ident.entry.ZKFence
 	}
-	n.issuing = fencing.NewGate(issuingGenerator(gen), zkFence)
+	n.issuing = fencing.NewGate(gen, zkFence)
 	return nil
 }
 

@@ -2,11 +2,13 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,8 +45,9 @@ import (
 //     what docs/segments.md allows each crash, stop and unknown outcome.
 //
 // SIM_SEED=n replays one seed (each step settles before the next, and a
-// request's fault depends on its session and number, not on goroutine
-// order); SIM_SEEDS=n sets
+// request's fault depends on its session, what it asks and how often the
+// session asked it, not on goroutine order; TestSimulation_Replays says how
+// often the replay is exact); SIM_SEEDS=n sets
 // how many seeds run (default 1000, 50 under the race detector);
 // SIM_STEPS=n how many steps each runs.
 
@@ -173,12 +176,22 @@ type simZK struct {
 	movedP    float64 // per request: its session moved (not applied, zk.ErrSessionMoved)
 	lateP     float64 // per request: applied, answered 2-5s later (after the caller gave up)
 	stallTill time.Time
-	perSess   map[int64]uint64
-	calm      map[int64]bool // sessions whose requests are only delayed (an operator's)
+	calm      map[int64]bool      // sessions whose requests are only delayed (an operator's)
+	perPath   map[simReq]uint64   // requests so far, by session, op and path
+	cut       map[int64]time.Time // sessions cut off from ZooKeeper, until
+}
+
+// simReq names what a request asks, within its session: its fate depends
+// on that and on how many such requests the session sent before, not on
+// its place among the session's other requests, which goroutines of one
+// process sending at one virtual instant may take in any order.
+type simReq struct {
+	session  int64
+	op, path string
 }
 
 func newSimZK(seed uint64) *simZK {
-	z := &simZK{srv: zkmem.New(), seed: seed, perSess: map[int64]uint64{}}
+	z := &simZK{srv: zkmem.New(), seed: seed, perPath: map[simReq]uint64{}}
 	z.srv.SetInjector(z.inject)
 	return z
 }
@@ -238,14 +251,32 @@ type simProc struct {
 }
 
 // simTrace is a simulation's log of what happened, shown with the last
-// steps when an invariant breaks.
+// steps when an invariant breaks. It holds only what a seed decides —
+// virtual time, the steps, the IDs handed out, the errors — so that two
+// runs of one seed leave the same trace (TestSimulation_Replays compares
+// their sums).
 type simTrace struct {
 	trace  []string
 	stepNo int
+	// dir is a directory of the real file system the run uses (its name
+	// differs from run to run): the trace says $DIR instead.
+	dir string
+}
+
+// sum is the sha256 of the trace's lines.
+func (s *simTrace) sum() [sha256.Size]byte {
+	h := sha256.New()
+	for _, l := range s.trace {
+		h.Write([]byte(l))
+		h.Write([]byte{'\n'})
+	}
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
 }
 
 func (s *simTrace) logf(format string, a ...any) {
-	s.trace = append(s.trace, fmt.Sprintf("%9.3fs ", float64(time.Now().UnixNano()%1e12)/1e9)+fmt.Sprintf(format, a...))
+	s.trace = append(s.trace, fmt.Sprintf("%9.3fs ", float64(time.Now().UnixNano()%1e12)/1e9)+s.scrub(fmt.Sprintf(format, a...)))
 	if synctestDebug {
 		fmt.Fprintln(os.Stderr, s.trace[len(s.trace)-1])
 	}
@@ -253,7 +284,15 @@ func (s *simTrace) logf(format string, a ...any) {
 
 func (s *simTrace) fail(format string, a ...any) error {
 	tail := s.trace[max(len(s.trace)-40, 0):]
-	return fmt.Errorf("step %d: %s\nlast steps:\n  %s", s.stepNo, fmt.Sprintf(format, a...), strings.Join(tail, "\n  "))
+	return fmt.Errorf("step %d: %s\nlast steps:\n  %s", s.stepNo, s.scrub(fmt.Sprintf(format, a...)), strings.Join(tail, "\n  "))
+}
+
+// scrub puts $DIR for the run's directory in a line.
+func (s *simTrace) scrub(line string) string {
+	if s.dir == "" {
+		return line
+	}
+	return strings.ReplaceAll(line, s.dir, "$DIR")
 }
 
 // simIssued is every ID a simulation saw handed out, by the process that
@@ -279,6 +318,10 @@ type simClients struct {
 	mu    sync.Mutex
 	conns []*zkmem.Conn
 	dead  bool
+	// cutTill: the process is cut off from ZooKeeper till then (cutBy's
+	// cutOff), new clients too.
+	cutTill time.Time
+	cutBy   *simZK
 }
 
 // dialer opens clients on srv until the process is dead.
@@ -291,6 +334,9 @@ func (c *simClients) dialer(srv *zkmem.Server) zkconn.Dialer {
 		}
 		conn := srv.Connect(opt)
 		c.conns = append(c.conns, conn)
+		if c.cutBy != nil && time.Now().Before(c.cutTill) {
+			c.cutBy.cutSession(conn, c.cutTill)
+		}
 		return conn, nil
 	}
 }
@@ -331,8 +377,6 @@ func (c *simClients) latest() *zkmem.Conn {
 	return c.conns[len(c.conns)-1]
 }
 
-// mix is splitmix64: a request's fate depends on the seed, its session and
-// its number within the session, not on which goroutine ran first.
 var synctestDebug bool
 
 func simLog() zerolog.Logger {
@@ -342,6 +386,9 @@ func simLog() zerolog.Logger {
 	return zerolog.Nop()
 }
 
+// mix is splitmix64: a request's fate depends on the seed, its session,
+// what it asks and how many times the session asked it before, not on
+// which goroutine ran first.
 func mix(x uint64) uint64 {
 	x += 0x9e3779b97f4a7c15
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
@@ -349,11 +396,25 @@ func mix(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
+// strHash is FNV-1a: a request's op and path as a number for mix.
+func strHash(v string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := range len(v) {
+		h = (h ^ uint64(v[i])) * 1099511628211
+	}
+	return h
+}
+
 func (s *simZK) inject(r zkmem.Request) zkmem.Fault {
 	s.faultMu.Lock()
 	defer s.faultMu.Unlock()
-	s.perSess[r.Session]++
-	h := mix(s.seed ^ mix(uint64(r.Session)) ^ mix(s.perSess[r.Session]<<8))
+	if f, ok := cutFault(s.cut[r.Session]); ok {
+		f.Delay = time.Duration(r.Session%1024+1) * time.Microsecond
+		return f
+	}
+	k := simReq{r.Session, r.Op, r.Path}
+	s.perPath[k]++
+	h := mix(s.seed ^ mix(uint64(r.Session)) ^ mix(s.perPath[k]<<8) ^ mix(strHash(r.Op+" "+r.Path)))
 	u := func() float64 { h = mix(h); return float64(h>>11) / (1 << 53) }
 	var f zkmem.Fault
 	if now := time.Now(); now.Before(s.stallTill) {
@@ -446,7 +507,11 @@ func (s *segSim) setupZK(inc string) error {
 }
 
 func (s *segSim) segConfig(dial zkconn.Dialer) segment.ZKConfig {
-	return segment.ZKConfig{Servers: []string{"127.0.0.1:2181"}, Cluster: simCluster, Timeout: 2 * time.Second,
+	// A ZooKeeper call times out before the 2s a Take waits for a range
+	// (segment.DefaultWait, which also bounds a tag's first read): two
+	// timers of one process never fire at one virtual instant, where the
+	// scheduler would pick which error a failed Take reports.
+	return segment.ZKConfig{Servers: []string{"127.0.0.1:2181"}, Cluster: simCluster, Timeout: 1900 * time.Millisecond,
 		Log: simLog(), Dial: dial}
 }
 
@@ -1208,8 +1273,16 @@ func (s *segSim) lostRanges(lo, hi int64, returned []segment.Range) []segment.Ra
 
 // runSegmentSim runs one seed in a synctest bubble and returns the first
 // broken invariant.
-func runSegmentSim(t *testing.T, seed uint64, steps int, world segWorld) (err error) {
+func runSegmentSim(t *testing.T, seed uint64, steps int, world segWorld) error {
 	t.Helper()
+	_, err := runSegmentSimTrace(t, seed, steps, world)
+	return err
+}
+
+// runSegmentSimTrace is runSegmentSim that also returns the run's trace.
+func runSegmentSimTrace(t *testing.T, seed uint64, steps int, world segWorld) (trace []string, err error) {
+	t.Helper()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one thread: the bubble's goroutines never run at once
 	synctest.Test(t, func(*testing.T) {
 		var s *segSim
 		s, err = newSegSim(seed, world)
@@ -1218,6 +1291,7 @@ func runSegmentSim(t *testing.T, seed uint64, steps int, world segWorld) (err er
 		}
 		s.start(s.nodes[0])
 		s.start(s.nodes[1])
+		synctest.Wait() // the starts settle before the first step, as every step does
 		for s.stepNo = 1; s.stepNo <= steps && err == nil; s.stepNo++ {
 			err = s.step()
 			synctest.Wait() // what the step set off settles before the next one: replays stay close
@@ -1232,8 +1306,9 @@ func runSegmentSim(t *testing.T, seed uint64, steps int, world segWorld) (err er
 		for _, n := range s.live() {
 			_ = s.kill(n, false)
 		}
+		trace = s.trace
 	})
-	return err
+	return trace, err
 }
 
 // watchedStore counts the IDs a process's store calls may have moved

@@ -3,11 +3,11 @@ package node
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,10 +19,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
-	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
-	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
-	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // The snowflake simulation runs whole nodes — node.Run: the claim, the
@@ -30,15 +27,16 @@ import (
 // the clock guard, the HTTP handler, the stop sequence with its final
 // fences — against the in-memory ZooKeeper, on in-memory disks that die
 // with their process, with clocks that step both ways, in virtual time.
-// Node keys come and go (a wiped disk may come back as a new machine), and
-// the layout has 4 worker IDs, so IDs are recycled. It checks, on every
-// batch the handler answers, that no snowflake ID was issued twice and that
-// IDs increase within a process.
+// Node keys come and go (a wiped disk may come back as a new machine, a
+// node key moves to a new machine while its old process is cut off from
+// ZooKeeper), and the layout has 4 worker IDs, so IDs are recycled. It
+// checks, on every batch the handler answers, that no snowflake ID was
+// issued twice and that IDs increase within a process.
 //
 // SIM_SEED, SIM_SEEDS and SIM_STEPS work as for the segment simulation
-// (default 200 seeds, 10 under the race detector). A replay retraces the
-// seed's steps and faults; goroutines of three whole nodes that wake at one
-// virtual instant may interleave differently, so not always exactly.
+// (default 200 seeds, 10 under the race detector). SIM_SEED=N replays the
+// seed's steps and faults; TestSimulation_Replays (replay_test.go) says how
+// often the replay is exact.
 
 const (
 	snowNodes   = 3
@@ -66,6 +64,10 @@ type snowWorld struct {
 	geneBits    uint
 	workerRange string
 	paths       bool
+	// attacks: now and then a node key moves to a new machine while its
+	// old process is cut off from ZooKeeper (simmigrate_test.go), and
+	// reboots come with batches around them (simreboot_test.go).
+	attacks bool
 }
 
 // The worlds: the snowflake simulation mixes both policies at 2^20 IDs a
@@ -73,7 +75,7 @@ type snowWorld struct {
 // tick, batches of up to 4000 and a fence 30ms ahead, so that borrowing
 // runs into its fence.
 var (
-	snowMixed  = snowWorld{seqBits: 20, maxBatch: 50, fenceAhead: time.Second, borrowEvery: 2}
+	snowMixed  = snowWorld{seqBits: 20, maxBatch: 50, fenceAhead: time.Second, borrowEvery: 2, attacks: true}
 	snowBorrow = snowWorld{seqBits: 8, maxBatch: 4000, fenceAhead: 30 * time.Millisecond, readStep: time.Microsecond, borrowEvery: 1}
 )
 
@@ -123,63 +125,6 @@ func TestSimulation_SnowflakeBorrow(t *testing.T) {
 		len(seeds), steps, total.issued, total.batches, total.borrowed, total.exhausted)
 }
 
-// TestSimulation_SnowflakeCatchesBorrowPastFence hands the generators a
-// fence 2s beyond the persisted one and expects the borrow simulation to
-// find IDs issued twice: a restart after kill -9 starts after the persisted
-// fence, inside what its predecessor borrowed.
-func TestSimulation_SnowflakeCatchesBorrowPastFence(t *testing.T) {
-	if testsupport.RaceEnabled {
-		t.Skip("a search over seeds: make test runs it without -race")
-	}
-	real := issuingGenerator
-	issuingGenerator = func(g *snowflake.Generator) fencing.Generator { return fenceBeyond{g} }
-	t.Cleanup(func() { issuingGenerator = real })
-	catchDuplicate(t, 100, snowBorrow, "borrowing 2s past the persisted fence")
-}
-
-// catchDuplicate runs the simulation of world, with a defect the caller
-// installed, over up to seeds seeds and expects it caught as IDs issued
-// twice.
-func catchDuplicate(t *testing.T, seeds uint64, world snowWorld, what string) {
-	t.Helper()
-	for seed := uint64(1); seed <= seeds; seed++ {
-		_, err := runSnowSim(t, seed, 300, world)
-		if err == nil {
-			continue
-		}
-		if !strings.Contains(err.Error(), "issued twice") {
-			t.Fatalf("seed %d: caught, but not as a duplicate: %v", seed, err)
-		}
-		t.Logf("caught at seed %d: %s", seed, strings.SplitN(err.Error(), "\n", 2)[0])
-		return
-	}
-	t.Fatalf("%d seeds did not catch %s", seeds, what)
-}
-
-// fenceBeyond is a generator that takes every fence 2s further than given.
-type fenceBeyond struct{ *snowflake.Generator }
-
-func (g fenceBeyond) SetFence(unixMilli int64) {
-	if unixMilli < math.MaxInt64-2000 {
-		unixMilli += 2000
-	}
-	g.Generator.SetFence(unixMilli)
-}
-
-// TestSimulation_SnowflakeCatchesBrokenRules breaks a rule on purpose and
-// expects the simulation to catch it: a restart that re-claims its worker
-// ID starts from no fence, not after its cache file's (fencing.StartAfter
-// broken).
-func TestSimulation_SnowflakeCatchesBrokenRules(t *testing.T) {
-	if testsupport.RaceEnabled {
-		t.Skip("a search over seeds: make test runs it without -race")
-	}
-	real := startAfter
-	startAfter = func(fencing.Record, fencing.Cache) (int64, bool) { return 0, false }
-	t.Cleanup(func() { startAfter = real })
-	catchDuplicate(t, 300, snowMixed, "a restart that ignores its predecessor's fence")
-}
-
 // simClock is a node's clock in the bubble's virtual time, with a wall
 // offset the simulation steps.
 type simClock struct {
@@ -199,6 +144,12 @@ type snowSim struct {
 	nodes  []*snowNode
 	recent *snowNode // the node started last
 	keys   int
+	// stranded are processes whose node key moved to a new machine while
+	// they were cut off from ZooKeeper (simmigrate_test.go); slots counts
+	// the machines (cache file directories); migrations draws the moves.
+	stranded   []*snowNode
+	slots      int
+	migrations *rand.Rand
 
 	issued simIssued
 	ticks  map[int64]map[string]*tickSpan // per worker ID, per process: the ticks it issued in
@@ -213,6 +164,8 @@ type snowStats struct {
 	// BorrowExhausted over every process that ended.
 	borrowed, exhausted int64
 	paths               pathStats // node/simpaths_test.go
+	// trace is the run's trace (simTrace), for TestSimulation_Replays.
+	trace []string
 }
 
 // ended adds the figures of a process that ended to the stats.
@@ -484,7 +437,7 @@ func (s *snowSim) reap() {
 // service until restarted).
 func (s *snowSim) checkNotFencedOutByItself() error {
 	for _, n := range s.nodes {
-		if n.proc == nil {
+		if n.proc == nil || s.isStranded(n.key) {
 			continue
 		}
 		nd := n.proc.n.Load()
@@ -517,9 +470,16 @@ func (s *snowSim) step() error {
 		}
 	}
 	pick := func(ns []*snowNode) *snowNode { return ns[s.rng.IntN(len(ns))] }
+	if s.world.attacks && len(live) > 0 && s.migrations.IntN(migrateEvery) == 0 {
+		s.migrate(live[s.migrations.IntN(len(live))], time.Duration(10+s.migrations.IntN(20))*time.Second)
+		return nil
+	}
 	r := s.rng.IntN(100)
 	switch {
 	case r < 50 && len(live) > 0:
+		if ok, err := s.issueStranded(); ok {
+			return err
+		}
 		// Half the batches go to the node started last: the moments after
 		// a start are where a fence rule matters.
 		if s.recent != nil && s.recent.proc != nil && s.rng.IntN(2) == 0 {
@@ -560,6 +520,11 @@ func (s *snowSim) step() error {
 		// A reboot: kill -9, the clock comes back behind, the node starts
 		// again at once, half the time while ZooKeeper is down.
 		n := pick(live)
+		if s.world.attacks {
+			if err := s.beforeReboot(n); err != nil {
+				return err
+			}
+		}
 		s.kill(n, false)
 		if s.rng.IntN(2) == 0 {
 			// ZooKeeper is down, and loses answers as it comes back.
@@ -573,6 +538,9 @@ func (s *snowSim) step() error {
 		n.clock.off.Add(int64(step))
 		s.logf("%s: reboots with its clock %v off", n.key, step)
 		s.start(n)
+		if s.world.attacks {
+			return s.afterReboot(n)
+		}
 	case r < 96 && len(live) > 0:
 		p := pick(live).proc
 		s.logf("%s: %s", p.name, diskFault(s.rng, p.dproc, 5*time.Second))
@@ -584,10 +552,12 @@ func (s *snowSim) step() error {
 
 func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats snowStats, err error) {
 	t.Helper()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one thread: the bubble's goroutines never run at once
 	dir := t.TempDir()
 	synctest.Test(t, func(*testing.T) {
 		s := &snowSim{simZK: newSimZK(seed), world: world, rng: rand.New(rand.NewPCG(seed, 0x5f1a)), dir: dir,
-			issued: simIssued{}, ticks: map[int64]map[string]*tickSpan{}}
+			issued: simIssued{}, ticks: map[int64]map[string]*tickSpan{}, simTrace: simTrace{dir: dir},
+			slots: snowNodes - 1, migrations: rand.New(rand.NewPCG(seed, 0x319))}
 		for i := range snowNodes {
 			s.keys++
 			s.nodes = append(s.nodes, &snowNode{slot: i, key: fmt.Sprintf("k%d", s.keys), disk: disk.NewMem(), clock: &simClock{origin: time.Now(), step: int64(world.readStep)}})
@@ -598,6 +568,7 @@ func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats sn
 		for _, n := range s.nodes {
 			s.start(n)
 		}
+		synctest.Wait() // the starts settle before the first step, as every step does
 		for s.stepNo = 1; s.stepNo <= steps && err == nil; s.stepNo++ {
 			err = s.step()
 			synctest.Wait()
@@ -609,6 +580,7 @@ func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats sn
 				n.proc.dproc.Fail(nil)
 			}
 		}
+		s.endStranded()
 		if err == nil {
 			err = s.settle()
 		}
@@ -624,6 +596,7 @@ func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats sn
 			fmt.Println(strings.Join(s.trace, "\n"))
 		}
 		stats = s.stats
+		stats.trace = s.trace
 		time.Sleep(time.Minute) // the HTTP servers' idle-worker cleaners notice their stop (they sleep 10s)
 	})
 	return stats, err

@@ -48,10 +48,6 @@ type claimer interface {
 //
 // In both cases a cache file of another layout, a standalone cache file and
 // a damaged one are refused.
-// startAfter is fencing.StartAfter; simulations swap in a broken rule to
-// show they catch it.
-var startAfter = fencing.StartAfter
-
 func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKey string, c claimer, log zerolog.Logger) (identity, error) {
 	id := identity{mode: ModeZooKeeper, entry: cachefile.Entry{Cluster: cfg.Cluster, NodeKey: nodeKey, Layout: layout}}
 	cached, cacheErr := cachefile.LoadFrom(cfg.files(), cfg.CacheFile)
@@ -94,7 +90,7 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 	e.Incarnation, e.Token, e.ZKFence, e.ZKSession = zid.Incarnation, zid.Token, zid.ZKFence, zid.Session
 	id.from = "zookeeper (the previous holder's fence)"
 	matches := cached.Matches(cfg.Cluster, nodeKey, zid.WorkerID) && (cached.Incarnation == "" || cached.Incarnation == zid.Incarnation || cfg.AcceptNewIncarnation)
-	fence, fromCache := startAfter(
+	fence, fromCache := fencing.StartAfter(
 		fencing.Record{Token: zid.Token, Fence: zid.ZKFence, PrevToken: zid.PrevToken, PrevFence: zid.PrevFence},
 		fencing.Cache{Matches: matches, Token: cached.Token, Fence: cached.Fence})
 	switch {

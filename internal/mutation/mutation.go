@@ -69,3 +69,17 @@ const (
 	// its size and held as a jump.
 	CorrectionIsAJump Name = "correction-held-as-jump"
 )
+
+// The fencing rules of docs/fencing.md on the snowflake simulation's paths
+// (renewals, restarts, borrowing).
+const (
+	// S1AdoptAnyWrite: a renewal whose version conflicted adopts whatever
+	// the znode now carries as its own write (any worker ID, any token).
+	S1AdoptAnyWrite Name = "s1-adopt-any-write"
+	// L2RestartIgnoresFence: a restart starts from no fence, not after the
+	// cache file's or the previous holder's (fencing.StartAfter).
+	L2RestartIgnoresFence Name = "l2-restart-ignores-fence"
+	// BorrowPastFence: the generator gets every local fence 2s further than
+	// the persisted one, so borrowing runs past it.
+	BorrowPastFence Name = "borrow-past-fence"
+)
