@@ -32,7 +32,11 @@ type Record struct {
 // fence lead g (ms): the previous token and fence are kept, so the new
 // holder issues only after PrevFence, and the fence never goes down.
 func Claim(prev Record, token string, now, g int64) Record {
-	return Record{Token: token, Fence: max(prev.Fence, now+g), PrevToken: prev.Token, PrevFence: prev.Fence}
+	r := Record{Token: token, Fence: max(prev.Fence, now+g), PrevToken: prev.Token, PrevFence: prev.Fence}
+	if mutation.Broken(mutation.S2ClaimForgetsFence) {
+		r.PrevFence = 0
+	}
+	return r
 }
 
 // Renew is the fence a renewal at now writes: now + g, never below the fence
@@ -69,6 +73,8 @@ func StartAfter(claim Record, c Cache) (fence int64, fromCache bool) {
 		return 0, false
 	case !c.Matches:
 		return claim.PrevFence, false
+	case mutation.Broken(mutation.S3CacheAnyToken):
+		return c.Fence, true
 	case c.Token != "" && c.Token == claim.PrevToken:
 		return c.Fence, true
 	case c.Fence > claim.PrevFence:

@@ -471,29 +471,17 @@ func TestSimulation_NoDuplicateUnderSeededFaults(t *testing.T) {
 }
 
 // The simulation must be able to fail: with a rule broken on purpose it
-// finds a duplicate within a few hundred seeds.
+// finds a duplicate within a few hundred seeds. (The claim that forgets the
+// previous fence and the cache file trusted whatever its token are rows of
+// the mutation table: fencing/mutation_test.go.)
 func TestSimulation_CatchesBrokenRules(t *testing.T) {
 	tests := []struct {
 		name  string
 		rules simRules
 	}{
-		{"claim forgets the previous fence", simRules{
-			claim: func(prev Record, token string, now, g int64) Record {
-				r := Claim(prev, token, now, g)
-				r.PrevFence = 0
-				return r
-			}, renew: Renew, adopt: Adopt, startAfter: StartAfter}},
 		{"a conflicting write is adopted as our own", simRules{
 			claim: Claim, renew: Renew, startAfter: StartAfter,
 			adopt: func(readWorker, ownWorker int64, _, _ string) bool { return readWorker == ownWorker }}},
-		{"the cache file's fence is trusted whatever the token", simRules{
-			claim: Claim, renew: Renew, adopt: Adopt,
-			startAfter: func(claim Record, c Cache) (int64, bool) {
-				if c.Matches {
-					return c.Fence, true
-				}
-				return claim.PrevFence, false
-			}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

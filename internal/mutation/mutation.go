@@ -83,3 +83,17 @@ const (
 	// the persisted one, so borrowing runs past it.
 	BorrowPastFence Name = "borrow-past-fence"
 )
+
+// The fence rules of package fencing that the model simulation
+// (fencing/sim_test.go) drives: the functions the coordinator and the node
+// call.
+const (
+	// S2ClaimForgetsFence: fencing.Claim writes no previous fence, so the
+	// new holder starts after 0 instead of after every earlier holder's
+	// acknowledged fences (S2).
+	S2ClaimForgetsFence Name = "s2-claim-forgets-fence"
+	// S3CacheAnyToken: fencing.StartAfter trusts a matching cache file's
+	// fence whatever its token, though another process may have claimed
+	// the worker ID since (S3).
+	S3CacheAnyToken Name = "s3-cache-trusted-any-token"
+)
