@@ -47,3 +47,11 @@ const (
 	// since it read the record (set-max).
 	SetMaxUnversioned Name = "setmax-unversioned"
 )
+
+// Segment mode: a forgotten take (docs/segments.md R6).
+const (
+	// TakeUnrecorded: a take of a returned range deletes it with a plain
+	// delete, without writing the tag record, so a ZooKeeper that forgets
+	// the take puts the range back unseen (R6).
+	TakeUnrecorded Name = "r6-take-unrecorded"
+)
