@@ -893,8 +893,7 @@ func (s *segSim) restore() error {
 	s.heal()
 	time.Sleep(30 * time.Second) // faults decided before the heal end, sessions come back
 	synctest.Wait()
-	returned := s.tagPath() + "/returned"
-	now := s.srv.Children(returned)
+	_, before, _ := s.srv.Get(s.tagPath())
 	for _, n := range live {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := n.proc.mode.store.p.Load().Tag(ctx, simTag)
@@ -904,7 +903,13 @@ func (s *segSim) restore() error {
 			return nil
 		}
 	}
+	returned := s.tagPath() + "/returned"
+	now := s.srv.Children(returned)
 	cur, curVersion, ok1 := s.srv.Get(s.tagPath())
+	if curVersion != before {
+		s.logf("no restore: the record moved from version %d to %d while the stores read it", before, curVersion)
+		return nil
+	}
 	old, oldVersion, ok2 := s.snap.Get(s.tagPath())
 	if !ok1 || !ok2 {
 		return s.fail("tag record missing (now %v, in the snapshot %v)", ok1, ok2)
