@@ -131,3 +131,57 @@ func TestSegmentStore_ForgottenWriteIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// A take of a returned range writes the tag record on a real ZooKeeper:
+// its version grows by one, max_id and every other field (one of another
+// release's too) stay as they were, and a second take of the range finds
+// it gone.
+func TestSegmentStore_TakeWritesTheRecord(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	s, other := segmentStore(t, srv), segmentStore(t, srv)
+	if err := s.Create(ctx, Tag{Name: "took", Start: 1, Step: 100, MaxStep: 100}); err != nil {
+		t.Fatal(err)
+	}
+	inc := incOf(t, s, "took")
+	r, _, err := s.Alloc(ctx, "took", inc, 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Return(ctx, "took", inc, r); err != nil {
+		t.Fatal(err)
+	}
+	b, st, err := s.z.Get(ctx, s.tagPath("took"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b[:len(b)-1], `,"future_field":7}`...) // a field of another release
+	if st, err = s.z.Set(ctx, s.tagPath("took"), b, st.Version); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := other.Alloc(ctx, "took", inc, 100, 0)
+	if err != nil || got != r {
+		t.Fatalf("take: %v, %v; want the returned %v", got, err, r)
+	}
+	after, st2, err := s.z.Get(ctx, s.tagPath("took"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var was, now map[string]json.RawMessage
+	if err := json.Unmarshal(b, &was); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(after, &now); err != nil {
+		t.Fatal(err)
+	}
+	if st2.Version != st.Version+1 || string(now["max_id"]) != string(was["max_id"]) || string(now["future_field"]) != "7" {
+		t.Fatalf("after the take: version %d (was %d), record %s (was %s); want the version one up, the record as it was",
+			st2.Version, st.Version, after, b)
+	}
+	if left, err := s.Returned(ctx, "took"); err != nil || len(left) != 0 {
+		t.Fatalf("returned after the take: %v, %v; want none", left, err)
+	}
+	if again, _, err := s.Alloc(ctx, "took", inc, 100, 0); err != nil || again == r {
+		t.Fatalf("an allocation after the take: %v, %v; want a new range", again, err)
+	}
+}
