@@ -940,13 +940,14 @@ func (s *segSim) recordMaxID(data []byte) (int64, error) {
 
 // restore puts ZooKeeper back to the snapshot: it forgets what it
 // acknowledged since, as Debian's ZooKeeper 3.8.0 was seen to. R6 covers
-// what a store that saw the higher max_id can tell, so the world keeps to
-// that: every live process has its store and reads the record first (all
-// saw the max_id forgotten), no process starts until the operator raised
-// max_id back (a new store could not tell), and no take of a returned
-// range is forgotten (the range would be back in returned/ while its taker
-// holds it: nothing in the record shows that, docs/segments.md). Returns
-// forgotten lose their ranges.
+// what a store that saw the newer record can tell, so the world keeps to
+// that: every live process has its store and reads the record first, so
+// each saw the record's last version (allocations, returns and takes all
+// write it): a take forgotten is caught by every live store, not only its
+// taker, which another store could otherwise race to the range put back.
+// No process starts until the operator raised max_id above the one
+// forgotten (a new store could not tell). Returns forgotten lose their
+// ranges.
 func (s *segSim) restore() error {
 	live := s.live()
 	for _, n := range live {
@@ -957,15 +958,7 @@ func (s *segSim) restore() error {
 	s.heal()
 	time.Sleep(30 * time.Second) // faults decided before the heal end, sessions come back
 	synctest.Wait()
-	returned := s.tagPath() + "/returned"
-	now := s.srv.Children(returned)
-	for _, name := range s.snap.Children(returned) {
-		if !slices.Contains(now, name) {
-			s.logf("no restore: the snapshot's returned range %s was taken since", name)
-			s.snap = nil
-			return nil
-		}
-	}
+	_, before, _ := s.srv.Get(s.tagPath())
 	for _, n := range live {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := n.proc.mode.store.p.Load().Tag(ctx, simTag)
@@ -975,8 +968,14 @@ func (s *segSim) restore() error {
 			return nil
 		}
 	}
-	cur, _, ok1 := s.srv.Get(s.tagPath())
-	old, _, ok2 := s.snap.Get(s.tagPath())
+	returned := s.tagPath() + "/returned"
+	now := s.srv.Children(returned)
+	cur, curVersion, ok1 := s.srv.Get(s.tagPath())
+	if curVersion != before {
+		s.logf("no restore: the record moved from version %d to %d while the stores read it", before, curVersion)
+		return nil
+	}
+	old, oldVersion, ok2 := s.snap.Get(s.tagPath())
 	if !ok1 || !ok2 {
 		return s.fail("tag record missing (now %v, in the snapshot %v)", ok1, ok2)
 	}
@@ -990,21 +989,28 @@ func (s *segSim) restore() error {
 	}
 	for _, name := range now {
 		if !slices.Contains(s.snap.Children(returned), name) {
-			r, _, _ := strings.Cut(name, "@")
-			lo, hi, _ := strings.Cut(r, "-")
-			l, _ := strconv.ParseInt(lo, 10, 64)
-			h, _ := strconv.ParseInt(hi, 10, 64)
-			s.allowance += h - l // its return is forgotten: lost
+			s.allowance += returnedLen(name) // its return is forgotten: lost
 		}
 	}
 	s.srv.Restore(s.snap)
-	s.logf("ZooKeeper restored to its snapshot of step %d: max_id %d, forgotten %d", s.snapStep, restored, forgotten)
+	s.logf("ZooKeeper restored to its snapshot of step %d: max_id %d at version %d, forgotten %d at version %d",
+		s.snapStep, restored, oldVersion, forgotten, curVersion)
 	s.snap = nil
-	if restored < forgotten {
+	if oldVersion < curVersion {
 		s.wentBack, s.forgotten = true, forgotten
 		s.sawWentBack.Store(false)
 	}
 	return nil
+}
+
+// returnedLen is the length of the range a returned range's znode names
+// (<lo>-<hi>@<inc>).
+func returnedLen(name string) int64 {
+	r, _, _ := strings.Cut(name, "@")
+	lo, hi, _ := strings.Cut(r, "-")
+	l, _ := strconv.ParseInt(lo, 10, 64)
+	h, _ := strconv.ParseInt(hi, 10, 64)
+	return h - l
 }
 
 // operator opens a store for an operator's command: a session of its own
@@ -1031,21 +1037,37 @@ func (s *segSim) operator() (*segment.ZKStore, error) {
 }
 
 // repair is the operator's answer to a record that went back (R6: a node
-// refused it): raise max_id to what ZooKeeper forgot, above every ID
-// handed out.
+// refused it): delete the tag's returned ranges (a take ZooKeeper forgot
+// put back a range its taker holds; they are lost), then raise max_id above
+// the one forgotten, above every ID handed out and every max_id a node saw.
 func (s *segSim) repair() error {
 	st, err := s.operator()
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	was, err := st.SetMax(context.Background(), simTag, s.forgotten)
-	if err != nil && !errors.Is(err, segment.ErrMaxIDBelow) {
-		return s.fail("set-max %d after ZooKeeper went back: %v", s.forgotten, err)
+	z, _ := st.Cluster()
+	ctx := context.Background()
+	returned := s.tagPath() + "/returned"
+	names, err := z.Children(ctx, returned)
+	if err != nil {
+		return s.fail("operator: list the returned ranges after ZooKeeper went back: %v", err)
 	}
+	for _, name := range names {
+		if err := z.Delete(ctx, returned+"/"+name, -1); err != nil {
+			return s.fail("operator: delete returned range %s after ZooKeeper went back: %v", name, err)
+		}
+		s.allowance += returnedLen(name) // lost, unless its forgotten taker holds it
+	}
+	n := s.forgotten + 1
+	was, err := st.SetMax(ctx, simTag, n)
+	if err != nil {
+		return s.fail("set-max %d after ZooKeeper went back: %v", n, err)
+	}
+	s.skipped = append(s.skipped, segment.Range{Lo: max(was, s.forgotten), Hi: n})
 	s.wentBack = false
 	s.sawWentBack.Store(false)
-	s.logf("operator: max_id raised back from %d to %d (%v)", was, s.forgotten, err)
+	s.logf("operator: %d returned ranges deleted, max_id raised back from %d to %d", len(names), was, n)
 	return nil
 }
 

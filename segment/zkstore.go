@@ -49,7 +49,7 @@ type ZKStore struct {
 
 	ops    atomic.Uint64 // numbers the reads and writes of tag records, in the order they start
 	seenMu sync.Mutex
-	seen   map[tagInc]seenMax // per tag incarnation, the highest max_id this store has read or written
+	seen   map[tagInc]seenMax // per tag incarnation, the highest record this store has read or written
 }
 
 // tagInc names one incarnation of a tag.
@@ -58,17 +58,31 @@ type tagInc struct {
 	inc int64
 }
 
-// seenMax is the highest max_id a store has seen for a tag, and the number
-// of the operation that showed it.
+// seenMax is the highest tag record a store has seen for a tag, and the
+// number of the operation that showed it. Records are ordered by max_id,
+// then by version (the tag znode's Stat.Version): within one incarnation
+// both only grow, since every write of the record (alloc, return, take,
+// set-max) is a version-checked set that never lowers max_id.
 type seenMax struct {
-	maxID int64
-	at    uint64
+	maxID   int64
+	version int32
+	at      uint64
 }
 
-// ErrWentBack: a tag's max_id in ZooKeeper is below one this store saw
-// before. ZooKeeper lost acknowledged writes (a 3.8 ensemble that lost a
-// quorum's disks, or a known bug of its sync under repeated leader kills):
-// the ranges between were handed out already, so none is taken from it.
+// below reports whether a record of max_id maxID at version is older than
+// the one seen: a lower max_id, or the same at a lower version. A max_id
+// above the one seen is newer whatever its version: set-max, the
+// operator's answer to ErrWentBack, raises max_id above the one forgotten.
+func (m seenMax) below(maxID int64, version int32) bool {
+	return maxID < m.maxID || maxID == m.maxID && version < m.version
+}
+
+// ErrWentBack: a tag's record in ZooKeeper is older than one this store saw
+// before (a lower max_id, or the same max_id at a lower version). ZooKeeper
+// lost acknowledged writes (a 3.8 ensemble that lost a quorum's disks, or a
+// known bug of its sync under repeated leader kills): the ranges allocated,
+// or taken from returned/, since were handed out already, so none is taken
+// from it.
 var ErrWentBack = errors.New("ZooKeeper's record went back")
 
 // maxReturnNonces is how many returns' nonces a tag record keeps: a
@@ -428,7 +442,7 @@ func (s *ZKStore) readRecord(ctx context.Context, tag string) (tagRecord, map[st
 	rec, raw, version, err = s.readRecordOnce(ctx, tag)
 	if errors.Is(err, ErrWentBack) {
 		s.log.Error().Err(err).Str("tag", tag).
-			Msg("segment: ZooKeeper's max_id went back: it lost acknowledged writes; no range is taken from it")
+			Msg("segment: ZooKeeper's max_id went back: it lost acknowledged writes; no range is taken from it until max_id is raised above the one seen")
 	}
 	return rec, raw, version, err
 }
@@ -454,34 +468,37 @@ func (s *ZKStore) readRecordOnce(ctx context.Context, tag string) (tagRecord, ma
 	if err := rec.Check(); err != nil {
 		return tagRecord{}, nil, 0, fmt.Errorf("tag %q: bad record: %w", tag, err)
 	}
-	if err := s.see(tag, rec.Incarnation, rec.MaxID, op); err != nil {
+	if err := s.see(tag, rec.Incarnation, rec.MaxID, st.Version, op); err != nil {
 		return tagRecord{}, nil, 0, err
 	}
 	return rec, raw, st.Version, nil
 }
 
-// see records max_id as shown by operation op (numbered when it started)
-// for tag, and fails with ErrWentBack when it is below a higher value an
-// earlier operation had shown before op started. A read that started before
-// a write of this store was answered may show the older value (the two
-// race in this process, not in ZooKeeper, which answers one session's
-// requests in order, and never lets a reconnecting client see an older
-// state than it has seen).
+// see records the tag record (its max_id at version) as shown by operation
+// op (numbered when it started) for tag, and fails with ErrWentBack when it
+// is older (seenMax.below) than one an earlier operation had shown before op
+// started. A read that started before a write of this store was answered
+// may show the older record (the two race in this process, not in
+// ZooKeeper, which answers one session's requests in order, and never lets
+// a reconnecting client see an older state than it has seen).
 //
+// The version catches what max_id alone cannot: a forgotten take or return
+// leaves max_id as it was, but every take and return writes the record.
 // It is kept per incarnation: a tag created again starts low again.
-func (s *ZKStore) see(tag string, inc, maxID int64, op uint64) error {
+func (s *ZKStore) see(tag string, inc, maxID int64, version int32, op uint64) error {
 	s.seenMu.Lock()
 	defer s.seenMu.Unlock()
 	if s.seen == nil {
 		s.seen = map[tagInc]seenMax{}
 	}
 	k := tagInc{tag, inc}
-	cur := s.seen[k]
+	cur, shown := s.seen[k], seenMax{maxID: maxID, version: version, at: op}
 	switch {
-	case maxID < cur.maxID && cur.at < op && !mutation.Broken(mutation.WentBackUnchecked):
-		return fmt.Errorf("tag %q: %w: max_id %d, this node saw %d", tag, ErrWentBack, maxID, cur.maxID)
-	case maxID > cur.maxID:
-		s.seen[k] = seenMax{maxID: maxID, at: op}
+	case cur.below(maxID, version) && cur.at < op && !mutation.Broken(mutation.WentBackUnchecked):
+		return fmt.Errorf("tag %q: %w: max_id %d at version %d, this node saw max_id %d at version %d (raise max_id above %d)",
+			tag, ErrWentBack, maxID, version, cur.maxID, cur.version, cur.maxID)
+	case shown.below(cur.maxID, cur.version):
+		s.seen[k] = shown
 	}
 	return nil
 }
@@ -537,9 +554,9 @@ func (s *ZKStore) returned(ctx context.Context, tag string, inc int64) ([]Range,
 }
 
 // Alloc takes the lowest returned range of incarnation inc at or above
-// above (the delete that succeeds owns it, R1), else advances max_id by
-// step with a version-checked write; a lost race reads again and retries.
-// Every read of the record checks its incarnation (ErrTagGone, R7).
+// above (the take that succeeds owns it, R1; see take), else advances
+// max_id by step with a version-checked write; a lost race reads again and
+// retries. Every read of the record checks its incarnation (ErrTagGone, R7).
 func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64) (Range, Tag, error) {
 	if step < 1 {
 		return Range{}, Tag{}, fmt.Errorf("alloc %q: step %d: want at least 1", tag, step)
@@ -555,32 +572,13 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64)
 		if r.Lo < above {
 			continue
 		}
-		err := s.z.Delete(ctx, s.returnedPath(tag)+"/"+rangeName(r, inc), -1)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // another allocator took it
-		}
+		t, took, err := s.take(ctx, tag, inc, r)
 		if err != nil {
-			// Unknown whether the delete happened: if it did, the range is
-			// lost (never issued by anyone); if not, it stays for others.
-			if ok, _, eerr := s.z.Exists(ctx, s.returnedPath(tag)+"/"+rangeName(r, inc)); eerr != nil || !ok {
-				s.possiblyLost.Add(r.Len())
-			}
-			return Range{}, Tag{}, fmt.Errorf("take returned range %v of %q: %w", r, tag, zkclient.Unavailable(err))
-		}
-		s.log.Debug().Str("tag", tag).Stringer("range", r).Msg("segment: took a returned range")
-		t, err := s.Tag(ctx, tag)
-		if err == nil && t.Incarnation != inc {
-			// Deleted since the check: the range went with its incarnation.
-			return Range{}, Tag{}, fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, t.Incarnation)
-		}
-		if err != nil {
-			// We own r, but cannot report the tag: give it back.
-			if rerr := s.Return(ctx, tag, inc, r); rerr != nil {
-				s.possiblyLost.Add(r.Len())
-			}
 			return Range{}, Tag{}, err
 		}
-		return r, t, nil
+		if took {
+			return r, t, nil
+		}
 	}
 	for range maxCASAttempts {
 		rec, raw, version, err := s.readRecord(ctx, tag)
@@ -621,7 +619,7 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64)
 			continue
 		case err == nil:
 			s.log.Debug().Str("tag", tag).Stringer("range", r).Int32("version", version+1).Msg("segment: advanced max_id")
-			_ = s.see(tag, inc, r.Hi, s.ops.Add(1)) // higher than read: cannot fail
+			_ = s.see(tag, inc, r.Hi, version+1, s.ops.Add(1)) // higher than read: cannot fail
 			return r, t, nil
 		case errors.Is(err, zk.ErrBadVersion):
 			continue // another allocator advanced max_id first
@@ -632,7 +630,7 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64)
 		won, known := s.allocOutcome(ctx, tag, inc, version+1, nonce)
 		s.log.Debug().Err(err).Str("tag", tag).Stringer("range", r).Bool("won", won).Bool("known", known).Msg("segment: max_id write's answer lost")
 		if known && won {
-			_ = s.see(tag, inc, r.Hi, s.ops.Add(1))
+			_ = s.see(tag, inc, r.Hi, version+1, s.ops.Add(1))
 			return r, t, nil
 		} else if known {
 			continue
@@ -641,6 +639,68 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64)
 		return Range{}, Tag{}, fmt.Errorf("alloc %q: advance max_id: %w", tag, zkclient.Unavailable(err))
 	}
 	return Range{}, Tag{}, fmt.Errorf("alloc %q: lost the compare-and-set %d times", tag, maxCASAttempts)
+}
+
+// take deletes the returned range r of incarnation inc, in one multi with
+// the record's guard and a version-checked set of the record (its data as
+// it was): the caller whose multi succeeds holds r (R1), and the record's
+// version shows the take, so a store that saw it refuses a ZooKeeper that
+// forgot it (R6: the range would be back in returned/ while its taker holds
+// it). A lost race for the record reads it again; took is false when
+// another allocator took r first. When the answer is lost, r counts as
+// possibly lost unless it is still there: never issued twice.
+func (s *ZKStore) take(ctx context.Context, tag string, inc int64, r Range) (t Tag, took bool, err error) {
+	path := s.returnedPath(tag) + "/" + rangeName(r, inc)
+	for range maxCASAttempts {
+		rec, raw, version, err := s.readRecord(ctx, tag)
+		if err != nil {
+			return Tag{}, false, err
+		}
+		if rec.Incarnation != inc {
+			return Tag{}, false, fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, rec.Incarnation)
+		}
+		pre, rec := s.guard(tag, rec)
+		data, err := encodeRecord(rec, raw)
+		if err != nil {
+			return Tag{}, false, fmt.Errorf("take returned range %v of %q: %w", r, tag, err)
+		}
+		ops := append(pre, &zk.DeleteRequest{Path: path, Version: -1},
+			&zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version})
+		written := version + 1
+		if mutation.Broken(mutation.TakeUnrecorded) {
+			ops, written = ops[:len(pre)+1], version
+		}
+		failed, err := s.z.Multi(ctx, ops...)
+		switch {
+		case err == nil:
+			s.log.Debug().Str("tag", tag).Stringer("range", r).Int32("version", written).Msg("segment: took a returned range")
+			_ = s.see(tag, inc, rec.MaxID, written, s.ops.Add(1))
+			return rec.Tag, true, nil
+		case failed >= 0 && failed < len(pre):
+			// The incarnation's marker is gone or another writer added one
+			// first: nothing was written. The incarnation check says which.
+			if gerr := s.checkIncarnation(ctx, tag, inc); gerr != nil {
+				return Tag{}, false, gerr
+			}
+			continue
+		case failed == len(pre) && errors.Is(err, zk.ErrNoNode):
+			return Tag{}, false, nil // another allocator took it
+		case errors.Is(err, zk.ErrBadVersion):
+			continue // the record moved on: read it again
+		case errors.Is(err, zk.ErrNoNode):
+			return Tag{}, false, fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
+		case !zkclient.Transient(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+			// ZooKeeper answered no (ErrNoAuth…): nothing was written.
+			return Tag{}, false, fmt.Errorf("take returned range %v of %q: %w", r, tag, zkclient.AuthHint(err))
+		}
+		// Unknown whether the multi happened: if it did, the range is lost
+		// (never issued by anyone); if not, it stays for others.
+		if ok, _, eerr := s.z.Exists(ctx, path); eerr != nil || !ok {
+			s.possiblyLost.Add(r.Len())
+		}
+		return Tag{}, false, fmt.Errorf("take returned range %v of %q: %w", r, tag, zkclient.Unavailable(err))
+	}
+	return Tag{}, false, fmt.Errorf("take returned range %v of %q: lost the compare-and-set %d times", r, tag, maxCASAttempts)
 }
 
 // allocOutcome reads the tag record after a lost answer (synced, so a
@@ -737,6 +797,7 @@ func (s *ZKStore) returnFrom(ctx context.Context, tag string, inc int64, r Range
 			&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r, inc), Acl: s.acl, Flags: zk.FlagPersistent})...)
 		switch {
 		case err == nil:
+			_ = s.see(tag, inc, rec.MaxID, version+1, s.ops.Add(1))
 			return nil
 		case failed >= 0 && failed < len(pre):
 			// Not applied: the incarnation's marker is gone, or another
@@ -935,7 +996,7 @@ func (s *ZKStore) SetMax(ctx context.Context, tag string, n int64) (was int64, e
 		case err != nil && failed >= 0 && failed < len(pre):
 			continue // the tag was deleted and created again, or marked meanwhile: look again
 		case err == nil:
-			_ = s.see(tag, rec.Incarnation, n, s.ops.Add(1))
+			_ = s.see(tag, rec.Incarnation, n, version+1, s.ops.Add(1))
 			return was, nil
 		case errors.Is(err, zk.ErrBadVersion):
 			continue // an allocation moved it meanwhile: look again

@@ -429,16 +429,16 @@ func TestSegmentStoreSeeOrdersByStart(t *testing.T) {
 	s := &ZKStore{log: testsupport.Log(t, nil)}
 	read := s.ops.Add(1)  // a read starts …
 	write := s.ops.Add(1) // … a write is answered with max_id 200
-	if err := s.see("t", 1, 200, write); err != nil {
+	if err := s.see("t", 1, 200, 0, write); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.see("t", 1, 100, read); err != nil {
+	if err := s.see("t", 1, 100, 0, read); err != nil {
 		t.Fatalf("a read that started before the write showed the older 100: %v, want no error", err)
 	}
-	if err := s.see("t", 1, 100, s.ops.Add(1)); !errors.Is(err, ErrWentBack) {
+	if err := s.see("t", 1, 100, 0, s.ops.Add(1)); !errors.Is(err, ErrWentBack) {
 		t.Fatalf("a read that started after the write showed 100: %v, want ErrWentBack", err)
 	}
-	if err := s.see("t", 1, 300, s.ops.Add(1)); err != nil {
+	if err := s.see("t", 1, 300, 0, s.ops.Add(1)); err != nil {
 		t.Fatalf("a higher value: %v", err)
 	}
 }

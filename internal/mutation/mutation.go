@@ -48,6 +48,14 @@ const (
 	SetMaxUnversioned Name = "setmax-unversioned"
 )
 
+// Segment mode: a forgotten take (docs/segments.md R6).
+const (
+	// TakeUnrecorded: a take of a returned range deletes it with a plain
+	// delete, without writing the tag record, so a ZooKeeper that forgets
+	// the take puts the range back unseen (R6).
+	TakeUnrecorded Name = "r6-take-unrecorded"
+)
+
 // The paths the node simulation reaches beyond the plain claim: the
 // re-claim after a stale cache token (S4), retiring a dead node, the
 // worker-ID range, a correction of a clock step back.
