@@ -1046,28 +1046,20 @@ func (s *segSim) repair() error {
 		return err
 	}
 	defer st.Close()
-	z, _ := st.Cluster()
-	ctx := context.Background()
-	returned := s.tagPath() + "/returned"
-	names, err := z.Children(ctx, returned)
-	if err != nil {
-		return s.fail("operator: list the returned ranges after ZooKeeper went back: %v", err)
-	}
-	for _, name := range names {
-		if err := z.Delete(ctx, returned+"/"+name, -1); err != nil {
-			return s.fail("operator: delete returned range %s after ZooKeeper went back: %v", name, err)
-		}
-		s.allowance += returnedLen(name) // lost, unless its forgotten taker holds it
-	}
+	// The runbook's repair: segment set-max --drop-returned, one
+	// version-checked multi.
 	n := s.forgotten + 1
-	was, err := st.SetMax(ctx, simTag, n)
+	was, dropped, err := st.Repair(context.Background(), simTag, n)
 	if err != nil {
-		return s.fail("set-max %d after ZooKeeper went back: %v", n, err)
+		return s.fail("set-max %d --drop-returned after ZooKeeper went back: %v", n, err)
+	}
+	for _, r := range dropped {
+		s.allowance += r.Len() // lost, unless its forgotten taker holds it
 	}
 	s.skipped = append(s.skipped, segment.Range{Lo: max(was, s.forgotten), Hi: n})
 	s.wentBack = false
 	s.sawWentBack.Store(false)
-	s.logf("operator: %d returned ranges deleted, max_id raised back from %d to %d", len(names), was, n)
+	s.logf("operator: %d returned ranges dropped, max_id raised back from %d to %d", len(dropped), was, n)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -120,13 +121,26 @@ func TestSegmentStore_ForgottenWriteIsRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The operator raises max_id above the one the store saw (the
-			// runbook): the store goes on above it.
-			if _, err := admin.SetMax(ctx, "back", 202); err != nil {
+			// The operator's repair (the runbook: set-max --drop-returned)
+			// drops the returned ranges (a forgotten take put back the one
+			// its taker holds) and raises max_id above the one the store
+			// saw: the store, and a store that saw nothing, go on above it
+			// and never hand out a dropped range.
+			was, dropped, err := admin.Repair(ctx, "back", 202)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if r, _, err := s.Alloc(ctx, "back", inc, 100, 202); err != nil || r.Lo < 202 {
-				t.Fatalf("Alloc after set-max from %d to 202: %v, %v; want a range from 202", seen.MaxID, r, err)
+			if tc.name == "take" && !slices.Equal(dropped, []Range{{Lo: 1, Hi: 101}}) {
+				t.Fatalf("Repair after a forgotten take dropped %v, want the range put back, [1,101)", dropped)
+			}
+			if left, err := admin.Returned(ctx, "back"); err != nil || len(left) != 0 {
+				t.Fatalf("returned ranges after the repair: %v, %v; want none", left, err)
+			}
+			fresh := memZKStore(t, srv)
+			for _, st := range []*ZKStore{s, fresh} {
+				if r, _, err := st.Alloc(ctx, "back", inc, 100, 0); err != nil || r.Lo < 202 {
+					t.Fatalf("Alloc after the repair from %d (read %d) to 202: %v, %v; want a range from 202", was, seen.MaxID, r, err)
+				}
 			}
 		})
 	}

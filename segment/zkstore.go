@@ -966,48 +966,80 @@ var ErrMaxIDBelow = errors.New("max_id only rises")
 // max_id fails with ErrMaxIDBelow; n equal to it changes nothing. It
 // returns the max_id it found.
 func (s *ZKStore) SetMax(ctx context.Context, tag string, n int64) (was int64, err error) {
+	was, _, err = s.setMax(ctx, tag, n, false)
+	return was, err
+}
+
+// Repair is the operator's answer to ErrWentBack (ZooKeeper forgot
+// acknowledged writes): in one version-checked multi it deletes every
+// returned range of the tag's incarnation (a forgotten take put back a
+// range its taker holds; the ranges dropped are lost, never issued) and
+// raises max_id to n, which must be at least the record's (equal: the
+// ranges are dropped, max_id stays). Run it before restarting anything,
+// with n above every ID issued (above the max_id the refusal names).
+func (s *ZKStore) Repair(ctx context.Context, tag string, n int64) (was int64, dropped []Range, err error) {
+	return s.setMax(ctx, tag, n, true)
+}
+
+// setMax is SetMax, and with drop Repair.
+func (s *ZKStore) setMax(ctx context.Context, tag string, n int64, drop bool) (was int64, dropped []Range, err error) {
 	if n < 1 || n > MaxID {
-		return 0, fmt.Errorf("set max_id of %q to %d: want 1..%d", tag, n, int64(MaxID))
+		return 0, nil, fmt.Errorf("set max_id of %q to %d: want 1..%d", tag, n, int64(MaxID))
 	}
 	for range maxCASAttempts {
 		rec, raw, version, err := s.readRecord(ctx, tag)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		switch {
 		case n < rec.MaxID:
-			return rec.MaxID, fmt.Errorf("set max_id of %q to %d: %w: it is %d, and every ID below it was handed to some node", tag, n, ErrMaxIDBelow, rec.MaxID)
-		case n == rec.MaxID:
-			return rec.MaxID, nil
+			return rec.MaxID, nil, fmt.Errorf("set max_id of %q to %d: %w: it is %d, and every ID below it was handed to some node", tag, n, ErrMaxIDBelow, rec.MaxID)
+		case n == rec.MaxID && !drop:
+			return rec.MaxID, nil, nil
 		}
 		was = rec.MaxID
+		var dels []any
+		dropped = nil
+		if drop {
+			returned, err := s.returned(ctx, tag, rec.Incarnation)
+			if err != nil {
+				return was, nil, err
+			}
+			for _, r := range returned {
+				dels = append(dels, &zk.DeleteRequest{Path: s.returnedPath(tag) + "/" + rangeName(r, rec.Incarnation), Version: -1})
+			}
+			dropped = returned
+		}
 		rec.MaxID = n
 		pre, rec := s.guard(tag, rec)
 		data, err := encodeRecord(rec, raw)
 		if err != nil {
-			return was, fmt.Errorf("set max_id of %q: %w", tag, err)
+			return was, nil, fmt.Errorf("set max_id of %q: %w", tag, err)
 		}
 		checked := version
 		if mutation.Broken(mutation.SetMaxUnversioned) {
 			checked = -1
 		}
-		failed, err := s.z.Multi(ctx, append(pre, &zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: checked})...)
+		ops := append(append(pre, dels...), &zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: checked})
+		failed, err := s.z.Multi(ctx, ops...)
 		switch {
 		case err != nil && failed >= 0 && failed < len(pre):
 			continue // the tag was deleted and created again, or marked meanwhile: look again
+		case err != nil && failed >= len(pre) && failed < len(pre)+len(dels) && errors.Is(err, zk.ErrNoNode):
+			continue // a returned range was taken meanwhile: list them again
 		case err == nil:
 			_ = s.see(tag, rec.Incarnation, n, version+1, s.ops.Add(1))
-			return was, nil
+			return was, dropped, nil
 		case errors.Is(err, zk.ErrBadVersion):
 			continue // an allocation moved it meanwhile: look again
 		case errors.Is(err, zk.ErrNoNode):
-			return was, fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
+			return was, nil, fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
 		}
 		// A lost answer: the write happened or not; max_id never goes down
 		// either way, and the command can be run again.
-		return was, fmt.Errorf("set max_id of %q: %w", tag, zkclient.Unavailable(zkclient.AuthHint(err)))
+		return was, nil, fmt.Errorf("set max_id of %q: %w", tag, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
-	return was, fmt.Errorf("set max_id of %q: lost the compare-and-set %d times", tag, maxCASAttempts)
+	return was, nil, fmt.Errorf("set max_id of %q: lost the compare-and-set %d times", tag, maxCASAttempts)
 }
 
 // maxDeleteAttempts bounds Delete's tries: each fails only when a node

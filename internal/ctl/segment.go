@@ -17,7 +17,7 @@ import (
 )
 
 // segmentUsage is the usage line of "snowflakectl segment".
-const segmentUsage = "segment create <tag> [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] | list [--json] | status <tag> [--json] | decode <tag> <id> | set-max <tag> <N> | delete <tag> --yes  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
+const segmentUsage = "segment create <tag> [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] | list [--json] | status <tag> [--json] | decode <tag> <id> | set-max <tag> <N> [--drop-returned] | delete <tag> --yes  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
 
 // segmentUsages are the usage lines of segment's subcommands.
 var segmentUsages = map[string]string{
@@ -25,7 +25,7 @@ var segmentUsages = map[string]string{
 	"list":    "segment list --zk host:2181,… [--cluster default] [--json]",
 	"status":  "segment status <tag> --zk host:2181,… [--cluster default] [--json]",
 	"decode":  "segment decode <tag> <id> --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
-	"set-max": "segment set-max <tag> <N> --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
+	"set-max": "segment set-max <tag> <N> [--drop-returned] --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
 	"delete":  "segment delete <tag> --yes --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
 }
 
@@ -59,7 +59,10 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 	case "set-max", "delete":
 		authHelp = "user:password of the cluster's digest ACL (writing needs it when the cluster runs with --zk-auth)"
 	}
-	var yes *bool
+	var yes, dropReturned *bool
+	if sub == "set-max" {
+		dropReturned = fs.Bool("drop-returned", false, "also drop every returned range of the tag, in the same write (the repair after ZooKeeper went back: a forgotten take may have put back a range a node holds); N may then equal max_id")
+	}
 	if sub == "delete" {
 		yes = fs.Bool("yes", false, "really delete the tag, its returned ranges and an opaque tag's key (required)")
 	}
@@ -174,7 +177,21 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 	case "decode":
 		return segmentDecode(ctx, st, pos[0], pos[1], stdout, stderr)
 	case "set-max":
-		was, err := st.SetMax(ctx, pos[0], newMax)
+		var was int64
+		var dropped []segment.Range
+		var err error
+		if *dropReturned {
+			was, dropped, err = st.Repair(ctx, pos[0], newMax)
+		} else {
+			was, err = st.SetMax(ctx, pos[0], newMax)
+		}
+		var lost int64
+		for _, r := range dropped {
+			lost += r.Len()
+		}
+		if *dropReturned && err == nil {
+			fmt.Fprintf(stdout, "tag %q: dropped %d returned range(s), %d IDs (lost, never issued)\n", pos[0], len(dropped), lost)
+		}
 		switch {
 		case errors.Is(err, segment.ErrMaxIDBelow):
 			fmt.Fprintf(stderr, "snowflakectl segment set-max: %v\n", err)

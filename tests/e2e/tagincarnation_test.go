@@ -270,7 +270,8 @@ func parseFields(t *testing.T, body string) []int64 {
 }
 
 // segment delete needs --yes; set-max raises max_id only, naming both
-// numbers when asked to lower it; both name a missing tag.
+// numbers when asked to lower it, and with --drop-returned drops the
+// returned ranges (none here); both name a missing tag.
 func TestIntegration_SegmentDeleteAndSetMaxCommands(t *testing.T) {
 	zkc := zkharness.StartStandalone(t)
 	servers := zkc.ConnectString()
@@ -294,6 +295,8 @@ func TestIntegration_SegmentDeleteAndSetMaxCommands(t *testing.T) {
 		{"set-max below max_id", []string{"segment", "set-max", "orders", "50"}, 2, "", "to 50"},
 		{"set-max raises", []string{"segment", "set-max", "orders", "100000"}, 0, "-> 100000", ""},
 		{"set-max equal", []string{"segment", "set-max", "orders", "100000"}, 0, "already", ""},
+		{"set-max --drop-returned equal", []string{"segment", "set-max", "orders", "100000", "--drop-returned"}, 0, "dropped 0 returned range(s), 0 IDs", ""},
+		{"set-max --drop-returned below max_id", []string{"segment", "set-max", "orders", "50", "--drop-returned"}, 2, "", "to 50"},
 		{"set-max of a missing tag", []string{"segment", "set-max", "nope", "10"}, 1, "", "unknown tag"},
 		{"delete a missing tag", []string{"segment", "delete", "nope", "--yes"}, 1, "", "unknown tag"},
 	} {
