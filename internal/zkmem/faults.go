@@ -54,13 +54,13 @@ func (c *Conn) lostLocked(gen int64) error {
 
 // holdAnswer delivers the answer err of a request applied on the
 // connection numbered gen after d (LateAnswer): zk.ErrConnectionClosed
-// when the connection broke meanwhile (the answer is lost with it),
-// zk.ErrClosing when the client was closed.
+// when the connection broke meanwhile (the answer is lost with it) or the
+// client was closed (go-zookeeper fails its requests in flight so).
 func (c *Conn) holdAnswer(d time.Duration, gen int64, err error) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	if !await(t.C, c.gone) {
-		return zk.ErrClosing
+		return zk.ErrConnectionClosed
 	}
 	c.srv.mu.Lock()
 	defer c.srv.mu.Unlock()
