@@ -347,8 +347,9 @@ func (s *ZKStore) Key(ctx context.Context, tag string, inc int64) ([]byte, error
 // tagPoll is how often WatchTag reads a watched tag.
 const tagPoll = 500 * time.Millisecond
 
-// WatchTag implements TagWatcher by polling: every tagPoll it checks the
-// tag's incarnation and its returned/ znode (which is never written and
+// WatchTag implements TagWatcher by polling: every tagPoll it reads the
+// tag's record (its incarnation, and for R6 the record itself: pollTag) and
+// checks its returned/ znode (which is never written and
 // goes only with the tag; a delete by hand goes child by child). Not a
 // ZooKeeper watch: go-zookeeper v1.0.4 re-registers the watches of a
 // connection that reconnects (sendSetWatches) while its receive loop writes
@@ -376,13 +377,38 @@ func (s *ZKStore) WatchTag(ctx context.Context, tag string, inc int64) (<-chan b
 			if mutation.Broken(mutation.DeleteUnpolled) {
 				continue
 			}
-			if err := s.tagAlive(ctx, tag, inc); errors.Is(err, ErrTagGone) || errors.Is(err, ErrUnknownTag) {
+			if err := s.pollTag(ctx, tag, inc); errors.Is(err, ErrTagGone) || errors.Is(err, ErrUnknownTag) {
 				out <- true
 				return
 			}
 		}
 	}()
 	return out, nil
+}
+
+// pollTag is tagAlive for WatchTag's poll, reading the tag record itself
+// rather than its stat: the store's view of the record (see) is then at
+// most a poll old, so a ZooKeeper that forgets an allocation, return or
+// take is refused by every store that polled the tag since, not only by
+// one that wrote or read the record since (R6). A record that went back
+// is not a tag gone: the store's next read of it refuses.
+func (s *ZKStore) pollTag(ctx context.Context, tag string, inc int64) error {
+	rec, _, _, err := s.readRecordOnce(ctx, tag)
+	switch {
+	case errors.Is(err, ErrWentBack):
+	case err != nil:
+		return err
+	case rec.Incarnation != inc:
+		return fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, rec.Incarnation)
+	}
+	ok, _, err := s.z.Exists(ctx, s.returnedPath(tag))
+	switch {
+	case err != nil:
+		return fmt.Errorf("read tag %q: %w", tag, zkclient.Unavailable(err))
+	case !ok:
+		return fmt.Errorf("tag %q: %w: its returned/ znode is gone (the tag is being deleted)", tag, ErrTagGone)
+	}
+	return nil
 }
 
 // tagAlive is nil while incarnation inc of tag exists whole: ErrTagGone
