@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -198,4 +199,36 @@ func TestSegmentStore_TakeWritesTheRecord(t *testing.T) {
 	if again, _, err := s.Alloc(ctx, "took", inc, 100, 0); err != nil || again == r {
 		t.Fatalf("an allocation after the take: %v, %v; want a new range", again, err)
 	}
+}
+
+// The poll of a served tag reads its record (R6): a store that only polled
+// the tag since another store allocated refuses once ZooKeeper forgets that
+// allocation, instead of handing out the same range again. Virtual time
+// (testing/synctest): the poll runs every half second.
+func TestSegmentStore_PollSeesOthersWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := memCluster(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s, admin := memZKStore(t, srv), memZKStore(t, srv)
+		if err := admin.Create(ctx, Tag{Name: "back", Start: 1, Step: 100, MaxStep: 100}); err != nil {
+			t.Fatal(err)
+		}
+		inc := incOf(t, s, "back")
+		if _, err := s.WatchTag(ctx, "back", inc); err != nil {
+			t.Fatal(err)
+		}
+		snap := srv.Snapshot()
+		theirs, _, err := admin.Alloc(ctx, "back", inc, 100, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * tagPoll) // s polls the record at least once
+		srv.Restore(snap)
+		time.Sleep(time.Second) // the connections come back after the election
+		r, _, err := s.Alloc(ctx, "back", inc, 100, 0)
+		if !errors.Is(err, ErrWentBack) {
+			t.Fatalf("Alloc after ZooKeeper forgot another store's allocation of %v: %v, %v; want ErrWentBack and no range", theirs, r, err)
+		}
+	})
 }
