@@ -186,8 +186,26 @@ type simZK struct {
 // its place among the session's other requests, which goroutines of one
 // process sending at one virtual instant may take in any order.
 type simReq struct {
-	session  int64
+	client   string // simClient: the process, its dial and session, not zkmem's session ID
 	op, path string
+}
+
+// simClient names a request's session by the simulated process, which of
+// its clients, and which of that client's sessions (Conn.SetLabel in
+// dialer), not by zkmem's session ID, which counts Connects in the order
+// processes that dial at one virtual instant happened to run.
+func simClient(r zkmem.Request) string {
+	if r.Client == "" {
+		return fmt.Sprintf("session %x", r.Session)
+	}
+	return fmt.Sprintf("%s#%d", r.Client, r.Renewal)
+}
+
+// simOffset is how long after a virtual instant a request of client
+// reaches the server: requests of several sessions sent at one instant
+// arrive in an order fixed by their clients' names.
+func simOffset(client string) time.Duration {
+	return time.Microsecond + time.Duration(strHash(client)%1_000_000)
 }
 
 func newSimZK(seed uint64) *simZK {
@@ -324,8 +342,9 @@ type simClients struct {
 	cutBy   *simZK
 }
 
-// dialer opens clients on srv until the process is dead.
-func (c *simClients) dialer(srv *zkmem.Server) zkconn.Dialer {
+// dialer opens clients on srv until the process is dead; each is labelled
+// with name and its number among the process's clients (simClient).
+func (c *simClients) dialer(srv *zkmem.Server, name string) zkconn.Dialer {
 	return func(_ []string, opt zkconn.Options) (zkconn.Conn, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -333,6 +352,7 @@ func (c *simClients) dialer(srv *zkmem.Server) zkconn.Dialer {
 			return nil, errors.New("process killed")
 		}
 		conn := srv.Connect(opt)
+		conn.SetLabel(fmt.Sprintf("%s/dial%d", name, len(c.conns)))
 		c.conns = append(c.conns, conn)
 		if c.cutBy != nil && time.Now().Before(c.cutTill) {
 			c.cutBy.cutSession(conn, c.cutTill)
@@ -408,13 +428,14 @@ func strHash(v string) uint64 {
 func (s *simZK) inject(r zkmem.Request) zkmem.Fault {
 	s.faultMu.Lock()
 	defer s.faultMu.Unlock()
+	client := simClient(r)
 	if f, ok := cutFault(s.cut[r.Session]); ok {
-		f.Delay = time.Duration(r.Session%1024+1) * time.Microsecond
+		f.Delay = simOffset(client)
 		return f
 	}
-	k := simReq{r.Session, r.Op, r.Path}
+	k := simReq{client, r.Op, r.Path}
 	s.perPath[k]++
-	h := mix(s.seed ^ mix(uint64(r.Session)) ^ mix(s.perPath[k]<<8) ^ mix(strHash(r.Op+" "+r.Path)))
+	h := mix(s.seed ^ mix(strHash(client)) ^ mix(s.perPath[k]<<8) ^ mix(strHash(r.Op+" "+r.Path)))
 	u := func() float64 { h = mix(h); return float64(h>>11) / (1 << 53) }
 	var f zkmem.Fault
 	if now := time.Now(); now.Before(s.stallTill) {
@@ -440,10 +461,10 @@ func (s *simZK) inject(r zkmem.Request) zkmem.Fault {
 		}
 	}
 	// Requests sent at one virtual instant by several sessions reach the
-	// server in the order of their sessions (a microsecond apart), not in
-	// the order the scheduler happened to run their goroutines: a seed
+	// server in an order fixed by their clients' names (simOffset), not
+	// in the order the scheduler happened to run their goroutines: a seed
 	// replays the same run.
-	f.Delay += time.Duration(r.Session%1024+1) * time.Microsecond
+	f.Delay += simOffset(client)
 	return f
 }
 
@@ -520,7 +541,7 @@ func (s *segSim) segConfig(dial zkconn.Dialer) segment.ZKConfig {
 func (s *segSim) start(n *simNode) {
 	n.procs++
 	p := &simProc{name: fmt.Sprintf("%s/%d", n.name, n.procs), dproc: n.disk.Process(), done: make(chan struct{})}
-	dial := p.zk.dialer(s.srv)
+	dial := p.zk.dialer(s.srv, p.name)
 	p.mode = &segmentMode{cfg: s.segConfig(dial), file: simStateFile, node: n.name, log: simLog(), disk: p.dproc}
 	p.mode.wrapStore = func(st segment.Store) segment.Store {
 		w := &watchedStore{Store: st, wentBack: &s.sawWentBack}
@@ -667,7 +688,8 @@ func (s *segSim) killDuringStop(n *simNode, after time.Duration) {
 func (s *segSim) stop(n *simNode, strict bool) error {
 	p := n.proc
 	if c := p.zk.latest(); c != nil {
-		s.logf("%s: before stop: store connected %v, latest conn state %v session %x", p.name, p.mode.store.connected(), c.State(), c.SessionID())
+		label, renewal := c.Label() // not the session ID: it counts every process's Connects
+		s.logf("%s: before stop: store connected %v, latest conn state %v session %s#%d", p.name, p.mode.store.connected(), c.State(), label, renewal)
 	}
 	var ahead int64
 	if st := p.mode.Status(); len(st) > 0 {

@@ -227,7 +227,7 @@ func (s *snowSim) config(n *snowNode, p *snowProc) Config {
 	cfg.FenceAhead = s.world.fenceAhead
 	cfg.MaxStartWait = 10 * time.Second
 	cfg.ShutdownTimeout = 4 * time.Second
-	cfg.seams = &seams{disk: p.dproc, dial: p.zk.dialer(s.srv)}
+	cfg.seams = &seams{disk: p.dproc, dial: p.zk.dialer(s.srv, p.name)}
 	cfg.GeneBits, cfg.WorkerIDRange = s.world.geneBits, s.world.workerRange
 	if s.world.paths {
 		cfg.CreateCluster, cfg.seams.beforeToken = s.nodesCreate, s.slowToken(p)

@@ -248,7 +248,7 @@ func (s *snowSim) loseNextMulti(p *snowProc, armed bool) {
 }
 
 func (s *snowSim) adminDial() coordinator.AdminOption {
-	return coordinator.WithAdminDial(s.admin.dialer(s.srv))
+	return coordinator.WithAdminDial(s.admin.dialer(s.srv, "snowflakectl"))
 }
 
 // createCluster creates the cluster as an operator does, before the nodes
