@@ -1122,7 +1122,7 @@ func (s *segSim) step() error {
 		return s.take(pick(live))
 	case r < 65:
 		d := time.Duration(1+s.rng.IntN(300)) * time.Millisecond
-		time.Sleep(d)
+		simPause(d)
 	case r < 70 && len(live) > 0:
 		return s.kill(pick(live), s.rng.IntN(8) == 0)
 	case r < 73 && len(live) > 0:
@@ -1154,7 +1154,7 @@ func (s *segSim) step() error {
 		p := pick(live).proc
 		s.logf("%s: %s", p.name, diskFault(s.rng, p.dproc, 4*time.Second))
 	default:
-		time.Sleep(time.Duration(1+s.rng.IntN(3000)) * time.Millisecond)
+		simPause(time.Duration(1+s.rng.IntN(3000)) * time.Millisecond)
 	}
 	return nil
 }

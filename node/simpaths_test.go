@@ -424,7 +424,7 @@ func (s *snowSim) reclaimStep() error {
 	s.stall(stall)
 	if s.rng.IntN(4) != 0 {
 		target := stopped - int64(stall) + int64(s.rng.IntN(3000))*int64(time.Millisecond)
-		n.clock.off.Store(target - time.Now().UnixNano())
+		n.clock.set(target - time.Now().UnixNano())
 	}
 	lose, crash := s.rng.IntN(2) == 0, s.rng.IntN(2) == 0
 	s.logf("%s: its own disk is back; it restarts while ZooKeeper is down for %v, clock %v (the re-claim's answer lost: %v; kill -9 right after it: %v)",
@@ -523,7 +523,7 @@ func (s *snowSim) retireStep() error {
 		n.disk.Wipe()
 		s.keys++
 		n.key = fmt.Sprintf("k%d", s.keys)
-		n.clock.off.Store(died - int64(s.rng.IntN(20000))*int64(time.Millisecond) - time.Now().UnixNano())
+		n.clock.set(died - int64(s.rng.IntN(20000))*int64(time.Millisecond) - time.Now().UnixNano())
 		s.logf("%s: a new machine in its place, its clock %v off", n.key, time.Duration(n.clock.off.Load()))
 	}
 	s.start(n)
