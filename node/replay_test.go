@@ -37,6 +37,10 @@ func TestSimulation_Replays(t *testing.T) {
 			st, err := runSnowSim(t, seed, 300, snowBorrow)
 			return st.trace, err
 		}},
+		{"paths", 4, func(t *testing.T, seed uint64) ([]string, error) {
+			st, err := runPathsSim(t, seed, 300)
+			return st.trace, err
+		}},
 		{"segments", 50, func(t *testing.T, seed uint64) ([]string, error) {
 			return runSegmentSimTrace(t, seed, 300, worldPlain)
 		}},
