@@ -155,6 +155,9 @@ type pathsState struct {
 	loseMu      sync.Mutex         // guards loseFor, loseSess
 	loseFor     *snowProc          // lose the answer of this process's next multi
 	loseSess    map[int64]bool     // its sessions
+
+	// create runs the operator's cluster create (again when ZooKeeper failed it).
+	create func() (coordinator.CreateResult, error)
 }
 
 // createOutcome is what the operator's create racing the nodes did.
@@ -283,6 +286,7 @@ func (s *snowSim) createCluster() error {
 	}
 	s.stats.paths.createRaces++
 	s.createDone = make(chan createOutcome, 1)
+	s.create = create
 	go func() {
 		res, err := create()
 		s.createDone <- createOutcome{res.Created, err}
@@ -576,6 +580,14 @@ func (s *snowSim) pathsDone() error {
 	if s.createDone != nil {
 		select {
 		case out := <-s.createDone:
+			if errors.Is(out.err, context.DeadlineExceeded) || errors.Is(out.err, coordinator.ErrZKUnavailable) {
+				// ZooKeeper failed the command (a step can stall it 15s,
+				// or break its connection): the operator runs it again,
+				// now that ZooKeeper answers, and it must end well.
+				s.logf("the operator's cluster create, racing the nodes, failed: %v; again", out.err)
+				res, err := s.create()
+				out = createOutcome{res.Created, err}
+			}
 			if out.err != nil {
 				return s.fail("snowflakectl cluster create, racing nodes with --create-cluster: %v", out.err)
 			}
