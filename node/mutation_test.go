@@ -66,24 +66,24 @@ type mutationRow struct {
 
 var mutationTable = []mutationRow{
 	// Segment mode (docs/segments.md).
-	{mutation.AllocUnversioned, "R1", "TestSimulation_Segments", 1, `issued twice|returned range .* holds ID|returned ranges .* overlap|more IDs issued`},
+	{mutation.AllocUnversioned, "R1", "TestSimulation_Segments", 2, `issued twice|returned range .* holds ID|returned ranges .* overlap|more IDs issued`},
 	{mutation.IssueAboveMark, "R2", "TestSimulation_Segments", 2, `issued twice`},
 	{mutation.ReturnBeforeFileWrite, "R3", "TestSimulation_Segments", 1, `issued twice|returned range .* holds ID|state file still lists`},
-	{mutation.StateFileOfOtherZooKeeper, "R4", "TestSimulation_Segments", 7, `issued twice|returned range .* holds ID|more IDs issued`},
-	{mutation.ReturnRetriedBlindly, "R5", "TestSimulation_Segments", 76, `issued twice|returned range .* holds ID|returned ranges .* overlap`},
-	{mutation.WentBackUnchecked, "R6", "TestSimulation_Segments", 15, `issued twice|returned range .* holds ID|more IDs issued`},
-	{mutation.DeleteUnpolled, "R7", "TestSimulation_SegmentsTagRecreated", 1, `after the tag was deleted it still holds`},
-	{mutation.SetMaxUnversioned, "set-max", "TestSimulation_Segments", 221, `issued twice|set-max skipped|more IDs issued`},
+	{mutation.StateFileOfOtherZooKeeper, "R4", "TestSimulation_Segments", 11, `issued twice|returned range .* holds ID|more IDs issued`},
+	{mutation.ReturnRetriedBlindly, "R5", "TestSimulation_Segments", 42, `issued twice|returned range .* holds ID|returned ranges .* overlap`},
+	{mutation.WentBackUnchecked, "R6", "TestSimulation_Segments", 13, `issued twice|returned range .* holds ID|more IDs issued`},
+	{mutation.DeleteUnpolled, "R7", "TestSimulation_SegmentsTagRecreated", 3, `after the tag was deleted it still holds`},
+	{mutation.SetMaxUnversioned, "set-max", "TestSimulation_Segments", 20, `issued twice|set-max skipped|more IDs issued`},
 	// The paths of node/simpaths_test.go: re-claim, retire, worker-ID
 	// range, correction.
 	{mutation.ReclaimSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 1, "issued twice"},
-	{mutation.FenceWriterSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 1, "issued twice"},
+	{mutation.FenceWriterSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 2, "issued twice"},
 	{mutation.RetiredFenceDropped, "retire", "TestSimulation_SnowflakePaths", 3, "issued twice"},
 	{mutation.RangeIgnored, "range", "TestSimulation_SnowflakePaths", 3, "outside the cluster.s worker"},
 	{mutation.CorrectionIsAJump, "correction", "TestSimulation_SnowflakePaths", 1, "held as a jump"},
 	// The fencing rules of docs/fencing.md on the snowflake simulation's
 	// paths.
-	{mutation.S1AdoptAnyWrite, "S1", "TestSimulation_Snowflake", 26, `issued twice`},
+	{mutation.S1AdoptAnyWrite, "S1", "TestSimulation_Snowflake", 37, `issued twice`},
 	{mutation.L2RestartIgnoresFence, "L2", "TestSimulation_Snowflake", 16, `issued twice`},
 	{mutation.BorrowPastFence, "borrow", "TestSimulation_SnowflakeBorrow", 5, `issued twice`},
 }

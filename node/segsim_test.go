@@ -46,9 +46,10 @@ import (
 //     what docs/segments.md allows each crash, stop and unknown outcome.
 //
 // SIM_SEED=n replays one seed (each step settles before the next, and a
-// request's fault depends on its session, what it asks and how often the
-// session asked it, not on goroutine order; TestSimulation_Replays says how
-// often the replay is exact); SIM_SEEDS=n sets
+// request's fault depends on its client (the process, which of its dials,
+// which session of that client), what it asks and how often that session
+// asked it, not on goroutine order; TestSimulation_Replays says how often
+// the replay is exact); SIM_SEEDS=n sets
 // how many seeds run (default 1000, 50 under the race detector);
 // SIM_STEPS=n how many steps each runs.
 
