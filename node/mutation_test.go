@@ -79,13 +79,13 @@ var mutationTable = []mutationRow{
 	// The paths of node/simpaths_test.go: re-claim, retire, worker-ID
 	// range, correction.
 	{mutation.ReclaimSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 1, "issued twice"},
-	{mutation.FenceWriterSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 1, "issued twice"},
+	{mutation.FenceWriterSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 2, "issued twice"},
 	{mutation.RetiredFenceDropped, "retire", "TestSimulation_SnowflakePaths", 3, "issued twice"},
 	{mutation.RangeIgnored, "range", "TestSimulation_SnowflakePaths", 3, `outside the cluster.s worker-ID range|recycling refused: .*malformed`},
 	{mutation.CorrectionIsAJump, "correction", "TestSimulation_SnowflakePaths", 1, "held as a jump"},
 	// The fencing rules of docs/fencing.md on the snowflake simulation's
 	// paths.
-	{mutation.S1AdoptAnyWrite, "S1", "TestSimulation_Snowflake", 26, `issued twice`},
+	{mutation.S1AdoptAnyWrite, "S1", "TestSimulation_Snowflake", 37, `issued twice`},
 	{mutation.L2RestartIgnoresFence, "L2", "TestSimulation_Snowflake", 16, `issued twice`},
 	{mutation.BorrowPastFence, "borrow", "TestSimulation_SnowflakeBorrow", 5, `issued twice`},
 }

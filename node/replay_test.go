@@ -11,12 +11,13 @@ import (
 
 // TestSimulation_Replays runs seeds of each simulation twice and expects
 // the same trace both times, compared by its sha256, so that SIM_SEED=N
-// replays exactly what a failure saw. Not every seed does yet (two timers
-// of one process that fire at one virtual instant still let the scheduler
-// pick which goroutine acts first; docs/testing.md has the figures), so it
-// runs only when SIM_REPLAYS=1 asks for it, and names every seed whose two
-// runs part, with the first line they differ in. SIM_SEED=N checks that one
-// seed; SIM_SEEDS=N runs N seeds of each simulation.
+// replays exactly what a failure saw. Not every seed does yet (synctest
+// runs the timers of one virtual instant in a random order, and two
+// goroutines of one process still wake at one instant now and then;
+// docs/testing.md has the figures), so it runs only when SIM_REPLAYS=1
+// asks for it, and names every seed whose two runs part, with the first
+// line they differ in. SIM_SEED=N checks that one seed; SIM_SEEDS=N runs N
+// seeds of each simulation.
 func TestSimulation_Replays(t *testing.T) {
 	if testsupport.RaceEnabled {
 		t.Skip("the simulations run without -race")
@@ -35,6 +36,10 @@ func TestSimulation_Replays(t *testing.T) {
 		}},
 		{"borrow", 3, func(t *testing.T, seed uint64) ([]string, error) {
 			st, err := runSnowSim(t, seed, 300, snowBorrow)
+			return st.trace, err
+		}},
+		{"paths", 4, func(t *testing.T, seed uint64) ([]string, error) {
+			st, err := runPathsSim(t, seed, 300)
 			return st.trace, err
 		}},
 		{"segments", 50, func(t *testing.T, seed uint64) ([]string, error) {

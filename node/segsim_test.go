@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -45,9 +46,10 @@ import (
 //     what docs/segments.md allows each crash, stop and unknown outcome.
 //
 // SIM_SEED=n replays one seed (each step settles before the next, and a
-// request's fault depends on its session, what it asks and how often the
-// session asked it, not on goroutine order; TestSimulation_Replays says how
-// often the replay is exact); SIM_SEEDS=n sets
+// request's fault depends on its client (the process, which of its dials,
+// which session of that client), what it asks and how often that session
+// asked it, not on goroutine order; TestSimulation_Replays says how often
+// the replay is exact); SIM_SEEDS=n sets
 // how many seeds run (default 1000, 50 under the race detector);
 // SIM_STEPS=n how many steps each runs.
 
@@ -186,8 +188,26 @@ type simZK struct {
 // its place among the session's other requests, which goroutines of one
 // process sending at one virtual instant may take in any order.
 type simReq struct {
-	session  int64
+	client   string // simClient: the process, its dial and session, not zkmem's session ID
 	op, path string
+}
+
+// simClient names a request's session by the simulated process, which of
+// its clients, and which of that client's sessions (Conn.SetLabel in
+// dialer), not by zkmem's session ID, which counts Connects in the order
+// processes that dial at one virtual instant happened to run.
+func simClient(r zkmem.Request) string {
+	if r.Client == "" {
+		return fmt.Sprintf("session %x", r.Session)
+	}
+	return fmt.Sprintf("%s#%d", r.Client, r.Renewal)
+}
+
+// simOffset is how long after a virtual instant a request of client
+// reaches the server: requests of several sessions sent at one instant
+// arrive in an order fixed by their clients' names.
+func simOffset(client string) time.Duration {
+	return time.Microsecond + time.Duration(strHash(client)%1_000_000)
 }
 
 func newSimZK(seed uint64) *simZK {
@@ -289,11 +309,18 @@ func (s *simTrace) fail(format string, a ...any) error {
 
 // scrub puts $DIR for the run's directory in a line.
 func (s *simTrace) scrub(line string) string {
+	// A product message may name a zkmem session ID (a lease holder's):
+	// those count Connects in the order processes that dial at one
+	// virtual instant ran, so the trace says which it is not.
+	line = zkmemSession.ReplaceAllString(line, "0x5e55....")
 	if s.dir == "" {
 		return line
 	}
 	return strings.ReplaceAll(line, s.dir, "$DIR")
 }
+
+// zkmemSession matches a zkmem session ID as the product prints it.
+var zkmemSession = regexp.MustCompile(`0x5e55[0-9a-f]{4}\b`)
 
 // simIssued is every ID a simulation saw handed out, by the process that
 // did.
@@ -324,8 +351,9 @@ type simClients struct {
 	cutBy   *simZK
 }
 
-// dialer opens clients on srv until the process is dead.
-func (c *simClients) dialer(srv *zkmem.Server) zkconn.Dialer {
+// dialer opens clients on srv until the process is dead; each is labelled
+// with name and its number among the process's clients (simClient).
+func (c *simClients) dialer(srv *zkmem.Server, name string) zkconn.Dialer {
 	return func(_ []string, opt zkconn.Options) (zkconn.Conn, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -333,6 +361,7 @@ func (c *simClients) dialer(srv *zkmem.Server) zkconn.Dialer {
 			return nil, errors.New("process killed")
 		}
 		conn := srv.Connect(opt)
+		conn.SetLabel(fmt.Sprintf("%s/dial%d", name, len(c.conns)))
 		c.conns = append(c.conns, conn)
 		if c.cutBy != nil && time.Now().Before(c.cutTill) {
 			c.cutBy.cutSession(conn, c.cutTill)
@@ -408,13 +437,14 @@ func strHash(v string) uint64 {
 func (s *simZK) inject(r zkmem.Request) zkmem.Fault {
 	s.faultMu.Lock()
 	defer s.faultMu.Unlock()
+	client := simClient(r)
 	if f, ok := cutFault(s.cut[r.Session]); ok {
-		f.Delay = time.Duration(r.Session%1024+1) * time.Microsecond
+		f.Delay = simOffset(client)
 		return f
 	}
-	k := simReq{r.Session, r.Op, r.Path}
+	k := simReq{client, r.Op, r.Path}
 	s.perPath[k]++
-	h := mix(s.seed ^ mix(uint64(r.Session)) ^ mix(s.perPath[k]<<8) ^ mix(strHash(r.Op+" "+r.Path)))
+	h := mix(s.seed ^ mix(strHash(client)) ^ mix(s.perPath[k]<<8) ^ mix(strHash(r.Op+" "+r.Path)))
 	u := func() float64 { h = mix(h); return float64(h>>11) / (1 << 53) }
 	var f zkmem.Fault
 	if now := time.Now(); now.Before(s.stallTill) {
@@ -440,10 +470,10 @@ func (s *simZK) inject(r zkmem.Request) zkmem.Fault {
 		}
 	}
 	// Requests sent at one virtual instant by several sessions reach the
-	// server in the order of their sessions (a microsecond apart), not in
-	// the order the scheduler happened to run their goroutines: a seed
+	// server in an order fixed by their clients' names (simOffset), not
+	// in the order the scheduler happened to run their goroutines: a seed
 	// replays the same run.
-	f.Delay += time.Duration(r.Session%1024+1) * time.Microsecond
+	f.Delay += simOffset(client)
 	return f
 }
 
@@ -520,7 +550,7 @@ func (s *segSim) segConfig(dial zkconn.Dialer) segment.ZKConfig {
 func (s *segSim) start(n *simNode) {
 	n.procs++
 	p := &simProc{name: fmt.Sprintf("%s/%d", n.name, n.procs), dproc: n.disk.Process(), done: make(chan struct{})}
-	dial := p.zk.dialer(s.srv)
+	dial := p.zk.dialer(s.srv, p.name)
 	p.mode = &segmentMode{cfg: s.segConfig(dial), file: simStateFile, node: n.name, log: simLog(), disk: p.dproc}
 	p.mode.wrapStore = func(st segment.Store) segment.Store {
 		w := &watchedStore{Store: st, wentBack: &s.sawWentBack}
@@ -667,7 +697,8 @@ func (s *segSim) killDuringStop(n *simNode, after time.Duration) {
 func (s *segSim) stop(n *simNode, strict bool) error {
 	p := n.proc
 	if c := p.zk.latest(); c != nil {
-		s.logf("%s: before stop: store connected %v, latest conn state %v session %x", p.name, p.mode.store.connected(), c.State(), c.SessionID())
+		label, renewal := c.Label() // not the session ID: it counts every process's Connects
+		s.logf("%s: before stop: store connected %v, latest conn state %v session %s#%d", p.name, p.mode.store.connected(), c.State(), label, renewal)
 	}
 	var ahead int64
 	if st := p.mode.Status(); len(st) > 0 {
@@ -1106,7 +1137,7 @@ func (s *segSim) step() error {
 		return s.take(pick(live))
 	case r < 65:
 		d := time.Duration(1+s.rng.IntN(300)) * time.Millisecond
-		time.Sleep(d)
+		simPause(d)
 	case r < 70 && len(live) > 0:
 		return s.kill(pick(live), s.rng.IntN(8) == 0)
 	case r < 73 && len(live) > 0:
@@ -1138,7 +1169,7 @@ func (s *segSim) step() error {
 		p := pick(live).proc
 		s.logf("%s: %s", p.name, diskFault(s.rng, p.dproc, 4*time.Second))
 	default:
-		time.Sleep(time.Duration(1+s.rng.IntN(3000)) * time.Millisecond)
+		simPause(time.Duration(1+s.rng.IntN(3000)) * time.Millisecond)
 	}
 	return nil
 }

@@ -129,12 +129,25 @@ func TestSimulation_SnowflakeBorrow(t *testing.T) {
 // offset the simulation steps.
 type simClock struct {
 	origin time.Time
-	off    atomic.Int64
-	step   int64 // added to off at every wall reading (snowWorld.readStep)
+	off    atomic.Int64 // as the simulation set and stepped it (the trace shows it)
+	// drift is what the wall readings added (step each, snowWorld.readStep):
+	// how many readings came before a trace line can depend on which of
+	// two timers of one virtual instant ran first, so the trace leaves it
+	// out.
+	drift atomic.Int64
+	step  int64
 }
 
-func (c *simClock) WallNanos() int64    { return time.Now().UnixNano() + c.off.Add(c.step) }
+func (c *simClock) WallNanos() int64 {
+	return time.Now().UnixNano() + c.off.Load() + c.drift.Add(c.step)
+}
 func (c *simClock) Mono() time.Duration { return time.Since(c.origin) }
+
+// set sets the wall offset to off, the drift of the readings gone.
+func (c *simClock) set(off int64) {
+	c.off.Store(off)
+	c.drift.Store(0)
+}
 
 type snowSim struct {
 	*simZK
@@ -227,7 +240,7 @@ func (s *snowSim) config(n *snowNode, p *snowProc) Config {
 	cfg.FenceAhead = s.world.fenceAhead
 	cfg.MaxStartWait = 10 * time.Second
 	cfg.ShutdownTimeout = 4 * time.Second
-	cfg.seams = &seams{disk: p.dproc, dial: p.zk.dialer(s.srv)}
+	cfg.seams = &seams{disk: p.dproc, dial: p.zk.dialer(s.srv, p.name)}
 	cfg.GeneBits, cfg.WorkerIDRange = s.world.geneBits, s.world.workerRange
 	if s.world.paths {
 		cfg.CreateCluster, cfg.seams.beforeToken = s.nodesCreate, s.slowToken(p)
@@ -371,7 +384,7 @@ const settleFor = 90 * time.Second
 // claim taken for another process's never is one.
 func (s *snowSim) settle() error {
 	for _, n := range s.nodes {
-		n.clock.off.Store(0)
+		n.clock.set(0)
 	}
 	s.logf("faults healed, clocks set right")
 	// A supervisor restarts whatever exits (a start that finds no free
@@ -487,7 +500,7 @@ func (s *snowSim) step() error {
 		}
 		return s.issue(pick(live))
 	case r < 60:
-		time.Sleep(time.Duration(1+s.rng.IntN(500)) * time.Millisecond)
+		simPause(time.Duration(1+s.rng.IntN(500)) * time.Millisecond)
 	case r < 65 && len(live) > 0:
 		s.kill(pick(live), s.rng.IntN(6) == 0)
 	case r < 69 && len(live) > 0:
@@ -497,7 +510,7 @@ func (s *snowSim) step() error {
 	case r < 85:
 		n := pick(s.nodes)
 		if s.rng.IntN(4) == 0 {
-			n.clock.off.Store(0)
+			n.clock.set(0)
 			s.logf("%s: clock set right", n.key)
 			break
 		}
@@ -545,10 +558,22 @@ func (s *snowSim) step() error {
 		p := pick(live).proc
 		s.logf("%s: %s", p.name, diskFault(s.rng, p.dproc, 5*time.Second))
 	default:
-		time.Sleep(time.Duration(1+s.rng.IntN(20000)) * time.Millisecond)
+		simPause(time.Duration(1+s.rng.IntN(20000)) * time.Millisecond)
 	}
 	return nil
 }
+
+// simSkew is added to every pause of a simulation's steps (simPause): the
+// product's timers are whole milliseconds, so a step that slept whole
+// milliseconds often woke at the instant a timer of a process, armed at an
+// earlier step, fires, and synctest runs timers of one instant in a random
+// order (the runtime's timerWhen.less): whether the process or the step
+// acted first changed from run to run. 777ns apart per pause, a step's
+// instant meets a timer armed at another step only after a thousand pauses.
+const simSkew = 777 * time.Nanosecond
+
+// simPause sleeps a step's pause d, and simSkew more.
+func simPause(d time.Duration) { time.Sleep(d + simSkew) }
 
 func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats snowStats, err error) {
 	t.Helper()

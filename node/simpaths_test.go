@@ -155,6 +155,9 @@ type pathsState struct {
 	loseMu      sync.Mutex         // guards loseFor, loseSess
 	loseFor     *snowProc          // lose the answer of this process's next multi
 	loseSess    map[int64]bool     // its sessions
+
+	// create runs the operator's cluster create (again when ZooKeeper failed it).
+	create func() (coordinator.CreateResult, error)
 }
 
 // createOutcome is what the operator's create racing the nodes did.
@@ -248,7 +251,7 @@ func (s *snowSim) loseNextMulti(p *snowProc, armed bool) {
 }
 
 func (s *snowSim) adminDial() coordinator.AdminOption {
-	return coordinator.WithAdminDial(s.admin.dialer(s.srv))
+	return coordinator.WithAdminDial(s.admin.dialer(s.srv, "snowflakectl"))
 }
 
 // createCluster creates the cluster as an operator does, before the nodes
@@ -283,6 +286,7 @@ func (s *snowSim) createCluster() error {
 	}
 	s.stats.paths.createRaces++
 	s.createDone = make(chan createOutcome, 1)
+	s.create = create
 	go func() {
 		res, err := create()
 		s.createDone <- createOutcome{res.Created, err}
@@ -424,7 +428,7 @@ func (s *snowSim) reclaimStep() error {
 	s.stall(stall)
 	if s.rng.IntN(4) != 0 {
 		target := stopped - int64(stall) + int64(s.rng.IntN(3000))*int64(time.Millisecond)
-		n.clock.off.Store(target - time.Now().UnixNano())
+		n.clock.set(target - time.Now().UnixNano())
 	}
 	lose, crash := s.rng.IntN(2) == 0, s.rng.IntN(2) == 0
 	s.logf("%s: its own disk is back; it restarts while ZooKeeper is down for %v, clock %v (the re-claim's answer lost: %v; kill -9 right after it: %v)",
@@ -523,7 +527,7 @@ func (s *snowSim) retireStep() error {
 		n.disk.Wipe()
 		s.keys++
 		n.key = fmt.Sprintf("k%d", s.keys)
-		n.clock.off.Store(died - int64(s.rng.IntN(20000))*int64(time.Millisecond) - time.Now().UnixNano())
+		n.clock.set(died - int64(s.rng.IntN(20000))*int64(time.Millisecond) - time.Now().UnixNano())
 		s.logf("%s: a new machine in its place, its clock %v off", n.key, time.Duration(n.clock.off.Load()))
 	}
 	s.start(n)
@@ -576,6 +580,14 @@ func (s *snowSim) pathsDone() error {
 	if s.createDone != nil {
 		select {
 		case out := <-s.createDone:
+			if errors.Is(out.err, context.DeadlineExceeded) || errors.Is(out.err, coordinator.ErrZKUnavailable) {
+				// ZooKeeper failed the command (a step can stall it 15s,
+				// or break its connection): the operator runs it again,
+				// now that ZooKeeper answers, and it must end well.
+				s.logf("the operator's cluster create, racing the nodes, failed: %v; again", out.err)
+				res, err := s.create()
+				out = createOutcome{res.Created, err}
+			}
 			if out.err != nil {
 				return s.fail("snowflakectl cluster create, racing nodes with --create-cluster: %v", out.err)
 			}

@@ -54,7 +54,7 @@ type tagBuf struct {
 	base, top int64 // the tag's step and max step, from its record
 	lastLoad  time.Time
 	loads     int64
-	lastErr   error
+	failed    [2]error // each worker's last error (by work kind) until a load succeeds; see lastErrLocked
 	closed    bool
 	wake      chan struct{} // closed and replaced on every change Takes wait for
 
@@ -159,7 +159,7 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int) ([]int64, error) 
 			return dst, fmt.Errorf("take %d IDs of %q: %w", n, b.name, ctx.Err())
 		case <-deadline:
 			b.mu.Lock()
-			lastErr := b.lastErr
+			lastErr := b.lastErrLocked()
 			if !b.verified && !b.trusted && !b.deleted && b.opaque == nil && !b.gone && min(b.permitted, b.held)-b.issued >= int64(n) {
 				// Resumed ranges the store could not confirm within Wait
 				// (ZooKeeper unreachable): served, their incarnation checked
@@ -272,6 +272,17 @@ const (
 	loadWork             // load the next range (ZooKeeper)
 )
 
+// lastErrLocked is the error a Take that waited in vain reports (nil:
+// none): the range load's when it failed, else the state write's. A fixed
+// order, not the later of the two: when both workers fail at one instant
+// the message does not depend on which of them ran last.
+func (b *tagBuf) lastErrLocked() error {
+	if err := b.failed[loadWork]; err != nil {
+		return err
+	}
+	return b.failed[markWork]
+}
+
 func (k work) String() string {
 	if k == markWork {
 		return "state write"
@@ -371,7 +382,7 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 			}
 			rc.failed(now)
 			b.mu.Lock()
-			b.lastErr = err
+			b.failed[kind] = err
 			b.broadcastLocked()
 			b.mu.Unlock()
 			b.svc.cfg.Log.Warn().Err(err).Str("tag", b.name).Stringer("work", kind).Msg("segment: range load or state write failed; retrying")
@@ -530,7 +541,7 @@ func (b *tagBuf) load() error {
 		b.curLen = r.Len()
 	}
 	b.held += r.Len()
-	b.lastLoad, b.lastLoadTook, b.lastErr = now, took, nil
+	b.lastLoad, b.lastLoadTook, b.failed = now, took, [2]error{}
 	b.loads++
 	held := append([]Range(nil), b.ranges...)
 	issued := b.issued

@@ -554,8 +554,8 @@ func (s *Service) Status() []TagStatus {
 		b.mu.Lock()
 		ts := TagStatus{Tag: b.name, Held: slices.Clone(b.ranges), Available: b.held - b.issued, Issued: b.issued,
 			Ahead: min(b.permitted, b.held) - b.issued, Chunk: b.chunkLocked(), Loads: b.loads, Step: b.step, LastLoad: b.lastLoadTook.Seconds(), Wasted: b.wasted.Load()}
-		if b.lastErr != nil {
-			ts.Error = b.lastErr.Error()
+		if err := b.lastErrLocked(); err != nil {
+			ts.Error = err.Error()
 		}
 		b.mu.Unlock()
 		out = append(out, ts)

@@ -31,6 +31,9 @@ type Conn struct {
 	dropped []droppedWatch // watches of an ended session the client has not ended yet
 
 	movedGen int64 // guarded by srv.mu: the connection (gen) whose session moved (SessionMoved)
+
+	label    string // guarded by srv.mu: the client's name, for an Injector (SetLabel)
+	sessions int    // guarded by srv.mu: the sessions this client has had
 }
 
 type droppedWatch struct {
@@ -43,6 +46,7 @@ var _ zkconn.Conn = (*Conn)(nil)
 func (c *Conn) newSessionLocked() {
 	c.srv.nextSess++
 	c.session = c.srv.nextSess
+	c.sessions++
 	c.srv.sessions[c.session] = c
 	c.state = zk.StateHasSession
 	c.gen++
@@ -202,6 +206,23 @@ func (c *Conn) end(clean bool) bool {
 	return true
 }
 
+// SetLabel names the client for an Injector (Request.Client): a name its
+// creator chose, which does not depend on which client connected first, as
+// session IDs do.
+func (c *Conn) SetLabel(label string) {
+	c.srv.mu.Lock()
+	defer c.srv.mu.Unlock()
+	c.label = label
+}
+
+// Label is the client's label (SetLabel) and which of its sessions it
+// has now, from 1.
+func (c *Conn) Label() (string, int) {
+	c.srv.mu.Lock()
+	defer c.srv.mu.Unlock()
+	return c.label, c.sessions
+}
+
 // SessionID is the current session's ID.
 func (c *Conn) SessionID() int64 {
 	c.srv.mu.Lock()
@@ -261,7 +282,7 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 	gen, inject := c.gen, s.inject
 	f := Fault{}
 	if inject != nil {
-		f = inject(Request{Session: c.session, Op: op, Path: p})
+		f = inject(Request{Session: c.session, Client: c.label, Renewal: c.sessions, Op: op, Path: p})
 	}
 	s.mu.Unlock()
 	if f.Delay > 0 {

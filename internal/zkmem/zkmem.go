@@ -85,6 +85,8 @@ type Fault struct {
 // Request names one request for an Injector.
 type Request struct {
 	Session int64
+	Client  string // the client's label (Conn.SetLabel), "" when none
+	Renewal int    // which of the client's sessions, from 1 (a new one after each expiry)
 	Op      string // "get", "exists", "children", "create", "set", "delete", "multi", "sync", "auth"
 	Path    string // "" for multi
 }
