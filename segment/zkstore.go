@@ -401,6 +401,12 @@ func (s *ZKStore) pollTag(ctx context.Context, tag string, inc int64) error {
 	case rec.Incarnation != inc:
 		return fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, rec.Incarnation)
 	}
+	return s.returnedAlive(ctx, tag)
+}
+
+// returnedAlive is nil while tag's returned/ znode exists (it is never
+// written and goes only with the tag): ErrTagGone once it is gone.
+func (s *ZKStore) returnedAlive(ctx context.Context, tag string) error {
 	ok, _, err := s.z.Exists(ctx, s.returnedPath(tag))
 	switch {
 	case err != nil:
@@ -417,14 +423,7 @@ func (s *ZKStore) tagAlive(ctx context.Context, tag string, inc int64) error {
 	if err := s.checkIncarnation(ctx, tag, inc); err != nil {
 		return err
 	}
-	ok, _, err := s.z.Exists(ctx, s.returnedPath(tag))
-	switch {
-	case err != nil:
-		return fmt.Errorf("read tag %q: %w", tag, zkclient.Unavailable(err))
-	case !ok:
-		return fmt.Errorf("tag %q: %w: its returned/ znode is gone (the tag is being deleted)", tag, ErrTagGone)
-	}
-	return nil
+	return s.returnedAlive(ctx, tag)
 }
 
 // checkIncarnation fails with ErrTagGone unless the tag znode is of

@@ -493,14 +493,24 @@ type realWorld struct {
 func (w *realWorld) connect(t *testing.T, name string, timeout time.Duration) *client {
 	t.Helper()
 	p := zkproxy.Start(t, w.zk.Servers[0].ClientAddr())
+	c := dialClient(t, name, func(onEvent func(zk.Event)) (zkconn.Conn, error) {
+		return zkconn.Dial([]string{p.Addr()}, zkconn.Options{SessionTimeout: timeout, OnEvent: onEvent, Logger: quietLogger{}})
+	})
+	w.proxies[c] = p
+	return c
+}
+
+// dialClient opens a client named name with dial (given the client's
+// event callback) and waits for its session.
+func dialClient(t *testing.T, name string, dial func(onEvent func(zk.Event)) (zkconn.Conn, error)) *client {
+	t.Helper()
 	c := &client{name: name}
-	conn, err := zkconn.Dial([]string{p.Addr()}, zkconn.Options{SessionTimeout: timeout, OnEvent: c.onEvent, Logger: quietLogger{}})
+	conn, err := dial(c.onEvent)
 	if err != nil {
 		t.Fatalf("connect %s: %v", name, err)
 	}
 	t.Cleanup(conn.Close)
 	c.conn = conn
-	w.proxies[c] = p
 	if !c.waitEvent(isSession(zk.StateHasSession)) {
 		t.Fatalf("client %s: no session within %v", name, waitLimit)
 	}
@@ -555,17 +565,9 @@ type ensembleWorld struct {
 
 func (w *ensembleWorld) connect(t *testing.T, name string, timeout time.Duration) *client {
 	t.Helper()
-	c := &client{name: name}
-	conn, err := zkconn.Dial(strings.Split(w.zk.ConnectString(), ","), zkconn.Options{SessionTimeout: timeout, OnEvent: c.onEvent, Logger: quietLogger{}})
-	if err != nil {
-		t.Fatalf("connect %s: %v", name, err)
-	}
-	t.Cleanup(conn.Close)
-	c.conn = conn
-	if !c.waitEvent(isSession(zk.StateHasSession)) {
-		t.Fatalf("client %s: no session within %v", name, waitLimit)
-	}
-	return c
+	return dialClient(t, name, func(onEvent func(zk.Event)) (zkconn.Conn, error) {
+		return zkconn.Dial(strings.Split(w.zk.ConnectString(), ","), zkconn.Options{SessionTimeout: timeout, OnEvent: onEvent, Logger: quietLogger{}})
+	})
 }
 
 // cut kills the leader: every client loses its connection (a follower
@@ -597,17 +599,9 @@ func (w *ensembleWorld) hold(t *testing.T, _ *client) {
 
 func (w *memWorld) connect(t *testing.T, name string, timeout time.Duration) *client {
 	t.Helper()
-	c := &client{name: name}
-	conn, err := w.srv.Dial(nil, zkconn.Options{SessionTimeout: timeout, OnEvent: c.onEvent})
-	if err != nil {
-		t.Fatalf("connect %s: %v", name, err)
-	}
-	t.Cleanup(conn.Close)
-	c.conn = conn
-	if !c.waitEvent(isSession(zk.StateHasSession)) {
-		t.Fatalf("client %s: no session within %v", name, waitLimit)
-	}
-	return c
+	return dialClient(t, name, func(onEvent func(zk.Event)) (zkconn.Conn, error) {
+		return w.srv.Dial(nil, zkconn.Options{SessionTimeout: timeout, OnEvent: onEvent})
+	})
 }
 
 func (w *memWorld) expire(t *testing.T, c *client, _ string) {
