@@ -201,6 +201,11 @@ func (s *ZKStore) returnedPath(tag string) string { return s.tagPath(tag) + "/re
 func (s *ZKStore) holdersPath(tag string) string  { return s.tagPath(tag) + "/holders" }
 func (s *ZKStore) keyPath(tag string) string      { return s.tagPath(tag) + "/key" }
 
+// returnedRangePath is the znode of returned range r of incarnation inc.
+func (s *ZKStore) returnedRangePath(tag string, r Range, inc int64) string {
+	return s.returnedPath(tag) + "/" + rangeName(r, inc)
+}
+
 // markedPath is the znode every incarnation gets once it has a marker: a
 // stale write that would add a marker to a newer incarnation fails on it.
 func (s *ZKStore) markedPath(tag string) string { return s.tagPath(tag) + "/incarnation" }
@@ -675,7 +680,7 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64)
 // another allocator took r first. When the answer is lost, r counts as
 // possibly lost unless it is still there: never issued twice.
 func (s *ZKStore) take(ctx context.Context, tag string, inc int64, r Range) (t Tag, took bool, err error) {
-	path := s.returnedPath(tag) + "/" + rangeName(r, inc)
+	path := s.returnedRangePath(tag, r, inc)
 	for range maxCASAttempts {
 		rec, raw, version, err := s.readRecord(ctx, tag)
 		if err != nil {
@@ -819,7 +824,7 @@ func (s *ZKStore) returnFrom(ctx context.Context, tag string, inc int64, r Range
 		}
 		failed, err := s.z.Multi(ctx, append(pre,
 			&zk.SetDataRequest{Path: s.tagPath(tag), Data: data, Version: version},
-			&zk.CreateRequest{Path: s.returnedPath(tag) + "/" + rangeName(r, inc), Acl: s.acl, Flags: zk.FlagPersistent})...)
+			&zk.CreateRequest{Path: s.returnedRangePath(tag, r, inc), Acl: s.acl, Flags: zk.FlagPersistent})...)
 		switch {
 		case err == nil:
 			_ = s.see(tag, inc, rec.MaxID, version+1, s.ops.Add(1))
@@ -1024,14 +1029,13 @@ func (s *ZKStore) setMax(ctx context.Context, tag string, n int64, drop bool) (w
 		}
 		was = rec.MaxID
 		var dels []any
-		dropped = nil
 		if drop {
 			returned, err := s.returned(ctx, tag, rec.Incarnation)
 			if err != nil {
 				return was, nil, err
 			}
 			for _, r := range returned {
-				dels = append(dels, &zk.DeleteRequest{Path: s.returnedPath(tag) + "/" + rangeName(r, rec.Incarnation), Version: -1})
+				dels = append(dels, &zk.DeleteRequest{Path: s.returnedRangePath(tag, r, rec.Incarnation), Version: -1})
 			}
 			dropped = returned
 		}
