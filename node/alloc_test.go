@@ -12,15 +12,15 @@ import (
 
 // withBuilt makes Run call f with the node once it is built, before it
 // serves (tests reach the node's parts through it).
-func withBuilt(f func(*node)) Option { return func(o *options) { o.built = f } }
+func withBuilt(f func(*node)) seam { return func(s *seams) { s.built = f } }
 
 // withoutMetrics builds the server without the metrics observer, as the
 // node was before metrics were wired (for benchmarks only).
-func withoutMetrics() Option { return func(o *options) { o.noMetrics = true } }
+func withoutMetrics() seam { return func(s *seams) { s.noMetrics = true } }
 
 // runInService runs a standalone node on a loopback listener and returns
 // it once it is in service.
-func runInService(t testing.TB, cfg Config, opts ...Option) *node {
+func runInService(t testing.TB, cfg Config, opts ...seam) *node {
 	t.Helper()
 	got := make(chan *node, 1)
 	startRun(t, cfg, append(opts, withBuilt(func(n *node) { got <- n }))...)
@@ -114,7 +114,7 @@ func TestNodeIDAllocs(t *testing.T) {
 func BenchmarkNodeHandlerID(b *testing.B) {
 	for _, withMetrics := range []bool{false, true} {
 		b.Run(fmt.Sprintf("metrics=%v", withMetrics), func(b *testing.B) {
-			var opts []Option
+			var opts []seam
 			if !withMetrics {
 				opts = append(opts, withoutMetrics())
 			}

@@ -60,7 +60,7 @@ func TestRunBehindFenceBeyondMaxStartWaitStaysOutOfService(t *testing.T) {
 	}
 	ln := loopbackListener(t)
 	addr := ln.Addr().String()
-	stop := startRunOn(t, cfg, ln, WithClock(clk))
+	stop := startRunOn(t, cfg, ln, withClock(clk))
 
 	_, body := waitHTTP(t, addr, "/readyz", func(code int, body string) bool {
 		return code == http.StatusServiceUnavailable && strings.Contains(body, `"reason":"clock_behind_fence"`)

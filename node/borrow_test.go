@@ -62,8 +62,8 @@ func borrowRun(t *testing.T, fenceAhead time.Duration, perMs int, rollback time.
 		built := make(chan struct{})
 		done := make(chan error, 1)
 		go func() {
-			done <- Run(ctx, cfg, zerolog.Nop(), WithClock(clk), WithListener(fasthttputil.NewInmemoryListener()),
-				withBuilt(func(n *node) { nd = n; close(built) }))
+			done <- Run(ctx, withSeams(cfg, withClock(clk), withListener(fasthttputil.NewInmemoryListener()),
+				withBuilt(func(n *node) { nd = n; close(built) })), zerolog.Nop())
 		}()
 		<-built
 		for i := 0; !nd.guard.Ready(); i++ {

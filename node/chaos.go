@@ -4,14 +4,15 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
 )
 
 // chaosHooks is what chaosSetup gives the node: its clock (offset in a chaos
-// build), extra routes (/debug/chaos/*), and a hook run before every
-// cache-file write (nil outside chaos builds; in one, it blocks while the
-// disk is made to hang).
+// build), extra routes (/debug/chaos/*), and a decorator of the disk under
+// the fence keeper's cache-file writes (nil outside chaos builds; in one,
+// its writes block while the disk is made to hang).
 type chaosHooks struct {
-	clock       clock.Clock
-	routes      map[string]fasthttp.RequestHandler
-	beforeWrite func()
+	clock  clock.Clock
+	routes map[string]fasthttp.RequestHandler
+	disk   func(disk.Disk) disk.Disk
 }

@@ -14,7 +14,7 @@ const ChaosBuild = false
 const ChaosClockOffsetEnv = "SNOWFLAKED_CHAOS_CLOCK_OFFSET"
 
 // chaosSetup is the fault-injection seam. Without the chaos tag it
-// returns the clock unchanged, no routes and no write hook: /debug/chaos/*
+// returns the clock unchanged, no routes and no disk decorator: /debug/chaos/*
 // answers 404, and SNOWFLAKED_CHAOS_CLOCK_OFFSET is ignored.
 func chaosSetup(c clock.Clock) (chaosHooks, error) {
 	return chaosHooks{clock: c}, nil

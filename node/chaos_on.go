@@ -5,6 +5,7 @@ package node
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
 )
 
 // ChaosBuild reports whether this binary was built with -tags chaos.
@@ -43,12 +45,25 @@ func chaosSetup(c clock.Clock) (chaosHooks, error) {
 		}
 		oc.offset.Store(int64(d))
 	}
-	disk := &diskGate{}
+	gate := &diskGate{}
 	return chaosHooks{
-		clock:       oc,
-		routes:      map[string]fasthttp.RequestHandler{ChaosClockPath: oc.handle, ChaosDiskPath: disk.handle},
-		beforeWrite: disk.wait,
+		clock:  oc,
+		routes: map[string]fasthttp.RequestHandler{ChaosClockPath: oc.handle, ChaosDiskPath: gate.handle},
+		disk:   func(d disk.Disk) disk.Disk { return hungDisk{Disk: d, gate: gate} },
 	}, nil
+}
+
+// hungDisk is a disk whose writes wait while the gate hangs, as an fsync on
+// a dead disk does; reads pass.
+type hungDisk struct {
+	disk.Disk
+	gate *diskGate
+}
+
+// WriteFileAtomic waits while the disk hangs, then writes.
+func (h hungDisk) WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
+	h.gate.wait()
+	return h.Disk.WriteFileAtomic(name, data, perm)
 }
 
 // diskGate makes cache-file writes hang, as an fsync on a dead disk does:

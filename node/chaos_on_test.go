@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
 )
 
 func TestChaosClockHandler(t *testing.T) {
@@ -113,8 +114,15 @@ func TestChaosDiskHang(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := hooks.routes[ChaosDiskPath]
-	if h == nil || hooks.beforeWrite == nil {
-		t.Fatalf("no %s route or write hook", ChaosDiskPath)
+	if h == nil || hooks.disk == nil {
+		t.Fatalf("no %s route or disk decorator", ChaosDiskPath)
+	}
+	mem := disk.NewMem()
+	d := hooks.disk(mem.Process())
+	write := func() {
+		if err := d.WriteFileAtomic("f", []byte("x"), 0o600); err != nil {
+			t.Error(err)
+		}
 	}
 	post := func(query string) int {
 		var ctx fasthttp.RequestCtx
@@ -124,7 +132,7 @@ func TestChaosDiskHang(t *testing.T) {
 		return ctx.Response.StatusCode()
 	}
 	// Not hung: a write passes at once.
-	hooks.beforeWrite()
+	write()
 	if code := post("hang=maybe"); code != 400 {
 		t.Fatalf("bad hang value: %d", code)
 	}
@@ -132,7 +140,7 @@ func TestChaosDiskHang(t *testing.T) {
 		t.Fatalf("hang=true: %d", code)
 	}
 	passed := make(chan struct{})
-	go func() { hooks.beforeWrite(); close(passed) }()
+	go func() { write(); close(passed) }()
 	select {
 	case <-passed:
 		t.Fatal("a write passed while the disk hangs")
@@ -145,5 +153,8 @@ func TestChaosDiskHang(t *testing.T) {
 	case <-passed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the hung write was not released")
+	}
+	if b, ok := mem.File("f"); !ok || string(b) != "x" {
+		t.Fatalf("the released write did not reach the disk: %q %v", b, ok)
 	}
 }

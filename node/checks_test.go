@@ -120,7 +120,7 @@ func startWithOneID(t *testing.T, worker int64) (*clocktest.Fake, string) {
 	clk := clocktest.NewFake(time.Now())
 	ln := loopbackListener(t)
 	addr := ln.Addr().String()
-	startRunOn(t, testConfig(t, worker), ln, WithClock(clk))
+	startRunOn(t, testConfig(t, worker), ln, withClock(clk))
 	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
 	if code, body := httpGet(t, addr, "/id"); code != http.StatusOK {
 		t.Fatalf("/id: %d %s", code, body)

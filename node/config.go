@@ -11,9 +11,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/envflag"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
+	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -103,18 +105,29 @@ type Config struct {
 	// main sets it).
 	Version string
 
-	// seams, set by simulations only: nil is the real disk and ZooKeeper.
+	// seams, set by tests and simulations only: nil is the real clock,
+	// port, disk and ZooKeeper.
 	seams *seams
 }
 
-// seams replace what a node talks to, for simulations.
+// seams replace what a node talks to, and let tests watch it: the node's
+// only test seam (the chaos build's faults are decorators over the same
+// clock and disk). The zero value is production.
 type seams struct {
-	disk disk.Disk     // under the cache file and the segment state file
-	dial zkconn.Dialer // opens ZooKeeper clients
+	clock    clock.Clock   // nil: the system clock
+	listener net.Listener  // nil: listen on --listen (Run closes a given one when it stops)
+	disk     disk.Disk     // under the cache file and the segment state file (nil: the OS)
+	dial     zkconn.Dialer // opens ZooKeeper clients (nil: the coordinator's default)
 	// beforeToken runs in each fence write after the keeper computed the
 	// fence and before the write reads the coordinator's token: a
 	// simulation widens the window a re-claim may land in.
 	beforeToken func()
+	// wrapStore wraps the store segment mode uses (simulations break rules
+	// with it).
+	wrapStore      func(segment.Store) segment.Store
+	yearsLeftEvery time.Duration // 0: YearsLeftCheckInterval
+	noMetrics      bool          // benchmarks: the server without an observer
+	built          func(*node)   // called once the node is built, before it serves
 }
 
 // files is the disk under the cache file.
@@ -131,6 +144,14 @@ func (c Config) dialer() zkconn.Dialer {
 		return nil
 	}
 	return c.seams.dial
+}
+
+// storeWrapper wraps segment mode's store (nil: none).
+func (c Config) storeWrapper() func(segment.Store) segment.Store {
+	if c.seams == nil {
+		return nil
+	}
+	return c.seams.wrapStore
 }
 
 // EnvPrefix is the prefix of the environment variables that set the

@@ -20,12 +20,10 @@ type fenceWriter struct {
 	// status is the coordinator's (nil in standalone mode); floor is where
 	// the generator stands (the start of its last issued tick, or of the
 	// floor a claim raised); finalZKFence is the ZooKeeper fence a graceful
-	// stop lowered to (0: none); beforeWrite, if set, runs before each write
-	// (the chaos build's disk faults).
+	// stop lowered to (0: none).
 	status       func() coordinator.Status
 	floor        func() int64
 	finalZKFence func() int64
-	beforeWrite  func()
 	beforeToken  func() // simulations only (seams.beforeToken)
 }
 
@@ -66,9 +64,6 @@ func (w *fenceWriter) persist(fence int64) (int64, error) {
 	}
 	e := w.entry
 	e.Fence, e.Updated = fence, clock.UnixMilli(w.clock)
-	if w.beforeWrite != nil {
-		w.beforeWrite()
-	}
 	// w.disk writes only while this process holds the cache file's lock,
 	// and fails a write during which it was lost (lockedDisk): such a fence
 	// is never handed to the generator.

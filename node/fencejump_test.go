@@ -44,7 +44,7 @@ func TestRunForwardJump(t *testing.T) {
 			cfg.FenceAhead = ahead
 			ln := loopbackListener(t)
 			addr := ln.Addr().String()
-			stop := startRunOn(t, cfg, ln, WithClock(clk))
+			stop := startRunOn(t, cfg, ln, withClock(clk))
 			waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
 
 			var issued []int64

@@ -24,7 +24,7 @@ func TestRunTimeOverflowLeavesServiceAndReturns(t *testing.T) {
 	cfg.Layout, cfg.Epoch = "37/10/12", epoch
 	ln := loopbackListener(t)
 	addr := ln.Addr().String()
-	startRunOn(t, cfg, ln, WithClock(clk))
+	startRunOn(t, cfg, ln, withClock(clk))
 	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
 	if code, body := httpGet(t, addr, "/id"); code != http.StatusOK {
 		t.Fatalf("before the end: %d %s", code, body)
@@ -67,7 +67,7 @@ func TestRunTimeOverflowLeavesServiceAndReturns(t *testing.T) {
 // wall clock moves on by a tick.
 func TestRunClockStalledLeavesServiceAndReturns(t *testing.T) {
 	clk := clocktest.NewFake(time.Now())
-	n := runInService(t, testConfig(t, 3), WithClock(clk))
+	n := runInService(t, testConfig(t, 3), withClock(clk))
 	n.onIDError(fmt.Errorf("%w: waited 1.2s for tick 42", snowflake.ErrClockStalled))
 	if st := n.guard.Status(); st.State != clockguard.OutOfService || st.Reason != clockguard.ReasonClockStalled {
 		t.Fatalf("after ErrClockStalled: %+v", st)

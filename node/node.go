@@ -29,24 +29,6 @@ import (
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
-// Option changes how Run builds the node (for tests and special builds).
-type Option func(*options)
-
-type options struct {
-	clock          clock.Clock
-	listener       net.Listener
-	yearsLeftEvery time.Duration // 0: YearsLeftCheckInterval
-	noMetrics      bool          // benchmarks: the server without an observer
-	built          func(*node)   // tests: called once the node is built, before it serves
-}
-
-// WithClock makes the node read time from c instead of clock.NewSystem().
-func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
-
-// WithListener makes the node serve on ln instead of listening on --listen.
-// Run closes it when it stops.
-func WithListener(ln net.Listener) Option { return func(o *options) { o.listener = ln } }
-
 // node is one running node; Run builds it step by step.
 type node struct {
 	cfg    Config
@@ -54,11 +36,12 @@ type node struct {
 	clock  clock.Clock
 	layout snowflake.Layout
 	routes map[string]fasthttp.RequestHandler
-	opts   options
+	seams  seams  // what tests replace (zero in production)
 	addr   string // shown on the status page (the advertised address in ZooKeeper mode)
-	// beforeWrite runs before every cache-file write: nil outside chaos
-	// builds (in one, it hangs while /debug/chaos/disk says so).
-	beforeWrite func()
+	// chaosDisk decorates the disk under the fence keeper's cache-file
+	// writes: nil outside chaos builds (in one, its writes hang while
+	// /debug/chaos/disk says so).
+	chaosDisk func(disk.Disk) disk.Disk
 
 	advertise string // ZooKeeper mode: host:port in the znodes
 	nodeKey   string // ZooKeeper mode
@@ -100,10 +83,10 @@ type node struct {
 // cluster of another layout) are errors wrapping ErrInvalidConfig, returned
 // before anything is served. If ctx ends before the node serves (e.g. while
 // it waits for ZooKeeper), Run returns nil.
-func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (err error) {
-	o := options{}
-	for _, opt := range opts {
-		opt(&o)
+func Run(ctx context.Context, cfg Config, log zerolog.Logger) (err error) {
+	var o seams
+	if cfg.seams != nil {
+		o = *cfg.seams
 	}
 	if o.listener != nil {
 		defer o.listener.Close() // closed by the server too; a second Close is harmless
@@ -121,12 +104,12 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 	if o.clock == nil {
 		o.clock = clock.NewSystem()
 	}
-	n := &node{cfg: cfg, log: log, opts: o}
+	n := &node{cfg: cfg, log: log, seams: o}
 	hooks, err := chaosSetup(o.clock)
 	if err != nil {
 		return err
 	}
-	n.clock, n.beforeWrite = hooks.clock, hooks.beforeWrite
+	n.clock, n.chaosDisk = hooks.clock, hooks.disk
 	if n.routes, err = mergeRoutes(hooks.routes); err != nil {
 		return err
 	}
@@ -341,11 +324,12 @@ func (n *node) newGuard() error {
 
 	// fence_persist_failed: the fence keeper, which also records when the
 	// last report reached ZooKeeper (for a start while ZooKeeper is down).
-	w := &fenceWriter{path: n.cfg.CacheFile, disk: n.files(), entry: n.ident.entry, clock: n.clock, floor: n.issuing.LastIssued,
-		finalZKFence: n.finalZKFence.Load, beforeWrite: n.beforeWrite}
-	if n.cfg.seams != nil {
-		w.beforeToken = n.cfg.seams.beforeToken
+	fenceDisk := n.files()
+	if n.chaosDisk != nil {
+		fenceDisk = n.chaosDisk(fenceDisk)
 	}
+	w := &fenceWriter{path: n.cfg.CacheFile, disk: fenceDisk, entry: n.ident.entry, clock: n.clock, floor: n.issuing.LastIssued,
+		finalZKFence: n.finalZKFence.Load, beforeToken: n.seams.beforeToken}
 	if n.coord != nil {
 		w.status = n.coord.Status
 	}
@@ -505,7 +489,7 @@ func (n *node) newServer() error {
 	if n.segments != nil {
 		cfg.Segments = n.segments
 	}
-	if n.opts.noMetrics {
+	if n.seams.noMetrics {
 		cfg.Observer = nil
 	}
 	srv, err := server.New(cfg)

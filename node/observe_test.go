@@ -57,7 +57,7 @@ func TestRunMetricsStandalone(t *testing.T) {
 	cfg := testConfig(t, 9)
 	ln := loopbackListener(t)
 	addr := ln.Addr().String()
-	startRunOn(t, cfg, ln, WithClock(clk))
+	startRunOn(t, cfg, ln, withClock(clk))
 	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
 
 	before := scrapeHTTP(t, addr)

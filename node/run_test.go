@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -28,19 +29,42 @@ func loopbackListener(t testing.TB) net.Listener {
 	return ln
 }
 
+// seam sets one of the node's test seams (see seams).
+type seam func(*seams)
+
+// withClock makes the node read time from c.
+func withClock(c clock.Clock) seam { return func(s *seams) { s.clock = c } }
+
+// withListener makes the node serve on ln (Run closes it when it stops).
+func withListener(ln net.Listener) seam { return func(s *seams) { s.listener = ln } }
+
+// withSeams returns cfg with its seams set by set, on a copy of the seams
+// cfg already has.
+func withSeams(cfg Config, set ...seam) Config {
+	var s seams
+	if cfg.seams != nil {
+		s = *cfg.seams
+	}
+	for _, f := range set {
+		f(&s)
+	}
+	cfg.seams = &s
+	return cfg
+}
+
 // startRun runs Run in the background and returns a stop func that cancels
 // it and returns Run's error.
-func startRun(t testing.TB, cfg Config, opts ...Option) (stop func() error) {
+func startRun(t testing.TB, cfg Config, opts ...seam) (stop func() error) {
 	t.Helper()
 	return startRunOn(t, cfg, loopbackListener(t), opts...)
 }
 
 // startRunOn is startRun serving on ln.
-func startRunOn(t testing.TB, cfg Config, ln net.Listener, opts ...Option) (stop func() error) {
+func startRunOn(t testing.TB, cfg Config, ln net.Listener, opts ...seam) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- Run(ctx, cfg, zerolog.Nop(), append(opts, WithListener(ln))...) }()
+	go func() { errc <- Run(ctx, withSeams(cfg, append(opts, withListener(ln))...), zerolog.Nop()) }()
 	stopped := false
 	var result error
 	stop = func() error {
@@ -164,7 +188,7 @@ func TestRunRefuses(t *testing.T) {
 			tc.prepare(t, &cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			err := Run(ctx, cfg, zerolog.Nop(), WithListener(loopbackListener(t)))
+			err := Run(ctx, withSeams(cfg, withListener(loopbackListener(t))), zerolog.Nop())
 			if err == nil {
 				t.Fatal("Run started")
 			}

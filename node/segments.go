@@ -35,8 +35,8 @@ type segmentMode struct {
 	node string // holder name: the node key
 	inc  string // the incarnation known at start ("" when none)
 	disk disk.Disk
-	// wrapStore, when set, wraps the store the service uses (simulations
-	// break rules with it); nil in the node.
+	// wrapStore, when set, wraps the store the service uses (seams.wrapStore);
+	// nil in the node.
 	wrapStore func(segment.Store) segment.Store
 	log       zerolog.Logger
 	store     lazyStore
@@ -47,7 +47,7 @@ func newSegmentMode(cfg Config, nodeKey string, log zerolog.Logger) *segmentMode
 	return &segmentMode{
 		cfg: segment.ZKConfig{Servers: cfg.ZKServers(), Cluster: cfg.Cluster, Auth: cfg.ZKAuth,
 			Timeout: connectTimeout(cfg.ZKSessionTimeout), Log: log, Dial: cfg.dialer()},
-		file: cfg.CacheFile + ".segments", node: nodeKey, log: log, disk: cfg.files(),
+		file: cfg.CacheFile + ".segments", node: nodeKey, log: log, disk: cfg.files(), wrapStore: cfg.storeWrapper(),
 	}
 }
 

@@ -271,8 +271,8 @@ func (s *snowSim) start(n *snowNode) {
 	// one virtual instant: the scheduler's order does not decide a run.
 	time.Sleep(time.Duration(n.slot+1) * time.Microsecond)
 	go func() {
-		p.done <- Run(ctx, s.config(n, p), log, WithClock(n.clock), WithListener(ln),
-			withBuilt(func(nd *node) { p.n.Store(nd) }))
+		p.done <- Run(ctx, withSeams(s.config(n, p), withClock(n.clock), withListener(ln),
+			withBuilt(func(nd *node) { p.n.Store(nd) })), log)
 	}()
 	n.proc, s.recent = p, n
 	s.logf("%s: start (clock %+v, borrow %v)", p.name, time.Duration(n.clock.off.Load()), p.borrow)

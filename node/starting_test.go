@@ -28,7 +28,7 @@ func TestRunAnswersWhileTheClaimWaits(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
-	go func() { errc <- Run(ctx, cfg, zerolog.Nop(), WithListener(ln)) }()
+	go func() { errc <- Run(ctx, withSeams(cfg, withListener(ln)), zerolog.Nop()) }()
 
 	// The claim starts a moment after the port opens: until then the
 	// detail is "starting".

@@ -43,7 +43,7 @@ func (n *node) checkTimeField() float64 {
 // watchTimeField repeats checkTimeField every YearsLeftCheckInterval until
 // ctx ends.
 func (n *node) watchTimeField(ctx context.Context) {
-	every := n.opts.yearsLeftEvery
+	every := n.seams.yearsLeftEvery
 	if every <= 0 {
 		every = YearsLeftCheckInterval
 	}

@@ -51,7 +51,7 @@ func TestTimeFieldPeriodicWarning(t *testing.T) {
 			clk := clocktest.NewFake(start)
 			l, _ := layoutEnding(t, start, tc.left)
 			var logs testsupport.SyncBuffer
-			n := &node{layout: l, clock: clk, log: zerolog.New(&logs), opts: options{yearsLeftEvery: time.Millisecond}}
+			n := &node{layout: l, clock: clk, log: zerolog.New(&logs), seams: seams{yearsLeftEvery: time.Millisecond}}
 
 			startYears := n.checkTimeField()
 			if want := tc.left.Hours() / year.Hours(); math.Abs(startYears-want) > 0.001 {
@@ -127,7 +127,7 @@ func TestRunWarnsWhenTheTimeFieldRunsOut(t *testing.T) {
 	addr := ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- Run(ctx, cfg, zerolog.New(&logs), WithListener(ln)) }()
+	go func() { errc <- Run(ctx, withSeams(cfg, withListener(ln)), zerolog.New(&logs)) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -134,7 +134,7 @@ func TestIntegration_RunZooKeeperMode(t *testing.T) {
 		cfg2.Layout = "js53"
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		err := Run(ctx, cfg2, testLog(t), WithListener(loopbackListener(t)))
+		err := Run(ctx, withSeams(cfg2, withListener(loopbackListener(t))), testLog(t))
 		if err == nil || !strings.Contains(err.Error(), "41/5/7") || !strings.Contains(err.Error(), "41/10/12") {
 			t.Fatalf("Run with another layout: %v", err)
 		}
