@@ -10,10 +10,12 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/envflag"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
+	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -41,14 +43,12 @@ const (
 	RollbackBorrow = "borrow"
 )
 
-// Limits on flag values that Validate enforces.
+// Limits on flag values that Validate enforces (--max-batch is bounded by
+// server.MaxBatchLimit, the limit of the server it configures).
 const (
 	// MinFenceAhead is the smallest --fence-ahead: the fence keeper runs
 	// every fence-ahead/3, which must be at least a millisecond.
 	MinFenceAhead = 3 * time.Millisecond
-	// MaxMaxBatch bounds --max-batch so one request cannot ask for an
-	// unbounded allocation.
-	MaxMaxBatch = 1_000_000
 	// MaxRollbackTolerance bounds --rollback-tolerance: the generator waits
 	// this long inside a request.
 	MaxRollbackTolerance = time.Second
@@ -153,24 +153,24 @@ func DefaultConfig() Config {
 	return Config{
 		Listen:            ":8080",
 		Cluster:           "default",
-		ZKSessionTimeout:  10 * time.Second,
+		ZKSessionTimeout:  coordinator.DefaultSessionTimeout,
 		WorkerID:          -1,
 		CacheFile:         "./data/snowflaked-cache.json",
 		Layout:            snowflake.PresetDefault,
 		Epoch:             snowflake.DefaultEpoch.Format(time.RFC3339),
 		TimeUnit:          "1ms",
-		MaxBatch:          10000,
+		MaxBatch:          server.DefaultMaxBatch,
 		RollbackTolerance: snowflake.DefaultRollbackTolerance,
 		RollbackPolicy:    RollbackLeave,
 		FenceAhead:        3 * time.Second,
-		ReportInterval:    3 * time.Second,
+		ReportInterval:    coordinator.DefaultReportInterval,
 		MaxStartWait:      10 * time.Second,
-		ZKFenceAhead:      30 * time.Second,
-		RecycleAfter:      24 * time.Hour,
-		NTPInterval:       60 * time.Second,
-		NTPMaxOffset:      500 * time.Millisecond,
-		PeerInterval:      30 * time.Second,
-		PeerMaxOffset:     time.Second,
+		ZKFenceAhead:      coordinator.DefaultZKFenceAhead,
+		RecycleAfter:      coordinator.DefaultRecycleAfter,
+		NTPInterval:       clockguard.DefaultNTPInterval,
+		NTPMaxOffset:      clockguard.DefaultNTPMaxOffset,
+		PeerInterval:      clockguard.DefaultPeerInterval,
+		PeerMaxOffset:     clockguard.DefaultPeerMaxOffset,
 		LogLevel:          "info",
 		LogFormat:         LogFormatJSON,
 		ShutdownTimeout:   10 * time.Second,
@@ -454,8 +454,8 @@ func (v *validation) workerRange() {
 // generator checks the flags the ID generator runs with.
 func (v *validation) generator() {
 	c := v.c
-	if c.MaxBatch < 1 || c.MaxBatch > MaxMaxBatch {
-		v.bad("--max-batch %d: want 1..%d", c.MaxBatch, MaxMaxBatch)
+	if c.MaxBatch < 1 || c.MaxBatch > server.MaxBatchLimit {
+		v.bad("--max-batch %d: want 1..%d", c.MaxBatch, server.MaxBatchLimit)
 	}
 	if c.RollbackTolerance < 0 || c.RollbackTolerance > MaxRollbackTolerance {
 		v.bad("--rollback-tolerance %s: want 0..%s", c.RollbackTolerance, MaxRollbackTolerance)
