@@ -10,12 +10,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // Watcher defaults.
 const (
 	DefaultWatchInterval     = 20 * time.Millisecond
-	DefaultRollbackTolerance = 5 * time.Millisecond
+	DefaultRollbackTolerance = snowflake.DefaultRollbackTolerance
 	DefaultForwardThreshold  = time.Second
 )
 

@@ -232,7 +232,7 @@ func (s *sim) start(step int, p *simProc) {
 
 // newGenerator builds the process's generator starting after floor.
 func (s *sim) newGenerator(p *simProc, floor, zk int64) {
-	g, err := snowflake.NewGenerator(snowflake.Config{Layout: s.layout, WorkerID: p.worker, Clock: p.clk, RollbackTolerance: -1, AfterUnixMilli: floor})
+	g, err := snowflake.NewGenerator(snowflake.Config{Layout: s.layout, WorkerID: p.worker, Clock: p.clk, NoRollbackTolerance: true, AfterUnixMilli: floor})
 	if err != nil {
 		panic(err)
 	}

@@ -10,12 +10,14 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/envflag"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/segment"
+	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -43,14 +45,12 @@ const (
 	RollbackBorrow = "borrow"
 )
 
-// Limits on flag values that Validate enforces.
+// Limits on flag values that Validate enforces (--max-batch is bounded by
+// server.MaxBatchLimit, the limit of the server it configures).
 const (
 	// MinFenceAhead is the smallest --fence-ahead: the fence keeper runs
 	// every fence-ahead/3, which must be at least a millisecond.
 	MinFenceAhead = 3 * time.Millisecond
-	// MaxMaxBatch bounds --max-batch so one request cannot ask for an
-	// unbounded allocation.
-	MaxMaxBatch = 1_000_000
 	// MaxRollbackTolerance bounds --rollback-tolerance: the generator waits
 	// this long inside a request.
 	MaxRollbackTolerance = time.Second
@@ -174,24 +174,24 @@ func DefaultConfig() Config {
 	return Config{
 		Listen:            ":8080",
 		Cluster:           "default",
-		ZKSessionTimeout:  10 * time.Second,
+		ZKSessionTimeout:  coordinator.DefaultSessionTimeout,
 		WorkerID:          -1,
 		CacheFile:         "./data/snowflaked-cache.json",
 		Layout:            snowflake.PresetDefault,
 		Epoch:             snowflake.DefaultEpoch.Format(time.RFC3339),
 		TimeUnit:          "1ms",
-		MaxBatch:          10000,
+		MaxBatch:          server.DefaultMaxBatch,
 		RollbackTolerance: snowflake.DefaultRollbackTolerance,
 		RollbackPolicy:    RollbackLeave,
 		FenceAhead:        3 * time.Second,
-		ReportInterval:    3 * time.Second,
+		ReportInterval:    coordinator.DefaultReportInterval,
 		MaxStartWait:      10 * time.Second,
-		ZKFenceAhead:      30 * time.Second,
-		RecycleAfter:      24 * time.Hour,
-		NTPInterval:       60 * time.Second,
-		NTPMaxOffset:      500 * time.Millisecond,
-		PeerInterval:      30 * time.Second,
-		PeerMaxOffset:     time.Second,
+		ZKFenceAhead:      coordinator.DefaultZKFenceAhead,
+		RecycleAfter:      coordinator.DefaultRecycleAfter,
+		NTPInterval:       clockguard.DefaultNTPInterval,
+		NTPMaxOffset:      clockguard.DefaultNTPMaxOffset,
+		PeerInterval:      clockguard.DefaultPeerInterval,
+		PeerMaxOffset:     clockguard.DefaultPeerMaxOffset,
 		LogLevel:          "info",
 		LogFormat:         LogFormatJSON,
 		ShutdownTimeout:   10 * time.Second,
@@ -328,128 +328,204 @@ func (c Config) ParseLayout(now time.Time) (snowflake.Layout, error) {
 // Validate reports every problem with the configuration at once; each
 // error wraps ErrInvalidConfig and names the flag.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	v := validation{c: c}
+	v.layout, v.layoutErr = c.ParseLayout(time.Now())
+	for _, check := range configChecks {
+		check(&v)
 	}
+	return errors.Join(v.errs...)
+}
+
+// configChecks are Validate's checks, in the order their errors are
+// reported.
+var configChecks = []func(*validation){
+	(*validation).addresses,
+	(*validation).zooKeeper,
+	(*validation).identity,
+	(*validation).idLayout,
+	(*validation).workerID,
+	(*validation).workerRange,
+	(*validation).generator,
+	(*validation).fences,
+	(*validation).clockChecks,
+	(*validation).logging,
+}
+
+// validation is one run of Validate: the configuration, its layout (parsed
+// once, for the checks against it) and the problems found so far.
+type validation struct {
+	c         Config
+	layout    snowflake.Layout
+	layoutErr error
+	errs      []error
+}
+
+// bad records a problem; format names the flag.
+func (v *validation) bad(format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+}
+
+// positive records a problem when the duration of flag is not above 0.
+func (v *validation) positive(flag string, d time.Duration) {
+	if d <= 0 {
+		v.bad("%s %s: must be positive", flag, d)
+	}
+}
+
+// emptyEntry reports whether a comma-separated list has an empty entry.
+func emptyEntry(list string) bool {
+	for _, s := range strings.Split(list, ",") {
+		if strings.TrimSpace(s) == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// addresses checks --listen and --advertise.
+func (v *validation) addresses() {
+	c := v.c
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		bad("--listen %q: want host:port or :port (%v)", c.Listen, err)
+		v.bad("--listen %q: want host:port or :port (%v)", c.Listen, err)
 	}
-	if c.Advertise != "" {
-		if host, port, err := net.SplitHostPort(c.Advertise); err != nil || host == "" || port == "" || port == "0" {
-			bad("--advertise %q: want host:port", c.Advertise)
-		}
+	if c.Advertise == "" {
+		return
 	}
-	if !c.Standalone() {
-		for _, s := range strings.Split(c.ZK, ",") {
-			if strings.TrimSpace(s) == "" {
-				bad("--zk %q: empty server address in the list", c.ZK)
-				break
-			}
-		}
-		if c.Advertise == "" && !concreteHost(c.Listen) {
-			bad("--advertise is required in ZooKeeper mode when --listen %q has no concrete host: peers and clients find the node at the advertised host:port (e.g. --advertise 10.0.0.5:8080)", c.Listen)
-		}
+	if host, port, err := net.SplitHostPort(c.Advertise); err != nil || host == "" || port == "" || port == "0" {
+		v.bad("--advertise %q: want host:port", c.Advertise)
 	}
+}
+
+// zooKeeper checks what ZooKeeper mode needs: a server list without gaps
+// and an address peers can reach.
+func (v *validation) zooKeeper() {
+	c := v.c
+	if c.Standalone() {
+		return
+	}
+	if emptyEntry(c.ZK) {
+		v.bad("--zk %q: empty server address in the list", c.ZK)
+	}
+	if c.Advertise == "" && !concreteHost(c.Listen) {
+		v.bad("--advertise is required in ZooKeeper mode when --listen %q has no concrete host: peers and clients find the node at the advertised host:port (e.g. --advertise 10.0.0.5:8080)", c.Listen)
+	}
+}
+
+// identity checks the names and credentials the node runs under, its
+// session and its cache file.
+func (v *validation) identity() {
+	c := v.c
 	if c.Cluster == "" || strings.ContainsAny(c.Cluster, "/ ") {
-		bad("--cluster %q: want a non-empty name without '/' or spaces", c.Cluster)
+		v.bad("--cluster %q: want a non-empty name without '/' or spaces", c.Cluster)
 	}
 	if strings.Contains(c.NodeKey, "/") {
-		bad("--node-key %q: must not contain '/'", c.NodeKey)
+		v.bad("--node-key %q: must not contain '/'", c.NodeKey)
 	}
-	if c.ZKAuth != "" {
-		if user, _, ok := strings.Cut(c.ZKAuth, ":"); !ok || user == "" {
-			bad("--zk-auth: want user:password")
-		}
+	if user, _, ok := strings.Cut(c.ZKAuth, ":"); c.ZKAuth != "" && (!ok || user == "") {
+		v.bad("--zk-auth: want user:password")
 	}
-	if c.ZKSessionTimeout <= 0 {
-		bad("--zk-session-timeout %s: must be positive", c.ZKSessionTimeout)
-	}
+	v.positive("--zk-session-timeout", c.ZKSessionTimeout)
 	if c.CacheFile == "" {
-		bad("--cache-file: must not be empty")
+		v.bad("--cache-file: must not be empty")
 	}
-	layout, layoutErr := c.ParseLayout(time.Now())
-	if layoutErr != nil {
-		errs = append(errs, layoutErr)
+}
+
+// idLayout reports the error of --layout, --epoch, --time-unit and
+// --gene-bits (ParseLayout's).
+func (v *validation) idLayout() {
+	if v.layoutErr != nil {
+		v.errs = append(v.errs, v.layoutErr)
 	}
+}
+
+// workerID checks --worker-id against the mode and the layout.
+func (v *validation) workerID() {
+	c := v.c
 	switch {
 	case c.WorkerID < -1:
-		bad("--worker-id %d: want 0 or more (or -1 for unset)", c.WorkerID)
+		v.bad("--worker-id %d: want 0 or more (or -1 for unset)", c.WorkerID)
 	case c.WorkerID == -1 && c.Standalone():
-		bad("--worker-id is required without --zk (standalone mode)")
+		v.bad("--worker-id is required without --zk (standalone mode)")
 	case c.WorkerID >= 0 && !c.Standalone():
-		bad("--worker-id %d: only for standalone mode; with --zk the worker ID is claimed in ZooKeeper", c.WorkerID)
-	case c.WorkerID >= 0 && layoutErr == nil && c.WorkerID > layout.MaxWorkerID():
-		bad("--worker-id %d: layout %s holds worker IDs 0..%d", c.WorkerID, layout, layout.MaxWorkerID())
+		v.bad("--worker-id %d: only for standalone mode; with --zk the worker ID is claimed in ZooKeeper", c.WorkerID)
+	case c.WorkerID >= 0 && v.layoutErr == nil && c.WorkerID > v.layout.MaxWorkerID():
+		v.bad("--worker-id %d: layout %s holds worker IDs 0..%d", c.WorkerID, v.layout, v.layout.MaxWorkerID())
 	}
-	if r, err := coordinator.ParseWorkerRange(c.WorkerIDRange); err != nil {
-		bad("--worker-id-range: %v", err)
-	} else if c.WorkerIDRange != "" {
-		switch {
-		case c.Standalone():
-			bad("--worker-id-range %s: only with --zk (a standalone node's worker ID is --worker-id)", c.WorkerIDRange)
-		case layoutErr == nil && r.Hi > layout.MaxWorkerID():
-			bad("--worker-id-range %s: layout %s holds worker IDs 0..%d", c.WorkerIDRange, layout, layout.MaxWorkerID())
-		}
+}
+
+// workerRange checks --worker-id-range and --create-cluster, the settings
+// that only a ZooKeeper cluster has.
+func (v *validation) workerRange() {
+	c := v.c
+	r, err := coordinator.ParseWorkerRange(c.WorkerIDRange)
+	switch {
+	case err != nil:
+		v.bad("--worker-id-range: %v", err)
+	case c.WorkerIDRange == "":
+	case c.Standalone():
+		v.bad("--worker-id-range %s: only with --zk (a standalone node's worker ID is --worker-id)", c.WorkerIDRange)
+	case v.layoutErr == nil && r.Hi > v.layout.MaxWorkerID():
+		v.bad("--worker-id-range %s: layout %s holds worker IDs 0..%d", c.WorkerIDRange, v.layout, v.layout.MaxWorkerID())
 	}
 	if c.CreateCluster && c.Standalone() {
-		bad("--create-cluster: only with --zk (a standalone node has no cluster in ZooKeeper)")
+		v.bad("--create-cluster: only with --zk (a standalone node has no cluster in ZooKeeper)")
 	}
-	if c.MaxBatch < 1 || c.MaxBatch > MaxMaxBatch {
-		bad("--max-batch %d: want 1..%d", c.MaxBatch, MaxMaxBatch)
+}
+
+// generator checks the flags the ID generator runs with.
+func (v *validation) generator() {
+	c := v.c
+	if c.MaxBatch < 1 || c.MaxBatch > server.MaxBatchLimit {
+		v.bad("--max-batch %d: want 1..%d", c.MaxBatch, server.MaxBatchLimit)
 	}
 	if c.RollbackTolerance < 0 || c.RollbackTolerance > MaxRollbackTolerance {
-		bad("--rollback-tolerance %s: want 0..%s", c.RollbackTolerance, MaxRollbackTolerance)
+		v.bad("--rollback-tolerance %s: want 0..%s", c.RollbackTolerance, MaxRollbackTolerance)
 	}
 	if c.RollbackPolicy != RollbackLeave && c.RollbackPolicy != RollbackBorrow {
-		bad("--rollback-policy %q: want %s or %s", c.RollbackPolicy, RollbackLeave, RollbackBorrow)
+		v.bad("--rollback-policy %q: want %s or %s", c.RollbackPolicy, RollbackLeave, RollbackBorrow)
 	}
 	if c.FenceAhead < MinFenceAhead {
-		bad("--fence-ahead %s: want at least %s (the fence is renewed every fence-ahead/3)", c.FenceAhead, MinFenceAhead)
+		v.bad("--fence-ahead %s: want at least %s (the fence is renewed every fence-ahead/3)", c.FenceAhead, MinFenceAhead)
 	}
-	if c.ReportInterval <= 0 {
-		bad("--report-interval %s: must be positive", c.ReportInterval)
-	}
+}
+
+// fences checks the timings of the fences, the start and worker ID reuse.
+func (v *validation) fences() {
+	c := v.c
+	v.positive("--report-interval", c.ReportInterval)
 	if c.MaxStartWait < 0 {
-		bad("--max-start-wait %s: must not be negative", c.MaxStartWait)
+		v.bad("--max-start-wait %s: must not be negative", c.MaxStartWait)
 	}
-	if c.RecycleAfter <= 0 {
-		bad("--recycle-after %s: must be positive", c.RecycleAfter)
-	}
-	if c.ZKFenceAhead <= 0 {
-		bad("--zk-fence-ahead %s: must be positive", c.ZKFenceAhead)
-	} else if c.ReportInterval > c.ZKFenceAhead/6 {
+	v.positive("--recycle-after", c.RecycleAfter)
+	switch {
+	case c.ZKFenceAhead <= 0:
+		v.positive("--zk-fence-ahead", c.ZKFenceAhead)
+	case c.ReportInterval > c.ZKFenceAhead/6:
 		// Several renewals must fit before the node leaves service at G/3 left.
-		bad("--report-interval %s: must be at most a sixth of --zk-fence-ahead %s", c.ReportInterval, c.ZKFenceAhead)
+		v.bad("--report-interval %s: must be at most a sixth of --zk-fence-ahead %s", c.ReportInterval, c.ZKFenceAhead)
 	}
-	if strings.TrimSpace(c.NTP) != "" {
-		for _, s := range strings.Split(c.NTP, ",") {
-			if strings.TrimSpace(s) == "" {
-				bad("--ntp %q: empty server name in the list", c.NTP)
-				break
-			}
-		}
+}
+
+// clockChecks checks the NTP and peer clock checks.
+func (v *validation) clockChecks() {
+	c := v.c
+	if strings.TrimSpace(c.NTP) != "" && emptyEntry(c.NTP) {
+		v.bad("--ntp %q: empty server name in the list", c.NTP)
 	}
-	if c.NTPInterval <= 0 {
-		bad("--ntp-interval %s: must be positive", c.NTPInterval)
-	}
-	if c.NTPMaxOffset <= 0 {
-		bad("--ntp-max-offset %s: must be positive", c.NTPMaxOffset)
-	}
-	if c.PeerInterval <= 0 {
-		bad("--peer-interval %s: must be positive", c.PeerInterval)
-	}
-	if c.PeerMaxOffset <= 0 {
-		bad("--peer-max-offset %s: must be positive", c.PeerMaxOffset)
-	}
+	v.positive("--ntp-interval", c.NTPInterval)
+	v.positive("--ntp-max-offset", c.NTPMaxOffset)
+	v.positive("--peer-interval", c.PeerInterval)
+	v.positive("--peer-max-offset", c.PeerMaxOffset)
+}
+
+// logging checks the log flags and --shutdown-timeout.
+func (v *validation) logging() {
+	c := v.c
 	if _, err := zerolog.ParseLevel(c.LogLevel); err != nil || c.LogLevel == "" {
-		bad("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
+		v.bad("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
 	}
 	if c.LogFormat != LogFormatJSON && c.LogFormat != LogFormatConsole {
-		bad("--log-format %q: want json or console", c.LogFormat)
+		v.bad("--log-format %q: want json or console", c.LogFormat)
 	}
-	if c.ShutdownTimeout <= 0 {
-		bad("--shutdown-timeout %s: must be positive", c.ShutdownTimeout)
-	}
-	return errors.Join(errs...)
+	v.positive("--shutdown-timeout", c.ShutdownTimeout)
 }

@@ -3,11 +3,14 @@ package node
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/server"
 )
 
 func TestDefaultConfigMatchesSpec(t *testing.T) {
@@ -103,6 +106,9 @@ func TestValidate(t *testing.T) {
 		{"bad time unit", func(c *Config) { c.TimeUnit = "1us" }, []string{"below 1ms"}},
 		{"max batch zero", func(c *Config) { c.MaxBatch = 0 }, []string{"--max-batch 0"}},
 		{"max batch huge", func(c *Config) { c.MaxBatch = 10_000_000 }, []string{"--max-batch 10000000"}},
+		// --max-batch and the server it configures have one limit.
+		{"max batch at the server's limit", func(c *Config) { c.MaxBatch = server.MaxBatchLimit }, nil},
+		{"max batch above the server's limit", func(c *Config) { c.MaxBatch = server.MaxBatchLimit + 1 }, []string{fmt.Sprintf("--max-batch %d: want 1..%d", server.MaxBatchLimit+1, server.MaxBatchLimit)}},
 		{"fence-ahead too small", func(c *Config) { c.FenceAhead = 2 * time.Millisecond }, []string{"--fence-ahead 2ms", "at least 3ms"}},
 		{"negative tolerance", func(c *Config) { c.RollbackTolerance = -time.Millisecond }, []string{"--rollback-tolerance"}},
 		{"unknown rollback policy", func(c *Config) { c.RollbackPolicy = "lend" }, []string{`--rollback-policy "lend": want leave or borrow`}},

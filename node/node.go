@@ -276,14 +276,11 @@ func mergeRoutes(sets ...map[string]fasthttp.RequestHandler) (map[string]fasthtt
 }
 
 func (n *node) newGenerator() error {
-	tol := n.cfg.RollbackTolerance
-	if tol == 0 {
-		tol = -1 // the generator reads 0 as "default"; the flag's 0 means none
-	}
 	gen, err := snowflake.NewGenerator(snowflake.Config{
 		Layout: n.layout, WorkerID: n.ident.entry.WorkerID, Clock: n.clock,
-		RollbackTolerance: tol, AfterUnixMilli: n.ident.entry.Fence,
-		Borrow: n.cfg.borrow(),
+		RollbackTolerance: n.cfg.RollbackTolerance, AfterUnixMilli: n.ident.entry.Fence,
+		NoRollbackTolerance: n.cfg.RollbackTolerance == 0, // --rollback-tolerance 0 is none
+		Borrow:              n.cfg.borrow(),
 	})
 	if err != nil {
 		return fmt.Errorf("generator for worker %d, fence %d: %w", n.ident.entry.WorkerID, n.ident.entry.Fence, err)

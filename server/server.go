@@ -81,9 +81,10 @@ var Endpoints = []string{
 const (
 	// DefaultMaxBatch is the default --max-batch.
 	DefaultMaxBatch = 10000
-	// MaxBatchLimit is the largest MaxBatch New accepts (a batch that large
-	// is a ~20 MB response).
-	MaxBatchLimit = 1 << 20
+	// MaxBatchLimit is the largest MaxBatch New accepts, the largest
+	// --max-batch (docs/operations.md): a batch that large is a ~20 MB
+	// response.
+	MaxBatchLimit = 1_000_000
 	// DefaultRetryAfter is the default Retry-After of a 503.
 	DefaultRetryAfter = time.Second
 	// DefaultReadTimeout is the default time allowed to read a request.

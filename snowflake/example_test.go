@@ -10,7 +10,7 @@ import (
 
 func ExampleGenerator_Next() {
 	// A fake clock, frozen at a fixed time, makes the output repeatable; a
-	// server passes clock.NewSystem().
+	// nil Clock is the system clock.
 	clk := clocktest.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	g, err := snowflake.NewGenerator(snowflake.Config{
 		Layout:   snowflake.DefaultLayout(),

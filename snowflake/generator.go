@@ -34,8 +34,20 @@ var (
 )
 
 // DefaultRollbackTolerance is how far back the clock may go before the
-// generator refuses instead of waiting.
+// generator refuses instead of waiting: the tolerance of a Config whose
+// RollbackTolerance is 0, and snowflaked's default --rollback-tolerance.
 const DefaultRollbackTolerance = 5 * time.Millisecond
+
+// Clock is what a Generator reads time from. A nil Clock in a Config is the
+// system clock.
+type Clock interface {
+	// WallNanos returns the wall-clock time in Unix nanoseconds. It may
+	// jump backwards or forwards.
+	WallNanos() int64
+	// Mono returns the time elapsed since a fixed, arbitrary origin on a
+	// clock that never steps.
+	Mono() time.Duration
+}
 
 // RollbackError says how far behind the last issued tick the clock is.
 type RollbackError struct {
@@ -58,12 +70,16 @@ func (e *RollbackError) Unwrap() error { return ErrClockRollback }
 type Config struct {
 	Layout   Layout
 	WorkerID int64
-	// Clock is read for every ID. Required.
-	Clock clock.Clock
+	// Clock is read for every ID; nil is the system clock.
+	Clock Clock
 	// RollbackTolerance: a clock this far (or less) behind the last issued
-	// tick is waited out; further is an error. 0 means DefaultRollbackTolerance;
-	// a negative value means no tolerance at all.
+	// tick is waited out; further is an error. 0 means
+	// DefaultRollbackTolerance; negative is an error.
 	RollbackTolerance time.Duration
+	// NoRollbackTolerance waits out no rollback at all (a tolerance of
+	// exactly 0): a clock behind the last issued tick is an error at once.
+	// RollbackTolerance must then be 0.
+	NoRollbackTolerance bool
 	// AfterUnixMilli, when non-zero, is a time at or before which an earlier
 	// process may have issued IDs (its fence): every ID has a later tick.
 	AfterUnixMilli int64
@@ -98,7 +114,7 @@ type Generator struct {
 	layout     Layout
 	worker     int64
 	workerBits int64 // worker << seqBits, ready to OR in
-	clock      clock.Clock
+	clock      Clock
 	tolerance  int64 // nanoseconds
 	borrow     bool
 	seqBits    uint // the per-tick counter's bits: SequenceBits - GeneBits
@@ -134,22 +150,20 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	if err := l.validateShape(); err != nil {
 		return nil, err
 	}
-	if cfg.Clock == nil {
-		return nil, errors.New("new generator: no clock")
-	}
 	if cfg.WorkerID < 0 || cfg.WorkerID > l.MaxWorkerID() {
 		return nil, fmt.Errorf("new generator: worker ID %d is outside 0..%d of layout %s", cfg.WorkerID, l.MaxWorkerID(), l)
 	}
-	tol := cfg.RollbackTolerance
-	switch {
-	case tol == 0:
-		tol = DefaultRollbackTolerance
-	case tol < 0:
-		tol = 0
+	tol, err := cfg.tolerance()
+	if err != nil {
+		return nil, err
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.NewSystem()
 	}
 	g := &Generator{
 		layout: l, worker: cfg.WorkerID, workerBits: cfg.WorkerID << l.SequenceBits,
-		clock: cfg.Clock, tolerance: int64(tol), borrow: cfg.Borrow,
+		clock: clk, tolerance: int64(tol), borrow: cfg.Borrow,
 		seqBits: l.SequenceBits - l.GeneBits, geneBits: l.GeneBits, geneMask: uint64(l.MaxGene()),
 		tickShift: l.WorkerBits + l.SequenceBits, seqMask: uint64(l.PerTick() - 1),
 		epochNs: l.Epoch.UnixNano(), unitNs: int64(l.Unit), maxTick: l.MaxTick(),
@@ -169,6 +183,21 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	// takes a later tick.
 	g.state.Store(uint64(after)<<g.seqBits | g.seqMask)
 	return g, nil
+}
+
+// tolerance returns the rollback tolerance cfg asks for.
+func (cfg Config) tolerance() (time.Duration, error) {
+	switch {
+	case cfg.RollbackTolerance < 0:
+		return 0, fmt.Errorf("new generator: rollback tolerance %s is negative", cfg.RollbackTolerance)
+	case cfg.NoRollbackTolerance && cfg.RollbackTolerance != 0:
+		return 0, fmt.Errorf("new generator: rollback tolerance %s with NoRollbackTolerance", cfg.RollbackTolerance)
+	case cfg.NoRollbackTolerance:
+		return 0, nil
+	case cfg.RollbackTolerance == 0:
+		return DefaultRollbackTolerance, nil
+	}
+	return cfg.RollbackTolerance, nil
 }
 
 // Layout returns the generator's layout.

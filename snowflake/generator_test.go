@@ -129,7 +129,8 @@ func TestNewGeneratorErrors(t *testing.T) {
 		wantIs  error
 		wantErr string
 	}{
-		{name: "no clock", cfg: snowflake.Config{Layout: def}, wantErr: "no clock"},
+		{name: "negative tolerance", cfg: snowflake.Config{Layout: def, Clock: fake, RollbackTolerance: -time.Nanosecond}, wantErr: "rollback tolerance -1ns is negative"},
+		{name: "tolerance and none", cfg: snowflake.Config{Layout: def, Clock: fake, RollbackTolerance: time.Millisecond, NoRollbackTolerance: true}, wantErr: "rollback tolerance 1ms with NoRollbackTolerance"},
 		{name: "worker -1", cfg: snowflake.Config{Layout: def, WorkerID: -1, Clock: fake}, wantErr: "worker ID -1 is outside 0..1023"},
 		{name: "worker 1024", cfg: snowflake.Config{Layout: def, WorkerID: 1024, Clock: fake}, wantErr: "worker ID 1024 is outside 0..1023"},
 		{name: "js53 worker 32", cfg: snowflake.Config{Layout: snowflake.JS53Layout(), WorkerID: 32, Clock: fake}, wantErr: "outside 0..31"},
@@ -312,19 +313,20 @@ func TestGeneratorRollbackBeyondTolerance(t *testing.T) {
 		name          string
 		back          time.Duration
 		tolerance     time.Duration // Config.RollbackTolerance
+		none          bool          // Config.NoRollbackTolerance
 		wantTolerance time.Duration // in the RollbackError
 	}{
 		{name: "10ms back, default tolerance", back: 10 * time.Millisecond, wantTolerance: snowflake.DefaultRollbackTolerance},
 		{name: "6ms back, 5ms tolerance", back: 6 * time.Millisecond, tolerance: 5 * time.Millisecond, wantTolerance: 5 * time.Millisecond},
 		{name: "5.001ms back, 5ms tolerance", back: 5*time.Millisecond + time.Microsecond, tolerance: 5 * time.Millisecond, wantTolerance: 5 * time.Millisecond},
-		{name: "1ns back, no tolerance", back: time.Nanosecond, tolerance: -1, wantTolerance: 0},
+		{name: "1ns back, no tolerance", back: time.Nanosecond, none: true, wantTolerance: 0},
 		{name: "1h back", back: time.Hour, tolerance: 5 * time.Millisecond, wantTolerance: 5 * time.Millisecond},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := newFake(t)
 			l := snowflake.DefaultLayout()
-			g := newGen(t, snowflake.Config{Layout: l, WorkerID: 1, Clock: fake, RollbackTolerance: tc.tolerance})
+			g := newGen(t, snowflake.Config{Layout: l, WorkerID: 1, Clock: fake, RollbackTolerance: tc.tolerance, NoRollbackTolerance: tc.none})
 			fake.Advance(20 * time.Millisecond)
 			last := mustNext(t, g)
 

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/segment"
@@ -19,14 +19,100 @@ import (
 // segmentUsage is the usage line of "snowflakectl segment".
 const segmentUsage = "segment create <tag> [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] | list [--json] | status <tag> [--json] | decode <tag> <id> | set-max <tag> <N> [--drop-returned] | delete <tag> --yes  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
 
-// segmentUsages are the usage lines of segment's subcommands.
-var segmentUsages = map[string]string{
-	"create":  "segment create <tag> --zk host:2181,… [--start 1] [--step 1000] [--max-step N] [--description …] [--cluster default] [--zk-auth user:pass]",
-	"list":    "segment list --zk host:2181,… [--cluster default] [--json]",
-	"status":  "segment status <tag> --zk host:2181,… [--cluster default] [--json]",
-	"decode":  "segment decode <tag> <id> --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
-	"set-max": "segment set-max <tag> <N> [--drop-returned] --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
-	"delete":  "segment delete <tag> --yes --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
+// segmentSub is a subcommand of "snowflakectl segment".
+type segmentSub struct {
+	usage    string // its usage line
+	args     int    // how many positional arguments it takes
+	authHelp string // the help of its --zk-auth
+	// flags registers the subcommand's own flags into f (nil: none).
+	flags func(fs *flag.FlagSet, f *segmentFlags)
+	// prepare checks what can be checked without ZooKeeper; false is exit
+	// status 2 (nil: nothing to check).
+	prepare func(c *segmentCall) bool
+	// run does the subcommand against ZooKeeper and returns the exit status.
+	run func(ctx context.Context, st *segment.ZKStore, c *segmentCall) int
+}
+
+// Help texts of --zk-auth.
+const (
+	readAuthHelp  = "user:password for digest ACLs (reading needs none)"
+	writeAuthHelp = "user:password of the cluster's digest ACL (writing needs it when the cluster runs with --zk-auth)"
+)
+
+// segmentSubs are the subcommands of "snowflakectl segment".
+var segmentSubs = map[string]segmentSub{
+	"create": {
+		usage:    "segment create <tag> --zk host:2181,… [--start 1] [--step 1000] [--max-step N] [--description …] [--cluster default] [--zk-auth user:pass]",
+		args:     1,
+		authHelp: "user:password of the cluster's digest ACL (creating a tag needs it when the cluster runs with --zk-auth)",
+		flags:    createTagFlags, prepare: prepareCreate, run: segmentCreate,
+	},
+	"list": {
+		usage:    "segment list --zk host:2181,… [--cluster default] [--json]",
+		authHelp: readAuthHelp,
+		flags:    jsonFlag("print the tags as a JSON array"), run: segmentList,
+	},
+	"status": {
+		usage:    "segment status <tag> --zk host:2181,… [--cluster default] [--json]",
+		args:     1,
+		authHelp: readAuthHelp,
+		flags:    jsonFlag("print the tag's status as a JSON object"), run: segmentStatusCmd,
+	},
+	"decode": {
+		usage:    "segment decode <tag> <id> --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
+		args:     2,
+		authHelp: "user:password of the cluster's digest ACL (reading an opaque tag's key needs it when the cluster runs with --zk-auth)",
+		run: func(ctx context.Context, st *segment.ZKStore, c *segmentCall) int {
+			return segmentDecode(ctx, st, c.pos[0], c.pos[1], c.stdout, c.stderr)
+		},
+	},
+	"set-max": {
+		usage:    "segment set-max <tag> <N> [--drop-returned] --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
+		args:     2,
+		authHelp: writeAuthHelp,
+		flags: func(fs *flag.FlagSet, f *segmentFlags) {
+			f.dropReturned = fs.Bool("drop-returned", false, "also drop every returned range of the tag, in the same write (the repair after ZooKeeper went back: a forgotten take may have put back a range a node holds); N may then equal max_id")
+		},
+		prepare: prepareSetMax, run: segmentSetMax,
+	},
+	"delete": {
+		usage:    "segment delete <tag> --yes --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
+		args:     1,
+		authHelp: writeAuthHelp,
+		flags: func(fs *flag.FlagSet, f *segmentFlags) {
+			f.yes = fs.Bool("yes", false, "really delete the tag, its returned ranges and an opaque tag's key (required)")
+		},
+		prepare: prepareDelete,
+		run: func(ctx context.Context, st *segment.ZKStore, c *segmentCall) int {
+			return segmentDelete(ctx, st, c.pos[0], c.stdout, c.stderr)
+		},
+	},
+}
+
+// segmentFlags are the flags of a segment subcommand: those every one has,
+// and each one's own (nil in the others).
+type segmentFlags struct {
+	admin                             adminFlags
+	cluster                           *string
+	asJSON, yes, dropReturned, opaque *bool
+	start, step, maxStep              *int64
+	desc                              *string
+	digits                            *int
+}
+
+// segmentCall is one run of a segment subcommand.
+type segmentCall struct {
+	cmd            string // "snowflakectl segment <sub>", the prefix of its errors
+	pos            []string
+	f              segmentFlags
+	tag            segment.Tag // create: the tag to create
+	newMax         int64       // set-max: the new max_id
+	stdout, stderr io.Writer
+}
+
+// jsonFlag registers --json with help text help.
+func jsonFlag(help string) func(*flag.FlagSet, *segmentFlags) {
+	return func(fs *flag.FlagSet, f *segmentFlags) { f.asJSON = fs.Bool("json", false, help) }
 }
 
 // Segment is "snowflakectl segment": create, list and inspect the tags of
@@ -36,195 +122,191 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "snowflakectl segment: want a subcommand:", segmentUsage)
 		return ExitUsage
 	}
-	sub, args := args[0], args[1:]
-	switch sub {
+	name, args := args[0], args[1:]
+	switch name {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n\nRun 'snowflakectl segment <create|list|status|decode|set-max|delete> --help' for a subcommand's flags.\n", segmentUsage)
 		return ExitOK
 	}
-	usageLine, ok := segmentUsages[sub]
+	sub, ok := segmentSubs[name]
 	if !ok {
-		fmt.Fprintf(stderr, "snowflakectl segment: unknown subcommand %q: %s\n", sub, segmentUsage)
+		fmt.Fprintf(stderr, "snowflakectl segment: unknown subcommand %q: %s\n", name, segmentUsage)
 		return ExitUsage
 	}
-	fs := newFlagSet("segment "+sub, usageLine, stderr)
-	zkFlag := fs.String("zk", "", "ZooKeeper servers host1:2181,host2:2181 (required)")
-	cluster := fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
-	authHelp := "user:password for digest ACLs (reading needs none)"
-	switch sub {
-	case "create":
-		authHelp = "user:password of the cluster's digest ACL (creating a tag needs it when the cluster runs with --zk-auth)"
-	case "decode":
-		authHelp = "user:password of the cluster's digest ACL (reading an opaque tag's key needs it when the cluster runs with --zk-auth)"
-	case "set-max", "delete":
-		authHelp = "user:password of the cluster's digest ACL (writing needs it when the cluster runs with --zk-auth)"
-	}
-	var yes, dropReturned *bool
-	if sub == "set-max" {
-		dropReturned = fs.Bool("drop-returned", false, "also drop every returned range of the tag, in the same write (the repair after ZooKeeper went back: a forgotten take may have put back a range a node holds); N may then equal max_id")
-	}
-	if sub == "delete" {
-		yes = fs.Bool("yes", false, "really delete the tag, its returned ranges and an opaque tag's key (required)")
-	}
-	auth := fs.String("zk-auth", "", authHelp)
-	jsonHelp := "print the tags as a JSON array"
-	if sub == "status" {
-		jsonHelp = "print the tag's status as a JSON object"
-	}
-	var asJSON *bool
-	if sub == "list" || sub == "status" {
-		asJSON = fs.Bool("json", false, jsonHelp)
-	}
-	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting to and using ZooKeeper")
-	var start, step, maxStep *int64
-	var desc *string
-	var opaque *bool
-	var digits *int
-	if sub == "create" {
-		opaque = fs.Bool("opaque", false, "hand out D-digit numbers that are a keyed permutation of the counter (unique, not guessable, revealing no volume) instead of the counter")
-		digits = fs.Int("digits", 0, fmt.Sprintf("with --opaque: the numbers' digits, %d..%d (9x10^(D-1) IDs in all)", segment.MinOpaqueDigits, segment.MaxOpaqueDigits))
-		start = fs.Int64("start", 1, "the tag's first ID")
-		step = fs.Int64("step", segment.DefaultStep, "base step: IDs per range load (the dynamic step doubles from it)")
-		maxStep = fs.Int64("max-step", 0, fmt.Sprintf("the dynamic step's ceiling (default step x %d)", segment.DefaultMaxStepFactor))
-		desc = fs.String("description", "", "what the tag numbers")
+	c := &segmentCall{cmd: "snowflakectl segment " + name, stdout: stdout, stderr: stderr}
+	fs := newFlagSet("segment "+name, sub.usage, stderr)
+	c.f.admin = addAdminFlags(fs, sub.authHelp)
+	c.f.cluster = fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
+	if sub.flags != nil {
+		sub.flags(fs, &c.f)
 	}
 	pos, code, ok := parse(fs, args, true, stdout, stderr)
 	if !ok {
 		return code
 	}
-	wantPos := 1
-	switch sub {
-	case "list":
-		wantPos = 0
-	case "decode", "set-max":
-		wantPos = 2
-	}
-	switch {
-	case len(pos) != wantPos:
-		fmt.Fprintf(stderr, "snowflakectl segment %s: want %d argument(s), got %q: %s\n", sub, wantPos, pos, segmentUsage)
-		return ExitUsage
-	case strings.TrimSpace(*zkFlag) == "":
-		fmt.Fprintf(stderr, "snowflakectl segment %s: --zk is required (e.g. --zk 127.0.0.1:2181)\n", sub)
-		return ExitUsage
-	case *timeout <= 0:
-		fmt.Fprintf(stderr, "snowflakectl segment %s: --timeout %s must be positive\n", sub, *timeout)
+	c.pos = pos
+	if !c.check(sub) || (sub.prepare != nil && !sub.prepare(c)) {
 		return ExitUsage
 	}
-	if wantPos == 1 {
-		if err := segment.ValidateTag(pos[0]); err != nil {
-			fmt.Fprintf(stderr, "snowflakectl segment %s: %v\n", sub, err)
-			return ExitUsage
-		}
-	}
-	var newMax int64
-	switch sub {
-	case "set-max":
-		n, err := strconv.ParseInt(pos[1], 10, 64)
-		if err != nil || n < 1 {
-			fmt.Fprintf(stderr, "snowflakectl segment set-max: N %q: want a positive whole number (the new max_id)\n", pos[1])
-			return ExitUsage
-		}
-		newMax = n
-	case "delete":
-		if !*yes {
-			fmt.Fprintf(stderr, "snowflakectl segment delete: refusing to delete tag %q without --yes: its counter, returned ranges and key go for good\n", pos[0])
-			return ExitUsage
-		}
-	}
-	var tag segment.Tag
-	if sub == "create" {
-		if *maxStep == 0 && *step > 0 {
-			*maxStep = *step * segment.DefaultMaxStepFactor
-		}
-		tag = segment.Tag{Name: pos[0], Start: *start, MaxID: *start, Step: *step, MaxStep: *maxStep, Description: *desc}
-		switch {
-		case *opaque:
-			tag.Opaque = &segment.Opaque{Digits: *digits}
-		case *digits != 0:
-			fmt.Fprintln(stderr, "snowflakectl segment create: --digits goes with --opaque")
-			return ExitUsage
-		}
-		if err := tag.Check(); err != nil {
-			fmt.Fprintf(stderr, "snowflakectl segment create: %v\n", err)
-			return ExitUsage
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	a := c.f.admin
+	ctx, cancel := context.WithTimeout(context.Background(), *a.timeout)
 	defer cancel()
-	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: splitList(*zkFlag), Cluster: *cluster, Auth: *auth, Timeout: *timeout})
+	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: splitList(*a.zk), Cluster: *c.f.cluster, Auth: *a.auth, Timeout: *a.timeout})
 	if err != nil {
-		fmt.Fprintf(stderr, "snowflakectl segment %s: %v\n", sub, err)
+		fmt.Fprintf(stderr, "%s: %v\n", c.cmd, err)
 		if errors.Is(err, coordinator.ErrInvalidConfig) {
 			return ExitUsage
 		}
 		return ExitFailure
 	}
 	defer st.Close()
-	switch sub {
-	case "create":
-		if err := st.Create(ctx, tag); err != nil {
-			fmt.Fprintf(stderr, "snowflakectl segment create: %v\n", err)
-			return ExitFailure
-		}
-		fmt.Fprintf(stdout, "created tag %q: first ID %d, step %d (max %d)\n", tag.Name, tag.Start, tag.Step, tag.MaxStep)
-		if tag.Opaque != nil {
-			fmt.Fprintf(stdout, "opaque: %d-digit numbers, %d in all; its key is in ZooKeeper beside the tag\n", tag.Opaque.Digits, tag.Opaque.Size())
-			if *auth == "" {
-				fmt.Fprintln(stderr, "snowflakectl segment create: WARNING: without --zk-auth the key's znode is open: anyone who reaches ZooKeeper can read it and tell the tag's order and volume from its numbers")
-			}
-		}
-		return ExitOK
-	case "decode":
-		return segmentDecode(ctx, st, pos[0], pos[1], stdout, stderr)
-	case "set-max":
-		var was int64
-		var dropped []segment.Range
-		var err error
-		if *dropReturned {
-			was, dropped, err = st.Repair(ctx, pos[0], newMax)
-		} else {
-			was, err = st.SetMax(ctx, pos[0], newMax)
-		}
-		var lost int64
-		for _, r := range dropped {
-			lost += r.Len()
-		}
-		if *dropReturned && err == nil {
-			fmt.Fprintf(stdout, "tag %q: dropped %d returned range(s), %d IDs (lost, never issued)\n", pos[0], len(dropped), lost)
-		}
-		switch {
-		case errors.Is(err, segment.ErrMaxIDBelow):
-			fmt.Fprintf(stderr, "snowflakectl segment set-max: %v\n", err)
-			return ExitUsage
-		case err != nil:
-			fmt.Fprintf(stderr, "snowflakectl segment set-max: %v\n", err)
-			return ExitFailure
-		case was == newMax:
-			fmt.Fprintf(stdout, "tag %q: max_id is %d already\n", pos[0], was)
-		default:
-			fmt.Fprintf(stdout, "tag %q: max_id %d -> %d: the next range starts at %d\n", pos[0], was, newMax, newMax)
-		}
-		return ExitOK
-	case "delete":
-		return segmentDelete(ctx, st, pos[0], stdout, stderr)
-	case "list":
-		tags, err := st.List(ctx)
-		if err != nil {
-			fmt.Fprintf(stderr, "snowflakectl segment list: %v\n", err)
-			return ExitFailure
-		}
-		return writeTags(stdout, stderr, tags, *asJSON)
+	return sub.run(ctx, st, c)
+}
+
+// check reports a wrong count of positional arguments, a missing --zk, a
+// bad --timeout or tag name (false: exit status 2).
+func (c *segmentCall) check(sub segmentSub) bool {
+	if len(c.pos) != sub.args {
+		fmt.Fprintf(c.stderr, "%s: want %d argument(s), got %q: %s\n", c.cmd, sub.args, c.pos, segmentUsage)
+		return false
 	}
-	rep, err := segmentStatus(ctx, st, pos[0])
-	if err != nil {
-		fmt.Fprintf(stderr, "snowflakectl segment status: %v\n", err)
+	if !c.f.admin.check(c.cmd, c.stderr) {
+		return false
+	}
+	if sub.args == 1 {
+		if err := segment.ValidateTag(c.pos[0]); err != nil {
+			fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
+			return false
+		}
+	}
+	return true
+}
+
+// createTagFlags registers the flags of "segment create".
+func createTagFlags(fs *flag.FlagSet, f *segmentFlags) {
+	f.opaque = fs.Bool("opaque", false, "hand out D-digit numbers that are a keyed permutation of the counter (unique, not guessable, revealing no volume) instead of the counter")
+	f.digits = fs.Int("digits", 0, fmt.Sprintf("with --opaque: the numbers' digits, %d..%d (9x10^(D-1) IDs in all)", segment.MinOpaqueDigits, segment.MaxOpaqueDigits))
+	f.start = fs.Int64("start", 1, "the tag's first ID")
+	f.step = fs.Int64("step", segment.DefaultStep, "base step: IDs per range load (the dynamic step doubles from it)")
+	f.maxStep = fs.Int64("max-step", 0, fmt.Sprintf("the dynamic step's ceiling (default step x %d)", segment.DefaultMaxStepFactor))
+	f.desc = fs.String("description", "", "what the tag numbers")
+}
+
+// prepareCreate builds and checks the tag "segment create" creates.
+func prepareCreate(c *segmentCall) bool {
+	f := c.f
+	if *f.maxStep == 0 && *f.step > 0 {
+		*f.maxStep = *f.step * segment.DefaultMaxStepFactor
+	}
+	c.tag = segment.Tag{Name: c.pos[0], Start: *f.start, MaxID: *f.start, Step: *f.step, MaxStep: *f.maxStep, Description: *f.desc}
+	switch {
+	case *f.opaque:
+		c.tag.Opaque = &segment.Opaque{Digits: *f.digits}
+	case *f.digits != 0:
+		fmt.Fprintf(c.stderr, "%s: --digits goes with --opaque\n", c.cmd)
+		return false
+	}
+	if err := c.tag.Check(); err != nil {
+		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
+		return false
+	}
+	return true
+}
+
+// segmentCreate is "segment create".
+func segmentCreate(ctx context.Context, st *segment.ZKStore, c *segmentCall) int {
+	tag := c.tag
+	if err := st.Create(ctx, tag); err != nil {
+		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
 		return ExitFailure
 	}
-	if *asJSON {
-		return writeJSON(stdout, stderr, "snowflakectl segment status", rep)
+	fmt.Fprintf(c.stdout, "created tag %q: first ID %d, step %d (max %d)\n", tag.Name, tag.Start, tag.Step, tag.MaxStep)
+	if tag.Opaque == nil {
+		return ExitOK
 	}
-	writeSegmentStatus(stdout, rep)
+	fmt.Fprintf(c.stdout, "opaque: %d-digit numbers, %d in all; its key is in ZooKeeper beside the tag\n", tag.Opaque.Digits, tag.Opaque.Size())
+	if *c.f.admin.auth == "" {
+		fmt.Fprintf(c.stderr, "%s: WARNING: without --zk-auth the key's znode is open: anyone who reaches ZooKeeper can read it and tell the tag's order and volume from its numbers\n", c.cmd)
+	}
 	return ExitOK
+}
+
+// segmentList is "segment list".
+func segmentList(ctx context.Context, st *segment.ZKStore, c *segmentCall) int {
+	tags, err := st.List(ctx)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
+		return ExitFailure
+	}
+	return writeTags(c.stdout, c.stderr, tags, *c.f.asJSON)
+}
+
+// segmentStatusCmd is "segment status".
+func segmentStatusCmd(ctx context.Context, st *segment.ZKStore, c *segmentCall) int {
+	rep, err := segmentStatus(ctx, st, c.pos[0])
+	if err != nil {
+		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
+		return ExitFailure
+	}
+	if *c.f.asJSON {
+		return writeJSON(c.stdout, c.stderr, c.cmd, rep)
+	}
+	writeSegmentStatus(c.stdout, rep)
+	return ExitOK
+}
+
+// prepareSetMax parses the N of "segment set-max".
+func prepareSetMax(c *segmentCall) bool {
+	n, err := strconv.ParseInt(c.pos[1], 10, 64)
+	if err != nil || n < 1 {
+		fmt.Fprintf(c.stderr, "%s: N %q: want a positive whole number (the new max_id)\n", c.cmd, c.pos[1])
+		return false
+	}
+	c.newMax = n
+	return true
+}
+
+// segmentSetMax is "segment set-max": it moves the tag's max_id, and with
+// --drop-returned drops its returned ranges in the same write.
+func segmentSetMax(ctx context.Context, st *segment.ZKStore, c *segmentCall) int {
+	name, newMax := c.pos[0], c.newMax
+	var was int64
+	var err error
+	if *c.f.dropReturned {
+		var dropped []segment.Range
+		was, dropped, err = st.Repair(ctx, name, newMax)
+		if err == nil {
+			var lost int64
+			for _, r := range dropped {
+				lost += r.Len()
+			}
+			fmt.Fprintf(c.stdout, "tag %q: dropped %d returned range(s), %d IDs (lost, never issued)\n", name, len(dropped), lost)
+		}
+	} else {
+		was, err = st.SetMax(ctx, name, newMax)
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
+		if errors.Is(err, segment.ErrMaxIDBelow) {
+			return ExitUsage
+		}
+		return ExitFailure
+	case was == newMax:
+		fmt.Fprintf(c.stdout, "tag %q: max_id is %d already\n", name, was)
+	default:
+		fmt.Fprintf(c.stdout, "tag %q: max_id %d -> %d: the next range starts at %d\n", name, was, newMax, newMax)
+	}
+	return ExitOK
+}
+
+// prepareDelete refuses "segment delete" without --yes.
+func prepareDelete(c *segmentCall) bool {
+	if !*c.f.yes {
+		fmt.Fprintf(c.stderr, "%s: refusing to delete tag %q without --yes: its counter, returned ranges and key go for good\n", c.cmd, c.pos[0])
+		return false
+	}
+	return true
 }
 
 // splitList splits a comma-separated flag, trimming each entry (an empty

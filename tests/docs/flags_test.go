@@ -3,12 +3,14 @@ package docs
 import (
 	"flag"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/internal/envflag"
 	"codeberg.org/snowflaked/snowflaked/node"
+	"codeberg.org/snowflaked/snowflaked/server"
 )
 
 // envPrefix is the prefix of snowflaked's environment variables
@@ -143,6 +145,36 @@ func TestCheckDefault(t *testing.T) {
 		msg := checkDefault(fs.Lookup(tt.flag), tt.cell)
 		if (msg == "") != tt.ok {
 			t.Errorf("checkDefault(--%s, %q) = %q, want ok=%v", tt.flag, tt.cell, msg, tt.ok)
+		}
+	}
+}
+
+// thousands writes n with a comma between groups of three digits, as the
+// docs write numbers (1,000,000).
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// TestDocsMaxBatchRange checks that the range the flag table gives
+// --max-batch is the one limit the node and its server enforce.
+func TestDocsMaxBatchRange(t *testing.T) {
+	cells, ok := flagTable(t)["max-batch"]
+	if !ok || len(cells) != 4 {
+		t.Fatalf("flag table row of --max-batch: %q", cells)
+	}
+	if want := "(1–" + thousands(server.MaxBatchLimit) + ")"; !strings.Contains(cells[3], want) {
+		t.Errorf("flag table row of --max-batch: %q, want the range %s of server.MaxBatchLimit", cells[3], want)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 10000: "10,000", 1_000_000: "1,000,000", 1 << 20: "1,048,576"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
 	}
 }
