@@ -22,7 +22,7 @@ const zkConnectTimeout = 10 * time.Second
 // concurrently) with every new list, the first one before it returns.
 //
 // The znodes it reads are wire.AliveNode's,
-// /snowflaked/<cluster>/alive/<worker ID>, each holding the address
+// /snowflaked/<cluster>/alive/<worker-id>, each holding the address
 // ("host:port") of a node in service. A node creates its alive znode
 // (ephemeral) when it enters service and deletes it when it leaves, so the
 // children of alive/ are exactly the nodes to call.

@@ -18,7 +18,7 @@ func ClusterPath(cluster string) string { return Root + "/" + cluster }
 func AlivePath(cluster string) string { return ClusterPath(cluster) + "/" + aliveDir }
 
 // AliveNode is the znode of worker workerID while it is in service,
-// /snowflaked/<cluster>/alive/<worker ID> (the ID in decimal): ephemeral,
+// /snowflaked/<cluster>/alive/<worker-id> (the ID in decimal): ephemeral,
 // created when the node enters service and deleted when it leaves; its
 // data is the node's advertised address, host:port.
 func AliveNode(cluster string, workerID int64) string {
