@@ -31,7 +31,10 @@ func AppendUUID(b []byte, u [16]byte) []byte {
 }
 
 // FormatUUID is the text form of u (see AppendUUID).
-func FormatUUID(u [16]byte) string { return string(AppendUUID(nil, u)) }
+func FormatUUID(u [16]byte) string {
+	var b [UUIDTextLen]byte
+	return string(AppendUUID(b[:0], u))
+}
 
 // IsUUIDText reports whether b has the shape of a UUID's text form: 36
 // characters with hyphens at 8, 13, 18 and 23 (the digits are not

@@ -103,3 +103,23 @@ func FuzzParseUUID(f *testing.F) {
 		}
 	})
 }
+
+// The text form costs one allocation (the string), none when appended to
+// room that is there.
+func TestUUIDTextAllocs(t *testing.T) {
+	u := [16]byte{0x01, 0x90, 0xb2, 0xd4, 0x7c, 0x3e, 0x7a, 0xbc, 0x8d, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab}
+	buf := make([]byte, 0, 64)
+	tests := []struct {
+		name string
+		f    func()
+		max  float64
+	}{
+		{"FormatUUID", func() { _ = FormatUUID(u) }, 1},
+		{"AppendUUID", func() { buf = AppendUUID(buf[:0], u) }, 0},
+	}
+	for _, tt := range tests {
+		if got := testing.AllocsPerRun(100, tt.f); got > tt.max {
+			t.Errorf("%s: %v allocations, want at most %v", tt.name, got, tt.max)
+		}
+	}
+}
