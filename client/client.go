@@ -49,6 +49,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 )
 
 // Defaults of Config.
@@ -185,7 +187,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		pool: newPool(cfg.MaxInFlight + prefetchDepth + 2),
 		segs: map[string]*batcher{},
 	}
-	c.ids = newBatcher(c, endpoint{svc: svcIDs, path: "/ids?count=", what: "IDs"})
+	c.ids = newBatcher(c, endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamCount + "=", what: "IDs"})
 	if len(cfg.ZK) > 0 {
 		c.disc, err = discover(ctx, cfg.ZK, cfg.Cluster, cfg.ZKAuth, cfg.Log, c.setNodes)
 		if err != nil {
@@ -312,7 +314,7 @@ func (c *Client) NextGeneN(ctx context.Context, gene uint64, n int) ([]int64, er
 	if gene > math.MaxInt64 || n < 1 || n > c.cfg.MaxBatch {
 		bad = fmt.Errorf("next %d IDs with gene %d: %w: want a gene up to 2^63-1 and 1..%d IDs", n, gene, ErrRejected, c.cfg.MaxBatch)
 	}
-	return c.direct(ctx, &endpoint{svc: svcIDs, path: "/ids?gene=" + g + "&count=", what: "IDs with gene " + g}, n, bad)
+	return c.direct(ctx, &endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamGene + "=" + g + "&" + wire.ParamCount + "=", what: "IDs with gene " + g}, n, bad)
 }
 
 // direct makes the request for n of ep's IDs with the usual failover,
@@ -372,7 +374,7 @@ func (c *Client) segment(tag string) (*batcher, error) {
 	if err := checkTag(tag); err != nil {
 		return nil, err
 	}
-	b := newBatcher(c, endpoint{svc: svcSegments, path: "/segment/" + tag + "?count=", what: "dense IDs of " + tag, unordered: true})
+	b := newBatcher(c, endpoint{svc: svcSegments, path: wire.SegmentPath(tag) + "?" + wire.ParamCount + "=", what: "dense IDs of " + tag, unordered: true})
 	c.segs[tag] = b
 	return b, nil
 }

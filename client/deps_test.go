@@ -8,8 +8,8 @@ import (
 )
 
 // A program that imports the client builds none of the server: its
-// packages outside the standard library are the client's, the ZooKeeper
-// client's and zerolog's (with what they import).
+// packages outside the standard library are the client's (with its wire
+// contract), the ZooKeeper client's and zerolog's (with what they import).
 func TestDependencies(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
 	if err != nil {
@@ -17,6 +17,7 @@ func TestDependencies(t *testing.T) {
 	}
 	allowed := []string{
 		"codeberg.org/snowflaked/snowflaked/client",
+		"codeberg.org/snowflaked/snowflaked/client/wire", // standard library only: see wire's own TestDependencies
 		"github.com/go-zookeeper/zk",
 		"github.com/rs/zerolog", "github.com/rs/zerolog/internal/",
 		"github.com/mattn/go-colorable", "github.com/mattn/go-isatty", "golang.org/x/sys/",

@@ -5,30 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 )
 
-// The znodes discovery reads: /snowflaked/<cluster>/alive/<worker ID>, each
-// holding the address ("host:port") of a node in service. A node creates
-// its alive znode (ephemeral) when it enters service and deletes it when it
-// leaves, so the children of alive/ are exactly the nodes to call.
-const (
-	zkRoot = "/snowflaked"
-	// zkConnectTimeout bounds the wait for a first session and each read.
-	zkConnectTimeout = 10 * time.Second
-)
-
-// alivePath is the directory of a cluster's live nodes.
-func alivePath(cluster string) string { return zkRoot + "/" + cluster + "/alive" }
+// zkConnectTimeout bounds the wait for a first session and each read.
+const zkConnectTimeout = 10 * time.Second
 
 // discovery follows a cluster's alive/ znodes and calls onChange (never
 // concurrently) with every new list, the first one before it returns.
+//
+// The znodes it reads are wire.AliveNode's,
+// /snowflaked/<cluster>/alive/<worker-id>, each holding the address
+// ("host:port") of a node in service. A node creates its alive znode
+// (ephemeral) when it enters service and deletes it when it leaves, so the
+// children of alive/ are exactly the nodes to call.
 type discovery struct {
 	conn      *zk.Conn
 	dir       string
@@ -58,8 +55,8 @@ func discover(ctx context.Context, servers []string, cluster, auth string, log z
 		}
 	}
 	rctx, cancel := context.WithCancel(context.Background())
-	d := &discovery{conn: conn, dir: alivePath(cluster), log: log, onChange: onChange, cancel: cancel, done: make(chan struct{})}
-	if ok, _, err := conn.Exists(zkRoot + "/" + cluster); err != nil || !ok {
+	d := &discovery{conn: conn, dir: wire.AlivePath(cluster), log: log, onChange: onChange, cancel: cancel, done: make(chan struct{})}
+	if ok, _, err := conn.Exists(wire.ClusterPath(cluster)); err != nil || !ok {
 		cancel()
 		conn.Close()
 		if err == nil {
@@ -103,8 +100,8 @@ func (d *discovery) list() (<-chan zk.Event, error) {
 	var addrs []string
 	var ids []int64
 	for _, name := range names {
-		id, err := strconv.ParseInt(name, 10, 64)
-		if err != nil || id < 0 || strconv.FormatInt(id, 10) != name {
+		id, ok := wire.ParseAliveName(name)
+		if !ok {
 			d.log.Warn().Str("znode", d.dir+"/"+name).Msg("snowflaked client: skipping a znode that is not an alive entry")
 			continue
 		}

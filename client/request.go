@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 )
 
 // service is what a node serves a batch from. A node is marked down per
@@ -76,7 +78,7 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 		case a.status == 503:
 			code, text := errorText(a.body)
 			err := fmt.Errorf("%s: 503 %s", addr, text)
-			if code == "batch_timeout" {
+			if code == wire.CodeBatchTimeout {
 				// A batch too large for the node's per-tick capacity: the
 				// request's doing, not the node's. The batch fails over,
 				// the node stays in rotation.
@@ -90,7 +92,7 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 			return err
 		case a.status == 404:
 			code, text := errorText(a.body)
-			if code == "unknown_tag" {
+			if code == wire.CodeUnknownTag {
 				return fmt.Errorf("%w: %s: 404 %s", ErrRejected, addr, text)
 			}
 			// A stale address (another program now), a node without
@@ -182,12 +184,7 @@ func lineAt(body []byte, i int) []byte {
 // errorText is the code of a snowflaked JSON error and a text naming it,
 // else "" and the start of the body.
 func errorText(body []byte) (code, text string) {
-	var e struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var e wire.ErrorBody
 	if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
 		return e.Error.Code, e.Error.Code + ": " + e.Error.Message
 	}

@@ -3,30 +3,20 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 )
 
 // UUID is an RFC 9562 version 7 UUID from snowflaked's /uuids: its time
 // is a snowflake ID's and it is unique across the cluster by construction.
 type UUID [16]byte
 
-// String is the canonical form: 36 lower-case characters, 8-4-4-4-12.
-func (u UUID) String() string {
-	var b [36]byte
-	hex.Encode(b[0:8], u[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], u[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], u[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], u[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:36], u[10:16])
-	return string(b[:])
-}
+// String is the canonical form: 36 lower-case characters, 8-4-4-4-12
+// (wire.FormatUUID).
+func (u UUID) String() string { return wire.FormatUUID(u) }
 
 // Time is the UUID's unix_ts_ms field: the snowflake ID's time.
 func (u UUID) Time() time.Time {
@@ -36,7 +26,7 @@ func (u UUID) Time() time.Time {
 
 // maxUUIDLine bounds one line of a /uuids answer: 36 characters and a
 // newline.
-const maxUUIDLine = 37
+const maxUUIDLine = wire.UUIDTextLen + 1
 
 // parseUUIDs reads exactly n canonical version 7 UUIDs, one a line,
 // increasing (as a node hands them out).
@@ -49,17 +39,11 @@ func parseUUIDs(body []byte, n int) ([]UUID, error) {
 		} else {
 			body = nil
 		}
-		if len(line) != 36 || line[8] != '-' || line[13] != '-' || line[18] != '-' || line[23] != '-' {
+		raw, err := wire.ParseUUID(string(line))
+		if err != nil {
 			return nil, fmt.Errorf("line %q is not a UUID", truncate(line))
 		}
-		var u UUID
-		digits := make([]byte, 0, 32)
-		for _, part := range [][]byte{line[0:8], line[9:13], line[14:18], line[19:23], line[24:36]} {
-			digits = append(digits, part...)
-		}
-		if _, err := hex.Decode(u[:], digits); err != nil {
-			return nil, fmt.Errorf("line %q is not a UUID", truncate(line))
-		}
+		u := UUID(raw)
 		if u[6]>>4 != 7 || u[8]>>6 != 0b10 {
 			return nil, fmt.Errorf("%s is not a version 7 UUID with the RFC variant", u)
 		}
@@ -91,7 +75,7 @@ func (c *Client) NextUUIDs(ctx context.Context, n int) ([]UUID, error) {
 		bad = fmt.Errorf("next %d UUIDs: %w: want 1..%d", n, ErrRejected, c.cfg.MaxBatch)
 	}
 	var out []UUID
-	if _, err := c.direct(ctx, &endpoint{svc: svcIDs, path: "/uuids?count=", what: "UUIDs", uuids: &out}, n, bad); err != nil {
+	if _, err := c.direct(ctx, &endpoint{svc: svcIDs, path: wire.PathUUIDs + "?" + wire.ParamCount + "=", what: "UUIDs", uuids: &out}, n, bad); err != nil {
 		return nil, err
 	}
 	if len(out) != n {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 )
 
@@ -16,13 +17,15 @@ type paths struct {
 	cluster, forever, leases, alive string
 }
 
+// newPaths returns the znodes of cluster. Those of alive/, which clients
+// read, are the wire contract's (wire.AlivePath, wire.AliveNode).
 func newPaths(cluster string) paths {
-	c := zkclient.Root + "/" + cluster
-	return paths{cluster: c, forever: c + "/forever", leases: c + "/leases", alive: c + "/alive"}
+	c := zkclient.ClusterPath(cluster)
+	return paths{cluster: c, forever: c + "/forever", leases: c + "/leases", alive: wire.AlivePath(cluster)}
 }
 
 func (p paths) lease(id int64) string     { return p.leases + "/" + strconv.FormatInt(id, 10) }
-func (p paths) aliveNode(id int64) string { return p.alive + "/" + strconv.FormatInt(id, 10) }
+func (p paths) aliveNode(id int64) string { return p.alive + "/" + wire.AliveName(id) }
 
 // foreverPrefix is the path handed to a sequential create for a node key:
 // ZooKeeper appends the 10-digit sequence.

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"testing"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 )
 
@@ -52,6 +53,22 @@ func TestForeverNameRoundTrip(t *testing.T) {
 		k, seq, err := parseForeverName(name)
 		if err != nil || k != key || seq != 42 {
 			t.Fatalf("parseForeverName(%q) = %q, %d, %v; want %q, 42", name, k, seq, err, key)
+		}
+	}
+}
+
+// The alive znode a node registers under is the one clients read.
+func TestAliveNodeIsTheWires(t *testing.T) {
+	for _, tt := range []struct {
+		cluster string
+		id      int64
+	}{{"default", 0}, {"prod", 7}, {"eu-west", 1023}} {
+		p := newPaths(tt.cluster)
+		if got, want := p.aliveNode(tt.id), wire.AliveNode(tt.cluster, tt.id); got != want {
+			t.Errorf("aliveNode(%d) in %s = %s, clients read %s", tt.id, tt.cluster, got, want)
+		}
+		if got, want := p.cluster, wire.ClusterPath(tt.cluster); got != want {
+			t.Errorf("cluster znode of %s = %s, clients check %s", tt.cluster, got, want)
 		}
 	}
 }

@@ -8,62 +8,49 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
-// Error codes of the API: the "code" of {"error":{"code":…,"message":…}}.
-// They are public API.
+// Error codes of the API: the "code" of {"error":{"code":…,"message":…}},
+// public API, defined (with the status each comes with) in client/wire.
 const (
-	codeInvalidCount     = "invalid_count"      // 400: /ids count missing or outside 1..MaxBatch
-	codeInvalidFormat    = "invalid_format"     // 400: format is neither text nor json
-	codeInvalidParameter = "invalid_parameter"  // 400: unknown or repeated query parameter
-	codeInvalidID        = "invalid_id"         // 400: /decode/{id} is not an ID of the layout
-	codeInvalidKey       = "invalid_key"        // 400: empty Leaf key
-	codeInvalidGene      = "invalid_gene"       // 400: ?gene= is not a decimal 0..2^63-1
-	codeGeneOff          = "gene_off"           // 400: ?gene= on a cluster without gene bits
-	codeTagExhausted     = "tag_exhausted"      // 503: an opaque tag handed out all of its numbers
-	codeInvalidUUID      = "invalid_uuid"       // 400: /decode/{uuid} is not a UUID of this cluster's layout
-	codeUUIDOff          = "uuid_off"           // 400: the layout leaves fewer than 32 random bits in a UUIDv7
-	codeBadRequest       = "bad_request"        // 400: the request could not be parsed
-	codeNotFound         = "not_found"          // 404
-	codeMethodNotAllowed = "method_not_allowed" // 405
-	codeRequestTimeout   = "request_timeout"    // 408
-	codeBodyTooLarge     = "body_too_large"     // 413
-	codeHeaderTooLarge   = "header_too_large"   // 431
-	codeInternal         = "internal"           // 500: a bug (panic, unencodable report)
-	codeOutOfService     = "out_of_service"     // 503: the guard says the node is not in service
-	codeClockRollback    = "clock_rollback"     // 503: the generator saw the clock go back beyond tolerance
-	codeFenceReached     = "fence_reached"      // 503: the next ID would pass the time fence
-	codeBorrowExhausted  = "borrow_exhausted"   // 503: borrowing through a rollback reached the time fence
-	codeTimeOverflow     = "time_overflow"      // 503: the layout's timestamp field is exhausted
-	codeClockError       = "clock_error"        // 503: the clock is stalled or before the epoch
-	codeIDError          = "id_error"           // 503: any other generator error
-	codeBatchTimeout     = "batch_timeout"      // 503: an /ids batch would take longer than BatchBound + 2 ticks
+	codeInvalidCount     = wire.CodeInvalidCount
+	codeInvalidFormat    = wire.CodeInvalidFormat
+	codeInvalidParameter = wire.CodeInvalidParameter
+	codeInvalidID        = wire.CodeInvalidID
+	codeInvalidKey       = wire.CodeInvalidKey
+	codeInvalidGene      = wire.CodeInvalidGene
+	codeGeneOff          = wire.CodeGeneOff
+	codeTagExhausted     = wire.CodeTagExhausted
+	codeInvalidUUID      = wire.CodeInvalidUUID
+	codeUUIDOff          = wire.CodeUUIDOff
+	codeBadRequest       = wire.CodeBadRequest
+	codeNotFound         = wire.CodeNotFound
+	codeMethodNotAllowed = wire.CodeMethodNotAllowed
+	codeRequestTimeout   = wire.CodeRequestTimeout
+	codeBodyTooLarge     = wire.CodeBodyTooLarge
+	codeHeaderTooLarge   = wire.CodeHeaderTooLarge
+	codeInternal         = wire.CodeInternal
+	codeOutOfService     = wire.CodeOutOfService
+	codeClockRollback    = wire.CodeClockRollback
+	codeFenceReached     = wire.CodeFenceReached
+	codeBorrowExhausted  = wire.CodeBorrowExhausted
+	codeTimeOverflow     = wire.CodeTimeOverflow
+	codeClockError       = wire.CodeClockError
+	codeIDError          = wire.CodeIDError
+	codeBatchTimeout     = wire.CodeBatchTimeout
 )
 
-// errorBody is {"error":{"code":…,"message":…}}.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// unavailableBody is the 503 form: the error also carries the reason and
-// the node's state.
-type unavailableBody struct {
-	Error unavailableDetail `json:"error"`
-}
-
-type unavailableDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Reason  string `json:"reason"`
-	State   string `json:"state"`
-}
+// The bodies of error answers (see wire.ErrorBody; the 503 form,
+// wire.UnavailableBody, also carries the reason and the node's state).
+type (
+	errorBody         = wire.ErrorBody
+	errorDetail       = wire.ErrorDetail
+	unavailableBody   = wire.UnavailableBody
+	unavailableDetail = wire.UnavailableDetail
+)
 
 // writeError writes a JSON error. Errors are the slow path: allocating
 // here is fine.
@@ -82,7 +69,7 @@ func (s *Server) unavailable(ctx *fasthttp.RequestCtx, code, reason, state, msg 
 func writeErrorJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil { // cannot happen: plain strings only
-		body = []byte(`{"error":{"code":"internal","message":"cannot encode the error"}}`)
+		body = []byte(`{"error":{"code":"` + codeInternal + `","message":"cannot encode the error"}}`)
 		status = fasthttp.StatusInternalServerError
 	}
 	writeBody(ctx, status, ctJSON, body)

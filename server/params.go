@@ -7,13 +7,15 @@ import (
 	"strings"
 
 	"github.com/valyala/fasthttp"
+
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 )
 
-// Query parameters.
+// Query parameters (see client/wire).
 const (
-	paramCount  = "count"
-	paramFormat = "format"
-	paramGene   = "gene"
+	paramCount  = wire.ParamCount
+	paramFormat = wire.ParamFormat
+	paramGene   = wire.ParamGene
 )
 
 // checkParams answers 400 invalid_parameter unless every query parameter

@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
@@ -33,12 +34,12 @@ var (
 	bodySegmentReady  = []byte(`{"state":"in_service","mode":"segment"}`)
 )
 
-// Error codes of segment mode.
+// Error codes of segment mode (see client/wire).
 const (
-	codeUnknownTag         = "unknown_tag"         // 404: no such tag in ZooKeeper
-	codeInvalidTag         = "invalid_tag"         // 400: the tag cannot be a tag name
-	codeSegmentsOff        = "segments_off"        // 404: the node runs without ZooKeeper
-	codeSegmentUnavailable = "segment_unavailable" // 503: no ID of the tag left and no range could be loaded
+	codeUnknownTag         = wire.CodeUnknownTag
+	codeInvalidTag         = wire.CodeInvalidTag
+	codeSegmentsOff        = wire.CodeSegmentsOff
+	codeSegmentUnavailable = wire.CodeSegmentUnavailable
 )
 
 // msgSegmentsOff is the message of segments_off.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/uuidv7"
 )
 
@@ -153,6 +154,4 @@ func (s *Server) serveDecodeUUID(ctx *fasthttp.RequestCtx, raw []byte) {
 
 // isUUIDText reports whether raw has the shape of a canonical UUID (it is
 // not a decimal ID).
-func isUUIDText(raw []byte) bool {
-	return len(raw) == 36 && raw[8] == '-' && raw[13] == '-' && raw[18] == '-' && raw[23] == '-'
-}
+func isUUIDText(raw []byte) bool { return wire.IsUUIDText(raw) }

@@ -20,20 +20,21 @@ package uuidv7
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // UUID is a UUID's 16 bytes, in network order.
 type UUID [16]byte
 
-// Errors of NewCodec, Parse and Codec.Decode.
+// Errors of NewCodec, Parse and Codec.Decode. ErrInvalid is the wire
+// contract's: Parse's errors are wire.ParseUUID's.
 var (
 	ErrLayout  = errors.New("uuidv7: layout does not fit")
-	ErrInvalid = errors.New("invalid uuid")
+	ErrInvalid = wire.ErrInvalidUUID
 )
 
 // payloadBits is what rand_a and rand_b hold together; MinRandomBits are
@@ -125,31 +126,9 @@ func (c Codec) Decode(u UUID) (int64, error) {
 // String is the canonical form: 36 lower-case characters, 8-4-4-4-12.
 func (u UUID) String() string { return string(u.AppendText(nil)) }
 
-// AppendText appends the canonical form to b.
-func (u UUID) AppendText(b []byte) []byte {
-	var buf [36]byte
-	hex.Encode(buf[0:8], u[0:4])
-	buf[8] = '-'
-	hex.Encode(buf[9:13], u[4:6])
-	buf[13] = '-'
-	hex.Encode(buf[14:18], u[6:8])
-	buf[18] = '-'
-	hex.Encode(buf[19:23], u[8:10])
-	buf[23] = '-'
-	hex.Encode(buf[24:36], u[10:16])
-	return append(b, buf[:]...)
-}
+// AppendText appends the canonical form to b (wire.AppendUUID).
+func (u UUID) AppendText(b []byte) []byte { return wire.AppendUUID(b, u) }
 
 // Parse reads the canonical form (either case). It checks the form, not
-// the version: Decode does.
-func Parse(s string) (UUID, error) {
-	var u UUID
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return u, fmt.Errorf("%w: %q is not of the form xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", ErrInvalid, s)
-	}
-	digits := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
-	if _, err := hex.Decode(u[:], []byte(digits)); err != nil {
-		return UUID{}, fmt.Errorf("%w: %q has a character that is not hexadecimal", ErrInvalid, s)
-	}
-	return u, nil
-}
+// the version: Decode does. Its errors wrap ErrInvalid.
+func Parse(s string) (UUID, error) { return wire.ParseUUID(s) }

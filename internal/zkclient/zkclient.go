@@ -24,14 +24,15 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 )
 
-// Root is the znode under which every cluster lives.
-const Root = "/snowflaked"
+// Root is the znode under which every cluster lives (wire.Root).
+const Root = wire.Root
 
-// ClusterPath is the znode of a cluster.
-func ClusterPath(cluster string) string { return Root + "/" + cluster }
+// ClusterPath is the znode of a cluster (wire.ClusterPath).
+func ClusterPath(cluster string) string { return wire.ClusterPath(cluster) }
 
 // DefaultTimeout bounds the wait for a session and each call when a
 // Config gives none.

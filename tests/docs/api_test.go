@@ -12,13 +12,18 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 )
 
-// servedPaths returns every path a node serves: the server package's
-// built-in paths (its path* constants), the node's own routes (its *Path
-// constants: /metrics, /status and the chaos build's endpoint) and, while
-// the node does not declare them yet, /metrics and /status themselves.
+// servedPaths returns every path a node serves: the API's paths (the Path*
+// constants of client/wire, the contract), the server package's built-in
+// paths (its path* constants that are literals), the node's own routes
+// (its *Path constants: /metrics, /status and the chaos build's endpoint)
+// and, while the node does not declare them yet, /metrics and /status
+// themselves.
 func servedPaths(t *testing.T) []string {
 	t.Helper()
 	set := map[string]bool{"/metrics": true, "/status": true}
+	for _, p := range stringConsts(t, dirWire, func(n string) bool { return strings.HasPrefix(n, "Path") }) {
+		set[p] = true
+	}
 	for _, p := range stringConsts(t, "server", func(n string) bool { return strings.HasPrefix(n, "path") }) {
 		set[p] = true
 	}
@@ -73,18 +78,21 @@ func TestDocumentsPath(t *testing.T) {
 	}
 }
 
-// statusRE is the status at the start of an error code's line comment in
-// server/errors.go ("// 400: …").
-var statusRE = regexp.MustCompile(`^([1-5][0-9][0-9])\b`)
+// dirWire is the package of the wire contract, client and server's.
+const dirWire = "client/wire"
 
-// TestDocsErrorCodes checks that every error code of the server
-// (server/errors.go, public API) has a row in the API section's error table
-// with its HTTP status, and that 503s document Retry-After.
+// statusRE is the status at the start of an error code's doc comment in
+// client/wire ("// CodeInvalidCount, status 400: …").
+var statusRE = regexp.MustCompile(`^Code[A-Za-z]+, status ([1-5][0-9][0-9]):`)
+
+// TestDocsErrorCodes checks that every error code of the API (the Code*
+// constants of client/wire, public API) has a row in the API section's
+// error table with its HTTP status, and that 503s document Retry-After.
 func TestDocsErrorCodes(t *testing.T) {
 	api := section(t, doc(t, docAPI), secAPI)
 	codes := errorCodes(t)
 	if len(codes) < 10 {
-		t.Fatalf("found only %d error codes in server/errors.go", len(codes))
+		t.Fatalf("found only %d error codes in %s", len(codes), dirWire)
 	}
 	rows := map[string][]string{}
 	for _, cells := range tableRows(api) {
@@ -113,18 +121,18 @@ func TestDocsErrorCodes(t *testing.T) {
 	}
 }
 
-// errorCodes returns the server's error codes (the code* constants of
-// server/errors.go) with the HTTP status their line comment names.
+// errorCodes returns the API's error codes (the Code* constants of
+// client/wire) with the HTTP status their doc comment names.
 func errorCodes(t *testing.T) map[string]string {
 	t.Helper()
-	_, files := parsePackage(t, "server")
+	_, files := parsePackage(t, dirWire)
 	out := map[string]string{}
 	for _, f := range files {
-		for _, vs := range constSpecs(f, func(n string) bool { return strings.HasPrefix(n, "code") }) {
+		for _, vs := range constSpecs(f, func(n string) bool { return strings.HasPrefix(n, "Code") }) {
 			v := unquoteLit(t, vs.Values[0])
-			m := statusRE.FindStringSubmatch(strings.TrimSpace(strings.TrimPrefix(commentText(vs.Comment), "//")))
+			m := statusRE.FindStringSubmatch(strings.TrimSpace(strings.TrimPrefix(commentText(vs.Doc), "//")))
 			if m == nil {
-				t.Errorf("server: error code %s has no \"// NNN: …\" line comment naming its status", v)
+				t.Errorf("%s: error code %s has no doc comment \"// %s, status NNN: …\" naming its status", dirWire, v, vs.Names[0].Name)
 				continue
 			}
 			out[v] = m[1]

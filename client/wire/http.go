@@ -1,0 +1,49 @@
+package wire
+
+// The paths a node serves its API on. A path followed by "/{…}" in its
+// comment takes one more segment.
+const (
+	// PathID is GET /id: one snowflake ID.
+	PathID = "/id"
+	// PathIDs is GET /ids?count=N: N snowflake IDs, one a line.
+	PathIDs = "/ids"
+	// PathUUID is GET /uuid: one UUIDv7 in its text form (see AppendUUID).
+	PathUUID = "/uuid"
+	// PathUUIDs is GET /uuids?count=N: N UUIDv7s, one a line, increasing.
+	PathUUIDs = "/uuids"
+	// PathDecode is GET /decode/{id or uuid}: the parts of an ID or UUID.
+	PathDecode = "/decode"
+	// PathLeaf is GET /api/snowflake/get/{key}: Meituan Leaf's snowflake
+	// endpoint, the same as PathID.
+	PathLeaf = "/api/snowflake/get"
+	// PathSegment is GET /segment/{tag}[?count=N]: dense IDs of a tag.
+	PathSegment = "/segment"
+	// PathLeafSegment is GET /api/segment/get/{tag}: Meituan Leaf's segment
+	// endpoint, the same as PathSegment.
+	PathLeafSegment = "/api/segment/get"
+	// PathHealthz is GET /healthz: 200 while the process runs.
+	PathHealthz = "/healthz"
+	// PathReadyz is GET /readyz: 200 in service, 503 otherwise.
+	PathReadyz = "/readyz"
+	// PathReadyzSegment is GET /readyz/segment: 200 while segment mode can
+	// load ranges, 503 otherwise.
+	PathReadyzSegment = "/readyz/segment"
+	// PathTime is GET /time: the node's clock, for peers' checks.
+	PathTime = "/time"
+	// PathClock is GET /clock: the node's drift report.
+	PathClock = "/clock"
+)
+
+// The query parameters of the API.
+const (
+	// ParamCount is count=N: how many IDs or UUIDs a batch asks for.
+	ParamCount = "count"
+	// ParamFormat is format=text|json: the form of the answer.
+	ParamFormat = "format"
+	// ParamGene is gene=G: the gene every ID of the answer ends in.
+	ParamGene = "gene"
+)
+
+// SegmentPath is the path of tag's dense IDs, /segment/<tag>. The tag goes
+// as it is: a valid tag needs no escaping.
+func SegmentPath(tag string) string { return PathSegment + "/" + tag }
