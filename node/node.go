@@ -87,7 +87,6 @@ type node struct {
 	watcher   *clockguard.Watcher
 	ntp       *clockguard.NTP
 	peers     *clockguard.Peers // nil in standalone mode
-	clockInfo *clockInfoBuilder
 	metrics   *metrics.Metrics
 	status    *statuspage.Page
 	srv       *server.Server
@@ -192,7 +191,6 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger, opts ...Option) (e
 	if err := n.keeper.Extend(); err != nil {
 		return fmt.Errorf("first write of the time fence to %s: %w", cfg.CacheFile, err)
 	}
-	n.clockInfo = n.newClockInfo()
 	// 4. Metrics, status page and the HTTP server.
 	if err := n.newMetrics(); err != nil {
 		return err
@@ -496,7 +494,7 @@ func (n *node) newServer() error {
 	cfg := server.Config{
 		IDs: n.gen, Guard: n.guard, Clock: n.clock,
 		OnIDError: n.onIDError,
-		ClockInfo: func() any { return n.clockInfo.info() },
+		ClockInfo: func() any { return clockInfo(n.snapshot()) },
 		MaxBatch:  n.cfg.MaxBatch,
 		Log:       n.log.With().Str("component", "http").Logger(),
 		Routes:    routes,
