@@ -6,16 +6,13 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
-	"codeberg.org/snowflaked/snowflaked/fencing"
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
-	"codeberg.org/snowflaked/snowflaked/internal/statuspage"
-	"codeberg.org/snowflaked/snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 )
 
 // Modes of a node, as reported by GET /clock.
 const (
-	ModeStandalone = statuspage.ModeStandalone // the page leaves the cluster table out for it
-	ModeZooKeeper  = "zookeeper"
+	ModeStandalone = nodestate.ModeStandalone // the status page leaves the cluster table out for it
+	ModeZooKeeper  = nodestate.ModeZooKeeper
 )
 
 // ClockInfo is the body of GET /clock: the node's time, fence,
@@ -82,59 +79,28 @@ type ZKInfo struct {
 	coordinator.Status
 }
 
-// clockInfoBuilder builds the ClockInfo of one node.
-type clockInfoBuilder struct {
-	mode    string
-	policy  string
-	tol     time.Duration
-	clock   clock.Clock
-	gen     *snowflake.Generator
-	guard   *clockguard.Guard
-	fence   func() int64
-	watcher *clockguard.Watcher
-	ntp     *clockguard.NTP
-	peers   *clockguard.Peers        // nil in standalone mode
-	coord   *coordinator.Coordinator // nil in standalone mode
-	zk      ZKInfo                   // the static part
-	start   *fencing.StartWait
-}
-
-func (n *node) newClockInfo() *clockInfoBuilder {
-	r := &clockInfoBuilder{
-		mode: n.ident.mode, policy: n.cfg.RollbackPolicy, tol: n.cfg.RollbackTolerance, clock: n.clock, gen: n.gen, guard: n.guard, fence: n.keeper.Persisted,
-		watcher: n.watcher, ntp: n.ntp, peers: n.peers, coord: n.coord, start: n.startWait,
-	}
-	if n.coord != nil {
-		r.zk = ZKInfo{Cluster: n.cfg.Cluster, NodeKey: n.nodeKey, Advertise: n.advertise, Servers: n.cfg.ZKServers()}
-	}
-	return r
-}
-
-func (r *clockInfoBuilder) info() ClockInfo {
-	l := r.gen.Layout()
+// clockInfo renders a snapshot of the node as the body of GET /clock.
+func clockInfo(s nodestate.Snapshot) ClockInfo {
+	l, g := s.Layout, s.Generator
 	rep := ClockInfo{
-		Mode: r.mode, WorkerID: r.gen.WorkerID(),
+		Mode: s.Mode, WorkerID: s.WorkerID,
 		Layout: l.String(), Epoch: l.Epoch.UTC().Format(time.RFC3339Nano), TimeUnit: l.Unit.String(),
-		NowMs: clock.UnixMilli(r.clock), LastIssuedMs: r.gen.LastUnixMilli(), FenceMs: r.fence(),
-		Readings: clockguard.BuildReadings(r.guard, r.watcher, r.ntp, r.peers),
+		NowMs: s.Now.UnixNano() / int64(time.Millisecond), LastIssuedMs: g.LastIssuedMs, FenceMs: s.FenceMs,
+		IssueFenceMs: g.IssueFenceMs,
+		Rollback: RollbackInfo{
+			Policy: s.RollbackPolicy, Tolerance: s.RollbackTolerance.String(),
+			IDsAheadMs: float64(g.Behind.Microseconds()) / 1000,
+			Borrowed:   g.Stats.Borrowed, BorrowExhausted: g.Stats.BorrowExhausted,
+		},
+		Readings: s.Readings,
 	}
-	fence := r.gen.FenceUnixMilli()
-	st := r.gen.Stats()
-	rep.IssueFenceMs = fence
-	rep.Rollback = RollbackInfo{
-		Policy: r.policy, Tolerance: r.tol.String(),
-		IDsAheadMs: float64(r.gen.Behind().Microseconds()) / 1000,
-		Borrowed:   st.Borrowed, BorrowExhausted: st.BorrowExhausted,
-	}
-	if fence != math.MaxInt64 && fence != math.MinInt64 { // set: not "none" or "before the epoch"
+	if fence := g.IssueFenceMs; fence != math.MaxInt64 && fence != math.MinInt64 { // set: not "none" or "before the epoch"
 		rep.Rollback.HeadroomMs = max(fence-rep.LastIssuedMs, 0)
 	}
-	if r.coord != nil {
-		z := r.zk
-		z.Status = r.coord.Status()
-		rep.ZK = &z
+	if s.ZK != nil {
+		rep.ZK = &ZKInfo{Cluster: s.Cluster, NodeKey: s.NodeKey, Advertise: s.Addr, Servers: s.ZKServers, Status: *s.ZK}
 	}
-	if left, h := r.start.PrevHolderWait(); left > 0 {
+	if left, h := s.PrevHolderWait, s.PrevHolder; left > 0 {
 		rep.PrevHolderFence = &PrevHolderInfo{NodeKey: h.NodeKey, Addr: h.Addr, Token: h.Token, FenceMs: h.FenceMs, LeftMs: left.Milliseconds()}
 	}
 	return rep

@@ -70,7 +70,6 @@ type node struct {
 	watcher   *clockguard.Watcher
 	ntp       *clockguard.NTP
 	peers     *clockguard.Peers // nil in standalone mode
-	clockInfo *clockInfoBuilder
 	metrics   *metrics.Metrics
 	status    *statuspage.Page
 	srv       *server.Server
@@ -175,7 +174,6 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) (err error) {
 	if err := n.keeper.Extend(); err != nil {
 		return fmt.Errorf("first write of the time fence to %s: %w", cfg.CacheFile, err)
 	}
-	n.clockInfo = n.newClockInfo()
 	// 4. Metrics, status page and the HTTP server.
 	if err := n.newMetrics(); err != nil {
 		return err
@@ -477,7 +475,7 @@ func (n *node) newServer() error {
 	cfg := server.Config{
 		IDs: n.gen, Guard: n.guard, Clock: n.clock,
 		OnIDError: n.onIDError,
-		ClockInfo: func() any { return n.clockInfo.info() },
+		ClockInfo: func() any { return clockInfo(n.snapshot()) },
 		MaxBatch:  n.cfg.MaxBatch,
 		Log:       n.log.With().Str("component", "http").Logger(),
 		Routes:    routes,

@@ -8,8 +8,10 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/metrics"
+	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/internal/statuspage"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
@@ -26,25 +28,10 @@ const workerListTTL = 2 * time.Second
 
 // newMetrics creates the node's metrics: the server's observer (requests,
 // issued IDs), rollbacks reported by onIDError and the watcher, and the
-// figures read at scrape time from the generator, guard, clock, persisted
-// fence, watcher, NTP and peer checks and the coordinator (the last two
-// are nil in standalone mode and left out).
+// figures of one snapshot of the node per scrape.
 func (n *node) newMetrics() error {
-	src := metrics.Sources{
-		Generator: n.gen, Guard: n.guard, Clock: n.clock, Fence: n.keeper.Persisted,
-		Watcher: n.watcher, NTP: n.ntp, Peers: n.peers, ZK: n.coord,
-	}
-	if n.segments != nil {
-		src.Segments = n.segments
-	}
-	if n.coord != nil {
-		src.PrevHolderWait = func() time.Duration {
-			left, _ := n.startWait.PrevHolderWait()
-			return left
-		}
-	}
 	m, err := metrics.New(metrics.Config{
-		Sources:           src,
+		Snapshot:          n.snapshot,
 		RollbackTolerance: n.cfg.RollbackTolerance,
 		RollbackPolicy:    n.cfg.RollbackPolicy,
 		ProcessMetrics:    true,
@@ -56,10 +43,10 @@ func (n *node) newMetrics() error {
 	return nil
 }
 
-// newStatusPage creates GET /status: this node from its own parts, and in
+// newStatusPage creates GET /status: this node from its snapshot, and in
 // ZooKeeper mode the cluster's workers from a cached lister.
 func (n *node) newStatusPage() error {
-	src := statuspage.SourceFuncs{SelfFunc: n.statusSelf}
+	src := statuspage.SourceFuncs{SelfFunc: n.snapshot}
 	if n.coord != nil {
 		servers, cluster, auth := n.cfg.ZKServers(), n.cfg.Cluster, n.cfg.ZKAuth
 		lister := newWorkerLister(workerListTTL, n.clock.Mono,
@@ -82,29 +69,38 @@ func (n *node) newStatusPage() error {
 	return nil
 }
 
-// statusSelf describes this node for the status page; it only reads
-// snapshots (no ZooKeeper or network call).
-func (n *node) statusSelf() statuspage.Self {
-	ntp := n.ntp.Snapshot()
+// snapshot reads this node's state from its parts, in one place for
+// GET /clock, the status page's own entry and the metrics scrape. It only
+// reads what the parts hold (no ZooKeeper or network call); issuing IDs
+// never takes one.
+func (n *node) snapshot() nodestate.Snapshot {
 	key := n.nodeKey
 	if key == "" { // standalone: --node-key if set, else the address
 		key = n.cfg.NodeKeyFor(n.addr)
 	}
-	s := statuspage.Self{
-		NodeKey: key, Addr: n.addr, Mode: n.ident.mode, WorkerID: n.ident.entry.WorkerID,
-		Version: n.cfg.Version, Layout: n.gen.Layout().Describe(),
-		Status: n.guard.Status(), FenceMs: n.keeper.Persisted(), NTP: &ntp,
+	s := nodestate.Snapshot{
+		NodeKey: key, Addr: n.addr, Mode: n.ident.mode, Version: n.cfg.Version,
+		WorkerID: n.gen.WorkerID(), Layout: n.gen.Layout(),
+		RollbackPolicy: n.cfg.RollbackPolicy, RollbackTolerance: n.cfg.RollbackTolerance,
+		Now:      time.Unix(0, n.clock.WallNanos()),
+		Readings: clockguard.BuildReadings(n.guard, n.watcher, n.ntp, n.peers),
+		Generator: nodestate.Generator{
+			Stats: n.gen.Stats(), LastIssuedMs: n.gen.LastUnixMilli(), IssueFenceMs: n.gen.FenceUnixMilli(), Behind: n.gen.Behind(),
+		},
+		FenceMs: n.keeper.Persisted(),
 	}
+	s.PrevHolderWait, s.PrevHolder = n.startWait.PrevHolderWait()
 	if n.coord != nil {
 		st := n.coord.Status()
 		s.ZK = &st
-		s.Cluster = n.cfg.Cluster
+		s.Cluster, s.ZKServers = n.cfg.Cluster, n.cfg.ZKServers()
 	}
 	if n.segments != nil {
 		s.Segments = n.segments.Status()
 		if s.Segments == nil {
 			s.Segments = []segment.TagStatus{}
 		}
+		s.PossiblyLost = n.segments.PossiblyLost()
 	}
 	return s
 }

@@ -11,7 +11,6 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
-	"codeberg.org/snowflaked/snowflaked/internal/metrics"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
@@ -268,6 +267,3 @@ func (m *segmentMode) close(ctx context.Context) error {
 	}
 	return err
 }
-
-// The node's segment mode exports the IDs its store may have lost.
-var _ metrics.PossiblyLostSource = (*segmentMode)(nil)

@@ -50,7 +50,7 @@ func TestServerWithObserverAllocs(t *testing.T) {
 	}
 	guard := clockguard.New(nopLog, nil)
 	guard.Check(clockguard.ReasonNTPOffset).Pass()
-	m, err := New(Config{Sources: Sources{Generator: gen, Guard: guard, Clock: clk}})
+	m, err := New(Config{Snapshot: liveSnapshot(gen, guard, clk)})
 	if err != nil {
 		t.Fatal(err)
 	}

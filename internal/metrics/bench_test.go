@@ -91,12 +91,12 @@ func BenchmarkBaseline(b *testing.B) {
 // BenchmarkScrape: one full GET /metrics body with every source set.
 func BenchmarkScrape(b *testing.B) {
 	f := newFixture(b, nil)
-	f.src.ntp = clockguard.NTPSnapshot{Enabled: true, Last: &clockguard.NTPResult{}}
-	f.src.zk = coordinator.Status{Connected: true}
+	f.snap.NTP = &clockguard.NTPSnapshot{Enabled: true, Last: &clockguard.NTPResult{}}
+	f.snap.ZK = &coordinator.Status{Connected: true}
 	for i := range 10 {
-		f.src.peers.Peers = append(f.src.peers.Peers, clockguard.PeerResult{WorkerID: int64(i), Addr: fmt.Sprintf("10.0.0.%d:8080", i)})
+		f.snap.Peers.Peers = append(f.snap.Peers.Peers, clockguard.PeerResult{WorkerID: int64(i), Addr: fmt.Sprintf("10.0.0.%d:8080", i)})
 	}
-	f.src.peers.Reachable = 10
+	f.snap.Peers.Reachable = 10
 	b.ReportAllocs()
 	for b.Loop() {
 		f.m.WritePrometheus(io.Discard)
@@ -117,7 +117,7 @@ func BenchmarkServerID(b *testing.B) {
 			guard.Check(clockguard.ReasonNTPOffset).Pass()
 			cfg := server.Config{IDs: gen, Guard: guard, Clock: clk, Log: nopLog}
 			if withMetrics {
-				m, err := New(Config{Sources: Sources{Generator: gen, Guard: guard, Clock: clk}})
+				m, err := New(Config{Snapshot: liveSnapshot(gen, guard, clk)})
 				if err != nil {
 					b.Fatal(err)
 				}

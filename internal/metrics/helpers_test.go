@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -10,7 +9,9 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -20,99 +21,43 @@ var nopLog = zerolog.Nop()
 // testNow is the fake clocks' start.
 var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeGen is a GeneratorSource with settable stats.
-type fakeGen struct {
-	mu     sync.Mutex
-	stats  snowflake.Stats
-	worker int64
-	layout snowflake.Layout
-	behind time.Duration
-}
-
-func (f *fakeGen) Stats() snowflake.Stats {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.stats
-}
-
-func (f *fakeGen) setStats(s snowflake.Stats) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.stats = s
-}
-
-func (f *fakeGen) WorkerID() int64 { return f.worker }
-func (f *fakeGen) Behind() time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.behind
-}
-func (f *fakeGen) Layout() snowflake.Layout { return f.layout }
-
-// fakeSources are settable stand-ins for the optional sources.
-type fakeSources struct {
-	mu      sync.Mutex
-	watcher clockguard.WatcherStats
-	ntp     clockguard.NTPSnapshot
-	peers   clockguard.PeerSnapshot
-	zk      coordinator.Status
-}
-
-type fakeWatcher struct{ f *fakeSources }
-type fakeNTP struct{ f *fakeSources }
-type fakePeers struct{ f *fakeSources }
-type fakeZK struct{ f *fakeSources }
-
-func (w fakeWatcher) Stats() clockguard.WatcherStats {
-	w.f.mu.Lock()
-	defer w.f.mu.Unlock()
-	return w.f.watcher
-}
-
-func (n fakeNTP) Snapshot() clockguard.NTPSnapshot {
-	n.f.mu.Lock()
-	defer n.f.mu.Unlock()
-	return n.f.ntp
-}
-
-func (p fakePeers) Snapshot() clockguard.PeerSnapshot {
-	p.f.mu.Lock()
-	defer p.f.mu.Unlock()
-	return p.f.peers
-}
-
-func (z fakeZK) Status() coordinator.Status {
-	z.f.mu.Lock()
-	defer z.f.mu.Unlock()
-	return z.f.zk
-}
-
-// fixture is a Metrics over fakes (and a real guard).
+// fixture is a Metrics over a snapshot the test sets (and a real guard).
 type fixture struct {
 	m     *Metrics
 	clk   *clocktest.Fake
-	gen   *fakeGen
 	guard *clockguard.Guard
-	src   *fakeSources
-	fence int64
+	// snap is what a scrape reads, but for Now (the clock's) and the
+	// guard's part of Readings (the guard's); its Watcher, NTP and Peers
+	// are kept.
+	snap nodestate.Snapshot
 }
 
-// newFixture builds metrics with every source set; mod may change the
-// config (e.g. drop sources) before New.
+// snapshot is the fixture's Config.Snapshot.
+func (f *fixture) snapshot() nodestate.Snapshot {
+	s := f.snap
+	s.Now = f.now()
+	r := clockguard.BuildReadings(f.guard, nil, nil, nil)
+	r.Watcher, r.NTP, r.Peers = s.Watcher, s.NTP, s.Peers
+	s.Readings = r
+	return s
+}
+
+// newFixture builds metrics over a snapshot with every section set (at
+// zero figures: tests set them, or drop sections, in f.snap); mod may
+// change the config before New.
 func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{
-		clk:   clocktest.NewFake(testNow),
-		gen:   &fakeGen{worker: 42, layout: snowflake.DefaultLayout()},
-		src:   &fakeSources{},
-		fence: testNow.Add(3 * time.Second).UnixMilli(),
-	}
+	f := &fixture{clk: clocktest.NewFake(testNow)}
 	f.guard = clockguard.New(nopLog, func() time.Time { return time.Unix(0, f.clk.WallNanos()) })
-	cfg := Config{Sources: Sources{
-		Generator: f.gen, Guard: f.guard, Clock: f.clk,
-		Fence:   func() int64 { return f.fence },
-		Watcher: fakeWatcher{f.src}, NTP: fakeNTP{f.src}, Peers: fakePeers{f.src}, ZK: fakeZK{f.src},
-	}}
+	f.snap = nodestate.Snapshot{
+		WorkerID: 42, Layout: snowflake.DefaultLayout(),
+		FenceMs: testNow.Add(3 * time.Second).UnixMilli(),
+		Readings: clockguard.Readings{
+			Watcher: &clockguard.WatcherStats{}, NTP: &clockguard.NTPSnapshot{}, Peers: &clockguard.PeerSnapshot{},
+		},
+		ZK: &coordinator.Status{},
+	}
+	cfg := Config{Snapshot: f.snapshot}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -122,6 +67,20 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	}
 	f.m = m
 	return f
+}
+
+// liveSnapshot is a Config.Snapshot that reads a real generator and guard
+// on clk, as the node's snapshot does.
+func liveSnapshot(gen *snowflake.Generator, guard *clockguard.Guard, clk clock.Clock) func() nodestate.Snapshot {
+	return func() nodestate.Snapshot {
+		return nodestate.Snapshot{
+			WorkerID: gen.WorkerID(), Layout: gen.Layout(), Now: time.Unix(0, clk.WallNanos()),
+			Readings: clockguard.BuildReadings(guard, nil, nil, nil),
+			Generator: nodestate.Generator{
+				Stats: gen.Stats(), LastIssuedMs: gen.LastUnixMilli(), IssueFenceMs: gen.FenceUnixMilli(), Behind: gen.Behind(),
+			},
+		}
+	}
 }
 
 // now is the fixture clock's wall reading.

@@ -7,9 +7,10 @@
 //     and issued IDs. *Metrics implements server.Observer; every counter is
 //     created up front and found by a fixed index, so an observation is one
 //     atomic add and never allocates.
-//   - Read at scrape time from the node's parts (generator, guard, watcher,
-//     NTP and peer checks, ZooKeeper coordinator, fence) through the small
-//     interfaces of Sources. Nothing is copied or polled in between.
+//   - Read at scrape time from one nodestate.Snapshot of the node
+//     (generator, guard, watcher, NTP and peer checks, ZooKeeper
+//     coordinator, fence, segments), taken once per scrape. Nothing is
+//     copied or polled in between.
 //
 // With Config.ProcessMetrics the Go runtime and process families of
 // github.com/VictoriaMetrics/metrics follow, each given the HELP and TYPE
@@ -30,103 +31,20 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
-	"codeberg.org/snowflaked/snowflaked/coordinator"
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
-	"codeberg.org/snowflaked/snowflaked/segment"
+	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/server"
-	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // ErrBadConfig is wrapped by every error New returns for an invalid Config.
 var ErrBadConfig = errors.New("metrics: invalid configuration")
 
-// GeneratorSource is what the metrics read from the ID generator;
-// *snowflake.Generator satisfies it.
-type GeneratorSource interface {
-	Stats() snowflake.Stats
-	WorkerID() int64
-	Layout() snowflake.Layout
-	// Behind is how far the clock reads before the last issued tick's
-	// start: how far the IDs run ahead of the clock (0 when they do not).
-	Behind() time.Duration
-}
-
-// GuardSource is what the metrics read from the service state machine;
-// *clockguard.Guard satisfies it.
-type GuardSource interface {
-	Status() clockguard.Status
-	Transitions() map[clockguard.Reason]int64
-}
-
-// WatcherSource gives the wall/monotonic watcher's counters;
-// *clockguard.Watcher satisfies it.
-type WatcherSource interface {
-	Stats() clockguard.WatcherStats
-}
-
-// NTPSource gives the NTP check's last result and counters;
-// *clockguard.NTP satisfies it.
-type NTPSource interface {
-	Snapshot() clockguard.NTPSnapshot
-}
-
-// PeerSource gives the peer clock check's last round and counters;
-// *clockguard.Peers satisfies it.
-type PeerSource interface {
-	Snapshot() clockguard.PeerSnapshot
-}
-
-// ZKSource gives the ZooKeeper coordinator's state without calling
-// ZooKeeper; *coordinator.Coordinator satisfies it.
-type ZKSource interface {
-	Status() coordinator.Status
-}
-
-// Sources are the node's parts the metrics read at scrape time. Generator,
-// Guard and Clock are required; the families of a nil optional source are
-// left out (e.g. no ZooKeeper figures in standalone mode).
-type Sources struct {
-	// Generator gives the worker ID, the layout (for the years left in the
-	// timestamp field) and the slow-path counters.
-	Generator GeneratorSource
-	// Guard gives the state and the transition counts.
-	Guard GuardSource
-	// Clock must be the clock the generator reads (the chaos clock in a
-	// chaos build), so that "now" here is the generator's now.
-	Clock clock.Clock
-	// Fence returns the fence last persisted locally (Unix ms), for
-	// snowflaked_fence_headroom_seconds. Optional.
-	Fence func() int64
-	// PrevHolderWait returns how long the node still waits at start for
-	// the previous holder's ZooKeeper fence (0 when it does not), for
-	// snowflaked_prev_holder_fence_wait_seconds. Optional (ZooKeeper mode).
-	PrevHolderWait func() time.Duration
-	// Watcher, NTP, Peers and ZK are optional.
-	Watcher WatcherSource // *clockguard.Watcher
-	NTP     NTPSource     // *clockguard.NTP
-	Peers   PeerSource    // *clockguard.Peers
-	ZK      ZKSource      // *coordinator.Coordinator; nil in standalone mode
-	// Segments gives segment mode's tags; nil in standalone mode.
-	Segments SegmentSource
-}
-
-// SegmentSource gives the tags segment mode serves; *segment.Service
-// satisfies it.
-type SegmentSource interface {
-	Status() []segment.TagStatus
-}
-
-// PossiblyLostSource is what a SegmentSource may also give: the dense IDs
-// of ranges whose allocation or take had an unknown outcome (ZooKeeper's
-// answer lost), which may be lost but are never issued twice.
-type PossiblyLostSource interface {
-	PossiblyLost() int64
-}
-
 // Config configures New.
 type Config struct {
-	Sources
+	// Snapshot returns the node's state (required). A scrape calls it
+	// once and reads every figure it writes from what it returned; the
+	// sections it leaves nil leave their families out (e.g. no ZooKeeper
+	// figures in standalone mode).
+	Snapshot func() nodestate.Snapshot
 	// RollbackTolerance is the generator's --rollback-tolerance. The
 	// generator does not say how far back the clock was when it waited
 	// within tolerance, only that it did: such waits are counted in the
@@ -230,10 +148,10 @@ func init() {
 	}
 }
 
-// Metrics holds the counters and reads the sources at scrape time. It is
-// safe for concurrent use. Create it with New.
+// Metrics holds the counters and reads the node's snapshot at scrape time.
+// It is safe for concurrent use. Create it with New.
 type Metrics struct {
-	src       Sources
+	snapshot  func() nodestate.Snapshot
 	tolerance int    // size class of the generator's within-tolerance waits
 	process   bool   // Config.ProcessMetrics
 	policy    string // Config.RollbackPolicy
@@ -248,53 +166,22 @@ type Metrics struct {
 // New checks cfg and returns the metrics, with every request counter
 // created at zero.
 func New(cfg Config) (*Metrics, error) {
-	if cfg.Generator == nil || cfg.Guard == nil || cfg.Clock == nil {
-		return nil, fmt.Errorf("%w: Generator, Guard and Clock are required", ErrBadConfig)
+	if cfg.Snapshot == nil {
+		return nil, fmt.Errorf("%w: Snapshot is required", ErrBadConfig)
 	}
 	if cfg.RollbackTolerance < 0 {
 		return nil, fmt.Errorf("%w: rollback tolerance %v is negative", ErrBadConfig, cfg.RollbackTolerance)
 	}
-	dropTypedNils(&cfg.Sources)
 	switch cfg.RollbackPolicy {
 	case "", "leave", "borrow":
 	default:
 		return nil, fmt.Errorf("%w: rollback policy %q, want leave or borrow", ErrBadConfig, cfg.RollbackPolicy)
 	}
-	return &Metrics{src: cfg.Sources, tolerance: sizeIndex(cfg.RollbackTolerance), process: cfg.ProcessMetrics, policy: cfg.RollbackPolicy}, nil
+	return &Metrics{snapshot: cfg.Snapshot, tolerance: sizeIndex(cfg.RollbackTolerance), process: cfg.ProcessMetrics, policy: cfg.RollbackPolicy}, nil
 }
 
-// dropTypedNils turns optional sources that hold a nil pointer of the
-// node's own types (e.g. a nil *clockguard.NTP when the check is off) into
-// nil interfaces, so their families are left out instead of panicking.
-func dropTypedNils(s *Sources) {
-	if w, ok := s.Watcher.(*clockguard.Watcher); ok && w == nil {
-		s.Watcher = nil
-	}
-	if n, ok := s.NTP.(*clockguard.NTP); ok && n == nil {
-		s.NTP = nil
-	}
-	if p, ok := s.Peers.(*clockguard.Peers); ok && p == nil {
-		s.Peers = nil
-	}
-	if z, ok := s.ZK.(*coordinator.Coordinator); ok && z == nil {
-		s.ZK = nil
-	}
-	if g, ok := s.Segments.(*segment.Service); ok && g == nil {
-		s.Segments = nil
-	}
-}
-
-// The node's parts satisfy the source interfaces, and Metrics the server's
-// Observer.
-var (
-	_ server.Observer = (*Metrics)(nil)
-	_ GeneratorSource = (*snowflake.Generator)(nil)
-	_ GuardSource     = (*clockguard.Guard)(nil)
-	_ WatcherSource   = (*clockguard.Watcher)(nil)
-	_ NTPSource       = (*clockguard.NTP)(nil)
-	_ PeerSource      = (*clockguard.Peers)(nil)
-	_ ZKSource        = (*coordinator.Coordinator)(nil)
-)
+// Metrics is the server's Observer.
+var _ server.Observer = (*Metrics)(nil)
 
 // Request counts one request by endpoint (a server.Endpoint* name; others
 // count as "other") and status class. It does not allocate.
@@ -343,7 +230,7 @@ func (m *Metrics) ObserveRollback(behind time.Duration, at time.Time) {
 func (m *Metrics) WritePrometheus(w io.Writer) {
 	e := &expo{b: make([]byte, 0, 16<<10)}
 	m.writeRequests(e)
-	m.writeSources(e)
+	m.writeSnapshot(e)
 	if m.process {
 		writeProcess(e)
 	}

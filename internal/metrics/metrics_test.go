@@ -14,23 +14,20 @@ import (
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 func TestNew_BadConfig(t *testing.T) {
-	gen := &fakeGen{layout: snowflake.DefaultLayout()}
-	guard := clockguard.New(nopLog, nil)
-	clk := clocktest.NewFake(testNow)
+	snapshot := func() nodestate.Snapshot { return nodestate.Snapshot{Layout: snowflake.DefaultLayout()} }
 	tests := []struct {
 		name string
 		cfg  Config
 	}{
-		{"no generator", Config{Sources: Sources{Guard: guard, Clock: clk}}},
-		{"no guard", Config{Sources: Sources{Generator: gen, Clock: clk}}},
-		{"no clock", Config{Sources: Sources{Generator: gen, Guard: guard}}},
-		{"negative tolerance", Config{Sources: Sources{Generator: gen, Guard: guard, Clock: clk}, RollbackTolerance: -time.Millisecond}},
+		{"no snapshot", Config{}},
+		{"negative tolerance", Config{Snapshot: snapshot, RollbackTolerance: -time.Millisecond}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,20 +40,20 @@ func TestNew_BadConfig(t *testing.T) {
 }
 
 // TestScrape_Families: every family operators rely on is there
-// with its labels and the sources' values.
+// with its labels and the snapshot's values.
 func TestScrape_Families(t *testing.T) {
 	f := newFixture(t, nil)
-	f.gen.setStats(snowflake.Stats{SequenceWaits: 7, RollbackWaits: 2, Rollbacks: 3, FenceHits: 4, Waited: 1500 * time.Millisecond})
-	f.src.watcher = clockguard.WatcherStats{Checks: 100, BackwardSteps: 2, ForwardSteps: 1, LargestBackward: 250 * time.Millisecond, LargestForward: 2 * time.Second}
-	f.src.ntp = clockguard.NTPSnapshot{Enabled: true, Rounds: 5, UnreachableRounds: 1, OffsetFailures: 2, ServerErrors: 3,
+	f.snap.Generator.Stats = snowflake.Stats{SequenceWaits: 7, RollbackWaits: 2, Rollbacks: 3, FenceHits: 4, Waited: 1500 * time.Millisecond}
+	f.snap.Watcher = &clockguard.WatcherStats{Checks: 100, BackwardSteps: 2, ForwardSteps: 1, LargestBackward: 250 * time.Millisecond, LargestForward: 2 * time.Second}
+	f.snap.NTP = &clockguard.NTPSnapshot{Enabled: true, Rounds: 5, UnreachableRounds: 1, OffsetFailures: 2, ServerErrors: 3,
 		Last: &clockguard.NTPResult{Server: "ntp.example:123", Offset: -12 * time.Millisecond, RTT: 3 * time.Millisecond, CheckedAt: testNow.Add(-30 * time.Second)}}
-	f.src.peers = clockguard.PeerSnapshot{Median: 4 * time.Millisecond, Split: true, Reachable: 2, Unreachable: 1, CheckedAt: testNow, Rounds: 6, OffsetFailures: 1, UnreachablePeers: 2, SourceErrors: 1,
+	f.snap.Peers = &clockguard.PeerSnapshot{Median: 4 * time.Millisecond, Split: true, Reachable: 2, Unreachable: 1, CheckedAt: testNow, Rounds: 6, OffsetFailures: 1, UnreachablePeers: 2, SourceErrors: 1,
 		Peers: []clockguard.PeerResult{
 			{WorkerID: 1, Addr: "10.0.0.1:8080", Offset: 2 * time.Millisecond, RTT: time.Millisecond},
 			{WorkerID: 2, Addr: "10.0.0.2:8080", Offset: 6 * time.Millisecond, RTT: 2 * time.Millisecond},
 			{WorkerID: 3, Addr: "10.0.0.3:8080", Error: "connection refused"},
 		}}
-	f.src.zk = coordinator.Status{Connected: true, LeaseHeld: true, AlivePresent: true, Reports: 9, ReportFailures: 3, LastReportAgeMs: 1500,
+	f.snap.ZK = &coordinator.Status{Connected: true, LeaseHeld: true, AlivePresent: true, Reports: 9, ReportFailures: 3, LastReportAgeMs: 1500,
 		FailuresByCause: map[string]int64{"connection": 2, "taken_over": 1}, ZKFence: 1_800_000_000_000, ZKFenceHeadroomMs: 25_500, ZKFenceAheadMs: 30_000}
 	f.m.IssuedIDs(5)
 	f.m.Request(server.EndpointID, 200)
@@ -156,26 +153,30 @@ func TestScrape_Families(t *testing.T) {
 	}
 }
 
-// TestScrape_OptionalSources: a nil source leaves its families out (e.g.
-// standalone mode has no ZooKeeper figures), and never breaks the scrape.
-func TestScrape_OptionalSources(t *testing.T) {
+// TestScrape_OptionalSections: a nil section of the snapshot leaves its
+// families out (e.g. standalone mode has no ZooKeeper figures), and never
+// breaks the scrape.
+func TestScrape_OptionalSections(t *testing.T) {
 	tests := []struct {
 		name   string
-		drop   func(*Config)
+		drop   func(*nodestate.Snapshot)
 		absent []string
 	}{
-		{"no zookeeper", func(c *Config) { c.ZK = nil }, []string{"snowflaked_zk_connected", "snowflaked_zk_report_failures_total", "snowflaked_last_report_age_seconds", "snowflaked_zk_fence_headroom_seconds"}},
-		{"no ntp", func(c *Config) { c.NTP = nil }, []string{"snowflaked_ntp_enabled", "snowflaked_ntp_offset_seconds"}},
-		{"no peers", func(c *Config) { c.Peers = nil }, []string{"snowflaked_peer_offset_seconds", "snowflaked_peer_rounds_total"}},
-		{"no watcher", func(c *Config) { c.Watcher = nil }, []string{"snowflaked_watcher_steps_total"}},
-		{"no fence", func(c *Config) { c.Fence = nil }, []string{"snowflaked_fence_headroom_seconds"}},
+		{"no zookeeper", func(s *nodestate.Snapshot) { s.ZK = nil }, []string{"snowflaked_zk_connected", "snowflaked_zk_report_failures_total", "snowflaked_last_report_age_seconds", "snowflaked_zk_fence_headroom_seconds", "snowflaked_prev_holder_fence_wait_seconds"}},
+		{"no ntp", func(s *nodestate.Snapshot) { s.NTP = nil }, []string{"snowflaked_ntp_enabled", "snowflaked_ntp_offset_seconds"}},
+		{"no peers", func(s *nodestate.Snapshot) { s.Peers = nil }, []string{"snowflaked_peer_offset_seconds", "snowflaked_peer_rounds_total"}},
+		{"no watcher", func(s *nodestate.Snapshot) { s.Watcher = nil }, []string{"snowflaked_watcher_steps_total"}},
+		{"no fence", func(s *nodestate.Snapshot) { s.FenceMs = 0 }, []string{"snowflaked_fence_headroom_seconds"}},
+		{"no segments", func(s *nodestate.Snapshot) { s.Segments = nil }, []string{"snowflaked_segment_issued_total", "snowflaked_segment_possibly_lost_total"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, tc.drop)
-			f.src.ntp = clockguard.NTPSnapshot{Enabled: true, Last: &clockguard.NTPResult{Offset: time.Millisecond}}
-			f.src.peers = clockguard.PeerSnapshot{Reachable: 1, CheckedAt: testNow, Peers: []clockguard.PeerResult{{WorkerID: 1, Addr: "a:1"}}}
-			f.src.zk = coordinator.Status{LastReportAgeMs: 10, ZKFence: 1, ZKFenceHeadroomMs: 5}
+			f := newFixture(t, nil)
+			f.snap.NTP = &clockguard.NTPSnapshot{Enabled: true, Last: &clockguard.NTPResult{Offset: time.Millisecond}}
+			f.snap.Peers = &clockguard.PeerSnapshot{Reachable: 1, CheckedAt: testNow, Peers: []clockguard.PeerResult{{WorkerID: 1, Addr: "a:1"}}}
+			f.snap.ZK = &coordinator.Status{LastReportAgeMs: 10, ZKFence: 1, ZKFenceHeadroomMs: 5}
+			f.snap.Segments = []segment.TagStatus{{Tag: "orders", Issued: 1}}
+			tc.drop(&f.snap)
 			ex := scrape(t, f.m)
 			for _, name := range tc.absent {
 				if n := len(ex.samplesOf(name)); n != 0 {
@@ -188,31 +189,13 @@ func TestScrape_OptionalSources(t *testing.T) {
 	}
 }
 
-// TestScrape_TypedNilSources: a nil *clockguard.NTP (etc.) passed as a
-// source counts as no source, as the node may wire a check it did not start.
-func TestScrape_TypedNilSources(t *testing.T) {
-	var (
-		w  *clockguard.Watcher
-		n  *clockguard.NTP
-		p  *clockguard.Peers
-		zk *coordinator.Coordinator
-	)
-	f := newFixture(t, func(c *Config) { c.Watcher, c.NTP, c.Peers, c.ZK = w, n, p, zk })
-	ex := scrape(t, f.m)
-	for _, name := range []string{"snowflaked_watcher_checks_total", "snowflaked_ntp_enabled", "snowflaked_peer_rounds_total", "snowflaked_zk_connected"} {
-		if len(ex.samplesOf(name)) != 0 {
-			t.Errorf("%s is exported for a nil source", name)
-		}
-	}
-}
-
 // TestScrape_NotYetKnown: figures that do not exist yet are absent rather
 // than a misleading zero.
 func TestScrape_NotYetKnown(t *testing.T) {
 	f := newFixture(t, nil)
-	f.fence = 0
-	f.src.ntp = clockguard.NTPSnapshot{Enabled: true} // no answer yet
-	f.src.zk = coordinator.Status{LastReportAgeMs: -1}
+	f.snap.FenceMs = 0
+	f.snap.NTP = &clockguard.NTPSnapshot{Enabled: true} // no answer yet
+	f.snap.ZK = &coordinator.Status{LastReportAgeMs: -1}
 	ex := scrape(t, f.m)
 	for _, name := range []string{"snowflaked_ntp_offset_seconds", "snowflaked_ntp_rtt_seconds", "snowflaked_last_report_age_seconds",
 		"snowflaked_fence_headroom_seconds", "snowflaked_peers"} {
@@ -221,7 +204,7 @@ func TestScrape_NotYetKnown(t *testing.T) {
 		}
 	}
 	// Disabled NTP: only the enabled gauge, at 0.
-	f.src.ntp = clockguard.NTPSnapshot{}
+	f.snap.NTP = &clockguard.NTPSnapshot{}
 	ex = scrape(t, f.m)
 	if v := mustFind(t, ex, "snowflaked_ntp_enabled"); v != 0 {
 		t.Errorf("snowflaked_ntp_enabled = %v, want 0", v)
@@ -236,7 +219,7 @@ func TestScrape_NotYetKnown(t *testing.T) {
 func TestScrape_HostilePeerAddress(t *testing.T) {
 	f := newFixture(t, nil)
 	evil := "x\"} 1\nsnowflaked_worker_id 999\n\\{"
-	f.src.peers = clockguard.PeerSnapshot{Reachable: 1, CheckedAt: testNow, Median: time.Millisecond,
+	f.snap.Peers = &clockguard.PeerSnapshot{Reachable: 1, CheckedAt: testNow, Median: time.Millisecond,
 		Peers: []clockguard.PeerResult{{WorkerID: 5, Addr: evil, Offset: time.Millisecond}}}
 	ex := scrape(t, f.m)
 	if v := mustFind(t, ex, "snowflaked_peer_offset_seconds", "peer", evil, "worker_id", "5"); v != 0.001 {
@@ -379,7 +362,7 @@ func TestRollbackWaitsClass(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.tolerance.String(), func(t *testing.T) {
 			f := newFixture(t, func(c *Config) { c.RollbackTolerance = tc.tolerance })
-			f.gen.setStats(snowflake.Stats{RollbackWaits: 3})
+			f.snap.Generator.Stats = snowflake.Stats{RollbackWaits: 3}
 			f.m.ObserveRollback(10*time.Second, f.now())
 			ex := scrape(t, f.m)
 			for _, size := range RollbackSizes {
@@ -407,7 +390,7 @@ func TestRealGenerator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Config{Sources: Sources{Generator: gen, Guard: clockguard.New(nopLog, nil), Clock: clk}, RollbackTolerance: snowflake.DefaultRollbackTolerance})
+	m, err := New(Config{Snapshot: liveSnapshot(gen, clockguard.New(nopLog, nil), clk), RollbackTolerance: snowflake.DefaultRollbackTolerance})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +526,7 @@ func TestServer_Loopback(t *testing.T) {
 	guard := clockguard.New(nopLog, nil)
 	check := guard.Check(clockguard.ReasonNTPOffset)
 	check.Pass()
-	m, err := New(Config{Sources: Sources{Generator: gen, Guard: guard, Clock: clk}})
+	m, err := New(Config{Snapshot: liveSnapshot(gen, guard, clk)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -621,26 +604,14 @@ func TestServer_Loopback(t *testing.T) {
 	}
 }
 
-type fakeSegments []segment.TagStatus
-
-func (f fakeSegments) Status() []segment.TagStatus { return f }
-
-// countingSegments also counts the IDs possibly lost, as the node's
-// segment mode does.
-type countingSegments struct {
-	fakeSegments
-	lost int64
-}
-
-func (c countingSegments) PossiblyLost() int64 { return c.lost }
-
-// Segment mode: one series per tag and family.
+// Segment mode: one series per tag and family, and the IDs possibly lost.
 func TestScrape_Segments(t *testing.T) {
-	tags := fakeSegments{
+	f := newFixture(t, nil)
+	f.snap.Segments = []segment.TagStatus{
 		{Tag: "orders", Issued: 42, Loads: 3, LastLoad: 0.004, Available: 958, Step: 2000, Ahead: 100, Wasted: 7},
 		{Tag: "accounts", Issued: 1},
 	}
-	f := newFixture(t, func(c *Config) { c.Segments = tags })
+	f.snap.PossiblyLost = 12
 	ex := scrape(t, f.m)
 	for _, tc := range []struct {
 		name string
@@ -657,17 +628,22 @@ func TestScrape_Segments(t *testing.T) {
 	if got := mustFind(t, ex, "snowflaked_segment_issued_total", "tag", "accounts"); got != 1 {
 		t.Errorf("accounts issued %v", got)
 	}
-	if len(ex.samplesOf("snowflaked_segment_possibly_lost_total")) != 0 {
-		t.Error("possibly lost exported for a source that does not count it")
-	}
-	ex = scrape(t, newFixture(t, func(c *Config) { c.Segments = countingSegments{tags, 12} }).m)
 	if got := mustFind(t, ex, "snowflaked_segment_possibly_lost_total"); got != 12 {
 		t.Errorf("snowflaked_segment_possibly_lost_total = %v, want 12", got)
 	}
-	var none *segment.Service
-	ex = scrape(t, newFixture(t, func(c *Config) { c.Segments = none }).m)
-	if len(ex.samplesOf("snowflaked_segment_issued_total")) != 0 {
-		t.Error("segment families exported for a nil source")
+	// Segment mode before the service runs: no tags yet, the store's count.
+	f.snap.Segments = []segment.TagStatus{}
+	ex = scrape(t, f.m)
+	if n := len(ex.samplesOf("snowflaked_segment_issued_total")); n != 0 {
+		t.Errorf("%d segment series without tags, want none", n)
+	}
+	mustFind(t, ex, "snowflaked_segment_possibly_lost_total")
+	f.snap.Segments = nil
+	ex = scrape(t, f.m)
+	for _, name := range []string{"snowflaked_segment_issued_total", "snowflaked_segment_possibly_lost_total"} {
+		if len(ex.samplesOf(name)) != 0 {
+			t.Errorf("%s exported outside segment mode", name)
+		}
 	}
 }
 
@@ -681,7 +657,7 @@ func TestRealGeneratorBorrow(t *testing.T) {
 		t.Fatal(err)
 	}
 	gen.SetFence(testNow.Add(time.Millisecond).UnixMilli())
-	m, err := New(Config{Sources: Sources{Generator: gen, Guard: clockguard.New(nopLog, nil), Clock: clk}, RollbackPolicy: "borrow"})
+	m, err := New(Config{Snapshot: liveSnapshot(gen, clockguard.New(nopLog, nil), clk), RollbackPolicy: "borrow"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -715,7 +691,7 @@ func TestRealGeneratorBorrow(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	if _, err := New(Config{Sources: Sources{Generator: gen, Guard: clockguard.New(nopLog, nil), Clock: clk}, RollbackPolicy: "lend"}); !errors.Is(err, ErrBadConfig) {
+	if _, err := New(Config{Snapshot: liveSnapshot(gen, clockguard.New(nopLog, nil), clk), RollbackPolicy: "lend"}); !errors.Is(err, ErrBadConfig) {
 		t.Errorf("New with rollback policy lend: %v, want ErrBadConfig", err)
 	}
 }
@@ -726,11 +702,9 @@ func TestRealGeneratorBorrow(t *testing.T) {
 // node waits, it is the reason of the starting state.
 func TestPrevHolderFenceWait(t *testing.T) {
 	wait := clockguard.ReasonPrevHolderFence
-	var check *clockguard.Check
-	f := newFixture(t, func(c *Config) {
-		check = c.Sources.Guard.(*clockguard.Guard).Check(wait)
-		c.Sources.PrevHolderWait = func() time.Duration { return 4500 * time.Millisecond }
-	})
+	f := newFixture(t, nil)
+	check := f.guard.Check(wait)
+	f.snap.PrevHolderWait = 4500 * time.Millisecond
 	m := f.m
 	ex := scrape(t, m)
 	for _, c := range []struct {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
 )
 
@@ -13,11 +14,9 @@ import (
 // process families and some requests counted.
 func fullExposition(t *testing.T) string {
 	t.Helper()
-	tags := fakeSegments{{Tag: "orders", Issued: 42, Loads: 3, Available: 958, Step: 2000}}
-	f := newFixture(t, func(c *Config) {
-		c.Segments = countingSegments{tags, 1}
-		c.ProcessMetrics = true
-	})
+	f := newFixture(t, func(c *Config) { c.ProcessMetrics = true })
+	f.snap.Segments = []segment.TagStatus{{Tag: "orders", Issued: 42, Loads: 3, Available: 958, Step: 2000}}
+	f.snap.PossiblyLost = 1
 	f.m.Request(server.EndpointID, 200)
 	f.m.Request(server.EndpointIDs, 400)
 	f.m.IssuedIDs(3)

@@ -3,10 +3,11 @@ package metrics
 import (
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
 )
@@ -31,6 +32,15 @@ func reasonLabel(r clockguard.Reason) string {
 		return "none"
 	}
 	return string(r)
+}
+
+// transitionLabel is the label value of a key of Readings.Transitions,
+// which counts entries into service under TransitionsInServiceKey.
+func transitionLabel(key string) string {
+	if key == clockguard.TransitionsInServiceKey {
+		return reasonLabel(clockguard.ReasonNone)
+	}
+	return key
 }
 
 // family is one metric family: its name, type and help text.
@@ -189,53 +199,50 @@ func (m *Metrics) writeRequests(e *expo) {
 	}
 }
 
-// writeSources reads every source once and writes its families.
-func (m *Metrics) writeSources(e *expo) {
-	nowNs := m.src.Clock.WallNanos()
-	now := time.Unix(0, nowNs)
-	m.writeGenerator(e, nowNs)
-	m.writeGuard(e, now)
-	if m.src.Fence != nil {
-		if f := m.src.Fence(); f > 0 {
-			e.add(fHeadroom, float64(f*int64(time.Millisecond)-nowNs)/1e9)
-		}
+// writeSnapshot takes one snapshot of the node and writes the families
+// read from it.
+func (m *Metrics) writeSnapshot(e *expo) {
+	s := m.snapshot()
+	nowNs := s.Now.UnixNano()
+	m.writeGenerator(e, &s, nowNs)
+	writeGuard(e, &s.Readings, s.Now)
+	if s.FenceMs > 0 {
+		e.add(fHeadroom, float64(s.FenceMs*int64(time.Millisecond)-nowNs)/1e9)
 	}
-	if m.src.PrevHolderWait != nil {
-		e.add(fPrevWait, secs(m.src.PrevHolderWait()))
+	if s.ZK != nil {
+		e.add(fPrevWait, secs(s.PrevHolderWait))
 	}
-	if m.src.Watcher != nil {
-		writeWatcher(e, m.src.Watcher.Stats())
+	if s.Watcher != nil {
+		writeWatcher(e, *s.Watcher)
 	}
-	if m.src.NTP != nil {
-		writeNTP(e, m.src.NTP.Snapshot(), now)
+	if s.NTP != nil {
+		writeNTP(e, *s.NTP, s.Now)
 	}
-	if m.src.Peers != nil {
-		writePeers(e, m.src.Peers.Snapshot())
+	if s.Peers != nil {
+		writePeers(e, *s.Peers)
 	}
-	if m.src.ZK != nil {
-		writeZK(e, m.src.ZK)
+	if s.ZK != nil {
+		writeZK(e, s.ZK)
 	}
-	if m.src.Segments != nil {
-		writeSegments(e, m.src.Segments.Status())
-		if pl, ok := m.src.Segments.(PossiblyLostSource); ok {
-			e.add(fSegPossiblyLost, float64(pl.PossiblyLost()))
-		}
+	if s.Segments != nil {
+		writeSegments(e, s.Segments)
+		e.add(fSegPossiblyLost, float64(s.PossiblyLost))
 	}
 }
 
-func (m *Metrics) writeGenerator(e *expo, nowNs int64) {
-	g := m.src.Generator
-	st := g.Stats()
-	e.add(fWorkerID, float64(g.WorkerID()))
-	e.add(fWorkerMax, float64(g.Layout().MaxWorkerID()))
-	end := g.Layout().End()
+func (m *Metrics) writeGenerator(e *expo, s *nodestate.Snapshot, nowNs int64) {
+	g := s.Generator
+	st := g.Stats
+	e.add(fWorkerID, float64(s.WorkerID))
+	e.add(fWorkerMax, float64(s.Layout.MaxWorkerID()))
+	end := s.Layout.End()
 	e.add(fYearsLeft, (float64(end.Unix())-float64(nowNs)/1e9)/secondsPerYear)
 	e.add(fSeqWaits, float64(st.SequenceWaits))
 	e.add(fWaitSecs, secs(st.Waited))
 	e.add(fRefusals, float64(st.Rollbacks), "cause", "rollback")
 	e.add(fRefusals, float64(st.FenceHits), "cause", "fence")
 	e.add(fRefusals, float64(st.BorrowExhausted), "cause", "borrow_exhausted")
-	e.add(fAhead, secs(g.Behind()))
+	e.add(fAhead, secs(g.Behind))
 	e.add(fBorrowed, float64(st.Borrowed))
 	if m.policy != "" {
 		e.add(fPolicy, 1, "policy", m.policy)
@@ -249,30 +256,38 @@ func (m *Metrics) writeGenerator(e *expo, nowNs int64) {
 	}
 }
 
-func (m *Metrics) writeGuard(e *expo, now time.Time) {
-	status := m.src.Guard.Status()
+// writeGuard writes the state, reason and transition families. Every known
+// reason is exported, then any other that counted a transition or is the
+// current one, sorted by label.
+func writeGuard(e *expo, r *clockguard.Readings, now time.Time) {
 	for _, s := range clockguard.States {
-		e.add(fState, b2f(s == status.State), "state", s.String())
+		e.add(fState, b2f(s == r.State), "state", s.String())
 	}
-	if !status.Since.IsZero() {
-		e.add(fStateAge, max(now.Sub(status.Since).Seconds(), 0))
+	if !r.Since.IsZero() {
+		e.add(fStateAge, max(now.Sub(r.Since).Seconds(), 0))
 	}
-	counts := m.src.Guard.Transitions()
-	reasons := slices.Clone(knownReasons)
-	for r := range counts {
-		if !slices.Contains(reasons, r) {
-			reasons = append(reasons, r)
+	current := reasonLabel(r.Reason)
+	labels := make([]string, 0, len(knownReasons)+len(r.Transitions)+1)
+	for _, k := range knownReasons {
+		labels = append(labels, reasonLabel(k))
+	}
+	counts := make(map[string]int64, len(r.Transitions))
+	for key, n := range r.Transitions {
+		l := transitionLabel(key)
+		counts[l] += n
+		if !slices.Contains(labels, l) {
+			labels = append(labels, l)
 		}
 	}
-	if !slices.Contains(reasons, status.Reason) {
-		reasons = append(reasons, status.Reason)
+	if !slices.Contains(labels, current) {
+		labels = append(labels, current)
 	}
-	slices.SortFunc(reasons, func(a, b clockguard.Reason) int { return strings.Compare(reasonLabel(a), reasonLabel(b)) })
-	for _, r := range reasons {
-		e.add(fReason, b2f(r == status.Reason), "reason", reasonLabel(r))
+	slices.Sort(labels)
+	for _, l := range labels {
+		e.add(fReason, b2f(l == current), "reason", l)
 	}
-	for _, r := range reasons {
-		e.add(fTrans, float64(counts[r]), "reason", reasonLabel(r))
+	for _, l := range labels {
+		e.add(fTrans, float64(counts[l]), "reason", l)
 	}
 }
 
@@ -331,8 +346,7 @@ func writePeers(e *expo, s clockguard.PeerSnapshot) {
 // exported (0 included) so rates and alerts need no absent() guards.
 var renewalCauses = []string{"connection", "taken_over", "deleted", "held", "other"}
 
-func writeZK(e *expo, src ZKSource) {
-	st := src.Status()
+func writeZK(e *expo, st *coordinator.Status) {
 	e.add(fZKConn, b2f(st.Connected))
 	e.add(fZKLease, b2f(st.LeaseHeld))
 	e.add(fZKAlive, b2f(st.AlivePresent))

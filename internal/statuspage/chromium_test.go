@@ -12,6 +12,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/tests/chromium"
 )
@@ -148,9 +149,9 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 func TestIntegration_StatusPageChromiumStandalone(t *testing.T) {
 	bin := chromium.Need(t)
 	self := selfFixture()
-	self.Mode, self.ZK, self.Cluster = ModeStandalone, nil, ""
-	self.Status.Since = time.Now().Add(51250 * time.Millisecond)
-	page := newPage(t, SourceFuncs{SelfFunc: func() Self { return self }}, nil)
+	self.Mode, self.ZK, self.Cluster = nodestate.ModeStandalone, nil, ""
+	self.Since = time.Now().Add(51250 * time.Millisecond)
+	page := newPage(t, SourceFuncs{SelfFunc: func() nodestate.Snapshot { return self }}, nil)
 	status := page.Handler()
 	url := "http://" + serveHandler(t, func(ctx *fasthttp.RequestCtx) { status(ctx) }) + "/status"
 	out := string(chromium.Run(t, bin, url, "--dump-dom"))
@@ -161,7 +162,7 @@ func TestIntegration_StatusPageChromiumStandalone(t *testing.T) {
 	if negativeAge.MatchString(out) || strings.Contains(out, "−51") || !strings.Contains(out, "in the future by this node") {
 		t.Errorf("the state's age is not said as a clock set back:\n%s", out)
 	}
-	if got := textOf(d.byID("self-mode")); got != ModeStandalone {
+	if got := textOf(d.byID("self-mode")); got != nodestate.ModeStandalone {
 		t.Errorf("mode %q", got)
 	}
 	data, _ := chromium.Screenshot(t, bin, url, 1000, 600)

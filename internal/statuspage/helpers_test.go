@@ -17,6 +17,8 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // domRow is one <tr> of the nodes table as a browser sees it.
@@ -157,14 +159,14 @@ func textOf(n *html.Node) string {
 // fakeSource is a Source with settable answers.
 type fakeSource struct {
 	mu      sync.Mutex
-	self    Self
-	selfFn  func() Self // when set, Self calls it instead of returning self
+	self    nodestate.Snapshot
+	selfFn  func() nodestate.Snapshot // when set, Self calls it instead of returning self
 	workers []coordinator.WorkerInfo
 	err     error
 	calls   int
 }
 
-func (s *fakeSource) Self() Self {
+func (s *fakeSource) Self() nodestate.Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.selfFn != nil {
@@ -288,11 +290,11 @@ func get(t testing.TB, p *Page, method string) *fasthttp.RequestCtx {
 }
 
 // selfFixture is a "this node" in service, worker 1.
-func selfFixture() Self {
+func selfFixture() nodestate.Snapshot {
 	ntp := clockguard.NTPSnapshot{Enabled: true, Last: &clockguard.NTPResult{Server: "ntp.test:123", Offset: -3 * time.Millisecond, CheckedAt: time.Now()}}
 	zk := coordinator.Status{WorkerID: 1, Connected: true, SessionState: "StateHasSession", SessionID: "0x1f", LeaseHeld: true, LastReportAgeMs: 1200}
-	return Self{NodeKey: "node-1", Addr: "127.0.0.1:18080", Mode: "zookeeper", WorkerID: 1,
-		Cluster: "metrics-test", Version: "v1.2.3 (go1.26)", Layout: "41/10/12 epoch 2024-01-01T00:00:00Z unit 1ms",
-		Status:  clockguard.Status{State: clockguard.InService, Since: time.Now().Add(-time.Minute)},
-		FenceMs: time.Now().Add(3 * time.Second).UnixMilli(), NTP: &ntp, ZK: &zk}
+	return nodestate.Snapshot{NodeKey: "node-1", Addr: "127.0.0.1:18080", Mode: nodestate.ModeZooKeeper, WorkerID: 1,
+		Cluster: "metrics-test", Version: "v1.2.3 (go1.26)", Layout: snowflake.DefaultLayout(),
+		Readings: clockguard.Readings{State: clockguard.InService, Since: time.Now().Add(-time.Minute), NTP: &ntp},
+		FenceMs:  time.Now().Add(3 * time.Second).UnixMilli(), ZK: &zk}
 }

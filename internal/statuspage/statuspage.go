@@ -28,7 +28,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
-	"codeberg.org/snowflaked/snowflaked/segment"
+	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 )
 
 // Defaults of Config.
@@ -50,35 +50,14 @@ const (
 // ErrBadConfig is wrapped by every error New returns for an invalid Config.
 var ErrBadConfig = errors.New("statuspage: invalid configuration")
 
-// Self is this node as the top of the page shows it.
-type Self struct {
-	NodeKey  string            // --node-key
-	Addr     string            // advertised host:port
-	Mode     string            // ModeStandalone or "zookeeper"
-	Cluster  string            // --cluster ("" in standalone mode)
-	Version  string            // the build's version
-	Layout   string            // the ID layout: split, epoch and unit
-	WorkerID int64             // the worker ID it issues IDs with
-	Status   clockguard.Status // the guard's state, reason and detail
-	// FenceMs is the fence last persisted locally (Unix ms; 0: none yet).
-	FenceMs int64
-	// NTP is the NTP check's snapshot; nil when the check is not running.
-	NTP *clockguard.NTPSnapshot
-	// ZK is the coordinator's status; nil in standalone mode.
-	ZK *coordinator.Status
-	// Segments are the segment-mode tags this node serves; nil in
-	// standalone mode (the section is left out).
-	Segments []segment.TagStatus
-}
-
-// ModeStandalone is Self.Mode of a node without ZooKeeper: the page has no
-// cluster table.
-const ModeStandalone = "standalone"
-
 // Source feeds the page; the node implements it (see SourceFuncs).
 type Source interface {
-	// Self describes this node; it must be quick and must not block.
-	Self() Self
+	// Self is a snapshot of this node; it must be quick and must not
+	// block. The page shows its identity, state, fence, NTP offset,
+	// ZooKeeper status (nil in standalone mode) and segment tags (nil: no
+	// segment section); Mode nodestate.ModeStandalone leaves the cluster
+	// table out.
+	Self() nodestate.Snapshot
 	// Workers lists the cluster's workers as ZooKeeper knows them (e.g.
 	// coordinator.ListWorkers), this node included; ctx bounds the call.
 	// In standalone mode it returns nil, nil.
@@ -87,15 +66,15 @@ type Source interface {
 
 // SourceFuncs adapts functions to Source.
 type SourceFuncs struct {
-	// SelfFunc describes this node (required).
-	SelfFunc func() Self
+	// SelfFunc takes a snapshot of this node (required).
+	SelfFunc func() nodestate.Snapshot
 	// WorkersFunc may be nil (standalone mode: no cluster table beyond
 	// this node).
 	WorkersFunc func(ctx context.Context) ([]coordinator.WorkerInfo, error)
 }
 
 // Self calls SelfFunc.
-func (s SourceFuncs) Self() Self { return s.SelfFunc() }
+func (s SourceFuncs) Self() nodestate.Snapshot { return s.SelfFunc() }
 
 // Workers calls WorkersFunc, or returns nil, nil without one.
 func (s SourceFuncs) Workers(ctx context.Context) ([]coordinator.WorkerInfo, error) {

@@ -16,6 +16,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
@@ -300,7 +301,7 @@ func TestPage_SelfAndList(t *testing.T) {
 		selfNote  string
 		listError string
 	}{
-		{"no worker source", SourceFuncs{SelfFunc: func() Self { return self }}, 1, "", ""},
+		{"no worker source", SourceFuncs{SelfFunc: func() nodestate.Snapshot { return self }}, 1, "", ""},
 		{"not in the list", &fakeSource{self: self, workers: []coordinator.WorkerInfo{{WorkerID: 7, NodeKey: "other", LastReportAgeMs: -1}}}, 2, "not in the cluster's worker list", ""},
 		{"list fails", &fakeSource{self: self, err: errors.New("zookeeper unavailable: no session")}, 1, "", "zookeeper unavailable: no session"},
 	}
@@ -551,7 +552,7 @@ func TestPage_SegmentTags(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			self := selfFixture()
 			self.Segments = tc.segments
-			p := newPage(t, SourceFuncs{SelfFunc: func() Self { return self }}, nil)
+			p := newPage(t, SourceFuncs{SelfFunc: func() nodestate.Snapshot { return self }}, nil)
 			var buf bytes.Buffer
 			if err := p.Render(context.Background(), &buf); err != nil {
 				t.Fatal(err)
@@ -575,9 +576,9 @@ func TestPage_SegmentTags(t *testing.T) {
 // clock was set back).
 func TestPage_Standalone(t *testing.T) {
 	self := selfFixture()
-	self.Mode, self.ZK, self.Cluster = ModeStandalone, nil, ""
-	self.Status.Since = time.Now().Add(51 * time.Second)
-	p := newPage(t, SourceFuncs{SelfFunc: func() Self { return self }}, nil)
+	self.Mode, self.ZK, self.Cluster = nodestate.ModeStandalone, nil, ""
+	self.Since = time.Now().Add(51 * time.Second)
+	p := newPage(t, SourceFuncs{SelfFunc: func() nodestate.Snapshot { return self }}, nil)
 	var buf bytes.Buffer
 	if err := p.Render(context.Background(), &buf); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
@@ -99,7 +100,7 @@ func (p *Page) build(ctx context.Context) view {
 		Title:       "snowflaked status: " + self.NodeKey,
 		GeneratedAt: now.Format("2006-01-02 15:04:05.000") + " UTC",
 		Refreshes:   []int{0, 5, 30},
-		Standalone:  self.Mode == ModeStandalone,
+		Standalone:  self.Mode == nodestate.ModeStandalone,
 		Self:        p.selfView(self, now),
 		NTPMax:      p.cfg.NTPMaxOffset.String(),
 		PeerMax:     p.cfg.PeerMaxOffset.String(),
@@ -150,23 +151,23 @@ func (p *Page) build(ctx context.Context) view {
 }
 
 // selfReportAge is this node's last report age in ms (-1: none known).
-func selfReportAge(self Self) int64 {
+func selfReportAge(self nodestate.Snapshot) int64 {
 	if self.ZK == nil {
 		return -1
 	}
 	return self.ZK.LastReportAgeMs
 }
 
-func (p *Page) selfView(self Self, now time.Time) selfView {
+func (p *Page) selfView(self nodestate.Snapshot, now time.Time) selfView {
 	s := selfView{
 		NodeKey: self.NodeKey, Addr: self.Addr, Mode: self.Mode, WorkerID: self.WorkerID,
-		Cluster: self.Cluster, Version: self.Version, Layout: self.Layout,
-		State: self.Status.State.String(), StateClass: stateClass(self.Status.State),
-		Reason: string(self.Status.Reason), Detail: self.Status.Detail,
+		Cluster: self.Cluster, Version: self.Version, Layout: self.Layout.Describe(),
+		State: self.State.String(), StateClass: stateClass(self.State),
+		Reason: string(self.Reason), Detail: self.Detail,
 		NTP: p.ntpCell(self.NTP),
 	}
-	if !self.Status.Since.IsZero() {
-		s.Since = self.Status.Since.UTC().Format("2006-01-02 15:04:05") + " UTC (" + ago(now.Sub(self.Status.Since)) + ")"
+	if !self.Since.IsZero() {
+		s.Since = self.Since.UTC().Format("2006-01-02 15:04:05") + " UTC (" + ago(now.Sub(self.Since)) + ")"
 	}
 	if self.FenceMs > 0 {
 		fence := time.UnixMilli(self.FenceMs).UTC()
@@ -284,15 +285,15 @@ func zkFenceCell(fenceMs int64, now time.Time, running bool) cell {
 }
 
 // fillSelf fills a row from this node's own view: no request needed.
-func (p *Page) fillSelf(r *row, self Self) {
+func (p *Page) fillSelf(r *row, self nodestate.Snapshot) {
 	// This node runs, whatever its znode said last (e.g. "stopped" before
 	// a restart without ZooKeeper).
 	r.Down, r.stopped, r.Ask = false, false, false
 	r.Report = p.reportCell(selfReportAge(self), true)
-	r.State = self.Status.State.String()
-	r.Reason = string(self.Status.Reason)
-	r.Detail = self.Status.Detail
-	r.InService = self.Status.State == clockguard.InService
+	r.State = self.State.String()
+	r.Reason = string(self.Reason)
+	r.Detail = self.Detail
+	r.InService = self.State == clockguard.InService
 	r.Running = true
 	r.NTP = p.ntpCell(self.NTP)
 	r.Peer = cell{Text: "this node"}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 )
 
 func TestZKFenceCell(t *testing.T) {
@@ -46,7 +47,7 @@ func TestSelfViewZKFence(t *testing.T) {
 	}
 	for _, tc := range tests {
 		zk := tc.zk
-		v := p.selfView(Self{ZK: &zk}, now)
+		v := p.selfView(nodestate.Snapshot{ZK: &zk}, now)
 		if !strings.Contains(v.ZKFence, tc.want) {
 			t.Errorf("%s: %q does not contain %q", tc.name, v.ZKFence, tc.want)
 		}

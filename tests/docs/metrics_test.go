@@ -15,58 +15,45 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
-	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/internal/metrics"
+	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
-// The fakes give every optional source, with figures that make the metrics
-// package write every family it has (e.g. a usable NTP answer, a reachable
-// peer, a report to ZooKeeper).
-type (
-	fakeGen     struct{}
-	fakeWatcher struct{}
-	fakeNTP     struct{ now time.Time }
-	fakePeers   struct{ now time.Time }
-	fakeZK      struct{}
-)
-
-func (fakeGen) Stats() snowflake.Stats {
-	return snowflake.Stats{SequenceWaits: 1, RollbackWaits: 1, Rollbacks: 1, FenceHits: 1, Waited: time.Millisecond}
-}
-func (fakeGen) WorkerID() int64          { return 7 }
-func (fakeGen) Layout() snowflake.Layout { return snowflake.DefaultLayout() }
-func (fakeGen) Behind() time.Duration    { return 0 }
-
-func (fakeWatcher) Stats() clockguard.WatcherStats {
-	return clockguard.WatcherStats{Checks: 10, BackwardSteps: 1, ForwardSteps: 1, LargestBackward: time.Second, LargestForward: time.Second}
-}
-
-func (f fakeNTP) Snapshot() clockguard.NTPSnapshot {
-	return clockguard.NTPSnapshot{
+// fullSnapshot has every section of a node's snapshot, with figures that
+// make the metrics package write every family it has (e.g. a usable NTP
+// answer, a reachable peer, a report to ZooKeeper, a segment tag).
+func fullSnapshot(now time.Time, guard *clockguard.Guard) nodestate.Snapshot {
+	r := clockguard.BuildReadings(guard, nil, nil, nil)
+	r.Watcher = &clockguard.WatcherStats{Checks: 10, BackwardSteps: 1, ForwardSteps: 1, LargestBackward: time.Second, LargestForward: time.Second}
+	r.NTP = &clockguard.NTPSnapshot{
 		Enabled: true, Servers: []string{"127.0.0.1:123"}, MaxOffset: 500 * time.Millisecond,
-		Last:   &clockguard.NTPResult{Server: "127.0.0.1:123", Offset: time.Millisecond, RTT: time.Millisecond, CheckedAt: f.now},
+		Last:   &clockguard.NTPResult{Server: "127.0.0.1:123", Offset: time.Millisecond, RTT: time.Millisecond, CheckedAt: now},
 		Rounds: 1, OffsetFailures: 1, UnreachableRounds: 1, ServerErrors: 1,
 	}
-}
-
-func (f fakePeers) Snapshot() clockguard.PeerSnapshot {
-	return clockguard.PeerSnapshot{
+	r.Peers = &clockguard.PeerSnapshot{
 		MaxOffset: time.Second,
 		Peers: []clockguard.PeerResult{
-			{WorkerID: 1, Addr: "127.0.0.1:8082", Offset: time.Millisecond, RTT: time.Millisecond, CheckedAt: f.now},
-			{WorkerID: 2, Addr: "127.0.0.1:8083", Error: "connection refused", CheckedAt: f.now},
+			{WorkerID: 1, Addr: "127.0.0.1:8082", Offset: time.Millisecond, RTT: time.Millisecond, CheckedAt: now},
+			{WorkerID: 2, Addr: "127.0.0.1:8083", Error: "connection refused", CheckedAt: now},
 		},
-		Median: time.Millisecond, Reachable: 1, Unreachable: 1, CheckedAt: f.now,
+		Median: time.Millisecond, Reachable: 1, Unreachable: 1, CheckedAt: now,
 		Rounds: 1, OffsetFailures: 1, UnreachablePeers: 1, SourceErrors: 1,
 	}
-}
-
-func (fakeZK) Status() coordinator.Status {
-	return coordinator.Status{
-		WorkerID: 7, Connected: true, SessionState: "StateHasSession", LeaseHeld: true, AlivePresent: true,
-		LastReport: 1, LastReportAgeMs: 1500, ZKFence: 1, Reports: 3, ReportFailures: 1,
+	return nodestate.Snapshot{
+		Mode: nodestate.ModeZooKeeper, WorkerID: 7, Layout: snowflake.DefaultLayout(), Now: now,
+		Readings: r,
+		Generator: nodestate.Generator{
+			Stats: snowflake.Stats{SequenceWaits: 1, RollbackWaits: 1, Rollbacks: 1, FenceHits: 1, Waited: time.Millisecond},
+		},
+		FenceMs: now.Add(3 * time.Second).UnixMilli(),
+		ZK: &coordinator.Status{
+			WorkerID: 7, Connected: true, SessionState: "StateHasSession", LeaseHeld: true, AlivePresent: true,
+			LastReport: 1, LastReportAgeMs: 1500, ZKFence: 1, Reports: 3, ReportFailures: 1,
+		},
+		PrevHolderWait: 2 * time.Second,
+		Segments:       []segment.TagStatus{{Tag: "orders", Issued: 1, Loads: 1, Available: 9, Step: 10}},
 	}
 }
 
@@ -88,17 +75,10 @@ var (
 func scrapeFamilies(t *testing.T) map[string]family {
 	t.Helper()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	clk := clocktest.NewFake(now)
 	guard := clockguard.New(zerolog.Nop(), func() time.Time { return now })
 	guard.Check(clockguard.ReasonNTPOffset).Fail("figures")
 	m, err := metrics.New(metrics.Config{
-		Sources: metrics.Sources{
-			Generator: fakeGen{}, Guard: guard, Clock: clk,
-			Fence:          func() int64 { return now.Add(3 * time.Second).UnixMilli() },
-			PrevHolderWait: func() time.Duration { return 2 * time.Second },
-			Watcher:        fakeWatcher{}, NTP: fakeNTP{now}, Peers: fakePeers{now}, ZK: fakeZK{},
-			Segments: fakeSegments{},
-		},
+		Snapshot:          func() nodestate.Snapshot { return fullSnapshot(now, guard) },
 		RollbackTolerance: 5 * time.Millisecond,
 		RollbackPolicy:    "borrow",
 	})
@@ -248,13 +228,4 @@ func TestDocsMetrics(t *testing.T) {
 			t.Errorf("metrics table lists %s, which the metrics package does not expose", name)
 		}
 	}
-}
-
-// fakeSegments serves one tag.
-type fakeSegments struct{}
-
-func (fakeSegments) PossiblyLost() int64 { return 0 }
-
-func (fakeSegments) Status() []segment.TagStatus {
-	return []segment.TagStatus{{Tag: "orders", Issued: 1, Loads: 1, Available: 9, Step: 10}}
 }
