@@ -8,6 +8,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/statuspage"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -89,7 +90,7 @@ type clockInfoBuilder struct {
 	tol     time.Duration
 	clock   clock.Clock
 	gen     *snowflake.Generator
-	guard   *clockguard.Guard
+	guard   *health.Guard
 	fence   func() int64
 	watcher *clockguard.Watcher
 	ntp     *clockguard.NTP

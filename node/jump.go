@@ -10,6 +10,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 )
 
@@ -72,7 +73,7 @@ type jumpGuard struct {
 	clk        clock.Clock
 	threshold  time.Duration
 	hold       time.Duration
-	check      *clockguard.Check
+	check      *health.Check
 	confirmers []jumpConfirmer
 	log        zerolog.Logger
 	// stepped, if set, is called (outside the lock, quick, non-blocking)
@@ -101,8 +102,8 @@ type jumpGuard struct {
 	reaskStepped bool
 }
 
-func newJumpGuard(g *clockguard.Guard, c clock.Clock, threshold time.Duration, log zerolog.Logger, confirmers ...jumpConfirmer) *jumpGuard {
-	j := &jumpGuard{clk: c, threshold: threshold, hold: JumpHold, check: g.Check(clockguard.ReasonClockJump), log: log}
+func newJumpGuard(g *health.Guard, c clock.Clock, threshold time.Duration, log zerolog.Logger, confirmers ...jumpConfirmer) *jumpGuard {
+	j := &jumpGuard{clk: c, threshold: threshold, hold: JumpHold, check: g.Check(health.ReasonClockJump), log: log}
 	for _, cf := range confirmers {
 		if cf != nil && cf.enabled() {
 			j.confirmers = append(j.confirmers, cf)

@@ -23,6 +23,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/metrics"
 	"codeberg.org/snowflaked/snowflaked/internal/statuspage"
 	"codeberg.org/snowflaked/snowflaked/server"
@@ -71,14 +72,14 @@ type node struct {
 	// finalZKFence is set at a graceful stop to the last issued time: the
 	// cache file's ZooKeeper fence comes down to it before ZooKeeper's does.
 	finalZKFence atomic.Int64
-	guard        *clockguard.Guard
+	guard        *health.Guard
 	rollback     *clockguard.Rollback
-	overflow     *clockguard.Fault // time_overflow: the clock is past the layout's end
-	jumps        *jumpGuard        // clock_jump: unconfirmed forward jumps hold the fences
-	stalled      *clockguard.Fault // clock_stalled: the wall clock stopped moving
+	overflow     *health.Fault // time_overflow: the clock is past the layout's end
+	jumps        *jumpGuard    // clock_jump: unconfirmed forward jumps hold the fences
+	stalled      *health.Fault // clock_stalled: the wall clock stopped moving
 	// borrowOut is borrow_exhausted: borrowing through a rollback reached
 	// the fence (--rollback-policy borrow).
-	borrowOut *clockguard.Fault
+	borrowOut *health.Fault
 	// stalledAt is the wall clock (ns) when clock_stalled tripped.
 	stalledAt atomic.Int64
 	keeper    *fencing.Keeper
@@ -321,7 +322,7 @@ func (n *node) newGenerator() error {
 // and zk_fence. Every check starts pending (the fault checks passing), so
 // the node enters service only after each has passed once.
 func (n *node) newGuard() error {
-	n.guard = clockguard.New(n.log, func() time.Time { return clock.WallTime(n.clock) })
+	n.guard = health.New(n.log, func() time.Time { return clock.WallTime(n.clock) })
 
 	// clock_behind_fence (prev_holder_fence): ready from the start of the
 	// tick after the fence's.
@@ -477,14 +478,14 @@ func (n *node) newJumpGuard() {
 // last issued ID.
 func (n *node) newGeneratorFaults() {
 	end := n.layout.End().UnixNano()
-	n.overflow = clockguard.NewFault(n.guard, clockguard.ReasonTimeOverflow, func() bool { return n.clock.WallNanos() < end }, 0)
+	n.overflow = health.NewFault(n.guard, health.ReasonTimeOverflow, func() bool { return n.clock.WallNanos() < end }, 0)
 	unit := int64(n.layout.Unit)
-	n.stalled = clockguard.NewFault(n.guard, clockguard.ReasonClockStalled, func() bool {
+	n.stalled = health.NewFault(n.guard, health.ReasonClockStalled, func() bool {
 		return n.clock.WallNanos() >= n.stalledAt.Load()+unit && n.gen.Behind() == 0
 	}, 0)
 	// borrow_exhausted clears once the clock is past the last issued ID:
 	// from there the IDs follow the clock again, and the fence with it.
-	n.borrowOut = clockguard.NewFault(n.guard, clockguard.ReasonBorrowExhausted, func() bool { return n.gen.Behind() == 0 }, 0)
+	n.borrowOut = health.NewFault(n.guard, health.ReasonBorrowExhausted, func() bool { return n.gen.Behind() == 0 }, 0)
 	n.loops = append(n.loops, n.overflow.Run, n.stalled.Run, n.borrowOut.Run)
 }
 

@@ -11,6 +11,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -92,7 +93,7 @@ type fixture struct {
 	m     *Metrics
 	clk   *clocktest.Fake
 	gen   *fakeGen
-	guard *clockguard.Guard
+	guard *health.Guard
 	src   *fakeSources
 	fence int64
 }
@@ -107,7 +108,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 		src:   &fakeSources{},
 		fence: testNow.Add(3 * time.Second).UnixMilli(),
 	}
-	f.guard = clockguard.New(nopLog, func() time.Time { return time.Unix(0, f.clk.WallNanos()) })
+	f.guard = health.New(nopLog, func() time.Time { return time.Unix(0, f.clk.WallNanos()) })
 	cfg := Config{Sources: Sources{
 		Generator: f.gen, Guard: f.guard, Clock: f.clk,
 		Fence:   func() int64 { return f.fence },

@@ -33,6 +33,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -53,10 +54,10 @@ type GeneratorSource interface {
 }
 
 // GuardSource is what the metrics read from the service state machine;
-// *clockguard.Guard satisfies it.
+// *health.Guard satisfies it.
 type GuardSource interface {
-	Status() clockguard.Status
-	Transitions() map[clockguard.Reason]int64
+	Status() health.Status
+	Transitions() map[health.Reason]int64
 }
 
 // WatcherSource gives the wall/monotonic watcher's counters;
@@ -289,7 +290,7 @@ func dropTypedNils(s *Sources) {
 var (
 	_ server.Observer = (*Metrics)(nil)
 	_ GeneratorSource = (*snowflake.Generator)(nil)
-	_ GuardSource     = (*clockguard.Guard)(nil)
+	_ GuardSource     = (*health.Guard)(nil)
 	_ WatcherSource   = (*clockguard.Watcher)(nil)
 	_ NTPSource       = (*clockguard.NTP)(nil)
 	_ PeerSource      = (*clockguard.Peers)(nil)

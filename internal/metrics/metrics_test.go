@@ -14,6 +14,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -21,7 +22,7 @@ import (
 
 func TestNew_BadConfig(t *testing.T) {
 	gen := &fakeGen{layout: snowflake.DefaultLayout()}
-	guard := clockguard.New(nopLog, nil)
+	guard := health.New(nopLog, nil)
 	clk := clocktest.NewFake(testNow)
 	tests := []struct {
 		name string
@@ -251,7 +252,7 @@ func TestScrape_HostilePeerAddress(t *testing.T) {
 // guard through a node's life.
 func TestScrape_Transitions(t *testing.T) {
 	f := newFixture(t, nil)
-	check := f.guard.Check(clockguard.ReasonNTPOffset)
+	check := f.guard.Check(health.ReasonNTPOffset)
 	steps := []struct {
 		name        string
 		do          func()
@@ -269,7 +270,7 @@ func TestScrape_Transitions(t *testing.T) {
 		f.clk.Advance(time.Second)
 		st.do()
 		ex := scrape(t, f.m)
-		for _, s := range clockguard.States {
+		for _, s := range health.States {
 			want := 0.0
 			if s.String() == st.state {
 				want = 1
@@ -407,7 +408,7 @@ func TestRealGenerator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Config{Sources: Sources{Generator: gen, Guard: clockguard.New(nopLog, nil), Clock: clk}, RollbackTolerance: snowflake.DefaultRollbackTolerance})
+	m, err := New(Config{Sources: Sources{Generator: gen, Guard: health.New(nopLog, nil), Clock: clk}, RollbackTolerance: snowflake.DefaultRollbackTolerance})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,8 +541,8 @@ func TestServer_Loopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guard := clockguard.New(nopLog, nil)
-	check := guard.Check(clockguard.ReasonNTPOffset)
+	guard := health.New(nopLog, nil)
+	check := guard.Check(health.ReasonNTPOffset)
 	check.Pass()
 	m, err := New(Config{Sources: Sources{Generator: gen, Guard: guard, Clock: clk}})
 	if err != nil {
@@ -681,7 +682,7 @@ func TestRealGeneratorBorrow(t *testing.T) {
 		t.Fatal(err)
 	}
 	gen.SetFence(testNow.Add(time.Millisecond).UnixMilli())
-	m, err := New(Config{Sources: Sources{Generator: gen, Guard: clockguard.New(nopLog, nil), Clock: clk}, RollbackPolicy: "borrow"})
+	m, err := New(Config{Sources: Sources{Generator: gen, Guard: health.New(nopLog, nil), Clock: clk}, RollbackPolicy: "borrow"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -715,7 +716,7 @@ func TestRealGeneratorBorrow(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	if _, err := New(Config{Sources: Sources{Generator: gen, Guard: clockguard.New(nopLog, nil), Clock: clk}, RollbackPolicy: "lend"}); !errors.Is(err, ErrBadConfig) {
+	if _, err := New(Config{Sources: Sources{Generator: gen, Guard: health.New(nopLog, nil), Clock: clk}, RollbackPolicy: "lend"}); !errors.Is(err, ErrBadConfig) {
 		t.Errorf("New with rollback policy lend: %v, want ErrBadConfig", err)
 	}
 }
@@ -725,10 +726,10 @@ func TestRealGeneratorBorrow(t *testing.T) {
 // the state and transition families before it ever happens; while the
 // node waits, it is the reason of the starting state.
 func TestPrevHolderFenceWait(t *testing.T) {
-	wait := clockguard.ReasonPrevHolderFence
-	var check *clockguard.Check
+	wait := health.ReasonPrevHolderFence
+	var check *health.Check
 	f := newFixture(t, func(c *Config) {
-		check = c.Sources.Guard.(*clockguard.Guard).Check(wait)
+		check = c.Sources.Guard.(*health.Guard).Check(wait)
 		c.Sources.PrevHolderWait = func() time.Duration { return 4500 * time.Millisecond }
 	})
 	m := f.m

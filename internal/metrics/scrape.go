@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
 )
@@ -16,18 +17,18 @@ const maxPeerSeries = 256
 
 // knownReasons are the transition reasons exported at zero before they first
 // happen, so that rate() works from the start. "none" is entering service.
-var knownReasons = []clockguard.Reason{
-	clockguard.ReasonNone, clockguard.ReasonStarting, clockguard.ReasonStopping,
-	clockguard.ReasonClockBehindFence, clockguard.ReasonClockRollback,
-	clockguard.ReasonNTPOffset, clockguard.ReasonNTPUnreachable, clockguard.ReasonPeerOffset,
-	clockguard.ReasonLeaseLost, clockguard.ReasonZKFence, clockguard.ReasonFencePersist,
-	clockguard.ReasonFenceReached, clockguard.ReasonTimeOverflow, clockguard.ReasonClockStalled,
-	clockguard.ReasonClockJump, clockguard.ReasonBorrowExhausted, clockguard.ReasonPrevHolderFence,
+var knownReasons = []health.Reason{
+	health.ReasonNone, health.ReasonStarting, health.ReasonStopping,
+	health.ReasonClockBehindFence, health.ReasonClockRollback,
+	health.ReasonNTPOffset, health.ReasonNTPUnreachable, health.ReasonPeerOffset,
+	health.ReasonLeaseLost, health.ReasonZKFence, health.ReasonFencePersist,
+	health.ReasonFenceReached, health.ReasonTimeOverflow, health.ReasonClockStalled,
+	health.ReasonClockJump, health.ReasonBorrowExhausted, health.ReasonPrevHolderFence,
 }
 
 // reasonLabel is the label value of a reason: "none" for ReasonNone.
-func reasonLabel(r clockguard.Reason) string {
-	if r == clockguard.ReasonNone {
+func reasonLabel(r health.Reason) string {
+	if r == health.ReasonNone {
 		return "none"
 	}
 	return string(r)
@@ -251,7 +252,7 @@ func (m *Metrics) writeGenerator(e *expo, nowNs int64) {
 
 func (m *Metrics) writeGuard(e *expo, now time.Time) {
 	status := m.src.Guard.Status()
-	for _, s := range clockguard.States {
+	for _, s := range health.States {
 		e.add(fState, b2f(s == status.State), "state", s.String())
 	}
 	if !status.Since.IsZero() {
@@ -267,7 +268,7 @@ func (m *Metrics) writeGuard(e *expo, now time.Time) {
 	if !slices.Contains(reasons, status.Reason) {
 		reasons = append(reasons, status.Reason)
 	}
-	slices.SortFunc(reasons, func(a, b clockguard.Reason) int { return strings.Compare(reasonLabel(a), reasonLabel(b)) })
+	slices.SortFunc(reasons, func(a, b health.Reason) int { return strings.Compare(reasonLabel(a), reasonLabel(b)) })
 	for _, r := range reasons {
 		e.add(fReason, b2f(r == status.Reason), "reason", reasonLabel(r))
 	}

@@ -17,6 +17,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // domRow is one <tr> of the nodes table as a browser sees it.
@@ -189,8 +190,8 @@ type clockAnswer struct {
 	skew      time.Duration // the fake node's clock minus the real one
 	ntpOffset time.Duration // its NTP offset (server minus node); 0 with ntp nil
 	ntp       bool
-	state     clockguard.State
-	reason    clockguard.Reason
+	state     health.State
+	reason    health.Reason
 	detail    string
 }
 
@@ -293,6 +294,6 @@ func selfFixture() Self {
 	zk := coordinator.Status{WorkerID: 1, Connected: true, SessionState: "StateHasSession", SessionID: "0x1f", LeaseHeld: true, LastReportAgeMs: 1200}
 	return Self{NodeKey: "node-1", Addr: "127.0.0.1:18080", Mode: "zookeeper", WorkerID: 1,
 		Cluster: "metrics-test", Version: "v1.2.3 (go1.26)", Layout: "41/10/12 epoch 2024-01-01T00:00:00Z unit 1ms",
-		Status:  clockguard.Status{State: clockguard.InService, Since: time.Now().Add(-time.Minute)},
+		Status:  health.Status{State: health.InService, Since: time.Now().Add(-time.Minute)},
 		FenceMs: time.Now().Add(3 * time.Second).UnixMilli(), NTP: &ntp, ZK: &zk}
 }

@@ -28,6 +28,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
@@ -52,14 +53,14 @@ var ErrBadConfig = errors.New("statuspage: invalid configuration")
 
 // Self is this node as the top of the page shows it.
 type Self struct {
-	NodeKey  string            // --node-key
-	Addr     string            // advertised host:port
-	Mode     string            // ModeStandalone or "zookeeper"
-	Cluster  string            // --cluster ("" in standalone mode)
-	Version  string            // the build's version
-	Layout   string            // the ID layout: split, epoch and unit
-	WorkerID int64             // the worker ID it issues IDs with
-	Status   clockguard.Status // the guard's state, reason and detail
+	NodeKey  string        // --node-key
+	Addr     string        // advertised host:port
+	Mode     string        // ModeStandalone or "zookeeper"
+	Cluster  string        // --cluster ("" in standalone mode)
+	Version  string        // the build's version
+	Layout   string        // the ID layout: split, epoch and unit
+	WorkerID int64         // the worker ID it issues IDs with
+	Status   health.Status // the guard's state, reason and detail
 	// FenceMs is the fence last persisted locally (Unix ms; 0: none yet).
 	FenceMs int64
 	// NTP is the NTP check's snapshot; nil when the check is not running.

@@ -9,6 +9,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
@@ -209,11 +210,11 @@ func (p *Page) selfView(self Self, now time.Time) selfView {
 	return s
 }
 
-func stateClass(s clockguard.State) string {
+func stateClass(s health.State) string {
 	switch s {
-	case clockguard.InService:
+	case health.InService:
 		return "ok"
-	case clockguard.OutOfService:
+	case health.OutOfService:
 		return "bad"
 	}
 	return "warn"
@@ -292,7 +293,7 @@ func (p *Page) fillSelf(r *row, self Self) {
 	r.State = self.Status.State.String()
 	r.Reason = string(self.Status.Reason)
 	r.Detail = self.Status.Detail
-	r.InService = self.Status.State == clockguard.InService
+	r.InService = self.Status.State == health.InService
 	r.Running = true
 	r.NTP = p.ntpCell(self.NTP)
 	r.Peer = cell{Text: "this node"}

@@ -16,6 +16,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/metrics"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -89,8 +90,8 @@ func scrapeFamilies(t *testing.T) map[string]family {
 	t.Helper()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clk := clocktest.NewFake(now)
-	guard := clockguard.New(zerolog.Nop(), func() time.Time { return now })
-	guard.Check(clockguard.ReasonNTPOffset).Fail("figures")
+	guard := health.New(zerolog.Nop(), func() time.Time { return now })
+	guard.Check(health.ReasonNTPOffset).Fail("figures")
 	m, err := metrics.New(metrics.Config{
 		Sources: metrics.Sources{
 			Generator: fakeGen{}, Guard: guard, Clock: clk,
