@@ -752,3 +752,49 @@ func TestJumpGuardForwardStepWakesTheFenceKeeper(t *testing.T) {
 		})
 	}
 }
+
+// The shared sampler's readings alone, with no caller of Holding, start a
+// suspicion, follow a step within the headroom and end the suspicion when
+// the jump is undone; the watcher's feed gets each reading after the jump
+// guard judged it.
+func TestJumpGuardSharesItsSampler(t *testing.T) {
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	g := health.New(zerolog.Nop(), nil)
+	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop())
+	var stepped atomic.Int32
+	j.stepped = func() { stepped.Add(1) }
+	var fed []clockguard.Sample
+	var heldWhenFed []bool
+	j.shareSampler(time.Millisecond, func(s clockguard.Sample) {
+		fed = append(fed, s)
+		heldWhenFed = append(heldWhenFed, j.suspicious())
+	})
+	steps := []struct {
+		name        string
+		do          func()
+		wantHeld    bool
+		wantStepped int32
+	}{
+		{"a steady clock", func() { clk.Advance(time.Second) }, false, 0},
+		{"a step within the headroom is followed", func() { clk.StepWall(2 * time.Second) }, false, 1},
+		{"a jump beyond it is held", func() { clk.StepWall(10 * time.Second) }, true, 1},
+		{"the jump undone", func() { clk.StepWall(-10 * time.Second) }, false, 1},
+	}
+	for i, st := range steps {
+		st.do()
+		j.sampler.Sample()
+		if j.suspicious() != st.wantHeld || g.Ready() == st.wantHeld {
+			t.Fatalf("%s: held %v, ready %v; want held %v (%+v)", st.name, j.suspicious(), g.Ready(), st.wantHeld, g.Status())
+		}
+		if st.wantHeld && g.Status().Reason != health.ReasonClockJump {
+			t.Fatalf("%s: %+v, want out with clock_jump", st.name, g.Status())
+		}
+		if n := stepped.Load(); n != st.wantStepped {
+			t.Fatalf("%s: the fence keeper woken %d times, want %d", st.name, n, st.wantStepped)
+		}
+		if len(fed) != i+1 || fed[i].Wall != clk.WallNanos() || heldWhenFed[i] != st.wantHeld {
+			t.Fatalf("%s: fed %d readings (last %+v, held %v), want %d, the last at wall %d, after the jump guard's verdict %v",
+				st.name, len(fed), fed[len(fed)-1], heldWhenFed[len(heldWhenFed)-1], i+1, clk.WallNanos(), st.wantHeld)
+		}
+	}
+}

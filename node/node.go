@@ -368,10 +368,10 @@ func (n *node) newGuard() error {
 		return fmt.Errorf("clock watcher: %w", err)
 	}
 	// The first sample is the baseline. Take it now, before the node can
-	// serve, not when Run's goroutine first gets a CPU: a step in between
-	// would be folded into the baseline and never seen.
+	// serve, not when the sampler's goroutine first gets a CPU: a step in
+	// between would be folded into the baseline and never seen. The jump
+	// guard's loop feeds the watcher its later samples (newJumpGuard).
 	n.watcher.Step()
-	n.loops = append(n.loops, n.watcher.Run)
 
 	// ntp_offset, ntp_unreachable (both pass at once without --ntp).
 	n.ntp, err = clockguard.NewNTP(n.guard, n.clock, clockguard.NTPConfig{
@@ -459,12 +459,17 @@ func (n *node) onIDError(err error) {
 
 // newJumpGuard registers clock_jump: a forward jump beyond --fence-ahead is
 // not persisted into any fence until NTP or the peers confirm it (or none
-// can answer for JumpHold). Call it once the NTP and peer checks exist.
+// can answer for JumpHold). Call it once the watcher, the NTP and the peer
+// checks exist: the jump guard's loop reads the wall and monotonic clocks
+// at the watcher's interval for both (one sampler, clockguard.Sampler).
 func (n *node) newJumpGuard() {
 	n.jumps = newJumpGuard(n.guard, n.clock, n.cfg.FenceAhead, n.log.With().Str("component", "jump").Logger(),
 		ntpConfirmer{n.ntp}, peersConfirmer{n.peers})
 	n.keeper.SetHold(n.jumps.Holding)
 	n.jumps.stepped = n.keeper.Wake
+	// The jump guard observes each reading first, before the watcher's
+	// logging and rollback trips, as soon as its own loop did.
+	n.jumps.shareSampler(n.watcher.Interval(), func(s clockguard.Sample) { n.watcher.Observe(s) })
 	n.loops = append(n.loops, n.jumps.Run)
 }
 
