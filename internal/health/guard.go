@@ -1,7 +1,8 @@
-// Package clockguard decides whether a node may issue IDs. Independent checks
+// Package health decides whether a node may issue IDs. Independent checks
 // (clock rollback, wall/monotonic watcher, NTP, peers, the coordinator's
 // fence and lease) each pass or fail with a reason; the node is in service
-// only while every check passes.
+// only while every check passes. The checks that measure the clock live in
+// clockguard; this package holds only the state they feed.
 package health
 
 import (
