@@ -10,6 +10,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // waitTimeout bounds every poll of a condition in these tests.
@@ -20,9 +22,9 @@ const waitTimeout = 10 * time.Second
 const leakTimeout = 10 * time.Second
 
 // newGuard returns a guard that logs to the test log.
-func newGuard(t *testing.T) *Guard {
+func newGuard(t *testing.T) *health.Guard {
 	t.Helper()
-	return New(testLogger(t), nil)
+	return health.New(testLogger(t), nil)
 }
 
 // testLogger writes zerolog lines to t.Log.
@@ -85,7 +87,7 @@ func requireGoroutinesBackTo(t *testing.T, base int) {
 
 // failingDetail returns the detail of the failing check reason, and whether
 // it fails.
-func failingDetail(g *Guard, reason Reason) (string, bool) {
+func failingDetail(g *health.Guard, reason health.Reason) (string, bool) {
 	d, ok := g.Failing()[reason]
 	return d, ok
 }

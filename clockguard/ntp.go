@@ -17,6 +17,8 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
+
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // NTP check defaults.
@@ -230,8 +232,8 @@ func (s NTPSnapshot) Agrees() bool {
 type NTP struct {
 	clk       clock.Clock
 	cfg       NTPConfig
-	offset    *Check
-	unreach   *Check
+	offset    *health.Check
+	unreach   *health.Check
 	round     ctxlock.Mutex // serialises rounds so verdicts land in order (a round waits on the network)
 	sched     *rounds
 	mu        sync.Mutex
@@ -246,7 +248,7 @@ type NTP struct {
 // returns the NTP check. Both start pending, so the node enters service only
 // after one round passes; with no servers both pass at once. It fails on a
 // nil clock, a malformed server address or a negative duration.
-func NewNTP(g *Guard, c clock.Clock, cfg NTPConfig) (*NTP, error) {
+func NewNTP(g *health.Guard, c clock.Clock, cfg NTPConfig) (*NTP, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: ntp: nil clock", ErrBadConfig)
 	}
@@ -285,8 +287,8 @@ func NewNTP(g *Guard, c clock.Clock, cfg NTPConfig) (*NTP, error) {
 		round: ctxlock.New(),
 		clk:   c, cfg: cfg, lastQuery: map[string]time.Time{},
 		sched:   newRounds(NTPRetryMax),
-		offset:  g.Check(ReasonNTPOffset),
-		unreach: g.Check(ReasonNTPUnreachable),
+		offset:  g.Check(health.ReasonNTPOffset),
+		unreach: g.Check(health.ReasonNTPUnreachable),
 		snap: NTPSnapshot{
 			Enabled: len(servers) > 0, Required: cfg.Required,
 			Servers: servers, MaxOffset: cfg.MaxOffset,

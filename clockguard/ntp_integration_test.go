@@ -10,6 +10,8 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/tests/ntpharness"
+
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // shiftedClock is the system clock with its wall time moved by shift, as the
@@ -21,7 +23,7 @@ type shiftedClock struct {
 
 func (c shiftedClock) WallNanos() int64 { return c.System.WallNanos() + int64(c.shift) }
 
-func newRealNTP(t *testing.T, g *Guard, c clock.Clock, cfg NTPConfig) *NTP {
+func newRealNTP(t *testing.T, g *health.Guard, c clock.Clock, cfg NTPConfig) *NTP {
 	t.Helper()
 	if cfg.Timeout == 0 {
 		cfg.Timeout = time.Second
@@ -52,8 +54,8 @@ func TestIntegration_NTPFakeServerInAndOut(t *testing.T) {
 
 	waitFor(t, "in service with the server at offset 0", g.Ready)
 	srv.SetOffset(2 * time.Second)
-	waitFor(t, "out of service with the server 2s ahead", func() bool { return g.Status().Reason == ReasonNTPOffset })
-	d, _ := failingDetail(g, ReasonNTPOffset)
+	waitFor(t, "out of service with the server 2s ahead", func() bool { return g.Status().Reason == health.ReasonNTPOffset })
+	d, _ := failingDetail(g, health.ReasonNTPOffset)
 	if !strings.HasPrefix(d, "offset +") || !strings.Contains(d, srv.Addr()) {
 		t.Fatalf("ntp_offset detail = %q, want the +2s offset and the server", d)
 	}
@@ -86,7 +88,7 @@ func TestIntegration_NTPInjectedClockShift(t *testing.T) {
 		t.Fatalf("CheckNow = %v, want ErrNTPOffset", err)
 	}
 	requireNear(t, "offset", res.Offset, -2*time.Second, 100*time.Millisecond)
-	if g.Ready() || g.Status().Reason != ReasonNTPOffset {
+	if g.Ready() || g.Status().Reason != health.ReasonNTPOffset {
 		t.Fatalf("status %+v, want out of service for ntp_offset", g.Status())
 	}
 }
@@ -109,13 +111,13 @@ func TestIntegration_NTPFailoverAndUnreachable(t *testing.T) {
 		wantErr    error
 		wantServer string
 		wantReady  bool
-		wantReason Reason
+		wantReason health.Reason
 	}{
-		{"closed port then good", []string{closed, good.Addr()}, true, nil, good.Addr(), true, ReasonNone},
-		{"silent then good", []string{silent.Addr(), good.Addr()}, true, nil, good.Addr(), true, ReasonNone},
-		{"stratum 16 then good", []string{unsynced.Addr(), good.Addr()}, true, nil, good.Addr(), true, ReasonNone},
-		{"all unusable, required", []string{closed, silent.Addr(), unsynced.Addr()}, true, ErrNTPUnreachable, "", false, ReasonNTPUnreachable},
-		{"all unusable, not required", []string{closed, silent.Addr(), unsynced.Addr()}, false, ErrNTPUnreachable, "", true, ReasonNone},
+		{"closed port then good", []string{closed, good.Addr()}, true, nil, good.Addr(), true, health.ReasonNone},
+		{"silent then good", []string{silent.Addr(), good.Addr()}, true, nil, good.Addr(), true, health.ReasonNone},
+		{"stratum 16 then good", []string{unsynced.Addr(), good.Addr()}, true, nil, good.Addr(), true, health.ReasonNone},
+		{"all unusable, required", []string{closed, silent.Addr(), unsynced.Addr()}, true, ErrNTPUnreachable, "", false, health.ReasonNTPUnreachable},
+		{"all unusable, not required", []string{closed, silent.Addr(), unsynced.Addr()}, false, ErrNTPUnreachable, "", true, health.ReasonNone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGuard(t)
@@ -215,7 +217,7 @@ func TestIntegration_NTPChronyFaketime(t *testing.T) {
 		t.Fatalf("CheckNow = %v, want ErrNTPOffset", err)
 	}
 	requireNear(t, "offset", res.Offset, -3*time.Second, 300*time.Millisecond)
-	d, failing := failingDetail(g, ReasonNTPOffset)
+	d, failing := failingDetail(g, health.ReasonNTPOffset)
 	if !failing || !strings.Contains(d, "offset -2.9") && !strings.Contains(d, "offset -3") {
 		t.Fatalf("ntp_offset failing=%v detail %q, want an offset near -3s", failing, d)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/beevik/ntp"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // answerFunc builds a server's answer to one query.
@@ -88,7 +90,7 @@ func serverAt(serverTime time.Time) answerFunc {
 	}
 }
 
-func newTestNTP(t *testing.T, g *Guard, q Querier, cfg NTPConfig) *NTP {
+func newTestNTP(t *testing.T, g *health.Guard, q Querier, cfg NTPConfig) *NTP {
 	t.Helper()
 	cfg.Querier = q
 	cfg.Log = testLogger(t)
@@ -113,7 +115,7 @@ func TestNTPCheckNow(t *testing.T) {
 		wantServer    string
 		wantOffset    time.Duration
 		wantAsked     []string
-		wantFailing   map[Reason]string // reason → substring of its detail
+		wantFailing   map[health.Reason]string // reason → substring of its detail
 		wantServerErr int64
 	}{
 		{
@@ -130,13 +132,13 @@ func TestNTPCheckNow(t *testing.T) {
 			name:    "beyond max ahead",
 			answers: map[string]answerFunc{a: offsetAnswer(2 * time.Second)},
 			wantErr: ErrNTPOffset, wantServer: a, wantOffset: 2 * time.Second, wantAsked: []string{a},
-			wantFailing: map[Reason]string{ReasonNTPOffset: "offset +2s from a.example:123 (rtt 1ms, stratum 2), max 500ms"},
+			wantFailing: map[health.Reason]string{health.ReasonNTPOffset: "offset +2s from a.example:123 (rtt 1ms, stratum 2), max 500ms"},
 		},
 		{
 			name:    "beyond max behind",
 			answers: map[string]answerFunc{a: offsetAnswer(-600 * time.Millisecond)},
 			wantErr: ErrNTPOffset, wantServer: a, wantOffset: -600 * time.Millisecond, wantAsked: []string{a},
-			wantFailing: map[Reason]string{ReasonNTPOffset: "offset -600ms from a.example:123"},
+			wantFailing: map[health.Reason]string{health.ReasonNTPOffset: "offset -600ms from a.example:123"},
 		},
 		{
 			name:       "every server asked: the median answer (of the middle two, the one nearer zero)",
@@ -159,14 +161,14 @@ func TestNTPCheckNow(t *testing.T) {
 			servers: []string{a, b, c},
 			answers: map[string]answerFunc{a: offsetAnswer(3 * time.Second), b: offsetAnswer(2 * time.Second), c: offsetAnswer(0)},
 			wantErr: ErrNTPOffset, wantServer: b, wantOffset: 2 * time.Second, wantAsked: []string{a, b, c},
-			wantFailing: map[Reason]string{ReasonNTPOffset: "2 of 3 servers put the clock more than 500ms off; median offset +2s from b.example:123"},
+			wantFailing: map[health.Reason]string{health.ReasonNTPOffset: "2 of 3 servers put the clock more than 500ms off; median offset +2s from b.example:123"},
 		},
 		{
 			name:    "two of three beyond, the third unreachable: out",
 			servers: []string{a, b, c},
 			answers: map[string]answerFunc{a: offsetAnswer(3 * time.Second), b: offsetAnswer(2 * time.Second), c: errAnswer("refused")},
 			wantErr: ErrNTPOffset, wantServer: b, wantOffset: 2 * time.Second, wantAsked: []string{a, b, c}, wantServerErr: 1,
-			wantFailing: map[Reason]string{ReasonNTPOffset: "2 of 2 servers"},
+			wantFailing: map[health.Reason]string{health.ReasonNTPOffset: "2 of 2 servers"},
 		},
 		{
 			name: "beyond by less than half the round trip: unsure, no verdict (a first round passes)",
@@ -221,7 +223,7 @@ func TestNTPCheckNow(t *testing.T) {
 			servers: []string{b},
 			answers: map[string]answerFunc{b: offsetAnswer(3 * time.Second)},
 			wantErr: ErrNTPOffset, wantServer: b, wantOffset: 3 * time.Second, wantAsked: []string{b},
-			wantFailing: map[Reason]string{ReasonNTPOffset: "offset +3s from b.example:123"},
+			wantFailing: map[health.Reason]string{health.ReasonNTPOffset: "offset +3s from b.example:123"},
 		},
 		{
 			name:    "unreachable, not required",
@@ -233,7 +235,7 @@ func TestNTPCheckNow(t *testing.T) {
 			required: true,
 			answers:  map[string]answerFunc{a: errAnswer("refused"), b: errAnswer("i/o timeout")},
 			wantErr:  ErrNTPUnreachable, wantAsked: []string{a, b}, wantServerErr: 2,
-			wantFailing: map[Reason]string{ReasonNTPUnreachable: "a.example:123: refused; b.example:123: i/o timeout"},
+			wantFailing: map[health.Reason]string{health.ReasonNTPUnreachable: "a.example:123: refused; b.example:123: i/o timeout"},
 		},
 		{
 			name:     "only invalid answers, required",
@@ -243,7 +245,7 @@ func TestNTPCheckNow(t *testing.T) {
 				b: modified(func(r *ntp.Response) { r.Stratum = 16 }),
 			},
 			wantErr: ErrNTPUnreachable, wantAsked: []string{a, b}, wantServerErr: 2,
-			wantFailing: map[Reason]string{ReasonNTPUnreachable: "invalid answer (stratum 16"},
+			wantFailing: map[health.Reason]string{health.ReasonNTPUnreachable: "invalid answer (stratum 16"},
 		},
 		{
 			name: "only invalid answers, not required",
@@ -262,7 +264,7 @@ func TestNTPCheckNow(t *testing.T) {
 				servers = slices.Sorted(maps.Keys(tc.answers))
 			}
 			n := newTestNTP(t, g, q, NTPConfig{Servers: servers, Required: tc.required})
-			if g.Status().State != Starting {
+			if g.Status().State != health.Starting {
 				t.Fatalf("before the first round: %+v, want starting", g.Status())
 			}
 			res, err := n.CheckNow(context.Background())
@@ -368,7 +370,7 @@ func TestNTPUnreachableKeepsOffsetVerdict(t *testing.T) {
 	if fmt.Sprint(s) != fmt.Sprint(want) {
 		t.Fatalf("snapshot = %+v\nwant       %+v", s, want)
 	}
-	if n := g.Transitions()[ReasonNTPOffset]; n != 1 {
+	if n := g.Transitions()[health.ReasonNTPOffset]; n != 1 {
 		t.Fatalf("transitions to ntp_offset = %d, want 1", n)
 	}
 }
@@ -439,7 +441,7 @@ func TestNTPRunStopsDuringQuery(t *testing.T) {
 		t.Fatal("first round did not start")
 	}
 	stop()
-	if st := g.Status(); st.State != Starting || len(g.Failing()) != 0 {
+	if st := g.Status(); st.State != health.Starting || len(g.Failing()) != 0 {
 		t.Fatalf("an interrupted round gave a verdict: %+v, failing %v", st, g.Failing())
 	}
 	if s := n.Snapshot(); s.Rounds != 0 {

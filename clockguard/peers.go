@@ -18,6 +18,8 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
+
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // Peer check defaults.
@@ -214,7 +216,7 @@ type Peers struct {
 	clk   clock.Clock
 	src   PeerSource
 	cfg   PeersConfig
-	check *Check
+	check *health.Check
 
 	round  ctxlock.Mutex // serialises rounds so verdicts land in order (a round waits on ZooKeeper and the network)
 	sched  *rounds
@@ -226,7 +228,7 @@ type Peers struct {
 // NewPeers registers the peer_offset check (pending: the node enters service
 // only after a first round) with g and returns the peer check. It fails on a
 // nil clock or source and on negative values.
-func NewPeers(g *Guard, c clock.Clock, src PeerSource, cfg PeersConfig) (*Peers, error) {
+func NewPeers(g *health.Guard, c clock.Clock, src PeerSource, cfg PeersConfig) (*Peers, error) {
 	if c == nil || src == nil {
 		return nil, fmt.Errorf("%w: peers: nil clock or peer source", ErrBadConfig)
 	}
@@ -249,7 +251,7 @@ func NewPeers(g *Guard, c clock.Clock, src PeerSource, cfg PeersConfig) (*Peers,
 	return &Peers{
 		round: ctxlock.New(),
 		clk:   c, src: src, cfg: cfg,
-		check: g.Check(ReasonPeerOffset),
+		check: g.Check(health.ReasonPeerOffset),
 		sched: newRounds(RetryMax),
 		snap:  PeerSnapshot{MaxOffset: cfg.MaxOffset},
 	}, nil

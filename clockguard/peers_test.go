@@ -16,6 +16,8 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // Answer modes of a timePeer.
@@ -180,7 +182,7 @@ func closedTCPAddr(t *testing.T) string {
 	return addr
 }
 
-func newTestPeers(t *testing.T, g *Guard, c clock.Clock, src PeerSource, cfg PeersConfig) *Peers {
+func newTestPeers(t *testing.T, g *health.Guard, c clock.Clock, src PeerSource, cfg PeersConfig) *Peers {
 	t.Helper()
 	cfg.Log = testLogger(t)
 	if cfg.Timeout == 0 {
@@ -245,7 +247,7 @@ func TestPeersMajority(t *testing.T) {
 			src.set(peers, nil)
 			g := newGuard(t)
 			p := newTestPeers(t, g, fc, src, PeersConfig{})
-			if g.Status().State != Starting {
+			if g.Status().State != health.Starting {
 				t.Fatalf("before the first round: %+v, want starting", g.Status())
 			}
 			snap, err := p.CheckNow(context.Background())
@@ -272,7 +274,7 @@ func TestPeersMajority(t *testing.T) {
 					t.Fatalf("peer %d result %+v, want offset %v (fake clock: rtt 0)", i, r, off)
 				}
 			}
-			d, failing := failingDetail(g, ReasonPeerOffset)
+			d, failing := failingDetail(g, health.ReasonPeerOffset)
 			if tc.wantSplit {
 				d = snap.Detail // a split passes: the detail is in the snapshot
 			}
@@ -479,7 +481,7 @@ func TestPeersRunStopsDuringRound(t *testing.T) {
 		t.Fatal("first round did not start")
 	}
 	stop()
-	if g.Status().State != Starting || p.Snapshot().Rounds != 0 {
+	if g.Status().State != health.Starting || p.Snapshot().Rounds != 0 {
 		t.Fatalf("an interrupted round gave a verdict: %+v %+v", g.Status(), p.Snapshot())
 	}
 }

@@ -1,23 +1,23 @@
 package clockguard
 
-import "time"
+import (
+	"time"
 
-// TransitionsInServiceKey is the key under which Report.Transitions counts
-// entries into service (ReasonNone, which would be an empty JSON key).
-const TransitionsInServiceKey = "in_service"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
+)
 
 // Readings is what /clock needs from clockguard; the node adds the generator's
 // and ZooKeeper's figures. Parts whose check is not wired are nil and left
 // out of the JSON.
 type Readings struct {
-	State  State     `json:"state"`
-	Reason Reason    `json:"reason"`
-	Detail string    `json:"detail,omitempty"`
-	Since  time.Time `json:"since"`
+	State  health.State  `json:"state"`
+	Reason health.Reason `json:"reason"`
+	Detail string        `json:"detail,omitempty"`
+	Since  time.Time     `json:"since"`
 	// Failing maps each failing check to its detail (empty when none fails).
-	Failing map[Reason]string `json:"failing"`
+	Failing map[health.Reason]string `json:"failing"`
 	// Transitions counts transitions by the reason of the new state; entries
-	// into service are under TransitionsInServiceKey.
+	// into service are under health.TransitionsInServiceKey.
 	Transitions map[string]int64 `json:"transitions"`
 	Watcher     *WatcherStats    `json:"watcher,omitempty"`
 	NTP         *NTPSnapshot     `json:"ntp,omitempty"`
@@ -26,26 +26,12 @@ type Readings struct {
 
 // BuildReadings gathers the guard's state (read at one instant) and the
 // figures of the checks given; any of w, n and p may be nil.
-func BuildReadings(g *Guard, w *Watcher, n *NTP, p *Peers) Readings {
-	g.mu.Lock()
+func BuildReadings(g *health.Guard, w *Watcher, n *NTP, p *Peers) Readings {
+	s := g.Snapshot()
 	r := Readings{
-		State: g.status.State, Reason: g.status.Reason, Detail: g.status.Detail, Since: g.status.Since,
-		Failing:     make(map[Reason]string),
-		Transitions: make(map[string]int64, len(g.transitions)),
+		State: s.Status.State, Reason: s.Status.Reason, Detail: s.Status.Detail, Since: s.Status.Since,
+		Failing: s.Failing, Transitions: s.Transitions,
 	}
-	for _, c := range g.checks {
-		if c.status == failing {
-			r.Failing[c.reason] = c.detail
-		}
-	}
-	for reason, count := range g.transitions {
-		key := string(reason)
-		if reason == ReasonNone {
-			key = TransitionsInServiceKey
-		}
-		r.Transitions[key] += count
-	}
-	g.mu.Unlock()
 
 	if w != nil {
 		s := w.Stats()

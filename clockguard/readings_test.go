@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 func TestBuildReport(t *testing.T) {
@@ -72,7 +74,7 @@ func TestBuildReport(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("unmarshal %s: %v", b, err)
 	}
-	if got.State != "out_of_service" || got.Reason != string(ReasonClockRollback) ||
+	if got.State != "out_of_service" || got.Reason != string(health.ReasonClockRollback) ||
 		got.Detail != "watcher: clock 2s behind the last issued ID" || got.Since.IsZero() {
 		t.Fatalf("state fields: %+v", got)
 	}
@@ -104,7 +106,7 @@ func TestBuildReport(t *testing.T) {
 
 func TestBuildReportGuardOnly(t *testing.T) {
 	g := newGuard(t)
-	g.Check(ReasonLeaseLost).Pass()
+	g.Check(health.ReasonLeaseLost).Pass()
 	b, err := json.Marshal(BuildReadings(g, nil, nil, nil))
 	if err != nil {
 		t.Fatalf("marshal: %v", err)
@@ -118,22 +120,5 @@ func TestBuildReportGuardOnly(t *testing.T) {
 		if strings.Contains(string(b), absent) {
 			t.Fatalf("report %s has %s though it was not wired", b, absent)
 		}
-	}
-}
-
-func TestStateText(t *testing.T) {
-	for _, st := range States {
-		b, err := st.MarshalText()
-		if err != nil {
-			t.Fatalf("MarshalText(%v): %v", st, err)
-		}
-		var back State
-		if err := back.UnmarshalText(b); err != nil || back != st {
-			t.Fatalf("round trip of %v via %q = %v, %v", st, b, back, err)
-		}
-	}
-	var s State
-	if err := s.UnmarshalText([]byte("sleeping")); err == nil {
-		t.Fatal("UnmarshalText accepted an unknown state")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // Behinder tells how far the clock is behind the last issued ID;
@@ -14,23 +16,23 @@ type Behinder interface {
 
 // Rollback is the clock_rollback check: it fails when a rollback beyond
 // tolerance is reported (by the generator or the watcher) and passes again
-// once the clock is past the last issued ID. It is a Fault whose condition
-// clears when Behind reaches 0 (so a Trip that races with a clear is never
-// lost, by the Fault's generation counter), and whose detail shows the
-// largest rollback reported since the check last failed.
+// once the clock is past the last issued ID. It is a health.Fault whose
+// condition clears when Behind reaches 0 (so a Trip that races with a clear
+// is never lost, by the Fault's generation counter), and whose detail shows
+// the largest rollback reported since the check last failed.
 type Rollback struct {
-	f     *Fault
-	worst time.Duration // largest rollback reported since the check last failed; under f.mu
+	f     *health.Fault
+	worst time.Duration // largest rollback reported since the check last failed; under the fault's lock
 }
 
 // NewRollback registers the clock_rollback check (passing at first) and
 // returns it. poll is how often Run re-checks a tripped clock (0 means 10ms).
-func NewRollback(g *Guard, gen Behinder, poll time.Duration) *Rollback {
+func NewRollback(g *health.Guard, gen Behinder, poll time.Duration) *Rollback {
 	if poll <= 0 {
 		poll = 10 * time.Millisecond
 	}
-	r := &Rollback{f: NewFault(g, ReasonClockRollback, func() bool { return gen.Behind() <= 0 }, poll)}
-	r.f.onClear = func() { r.worst = 0 }
+	r := &Rollback{f: health.NewFault(g, health.ReasonClockRollback, func() bool { return gen.Behind() <= 0 }, poll)}
+	r.f.OnClear(func() { r.worst = 0 })
 	return r
 }
 
@@ -40,7 +42,7 @@ func NewRollback(g *Guard, gen Behinder, poll time.Duration) *Rollback {
 // OnTransition hook. While tripped, the detail shows the largest rollback
 // reported.
 func (r *Rollback) Trip(behind time.Duration, source string) {
-	r.f.trip(func(first bool) (string, bool) {
+	r.f.TripWith(func(first bool) (string, bool) {
 		if !first && behind <= r.worst {
 			return "", false
 		}

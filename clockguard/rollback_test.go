@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // fakeBehinder reports a settable lag and can run a hook inside Behind, to
@@ -61,8 +63,8 @@ func TestRollbackClearOnlyWhenCaughtUp(t *testing.T) {
 				t.Fatalf("after Trip: ready=%v tripped=%v, want not ready and tripped", g.Ready(), r.Tripped())
 			}
 			st := g.Status()
-			if st.Reason != ReasonClockRollback || !strings.Contains(st.Detail, "generator: clock 3s behind") {
-				t.Fatalf("status after Trip = %+v, want reason %q with the figures", st, ReasonClockRollback)
+			if st.Reason != health.ReasonClockRollback || !strings.Contains(st.Detail, "generator: clock 3s behind") {
+				t.Fatalf("status after Trip = %+v, want reason %q with the figures", st, health.ReasonClockRollback)
 			}
 			r.f.TryClear()
 			if r.Tripped() != tc.wantTripped || g.Ready() == tc.wantTripped {
@@ -89,7 +91,7 @@ func TestRollbackTripDuringClearIsNotLost(t *testing.T) {
 	if !r.Tripped() || g.Ready() {
 		t.Fatalf("a Trip during the clear was lost: tripped=%v ready=%v", r.Tripped(), g.Ready())
 	}
-	if d, _ := failingDetail(g, ReasonClockRollback); !strings.Contains(d, "watcher: clock 2s behind") {
+	if d, _ := failingDetail(g, health.ReasonClockRollback); !strings.Contains(d, "watcher: clock 2s behind") {
 		t.Fatalf("detail = %q, want the racing trip's figures", d)
 	}
 	// The next round, with no Trip in between, clears it.
@@ -112,10 +114,10 @@ func TestRollbackDetailKeepsLargest(t *testing.T) {
 	} {
 		r.Trip(trip.behind, trip.source)
 	}
-	if d, _ := failingDetail(g, ReasonClockRollback); d != "generator: clock 3s behind the last issued ID" {
+	if d, _ := failingDetail(g, health.ReasonClockRollback); d != "generator: clock 3s behind the last issued ID" {
 		t.Fatalf("detail = %q, want the largest rollback (3s from the generator)", d)
 	}
-	if n := g.Transitions()[ReasonClockRollback]; n != 1 {
+	if n := g.Transitions()[health.ReasonClockRollback]; n != 1 {
 		t.Fatalf("transitions to clock_rollback = %d, want 1 for three trips", n)
 	}
 }

@@ -42,11 +42,11 @@ type WatcherConfig struct {
 	// ForwardThreshold is the smallest forward step that is logged and
 	// counted (default 1s).
 	ForwardThreshold time.Duration
-	// OnRollback is called, on the watcher's goroutine, with the size of every
-	// backward step larger than Tolerance and the wall reading that found it
-	// (at+step is where the clock would read without the step). The node
-	// wires it to Rollback.Trip(step, "watcher") and the metrics. It must not
-	// block. Required.
+	// OnRollback is called, on the goroutine that feeds the watcher, with
+	// the size of every backward step larger than Tolerance and the wall
+	// reading that found it (at+step is where the clock would read without
+	// the step). The node wires it to Rollback.Trip(step, "watcher") and the
+	// metrics. It must not block. Required.
 	OnRollback func(step time.Duration, at time.Time)
 	// Log receives one line per detected step.
 	Log zerolog.Logger
@@ -96,13 +96,6 @@ type Step struct {
 	WallElapsed, MonoElapsed time.Duration
 }
 
-// sample is one reading of both clocks.
-type sample struct {
-	wall int64         // unix ns
-	mono time.Duration // midpoint of the monotonic readings around wall
-	gap  time.Duration // width of the monotonic bracket: the reading's uncertainty
-}
-
 // Watcher compares wall and monotonic elapsed time at a fixed interval so
 // that a step of the wall clock is seen even when no ID is requested.
 type Watcher struct {
@@ -110,7 +103,7 @@ type Watcher struct {
 	cfg WatcherConfig
 
 	mu    sync.Mutex
-	prev  sample
+	prev  Sample
 	have  bool
 	stats WatcherStats
 }
@@ -140,37 +133,34 @@ func NewWatcher(c clock.Clock, cfg WatcherConfig) (*Watcher, error) {
 	return &Watcher{clk: c, cfg: cfg}, nil
 }
 
-// Run compares the clocks every Interval until ctx ends.
-func (w *Watcher) Run(ctx context.Context) {
-	t := time.NewTicker(w.cfg.Interval)
-	defer t.Stop()
-	w.RunTicks(ctx, t.C)
-}
+// Interval is how often Run compares the clocks.
+func (w *Watcher) Interval() time.Duration { return w.cfg.Interval }
+
+// Run compares the clocks every Interval until ctx ends. A node that has
+// other consumers of the same readings runs a Sampler feeding Observe
+// instead.
+func (w *Watcher) Run(ctx context.Context) { w.sampler().Run(ctx) }
 
 // RunTicks compares the clocks once at once and then once per value received
 // from ticks, until ctx ends or ticks is closed. Tests drive it with their
 // own channel; Run drives it with a ticker.
 func (w *Watcher) RunTicks(ctx context.Context, ticks <-chan time.Time) {
-	w.Step()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-ticks:
-			if !ok {
-				return
-			}
-			w.Step()
-		}
-	}
+	w.sampler().RunTicks(ctx, ticks)
 }
 
-// Step takes one sample and compares it with the previous one. A backward
-// step beyond the tolerance calls OnRollback; a forward step beyond the
-// threshold is logged and counted. The first call only records a sample.
-func (w *Watcher) Step() Step {
-	s := w.sample()
+// sampler returns a sampler that feeds the watcher alone.
+func (w *Watcher) sampler() *Sampler {
+	return NewSampler(w.clk, w.cfg.Interval, func(s Sample) { w.Observe(s) })
+}
 
+// Step takes one sample and compares it with the previous one (Observe).
+func (w *Watcher) Step() Step { return w.Observe(ReadSample(w.clk)) }
+
+// Observe compares a sample with the previous one. A backward step beyond
+// the tolerance calls OnRollback; a forward step beyond the threshold is
+// logged and counted. The first call only records the sample. Samples must
+// come in the order they were read (one goroutine feeds them).
+func (w *Watcher) Observe(s Sample) Step {
 	w.mu.Lock()
 	prev, had := w.prev, w.have
 	w.prev, w.have = s, true
@@ -178,10 +168,10 @@ func (w *Watcher) Step() Step {
 		w.mu.Unlock()
 		return Step{}
 	}
-	st := Step{WallElapsed: time.Duration(s.wall - prev.wall), MonoElapsed: s.mono - prev.mono}
+	st := Step{WallElapsed: time.Duration(s.Wall - prev.Wall), MonoElapsed: s.Mono - prev.Mono}
 	st.Skew = st.WallElapsed - st.MonoElapsed
 	// The midpoints are uncertain by half of each bracket.
-	slack := (s.gap + prev.gap) / 2
+	slack := (s.Gap + prev.Gap) / 2
 	switch {
 	case -st.Skew > w.cfg.Tolerance+slack:
 		st.Kind = BackwardStep
@@ -200,7 +190,7 @@ func (w *Watcher) Step() Step {
 			w.stats.LargestForward = max(w.stats.LargestForward, size)
 		}
 		w.stats.LastStep = st.Skew
-		w.stats.LastStepAt = time.Unix(0, s.wall)
+		w.stats.LastStepAt = time.Unix(0, s.Wall)
 	}
 	stats := w.stats
 	w.mu.Unlock()
@@ -211,7 +201,7 @@ func (w *Watcher) Step() Step {
 			Dur("wall_elapsed", st.WallElapsed).Dur("mono_elapsed", st.MonoElapsed).
 			Dur("tolerance", w.cfg.Tolerance).Int64("backward_steps", stats.BackwardSteps).
 			Msg("wall clock stepped back")
-		w.cfg.OnRollback(-st.Skew, time.Unix(0, s.wall))
+		w.cfg.OnRollback(-st.Skew, time.Unix(0, s.Wall))
 	case ForwardStep:
 		w.cfg.Log.Warn().Str("direction", "forward").Dur("step", st.Skew).
 			Dur("wall_elapsed", st.WallElapsed).Dur("mono_elapsed", st.MonoElapsed).
@@ -219,13 +209,6 @@ func (w *Watcher) Step() Step {
 			Msg("wall clock stepped forward")
 	}
 	return st
-}
-
-// sample reads both clocks (bracket), the monotonic reading taken at the
-// bracket's midpoint.
-func (w *Watcher) sample() sample {
-	m0, wall, gap := bracket(w.clk)
-	return sample{wall: wall, mono: m0 + gap/2, gap: gap}
 }
 
 // bracket reads the wall clock between two monotonic readings, retrying a

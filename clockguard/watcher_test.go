@@ -12,6 +12,8 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -262,7 +264,7 @@ func TestWatcherRunTicksWiredToRollback(t *testing.T) {
 	if g.Ready() {
 		t.Fatalf("guard still ready after a 2s step back: %+v", g.Status())
 	}
-	if d, _ := failingDetail(g, ReasonClockRollback); d != "watcher: clock 2s behind the last issued ID" {
+	if d, _ := failingDetail(g, health.ReasonClockRollback); d != "watcher: clock 2s behind the last issued ID" {
 		t.Fatalf("detail = %q", d)
 	}
 	if s := w.Stats(); s.BackwardSteps != 1 || s.LargestBackward != 2*time.Second || s.Checks != 2 {

@@ -12,8 +12,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 )
@@ -163,9 +163,9 @@ type Coordinator struct {
 
 	// guard and its checks are set once by Attach.
 	guardMu    sync.Mutex
-	guard      *clockguard.Guard
-	leaseCheck *clockguard.Check
-	fenceCheck *clockguard.Check
+	guard      *health.Guard
+	leaseCheck *health.Check
+	fenceCheck *health.Check
 	guardSub   <-chan struct{}
 
 	mu sync.Mutex
@@ -395,7 +395,7 @@ func (c *Coordinator) HoldRenewalsWhile(hold func() bool) { c.holdRenewals = hol
 // subscribes to it, so Run can keep alive/<id> in step with the service
 // state. Call it once, before Run. lease_lost is pending until the lease is
 // held (or, after ResumeFromCache, passes until ZooKeeper answers again).
-func (c *Coordinator) Attach(g *clockguard.Guard) {
+func (c *Coordinator) Attach(g *health.Guard) {
 	c.guardMu.Lock()
 	if c.guard != nil || g == nil {
 		c.guardMu.Unlock()
@@ -403,15 +403,15 @@ func (c *Coordinator) Attach(g *clockguard.Guard) {
 		return
 	}
 	c.guard = g
-	c.leaseCheck = g.Check(clockguard.ReasonLeaseLost)
-	c.fenceCheck = g.Check(clockguard.ReasonZKFence)
+	c.leaseCheck = g.Check(health.ReasonLeaseLost)
+	c.fenceCheck = g.Check(health.ReasonZKFence)
 	c.guardSub = g.Subscribe()
 	c.guardMu.Unlock()
 	c.updateChecks(false)
 }
 
 // checks returns the registered checks (nil before Attach).
-func (c *Coordinator) checks() (lease, fence *clockguard.Check, g *clockguard.Guard) {
+func (c *Coordinator) checks() (lease, fence *health.Check, g *health.Guard) {
 	c.guardMu.Lock()
 	defer c.guardMu.Unlock()
 	return c.leaseCheck, c.fenceCheck, c.guard

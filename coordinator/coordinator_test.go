@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
@@ -47,7 +47,7 @@ func TestMisuseIsAnErrorNotAPanic(t *testing.T) {
 	if err := c.Run(context.Background(), fs); err == nil || !strings.Contains(err.Error(), "Attach") {
 		t.Fatalf("Run before Attach: %v", err)
 	}
-	g := clockguard.New(testsupport.Log(t, nil), nil)
+	g := health.New(testsupport.Log(t, nil), nil)
 	c.Attach(g)
 	c.Attach(g) // second Attach: ignored with an error log
 	if err := c.Run(context.Background(), fs); err == nil || !strings.Contains(err.Error(), "Claim or ResumeFromCache") {
@@ -66,13 +66,13 @@ func TestMisuseIsAnErrorNotAPanic(t *testing.T) {
 	if err := c.ResumeFromCache(Resume{WorkerID: 3, ZKFence: time.Now().UnixMilli() + 60_000}); err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := g.Failing()[clockguard.ReasonZKFence]; !ok || !strings.Contains(d, "unreachable at start") {
+	if d, ok := g.Failing()[health.ReasonZKFence]; !ok || !strings.Contains(d, "unreachable at start") {
 		t.Fatalf("zk_fence after resuming without a token: %q, %v", d, ok)
 	}
 	if st := c.Status(); st.ZKFence != 0 || !st.FromCache {
 		t.Fatalf("status after resuming without a token: %+v", st)
 	}
-	if _, failing := g.Failing()[clockguard.ReasonLeaseLost]; failing {
+	if _, failing := g.Failing()[health.ReasonLeaseLost]; failing {
 		t.Fatal("lease_lost fails while serving from the cache with ZooKeeper away")
 	}
 	if err := c.ResumeFromCache(Resume{WorkerID: 3}); err == nil {

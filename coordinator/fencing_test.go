@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )
@@ -54,7 +54,7 @@ func TestIntegration_PartitionedHolderFencedOutBySameKeyTakeOver(t *testing.T) {
 	// is never handed a fence beyond maxA.
 	px.Unblock()
 	waitFor(t, waitLong, "A to learn it was taken over", func() bool {
-		d, ok := gA.Failing()[clockguard.ReasonLeaseLost]
+		d, ok := gA.Failing()[health.ReasonLeaseLost]
 		return ok && strings.Contains(d, "claimed by another process")
 	})
 	for range 5 {
@@ -84,7 +84,7 @@ func TestIntegration_ForeignWriteToOwnZnodeIsATakeOver(t *testing.T) {
 	d.Fence += 60_000
 	writeForeverData(t, raw, id.Path, d, st.Version)
 	waitFor(t, waitLong, "the foreign write to block the lease", func() bool {
-		r, ok := g.Failing()[clockguard.ReasonLeaseLost]
+		r, ok := g.Failing()[health.ReasonLeaseLost]
 		return ok && strings.Contains(r, "someone-else")
 	})
 	if got := fs.zk.Load(); got >= d.Fence {
@@ -212,7 +212,7 @@ func TestIntegration_StaleLeaseOfADeadLookingHolderIsWaitedOutNotFatal(t *testin
 		t.Fatalf("B's claim %+v over A's %+v: want the same worker ID, no lease yet, after A's fence", idB, idA)
 	}
 	g, _ := attachAndRun(t, b, &testFence{})
-	if d, ok := g.Failing()[clockguard.ReasonLeaseLost]; !ok || !strings.Contains(d, "no sign of life") {
+	if d, ok := g.Failing()[health.ReasonLeaseLost]; !ok || !strings.Contains(d, "no sign of life") {
 		t.Fatalf("B before the stale lease expired: lease_lost %q (%v)", d, ok)
 	}
 	waitFor(t, 2*cfgA.SessionTimeout, "B to take the lease once A's session expired", func() bool {

@@ -13,7 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -103,16 +103,16 @@ func (f *testFence) RaiseFloor(v int64) error {
 // transitions records a guard's transitions.
 type transitions struct {
 	mu  sync.Mutex
-	all []clockguard.Transition
+	all []health.Transition
 }
 
-func (r *transitions) add(tr clockguard.Transition) {
+func (r *transitions) add(tr health.Transition) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.all = append(r.all, tr)
 }
 
-func (r *transitions) has(reason clockguard.Reason) bool {
+func (r *transitions) has(reason health.Reason) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, tr := range r.all {
@@ -125,9 +125,9 @@ func (r *transitions) has(reason clockguard.Reason) bool {
 
 // attachAndRun attaches a new guard to c, starts Run, and stops it at
 // cleanup (before c's Close cleanup runs).
-func attachAndRun(t *testing.T, c *Coordinator, fs Fencer, setup ...func(*clockguard.Guard)) (*clockguard.Guard, *transitions) {
+func attachAndRun(t *testing.T, c *Coordinator, fs Fencer, setup ...func(*health.Guard)) (*health.Guard, *transitions) {
 	t.Helper()
-	g := clockguard.New(testsupport.Log(t, nil), nil)
+	g := health.New(testsupport.Log(t, nil), nil)
 	rec := &transitions{}
 	g.OnTransition(rec.add)
 	for _, f := range setup {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -604,7 +604,7 @@ func TestIntegration_SessionExpiryRecreatesLease(t *testing.T) {
 		t.Fatal("the node left service while merely disconnected (keep serving)")
 	}
 	px.Unblock()
-	waitFor(t, waitLong, "lease_lost to fail", func() bool { return rec.has(clockguard.ReasonLeaseLost) })
+	waitFor(t, waitLong, "lease_lost to fail", func() bool { return rec.has(health.ReasonLeaseLost) })
 	waitFor(t, waitLong, "the lease to be re-created and the node back in service", func() bool {
 		st := c.Status()
 		return st.LeaseHeld && st.AlivePresent && g.Ready()
@@ -627,8 +627,8 @@ func TestIntegration_AliveFollowsGuard(t *testing.T) {
 	cfg := testConfig(t, srv, "alive")
 	c := newCoord(t, cfg)
 	id := mustClaim(t, c)
-	var ntp *clockguard.Check // a check the test drives, registered before Run starts
-	g, _ := attachAndRun(t, c, &testFence{}, func(g *clockguard.Guard) { ntp = g.Check(clockguard.ReasonNTPOffset) })
+	var ntp *health.Check // a check the test drives, registered before Run starts
+	g, _ := attachAndRun(t, c, &testFence{}, func(g *health.Guard) { ntp = g.Check(health.ReasonNTPOffset) })
 	raw := rawConn(t, srv, "")
 	alive := fmt.Sprintf("/snowflaked/test/alive/%d", id.WorkerID)
 	present := func() bool {
@@ -703,9 +703,9 @@ func TestIntegration_EnsembleLeaderLoss(t *testing.T) {
 		return json.Unmarshal(b, &d) == nil && d.LastTS > killedAt
 	})
 	st := c.Status()
-	if !st.LeaseHeld || c.getConn().SessionID() != session || rec.has(clockguard.ReasonLeaseLost) || rec.has(clockguard.ReasonZKFence) {
+	if !st.LeaseHeld || c.getConn().SessionID() != session || rec.has(health.ReasonLeaseLost) || rec.has(health.ReasonZKFence) {
 		t.Fatalf("after leader loss: %+v (session %x → %x), lease_lost or zk_fence seen: %v",
-			st, session, c.getConn().SessionID(), rec.has(clockguard.ReasonLeaseLost))
+			st, session, c.getConn().SessionID(), rec.has(health.ReasonLeaseLost))
 	}
 	t.Logf("leader %d killed; %d report failures retried; reports resumed", leader.ID(), st.ReportFailures)
 }
@@ -713,7 +713,7 @@ func TestIntegration_EnsembleLeaderLoss(t *testing.T) {
 // resumeBlocked starts a coordinator for key whose ZooKeeper is cut off,
 // checks that Claim gives up with ErrZKUnavailable, resumes it from r and
 // runs it; the proxy is returned blocked.
-func resumeBlocked(t *testing.T, srv []string, key string, r Resume) (*Coordinator, *clockguard.Guard, *transitions, *testFence, *zkproxy.Proxy) {
+func resumeBlocked(t *testing.T, srv []string, key string, r Resume) (*Coordinator, *health.Guard, *transitions, *testFence, *zkproxy.Proxy) {
 	t.Helper()
 	px := zkproxy.Start(t, srv[0])
 	px.Block()
@@ -766,8 +766,8 @@ func TestIntegration_ResumeFromCacheWhenZKDownAtStart(t *testing.T) {
 	if d, _ := readForeverData(t, raw, id.Path); d.Token != id.Token || d.Fence < cachedFence {
 		t.Fatalf("forever data %+v: want the cached token and a fence never below the cached %d", d, cachedFence)
 	}
-	if rec.has(clockguard.ReasonZKFence) || fs.floor.Load() != 0 {
-		t.Fatalf("zk_fence failed (%v) or the floor was raised (%d) for the owner's own token", rec.has(clockguard.ReasonZKFence), fs.floor.Load())
+	if rec.has(health.ReasonZKFence) || fs.floor.Load() != 0 {
+		t.Fatalf("zk_fence failed (%v) or the floor was raised (%d) for the owner's own token", rec.has(health.ReasonZKFence), fs.floor.Load())
 	}
 
 	// A node whose cache names another worker ID than ZooKeeper stays out.
@@ -780,7 +780,7 @@ func TestIntegration_ResumeFromCacheWhenZKDownAtStart(t *testing.T) {
 	waitFor(t, waitLong, "in service from the cache", func() bool { return mg.Ready() })
 	px2.Unblock()
 	waitFor(t, waitLong, "lease_lost to fail with the mismatch", func() bool {
-		d, ok := mg.Failing()[clockguard.ReasonLeaseLost]
+		d, ok := mg.Failing()[health.ReasonLeaseLost]
 		return ok && strings.Contains(d, fmt.Sprintf("maps node key \"cached2\" to worker ID %d", mid.WorkerID)) &&
 			strings.Contains(d, fmt.Sprintf("cached worker ID %d", id.WorkerID+5))
 	})
@@ -856,7 +856,7 @@ func TestIntegration_ZKFenceLeavesAndReturns(t *testing.T) {
 	px.Block()
 	blockedAt := time.Now().UnixMilli()
 	waitFor(t, waitLong, "zk_fence to fail", func() bool {
-		d, failing := g.Failing()[clockguard.ReasonZKFence]
+		d, failing := g.Failing()[health.ReasonZKFence]
 		return failing && !g.Ready() && strings.Contains(d, "renewal")
 	})
 	left := time.Now().UnixMilli()
@@ -872,7 +872,7 @@ func TestIntegration_ZKFenceLeavesAndReturns(t *testing.T) {
 	}
 	px.Unblock()
 	waitFor(t, waitLong, "zk_fence to pass again", func() bool {
-		_, failing := g.Failing()[clockguard.ReasonZKFence]
+		_, failing := g.Failing()[health.ReasonZKFence]
 		return !failing && g.Ready()
 	})
 	if st := c.Status(); st.FailuresByCause["connection"] == 0 {

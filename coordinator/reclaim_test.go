@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
 )
@@ -58,7 +58,7 @@ func TestReclaimAfterLostAnswerCompletes(t *testing.T) {
 					t.Fatal(err)
 				}
 				fs := &testFence{}
-				c.Attach(clockguard.New(testsupport.Log(t, nil), nil))
+				c.Attach(health.New(testsupport.Log(t, nil), nil))
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
 				go func() { done <- c.Run(ctx, fs) }()

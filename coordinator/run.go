@@ -9,9 +9,9 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 )
@@ -95,7 +95,7 @@ func (c *Coordinator) Run(ctx context.Context, fencer Fencer) error {
 type runner struct {
 	c          *Coordinator
 	fence      Fencer
-	guard      *clockguard.Guard
+	guard      *health.Guard
 	nextReport time.Time // zero: report at once
 	nextResync time.Time
 	warnedAt   time.Time // last "alive held by another session" warning
@@ -528,7 +528,7 @@ func (c *Coordinator) renew(ctx context.Context, z zkclient.Client, fencer Fence
 // local view says nothing changed.
 func (r *runner) reconcileAlive(ctx context.Context, z zkclient.Client, sid int64, resync bool) {
 	c := r.c
-	inService := r.guard.Status().State == clockguard.InService // not under c.mu: see updateChecks
+	inService := r.guard.Status().State == health.InService // not under c.mu: see updateChecks
 	c.mu.Lock()
 	want := c.st.leaseHeld && c.st.blocked == "" && inService
 	owned, id := c.st.aliveOwned, c.st.workerID

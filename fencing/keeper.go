@@ -10,8 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // FenceSetter receives the persisted fence and says where the generator
@@ -45,7 +45,7 @@ type Keeper struct {
 	clock   clock.Clock
 	persist func(fenceUnixMilli int64) (written int64, err error)
 	gen     FenceSetter
-	check   *clockguard.Check
+	check   *health.Check
 	log     zerolog.Logger
 	wake    chan struct{}
 
@@ -82,11 +82,11 @@ var ErrWriteInFlight = errors.New("previous fence write still running")
 // fence it wrote (never below the one asked for). A write has
 // fence-ahead/3 to finish (by then the next one is due), at least 10ms and
 // at most MaxWriteTimeout.
-func NewKeeper(g *clockguard.Guard, c clock.Clock, gen FenceSetter, ahead time.Duration,
+func NewKeeper(g *health.Guard, c clock.Clock, gen FenceSetter, ahead time.Duration,
 	initial int64, persist func(fenceUnixMilli int64) (int64, error), log zerolog.Logger) *Keeper {
 	k := &Keeper{
 		ahead: ahead, timeout: min(max(ahead/3, 10*time.Millisecond), MaxWriteTimeout), clock: c, persist: persist, gen: gen, log: log,
-		check: g.Check(clockguard.ReasonFencePersist),
+		check: g.Check(health.ReasonFencePersist),
 		wake:  make(chan struct{}, 1),
 	}
 	k.persisted.Store(initial)

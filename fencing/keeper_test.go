@@ -12,8 +12,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // fakeStore records persisted fences and fails while told to.
@@ -91,7 +91,7 @@ func TestFenceKeeperExtend(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.NewFake(start)
-			g := clockguard.New(zerolog.Nop(), nil)
+			g := health.New(zerolog.Nop(), nil)
 			gen, store := &fakeGen{}, &fakeStore{}
 			initial := int64(0)
 			if tc.initial >= 0 {
@@ -126,8 +126,8 @@ func TestFenceKeeperExtend(t *testing.T) {
 				if g.Ready() != s.ready {
 					t.Errorf("step %d: ready %v (%+v), want %v", i, g.Ready(), g.Status(), s.ready)
 				}
-				if !s.ready && g.Status().Reason != clockguard.ReasonFencePersist {
-					t.Errorf("step %d: reason %q, want %q", i, g.Status().Reason, clockguard.ReasonFencePersist)
+				if !s.ready && g.Status().Reason != health.ReasonFencePersist {
+					t.Errorf("step %d: reason %q, want %q", i, g.Status().Reason, health.ReasonFencePersist)
 				}
 			}
 		})
@@ -137,7 +137,7 @@ func TestFenceKeeperExtend(t *testing.T) {
 func TestFenceKeeperPersistFinalLowers(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	store := &fakeStore{}
-	k := NewKeeper(clockguard.New(zerolog.Nop(), nil), clk, &fakeGen{}, 3*time.Second, 0, store.persist, zerolog.Nop())
+	k := NewKeeper(health.New(zerolog.Nop(), nil), clk, &fakeGen{}, 3*time.Second, 0, store.persist, zerolog.Nop())
 	if err := k.Extend(); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestFenceKeeperPersistFinalLowers(t *testing.T) {
 func TestFenceKeeperRunExtendsAndStops(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	store := &fakeStore{}
-	k := NewKeeper(clockguard.New(zerolog.Nop(), nil), clk, &fakeGen{}, 30*time.Millisecond, 0, store.persist, zerolog.Nop())
+	k := NewKeeper(health.New(zerolog.Nop(), nil), clk, &fakeGen{}, 30*time.Millisecond, 0, store.persist, zerolog.Nop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { k.Run(ctx); close(done) }()
@@ -185,7 +185,7 @@ func TestFenceKeeperRunExtendsAndStops(t *testing.T) {
 func TestFenceKeeperHungWrite(t *testing.T) {
 	start := time.UnixMilli(1_750_000_000_000)
 	clk := clocktest.NewFake(start)
-	g := clockguard.New(zerolog.Nop(), nil)
+	g := health.New(zerolog.Nop(), nil)
 	gen := &fakeGen{}
 	release := make(chan struct{})
 	var writes atomic.Int64
@@ -214,7 +214,7 @@ func TestFenceKeeperHungWrite(t *testing.T) {
 	if took := time.Since(began); took > 5*time.Second {
 		t.Fatalf("Extend took %v with a 100ms deadline", took)
 	}
-	if g.Ready() || g.Status().Reason != clockguard.ReasonFencePersist {
+	if g.Ready() || g.Status().Reason != health.ReasonFencePersist {
 		t.Fatalf("after a hung write: %+v, want out with fence_persist_failed", g.Status())
 	}
 	if k.Persisted() != good || gen.get() != good {
@@ -267,7 +267,7 @@ func TestFenceKeeperPersistFinalWaitsForWriteInFlight(t *testing.T) {
 				mu.Unlock()
 				return fence, nil
 			}
-			k := NewKeeper(clockguard.New(zerolog.Nop(), nil), clk, &fakeGen{}, 3*time.Second, 0, persist, zerolog.Nop())
+			k := NewKeeper(health.New(zerolog.Nop(), nil), clk, &fakeGen{}, 3*time.Second, 0, persist, zerolog.Nop())
 			if err := k.Extend(); err != nil {
 				t.Fatal(err)
 			}
@@ -324,7 +324,7 @@ func TestFenceKeeperFinalWriteKeepsItsDeadline(t *testing.T) {
 				<-hang // the final write: a disk that stalls again
 				return fence, nil
 			}
-			k := NewKeeper(clockguard.New(zerolog.Nop(), nil), clk, &fakeGen{}, 3*time.Second, 0, persist, zerolog.Nop())
+			k := NewKeeper(health.New(zerolog.Nop(), nil), clk, &fakeGen{}, 3*time.Second, 0, persist, zerolog.Nop())
 			// A write in flight that returns exactly at the final deadline.
 			earlier := make(chan struct{})
 			k.mu.Lock()

@@ -7,8 +7,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // startPoll is how often a node whose clock is behind its fence looks again.
@@ -28,8 +28,8 @@ const startPoll = 100 * time.Millisecond
 // max-start-wait). Only a wait beyond that is a clock's fault
 // (clock_behind_fence): this clock is behind, or the holder's was ahead.
 type StartWait struct {
-	check   *clockguard.Check
-	prev    *clockguard.Check // prev_holder_fence; nil for a fence of this node's own
+	check   *health.Check
+	prev    *health.Check // prev_holder_fence; nil for a fence of this node's own
 	holder  PrevHolder
 	clock   clock.Clock
 	readyNs int64 // Unix ns from which IDs may be issued
@@ -72,15 +72,15 @@ func orUnknown(s string) string {
 // NewStartWait registers the clock_behind_fence check. readyAtNs is the
 // first Unix-nanosecond instant past the fence (the start of the tick after
 // the fence's tick; 0 when there is no fence).
-func NewStartWait(g *clockguard.Guard, c clock.Clock, readyAtNs int64, maxWait time.Duration, log zerolog.Logger) *StartWait {
-	return &StartWait{check: g.Check(clockguard.ReasonClockBehindFence), clock: c, readyNs: readyAtNs, maxWait: maxWait, log: log}
+func NewStartWait(g *health.Guard, c clock.Clock, readyAtNs int64, maxWait time.Duration, log zerolog.Logger) *StartWait {
+	return &StartWait{check: g.Check(health.ReasonClockBehindFence), clock: c, readyNs: readyAtNs, maxWait: maxWait, log: log}
 }
 
 // NewPrevHolderWait is NewStartWait for a start fence that is the previous
 // holder's ZooKeeper fence: it registers prev_holder_fence first, then
 // clock_behind_fence.
-func NewPrevHolderWait(g *clockguard.Guard, c clock.Clock, readyAtNs int64, maxWait time.Duration, holder PrevHolder, log zerolog.Logger) *StartWait {
-	prev := g.Check(clockguard.ReasonPrevHolderFence)
+func NewPrevHolderWait(g *health.Guard, c clock.Clock, readyAtNs int64, maxWait time.Duration, holder PrevHolder, log zerolog.Logger) *StartWait {
+	prev := g.Check(health.ReasonPrevHolderFence)
 	s := NewStartWait(g, c, readyAtNs, maxWait, log)
 	s.prev, s.holder = prev, holder
 	return s

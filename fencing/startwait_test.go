@@ -8,8 +8,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 func TestStartWait(t *testing.T) {
@@ -34,7 +34,7 @@ func TestStartWait(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.NewFake(start)
-			g := clockguard.New(zerolog.Nop(), nil)
+			g := health.New(zerolog.Nop(), nil)
 			var readyAt int64
 			if tc.ahead != -1 {
 				readyAt = start.Add(tc.ahead).UnixNano()
@@ -64,7 +64,7 @@ func TestStartWait(t *testing.T) {
 				// behind the fence must fail the check.
 				clk.StepWall(-tc.goBackMid)
 			}
-			for tc.wantFail && g.Status().State != clockguard.OutOfService {
+			for tc.wantFail && g.Status().State != health.OutOfService {
 				if time.Now().After(deadline) {
 					t.Fatalf("state %+v, want out of service", g.Status())
 				}
@@ -75,10 +75,10 @@ func TestStartWait(t *testing.T) {
 			}
 			st := g.Status()
 			if tc.wantFail {
-				if st.Reason != clockguard.ReasonClockBehindFence {
-					t.Errorf("reason %q, want %q", st.Reason, clockguard.ReasonClockBehindFence)
+				if st.Reason != health.ReasonClockBehindFence {
+					t.Errorf("reason %q, want %q", st.Reason, health.ReasonClockBehindFence)
 				}
-			} else if st.State != clockguard.Starting {
+			} else if st.State != health.Starting {
 				t.Errorf("state %+v, want starting (pending)", st)
 			}
 			for _, s := range tc.wantDetail {
@@ -102,7 +102,7 @@ func TestStartWait(t *testing.T) {
 
 func TestStartWaitStopsWithContext(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-	g := clockguard.New(zerolog.Nop(), nil)
+	g := health.New(zerolog.Nop(), nil)
 	gate := NewStartWait(g, clk, clk.WallNanos()+int64(time.Hour), time.Second, zerolog.Nop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -131,24 +131,24 @@ func TestStartWaitPrevHolder(t *testing.T) {
 		name       string
 		ahead      time.Duration // fence minus now at start
 		goBackMid  time.Duration // wall step back while waiting
-		wantReason clockguard.Reason
-		wantState  clockguard.State
+		wantReason health.Reason
+		wantState  health.State
 		wantDetail []string
 		wantLeft   bool // PrevHolderWait reports time left
 	}{
-		{name: "within max-start-wait", ahead: 5 * time.Second, wantReason: clockguard.ReasonPrevHolderFence, wantState: clockguard.Starting,
+		{name: "within max-start-wait", ahead: 5 * time.Second, wantReason: health.ReasonPrevHolderFence, wantState: health.Starting,
 			wantDetail: []string{"previous holder's ZooKeeper fence", `node key "node-a" at 10.0.0.1:8080, token tok-1`, "5s left"}, wantLeft: true},
-		{name: "beyond max-start-wait, within zk-fence-ahead", ahead: 25 * time.Second, wantReason: clockguard.ReasonPrevHolderFence,
-			wantState: clockguard.Starting, wantDetail: []string{"25s left"}, wantLeft: true},
-		{name: "beyond zk-fence-ahead + max-start-wait: a clock's fault", ahead: time.Hour, wantReason: clockguard.ReasonClockBehindFence,
-			wantState: clockguard.OutOfService, wantDetail: []string{"1h0m0s behind the previous holder's ZooKeeper fence", "node-a", "this clock is behind, or the previous holder's was ahead"}},
-		{name: "the clock goes back during the wait", ahead: 5 * time.Second, goBackMid: time.Hour, wantReason: clockguard.ReasonClockBehindFence,
-			wantState: clockguard.OutOfService},
+		{name: "beyond max-start-wait, within zk-fence-ahead", ahead: 25 * time.Second, wantReason: health.ReasonPrevHolderFence,
+			wantState: health.Starting, wantDetail: []string{"25s left"}, wantLeft: true},
+		{name: "beyond zk-fence-ahead + max-start-wait: a clock's fault", ahead: time.Hour, wantReason: health.ReasonClockBehindFence,
+			wantState: health.OutOfService, wantDetail: []string{"1h0m0s behind the previous holder's ZooKeeper fence", "node-a", "this clock is behind, or the previous holder's was ahead"}},
+		{name: "the clock goes back during the wait", ahead: 5 * time.Second, goBackMid: time.Hour, wantReason: health.ReasonClockBehindFence,
+			wantState: health.OutOfService},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.NewFake(start)
-			g := clockguard.New(zerolog.Nop(), nil)
+			g := health.New(zerolog.Nop(), nil)
 			h := holder
 			h.FenceMs = start.Add(tc.ahead).UnixMilli()
 			gate := NewPrevHolderWait(g, clk, start.Add(tc.ahead).UnixNano(), maxWait, h, zerolog.Nop())
@@ -157,7 +157,7 @@ func TestStartWaitPrevHolder(t *testing.T) {
 			done := make(chan time.Duration, 1)
 			go func() { done <- gate.Run(ctx) }()
 			if tc.goBackMid > 0 {
-				waitState(t, g, clockguard.Starting, clockguard.ReasonPrevHolderFence)
+				waitState(t, g, health.Starting, health.ReasonPrevHolderFence)
 				clk.StepWall(-tc.goBackMid)
 			}
 			st := waitState(t, g, tc.wantState, tc.wantReason)
@@ -169,7 +169,7 @@ func TestStartWaitPrevHolder(t *testing.T) {
 			if left, got := gate.PrevHolderWait(); (left > 0) != tc.wantLeft || got.NodeKey != "node-a" {
 				t.Errorf("PrevHolderWait %v %+v, want time left %v", left, got, tc.wantLeft)
 			}
-			if tr := g.Transitions(); tc.wantReason == clockguard.ReasonPrevHolderFence && tr[clockguard.ReasonClockBehindFence] != 0 {
+			if tr := g.Transitions(); tc.wantReason == health.ReasonPrevHolderFence && tr[health.ReasonClockBehindFence] != 0 {
 				t.Errorf("transitions %v: a clock reason while waiting for the previous holder", tr)
 			}
 			clk.Advance(tc.ahead + tc.goBackMid + time.Millisecond)
@@ -189,7 +189,7 @@ func TestStartWaitPrevHolder(t *testing.T) {
 }
 
 // waitState polls the guard until it is in state with reason.
-func waitState(t *testing.T, g *clockguard.Guard, state clockguard.State, reason clockguard.Reason) clockguard.Status {
+func waitState(t *testing.T, g *health.Guard, state health.State, reason health.Reason) health.Status {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -16,8 +16,8 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // borrowLayout holds 64 IDs a millisecond, so that a load of a few dozen
@@ -109,7 +109,7 @@ func borrowRun(t *testing.T, fenceAhead time.Duration, perMs int, rollback time.
 		if !nd.guard.Ready() {
 			t.Errorf("out of service after the clock caught up: %+v", nd.guard.Status())
 		}
-		res.exhausted = nd.guard.Transitions()[clockguard.ReasonBorrowExhausted]
+		res.exhausted = nd.guard.Transitions()[health.ReasonBorrowExhausted]
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)

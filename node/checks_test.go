@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -126,4 +127,55 @@ func startWithOneID(t *testing.T, worker int64) (*clocktest.Fake, string) {
 		t.Fatalf("/id: %d %s", code, body)
 	}
 	return clk, addr
+}
+
+// One loop reads the wall and monotonic clocks for both the watcher
+// (clock_rollback) and the jump guard (clock_jump): the two run two
+// goroutines, that sampler and the loop that asks NTP and the peers about a
+// held jump. With no traffic, a forward jump beyond --fence-ahead is still
+// held and its undo seen, and a step back still trips clock_rollback.
+func TestRunOneClockSampler(t *testing.T) {
+	clk, addr := startWithOneID(t, 6)
+	const want = 2
+	var got []string
+	deadline := time.Now().Add(5 * time.Second)
+	for got = clockLoops(); len(got) != want && time.Now().Before(deadline); got = clockLoops() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(got) != want {
+		t.Fatalf("%d goroutines of the watcher and the jump guard, want %d:\n%s", len(got), want, strings.Join(got, "\n\n"))
+	}
+	steps := []struct {
+		name   string
+		do     func()
+		code   int
+		reason string
+	}{
+		{"a jump beyond the headroom is held", func() { clk.StepWall(time.Hour) }, http.StatusServiceUnavailable, "clock_jump"},
+		{"its undo is seen", func() { clk.StepWall(-time.Hour) }, http.StatusOK, ""},
+		{"a step back trips clock_rollback", func() { clk.StepWall(-2 * time.Second) }, http.StatusServiceUnavailable, "clock_rollback"},
+		{"the clock past the last ID again", func() { clk.Advance(2*time.Second + 10*time.Millisecond) }, http.StatusOK, ""},
+	}
+	for _, st := range steps {
+		st.do()
+		t.Log(st.name)
+		waitHTTP(t, addr, "/readyz", func(code int, body string) bool {
+			return code == st.code && (st.reason == "" || strings.Contains(body, `"reason":"`+st.reason+`"`))
+		})
+	}
+}
+
+// clockLoops returns the stacks of the goroutines that run the watcher's,
+// the sampler's or the jump guard's loops.
+func clockLoops() []string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "clockguard.(*Watcher).Run") || strings.Contains(g, "clockguard.(*Sampler).Run") ||
+			strings.Contains(g, "node.(*jumpGuard).Run") {
+			out = append(out, g)
+		}
+	}
+	return out
 }

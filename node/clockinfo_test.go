@@ -9,6 +9,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/fencing"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -21,9 +22,9 @@ func clockSnapshot() nodestate.Snapshot {
 		WorkerID: 9, Layout: snowflake.DefaultLayout(), RollbackPolicy: "borrow", RollbackTolerance: 5 * time.Millisecond,
 		Now: now.Add(1500 * time.Microsecond),
 		Readings: clockguard.Readings{
-			State: clockguard.OutOfService, Reason: clockguard.ReasonNTPOffset, Detail: "offset 2s", Since: now,
-			Failing:     map[clockguard.Reason]string{clockguard.ReasonNTPOffset: "offset 2s"},
-			Transitions: map[string]int64{clockguard.TransitionsInServiceKey: 1, "ntp_offset": 1},
+			State: health.OutOfService, Reason: health.ReasonNTPOffset, Detail: "offset 2s", Since: now,
+			Failing:     map[health.Reason]string{health.ReasonNTPOffset: "offset 2s"},
+			Transitions: map[string]int64{health.TransitionsInServiceKey: 1, "ntp_offset": 1},
 			Watcher:     &clockguard.WatcherStats{Checks: 3},
 		},
 		Generator: nodestate.Generator{

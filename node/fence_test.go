@@ -8,12 +8,12 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -50,7 +50,7 @@ func TestFenceWriterRaisesToTheFloorReadAfterTheToken(t *testing.T) {
 			return coordinator.Status{Token: "new", ZKFence: prevFence + 30_000}
 		},
 	}
-	k := fencing.NewKeeper(clockguard.New(zerolog.Nop(), nil), clk, gen, 3*time.Second, 0, w.persist, zerolog.Nop())
+	k := fencing.NewKeeper(health.New(zerolog.Nop(), nil), clk, gen, 3*time.Second, 0, w.persist, zerolog.Nop())
 	if err := k.Extend(); err != nil { // computes now+3s, then the write reads the new token
 		t.Fatal(err)
 	}

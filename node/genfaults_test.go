@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -69,7 +69,7 @@ func TestRunClockStalledLeavesServiceAndReturns(t *testing.T) {
 	clk := clocktest.NewFake(time.Now())
 	n := runInService(t, testConfig(t, 3), withClock(clk))
 	n.onIDError(fmt.Errorf("%w: waited 1.2s for tick 42", snowflake.ErrClockStalled))
-	if st := n.guard.Status(); st.State != clockguard.OutOfService || st.Reason != clockguard.ReasonClockStalled {
+	if st := n.guard.Status(); st.State != health.OutOfService || st.Reason != health.ReasonClockStalled {
 		t.Fatalf("after ErrClockStalled: %+v", st)
 	}
 	n.stalled.TryClear()

@@ -10,6 +10,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 )
 
@@ -17,7 +18,9 @@ import (
 // trusts it when neither NTP nor peers can confirm it.
 const JumpHold = time.Minute
 
-// jumpPoll is how often the jump guard looks at the clock.
+// jumpPoll is how often the jump guard looks at the clock (unless it
+// shares the node's sampler: shareSampler) and at the sources' verdicts on
+// a held jump.
 const jumpPoll = 50 * time.Millisecond
 
 // jumpConfirmer is one source that can confirm the clock after a jump.
@@ -72,7 +75,7 @@ type jumpGuard struct {
 	clk        clock.Clock
 	threshold  time.Duration
 	hold       time.Duration
-	check      *clockguard.Check
+	check      *health.Check
 	confirmers []jumpConfirmer
 	log        zerolog.Logger
 	// stepped, if set, is called (outside the lock, quick, non-blocking)
@@ -81,6 +84,9 @@ type jumpGuard struct {
 	// fence at once instead of at its next tick, so requests do not run
 	// into the old fence. Set before Run.
 	stepped func()
+	// sampler reads the clocks for Run and feeds observe (and, shared,
+	// the node's watcher). Replaced before Run by shareSampler.
+	sampler *clockguard.Sampler
 
 	mu       sync.Mutex
 	baseline int64         // trusted wall − mono (ns)
@@ -101,13 +107,14 @@ type jumpGuard struct {
 	reaskStepped bool
 }
 
-func newJumpGuard(g *clockguard.Guard, c clock.Clock, threshold time.Duration, log zerolog.Logger, confirmers ...jumpConfirmer) *jumpGuard {
-	j := &jumpGuard{clk: c, threshold: threshold, hold: JumpHold, check: g.Check(clockguard.ReasonClockJump), log: log}
+func newJumpGuard(g *health.Guard, c clock.Clock, threshold time.Duration, log zerolog.Logger, confirmers ...jumpConfirmer) *jumpGuard {
+	j := &jumpGuard{clk: c, threshold: threshold, hold: JumpHold, check: g.Check(health.ReasonClockJump), log: log}
 	for _, cf := range confirmers {
 		if cf != nil && cf.enabled() {
 			j.confirmers = append(j.confirmers, cf)
 		}
 	}
+	j.sampler = clockguard.NewSampler(c, jumpPoll, j.observe)
 	j.baseline = c.WallNanos() - int64(c.Mono())
 	j.high = j.baseline
 	for _, cf := range j.confirmers {
@@ -145,14 +152,18 @@ func (j *jumpGuard) Holding() bool {
 	return j.suspect > 0
 }
 
-// step compares the clocks once: it starts a suspicion, ends one whose
-// jump was undone, starts it afresh when the clock moved again while held
-// (what the sources judged is not the clock any more), or moves the
-// baseline along while the clock is trusted. The check's state is set
-// under the lock, so two goroutines stepping (the loop, the fence keeper,
-// the renewals) cannot leave it contrary to the suspicion.
-func (j *jumpGuard) step() {
-	wall, mono := j.clk.WallNanos(), j.clk.Mono()
+// step reads the clocks and observes the reading.
+func (j *jumpGuard) step() { j.observe(clockguard.ReadSample(j.clk)) }
+
+// observe compares a reading of the clocks with the baseline: it starts a
+// suspicion, ends one whose jump was undone, starts it afresh when the clock
+// moved again while held (what the sources judged is not the clock any
+// more), or moves the baseline along while the clock is trusted. The
+// check's state is set under the lock, so two goroutines observing (the
+// sampler, the fence keeper, the renewals) cannot leave it contrary to the
+// suspicion.
+func (j *jumpGuard) observe(s clockguard.Sample) {
+	wall, mono := s.Wall, s.MonoAfter()
 	var logLine func() // written (and stepped called) after the lock is released (a slow stdout must not hold it)
 	defer func() {
 		if logLine != nil {
@@ -223,14 +234,22 @@ func (j *jumpGuard) step() {
 // or backward) after which NTP and the peers are asked again.
 const reaskStep = 100 * time.Millisecond
 
+// shareSampler makes Run read the clocks every interval and hand each
+// reading to feed as well, after observing it: the node's watcher
+// (clock_rollback) and the jump guard judge the same readings, taken by one
+// loop. Call it before Run.
+func (j *jumpGuard) shareSampler(interval time.Duration, feed func(clockguard.Sample)) {
+	j.sampler = clockguard.NewSampler(j.clk, interval, j.observe, feed)
+}
+
 // Run watches the clock and confirms a suspect jump, until ctx ends. The
-// clock is looked at on a goroutine of its own: asking a source (an NTP
-// round waits for the gap between queries and its timeout) must not delay
-// seeing a jump or its undo.
+// clock is looked at (by the sampler) on a goroutine of its own: asking a
+// source (an NTP round waits for the gap between queries and its timeout)
+// must not delay seeing a jump or its undo.
 func (j *jumpGuard) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { every(ctx, jumpPoll, j.step) })
+	wg.Go(func() { j.sampler.Run(ctx) })
 	every(ctx, jumpPoll, func() {
 		j.tryConfirm(ctx)
 		j.reaskIfUndone(ctx)

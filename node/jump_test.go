@@ -17,6 +17,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
@@ -80,7 +81,7 @@ func TestJumpGuard(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-			g := clockguard.New(zerolog.Nop(), nil)
+			g := health.New(zerolog.Nop(), nil)
 			var cfs []jumpConfirmer
 			if tc.confirmer != nil {
 				tc.confirmer.clk = clk
@@ -97,7 +98,7 @@ func TestJumpGuard(t *testing.T) {
 			if j.Holding() != jumped {
 				t.Fatalf("after a jump of %v: holding %v, want %v", tc.jump, !jumped, jumped)
 			}
-			if jumped && g.Status().Reason != clockguard.ReasonClockJump {
+			if jumped && g.Status().Reason != health.ReasonClockJump {
 				t.Fatalf("after the jump: %+v, want out with clock_jump", g.Status())
 			}
 			if tc.judgeBeforeUndo {
@@ -151,7 +152,7 @@ func TestJumpGuardReasksAfterAStep(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 			cf := &fakeConfirmer{clk: clk, answers: true, agrees: true}
-			j := newJumpGuard(clockguard.New(zerolog.Nop(), nil), clk, 3*time.Second, zerolog.Nop(), cf)
+			j := newJumpGuard(health.New(zerolog.Nop(), nil), clk, 3*time.Second, zerolog.Nop(), cf)
 			clk.Advance(time.Second)
 			j.step()
 			if tc.step == 0 { // a step back seen and re-asked, then its correction
@@ -190,7 +191,7 @@ func TestJumpGuardPeerRoundWithoutAListConfirmsNothing(t *testing.T) {
 		}
 		return []clockguard.Peer{{WorkerID: 1, Addr: strings.TrimPrefix(srv.URL, "http://")}}, nil
 	})
-	g := clockguard.New(zerolog.Nop(), nil)
+	g := health.New(zerolog.Nop(), nil)
 	peers, err := clockguard.NewPeers(g, clk, src, clockguard.PeersConfig{Interval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +269,7 @@ func (p *adjustablePeers) Peers(context.Context) ([]clockguard.Peer, error) {
 
 // newJumpPeers returns a peer check over src (an hour between regular
 // rounds) after one round in which every peer agrees.
-func newJumpPeers(t *testing.T, g *clockguard.Guard, clk *clocktest.Fake, src clockguard.PeerSource) *clockguard.Peers {
+func newJumpPeers(t *testing.T, g *health.Guard, clk *clocktest.Fake, src clockguard.PeerSource) *clockguard.Peers {
 	t.Helper()
 	peers, err := clockguard.NewPeers(g, clk, src, clockguard.PeersConfig{Interval: time.Hour})
 	if err != nil {
@@ -286,7 +287,7 @@ func newJumpPeers(t *testing.T, g *clockguard.Guard, clk *clocktest.Fake, src cl
 type peerJump struct {
 	clk   *clocktest.Fake
 	src   *adjustablePeers
-	g     *clockguard.Guard
+	g     *health.Guard
 	peers *clockguard.Peers
 	j     *jumpGuard
 }
@@ -295,7 +296,7 @@ func newPeerJump(t *testing.T, n int) peerJump {
 	t.Helper()
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	src := startAdjustablePeers(t, clk, n)
-	g := clockguard.New(zerolog.Nop(), nil)
+	g := health.New(zerolog.Nop(), nil)
 	peers := newJumpPeers(t, g, clk, src)
 	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
 	clk.Advance(time.Second)
@@ -385,7 +386,7 @@ func TestJumpGuardASecondJumpIsItsOwn(t *testing.T) {
 			if !j.Holding() {
 				t.Fatal("jump 2 (1h) was accepted on a round measured before it")
 			}
-			if got := g.Failing()[clockguard.ReasonClockJump]; !strings.Contains(got, tc.wantDetail) {
+			if got := g.Failing()[health.ReasonClockJump]; !strings.Contains(got, tc.wantDetail) {
 				t.Fatalf("clock_jump detail %q, want %q", got, tc.wantDetail)
 			}
 		})
@@ -452,7 +453,7 @@ func TestJumpGuardOneBadNTPServerDoesNotHoldACorrection(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	q := &skewedServers{errs: map[string]time.Duration{c: 10 * time.Second}}
 	q.nodeErr.Store(int64(-4 * time.Second))
-	g := clockguard.New(zerolog.Nop(), nil)
+	g := health.New(zerolog.Nop(), nil)
 	n, err := clockguard.NewNTP(g, clk, clockguard.NTPConfig{Servers: []string{a, b, c}, Querier: q, Interval: time.Minute, MinGap: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
@@ -502,7 +503,7 @@ func TestJumpGuardOneSourceAgreeingDoesNotOverrideAnother(t *testing.T) {
 	const a, b, c = "a.example:123", "b.example:123", "c.example:123"
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	q := &skewedServers{errs: map[string]time.Duration{}}
-	g := clockguard.New(zerolog.Nop(), nil)
+	g := health.New(zerolog.Nop(), nil)
 	n, err := clockguard.NewNTP(g, clk, clockguard.NTPConfig{Servers: []string{a, b, c}, Querier: q, Interval: time.Minute, MinGap: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
@@ -541,7 +542,7 @@ func TestJumpGuardOneReachablePeerOfThreeDecidesNothing(t *testing.T) {
 	src := clockguard.PeerSourceFunc(func(context.Context) ([]clockguard.Peer, error) {
 		return []clockguard.Peer{{WorkerID: 1, Addr: live.addrs[0]}, {WorkerID: 2, Addr: "127.0.0.1:1"}, {WorkerID: 3, Addr: "127.0.0.1:1"}}, nil
 	})
-	g := clockguard.New(zerolog.Nop(), nil)
+	g := health.New(zerolog.Nop(), nil)
 	peers := newJumpPeers(t, g, clk, src)
 	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
 	ctx := context.Background()
@@ -610,7 +611,7 @@ func TestJumpGuardCheckFollowsTheSuspicion(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 			w := &blockingWriter{match: tc.match, entered: make(chan struct{}), release: make(chan struct{})}
-			g := clockguard.New(zerolog.Nop(), nil)
+			g := health.New(zerolog.Nop(), nil)
 			j := newJumpGuard(g, clk, 3*time.Second, zerolog.New(w))
 			done := make(chan struct{})
 			go func() { defer close(done); tc.first(clk, j) }()
@@ -622,7 +623,7 @@ func TestJumpGuardCheckFollowsTheSuspicion(t *testing.T) {
 			tc.then(clk, j)
 			close(w.release)
 			<-done
-			_, failing := g.Failing()[clockguard.ReasonClockJump]
+			_, failing := g.Failing()[health.ReasonClockJump]
 			if held := j.Holding(); failing != held {
 				t.Fatalf("clock_jump failing %v while holding %v", failing, held)
 			}
@@ -665,7 +666,7 @@ func TestJumpGuardCorrectionIsNotAJump(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-			g := clockguard.New(zerolog.Nop(), nil)
+			g := health.New(zerolog.Nop(), nil)
 			j := newJumpGuard(g, clk, threshold, zerolog.Nop())
 			clk.Advance(time.Second)
 			for i, s := range tc.steps {
@@ -679,7 +680,7 @@ func TestJumpGuardCorrectionIsNotAJump(t *testing.T) {
 				clk.Advance(s.after)
 				j.step()
 			}
-			if got := g.Transitions()[clockguard.ReasonClockJump]; got != tc.wantJumps {
+			if got := g.Transitions()[health.ReasonClockJump]; got != tc.wantJumps {
 				t.Errorf("left service with clock_jump %d times, want %d", got, tc.wantJumps)
 			}
 		})
@@ -691,7 +692,7 @@ func TestJumpGuardCorrectionIsNotAJump(t *testing.T) {
 func TestJumpGuardConfirmedOvershootIsTheNewTrajectory(t *testing.T) {
 	const threshold = 3 * time.Second
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-	g := clockguard.New(zerolog.Nop(), nil)
+	g := health.New(zerolog.Nop(), nil)
 	j := newJumpGuard(g, clk, threshold, zerolog.Nop())
 	clk.StepWall(-8 * time.Second)
 	j.step()
@@ -737,7 +738,7 @@ func TestJumpGuardForwardStepWakesTheFenceKeeper(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
-			j := newJumpGuard(clockguard.New(zerolog.Nop(), nil), clk, threshold, zerolog.Nop())
+			j := newJumpGuard(health.New(zerolog.Nop(), nil), clk, threshold, zerolog.Nop())
 			wakes := 0
 			j.stepped = func() { wakes++ }
 			for _, s := range tc.steps {
@@ -749,5 +750,51 @@ func TestJumpGuardForwardStepWakesTheFenceKeeper(t *testing.T) {
 				t.Fatalf("fence keeper woken %d times after %v, want %d", wakes, tc.steps, tc.want)
 			}
 		})
+	}
+}
+
+// The shared sampler's readings alone, with no caller of Holding, start a
+// suspicion, follow a step within the headroom and end the suspicion when
+// the jump is undone; the watcher's feed gets each reading after the jump
+// guard judged it.
+func TestJumpGuardSharesItsSampler(t *testing.T) {
+	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+	g := health.New(zerolog.Nop(), nil)
+	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop())
+	var stepped atomic.Int32
+	j.stepped = func() { stepped.Add(1) }
+	var fed []clockguard.Sample
+	var heldWhenFed []bool
+	j.shareSampler(time.Millisecond, func(s clockguard.Sample) {
+		fed = append(fed, s)
+		heldWhenFed = append(heldWhenFed, j.suspicious())
+	})
+	steps := []struct {
+		name        string
+		do          func()
+		wantHeld    bool
+		wantStepped int32
+	}{
+		{"a steady clock", func() { clk.Advance(time.Second) }, false, 0},
+		{"a step within the headroom is followed", func() { clk.StepWall(2 * time.Second) }, false, 1},
+		{"a jump beyond it is held", func() { clk.StepWall(10 * time.Second) }, true, 1},
+		{"the jump undone", func() { clk.StepWall(-10 * time.Second) }, false, 1},
+	}
+	for i, st := range steps {
+		st.do()
+		j.sampler.Sample()
+		if j.suspicious() != st.wantHeld || g.Ready() == st.wantHeld {
+			t.Fatalf("%s: held %v, ready %v; want held %v (%+v)", st.name, j.suspicious(), g.Ready(), st.wantHeld, g.Status())
+		}
+		if st.wantHeld && g.Status().Reason != health.ReasonClockJump {
+			t.Fatalf("%s: %+v, want out with clock_jump", st.name, g.Status())
+		}
+		if n := stepped.Load(); n != st.wantStepped {
+			t.Fatalf("%s: the fence keeper woken %d times, want %d", st.name, n, st.wantStepped)
+		}
+		if len(fed) != i+1 || fed[i].Wall != clk.WallNanos() || heldWhenFed[i] != st.wantHeld {
+			t.Fatalf("%s: fed %d readings (last %+v, held %v), want %d, the last at wall %d, after the jump guard's verdict %v",
+				st.name, len(fed), fed[len(fed)-1], heldWhenFed[len(heldWhenFed)-1], i+1, clk.WallNanos(), st.wantHeld)
+		}
 	}
 }

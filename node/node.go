@@ -23,6 +23,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/metrics"
 	"codeberg.org/snowflaked/snowflaked/internal/statuspage"
 	"codeberg.org/snowflaked/snowflaked/server"
@@ -54,14 +55,14 @@ type node struct {
 	// finalZKFence is set at a graceful stop to the last issued time: the
 	// cache file's ZooKeeper fence comes down to it before ZooKeeper's does.
 	finalZKFence atomic.Int64
-	guard        *clockguard.Guard
+	guard        *health.Guard
 	rollback     *clockguard.Rollback
-	overflow     *clockguard.Fault // time_overflow: the clock is past the layout's end
-	jumps        *jumpGuard        // clock_jump: unconfirmed forward jumps hold the fences
-	stalled      *clockguard.Fault // clock_stalled: the wall clock stopped moving
+	overflow     *health.Fault // time_overflow: the clock is past the layout's end
+	jumps        *jumpGuard    // clock_jump: unconfirmed forward jumps hold the fences
+	stalled      *health.Fault // clock_stalled: the wall clock stopped moving
 	// borrowOut is borrow_exhausted: borrowing through a rollback reached
 	// the fence (--rollback-policy borrow).
-	borrowOut *clockguard.Fault
+	borrowOut *health.Fault
 	// stalledAt is the wall clock (ns) when clock_stalled tripped.
 	stalledAt atomic.Int64
 	keeper    *fencing.Keeper
@@ -299,7 +300,7 @@ func (n *node) newGenerator() error {
 // and zk_fence. Every check starts pending (the fault checks passing), so
 // the node enters service only after each has passed once.
 func (n *node) newGuard() error {
-	n.guard = clockguard.New(n.log, func() time.Time { return clock.WallTime(n.clock) })
+	n.guard = health.New(n.log, func() time.Time { return clock.WallTime(n.clock) })
 
 	// clock_behind_fence (prev_holder_fence): ready from the start of the
 	// tick after the fence's.
@@ -346,10 +347,10 @@ func (n *node) newGuard() error {
 		return fmt.Errorf("clock watcher: %w", err)
 	}
 	// The first sample is the baseline. Take it now, before the node can
-	// serve, not when Run's goroutine first gets a CPU: a step in between
-	// would be folded into the baseline and never seen.
+	// serve, not when the sampler's goroutine first gets a CPU: a step in
+	// between would be folded into the baseline and never seen. The jump
+	// guard's loop feeds the watcher its later samples (newJumpGuard).
 	n.watcher.Step()
-	n.loops = append(n.loops, n.watcher.Run)
 
 	// ntp_offset, ntp_unreachable (both pass at once without --ntp).
 	n.ntp, err = clockguard.NewNTP(n.guard, n.clock, clockguard.NTPConfig{
@@ -437,12 +438,17 @@ func (n *node) onIDError(err error) {
 
 // newJumpGuard registers clock_jump: a forward jump beyond --fence-ahead is
 // not persisted into any fence until NTP or the peers confirm it (or none
-// can answer for JumpHold). Call it once the NTP and peer checks exist.
+// can answer for JumpHold). Call it once the watcher, the NTP and the peer
+// checks exist: the jump guard's loop reads the wall and monotonic clocks
+// at the watcher's interval for both (one sampler, clockguard.Sampler).
 func (n *node) newJumpGuard() {
 	n.jumps = newJumpGuard(n.guard, n.clock, n.cfg.FenceAhead, n.log.With().Str("component", "jump").Logger(),
 		ntpConfirmer{n.ntp}, peersConfirmer{n.peers})
 	n.keeper.SetHold(n.jumps.Holding)
 	n.jumps.stepped = n.keeper.Wake
+	// The jump guard observes each reading first, before the watcher's
+	// logging and rollback trips, as soon as its own loop did.
+	n.jumps.shareSampler(n.watcher.Interval(), func(s clockguard.Sample) { n.watcher.Observe(s) })
 	n.loops = append(n.loops, n.jumps.Run)
 }
 
@@ -456,14 +462,14 @@ func (n *node) newJumpGuard() {
 // last issued ID.
 func (n *node) newGeneratorFaults() {
 	end := n.layout.End().UnixNano()
-	n.overflow = clockguard.NewFault(n.guard, clockguard.ReasonTimeOverflow, func() bool { return n.clock.WallNanos() < end }, 0)
+	n.overflow = health.NewFault(n.guard, health.ReasonTimeOverflow, func() bool { return n.clock.WallNanos() < end }, 0)
 	unit := int64(n.layout.Unit)
-	n.stalled = clockguard.NewFault(n.guard, clockguard.ReasonClockStalled, func() bool {
+	n.stalled = health.NewFault(n.guard, health.ReasonClockStalled, func() bool {
 		return n.clock.WallNanos() >= n.stalledAt.Load()+unit && n.gen.Behind() == 0
 	}, 0)
 	// borrow_exhausted clears once the clock is past the last issued ID:
 	// from there the IDs follow the clock again, and the fence with it.
-	n.borrowOut = clockguard.NewFault(n.guard, clockguard.ReasonBorrowExhausted, func() bool { return n.gen.Behind() == 0 }, 0)
+	n.borrowOut = health.NewFault(n.guard, health.ReasonBorrowExhausted, func() bool { return n.gen.Behind() == 0 }, 0)
 	n.loops = append(n.loops, n.overflow.Run, n.stalled.Run, n.borrowOut.Run)
 }
 

@@ -567,7 +567,7 @@ func (s *snowSim) correctionStep() error {
 	if nd.gen.Stats().Borrowed > borrowedBefore {
 		s.stats.paths.correctionsBorrowing++
 	}
-	time.Sleep(500 * time.Millisecond) // the jump guard looks every 50ms
+	time.Sleep(500 * time.Millisecond) // the jump guard looks every 20ms
 	if nd.jumps.suspicious() {
 		return s.fail("%s: the clock set right after a step back of %v is held as a jump (clock_jump): %+v", p.name, back, nd.guard.Status())
 	}

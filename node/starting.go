@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/server"
 )
 
@@ -50,14 +50,14 @@ func (p *startPhase) setStep(s string) { p.step.Store(&s) }
 func (p *startPhase) setClaim(f func() string) { p.claim.Store(&f) }
 
 // status is the start phase's answer: starting, with what it waits for.
-func (p *startPhase) status() clockguard.Status {
+func (p *startPhase) status() health.Status {
 	detail := *p.step.Load()
 	if f := p.claim.Load(); f != nil {
 		if s := (*f)(); s != "" {
 			detail = s
 		}
 	}
-	return clockguard.Status{State: clockguard.Starting, Reason: clockguard.ReasonStarting, Detail: detail, Since: p.since}
+	return health.Status{State: health.Starting, Reason: health.ReasonStarting, Detail: detail, Since: p.since}
 }
 
 // handOver stops the start phase's server (its requests in flight finish,

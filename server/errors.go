@@ -9,7 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/client/wire"
-	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -80,17 +80,17 @@ func writeErrorJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 // full status read, and if the node entered service between the two reads
 // it counts as in service: a 503 must always carry a real reason, never an
 // "in_service" state with an empty one.
-func (s *Server) notInService() (clockguard.Status, bool) {
+func (s *Server) notInService() (health.Status, bool) {
 	if s.cfg.Guard.Ready() {
-		return clockguard.Status{}, false
+		return health.Status{}, false
 	}
 	st := s.cfg.Guard.Status()
-	return st, st.State != clockguard.InService
+	return st, st.State != health.InService
 }
 
 // outOfService answers 503 out_of_service with the guard's state, reason and
 // detail (st from notInService).
-func (s *Server) outOfService(ctx *fasthttp.RequestCtx, st clockguard.Status) {
+func (s *Server) outOfService(ctx *fasthttp.RequestCtx, st health.Status) {
 	msg := "node is not in service: " + st.State.String()
 	if st.Reason != "" {
 		msg += " (" + string(st.Reason) + ")"

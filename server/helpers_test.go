@@ -16,9 +16,9 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -33,10 +33,10 @@ var fakeNow = time.Date(2025, 6, 1, 12, 0, 0, 123456789, time.UTC)
 type fixture struct {
 	srv    *Server
 	gen    *snowflake.Generator
-	guard  *clockguard.Guard
-	check  *clockguard.Check // the guard's only check; passing unless a test fails it
-	clk    *clocktest.Fake   // Config.Clock
-	client *fasthttp.Client  // nil until serve
+	guard  *health.Guard
+	check  *health.Check    // the guard's only check; passing unless a test fails it
+	clk    *clocktest.Fake  // Config.Clock
+	client *fasthttp.Client // nil until serve
 	ln     *fasthttputil.InmemoryListener
 }
 
@@ -47,8 +47,8 @@ func newFixture(t testing.TB, layout snowflake.Layout, mod func(*Config)) *fixtu
 	if err != nil {
 		t.Fatalf("new generator: %v", err)
 	}
-	guard := clockguard.New(zerolog.Nop(), nil)
-	check := guard.Check(clockguard.ReasonNTPOffset)
+	guard := health.New(zerolog.Nop(), nil)
+	check := guard.Check(health.ReasonNTPOffset)
 	check.Pass()
 	f := &fixture{gen: gen, guard: guard, check: check, clk: clocktest.NewFake(fakeNow)}
 	cfg := Config{IDs: gen, Guard: guard, Clock: f.clk, Log: zerolog.Nop()}

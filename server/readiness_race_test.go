@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -12,11 +12,11 @@ import (
 // calls: Ready reports the old state, Status the new one.
 type raceGuard struct {
 	ready  bool
-	status clockguard.Status
+	status health.Status
 }
 
-func (g raceGuard) Ready() bool               { return g.ready }
-func (g raceGuard) Status() clockguard.Status { return g.status }
+func (g raceGuard) Ready() bool           { return g.ready }
+func (g raceGuard) Status() health.Status { return g.status }
 
 // TestReadinessReadBetweenTransitions: the node changes state between the
 // server's atomic Ready check and its Status snapshot. Entering service in
@@ -30,9 +30,9 @@ func TestReadinessReadBetweenTransitions(t *testing.T) {
 		wantStatus int
 		wantInBody string
 	}{
-		{"entered service between the reads", raceGuard{false, clockguard.Status{State: clockguard.InService}}, 200, ""},
-		{"out of service", raceGuard{false, clockguard.Status{State: clockguard.OutOfService, Reason: clockguard.ReasonClockRollback}}, 503, `"reason":"clock_rollback"`},
-		{"starting", raceGuard{false, clockguard.Status{State: clockguard.Starting, Reason: clockguard.ReasonStarting}}, 503, `"reason":"starting"`},
+		{"entered service between the reads", raceGuard{false, health.Status{State: health.InService}}, 200, ""},
+		{"out of service", raceGuard{false, health.Status{State: health.OutOfService, Reason: health.ReasonClockRollback}}, 503, `"reason":"clock_rollback"`},
+		{"starting", raceGuard{false, health.Status{State: health.Starting, Reason: health.ReasonStarting}}, 503, `"reason":"starting"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,8 +20,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/uuidv7"
 )
@@ -37,10 +37,10 @@ type IDSource interface {
 	Layout() snowflake.Layout
 }
 
-// Readiness tells whether the node is in service; *clockguard.Guard satisfies it.
+// Readiness tells whether the node is in service; *health.Guard satisfies it.
 type Readiness interface {
 	Ready() bool
-	Status() clockguard.Status
+	Status() health.Status
 }
 
 // Observer receives per-request figures, e.g. for metrics. Its methods are

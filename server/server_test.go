@@ -20,6 +20,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -392,7 +393,7 @@ func TestOutOfService(t *testing.T) {
 	}{
 		{"ntp offset", 0, "1", func(f *fixture) { f.check.Fail("offset 2s, max 500ms") }, "out_of_service", "ntp_offset", "offset 2s, max 500ms"},
 		{"retry after rounds up", 2500 * time.Millisecond, "3", func(f *fixture) { f.check.Fail("x") }, "out_of_service", "ntp_offset", "x"},
-		{"starting", 0, "1", func(f *fixture) { f.guard.Check(clockguard.ReasonLeaseLost) }, "starting", "starting", "waiting for lease_lost"},
+		{"starting", 0, "1", func(f *fixture) { f.guard.Check(health.ReasonLeaseLost) }, "starting", "starting", "waiting for lease_lost"},
 		{"stopping", 0, "1", func(f *fixture) { f.guard.Stop() }, "stopping", "stopping", ""},
 	}
 	for _, tt := range tests {
@@ -518,7 +519,7 @@ func TestRealGeneratorFenceAndRollback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		guard := clockguard.New(zerolog.Nop(), nil)
+		guard := health.New(zerolog.Nop(), nil)
 		rb := clockguard.NewRollback(guard, gen, 0)
 		var calls int
 		s, err := New(Config{IDs: gen, Guard: guard, Clock: clk, OnIDError: func(err error) {
@@ -587,7 +588,7 @@ func TestNewRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guard := clockguard.New(zerolog.Nop(), nil)
+	guard := health.New(zerolog.Nop(), nil)
 	ok := Config{IDs: gen, Guard: guard, Clock: clock.NewSystem()}
 	h := func(*fasthttp.RequestCtx) {}
 	tests := []struct {

@@ -10,14 +10,14 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // StartingConfig configures a Starting server.
 type StartingConfig struct {
 	// Status says what the node waits for (state Starting, a reason and
 	// a detail); required. Called on every /readyz and refused request.
-	Status     func() clockguard.Status
+	Status     func() health.Status
 	RetryAfter time.Duration // Retry-After on 503; 0 means 1s
 	Log        zerolog.Logger
 }
@@ -35,7 +35,7 @@ const startingReadTimeout = 2 * time.Second
 // liveness probe would count against the process). Each response closes
 // its connection, so none outlives the phase.
 type Starting struct {
-	status     func() clockguard.Status
+	status     func() health.Status
 	retryAfter []byte
 	srv        *fasthttp.Server
 }

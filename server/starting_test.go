@@ -8,7 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // While the node starts, before its server exists, the port answers:
@@ -17,8 +17,8 @@ import (
 // and each response closes its connection.
 func TestStartingAnswersWhileTheNodeStarts(t *testing.T) {
 	const detail = "waiting for the lease on worker ID 3, held by session 0x1, to go; up to 4s more"
-	s, err := NewStarting(StartingConfig{Status: func() clockguard.Status {
-		return clockguard.Status{State: clockguard.Starting, Reason: clockguard.ReasonStarting, Detail: detail}
+	s, err := NewStarting(StartingConfig{Status: func() health.Status {
+		return health.Status{State: health.Starting, Reason: health.ReasonStarting, Detail: detail}
 	}, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
@@ -78,7 +78,7 @@ func startWorker(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey, addr str
 		t.Fatalf("claim %s: %v", nodeKey, err)
 	}
 	if serve {
-		g := clockguard.New(zerolog.Nop(), nil)
+		g := health.New(zerolog.Nop(), nil)
 		c.Attach(g)
 		go func() { _ = c.Run(ctx, fixedFence(time.Now().Add(time.Hour).UnixMilli())) }()
 	}

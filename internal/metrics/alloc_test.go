@@ -6,8 +6,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -48,8 +48,8 @@ func TestServerWithObserverAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guard := clockguard.New(nopLog, nil)
-	guard.Check(clockguard.ReasonNTPOffset).Pass()
+	guard := health.New(nopLog, nil)
+	guard.Check(health.ReasonNTPOffset).Pass()
 	m, err := New(Config{Snapshot: liveSnapshot(gen, guard, clk)})
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -113,8 +114,8 @@ func BenchmarkServerID(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			guard := clockguard.New(nopLog, nil)
-			guard.Check(clockguard.ReasonNTPOffset).Pass()
+			guard := health.New(nopLog, nil)
+			guard.Check(health.ReasonNTPOffset).Pass()
 			cfg := server.Config{IDs: gen, Guard: guard, Clock: clk, Log: nopLog}
 			if withMetrics {
 				m, err := New(Config{Snapshot: liveSnapshot(gen, guard, clk)})

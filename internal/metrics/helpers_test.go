@@ -11,6 +11,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -25,7 +26,7 @@ var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 type fixture struct {
 	m     *Metrics
 	clk   *clocktest.Fake
-	guard *clockguard.Guard
+	guard *health.Guard
 	// snap is what a scrape reads, but for Now (the clock's) and the
 	// guard's part of Readings (the guard's); its Watcher, NTP and Peers
 	// are kept.
@@ -48,7 +49,7 @@ func (f *fixture) snapshot() nodestate.Snapshot {
 func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{clk: clocktest.NewFake(testNow)}
-	f.guard = clockguard.New(nopLog, func() time.Time { return time.Unix(0, f.clk.WallNanos()) })
+	f.guard = health.New(nopLog, func() time.Time { return time.Unix(0, f.clk.WallNanos()) })
 	f.snap = nodestate.Snapshot{
 		WorkerID: 42, Layout: snowflake.DefaultLayout(),
 		FenceMs: testNow.Add(3 * time.Second).UnixMilli(),
@@ -71,7 +72,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 
 // liveSnapshot is a Config.Snapshot that reads a real generator and guard
 // on clk, as the node's snapshot does.
-func liveSnapshot(gen *snowflake.Generator, guard *clockguard.Guard, clk clock.Clock) func() nodestate.Snapshot {
+func liveSnapshot(gen *snowflake.Generator, guard *health.Guard, clk clock.Clock) func() nodestate.Snapshot {
 	return func() nodestate.Snapshot {
 		return nodestate.Snapshot{
 			WorkerID: gen.WorkerID(), Layout: gen.Layout(), Now: time.Unix(0, clk.WallNanos()),

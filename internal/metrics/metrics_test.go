@@ -14,6 +14,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
@@ -234,7 +235,7 @@ func TestScrape_HostilePeerAddress(t *testing.T) {
 // guard through a node's life.
 func TestScrape_Transitions(t *testing.T) {
 	f := newFixture(t, nil)
-	check := f.guard.Check(clockguard.ReasonNTPOffset)
+	check := f.guard.Check(health.ReasonNTPOffset)
 	steps := []struct {
 		name        string
 		do          func()
@@ -252,7 +253,7 @@ func TestScrape_Transitions(t *testing.T) {
 		f.clk.Advance(time.Second)
 		st.do()
 		ex := scrape(t, f.m)
-		for _, s := range clockguard.States {
+		for _, s := range health.States {
 			want := 0.0
 			if s.String() == st.state {
 				want = 1
@@ -390,7 +391,7 @@ func TestRealGenerator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Config{Snapshot: liveSnapshot(gen, clockguard.New(nopLog, nil), clk), RollbackTolerance: snowflake.DefaultRollbackTolerance})
+	m, err := New(Config{Snapshot: liveSnapshot(gen, health.New(nopLog, nil), clk), RollbackTolerance: snowflake.DefaultRollbackTolerance})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,8 +524,8 @@ func TestServer_Loopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guard := clockguard.New(nopLog, nil)
-	check := guard.Check(clockguard.ReasonNTPOffset)
+	guard := health.New(nopLog, nil)
+	check := guard.Check(health.ReasonNTPOffset)
 	check.Pass()
 	m, err := New(Config{Snapshot: liveSnapshot(gen, guard, clk)})
 	if err != nil {
@@ -657,7 +658,7 @@ func TestRealGeneratorBorrow(t *testing.T) {
 		t.Fatal(err)
 	}
 	gen.SetFence(testNow.Add(time.Millisecond).UnixMilli())
-	m, err := New(Config{Snapshot: liveSnapshot(gen, clockguard.New(nopLog, nil), clk), RollbackPolicy: "borrow"})
+	m, err := New(Config{Snapshot: liveSnapshot(gen, health.New(nopLog, nil), clk), RollbackPolicy: "borrow"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -691,7 +692,7 @@ func TestRealGeneratorBorrow(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	if _, err := New(Config{Snapshot: liveSnapshot(gen, clockguard.New(nopLog, nil), clk), RollbackPolicy: "lend"}); !errors.Is(err, ErrBadConfig) {
+	if _, err := New(Config{Snapshot: liveSnapshot(gen, health.New(nopLog, nil), clk), RollbackPolicy: "lend"}); !errors.Is(err, ErrBadConfig) {
 		t.Errorf("New with rollback policy lend: %v, want ErrBadConfig", err)
 	}
 }
@@ -701,7 +702,7 @@ func TestRealGeneratorBorrow(t *testing.T) {
 // the state and transition families before it ever happens; while the
 // node waits, it is the reason of the starting state.
 func TestPrevHolderFenceWait(t *testing.T) {
-	wait := clockguard.ReasonPrevHolderFence
+	wait := health.ReasonPrevHolderFence
 	f := newFixture(t, nil)
 	check := f.guard.Check(wait)
 	f.snap.PrevHolderWait = 4500 * time.Millisecond

@@ -7,6 +7,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
@@ -17,18 +18,18 @@ const maxPeerSeries = 256
 
 // knownReasons are the transition reasons exported at zero before they first
 // happen, so that rate() works from the start. "none" is entering service.
-var knownReasons = []clockguard.Reason{
-	clockguard.ReasonNone, clockguard.ReasonStarting, clockguard.ReasonStopping,
-	clockguard.ReasonClockBehindFence, clockguard.ReasonClockRollback,
-	clockguard.ReasonNTPOffset, clockguard.ReasonNTPUnreachable, clockguard.ReasonPeerOffset,
-	clockguard.ReasonLeaseLost, clockguard.ReasonZKFence, clockguard.ReasonFencePersist,
-	clockguard.ReasonFenceReached, clockguard.ReasonTimeOverflow, clockguard.ReasonClockStalled,
-	clockguard.ReasonClockJump, clockguard.ReasonBorrowExhausted, clockguard.ReasonPrevHolderFence,
+var knownReasons = []health.Reason{
+	health.ReasonNone, health.ReasonStarting, health.ReasonStopping,
+	health.ReasonClockBehindFence, health.ReasonClockRollback,
+	health.ReasonNTPOffset, health.ReasonNTPUnreachable, health.ReasonPeerOffset,
+	health.ReasonLeaseLost, health.ReasonZKFence, health.ReasonFencePersist,
+	health.ReasonFenceReached, health.ReasonTimeOverflow, health.ReasonClockStalled,
+	health.ReasonClockJump, health.ReasonBorrowExhausted, health.ReasonPrevHolderFence,
 }
 
 // reasonLabel is the label value of a reason: "none" for ReasonNone.
-func reasonLabel(r clockguard.Reason) string {
-	if r == clockguard.ReasonNone {
+func reasonLabel(r health.Reason) string {
+	if r == health.ReasonNone {
 		return "none"
 	}
 	return string(r)
@@ -37,8 +38,8 @@ func reasonLabel(r clockguard.Reason) string {
 // transitionLabel is the label value of a key of Readings.Transitions,
 // which counts entries into service under TransitionsInServiceKey.
 func transitionLabel(key string) string {
-	if key == clockguard.TransitionsInServiceKey {
-		return reasonLabel(clockguard.ReasonNone)
+	if key == health.TransitionsInServiceKey {
+		return reasonLabel(health.ReasonNone)
 	}
 	return key
 }
@@ -260,7 +261,7 @@ func (m *Metrics) writeGenerator(e *expo, s *nodestate.Snapshot, nowNs int64) {
 // reason is exported, then any other that counted a transition or is the
 // current one, sorted by label.
 func writeGuard(e *expo, r *clockguard.Readings, now time.Time) {
-	for _, s := range clockguard.States {
+	for _, s := range health.States {
 		e.add(fState, b2f(s == r.State), "state", s.String())
 	}
 	if !r.Since.IsZero() {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/tests/chromium"
@@ -25,10 +25,10 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 	bin := chromium.Need(t)
 
 	const hostileKey = `<script>document.title="pwned"</script>`
-	inSync := fakeNode(t, clockAnswer{workerID: 2, ntp: true, ntpOffset: 4 * time.Millisecond, state: clockguard.InService})
+	inSync := fakeNode(t, clockAnswer{workerID: 2, ntp: true, ntpOffset: 4 * time.Millisecond, state: health.InService})
 	skewed := fakeNode(t, clockAnswer{workerID: 3, skew: 3 * time.Second, ntp: true, ntpOffset: -2 * time.Second,
-		state: clockguard.OutOfService, reason: clockguard.ReasonNTPOffset, detail: "ntp offset -2s beyond 500ms"})
-	hostile := fakeNode(t, clockAnswer{workerID: 4, ntp: true, ntpOffset: -time.Millisecond, state: clockguard.InService})
+		state: health.OutOfService, reason: health.ReasonNTPOffset, detail: "ntp offset -2s beyond 500ms"})
+	hostile := fakeNode(t, clockAnswer{workerID: 4, ntp: true, ntpOffset: -time.Millisecond, state: health.InService})
 
 	const longKey = "snowflaked-production-eu-west-1-rack-17-host-0042.example.internal:8081"
 	nowMs := time.Now().UnixMilli()

@@ -17,6 +17,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -191,8 +192,8 @@ type clockAnswer struct {
 	skew      time.Duration // the fake node's clock minus the real one
 	ntpOffset time.Duration // its NTP offset (server minus node); 0 with ntp nil
 	ntp       bool
-	state     clockguard.State
-	reason    clockguard.Reason
+	state     health.State
+	reason    health.Reason
 	detail    string
 }
 
@@ -295,6 +296,6 @@ func selfFixture() nodestate.Snapshot {
 	zk := coordinator.Status{WorkerID: 1, Connected: true, SessionState: "StateHasSession", SessionID: "0x1f", LeaseHeld: true, LastReportAgeMs: 1200}
 	return nodestate.Snapshot{NodeKey: "node-1", Addr: "127.0.0.1:18080", Mode: nodestate.ModeZooKeeper, WorkerID: 1,
 		Cluster: "metrics-test", Version: "v1.2.3 (go1.26)", Layout: snowflake.DefaultLayout(),
-		Readings: clockguard.Readings{State: clockguard.InService, Since: time.Now().Add(-time.Minute), NTP: &ntp},
+		Readings: clockguard.Readings{State: health.InService, Since: time.Now().Add(-time.Minute), NTP: &ntp},
 		FenceMs:  time.Now().Add(3 * time.Second).UnixMilli(), ZK: &zk}
 }

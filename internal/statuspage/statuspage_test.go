@@ -13,9 +13,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/segment"
@@ -139,10 +139,10 @@ func TestTemplate_Markers(t *testing.T) {
 // TestPage_Cluster: the page asks every running peer's /clock (real loopback
 // servers) and shows each node's state, offsets, report age and problems.
 func TestPage_Cluster(t *testing.T) {
-	inSync := fakeNode(t, clockAnswer{workerID: 2, ntp: true, ntpOffset: 5 * time.Millisecond, state: clockguard.InService})
+	inSync := fakeNode(t, clockAnswer{workerID: 2, ntp: true, ntpOffset: 5 * time.Millisecond, state: health.InService})
 	skewed := fakeNode(t, clockAnswer{workerID: 3, skew: 3 * time.Second, ntp: true, ntpOffset: -2 * time.Second,
-		state: clockguard.OutOfService, reason: clockguard.ReasonNTPOffset, detail: "offset -2s"})
-	wrongID := fakeNode(t, clockAnswer{workerID: 99, state: clockguard.InService})
+		state: health.OutOfService, reason: health.ReasonNTPOffset, detail: "offset -2s"})
+	wrongID := fakeNode(t, clockAnswer{workerID: 99, state: health.InService})
 	failing := serveHandler(t, func(ctx *fasthttp.RequestCtx) { ctx.Error("boom", fasthttp.StatusInternalServerError) })
 	garbage := serveHandler(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("{not json") })
 	noNow := serveHandler(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString(`{"state":"starting","reason":"starting"}`) })
@@ -374,7 +374,7 @@ func TestPage_FetchesConcurrently(t *testing.T) {
 			}
 			select {
 			case <-all:
-				ctx.SetBody(clockBody(clockAnswer{workerID: int64(10 + i), state: clockguard.InService}))
+				ctx.SetBody(clockBody(clockAnswer{workerID: int64(10 + i), state: health.InService}))
 			case <-time.After(3 * time.Second):
 				ctx.Error("not all peers were asked at once", fasthttp.StatusServiceUnavailable)
 			}
@@ -410,7 +410,7 @@ func TestPage_Bounds(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // hold the slot so that overlaps can happen
 		inFlight.Add(-1)
 		served.Add(1)
-		ctx.SetBody(clockBody(clockAnswer{workerID: 0, state: clockguard.InService}))
+		ctx.SetBody(clockBody(clockAnswer{workerID: 0, state: health.InService}))
 	}
 	var workers []coordinator.WorkerInfo
 	for i := range 8 {

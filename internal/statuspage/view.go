@@ -9,6 +9,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
@@ -210,11 +211,11 @@ func (p *Page) selfView(self nodestate.Snapshot, now time.Time) selfView {
 	return s
 }
 
-func stateClass(s clockguard.State) string {
+func stateClass(s health.State) string {
 	switch s {
-	case clockguard.InService:
+	case health.InService:
 		return "ok"
-	case clockguard.OutOfService:
+	case health.OutOfService:
 		return "bad"
 	}
 	return "warn"
@@ -293,7 +294,7 @@ func (p *Page) fillSelf(r *row, self nodestate.Snapshot) {
 	r.State = self.State.String()
 	r.Reason = string(self.Reason)
 	r.Detail = self.Detail
-	r.InService = self.State == clockguard.InService
+	r.InService = self.State == health.InService
 	r.Running = true
 	r.NTP = p.ntpCell(self.NTP)
 	r.Peer = cell{Text: "this node"}

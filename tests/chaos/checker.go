@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -42,16 +42,16 @@ var serverCodes503 = map[string]bool{
 }
 
 // guardReasons are the documented reasons a node is not in service
-// (clockguard.Reason values, docs/operations.md).
+// (health.Reason values, docs/operations.md).
 var guardReasons = map[string]bool{}
 
 func init() {
-	for _, r := range []clockguard.Reason{
-		clockguard.ReasonStarting, clockguard.ReasonStopping, clockguard.ReasonClockBehindFence,
-		clockguard.ReasonClockRollback, clockguard.ReasonNTPOffset, clockguard.ReasonNTPUnreachable,
-		clockguard.ReasonPeerOffset, clockguard.ReasonLeaseLost, clockguard.ReasonZKFence,
-		clockguard.ReasonFencePersist, clockguard.ReasonFenceReached, clockguard.ReasonTimeOverflow,
-		clockguard.ReasonClockStalled, clockguard.ReasonClockJump, clockguard.ReasonPrevHolderFence,
+	for _, r := range []health.Reason{
+		health.ReasonStarting, health.ReasonStopping, health.ReasonClockBehindFence,
+		health.ReasonClockRollback, health.ReasonNTPOffset, health.ReasonNTPUnreachable,
+		health.ReasonPeerOffset, health.ReasonLeaseLost, health.ReasonZKFence,
+		health.ReasonFencePersist, health.ReasonFenceReached, health.ReasonTimeOverflow,
+		health.ReasonClockStalled, health.ReasonClockJump, health.ReasonPrevHolderFence,
 	} {
 		guardReasons[string(r)] = true
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/tests/ntpharness"
 )
 
@@ -166,8 +166,8 @@ func (h *harness) rollbackBeyondTolerance(t *testing.T) {
 			what, reason, leave.Round(100*time.Microsecond), gone.Round(100*time.Microsecond), behind)
 		h.sum.Measure(MeasureLeave, leave, what)
 		h.sum.Measure(MeasureZnodeGone, gone, what)
-		if reason != string(clockguard.ReasonClockRollback) {
-			t.Errorf("%s: /readyz reason %q, want %s", what, reason, clockguard.ReasonClockRollback)
+		if reason != string(health.ReasonClockRollback) {
+			t.Errorf("%s: /readyz reason %q, want %s", what, reason, health.ReasonClockRollback)
 		}
 		if leave > leaveBound || gone > leaveBound {
 			t.Errorf("%s: out of service after %s (/readyz) and %s (alive znode), want both within %s", what, leave, gone, leaveBound)
@@ -265,11 +265,11 @@ func (h *harness) clockOffPeersAtStart(t *testing.T) {
 		if err == nil && code == http.StatusOK {
 			t.Fatalf("node d entered service with its clock 5s off its peers")
 		}
-		return err == nil && reason == string(clockguard.ReasonPeerOffset)
+		return err == nil && reason == string(health.ReasonPeerOffset)
 	})
 	watch := pick(h, 1500*time.Millisecond, 5*time.Second)
 	for _, g := range watchReadyz(watch, d) {
-		if !strings.Contains(g, string(clockguard.ReasonPeerOffset)) {
+		if !strings.Contains(g, string(health.ReasonPeerOffset)) {
 			t.Errorf("node d: /readyz %s, want 503 peer_offset throughout", g)
 		}
 	}
@@ -278,7 +278,7 @@ func (h *harness) clockOffPeersAtStart(t *testing.T) {
 	if at, ok := d.alive.first(true, time.Time{}); ok {
 		t.Errorf("node d: alive znode created %s after start while refusing", at.Sub(since))
 	}
-	if got := c.checker.Counts("d"); got.OK != 0 || got.Unavailable[string(clockguard.ReasonPeerOffset)] == 0 {
+	if got := c.checker.Counts("d"); got.OK != 0 || got.Unavailable[string(health.ReasonPeerOffset)] == 0 {
 		t.Errorf("node d while refusing: %s, want only 503 peer_offset", got)
 	}
 	t.Logf("node d refused for %s: %s", refused.Round(time.Millisecond), c.checker.Counts("d"))
@@ -321,7 +321,7 @@ func (h *harness) ntpDrift(t *testing.T) {
 			for range 1000 { // bounded; the window ends it first
 				code, reason, err := e.readyz()
 				if err == nil && code == http.StatusServiceUnavailable {
-					if reason != string(clockguard.ReasonNTPOffset) {
+					if reason != string(health.ReasonNTPOffset) {
 						t.Errorf("%s: node e out of service for %q, want ntp_offset", what, reason)
 					}
 					left, leftAt = time.Since(sent), drift

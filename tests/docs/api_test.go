@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
 // servedPaths returns every path a node serves: the API's paths (the Path*
@@ -142,13 +142,13 @@ func errorCodes(t *testing.T) map[string]string {
 }
 
 // TestDocsRunbookReasons checks that the runbook has a heading for every
-// reason clockguard declares, and that the four states are named.
+// reason health declares, and that the four states are named.
 func TestDocsRunbookReasons(t *testing.T) {
 	ops := doc(t, docOperations)
 	runbook := section(t, ops, secRunbook)
-	reasons := stringConstsOfType(t, "clockguard", "Reason")
+	reasons := stringConstsOfType(t, "internal/health", "Reason")
 	if len(reasons) < 10 {
-		t.Fatalf("found only %d clockguard.Reason constants", len(reasons))
+		t.Fatalf("found only %d health.Reason constants", len(reasons))
 	}
 	headings := map[string]bool{}
 	for _, l := range strings.Split(runbook, "\n") {
@@ -163,10 +163,10 @@ func TestDocsRunbookReasons(t *testing.T) {
 			continue // ReasonNone: in service
 		}
 		if !headings[r] {
-			t.Errorf("runbook has no heading for reason %s (clockguard.%s): want a line like \"#### `%s`\"", r, name, r)
+			t.Errorf("runbook has no heading for reason %s (health.%s): want a line like \"#### `%s`\"", r, name, r)
 		}
 	}
-	for _, s := range clockguard.States {
+	for _, s := range health.States {
 		if !mentionsCode(runbook, s.String()) {
 			t.Errorf("runbook does not name the state `%s`", s)
 		}
@@ -174,7 +174,7 @@ func TestDocsRunbookReasons(t *testing.T) {
 }
 
 // TestDocsWayBackTable checks the runbook's table of the way back from
-// each reason: a row for every reason clockguard declares, and every test it
+// each reason: a row for every reason health declares, and every test it
 // names exists, so the table cannot promise a return nothing shows.
 func TestDocsWayBackTable(t *testing.T) {
 	runbook := section(t, doc(t, docOperations), secRunbook)
@@ -209,9 +209,9 @@ func TestDocsWayBackTable(t *testing.T) {
 			}
 		}
 	}
-	for name, r := range stringConstsOfType(t, "clockguard", "Reason") {
+	for name, r := range stringConstsOfType(t, "internal/health", "Reason") {
 		if r != "" && !rows[r] {
-			t.Errorf("the way-back table has no row for reason %s (clockguard.%s)", r, name)
+			t.Errorf("the way-back table has no row for reason %s (health.%s)", r, name)
 		}
 	}
 }

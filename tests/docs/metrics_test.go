@@ -15,6 +15,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/metrics"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/segment"
@@ -24,7 +25,7 @@ import (
 // fullSnapshot has every section of a node's snapshot, with figures that
 // make the metrics package write every family it has (e.g. a usable NTP
 // answer, a reachable peer, a report to ZooKeeper, a segment tag).
-func fullSnapshot(now time.Time, guard *clockguard.Guard) nodestate.Snapshot {
+func fullSnapshot(now time.Time, guard *health.Guard) nodestate.Snapshot {
 	r := clockguard.BuildReadings(guard, nil, nil, nil)
 	r.Watcher = &clockguard.WatcherStats{Checks: 10, BackwardSteps: 1, ForwardSteps: 1, LargestBackward: time.Second, LargestForward: time.Second}
 	r.NTP = &clockguard.NTPSnapshot{
@@ -75,8 +76,8 @@ var (
 func scrapeFamilies(t *testing.T) map[string]family {
 	t.Helper()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	guard := clockguard.New(zerolog.Nop(), func() time.Time { return now })
-	guard.Check(clockguard.ReasonNTPOffset).Fail("figures")
+	guard := health.New(zerolog.Nop(), func() time.Time { return now })
+	guard.Check(health.ReasonNTPOffset).Fail("figures")
 	m, err := metrics.New(metrics.Config{
 		Snapshot:          func() nodestate.Snapshot { return fullSnapshot(now, guard) },
 		RollbackTolerance: 5 * time.Millisecond,

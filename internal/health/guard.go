@@ -1,8 +1,9 @@
-// Package clockguard decides whether a node may issue IDs. Independent checks
+// Package health decides whether a node may issue IDs. Independent checks
 // (clock rollback, wall/monotonic watcher, NTP, peers, the coordinator's
 // fence and lease) each pass or fail with a reason; the node is in service
-// only while every check passes.
-package clockguard
+// only while every check passes. The checks that measure the clock live in
+// clockguard; this package holds only the state they feed.
+package health
 
 import (
 	"fmt"
@@ -50,7 +51,7 @@ func (s *State) UnmarshalText(b []byte) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("clockguard: unknown state %q", b)
+	return fmt.Errorf("health: unknown state %q", b)
 }
 
 // States lists every state, for metrics.
@@ -216,6 +217,42 @@ func (g *Guard) Transitions() map[Reason]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+// TransitionsInServiceKey is the key under which Snapshot.Transitions counts
+// entries into service (ReasonNone, which would be an empty JSON key).
+const TransitionsInServiceKey = "in_service"
+
+// Snapshot is the guard's status, failing checks and transition counts,
+// read at one instant.
+type Snapshot struct {
+	Status Status
+	// Failing maps each failing check to its detail (empty when none fails).
+	Failing map[Reason]string
+	// Transitions counts transitions by the reason of the new state; entries
+	// into service are under TransitionsInServiceKey.
+	Transitions map[string]int64
+}
+
+// Snapshot returns the status, the failing checks and the transition counts
+// under one lock, so they agree with each other.
+func (g *Guard) Snapshot() Snapshot {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := Snapshot{Status: g.status, Failing: make(map[Reason]string), Transitions: make(map[string]int64, len(g.transitions))}
+	for _, c := range g.checks {
+		if c.status == failing {
+			s.Failing[c.reason] = c.detail
+		}
+	}
+	for reason, count := range g.transitions {
+		key := string(reason)
+		if reason == ReasonNone {
+			key = TransitionsInServiceKey
+		}
+		s.Transitions[key] += count
+	}
+	return s
 }
 
 // Failing lists the checks that currently fail, with their details.

@@ -1,4 +1,4 @@
-package clockguard
+package health
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 // Fault is a check for a condition the request path discovers (a generator
 // error): Trip takes the node out of service with the fault's reason, and
 // Run passes the check again once clear reports the condition gone. It
-// counts Trips, so a Trip that races with a clear is never lost. Rollback
-// (clock_rollback) is built on it.
+// counts Trips, so a Trip that races with a clear is never lost.
+// clockguard.Rollback (clock_rollback) is built on it.
 type Fault struct {
 	check *Check
 	clear func() bool
@@ -20,7 +20,7 @@ type Fault struct {
 	mu         sync.Mutex
 	tripped    bool
 	generation uint64 // bumped by every Trip: a clear that raced one is dropped
-	onClear    func() // called under mu when the check passes again (Rollback resets its worst)
+	onClear    func() // called under mu when the check passes again (clockguard.Rollback resets its worst)
 }
 
 // NewFault registers a check for reason (passing at first). clear is
@@ -35,16 +35,26 @@ func NewFault(g *Guard, reason Reason, clear func() bool, poll time.Duration) *F
 	return f
 }
 
-// Trip fails the check with detail. It is cheap and never waits for Run.
-func (f *Fault) Trip(detail string) {
-	f.trip(func(first bool) (string, bool) { return detail, first })
+// OnClear registers fn to be called, under the fault's lock, each time the
+// check passes again; fn must be quick and must not call the fault. Call it
+// before Run and before the first Trip.
+func (f *Fault) OnClear(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onClear = fn
 }
 
-// trip bumps the generation, marks the fault tripped and, when update
+// Trip fails the check with detail. It is cheap and never waits for Run.
+func (f *Fault) Trip(detail string) {
+	f.TripWith(func(first bool) (string, bool) { return detail, first })
+}
+
+// TripWith bumps the generation, marks the fault tripped and, when update
 // (called under the lock with whether this is the first Trip since the last
 // clear) says so, fails the check with the detail it returns; then it wakes
-// Run.
-func (f *Fault) trip(update func(first bool) (detail string, fail bool)) {
+// Run. Like Trip it is cheap and never waits for Run; update must be quick
+// and must not call the fault or the guard.
+func (f *Fault) TripWith(update func(first bool) (detail string, fail bool)) {
 	f.mu.Lock()
 	f.generation++
 	first := !f.tripped

@@ -1,4 +1,4 @@
-package clockguard
+package health
 
 import (
 	"sync/atomic"
