@@ -18,6 +18,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/internal/metrics"
 	"codeberg.org/snowflaked/snowflaked/segment"
+	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -105,7 +106,7 @@ func scrapeFamilies(t *testing.T) map[string]family {
 	if err != nil {
 		t.Fatalf("metrics.New: %v", err)
 	}
-	m.Request("id", 200)
+	m.Request(server.EndpointID, 200)
 	m.IssuedIDs(1)
 	m.ObserveRollback(time.Second, now)
 	var buf bytes.Buffer
