@@ -11,9 +11,10 @@
 //     NTP and peer checks, ZooKeeper coordinator, fence) through the small
 //     interfaces of Sources. Nothing is copied or polled in between.
 //
-// With Config.ProcessMetrics the Go runtime and process families of
-// github.com/VictoriaMetrics/metrics follow, each given the HELP and TYPE
-// lines that library leaves out, so that the whole exposition passes
+// With Config.ProcessMetrics the Go runtime families (go_*, from
+// runtime/metrics and the runtime) and the process families (process_*,
+// from /proc on Linux) follow, named as Prometheus's Go collectors name
+// them. Every family has HELP and TYPE lines: the whole exposition passes
 // promtool check metrics.
 //
 // Clock rollbacks beyond the tolerance are reported by the node through
@@ -137,7 +138,7 @@ type Config struct {
 	// family out.
 	RollbackPolicy string
 	// ProcessMetrics adds the Go runtime and process families (go_*,
-	// process_*) of VictoriaMetrics/metrics to every scrape.
+	// process_*) to every scrape.
 	ProcessMetrics bool
 }
 
