@@ -43,7 +43,7 @@ var runtimeFamilies = []struct {
 	{family{"go_gomaxprocs", "gauge", "GOMAXPROCS: how many threads run Go code at once."}, []string{"/sched/gomaxprocs:threads"}},
 	{family{"go_memlimit_bytes", "gauge", "The Go runtime's soft memory limit (GOMEMLIMIT)."}, []string{"/gc/gomemlimit:bytes"}},
 	{family{"go_gc_forced_count", "untyped", "Garbage collections the program forced (a counter)."}, []string{"/gc/cycles/forced:gc-cycles"}},
-	{family{"go_gc_cpu_seconds_total", "counter", "CPU time the garbage collector used (an estimate of the runtime's)."}, []string{"/cpu/classes/gc/total:cpu-seconds"}},
+	{family{"go_gc_cpu_seconds_total", "counter", "CPU time the garbage collector used (the runtime's estimate)."}, []string{"/cpu/classes/gc/total:cpu-seconds"}},
 	{family{"go_gc_mark_assist_cpu_seconds_total", "counter", "CPU time goroutines spent assisting the garbage collector."}, []string{"/cpu/classes/gc/mark/assist:cpu-seconds"}},
 	{family{"go_scavenge_cpu_seconds_total", "counter", "CPU time spent returning memory to the operating system."}, []string{"/cpu/classes/scavenge/total:cpu-seconds"}},
 	{family{"go_mutex_wait_seconds_total", "counter", "Time goroutines spent blocked on a sync.Mutex or sync.RWMutex."}, []string{"/sync/mutex/wait/total:seconds"}},
