@@ -3,7 +3,6 @@ module codeberg.org/snowflaked/snowflaked
 go 1.26.0
 
 require (
-	github.com/VictoriaMetrics/metrics v1.40.1
 	github.com/beevik/ntp v1.6.0
 	github.com/bwmarrin/snowflake v0.3.0
 	github.com/go-zookeeper/zk v1.0.4
@@ -20,8 +19,6 @@ require (
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/molecule-man/go-brrr v1.0.1 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
-	github.com/valyala/fastrand v1.1.0 // indirect
-	github.com/valyala/histogram v1.2.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
 

@@ -106,18 +106,7 @@ func FuzzQuery(f *testing.F) {
 		}
 
 		// The oracle, for well-formed queries.
-		formatOK := flags&2 == 0 || format == "text" || format == "json"
-		asJSON := flags&2 != 0 && format == "json"
-		n, countOK := validCount(count)
-		wantStatus, wantCode := 200, ""
-		switch {
-		case path == "/id" && flags&1 != 0:
-			wantStatus, wantCode = 400, "invalid_parameter"
-		case !formatOK:
-			wantStatus, wantCode = 400, "invalid_format"
-		case path == "/ids" && (flags&1 == 0 || !countOK):
-			wantStatus, wantCode = 400, "invalid_count"
-		}
+		wantStatus, wantCode, n := queryOracle(path, count, format, flags)
 		if r.status != wantStatus {
 			t.Fatalf("%q: status %d, want %d (%s)", uri, r.status, wantStatus, r.body)
 		}
@@ -127,31 +116,54 @@ func FuzzQuery(f *testing.F) {
 			}
 			return
 		}
-		if path == "/id" {
-			n = 1
-		}
-		var ids []string
-		switch {
-		case asJSON && path == "/ids":
-			if err := json.Unmarshal(r.body, &ids); err != nil {
-				t.Fatalf("%q: body %s: %v", uri, r.body, err)
-			}
-		case asJSON:
-			var v struct {
-				ID    int64  `json:"id"`
-				IDStr string `json:"id_str"`
-			}
-			if err := json.Unmarshal(r.body, &v); err != nil || strconv.FormatInt(v.ID, 10) != v.IDStr {
-				t.Fatalf("%q: body %s: %v", uri, r.body, err)
-			}
-			ids = []string{v.IDStr}
-		default:
-			ids = strings.Fields(string(r.body))
-		}
-		if len(ids) != n {
+		if ids := bodyIDs(t, uri, r.body, flags&2 != 0 && format == "json", path == "/ids"); len(ids) != n {
 			t.Fatalf("%q: %d IDs, want %d", uri, len(ids), n)
 		}
 	})
+}
+
+// queryOracle is what a well-formed query of FuzzQuery (see its flags)
+// must get: the status, the error code of a 400, and how many IDs a 200
+// holds.
+func queryOracle(path, count, format string, flags uint8) (status int, code string, n int) {
+	formatOK := flags&2 == 0 || format == "text" || format == "json"
+	n, countOK := validCount(count)
+	if path == "/id" {
+		n = 1
+	}
+	switch {
+	case path == "/id" && flags&1 != 0:
+		return 400, "invalid_parameter", 0
+	case !formatOK:
+		return 400, "invalid_format", 0
+	case path == "/ids" && (flags&1 == 0 || !countOK):
+		return 400, "invalid_count", 0
+	}
+	return 200, "", n
+}
+
+// bodyIDs returns the IDs of a 200 of /id or (batch) /ids, in text or JSON.
+func bodyIDs(t *testing.T, uri string, body []byte, asJSON, batch bool) []string {
+	t.Helper()
+	var ids []string
+	switch {
+	case asJSON && batch:
+		if err := json.Unmarshal(body, &ids); err != nil {
+			t.Fatalf("%q: body %s: %v", uri, body, err)
+		}
+	case asJSON:
+		var v struct {
+			ID    int64  `json:"id"`
+			IDStr string `json:"id_str"`
+		}
+		if err := json.Unmarshal(body, &v); err != nil || strconv.FormatInt(v.ID, 10) != v.IDStr {
+			t.Fatalf("%q: body %s: %v", uri, body, err)
+		}
+		ids = []string{v.IDStr}
+	default:
+		ids = strings.Fields(string(body))
+	}
+	return ids
 }
 
 // FuzzDecodePath fuzzes /decode/{id}: never a panic; 200 or 400 invalid_id

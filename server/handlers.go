@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
@@ -12,18 +11,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/snowflake"
-)
-
-// Paths of the built-in endpoints.
-const (
-	pathID      = "/id"
-	pathIDs     = "/ids"
-	pathDecode  = "/decode"            // + "/{id}"
-	pathLeaf    = "/api/snowflake/get" // + "/{key}"
-	pathHealthz = "/healthz"
-	pathReadyz  = "/readyz"
-	pathTime    = "/time"
-	pathClock   = "/clock"
 )
 
 // Constant response pieces, as package-level []byte so that setting them
@@ -38,124 +25,11 @@ var (
 	hdrRetryAfter   = []byte("Retry-After")
 	bodyHealthz     = []byte(`{"status":"ok"}`)
 	bodyInService   = []byte(`{"state":"in_service"}`)
-	prefixDecode    = []byte(pathDecode + "/")
-	prefixLeaf      = []byte(pathLeaf + "/")
 )
-
-// handle routes a request. It is the fasthttp.RequestHandler of the server.
-func (s *Server) handle(ctx *fasthttp.RequestCtx) {
-	ep := EndpointOther
-	defer s.finish(ctx, &ep)
-
-	path := ctx.Path()
-	switch string(path) { // the compiler switches on the bytes without converting
-	case pathID:
-		ep = EndpointID
-		if s.allowed(ctx, pathID) {
-			s.serveID(ctx)
-		}
-		return
-	case pathIDs:
-		ep = EndpointIDs
-		if s.allowed(ctx, pathIDs) {
-			s.serveIDs(ctx)
-		}
-		return
-	case pathHealthz:
-		ep = EndpointHealthz
-		if s.allowed(ctx, pathHealthz) {
-			writeBody(ctx, fasthttp.StatusOK, ctJSON, bodyHealthz)
-		}
-		return
-	case pathReadyz:
-		ep = EndpointReadyz
-		if s.allowed(ctx, pathReadyz) {
-			s.serveReadyz(ctx)
-		}
-		return
-	case pathTime:
-		ep = EndpointTime
-		if s.allowed(ctx, pathTime) {
-			s.serveTime(ctx)
-		}
-		return
-	case pathClock:
-		ep = EndpointClock
-		if s.allowed(ctx, pathClock) {
-			s.serveClock(ctx)
-		}
-		return
-	case pathDecode:
-		ep = EndpointDecode
-		if s.allowed(ctx, pathDecode) {
-			s.serveDecode(ctx, nil)
-		}
-		return
-	case pathLeaf:
-		ep = EndpointLeaf
-		if s.allowed(ctx, pathLeaf) {
-			s.serveLeaf(ctx, nil)
-		}
-		return
-	case pathUUID:
-		ep = EndpointUUID
-		if s.allowed(ctx, pathUUID) {
-			s.serveUUID(ctx)
-		}
-		return
-	case pathUUIDs:
-		ep = EndpointUUID
-		if s.allowed(ctx, pathUUIDs) {
-			s.serveUUIDs(ctx)
-		}
-		return
-	}
-	switch {
-	case bytes.HasPrefix(path, prefixDecode):
-		ep = EndpointDecode
-		if s.allowed(ctx, pathDecode) {
-			s.serveDecode(ctx, path[len(prefixDecode):])
-		}
-		return
-	case bytes.HasPrefix(path, prefixLeaf):
-		ep = EndpointLeaf
-		if s.allowed(ctx, pathLeaf) {
-			s.serveLeaf(ctx, path[len(prefixLeaf):])
-		}
-		return
-	case bytes.HasPrefix(path, prefixSegment):
-		ep = EndpointSegment
-		if s.allowed(ctx, pathSegment) {
-			s.serveSegment(ctx, path[len(prefixSegment):], false)
-		}
-		return
-	case bytes.HasPrefix(path, prefixLeafSegment):
-		ep = EndpointSegment
-		if s.allowed(ctx, pathLeafSegment) {
-			s.serveSegment(ctx, path[len(prefixLeafSegment):], true)
-		}
-		return
-	case string(path) == pathReadyzSegment:
-		ep = EndpointReadyz
-		if s.allowed(ctx, pathReadyzSegment) {
-			s.serveReadyzSegment(ctx)
-		}
-		return
-	case string(path) == pathSegment || string(path) == pathLeafSegment:
-		ep = EndpointSegment
-		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidTag, "tag is required: use "+string(path)+"/{tag}")
-		return
-	}
-	if h := s.cfg.Routes[string(path)]; h != nil {
-		h(ctx)
-		return
-	}
-	s.writeError(ctx, fasthttp.StatusNotFound, codeNotFound, "no endpoint at "+quote(path))
-}
 
 // finish runs after every request: it turns a panic into a logged 500 and
 // reports the request to the observer.
-func (s *Server) finish(ctx *fasthttp.RequestCtx, ep *string) {
+func (s *Server) finish(ctx *fasthttp.RequestCtx, ep *Endpoint) {
 	if r := recover(); r != nil {
 		if e := s.log.Error(); e != nil { // nil when sampled out: skip the stack trace
 			e.Interface("panic", r).Bytes("method", ctx.Method()).Bytes("path", ctx.Path()).
@@ -203,7 +77,7 @@ func (s *Server) serveID(ctx *fasthttp.RequestCtx) {
 // decimal ID as the whole body. The key and any query are ignored.
 func (s *Server) serveLeaf(ctx *fasthttp.RequestCtx, key []byte) {
 	if len(key) == 0 {
-		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidKey, "key is required: use "+pathLeaf+"/{key}")
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidKey, "key is required: use /api/snowflake/get/{key}")
 		return
 	}
 	s.issueOne(ctx, false, -1)

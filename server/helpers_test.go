@@ -225,10 +225,10 @@ type recordingObserver struct {
 	issued   int
 }
 
-func (o *recordingObserver) Request(endpoint string, status int) {
+func (o *recordingObserver) Request(endpoint Endpoint, status int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.requests = append(o.requests, endpoint+" "+strconv.Itoa(status))
+	o.requests = append(o.requests, endpoint.String()+" "+strconv.Itoa(status))
 }
 
 func (o *recordingObserver) IssuedIDs(n int) {
@@ -246,7 +246,7 @@ func (o *recordingObserver) snapshot() ([]string, int) {
 // countingObserver counts without allocating.
 type countingObserver struct{ requests, issued atomic.Int64 }
 
-func (o *countingObserver) Request(string, int) { o.requests.Add(1) }
-func (o *countingObserver) IssuedIDs(n int)     { o.issued.Add(int64(n)) }
+func (o *countingObserver) Request(Endpoint, int) { o.requests.Add(1) }
+func (o *countingObserver) IssuedIDs(n int)       { o.issued.Add(int64(n)) }
 
 var errTest = errors.New("test error")

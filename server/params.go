@@ -145,7 +145,7 @@ func parseCount(v []byte, limit int) (int, bool) {
 // most math.MaxInt64. On failure it returns a message for the client.
 func parseID(v []byte) (int64, string) {
 	if len(v) == 0 {
-		return 0, "id is required: use " + pathDecode + "/{id} with a decimal ID"
+		return 0, "id is required: use /decode/{id} with a decimal ID"
 	}
 	if v[0] == '-' {
 		if allDigits(v[1:]) {

@@ -21,18 +21,7 @@ type SegmentSource interface {
 	Ready() bool
 }
 
-// Paths of segment mode.
-const (
-	pathSegment       = "/segment"         // + "/{tag}"
-	pathLeafSegment   = "/api/segment/get" // + "/{tag}"
-	pathReadyzSegment = "/readyz/segment"
-)
-
-var (
-	prefixSegment     = []byte(pathSegment + "/")
-	prefixLeafSegment = []byte(pathLeafSegment + "/")
-	bodySegmentReady  = []byte(`{"state":"in_service","mode":"segment"}`)
-)
+var bodySegmentReady = []byte(`{"state":"in_service","mode":"segment"}`)
 
 // Error codes of segment mode (see client/wire).
 const (
@@ -98,6 +87,12 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 	}
 	_ = bt.Close()
 	s.writeOne(ctx, ids[0], asJSON)
+}
+
+// serveTagRequired answers GET /segment and GET /api/segment/get: 400, the
+// tag is missing.
+func (s *Server) serveTagRequired(ctx *fasthttp.RequestCtx, _ []byte) {
+	s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidTag, "tag is required: use "+string(ctx.Path())+"/{tag}")
 }
 
 // serveReadyzSegment answers GET /readyz/segment: 200 while segment mode

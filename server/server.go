@@ -1,7 +1,7 @@
 // Package server is snowflaked's HTTP API on fasthttp.
 //
 // The hot paths (GET /id, GET /api/snowflake/get/{key}) do not allocate:
-// routing switches on the path bytes, IDs are formatted with
+// routing compares the path bytes with one route table, IDs are formatted with
 // strconv.AppendInt into a stack buffer, and batches use pooled buffers.
 // Nothing from a fasthttp.RequestCtx is kept after a handler returns.
 package server
@@ -13,7 +13,6 @@ import (
 	"maps"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -47,34 +46,12 @@ type Readiness interface {
 // called on the request path: they must be quick, must not block and should
 // not allocate.
 type Observer interface {
-	// Request is called once per request with the endpoint's name (one of
-	// the Endpoint* constants) and the response's status code.
-	Request(endpoint string, status int)
+	// Request is called once per request with the endpoint that answered
+	// it (below NumEndpoints) and the response's status code.
+	Request(endpoint Endpoint, status int)
 	// IssuedIDs is called once per successful request that issued IDs,
 	// with how many it issued.
 	IssuedIDs(n int)
-}
-
-// Endpoint names passed to Observer.Request: a small fixed set, fit for
-// metric labels.
-const (
-	EndpointID      = "id"      // GET /id
-	EndpointIDs     = "ids"     // GET /ids
-	EndpointDecode  = "decode"  // GET /decode/{id}
-	EndpointLeaf    = "leaf"    // GET /api/snowflake/get/{key}
-	EndpointHealthz = "healthz" // GET /healthz
-	EndpointReadyz  = "readyz"  // GET /readyz
-	EndpointTime    = "time"    // GET /time
-	EndpointClock   = "clock"   // GET /clock
-	EndpointSegment = "segment" // GET /segment/{tag}, GET /api/segment/get/{tag}
-	EndpointUUID    = "uuid"    // GET /uuid, GET /uuids
-	EndpointOther   = "other"   // Config.Routes, unknown paths
-)
-
-// Endpoints lists every endpoint name Observer.Request can receive.
-var Endpoints = []string{
-	EndpointID, EndpointIDs, EndpointDecode, EndpointLeaf, EndpointHealthz,
-	EndpointReadyz, EndpointTime, EndpointClock, EndpointSegment, EndpointUUID, EndpointOther,
 }
 
 // Defaults of Config.
@@ -148,21 +125,6 @@ type Server struct {
 // --max-batch, few sequence bits) fails with 503 batch_timeout past
 // BatchBound + 2 ticks instead of holding its connection.
 const BatchBound = time.Second
-
-// isBuiltin reports whether the server answers path itself, so that
-// Config.Routes may not shadow it.
-func isBuiltin(path string) bool {
-	switch path {
-	case pathID, pathIDs, pathHealthz, pathReadyz, pathTime, pathClock, pathDecode, pathLeaf, pathReadyzSegment, pathUUID, pathUUIDs:
-		return true
-	}
-	for _, p := range []string{pathDecode, pathLeaf, pathSegment, pathLeafSegment} {
-		if path == p || strings.HasPrefix(path, p+"/") {
-			return true
-		}
-	}
-	return false
-}
 
 // New checks cfg and returns a server.
 func New(cfg Config) (*Server, error) {
@@ -266,5 +228,5 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 type nopObserver struct{}
 
-func (nopObserver) Request(string, int) {}
-func (nopObserver) IssuedIDs(int)       {}
+func (nopObserver) Request(Endpoint, int) {}
+func (nopObserver) IssuedIDs(int)         {}

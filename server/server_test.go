@@ -320,6 +320,15 @@ func TestErrors(t *testing.T) {
 		{"PATCH readyz", "PATCH", "/readyz", 405, "method_not_allowed", nil},
 		{"POST time", "POST", "/time", 405, "method_not_allowed", nil},
 		{"POST clock", "POST", "/clock", 405, "method_not_allowed", nil},
+		{"POST uuids", "POST", "/uuids", 405, "method_not_allowed", []string{"/uuids"}},
+		{"POST segment", "POST", "/segment/orders", 405, "method_not_allowed", []string{"/segment"}},
+		{"POST segment bare", "POST", "/segment", 405, "method_not_allowed", []string{"/segment"}},
+		{"PUT leaf segment bare", "PUT", "/api/segment/get", 405, "method_not_allowed", []string{"/api/segment/get"}},
+		{"POST readyz segment", "POST", "/readyz/segment", 405, "method_not_allowed", []string{"/readyz/segment"}},
+		// segment mode off: the tag is checked first only on the bare paths
+		{"segment bare", "GET", "/segment", 400, "invalid_tag", []string{"tag is required: use /segment/{tag}"}},
+		{"leaf segment bare", "GET", "/api/segment/get", 400, "invalid_tag", []string{"tag is required: use /api/segment/get/{tag}"}},
+		{"segment off", "GET", "/segment/orders", 404, "segments_off", nil},
 		// panic
 		{"panic", "GET", "/panic", 500, "internal", nil},
 	}
@@ -565,6 +574,10 @@ func TestObserver(t *testing.T) {
 		{"GET", "/readyz", "readyz 200"},
 		{"GET", "/time", "time 200"},
 		{"GET", "/clock", "clock 200"},
+		{"GET", "/decode", "decode 400"},
+		{"GET", "/readyz/segment", "readyz 404"},
+		{"GET", "/segment/orders", "segment 404"},
+		{"POST", "/api/segment/get", "segment 405"},
 		{"GET", "/nope", "other 404"},
 		{"GET", "/panic", "other 500"},
 		{"POST", "/id", "id 405"},

@@ -85,14 +85,14 @@ func (s *Starting) handle(ctx *fasthttp.RequestCtx) {
 			Code: codeMethodNotAllowed, Message: "method " + quote(ctx.Method()) + " is not allowed: use GET or HEAD"}})
 		return
 	}
-	path := string(ctx.Path())
-	if path == pathHealthz {
+	r, _ := match(ctx.Path())
+	if r != nil && r.ep == EndpointHealthz {
 		writeBody(ctx, fasthttp.StatusOK, ctJSON, bodyHealthz)
 		return
 	}
 	st := s.status()
 	ctx.Response.Header.SetCanonical(hdrRetryAfter, s.retryAfter)
-	if path == pathReadyz || path == pathReadyzSegment {
+	if r != nil && r.ep == EndpointReadyz {
 		writeErrorJSON(ctx, fasthttp.StatusServiceUnavailable, readyBody{State: st.State.String(), Reason: string(st.Reason), Detail: st.Detail})
 		return
 	}

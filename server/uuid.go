@@ -10,12 +10,6 @@ import (
 	"codeberg.org/snowflaked/snowflaked/uuidv7"
 )
 
-// Paths of the UUID endpoints.
-const (
-	pathUUID  = "/uuid"
-	pathUUIDs = "/uuids"
-)
-
 // uuidReady answers 400 uuid_off when the layout cannot make UUIDs (more
 // than uuidv7.MaxFieldBits worker and sequence bits).
 func (s *Server) uuidReady(ctx *fasthttp.RequestCtx) bool {

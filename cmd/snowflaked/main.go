@@ -30,7 +30,6 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/cliflag"
 	"codeberg.org/snowflaked/snowflaked/internal/envflag"
-	"codeberg.org/snowflaked/snowflaked/internal/startuplog"
 	"codeberg.org/snowflaked/snowflaked/node"
 )
 
@@ -89,19 +88,12 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		}
 		log.Warn().Str("variable", name).Msg("environment variable matches no flag: ignored (typo?)")
 	}
-	// Libraries that log through the standard logger (VictoriaMetrics'
-	// process metrics at scrape time) write JSON lines like the rest; what
-	// they printed while the program initialised was held back by
-	// startuplog and goes to the log at debug level.
-	early, dropped := startuplog.Take()
+	// Libraries that log through the standard logger write JSON lines like
+	// the rest: it is routed into the log before anything is started that
+	// could use it. Nothing the binary links logs at init (the end-to-end
+	// test TestIntegration_EveryLogLineIsJSON runs --help and --version).
 	stdlog.SetFlags(0)
 	stdlog.SetOutput(stdlogWriter{log.With().Str("component", "stdlib").Logger()})
-	for _, line := range early {
-		log.Debug().Str("component", "stdlib").Str("at", "init").Msg(line)
-	}
-	if dropped > 0 {
-		log.Debug().Str("component", "stdlib").Int("dropped_bytes", dropped).Msg("more standard-library output at init was dropped")
-	}
 	log.Info().Str("version", version).Msg("snowflaked " + versionString())
 
 	cfg.Version = versionString()

@@ -23,7 +23,7 @@ func TestObserverAllocs(t *testing.T) {
 		{"request id 200", func() { f.m.Request(server.EndpointID, 200) }},
 		{"request leaf 503", func() { f.m.Request(server.EndpointLeaf, 503) }},
 		{"request other 404", func() { f.m.Request(server.EndpointOther, 404) }},
-		{"request unknown endpoint", func() { f.m.Request("unknown", 700) }},
+		{"request unknown endpoint", func() { f.m.Request(server.NumEndpoints, 700) }},
 		{"issued ids", func() { f.m.IssuedIDs(100) }},
 		{"rollback, same event", func() { f.m.ObserveRollback(2*time.Second, f.now()) }},
 		{"rollback, new events", func() { f.clk.Advance(time.Minute); f.m.ObserveRollback(time.Second, f.now()) }},

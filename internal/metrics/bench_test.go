@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	vm "github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
@@ -77,15 +76,6 @@ func BenchmarkBaseline(b *testing.B) {
 				n.Add(1)
 			}
 		})
-	})
-	b.Run("VMCounterByBuiltName", func(b *testing.B) {
-		// The naive way: build the series name per request and look it up.
-		set := vm.NewSet()
-		endpoint, status := server.EndpointID, 200
-		b.ReportAllocs()
-		for b.Loop() {
-			set.GetOrCreateCounter(fmt.Sprintf(`snowflaked_requests_total{endpoint=%q,code="%dxx"}`, endpoint, status/100)).Inc()
-		}
 	})
 }
 

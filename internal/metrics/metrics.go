@@ -12,9 +12,10 @@
 //     coordinator, fence, segments), taken once per scrape. Nothing is
 //     copied or polled in between.
 //
-// With Config.ProcessMetrics the Go runtime and process families of
-// github.com/VictoriaMetrics/metrics follow, each given the HELP and TYPE
-// lines that library leaves out, so that the whole exposition passes
+// With Config.ProcessMetrics the Go runtime families (go_*, from
+// runtime/metrics and the runtime) and the process families (process_*,
+// from /proc on Linux) follow, named as Prometheus's Go collectors name
+// them. Every family has HELP and TYPE lines: the whole exposition passes
 // promtool check metrics.
 //
 // Clock rollbacks beyond the tolerance are reported by the node through
@@ -55,7 +56,7 @@ type Config struct {
 	// family out.
 	RollbackPolicy string
 	// ProcessMetrics adds the Go runtime and process families (go_*,
-	// process_*) of VictoriaMetrics/metrics to every scrape.
+	// process_*) to every scrape.
 	ProcessMetrics bool
 }
 
@@ -106,48 +107,6 @@ func classIndex(status int) int {
 	return numClasses - 1
 }
 
-// endpointIndex maps a server.Endpoint* name to its index in
-// server.Endpoints; anything else counts as server.EndpointOther.
-func endpointIndex(endpoint string) int {
-	switch endpoint {
-	case server.EndpointID:
-		return 0
-	case server.EndpointIDs:
-		return 1
-	case server.EndpointDecode:
-		return 2
-	case server.EndpointLeaf:
-		return 3
-	case server.EndpointHealthz:
-		return 4
-	case server.EndpointReadyz:
-		return 5
-	case server.EndpointTime:
-		return 6
-	case server.EndpointClock:
-		return 7
-	case server.EndpointSegment:
-		return 8
-	case server.EndpointUUID:
-		return 9
-	}
-	return 10 // server.EndpointOther
-}
-
-// numEndpoints is len(server.Endpoints); init checks endpointIndex against it.
-const numEndpoints = 11
-
-func init() {
-	if len(server.Endpoints) != numEndpoints {
-		panic(fmt.Sprintf("metrics: server.Endpoints has %d names, endpointIndex knows %d", len(server.Endpoints), numEndpoints))
-	}
-	for i, ep := range server.Endpoints {
-		if endpointIndex(ep) != i {
-			panic(fmt.Sprintf("metrics: endpointIndex(%q) = %d, want %d", ep, endpointIndex(ep), i))
-		}
-	}
-}
-
 // Metrics holds the counters and reads the node's snapshot at scrape time.
 // It is safe for concurrent use. Create it with New.
 type Metrics struct {
@@ -157,7 +116,7 @@ type Metrics struct {
 	policy    string // Config.RollbackPolicy
 
 	ids      atomic.Uint64
-	requests [numEndpoints * numClasses]atomic.Uint64
+	requests [int(server.NumEndpoints) * numClasses]atomic.Uint64
 
 	rollbacks     [len(rollbackLimits) + 1]atomic.Uint64
 	rollbackStart atomic.Int64 // catch-up point (unix ns) of the rollback counted last; 0: none
@@ -183,10 +142,14 @@ func New(cfg Config) (*Metrics, error) {
 // Metrics is the server's Observer.
 var _ server.Observer = (*Metrics)(nil)
 
-// Request counts one request by endpoint (a server.Endpoint* name; others
-// count as "other") and status class. It does not allocate.
-func (m *Metrics) Request(endpoint string, status int) {
-	m.requests[endpointIndex(endpoint)*numClasses+classIndex(status)].Add(1)
+// Request counts one request by endpoint (one at or beyond
+// server.NumEndpoints counts as server.EndpointOther) and status class. It
+// does not allocate.
+func (m *Metrics) Request(endpoint server.Endpoint, status int) {
+	if endpoint >= server.NumEndpoints {
+		endpoint = server.EndpointOther
+	}
+	m.requests[int(endpoint)*numClasses+classIndex(status)].Add(1)
 }
 
 // IssuedIDs counts n issued IDs (n < 1 is ignored). It does not allocate.

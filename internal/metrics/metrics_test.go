@@ -427,7 +427,7 @@ func TestRealGenerator(t *testing.T) {
 // anything unexpected lands in "other" instead of being dropped.
 func TestRequestClasses(t *testing.T) {
 	tests := []struct {
-		endpoint string
+		endpoint server.Endpoint
 		status   int
 		wantEP   string
 		wantCode string
@@ -441,14 +441,17 @@ func TestRequestClasses(t *testing.T) {
 		{server.EndpointTime, 301, "time", "3xx"},
 		{server.EndpointClock, 100, "clock", "1xx"},
 		{server.EndpointOther, 405, "other", "4xx"},
-		{"not-an-endpoint", 200, "other", "2xx"},
+		{server.EndpointSegment, 201, "segment", "2xx"},
+		{server.EndpointUUID, 500, "uuid", "5xx"},
+		{server.NumEndpoints, 200, "other", "2xx"},
+		{server.NumEndpoints + 7, 302, "other", "3xx"},
 		{server.EndpointID, 0, "id", "other"},
 		{server.EndpointID, 600, "id", "other"},
 		{server.EndpointID, 99, "id", "other"},
 		{server.EndpointID, 599, "id", "5xx"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.endpoint+"/"+time.Duration(tc.status).String(), func(t *testing.T) {
+		t.Run(tc.endpoint.String()+"/"+time.Duration(tc.status).String(), func(t *testing.T) {
 			f := newFixture(t, nil)
 			f.m.Request(tc.endpoint, tc.status)
 			f.m.Request(tc.endpoint, tc.status)

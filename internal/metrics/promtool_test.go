@@ -2,6 +2,12 @@ package metrics
 
 import (
 	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	rtmetrics "runtime/metrics"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -38,13 +44,15 @@ func TestExposition_PassesPromtool(t *testing.T) {
 		if ex.types[fam] == "" || strings.TrimSpace(ex.helps[fam]) == "" {
 			t.Errorf("family %s (sample %s): TYPE %q, HELP %q", fam, s.name, ex.types[fam], ex.helps[fam])
 		}
-		// Every family the library writes here is known: none falls back
-		// to the generic help (a library upgrade that adds one fails here).
-		if strings.Contains(ex.helps[fam], "no description") {
-			t.Errorf("family %s has no description of its own: add it to processFamilies", fam)
-		}
 	}
-	for _, name := range []string{"snowflaked_ids_issued_total", "snowflaked_requests_total", "go_goroutines", "go_gc_duration_seconds", "process_cpu_seconds_total"} {
+	want := []string{"snowflaked_ids_issued_total", "snowflaked_requests_total", "go_info", "go_gc_duration_seconds", "go_gc_pauses_seconds", "go_sched_latencies_seconds", "go_threads"}
+	for _, rf := range runtimeFamilies { // every runtime metric they read exists in this Go
+		want = append(want, rf.f.name)
+	}
+	if runtime.GOOS == "linux" {
+		want = append(want, "process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds", "process_max_fds", "process_start_time_seconds")
+	}
+	for _, name := range want {
 		if ex.types[name] == "" {
 			t.Errorf("family %s missing", name)
 		}
@@ -55,31 +63,114 @@ func TestExposition_PassesPromtool(t *testing.T) {
 	testsupport.CheckMetrics(t, text)
 }
 
-// The Go library's samples are grouped per family behind HELP and TYPE; a
-// family this package has no description of is untyped, with a help text
-// that says so, and a histogram's series stay with their family.
-func TestAnnotate(t *testing.T) {
-	known := map[string]family{
-		"h_seconds": {"h_seconds", "histogram", "A histogram."},
-		"g":         {"g", "gauge", "A gauge."},
+// TestWriteProc: the process families from a /proc copy, each file's
+// fields where they belong; a file that is missing or garbled leaves its
+// families out.
+func TestWriteProc(t *testing.T) {
+	stat := "4242 (snow flaked) S 1 4242 4242 0 -1 4194560 1500 0 7 0 250 125 0 0 20 0 9 0 1000 123456789 2048 18446744073709551615\n"
+	full := map[string]string{
+		"stat":        "cpu  1 2 3\nbtime 1700000000\nprocesses 5\n",
+		"self/stat":   stat,
+		"self/status": "Name:\tsnowflaked\nVmPeak:\t  2000 kB\nVmHWM:\t   300 kB\nRssAnon:\t   100 kB\nRssFile:\t   50 kB\nRssShmem:\t   2 kB\n",
+		"self/io":     "rchar: 10\nwchar: 20\nsyscr: 3\nsyscw: 4\nread_bytes: 4096\nwrite_bytes: 8192\ncancelled_write_bytes: 0\n",
+		"self/limits": "Limit                     Soft Limit           Hard Limit           Units\nMax open files            1024                 4096                 files\n",
+		"self/fd/0":   "",
+		"self/fd/1":   "",
+		"self/fd/2":   "",
 	}
-	in := "g 1\nh_seconds_bucket{le=\"1\"} 2\nnew_thing_count 3\nh_seconds_bucket{le=\"+Inf\"} 4\nh_seconds_sum 5\nh_seconds_count 4\n"
+	page := float64(os.Getpagesize())
+	wantFull := map[string]float64{
+		"process_cpu_seconds_total": 3.75, "process_cpu_seconds_user_total": 2.5, "process_cpu_seconds_system_total": 1.25,
+		"process_minor_pagefaults_total": 1500, "process_major_pagefaults_total": 7, "process_num_threads": 9,
+		"process_start_time_seconds": 1700000010, "process_virtual_memory_bytes": 123456789, "process_resident_memory_bytes": 2048 * page,
+		"process_open_fds": 3, "process_max_fds": 1024,
+		"process_virtual_memory_peak_bytes": 2000 << 10, "process_resident_memory_peak_bytes": 300 << 10,
+		"process_resident_memory_anon_bytes": 100 << 10, "process_resident_memory_file_bytes": 50 << 10, "process_resident_memory_shared_bytes": 2 << 10,
+		"process_io_read_bytes_total": 10, "process_io_written_bytes_total": 20, "process_io_read_syscalls_total": 3,
+		"process_io_write_syscalls_total": 4, "process_io_storage_read_bytes_total": 4096, "process_io_storage_written_bytes_total": 8192,
+	}
+	tests := []struct {
+		name   string
+		change map[string]string // file → new content; "" removes it
+		absent []string          // families left out
+	}{
+		{"all files", nil, nil},
+		{"no io", map[string]string{"self/io": ""}, []string{"process_io_read_bytes_total", "process_io_storage_written_bytes_total"}},
+		{"stat garbled", map[string]string{"self/stat": "4242 (x) S 1 2\n"}, []string{"process_cpu_seconds_total", "process_resident_memory_bytes", "process_start_time_seconds"}},
+		{"no btime", map[string]string{"stat": "cpu 1 2 3\n"}, []string{"process_start_time_seconds"}},
+		{"unlimited files", map[string]string{"self/limits": "Max open files            unlimited            unlimited            files\n"}, []string{"process_max_fds"}},
+		{"no proc", map[string]string{"stat": "", "self/stat": "", "self/status": "", "self/io": "", "self/limits": "", "self/fd/0": "", "self/fd/1": "", "self/fd/2": ""},
+			[]string{"process_cpu_seconds_total", "process_open_fds", "process_max_fds", "process_resident_memory_peak_bytes"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			for name, content := range full {
+				if c, ok := tc.change[name]; ok && c == "" {
+					continue
+				} else if ok {
+					content = c
+				}
+				path := filepath.Join(root, filepath.FromSlash(name))
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e := &expo{}
+			writeProc(e, root)
+			ex, err := parseExposition(string(e.b))
+			if err != nil {
+				t.Fatalf("parse: %v\n%s", err, e.b)
+			}
+			absent := map[string]bool{}
+			for _, name := range tc.absent {
+				absent[name] = true
+				if _, ok := ex.find(name); ok {
+					t.Errorf("%s present, want it left out", name)
+				}
+			}
+			for name, want := range wantFull {
+				if absent[name] || len(tc.absent) > 0 {
+					continue
+				}
+				if got := mustFind(t, ex, name); got != want {
+					t.Errorf("%s = %v, want %v", name, got, want)
+				}
+			}
+			testsupport.CheckMetrics(t, string(e.b))
+		})
+	}
+}
+
+// TestWriteHistogram: the runtime's buckets are summed into the exported
+// bounds (a bucket that ends at a bound counts in it), the infinite ends
+// are handled, and the sum is estimated from the middles.
+func TestWriteHistogram(t *testing.T) {
+	h := &rtmetrics.Float64Histogram{
+		Counts:  []uint64{1, 2, 3, 4, 5},
+		Buckets: []float64{math.Inf(-1), 0, 1e-6, 2e-3, 0.1, math.Inf(1)},
+	}
 	e := &expo{}
-	annotate(e, in, known)
-	want := `# HELP g A gauge.
-# TYPE g gauge
-g 1
-# HELP h_seconds A histogram.
-# TYPE h_seconds histogram
-h_seconds_bucket{le="1"} 2
-h_seconds_bucket{le="+Inf"} 4
-h_seconds_sum 5
-h_seconds_count 4
-# HELP new_thing_count Reported by the Go metrics library; snowflaked has no description of it.
-# TYPE new_thing_count untyped
-new_thing_count 3
+	writeHistogram(e, family{"x_seconds", "histogram", "A histogram."}, h)
+	want := `# HELP x_seconds A histogram.
+# TYPE x_seconds histogram
+x_seconds_bucket{le="1e-06"} 3
+x_seconds_bucket{le="1e-05"} 3
+x_seconds_bucket{le="0.0001"} 3
+x_seconds_bucket{le="0.001"} 3
+x_seconds_bucket{le="0.01"} 6
+x_seconds_bucket{le="0.1"} 10
+x_seconds_bucket{le="1"} 10
+x_seconds_bucket{le="10"} 10
+x_seconds_bucket{le="+Inf"} 15
+x_seconds_sum ` + strconv.FormatFloat(0+2*0.5e-6+3*(1e-6+2e-3)/2+4*(2e-3+0.1)/2+5*0.1, 'g', -1, 64) + `
+x_seconds_count 15
 `
 	if got := string(e.b); got != want {
-		t.Errorf("annotate:\n%s\nwant:\n%s", got, want)
+		t.Errorf("writeHistogram:\n%s\nwant:\n%s", got, want)
 	}
+	testsupport.CheckMetrics(t, string(e.b))
 }

@@ -136,13 +136,33 @@ func (e *expo) header(f family) {
 	e.last = f.name
 }
 
+// addPart writes one sample of f's series name+suffix (a histogram's
+// _bucket, _sum or _count, a summary's _sum or _count), writing f's HELP and
+// TYPE lines first if f is new.
+func (e *expo) addPart(f family, suffix string, v float64, labels ...string) {
+	e.seriesPart(f, suffix, labels)
+	e.b = strconv.AppendFloat(e.b, v, 'g', -1, 64)
+	e.b = append(e.b, '\n')
+}
+
+// addPartUint is addPart for a count.
+func (e *expo) addPartUint(f family, suffix string, v uint64, labels ...string) {
+	e.seriesPart(f, suffix, labels)
+	e.b = strconv.AppendUint(e.b, v, 10)
+	e.b = append(e.b, '\n')
+}
+
 // series writes f's HELP and TYPE lines if f is new, then the series name
 // with its labels and the space before the value.
-func (e *expo) series(f family, labels []string) {
+func (e *expo) series(f family, labels []string) { e.seriesPart(f, "", labels) }
+
+// seriesPart is series for the series name+suffix of f.
+func (e *expo) seriesPart(f family, suffix string, labels []string) {
 	if e.last != f.name {
 		e.header(f)
 	}
 	e.b = append(e.b, f.name...)
+	e.b = append(e.b, suffix...)
 	for i := 0; i+1 < len(labels); i += 2 {
 		if i == 0 {
 			e.b = append(e.b, '{')

@@ -1,6 +1,8 @@
 package docs
 
 import (
+	"go/ast"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,10 +16,10 @@ import (
 
 // servedPaths returns every path a node serves: the API's paths (the Path*
 // constants of client/wire, the contract), the server package's built-in
-// paths (its path* constants that are literals), the node's own routes
-// (its *Path constants: /metrics, /status and the chaos build's endpoint)
-// and, while the node does not declare them yet, /metrics and /status
-// themselves.
+// paths (the paths of its route table, and its path* constants that are
+// literals), the node's own routes (its *Path constants: /metrics, /status
+// and the chaos build's endpoint) and, while the node does not declare them
+// yet, /metrics and /status themselves.
 func servedPaths(t *testing.T) []string {
 	t.Helper()
 	set := map[string]bool{"/metrics": true, "/status": true}
@@ -25,6 +27,9 @@ func servedPaths(t *testing.T) []string {
 		set[p] = true
 	}
 	for _, p := range stringConsts(t, "server", func(n string) bool { return strings.HasPrefix(n, "path") }) {
+		set[p] = true
+	}
+	for _, p := range routePaths(t) {
 		set[p] = true
 	}
 	for _, p := range stringConsts(t, "node", func(n string) bool { return strings.HasSuffix(n, "Path") }) {
@@ -38,6 +43,58 @@ func servedPaths(t *testing.T) []string {
 		out = append(out, p)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// routePaths returns the paths of the server's route table: the path
+// fields of the elements of its routes variable, literals or client/wire's
+// Path* constants.
+func routePaths(t *testing.T) []string {
+	t.Helper()
+	wirePaths := stringConsts(t, dirWire, func(n string) bool { return strings.HasPrefix(n, "Path") })
+	_, files := parsePackage(t, "server")
+	var out []string
+	for _, f := range files {
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				if len(vs.Names) != 1 || vs.Names[0].Name != "routes" || len(vs.Values) != 1 {
+					continue
+				}
+				table, ok := vs.Values[0].(*ast.CompositeLit)
+				if !ok {
+					t.Fatalf("server: routes is not a composite literal")
+				}
+				for _, elt := range table.Elts {
+					row, ok := elt.(*ast.CompositeLit)
+					if !ok {
+						continue
+					}
+					for _, field := range row.Elts {
+						kv, ok := field.(*ast.KeyValueExpr)
+						key, _ := kv.Key.(*ast.Ident)
+						if !ok || key == nil || key.Name != "path" {
+							continue
+						}
+						if isStringLit(kv.Value) {
+							out = append(out, unquoteLit(t, kv.Value))
+						} else if sel, isSel := kv.Value.(*ast.SelectorExpr); isSel {
+							if x, _ := sel.X.(*ast.Ident); x != nil && x.Name == "wire" && wirePaths[sel.Sel.Name] != "" {
+								out = append(out, wirePaths[sel.Sel.Name])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("server: found no route table (var routes) with path fields")
+	}
 	return out
 }
 

@@ -21,24 +21,10 @@ var wireUsers = []string{
 }
 
 // wireExempt are values still written outside client/wire, by "file:
-// value", with why. A path here is the server's routing, which takes its
-// paths from client/wire once it is one table; an exemption that no
-// longer matches anything fails the test, so the list shrinks with them.
+// value", with why; an exemption that no longer matches anything fails the
+// test, so the list shrinks with them.
 var wireExempt = map[string]string{
-	"server/segments.go: out_of_service":     "a state of the clock guard (its String), not the error code",
-	"server/handlers.go: /id":                "routing",
-	"server/handlers.go: /ids":               "routing",
-	"server/handlers.go: /decode":            "routing",
-	"server/handlers.go: /api/snowflake/get": "routing",
-	"server/handlers.go: /healthz":           "routing",
-	"server/handlers.go: /readyz":            "routing",
-	"server/handlers.go: /time":              "routing",
-	"server/handlers.go: /clock":             "routing",
-	"server/uuid.go: /uuid":                  "routing",
-	"server/uuid.go: /uuids":                 "routing",
-	"server/segments.go: /segment":           "routing",
-	"server/segments.go: /api/segment/get":   "routing",
-	"server/segments.go: /readyz/segment":    "routing",
+	"server/segments.go: out_of_service": "a state of the clock guard (its String), not the error code",
 }
 
 // jsonCodeRE finds the code of a JSON error body written as a literal.

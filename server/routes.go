@@ -1,0 +1,142 @@
+package server
+
+import (
+	"github.com/valyala/fasthttp"
+
+	"codeberg.org/snowflaked/snowflaked/client/wire"
+)
+
+// Endpoint is what answered a request, as Observer.Request gets it: a small
+// fixed set, fit for metric labels, numbered from 0 so that an observer can
+// keep its counters in an array indexed by Endpoint. Which paths each one
+// answers is the route table's (see routes).
+type Endpoint uint8
+
+// The endpoints. Their labels are Endpoints.
+const (
+	EndpointID Endpoint = iota
+	EndpointIDs
+	EndpointDecode
+	EndpointLeaf
+	EndpointHealthz
+	EndpointReadyz
+	EndpointTime
+	EndpointClock
+	EndpointSegment
+	EndpointUUID
+	EndpointOther // Config.Routes, unknown paths
+	// NumEndpoints is how many endpoints there are: every Endpoint the
+	// server reports is below it.
+	NumEndpoints
+)
+
+// Endpoints holds every endpoint's label (e.g. the endpoint label of a
+// metric), indexed by Endpoint.
+var Endpoints = [NumEndpoints]string{
+	EndpointID:      "id",
+	EndpointIDs:     "ids",
+	EndpointDecode:  "decode",
+	EndpointLeaf:    "leaf",
+	EndpointHealthz: "healthz",
+	EndpointReadyz:  "readyz",
+	EndpointTime:    "time",
+	EndpointClock:   "clock",
+	EndpointSegment: "segment",
+	EndpointUUID:    "uuid",
+	EndpointOther:   "other",
+}
+
+// String returns the endpoint's label; one beyond NumEndpoints is "other".
+func (e Endpoint) String() string {
+	if e < NumEndpoints {
+		return Endpoints[e]
+	}
+	return Endpoints[EndpointOther]
+}
+
+// route is one path of a built-in endpoint. Every built-in endpoint answers
+// GET and HEAD (HEAD like GET without the body) and 405 to other methods,
+// always with Cache-Control: no-store.
+type route struct {
+	// path is the route's path, and the path 405 names.
+	path string
+	// sub: the route answers path + "/" + rest (rest may be empty), not
+	// path itself, and serve gets rest.
+	sub bool
+	// ep is what the request is reported as.
+	ep Endpoint
+	// serve answers a GET or HEAD; rest is nil unless sub.
+	serve func(s *Server, ctx *fasthttp.RequestCtx, rest []byte)
+}
+
+// routes are the built-in endpoints' paths: what the server answers itself
+// (Config.Routes may not shadow them), and how. Dispatch tries them in
+// order, so the hot ones come first; no path matches two of them
+// (TestRoutes).
+var routes = [...]route{
+	{path: wire.PathID, ep: EndpointID, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveID(ctx) }},
+	{path: wire.PathIDs, ep: EndpointIDs, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveIDs(ctx) }},
+	{path: wire.PathLeaf, sub: true, ep: EndpointLeaf, serve: (*Server).serveLeaf},
+	{path: wire.PathLeaf, ep: EndpointLeaf, serve: (*Server).serveLeaf},
+	{path: wire.PathSegment, sub: true, ep: EndpointSegment, serve: func(s *Server, ctx *fasthttp.RequestCtx, tag []byte) { s.serveSegment(ctx, tag, false) }},
+	{path: wire.PathSegment, ep: EndpointSegment, serve: (*Server).serveTagRequired},
+	{path: wire.PathLeafSegment, sub: true, ep: EndpointSegment, serve: func(s *Server, ctx *fasthttp.RequestCtx, tag []byte) { s.serveSegment(ctx, tag, true) }},
+	{path: wire.PathLeafSegment, ep: EndpointSegment, serve: (*Server).serveTagRequired},
+	{path: wire.PathUUID, ep: EndpointUUID, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveUUID(ctx) }},
+	{path: wire.PathUUIDs, ep: EndpointUUID, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveUUIDs(ctx) }},
+	{path: wire.PathDecode, sub: true, ep: EndpointDecode, serve: (*Server).serveDecode},
+	{path: wire.PathDecode, ep: EndpointDecode, serve: (*Server).serveDecode},
+	{path: wire.PathHealthz, ep: EndpointHealthz, serve: func(_ *Server, ctx *fasthttp.RequestCtx, _ []byte) {
+		writeBody(ctx, fasthttp.StatusOK, ctJSON, bodyHealthz)
+	}},
+	{path: wire.PathReadyz, ep: EndpointReadyz, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveReadyz(ctx) }},
+	{path: wire.PathReadyzSegment, ep: EndpointReadyz, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveReadyzSegment(ctx) }},
+	{path: wire.PathTime, ep: EndpointTime, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveTime(ctx) }},
+	{path: wire.PathClock, ep: EndpointClock, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveClock(ctx) }},
+}
+
+// match returns the route of path, and for a sub route the rest of the path
+// after the route's path and "/"; nil when no built-in endpoint answers
+// path. It does not allocate.
+func match(path []byte) (*route, []byte) {
+	for i := range routes {
+		r := &routes[i]
+		n := len(r.path)
+		switch {
+		case !r.sub:
+			if string(path) == r.path {
+				return r, nil
+			}
+		case len(path) > n && path[n] == '/' && string(path[:n]) == r.path:
+			return r, path[n+1:]
+		}
+	}
+	return nil, nil
+}
+
+// isBuiltin reports whether the server answers path itself, so that
+// Config.Routes may not shadow it.
+func isBuiltin(path string) bool {
+	r, _ := match([]byte(path))
+	return r != nil
+}
+
+// handle routes a request. It is the fasthttp.RequestHandler of the server.
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	ep := EndpointOther
+	defer s.finish(ctx, &ep)
+
+	path := ctx.Path()
+	if r, rest := match(path); r != nil {
+		ep = r.ep
+		if s.allowed(ctx, r.path) {
+			r.serve(s, ctx, rest)
+		}
+		return
+	}
+	if h := s.cfg.Routes[string(path)]; h != nil {
+		h(ctx)
+		return
+	}
+	s.writeError(ctx, fasthttp.StatusNotFound, codeNotFound, "no endpoint at "+quote(path))
+}
