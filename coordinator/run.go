@@ -473,6 +473,9 @@ func (c *Coordinator) renew(ctx context.Context, z zkclient.Client, fencer Fence
 		if err != nil {
 			return fmt.Errorf("encode renewal: %w", err)
 		}
+		if mutation.Broken(mutation.S1RenewalUnversioned) && final == 0 {
+			version = -1
+		}
 		st, err := z.Set(ctx, path, b, version)
 		if err == nil {
 			c.mu.Lock()

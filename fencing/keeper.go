@@ -12,6 +12,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 )
 
 // FenceSetter receives the persisted fence and says where the generator
@@ -162,6 +163,9 @@ func (k *Keeper) write(ctx context.Context, fence int64, final bool, timeout tim
 
 	done := make(chan error, 1)
 	go func() {
+		if mutation.Broken(mutation.L1FenceBeforePersist) && !final {
+			k.gen.SetFence(fence)
+		}
 		written, err := k.persist(fence)
 		if err == nil {
 			if final {

@@ -44,6 +44,7 @@ var mutationSims = map[string]mutationSim{
 		_, err := runPathsSim(t, seed, 300)
 		return err
 	}, 40},
+	"TestSimulation_SnowflakeRules": {runRulesSim, rulesSeeds},
 	"TestSimulation_Segments": {func(t *testing.T, seed uint64) error {
 		return runSegmentSim(t, seed, 300, worldPlain)
 	}, 1000},
@@ -88,6 +89,11 @@ var mutationTable = []mutationRow{
 	{mutation.S1AdoptAnyWrite, "S1", "TestSimulation_Snowflake", 37, `issued twice`},
 	{mutation.L2RestartIgnoresFence, "L2", "TestSimulation_Snowflake", 16, `issued twice`},
 	{mutation.BorrowPastFence, "borrow", "TestSimulation_SnowflakeBorrow", 5, `issued twice`},
+	// The rule scenarios of node/simrules_test.go: the faults the random
+	// schedules did not reach.
+	{mutation.S1RenewalUnversioned, "S1", "TestSimulation_SnowflakeRules", 1, `issued twice`},
+	{mutation.S2StopLowersZooKeeperFirst, "S2", "TestSimulation_SnowflakeRules", 2, `issued twice`},
+	{mutation.L1FenceBeforePersist, "L1", "TestSimulation_SnowflakeRules", 3, `issued twice`},
 }
 
 // TestMutations breaks each rule of the table in turn and expects the

@@ -25,6 +25,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/metrics"
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/statuspage"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -604,6 +605,9 @@ func (n *node) serve(ctx context.Context) error {
 	// last renewal's fence.
 	last := n.issuing.Freeze()
 	n.finalZKFence.Store(last)
+	if mutation.Broken(mutation.S2StopLowersZooKeeperFirst) {
+		_ = n.closeCoordinator(last, deadline) // ZooKeeper's fence comes down first
+	}
 	if err := n.keeper.PersistFinal(last, max(time.Until(deadline), 10*time.Millisecond)); err != nil {
 		n.log.Error().Err(err).Int64("fence_ms", n.keeper.Persisted()).Msg("final fence not written: a restart waits for the previous one")
 		if cerr := n.closeCoordinator(0, deadline); cerr != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 )
 
 // The snowflake simulation runs whole nodes — node.Run: the claim, the
@@ -169,6 +170,9 @@ type snowSim struct {
 	stats  snowStats
 	simTrace
 	pathsState // node/simpaths_test.go
+	// wrapDial, when set, wraps each process's ZooKeeper dialer (the
+	// scenarios of node/simrules_test.go time a connection break with it).
+	wrapDial func(p *snowProc, d zkconn.Dialer) zkconn.Dialer
 }
 
 type snowStats struct {
@@ -241,6 +245,9 @@ func (s *snowSim) config(n *snowNode, p *snowProc) Config {
 	cfg.MaxStartWait = 10 * time.Second
 	cfg.ShutdownTimeout = 4 * time.Second
 	cfg.seams = &seams{disk: p.dproc, dial: p.zk.dialer(s.srv, p.name)}
+	if s.wrapDial != nil {
+		cfg.seams.dial = s.wrapDial(p, cfg.seams.dial)
+	}
 	cfg.GeneBits, cfg.WorkerIDRange = s.world.geneBits, s.world.workerRange
 	if s.world.paths {
 		cfg.CreateCluster, cfg.seams.beforeToken = s.nodesCreate, s.slowToken(p)

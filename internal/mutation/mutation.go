@@ -105,3 +105,21 @@ const (
 	// the worker ID since (S3).
 	S3CacheAnyToken Name = "s3-cache-trusted-any-token"
 )
+
+// The fence rules no random schedule reached: a renewal's version check
+// (S1), the order of a graceful stop's two final writes (S2), the local
+// fence persisted before the generator may use it (L1). The targeted
+// scenarios of node/simrules_test.go catch them.
+const (
+	// S1RenewalUnversioned: a renewal's set of the forever znode
+	// (Coordinator.renew, coordinator/run.go) is sent with version -1, so
+	// a renewal applied after another process's claim succeeds (S1).
+	S1RenewalUnversioned Name = "s1-renewal-unversioned"
+	// S2StopLowersZooKeeperFirst: a graceful stop (node.serve) lowers
+	// ZooKeeper's fence to the last issued tick before the cache file's
+	// copy of it (S2, graceful stop).
+	S2StopLowersZooKeeperFirst Name = "s2-stop-lowers-zookeeper-first"
+	// L1FenceBeforePersist: the fence keeper (fencing.Keeper) hands a new
+	// local fence to the generator before its write reaches the disk (L1).
+	L1FenceBeforePersist Name = "l1-fence-before-persist"
+)
