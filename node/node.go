@@ -462,16 +462,17 @@ func (n *node) newJumpGuard() {
 // not behind the last issued ID, borrow_exhausted once the clock is past the
 // last issued ID.
 func (n *node) newGeneratorFaults() {
+	faults := health.NewFaults(0) // one loop clears all three
 	end := n.layout.End().UnixNano()
-	n.overflow = health.NewFault(n.guard, health.ReasonTimeOverflow, func() bool { return n.clock.WallNanos() < end }, 0)
+	n.overflow = faults.Add(n.guard, health.ReasonTimeOverflow, func() bool { return n.clock.WallNanos() < end })
 	unit := int64(n.layout.Unit)
-	n.stalled = health.NewFault(n.guard, health.ReasonClockStalled, func() bool {
+	n.stalled = faults.Add(n.guard, health.ReasonClockStalled, func() bool {
 		return n.clock.WallNanos() >= n.stalledAt.Load()+unit && n.gen.Behind() == 0
-	}, 0)
+	})
 	// borrow_exhausted clears once the clock is past the last issued ID:
 	// from there the IDs follow the clock again, and the fence with it.
-	n.borrowOut = health.NewFault(n.guard, health.ReasonBorrowExhausted, func() bool { return n.gen.Behind() == 0 }, 0)
-	n.loops = append(n.loops, n.overflow.Run, n.stalled.Run, n.borrowOut.Run)
+	n.borrowOut = faults.Add(n.guard, health.ReasonBorrowExhausted, func() bool { return n.gen.Behind() == 0 })
+	n.loops = append(n.loops, faults.Run)
 }
 
 func (n *node) newServer() error {

@@ -111,3 +111,47 @@ func (f *Fault) TryClear() {
 	}
 	f.check.Pass()
 }
+
+// Faults clears several faults in one loop: one goroutine and one ticker
+// for all of them, woken by a Trip of any. A node's generator faults share
+// one, so each adds no background loop of its own.
+type Faults struct {
+	wake chan struct{}
+	poll time.Duration
+	list []*Fault
+}
+
+// NewFaults returns an empty group whose loop polls every poll (0 means
+// 50ms).
+func NewFaults(poll time.Duration) *Faults {
+	if poll <= 0 {
+		poll = 50 * time.Millisecond
+	}
+	return &Faults{wake: make(chan struct{}, 1), poll: poll}
+}
+
+// Add registers a fault for reason (passing at first) in the group, as
+// NewFault does; its Trip wakes the group's Run. Call it before Run.
+func (fs *Faults) Add(g *Guard, reason Reason, clear func() bool) *Fault {
+	f := &Fault{check: g.Check(reason), clear: clear, wake: fs.wake, poll: fs.poll}
+	f.check.Pass()
+	fs.list = append(fs.list, f)
+	return f
+}
+
+// Run clears each tripped fault once its condition holds, until ctx ends.
+func (fs *Faults) Run(ctx context.Context) {
+	t := time.NewTicker(fs.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-fs.wake:
+		case <-t.C:
+		}
+		for _, f := range fs.list {
+			f.TryClear()
+		}
+	}
+}
