@@ -64,60 +64,19 @@ func FuzzQuery(f *testing.F) {
 		f.Add(s.count, s.format, s.flags, s.raw)
 	}
 	fx := newFixture(f, snowflake.DefaultLayout(), func(c *Config) { c.MaxBatch = fuzzMaxBatch })
-	// flags: bit 0 sends count, bit 1 sends format, bit 2 asks /id instead
-	// of /ids; raw is appended to the query unescaped.
 	f.Fuzz(func(t *testing.T, count, format string, flags uint8, raw string) {
-		path := "/ids"
-		if flags&4 != 0 {
-			path = "/id"
-		}
-		var q []string
-		if flags&1 != 0 {
-			q = append(q, "count="+url.QueryEscape(count))
-		}
-		if flags&2 != 0 {
-			q = append(q, "format="+url.QueryEscape(format))
-		}
-		if raw != "" {
-			q = append(q, raw)
-		}
-		uri := path
-		if len(q) > 0 {
-			uri += "?" + strings.Join(q, "&")
-		}
+		path, uri := queryURI(count, format, flags, raw)
 		if hasCTL(uri) {
 			t.Skip("the server rejects control bytes in the URI before routing")
 		}
 		r, _ := call(fx, "GET", uri)
-		switch r.status {
-		case 200:
-		case 400:
-			e := decodeError(t, r)
-			switch e.Code {
-			case "invalid_count", "invalid_format", "invalid_parameter":
-			default:
-				t.Fatalf("%q: undocumented error code %q", uri, e.Code)
-			}
-		default:
-			t.Fatalf("%q: status %d (%s)", uri, r.status, r.body)
-		}
+		checkDocumentedQueryAnswer(t, uri, r)
 		if raw != "" {
 			return // no oracle for arbitrary queries
 		}
 
 		// The oracle, for well-formed queries.
-		formatOK := flags&2 == 0 || format == "text" || format == "json"
-		asJSON := flags&2 != 0 && format == "json"
-		n, countOK := validCount(count)
-		wantStatus, wantCode := 200, ""
-		switch {
-		case path == "/id" && flags&1 != 0:
-			wantStatus, wantCode = 400, "invalid_parameter"
-		case !formatOK:
-			wantStatus, wantCode = 400, "invalid_format"
-		case path == "/ids" && (flags&1 == 0 || !countOK):
-			wantStatus, wantCode = 400, "invalid_count"
-		}
+		wantStatus, wantCode, n := queryOracle(path, count, format, flags)
 		if r.status != wantStatus {
 			t.Fatalf("%q: status %d, want %d (%s)", uri, r.status, wantStatus, r.body)
 		}
@@ -127,31 +86,97 @@ func FuzzQuery(f *testing.F) {
 			}
 			return
 		}
-		if path == "/id" {
-			n = 1
-		}
-		var ids []string
-		switch {
-		case asJSON && path == "/ids":
-			if err := json.Unmarshal(r.body, &ids); err != nil {
-				t.Fatalf("%q: body %s: %v", uri, r.body, err)
-			}
-		case asJSON:
-			var v struct {
-				ID    int64  `json:"id"`
-				IDStr string `json:"id_str"`
-			}
-			if err := json.Unmarshal(r.body, &v); err != nil || strconv.FormatInt(v.ID, 10) != v.IDStr {
-				t.Fatalf("%q: body %s: %v", uri, r.body, err)
-			}
-			ids = []string{v.IDStr}
-		default:
-			ids = strings.Fields(string(r.body))
-		}
-		if len(ids) != n {
+		asJSON := flags&2 != 0 && format == "json"
+		if ids := answeredIDs(t, uri, r, path, asJSON); len(ids) != n {
 			t.Fatalf("%q: %d IDs, want %d", uri, len(ids), n)
 		}
 	})
+}
+
+// queryURI builds FuzzQuery's request: flags bit 0 sends count, bit 1
+// sends format, bit 2 asks /id instead of /ids; raw is appended unescaped.
+func queryURI(count, format string, flags uint8, raw string) (path, uri string) {
+	path = "/ids"
+	if flags&4 != 0 {
+		path = "/id"
+	}
+	var q []string
+	if flags&1 != 0 {
+		q = append(q, "count="+url.QueryEscape(count))
+	}
+	if flags&2 != 0 {
+		q = append(q, "format="+url.QueryEscape(format))
+	}
+	if raw != "" {
+		q = append(q, raw)
+	}
+	uri = path
+	if len(q) > 0 {
+		uri += "?" + strings.Join(q, "&")
+	}
+	return path, uri
+}
+
+// checkDocumentedQueryAnswer fails unless r is a 200 or a 400 with a
+// documented error code.
+func checkDocumentedQueryAnswer(t *testing.T, uri string, r response) {
+	t.Helper()
+	switch r.status {
+	case 200:
+	case 400:
+		e := decodeError(t, r)
+		switch e.Code {
+		case "invalid_count", "invalid_format", "invalid_parameter":
+		default:
+			t.Fatalf("%q: undocumented error code %q", uri, e.Code)
+		}
+	default:
+		t.Fatalf("%q: status %d (%s)", uri, r.status, r.body)
+	}
+}
+
+// queryOracle is the answer a well-formed query must get: its status, the
+// error code of a 400, and on a 200 how many IDs.
+func queryOracle(path, count, format string, flags uint8) (wantStatus int, wantCode string, n int) {
+	formatOK := flags&2 == 0 || format == "text" || format == "json"
+	n, countOK := validCount(count)
+	wantStatus, wantCode = 200, ""
+	switch {
+	case path == "/id" && flags&1 != 0:
+		wantStatus, wantCode = 400, "invalid_parameter"
+	case !formatOK:
+		wantStatus, wantCode = 400, "invalid_format"
+	case path == "/ids" && (flags&1 == 0 || !countOK):
+		wantStatus, wantCode = 400, "invalid_count"
+	}
+	if path == "/id" {
+		n = 1
+	}
+	return wantStatus, wantCode, n
+}
+
+// answeredIDs parses the IDs of a 200 answer to path, JSON or text.
+func answeredIDs(t *testing.T, uri string, r response, path string, asJSON bool) []string {
+	t.Helper()
+	switch {
+	case asJSON && path == "/ids":
+		var ids []string
+		if err := json.Unmarshal(r.body, &ids); err != nil {
+			t.Fatalf("%q: body %s: %v", uri, r.body, err)
+		}
+		return ids
+	case asJSON:
+		var v struct {
+			ID    int64  `json:"id"`
+			IDStr string `json:"id_str"`
+		}
+		if err := json.Unmarshal(r.body, &v); err != nil || strconv.FormatInt(v.ID, 10) != v.IDStr {
+			t.Fatalf("%q: body %s: %v", uri, r.body, err)
+		}
+		return []string{v.IDStr}
+	default:
+		return strings.Fields(string(r.body))
+	}
 }
 
 // FuzzDecodePath fuzzes /decode/{id}: never a panic; 200 or 400 invalid_id
