@@ -201,16 +201,7 @@ const unreachable = time.Duration(1<<63 - 1)
 // The majority rule, with the node's own clock counted: peers'
 // offsets are relative to it, so its own is 0.
 func TestPeersMajority(t *testing.T) {
-	for _, tc := range []struct {
-		name            string
-		offsets         []time.Duration // one peer each; unreachable: no server
-		wantMedian      time.Duration   // over the node itself and the reachable peers
-		wantReachable   int
-		wantAgree       int // the node itself included
-		wantSplit       bool
-		wantErr         error
-		wantDetailParts []string
-	}{
+	for _, tc := range []majorityCase{
 		{name: "no peers", wantAgree: 1},
 		{name: "2 clocks: the other 5s off: no majority, stays in", offsets: []time.Duration{5 * time.Second},
 			wantMedian: 2500 * time.Millisecond, wantReachable: 1, wantAgree: 1, wantSplit: true,
@@ -236,14 +227,7 @@ func TestPeersMajority(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := clocktest.NewFake(t0)
 			src := &staticPeers{}
-			var peers []Peer
-			for i, off := range tc.offsets {
-				addr := closedTCPAddr(t)
-				if off != unreachable {
-					addr = startTimePeer(t, fc, off).addr
-				}
-				peers = append(peers, Peer{WorkerID: int64(i + 1), Addr: addr})
-			}
+			peers := startOffsetPeers(t, fc, tc.offsets)
 			src.set(peers, nil)
 			g := newGuard(t)
 			p := newTestPeers(t, g, fc, src, PeersConfig{})
@@ -254,48 +238,88 @@ func TestPeersMajority(t *testing.T) {
 			if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
 				t.Fatalf("CheckNow = %v, want %v", err, tc.wantErr)
 			}
-			if snap.Reachable != tc.wantReachable || snap.Unreachable != len(tc.offsets)-tc.wantReachable ||
-				snap.Median != tc.wantMedian || len(snap.Peers) != len(tc.offsets) {
-				t.Fatalf("snapshot %+v, want median %v with %d of %d reachable", snap, tc.wantMedian, tc.wantReachable, len(tc.offsets))
-			}
-			if snap.Agree != tc.wantAgree || snap.Disagree != tc.wantReachable+1-tc.wantAgree || snap.Split != tc.wantSplit {
-				t.Fatalf("agree %d disagree %d split %v, want agree %d of %d, split %v", snap.Agree, snap.Disagree, snap.Split,
-					tc.wantAgree, tc.wantReachable+1, tc.wantSplit)
-			}
-			for i, r := range snap.Peers {
-				if r.WorkerID != int64(i+1) || r.Addr != peers[i].Addr || r.CheckedAt.IsZero() {
-					t.Fatalf("peer %d result %+v does not match %+v", i, r, peers[i])
-				}
-				if off := tc.offsets[i]; off == unreachable {
-					if r.Reachable() || !strings.Contains(r.Error, "GET /time") {
-						t.Fatalf("peer %d (no server) result %+v, want an error", i, r)
-					}
-				} else if r.Offset != off || r.RTT != 0 || !r.Reachable() {
-					t.Fatalf("peer %d result %+v, want offset %v (fake clock: rtt 0)", i, r, off)
-				}
-			}
-			d, failing := failingDetail(g, health.ReasonPeerOffset)
-			if tc.wantSplit {
-				d = snap.Detail // a split passes: the detail is in the snapshot
-			}
-			if failing != (tc.wantErr != nil) || g.Ready() == failing {
-				t.Fatalf("peer_offset failing=%v ready=%v, want failing=%v", failing, g.Ready(), tc.wantErr != nil)
-			}
-			for _, part := range tc.wantDetailParts {
-				if !strings.Contains(d, part) {
-					t.Fatalf("detail %q lacks %q", d, part)
-				}
-			}
-			if tc.wantSplit {
-				if d := p.Snapshot(); d.SplitRounds != 1 {
-					t.Fatalf("split rounds %d, want 1", d.SplitRounds)
-				}
-			}
-			if s := p.Snapshot(); s.Rounds != 1 || s.UnreachablePeers != int64(snap.Unreachable) ||
-				(s.OffsetFailures == 1) != (tc.wantErr != nil) {
-				t.Fatalf("counters %+v", s)
-			}
+			tc.checkSnapshot(t, snap, peers)
+			tc.checkVerdict(t, g, p, snap)
 		})
+	}
+}
+
+// majorityCase is one row of TestPeersMajority.
+type majorityCase struct {
+	name            string
+	offsets         []time.Duration // one peer each; unreachable: no server
+	wantMedian      time.Duration   // over the node itself and the reachable peers
+	wantReachable   int
+	wantAgree       int // the node itself included
+	wantSplit       bool
+	wantErr         error
+	wantDetailParts []string
+}
+
+// startOffsetPeers starts one time peer per offset (a closed address for
+// unreachable), worker IDs from 1.
+func startOffsetPeers(t *testing.T, fc *clocktest.Fake, offsets []time.Duration) []Peer {
+	t.Helper()
+	var peers []Peer
+	for i, off := range offsets {
+		addr := closedTCPAddr(t)
+		if off != unreachable {
+			addr = startTimePeer(t, fc, off).addr
+		}
+		peers = append(peers, Peer{WorkerID: int64(i + 1), Addr: addr})
+	}
+	return peers
+}
+
+// checkSnapshot checks the round's counts, median and per-peer results.
+func (tc majorityCase) checkSnapshot(t *testing.T, snap PeerSnapshot, peers []Peer) {
+	t.Helper()
+	if snap.Reachable != tc.wantReachable || snap.Unreachable != len(tc.offsets)-tc.wantReachable ||
+		snap.Median != tc.wantMedian || len(snap.Peers) != len(tc.offsets) {
+		t.Fatalf("snapshot %+v, want median %v with %d of %d reachable", snap, tc.wantMedian, tc.wantReachable, len(tc.offsets))
+	}
+	if snap.Agree != tc.wantAgree || snap.Disagree != tc.wantReachable+1-tc.wantAgree || snap.Split != tc.wantSplit {
+		t.Fatalf("agree %d disagree %d split %v, want agree %d of %d, split %v", snap.Agree, snap.Disagree, snap.Split,
+			tc.wantAgree, tc.wantReachable+1, tc.wantSplit)
+	}
+	for i, r := range snap.Peers {
+		if r.WorkerID != int64(i+1) || r.Addr != peers[i].Addr || r.CheckedAt.IsZero() {
+			t.Fatalf("peer %d result %+v does not match %+v", i, r, peers[i])
+		}
+		if off := tc.offsets[i]; off == unreachable {
+			if r.Reachable() || !strings.Contains(r.Error, "GET /time") {
+				t.Fatalf("peer %d (no server) result %+v, want an error", i, r)
+			}
+		} else if r.Offset != off || r.RTT != 0 || !r.Reachable() {
+			t.Fatalf("peer %d result %+v, want offset %v (fake clock: rtt 0)", i, r, off)
+		}
+	}
+}
+
+// checkVerdict checks the guard's peer_offset check, its detail and the
+// peers' counters after the round.
+func (tc majorityCase) checkVerdict(t *testing.T, g *health.Guard, p *Peers, snap PeerSnapshot) {
+	t.Helper()
+	d, failing := failingDetail(g, health.ReasonPeerOffset)
+	if tc.wantSplit {
+		d = snap.Detail // a split passes: the detail is in the snapshot
+	}
+	if failing != (tc.wantErr != nil) || g.Ready() == failing {
+		t.Fatalf("peer_offset failing=%v ready=%v, want failing=%v", failing, g.Ready(), tc.wantErr != nil)
+	}
+	for _, part := range tc.wantDetailParts {
+		if !strings.Contains(d, part) {
+			t.Fatalf("detail %q lacks %q", d, part)
+		}
+	}
+	if tc.wantSplit {
+		if d := p.Snapshot(); d.SplitRounds != 1 {
+			t.Fatalf("split rounds %d, want 1", d.SplitRounds)
+		}
+	}
+	if s := p.Snapshot(); s.Rounds != 1 || s.UnreachablePeers != int64(snap.Unreachable) ||
+		(s.OffsetFailures == 1) != (tc.wantErr != nil) {
+		t.Fatalf("counters %+v", s)
 	}
 }
 

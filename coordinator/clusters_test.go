@@ -91,7 +91,46 @@ func TestIntegration_ClusterCreateListDelete(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	ctx := context.Background()
 	spec := ClusterSpec{Layout: snowflake.DefaultLayout(), WorkerIDs: WorkerRange{0, 511}, RecycleAfter: time.Hour}
+	createEuAndOverlappingUs(t, srv, spec)
 
+	cfg := testConfig(t, srv, "eu-a")
+	cfg.Cluster, cfg.CreateCluster, cfg.WorkerIDs = "eu", false, WorkerRange{0, 511}
+	c := newCoord(t, cfg)
+	id := mustClaim(t, c)
+	checkListedEu(t, srv)
+
+	err := DeleteCluster(ctx, srv, "", "eu", 5*time.Second)
+	if !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), `node key "eu-a"`) {
+		t.Fatalf("DeleteCluster with a lease held: %v, want ErrLeaseHeld naming eu-a", err)
+	}
+	if err := c.Close(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	raw := rawConn(t, srv, "")
+	checkDeleteRefusedWhileFenceAhead(t, srv, raw)
+	// The fence passes (written back by hand: time moving on).
+	d, st := readForeverData(t, raw, id.Path)
+	d.Fence = time.Now().Add(-time.Minute).UnixMilli()
+	if _, err := raw.Set(id.Path, mustMarshal(t, d), st.Version); err != nil {
+		t.Fatal(err)
+	}
+	if err := DeleteCluster(ctx, srv, "", "eu", 5*time.Second); err != nil {
+		t.Fatalf("DeleteCluster: %v", err)
+	}
+	if err := DeleteCluster(ctx, srv, "", "eu", 5*time.Second); !errors.Is(err, ErrNoCluster) || !strings.Contains(err.Error(), "the clusters there are us") {
+		t.Fatalf("DeleteCluster of a deleted cluster: %v, want ErrNoCluster", err)
+	}
+	if rows, err := ListClusters(ctx, srv, "", 5*time.Second); err != nil || len(rows) != 1 || rows[0].Name != "us" {
+		t.Fatalf("ListClusters after delete = %+v, %v", rows, err)
+	}
+}
+
+// createEuAndOverlappingUs creates cluster eu with spec (again: a no-op;
+// with another range: refused), then us on a range overlapping eu's, which
+// is created with a warning naming both.
+func createEuAndOverlappingUs(t *testing.T, srv []string, spec ClusterSpec) {
+	t.Helper()
+	ctx := context.Background()
 	res, err := CreateCluster(ctx, srv, "", "eu", spec, 5*time.Second)
 	if err != nil || !res.Created || !slices.Equal(res.Requires, []string{FeatureTagIncarnation, FeatureWorkerIDRange}) || len(res.Overlaps) != 0 {
 		t.Fatalf("CreateCluster eu = %+v, %v", res, err)
@@ -113,11 +152,13 @@ func TestIntegration_ClusterCreateListDelete(t *testing.T) {
 		!strings.Contains(res.Overlaps[0].Warning, "may collide if they ever meet") {
 		t.Fatalf("CreateCluster us (overlapping) = %+v, %v; want a warning naming both", res, err)
 	}
+}
 
-	cfg := testConfig(t, srv, "eu-a")
-	cfg.Cluster, cfg.CreateCluster, cfg.WorkerIDs = "eu", false, WorkerRange{0, 511}
-	c := newCoord(t, cfg)
-	id := mustClaim(t, c)
+// checkListedEu checks ListClusters shows both clusters, eu first with its
+// settings and its one worker.
+func checkListedEu(t *testing.T, srv []string) {
+	t.Helper()
+	ctx := context.Background()
 	rows, err := ListClusters(ctx, srv, "", 5*time.Second)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("ListClusters = %+v, %v", rows, err)
@@ -126,17 +167,14 @@ func TestIntegration_ClusterCreateListDelete(t *testing.T) {
 		!slices.Equal(r.Requires, []string{FeatureTagIncarnation, FeatureWorkerIDRange}) || r.Problem != "" {
 		t.Errorf("row eu = %+v", r)
 	}
+}
 
-	err = DeleteCluster(ctx, srv, "", "eu", 5*time.Second)
-	if !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), `node key "eu-a"`) {
-		t.Fatalf("DeleteCluster with a lease held: %v, want ErrLeaseHeld naming eu-a", err)
-	}
-	if err := c.Close(ctx, 0); err != nil {
-		t.Fatal(err)
-	}
-	// The lease is gone but the fence is still ahead: a node killed, or cut
-	// off from ZooKeeper, may issue up to it. Refused, and the mark undone.
-	raw := rawConn(t, srv, "")
+// checkDeleteRefusedWhileFenceAhead: the lease is gone but the fence is
+// still ahead: a node killed, or cut off from ZooKeeper, may issue up to
+// it. Refused, and the mark undone.
+func checkDeleteRefusedWhileFenceAhead(t *testing.T, srv []string, raw *zk.Conn) {
+	t.Helper()
+	ctx := context.Background()
 	before, _, err := raw.Get("/snowflaked/eu")
 	if err != nil {
 		t.Fatal(err)
@@ -147,21 +185,6 @@ func TestIntegration_ClusterCreateListDelete(t *testing.T) {
 	}
 	if after, _, err := raw.Get("/snowflaked/eu"); err != nil || string(after) != string(before) {
 		t.Fatalf("after a refused delete the cluster znode is %s, %v; want it restored to %s", after, err, before)
-	}
-	// The fence passes (written back by hand: time moving on).
-	d, st := readForeverData(t, raw, id.Path)
-	d.Fence = time.Now().Add(-time.Minute).UnixMilli()
-	if _, err := raw.Set(id.Path, mustMarshal(t, d), st.Version); err != nil {
-		t.Fatal(err)
-	}
-	if err := DeleteCluster(ctx, srv, "", "eu", 5*time.Second); err != nil {
-		t.Fatalf("DeleteCluster: %v", err)
-	}
-	if err := DeleteCluster(ctx, srv, "", "eu", 5*time.Second); !errors.Is(err, ErrNoCluster) || !strings.Contains(err.Error(), "the clusters there are us") {
-		t.Fatalf("DeleteCluster of a deleted cluster: %v, want ErrNoCluster", err)
-	}
-	if rows, err := ListClusters(ctx, srv, "", 5*time.Second); err != nil || len(rows) != 1 || rows[0].Name != "us" {
-		t.Fatalf("ListClusters after delete = %+v, %v", rows, err)
 	}
 }
 

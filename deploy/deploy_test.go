@@ -93,32 +93,37 @@ type k8sPodTemplate struct {
 	Spec struct {
 		Grace int `yaml:"terminationGracePeriodSeconds"`
 		// InitContainers: the one that creates the cluster.
-		InitContainers []struct {
-			Name    string   `yaml:"name"`
-			Command []string `yaml:"command"`
-			Args    []string `yaml:"args"`
-			Env     []struct {
-				Name  string `yaml:"name"`
-				Value string `yaml:"value"`
-			} `yaml:"env"`
-		} `yaml:"initContainers"`
-		Containers []struct {
-			Ports []struct {
-				Name          string `yaml:"name"`
-				ContainerPort int    `yaml:"containerPort"`
-			} `yaml:"ports"`
-			Env []struct {
-				Name  string `yaml:"name"`
-				Value string `yaml:"value"`
-			} `yaml:"env"`
-			Readiness k8sProbe `yaml:"readinessProbe"`
-			Liveness  k8sProbe `yaml:"livenessProbe"`
-			Mounts    []struct {
-				Name      string `yaml:"name"`
-				MountPath string `yaml:"mountPath"`
-			} `yaml:"volumeMounts"`
-		} `yaml:"containers"`
+		InitContainers []k8sInitContainer `yaml:"initContainers"`
+		Containers     []k8sContainer     `yaml:"containers"`
 	} `yaml:"spec"`
+}
+
+// k8sInitContainer is the part of an init container the checks read.
+type k8sInitContainer struct {
+	Name    string   `yaml:"name"`
+	Command []string `yaml:"command"`
+	Args    []string `yaml:"args"`
+	Env     []k8sEnv `yaml:"env"`
+}
+
+// k8sContainer is the part of the node container the checks read.
+type k8sContainer struct {
+	Ports []struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+	} `yaml:"ports"`
+	Env       []k8sEnv `yaml:"env"`
+	Readiness k8sProbe `yaml:"readinessProbe"`
+	Liveness  k8sProbe `yaml:"livenessProbe"`
+	Mounts    []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	} `yaml:"volumeMounts"`
+}
+
+type k8sEnv struct {
+	Name  string `yaml:"name"`
+	Value string `yaml:"value"`
 }
 
 type k8sProbe struct {
@@ -156,6 +161,39 @@ func TestKubernetesManifests(t *testing.T) {
 	if !ok {
 		t.Fatalf("no StatefulSet/snowflaked among %v", keys(docs))
 	}
+	checkServices(t, docs, sts)
+	pod := sts.Spec.Template
+	if len(pod.Spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Spec.Containers))
+	}
+	c := pod.Spec.Containers[0]
+	env := containerEnv(t, c)
+	if env["SNOWFLAKED_NODE_KEY"] != "$(POD_NAME)" {
+		t.Errorf("SNOWFLAKED_NODE_KEY = %q, want the pod name", env["SNOWFLAKED_NODE_KEY"])
+	}
+	if !strings.HasPrefix(env["SNOWFLAKED_ADVERTISE"], "$(POD_NAME).snowflaked-headless.") {
+		t.Errorf("SNOWFLAKED_ADVERTISE = %q, want the pod's DNS name under the headless service", env["SNOWFLAKED_ADVERTISE"])
+	}
+	checkPorts(t, docs, pod, c, env)
+	checkCacheOnVolume(t, sts, c, env)
+	// The grace period covers the shutdown timeout.
+	shutdown, err := time.ParseDuration(env["SNOWFLAKED_SHUTDOWN_TIMEOUT"])
+	if err != nil {
+		t.Errorf("SNOWFLAKED_SHUTDOWN_TIMEOUT %q: %v", env["SNOWFLAKED_SHUTDOWN_TIMEOUT"], err)
+	}
+	if time.Duration(pod.Spec.Grace)*time.Second <= shutdown {
+		t.Errorf("terminationGracePeriodSeconds %d is not above --shutdown-timeout %s", pod.Spec.Grace, shutdown)
+	}
+	if pod.Metadata.Labels["cluster"] != env["SNOWFLAKED_CLUSTER"] {
+		t.Errorf("pod label cluster %q, SNOWFLAKED_CLUSTER %q: the alerts group by it", pod.Metadata.Labels["cluster"], env["SNOWFLAKED_CLUSTER"])
+	}
+	checkInitContainer(t, pod, env)
+}
+
+// checkServices checks the services and the budget exist and that the
+// StatefulSet names the headless one.
+func checkServices(t *testing.T, docs map[string]k8sDoc, sts k8sDoc) {
+	t.Helper()
 	for _, want := range []string{"Service/snowflaked-headless", "Service/snowflaked", "PodDisruptionBudget/snowflaked"} {
 		if _, ok := docs[want]; !ok {
 			t.Errorf("no %s", want)
@@ -164,11 +202,12 @@ func TestKubernetesManifests(t *testing.T) {
 	if h := docs["Service/snowflaked-headless"]; h.Spec.ClusterIP != "None" || sts.Spec.ServiceName != "snowflaked-headless" {
 		t.Errorf("the StatefulSet's serviceName %q must be the headless service (clusterIP %q)", sts.Spec.ServiceName, h.Spec.ClusterIP)
 	}
-	pod := sts.Spec.Template
-	if len(pod.Spec.Containers) != 1 {
-		t.Fatalf("%d containers, want 1", len(pod.Spec.Containers))
-	}
-	c := pod.Spec.Containers[0]
+}
+
+// containerEnv returns the container's environment by name, failing on any
+// SNOWFLAKED_ variable that names no flag.
+func containerEnv(t *testing.T, c k8sContainer) map[string]string {
+	t.Helper()
 	env := map[string]string{}
 	known := node.EnvVars()
 	for _, e := range c.Env {
@@ -177,13 +216,13 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("env %s matches no flag of snowflaked", e.Name)
 		}
 	}
-	if env["SNOWFLAKED_NODE_KEY"] != "$(POD_NAME)" {
-		t.Errorf("SNOWFLAKED_NODE_KEY = %q, want the pod name", env["SNOWFLAKED_NODE_KEY"])
-	}
-	if !strings.HasPrefix(env["SNOWFLAKED_ADVERTISE"], "$(POD_NAME).snowflaked-headless.") {
-		t.Errorf("SNOWFLAKED_ADVERTISE = %q, want the pod's DNS name under the headless service", env["SNOWFLAKED_ADVERTISE"])
-	}
-	// Ports: the listen port, the container port, the services' target and the probes agree.
+	return env
+}
+
+// checkPorts checks the listen port, the container port, the services'
+// target, the probes and the scrape annotation agree.
+func checkPorts(t *testing.T, docs map[string]k8sDoc, pod k8sPodTemplate, c k8sContainer, env map[string]string) {
+	t.Helper()
 	_, listenPort, _ := strings.Cut(env["SNOWFLAKED_LISTEN"], ":")
 	if len(c.Ports) != 1 || strconv.Itoa(c.Ports[0].ContainerPort) != listenPort || c.Ports[0].Name != "http" {
 		t.Errorf("container ports %+v do not match SNOWFLAKED_LISTEN %q", c.Ports, env["SNOWFLAKED_LISTEN"])
@@ -204,7 +243,11 @@ func TestKubernetesManifests(t *testing.T) {
 	if pod.Metadata.Annotations["prometheus.io/port"] != listenPort {
 		t.Errorf("scrape port annotation %q, listen port %s", pod.Metadata.Annotations["prometheus.io/port"], listenPort)
 	}
-	// The cache file lives on the claimed volume.
+}
+
+// checkCacheOnVolume checks the cache file lives on the claimed volume.
+func checkCacheOnVolume(t *testing.T, sts k8sDoc, c k8sContainer, env map[string]string) {
+	t.Helper()
 	cache := env["SNOWFLAKED_CACHE_FILE"]
 	onVolume := false
 	for _, m := range c.Mounts {
@@ -215,19 +258,12 @@ func TestKubernetesManifests(t *testing.T) {
 	if !onVolume || len(sts.Spec.Claims) != 1 {
 		t.Errorf("cache file %q is not on the data volume claim (mounts %+v)", cache, c.Mounts)
 	}
-	// The grace period covers the shutdown timeout.
-	shutdown, err := time.ParseDuration(env["SNOWFLAKED_SHUTDOWN_TIMEOUT"])
-	if err != nil {
-		t.Errorf("SNOWFLAKED_SHUTDOWN_TIMEOUT %q: %v", env["SNOWFLAKED_SHUTDOWN_TIMEOUT"], err)
-	}
-	if time.Duration(pod.Spec.Grace)*time.Second <= shutdown {
-		t.Errorf("terminationGracePeriodSeconds %d is not above --shutdown-timeout %s", pod.Spec.Grace, shutdown)
-	}
-	if pod.Metadata.Labels["cluster"] != env["SNOWFLAKED_CLUSTER"] {
-		t.Errorf("pod label cluster %q, SNOWFLAKED_CLUSTER %q: the alerts group by it", pod.Metadata.Labels["cluster"], env["SNOWFLAKED_CLUSTER"])
-	}
-	// Nodes do not create their cluster: an init container does, on the
-	// node's ensemble, under the node's cluster name.
+}
+
+// checkInitContainer checks nodes do not create their cluster: an init
+// container does, on the node's ensemble, under the node's cluster name.
+func checkInitContainer(t *testing.T, pod k8sPodTemplate, env map[string]string) {
+	t.Helper()
 	if env["SNOWFLAKED_CREATE_CLUSTER"] != "" {
 		t.Errorf("the node container sets SNOWFLAKED_CREATE_CLUSTER=%q: the init container creates the cluster", env["SNOWFLAKED_CREATE_CLUSTER"])
 	}

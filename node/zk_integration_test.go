@@ -68,58 +68,7 @@ func TestIntegration_RunZooKeeperMode(t *testing.T) {
 	zk := zkharness.StartStandalone(t)
 
 	t.Run("claims, serves, reports, stops with the exact fence and restarts without waiting", func(t *testing.T) {
-		cfg := zkTestConfig(t, zk, "run1", "node-a")
-		ln := loopbackListener(t)
-		addr := ln.Addr().String()
-		stop := startRunOn(t, cfg, ln)
-		waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
-		row := waitRow(t, zk, "run1", "node-a", func(r coordinator.WorkerInfo) bool { return r.InService && r.LastReport > 0 })
-		if row.WorkerID != 0 || row.Addr != addr || !row.LeaseHeld {
-			t.Errorf("row %+v, want worker 0 at %s with the lease", row, addr)
-		}
-		var rep ClockInfo
-		if code, body := httpGet(t, addr, "/clock"); code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil {
-			t.Fatalf("/clock: %d %s", code, body)
-		}
-		if rep.Mode != ModeZooKeeper || rep.ZK == nil || !rep.ZK.LeaseHeld || !rep.ZK.Connected || rep.ZK.NodeKey != "node-a" ||
-			rep.ZK.Advertise != addr || rep.ZK.WorkerID != 0 || rep.Peers == nil || rep.Watcher == nil || rep.Watcher.Checks == 0 || rep.NTP == nil || rep.NTP.Enabled {
-			t.Errorf("/clock report %+v zk %+v", rep, rep.ZK)
-		}
-		code, body := httpGet(t, addr, "/ids?count=100")
-		if code != http.StatusOK {
-			t.Fatalf("/ids: %d %s", code, body)
-		}
-		ids := strings.Fields(body)
-		lastID, _ := strconv.ParseInt(ids[len(ids)-1], 10, 64)
-		lastMs := lastID>>22 + 1704067200000
-		// The cache file records the identity and when a report reached ZooKeeper.
-		e := waitCache(t, cfg.CacheFile, func(e cachefile.Entry) bool { return e.ZKReported > 0 })
-		if e.Cluster != "run1" || e.NodeKey != "node-a" || e.WorkerID != 0 {
-			t.Errorf("cache entry %+v", e)
-		}
-		if err := stop(); err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-		row = workerRow(t, zk, "run1", "node-a")
-		e, err := cachefile.Load(cfg.CacheFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if row.LeaseHeld || row.InService || row.Fence != e.Fence || e.Fence < lastMs || e.Fence > time.Now().UnixMilli() {
-			t.Errorf("after stop: row %+v, cache fence %d, last ID at %d", row, e.Fence, lastMs)
-		}
-
-		ln2 := loopbackListener(t)
-		stop2 := startRunOn(t, cfg, ln2)
-		waitHTTP(t, ln2.Addr().String(), "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
-		code, body = httpGet(t, ln2.Addr().String(), "/id")
-		id, _ := strconv.ParseInt(strings.TrimSpace(body), 10, 64)
-		if code != http.StatusOK || id <= lastID || (id>>12)&1023 != 0 {
-			t.Errorf("after restart /id = %d %q, want worker 0 after %d", code, body, lastID)
-		}
-		if err := stop2(); err != nil {
-			t.Fatalf("Run: %v", err)
-		}
+		runClaimsServesStopsAndRestarts(t, zk)
 	})
 
 	t.Run("cluster of another layout refused", func(t *testing.T) {
@@ -142,6 +91,77 @@ func TestIntegration_RunZooKeeperMode(t *testing.T) {
 			t.Errorf("error %v does not wrap ErrInvalidConfig", err)
 		}
 	})
+}
+
+// runClaimsServesStopsAndRestarts: a node claims, serves, reports, stops
+// with the exact fence and restarts without waiting.
+func runClaimsServesStopsAndRestarts(t *testing.T, zk *zkharness.Cluster) {
+	t.Helper()
+	cfg := zkTestConfig(t, zk, "run1", "node-a")
+	ln := loopbackListener(t)
+	addr := ln.Addr().String()
+	stop := startRunOn(t, cfg, ln)
+	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+	row := waitRow(t, zk, "run1", "node-a", func(r coordinator.WorkerInfo) bool { return r.InService && r.LastReport > 0 })
+	if row.WorkerID != 0 || row.Addr != addr || !row.LeaseHeld {
+		t.Errorf("row %+v, want worker 0 at %s with the lease", row, addr)
+	}
+	checkZKClockReport(t, addr)
+	code, body := httpGet(t, addr, "/ids?count=100")
+	if code != http.StatusOK {
+		t.Fatalf("/ids: %d %s", code, body)
+	}
+	ids := strings.Fields(body)
+	lastID, _ := strconv.ParseInt(ids[len(ids)-1], 10, 64)
+	lastMs := lastID>>22 + 1704067200000
+	// The cache file records the identity and when a report reached ZooKeeper.
+	e := waitCache(t, cfg.CacheFile, func(e cachefile.Entry) bool { return e.ZKReported > 0 })
+	if e.Cluster != "run1" || e.NodeKey != "node-a" || e.WorkerID != 0 {
+		t.Errorf("cache entry %+v", e)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	row = workerRow(t, zk, "run1", "node-a")
+	e, err := cachefile.Load(cfg.CacheFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.LeaseHeld || row.InService || row.Fence != e.Fence || e.Fence < lastMs || e.Fence > time.Now().UnixMilli() {
+		t.Errorf("after stop: row %+v, cache fence %d, last ID at %d", row, e.Fence, lastMs)
+	}
+	restartIssuesAfter(t, cfg, lastID)
+}
+
+// checkZKClockReport checks /clock of a ZooKeeper-mode node at addr, worker
+// 0 under node key node-a.
+func checkZKClockReport(t *testing.T, addr string) {
+	t.Helper()
+	var rep ClockInfo
+	if code, body := httpGet(t, addr, "/clock"); code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil {
+		t.Fatalf("/clock: %d %s", code, body)
+	}
+	if rep.Mode != ModeZooKeeper || rep.ZK == nil || !rep.ZK.LeaseHeld || !rep.ZK.Connected || rep.ZK.NodeKey != "node-a" ||
+		rep.ZK.Advertise != addr || rep.ZK.WorkerID != 0 || rep.Peers == nil || rep.Watcher == nil || rep.Watcher.Checks == 0 || rep.NTP == nil || rep.NTP.Enabled {
+		t.Errorf("/clock report %+v zk %+v", rep, rep.ZK)
+	}
+}
+
+// restartIssuesAfter restarts the node of cfg and checks its first ID is
+// worker 0's and after lastID.
+func restartIssuesAfter(t *testing.T, cfg Config, lastID int64) {
+	t.Helper()
+	ln2 := loopbackListener(t)
+	stop2 := startRunOn(t, cfg, ln2)
+	waitHTTP(t, ln2.Addr().String(), "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+	code, body := httpGet(t, ln2.Addr().String(), "/id")
+	id, _ := strconv.ParseInt(strings.TrimSpace(body), 10, 64)
+	if code != http.StatusOK || id <= lastID || (id>>12)&1023 != 0 {
+		t.Errorf("after restart /id = %d %q, want worker 0 after %d", code, body, lastID)
+	}
+	if err := stop2(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
 }
 
 func isInvalidConfig(err error) bool { return errors.Is(err, ErrInvalidConfig) }

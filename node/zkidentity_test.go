@@ -56,23 +56,7 @@ func TestZKIdentity(t *testing.T) {
 	replacing := func(prevToken string, fence int64) coordinator.Identity {
 		return coordinator.Identity{WorkerID: 4, PrevFence: fence, ZKFence: 40_000, Token: "t2", PrevToken: prevToken, Incarnation: "inc", Session: "0xdef"}
 	}
-	tests := []struct {
-		name         string
-		cache        *cachefile.Entry // nil: no file
-		raw          string           // raw file content (damaged)
-		claim        coordinator.Identity
-		claimErr     error
-		wantWorker   int64
-		wantFence    int64
-		wantReported int64
-		wantResumed  bool
-		wantZKFence  int64             // the ZooKeeper fence the node starts with
-		wantPrior    coordinator.Prior // what Claim was told
-		accept       bool              // --accept-new-incarnation
-		wantClaim    bool              // Claim was called
-		wantErr      []string
-		is           []error
-	}{
+	tests := []zkIdentityCase{
 		{name: "first start", claim: coordinator.Identity{WorkerID: 4, PrevFence: 0}, wantWorker: 4, wantClaim: true},
 		{name: "no cache takes the zookeeper fence", claim: coordinator.Identity{WorkerID: 4, PrevFence: 900, ZKFence: 40_000}, wantWorker: 4, wantFence: 900,
 			wantZKFence: 40_000, wantClaim: true},
@@ -129,16 +113,7 @@ func TestZKIdentity(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "cache.json")
-			switch {
-			case tc.cache != nil:
-				if err := cachefile.Save(path, *tc.cache); err != nil {
-					t.Fatal(err)
-				}
-			case tc.raw != "":
-				if err := os.WriteFile(path, []byte(tc.raw), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
+			tc.writeCache(t, path)
 			cfg := DefaultConfig()
 			cfg.WorkerID, cfg.ZK, cfg.Cluster, cfg.CacheFile = -1, "127.0.0.1:2181", cluster, path
 			cfg.AcceptNewIncarnation = tc.accept
@@ -148,49 +123,98 @@ func TestZKIdentity(t *testing.T) {
 				t.Errorf("Claim called %d times, want called = %v", fc.claims, tc.wantClaim)
 			}
 			if tc.wantErr != nil {
-				if err == nil {
-					t.Fatalf("no error; identity %+v", id)
-				}
-				for _, s := range tc.wantErr {
-					if !strings.Contains(err.Error(), s) {
-						t.Errorf("error %q does not contain %q", err, s)
-					}
-				}
-				for _, target := range tc.is {
-					if !errors.Is(err, target) {
-						t.Errorf("error %v is not %v", err, target)
-					}
-				}
-				if fc.resumed {
-					t.Error("ResumeFromCache called on a refused start")
-				}
+				tc.checkRefused(t, id, err, fc)
 				return
 			}
 			if err != nil {
 				t.Fatalf("zkIdentity: %v", err)
 			}
 			e := id.entry
-			if e.WorkerID != tc.wantWorker || e.Fence != tc.wantFence || e.ZKReported != tc.wantReported || id.resumed != tc.wantResumed {
-				t.Errorf("identity worker %d fence %d reported %d resumed %v; want %d %d %d %v (from %q)",
-					e.WorkerID, e.Fence, e.ZKReported, id.resumed, tc.wantWorker, tc.wantFence, tc.wantReported, tc.wantResumed, id.from)
-			}
 			if e.Cluster != cluster || e.NodeKey != key || !e.Layout.Equal(def) || id.mode != ModeZooKeeper {
 				t.Errorf("entry %+v mode %s", e, id.mode)
 			}
-			if fc.resumed != tc.wantResumed || (fc.resumed && (fc.resume.WorkerID != tc.wantWorker || fc.resume.LastReport != tc.wantReported ||
-				fc.resume.ZKFence != tc.cache.ZKFence || fc.resume.Token != tc.cache.Token)) {
-				t.Errorf("ResumeFromCache called %v with %+v", fc.resumed, fc.resume)
-			}
-			if e.ZKFence != tc.wantZKFence {
-				t.Errorf("ZooKeeper fence %d, want %d", e.ZKFence, tc.wantZKFence)
-			}
-			if fc.prior != tc.wantPrior {
-				t.Errorf("Claim given %+v, want %+v", fc.prior, tc.wantPrior)
-			}
-			if !tc.wantResumed && tc.claim.Token != "" && (e.Token != tc.claim.Token || e.ZKSession != tc.claim.Session || e.Incarnation != tc.claim.Incarnation) {
-				t.Errorf("entry %+v does not carry the claim's token, session and incarnation", e)
-			}
+			tc.checkIdentity(t, id, fc)
 		})
+	}
+}
+
+// zkIdentityCase is one row of TestZKIdentity.
+type zkIdentityCase struct {
+	name         string
+	cache        *cachefile.Entry // nil: no file
+	raw          string           // raw file content (damaged)
+	claim        coordinator.Identity
+	claimErr     error
+	wantWorker   int64
+	wantFence    int64
+	wantReported int64
+	wantResumed  bool
+	wantZKFence  int64             // the ZooKeeper fence the node starts with
+	wantPrior    coordinator.Prior // what Claim was told
+	accept       bool              // --accept-new-incarnation
+	wantClaim    bool              // Claim was called
+	wantErr      []string
+	is           []error
+}
+
+// writeCache writes the row's cache file (or damaged content) at path.
+func (tc zkIdentityCase) writeCache(t *testing.T, path string) {
+	t.Helper()
+	switch {
+	case tc.cache != nil:
+		if err := cachefile.Save(path, *tc.cache); err != nil {
+			t.Fatal(err)
+		}
+	case tc.raw != "":
+		if err := os.WriteFile(path, []byte(tc.raw), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkRefused checks a refused start: the error names and wraps what the
+// row wants, and nothing resumed.
+func (tc zkIdentityCase) checkRefused(t *testing.T, id identity, err error, fc *fakeClaimer) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error; identity %+v", id)
+	}
+	for _, s := range tc.wantErr {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not contain %q", err, s)
+		}
+	}
+	for _, target := range tc.is {
+		if !errors.Is(err, target) {
+			t.Errorf("error %v is not %v", err, target)
+		}
+	}
+	if fc.resumed {
+		t.Error("ResumeFromCache called on a refused start")
+	}
+}
+
+// checkIdentity checks the identity a start took: worker, fences, what
+// Claim was told and what was resumed.
+func (tc zkIdentityCase) checkIdentity(t *testing.T, id identity, fc *fakeClaimer) {
+	t.Helper()
+	e := id.entry
+	if e.WorkerID != tc.wantWorker || e.Fence != tc.wantFence || e.ZKReported != tc.wantReported || id.resumed != tc.wantResumed {
+		t.Errorf("identity worker %d fence %d reported %d resumed %v; want %d %d %d %v (from %q)",
+			e.WorkerID, e.Fence, e.ZKReported, id.resumed, tc.wantWorker, tc.wantFence, tc.wantReported, tc.wantResumed, id.from)
+	}
+	if fc.resumed != tc.wantResumed || (fc.resumed && (fc.resume.WorkerID != tc.wantWorker || fc.resume.LastReport != tc.wantReported ||
+		fc.resume.ZKFence != tc.cache.ZKFence || fc.resume.Token != tc.cache.Token)) {
+		t.Errorf("ResumeFromCache called %v with %+v", fc.resumed, fc.resume)
+	}
+	if e.ZKFence != tc.wantZKFence {
+		t.Errorf("ZooKeeper fence %d, want %d", e.ZKFence, tc.wantZKFence)
+	}
+	if fc.prior != tc.wantPrior {
+		t.Errorf("Claim given %+v, want %+v", fc.prior, tc.wantPrior)
+	}
+	if !tc.wantResumed && tc.claim.Token != "" && (e.Token != tc.claim.Token || e.ZKSession != tc.claim.Session || e.Incarnation != tc.claim.Incarnation) {
+		t.Errorf("entry %+v does not carry the claim's token, session and incarnation", e)
 	}
 }
 

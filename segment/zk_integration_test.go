@@ -70,16 +70,7 @@ func TestIntegration_SegmentsUnderOverlappingFaults(t *testing.T) {
 	zkc := zkharness.StartEnsemble(t, 3)
 	srv := strings.Split(zkc.ConnectString(), ",")
 	ctx := context.Background()
-	coord, err := coordinator.New(coordinator.Config{Servers: srv, SessionTimeout: 4 * time.Second, Cluster: "seg", NodeKey: "creator", CreateCluster: true,
-		Advertise: "127.0.0.1:1", Layout: snowflake.DefaultLayout(), RecycleAfter: time.Hour, ReportInterval: 200 * time.Millisecond,
-		ZKFenceAhead: 1200 * time.Millisecond, ConnectTimeout: 10 * time.Second, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := coord.Claim(ctx, coordinator.Prior{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = coord.Close(context.Background(), 0) })
+	claimCreator(ctx, t, srv)
 	admin := openStore(t, srv)
 	defer admin.Close()
 	const start = 1000
@@ -97,147 +88,195 @@ func TestIntegration_SegmentsUnderOverlappingFaults(t *testing.T) {
 		nodes[i].start(t)
 	}
 
-	l := newLedger()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var unavailable, taken sync.Map
+	tk := &takers{l: newLedger(), stop: make(chan struct{})}
 	for i, n := range nodes {
 		for g := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var last int64
-				gen := -1
-				for k := 0; ; k++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					n.mu.RLock()
-					if n.gen != gen {
-						gen, last = n.gen, 0
-					}
-					ids, err := n.svc.Take(ctx, "orders", nil, 1+k%5)
-					n.mu.RUnlock()
-					if errors.Is(err, segment.ErrUnavailable) {
-						v, _ := unavailable.LoadOrStore(i, new(atomic.Int64))
-						v.(*atomic.Int64).Add(1)
-						continue
-					}
-					if err != nil {
-						t.Errorf("node %d: %v", i, err)
-						return
-					}
-					for _, id := range ids {
-						if id <= last {
-							t.Errorf("node %d goroutine %d: ID %d after %d", i, g, id, last)
-						}
-						last = id
-					}
-					l.add(t, n.name, ids)
-					taken.Store(i, true)
-					// Paced (about 1,000 takes/s per goroutine): the test is about
-					// faults, and other packages' tests share the machine.
-					time.Sleep(time.Millisecond)
-				}
-			}()
+			tk.wg.Add(1)
+			go tk.run(ctx, t, n, i, g)
 		}
 	}
 
-	var acct sync.Mutex // the fault functions run concurrently
-	var crashLoss, closeWaste, possiblyLost int64
-	var crashes, cleans, leaderKills int
-	crash := func(n *zkNode) {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		n.svc.Crash()
-		acct.Lock()
-		for _, ts := range n.svc.Status() {
-			crashLoss += ts.Ahead
-		}
-		possiblyLost += n.store.PossiblyLost()
-		crashes++
-		acct.Unlock()
-		n.store.Close()
-		n.start(t)
-	}
-	clean := func(n *zkNode) {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		w, err := n.svc.Close(cctx)
-		cancel()
-		if err != nil {
-			t.Logf("clean stop of %s: %v (wasted %d)", n.name, err, w)
-		}
-		acct.Lock()
-		closeWaste += w
-		possiblyLost += n.store.PossiblyLost()
-		cleans++
-		acct.Unlock()
-		n.store.Close()
-		n.start(t)
-	}
+	a := &faultAccount{}
 	rng := rand.New(rand.NewPCG(7, 11))
 	for round := range 9 {
 		time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond)
 		n := nodes[rng.IntN(len(nodes))]
-		switch round % 3 {
-		case 0: // the leader dies and, before the election ends, a node is killed
-			leader, err := zkc.Leader()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := leader.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			leaderKills++
-			crash(n)
-			if err := leader.Start(); err != nil {
-				t.Fatal(err)
-			}
-		case 1: // a clean restart while another node crashes
-			var done sync.WaitGroup
-			done.Add(1)
-			go func() { defer done.Done(); clean(n) }()
-			crash(nodes[(rng.IntN(2)+1+indexOf(nodes, n))%len(nodes)])
-			done.Wait()
-		case 2: // a clean restart during a leader restart
-			leader, err := zkc.Leader()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := leader.Stop(); err != nil {
-				t.Fatal(err)
-			}
-			leaderKills++
-			clean(n)
-			if err := leader.Start(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		a.round(ctx, t, zkc, nodes, n, round, rng)
 		if err := zkc.WaitServing(30 * time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
 	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	close(tk.stop)
+	tk.wg.Wait()
 	for _, n := range nodes {
 		w, err := n.svc.Close(ctx)
 		if err != nil {
 			t.Errorf("final stop of %s: %v", n.name, err)
 		}
-		closeWaste += w
-		possiblyLost += n.store.PossiblyLost()
+		a.closeWaste += w
+		a.possiblyLost += n.store.PossiblyLost()
 		n.store.Close()
 	}
 	for i := range nodes {
-		if _, ok := taken.Load(i); !ok {
+		if _, ok := tk.taken.Load(i); !ok {
 			t.Errorf("node %d issued nothing", i)
 		}
 	}
+	checkSegmentAccounting(ctx, t, admin, start, tk, a)
+}
+
+// claimCreator starts a coordinator that creates cluster "seg" and claims
+// in it, closed at the test's end.
+func claimCreator(ctx context.Context, t *testing.T, srv []string) {
+	t.Helper()
+	coord, err := coordinator.New(coordinator.Config{Servers: srv, SessionTimeout: 4 * time.Second, Cluster: "seg", NodeKey: "creator", CreateCluster: true,
+		Advertise: "127.0.0.1:1", Layout: snowflake.DefaultLayout(), RecycleAfter: time.Hour, ReportInterval: 200 * time.Millisecond,
+		ZKFenceAhead: 1200 * time.Millisecond, ConnectTimeout: 10 * time.Second, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.Claim(ctx, coordinator.Prior{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = coord.Close(context.Background(), 0) })
+}
+
+// takers are the goroutines taking IDs of tag "orders" until stop closes.
+type takers struct {
+	l                  *ledger
+	stop               chan struct{}
+	wg                 sync.WaitGroup
+	unavailable, taken sync.Map // node index: *atomic.Int64 of ErrUnavailable answers; true once it issued
+}
+
+// run is goroutine g of node i: each node's IDs increase within one of its
+// lives (gen).
+func (tk *takers) run(ctx context.Context, t *testing.T, n *zkNode, i, g int) {
+	defer tk.wg.Done()
+	var last int64
+	gen := -1
+	for k := 0; ; k++ {
+		select {
+		case <-tk.stop:
+			return
+		default:
+		}
+		n.mu.RLock()
+		if n.gen != gen {
+			gen, last = n.gen, 0
+		}
+		ids, err := n.svc.Take(ctx, "orders", nil, 1+k%5)
+		n.mu.RUnlock()
+		if errors.Is(err, segment.ErrUnavailable) {
+			v, _ := tk.unavailable.LoadOrStore(i, new(atomic.Int64))
+			v.(*atomic.Int64).Add(1)
+			continue
+		}
+		if err != nil {
+			t.Errorf("node %d: %v", i, err)
+			return
+		}
+		for _, id := range ids {
+			if id <= last {
+				t.Errorf("node %d goroutine %d: ID %d after %d", i, g, id, last)
+			}
+			last = id
+		}
+		tk.l.add(t, n.name, ids)
+		tk.taken.Store(i, true)
+		// Paced (about 1,000 takes/s per goroutine): the test is about
+		// faults, and other packages' tests share the machine.
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// faultAccount counts the faults and what they may lose; the fault
+// functions run concurrently.
+type faultAccount struct {
+	mu                                  sync.Mutex
+	crashLoss, closeWaste, possiblyLost int64
+	crashes, cleans, leaderKills        int
+}
+
+// crash kills n (-9) and restarts it.
+func (a *faultAccount) crash(t *testing.T, n *zkNode) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.svc.Crash()
+	a.mu.Lock()
+	for _, ts := range n.svc.Status() {
+		a.crashLoss += ts.Ahead
+	}
+	a.possiblyLost += n.store.PossiblyLost()
+	a.crashes++
+	a.mu.Unlock()
+	n.store.Close()
+	n.start(t)
+}
+
+// clean stops n cleanly and restarts it.
+func (a *faultAccount) clean(ctx context.Context, t *testing.T, n *zkNode) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	w, err := n.svc.Close(cctx)
+	cancel()
+	if err != nil {
+		t.Logf("clean stop of %s: %v (wasted %d)", n.name, err, w)
+	}
+	a.mu.Lock()
+	a.closeWaste += w
+	a.possiblyLost += n.store.PossiblyLost()
+	a.cleans++
+	a.mu.Unlock()
+	n.store.Close()
+	n.start(t)
+}
+
+// round injects fault round's overlapping faults, n the node it hits.
+func (a *faultAccount) round(ctx context.Context, t *testing.T, zkc *zkharness.Cluster, nodes []*zkNode, n *zkNode, round int, rng *rand.Rand) {
+	t.Helper()
+	switch round % 3 {
+	case 0: // the leader dies and, before the election ends, a node is killed
+		leader, err := zkc.Leader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := leader.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		a.leaderKills++
+		a.crash(t, n)
+		if err := leader.Start(); err != nil {
+			t.Fatal(err)
+		}
+	case 1: // a clean restart while another node crashes
+		var done sync.WaitGroup
+		done.Add(1)
+		go func() { defer done.Done(); a.clean(ctx, t, n) }()
+		a.crash(t, nodes[(rng.IntN(2)+1+indexOf(nodes, n))%len(nodes)])
+		done.Wait()
+	case 2: // a clean restart during a leader restart
+		leader, err := zkc.Leader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := leader.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		a.leaderKills++
+		a.clean(ctx, t, n)
+		if err := leader.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkSegmentAccounting checks no ID was issued twice and the IDs missing
+// from the dense sequence are exactly what the faults may lose.
+func checkSegmentAccounting(ctx context.Context, t *testing.T, admin *segment.ZKStore, start int64, tk *takers, a *faultAccount) {
+	t.Helper()
 	tag, err := admin.Tag(ctx, "orders")
 	if err != nil {
 		t.Fatal(err)
@@ -250,20 +289,20 @@ func TestIntegration_SegmentsUnderOverlappingFaults(t *testing.T) {
 	for _, r := range returned {
 		back += r.Len()
 	}
-	issued, lo, hi := l.span()
+	issued, lo, hi := tk.l.span()
 	gone := tag.MaxID - start - back // handed to nodes and not given back
 	t.Logf("%d IDs issued over [%d,%d] (dense-ness %.4f) through %d crashes, %d clean restarts, %d leader stops; max_id %d, returned %d; lost: crashes %d, failed returns %d, unknown ZooKeeper outcomes ≤ %d; waits that ran out %v",
-		issued, lo, hi, float64(issued)/float64(hi-lo+1), crashes, cleans, leaderKills, tag.MaxID, back, crashLoss, closeWaste, possiblyLost, syncMapInts(&unavailable))
-	if l.dups != 0 {
-		t.Fatalf("%d duplicates", l.dups)
+		issued, lo, hi, float64(issued)/float64(hi-lo+1), a.crashes, a.cleans, a.leaderKills, tag.MaxID, back, a.crashLoss, a.closeWaste, a.possiblyLost, syncMapInts(&tk.unavailable))
+	if tk.l.dups != 0 {
+		t.Fatalf("%d duplicates", tk.l.dups)
 	}
 	// A return whose outcome could not be told counts both as a failed
 	// return (closeWaste) and as possibly lost; if it did land, its range is
 	// in returned/ after all. An allocation of unknown outcome counts only
 	// as possibly lost; if it landed, its range is gone. So the possibly
 	// lost IDs widen the bound both ways, and nothing else may.
-	if want := issued + crashLoss + closeWaste; gone < want-possiblyLost || gone > want+possiblyLost {
-		t.Fatalf("max_id - start - returned = %d; want issued %d + crash loss %d + failed returns %d (± up to %d of unknown outcome)", gone, issued, crashLoss, closeWaste, possiblyLost)
+	if want := issued + a.crashLoss + a.closeWaste; gone < want-a.possiblyLost || gone > want+a.possiblyLost {
+		t.Fatalf("max_id - start - returned = %d; want issued %d + crash loss %d + failed returns %d (± up to %d of unknown outcome)", gone, issued, a.crashLoss, a.closeWaste, a.possiblyLost)
 	}
 }
 

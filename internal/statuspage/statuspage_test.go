@@ -196,15 +196,7 @@ func TestPage_Cluster(t *testing.T) {
 		t.Fatalf("%d rows, want %d", len(d.rows), len(src.workers))
 	}
 
-	tests := []struct {
-		key        string
-		state      string   // prefix of the state cell
-		inService  string   // yes/no
-		over       []string // cells with the over class
-		notes      []string // substrings of the notes
-		self, down bool
-		skew       time.Duration // the node's clock minus this one, for fetched nodes
-	}{
+	tests := []clusterRowWant{
 		{key: "node-1", state: "in_service", inService: "yes", self: true},
 		{key: "node-2", state: "in_service", inService: "yes", skew: 0},
 		{key: "node-3", state: "out_of_service (ntp_offset)", inService: "no", over: []string{"ntp", "peer", "report"}, skew: 3 * time.Second},
@@ -222,50 +214,7 @@ func TestPage_Cluster(t *testing.T) {
 		{key: longKey, state: "unreachable", inService: "no", over: []string{"report"}, notes: []string{"killed without its final fence write", "report overdue"}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.key, func(t *testing.T) {
-			r := d.row(t, tc.key)
-			if !strings.HasPrefix(r.cells["state"], tc.state) {
-				t.Errorf("state %q, want %q", r.cells["state"], tc.state)
-			}
-			if r.cells["service"] != tc.inService {
-				t.Errorf("in service %q, want %q", r.cells["service"], tc.inService)
-			}
-			for _, role := range []string{"ntp", "peer", "report"} {
-				want := false
-				for _, o := range tc.over {
-					want = want || o == role
-				}
-				if r.over[role] != want || (r.markers[role] > 0) != want {
-					t.Errorf("cell %s (%q): over=%v markers=%d, want over=%v", role, r.cells[role], r.over[role], r.markers[role], want)
-				}
-			}
-			for _, n := range tc.notes {
-				if !strings.Contains(r.cells["note"], n) {
-					t.Errorf("notes %q do not mention %q", r.cells["note"], n)
-				}
-			}
-			if r.hasClass("self") != tc.self || r.hasClass("down") != tc.down {
-				t.Errorf("row classes %v, want self=%v down=%v", r.classes, tc.self, tc.down)
-			}
-			switch tc.key {
-			case "node-1":
-				if r.cells["peer"] != "this node" {
-					t.Errorf("clock − this node %q, want \"this node\"", r.cells["peer"])
-				}
-			case "node-2", "node-3", "node-8":
-				// now_ms has millisecond resolution and the loopback round
-				// trip is short: a second of slack cannot hide a wrong sign
-				// or a missing correction of the 3s skew.
-				off, err := parseOffset(r.cells["peer"])
-				if err != nil || abs(off-tc.skew) > 500*time.Millisecond {
-					t.Errorf("clock − this node %q (%v, %v), want about %v", r.cells["peer"], off, err, tc.skew)
-				}
-			default:
-				if r.cells["peer"] != unknown {
-					t.Errorf("clock − this node %q, want %q for a node without a reading", r.cells["peer"], unknown)
-				}
-			}
-		})
+		t.Run(tc.key, func(t *testing.T) { tc.check(t, d.row(t, tc.key)) })
 	}
 	// The in-sync node's NTP cell: its NTP offset is +5ms (server ahead),
 	// so its clock minus NTP is -5ms.
@@ -287,6 +236,63 @@ func TestPage_Cluster(t *testing.T) {
 	}
 	if d.byID("list-error") != nil {
 		t.Error("a list error is shown though the list worked")
+	}
+}
+
+// clusterRowWant is what TestPage_Cluster wants of one node's row.
+type clusterRowWant struct {
+	key        string
+	state      string   // prefix of the state cell
+	inService  string   // yes/no
+	over       []string // cells with the over class
+	notes      []string // substrings of the notes
+	self, down bool
+	skew       time.Duration // the node's clock minus this one, for fetched nodes
+}
+
+// check checks the row r against tc.
+func (tc clusterRowWant) check(t *testing.T, r domRow) {
+	t.Helper()
+	if !strings.HasPrefix(r.cells["state"], tc.state) {
+		t.Errorf("state %q, want %q", r.cells["state"], tc.state)
+	}
+	if r.cells["service"] != tc.inService {
+		t.Errorf("in service %q, want %q", r.cells["service"], tc.inService)
+	}
+	for _, role := range []string{"ntp", "peer", "report"} {
+		want := false
+		for _, o := range tc.over {
+			want = want || o == role
+		}
+		if r.over[role] != want || (r.markers[role] > 0) != want {
+			t.Errorf("cell %s (%q): over=%v markers=%d, want over=%v", role, r.cells[role], r.over[role], r.markers[role], want)
+		}
+	}
+	for _, n := range tc.notes {
+		if !strings.Contains(r.cells["note"], n) {
+			t.Errorf("notes %q do not mention %q", r.cells["note"], n)
+		}
+	}
+	if r.hasClass("self") != tc.self || r.hasClass("down") != tc.down {
+		t.Errorf("row classes %v, want self=%v down=%v", r.classes, tc.self, tc.down)
+	}
+	switch tc.key {
+	case "node-1":
+		if r.cells["peer"] != "this node" {
+			t.Errorf("clock − this node %q, want \"this node\"", r.cells["peer"])
+		}
+	case "node-2", "node-3", "node-8":
+		// now_ms has millisecond resolution and the loopback round
+		// trip is short: a second of slack cannot hide a wrong sign
+		// or a missing correction of the 3s skew.
+		off, err := parseOffset(r.cells["peer"])
+		if err != nil || abs(off-tc.skew) > 500*time.Millisecond {
+			t.Errorf("clock − this node %q (%v, %v), want about %v", r.cells["peer"], off, err, tc.skew)
+		}
+	default:
+		if r.cells["peer"] != unknown {
+			t.Errorf("clock − this node %q, want %q for a node without a reading", r.cells["peer"], unknown)
+		}
 	}
 }
 

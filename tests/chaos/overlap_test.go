@@ -37,119 +37,27 @@ func (h *harness) overlappingFaults(t *testing.T) {
 	c.warmUp(nodes...)
 
 	duration := pick(h, 15*time.Second, 5*time.Minute)
-	rng := rand.New(rand.NewPCG(h.seed, 0x6f7665726c6170)) // "overlap"
-	offsets := make([]time.Duration, len(nodes))
-	restartAt := make([]time.Time, len(nodes)) // non-zero: killed, restart then
-	epochs := make([]atomic.Int64, len(nodes)) // bumped by every fault on a node
-	zkFault := &leaderFault{t: t, ens: ens}
-	var returns sync.WaitGroup
-	// measureReturn records how long node i takes to be in service again
-	// since since, unless another fault hits it meanwhile (then that
-	// fault's own measurement counts).
-	measureReturn := func(kind, what string, since time.Time, idx ...int) {
-		for _, i := range idx {
-			n, epoch := nodes[i], epochs[i].Load()
-			returns.Go(func() {
-				deadline := time.Now().Add(overlapReturnBound)
-				for time.Now().Before(deadline) {
-					if epochs[i].Load() != epoch {
-						return
-					}
-					if code, _, err := n.readyz(); err == nil && code == http.StatusOK {
-						h.sum.Measure(kind, time.Since(since), what)
-						return
-					}
-					time.Sleep(fastPoll)
-				}
-				if epochs[i].Load() == epoch {
-					t.Errorf("%s: node %s not back in service within %s", what, n.name, overlapReturnBound)
-				}
-			})
-		}
+	s := &overlapSchedule{
+		h: h, t: t, nodes: nodes,
+		rng:       rand.New(rand.NewPCG(h.seed, 0x6f7665726c6170)), // "overlap"
+		offsets:   make([]time.Duration, len(nodes)),
+		restartAt: make([]time.Time, len(nodes)),
+		epochs:    make([]atomic.Int64, len(nodes)),
+		zkFault:   &leaderFault{t: t, ens: ens},
+		counts:    map[string]int{},
 	}
-	counts := map[string]int{}
 	start := time.Now()
 	for time.Since(start) < duration {
-		// Faults that end now: restarts of killed nodes and of the
-		// ZooKeeper server, whatever else is going on.
-		for i, at := range restartAt {
-			if at.IsZero() || time.Now().Before(at) {
-				continue
-			}
-			offsets[i] = 0
-			var env []string
-			if rng.IntN(3) == 0 { // a rollback during the restart: the clock starts behind
-				offsets[i] = -time.Duration(500+rng.IntN(1500)) * time.Millisecond
-				env = []string{chaosOffsetEnv + "=" + offsets[i].String()}
-			}
-			epochs[i].Add(1)
-			began := time.Now()
-			nodes[i].restart(env)
-			restartAt[i] = time.Time{}
-			measureReturn(MeasureOverlapKill, fmt.Sprintf("node %s restarted with offset %s", nodes[i].name, offsets[i]), began, i)
-			counts["restart"]++
-		}
-		if zkFault.restartDue() {
-			var up []int
-			for i := range nodes {
-				if restartAt[i].IsZero() && offsets[i] == 0 {
-					up = append(up, i)
-				}
-			}
-			measureReturn(MeasureOverlapLeader, "ZooKeeper server restarted", time.Now(), up...)
-			counts["zookeeper restart"]++
-		}
-
-		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond) // the schedule's pace
-		i := rng.IntN(len(nodes))
-		n := nodes[i]
-		killed := pending(restartAt)
-		switch k := rng.IntN(20); {
-		case k < 11 && restartAt[i].IsZero(): // a clock fault: rollback, forward jump (beyond the fence headroom too) or reset
-			next := time.Duration(rng.IntN(7000)-2000) * time.Millisecond // -2s..+5s
-			if rng.IntN(3) == 0 {
-				next = 0
-			}
-			if next == offsets[i] {
-				continue
-			}
-			epochs[i].Add(1)
-			n.setOffset(next)
-			h.sum.Injected(next - offsets[i])
-			if next == 0 {
-				measureReturn(MeasureOverlapClock, fmt.Sprintf("node %s offset %s to 0", n.name, offsets[i]), time.Now(), i)
-			}
-			offsets[i] = next
-			counts["clock"]++
-		case k < 15 && restartAt[i].IsZero() && killed < 2: // kill -9; restarted 0.2s-3s later
-			epochs[i].Add(1)
-			n.kill9()
-			h.sum.Killed()
-			restartAt[i] = time.Now().Add(time.Duration(200+rng.IntN(2800)) * time.Millisecond)
-			counts["kill -9"]++
-		case k < 18 && !zkFault.isDown(): // kill the ZooKeeper leader; restarted 0.5s-4s later
-			if !zkFault.kill(rng) {
-				continue // an election is under way: the fault already overlaps one
-			}
-			counts["zookeeper leader kill"]++
-		}
+		s.endDueFaults()
+		time.Sleep(time.Duration(200+s.rng.IntN(800)) * time.Millisecond) // the schedule's pace
+		s.injectOne()
 	}
-	t.Logf("overlapping faults over %s (%s=%d): %v", duration, SeedEnv, h.seed, counts)
+	t.Logf("overlapping faults over %s (%s=%d): %v", duration, SeedEnv, h.seed, s.counts)
 
 	// End every fault, then every node must come back by itself.
 	ended := time.Now()
-	zkFault.end()
-	for i, n := range nodes {
-		epochs[i].Add(1) // measured below, all together
-		switch {
-		case !restartAt[i].IsZero():
-			n.restart(nil)
-		case offsets[i] != 0:
-			n.setOffset(0)
-			h.sum.Injected(-offsets[i])
-		}
-	}
-	returns.Wait()
+	s.endAll()
+	s.returns.Wait()
 	for _, n := range nodes {
 		if d, ok := pollReady(n, overlapReturnBound); !ok {
 			t.Errorf("node %s not back in service within %s of the last fault's end (%s)", n.name, overlapReturnBound, d)
@@ -158,6 +66,130 @@ func (h *harness) overlappingFaults(t *testing.T) {
 	h.sum.Measure(MeasureOverlapEnd, time.Since(ended), "all faults ended")
 	c.warmUp(nodes...)
 	c.finish()
+}
+
+// overlapSchedule is the state of overlappingFaults' seeded schedule.
+type overlapSchedule struct {
+	h         *harness
+	t         *testing.T
+	nodes     []*node
+	rng       *rand.Rand
+	offsets   []time.Duration
+	restartAt []time.Time    // non-zero: killed, restart then
+	epochs    []atomic.Int64 // bumped by every fault on a node
+	zkFault   *leaderFault
+	returns   sync.WaitGroup
+	counts    map[string]int
+}
+
+// measureReturn records how long node i takes to be in service again
+// since since, unless another fault hits it meanwhile (then that
+// fault's own measurement counts).
+func (s *overlapSchedule) measureReturn(kind, what string, since time.Time, idx ...int) {
+	for _, i := range idx {
+		n, epoch := s.nodes[i], s.epochs[i].Load()
+		s.returns.Go(func() {
+			deadline := time.Now().Add(overlapReturnBound)
+			for time.Now().Before(deadline) {
+				if s.epochs[i].Load() != epoch {
+					return
+				}
+				if code, _, err := n.readyz(); err == nil && code == http.StatusOK {
+					s.h.sum.Measure(kind, time.Since(since), what)
+					return
+				}
+				time.Sleep(fastPoll)
+			}
+			if s.epochs[i].Load() == epoch {
+				s.t.Errorf("%s: node %s not back in service within %s", what, n.name, overlapReturnBound)
+			}
+		})
+	}
+}
+
+// endDueFaults ends the faults whose time has come: restarts of killed
+// nodes and of the ZooKeeper server, whatever else is going on.
+func (s *overlapSchedule) endDueFaults() {
+	for i, at := range s.restartAt {
+		if at.IsZero() || time.Now().Before(at) {
+			continue
+		}
+		s.offsets[i] = 0
+		var env []string
+		if s.rng.IntN(3) == 0 { // a rollback during the restart: the clock starts behind
+			s.offsets[i] = -time.Duration(500+s.rng.IntN(1500)) * time.Millisecond
+			env = []string{chaosOffsetEnv + "=" + s.offsets[i].String()}
+		}
+		s.epochs[i].Add(1)
+		began := time.Now()
+		s.nodes[i].restart(env)
+		s.restartAt[i] = time.Time{}
+		s.measureReturn(MeasureOverlapKill, fmt.Sprintf("node %s restarted with offset %s", s.nodes[i].name, s.offsets[i]), began, i)
+		s.counts["restart"]++
+	}
+	if s.zkFault.restartDue() {
+		var up []int
+		for i := range s.nodes {
+			if s.restartAt[i].IsZero() && s.offsets[i] == 0 {
+				up = append(up, i)
+			}
+		}
+		s.measureReturn(MeasureOverlapLeader, "ZooKeeper server restarted", time.Now(), up...)
+		s.counts["zookeeper restart"]++
+	}
+}
+
+// injectOne draws the next fault and its node and injects it, unless it
+// would change nothing or an election is under way.
+func (s *overlapSchedule) injectOne() {
+	i := s.rng.IntN(len(s.nodes))
+	n := s.nodes[i]
+	killed := pending(s.restartAt)
+	switch k := s.rng.IntN(20); {
+	case k < 11 && s.restartAt[i].IsZero(): // a clock fault: rollback, forward jump (beyond the fence headroom too) or reset
+		next := time.Duration(s.rng.IntN(7000)-2000) * time.Millisecond // -2s..+5s
+		if s.rng.IntN(3) == 0 {
+			next = 0
+		}
+		if next == s.offsets[i] {
+			return
+		}
+		s.epochs[i].Add(1)
+		n.setOffset(next)
+		s.h.sum.Injected(next - s.offsets[i])
+		if next == 0 {
+			s.measureReturn(MeasureOverlapClock, fmt.Sprintf("node %s offset %s to 0", n.name, s.offsets[i]), time.Now(), i)
+		}
+		s.offsets[i] = next
+		s.counts["clock"]++
+	case k < 15 && s.restartAt[i].IsZero() && killed < 2: // kill -9; restarted 0.2s-3s later
+		s.epochs[i].Add(1)
+		n.kill9()
+		s.h.sum.Killed()
+		s.restartAt[i] = time.Now().Add(time.Duration(200+s.rng.IntN(2800)) * time.Millisecond)
+		s.counts["kill -9"]++
+	case k < 18 && !s.zkFault.isDown(): // kill the ZooKeeper leader; restarted 0.5s-4s later
+		if !s.zkFault.kill(s.rng) {
+			return // an election is under way: the fault already overlaps one
+		}
+		s.counts["zookeeper leader kill"]++
+	}
+}
+
+// endAll ends every fault now: the ZooKeeper server and killed nodes
+// restart, clocks go back to 0.
+func (s *overlapSchedule) endAll() {
+	s.zkFault.end()
+	for i, n := range s.nodes {
+		s.epochs[i].Add(1) // measured below, all together
+		switch {
+		case !s.restartAt[i].IsZero():
+			n.restart(nil)
+		case s.offsets[i] != 0:
+			n.setOffset(0)
+			s.h.sum.Injected(-s.offsets[i])
+		}
+	}
 }
 
 // pollReady polls /readyz until 200 or timeout; on failure it says what it

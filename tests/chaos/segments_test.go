@@ -227,76 +227,25 @@ func (h *harness) segmentsOverlappingFaults(t *testing.T) {
 	waitSegmentAnswers(t, load, nodes)
 
 	duration := pick(h, 15*time.Second, 3*time.Minute)
-	rng := rand.New(rand.NewPCG(h.seed, 0x7365676d656e7473)) // "segments"
-	offsets := make([]time.Duration, len(nodes))
-	restartAt := make([]time.Time, len(nodes)) // non-zero: down, restart then
-	zkFault := &leaderFault{t: t, ens: ens}
-	counts := map[string]int{}
-	kills := 0
+	s := &segSchedule{
+		h: h, t: t, nodes: nodes,
+		rng:       rand.New(rand.NewPCG(h.seed, 0x7365676d656e7473)), // "segments"
+		offsets:   make([]time.Duration, len(nodes)),
+		restartAt: make([]time.Time, len(nodes)),
+		zkFault:   &leaderFault{t: t, ens: ens},
+		counts:    map[string]int{},
+	}
 	start := time.Now()
 	for time.Since(start) < duration {
-		for i, at := range restartAt {
-			if at.IsZero() || time.Now().Before(at) {
-				continue
-			}
-			offsets[i] = 0
-			nodes[i].restart(nil)
-			restartAt[i] = time.Time{}
-			counts["restart"]++
-		}
-		if zkFault.restartDue() {
-			counts["zookeeper restart"]++
-		}
-		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond) // the schedule's pace
-		i := rng.IntN(len(nodes))
-		n := nodes[i]
-		down := pending(restartAt)
-		switch k := rng.IntN(20); {
-		case k < 6 && restartAt[i].IsZero(): // a clock fault: dense IDs carry no time and keep coming
-			next := time.Duration(rng.IntN(10000)-5000) * time.Millisecond
-			if next == offsets[i] {
-				continue
-			}
-			n.setOffset(next)
-			h.sum.Injected(next - offsets[i])
-			offsets[i] = next
-			counts["clock"]++
-		case k < 10 && restartAt[i].IsZero() && down < 2: // kill -9
-			n.kill9()
-			h.sum.Killed()
-			kills++
-			restartAt[i] = time.Now().Add(time.Duration(200+rng.IntN(2800)) * time.Millisecond)
-			counts["kill -9"]++
-		case k < 14 && restartAt[i].IsZero() && down < 2: // SIGTERM: the ranges go back to ZooKeeper (or stay on disk)
-			if err := n.p.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			if code, err := n.p.Wait(startTimeout); err != nil || code != 0 {
-				t.Fatalf("node %s: SIGTERM: exit %d, %v\n%s", n.name, code, err, n.p.Tail(30))
-			}
-			restartAt[i] = time.Now().Add(time.Duration(rng.IntN(1000)) * time.Millisecond)
-			counts["sigterm"]++
-		case k < 18 && !zkFault.isDown(): // kill the ZooKeeper leader; restarted 0.5s-4s later
-			if !zkFault.kill(rng) {
-				continue // an election is under way
-			}
-			counts["zookeeper leader kill"]++
-		}
+		s.endDueFaults()
+		time.Sleep(time.Duration(200+s.rng.IntN(800)) * time.Millisecond) // the schedule's pace
+		s.injectOne()
 	}
-	t.Logf("segment faults over %s (%s=%d): %v", duration, SeedEnv, h.seed, counts)
+	t.Logf("segment faults over %s (%s=%d): %v", duration, SeedEnv, h.seed, s.counts)
 
 	// End every fault; every node must serve the tag again by itself.
 	ended := time.Now()
-	zkFault.end()
-	for i, n := range nodes {
-		switch {
-		case !restartAt[i].IsZero():
-			n.restart(nil)
-		case offsets[i] != 0:
-			n.setOffset(0)
-			h.sum.Injected(-offsets[i])
-		}
-	}
+	s.endAll()
 	for _, n := range nodes {
 		waitSegmentReady(t, n)
 	}
@@ -313,6 +262,99 @@ func (h *harness) segmentsOverlappingFaults(t *testing.T) {
 			t.Errorf("node %s: final SIGTERM: exit %d, %v\n%s", n.name, code, err, n.p.Tail(30))
 		}
 	}
+	h.checkSegmentAccounting(ctx, t, st, load, issued, s.kills)
+}
+
+// segSchedule is the state of segmentsOverlappingFaults' seeded schedule.
+type segSchedule struct {
+	h         *harness
+	t         *testing.T
+	nodes     []*node
+	rng       *rand.Rand
+	offsets   []time.Duration
+	restartAt []time.Time // non-zero: down, restart then
+	zkFault   *leaderFault
+	counts    map[string]int
+	kills     int
+}
+
+// endDueFaults restarts the nodes and the ZooKeeper server whose time has
+// come.
+func (s *segSchedule) endDueFaults() {
+	for i, at := range s.restartAt {
+		if at.IsZero() || time.Now().Before(at) {
+			continue
+		}
+		s.offsets[i] = 0
+		s.nodes[i].restart(nil)
+		s.restartAt[i] = time.Time{}
+		s.counts["restart"]++
+	}
+	if s.zkFault.restartDue() {
+		s.counts["zookeeper restart"]++
+	}
+}
+
+// injectOne draws the next fault and its node and injects it, unless it
+// would change nothing or an election is under way.
+func (s *segSchedule) injectOne() {
+	t := s.t
+	i := s.rng.IntN(len(s.nodes))
+	n := s.nodes[i]
+	down := pending(s.restartAt)
+	switch k := s.rng.IntN(20); {
+	case k < 6 && s.restartAt[i].IsZero(): // a clock fault: dense IDs carry no time and keep coming
+		next := time.Duration(s.rng.IntN(10000)-5000) * time.Millisecond
+		if next == s.offsets[i] {
+			return
+		}
+		n.setOffset(next)
+		s.h.sum.Injected(next - s.offsets[i])
+		s.offsets[i] = next
+		s.counts["clock"]++
+	case k < 10 && s.restartAt[i].IsZero() && down < 2: // kill -9
+		n.kill9()
+		s.h.sum.Killed()
+		s.kills++
+		s.restartAt[i] = time.Now().Add(time.Duration(200+s.rng.IntN(2800)) * time.Millisecond)
+		s.counts["kill -9"]++
+	case k < 14 && s.restartAt[i].IsZero() && down < 2: // SIGTERM: the ranges go back to ZooKeeper (or stay on disk)
+		if err := n.p.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code, err := n.p.Wait(startTimeout); err != nil || code != 0 {
+			t.Fatalf("node %s: SIGTERM: exit %d, %v\n%s", n.name, code, err, n.p.Tail(30))
+		}
+		s.restartAt[i] = time.Now().Add(time.Duration(s.rng.IntN(1000)) * time.Millisecond)
+		s.counts["sigterm"]++
+	case k < 18 && !s.zkFault.isDown(): // kill the ZooKeeper leader; restarted 0.5s-4s later
+		if !s.zkFault.kill(s.rng) {
+			return // an election is under way
+		}
+		s.counts["zookeeper leader kill"]++
+	}
+}
+
+// endAll ends every fault now: the ZooKeeper server and the nodes down
+// restart, clocks go back to 0.
+func (s *segSchedule) endAll() {
+	s.zkFault.end()
+	for i, n := range s.nodes {
+		switch {
+		case !s.restartAt[i].IsZero():
+			n.restart(nil)
+		case s.offsets[i] != 0:
+			n.setOffset(0)
+			s.h.sum.Injected(-s.offsets[i])
+		}
+	}
+}
+
+// checkSegmentAccounting checks, after the final clean stops, that no
+// issued ID lies in a returned range and every one is below max_id,
+// reports the IDs lost, and adds the figures to the summary.
+func (h *harness) checkSegmentAccounting(ctx context.Context, t *testing.T, st *segment.ZKStore, load *segLoad, issued []int64, kills int) {
+	t.Helper()
 	tag, err := st.Tag(ctx, segTag.Name)
 	if err != nil {
 		t.Fatal(err)

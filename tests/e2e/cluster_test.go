@@ -175,40 +175,8 @@ func TestIntegration_ClusterThreeNodesGetDistinctWorkerIDs(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		nodes = append(nodes, startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk.ConnectString(), "three", fmt.Sprintf("node-%d", i))))
 	}
-	var lists [][]int64
-	workers := map[int64]string{}
-	for i, p := range nodes {
-		p.waitReadyz(http.StatusOK, readyTimeout)
-		ids := p.ids(1000)
-		w := workerOf(t, ids)
-		if other, dup := workers[w]; dup {
-			t.Fatalf("node-%d and %s both have worker %d", i+1, other, w)
-		}
-		workers[w] = fmt.Sprintf("node-%d", i+1)
-		rep := p.clock()
-		if rep.WorkerID != w || rep.ZK.WorkerID != w || rep.ZK.NodeKey != fmt.Sprintf("node-%d", i+1) || !rep.ZK.LeaseHeld || !rep.ZK.Connected {
-			t.Errorf("node-%d /clock %+v zk %+v, IDs of worker %d", i+1, rep, rep.ZK, w)
-		}
-		lists = append(lists, ids)
-	}
-	// The peer check finds the two others under alive/ and reaches them (the
-	// node's own clock votes too, without being asked over HTTP).
-	for i, p := range nodes {
-		rep := p.waitClock(readyTimeout, func(r clockReport) bool { return r.Peers != nil && r.Peers.Reachable == 2 })
-		self := 0
-		for _, peer := range rep.Peers.Peers {
-			if peer.Error != "" {
-				t.Errorf("node-%d peer %+v", i+1, peer)
-			}
-			if peer.WorkerID == rep.WorkerID && peer.Addr == p.addr {
-				self++
-			}
-		}
-		if self != 0 || rep.Peers.Agree != 3 || rep.Peers.Disagree != 0 {
-			t.Errorf("node-%d: itself %d times among its peers %+v; %d clocks agree, %d disagree (want 3 and 0, its own counted)",
-				i+1, self, rep.Peers.Peers, rep.Peers.Agree, rep.Peers.Disagree)
-		}
-	}
+	lists, workers := distinctWorkerIDs(t, nodes)
+	checkPeersReachEachOther(t, nodes)
 	rows := workerRows(t, zk, "three")
 	for i, p := range nodes {
 		key := fmt.Sprintf("node-%d", i+1)
@@ -240,6 +208,52 @@ func TestIntegration_ClusterThreeNodesGetDistinctWorkerIDs(t *testing.T) {
 	for key, r := range workerRows(t, zk, "three") {
 		if r.InService || r.LeaseHeld {
 			t.Errorf("%s after SIGTERM: %+v (alive and lease must be gone)", key, r)
+		}
+	}
+}
+
+// distinctWorkerIDs waits for each node (node-1, node-2, ...) to be ready,
+// takes 1000 IDs from it and checks its worker ID is its own and its
+// /clock says so; it returns the IDs by node and the node key by worker.
+func distinctWorkerIDs(t *testing.T, nodes []*proc) (lists [][]int64, workers map[int64]string) {
+	t.Helper()
+	workers = map[int64]string{}
+	for i, p := range nodes {
+		p.waitReadyz(http.StatusOK, readyTimeout)
+		ids := p.ids(1000)
+		w := workerOf(t, ids)
+		if other, dup := workers[w]; dup {
+			t.Fatalf("node-%d and %s both have worker %d", i+1, other, w)
+		}
+		workers[w] = fmt.Sprintf("node-%d", i+1)
+		rep := p.clock()
+		if rep.WorkerID != w || rep.ZK.WorkerID != w || rep.ZK.NodeKey != fmt.Sprintf("node-%d", i+1) || !rep.ZK.LeaseHeld || !rep.ZK.Connected {
+			t.Errorf("node-%d /clock %+v zk %+v, IDs of worker %d", i+1, rep, rep.ZK, w)
+		}
+		lists = append(lists, ids)
+	}
+	return lists, workers
+}
+
+// checkPeersReachEachOther: the peer check of each node finds the two
+// others under alive/ and reaches them (the node's own clock votes too,
+// without being asked over HTTP).
+func checkPeersReachEachOther(t *testing.T, nodes []*proc) {
+	t.Helper()
+	for i, p := range nodes {
+		rep := p.waitClock(readyTimeout, func(r clockReport) bool { return r.Peers != nil && r.Peers.Reachable == 2 })
+		self := 0
+		for _, peer := range rep.Peers.Peers {
+			if peer.Error != "" {
+				t.Errorf("node-%d peer %+v", i+1, peer)
+			}
+			if peer.WorkerID == rep.WorkerID && peer.Addr == p.addr {
+				self++
+			}
+		}
+		if self != 0 || rep.Peers.Agree != 3 || rep.Peers.Disagree != 0 {
+			t.Errorf("node-%d: itself %d times among its peers %+v; %d clocks agree, %d disagree (want 3 and 0, its own counted)",
+				i+1, self, rep.Peers.Peers, rep.Peers.Agree, rep.Peers.Disagree)
 		}
 	}
 }

@@ -39,43 +39,9 @@ func TestIntegration_OpaqueTagCluster(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "opaque: 8-digit numbers") || strings.Contains(errOut, "WARNING") {
 		t.Fatalf("segment create --opaque: %d %s %s", code, out, errOut)
 	}
-	seen := map[int64]bool{}
-	add := func(src string, ids []int64) {
-		t.Helper()
-		for _, id := range ids {
-			if id < 10_000_000 || id > 99_999_999 || seen[id] {
-				t.Fatalf("%s: %d is not a fresh 8-digit number", src, id)
-			}
-			seen[id] = true
-		}
-	}
-	var dense []int64
-	for i, p := range nodes {
-		code, body := p.get("/segment/acct?count=300")
-		if code != http.StatusOK {
-			t.Fatalf("node %d: %d %s", i, code, body)
-		}
-		var ids []int64
-		for _, f := range strings.Fields(body) { // in no order: not parseIDs
-			id, err := strconv.ParseInt(f, 10, 64)
-			if err != nil {
-				t.Fatalf("node %d: %q: %v", i, f, err)
-			}
-			ids = append(ids, id)
-		}
-		add("node "+strconv.Itoa(i), ids)
-		dense = append(dense, ids...)
-	}
-	// Not the counter: consecutive numbers of one node are far apart.
-	close := 0
-	for i := 1; i < 300; i++ {
-		if d := dense[i] - dense[i-1]; d > -1000 && d < 1000 {
-			close++
-		}
-	}
-	if close > 3 {
-		t.Errorf("%d of 299 neighbours within 1000 of each other: not opaque", close)
-	}
+	seen := opaqueSeen{}
+	dense := takeOpaqueFromEach(t, nodes, seen)
+	checkNotTheCounter(t, dense)
 	c, err := sfclient.New(context.Background(), sfclient.Config{ZK: []string{zk.ConnectString()}, Cluster: "opaque", ZKAuth: auth})
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +51,7 @@ func TestIntegration_OpaqueTagCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	add("client", ids)
+	seen.add(t, "client", ids)
 
 	// A restart of node 0 (SIGTERM: it returns its unissued range) hands
 	// out nothing twice.
@@ -109,9 +75,77 @@ func TestIntegration_OpaqueTagCluster(t *testing.T) {
 		id, _ := strconv.ParseInt(f, 10, 64)
 		after = append(after, id)
 	}
-	add("node 0 after its restart", after)
+	seen.add(t, "node 0 after its restart", after)
 
-	// The key: with the credentials only, and nowhere else.
+	checkOpaqueKeyHidden(t, zk, auth, nodes)
+	checkOpaqueDecode(t, zk, auth, dense[5])
+
+	// Without --zk-auth, creating one says plainly that the key is open.
+	zk2 := zkharness.StartStandalone(t)
+	p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk2.ConnectString(), "open", "node-x"))
+	p.waitReadyz(http.StatusOK, readyTimeout)
+	_, _, errOut = ctl(t, "segment", "create", "acct", "--opaque", "--digits", "6", "--zk", zk2.ConnectString(), "--cluster", "open")
+	if !strings.Contains(errOut, "anyone who reaches ZooKeeper can read it") {
+		t.Errorf("no warning about the open key: %s", errOut)
+	}
+}
+
+// opaqueSeen holds the opaque numbers handed out so far.
+type opaqueSeen map[int64]bool
+
+// add fails unless every one of ids, from src, is a fresh 8-digit number.
+func (seen opaqueSeen) add(t *testing.T, src string, ids []int64) {
+	t.Helper()
+	for _, id := range ids {
+		if id < 10_000_000 || id > 99_999_999 || seen[id] {
+			t.Fatalf("%s: %d is not a fresh 8-digit number", src, id)
+		}
+		seen[id] = true
+	}
+}
+
+// takeOpaqueFromEach takes 300 numbers of tag acct from each node over
+// HTTP and returns them all, node by node, in the order served.
+func takeOpaqueFromEach(t *testing.T, nodes []*proc, seen opaqueSeen) []int64 {
+	t.Helper()
+	var dense []int64
+	for i, p := range nodes {
+		code, body := p.get("/segment/acct?count=300")
+		if code != http.StatusOK {
+			t.Fatalf("node %d: %d %s", i, code, body)
+		}
+		var ids []int64
+		for _, f := range strings.Fields(body) { // in no order: not parseIDs
+			id, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				t.Fatalf("node %d: %q: %v", i, f, err)
+			}
+			ids = append(ids, id)
+		}
+		seen.add(t, "node "+strconv.Itoa(i), ids)
+		dense = append(dense, ids...)
+	}
+	return dense
+}
+
+// checkNotTheCounter: consecutive numbers of one node are far apart.
+func checkNotTheCounter(t *testing.T, dense []int64) {
+	t.Helper()
+	close := 0
+	for i := 1; i < 300; i++ {
+		if d := dense[i] - dense[i-1]; d > -1000 && d < 1000 {
+			close++
+		}
+	}
+	if close > 3 {
+		t.Errorf("%d of 299 neighbours within 1000 of each other: not opaque", close)
+	}
+}
+
+// checkOpaqueKeyHidden: the key is readable with the credentials only, and
+// shows nowhere else (/status, /metrics, segment status, the logs).
+func checkOpaqueKeyHidden(t *testing.T, zk *zkharness.Cluster, auth string, nodes []*proc) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	open := func(auth string) *segment.ZKStore {
@@ -145,23 +179,17 @@ func TestIntegration_OpaqueTagCluster(t *testing.T) {
 			}
 		}
 	}
+}
 
-	// segment decode: with the credentials, the counter; without, refused.
-	some := dense[5]
-	code, out, errOut = ctl(t, "segment", "decode", "acct", strconv.FormatInt(some, 10), "--zk", zk.ConnectString(), "--cluster", "opaque", "--zk-auth", auth)
+// checkOpaqueDecode: segment decode of some gives the counter with the
+// credentials and is refused without.
+func checkOpaqueDecode(t *testing.T, zk *zkharness.Cluster, auth string, some int64) {
+	t.Helper()
+	code, out, errOut := ctl(t, "segment", "decode", "acct", strconv.FormatInt(some, 10), "--zk", zk.ConnectString(), "--cluster", "opaque", "--zk-auth", auth)
 	if code != 0 || !strings.Contains(out, "is number ") || !strings.Contains(out, "handed out") {
 		t.Errorf("segment decode: %d %s %s", code, out, errOut)
 	}
 	if code, _, errOut = ctl(t, "segment", "decode", "acct", strconv.FormatInt(some, 10), "--zk", zk.ConnectString(), "--cluster", "opaque"); code == 0 || !strings.Contains(errOut, "--zk-auth") {
 		t.Errorf("segment decode without credentials: %d %s", code, errOut)
-	}
-
-	// Without --zk-auth, creating one says plainly that the key is open.
-	zk2 := zkharness.StartStandalone(t)
-	p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk2.ConnectString(), "open", "node-x"))
-	p.waitReadyz(http.StatusOK, readyTimeout)
-	_, _, errOut = ctl(t, "segment", "create", "acct", "--opaque", "--digits", "6", "--zk", zk2.ConnectString(), "--cluster", "open")
-	if !strings.Contains(errOut, "anyone who reaches ZooKeeper can read it") {
-		t.Errorf("no warning about the open key: %s", errOut)
 	}
 }

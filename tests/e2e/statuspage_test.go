@@ -127,6 +127,35 @@ func TestIntegration_StatusPageCluster(t *testing.T) {
 	if len(rows) != 3 {
 		t.Fatalf("%d rows in the rendered table, want 3:\n%s", len(rows), dom)
 	}
+	checkRenderedRows(t, rows, workers, addrs)
+
+	// 2. A screenshot.
+	checkScreenshot(t, bin, url)
+
+	// 3. node-3 frozen (SIGSTOP), node-2 stopped cleanly (SIGTERM): node-1's
+	// page says so, and flags the frozen one's overdue report.
+	nodes[2].signal(syscall.SIGSTOP)
+	t.Cleanup(func() { nodes[2].signal(syscall.SIGCONT) })
+	nodes[1].signal(syscall.SIGTERM)
+	if code := nodes[1].exitCode(); code != 0 {
+		t.Fatalf("node-2 exit %d after SIGTERM", code)
+	}
+	frozen, stopped := waitFrozenAndStopped(t, nodes[0])
+	if !strings.Contains(frozen.cells["note"], "report overdue") || !strings.Contains(frozen.cells["note"], "does not answer") {
+		t.Errorf("the frozen node's notes %q do not say why it is flagged", frozen.cells["note"])
+	}
+	if !slices.Contains(stopped.classes, "down") || !strings.Contains(stopped.cells["note"], "stopped cleanly") {
+		t.Errorf("the stopped node's row: classes %v, notes %q", stopped.classes, stopped.cells["note"])
+	}
+	data, _ := chromium.Screenshot(t, bin, url, 1200, 900)
+	chromium.Keep(t, data, "status-cluster-frozen.png")
+}
+
+// checkRenderedRows checks each rendered row is one known node, once, with
+// its worker ID, address and state; node-1's is marked self, and the
+// others' clocks were asked for.
+func checkRenderedRows(t *testing.T, rows []statusRow, workers, addrs map[string]string) {
+	t.Helper()
 	seen := map[string]bool{}
 	for _, r := range rows {
 		key := r.cells["key"]
@@ -157,8 +186,12 @@ func TestIntegration_StatusPageCluster(t *testing.T) {
 			t.Errorf("%s: last report %q", key, r.cells["report"])
 		}
 	}
+}
 
-	// 2. A screenshot.
+// checkScreenshot takes a 1200x900 screenshot of url, checks it is a PNG
+// of that size that is not blank, and keeps it.
+func checkScreenshot(t *testing.T, bin, url string) {
+	t.Helper()
 	data, path := chromium.Screenshot(t, bin, url, 1200, 900)
 	img, err := png.Decode(bytes.NewReader(data))
 	if err != nil {
@@ -179,19 +212,15 @@ func TestIntegration_StatusPageCluster(t *testing.T) {
 	}
 	t.Logf("screenshot: %s (%d bytes)", path, len(data))
 	chromium.Keep(t, data, "status-cluster.png")
+}
 
-	// 3. node-3 frozen (SIGSTOP), node-2 stopped cleanly (SIGTERM): node-1's
-	// page says so, and flags the frozen one's overdue report.
-	nodes[2].signal(syscall.SIGSTOP)
-	t.Cleanup(func() { nodes[2].signal(syscall.SIGCONT) })
-	nodes[1].signal(syscall.SIGTERM)
-	if code := nodes[1].exitCode(); code != 0 {
-		t.Fatalf("node-2 exit %d after SIGTERM", code)
-	}
-	var frozen, stopped statusRow
-	deadline = time.Now().Add(30 * time.Second)
+// waitFrozenAndStopped polls viewer's /status (30s) until node-3 is
+// unreachable and flagged and node-2 stopped, and returns their rows.
+func waitFrozenAndStopped(t *testing.T, viewer *proc) (frozen, stopped statusRow) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, body := nodes[0].get("/status")
+		_, body := viewer.get("/status")
 		for _, r := range parseStatusTable(t, body) {
 			switch r.cells["key"] {
 			case "node-3":
@@ -201,19 +230,11 @@ func TestIntegration_StatusPageCluster(t *testing.T) {
 			}
 		}
 		if frozen.cells["state"] == "unreachable" && slices.Contains(frozen.classes, "flagged") && stopped.cells["state"] == "stopped" {
-			break
+			return frozen, stopped
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("within 30s, frozen node-3: %+v; stopped node-2: %+v", frozen, stopped)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if !strings.Contains(frozen.cells["note"], "report overdue") || !strings.Contains(frozen.cells["note"], "does not answer") {
-		t.Errorf("the frozen node's notes %q do not say why it is flagged", frozen.cells["note"])
-	}
-	if !slices.Contains(stopped.classes, "down") || !strings.Contains(stopped.cells["note"], "stopped cleanly") {
-		t.Errorf("the stopped node's row: classes %v, notes %q", stopped.classes, stopped.cells["note"])
-	}
-	data, _ = chromium.Screenshot(t, bin, url, 1200, 900)
-	chromium.Keep(t, data, "status-cluster-frozen.png")
 }
