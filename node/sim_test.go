@@ -481,15 +481,7 @@ func (s *snowSim) step() error {
 			return err
 		}
 	}
-	var live, down []*snowNode
-	for _, n := range s.nodes {
-		if n.proc != nil {
-			live = append(live, n)
-		} else {
-			down = append(down, n)
-		}
-	}
-	pick := func(ns []*snowNode) *snowNode { return ns[s.rng.IntN(len(ns))] }
+	live, down := s.liveAndDown()
 	if s.world.attacks && len(live) > 0 && s.migrations.IntN(migrateEvery) == 0 {
 		s.migrate(live[s.migrations.IntN(len(live))], time.Duration(10+s.migrations.IntN(20))*time.Second)
 		return nil
@@ -505,25 +497,17 @@ func (s *snowSim) step() error {
 		if s.recent != nil && s.recent.proc != nil && s.rng.IntN(2) == 0 {
 			return s.issue(s.recent)
 		}
-		return s.issue(pick(live))
+		return s.issue(s.pick(live))
 	case r < 60:
 		simPause(time.Duration(1+s.rng.IntN(500)) * time.Millisecond)
 	case r < 65 && len(live) > 0:
-		s.kill(pick(live), s.rng.IntN(6) == 0)
+		s.kill(s.pick(live), s.rng.IntN(6) == 0)
 	case r < 69 && len(live) > 0:
-		s.stop(pick(live))
+		s.stop(s.pick(live))
 	case r < 79 && len(down) > 0:
-		s.start(pick(down))
+		s.start(s.pick(down))
 	case r < 85:
-		n := pick(s.nodes)
-		if s.rng.IntN(4) == 0 {
-			n.clock.set(0)
-			s.logf("%s: clock set right", n.key)
-			break
-		}
-		step := time.Duration(s.rng.IntN(8000)-4000) * time.Millisecond
-		n.clock.off.Add(int64(step))
-		s.logf("%s: clock steps %v", n.key, step)
+		s.stepClock(s.pick(s.nodes))
 	case r < 89:
 		s.logf("%s", s.simZK.setFaults(s.rng))
 	case r < 91:
@@ -531,41 +515,74 @@ func (s *snowSim) step() error {
 		s.stall(d)
 		s.logf("ZooKeeper stalls for %v", d)
 	case r < 93 && len(live) > 0:
-		p := pick(live).proc
+		p := s.pick(live).proc
 		if c := p.zk.pick(s.rng); c != nil {
 			s.srv.Expire(c.SessionID())
 			s.logf("%s: a session expired", p.name)
 		}
 	case r < 94 && len(live) > 0:
-		// A reboot: kill -9, the clock comes back behind, the node starts
-		// again at once, half the time while ZooKeeper is down.
-		n := pick(live)
-		if s.world.attacks {
-			if err := s.beforeReboot(n); err != nil {
-				return err
-			}
-		}
-		s.kill(n, false)
-		if s.rng.IntN(2) == 0 {
-			// ZooKeeper is down, and loses answers as it comes back.
-			s.stall(6 * time.Second)
-			s.faultMu.Lock()
-			s.loseP = 0.5
-			s.faultMu.Unlock()
-			s.logf("ZooKeeper stalls for 6s, then loses half the answers to writes")
-		}
-		step := -time.Duration(s.rng.IntN(3000)) * time.Millisecond
-		n.clock.off.Add(int64(step))
-		s.logf("%s: reboots with its clock %v off", n.key, step)
-		s.start(n)
-		if s.world.attacks {
-			return s.afterReboot(n)
-		}
+		return s.reboot(s.pick(live))
 	case r < 96 && len(live) > 0:
-		p := pick(live).proc
+		p := s.pick(live).proc
 		s.logf("%s: %s", p.name, diskFault(s.rng, p.dproc, 5*time.Second))
 	default:
 		simPause(time.Duration(1+s.rng.IntN(20000)) * time.Millisecond)
+	}
+	return nil
+}
+
+// liveAndDown splits the nodes into those with a running process and the
+// others, in the nodes' order.
+func (s *snowSim) liveAndDown() (live, down []*snowNode) {
+	for _, n := range s.nodes {
+		if n.proc != nil {
+			live = append(live, n)
+		} else {
+			down = append(down, n)
+		}
+	}
+	return live, down
+}
+
+// pick draws one of ns.
+func (s *snowSim) pick(ns []*snowNode) *snowNode { return ns[s.rng.IntN(len(ns))] }
+
+// stepClock sets n's clock right (a quarter of the time) or steps it by up
+// to 4s either way.
+func (s *snowSim) stepClock(n *snowNode) {
+	if s.rng.IntN(4) == 0 {
+		n.clock.set(0)
+		s.logf("%s: clock set right", n.key)
+		return
+	}
+	step := time.Duration(s.rng.IntN(8000)-4000) * time.Millisecond
+	n.clock.off.Add(int64(step))
+	s.logf("%s: clock steps %v", n.key, step)
+}
+
+// reboot is kill -9 of n, its clock back behind, and a start at once, half
+// the time while ZooKeeper is down.
+func (s *snowSim) reboot(n *snowNode) error {
+	if s.world.attacks {
+		if err := s.beforeReboot(n); err != nil {
+			return err
+		}
+	}
+	s.kill(n, false)
+	if s.rng.IntN(2) == 0 {
+		// ZooKeeper is down, and loses answers as it comes back.
+		s.stall(6 * time.Second)
+		s.faultMu.Lock()
+		s.loseP = 0.5
+		s.faultMu.Unlock()
+		s.logf("ZooKeeper stalls for 6s, then loses half the answers to writes")
+	}
+	step := -time.Duration(s.rng.IntN(3000)) * time.Millisecond
+	n.clock.off.Add(int64(step))
+	s.logf("%s: reboots with its clock %v off", n.key, step)
+	s.start(n)
+	if s.world.attacks {
+		return s.afterReboot(n)
 	}
 	return nil
 }
