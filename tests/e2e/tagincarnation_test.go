@@ -200,11 +200,16 @@ func TestIntegration_SegmentTagDeletedAndCreatedAgain(t *testing.T) {
 			t.Logf("second new tag: %d numbers from two nodes, %d twice, %d malformed", len(second.seen), second.twice, second.bad)
 
 			// Both nodes keep running while the tag goes and comes once more:
-			// ZooKeeper's watch tells each at the delete, and it drops its
-			// ranges before the tag is created again.
+			// each one's poll of the tag finds the delete within half a second,
+			// and it drops its ranges before the tag is created again. Each
+			// may have logged a drop before (A at its restart, of the gone
+			// incarnation in its state file): wait for one more, this delete's.
+			dropsBefore := []int{a.p.CountLog(droppedLog), b.p.CountLog(droppedLog)}
 			deleteTag()
-			for _, n := range []*segNode{a, b} {
-				n.p.waitLog(droppedLog, readyTimeout)
+			for i, n := range []*segNode{a, b} {
+				if _, err := n.p.WaitLogAfter(droppedLog, dropsBefore[i], readyTimeout); err != nil {
+					t.Fatalf("%v; stderr:\n%s", err, n.p.Output())
+				}
 			}
 			createTag()
 			third := &numberBook{t: t, digits: tc.digits, seen: map[int64]string{}}

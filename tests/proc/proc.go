@@ -232,13 +232,38 @@ func (p *Proc) FindLog(msg string) (map[string]any, bool) {
 	return nil, false
 }
 
+// CountLog returns how many JSON log lines have "message" msg.
+func (p *Proc) CountLog(msg string) int {
+	n := 0
+	for _, m := range p.LogLines() {
+		if m["message"] == msg {
+			n++
+		}
+	}
+	return n
+}
+
 // WaitLog waits up to timeout for a JSON log line whose "message" is msg. It
 // fails early, wrapping ErrExited, when the process exits first.
 func (p *Proc) WaitLog(msg string, timeout time.Duration) (map[string]any, error) {
+	return p.WaitLogAfter(msg, 0, timeout)
+}
+
+// WaitLogAfter is WaitLog for a line with message msg after the first
+// `seen` of them (CountLog before the event that should log one more): the
+// line it returns is the first new one.
+func (p *Proc) WaitLogAfter(msg string, seen int, timeout time.Duration) (map[string]any, error) {
 	deadline := time.Now().Add(timeout)
 	for range int(timeout/pollEvery) + 2 { // bounded; the deadline ends it first
-		if m, ok := p.FindLog(msg); ok {
-			return m, nil
+		n := 0
+		for _, m := range p.LogLines() {
+			if m["message"] != msg {
+				continue
+			}
+			if n == seen {
+				return m, nil
+			}
+			n++
 		}
 		if p.Exited() {
 			return nil, fmt.Errorf("%s: %w (%v) before logging %q", p.name, ErrExited, p.err, msg)
@@ -247,6 +272,9 @@ func (p *Proc) WaitLog(msg string, timeout time.Duration) (map[string]any, error
 			break
 		}
 		time.Sleep(pollEvery)
+	}
+	if seen > 0 {
+		return nil, fmt.Errorf("%s: no log line %q beyond the %d before, within %s", p.name, msg, seen, timeout)
 	}
 	return nil, fmt.Errorf("%s: no log line %q within %s", p.name, msg, timeout)
 }
