@@ -25,10 +25,10 @@ import (
 const (
 	DefaultNTPInterval  = 60 * time.Second
 	DefaultNTPMaxOffset = 500 * time.Millisecond
-	DefaultNTPTimeout   = 2 * time.Second
-	DefaultNTPMinGap    = 2 * time.Second
-	// DefaultNTPPort is used for a server given without a port.
-	DefaultNTPPort = "123"
+	defaultNTPTimeout   = 2 * time.Second
+	defaultNTPMinGap    = 2 * time.Second
+	// defaultNTPPort is used for a server given without a port.
+	defaultNTPPort = "123"
 )
 
 // Errors returned by NTP.CheckNow; callers branch on them with errors.Is.
@@ -36,8 +36,8 @@ var (
 	// ErrNTPOffset: a strict majority of the servers configured put the
 	// clock off by more than the allowed offset.
 	ErrNTPOffset = errors.New("ntp offset beyond the maximum")
-	// ErrNTPUnreachable: no server gave a usable answer.
-	ErrNTPUnreachable = errors.New("no NTP server gave a usable answer")
+	// errNTPUnreachable: no server gave a usable answer.
+	errNTPUnreachable = errors.New("no NTP server gave a usable answer")
 )
 
 // Querier asks one NTP server for the time. UDPQuerier is the real one;
@@ -138,7 +138,7 @@ type NTPConfig struct {
 	// Timeout of one query to one server (default 2s).
 	Timeout time.Duration
 	// MinGap is the shortest time between two queries to one server
-	// (default DefaultNTPMinGap, or Interval when that is shorter): a
+	// (default defaultNTPMinGap, or Interval when that is shorter): a
 	// re-check or a jump guard's re-ask that comes sooner waits for it.
 	// NTP servers drop or answer with a kiss of death queries closer than
 	// about 2s (ntpd's "discard minimum").
@@ -160,7 +160,7 @@ type NTPResult struct {
 	RootDistance time.Duration `json:"root_distance_ns"`
 	Stratum      uint8         `json:"stratum"`
 	// Judged is this answer's verdict, with the same rule as the peers'
-	// (JudgedAgrees, JudgedDisagrees, JudgedUnsure): the true offset lies
+	// (judgedAgrees, judgedDisagrees, judgedUnsure): the true offset lies
 	// within Offset ± RTT/2.
 	Judged    string    `json:"judged"`
 	CheckedAt time.Time `json:"checked_at"` // the node's (injected) wall clock
@@ -250,15 +250,15 @@ type NTP struct {
 // nil clock, a malformed server address or a negative duration.
 func NewNTP(g *health.Guard, c clock.Clock, cfg NTPConfig) (*NTP, error) {
 	if c == nil {
-		return nil, fmt.Errorf("%w: ntp: nil clock", ErrBadConfig)
+		return nil, fmt.Errorf("%w: ntp: nil clock", errBadConfig)
 	}
 	if cfg.Interval < 0 || cfg.MaxOffset < 0 || cfg.MaxRootDistance < 0 || cfg.Timeout < 0 || cfg.MinGap < 0 {
 		return nil, fmt.Errorf("%w: ntp: negative duration (interval %v, max offset %v, max root distance %v, timeout %v, min gap %v)",
-			ErrBadConfig, cfg.Interval, cfg.MaxOffset, cfg.MaxRootDistance, cfg.Timeout, cfg.MinGap)
+			errBadConfig, cfg.Interval, cfg.MaxOffset, cfg.MaxRootDistance, cfg.Timeout, cfg.MinGap)
 	}
 	servers := make([]string, 0, len(cfg.Servers))
 	for _, s := range cfg.Servers {
-		addr, err := NormalizeNTPServer(s)
+		addr, err := normalizeNTPServer(s)
 		if err != nil {
 			return nil, err
 		}
@@ -275,10 +275,10 @@ func NewNTP(g *health.Guard, c clock.Clock, cfg NTPConfig) (*NTP, error) {
 		cfg.MaxRootDistance = cfg.MaxOffset / 2
 	}
 	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultNTPTimeout
+		cfg.Timeout = defaultNTPTimeout
 	}
 	if cfg.MinGap == 0 {
-		cfg.MinGap = min(DefaultNTPMinGap, cfg.Interval)
+		cfg.MinGap = min(defaultNTPMinGap, cfg.Interval)
 	}
 	if cfg.Querier == nil {
 		cfg.Querier = UDPQuerier{}
@@ -286,7 +286,7 @@ func NewNTP(g *health.Guard, c clock.Clock, cfg NTPConfig) (*NTP, error) {
 	n := &NTP{
 		round: ctxlock.New(),
 		clk:   c, cfg: cfg, lastQuery: map[string]time.Time{},
-		sched:   newRounds(NTPRetryMax),
+		sched:   newRounds(ntpRetryMax),
 		offset:  g.Check(health.ReasonNTPOffset),
 		unreach: g.Check(health.ReasonNTPUnreachable),
 		snap: NTPSnapshot{
@@ -301,12 +301,12 @@ func NewNTP(g *health.Guard, c clock.Clock, cfg NTPConfig) (*NTP, error) {
 	return n, nil
 }
 
-// NormalizeNTPServer checks a server address and adds port 123 when it has
+// normalizeNTPServer checks a server address and adds port 123 when it has
 // none: "pool.ntp.org" → "pool.ntp.org:123", "::1" → "[::1]:123".
-func NormalizeNTPServer(s string) (string, error) {
+func normalizeNTPServer(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return "", fmt.Errorf("%w: ntp server: empty address", ErrBadConfig)
+		return "", fmt.Errorf("%w: ntp server: empty address", errBadConfig)
 	}
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
@@ -316,16 +316,16 @@ func NormalizeNTPServer(s string) (string, error) {
 			h = h[1 : len(h)-1]
 		}
 		if strings.Contains(h, ":") && net.ParseIP(h) == nil {
-			return "", fmt.Errorf("%w: ntp server %q: want host or host:port", ErrBadConfig, s)
+			return "", fmt.Errorf("%w: ntp server %q: want host or host:port", errBadConfig, s)
 		}
-		host, port = h, DefaultNTPPort
+		host, port = h, defaultNTPPort
 	}
 	if host == "" || strings.ContainsAny(host, "[]/ ") {
-		return "", fmt.Errorf("%w: ntp server %q: bad host", ErrBadConfig, s)
+		return "", fmt.Errorf("%w: ntp server %q: bad host", errBadConfig, s)
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 1 || p > 65535 {
-		return "", fmt.Errorf("%w: ntp server %q: port must be 1-65535", ErrBadConfig, s)
+		return "", fmt.Errorf("%w: ntp server %q: port must be 1-65535", errBadConfig, s)
 	}
 	return net.JoinHostPort(host, port), nil
 }
@@ -336,8 +336,8 @@ func (n *NTP) Enabled() bool { return len(n.cfg.Servers) > 0 }
 // Run does a round at once and then one every Interval, until ctx ends;
 // sooner while the verdict after a round (Run's or CheckNow's) keeps the
 // node out (ntp_offset, or ntp_unreachable when Required), whether that
-// round found the clock off or no usable server: after RetryFirst, then
-// twice as late each time, up to NTPRetryMax. With no servers it returns at
+// round found the clock off or no usable server: after retryFirst, then
+// twice as late each time, up to ntpRetryMax. With no servers it returns at
 // once.
 func (n *NTP) Run(ctx context.Context) {
 	if !n.Enabled() {
@@ -347,7 +347,7 @@ func (n *NTP) Run(ctx context.Context) {
 }
 
 // RecheckWhile makes Run re-check, as while a verdict keeps the node out
-// (after RetryFirst, doubling up to NTPRetryMax), for as long as f reports
+// (after retryFirst, doubling up to ntpRetryMax), for as long as f reports
 // true: the jump guard asks this while it holds a forward jump that only a
 // new measurement can confirm. A round started with CheckNow wakes Run to
 // look at f again. nil stops it.
@@ -363,7 +363,7 @@ func (n *NTP) RecheckWhile(f func() bool) { n.sched.recheckWhile(f) }
 // and leaves ntp_offset's earlier verdict alone (passing it if it had
 // none). It
 // returns the answer the verdict rests on (Snapshot's Last), and an error
-// wrapping ErrNTPOffset or ErrNTPUnreachable when the round failed, or
+// wrapping ErrNTPOffset or errNTPUnreachable when the round failed, or
 // ctx's error when ctx ended first (then no verdict is given). With no
 // servers it returns a zero result and nil.
 func (n *NTP) CheckNow(ctx context.Context) (NTPResult, error) {
@@ -572,7 +572,7 @@ func ntpDetail(res NTPResult, usable []NTPResult, beyond int, maxOffset time.Dur
 
 // judgeUnreachable gives the verdicts when no server was usable.
 func (n *NTP) judgeUnreachable(errs []error) error {
-	err := fmt.Errorf("%w (%d tried): %w", ErrNTPUnreachable, len(errs), errors.Join(errs...))
+	err := fmt.Errorf("%w (%d tried): %w", errNTPUnreachable, len(errs), errors.Join(errs...))
 	detail := strings.ReplaceAll(err.Error(), "\n", "; ")
 	n.mu.Lock()
 	n.snap.LastRoundAt = clock.WallTime(n.clk)

@@ -116,8 +116,8 @@ func TestIntegration_NTPFailoverAndUnreachable(t *testing.T) {
 		{"closed port then good", []string{closed, good.Addr()}, true, nil, good.Addr(), true, health.ReasonNone},
 		{"silent then good", []string{silent.Addr(), good.Addr()}, true, nil, good.Addr(), true, health.ReasonNone},
 		{"stratum 16 then good", []string{unsynced.Addr(), good.Addr()}, true, nil, good.Addr(), true, health.ReasonNone},
-		{"all unusable, required", []string{closed, silent.Addr(), unsynced.Addr()}, true, ErrNTPUnreachable, "", false, health.ReasonNTPUnreachable},
-		{"all unusable, not required", []string{closed, silent.Addr(), unsynced.Addr()}, false, ErrNTPUnreachable, "", true, health.ReasonNone},
+		{"all unusable, required", []string{closed, silent.Addr(), unsynced.Addr()}, true, errNTPUnreachable, "", false, health.ReasonNTPUnreachable},
+		{"all unusable, not required", []string{closed, silent.Addr(), unsynced.Addr()}, false, errNTPUnreachable, "", true, health.ReasonNone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGuard(t)

@@ -228,13 +228,13 @@ func TestNTPCheckNow(t *testing.T) {
 		{
 			name:    "unreachable, not required",
 			answers: map[string]answerFunc{a: errAnswer("refused"), b: errAnswer("i/o timeout")},
-			wantErr: ErrNTPUnreachable, wantAsked: []string{a, b}, wantServerErr: 2,
+			wantErr: errNTPUnreachable, wantAsked: []string{a, b}, wantServerErr: 2,
 		},
 		{
 			name:     "unreachable, required",
 			required: true,
 			answers:  map[string]answerFunc{a: errAnswer("refused"), b: errAnswer("i/o timeout")},
-			wantErr:  ErrNTPUnreachable, wantAsked: []string{a, b}, wantServerErr: 2,
+			wantErr:  errNTPUnreachable, wantAsked: []string{a, b}, wantServerErr: 2,
 			wantFailing: map[health.Reason]string{health.ReasonNTPUnreachable: "a.example:123: refused; b.example:123: i/o timeout"},
 		},
 		{
@@ -244,7 +244,7 @@ func TestNTPCheckNow(t *testing.T) {
 				a: modified(func(r *ntp.Response) { r.Leap = ntp.LeapNotInSync }),
 				b: modified(func(r *ntp.Response) { r.Stratum = 16 }),
 			},
-			wantErr: ErrNTPUnreachable, wantAsked: []string{a, b}, wantServerErr: 2,
+			wantErr: errNTPUnreachable, wantAsked: []string{a, b}, wantServerErr: 2,
 			wantFailing: map[health.Reason]string{health.ReasonNTPUnreachable: "invalid answer (stratum 16"},
 		},
 		{
@@ -253,7 +253,7 @@ func TestNTPCheckNow(t *testing.T) {
 				a: modified(func(r *ntp.Response) { r.Stratum = 16 }),
 				b: modified(func(r *ntp.Response) { r.Stratum = 16 }),
 			},
-			wantErr: ErrNTPUnreachable, wantAsked: []string{a, b}, wantServerErr: 2,
+			wantErr: errNTPUnreachable, wantAsked: []string{a, b}, wantServerErr: 2,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -344,9 +344,9 @@ func TestNTPUnreachableKeepsOffsetVerdict(t *testing.T) {
 		wantReady bool
 	}{
 		{offsetAnswer(2 * time.Second), ErrNTPOffset, false},
-		{errAnswer("i/o timeout"), ErrNTPUnreachable, false},
+		{errAnswer("i/o timeout"), errNTPUnreachable, false},
 		{offsetAnswer(time.Millisecond), nil, true},
-		{errAnswer("i/o timeout"), ErrNTPUnreachable, true},
+		{errAnswer("i/o timeout"), errNTPUnreachable, true},
 	}
 	for i, st := range steps {
 		q.set(a, st.answer)
@@ -468,12 +468,12 @@ func TestNewNTPConfigErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, err := NewNTP(newGuard(t), clocktest.NewFake(t0), tc.cfg)
-			if !errors.Is(err, ErrBadConfig) || n != nil {
+			if !errors.Is(err, errBadConfig) || n != nil {
 				t.Fatalf("NewNTP = %v, %v; want nil, ErrBadConfig", n, err)
 			}
 		})
 	}
-	if _, err := NewNTP(newGuard(t), nil, NTPConfig{}); !errors.Is(err, ErrBadConfig) {
+	if _, err := NewNTP(newGuard(t), nil, NTPConfig{}); !errors.Is(err, errBadConfig) {
 		t.Fatalf("NewNTP with a nil clock: %v, want ErrBadConfig", err)
 	}
 }
@@ -484,7 +484,7 @@ func TestNTPDefaults(t *testing.T) {
 		t.Fatalf("NewNTP: %v", err)
 	}
 	c := n.cfg
-	if c.Interval != DefaultNTPInterval || c.MaxOffset != DefaultNTPMaxOffset || c.Timeout != DefaultNTPTimeout ||
+	if c.Interval != DefaultNTPInterval || c.MaxOffset != DefaultNTPMaxOffset || c.Timeout != defaultNTPTimeout ||
 		c.MaxRootDistance != DefaultNTPMaxOffset/2 || c.Querier != (UDPQuerier{}) || c.Required {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
@@ -500,7 +500,7 @@ func TestNormalizeNTPServer(t *testing.T) {
 		{"[::1]", "[::1]:123"},
 		{"[::1]:11123", "[::1]:11123"},
 	} {
-		got, err := NormalizeNTPServer(tc.in)
+		got, err := normalizeNTPServer(tc.in)
 		if err != nil || got != tc.want {
 			t.Errorf("NormalizeNTPServer(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
@@ -535,9 +535,9 @@ func TestNTPRunRechecksAVerdictAgainstTheNode(t *testing.T) {
 				t.Fatalf("ready %v after the first round, want %v: %+v", g.Ready(), tc.wantReady, g.Status())
 			}
 			if tc.wantReady {
-				time.Sleep(4 * RetryFirst)
+				time.Sleep(4 * retryFirst)
 				if got := len(q.asked()); got != 1 {
-					t.Fatalf("%d queries in %v with an hour's interval, want 1", got, 4*RetryFirst)
+					t.Fatalf("%d queries in %v with an hour's interval, want 1", got, 4*retryFirst)
 				}
 				return
 			}

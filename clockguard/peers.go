@@ -26,29 +26,29 @@ import (
 const (
 	DefaultPeerInterval    = 30 * time.Second
 	DefaultPeerMaxOffset   = time.Second
-	DefaultPeerTimeout     = 2 * time.Second
-	DefaultPeerConcurrency = 16
+	defaultPeerTimeout     = 2 * time.Second
+	defaultPeerConcurrency = 16
 )
 
-// PeerTimePath is the path peers serve their time on.
-const PeerTimePath = "/time"
+// peerTimePath is the path peers serve their time on.
+const peerTimePath = "/time"
 
 // maxTimeBody bounds a peer's /time answer.
 const maxTimeBody = 4096
 
-// PeerSamples is how many times one round asks each peer for its time, over
+// peerSamples is how many times one round asks each peer for its time, over
 // one connection; the sample with the lowest round trip is kept, as NTP
 // does. The connection is made before the first sample's clock starts, so
 // neither the dial nor a name lookup is in any round trip, and a stall of
 // this process (or the peer) during one sample does not decide.
-const PeerSamples = 3
+const peerSamples = 3
 
 // maxDetailPeers bounds how many peers a failure detail lists.
 const maxDetailPeers = 5
 
-// ErrPeerOffset is returned by Peers.CheckNow when the node is the outlier:
+// errPeerOffset is returned by Peers.CheckNow when the node is the outlier:
 // a strict majority of the clocks it compared is beyond the maximum offset.
-var ErrPeerOffset = errors.New("clock disagrees with a majority of the peers")
+var errPeerOffset = errors.New("clock disagrees with a majority of the peers")
 
 // Peer is another live node to compare clocks with.
 type Peer struct {
@@ -92,7 +92,7 @@ type PeerResult struct {
 	Addr     string `json:"addr"`
 	// Offset is the peer's clock minus the node's, corrected for half the
 	// round trip: positive when the peer is ahead. It is the sample with the
-	// lowest round trip of PeerSamples.
+	// lowest round trip of peerSamples.
 	Offset time.Duration `json:"offset_ns"`
 	// RTT is that sample's round trip. The true offset lies within Offset ±
 	// RTT/2 (the peer read its clock somewhere inside the round trip).
@@ -108,9 +108,9 @@ type PeerResult struct {
 
 // The verdicts of one clock comparison (PeerResult.Judged).
 const (
-	JudgedAgrees    = "agrees"
-	JudgedDisagrees = "disagrees"
-	JudgedUnsure    = "unsure"
+	judgedAgrees    = "agrees"
+	judgedDisagrees = "disagrees"
+	judgedUnsure    = "unsure"
 )
 
 // Reachable reports whether the peer's answer counted.
@@ -122,11 +122,11 @@ func judgeOffset(offset, rtt, maxOffset time.Duration) string {
 	half := rtt / 2
 	switch {
 	case abs(offset)+half <= maxOffset:
-		return JudgedAgrees
+		return judgedAgrees
 	case abs(offset)-half > maxOffset:
-		return JudgedDisagrees
+		return judgedDisagrees
 	}
-	return JudgedUnsure
+	return judgedUnsure
 }
 
 // votes counts clock comparisons by their verdict.
@@ -135,11 +135,11 @@ type votes struct{ agree, disagree, unsure int }
 // add counts one comparison (an unreachable peer's "" counts for nothing).
 func (v *votes) add(judged string) {
 	switch judged {
-	case JudgedAgrees:
+	case judgedAgrees:
 		v.agree++
-	case JudgedDisagrees:
+	case judgedDisagrees:
 		v.disagree++
-	case JudgedUnsure:
+	case judgedUnsure:
 		v.unsure++
 	}
 }
@@ -186,10 +186,10 @@ type PeerSnapshot struct {
 	measured     bool
 }
 
-// Outlier reports whether the last verdict keeps this node out: a strict
+// outlier reports whether the last verdict keeps this node out: a strict
 // majority of the clocks compared, its own counted, disagreed with it.
 // False before the first verdict.
-func (s PeerSnapshot) Outlier() bool { return outlier(s.Agree, s.Disagree, s.Unsure) }
+func (s PeerSnapshot) outlier() bool { return outlier(s.Agree, s.Disagree, s.Unsure) }
 
 // outlier is the majority rule: the clocks that disagree are more than
 // half of all compared (unsure ones count on neither side, so they make a
@@ -230,11 +230,11 @@ type Peers struct {
 // nil clock or source and on negative values.
 func NewPeers(g *health.Guard, c clock.Clock, src PeerSource, cfg PeersConfig) (*Peers, error) {
 	if c == nil || src == nil {
-		return nil, fmt.Errorf("%w: peers: nil clock or peer source", ErrBadConfig)
+		return nil, fmt.Errorf("%w: peers: nil clock or peer source", errBadConfig)
 	}
 	if cfg.Interval < 0 || cfg.MaxOffset < 0 || cfg.Timeout < 0 || cfg.Concurrency < 0 {
 		return nil, fmt.Errorf("%w: peers: negative value (interval %v, max offset %v, timeout %v, concurrency %d)",
-			ErrBadConfig, cfg.Interval, cfg.MaxOffset, cfg.Timeout, cfg.Concurrency)
+			errBadConfig, cfg.Interval, cfg.MaxOffset, cfg.Timeout, cfg.Concurrency)
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultPeerInterval
@@ -243,10 +243,10 @@ func NewPeers(g *health.Guard, c clock.Clock, src PeerSource, cfg PeersConfig) (
 		cfg.MaxOffset = DefaultPeerMaxOffset
 	}
 	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultPeerTimeout
+		cfg.Timeout = defaultPeerTimeout
 	}
 	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultPeerConcurrency
+		cfg.Concurrency = defaultPeerConcurrency
 	}
 	return &Peers{
 		round: ctxlock.New(),
@@ -260,13 +260,13 @@ func NewPeers(g *health.Guard, c clock.Clock, src PeerSource, cfg PeersConfig) (
 // Run does a round at once and then one every Interval, until ctx ends;
 // sooner while the verdict after a round (Run's or CheckNow's) keeps the
 // node out, whether that round judged it the outlier or could not list the
-// peers: after RetryFirst, then twice as late each time, up to RetryMax.
+// peers: after retryFirst, then twice as late each time, up to RetryMax.
 func (p *Peers) Run(ctx context.Context) {
 	p.sched.run(ctx, p.cfg.Interval, func() { _, _ = p.CheckNow(ctx) })
 }
 
 // RecheckWhile makes Run re-check, as while a verdict keeps the node out
-// (after RetryFirst, doubling up to RetryMax), for as long as f reports
+// (after retryFirst, doubling up to RetryMax), for as long as f reports
 // true: the jump guard asks this while it holds a forward jump that only a
 // new measurement can confirm. A round started with CheckNow wakes Run to
 // look at f again. nil stops it.
@@ -277,7 +277,7 @@ func (p *Peers) RecheckWhile(f func() bool) { p.sched.recheckWhile(f) }
 // that answered and passes or fails peer_offset. No peers, or none
 // reachable, passes. When the source fails, the earlier verdict stays (a
 // first round passes). It returns the snapshot after the round, and an error
-// wrapping ErrPeerOffset when the median is beyond the maximum, the source's
+// wrapping errPeerOffset when the median is beyond the maximum, the source's
 // error when it failed, or ctx's error when ctx ended first (then no verdict
 // is given).
 func (p *Peers) CheckNow(ctx context.Context) (PeerSnapshot, error) {
@@ -324,7 +324,7 @@ func (p *Peers) askAll(ctx context.Context, peers []Peer) []PeerResult {
 	return results
 }
 
-// ask measures one peer's clock: it connects, then asks PeerSamples times
+// ask measures one peer's clock: it connects, then asks peerSamples times
 // over that connection and keeps the sample with the lowest round trip.
 // A sample's offset is the peer's time minus the midpoint of the request
 // on the node's clock: the wall time at sending plus half the round trip
@@ -345,7 +345,7 @@ func (p *Peers) ask(ctx context.Context, peer Peer) PeerResult {
 	defer cancel()
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", peer.Addr)
 	if err != nil {
-		return fail(fmt.Errorf("GET %s: %w", PeerTimePath, err))
+		return fail(fmt.Errorf("GET %s: %w", peerTimePath, err))
 	}
 	defer conn.Close()
 	deadline, _ := ctx.Deadline()
@@ -357,13 +357,13 @@ func (p *Peers) ask(ctx context.Context, peer Peer) PeerResult {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	got := false
-	for i := range PeerSamples {
-		rtt, offset, err := p.sample(conn, br, resp, peer.Addr, i == PeerSamples-1)
+	for i := range peerSamples {
+		rtt, offset, err := p.sample(conn, br, resp, peer.Addr, i == peerSamples-1)
 		if err != nil {
 			if got {
 				break
 			}
-			return fail(fmt.Errorf("GET %s: %w", PeerTimePath, err))
+			return fail(fmt.Errorf("GET %s: %w", peerTimePath, err))
 		}
 		if !got || rtt < res.RTT {
 			res.RTT, res.Offset, got = rtt, offset, true
@@ -380,7 +380,7 @@ func (p *Peers) sample(conn net.Conn, br *bufio.Reader, resp *fasthttp.Response,
 	if last {
 		closing = "Connection: close\r\n"
 	}
-	req := "GET " + PeerTimePath + " HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: snowflaked-peer-check\r\n" + closing + "\r\n"
+	req := "GET " + peerTimePath + " HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: snowflaked-peer-check\r\n" + closing + "\r\n"
 	resp.Reset()
 	// The wall reading is bracketed by monotonic ones and the round trip
 	// starts at the first: a pause between reading the wall clock and
@@ -473,7 +473,7 @@ func (p *Peers) judge(results []PeerResult, began time.Duration) (PeerSnapshot, 
 		detail = p.offsetDetail(results, agree, disagree, unsure, out)
 	}
 	if out {
-		err = fmt.Errorf("%w: %s", ErrPeerOffset, detail)
+		err = fmt.Errorf("%w: %s", errPeerOffset, detail)
 	}
 
 	p.mu.Lock()
@@ -538,7 +538,7 @@ func (p *Peers) offsetDetail(results []PeerResult, agree, disagree, unsure int, 
 			b.WriteString(";")
 		}
 		fmt.Fprintf(&b, " worker %d %s %s (rtt %v)", r.WorkerID, r.Addr, signed(r.Offset), r.RTT)
-		if r.Judged == JudgedUnsure {
+		if r.Judged == judgedUnsure {
 			b.WriteString(" unsure")
 		}
 		listed++
@@ -556,7 +556,7 @@ func (p *Peers) judgeSourceError(err error) (PeerSnapshot, error) {
 	p.snap.SourceError = err.Error()
 	p.snap.Rounds++
 	p.snap.SourceErrors++
-	judged, out := p.judged, p.snap.Outlier()
+	judged, out := p.judged, p.snap.outlier()
 	count := p.snap.SourceErrors
 	snap := p.snapshotLocked()
 	p.mu.Unlock()

@@ -112,7 +112,7 @@ func (p *timePeer) handle(ctx *fasthttp.RequestCtx) {
 	if p.arrive != nil {
 		p.arrive()
 	}
-	if string(ctx.Path()) != PeerTimePath || !ctx.IsGet() {
+	if string(ctx.Path()) != peerTimePath || !ctx.IsGet() {
 		ctx.SetStatusCode(fasthttp.StatusNotFound) // not ctx.Error: it resets NoDefaultDate
 		return
 	}
@@ -209,7 +209,7 @@ func TestPeersMajority(t *testing.T) {
 		{name: "3 clocks, one 5s off: the majority agrees", offsets: []time.Duration{10 * time.Millisecond, 5 * time.Second},
 			wantMedian: 10 * time.Millisecond, wantReachable: 2, wantAgree: 2},
 		{name: "3 clocks, this one the outlier", offsets: []time.Duration{-5 * time.Second, -5 * time.Second},
-			wantMedian: -5 * time.Second, wantReachable: 2, wantAgree: 1, wantErr: ErrPeerOffset,
+			wantMedian: -5 * time.Second, wantReachable: 2, wantAgree: 1, wantErr: errPeerOffset,
 			wantDetailParts: []string{"clock more than 1s from 2 of 3 clocks compared (itself counted): the outlier", "worker 2 ", "-5s (rtt 0s)"}},
 		{name: "3 clocks, one down, the other 5s off: no majority", offsets: []time.Duration{unreachable, -5 * time.Second},
 			wantMedian: -2500 * time.Millisecond, wantReachable: 1, wantAgree: 1, wantSplit: true},
@@ -218,7 +218,7 @@ func TestPeersMajority(t *testing.T) {
 		{name: "5 clocks, two bad ones: a good node stays", offsets: []time.Duration{-5 * time.Second, -5 * time.Second, 0, 20 * time.Millisecond},
 			wantReachable: 4, wantAgree: 3},
 		{name: "5 clocks, one of two bad ones: the outliers leave", offsets: []time.Duration{0, 5 * time.Second, 5 * time.Second, 5 * time.Second},
-			wantMedian: 5 * time.Second, wantReachable: 4, wantAgree: 2, wantErr: ErrPeerOffset},
+			wantMedian: 5 * time.Second, wantReachable: 4, wantAgree: 2, wantErr: errPeerOffset},
 		{name: "exactly max agrees", offsets: []time.Duration{time.Second}, wantMedian: 500 * time.Millisecond, wantReachable: 1, wantAgree: 2},
 		{name: "unreachable peers do not vote", offsets: []time.Duration{0, 10 * time.Millisecond, unreachable},
 			wantMedian: 0, wantReachable: 2, wantAgree: 3},
@@ -402,7 +402,7 @@ func TestPeersConcurrent(t *testing.T) {
 	go func() { arrived.Wait(); close(all) }()
 	var peers []Peer
 	for i := range 3 {
-		var first sync.Once // a round asks each peer PeerSamples times: count the first
+		var first sync.Once // a round asks each peer peerSamples times: count the first
 		tp := startTimePeerWith(t, fc, time.Duration(i)*time.Millisecond, func() {
 			first.Do(arrived.Done)
 			select {
@@ -437,7 +437,7 @@ func TestPeersSourceError(t *testing.T) {
 		wantReady bool
 	}{
 		{nil, errors.New("zk: connection closed"), nil, true}, // first round: pass
-		{[]Peer{{1, ahead.addr}, {2, ahead2.addr}}, nil, ErrPeerOffset, false},
+		{[]Peer{{1, ahead.addr}, {2, ahead2.addr}}, nil, errPeerOffset, false},
 		{nil, errors.New("zk: connection closed"), nil, false}, // keeps the failure
 		{[]Peer{}, nil, nil, true},                             // no peers: pass
 	}
@@ -528,7 +528,7 @@ func TestNewPeersConfigErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := NewPeers(newGuard(t), tc.c, tc.src, tc.cfg)
-			if !errors.Is(err, ErrBadConfig) || p != nil {
+			if !errors.Is(err, errBadConfig) || p != nil {
 				t.Fatalf("NewPeers = %v, %v; want nil, ErrBadConfig", p, err)
 			}
 		})
@@ -541,8 +541,8 @@ func TestPeersDefaults(t *testing.T) {
 		t.Fatalf("NewPeers: %v", err)
 	}
 	c := p.cfg
-	if c.Interval != DefaultPeerInterval || c.MaxOffset != DefaultPeerMaxOffset || c.Timeout != DefaultPeerTimeout ||
-		c.Concurrency != DefaultPeerConcurrency {
+	if c.Interval != DefaultPeerInterval || c.MaxOffset != DefaultPeerMaxOffset || c.Timeout != defaultPeerTimeout ||
+		c.Concurrency != defaultPeerConcurrency {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 }
@@ -593,16 +593,16 @@ func TestPeersRunRechecksAVerdictAgainstTheNode(t *testing.T) {
 				stop := runInBackground(t, p.Run)
 				t.Cleanup(stop)
 				waitFor(t, "the first round", func() bool { return p.Snapshot().Rounds >= 1 })
-				time.Sleep(4 * RetryFirst)
+				time.Sleep(4 * retryFirst)
 				if n := src.callCount(); n != 1 || !g.Ready() {
-					t.Fatalf("%d rounds in %v with an hour's interval (want 1), ready %v", n, 4*RetryFirst, g.Ready())
+					t.Fatalf("%d rounds in %v with an hour's interval (want 1), ready %v", n, 4*retryFirst, g.Ready())
 				}
 				return
 			}
 			if tc.noList {
 				// The first round judges the node out; every later one
 				// gets no list until it is back.
-				if _, err := p.CheckNow(context.Background()); !errors.Is(err, ErrPeerOffset) {
+				if _, err := p.CheckNow(context.Background()); !errors.Is(err, errPeerOffset) {
 					t.Fatalf("first round: %v, want the outlier", err)
 				}
 				src.set(nil, errors.New("zk: no server"))
@@ -615,7 +615,7 @@ func TestPeersRunRechecksAVerdictAgainstTheNode(t *testing.T) {
 			b.offset.Store(0)
 			src.set(peers, nil)
 			waitFor(t, "the node back in", g.Ready)
-			if s := p.Snapshot(); s.Rounds-rounds > 4 || s.Outlier() {
+			if s := p.Snapshot(); s.Rounds-rounds > 4 || s.outlier() {
 				t.Fatalf("back after %d more rounds (want a few: the backoff caps at %v): %+v", s.Rounds-rounds, RetryMax, s)
 			}
 		})
@@ -630,14 +630,14 @@ func TestJudgeOffset(t *testing.T) {
 		offset, rtt time.Duration
 		want        string
 	}{
-		{0, 0, JudgedAgrees},
-		{time.Second, 0, JudgedAgrees},
-		{time.Second + 1, 0, JudgedDisagrees},
-		{-700 * time.Millisecond, 600 * time.Millisecond, JudgedAgrees},     // 700+300 = 1s: within
-		{-701 * time.Millisecond, 600 * time.Millisecond, JudgedUnsure},     // could be 1.001s
-		{-650 * time.Millisecond, 1300 * time.Millisecond, JudgedUnsure},    // the stall: could be 0 or 1.3s
-		{1600 * time.Millisecond, 1200 * time.Millisecond, JudgedUnsure},    // 1600-600 = 1s: not beyond
-		{1601 * time.Millisecond, 1200 * time.Millisecond, JudgedDisagrees}, // beyond whatever the path
+		{0, 0, judgedAgrees},
+		{time.Second, 0, judgedAgrees},
+		{time.Second + 1, 0, judgedDisagrees},
+		{-700 * time.Millisecond, 600 * time.Millisecond, judgedAgrees},     // 700+300 = 1s: within
+		{-701 * time.Millisecond, 600 * time.Millisecond, judgedUnsure},     // could be 1.001s
+		{-650 * time.Millisecond, 1300 * time.Millisecond, judgedUnsure},    // the stall: could be 0 or 1.3s
+		{1600 * time.Millisecond, 1200 * time.Millisecond, judgedUnsure},    // 1600-600 = 1s: not beyond
+		{1601 * time.Millisecond, 1200 * time.Millisecond, judgedDisagrees}, // beyond whatever the path
 	} {
 		if got := judgeOffset(tc.offset, tc.rtt, time.Second); got != tc.want {
 			t.Errorf("judgeOffset(%v, rtt %v, max 1s) = %s, want %s", tc.offset, tc.rtt, got, tc.want)
@@ -651,7 +651,7 @@ func TestJudgeOffset(t *testing.T) {
 // three peers whose clocks equal this one's, stalled 400ms with a 150ms
 // limit, made this node the outlier. With the uncertainty counted they are
 // unsure and the node stays in; and when only the first sample of each
-// connection stalls, the best of PeerSamples finds the true offset.
+// connection stalls, the best of peerSamples finds the true offset.
 func TestPeersStallIsNotAnOffset(t *testing.T) {
 	sys := clock.NewSystem()
 	const stall, maxOffset = 400 * time.Millisecond, 150 * time.Millisecond
@@ -660,8 +660,8 @@ func TestPeersStallIsNotAnOffset(t *testing.T) {
 		stallFirst int64 // 0: every sample
 		wantJudged string
 	}{
-		{"every sample stalled: unsure, not the outlier", 0, JudgedUnsure},
-		{"the first sample stalled: the best sample agrees", 1, JudgedAgrees},
+		{"every sample stalled: unsure, not the outlier", 0, judgedUnsure},
+		{"the first sample stalled: the best sample agrees", 1, judgedAgrees},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var peers []Peer
@@ -674,14 +674,14 @@ func TestPeersStallIsNotAnOffset(t *testing.T) {
 			g := newGuard(t)
 			p := newTestPeers(t, g, sys, &staticPeers{peers: peers}, PeersConfig{MaxOffset: maxOffset})
 			snap, err := p.CheckNow(context.Background())
-			if err != nil || !g.Ready() || snap.Outlier() {
+			if err != nil || !g.Ready() || snap.outlier() {
 				t.Fatalf("CheckNow = %v, ready %v: a node whose clock equals its peers' judged off (%+v)", err, g.Ready(), snap)
 			}
 			for _, r := range snap.Peers {
 				if r.Judged != tc.wantJudged {
 					t.Fatalf("peer %s judged %q (offset %v, rtt %v), want %q", r.Addr, r.Judged, r.Offset, r.RTT, tc.wantJudged)
 				}
-				if tc.wantJudged == JudgedAgrees && r.RTT >= stall {
+				if tc.wantJudged == judgedAgrees && r.RTT >= stall {
 					t.Fatalf("peer %s: rtt %v, want the unstalled sample's (below %v)", r.Addr, r.RTT, stall)
 				}
 			}
@@ -689,7 +689,7 @@ func TestPeersStallIsNotAnOffset(t *testing.T) {
 	}
 }
 
-// TestPeersSamplesOneConnection: a round asks each peer PeerSamples times,
+// TestPeersSamplesOneConnection: a round asks each peer peerSamples times,
 // over one connection (so no dial is inside a measured round trip).
 func TestPeersSamplesOneConnection(t *testing.T) {
 	fc := clocktest.NewFake(t0)
@@ -701,8 +701,8 @@ func TestPeersSamplesOneConnection(t *testing.T) {
 	}
 	n := 0
 	tp.conns.Range(func(any, any) bool { n++; return true })
-	if got := tp.requests.Load(); got != PeerSamples || n != 1 {
-		t.Fatalf("%d requests over %d connections, want %d over 1", got, n, PeerSamples)
+	if got := tp.requests.Load(); got != peerSamples || n != 1 {
+		t.Fatalf("%d requests over %d connections, want %d over 1", got, n, peerSamples)
 	}
 }
 

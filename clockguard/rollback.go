@@ -51,8 +51,8 @@ func (r *Rollback) Trip(behind time.Duration, source string) {
 	})
 }
 
-// Tripped reports whether the check is failing.
-func (r *Rollback) Tripped() bool { return r.f.Tripped() }
+// tripped reports whether the check is failing.
+func (r *Rollback) tripped() bool { return r.f.Tripped() }
 
 // Run clears a tripped check once the clock is past the last issued ID,
 // until ctx ends.

@@ -59,17 +59,17 @@ func TestRollbackClearOnlyWhenCaughtUp(t *testing.T) {
 				t.Fatalf("guard not ready after NewRollback: %+v", g.Status())
 			}
 			r.Trip(3*time.Second, "generator")
-			if g.Ready() || !r.Tripped() {
-				t.Fatalf("after Trip: ready=%v tripped=%v, want not ready and tripped", g.Ready(), r.Tripped())
+			if g.Ready() || !r.tripped() {
+				t.Fatalf("after Trip: ready=%v tripped=%v, want not ready and tripped", g.Ready(), r.tripped())
 			}
 			st := g.Status()
 			if st.Reason != health.ReasonClockRollback || !strings.Contains(st.Detail, "generator: clock 3s behind") {
 				t.Fatalf("status after Trip = %+v, want reason %q with the figures", st, health.ReasonClockRollback)
 			}
 			r.f.TryClear()
-			if r.Tripped() != tc.wantTripped || g.Ready() == tc.wantTripped {
+			if r.tripped() != tc.wantTripped || g.Ready() == tc.wantTripped {
 				t.Fatalf("after TryClear with Behind()=%v: tripped=%v ready=%v, want tripped=%v",
-					tc.behind, r.Tripped(), g.Ready(), tc.wantTripped)
+					tc.behind, r.tripped(), g.Ready(), tc.wantTripped)
 			}
 		})
 	}
@@ -88,16 +88,16 @@ func TestRollbackTripDuringClearIsNotLost(t *testing.T) {
 		}
 	}
 	r.f.TryClear()
-	if !r.Tripped() || g.Ready() {
-		t.Fatalf("a Trip during the clear was lost: tripped=%v ready=%v", r.Tripped(), g.Ready())
+	if !r.tripped() || g.Ready() {
+		t.Fatalf("a Trip during the clear was lost: tripped=%v ready=%v", r.tripped(), g.Ready())
 	}
 	if d, _ := failingDetail(g, health.ReasonClockRollback); !strings.Contains(d, "watcher: clock 2s behind") {
 		t.Fatalf("detail = %q, want the racing trip's figures", d)
 	}
 	// The next round, with no Trip in between, clears it.
 	r.f.TryClear()
-	if r.Tripped() || !g.Ready() {
-		t.Fatalf("second TryClear: tripped=%v ready=%v, want cleared", r.Tripped(), g.Ready())
+	if r.tripped() || !g.Ready() {
+		t.Fatalf("second TryClear: tripped=%v ready=%v, want cleared", r.tripped(), g.Ready())
 	}
 }
 
@@ -130,11 +130,11 @@ func TestRollbackRunClearsAndStops(t *testing.T) {
 	r.Trip(time.Second, "generator")
 	calls := b.callCount()
 	waitFor(t, "Run to poll Behind a few times", func() bool { return b.callCount() >= calls+3 })
-	if !r.Tripped() || g.Ready() {
-		t.Fatalf("cleared while Behind() > 0: tripped=%v ready=%v", r.Tripped(), g.Ready())
+	if !r.tripped() || g.Ready() {
+		t.Fatalf("cleared while Behind() > 0: tripped=%v ready=%v", r.tripped(), g.Ready())
 	}
 	b.set(0)
-	waitFor(t, "Run to clear the check", func() bool { return !r.Tripped() && g.Ready() })
+	waitFor(t, "Run to clear the check", func() bool { return !r.tripped() && g.Ready() })
 	stop()
 }
 
@@ -156,6 +156,6 @@ func TestRollbackConcurrentTrips(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, "the check to clear after the last trip", func() bool { return !r.Tripped() && g.Ready() })
+	waitFor(t, "the check to clear after the last trip", func() bool { return !r.tripped() && g.Ready() })
 	stop()
 }

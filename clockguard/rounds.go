@@ -8,18 +8,18 @@ import (
 
 // The pace of the re-checks of a verdict that keeps the node out, whatever
 // the round that left it found (this node's clock off, peers whose clocks
-// were off, no answer at all): the first after RetryFirst, each next one
-// twice as late, never later than RetryMax (NTPRetryMax for NTP) nor than
+// were off, no answer at all): the first after retryFirst, each next one
+// twice as late, never later than RetryMax (ntpRetryMax for NTP) nor than
 // the regular interval. The worst wait for a node whose cause has gone is
 // therefore that maximum plus one round.
 const (
-	RetryFirst = 250 * time.Millisecond
+	retryFirst = 250 * time.Millisecond
 	RetryMax   = 4 * time.Second
-	// NTPRetryMax is RetryMax for the NTP check: public NTP servers
+	// ntpRetryMax is RetryMax for the NTP check: public NTP servers
 	// rate-limit clients that ask more often than every 8s on average (the
 	// pool's "discard average 3"), answering with a kiss of death that
 	// counts as no answer; re-checks must stay below that rate.
-	NTPRetryMax = 8 * time.Second
+	ntpRetryMax = 8 * time.Second
 )
 
 // rounds schedules the rounds of the NTP and peer checks. A round, Run's or
@@ -76,10 +76,10 @@ func (r *rounds) ended(out bool) {
 }
 
 // run calls round at once and then every interval until ctx ends, sooner
-// (RetryFirst, doubling up to retryMax) while the last round, whoever
+// (retryFirst, doubling up to retryMax) while the last round, whoever
 // started it, left a verdict that keeps the node out.
 func (r *rounds) run(ctx context.Context, interval time.Duration, round func()) {
-	retry := RetryFirst
+	retry := retryFirst
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	var due time.Time
@@ -91,7 +91,7 @@ func (r *rounds) run(ctx context.Context, interval time.Duration, round func()) 
 	// or not.
 	next := func(out bool) {
 		if !out {
-			retry = RetryFirst
+			retry = retryFirst
 			schedule(interval)
 			return
 		}

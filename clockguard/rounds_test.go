@@ -69,7 +69,7 @@ const ms = time.Millisecond
 
 // TestRoundsRecheckAVerdictThatKeepsTheNodeOut: whatever kept the node out
 // (a fresh verdict against it as much as a stale one), the next round comes
-// after RetryFirst, then twice as late each time up to RetryMax, never
+// after retryFirst, then twice as late each time up to RetryMax, never
 // later than the interval; a verdict that lets the node in waits the
 // interval, and resets the backoff.
 func TestRoundsRecheckAVerdictThatKeepsTheNodeOut(t *testing.T) {
@@ -86,7 +86,7 @@ func TestRoundsRecheckAVerdictThatKeepsTheNodeOut(t *testing.T) {
 			want:   []time.Duration{250 * ms, 500 * ms, time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second},
 		},
 		{
-			name: "NTP: 250ms doubling to NTPRetryMax (below public servers' rate limits)", interval: time.Hour, retryMax: NTPRetryMax,
+			name: "NTP: 250ms doubling to NTPRetryMax (below public servers' rate limits)", interval: time.Hour, retryMax: ntpRetryMax,
 			script: func(l *roundLog) { time.Sleep(40 * time.Second) },
 			want:   []time.Duration{250 * ms, 500 * ms, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second},
 		},
@@ -132,7 +132,7 @@ func TestRoundsRecheckAfterARoundFromOutside(t *testing.T) {
 		callerOut bool
 		want      time.Duration // when Run's first round after the caller's comes, after the start
 	}{
-		{"in, the caller's round out: re-checked after RetryFirst", false, true, callerAt + RetryFirst},
+		{"in, the caller's round out: re-checked after RetryFirst", false, true, callerAt + retryFirst},
 		{"in, the caller's round in: an interval after it", false, false, callerAt + interval},
 		{"out (re-check due at 15.75s), the caller's round in: the re-check is dropped", true, false, callerAt + interval},
 	} {
@@ -174,7 +174,7 @@ func TestRoundsRecheckWhileHeld(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		// Re-checks at 250ms, 750ms and 1.75s while held; the one planned
 		// then, at 3.75s, finds the hold gone and plans the hour.
-		want := []time.Duration{RetryFirst, 2 * RetryFirst, 4 * RetryFirst, 8 * RetryFirst}
+		want := []time.Duration{retryFirst, 2 * retryFirst, 4 * retryFirst, 8 * retryFirst}
 		if got := l.gaps(); !slices.Equal(got, want) {
 			t.Fatalf("gaps between Run's rounds %v, want %v (re-checks while held, then the hour)", got, want)
 		}

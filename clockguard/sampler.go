@@ -36,11 +36,11 @@ type Sampler struct {
 }
 
 // NewSampler returns a sampler of c that reads every interval (0 means
-// DefaultWatchInterval) and feeds each reading to every consumer, in order,
+// defaultWatchInterval) and feeds each reading to every consumer, in order,
 // on its goroutine. Consumers must be quick and must not block.
 func NewSampler(c clock.Clock, interval time.Duration, feed ...func(Sample)) *Sampler {
 	if interval <= 0 {
-		interval = DefaultWatchInterval
+		interval = defaultWatchInterval
 	}
 	return &Sampler{clk: c, interval: interval, feed: feed}
 }
@@ -57,13 +57,13 @@ func (s *Sampler) Sample() {
 func (s *Sampler) Run(ctx context.Context) {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
-	s.RunTicks(ctx, t.C)
+	s.runTicks(ctx, t.C)
 }
 
-// RunTicks samples once at once and then once per value received from
+// runTicks samples once at once and then once per value received from
 // ticks, until ctx ends or ticks is closed. Tests drive it with their own
 // channel; Run drives it with a ticker.
-func (s *Sampler) RunTicks(ctx context.Context, ticks <-chan time.Time) {
+func (s *Sampler) runTicks(ctx context.Context, ticks <-chan time.Time) {
 	s.Sample()
 	for {
 		select {

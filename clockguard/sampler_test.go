@@ -72,8 +72,8 @@ func TestSamplerFeedsEveryConsumer(t *testing.T) {
 	fc := clocktest.NewFake(t0)
 	rec := &feedRecorder{}
 	s := NewSampler(fc, 0, rec.consumer("a"), rec.consumer("b"))
-	if s.interval != DefaultWatchInterval {
-		t.Fatalf("interval %v, want the default %v", s.interval, DefaultWatchInterval)
+	if s.interval != defaultWatchInterval {
+		t.Fatalf("interval %v, want the default %v", s.interval, defaultWatchInterval)
 	}
 	ticks := make(chan time.Time)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -81,7 +81,7 @@ func TestSamplerFeedsEveryConsumer(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.RunTicks(ctx, ticks)
+		s.runTicks(ctx, ticks)
 	}()
 	steps := []struct {
 		name string

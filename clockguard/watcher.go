@@ -15,9 +15,9 @@ import (
 
 // Watcher defaults.
 const (
-	DefaultWatchInterval     = 20 * time.Millisecond
-	DefaultRollbackTolerance = snowflake.DefaultRollbackTolerance
-	DefaultForwardThreshold  = time.Second
+	defaultWatchInterval     = 20 * time.Millisecond
+	defaultRollbackTolerance = snowflake.DefaultRollbackTolerance
+	defaultForwardThreshold  = time.Second
 )
 
 // maxSampleTries bounds how often one sample is retried when the goroutine was
@@ -28,9 +28,9 @@ const maxSampleTries = 3
 // that is accepted without a retry.
 const maxSampleGap = time.Millisecond
 
-// ErrBadConfig is wrapped by every constructor error caused by invalid
+// errBadConfig is wrapped by every constructor error caused by invalid
 // configuration.
-var ErrBadConfig = errors.New("clockguard: invalid configuration")
+var errBadConfig = errors.New("clockguard: invalid configuration")
 
 // WatcherConfig configures a Watcher. Zero durations take the defaults.
 type WatcherConfig struct {
@@ -68,19 +68,19 @@ type StepKind int
 
 // Outcomes of a comparison.
 const (
-	NoStep       StepKind = iota // within the tolerance and the threshold (or the first sample)
-	BackwardStep                 // the wall clock went back by more than the tolerance
-	ForwardStep                  // the wall clock jumped forward by more than the threshold
+	noStep       StepKind = iota // within the tolerance and the threshold (or the first sample)
+	backwardStep                 // the wall clock went back by more than the tolerance
+	forwardStep                  // the wall clock jumped forward by more than the threshold
 )
 
 // String names the kind for logs.
 func (k StepKind) String() string {
 	switch k {
-	case NoStep:
+	case noStep:
 		return "none"
-	case BackwardStep:
+	case backwardStep:
 		return "backward"
-	case ForwardStep:
+	case forwardStep:
 		return "forward"
 	}
 	return "unknown"
@@ -112,23 +112,23 @@ type Watcher struct {
 // OnRollback or negative durations.
 func NewWatcher(c clock.Clock, cfg WatcherConfig) (*Watcher, error) {
 	if c == nil {
-		return nil, fmt.Errorf("%w: watcher: nil clock", ErrBadConfig)
+		return nil, fmt.Errorf("%w: watcher: nil clock", errBadConfig)
 	}
 	if cfg.OnRollback == nil {
-		return nil, fmt.Errorf("%w: watcher: OnRollback is required", ErrBadConfig)
+		return nil, fmt.Errorf("%w: watcher: OnRollback is required", errBadConfig)
 	}
 	if cfg.Interval < 0 || cfg.Tolerance < 0 || cfg.ForwardThreshold < 0 {
 		return nil, fmt.Errorf("%w: watcher: negative duration (interval %v, tolerance %v, forward threshold %v)",
-			ErrBadConfig, cfg.Interval, cfg.Tolerance, cfg.ForwardThreshold)
+			errBadConfig, cfg.Interval, cfg.Tolerance, cfg.ForwardThreshold)
 	}
 	if cfg.Interval == 0 {
-		cfg.Interval = DefaultWatchInterval
+		cfg.Interval = defaultWatchInterval
 	}
 	if cfg.Tolerance == 0 {
-		cfg.Tolerance = DefaultRollbackTolerance
+		cfg.Tolerance = defaultRollbackTolerance
 	}
 	if cfg.ForwardThreshold == 0 {
-		cfg.ForwardThreshold = DefaultForwardThreshold
+		cfg.ForwardThreshold = defaultForwardThreshold
 	}
 	return &Watcher{clk: c, cfg: cfg}, nil
 }
@@ -141,11 +141,11 @@ func (w *Watcher) Interval() time.Duration { return w.cfg.Interval }
 // instead.
 func (w *Watcher) Run(ctx context.Context) { w.sampler().Run(ctx) }
 
-// RunTicks compares the clocks once at once and then once per value received
+// runTicks compares the clocks once at once and then once per value received
 // from ticks, until ctx ends or ticks is closed. Tests drive it with their
 // own channel; Run drives it with a ticker.
-func (w *Watcher) RunTicks(ctx context.Context, ticks <-chan time.Time) {
-	w.sampler().RunTicks(ctx, ticks)
+func (w *Watcher) runTicks(ctx context.Context, ticks <-chan time.Time) {
+	w.sampler().runTicks(ctx, ticks)
 }
 
 // sampler returns a sampler that feeds the watcher alone.
@@ -174,14 +174,14 @@ func (w *Watcher) Observe(s Sample) Step {
 	slack := (s.Gap + prev.Gap) / 2
 	switch {
 	case -st.Skew > w.cfg.Tolerance+slack:
-		st.Kind = BackwardStep
+		st.Kind = backwardStep
 	case st.Skew > w.cfg.ForwardThreshold+slack:
-		st.Kind = ForwardStep
+		st.Kind = forwardStep
 	}
 	w.stats.Checks++
-	if st.Kind != NoStep {
+	if st.Kind != noStep {
 		size := st.Skew
-		if st.Kind == BackwardStep {
+		if st.Kind == backwardStep {
 			size = -size
 			w.stats.BackwardSteps++
 			w.stats.LargestBackward = max(w.stats.LargestBackward, size)
@@ -196,13 +196,13 @@ func (w *Watcher) Observe(s Sample) Step {
 	w.mu.Unlock()
 
 	switch st.Kind {
-	case BackwardStep:
+	case backwardStep:
 		w.cfg.Log.Warn().Str("direction", "backward").Dur("step", -st.Skew).
 			Dur("wall_elapsed", st.WallElapsed).Dur("mono_elapsed", st.MonoElapsed).
 			Dur("tolerance", w.cfg.Tolerance).Int64("backward_steps", stats.BackwardSteps).
 			Msg("wall clock stepped back")
 		w.cfg.OnRollback(-st.Skew, time.Unix(0, s.Wall))
-	case ForwardStep:
+	case forwardStep:
 		w.cfg.Log.Warn().Str("direction", "forward").Dur("step", st.Skew).
 			Dur("wall_elapsed", st.WallElapsed).Dur("mono_elapsed", st.MonoElapsed).
 			Dur("threshold", w.cfg.ForwardThreshold).Int64("forward_steps", stats.ForwardSteps).

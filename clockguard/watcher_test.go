@@ -61,21 +61,21 @@ func TestWatcherStepDetection(t *testing.T) {
 		wantKind StepKind
 		wantSkew time.Duration
 	}{
-		{"time passes", 20 * time.Millisecond, 0, NoStep, 0},
-		{"back within tolerance", 20 * time.Millisecond, -4 * time.Millisecond, NoStep, -4 * time.Millisecond},
-		{"back exactly the tolerance", 20 * time.Millisecond, -5 * time.Millisecond, NoStep, -5 * time.Millisecond},
-		{"back just beyond tolerance", 20 * time.Millisecond, -6 * time.Millisecond, BackwardStep, -6 * time.Millisecond},
-		{"back 2s", 20 * time.Millisecond, -2 * time.Second, BackwardStep, -2 * time.Second},
-		{"back 2s with no time passing", 0, -2 * time.Second, BackwardStep, -2 * time.Second},
-		{"forward below threshold", 20 * time.Millisecond, 900 * time.Millisecond, NoStep, 900 * time.Millisecond},
-		{"forward 3s", 20 * time.Millisecond, 3 * time.Second, ForwardStep, 3 * time.Second},
-		{"long pause, no step", time.Hour, 0, NoStep, 0},
+		{"time passes", 20 * time.Millisecond, 0, noStep, 0},
+		{"back within tolerance", 20 * time.Millisecond, -4 * time.Millisecond, noStep, -4 * time.Millisecond},
+		{"back exactly the tolerance", 20 * time.Millisecond, -5 * time.Millisecond, noStep, -5 * time.Millisecond},
+		{"back just beyond tolerance", 20 * time.Millisecond, -6 * time.Millisecond, backwardStep, -6 * time.Millisecond},
+		{"back 2s", 20 * time.Millisecond, -2 * time.Second, backwardStep, -2 * time.Second},
+		{"back 2s with no time passing", 0, -2 * time.Second, backwardStep, -2 * time.Second},
+		{"forward below threshold", 20 * time.Millisecond, 900 * time.Millisecond, noStep, 900 * time.Millisecond},
+		{"forward 3s", 20 * time.Millisecond, 3 * time.Second, forwardStep, 3 * time.Second},
+		{"long pause, no step", time.Hour, 0, noStep, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := clocktest.NewFake(t0)
 			rec := &rollbackRecorder{}
 			w := newTestWatcher(t, fc, rec, testLogger(t))
-			if st := w.Step(); st.Kind != NoStep {
+			if st := w.Step(); st.Kind != noStep {
 				t.Fatalf("first Step = %+v, want NoStep", st)
 			}
 			fc.Advance(tc.advance)
@@ -89,7 +89,7 @@ func TestWatcherStepDetection(t *testing.T) {
 					st.WallElapsed, st.MonoElapsed, tc.advance+tc.stepWall, tc.advance)
 			}
 			var want []time.Duration
-			if tc.wantKind == BackwardStep {
+			if tc.wantKind == backwardStep {
 				want = []time.Duration{-tc.stepWall}
 			}
 			if got := rec.got(); !equalDurations(got, want) {
@@ -107,7 +107,7 @@ func TestWatcherStepDetection(t *testing.T) {
 			if s.Checks != 1 {
 				t.Fatalf("Checks = %d, want 1", s.Checks)
 			}
-			if (s.BackwardSteps == 1) != (tc.wantKind == BackwardStep) || (s.ForwardSteps == 1) != (tc.wantKind == ForwardStep) {
+			if (s.BackwardSteps == 1) != (tc.wantKind == backwardStep) || (s.ForwardSteps == 1) != (tc.wantKind == forwardStep) {
 				t.Fatalf("stats %+v do not match kind %v", s, tc.wantKind)
 			}
 		})
@@ -223,7 +223,7 @@ func TestWatcherHeldUpBetweenReadings(t *testing.T) {
 			w := newTestWatcher(t, c, rec, testLogger(t))
 			w.Step()
 			c.advance(20 * time.Millisecond)
-			if st := w.Step(); st.Kind != NoStep {
+			if st := w.Step(); st.Kind != noStep {
 				t.Fatalf("Step = %+v, want NoStep", st)
 			}
 			if got := rec.got(); len(got) != 0 {
@@ -246,7 +246,7 @@ func TestWatcherRunTicksWiredToRollback(t *testing.T) {
 		t.Fatalf("NewWatcher: %v", err)
 	}
 	ticks := make(chan time.Time)
-	stop := runInBackground(t, func(ctx context.Context) { w.RunTicks(ctx, ticks) })
+	stop := runInBackground(t, func(ctx context.Context) { w.runTicks(ctx, ticks) })
 	tick := func() {
 		t.Helper()
 		select {
@@ -260,7 +260,7 @@ func TestWatcherRunTicksWiredToRollback(t *testing.T) {
 	fc.Advance(20 * time.Millisecond)
 	fc.StepWall(-2 * time.Second)
 	tick()
-	waitFor(t, "the rollback check to trip", rb.Tripped)
+	waitFor(t, "the rollback check to trip", rb.tripped)
 	if g.Ready() {
 		t.Fatalf("guard still ready after a 2s step back: %+v", g.Status())
 	}
@@ -307,7 +307,7 @@ func TestNewWatcherConfigErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, err := NewWatcher(tc.c, tc.cfg)
-			if !errors.Is(err, ErrBadConfig) || w != nil {
+			if !errors.Is(err, errBadConfig) || w != nil {
 				t.Fatalf("NewWatcher = %v, %v; want nil, ErrBadConfig", w, err)
 			}
 		})
@@ -319,8 +319,8 @@ func TestWatcherDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewWatcher: %v", err)
 	}
-	if w.cfg.Interval != DefaultWatchInterval || w.cfg.Tolerance != DefaultRollbackTolerance ||
-		w.cfg.ForwardThreshold != DefaultForwardThreshold {
+	if w.cfg.Interval != defaultWatchInterval || w.cfg.Tolerance != defaultRollbackTolerance ||
+		w.cfg.ForwardThreshold != defaultForwardThreshold {
 		t.Fatalf("defaults not applied: %+v", w.cfg)
 	}
 }

@@ -35,7 +35,7 @@ const maxClaimRounds = 10
 // ephemeral lease. The previous holder's fence read there comes back as
 // Identity.Fence: issue only after it. Errors wrap ErrZKUnavailable,
 // ErrLayoutMismatch, ErrClusterMismatch, ErrIncarnationMismatch,
-// ErrLeaseHeld or ErrNoFreeWorkerID when they are about those; after
+// ErrLeaseHeld or errNoFreeWorkerID when they are about those; after
 // ErrZKUnavailable the node may serve from its cache (ResumeFromCache),
 // after any error it must Close.
 func (c *Coordinator) Claim(ctx context.Context, prior Prior) (Identity, error) {
@@ -606,7 +606,7 @@ func (c *Coordinator) scanCluster(ctx context.Context, z zkclient.Client) (*scan
 // free lists the worker IDs that may be taken over at now (unix ms): no
 // lease, and every forever znode claiming it (if any) last reported more
 // than recycleAfter ago or was retired (snowflakectl node retire). summary
-// describes the space for ErrNoFreeWorkerID.
+// describes the space for errNoFreeWorkerID.
 func (s *scan) free(r WorkerRange, now int64, recycleAfter time.Duration) (ids []int64, summary string) {
 	var leased, fresh int
 	cutoff := now - recycleAfter.Milliseconds()
@@ -667,7 +667,7 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 		free, summary := s.free(ids, now, c.cfg.RecycleAfter)
 		if len(free) == 0 {
 			return claimed{}, fmt.Errorf("%w: sequence %d of %s is past the cluster's worker IDs %s (layout %s) and %s",
-				ErrNoFreeWorkerID, own.seq, own.path, ids, c.cfg.Layout, summary)
+				errNoFreeWorkerID, own.seq, own.path, ids, c.cfg.Layout, summary)
 		}
 		w := free[pickFree(c.cfg.NodeKey, attempt, len(free))]
 		c.setProgress(fmt.Sprintf("taking over worker ID %d for node key %q (recycling)", w, c.cfg.NodeKey))

@@ -132,7 +132,7 @@ func createEuAndOverlappingUs(t *testing.T, srv []string, spec ClusterSpec) {
 	t.Helper()
 	ctx := context.Background()
 	res, err := CreateCluster(ctx, srv, "", "eu", spec, 5*time.Second)
-	if err != nil || !res.Created || !slices.Equal(res.Requires, []string{FeatureTagIncarnation, FeatureWorkerIDRange}) || len(res.Overlaps) != 0 {
+	if err != nil || !res.Created || !slices.Equal(res.Requires, []string{FeatureTagIncarnation, featureWorkerIDRange}) || len(res.Overlaps) != 0 {
 		t.Fatalf("CreateCluster eu = %+v, %v", res, err)
 	}
 	if res, err = CreateCluster(ctx, srv, "", "eu", spec, 5*time.Second); err != nil || res.Created {
@@ -164,7 +164,7 @@ func checkListedEu(t *testing.T, srv []string) {
 		t.Fatalf("ListClusters = %+v, %v", rows, err)
 	}
 	if r := rows[0]; r.Name != "eu" || r.Layout != "41/10/12" || r.WorkerIDs != "0-511" || r.Workers != 1 || r.RecycleAfter != "1h0m0s" ||
-		!slices.Equal(r.Requires, []string{FeatureTagIncarnation, FeatureWorkerIDRange}) || r.Problem != "" {
+		!slices.Equal(r.Requires, []string{FeatureTagIncarnation, featureWorkerIDRange}) || r.Problem != "" {
 		t.Errorf("row eu = %+v", r)
 	}
 }
@@ -212,7 +212,7 @@ func TestIntegration_FeaturesGate(t *testing.T) {
 			`requires teleport, which this release does not know`, nil, false},
 		{"newer format", "future", []byte(`{"format":3,"requires":["x"],"layout":` + layoutJSON + `}`), "format 3", nil, false},
 		{"flat range upgraded", "ranged", flat(`,"worker_id_range":"512-1023","recycle_after_ms":3600000,"incarnation":"i"`),
-			"", []string{FeatureWorkerIDRange}, false},
+			"", []string{featureWorkerIDRange}, false},
 		{"flat plain stays flat", "plain", flat(`,"recycle_after_ms":3600000,"incarnation":"i"`), "", nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -337,9 +337,9 @@ func TestClusterDataShapes(t *testing.T) {
 		extra []string // required besides the implied ones
 	}{
 		{"plain", clusterData{Layout: snowflake.DefaultLayout(), WorkerIDs: WorkerRange{0, 1023}}, nil, nil},
-		{"range", clusterData{Layout: snowflake.DefaultLayout(), WorkerIDs: WorkerRange{512, 1023}}, []string{FeatureWorkerIDRange}, nil},
-		{"gene bits", clusterData{Layout: gene, WorkerIDs: WorkerRange{0, 1023}}, []string{FeatureGeneBits}, nil},
-		{"range, gene bits and tags", clusterData{Layout: gene, WorkerIDs: WorkerRange{0, 7}}, []string{FeatureGeneBits, FeatureWorkerIDRange},
+		{"range", clusterData{Layout: snowflake.DefaultLayout(), WorkerIDs: WorkerRange{512, 1023}}, []string{featureWorkerIDRange}, nil},
+		{"gene bits", clusterData{Layout: gene, WorkerIDs: WorkerRange{0, 1023}}, []string{featureGeneBits}, nil},
+		{"range, gene bits and tags", clusterData{Layout: gene, WorkerIDs: WorkerRange{0, 7}}, []string{featureGeneBits, featureWorkerIDRange},
 			[]string{FeatureTagIncarnation}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,7 +19,7 @@ const (
 	DefaultRecycleAfter   = 24 * time.Hour
 	DefaultReportInterval = 3 * time.Second
 	DefaultZKFenceAhead   = 30 * time.Second
-	DefaultConnectTimeout = 10 * time.Second
+	defaultConnectTimeout = 10 * time.Second
 )
 
 // ErrInvalidConfig is wrapped by every Config validation error.
@@ -124,7 +124,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		{"recycle-after", &cfg.RecycleAfter, DefaultRecycleAfter, time.Millisecond},
 		{"report interval", &cfg.ReportInterval, DefaultReportInterval, 10 * time.Millisecond},
 		{"zk-fence-ahead", &cfg.ZKFenceAhead, DefaultZKFenceAhead, 60 * time.Millisecond},
-		{"connect timeout", &cfg.ConnectTimeout, DefaultConnectTimeout, 10 * time.Millisecond},
+		{"connect timeout", &cfg.ConnectTimeout, defaultConnectTimeout, 10 * time.Millisecond},
 	} {
 		switch {
 		case *d.v < 0:

@@ -28,9 +28,9 @@ var (
 	ErrLayoutMismatch = errors.New("cluster layout mismatch")
 	// ErrLeaseHeld: the worker ID's lease is held by another live process.
 	ErrLeaseHeld = errors.New("worker lease held by another process")
-	// ErrNoFreeWorkerID: the worker-ID space is exhausted and nothing can be
+	// errNoFreeWorkerID: the worker-ID space is exhausted and nothing can be
 	// recycled.
-	ErrNoFreeWorkerID = errors.New("no free worker ID")
+	errNoFreeWorkerID = errors.New("no free worker ID")
 	// ErrClusterMismatch: a setting every node must share (--recycle-after)
 	// differs from the one recorded in the cluster znode.
 	ErrClusterMismatch = errors.New("cluster setting mismatch")

@@ -21,7 +21,7 @@
 // "prev_worker_id") and "retired" (unix ms, set by Retire). The cluster
 // znode holds the layout, a random "incarnation", the cluster's
 // "recycle_after_ms" and "worker_id_range"; a cluster that requires
-// features (see KnownFeatures) is written as {"format":2,"requires":[…],
+// features (see knownFeatures) is written as {"format":2,"requires":[…],
 // "layout":{…},"incarnation":{"id":…},…}, which releases before the list
 // fail to decode (their coordinator reads the layout, their segment store
 // the incarnation, as strings).

@@ -15,16 +15,16 @@ import (
 // Features a cluster znode may require of the nodes that join it (see
 // zkclient, which every reader of the cluster znode decodes it with).
 const (
-	// FeatureWorkerIDRange: the cluster claims only part of the worker field.
-	FeatureWorkerIDRange = zkclient.FeatureWorkerIDRange
-	// FeatureGeneBits: the layout gives low sequence bits to a gene.
-	FeatureGeneBits = zkclient.FeatureGeneBits
+	// featureWorkerIDRange: the cluster claims only part of the worker field.
+	featureWorkerIDRange = zkclient.FeatureWorkerIDRange
+	// featureGeneBits: the layout gives low sequence bits to a gene.
+	featureGeneBits = zkclient.FeatureGeneBits
 	// FeatureTagIncarnation: segment tags carry an incarnation.
 	FeatureTagIncarnation = zkclient.FeatureTagIncarnation
 )
 
-// KnownFeatures lists the features this release understands, sorted.
-func KnownFeatures() []string { return zkclient.KnownFeatures() }
+// knownFeatures lists the features this release understands, sorted.
+func knownFeatures() []string { return zkclient.KnownFeatures() }
 
 // ErrUnknownFeature: the cluster znode requires a feature (or a format)
 // this release does not know, or is being deleted; a node must not join it.
@@ -46,10 +46,10 @@ func normFeatures(fs []string) []string {
 func impliedFeatures(d clusterData) []string {
 	var fs []string
 	if d.Layout.GeneBits > 0 {
-		fs = append(fs, FeatureGeneBits)
+		fs = append(fs, featureGeneBits)
 	}
 	if full, _ := (WorkerRange{}).resolve(d.Layout); d.WorkerIDs != (WorkerRange{}) && d.WorkerIDs != full {
-		fs = append(fs, FeatureWorkerIDRange)
+		fs = append(fs, featureWorkerIDRange)
 	}
 	return fs
 }
@@ -61,14 +61,14 @@ func (d clusterData) withFeatures(fs ...string) clusterData {
 }
 
 // RequireFeature makes the cluster znode at clusterPath require feature
-// (one of KnownFeatures), version-checked: a concurrent writer makes it
+// (one of knownFeatures), version-checked: a concurrent writer makes it
 // read again. A cluster that required nothing is rewritten in the shape
 // releases before the features list refuse. Requiring a feature already
 // required is a no-op. Commands that start using a feature call it before
 // writing anything that needs it.
 func RequireFeature(ctx context.Context, z zkclient.Client, clusterPath, feature string) error {
-	if !slices.Contains(KnownFeatures(), feature) {
-		return fmt.Errorf("require feature %q: %w: this release knows %v", feature, ErrUnknownFeature, KnownFeatures())
+	if !slices.Contains(knownFeatures(), feature) {
+		return fmt.Errorf("require feature %q: %w: this release knows %v", feature, ErrUnknownFeature, knownFeatures())
 	}
 	for round := 1; round <= maxClusterRounds; round++ {
 		b, st, err := z.Get(ctx, clusterPath)

@@ -307,7 +307,7 @@ func TestIntegration_RecycleRace(t *testing.T) {
 	}
 	// Fresh reports: nothing may be recycled yet.
 	_, err := newCoord(t, cfgFor("early")).Claim(context.Background(), Prior{})
-	if !errors.Is(err, ErrNoFreeWorkerID) || !strings.Contains(err.Error(), "0 hold a lease, 4 more reported within the last 1h0m0s") {
+	if !errors.Is(err, errNoFreeWorkerID) || !strings.Contains(err.Error(), "0 hold a lease, 4 more reported within the last 1h0m0s") {
 		t.Fatalf("Claim with fresh owners: %v, want ErrNoFreeWorkerID with counts", err)
 	}
 	// Make the owners stale: last report 2h ago (recycle-after is 1h).
@@ -344,7 +344,7 @@ func TestIntegration_RecycleRace(t *testing.T) {
 			if !ids[i].Recycled || ids[i].PrevFence != base+ids[i].WorkerID {
 				t.Fatalf("%s: %+v, want recycled with the previous owner's fence %d", k, ids[i], base+ids[i].WorkerID)
 			}
-		case errors.Is(errs[i], ErrNoFreeWorkerID):
+		case errors.Is(errs[i], errNoFreeWorkerID):
 			if !strings.Contains(errs[i].Error(), "4 hold a lease") {
 				t.Fatalf("%s: %v, want counts", k, errs[i])
 			}
@@ -365,7 +365,7 @@ func TestIntegration_RecycleRace(t *testing.T) {
 	}
 	// The old owner coming back finds no free ID (all leased) and says so.
 	_, err = newCoord(t, cfgFor("old-0")).Claim(context.Background(), Prior{})
-	if !errors.Is(err, ErrNoFreeWorkerID) {
+	if !errors.Is(err, errNoFreeWorkerID) {
 		t.Fatalf("evicted owner's Claim: %v, want ErrNoFreeWorkerID", err)
 	}
 }
@@ -390,7 +390,7 @@ func TestIntegration_ExhaustionWithLiveLeases(t *testing.T) {
 		mustClaim(t, newCoord(t, cfgFor(fmt.Sprintf("live-%d", i))))
 	}
 	_, err := newCoord(t, cfgFor("fifth")).Claim(context.Background(), Prior{})
-	if !errors.Is(err, ErrNoFreeWorkerID) || !strings.Contains(err.Error(), "all 4 worker IDs of the cluster's range 0-3 are taken: 4 hold a lease") {
+	if !errors.Is(err, errNoFreeWorkerID) || !strings.Contains(err.Error(), "all 4 worker IDs of the cluster's range 0-3 are taken: 4 hold a lease") {
 		t.Fatalf("fifth Claim: %v, want ErrNoFreeWorkerID with counts", err)
 	}
 }
@@ -1019,7 +1019,7 @@ func TestIntegration_RecycleFromOutdatedScanFails(t *testing.T) {
 		t.Fatal("a lease on 2 exists")
 	}
 	// A fresh scan sees B's claim (recent) and finds nothing free.
-	if _, err := a.Claim(context.Background(), Prior{}); !errors.Is(err, ErrNoFreeWorkerID) {
+	if _, err := a.Claim(context.Background(), Prior{}); !errors.Is(err, errNoFreeWorkerID) {
 		t.Fatalf("a's Claim after the race: %v, want ErrNoFreeWorkerID", err)
 	}
 }

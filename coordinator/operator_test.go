@@ -54,7 +54,7 @@ func TestIntegration_DeleteRefusedWhileAHolderMayStillIssue(t *testing.T) {
 	b := newCoord(t, cutOffConfig(t, "b", srv, 20*time.Second))
 	cctx, cancel := context.WithTimeout(ctx, waitLong)
 	defer cancel()
-	if _, err := b.Claim(cctx, Prior{}); !errors.Is(err, ErrNoFreeWorkerID) {
+	if _, err := b.Claim(cctx, Prior{}); !errors.Is(err, errNoFreeWorkerID) {
 		t.Fatalf("a new key after the refused delete: %v, want ErrNoFreeWorkerID (the cluster intact, its one worker ID a's)", err)
 	}
 }
@@ -127,7 +127,7 @@ func TestIntegration_RetireOfALiveNodeDoesNotStick(t *testing.T) {
 	waitFor(t, waitLong, "the session to expire again", func() bool { ok, _ := exists(t, raw, lease); return !ok })
 	cctx, cancel := context.WithTimeout(ctx, waitLong)
 	defer cancel()
-	if oid, err := newCoord(t, cutOffConfig(t, "other", srv, 12*time.Second)).Claim(cctx, Prior{}); !errors.Is(err, ErrNoFreeWorkerID) {
+	if oid, err := newCoord(t, cutOffConfig(t, "other", srv, 12*time.Second)).Claim(cctx, Prior{}); !errors.Is(err, errNoFreeWorkerID) {
 		t.Errorf("a new key during the live node's second lease gap: Claim = %+v, %v; want ErrNoFreeWorkerID", oid, err)
 	}
 }

@@ -42,7 +42,7 @@ func TestIntegration_RetireLetsTheNextHolderStartAfterTheFence(t *testing.T) {
 	if err := old.Close(ctx, lastIssued); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if _, err := newCoord(t, cfgFor("early")).Claim(ctx, Prior{}); !errors.Is(err, ErrNoFreeWorkerID) {
+	if _, err := newCoord(t, cfgFor("early")).Claim(ctx, Prior{}); !errors.Is(err, errNoFreeWorkerID) {
 		t.Fatalf("before the retire: Claim %v, want ErrNoFreeWorkerID", err)
 	}
 	res, err := Retire(ctx, srv, "", "one", "old", 5*time.Second)

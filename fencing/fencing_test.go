@@ -121,8 +121,8 @@ func TestGate(t *testing.T) {
 			t.Fatalf("%s: generator fence %d, want %d", s.name, g.fence, s.wantFence)
 		}
 	}
-	if gate.ZKFence() != 6000 {
-		t.Fatalf("ZKFence %d", gate.ZKFence())
+	if gate.zkFence() != 6000 {
+		t.Fatalf("ZKFence %d", gate.zkFence())
 	}
 	if err := gate.RaiseFloor(4000); err != nil || g.floor != 4000 {
 		t.Fatalf("RaiseFloor: %v, floor %d", err, g.floor)
@@ -145,7 +145,7 @@ func TestGate(t *testing.T) {
 	sg := NewGate(standalone, NoZKFence)
 	sg.SetZKFence(10)
 	sg.SetFence(8000)
-	if standalone.fence != 8000 || sg.ZKFence() != math.MaxInt64 {
-		t.Fatalf("standalone gate: fence %d, zk %d", standalone.fence, sg.ZKFence())
+	if standalone.fence != 8000 || sg.zkFence() != math.MaxInt64 {
+		t.Fatalf("standalone gate: fence %d, zk %d", standalone.fence, sg.zkFence())
 	}
 }

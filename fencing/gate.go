@@ -70,9 +70,9 @@ func (g *Gate) SetZKFence(zk int64) {
 	g.apply()
 }
 
-// ZKFence returns the ZooKeeper fence the generator is held to (Unix ms;
+// zkFence returns the ZooKeeper fence the generator is held to (Unix ms;
 // NoZKFence without ZooKeeper).
-func (g *Gate) ZKFence() int64 {
+func (g *Gate) zkFence() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.zk

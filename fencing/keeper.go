@@ -34,7 +34,7 @@ type FenceSetter interface {
 //
 // A write that hangs (an fsync that never returns) must not make a black
 // hole: each write has a deadline (a third of the fence-ahead, at most
-// MaxWriteTimeout) after which it counts as
+// maxWriteTimeout) after which it counts as
 // failed; no lock anything else needs is held during the I/O (Persisted is
 // an atomic read); and at most one write is in flight, so a late write can
 // never land on disk after a newer one and lower the fence there. A write
@@ -59,22 +59,22 @@ type Keeper struct {
 	failed   bool
 }
 
-// MaxWriteTimeout bounds the deadline of one fence write: an fsync that
+// maxWriteTimeout bounds the deadline of one fence write: an fsync that
 // takes longer counts as failed (the node leaves service), whatever
 // --fence-ahead is.
-const MaxWriteTimeout = 2 * time.Second
+const maxWriteTimeout = 2 * time.Second
 
-// ErrHeld means Extend wrote nothing because the clock is suspect (an
+// errHeld means Extend wrote nothing because the clock is suspect (an
 // unconfirmed forward jump): a fence on it must not be persisted.
-var ErrHeld = errors.New("fence held: the clock jumped forward and is not confirmed")
+var errHeld = errors.New("fence held: the clock jumped forward and is not confirmed")
 
 // SetHold makes Extend write nothing while hold returns true. Call it
 // before Run.
 func (k *Keeper) SetHold(hold func() bool) { k.hold = hold }
 
-// ErrWriteInFlight means the previous fence write has not returned yet
+// errWriteInFlight means the previous fence write has not returned yet
 // (the disk may hang): no other write starts until it does.
-var ErrWriteInFlight = errors.New("previous fence write still running")
+var errWriteInFlight = errors.New("previous fence write still running")
 
 // NewKeeper returns a keeper whose fence starts at initial (Unix ms; the
 // fence read from disk at start, 0 for none) and registers the
@@ -82,11 +82,11 @@ var ErrWriteInFlight = errors.New("previous fence write still running")
 // persist must write the fence durably before it returns, and return the
 // fence it wrote (never below the one asked for). A write has
 // fence-ahead/3 to finish (by then the next one is due), at least 10ms and
-// at most MaxWriteTimeout.
+// at most maxWriteTimeout.
 func NewKeeper(g *health.Guard, c clock.Clock, gen FenceSetter, ahead time.Duration,
 	initial int64, persist func(fenceUnixMilli int64) (int64, error), log zerolog.Logger) *Keeper {
 	k := &Keeper{
-		ahead: ahead, timeout: min(max(ahead/3, 10*time.Millisecond), MaxWriteTimeout), clock: c, persist: persist, gen: gen, log: log,
+		ahead: ahead, timeout: min(max(ahead/3, 10*time.Millisecond), maxWriteTimeout), clock: c, persist: persist, gen: gen, log: log,
 		check: g.Check(health.ReasonFencePersist),
 		wake:  make(chan struct{}, 1),
 	}
@@ -98,9 +98,9 @@ func NewKeeper(g *health.Guard, c clock.Clock, gen FenceSetter, ahead time.Durat
 // waits for a write.
 func (k *Keeper) Persisted() int64 { return k.persisted.Load() }
 
-// Interval is how often Run extends the fence: fence-ahead/3, so the fence
+// interval is how often Run extends the fence: fence-ahead/3, so the fence
 // is never reached in normal running even if one write is slow.
-func (k *Keeper) Interval() time.Duration { return k.ahead / 3 }
+func (k *Keeper) interval() time.Duration { return k.ahead / 3 }
 
 // Extend moves the fence to max(persisted fence, now + fence-ahead, last
 // issued tick), writes it (within WriteTimeout) and then hands it to the
@@ -111,7 +111,7 @@ func (k *Keeper) Extend() error { return k.extend(context.Background()) }
 // extend is Extend, no longer waiting for the write once ctx ends.
 func (k *Keeper) extend(ctx context.Context) error {
 	if k.hold != nil && k.hold() {
-		return ErrHeld // the jump guard reports it (clock_jump), not fence_persist_failed
+		return errHeld // the jump guard reports it (clock_jump), not fence_persist_failed
 	}
 	// Never below the generator's floor: a floor raised while serving (a
 	// re-claim after another holder's fence) must reach the disk with the
@@ -144,7 +144,7 @@ func (k *Keeper) write(ctx context.Context, fence int64, final bool, timeout tim
 	}
 	if k.inFlight {
 		k.mu.Unlock()
-		err := fmt.Errorf("persist fence %d: %w (more than %v)", fence, ErrWriteInFlight, k.timeout)
+		err := fmt.Errorf("persist fence %d: %w (more than %v)", fence, errWriteInFlight, k.timeout)
 		k.fail(err)
 		return err
 	}
@@ -240,7 +240,7 @@ func (k *Keeper) Wake() {
 
 // Run extends the fence every Interval (and on Wake) until ctx ends.
 func (k *Keeper) Run(ctx context.Context) {
-	t := time.NewTicker(k.Interval())
+	t := time.NewTicker(k.interval())
 	defer t.Stop()
 	for {
 		select {

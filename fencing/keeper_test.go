@@ -220,7 +220,7 @@ func TestFenceKeeperHungWrite(t *testing.T) {
 	if k.Persisted() != good || gen.get() != good {
 		t.Fatalf("persisted %d, generator %d: want the last good fence %d", k.Persisted(), gen.get(), good)
 	}
-	if err := k.Extend(); !errors.Is(err, ErrWriteInFlight) || writes.Load() != 2 {
+	if err := k.Extend(); !errors.Is(err, errWriteInFlight) || writes.Load() != 2 {
 		t.Fatalf("second Extend while the first hangs: %v after %d writes, want ErrWriteInFlight and no new write", err, writes.Load())
 	}
 
@@ -241,7 +241,7 @@ func TestFenceKeeperHungWrite(t *testing.T) {
 
 // A stop cancels Run while its write is still on the disk: PersistFinal
 // waits for that write and then lowers the fence, instead of failing with
-// ErrWriteInFlight and leaving the fence ahead (an unclean stop). A write
+// errWriteInFlight and leaving the fence ahead (an unclean stop). A write
 // that outlasts the final write's deadline still fails it.
 func TestFenceKeeperPersistFinalWaitsForWriteInFlight(t *testing.T) {
 	for _, tc := range []struct {
@@ -301,7 +301,7 @@ func TestFenceKeeperPersistFinalWaitsForWriteInFlight(t *testing.T) {
 			if !tc.wantErr && k.Persisted() != last {
 				t.Fatalf("persisted %d, want the final fence %d", k.Persisted(), last)
 			}
-			if tc.wantErr && !errors.Is(err, ErrWriteInFlight) {
+			if tc.wantErr && !errors.Is(err, errWriteInFlight) {
 				t.Fatalf("PersistFinal: %v, want ErrWriteInFlight", err)
 			}
 		})

@@ -48,14 +48,14 @@ func borrowRun(t *testing.T, fenceAhead time.Duration, perMs int, rollback time.
 		// spins on the clock, which virtual time would never move for it.
 		// (A few readings a millisecond: the clock runs fast by well under 1%.)
 		clk := &simClock{origin: time.Now(), step: int64(time.Microsecond)}
-		cfg := DefaultConfig()
+		cfg := defaultConfig()
 		cfg.Listen = "127.0.0.1:0"
 		cfg.WorkerID = 1
 		cfg.CacheFile = filepath.Join(dir, "cache.json")
 		cfg.Layout = borrowLayout
 		cfg.Epoch = "1999-12-01T00:00:00Z"
 		cfg.FenceAhead = fenceAhead
-		cfg.RollbackPolicy = RollbackBorrow
+		cfg.RollbackPolicy = rollbackBorrow
 		cfg.seams = &seams{disk: disk.NewMem().Process()}
 		ctx, cancel := context.WithCancel(context.Background())
 		var nd *node

@@ -21,12 +21,12 @@ import (
 // ChaosBuild reports whether this binary was built with -tags chaos.
 const ChaosBuild = true
 
-// ChaosClockPath is the fault-injection endpoint of chaos builds.
-const ChaosClockPath = "/debug/chaos/clock"
+// chaosClockPath is the fault-injection endpoint of chaos builds.
+const chaosClockPath = "/debug/chaos/clock"
 
-// ChaosDiskPath is the fault-injection endpoint that makes the node's
+// chaosDiskPath is the fault-injection endpoint that makes the node's
 // cache-file writes hang (hang=true) and lets them go (hang=false).
-const ChaosDiskPath = "/debug/chaos/disk"
+const chaosDiskPath = "/debug/chaos/disk"
 
 // ChaosClockOffsetEnv sets the clock offset a chaos build starts with.
 const ChaosClockOffsetEnv = "SNOWFLAKED_CHAOS_CLOCK_OFFSET"
@@ -48,7 +48,7 @@ func chaosSetup(c clock.Clock) (chaosHooks, error) {
 	gate := &diskGate{}
 	return chaosHooks{
 		clock:  oc,
-		routes: map[string]fasthttp.RequestHandler{ChaosClockPath: oc.handle, ChaosDiskPath: gate.handle},
+		routes: map[string]fasthttp.RequestHandler{chaosClockPath: oc.handle, chaosDiskPath: gate.handle},
 		disk:   func(d disk.Disk) disk.Disk { return hungDisk{Disk: d, gate: gate} },
 	}, nil
 }
@@ -86,7 +86,7 @@ func (d *diskGate) wait() {
 func (d *diskGate) handle(ctx *fasthttp.RequestCtx) {
 	if !ctx.IsPost() {
 		ctx.Response.Header.Set("Allow", fasthttp.MethodPost)
-		writeChaosError(ctx, fasthttp.StatusMethodNotAllowed, "method_not_allowed", "use POST "+ChaosDiskPath+"?hang=true")
+		writeChaosError(ctx, fasthttp.StatusMethodNotAllowed, "method_not_allowed", "use POST "+chaosDiskPath+"?hang=true")
 		return
 	}
 	hang, err := strconv.ParseBool(string(ctx.QueryArgs().Peek("hang")))
@@ -126,7 +126,7 @@ type chaosError struct {
 func (o *offsetClock) handle(ctx *fasthttp.RequestCtx) {
 	if !ctx.IsPost() {
 		ctx.Response.Header.Set("Allow", fasthttp.MethodPost)
-		writeChaosError(ctx, fasthttp.StatusMethodNotAllowed, "method_not_allowed", "use POST "+ChaosClockPath+"?offset=-5s")
+		writeChaosError(ctx, fasthttp.StatusMethodNotAllowed, "method_not_allowed", "use POST "+chaosClockPath+"?offset=-5s")
 		return
 	}
 	raw := string(ctx.QueryArgs().Peek("offset"))

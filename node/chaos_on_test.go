@@ -22,9 +22,9 @@ func TestChaosClockHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := routes[ChaosClockPath]
+	h := routes[chaosClockPath]
 	if h == nil {
-		t.Fatalf("no %s route", ChaosClockPath)
+		t.Fatalf("no %s route", chaosClockPath)
 	}
 	tests := []struct {
 		method, query string
@@ -43,7 +43,7 @@ func TestChaosClockHandler(t *testing.T) {
 		t.Run(tc.method+" "+tc.query, func(t *testing.T) {
 			var ctx fasthttp.RequestCtx
 			ctx.Request.Header.SetMethod(tc.method)
-			ctx.Request.SetRequestURI(ChaosClockPath + "?" + tc.query)
+			ctx.Request.SetRequestURI(chaosClockPath + "?" + tc.query)
 			h(&ctx)
 			if got := ctx.Response.StatusCode(); got != tc.status {
 				t.Fatalf("status %d, want %d: %s", got, tc.status, ctx.Response.Body())
@@ -113,9 +113,9 @@ func TestChaosDiskHang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := hooks.routes[ChaosDiskPath]
+	h := hooks.routes[chaosDiskPath]
 	if h == nil || hooks.disk == nil {
-		t.Fatalf("no %s route or disk decorator", ChaosDiskPath)
+		t.Fatalf("no %s route or disk decorator", chaosDiskPath)
 	}
 	mem := disk.NewMem()
 	d := hooks.disk(mem.Process())
@@ -127,7 +127,7 @@ func TestChaosDiskHang(t *testing.T) {
 	post := func(query string) int {
 		var ctx fasthttp.RequestCtx
 		ctx.Request.Header.SetMethod("POST")
-		ctx.Request.SetRequestURI(ChaosDiskPath + "?" + query)
+		ctx.Request.SetRequestURI(chaosDiskPath + "?" + query)
 		h(&ctx)
 		return ctx.Response.StatusCode()
 	}

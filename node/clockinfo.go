@@ -11,8 +11,8 @@ import (
 
 // Modes of a node, as reported by GET /clock.
 const (
-	ModeStandalone = nodestate.ModeStandalone // the status page leaves the cluster table out for it
-	ModeZooKeeper  = nodestate.ModeZooKeeper
+	modeStandalone = nodestate.ModeStandalone // the status page leaves the cluster table out for it
+	modeZooKeeper  = nodestate.ModeZooKeeper
 )
 
 // ClockInfo is the body of GET /clock: the node's time, fence,

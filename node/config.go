@@ -28,35 +28,35 @@ var ErrInvalidConfig = errors.New("invalid configuration")
 
 // Log formats accepted by --log-format.
 const (
-	LogFormatJSON    = "json"
+	logFormatJSON    = "json"
 	LogFormatConsole = "console"
 )
 
 // borrow reports whether --rollback-policy is borrow.
-func (c Config) borrow() bool { return c.RollbackPolicy == RollbackBorrow }
+func (c Config) borrow() bool { return c.RollbackPolicy == rollbackBorrow }
 
 // Rollback policies accepted by --rollback-policy.
 const (
-	// RollbackLeave takes a node out of service for a rollback beyond
+	// rollbackLeave takes a node out of service for a rollback beyond
 	// --rollback-tolerance until the clock catches up (the default).
-	RollbackLeave = "leave"
-	// RollbackBorrow keeps serving through a rollback, from the last issued
+	rollbackLeave = "leave"
+	// rollbackBorrow keeps serving through a rollback, from the last issued
 	// time forward, inside the persisted fences.
-	RollbackBorrow = "borrow"
+	rollbackBorrow = "borrow"
 )
 
 // Limits on flag values that Validate enforces (--max-batch is bounded by
 // server.MaxBatchLimit, the limit of the server it configures).
 const (
-	// MinFenceAhead is the smallest --fence-ahead: the fence keeper runs
+	// minFenceAhead is the smallest --fence-ahead: the fence keeper runs
 	// every fence-ahead/3, which must be at least a millisecond.
-	MinFenceAhead = 3 * time.Millisecond
-	// MaxRollbackTolerance bounds --rollback-tolerance: the generator waits
+	minFenceAhead = 3 * time.Millisecond
+	// maxRollbackTolerance bounds --rollback-tolerance: the generator waits
 	// this long inside a request.
-	MaxRollbackTolerance = time.Second
+	maxRollbackTolerance = time.Second
 )
 
-// Config is every flag of snowflaked. DefaultConfig holds their defaults
+// Config is every flag of snowflaked. defaultConfig holds their defaults
 // (the flag table of docs/operations.md); RegisterFlags binds the fields to
 // flags.
 type Config struct {
@@ -77,7 +77,7 @@ type Config struct {
 	MaxBatch         int           // --max-batch: largest /ids count
 
 	RollbackTolerance time.Duration // --rollback-tolerance
-	RollbackPolicy    string        // --rollback-policy: RollbackLeave or RollbackBorrow
+	RollbackPolicy    string        // --rollback-policy: rollbackLeave or rollbackBorrow
 	FenceAhead        time.Duration // --fence-ahead
 	ReportInterval    time.Duration // --report-interval (ZooKeeper mode)
 	MaxStartWait      time.Duration // --max-start-wait
@@ -125,7 +125,7 @@ type seams struct {
 	// wrapStore wraps the store segment mode uses (simulations break rules
 	// with it).
 	wrapStore      func(segment.Store) segment.Store
-	yearsLeftEvery time.Duration // 0: YearsLeftCheckInterval
+	yearsLeftEvery time.Duration // 0: yearsLeftCheckInterval
 	noMetrics      bool          // benchmarks: the server without an observer
 	built          func(*node)   // called once the node is built, before it serves
 }
@@ -162,15 +162,15 @@ const EnvPrefix = "SNOWFLAKED_"
 // registers (true for each), for checking deployment files against.
 func EnvVars() map[string]bool {
 	fs := flag.NewFlagSet("snowflaked", flag.ContinueOnError)
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.RegisterFlags(fs)
 	vars := map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) { vars[envflag.VarName(EnvPrefix, f.Name)] = true })
 	return vars
 }
 
-// DefaultConfig returns the flags' defaults.
-func DefaultConfig() Config {
+// defaultConfig returns the flags' defaults.
+func defaultConfig() Config {
 	return Config{
 		Listen:            ":8080",
 		Cluster:           "default",
@@ -182,7 +182,7 @@ func DefaultConfig() Config {
 		TimeUnit:          "1ms",
 		MaxBatch:          server.DefaultMaxBatch,
 		RollbackTolerance: snowflake.DefaultRollbackTolerance,
-		RollbackPolicy:    RollbackLeave,
+		RollbackPolicy:    rollbackLeave,
 		FenceAhead:        3 * time.Second,
 		ReportInterval:    coordinator.DefaultReportInterval,
 		MaxStartWait:      10 * time.Second,
@@ -193,16 +193,16 @@ func DefaultConfig() Config {
 		PeerInterval:      clockguard.DefaultPeerInterval,
 		PeerMaxOffset:     clockguard.DefaultPeerMaxOffset,
 		LogLevel:          "info",
-		LogFormat:         LogFormatJSON,
+		LogFormat:         logFormatJSON,
 		ShutdownTimeout:   10 * time.Second,
 	}
 }
 
 // RegisterFlags binds every field of c to a flag of fs. The flags' defaults
-// are those of DefaultConfig (whatever c held before), so after fs.Parse c
+// are those of defaultConfig (whatever c held before), so after fs.Parse c
 // is the defaults overridden by the command line.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	d := DefaultConfig()
+	d := defaultConfig()
 	fs.StringVar(&c.Listen, "listen", d.Listen, "HTTP listen address")
 	fs.StringVar(&c.Advertise, "advertise", d.Advertise, "host:port that clients and peers reach this node at (default: derived from --listen)")
 	fs.StringVar(&c.Cluster, "cluster", d.Cluster, "cluster name (ZooKeeper path /snowflaked/<cluster>)")
@@ -238,16 +238,16 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
 }
 
-// Standalone reports whether the node runs without ZooKeeper.
-func (c Config) Standalone() bool { return c.ZK == "" }
+// standalone reports whether the node runs without ZooKeeper.
+func (c Config) standalone() bool { return c.ZK == "" }
 
-// ZKServers returns the addresses of --zk, split on commas and trimmed
+// zkServers returns the addresses of --zk, split on commas and trimmed
 // (nil in standalone mode).
-func (c Config) ZKServers() []string { return splitList(c.ZK) }
+func (c Config) zkServers() []string { return splitList(c.ZK) }
 
-// NTPServers returns the servers of --ntp, split on commas and trimmed (nil
+// ntpServers returns the servers of --ntp, split on commas and trimmed (nil
 // when the check is disabled).
-func (c Config) NTPServers() []string { return splitList(c.NTP) }
+func (c Config) ntpServers() []string { return splitList(c.NTP) }
 
 func splitList(s string) []string {
 	if strings.TrimSpace(s) == "" {
@@ -273,13 +273,13 @@ func concreteHost(addr string) bool {
 	return true
 }
 
-// AdvertiseAddr returns the host:port this node is reached at: --advertise,
+// advertiseAddr returns the host:port this node is reached at: --advertise,
 // or else the host of --listen with the port actually listened on (so
 // --listen 127.0.0.1:0 advertises the port the kernel picked). A --listen
 // without a concrete host (":8080", "0.0.0.0:8080") cannot be advertised:
 // in ZooKeeper mode Validate requires --advertise then, and this returns an
 // error wrapping ErrInvalidConfig.
-func (c Config) AdvertiseAddr(listening net.Addr) (string, error) {
+func (c Config) advertiseAddr(listening net.Addr) (string, error) {
 	if c.Advertise != "" {
 		return c.Advertise, nil
 	}
@@ -294,8 +294,8 @@ func (c Config) AdvertiseAddr(listening net.Addr) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// NodeKeyFor returns --node-key, or the advertised address when it is unset.
-func (c Config) NodeKeyFor(advertise string) string {
+// nodeKeyFor returns --node-key, or the advertised address when it is unset.
+func (c Config) nodeKeyFor(advertise string) string {
 	if c.NodeKey != "" {
 		return c.NodeKey
 	}
@@ -308,9 +308,9 @@ func (c Config) workerIDs() coordinator.WorkerRange {
 	return r
 }
 
-// ParseLayout returns the ID layout of --layout, --epoch, --time-unit and
+// parseLayout returns the ID layout of --layout, --epoch, --time-unit and
 // --gene-bits, validated against now.
-func (c Config) ParseLayout(now time.Time) (snowflake.Layout, error) {
+func (c Config) parseLayout(now time.Time) (snowflake.Layout, error) {
 	l, err := snowflake.ParseLayout(c.Layout, c.Epoch, c.TimeUnit, now)
 	if err != nil {
 		return snowflake.Layout{}, fmt.Errorf("%w: --layout %s --epoch %s --time-unit %s: %w", ErrInvalidConfig, c.Layout, c.Epoch, c.TimeUnit, err)
@@ -329,7 +329,7 @@ func (c Config) ParseLayout(now time.Time) (snowflake.Layout, error) {
 // error wraps ErrInvalidConfig and names the flag.
 func (c Config) Validate() error {
 	v := validation{c: c}
-	v.layout, v.layoutErr = c.ParseLayout(time.Now())
+	v.layout, v.layoutErr = c.parseLayout(time.Now())
 	for _, check := range configChecks {
 		check(&v)
 	}
@@ -400,7 +400,7 @@ func (v *validation) addresses() {
 // and an address peers can reach.
 func (v *validation) zooKeeper() {
 	c := v.c
-	if c.Standalone() {
+	if c.standalone() {
 		return
 	}
 	if emptyEntry(c.ZK) {
@@ -431,7 +431,7 @@ func (v *validation) identity() {
 }
 
 // idLayout reports the error of --layout, --epoch, --time-unit and
-// --gene-bits (ParseLayout's).
+// --gene-bits (parseLayout's).
 func (v *validation) idLayout() {
 	if v.layoutErr != nil {
 		v.errs = append(v.errs, v.layoutErr)
@@ -444,9 +444,9 @@ func (v *validation) workerID() {
 	switch {
 	case c.WorkerID < -1:
 		v.bad("--worker-id %d: want 0 or more (or -1 for unset)", c.WorkerID)
-	case c.WorkerID == -1 && c.Standalone():
+	case c.WorkerID == -1 && c.standalone():
 		v.bad("--worker-id is required without --zk (standalone mode)")
-	case c.WorkerID >= 0 && !c.Standalone():
+	case c.WorkerID >= 0 && !c.standalone():
 		v.bad("--worker-id %d: only for standalone mode; with --zk the worker ID is claimed in ZooKeeper", c.WorkerID)
 	case c.WorkerID >= 0 && v.layoutErr == nil && c.WorkerID > v.layout.MaxWorkerID():
 		v.bad("--worker-id %d: layout %s holds worker IDs 0..%d", c.WorkerID, v.layout, v.layout.MaxWorkerID())
@@ -462,12 +462,12 @@ func (v *validation) workerRange() {
 	case err != nil:
 		v.bad("--worker-id-range: %v", err)
 	case c.WorkerIDRange == "":
-	case c.Standalone():
+	case c.standalone():
 		v.bad("--worker-id-range %s: only with --zk (a standalone node's worker ID is --worker-id)", c.WorkerIDRange)
 	case v.layoutErr == nil && r.Hi > v.layout.MaxWorkerID():
 		v.bad("--worker-id-range %s: layout %s holds worker IDs 0..%d", c.WorkerIDRange, v.layout, v.layout.MaxWorkerID())
 	}
-	if c.CreateCluster && c.Standalone() {
+	if c.CreateCluster && c.standalone() {
 		v.bad("--create-cluster: only with --zk (a standalone node has no cluster in ZooKeeper)")
 	}
 }
@@ -478,14 +478,14 @@ func (v *validation) generator() {
 	if c.MaxBatch < 1 || c.MaxBatch > server.MaxBatchLimit {
 		v.bad("--max-batch %d: want 1..%d", c.MaxBatch, server.MaxBatchLimit)
 	}
-	if c.RollbackTolerance < 0 || c.RollbackTolerance > MaxRollbackTolerance {
-		v.bad("--rollback-tolerance %s: want 0..%s", c.RollbackTolerance, MaxRollbackTolerance)
+	if c.RollbackTolerance < 0 || c.RollbackTolerance > maxRollbackTolerance {
+		v.bad("--rollback-tolerance %s: want 0..%s", c.RollbackTolerance, maxRollbackTolerance)
 	}
-	if c.RollbackPolicy != RollbackLeave && c.RollbackPolicy != RollbackBorrow {
-		v.bad("--rollback-policy %q: want %s or %s", c.RollbackPolicy, RollbackLeave, RollbackBorrow)
+	if c.RollbackPolicy != rollbackLeave && c.RollbackPolicy != rollbackBorrow {
+		v.bad("--rollback-policy %q: want %s or %s", c.RollbackPolicy, rollbackLeave, rollbackBorrow)
 	}
-	if c.FenceAhead < MinFenceAhead {
-		v.bad("--fence-ahead %s: want at least %s (the fence is renewed every fence-ahead/3)", c.FenceAhead, MinFenceAhead)
+	if c.FenceAhead < minFenceAhead {
+		v.bad("--fence-ahead %s: want at least %s (the fence is renewed every fence-ahead/3)", c.FenceAhead, minFenceAhead)
 	}
 }
 
@@ -524,7 +524,7 @@ func (v *validation) logging() {
 	if _, err := zerolog.ParseLevel(c.LogLevel); err != nil || c.LogLevel == "" {
 		v.bad("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
 	}
-	if c.LogFormat != LogFormatJSON && c.LogFormat != LogFormatConsole {
+	if c.LogFormat != logFormatJSON && c.LogFormat != LogFormatConsole {
 		v.bad("--log-format %q: want json or console", c.LogFormat)
 	}
 	v.positive("--shutdown-timeout", c.ShutdownTimeout)

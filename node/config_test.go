@@ -44,8 +44,8 @@ func TestDefaultConfigMatchesSpec(t *testing.T) {
 	if n != len(want) {
 		t.Errorf("%d flags registered, want %d", n, len(want))
 	}
-	if c != DefaultConfig() {
-		t.Errorf("parsed defaults %+v differ from DefaultConfig %+v", c, DefaultConfig())
+	if c != defaultConfig() {
+		t.Errorf("parsed defaults %+v differ from DefaultConfig %+v", c, defaultConfig())
 	}
 }
 
@@ -85,7 +85,7 @@ func TestEnvVars(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	ok := DefaultConfig()
+	ok := defaultConfig()
 	ok.WorkerID = 1
 	tests := []struct {
 		name   string
@@ -178,9 +178,9 @@ func TestAdvertiseAddrAndNodeKey(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := DefaultConfig()
+			c := defaultConfig()
 			c.Listen, c.Advertise, c.NodeKey = tc.listen, tc.advertise, tc.nodeKey
-			adv, err := c.AdvertiseAddr(listening)
+			adv, err := c.advertiseAddr(listening)
 			if tc.wantErr != "" {
 				if err == nil || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("AdvertiseAddr = %q, %v; want an ErrInvalidConfig with %q", adv, err, tc.wantErr)
@@ -190,7 +190,7 @@ func TestAdvertiseAddrAndNodeKey(t *testing.T) {
 			if err != nil || adv != tc.wantAdv {
 				t.Fatalf("AdvertiseAddr = %q, %v; want %q", adv, err, tc.wantAdv)
 			}
-			if key := c.NodeKeyFor(adv); key != tc.wantKey {
+			if key := c.nodeKeyFor(adv); key != tc.wantKey {
 				t.Errorf("NodeKeyFor = %q, want %q", key, tc.wantKey)
 			}
 		})
@@ -198,16 +198,16 @@ func TestAdvertiseAddrAndNodeKey(t *testing.T) {
 }
 
 func TestServerLists(t *testing.T) {
-	c := DefaultConfig()
+	c := defaultConfig()
 	c.ZK, c.NTP = " a:1 , b:2,c", ""
-	if got := c.ZKServers(); strings.Join(got, "|") != "a:1|b:2|c" {
+	if got := c.zkServers(); strings.Join(got, "|") != "a:1|b:2|c" {
 		t.Errorf("ZKServers = %q", got)
 	}
-	if got := c.NTPServers(); got != nil {
+	if got := c.ntpServers(); got != nil {
 		t.Errorf("NTPServers of empty --ntp = %q, want nil", got)
 	}
 	c.ZK = ""
-	if got := c.ZKServers(); got != nil {
+	if got := c.zkServers(); got != nil {
 		t.Errorf("ZKServers in standalone mode = %q", got)
 	}
 }

@@ -9,14 +9,14 @@ import (
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
-// ErrCacheMismatch means the cache file belongs to another identity (worker
+// errCacheMismatch means the cache file belongs to another identity (worker
 // ID, layout, cluster or node key) than the flags ask for. It is wrapped
 // together with ErrInvalidConfig.
-var ErrCacheMismatch = errors.New("cache file does not match the configuration")
+var errCacheMismatch = errors.New("cache file does not match the configuration")
 
-// StandaloneCluster is the Cluster (and NodeKey) of a standalone node's
+// standaloneCluster is the Cluster (and NodeKey) of a standalone node's
 // cache-file entry: empty, so it can never match a ZooKeeper cluster's name.
-const StandaloneCluster = ""
+const standaloneCluster = ""
 
 // identity is who the node is and what the previous run promised: the
 // worker ID, layout and fence, as the cache-file entry the fence keeper
@@ -36,8 +36,8 @@ type identity struct {
 // fence from the cache file, which must belong to the same worker ID and
 // layout. No file means a first start (no fence); a damaged one is an error.
 func standaloneIdentity(cfg Config, layout snowflake.Layout) (identity, error) {
-	id := identity{mode: ModeStandalone, entry: cachefile.Entry{
-		Cluster: StandaloneCluster, NodeKey: StandaloneCluster, WorkerID: cfg.WorkerID, Layout: layout,
+	id := identity{mode: modeStandalone, entry: cachefile.Entry{
+		Cluster: standaloneCluster, NodeKey: standaloneCluster, WorkerID: cfg.WorkerID, Layout: layout,
 	}}
 	e, err := cachefile.LoadFrom(cfg.files(), cfg.CacheFile)
 	switch {
@@ -47,13 +47,13 @@ func standaloneIdentity(cfg Config, layout snowflake.Layout) (identity, error) {
 	case err != nil:
 		return identity{}, fmt.Errorf("standalone identity: %w", err)
 	}
-	if e.Cluster != StandaloneCluster || e.NodeKey != StandaloneCluster {
+	if e.Cluster != standaloneCluster || e.NodeKey != standaloneCluster {
 		return identity{}, fmt.Errorf("%w: %w: %s holds worker %d of cluster %q (node key %q), written in ZooKeeper mode; standalone mode with --worker-id %d needs its own --cache-file",
-			ErrInvalidConfig, ErrCacheMismatch, cfg.CacheFile, e.WorkerID, e.Cluster, e.NodeKey, cfg.WorkerID)
+			ErrInvalidConfig, errCacheMismatch, cfg.CacheFile, e.WorkerID, e.Cluster, e.NodeKey, cfg.WorkerID)
 	}
 	if e.WorkerID != cfg.WorkerID || !e.Layout.Equal(layout) {
 		return identity{}, fmt.Errorf("%w: %w: %s holds worker %d with layout %s; --worker-id is %d with layout %s: pass the cached values or use another --cache-file",
-			ErrInvalidConfig, ErrCacheMismatch, cfg.CacheFile, e.WorkerID, e.Layout.Describe(), cfg.WorkerID, layout.Describe())
+			ErrInvalidConfig, errCacheMismatch, cfg.CacheFile, e.WorkerID, e.Layout.Describe(), cfg.WorkerID, layout.Describe())
 	}
 	id.entry.Fence = e.Fence
 	id.from = "cache file " + cfg.CacheFile

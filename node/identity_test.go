@@ -53,14 +53,14 @@ func TestStandaloneIdentity(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cfg := DefaultConfig()
+			cfg := defaultConfig()
 			cfg.WorkerID, cfg.CacheFile = tc.worker, path
 			id, err := standaloneIdentity(cfg, tc.layout)
 			if tc.wantErr == nil {
 				if err != nil {
 					t.Fatalf("loadIdentity: %v", err)
 				}
-				if id.entry.Fence != tc.wantFence || id.entry.WorkerID != tc.worker || !id.entry.Layout.Equal(tc.layout) || id.mode != ModeStandalone {
+				if id.entry.Fence != tc.wantFence || id.entry.WorkerID != tc.worker || !id.entry.Layout.Equal(tc.layout) || id.mode != modeStandalone {
 					t.Errorf("identity %+v", id)
 				}
 				return
@@ -73,7 +73,7 @@ func TestStandaloneIdentity(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, s)
 				}
 			}
-			if got := errors.Is(err, ErrCacheMismatch) && errors.Is(err, ErrInvalidConfig); got != tc.mismatch {
+			if got := errors.Is(err, errCacheMismatch) && errors.Is(err, ErrInvalidConfig); got != tc.mismatch {
 				t.Errorf("mismatch error = %v, want %v (%v)", got, tc.mismatch, err)
 			}
 		})

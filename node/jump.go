@@ -14,9 +14,9 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 )
 
-// JumpHold is how long a forward clock jump must hold before the node
+// jumpHold is how long a forward clock jump must hold before the node
 // trusts it when neither NTP nor peers can confirm it.
-const JumpHold = time.Minute
+const jumpHold = time.Minute
 
 // jumpPoll is how often the jump guard looks at the clock (unless it
 // shares the node's sampler: shareSampler) and at the sources' verdicts on
@@ -53,9 +53,9 @@ type jumpConfirmer interface {
 // (one is asked at once, and their rounds re-check with backoff while the
 // jump is held), agree with the new time by a strict majority, or when
 // none of them reached a verdict since the jump (not configured,
-// unreachable) for JumpHold; then the jump, as measured, is added to the
+// unreachable) for jumpHold; then the jump, as measured, is added to the
 // baseline (a second jump meanwhile is a suspicion of its own). Once a
-// source has disagreed with the jump, JumpHold no longer applies: only an
+// source has disagreed with the jump, jumpHold no longer applies: only an
 // agreement or the undo ends the suspicion, whatever later rounds fail to
 // measure.
 //
@@ -108,7 +108,7 @@ type jumpGuard struct {
 }
 
 func newJumpGuard(g *health.Guard, c clock.Clock, threshold time.Duration, log zerolog.Logger, confirmers ...jumpConfirmer) *jumpGuard {
-	j := &jumpGuard{clk: c, threshold: threshold, hold: JumpHold, check: g.Check(health.ReasonClockJump), log: log}
+	j := &jumpGuard{clk: c, threshold: threshold, hold: jumpHold, check: g.Check(health.ReasonClockJump), log: log}
 	for _, cf := range confirmers {
 		if cf != nil && cf.enabled() {
 			j.confirmers = append(j.confirmers, cf)
@@ -293,7 +293,7 @@ func (j *jumpGuard) reaskIfUndone(ctx context.Context) {
 
 // tryConfirm accepts a suspect jump that the sources confirmed (asking
 // each once, at once, after the jump; their rounds go on re-checking while
-// it is held) or that held for JumpHold with no source reaching a verdict.
+// it is held) or that held for jumpHold with no source reaching a verdict.
 // Each source's last verdict since the jump counts: accepted when at least
 // one agrees and none disagrees, so one source agreeing never overrides
 // another that disagrees by its majority (a bad time source the peers

@@ -70,13 +70,13 @@ func TestJumpGuard(t *testing.T) {
 		{name: "a jump, undone: fences resume at once", jump: 10 * time.Second, undo: true, wantRecheck: 0},
 		{name: "a jump judged, then undone: the source is asked again", confirmer: &fakeConfirmer{answers: true}, jump: 10 * time.Second,
 			judgeBeforeUndo: true, undo: true, wantRecheck: 2},
-		{name: "no source: held until JumpHold", jump: 10 * time.Second, wait: JumpHold / 2, wantHold: true},
-		{name: "no source: accepted after JumpHold", jump: 10 * time.Second, wait: JumpHold},
+		{name: "no source: held until JumpHold", jump: 10 * time.Second, wait: jumpHold / 2, wantHold: true},
+		{name: "no source: accepted after JumpHold", jump: 10 * time.Second, wait: jumpHold},
 		{name: "a source agrees: accepted at once", confirmer: &fakeConfirmer{answers: true, agrees: true}, jump: 10 * time.Second, wantRecheck: 1},
 		{name: "a source disagrees: held, even past JumpHold", confirmer: &fakeConfirmer{answers: true}, jump: 10 * time.Second,
-			wait: 2 * JumpHold, wantHold: true, wantRecheck: 1},
+			wait: 2 * jumpHold, wantHold: true, wantRecheck: 1},
 		{name: "a source that cannot answer: accepted after JumpHold", confirmer: &fakeConfirmer{}, jump: 10 * time.Second,
-			wait: JumpHold, wantRecheck: 1},
+			wait: jumpHold, wantRecheck: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,7 +177,7 @@ func TestJumpGuardReasksAfterAStep(t *testing.T) {
 // hour: the peer round asked at once could not list the peers, yet stamped
 // its snapshot with the jumped clock and kept the last good round's
 // figures, which read as "answered, agrees", so the jump was accepted at
-// once and written into the fences. It must be held for JumpHold instead.
+// once and written into the fences. It must be held for jumpHold instead.
 func TestJumpGuardPeerRoundWithoutAListConfirmsNothing(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -214,12 +214,12 @@ func TestJumpGuardPeerRoundWithoutAListConfirmsNothing(t *testing.T) {
 	if !j.Holding() {
 		t.Fatal("the jump was accepted on a peer round that measured nothing")
 	}
-	clk.Advance(JumpHold / 2)
+	clk.Advance(jumpHold / 2)
 	j.tryConfirm(ctx)
 	if !j.Holding() {
 		t.Fatal("the jump was accepted before JumpHold with no source answering")
 	}
-	clk.Advance(JumpHold / 2)
+	clk.Advance(jumpHold / 2)
 	j.tryConfirm(ctx)
 	if j.Holding() {
 		t.Fatal("the jump is still held after JumpHold with no source answering")
@@ -305,7 +305,7 @@ func newPeerJump(t *testing.T, n int) peerJump {
 
 // Once the peers, measured after the jump, disagreed with it, a later
 // round that measures nothing (every other node out of service or
-// restarting: an empty list; or none reachable) must not let JumpHold
+// restarting: an empty list; or none reachable) must not let jumpHold
 // accept it: the jump stands against the only evidence there is.
 func TestJumpGuardRemembersADisagreement(t *testing.T) {
 	for _, tc := range []struct {
@@ -322,7 +322,7 @@ func TestJumpGuardRemembersADisagreement(t *testing.T) {
 				t.Fatal("a jump of an hour is not held")
 			}
 			j.tryConfirm(ctx) // asks the peers at once: 2 of 2 disagree
-			clk.Advance(JumpHold)
+			clk.Advance(jumpHold)
 			j.tryConfirm(ctx)
 			if !j.Holding() {
 				t.Fatal("accepted past JumpHold although the peers disagreed")
@@ -535,7 +535,7 @@ func TestJumpGuardOneSourceAgreeingDoesNotOverrideAnother(t *testing.T) {
 
 // The peers' jury is every peer listed: one reachable peer of three (two
 // unreachable) decides nothing alone, as one NTP server of three does not,
-// so with no majority the jump is accepted after JumpHold.
+// so with no majority the jump is accepted after jumpHold.
 func TestJumpGuardOneReachablePeerOfThreeDecidesNothing(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	live := startAdjustablePeers(t, clk, 1)
@@ -557,7 +557,7 @@ func TestJumpGuardOneReachablePeerOfThreeDecidesNothing(t *testing.T) {
 	if !j.Holding() {
 		t.Fatal("accepted at once with no majority")
 	}
-	clk.Advance(JumpHold)
+	clk.Advance(jumpHold)
 	j.tryConfirm(ctx)
 	if j.Holding() {
 		t.Fatalf("still held after JumpHold on one peer's word of three listed: %+v", peers.Snapshot())
@@ -602,7 +602,7 @@ func TestJumpGuardCheckFollowsTheSuspicion(t *testing.T) {
 			first: func(clk *clocktest.Fake, j *jumpGuard) {
 				clk.StepWall(10 * time.Second)
 				j.step()
-				clk.Advance(JumpHold) // no source: accepted after JumpHold
+				clk.Advance(jumpHold) // no source: accepted after jumpHold
 				j.tryConfirm(context.Background())
 			},
 			then: func(clk *clocktest.Fake, j *jumpGuard) { clk.StepWall(time.Hour); j.Holding() },
@@ -701,7 +701,7 @@ func TestJumpGuardConfirmedOvershootIsTheNewTrajectory(t *testing.T) {
 		t.Fatalf("overshoot of 4s: holding %v, %+v", j.Holding(), g.Status())
 	}
 	j.tryConfirm(context.Background())
-	clk.Advance(JumpHold)
+	clk.Advance(jumpHold)
 	j.tryConfirm(context.Background())
 	if j.Holding() {
 		t.Fatalf("still holding after JumpHold with no source: %+v", g.Status())

@@ -10,20 +10,20 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 )
 
-// ErrCacheLocked means another process uses the same cache file: two
+// errCacheLocked means another process uses the same cache file: two
 // processes issuing IDs with one cache file would share a worker ID and
 // fence, so the second one refuses to start.
-var ErrCacheLocked = errors.New("cache file in use by another process")
+var errCacheLocked = errors.New("cache file in use by another process")
 
 // lockPath is the lock file that guards a cache file. It sits beside the
 // cache file and is never deleted (deleting a lock file races with a process
 // that is about to take it).
 func lockPath(cacheFile string) string { return cacheFile + ".lock" }
 
-// ErrLockLost means the cache file's lock file was deleted or replaced
+// errLockLost means the cache file's lock file was deleted or replaced
 // under the running process: another process may take a new lock and run
 // on the same cache file, so this one writes no fence any more.
-var ErrLockLost = errors.New("the cache file's lock file was deleted or replaced")
+var errLockLost = errors.New("the cache file's lock file was deleted or replaced")
 
 // cacheLock is the lock a process holds on its cache file for its life.
 type cacheLock struct {
@@ -48,7 +48,7 @@ func lockCacheFile(cacheFile string) (*cacheLock, error) {
 		f.Close()
 		if errors.Is(err, errWouldBlock) {
 			return nil, fmt.Errorf("%w: %s is locked (%s): another snowflaked runs with this --cache-file; give every process its own",
-				ErrCacheLocked, cacheFile, path)
+				errCacheLocked, cacheFile, path)
 		}
 		return nil, fmt.Errorf("lock cache file %s: %w", path, err)
 	}
@@ -79,7 +79,7 @@ func (l *cacheLock) release() { l.f.Close() }
 func (l *cacheLock) held() error {
 	locked, err := l.f.Stat()
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrLockLost, l.path, err)
+		return fmt.Errorf("%w: %s: %v", errLockLost, l.path, err)
 	}
 	now, err := os.Stat(l.path)
 	if err != nil || !os.SameFile(locked, now) {
@@ -88,7 +88,7 @@ func (l *cacheLock) held() error {
 			what = "deleted"
 		}
 		return fmt.Errorf("%w: %s was %s under this process: another one may run on the same cache file; this one persists no fence any more (restart it once only one runs)",
-			ErrLockLost, l.path, what)
+			errLockLost, l.path, what)
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func TestCacheLockNoticesItsFileGone(t *testing.T) {
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("held: %v", err)
-			case tc.want != "" && (!errors.Is(err, ErrLockLost) || !strings.Contains(err.Error(), tc.want)):
+			case tc.want != "" && (!errors.Is(err, errLockLost) || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("held: %v, want ErrLockLost naming %q", err, tc.want)
 			}
 		})
@@ -188,7 +188,7 @@ func TestLockedDiskNeverLandsAWriteAfterTheLockIsLost(t *testing.T) {
 				return a.held()
 			}}
 			err = cachefile.SaveTo(d, path, cachefile.Entry{WorkerID: 3, Layout: snowflake.DefaultLayout(), Fence: 5_000})
-			if !errors.Is(err, ErrLockLost) {
+			if !errors.Is(err, errLockLost) {
 				t.Fatalf("A's write with the lock lost: %v, want ErrLockLost", err)
 			}
 			e, err := cachefile.Load(path)

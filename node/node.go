@@ -114,7 +114,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) (err error) {
 	if n.routes, err = mergeRoutes(hooks.routes); err != nil {
 		return err
 	}
-	if n.layout, err = cfg.ParseLayout(clock.WallTime(n.clock)); err != nil {
+	if n.layout, err = cfg.parseLayout(clock.WallTime(n.clock)); err != nil {
 		return err
 	}
 	// 0. One process per cache file; the listener first, so the advertised
@@ -150,7 +150,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) (err error) {
 	}()
 
 	// 1. Identity: worker ID and the fence the previous run left.
-	if cfg.Standalone() {
+	if cfg.standalone() {
 		n.start.setStep("reading the cache file " + cfg.CacheFile)
 		n.ident, err = standaloneIdentity(cfg, n.layout)
 	} else {
@@ -202,13 +202,13 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) (err error) {
 // zkIdentity creates the coordinator and claims the worker ID (see the
 // package-level zkIdentity for the rules).
 func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
-	adv, err := n.cfg.AdvertiseAddr(listening)
+	adv, err := n.cfg.advertiseAddr(listening)
 	if err != nil {
 		return err
 	}
-	n.advertise, n.nodeKey = adv, n.cfg.NodeKeyFor(adv)
+	n.advertise, n.nodeKey = adv, n.cfg.nodeKeyFor(adv)
 	coord, err := coordinator.New(coordinator.Config{
-		Servers: n.cfg.ZKServers(), SessionTimeout: n.cfg.ZKSessionTimeout,
+		Servers: n.cfg.zkServers(), SessionTimeout: n.cfg.ZKSessionTimeout,
 		Cluster: n.cfg.Cluster, NodeKey: n.nodeKey, Advertise: n.advertise, Auth: n.cfg.ZKAuth, CreateCluster: n.cfg.CreateCluster,
 		Layout: n.layout, WorkerIDs: n.cfg.workerIDs(), RecycleAfter: n.cfg.RecycleAfter, ReportInterval: n.cfg.ReportInterval,
 		ZKFenceAhead:   n.cfg.ZKFenceAhead,
@@ -355,7 +355,7 @@ func (n *node) newGuard() error {
 
 	// ntp_offset, ntp_unreachable (both pass at once without --ntp).
 	n.ntp, err = clockguard.NewNTP(n.guard, n.clock, clockguard.NTPConfig{
-		Servers: n.cfg.NTPServers(), Interval: n.cfg.NTPInterval, MaxOffset: n.cfg.NTPMaxOffset,
+		Servers: n.cfg.ntpServers(), Interval: n.cfg.NTPInterval, MaxOffset: n.cfg.NTPMaxOffset,
 		Required: n.cfg.NTPRequired, Log: n.log.With().Str("component", "ntp").Logger(),
 	})
 	if err != nil {
@@ -439,7 +439,7 @@ func (n *node) onIDError(err error) {
 
 // newJumpGuard registers clock_jump: a forward jump beyond --fence-ahead is
 // not persisted into any fence until NTP or the peers confirm it (or none
-// can answer for JumpHold). Call it once the watcher, the NTP and the peer
+// can answer for jumpHold). Call it once the watcher, the NTP and the peer
 // checks exist: the jump guard's loop reads the wall and monotonic clocks
 // at the watcher's interval for both (one sampler, clockguard.Sampler).
 func (n *node) newJumpGuard() {

@@ -18,8 +18,8 @@ import (
 
 // Paths of the node's own routes next to the server's built-in API.
 const (
-	MetricsPath = "/metrics" // Prometheus text format
-	StatusPath  = "/status"  // HTML status page for humans
+	metricsPath = "/metrics" // Prometheus text format
+	statusPath  = "/status"  // HTML status page for humans
 )
 
 // workerListTTL is how long the status page reuses the cluster's worker
@@ -48,7 +48,7 @@ func (n *node) newMetrics() error {
 func (n *node) newStatusPage() error {
 	src := statuspage.SourceFuncs{SelfFunc: n.snapshot}
 	if n.coord != nil {
-		servers, cluster, auth := n.cfg.ZKServers(), n.cfg.Cluster, n.cfg.ZKAuth
+		servers, cluster, auth := n.cfg.zkServers(), n.cfg.Cluster, n.cfg.ZKAuth
 		lister := newWorkerLister(workerListTTL, n.clock.Mono,
 			func(ctx context.Context, timeout time.Duration) ([]coordinator.WorkerInfo, error) {
 				return coordinator.ListWorkers(ctx, servers, cluster, auth, timeout)
@@ -76,7 +76,7 @@ func (n *node) newStatusPage() error {
 func (n *node) snapshot() nodestate.Snapshot {
 	key := n.nodeKey
 	if key == "" { // standalone: --node-key if set, else the address
-		key = n.cfg.NodeKeyFor(n.addr)
+		key = n.cfg.nodeKeyFor(n.addr)
 	}
 	s := nodestate.Snapshot{
 		NodeKey: key, Addr: n.addr, Mode: n.ident.mode, Version: n.cfg.Version,
@@ -93,7 +93,7 @@ func (n *node) snapshot() nodestate.Snapshot {
 	if n.coord != nil {
 		st := n.coord.Status()
 		s.ZK = &st
-		s.Cluster, s.ZKServers = n.cfg.Cluster, n.cfg.ZKServers()
+		s.Cluster, s.ZKServers = n.cfg.Cluster, n.cfg.zkServers()
 	}
 	if n.segments != nil {
 		s.Segments = n.segments.Status()
@@ -108,8 +108,8 @@ func (n *node) snapshot() nodestate.Snapshot {
 // ownRoutes are the routes the node adds to the server's API.
 func (n *node) ownRoutes() map[string]fasthttp.RequestHandler {
 	return map[string]fasthttp.RequestHandler{
-		MetricsPath: n.metrics.Handler(),
-		StatusPath:  n.status.Handler(),
+		metricsPath: n.metrics.Handler(),
+		statusPath:  n.status.Handler(),
 	}
 }
 
@@ -120,7 +120,7 @@ func (n *node) displayAddr(listening net.Addr) string {
 	if n.advertise != "" {
 		return n.advertise
 	}
-	if a, err := n.cfg.AdvertiseAddr(listening); err == nil {
+	if a, err := n.cfg.advertiseAddr(listening); err == nil {
 		return a
 	}
 	return listening.String()

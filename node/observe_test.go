@@ -41,7 +41,7 @@ func scrapeMetrics(t testing.TB, n *node) map[string]float64 {
 // scrapeHTTP reads GET /metrics.
 func scrapeHTTP(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	code, body := httpGet(t, addr, MetricsPath)
+	code, body := httpGet(t, addr, metricsPath)
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d %s", code, body)
 	}
@@ -131,10 +131,10 @@ func TestRunMetricsStandalone(t *testing.T) {
 			t.Errorf("after the rollback %s = %v, want %v", c.series, got, c.want)
 		}
 	}
-	if code, _ := httpGet(t, addr, MetricsPath+"?x"); code != http.StatusOK {
+	if code, _ := httpGet(t, addr, metricsPath+"?x"); code != http.StatusOK {
 		t.Errorf("GET /metrics with a query: %d", code)
 	}
-	resp, err := http.Post("http://"+addr+MetricsPath, "text/plain", nil)
+	resp, err := http.Post("http://"+addr+metricsPath, "text/plain", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestRunStatusPageStandalone(t *testing.T) {
 	addr := ln.Addr().String()
 	startRunOn(t, cfg, ln)
 	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
-	_, body := waitHTTP(t, addr, StatusPath, func(code int, body string) bool {
+	_, body := waitHTTP(t, addr, statusPath, func(code int, body string) bool {
 		return code == http.StatusOK && strings.Contains(body, `id="self-state">in_service<`)
 	})
 	for _, want := range []string{

@@ -102,7 +102,7 @@ func waitCache(t *testing.T, path string, cond func(cachefile.Entry) bool) cache
 
 func testConfig(t testing.TB, worker int64) Config {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.WorkerID = worker
 	cfg.CacheFile = filepath.Join(t.TempDir(), "data", "cache.json")
 	cfg.Listen = "127.0.0.1:0"
@@ -117,7 +117,7 @@ func TestRunWritesFenceAheadThenLastIssuedOnStop(t *testing.T) {
 	}
 	stop := startRun(t, cfg)
 	e := waitCache(t, cfg.CacheFile, func(e cachefile.Entry) bool { return e.Fence > time.Now().UnixMilli() })
-	if e.WorkerID != 5 || e.Cluster != StandaloneCluster || !e.Layout.Equal(snowflake.DefaultLayout()) {
+	if e.WorkerID != 5 || e.Cluster != standaloneCluster || !e.Layout.Equal(snowflake.DefaultLayout()) {
 		t.Errorf("running entry %+v", e)
 	}
 	if ahead := time.Until(time.UnixMilli(e.Fence)); ahead > cfg.FenceAhead {
@@ -146,19 +146,19 @@ func TestRunRefuses(t *testing.T) {
 		{"invalid config", func(t *testing.T, cfg *Config) { cfg.WorkerID = -1 }, ErrInvalidConfig, []string{"--worker-id is required"}},
 		{"zookeeper down without a cache file", func(t *testing.T, cfg *Config) {
 			cfg.WorkerID, cfg.ZK, cfg.ZKSessionTimeout = -1, "127.0.0.1:1", 100*time.Millisecond
-		}, ErrNoCacheForZKDown, []string{"no cache file", "a first start needs ZooKeeper"}},
+		}, errNoCacheForZKDown, []string{"no cache file", "a first start needs ZooKeeper"}},
 		{"cache file in use", func(t *testing.T, cfg *Config) {
 			lock, err := lockCacheFile(cfg.CacheFile)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(lock.release)
-		}, ErrCacheLocked, []string{"another snowflaked runs with this --cache-file"}},
+		}, errCacheLocked, []string{"another snowflaked runs with this --cache-file"}},
 		{"cache of another worker", func(t *testing.T, cfg *Config) {
 			if err := cachefile.Save(cfg.CacheFile, cachefile.Entry{WorkerID: 3, Layout: snowflake.DefaultLayout()}); err != nil {
 				t.Fatal(err)
 			}
-		}, ErrCacheMismatch, []string{"holds worker 3", "--worker-id is 5"}},
+		}, errCacheMismatch, []string{"holds worker 3", "--worker-id is 5"}},
 		{"damaged cache", func(t *testing.T, cfg *Config) {
 			if err := os.MkdirAll(filepath.Dir(cfg.CacheFile), 0o700); err != nil {
 				t.Fatal(err)

@@ -44,7 +44,7 @@ type segmentMode struct {
 
 func newSegmentMode(cfg Config, nodeKey string, log zerolog.Logger) *segmentMode {
 	return &segmentMode{
-		cfg: segment.ZKConfig{Servers: cfg.ZKServers(), Cluster: cfg.Cluster, Auth: cfg.ZKAuth,
+		cfg: segment.ZKConfig{Servers: cfg.zkServers(), Cluster: cfg.Cluster, Auth: cfg.ZKAuth,
 			Timeout: connectTimeout(cfg.ZKSessionTimeout), Log: log, Dial: cfg.dialer()},
 		file: cfg.CacheFile + ".segments", node: nodeKey, log: log, disk: cfg.files(), wrapStore: cfg.storeWrapper(),
 	}

@@ -538,7 +538,7 @@ func (s *segSim) setupZK(inc string) error {
 
 func (s *segSim) segConfig(dial zkconn.Dialer) segment.ZKConfig {
 	// A ZooKeeper call times out before the 2s a Take waits for a range
-	// (segment.DefaultWait, which also bounds a tag's first read): two
+	// (segment.defaultWait, which also bounds a tag's first read): two
 	// timers of one process never fire at one virtual instant, where the
 	// scheduler would pick which error a failed Take reports.
 	return segment.ZKConfig{Servers: []string{"127.0.0.1:2181"}, Cluster: simCluster, Timeout: 1900 * time.Millisecond,

@@ -224,7 +224,7 @@ func (s *snowSim) cacheFile(n *snowNode) string {
 }
 
 func (s *snowSim) config(n *snowNode, p *snowProc) Config {
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Advertise = fmt.Sprintf("127.0.0.1:%d", 1+n.slot) // nothing listens there: peer checks find no one
 	cfg.NodeKey = n.key
@@ -235,7 +235,7 @@ func (s *snowSim) config(n *snowNode, p *snowProc) Config {
 	cfg.Layout = s.world.layout()
 	cfg.MaxBatch = max(s.world.maxBatch, cfg.MaxBatch)
 	if p.borrow {
-		cfg.RollbackPolicy = RollbackBorrow
+		cfg.RollbackPolicy = rollbackBorrow
 	}
 	cfg.Epoch = "1999-12-01T00:00:00Z" // the bubble's clock starts in 2000
 	cfg.RecycleAfter = 20 * time.Second

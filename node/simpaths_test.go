@@ -264,9 +264,9 @@ func (s *snowSim) createCluster() error {
 		return err
 	}
 	s.rangeLo, s.rangeHi = r.Lo, r.Hi
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.Layout, cfg.Epoch, cfg.GeneBits = s.world.layout(), "1999-12-01T00:00:00Z", s.world.geneBits
-	l, err := cfg.ParseLayout(time.Now())
+	l, err := cfg.parseLayout(time.Now())
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 // for, /id 503 with a JSON code. Once Run returns, the port is closed.
 func TestRunAnswersWhileTheClaimWaits(t *testing.T) {
 	dead := loopbackListener(t) // a port that accepts and never speaks ZooKeeper
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.ZK, cfg.Cluster, cfg.NodeKey = dead.Addr().String(), "starting", "node-s"
 	cfg.Listen = "127.0.0.1:0"
 	cfg.CacheFile = filepath.Join(t.TempDir(), "cache.json")

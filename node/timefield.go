@@ -10,12 +10,12 @@ import (
 // timestamp field runs out, by log and by the metric
 // snowflaked_time_field_years_left).
 const (
-	// YearsLeftWarning: with fewer years left in the layout's timestamp
+	// yearsLeftWarning: with fewer years left in the layout's timestamp
 	// field, the node logs a warning at start and at every check.
-	YearsLeftWarning = 2.0
-	// YearsLeftCheckInterval is how often a running node checks again, so a
+	yearsLeftWarning = 2.0
+	// yearsLeftCheckInterval is how often a running node checks again, so a
 	// node that runs for months still warns when the limit comes near.
-	YearsLeftCheckInterval = time.Hour
+	yearsLeftCheckInterval = time.Hour
 )
 
 // secondsPerYear is the length of a Julian year, as the metric counts it.
@@ -27,11 +27,11 @@ func (n *node) yearsLeft() float64 {
 	return float64(n.layout.End().UnixNano()-n.clock.WallNanos()) / 1e9 / secondsPerYear
 }
 
-// checkTimeField logs a warning when fewer than YearsLeftWarning years are
+// checkTimeField logs a warning when fewer than yearsLeftWarning years are
 // left, and returns the years left.
 func (n *node) checkTimeField() float64 {
 	years := n.yearsLeft()
-	if years < YearsLeftWarning {
+	if years < yearsLeftWarning {
 		n.log.Warn().Float64("years_left", math.Round(years*1000)/1000).
 			Str("ends", n.layout.End().UTC().Format(time.RFC3339)).Str("layout", n.layout.String()).
 			Str("epoch", n.layout.Epoch.UTC().Format(time.RFC3339)).
@@ -40,12 +40,12 @@ func (n *node) checkTimeField() float64 {
 	return years
 }
 
-// watchTimeField repeats checkTimeField every YearsLeftCheckInterval until
+// watchTimeField repeats checkTimeField every yearsLeftCheckInterval until
 // ctx ends.
 func (n *node) watchTimeField(ctx context.Context) {
 	every := n.seams.yearsLeftEvery
 	if every <= 0 {
-		every = YearsLeftCheckInterval
+		every = yearsLeftCheckInterval
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()

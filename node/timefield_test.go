@@ -57,7 +57,7 @@ func TestTimeFieldPeriodicWarning(t *testing.T) {
 			if want := tc.left.Hours() / year.Hours(); math.Abs(startYears-want) > 0.001 {
 				t.Errorf("years left at the start %v, want %v", startYears, want)
 			}
-			if warned := len(logs.Lines(t, timeFieldWarning)) > 0; warned != (startYears < YearsLeftWarning) {
+			if warned := len(logs.Lines(t, timeFieldWarning)) > 0; warned != (startYears < yearsLeftWarning) {
 				t.Errorf("warning at the start: %v with %.3f years left", warned, startYears)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
@@ -103,7 +103,7 @@ func TestTimeFieldNoWarningFarFromTheEnd(t *testing.T) {
 			var logs testsupport.SyncBuffer
 			n := &node{layout: tc.layout, clock: clk, log: zerolog.New(&logs)}
 			for range 3 {
-				if y := n.checkTimeField(); y < YearsLeftWarning {
+				if y := n.checkTimeField(); y < yearsLeftWarning {
 					t.Fatalf("%v years left", y)
 				}
 				clk.Advance(time.Hour)

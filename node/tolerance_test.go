@@ -20,13 +20,13 @@ func TestNewGeneratorRollbackTolerance(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "0 refuses 1ms back", tol: 0, back: time.Millisecond, wantErr: true},
-		{name: "default waits out 1ms back", tol: DefaultConfig().RollbackTolerance, back: time.Millisecond},
+		{name: "default waits out 1ms back", tol: defaultConfig().RollbackTolerance, back: time.Millisecond},
 		{name: "2ms refuses 3ms back", tol: 2 * time.Millisecond, back: 3 * time.Millisecond, wantErr: true},
 		{name: "2ms waits out 2ms back", tol: 2 * time.Millisecond, back: 2 * time.Millisecond},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
+			cfg := defaultConfig()
 			cfg.RollbackTolerance = tc.tol
 			fake := clocktest.NewFake(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 			n := &node{cfg: cfg, clock: fake, layout: snowflake.DefaultLayout()}

@@ -22,7 +22,7 @@ import (
 // cluster and a cache file in a temp dir.
 func zkTestConfig(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey string) Config {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.ZK, cfg.Cluster, cfg.NodeKey, cfg.CreateCluster = zk.ConnectString(), cluster, nodeKey, true
 	cfg.Listen = "127.0.0.1:0"
 	cfg.CacheFile = filepath.Join(t.TempDir(), "cache.json")
@@ -141,7 +141,7 @@ func checkZKClockReport(t *testing.T, addr string) {
 	if code, body := httpGet(t, addr, "/clock"); code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil {
 		t.Fatalf("/clock: %d %s", code, body)
 	}
-	if rep.Mode != ModeZooKeeper || rep.ZK == nil || !rep.ZK.LeaseHeld || !rep.ZK.Connected || rep.ZK.NodeKey != "node-a" ||
+	if rep.Mode != modeZooKeeper || rep.ZK == nil || !rep.ZK.LeaseHeld || !rep.ZK.Connected || rep.ZK.NodeKey != "node-a" ||
 		rep.ZK.Advertise != addr || rep.ZK.WorkerID != 0 || rep.Peers == nil || rep.Watcher == nil || rep.Watcher.Checks == 0 || rep.NTP == nil || rep.NTP.Enabled {
 		t.Errorf("/clock report %+v zk %+v", rep, rep.ZK)
 	}
@@ -221,7 +221,7 @@ func TestIntegration_RunZooKeeperMetricsAndStatus(t *testing.T) {
 				t.Errorf("node %d: no %s", i, name)
 			}
 		}
-		_, body = waitHTTP(t, addr, StatusPath, func(code int, body string) bool {
+		_, body = waitHTTP(t, addr, statusPath, func(code int, body string) bool {
 			return code == http.StatusOK && strings.Contains(body, "Cluster: 2 nodes, 2 in service")
 		})
 		for _, want := range []string{"node-<wbr>a<wbr>", "node-<wbr>b<wbr>", "snowflaked status: node-" + string(rune('a'+i)), `class="self"`, `id="self-cluster">`} {

@@ -14,10 +14,10 @@ import (
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
-// ErrNoCacheForZKDown means ZooKeeper could not be reached at start and the
+// errNoCacheForZKDown means ZooKeeper could not be reached at start and the
 // cache file cannot say which worker ID this node has (no file, or one of
 // another cluster or node key): the node refuses to start rather than guess.
-var ErrNoCacheForZKDown = errors.New("ZooKeeper unreachable at start and no usable cache file")
+var errNoCacheForZKDown = errors.New("ZooKeeper unreachable at start and no usable cache file")
 
 // claimer is the part of *coordinator.Coordinator that decides the identity.
 type claimer interface {
@@ -44,12 +44,12 @@ type claimer interface {
 //     node may issue up to the ZooKeeper fence acknowledged for that token
 //     (nothing for a file without one) while the coordinator registers in
 //     the background (ResumeFromCache). Without such a file the node
-//     refuses to start (ErrNoCacheForZKDown).
+//     refuses to start (errNoCacheForZKDown).
 //
 // In both cases a cache file of another layout, a standalone cache file and
 // a damaged one are refused.
 func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKey string, c claimer, log zerolog.Logger) (identity, error) {
-	id := identity{mode: ModeZooKeeper, entry: cachefile.Entry{Cluster: cfg.Cluster, NodeKey: nodeKey, Layout: layout}}
+	id := identity{mode: modeZooKeeper, entry: cachefile.Entry{Cluster: cfg.Cluster, NodeKey: nodeKey, Layout: layout}}
 	cached, cacheErr := cachefile.LoadFrom(cfg.files(), cfg.CacheFile)
 	noCache := errors.Is(cacheErr, cachefile.ErrNotFound)
 	if cacheErr != nil && !noCache {
@@ -57,13 +57,13 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 	}
 	ours := !noCache && cached.Cluster == cfg.Cluster && cached.NodeKey == nodeKey
 	if !noCache {
-		if cached.Cluster == StandaloneCluster && cached.NodeKey == StandaloneCluster {
+		if cached.Cluster == standaloneCluster && cached.NodeKey == standaloneCluster {
 			return identity{}, fmt.Errorf("%w: %w: %s holds worker %d written in standalone mode; ZooKeeper mode (cluster %q, node key %q) needs its own --cache-file",
-				ErrInvalidConfig, ErrCacheMismatch, cfg.CacheFile, cached.WorkerID, cfg.Cluster, nodeKey)
+				ErrInvalidConfig, errCacheMismatch, cfg.CacheFile, cached.WorkerID, cfg.Cluster, nodeKey)
 		}
 		if ours && !cached.Layout.Equal(layout) {
 			return identity{}, fmt.Errorf("%w: %w: %s holds worker %d of cluster %q with layout %s; this node is configured with layout %s",
-				ErrInvalidConfig, ErrCacheMismatch, cfg.CacheFile, cached.WorkerID, cfg.Cluster, cached.Layout.Describe(), layout.Describe())
+				ErrInvalidConfig, errCacheMismatch, cfg.CacheFile, cached.WorkerID, cfg.Cluster, cached.Layout.Describe(), layout.Describe())
 		}
 	}
 	var prior coordinator.Prior
@@ -130,14 +130,14 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 
 // resumeFromCache is zkIdentity's path when ZooKeeper is unreachable.
 func resumeFromCache(cfg Config, nodeKey string, c claimer, id identity, cached cachefile.Entry, noCache bool, claimErr error, log zerolog.Logger) (identity, error) {
-	zk := strings.Join(cfg.ZKServers(), ",")
+	zk := strings.Join(cfg.zkServers(), ",")
 	switch {
 	case noCache:
 		return identity{}, fmt.Errorf("%w: ZooKeeper %s did not answer (%v) and there is no cache file %s: a first start needs ZooKeeper to claim a worker ID",
-			ErrNoCacheForZKDown, zk, claimErr, cfg.CacheFile)
+			errNoCacheForZKDown, zk, claimErr, cfg.CacheFile)
 	case cached.Cluster != cfg.Cluster || cached.NodeKey != nodeKey:
 		return identity{}, fmt.Errorf("%w: ZooKeeper %s did not answer (%v) and the cache file %s holds cluster %q, node key %q (worker %d), not cluster %q, node key %q: this node's worker ID is unknown",
-			ErrNoCacheForZKDown, zk, claimErr, cfg.CacheFile, cached.Cluster, cached.NodeKey, cached.WorkerID, cfg.Cluster, nodeKey)
+			errNoCacheForZKDown, zk, claimErr, cfg.CacheFile, cached.Cluster, cached.NodeKey, cached.WorkerID, cfg.Cluster, nodeKey)
 	}
 	if err := c.ResumeFromCache(coordinator.Resume{
 		WorkerID: cached.WorkerID, Token: cached.Token, ZKFence: cached.ZKFence, Session: cached.ZKSession,

@@ -88,9 +88,9 @@ func TestZKIdentity(t *testing.T) {
 		{name: "cache of another cluster", cache: &cachefile.Entry{Cluster: "other", NodeKey: key, WorkerID: 4, Layout: def, Fence: 5000},
 			claim: coordinator.Identity{WorkerID: 4, PrevFence: 900}, wantWorker: 4, wantFence: 900, wantClaim: true},
 		{name: "cache of another layout refused before claiming", cache: &cachefile.Entry{Cluster: cluster, NodeKey: key, WorkerID: 4, Layout: js, Fence: 5},
-			wantErr: []string{"layout 41/5/7", "layout 41/10/12"}, is: []error{ErrInvalidConfig, ErrCacheMismatch}},
+			wantErr: []string{"layout 41/5/7", "layout 41/10/12"}, is: []error{ErrInvalidConfig, errCacheMismatch}},
 		{name: "standalone cache refused", cache: &cachefile.Entry{WorkerID: 3, Layout: def, Fence: 5},
-			wantErr: []string{"written in standalone mode", "needs its own --cache-file"}, is: []error{ErrInvalidConfig, ErrCacheMismatch}},
+			wantErr: []string{"written in standalone mode", "needs its own --cache-file"}, is: []error{ErrInvalidConfig, errCacheMismatch}},
 		{name: "damaged cache refused", raw: `{"worker_id":`, wantErr: []string{"damaged"}},
 		{name: "layout mismatch in zookeeper is a config error", claimErr: fmt.Errorf("claim worker id: %w: cluster uses 41/5/7", coordinator.ErrLayoutMismatch),
 			wantClaim: true, wantErr: []string{"41/5/7"}, is: []error{ErrInvalidConfig, coordinator.ErrLayoutMismatch}},
@@ -106,15 +106,15 @@ func TestZKIdentity(t *testing.T) {
 			wantWorker: 6, wantFence: 3000, wantReported: 77, wantZKFence: 9000, wantResumed: true, wantClaim: true,
 			wantPrior: coordinator.Prior{Incarnation: "inc", Session: "0xabc"}},
 		{name: "zookeeper down without a cache", claimErr: unavailable, wantClaim: true,
-			wantErr: []string{"there is no cache file", "a first start needs ZooKeeper"}, is: []error{ErrNoCacheForZKDown}},
+			wantErr: []string{"there is no cache file", "a first start needs ZooKeeper"}, is: []error{errNoCacheForZKDown}},
 		{name: "zookeeper down with another key's cache", cache: &cachefile.Entry{Cluster: cluster, NodeKey: "node-b", WorkerID: 2, Layout: def},
-			claimErr: unavailable, wantClaim: true, wantErr: []string{`node key "node-b"`, "worker ID is unknown"}, is: []error{ErrNoCacheForZKDown}},
+			claimErr: unavailable, wantClaim: true, wantErr: []string{`node key "node-b"`, "worker ID is unknown"}, is: []error{errNoCacheForZKDown}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "cache.json")
 			tc.writeCache(t, path)
-			cfg := DefaultConfig()
+			cfg := defaultConfig()
 			cfg.WorkerID, cfg.ZK, cfg.Cluster, cfg.CacheFile = -1, "127.0.0.1:2181", cluster, path
 			cfg.AcceptNewIncarnation = tc.accept
 			fc := &fakeClaimer{id: tc.claim, err: tc.claimErr}
@@ -130,7 +130,7 @@ func TestZKIdentity(t *testing.T) {
 				t.Fatalf("zkIdentity: %v", err)
 			}
 			e := id.entry
-			if e.Cluster != cluster || e.NodeKey != key || !e.Layout.Equal(def) || id.mode != ModeZooKeeper {
+			if e.Cluster != cluster || e.NodeKey != key || !e.Layout.Equal(def) || id.mode != modeZooKeeper {
 				t.Errorf("entry %+v mode %s", e, id.mode)
 			}
 			tc.checkIdentity(t, id, fc)
@@ -221,12 +221,12 @@ func (tc zkIdentityCase) checkIdentity(t *testing.T, id identity, fc *fakeClaime
 func TestZKIdentityCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.WorkerID, cfg.ZK, cfg.CacheFile = -1, "127.0.0.1:2181", filepath.Join(t.TempDir(), "c.json")
 	// A cancelled Claim reports ErrZKUnavailable; it must not fall back to a cache.
 	fc := &fakeClaimer{err: fmt.Errorf("%w: waiting for a session: %v", coordinator.ErrZKUnavailable, context.Canceled)}
 	_, err := zkIdentity(ctx, cfg, snowflake.DefaultLayout(), "k", fc, zerolog.Nop())
-	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrNoCacheForZKDown) {
+	if !errors.Is(err, context.Canceled) || errors.Is(err, errNoCacheForZKDown) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }

@@ -123,8 +123,8 @@ func (p *Permutation) Map(i uint64) uint64 {
 	return x
 }
 
-// Unmap returns i with Map(i) == x, for 0 <= x < N.
-func (p *Permutation) Unmap(x uint64) uint64 {
+// unmap returns i with Map(i) == x, for 0 <= x < N.
+func (p *Permutation) unmap(x uint64) uint64 {
 	i := p.backward(x)
 	for i >= p.n {
 		i = p.backward(i)
@@ -145,7 +145,7 @@ func (p *Permutation) Index(id int64) (int64, error) {
 	if id < p.low || id-p.low >= int64(p.n) {
 		return 0, fmt.Errorf("%d is not a %d-digit number", id, digits(p.low))
 	}
-	return int64(p.Unmap(uint64(id - p.low))), nil
+	return int64(p.unmap(uint64(id - p.low))), nil
 }
 
 func digits(low int64) int {

@@ -24,7 +24,7 @@ func TestPermutationBijection(t *testing.T) {
 				t.Fatalf("n=%d: Map(%d) = %d: out of range or taken twice", n, i, x)
 			}
 			seen[x] = true
-			if back := p.Unmap(x); back != i {
+			if back := p.unmap(x); back != i {
 				t.Fatalf("n=%d: Unmap(Map(%d)) = %d", n, i, back)
 			}
 		}

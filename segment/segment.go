@@ -71,8 +71,8 @@ const (
 	// DefaultMaxStepFactor: a tag's max step defaults to its base step times
 	// this.
 	DefaultMaxStepFactor = 1000
-	// MaxID bounds every segment ID (they stay positive int64s).
-	MaxID = 1<<63 - 1
+	// maxID bounds every segment ID (they stay positive int64s).
+	maxID = 1<<63 - 1
 )
 
 // Sentinel errors callers branch on.
@@ -85,9 +85,9 @@ var (
 	// range (ZooKeeper unreachable, the disk hangs); retry later or
 	// elsewhere.
 	ErrUnavailable = errors.New("segment unavailable")
-	// ErrTagExists: Create found the tag already there.
-	ErrTagExists = errors.New("tag exists")
-	// ErrExhausted: the tag's max_id would pass MaxID, or an opaque tag
+	// errTagExists: Create found the tag already there.
+	errTagExists = errors.New("tag exists")
+	// ErrExhausted: the tag's max_id would pass maxID, or an opaque tag
 	// handed out all of its numbers.
 	ErrExhausted = errors.New("tag exhausted")
 	// ErrClosed: the service is stopping or stopped.

@@ -21,10 +21,10 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultLongRange   = 30 * time.Minute
-	DefaultLoadTimeout = 5 * time.Second
-	DefaultWait        = 2 * time.Second
-	DefaultMarkAhead   = 250 * time.Millisecond
+	defaultLongRange   = 30 * time.Minute
+	defaultLoadTimeout = 5 * time.Second
+	defaultWait        = 2 * time.Second
+	defaultMarkAhead   = 250 * time.Millisecond
 	// UnknownTagTTL: a tag the store said does not exist is answered from
 	// memory for this long, so requests for made-up tags do not each read
 	// ZooKeeper (at most maxUnknownTags remembered).
@@ -107,16 +107,16 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("new segment service: Store is required")
 	}
 	if cfg.LongRange <= 0 {
-		cfg.LongRange = DefaultLongRange
+		cfg.LongRange = defaultLongRange
 	}
 	if cfg.LoadTimeout <= 0 {
-		cfg.LoadTimeout = DefaultLoadTimeout
+		cfg.LoadTimeout = defaultLoadTimeout
 	}
 	if cfg.Wait <= 0 {
-		cfg.Wait = DefaultWait
+		cfg.Wait = defaultWait
 	}
 	if cfg.MarkAhead <= 0 {
-		cfg.MarkAhead = DefaultMarkAhead
+		cfg.MarkAhead = defaultMarkAhead
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

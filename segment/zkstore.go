@@ -279,7 +279,7 @@ func (s *ZKStore) Incarnation(ctx context.Context) (string, error) {
 	return h.Incarnation, nil
 }
 
-// Create makes a tag (ErrTagExists when it is there already).
+// Create makes a tag (errTagExists when it is there already).
 func (s *ZKStore) Create(ctx context.Context, t Tag) error {
 	if err := ValidateTag(t.Name); err != nil {
 		return fmt.Errorf("create tag: %w", err)
@@ -313,7 +313,7 @@ func (s *ZKStore) Create(ctx context.Context, t Tag) error {
 	_, err = s.z.Multi(ctx, ops...)
 	switch {
 	case errors.Is(err, zk.ErrNodeExists):
-		return fmt.Errorf("create tag %q: %w", t.Name, ErrTagExists)
+		return fmt.Errorf("create tag %q: %w", t.Name, errTagExists)
 	case err != nil:
 		return fmt.Errorf("create tag %q: %w", t.Name, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
@@ -619,7 +619,7 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64)
 			return Range{}, Tag{}, fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, rec.Incarnation)
 		}
 		t := rec.Tag
-		if t.MaxID > MaxID-step {
+		if t.MaxID > maxID-step {
 			return Range{}, Tag{}, fmt.Errorf("alloc %q: %w: max_id %d + step %d", tag, ErrExhausted, t.MaxID, step)
 		}
 		r := Range{Lo: t.MaxID, Hi: t.MaxID + step}
@@ -751,10 +751,10 @@ func (s *ZKStore) allocOutcome(ctx context.Context, tag string, inc int64, want 
 	return false, false
 }
 
-// ErrReturnUnknown: a return's answer was lost and whether it happened can
+// errReturnUnknown: a return's answer was lost and whether it happened can
 // no longer be told; its range is counted possibly lost (never handed out
 // twice, since the return is not tried again).
-var ErrReturnUnknown = errors.New("outcome of the return unknown")
+var errReturnUnknown = errors.New("outcome of the return unknown")
 
 // pendingReturn is a return whose answer was lost: it happened if the
 // record shows nonce as return number seq; it can still happen only while
@@ -773,7 +773,7 @@ type pendingReturn struct {
 // (after a sync) says whether the return happened (its nonce is there),
 // could still happen or cannot have (tried again, version-checked, so at
 // most one of the attempts lands), or can no longer tell (more than
-// maxReturnNonces returns since: ErrReturnUnknown, the range counted
+// maxReturnNonces returns since: errReturnUnknown, the range counted
 // possibly lost). Reads are retried while ZooKeeper is unreachable, until
 // ctx ends. A tag that no longer exists (ErrUnknownTag), one of another
 // incarnation than inc (ErrTagGone: the range is never put into it) or a
@@ -805,7 +805,7 @@ func (s *ZKStore) returnFrom(ctx context.Context, tag string, inc int64, r Range
 				return nil
 			case returnUnknown:
 				s.possiblyLost.Add(r.Len())
-				return fmt.Errorf("return %v of %q: %w", r, tag, ErrReturnUnknown)
+				return fmt.Errorf("return %v of %q: %w", r, tag, errReturnUnknown)
 			case returnMayApply:
 				still = append(still, p)
 			}
@@ -1013,8 +1013,8 @@ func (s *ZKStore) Repair(ctx context.Context, tag string, n int64) (was int64, d
 
 // setMax is SetMax, and with drop Repair.
 func (s *ZKStore) setMax(ctx context.Context, tag string, n int64, drop bool) (was int64, dropped []Range, err error) {
-	if n < 1 || n > MaxID {
-		return 0, nil, fmt.Errorf("set max_id of %q to %d: want 1..%d", tag, n, int64(MaxID))
+	if n < 1 || n > maxID {
+		return 0, nil, fmt.Errorf("set max_id of %q to %d: want 1..%d", tag, n, int64(maxID))
 	}
 	for range maxCASAttempts {
 		rec, raw, version, err := s.readRecord(ctx, tag)

@@ -181,7 +181,7 @@ func TestSegmentStore_Tags(t *testing.T) {
 		tag  Tag
 		want error
 	}{
-		{Tag{Name: "a", Start: 1, Step: 1, MaxStep: 1}, ErrTagExists},
+		{Tag{Name: "a", Start: 1, Step: 1, MaxStep: 1}, errTagExists},
 		{Tag{Name: "a/b", Start: 1, Step: 1, MaxStep: 1}, ErrInvalidTag},
 	} {
 		if err := st.Create(ctx, tc.tag); !errors.Is(err, tc.want) {
@@ -324,7 +324,7 @@ func TestSegmentStore_LostReturnAnswerIsResolvedNotRetried(t *testing.T) {
 	}
 	before := a.PossiblyLost()
 	err = a.returnFrom(ctx, "lost", incOf(t, a, "lost"), Range{Lo: 1 << 50, Hi: 1<<50 + 1}, []pendingReturn{old})
-	if !errors.Is(err, ErrReturnUnknown) || a.PossiblyLost() != before+1 {
+	if !errors.Is(err, errReturnUnknown) || a.PossiblyLost() != before+1 {
 		t.Fatalf("a return out of the window: %v, possibly lost %d (was %d); want ErrReturnUnknown, counted", err, a.PossiblyLost(), before)
 	}
 }
@@ -482,7 +482,7 @@ func TestSegmentStore_ReturnFieldsDroppedByARewriteAreNotRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := a.PossiblyLost()
-	if err := a.returnFrom(ctx, "reset", incOf(t, a, "reset"), r, []pendingReturn{p}); !errors.Is(err, ErrReturnUnknown) || a.PossiblyLost() != before+r.Len() {
+	if err := a.returnFrom(ctx, "reset", incOf(t, a, "reset"), r, []pendingReturn{p}); !errors.Is(err, errReturnUnknown) || a.PossiblyLost() != before+r.Len() {
 		t.Fatalf("resolving it: %v, possibly lost +%d; want ErrReturnUnknown and the range counted", err, a.PossiblyLost()-before)
 	}
 	if got, err := c.Returned(ctx, "reset"); err != nil || len(got) != 0 {

@@ -78,7 +78,7 @@ func TestLibLog_GarbageConnections(t *testing.T) {
 	go func() { _ = f.srv.Serve(ln) }()
 	t.Cleanup(func() { _ = f.srv.Shutdown(t.Context()) })
 	tlsHello := "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + strings.Repeat("\x00", 40)
-	big := fmt.Sprintf("POST /ids HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", MaxRequestBodySize+1)
+	big := fmt.Sprintf("POST /ids HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", maxRequestBodySize+1)
 	const conns = 400
 	start := time.Now()
 	for i := range conns {

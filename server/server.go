@@ -62,18 +62,18 @@ const (
 	// --max-batch (docs/operations.md): a batch that large is a ~20 MB
 	// response.
 	MaxBatchLimit = 1_000_000
-	// DefaultRetryAfter is the default Retry-After of a 503.
-	DefaultRetryAfter = time.Second
-	// DefaultReadTimeout is the default time allowed to read a request.
-	DefaultReadTimeout = 10 * time.Second
-	// DefaultWriteTimeout is the default time allowed to write a response.
-	DefaultWriteTimeout = 10 * time.Second
-	// DefaultIdleTimeout is how long a keep-alive connection may wait for
+	// defaultRetryAfter is the default Retry-After of a 503.
+	defaultRetryAfter = time.Second
+	// defaultReadTimeout is the default time allowed to read a request.
+	defaultReadTimeout = 10 * time.Second
+	// defaultWriteTimeout is the default time allowed to write a response.
+	defaultWriteTimeout = 10 * time.Second
+	// defaultIdleTimeout is how long a keep-alive connection may wait for
 	// its next request by default.
-	DefaultIdleTimeout = 60 * time.Second
-	// MaxRequestBodySize bounds request bodies: the API takes none, and
+	defaultIdleTimeout = 60 * time.Second
+	// maxRequestBodySize bounds request bodies: the API takes none, and
 	// Config.Routes handlers get parameters from the query.
-	MaxRequestBodySize = 64 << 10
+	maxRequestBodySize = 64 << 10
 )
 
 // Config configures a Server.
@@ -99,7 +99,7 @@ type Config struct {
 	// Observer, when not nil, is told about every request and issued batch.
 	Observer Observer
 	// ReadTimeout, WriteTimeout and IdleTimeout of the fasthttp server; 0
-	// means DefaultReadTimeout, DefaultWriteTimeout, DefaultIdleTimeout.
+	// means defaultReadTimeout, defaultWriteTimeout, defaultIdleTimeout.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }
 
@@ -120,11 +120,11 @@ type Server struct {
 	uuidErr    error        // why the layout cannot make UUIDs (nil: it can)
 }
 
-// BatchBound is how long an /ids batch may take beyond two ticks of the
+// batchBound is how long an /ids batch may take beyond two ticks of the
 // layout: a batch that spans many ticks (a coarse --time-unit, a large
 // --max-batch, few sequence bits) fails with 503 batch_timeout past
-// BatchBound + 2 ticks instead of holding its connection.
-const BatchBound = time.Second
+// batchBound + 2 ticks instead of holding its connection.
+const batchBound = time.Second
 
 // New checks cfg and returns a server.
 func New(cfg Config) (*Server, error) {
@@ -158,7 +158,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	ra := cfg.RetryAfter
 	if ra == 0 {
-		ra = DefaultRetryAfter
+		ra = defaultRetryAfter
 	}
 	secs := int64((ra + time.Second - 1) / time.Second) // round up: never tell a client to retry early
 	s.retryAfter = strconv.AppendInt(nil, max(secs, 1), 10)
@@ -167,7 +167,7 @@ func New(cfg Config) (*Server, error) {
 	s.batches.New = func() any { return &batch{pool: &s.batches} }
 	l := cfg.IDs.Layout()
 	s.perTick = int(min(l.PerTick(), int64(MaxBatchLimit)))
-	s.batchBound = BatchBound + 2*l.Unit
+	s.batchBound = batchBound + 2*l.Unit
 	s.uuids, s.uuidErr = uuidv7.NewCodec(l)
 	s.handler = s.handle
 	s.srv = &fasthttp.Server{
@@ -175,10 +175,10 @@ func New(cfg Config) (*Server, error) {
 		ErrorHandler:       s.handleParseError,
 		Logger:             newLibLog(cfg.Log, time.Now),
 		Name:               "snowflaked",
-		ReadTimeout:        orDefault(cfg.ReadTimeout, DefaultReadTimeout),
-		WriteTimeout:       orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
-		IdleTimeout:        orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
-		MaxRequestBodySize: MaxRequestBodySize,
+		ReadTimeout:        orDefault(cfg.ReadTimeout, defaultReadTimeout),
+		WriteTimeout:       orDefault(cfg.WriteTimeout, defaultWriteTimeout),
+		IdleTimeout:        orDefault(cfg.IdleTimeout, defaultIdleTimeout),
+		MaxRequestBodySize: maxRequestBodySize,
 		ReduceMemoryUsage:  false, // keep per-connection buffers: fewer allocations under load
 		CloseOnShutdown:    true,  // tell keep-alive clients to go elsewhere while draining
 		// The Date header is cached by fasthttp once a second; the Server

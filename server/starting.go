@@ -50,7 +50,7 @@ func NewStarting(cfg StartingConfig) (*Starting, error) {
 	}
 	ra := cfg.RetryAfter
 	if ra == 0 {
-		ra = DefaultRetryAfter
+		ra = defaultRetryAfter
 	}
 	s := &Starting{status: cfg.Status, retryAfter: strconv.AppendInt(nil, max(int64((ra+time.Second-1)/time.Second), 1), 10)}
 	s.srv = &fasthttp.Server{
@@ -58,16 +58,13 @@ func NewStarting(cfg StartingConfig) (*Starting, error) {
 		Logger:             newLibLog(cfg.Log, time.Now),
 		Name:               "snowflaked",
 		ReadTimeout:        startingReadTimeout,
-		WriteTimeout:       DefaultWriteTimeout,
+		WriteTimeout:       defaultWriteTimeout,
 		IdleTimeout:        startingReadTimeout,
-		MaxRequestBodySize: MaxRequestBodySize,
+		MaxRequestBodySize: maxRequestBodySize,
 		CloseOnShutdown:    true,
 	}
 	return s, nil
 }
-
-// Handler returns the request handler (for tests).
-func (s *Starting) Handler() fasthttp.RequestHandler { return s.handle }
 
 // Serve serves on ln until Shutdown.
 func (s *Starting) Serve(ln net.Listener) error { return s.srv.Serve(ln) }

@@ -16,8 +16,8 @@ import (
 
 // Exit statuses Report returns.
 const (
-	ExitOK    = 0 // --help
-	ExitUsage = 2 // a bad command line
+	exitOK    = 0 // --help
+	exitUsage = 2 // a bad command line
 )
 
 // Parse parses args into fs without printing anything (Report does). With
@@ -47,7 +47,7 @@ func Parse(fs *flag.FlagSet, args []string, interspersed bool) ([]string, error)
 			if strings.Contains(name, "=") {
 				continue
 			}
-			if f := fs.Lookup(name); f != nil && !IsBool(f) && i+1 < len(args) {
+			if f := fs.Lookup(name); f != nil && !isBool(f) && i+1 < len(args) {
 				flags = append(flags, args[i+1])
 				i++
 			}
@@ -60,28 +60,28 @@ func Parse(fs *flag.FlagSet, args []string, interspersed bool) ([]string, error)
 }
 
 // Report answers an error of Parse. For -h or --help it prints fs.Usage on
-// stdout and returns ExitOK. Otherwise it prints to stderr, prefixed with
+// stdout and returns exitOK. Otherwise it prints to stderr, prefixed with
 // fs.Name(), the error (an unknown flag with the nearest defined one) and
-// how to see every flag, and returns ExitUsage.
+// how to see every flag, and returns exitUsage.
 func Report(stdout, stderr io.Writer, fs *flag.FlagSet, err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		out := fs.Output()
 		fs.SetOutput(stdout)
 		fs.Usage()
 		fs.SetOutput(out)
-		return ExitOK
+		return exitOK
 	}
-	fmt.Fprintf(stderr, "%s: %s\nRun '%s --help' for every flag.\n", fs.Name(), Explain(fs, err), fs.Name())
-	return ExitUsage
+	fmt.Fprintf(stderr, "%s: %s\nRun '%s --help' for every flag.\n", fs.Name(), explain(fs, err), fs.Name())
+	return exitUsage
 }
 
-// Explain rewords an error of the flag package: flags are written with two
+// explain rewords an error of the flag package: flags are written with two
 // dashes, and an unknown one is followed by the nearest defined flag.
-func Explain(fs *flag.FlagSet, err error) string {
+func explain(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		msg = "unknown flag --" + name
-		if s := Suggest(fs, name); s != "" {
+		if s := suggest(fs, name); s != "" {
 			msg += "; did you mean --" + s + "?"
 		}
 		return msg
@@ -92,10 +92,10 @@ func Explain(fs *flag.FlagSet, err error) string {
 	return strings.Replace(msg, "for flag -", "for flag --", 1)
 }
 
-// Suggest returns the defined flag nearest to name, or "" when none is
+// suggest returns the defined flag nearest to name, or "" when none is
 // near: the same name but for case, dashes and underscores (workerid,
 // worker_id), or one at most a third of its length of edits away.
-func Suggest(fs *flag.FlagSet, name string) string {
+func suggest(fs *flag.FlagSet, name string) string {
 	want := normalize(name)
 	best, bestDist := "", -1
 	fs.VisitAll(func(f *flag.Flag) {
@@ -141,8 +141,8 @@ func isNegativeNumber(s string) bool {
 	return err == nil && strings.HasPrefix(s, "-")
 }
 
-// IsBool reports whether f is a boolean flag (one that takes no value).
-func IsBool(f *flag.Flag) bool {
+// isBool reports whether f is a boolean flag (one that takes no value).
+func isBool(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
 }

@@ -32,7 +32,7 @@ func TestSuggest(t *testing.T) {
 		{"listen", ""},
 		{"x", ""},
 	} {
-		if got := Suggest(newSet(), tc.in); got != tc.want {
+		if got := suggest(newSet(), tc.in); got != tc.want {
 			t.Errorf("Suggest(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
@@ -46,12 +46,12 @@ func TestReport(t *testing.T) {
 		out     string // substring of stdout
 		errLine string // stderr's first line
 	}{
-		{"help", []string{"--help"}, ExitOK, "-worker-id", ""},
-		{"short help", []string{"-h"}, ExitOK, "-fence-ahead", ""},
-		{"typo", []string{"--workerid", "5"}, ExitUsage, "", "prog: unknown flag --workerid; did you mean --worker-id?"},
-		{"nothing near", []string{"--listen", ":1"}, ExitUsage, "", "prog: unknown flag --listen"},
-		{"no value", []string{"--zk"}, ExitUsage, "", "prog: flag --zk needs a value"},
-		{"bad value", []string{"--worker-id", "five"}, ExitUsage, "", `prog: invalid value "five" for flag --worker-id: parse error`},
+		{"help", []string{"--help"}, exitOK, "-worker-id", ""},
+		{"short help", []string{"-h"}, exitOK, "-fence-ahead", ""},
+		{"typo", []string{"--workerid", "5"}, exitUsage, "", "prog: unknown flag --workerid; did you mean --worker-id?"},
+		{"nothing near", []string{"--listen", ":1"}, exitUsage, "", "prog: unknown flag --listen"},
+		{"no value", []string{"--zk"}, exitUsage, "", "prog: flag --zk needs a value"},
+		{"bad value", []string{"--worker-id", "five"}, exitUsage, "", `prog: invalid value "five" for flag --worker-id: parse error`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := newSet()
@@ -67,7 +67,7 @@ func TestReport(t *testing.T) {
 				t.Errorf("stdout %q does not contain %q", stdout.String(), tc.out)
 			}
 			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-			if tc.code == ExitOK {
+			if tc.code == exitOK {
 				if stderr.Len() > 0 {
 					t.Errorf("help wrote to stderr: %q", stderr.String())
 				}

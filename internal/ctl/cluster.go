@@ -62,29 +62,29 @@ func adminExit(err error) int {
 	for _, e := range []error{coordinator.ErrInvalidConfig, coordinator.ErrClusterMismatch, coordinator.ErrNoCluster,
 		coordinator.ErrLeaseHeld, coordinator.ErrUnknownNodeKey} {
 		if errors.Is(err, e) {
-			return ExitUsage
+			return exitUsage
 		}
 	}
-	return ExitFailure
+	return exitFailure
 }
 
-// Cluster is "snowflakectl cluster": create, list and delete the clusters
+// cluster is "snowflakectl cluster": create, list and delete the clusters
 // of a ZooKeeper ensemble (the ZooKeeper side is coordinator's).
-func Cluster(args []string, stdout, stderr io.Writer) int {
+func cluster(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "snowflakectl cluster: want a subcommand:", clusterUsage)
-		return ExitUsage
+		return exitUsage
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n\nRun 'snowflakectl cluster <create|list|delete> --help' for a subcommand's flags.\n", clusterUsage)
-		return ExitOK
+		return exitOK
 	}
 	usageLine, ok := clusterUsages[sub]
 	if !ok {
 		fmt.Fprintf(stderr, "snowflakectl cluster: unknown subcommand %q: %s\n", sub, clusterUsage)
-		return ExitUsage
+		return exitUsage
 	}
 	cmd := "snowflakectl cluster " + sub
 	fs := newFlagSet("cluster "+sub, usageLine, stderr)
@@ -120,10 +120,10 @@ func Cluster(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pos) != wantPos {
 		fmt.Fprintf(stderr, "%s: want %d argument(s), got %q: %s\n", cmd, wantPos, pos, usageLine)
-		return ExitUsage
+		return exitUsage
 	}
 	if !a.check(cmd, stderr) {
-		return ExitUsage
+		return exitUsage
 	}
 	ctx := context.Background()
 	servers := splitList(*a.zk)
@@ -135,14 +135,14 @@ func Cluster(args []string, stdout, stderr io.Writer) int {
 	}
 	if !*yes {
 		fmt.Fprintf(stderr, "%s: deleting cluster %q removes its znodes, the worker IDs and fences its nodes start after: add --yes to do it\n", cmd, pos[0])
-		return ExitUsage
+		return exitUsage
 	}
 	if err := coordinator.DeleteCluster(ctx, servers, *a.auth, pos[0], *a.timeout); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return adminExit(err)
 	}
 	fmt.Fprintf(stdout, "deleted cluster %q\n", pos[0])
-	return ExitOK
+	return exitOK
 }
 
 // createFlags are cluster create's settings flags, as given.
@@ -180,7 +180,7 @@ func clusterCreate(ctx context.Context, cmd, name string, servers []string, auth
 	spec, err := f.spec(time.Now())
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return ExitUsage
+		return exitUsage
 	}
 	res, err := coordinator.CreateCluster(ctx, servers, auth, name, spec, timeout)
 	if err != nil {
@@ -200,7 +200,7 @@ func clusterCreate(ctx context.Context, cmd, name string, servers []string, auth
 	}
 	fmt.Fprintf(stdout, "%s %q: layout %s, worker IDs %s, recycle-after %s, requires %s\n", what, name, spec.Layout.Describe(), rng, spec.RecycleAfter,
 		strings.Join(res.Requires, ","))
-	return ExitOK
+	return exitOK
 }
 
 func clusterList(ctx context.Context, cmd string, servers []string, auth string, timeout time.Duration, asJSON bool, stdout, stderr io.Writer) int {
@@ -214,7 +214,7 @@ func clusterList(ctx context.Context, cmd string, servers []string, auth string,
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(stdout, "no clusters")
-		return ExitOK
+		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tLAYOUT\tEPOCH\tUNIT\tWORKER IDS\tWORKERS\tIN SERVICE\tREQUIRES\tPROBLEM")
@@ -223,25 +223,25 @@ func clusterList(ctx context.Context, cmd string, servers []string, auth string,
 			r.Workers, r.InService, dash(strings.Join(r.Requires, ",")), dash(r.Problem))
 	}
 	tw.Flush()
-	return ExitOK
+	return exitOK
 }
 
-// Node is "snowflakectl node retire": let a dead node's worker ID be
+// node is "snowflakectl node retire": let a dead node's worker ID be
 // recycled before recycle-after, after its fence.
-func Node(args []string, stdout, stderr io.Writer) int {
+func node(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "snowflakectl node: want a subcommand:", nodeUsage)
-		return ExitUsage
+		return exitUsage
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n", nodeUsage)
-		return ExitOK
+		return exitOK
 	case "retire":
 	default:
 		fmt.Fprintf(stderr, "snowflakectl node: unknown subcommand %q: %s\n", sub, nodeUsage)
-		return ExitUsage
+		return exitUsage
 	}
 	const cmd = "snowflakectl node retire"
 	fs := newFlagSet("node retire", nodeUsage, stderr)
@@ -253,10 +253,10 @@ func Node(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pos) != 1 {
 		fmt.Fprintf(stderr, "%s: want one node key, got %q: %s\n", cmd, pos, nodeUsage)
-		return ExitUsage
+		return exitUsage
 	}
 	if !a.check(cmd, stderr) {
-		return ExitUsage
+		return exitUsage
 	}
 	res, err := coordinator.Retire(context.Background(), splitList(*a.zk), *a.auth, *cluster, pos[0], *a.timeout)
 	if err != nil {
@@ -273,5 +273,5 @@ func Node(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s node key %q of cluster %q: worker ID %s may be taken over now; its next holder issues only after the fence %s\n",
 		what, pos[0], *cluster, strings.Join(ids, ","), time.UnixMilli(res.Fence).UTC().Format(time.RFC3339Nano))
-	return ExitOK
+	return exitOK
 }

@@ -14,9 +14,9 @@ import (
 
 // Exit statuses of snowflakectl.
 const (
-	ExitOK      = 0
-	ExitFailure = 1 // the command could not do its job (e.g. ZooKeeper unreachable)
-	ExitUsage   = 2 // bad command line or bad input
+	exitOK      = 0
+	exitFailure = 1 // the command could not do its job (e.g. ZooKeeper unreachable)
+	exitUsage   = 2 // bad command line or bad input
 )
 
 // Command is one subcommand.
@@ -39,17 +39,17 @@ var usages = map[string]string{
 	"bench":   "bench (--servers … | --zk …) [--duration 10s] [--concurrency 64] [--count 1] [--timeout 10s]",
 }
 
-// Commands lists the subcommands; add new ones here (and their usage line
+// commands lists the subcommands; add new ones here (and their usage line
 // to usages).
-var Commands = []Command{
-	{Name: "decode", Summary: usages["decode"] + ": split IDs into time, worker and sequence", Run: Decode},
-	{Name: "status", Summary: usages["status"] + ": the cluster's workers from ZooKeeper", Run: Status},
-	{Name: "probe", Summary: usages["probe"] + ": GET url; exit 0 on 2xx, else 1 with status and body on stderr (health checks)", Run: Probe},
-	{Name: "get", Summary: usages["get"] + ": IDs through the Go client, one a line", Run: Get},
+var commands = []Command{
+	{Name: "decode", Summary: usages["decode"] + ": split IDs into time, worker and sequence", Run: decode},
+	{Name: "status", Summary: usages["status"] + ": the cluster's workers from ZooKeeper", Run: status},
+	{Name: "probe", Summary: usages["probe"] + ": GET url; exit 0 on 2xx, else 1 with status and body on stderr (health checks)", Run: probe},
+	{Name: "get", Summary: usages["get"] + ": IDs through the Go client, one a line", Run: get},
 	{Name: "segment", Summary: segmentUsage + ": dense-ID tags", Run: Segment},
-	{Name: "cluster", Summary: clusterUsage + ": create, list and delete clusters", Run: Cluster},
-	{Name: "node", Summary: nodeUsage + ": let a dead node's worker ID be reused before recycle-after, after its fence", Run: Node},
-	{Name: "bench", Summary: usages["bench"] + ": load loopback nodes through the client; IDs/s, latency, failovers", Run: Bench},
+	{Name: "cluster", Summary: clusterUsage + ": create, list and delete clusters", Run: cluster},
+	{Name: "node", Summary: nodeUsage + ": let a dead node's worker ID be reused before recycle-after, after its fence", Run: node},
+	{Name: "bench", Summary: usages["bench"] + ": load loopback nodes through the client; IDs/s, latency, failovers", Run: bench},
 }
 
 // Version is what --version prints; cmd/snowflakectl sets it from its
@@ -62,29 +62,29 @@ var Version = "dev"
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
-		return ExitUsage
+		return exitUsage
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
-		return ExitOK
+		return exitOK
 	case "-version", "--version", "version":
 		fmt.Fprintf(stdout, "snowflakectl %s (%s)\n", Version, runtime.Version())
-		return ExitOK
+		return exitOK
 	}
 	args, err := commandFirst(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl: %v\nRun 'snowflakectl --help' for the commands.\n", err)
-		return ExitUsage
+		return exitUsage
 	}
-	for _, c := range Commands {
+	for _, c := range commands {
 		if c.Name == args[0] {
 			return c.Run(args[1:], stdout, stderr)
 		}
 	}
 	fmt.Fprintf(stderr, "snowflakectl: unknown command %q\n", args[0])
 	usage(stderr)
-	return ExitUsage
+	return exitUsage
 }
 
 // boolFlags are the flags of any command that take no value: before the
@@ -125,7 +125,7 @@ func commandFirst(args []string) ([]string, error) {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: snowflakectl <command> [arguments]\n\nCommands:")
-	for _, c := range Commands {
+	for _, c := range commands {
 		fmt.Fprintf(w, "  %-8s %s\n", c.Name, c.Summary)
 	}
 	fmt.Fprintln(w, "\nRun 'snowflakectl <command> --help' for a command's flags; 'snowflakectl --version' for the version.")
@@ -152,5 +152,5 @@ func parse(fs *flag.FlagSet, args []string, interspersed bool, stdout, stderr io
 	if err != nil {
 		return nil, cliflag.Report(stdout, stderr, fs, err), false
 	}
-	return pos, ExitOK, true
+	return pos, exitOK, true
 }

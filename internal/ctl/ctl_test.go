@@ -16,7 +16,7 @@ func TestDecode(t *testing.T) {
 	at := time.Date(2025, 6, 1, 12, 30, 45, 123e6, time.UTC)
 	id := def.Compose(def.TickOf(at.UnixNano()), 3, 17)
 	leaf := def
-	leaf.Epoch = time.UnixMilli(LeafEpochMilli).UTC()
+	leaf.Epoch = time.UnixMilli(leafEpochMilli).UTC()
 	leafID := leaf.Compose(leaf.TickOf(at.UnixNano()), 1023, 4095)
 	js := snowflake.JS53Layout()
 	jsID := js.Compose(js.TickOf(at.UnixNano()), 31, 127)

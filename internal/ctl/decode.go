@@ -15,9 +15,9 @@ import (
 	"codeberg.org/snowflaked/snowflaked/uuidv7"
 )
 
-// LeafEpochMilli is the epoch of Meituan Leaf's snowflake IDs (Twitter's
+// leafEpochMilli is the epoch of Meituan Leaf's snowflake IDs (Twitter's
 // epoch, 2010-11-04T01:42:54.657Z), for decode --leaf.
-const LeafEpochMilli = 1288834974657
+const leafEpochMilli = 1288834974657
 
 // timeFormat prints decoded times: RFC 3339 in UTC with milliseconds.
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
@@ -32,10 +32,10 @@ type decoded struct {
 	Gene        *int64 `json:"gene,omitempty"`
 }
 
-// Decode is "snowflakectl decode": it prints each ID's time (RFC 3339 UTC
+// decode is "snowflakectl decode": it prints each ID's time (RFC 3339 UTC
 // and Unix ms), worker ID and sequence under a layout (default, flags, or
 // Leaf's with --leaf).
-func Decode(args []string, stdout, stderr io.Writer) int {
+func decode(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("decode", usages["decode"], stderr)
 	layoutFlag := fs.String("layout", snowflake.PresetDefault, "bit split time/worker/sequence, or js53")
 	epochFlag := fs.String("epoch", snowflake.DefaultEpoch.Format(time.RFC3339), "epoch of the IDs, RFC 3339")
@@ -49,7 +49,7 @@ func Decode(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(ids) == 0 {
 		fmt.Fprintln(stderr, "snowflakectl decode: no ID given: snowflakectl "+usages["decode"])
-		return ExitUsage
+		return exitUsage
 	}
 	if *leaf {
 		var clash []string
@@ -60,10 +60,10 @@ func Decode(args []string, stdout, stderr io.Writer) int {
 		})
 		if len(clash) > 0 {
 			fmt.Fprintf(stderr, "snowflakectl decode: --leaf fixes the layout; drop %s\n", strings.Join(clash, ", "))
-			return ExitUsage
+			return exitUsage
 		}
 		*layoutFlag, *unitFlag = snowflake.PresetDefault, "1ms"
-		*epochFlag = time.UnixMilli(LeafEpochMilli).UTC().Format(time.RFC3339Nano)
+		*epochFlag = time.UnixMilli(leafEpochMilli).UTC().Format(time.RFC3339Nano)
 	}
 	layout, err := snowflake.ParseLayout(*layoutFlag, *epochFlag, *unitFlag, time.Now())
 	if err == nil && *geneBits > 0 {
@@ -72,14 +72,14 @@ func Decode(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl decode: %v\n", err)
-		return ExitUsage
+		return exitUsage
 	}
 	var out []decoded
 	for _, raw := range ids {
 		p, err := decodeOne(layout, raw)
 		if err != nil {
 			fmt.Fprintf(stderr, "snowflakectl decode: %v\n", err)
-			return ExitUsage
+			return exitUsage
 		}
 		out = append(out, decoded{
 			ID: strconv.FormatInt(p.ID, 10), TimestampMs: p.UnixMilli(), Time: p.Time.UTC().Format(timeFormat),
@@ -91,10 +91,10 @@ func Decode(args []string, stdout, stderr io.Writer) int {
 		for _, d := range out {
 			if err := enc.Encode(d); err != nil {
 				fmt.Fprintf(stderr, "snowflakectl decode: %v\n", err)
-				return ExitFailure
+				return exitFailure
 			}
 		}
-		return ExitOK
+		return exitOK
 	}
 	for i, d := range out {
 		if i > 0 {
@@ -106,7 +106,7 @@ func Decode(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "layout    %s\n", layout.Describe())
 	}
-	return ExitOK
+	return exitOK
 }
 
 // decodeOne parses a decimal ID and decodes it, with a clear error for

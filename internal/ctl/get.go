@@ -60,9 +60,9 @@ func splitComma(s string) []string {
 	return out
 }
 
-// Get is "snowflakectl get [--count N] (--servers … | --zk …)": IDs through
+// get is "snowflakectl get [--count N] (--servers … | --zk …)": IDs through
 // the Go client (failover included), one a line.
-func Get(args []string, stdout, stderr io.Writer) int {
+func get(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("get", usages["get"], stderr)
 	var cf clientFlags
 	cf.register(fs, "bound on the whole command")
@@ -89,7 +89,7 @@ func Get(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl get: %v\n", err)
-		return ExitUsage
+		return exitUsage
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
@@ -110,7 +110,7 @@ func Get(args []string, stdout, stderr io.Writer) int {
 			b.WriteString(u.String() + "\n")
 		}
 		_, _ = io.WriteString(stdout, b.String())
-		return ExitOK
+		return exitOK
 	}
 	var ids []int64
 	if *gene != "" {
@@ -127,22 +127,22 @@ func Get(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(&b, "%d\n", id)
 	}
 	_, _ = io.WriteString(stdout, b.String())
-	return ExitOK
+	return exitOK
 }
 
 func exitFor(err error) int {
 	if errors.Is(err, client.ErrInvalidConfig) {
-		return ExitUsage
+		return exitUsage
 	}
-	return ExitFailure
+	return exitFailure
 }
 
-// Bench is "snowflakectl bench (--servers … | --zk …) [--duration 10s]
+// bench is "snowflakectl bench (--servers … | --zk …) [--duration 10s]
 // [--concurrency 64] [--count 1]": goroutines calling the client for a
 // bounded time, then IDs/s, latency percentiles, failovers and errors. Only
 // loopback nodes (127.0.0.0/8, ::1) are benchmarked: load is never sent
 // anywhere else by accident.
-func Bench(args []string, stdout, stderr io.Writer) int {
+func bench(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("bench", usages["bench"], stderr)
 	var cf clientFlags
 	cf.register(fs, "bound on the command beyond --duration: finding the nodes, then the calls still running when --duration ends (the whole command takes at most --duration plus --timeout)")
@@ -164,7 +164,7 @@ func Bench(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl bench: %v\n", err)
-		return ExitUsage
+		return exitUsage
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout+*duration)
 	defer cancel()
@@ -177,7 +177,7 @@ func Bench(args []string, stdout, stderr io.Writer) int {
 	for _, addr := range c.Nodes() {
 		if !loopback(addr) {
 			fmt.Fprintf(stderr, "snowflakectl bench: %s is not a loopback address: bench only loads nodes on this machine\n", addr)
-			return ExitUsage
+			return exitUsage
 		}
 	}
 	r := runBench(ctx, c, *duration, *conc, *count)
@@ -186,9 +186,9 @@ func Bench(args []string, stdout, stderr io.Writer) int {
 		r.p50, r.p99, r.max, r.stats.Requests, r.stats.Failovers, r.errors)
 	if r.errors > 0 {
 		fmt.Fprintf(stderr, "snowflakectl bench: %d calls failed, the first: %v\n", r.errors, r.firstErr)
-		return ExitFailure
+		return exitFailure
 	}
-	return ExitOK
+	return exitOK
 }
 
 // benchResult is what runBench measured.

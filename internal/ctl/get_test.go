@@ -47,16 +47,16 @@ func TestGetAndBench(t *testing.T) {
 		code     int
 		out, err string
 	}{
-		{"get 5", runCmd(Get), []string{"--count", "5", "--servers", addr}, ExitOK, "1\n2\n3\n4\n5\n", ""},
-		{"get without a cluster", runCmd(Get), []string{"--count", "5"}, ExitUsage, "", "give --servers"},
-		{"get with both", runCmd(Get), []string{"--servers", addr, "--zk", "127.0.0.1:1"}, ExitUsage, "", "give --servers"},
-		{"get count 0", runCmd(Get), []string{"--servers", addr, "--count", "0"}, ExitUsage, "", "--count 0"},
-		{"get from nothing", runCmd(Get), []string{"--servers", "127.0.0.1:1", "--timeout", "2s"}, ExitFailure, "", "no snowflaked node available"},
-		{"bench", runCmd(Bench), []string{"--servers", addr, "--duration", "300ms", "--concurrency", "4"}, ExitOK, "IDs/s", ""},
-		{"bench off loopback is refused", runCmd(Bench), []string{"--servers", "10.1.2.3:8080", "--duration", "1s"}, ExitUsage, "", "not a loopback address"},
-		{"get stray argument", runCmd(Get), []string{"--servers", addr, "5"}, ExitUsage, "", `unexpected arguments ["5"]`},
-		{"bench stray argument", runCmd(Bench), []string{"--servers", addr, "--duration", "300ms", "extra"}, ExitUsage, "", `unexpected arguments ["extra"]`},
-		{"bench bad duration", runCmd(Bench), []string{"--servers", addr, "--duration", "1h"}, ExitUsage, "", "--duration 1h0m0s"},
+		{"get 5", runCmd(get), []string{"--count", "5", "--servers", addr}, exitOK, "1\n2\n3\n4\n5\n", ""},
+		{"get without a cluster", runCmd(get), []string{"--count", "5"}, exitUsage, "", "give --servers"},
+		{"get with both", runCmd(get), []string{"--servers", addr, "--zk", "127.0.0.1:1"}, exitUsage, "", "give --servers"},
+		{"get count 0", runCmd(get), []string{"--servers", addr, "--count", "0"}, exitUsage, "", "--count 0"},
+		{"get from nothing", runCmd(get), []string{"--servers", "127.0.0.1:1", "--timeout", "2s"}, exitFailure, "", "no snowflaked node available"},
+		{"bench", runCmd(bench), []string{"--servers", addr, "--duration", "300ms", "--concurrency", "4"}, exitOK, "IDs/s", ""},
+		{"bench off loopback is refused", runCmd(bench), []string{"--servers", "10.1.2.3:8080", "--duration", "1s"}, exitUsage, "", "not a loopback address"},
+		{"get stray argument", runCmd(get), []string{"--servers", addr, "5"}, exitUsage, "", `unexpected arguments ["5"]`},
+		{"bench stray argument", runCmd(bench), []string{"--servers", addr, "--duration", "300ms", "extra"}, exitUsage, "", `unexpected arguments ["extra"]`},
+		{"bench bad duration", runCmd(bench), []string{"--servers", addr, "--duration", "1h"}, exitUsage, "", "--duration 1h0m0s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

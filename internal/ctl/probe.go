@@ -12,12 +12,12 @@ import (
 // maxProbeBody bounds how much of a failing answer probe prints.
 const maxProbeBody = 4096
 
-// Probe is "snowflakectl probe <url>": a health check for images without a
+// probe is "snowflakectl probe <url>": a health check for images without a
 // shell or curl (docker/Dockerfile's HEALTHCHECK probes /readyz). It GETs the
 // URL within --timeout (default 2s) and exits 0 on a 2xx answer, 1 on any
 // other answer or error (with the status and body, or the error, on
 // stderr), 2 for bad arguments. It follows no redirect.
-func Probe(args []string, stdout, stderr io.Writer) int {
+func probe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("probe", usages["probe"], stderr)
 	timeout := fs.Duration("timeout", 2*time.Second, "bound on the whole request")
 	quiet := fs.Bool("quiet", false, "print nothing on success")
@@ -27,16 +27,16 @@ func Probe(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pos) != 1 {
 		fmt.Fprintln(stderr, "snowflakectl probe: want exactly one URL, e.g. probe http://127.0.0.1:8080/readyz")
-		return ExitUsage
+		return exitUsage
 	}
 	if *timeout <= 0 {
 		fmt.Fprintf(stderr, "snowflakectl probe: --timeout %s must be positive\n", *timeout)
-		return ExitUsage
+		return exitUsage
 	}
 	u, err := url.Parse(pos[0])
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		fmt.Fprintf(stderr, "snowflakectl probe: %q is not an http(s) URL with a host\n", pos[0])
-		return ExitUsage
+		return exitUsage
 	}
 	client := &http.Client{
 		Timeout:       *timeout,
@@ -46,20 +46,20 @@ func Probe(args []string, stdout, stderr io.Writer) int {
 	resp, err := client.Get(u.String())
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl probe: %v\n", err)
-		return ExitFailure
+		return exitFailure
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxProbeBody))
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl probe: %s: read body: %v\n", resp.Status, err)
-		return ExitFailure
+		return exitFailure
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		fmt.Fprintf(stderr, "snowflakectl probe: %s: %s\n", resp.Status, strings.TrimSpace(string(body)))
-		return ExitFailure
+		return exitFailure
 	}
 	if !*quiet {
 		fmt.Fprintf(stdout, "%s: %s\n", resp.Status, strings.TrimSpace(string(body)))
 	}
-	return ExitOK
+	return exitOK
 }

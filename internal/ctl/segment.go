@@ -120,18 +120,18 @@ func jsonFlag(help string) func(*flag.FlagSet, *segmentFlags) {
 func Segment(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "snowflakectl segment: want a subcommand:", segmentUsage)
-		return ExitUsage
+		return exitUsage
 	}
 	name, args := args[0], args[1:]
 	switch name {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n\nRun 'snowflakectl segment <create|list|status|decode|set-max|delete> --help' for a subcommand's flags.\n", segmentUsage)
-		return ExitOK
+		return exitOK
 	}
 	sub, ok := segmentSubs[name]
 	if !ok {
 		fmt.Fprintf(stderr, "snowflakectl segment: unknown subcommand %q: %s\n", name, segmentUsage)
-		return ExitUsage
+		return exitUsage
 	}
 	c := &segmentCall{cmd: "snowflakectl segment " + name, stdout: stdout, stderr: stderr}
 	fs := newFlagSet("segment "+name, sub.usage, stderr)
@@ -146,7 +146,7 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 	}
 	c.pos = pos
 	if !c.check(sub) || (sub.prepare != nil && !sub.prepare(c)) {
-		return ExitUsage
+		return exitUsage
 	}
 	a := c.f.admin
 	ctx, cancel := context.WithTimeout(context.Background(), *a.timeout)
@@ -155,9 +155,9 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.cmd, err)
 		if errors.Is(err, coordinator.ErrInvalidConfig) {
-			return ExitUsage
+			return exitUsage
 		}
-		return ExitFailure
+		return exitFailure
 	}
 	defer st.Close()
 	return sub.run(ctx, st, c)
@@ -218,17 +218,17 @@ func segmentCreate(ctx context.Context, st *segment.ZKStore, c *segmentCall) int
 	tag := c.tag
 	if err := st.Create(ctx, tag); err != nil {
 		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
-		return ExitFailure
+		return exitFailure
 	}
 	fmt.Fprintf(c.stdout, "created tag %q: first ID %d, step %d (max %d)\n", tag.Name, tag.Start, tag.Step, tag.MaxStep)
 	if tag.Opaque == nil {
-		return ExitOK
+		return exitOK
 	}
 	fmt.Fprintf(c.stdout, "opaque: %d-digit numbers, %d in all; its key is in ZooKeeper beside the tag\n", tag.Opaque.Digits, tag.Opaque.Size())
 	if *c.f.admin.auth == "" {
 		fmt.Fprintf(c.stderr, "%s: WARNING: without --zk-auth the key's znode is open: anyone who reaches ZooKeeper can read it and tell the tag's order and volume from its numbers\n", c.cmd)
 	}
-	return ExitOK
+	return exitOK
 }
 
 // segmentList is "segment list".
@@ -236,7 +236,7 @@ func segmentList(ctx context.Context, st *segment.ZKStore, c *segmentCall) int {
 	tags, err := st.List(ctx)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
-		return ExitFailure
+		return exitFailure
 	}
 	return writeTags(c.stdout, c.stderr, tags, *c.f.asJSON)
 }
@@ -246,13 +246,13 @@ func segmentStatusCmd(ctx context.Context, st *segment.ZKStore, c *segmentCall) 
 	rep, err := segmentStatus(ctx, st, c.pos[0])
 	if err != nil {
 		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
-		return ExitFailure
+		return exitFailure
 	}
 	if *c.f.asJSON {
 		return writeJSON(c.stdout, c.stderr, c.cmd, rep)
 	}
 	writeSegmentStatus(c.stdout, rep)
-	return ExitOK
+	return exitOK
 }
 
 // prepareSetMax parses the N of "segment set-max".
@@ -289,15 +289,15 @@ func segmentSetMax(ctx context.Context, st *segment.ZKStore, c *segmentCall) int
 	case err != nil:
 		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
 		if errors.Is(err, segment.ErrMaxIDBelow) {
-			return ExitUsage
+			return exitUsage
 		}
-		return ExitFailure
+		return exitFailure
 	case was == newMax:
 		fmt.Fprintf(c.stdout, "tag %q: max_id is %d already\n", name, was)
 	default:
 		fmt.Fprintf(c.stdout, "tag %q: max_id %d -> %d: the next range starts at %d\n", name, was, newMax, newMax)
 	}
-	return ExitOK
+	return exitOK
 }
 
 // prepareDelete refuses "segment delete" without --yes.
@@ -325,10 +325,10 @@ func writeJSON(stdout, stderr io.Writer, cmd string, v any) int {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return ExitFailure
+		return exitFailure
 	}
 	fmt.Fprintf(stdout, "%s\n", b)
-	return ExitOK
+	return exitOK
 }
 
 // tagJSON is a tag in --json output.
@@ -347,7 +347,7 @@ func writeTags(stdout, stderr io.Writer, tags []segment.Tag, asJSON bool) int {
 	}
 	fmt.Fprintf(stdout, "%d tag(s)\n", len(tags))
 	if len(tags) == 0 {
-		return ExitOK
+		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TAG\tSTART\tMAX_ID\tSTEP\tMAX STEP\tDESCRIPTION")
@@ -355,7 +355,7 @@ func writeTags(stdout, stderr io.Writer, tags []segment.Tag, asJSON bool) int {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", t.Name, t.Start, t.MaxID, t.Step, t.MaxStep, dash(t.Description))
 	}
 	tw.Flush()
-	return ExitOK
+	return exitOK
 }
 
 // SegmentStatus is "segment status": the tag, its returned ranges, which
@@ -461,21 +461,21 @@ func segmentDecode(ctx context.Context, st *segment.ZKStore, name, raw string, s
 	t, err := st.Tag(ctx, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl segment decode: %v\n", err)
-		return ExitFailure
+		return exitFailure
 	}
 	if t.Opaque == nil {
 		fmt.Fprintf(stderr, "snowflakectl segment decode: tag %q is not opaque: its IDs are its counter\n", name)
-		return ExitUsage
+		return exitUsage
 	}
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl segment decode: %q is not a decimal number\n", raw)
-		return ExitUsage
+		return exitUsage
 	}
 	key, err := st.Key(ctx, name, t.Incarnation)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl segment decode: %v\n", err)
-		return ExitFailure
+		return exitFailure
 	}
 	p, err := segment.NewPermutation(*t.Opaque, key)
 	if err == nil {
@@ -486,11 +486,11 @@ func segmentDecode(ctx context.Context, st *segment.ZKStore, name, raw string, s
 				issued = "not handed out yet"
 			}
 			fmt.Fprintf(stdout, "tag %q: %d is number %d of the tag (counter %d): %s\n", name, id, i+1, t.Start+i, issued)
-			return ExitOK
+			return exitOK
 		}
 	}
 	fmt.Fprintf(stderr, "snowflakectl segment decode: %v\n", err)
-	return ExitUsage
+	return exitUsage
 }
 
 // segmentDelete is "segment delete": it names the live nodes that hold
@@ -502,11 +502,11 @@ func segmentDelete(ctx context.Context, st *segment.ZKStore, name string, stdout
 			err = terr
 		}
 		fmt.Fprintf(stderr, "snowflakectl segment delete: %v\n", err)
-		return ExitFailure
+		return exitFailure
 	}
 	if err := deleteTag(ctx, st, name); err != nil {
 		fmt.Fprintf(stderr, "snowflakectl segment delete: %v\n", err)
-		return ExitFailure
+		return exitFailure
 	}
 	fmt.Fprintf(stdout, "deleted tag %q with its returned ranges and key\n", name)
 	if len(holders) > 0 {
@@ -518,7 +518,7 @@ func segmentDelete(ctx context.Context, st *segment.ZKStore, name string, stdout
 		fmt.Fprintf(stderr, "snowflakectl segment delete: %d live node(s) held ranges of it: %s. Each drops them when ZooKeeper tells it (its log says so) and never returns them; one cut off from ZooKeeper serves from them until it is back: restart any that did not log the drop before creating the tag again\n",
 			len(names), strings.Join(names, ", "))
 	}
-	return ExitOK
+	return exitOK
 }
 
 // deleteTag removes a tag: its record, returned ranges, holder records and

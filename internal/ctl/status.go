@@ -20,11 +20,11 @@ type statusJSON struct {
 	Workers  []coordinator.WorkerInfo `json:"workers"`
 }
 
-// Status is "snowflakectl status": the worker table of a cluster, read from
+// status is "snowflakectl status": the worker table of a cluster, read from
 // ZooKeeper (coordinator.ReadCluster): worker ID, node key, address, lease
 // held, in service, last report age and fence, plus any problem with the
 // znodes. It exits 1 when ZooKeeper cannot be read and 2 for bad flags.
-func Status(args []string, stdout, stderr io.Writer) int {
+func status(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status", usages["status"], stderr)
 	zkFlag := fs.String("zk", "", "ZooKeeper servers host1:2181,host2:2181 (required)")
 	cluster := fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
@@ -38,21 +38,21 @@ func Status(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(pos) > 0:
 		fmt.Fprintf(stderr, "snowflakectl status: unexpected arguments %q\n", pos)
-		return ExitUsage
+		return exitUsage
 	case strings.TrimSpace(*zkFlag) == "":
 		fmt.Fprintln(stderr, "snowflakectl status: --zk is required (e.g. --zk 127.0.0.1:2181)")
-		return ExitUsage
+		return exitUsage
 	case *timeout <= 0:
 		fmt.Fprintf(stderr, "snowflakectl status: --timeout %s must be positive\n", *timeout)
-		return ExitUsage
+		return exitUsage
 	}
 	settings, rows, err := coordinator.ReadCluster(context.Background(), splitList(*zkFlag), *cluster, *auth, *timeout)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
 		if errors.Is(err, coordinator.ErrInvalidConfig) {
-			return ExitUsage
+			return exitUsage
 		}
-		return ExitFailure
+		return exitFailure
 	}
 	if rows == nil {
 		rows = []coordinator.WorkerInfo{}
@@ -62,7 +62,7 @@ func Status(args []string, stdout, stderr io.Writer) int {
 	}
 	writeStatusTable(stdout, *cluster, rows, time.Now())
 	fmt.Fprintf(stdout, "layout %s; worker IDs %s; recycle-after %s\n", settings.Layout.Describe(), settings.WorkerIDs, settings.RecycleAfter)
-	return ExitOK
+	return exitOK
 }
 
 // writeStatusTable prints the rows as an aligned table.

@@ -94,8 +94,8 @@ func WriteFileAtomicIf(path string, data []byte, perm fs.FileMode, cond func() e
 	return nil
 }
 
-// ErrKilled is what a killed process's disk calls return.
-var ErrKilled = errors.New("disk: the process was killed")
+// errKilled is what a killed process's disk calls return.
+var errKilled = errors.New("disk: the process was killed")
 
 // Mem is an in-memory disk shared by the processes that run on it one
 // after another (a machine's disk across restarts).
@@ -171,7 +171,7 @@ func (p *Proc) Hung() bool {
 	return p.hang > 0
 }
 
-// Kill is kill -9: every later call fails with ErrKilled.
+// Kill is kill -9: every later call fails with errKilled.
 func (p *Proc) Kill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -190,7 +190,7 @@ func (p *Proc) alive() (time.Duration, bool) {
 // ReadFile reads a file.
 func (p *Proc) ReadFile(name string) ([]byte, error) {
 	if _, ok := p.alive(); !ok {
-		return nil, ErrKilled
+		return nil, errKilled
 	}
 	b, ok := p.m.File(name)
 	if !ok {
@@ -208,7 +208,7 @@ func (p *Proc) WriteFileAtomic(name string, data []byte, _ fs.FileMode) error {
 	defer p.writing.Add(-1)
 	hang, ok := p.alive()
 	if !ok {
-		return ErrKilled
+		return errKilled
 	}
 	if hang > 0 {
 		t := time.NewTimer(hang)
@@ -216,13 +216,13 @@ func (p *Proc) WriteFileAtomic(name string, data []byte, _ fs.FileMode) error {
 		case <-t.C:
 		case <-p.killed:
 			t.Stop()
-			return ErrKilled
+			return errKilled
 		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.dead {
-		return ErrKilled
+		return errKilled
 	}
 	if p.failErr != nil {
 		p.lastBad.Store(true)

@@ -11,9 +11,9 @@ import (
 	"strings"
 )
 
-// ErrBadValue is wrapped by every error about an environment variable whose
+// errBadValue is wrapped by every error about an environment variable whose
 // value its flag does not accept.
-var ErrBadValue = errors.New("bad value in environment")
+var errBadValue = errors.New("bad value in environment")
 
 // VarName returns the environment variable that sets flag name under prefix:
 // upper case, dashes become underscores (VarName("SNOWFLAKED_", "max-batch")
@@ -37,7 +37,7 @@ func normPrefix(prefix string) string {
 // as with os.Getenv). Call it after fs.Parse. prefix is e.g. "SNOWFLAKED_"
 // (a missing trailing underscore is added); it must not be empty.
 //
-// A value the flag rejects gives an error wrapping ErrBadValue that names
+// A value the flag rejects gives an error wrapping errBadValue that names
 // the variable and the value; all such errors are reported together.
 // unknown lists, sorted, the variables that carry the prefix but match no
 // flag, so the caller can warn about typos.
@@ -67,7 +67,7 @@ func Apply(fs *flag.FlagSet, prefix string, environ []string) (unknown []string,
 			// The command line wins.
 		default:
 			if err := fs.Set(f.Name, val); err != nil {
-				errs = append(errs, fmt.Errorf("%w: %s=%q (for --%s): %v", ErrBadValue, key, val, f.Name, err))
+				errs = append(errs, fmt.Errorf("%w: %s=%q (for --%s): %v", errBadValue, key, val, f.Name, err))
 			}
 		}
 	}

@@ -115,7 +115,7 @@ func TestApply(t *testing.T) {
 				t.Fatalf("Apply error: %v", err)
 			}
 			if tc.wantErr != nil {
-				if !errors.Is(err, ErrBadValue) {
+				if !errors.Is(err, errBadValue) {
 					t.Fatalf("error %v does not wrap ErrBadValue", err)
 				}
 				for _, s := range tc.wantErr {

@@ -22,7 +22,7 @@ const (
 	Starting     State = iota // some check has not reported yet
 	InService                 // every check passes: IDs are issued
 	OutOfService              // some check fails: no IDs
-	Stopping                  // shutting down: no IDs
+	stopping                  // shutting down: no IDs
 )
 
 // String returns the state's name as used in /readyz, /clock and metrics.
@@ -34,7 +34,7 @@ func (s State) String() string {
 		return "in_service"
 	case OutOfService:
 		return "out_of_service"
-	case Stopping:
+	case stopping:
 		return "stopping"
 	}
 	return "unknown"
@@ -55,7 +55,7 @@ func (s *State) UnmarshalText(b []byte) error {
 }
 
 // States lists every state, for metrics.
-var States = []State{Starting, InService, OutOfService, Stopping}
+var States = []State{Starting, InService, OutOfService, stopping}
 
 // Reason says why a node is not in service. The values are public API
 // (/readyz, /clock, 503 bodies, metrics labels).
@@ -298,7 +298,7 @@ func (g *Guard) recompute() {
 		}
 	}
 	if g.stopping {
-		next = Status{State: Stopping, Reason: ReasonStopping}
+		next = Status{State: stopping, Reason: ReasonStopping}
 	}
 	cur := g.status
 	if next.State == cur.State && next.Reason == cur.Reason && next.Detail == cur.Detail {

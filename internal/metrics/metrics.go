@@ -36,8 +36,8 @@ import (
 	"codeberg.org/snowflaked/snowflaked/server"
 )
 
-// ErrBadConfig is wrapped by every error New returns for an invalid Config.
-var ErrBadConfig = errors.New("metrics: invalid configuration")
+// errBadConfig is wrapped by every error New returns for an invalid Config.
+var errBadConfig = errors.New("metrics: invalid configuration")
 
 // Config configures New.
 type Config struct {
@@ -63,19 +63,19 @@ type Config struct {
 // Size classes of snowflaked_clock_rollbacks_total. Each rollback is counted
 // in exactly one class (they are not cumulative like histogram buckets).
 const (
-	SizeLE5ms   = "le_5ms"   // at most 5ms
-	SizeLE100ms = "le_100ms" // over 5ms, at most 100ms
-	SizeLE1s    = "le_1s"    // over 100ms, at most 1s
-	SizeGT1s    = "gt_1s"    // over 1s
+	sizeLE5ms   = "le_5ms"   // at most 5ms
+	sizeLE100ms = "le_100ms" // over 5ms, at most 100ms
+	sizeLE1s    = "le_1s"    // over 100ms, at most 1s
+	sizeGT1s    = "gt_1s"    // over 1s
 )
 
-// RollbackSizes lists the size classes in increasing order.
-var RollbackSizes = []string{SizeLE5ms, SizeLE100ms, SizeLE1s, SizeGT1s}
+// rollbackSizes lists the size classes in increasing order.
+var rollbackSizes = []string{sizeLE5ms, sizeLE100ms, sizeLE1s, sizeGT1s}
 
 // rollbackLimits are the inclusive upper bounds of all but the last class.
 var rollbackLimits = [...]time.Duration{5 * time.Millisecond, 100 * time.Millisecond, time.Second}
 
-// sizeIndex returns the index in RollbackSizes of a rollback of size d.
+// sizeIndex returns the index in rollbackSizes of a rollback of size d.
 func sizeIndex(d time.Duration) int {
 	for i, limit := range rollbackLimits {
 		if d <= limit {
@@ -85,14 +85,14 @@ func sizeIndex(d time.Duration) int {
 	return len(rollbackLimits)
 }
 
-// RollbackMergeWindow: ObserveRollback counts a report as a new rollback
+// rollbackMergeWindow: ObserveRollback counts a report as a new rollback
 // only if the wall time the clock must reach again to be past the last
 // issued ID (now + behind) is more than this after that of the rollback
 // counted last. Every refused request of one rollback, and the watcher's
 // report of the same step, point at about the same instant, so they count
 // once; two rollbacks whose catch-up points are within this window count
 // once too.
-const RollbackMergeWindow = time.Second
+const rollbackMergeWindow = time.Second
 
 // Status classes of the code label of snowflaked_requests_total.
 var statusClasses = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx", "other"}
@@ -126,15 +126,15 @@ type Metrics struct {
 // created at zero.
 func New(cfg Config) (*Metrics, error) {
 	if cfg.Snapshot == nil {
-		return nil, fmt.Errorf("%w: Snapshot is required", ErrBadConfig)
+		return nil, fmt.Errorf("%w: Snapshot is required", errBadConfig)
 	}
 	if cfg.RollbackTolerance < 0 {
-		return nil, fmt.Errorf("%w: rollback tolerance %v is negative", ErrBadConfig, cfg.RollbackTolerance)
+		return nil, fmt.Errorf("%w: rollback tolerance %v is negative", errBadConfig, cfg.RollbackTolerance)
 	}
 	switch cfg.RollbackPolicy {
 	case "", "leave", "borrow":
 	default:
-		return nil, fmt.Errorf("%w: rollback policy %q, want leave or borrow", ErrBadConfig, cfg.RollbackPolicy)
+		return nil, fmt.Errorf("%w: rollback policy %q, want leave or borrow", errBadConfig, cfg.RollbackPolicy)
 	}
 	return &Metrics{snapshot: cfg.Snapshot, tolerance: sizeIndex(cfg.RollbackTolerance), process: cfg.ProcessMetrics, policy: cfg.RollbackPolicy}, nil
 }
@@ -163,7 +163,7 @@ func (m *Metrics) IssuedIDs(n int) {
 // last issued ID, beyond the tolerance. The node calls it wherever it calls
 // clockguard.Rollback.Trip: for every *snowflake.RollbackError (its Behind
 // and At) and from the watcher's OnRollback. Reports of the same rollback
-// are merged (see RollbackMergeWindow); the first report of a rollback sets
+// are merged (see rollbackMergeWindow); the first report of a rollback sets
 // its size class. The catch-up point is at+behind, from the reading that
 // measured behind, never from a later one: the clock may have been set
 // right in between, and a later reading plus the old behind would point
@@ -177,7 +177,7 @@ func (m *Metrics) ObserveRollback(behind time.Duration, at time.Time) {
 	p := at.UnixNano() + int64(behind)
 	for range 100 { // bounded: each failed CAS means another report won
 		start := m.rollbackStart.Load()
-		if start != 0 && p <= start+int64(RollbackMergeWindow) {
+		if start != 0 && p <= start+int64(rollbackMergeWindow) {
 			return // the same rollback
 		}
 		if m.rollbackStart.CompareAndSwap(start, p) {

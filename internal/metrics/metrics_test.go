@@ -33,7 +33,7 @@ func TestNew_BadConfig(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := New(tc.cfg)
-			if !errors.Is(err, ErrBadConfig) || m != nil {
+			if !errors.Is(err, errBadConfig) || m != nil {
 				t.Fatalf("New = %v, %v; want nil and an error wrapping ErrBadConfig", m, err)
 			}
 		})
@@ -311,7 +311,7 @@ func TestObserveRollback(t *testing.T) {
 				f.m.ObserveRollback(r.behind, f.now())
 			}
 			ex := scrape(t, f.m)
-			for i, size := range RollbackSizes {
+			for i, size := range rollbackSizes {
 				if got := mustFind(t, ex, "snowflaked_clock_rollbacks_total", "size", size); got != tc.want[i] {
 					t.Errorf("size %s: %v, want %v", size, got, tc.want[i])
 				}
@@ -335,7 +335,7 @@ func TestObserveRollback_ClockSetRightBetweenReports(t *testing.T) {
 	f.clk.StepWall(5 * time.Second) // set right before the watcher's report lands
 	f.m.ObserveRollback(5*time.Second, watcherReading)
 	ex := scrape(t, f.m)
-	if got := mustFind(t, ex, "snowflaked_clock_rollbacks_total", "size", SizeGT1s); got != 1 {
+	if got := mustFind(t, ex, "snowflaked_clock_rollbacks_total", "size", sizeGT1s); got != 1 {
 		t.Fatalf("snowflaked_clock_rollbacks_total{size=gt_1s} = %v, want 1 (one rollback)", got)
 	}
 }
@@ -354,11 +354,11 @@ func TestRollbackWaitsClass(t *testing.T) {
 		tolerance time.Duration
 		class     string
 	}{
-		{0, SizeLE5ms},
-		{5 * time.Millisecond, SizeLE5ms},
-		{50 * time.Millisecond, SizeLE100ms},
-		{time.Second, SizeLE1s},
-		{2 * time.Second, SizeGT1s},
+		{0, sizeLE5ms},
+		{5 * time.Millisecond, sizeLE5ms},
+		{50 * time.Millisecond, sizeLE100ms},
+		{time.Second, sizeLE1s},
+		{2 * time.Second, sizeGT1s},
 	}
 	for _, tc := range tests {
 		t.Run(tc.tolerance.String(), func(t *testing.T) {
@@ -366,12 +366,12 @@ func TestRollbackWaitsClass(t *testing.T) {
 			f.snap.Generator.Stats = snowflake.Stats{RollbackWaits: 3}
 			f.m.ObserveRollback(10*time.Second, f.now())
 			ex := scrape(t, f.m)
-			for _, size := range RollbackSizes {
+			for _, size := range rollbackSizes {
 				want := 0.0
 				if size == tc.class {
 					want += 3
 				}
-				if size == SizeGT1s {
+				if size == sizeGT1s {
 					want++
 				}
 				if got := mustFind(t, ex, "snowflaked_clock_rollbacks_total", "size", size); got != want {
@@ -409,7 +409,7 @@ func TestRealGenerator(t *testing.T) {
 		t.Fatalf("generator stats %+v: no rollback wait, the test did not exercise it", st)
 	}
 	ex := scrape(t, m)
-	if got := mustFind(t, ex, "snowflaked_clock_rollbacks_total", "size", SizeLE5ms); got != float64(st.RollbackWaits) {
+	if got := mustFind(t, ex, "snowflaked_clock_rollbacks_total", "size", sizeLE5ms); got != float64(st.RollbackWaits) {
 		t.Errorf("le_5ms = %v, want the generator's %d waits", got, st.RollbackWaits)
 	}
 	if got := mustFind(t, ex, "snowflaked_sequence_exhausted_waits_total"); got != float64(st.SequenceWaits) || got < 1 {
@@ -695,7 +695,7 @@ func TestRealGeneratorBorrow(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	if _, err := New(Config{Snapshot: liveSnapshot(gen, health.New(nopLog, nil), clk), RollbackPolicy: "lend"}); !errors.Is(err, ErrBadConfig) {
+	if _, err := New(Config{Snapshot: liveSnapshot(gen, health.New(nopLog, nil), clk), RollbackPolicy: "lend"}); !errors.Is(err, errBadConfig) {
 		t.Errorf("New with rollback policy lend: %v, want ErrBadConfig", err)
 	}
 }

@@ -268,7 +268,7 @@ func (m *Metrics) writeGenerator(e *expo, s *nodestate.Snapshot, nowNs int64) {
 	if m.policy != "" {
 		e.add(fPolicy, 1, "policy", m.policy)
 	}
-	for i, size := range RollbackSizes {
+	for i, size := range rollbackSizes {
 		n := m.rollbacks[i].Load()
 		if i == m.tolerance && st.RollbackWaits > 0 {
 			n += uint64(st.RollbackWaits)

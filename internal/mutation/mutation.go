@@ -14,8 +14,8 @@ type Name string
 
 // The mutations. Each comment is the one-line change.
 const (
-	// None breaks nothing.
-	None Name = ""
+	// none breaks nothing.
+	none Name = ""
 )
 
 // Segment mode (docs/segments.md R1..R7, set-max).

@@ -2,8 +2,8 @@
 
 package mutation
 
-// Enabled reports whether this build can break rules (the mutation tag).
-const Enabled = false
+// enabled reports whether this build can break rules (the mutation tag).
+const enabled = false
 
 // Broken reports whether name is the mutation in force: never, in a build
 // without the mutation tag.

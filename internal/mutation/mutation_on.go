@@ -4,15 +4,15 @@ package mutation
 
 import "sync/atomic"
 
-// Enabled reports whether this build can break rules (the mutation tag).
-const Enabled = true
+// enabled reports whether this build can break rules (the mutation tag).
+const enabled = true
 
 var active atomic.Pointer[Name]
 
 // Broken reports whether name is the mutation in force.
 func Broken(name Name) bool {
 	p := active.Load()
-	return p != nil && *p == name && name != None
+	return p != nil && *p == name && name != none
 }
 
 // Set puts name in force (None: nothing) until the returned function

@@ -6,7 +6,7 @@ import "testing"
 
 func TestSetAndRestore(t *testing.T) {
 	const a, b Name = "a", "b"
-	if Broken(a) || Broken(None) {
+	if Broken(a) || Broken(none) {
 		t.Fatal("a mutation in force before any was set")
 	}
 	restoreA := Set(a)
@@ -25,7 +25,7 @@ func TestSetAndRestore(t *testing.T) {
 	if Broken(a) || Broken(b) {
 		t.Fatal("a mutation still in force after every restore")
 	}
-	if restore := Set(None); Broken(None) {
+	if restore := Set(none); Broken(none) {
 		t.Fatal("None breaks something")
 	} else {
 		restore()

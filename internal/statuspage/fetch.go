@@ -15,8 +15,8 @@ import (
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 )
 
-// ClockPath is the path of the peers' drift report.
-const ClockPath = "/clock"
+// clockPath is the path of the peers' drift report.
+const clockPath = "/clock"
 
 // peerClock is what the page reads of a peer's GET /clock; the sections
 // decode into the types that produce them, so their fields stay in step.
@@ -77,13 +77,13 @@ func (p *Page) fetchClock(ctx context.Context, addr string) fetched {
 		timeout = min(timeout, time.Until(dl))
 	}
 	if err := ctx.Err(); err != nil || timeout <= 0 {
-		return fetched{err: fmt.Errorf("GET %s: no time left for the request: %w", ClockPath, errors.Join(err, context.DeadlineExceeded))}
+		return fetched{err: fmt.Errorf("GET %s: no time left for the request: %w", clockPath, errors.Join(err, context.DeadlineExceeded))}
 	}
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI("http://" + hostPort + ClockPath)
+	req.SetRequestURI("http://" + hostPort + clockPath)
 	req.Header.SetMethod(fasthttp.MethodGet)
 	req.Header.Set("Accept", "application/json")
 
@@ -93,14 +93,14 @@ func (p *Page) fetchClock(ctx context.Context, addr string) fetched {
 	err = p.client.DoTimeout(req, resp, timeout)
 	m1 := clk.Mono()
 	if err != nil {
-		return fetched{err: fmt.Errorf("GET %s: %w", ClockPath, err)}
+		return fetched{err: fmt.Errorf("GET %s: %w", clockPath, err)}
 	}
 	if sc := resp.StatusCode(); sc != fasthttp.StatusOK {
-		return fetched{err: fmt.Errorf("GET %s: status %d", ClockPath, sc)}
+		return fetched{err: fmt.Errorf("GET %s: status %d", clockPath, sc)}
 	}
 	var doc peerClock
 	if err := json.Unmarshal(resp.Body(), &doc); err != nil {
-		return fetched{err: fmt.Errorf("GET %s: decode: %w", ClockPath, err)}
+		return fetched{err: fmt.Errorf("GET %s: decode: %w", clockPath, err)}
 	}
 	f := fetched{doc: doc, rtt: m1 - m0}
 	if doc.NowMs <= 0 {

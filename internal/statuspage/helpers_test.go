@@ -207,7 +207,7 @@ func clockBody(a clockAnswer) []byte {
 		"zk": coordinator.Status{WorkerID: a.workerID, Connected: true, SessionState: "StateHasSession", LeaseHeld: true, LastReportAgeMs: 800},
 	}
 	if a.ntp {
-		doc["ntp"] = clockguard.NTPSnapshot{Enabled: true, MaxOffset: DefaultNTPMaxOffset, Servers: []string{"ntp.test:123"},
+		doc["ntp"] = clockguard.NTPSnapshot{Enabled: true, MaxOffset: defaultNTPMaxOffset, Servers: []string{"ntp.test:123"},
 			Last: &clockguard.NTPResult{Server: "ntp.test:123", Offset: a.ntpOffset, RTT: time.Millisecond, CheckedAt: now.Add(-10 * time.Second)}}
 	}
 	b, err := json.Marshal(doc)
@@ -256,7 +256,7 @@ func frozenAddr(t testing.TB) string {
 func fakeNode(t testing.TB, a clockAnswer) string {
 	t.Helper()
 	return serveHandler(t, func(ctx *fasthttp.RequestCtx) {
-		if string(ctx.Path()) != ClockPath {
+		if string(ctx.Path()) != clockPath {
 			ctx.Error("not found", fasthttp.StatusNotFound)
 			return
 		}

@@ -33,22 +33,22 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultFetchTimeout  = 500 * time.Millisecond
-	DefaultListTimeout   = 3 * time.Second
-	DefaultConcurrency   = 16
-	DefaultMaxFetch      = 64
-	DefaultNTPMaxOffset  = clockguard.DefaultNTPMaxOffset
-	DefaultPeerMaxOffset = clockguard.DefaultPeerMaxOffset
-	DefaultMaxReportAge  = 10 * time.Second
-	DefaultGoneAfter     = 10 * time.Minute
-	// MaxRefresh bounds ?refresh=N (seconds).
-	MaxRefresh = 3600
-	// MaxClockBody bounds a peer's /clock answer.
-	MaxClockBody = 1 << 20
+	defaultFetchTimeout  = 500 * time.Millisecond
+	defaultListTimeout   = 3 * time.Second
+	defaultConcurrency   = 16
+	defaultMaxFetch      = 64
+	defaultNTPMaxOffset  = clockguard.DefaultNTPMaxOffset
+	defaultPeerMaxOffset = clockguard.DefaultPeerMaxOffset
+	defaultMaxReportAge  = 10 * time.Second
+	defaultGoneAfter     = 10 * time.Minute
+	// maxRefresh bounds ?refresh=N (seconds).
+	maxRefresh = 3600
+	// maxClockBody bounds a peer's /clock answer.
+	maxClockBody = 1 << 20
 )
 
-// ErrBadConfig is wrapped by every error New returns for an invalid Config.
-var ErrBadConfig = errors.New("statuspage: invalid configuration")
+// errBadConfig is wrapped by every error New returns for an invalid Config.
+var errBadConfig = errors.New("statuspage: invalid configuration")
 
 // Source feeds the page; the node implements it (see SourceFuncs).
 type Source interface {
@@ -118,7 +118,7 @@ type Config struct {
 	// a view's ?refresh=N (seconds, 0 for none) overrides it.
 	Refresh time.Duration
 	// Client makes the /clock requests; by default a client with no
-	// retries, a body limit of MaxClockBody and a plain net.Dialer.
+	// retries, a body limit of maxClockBody and a plain net.Dialer.
 	Client *fasthttp.Client
 	// Log receives a line when a page cannot be built.
 	Log zerolog.Logger
@@ -133,24 +133,24 @@ type Page struct {
 // New checks cfg and returns the page.
 func New(cfg Config) (*Page, error) {
 	if cfg.Source == nil || cfg.Clock == nil {
-		return nil, fmt.Errorf("%w: Source and Clock are required", ErrBadConfig)
+		return nil, fmt.Errorf("%w: Source and Clock are required", errBadConfig)
 	}
 	if cfg.FetchTimeout < 0 || cfg.ListTimeout < 0 || cfg.Concurrency < 0 || cfg.MaxFetch < 0 ||
 		cfg.NTPMaxOffset < 0 || cfg.PeerMaxOffset < 0 || cfg.MaxReportAge < 0 || cfg.GoneAfter < 0 || cfg.Refresh < 0 {
 		return nil, fmt.Errorf("%w: negative value (fetch timeout %v, list timeout %v, concurrency %d, max fetch %d, ntp max offset %v, peer max offset %v, max report age %v, gone after %v, refresh %v)",
-			ErrBadConfig, cfg.FetchTimeout, cfg.ListTimeout, cfg.Concurrency, cfg.MaxFetch, cfg.NTPMaxOffset, cfg.PeerMaxOffset, cfg.MaxReportAge, cfg.GoneAfter, cfg.Refresh)
+			errBadConfig, cfg.FetchTimeout, cfg.ListTimeout, cfg.Concurrency, cfg.MaxFetch, cfg.NTPMaxOffset, cfg.PeerMaxOffset, cfg.MaxReportAge, cfg.GoneAfter, cfg.Refresh)
 	}
-	cfg.FetchTimeout = orDefault(cfg.FetchTimeout, DefaultFetchTimeout)
-	cfg.ListTimeout = orDefault(cfg.ListTimeout, DefaultListTimeout)
-	cfg.NTPMaxOffset = orDefault(cfg.NTPMaxOffset, DefaultNTPMaxOffset)
-	cfg.PeerMaxOffset = orDefault(cfg.PeerMaxOffset, DefaultPeerMaxOffset)
-	cfg.MaxReportAge = orDefault(cfg.MaxReportAge, DefaultMaxReportAge)
-	cfg.GoneAfter = orDefault(cfg.GoneAfter, DefaultGoneAfter)
+	cfg.FetchTimeout = orDefault(cfg.FetchTimeout, defaultFetchTimeout)
+	cfg.ListTimeout = orDefault(cfg.ListTimeout, defaultListTimeout)
+	cfg.NTPMaxOffset = orDefault(cfg.NTPMaxOffset, defaultNTPMaxOffset)
+	cfg.PeerMaxOffset = orDefault(cfg.PeerMaxOffset, defaultPeerMaxOffset)
+	cfg.MaxReportAge = orDefault(cfg.MaxReportAge, defaultMaxReportAge)
+	cfg.GoneAfter = orDefault(cfg.GoneAfter, defaultGoneAfter)
 	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
+		cfg.Concurrency = defaultConcurrency
 	}
 	if cfg.MaxFetch == 0 {
-		cfg.MaxFetch = DefaultMaxFetch
+		cfg.MaxFetch = defaultMaxFetch
 	}
 	client := cfg.Client
 	if client == nil {
@@ -174,7 +174,7 @@ func newClient(timeout time.Duration) *fasthttp.Client {
 		MaxIdemponentCallAttempts: 1,
 		MaxIdleConnDuration:       30 * time.Second,
 		MaxConnsPerHost:           4,
-		MaxResponseBodySize:       MaxClockBody,
+		MaxResponseBodySize:       maxClockBody,
 		ReadTimeout:               timeout,
 		WriteTimeout:              timeout,
 		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
@@ -240,7 +240,7 @@ func (p *Page) render(ctx context.Context, w io.Writer, refresh time.Duration) e
 	return nil
 }
 
-// refreshParam reads ?refresh=N: whole seconds 0..MaxRefresh (0: no
+// refreshParam reads ?refresh=N: whole seconds 0..maxRefresh (0: no
 // automatic reload); without it, def.
 func refreshParam(args *fasthttp.Args, def time.Duration) (time.Duration, error) {
 	if args.Len() == 0 {
@@ -256,8 +256,8 @@ func refreshParam(args *fasthttp.Args, def time.Duration) (time.Duration, error)
 	}
 	v := string(args.Peek("refresh"))
 	n, perr := strconv.Atoi(v)
-	if perr != nil || n < 0 || n > MaxRefresh || len(args.PeekMulti("refresh")) > 1 {
-		return 0, fmt.Errorf("refresh %q: want one whole number of seconds, 0 (no reload) to %d", v, MaxRefresh)
+	if perr != nil || n < 0 || n > maxRefresh || len(args.PeekMulti("refresh")) > 1 {
+		return 0, fmt.Errorf("refresh %q: want one whole number of seconds, 0 (no reload) to %d", v, maxRefresh)
 	}
 	return time.Duration(n) * time.Second, nil
 }

@@ -42,7 +42,7 @@ func TestNew_BadConfig(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := New(tc.cfg)
-			if !errors.Is(err, ErrBadConfig) || p != nil {
+			if !errors.Is(err, errBadConfig) || p != nil {
 				t.Fatalf("New = %v, %v; want nil and an error wrapping ErrBadConfig", p, err)
 			}
 		})

@@ -34,9 +34,9 @@ const Root = wire.Root
 // ClusterPath is the znode of a cluster (wire.ClusterPath).
 func ClusterPath(cluster string) string { return wire.ClusterPath(cluster) }
 
-// DefaultTimeout bounds the wait for a session and each call when a
+// defaultTimeout bounds the wait for a session and each call when a
 // Config gives none.
-const DefaultTimeout = 10 * time.Second
+const defaultTimeout = 10 * time.Second
 
 // Sentinel errors callers branch on.
 var (
@@ -54,7 +54,7 @@ type Config struct {
 	Cluster string
 	Auth    string // "user:password" for digest auth, or ""
 	// Timeout bounds the wait for a session and each call (default
-	// DefaultTimeout); the session timeout asked for is at least 2s.
+	// defaultTimeout); the session timeout asked for is at least 2s.
 	Timeout time.Duration
 	Log     zerolog.Logger
 	// Dial opens the client; nil means zkconn.Dial (go-zookeeper).
@@ -76,7 +76,7 @@ func Dial(ctx context.Context, cfg Config) (Client, error) {
 	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {
-		timeout = DefaultTimeout
+		timeout = defaultTimeout
 	}
 	dial := cfg.Dial
 	if dial == nil {
@@ -502,8 +502,8 @@ func ValidateNodeKey(k string) error {
 	switch {
 	case k == "":
 		return fmt.Errorf("node key is empty")
-	case len(k) > MaxNodeKeyLen:
-		return fmt.Errorf("node key %.40q… is %d bytes, at most %d", k, len(k), MaxNodeKeyLen)
+	case len(k) > maxNodeKeyLen:
+		return fmt.Errorf("node key %.40q… is %d bytes, at most %d", k, len(k), maxNodeKeyLen)
 	case !utf8.ValidString(k):
 		return fmt.Errorf("node key %q is not valid UTF-8", k)
 	}
@@ -515,6 +515,6 @@ func ValidateNodeKey(k string) error {
 	return nil
 }
 
-// MaxNodeKeyLen bounds a node key in bytes (escaped, a name stays far below
+// maxNodeKeyLen bounds a node key in bytes (escaped, a name stays far below
 // ZooKeeper's limits).
-const MaxNodeKeyLen = 255
+const maxNodeKeyLen = 255

@@ -113,7 +113,7 @@ func (c *Conn) breakLocked(d time.Duration) func() {
 		return func() {}
 	}
 	if d <= 0 {
-		d = DefaultDown
+		d = defaultDown
 	}
 	c.state = zk.StateDisconnected
 	c.gen++
@@ -510,7 +510,7 @@ func (c *Conn) Multi(ops ...any) (resp []zk.MultiResponse, err error) {
 				case i < failed:
 					resp[i] = zk.MultiResponse{}
 				case i > failed:
-					resp[i] = zk.MultiResponse{Error: ErrRuntimeInconsistency}
+					resp[i] = zk.MultiResponse{Error: errRuntimeInconsistency}
 				}
 			}
 			return resp[failed].Error

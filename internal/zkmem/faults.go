@@ -123,7 +123,7 @@ func (s *Server) Zxid() int64 {
 //     one (zxid = epoch<<32 | counter), so the next write's zxid is higher
 //     than any given out before, and a znode created again gets a new
 //     creation zxid, never the forgotten one's;
-//   - every connection breaks for DefaultDown (the election) and comes back
+//   - every connection breaks for defaultDown (the election) and comes back
 //     on its session: sessions live on; their ephemerals created since are
 //     gone with the tree, and those of sessions that ended since go too
 //     (the new leader expires a session nobody keeps alive; here at once);
@@ -155,7 +155,7 @@ func (s *Server) Restore(sn *Snapshot) {
 	}
 	var afters []func()
 	for _, id := range slices.Sorted(maps.Keys(s.sessions)) {
-		afters = append(afters, s.sessions[id].breakLocked(DefaultDown))
+		afters = append(afters, s.sessions[id].breakLocked(defaultDown))
 	}
 	s.unlock()
 	for _, f := range afters {
@@ -201,7 +201,7 @@ func cloneNodes(in map[string]*znode) map[string]*znode {
 // "/", zxids start again from the first, so a znode created again in the
 // same order gets the same creation zxid as before, and every session
 // expires (its client learns it at once and starts a new session after
-// DefaultDown). A real server refuses, until its own zxid passes it, a
+// defaultDown). A real server refuses, until its own zxid passes it, a
 // client that has seen a higher zxid; this one does not.
 func (s *Server) Rebuild() {
 	s.mu.Lock()

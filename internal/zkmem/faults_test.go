@@ -86,7 +86,7 @@ func TestRestoreForgetsWhatWasAcknowledgedSince(t *testing.T) {
 			}
 		}
 		synctest.Wait() // the election's break ends
-		time.Sleep(2 * DefaultDown)
+		time.Sleep(2 * defaultDown)
 		if c.SessionID() != session || c.State() != zk.StateHasSession {
 			t.Fatalf("session %x state %v after the restore, want %x with a session", c.SessionID(), c.State(), session)
 		}
@@ -220,7 +220,7 @@ func TestRebuildStartsAnEmptyEnsemble(t *testing.T) {
 		if _, _, ok := s.Get("/a"); ok {
 			t.Fatal("/a survived the rebuild")
 		}
-		time.Sleep(2 * DefaultDown)
+		time.Sleep(2 * defaultDown)
 		if c.SessionID() == session || c.State() != zk.StateHasSession {
 			t.Fatalf("session %x state %v after the rebuild, want a new session", c.SessionID(), c.State())
 		}

@@ -94,14 +94,14 @@ type Request struct {
 // Injector decides the fate of each request; nil passes everything.
 type Injector func(Request) Fault
 
-// ErrRuntimeInconsistency is the error of a multi's ops after the one that
+// errRuntimeInconsistency is the error of a multi's ops after the one that
 // failed (ZooKeeper's ZRUNTIMEINCONSISTENCY), worded as go-zookeeper words
 // an error code it does not know.
-var ErrRuntimeInconsistency = errors.New("unknown error: -2")
+var errRuntimeInconsistency = errors.New("unknown error: -2")
 
-// DefaultDown is how long a connection stays down after a fault that does
+// defaultDown is how long a connection stays down after a fault that does
 // not say.
-const DefaultDown = 100 * time.Millisecond
+const defaultDown = 100 * time.Millisecond
 
 type znode struct {
 	data     []byte
@@ -214,7 +214,7 @@ func (s *Server) Connect(opt zkconn.Options) *Conn {
 // Expire ends a session as the server does after its timeout, which it
 // can only while the client is cut off: the client's connection breaks
 // (zk.StateDisconnected), the session's ephemeral znodes go at once, and
-// after DefaultDown the client reconnects, learns of the expiry
+// after defaultDown the client reconnects, learns of the expiry
 // (zk.StateExpired; its watches end) and starts a new session.
 func (s *Server) Expire(session int64) {
 	s.mu.Lock()
@@ -223,7 +223,7 @@ func (s *Server) Expire(session int64) {
 		s.mu.Unlock()
 		return
 	}
-	after := c.breakLocked(DefaultDown)
+	after := c.breakLocked(defaultDown)
 	c.expireLocked()
 	s.unlock()
 	after()
