@@ -20,15 +20,19 @@ import (
 // untyped: promtool wants counters to end in _total, and nothing but
 // histograms and summaries to end in _count.
 var (
-	fGoInfo     = family{"go_info", "gauge", "Go version the binary was built with (label version); always 1."}
-	fGoInfoExt  = family{"go_info_ext", "gauge", "Compiler, GOOS and GOARCH the binary was built with; always 1."}
-	fGoCgo      = family{"go_cgo_calls_count", "untyped", "Calls from Go to C the process made (a counter)."}
-	fGoCPUs     = family{"go_cpu_count", "untyped", "Logical CPUs the process can use (a gauge)."}
-	fGoThreads  = family{"go_threads", "gauge", "Operating-system threads the runtime created."}
-	fGoGCDur    = family{"go_gc_duration_seconds", "summary", "Stop-the-world pause durations of the garbage collector."}
-	fGoLastGC   = family{"go_memstats_last_gc_time_seconds", "gauge", "Unix time the last garbage collection finished."}
-	fGoGCPauses = family{"go_gc_pauses_seconds", "histogram", "Stop-the-world pause durations of the garbage collector (runtime/metrics; the sum is estimated from the runtime's buckets)."}
-	fGoSchedLat = family{"go_sched_latencies_seconds", "histogram", "Time goroutines spent runnable before they ran (the sum is estimated from the runtime's buckets)."}
+	fGoInfo    = family{"go_info", "gauge", "Go version the binary was built with (label version); always 1."}
+	fGoInfoExt = family{"go_info_ext", "gauge", "Compiler, GOOS and GOARCH the binary was built with; always 1."}
+	fGoCgo     = family{"go_cgo_calls_count", "untyped", "Calls from Go to C the process made (a counter)."}
+	fGoCPUs    = family{"go_cpu_count", "untyped", "Logical CPUs the process can use (a gauge)."}
+	fGoThreads = family{"go_threads", "gauge", "Operating-system threads the runtime created."}
+	// fGoGoroutines counts the program's goroutines as runtime.NumGoroutine
+	// and Prometheus's Go collector do; runtime/metrics' count also holds
+	// the runtime's own.
+	fGoGoroutines = family{"go_goroutines", "gauge", "Goroutines that exist now."}
+	fGoGCDur      = family{"go_gc_duration_seconds", "summary", "Stop-the-world pause durations of the garbage collector."}
+	fGoLastGC     = family{"go_memstats_last_gc_time_seconds", "gauge", "Unix time the last garbage collection finished."}
+	fGoGCPauses   = family{"go_gc_pauses_seconds", "histogram", "Stop-the-world pause durations of the garbage collector (runtime/metrics; the sum is estimated from the runtime's buckets)."}
+	fGoSchedLat   = family{"go_sched_latencies_seconds", "histogram", "Time goroutines spent runnable before they ran (the sum is estimated from the runtime's buckets)."}
 )
 
 // runtimeFamilies are the Go runtime families read from runtime/metrics:
@@ -39,7 +43,6 @@ var runtimeFamilies = []struct {
 	f    family
 	keys []string
 }{
-	{family{"go_goroutines", "gauge", "Goroutines that exist now."}, []string{"/sched/goroutines:goroutines"}},
 	{family{"go_gomaxprocs", "gauge", "GOMAXPROCS: how many threads run Go code at once."}, []string{"/sched/gomaxprocs:threads"}},
 	{family{"go_memlimit_bytes", "gauge", "The Go runtime's soft memory limit (GOMEMLIMIT)."}, []string{"/gc/gomemlimit:bytes"}},
 	{family{"go_gc_forced_count", "untyped", "Garbage collections the program forced (a counter)."}, []string{"/gc/cycles/forced:gc-cycles"}},
@@ -100,6 +103,7 @@ func writeRuntime(e *expo) {
 	e.add(fGoCPUs, float64(runtime.NumCPU()))
 	threads, _ := runtime.ThreadCreateProfile(nil)
 	e.add(fGoThreads, float64(threads))
+	e.add(fGoGoroutines, float64(runtime.NumGoroutine()))
 
 	writeGCStats(e)
 
