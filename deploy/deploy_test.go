@@ -184,6 +184,9 @@ func TestKubernetesManifests(t *testing.T) {
 	if time.Duration(pod.Spec.Grace)*time.Second <= shutdown {
 		t.Errorf("terminationGracePeriodSeconds %d is not above --shutdown-timeout %s", pod.Spec.Grace, shutdown)
 	}
+	if pod.Metadata.Labels["app"] != "snowflaked" {
+		t.Errorf("pod label app %q, want snowflaked: the alerts select the up series of their targets by it", pod.Metadata.Labels["app"])
+	}
 	if pod.Metadata.Labels["cluster"] != env["SNOWFLAKED_CLUSTER"] {
 		t.Errorf("pod label cluster %q, SNOWFLAKED_CLUSTER %q: the alerts group by it", pod.Metadata.Labels["cluster"], env["SNOWFLAKED_CLUSTER"])
 	}
