@@ -17,6 +17,8 @@ import (
 	"codeberg.org/snowflaked/snowflaked/tests/ntpharness"
 	"codeberg.org/snowflaked/snowflaked/tests/proc"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+
+	"gopkg.in/yaml.v3"
 )
 
 const (
@@ -111,21 +113,23 @@ func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
 		})
 	}
 
-	// Prometheus with the shipped rules, scraping every second.
+	// Prometheus with the shipped rules and scrape configs, scraping every
+	// second: nodes 1 and 2 as static targets, node 3 as a Kubernetes pod, so
+	// the cluster spans two jobs and the alerts must not care which.
 	dir := t.TempDir()
 	rules, err := filepath.Abs("prometheus/alerts.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
-rule_files: [%q]
-scrape_configs:
-  - job_name: snowflaked
-    static_configs:
-      - targets: ["%s"]
-        labels: {cluster: %s}
-`, rules, strings.Join(addrs, `", "`), promCluster)
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+	cfg, err := yaml.Marshal(map[string]any{
+		"global":         map[string]string{"scrape_interval": "1s", "evaluation_interval": "1s"},
+		"rule_files":     []string{rules},
+		"scrape_configs": scrapeConfigs(t, promCluster, addrs[:2], addrs[2:]),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	web := "127.0.0.1:" + freePort(t)
@@ -146,6 +150,20 @@ scrape_configs:
 		}
 		return len(r) == 1 && strings.Contains(string(r[0]), `"3"`), fmt.Sprint(r)
 	})
+	// The shipped scrape configs label every node, and only those: three up
+	// series with app and cluster (the pods of other applications, or not to
+	// be scraped, are dropped), the pod scraped at its annotated port.
+	for _, c := range []struct{ q, want string }{
+		{`count(up{app="snowflaked", cluster="` + promCluster + `"} == 1)`, `"3"`},
+		{`count(up)`, `"3"`},
+		{`up{job="kubernetes-pods", app="snowflaked", cluster="` + promCluster + `", pod="snowflaked-0", namespace="default", instance="` + addrs[2] + `"}`, `"1"`},
+	} {
+		r, err := promQuery(t, base, c.q)
+		if err != nil || len(r) != 1 || !strings.Contains(string(r[0]), c.want) {
+			all, _ := promQuery(t, base, `up`)
+			t.Fatalf("%s = %s (%v), want %s; up: %s", c.q, r, err, c.want, all)
+		}
+	}
 
 	// Roll node 1 back 5s: the out-of-service alert must be pending (or
 	// firing) for it while it waits the rollback out.
@@ -206,7 +224,18 @@ scrape_configs:
 		t.Fatalf("only %d dashboard queries found", queries)
 	}
 	t.Logf("all %d dashboard queries returned data", queries)
+
+	// Every process gone: only the up series are left, and the critical
+	// alert goes pending for the cluster (it fires after its for: of 1m).
 	for _, n := range nodes {
 		_ = n.Kill()
 	}
+	waitFor(t, 20*time.Second, "SnowflakedClusterDown pending with every node dead", func() (bool, string) {
+		r, err := promQuery(t, base, `ALERTS{alertname="SnowflakedClusterDown", cluster="`+promCluster+`"}`)
+		if err != nil {
+			return false, err.Error()
+		}
+		up, _ := promQuery(t, base, `up`)
+		return len(r) == 1, fmt.Sprintf("alerts %s; up %s", r, up)
+	})
 }
