@@ -1,8 +1,10 @@
 // Package deploy_test checks what operations teams plug in:
 // deploy/prometheus (promtool check and unit tests of the alert rules),
 // deploy/kubernetes (the manifests parse and wire real flags, ports and
-// probes), and, against a real Prometheus scraping a real cluster, that the
-// out-of-service alert fires and every dashboard query returns data.
+// probes), and, against a real Prometheus scraping a real cluster through the
+// shipped scrape configs, that they label every node, the out-of-service
+// alert fires, every dashboard query returns data, and the cluster-down alert
+// goes pending once every node is dead.
 package deploy_test
 
 import (
