@@ -1,11 +1,11 @@
-# snowflaked — see README.md. Targets: build test test-unit bench chaos run lint clean.
+# snowflaked — see README.md. Targets: build test test-unit bench chaos run lint docker clean.
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 # Static, reproducible binaries.
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
 
-.PHONY: all build deps test test-unit bench chaos run lint clean
+.PHONY: all build deps test test-unit bench chaos run lint docker clean
 
 all: build
 
@@ -74,6 +74,10 @@ lint:
 	$(GO) mod tidy -diff
 	cd client && $(GO) vet ./... && $(GO) mod tidy -diff
 	scripts/staticcheck.sh
+
+## docker: the image snowflaked:$(VERSION) (docker/Dockerfile), its binaries and labels stamped with $(VERSION)
+docker:
+	docker build -f docker/Dockerfile --build-arg VERSION=$(VERSION) -t snowflaked:$(VERSION) .
 
 clean:
 	rm -rf bin .run .run-*

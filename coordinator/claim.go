@@ -150,6 +150,7 @@ func (c *Coordinator) claimData(prev foreverData, workerID int64, token string, 
 	d := prev
 	wid := workerID
 	d.WorkerID, d.NodeKey, d.Addr, d.Updated, d.Stopped, d.Retired = &wid, c.cfg.NodeKey, c.cfg.Advertise, now, false, 0
+	d.Version = c.cfg.Version
 	r := fencing.Claim(fencing.Record{Token: prev.Token, Fence: prev.Fence}, token, now, c.cfg.ZKFenceAhead.Milliseconds())
 	d.Token, d.Fence, d.PrevToken, d.PrevFence = r.Token, r.Fence, r.PrevToken, r.PrevFence
 	return d
@@ -302,7 +303,7 @@ func (c *Coordinator) findOrCreateForever(ctx context.Context, z zkclient.Client
 			return own, nil
 		}
 		now := clock.UnixMilli(c.clk)
-		data, err := json.Marshal(foreverData{NodeKey: c.cfg.NodeKey, Addr: c.cfg.Advertise, LastTS: now, Updated: now})
+		data, err := json.Marshal(foreverData{NodeKey: c.cfg.NodeKey, Addr: c.cfg.Advertise, Version: c.cfg.Version, LastTS: now, Updated: now})
 		if err != nil {
 			return nil, fmt.Errorf("encode forever data: %w", err)
 		}
@@ -745,6 +746,7 @@ func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token s
 	mine = me.data
 	mine.WorkerID, mine.PrevWorkerID, mine.RecycledTo = claim.WorkerID, nil, ""
 	mine.NodeKey, mine.Addr, mine.LastTS, mine.Updated = c.cfg.NodeKey, c.cfg.Advertise, now, now
+	mine.Version = c.cfg.Version
 	mine.Token, mine.PrevToken, mine.PrevFence, mine.Fence = token, claim.PrevToken, claim.PrevFence, claim.Fence
 	mine.RecycledFrom = strings.Join(from, ",")
 	mine.Stopped, mine.Retired = false, 0

@@ -41,6 +41,10 @@ type Config struct {
 	// Advertise is this node's HTTP address, host:port, written to the
 	// forever, lease and alive znodes.
 	Advertise string
+	// Version is the version this node was built as, written to its
+	// forever znode (informational: snowflakectl status shows it; ""
+	// leaves it out).
+	Version string
 	// Auth is "user:password": every znode the cluster creates gets a digest
 	// ACL (creator all, world read; the shared /snowflaked root also lets
 	// anyone create, so other clusters can live beside this one).

@@ -27,6 +27,9 @@ type foreverData struct {
 	LastTS   int64  `json:"last_ts"` // unix ms of the last report
 	Fence    int64  `json:"fence"`   // unix ms: no ID was issued beyond it
 	Updated  int64  `json:"updated"` // unix ms of the last write
+	// Version is the version the writing node was built as (absent from
+	// the data of nodes that predate it). Informational: no rule reads it.
+	Version string `json:"version,omitempty"`
 	// Token is the instance token of the process that last claimed this
 	// znode's worker ID: only that process renews Fence (version-checked).
 	Token string `json:"token,omitempty"`

@@ -24,6 +24,7 @@ func TestDecodeForever(t *testing.T) {
 		{"null id, seq too big", `{"worker_id":null,"node_key":"k"}`, "k", 4, noWorker, ""},
 		{"evicted", `{"worker_id":-1,"node_key":"k","prev_worker_id":1}`, "k", 1, noWorker, ""},
 		{"unknown fields ignored", `{"worker_id":1,"node_key":"k","future":{"x":1}}`, "k", 9, 1, ""},
+		{"version", `{"worker_id":1,"node_key":"k","version":"v1.2.3"}`, "k", 9, 1, ""},
 		{"id out of range", `{"worker_id":4,"node_key":"k"}`, "k", 1, noWorker, "outside the cluster's worker IDs 0-3"},
 		{"id very negative", `{"worker_id":-2,"node_key":"k"}`, "k", 1, noWorker, "outside"},
 		{"key mismatch", `{"worker_id":1,"node_key":"other"}`, "k", 1, noWorker, "node key"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,9 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 	ids := map[int64]string{}
 	for i := range 3 {
 		cfg := testConfig(t, srv, fmt.Sprintf("node-%d", i))
+		if i < 2 { // node-2 writes no version, as a node that predates it
+			cfg.Version = "v1.2." + strconv.Itoa(i)
+		}
 		c := newCoord(t, cfg)
 		id := mustClaim(t, c)
 		if prev, dup := ids[id.WorkerID]; dup {
@@ -69,6 +73,10 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 			r.LastReportAgeMs < 0 || r.Fence <= r.LastReport || r.Addr != "127.0.0.1:"+portFor(r.NodeKey) {
 			t.Fatalf("row %+v", r)
 		}
+		wantVersion := map[string]string{"node-0": "v1.2.0", "node-1": "v1.2.1", "node-2": ""}[r.NodeKey]
+		if r.Version != wantVersion {
+			t.Fatalf("row %s: version %q, want %q", r.NodeKey, r.Version, wantVersion)
+		}
 	}
 
 	// After a graceful close the row shows neither lease nor service, and the
@@ -81,7 +89,7 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 		t.Fatalf("ListWorkers: %v", err)
 	}
 	r := rows[slices.IndexFunc(rows, func(r WorkerInfo) bool { return r.NodeKey == "node-0" })]
-	if r.LeaseHeld || r.InService || r.Fence != 1_700_000_000_123 {
+	if r.LeaseHeld || r.InService || r.Fence != 1_700_000_000_123 || r.Version != "v1.2.0" {
 		t.Fatalf("closed node's row %+v", r)
 	}
 	if _, err := ListWorkers(context.Background(), srv, "nosuch", "", 5*time.Second); err == nil || !strings.Contains(err.Error(), "does not exist") {

@@ -23,6 +23,9 @@ type WorkerInfo struct {
 	NodeKey  string `json:"node_key"`
 	Path     string `json:"path,omitempty"` // the forever znode
 	Addr     string `json:"addr"`
+	// Version is the version the node was built as, from its forever
+	// znode ("" for nodes that predate it).
+	Version string `json:"version,omitempty"`
 	// LeaseHeld: leases/<id> exists. LeaseHolder names its holder when that
 	// is not this row's node key.
 	LeaseHeld   bool   `json:"lease_held"`
@@ -134,7 +137,7 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 			continue
 		}
 		node, derr := decodeForeverNode(p, n.name, n.key, n.seq, got[i].Data, got[i].Stat, cd.WorkerIDs)
-		row := WorkerInfo{WorkerID: node.workerID, NodeKey: n.key, Path: node.path, Addr: node.data.Addr,
+		row := WorkerInfo{WorkerID: node.workerID, NodeKey: n.key, Path: node.path, Addr: node.data.Addr, Version: node.data.Version,
 			LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence, Token: node.data.Token, Stopped: node.data.Stopped,
 			Retired: node.data.Retired}
 		if node.data.LastTS > 0 {

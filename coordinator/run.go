@@ -468,7 +468,7 @@ func (c *Coordinator) renew(ctx context.Context, z zkclient.Client, fencer Fence
 			// recycled at the next lease gap instead of after recycle-after.
 			c.log.Warn().Int64("worker_id", id).Time("retired", time.UnixMilli(d.Retired)).Msg("this node key was retired while it was alive; its renewal clears the mark")
 		}
-		d.Stopped, d.Retired = final > 0, 0
+		d.Stopped, d.Retired, d.Version = final > 0, 0, c.cfg.Version
 		b, err := json.Marshal(d)
 		if err != nil {
 			return fmt.Errorf("encode renewal: %w", err)

@@ -188,6 +188,8 @@ func TestDockerfileShape(t *testing.T) {
 		{"HEALTHCHECK on /readyz", regexp.MustCompile(`(?m)^HEALTHCHECK .*\n?.*/readyz`).MatchString(df)},
 		{"EXPOSE 8080 matches SNOWFLAKED_LISTEN=:8080", strings.Contains(df, "EXPOSE 8080") && strings.Contains(df, "SNOWFLAKED_LISTEN=:8080")},
 		{"VOLUME /data holds the cache file", strings.Contains(df, `VOLUME ["/data"]`) && strings.Contains(df, "SNOWFLAKED_CACHE_FILE=/data/")},
+		{"binaries stamped with the VERSION build arg", strings.Count(df, `-ldflags "-s -w -X main.version=${VERSION}"`) == 2},
+		{"image labelled with VERSION (ARG in the final stage)", regexp.MustCompile(`(?s)FROM gcr\.io/[^\n]*\nARG VERSION=dev\n.*org\.opencontainers\.image\.version="\$\{VERSION\}"`).MatchString(df)},
 	}
 	for _, c := range checks {
 		if !c.ok {
@@ -234,5 +236,28 @@ func TestDockerfileBinaryIsStatic(t *testing.T) {
 			t.Errorf("%s needs shared libraries %v", b[2], libs)
 		}
 		f.Close()
+	}
+}
+
+// TestMakefileDockerStampsVersion: make docker builds the image with the
+// Makefile's VERSION (git describe) as the build arg and the tag, so an
+// image built the documented way never says "dev".
+func TestMakefileDockerStampsVersion(t *testing.T) {
+	b, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := string(b)
+	recipe := regexp.MustCompile(`(?m)^docker:\n\t(.*)$`).FindStringSubmatch(mk)
+	if recipe == nil {
+		t.Fatal("Makefile has no docker target")
+	}
+	for _, want := range []string{"docker build -f docker/Dockerfile", "--build-arg VERSION=$(VERSION)", "-t snowflaked:$(VERSION)"} {
+		if !strings.Contains(recipe[1], want) {
+			t.Errorf("make docker runs %q, want it to contain %q", recipe[1], want)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\.PHONY:.* docker( |$)`).MatchString(mk) {
+		t.Error("docker is not .PHONY (the docker/ folder would make it up to date)")
 	}
 }

@@ -22,6 +22,7 @@ const (
 // are left out (peers and zk in standalone mode).
 type ClockInfo struct {
 	Mode         string `json:"mode"`
+	Version      string `json:"version,omitempty"` // the version the node was built as (-X main.version)
 	WorkerID     int64  `json:"worker_id"`
 	Layout       string `json:"layout"`
 	Epoch        string `json:"epoch"`
@@ -83,7 +84,7 @@ type ZKInfo struct {
 func clockInfo(s nodestate.Snapshot) ClockInfo {
 	l, g := s.Layout, s.Generator
 	rep := ClockInfo{
-		Mode: s.Mode, WorkerID: s.WorkerID,
+		Mode: s.Mode, Version: s.BuildVersion, WorkerID: s.WorkerID,
 		Layout: l.String(), Epoch: l.Epoch.UTC().Format(time.RFC3339Nano), TimeUnit: l.Unit.String(),
 		NowMs: s.Now.UnixNano() / int64(time.Millisecond), LastIssuedMs: g.LastIssuedMs, FenceMs: s.FenceMs,
 		IssueFenceMs: g.IssueFenceMs,

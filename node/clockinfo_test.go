@@ -18,7 +18,7 @@ import (
 func clockSnapshot() nodestate.Snapshot {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	return nodestate.Snapshot{
-		NodeKey: "127.0.0.1:8080", Addr: "127.0.0.1:8080", Mode: nodestate.ModeStandalone, Version: "vTEST",
+		NodeKey: "127.0.0.1:8080", Addr: "127.0.0.1:8080", Mode: nodestate.ModeStandalone, Version: "vTEST (go1.26)", BuildVersion: "vTEST",
 		WorkerID: 9, Layout: snowflake.DefaultLayout(), RollbackPolicy: "borrow", RollbackTolerance: 5 * time.Millisecond,
 		Now: now.Add(1500 * time.Microsecond),
 		Readings: clockguard.Readings{
@@ -73,7 +73,7 @@ func TestClockInfo(t *testing.T) {
 			}
 			got := clockInfo(s)
 			want := ClockInfo{
-				Mode: s.Mode, WorkerID: 9, Layout: "41/10/12", Epoch: "2024-01-01T00:00:00Z", TimeUnit: "1ms",
+				Mode: s.Mode, Version: "vTEST", WorkerID: 9, Layout: "41/10/12", Epoch: "2024-01-01T00:00:00Z", TimeUnit: "1ms",
 				NowMs: s.Now.UnixMilli(), LastIssuedMs: s.Generator.LastIssuedMs, FenceMs: s.FenceMs, IssueFenceMs: s.Generator.IssueFenceMs,
 				Rollback: RollbackInfo{Policy: "borrow", Tolerance: "5ms", IDsAheadMs: 1.25, HeadroomMs: tc.wantHeadroom, Borrowed: 12, BorrowExhausted: 2},
 				Readings: s.Readings, ZK: tc.wantZK, PrevHolderFence: tc.wantPrev,
@@ -96,7 +96,7 @@ func TestClockInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"mode":"standalone","worker_id":9,"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms",` +
+	const want = `{"mode":"standalone","version":"vTEST","worker_id":9,"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms",` +
 		`"now_ms":1772366400001,"last_issued_ms":1772366400002,"fence_ms":1772366404000,"issue_fence_ms":1772366403000,` +
 		`"rollback":{"policy":"borrow","tolerance":"5ms","ids_ahead_ms":1.25,"headroom_ms":2998,"borrowed_ids":12,"borrow_exhausted_refusals":2},` +
 		`"state":"out_of_service","reason":"ntp_offset","detail":"offset 2s","since":"2026-03-01T12:00:00Z",` +
@@ -104,5 +104,25 @@ func TestClockInfo(t *testing.T) {
 		`"watcher":{"checks":3,"backward_steps":0,"forward_steps":0,"largest_backward_step_ns":0,"largest_forward_step_ns":0,"last_step_ns":0}}`
 	if string(b) != want {
 		t.Errorf("GET /clock body\n%s\nwant\n%s", b, want)
+	}
+}
+
+// TestBuildVersion: the version GET /clock, ZooKeeper and
+// snowflaked_build_info carry is the first word of the version the main
+// sets.
+func TestBuildVersion(t *testing.T) {
+	tests := []struct{ version, want string }{
+		{"v1.2.3 (go1.26.1)", "v1.2.3"},
+		{"v1.2.3-4-gabcdef0-dirty (go1.26.1) chaos build: fault injection enabled, not for production", "v1.2.3-4-gabcdef0-dirty"},
+		{"dev", "dev"},
+		{"", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.version, func(t *testing.T) {
+			c := Config{Version: tc.version}
+			if got := c.buildVersion(); got != tc.want {
+				t.Errorf("buildVersion of %q = %q, want %q", tc.version, got, tc.want)
+			}
+		})
 	}
 }

@@ -102,7 +102,9 @@ type Config struct {
 	ShutdownTimeout time.Duration // --shutdown-timeout: bound on finishing in-flight requests
 
 	// Version is the build's version, shown on /status; not a flag (the
-	// main sets it).
+	// main sets it). Its first word is the version the binary was built as
+	// (-X main.version); what follows (the Go version, build notes) is
+	// for people.
 	Version string
 
 	// seams, set by tests and simulations only: nil is the real clock,
@@ -528,4 +530,12 @@ func (v *validation) logging() {
 		v.bad("--log-format %q: want json or console", c.LogFormat)
 	}
 	v.positive("--shutdown-timeout", c.ShutdownTimeout)
+}
+
+// buildVersion is the version the binary was built as: Version's first
+// word (Version is "v1.2.3 (go1.26.1)" from the main), "" when unset. It is
+// what GET /clock, ZooKeeper's data and snowflaked_build_info carry.
+func (c *Config) buildVersion() string {
+	v, _, _ := strings.Cut(strings.TrimSpace(c.Version), " ")
+	return v
 }

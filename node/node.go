@@ -209,7 +209,7 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 	n.advertise, n.nodeKey = adv, n.cfg.nodeKeyFor(adv)
 	coord, err := coordinator.New(coordinator.Config{
 		Servers: n.cfg.zkServers(), SessionTimeout: n.cfg.ZKSessionTimeout,
-		Cluster: n.cfg.Cluster, NodeKey: n.nodeKey, Advertise: n.advertise, Auth: n.cfg.ZKAuth, CreateCluster: n.cfg.CreateCluster,
+		Cluster: n.cfg.Cluster, NodeKey: n.nodeKey, Advertise: n.advertise, Version: n.cfg.buildVersion(), Auth: n.cfg.ZKAuth, CreateCluster: n.cfg.CreateCluster,
 		Layout: n.layout, WorkerIDs: n.cfg.workerIDs(), RecycleAfter: n.cfg.RecycleAfter, ReportInterval: n.cfg.ReportInterval,
 		ZKFenceAhead:   n.cfg.ZKFenceAhead,
 		ConnectTimeout: connectTimeout(n.cfg.ZKSessionTimeout),

@@ -79,7 +79,7 @@ func (n *node) snapshot() nodestate.Snapshot {
 		key = n.cfg.nodeKeyFor(n.addr)
 	}
 	s := nodestate.Snapshot{
-		NodeKey: key, Addr: n.addr, Mode: n.ident.mode, Version: n.cfg.Version,
+		NodeKey: key, Addr: n.addr, Mode: n.ident.mode, Version: n.cfg.Version, BuildVersion: n.cfg.buildVersion(),
 		WorkerID: n.gen.WorkerID(), Layout: n.gen.Layout(),
 		RollbackPolicy: n.cfg.RollbackPolicy, RollbackTolerance: n.cfg.RollbackTolerance,
 		Now:      time.Unix(0, n.clock.WallNanos()),

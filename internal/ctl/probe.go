@@ -38,12 +38,7 @@ func probe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "snowflakectl probe: %q is not an http(s) URL with a host\n", pos[0])
 		return exitUsage
 	}
-	client := &http.Client{
-		Timeout:       *timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
-	}
-	resp, err := client.Get(u.String())
+	resp, err := probeClient(*timeout).Get(u.String())
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl probe: %v\n", err)
 		return exitFailure
@@ -62,4 +57,15 @@ func probe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: %s\n", resp.Status, strings.TrimSpace(string(body)))
 	}
 	return exitOK
+}
+
+// probeClient is the HTTP client of probe and of status's /readyz
+// requests: the whole request within timeout, no proxy, no redirect
+// followed, no connection kept.
+func probeClient(timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout:       timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
+	}
 }

@@ -2,28 +2,66 @@ package ctl
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 )
 
 // statusJSON is the --json form of "snowflakectl status".
 type statusJSON struct {
-	Cluster  string                   `json:"cluster"`
-	Settings coordinator.Settings     `json:"settings"`
-	Workers  []coordinator.WorkerInfo `json:"workers"`
+	Cluster  string               `json:"cluster"`
+	Settings coordinator.Settings `json:"settings"`
+	Workers  []statusRow          `json:"workers"`
 }
 
+// statusRow is one row of "snowflakectl status": what ZooKeeper holds for
+// a node key, and why the node is out of service.
+type statusRow struct {
+	coordinator.WorkerInfo
+	// Reason says why the node is not in service ("" when it is): stopped,
+	// retired, no lease, not reporting, and what its /readyz answered (the
+	// reason it gives, unreachable when it did not answer, ready).
+	Reason string `json:"reason,omitempty"`
+	// Dead: the node has no lease or has not reported for longer than
+	// deadReports report intervals, and its /readyz did not answer (or was
+	// not asked). A clean stop or a retired node key is not dead.
+	Dead bool `json:"dead,omitempty"`
+}
+
+// deadReports is how many report intervals without a report make a node
+// not reporting.
+const deadReports = 3
+
+// maxProbes bounds the /readyz requests status makes at once.
+const maxProbes = 32
+
+// Reasons status gives for a node out of service (statusRow.Reason), with
+// the reason its /readyz answered.
+const (
+	reasonStopped      = "stopped"       // its last write was a clean stop's final fence
+	reasonRetired      = "retired"       // snowflakectl node retire freed its worker ID
+	reasonNoLease      = "no lease"      // leases/<worker-id> is not held by it
+	reasonNotReporting = "not reporting" // lease held, last report older than deadReports intervals
+	reasonUnreachable  = "unreachable"   // its /readyz did not answer within --probe-timeout
+	reasonReady        = "ready"         // its /readyz answered 2xx (its alive znode was missing when read)
+)
+
 // status is "snowflakectl status": the worker table of a cluster, read from
-// ZooKeeper (coordinator.ReadCluster): worker ID, node key, address, lease
-// held, in service, last report age and fence, plus any problem with the
-// znodes. It exits 1 when ZooKeeper cannot be read and 2 for bad flags.
+// ZooKeeper (coordinator.ReadCluster): worker ID, node key, address,
+// version, lease held, in service, why not (explainRows: from ZooKeeper's
+// data and each such node's /readyz), last report age and fence, plus any
+// problem with the znodes. It exits 1 when ZooKeeper cannot be read and 2
+// for bad flags.
 func status(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status", usages["status"], stderr)
 	zkFlag := fs.String("zk", "", "ZooKeeper servers host1:2181,host2:2181 (required)")
@@ -31,6 +69,8 @@ func status(args []string, stdout, stderr io.Writer) int {
 	auth := fs.String("zk-auth", "", "user:password for digest ACLs (reading needs none)")
 	asJSON := fs.Bool("json", false, `print {"cluster","workers":[…]} as JSON`)
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting to and reading ZooKeeper")
+	probeTimeout := fs.Duration("probe-timeout", time.Second, "bound on asking each node out of service for its /readyz reason; 0 asks none")
+	interval := fs.Duration("report-interval", coordinator.DefaultReportInterval, fmt.Sprintf("the nodes' --report-interval: no report for %d times this is not reporting", deadReports))
 	pos, code, ok := parse(fs, args, true, stdout, stderr)
 	if !ok {
 		return code
@@ -45,6 +85,12 @@ func status(args []string, stdout, stderr io.Writer) int {
 	case *timeout <= 0:
 		fmt.Fprintf(stderr, "snowflakectl status: --timeout %s must be positive\n", *timeout)
 		return exitUsage
+	case *probeTimeout < 0:
+		fmt.Fprintf(stderr, "snowflakectl status: --probe-timeout %s must not be negative\n", *probeTimeout)
+		return exitUsage
+	case *interval <= 0:
+		fmt.Fprintf(stderr, "snowflakectl status: --report-interval %s must be positive\n", *interval)
+		return exitUsage
 	}
 	settings, rows, err := coordinator.ReadCluster(context.Background(), splitList(*zkFlag), *cluster, *auth, *timeout)
 	if err != nil {
@@ -54,19 +100,101 @@ func status(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailure
 	}
-	if rows == nil {
-		rows = []coordinator.WorkerInfo{}
-	}
+	out := explainRows(rows, *interval, readyzProber(*probeTimeout))
 	if *asJSON {
-		return writeJSON(stdout, stderr, "snowflakectl status", statusJSON{Cluster: *cluster, Settings: settings, Workers: rows})
+		return writeJSON(stdout, stderr, "snowflakectl status", statusJSON{Cluster: *cluster, Settings: settings, Workers: out})
 	}
-	writeStatusTable(stdout, *cluster, rows, time.Now())
+	writeStatusTable(stdout, *cluster, out, time.Now())
 	fmt.Fprintf(stdout, "layout %s; worker IDs %s; recycle-after %s\n", settings.Layout.Describe(), settings.WorkerIDs, settings.RecycleAfter)
 	return exitOK
 }
 
+// explainRows gives each row out of service its reason (see statusRow):
+// from ZooKeeper's data, then from what ask (nil: ask nothing) learns
+// from the node's /readyz, asking at most maxProbes nodes at once. It
+// never returns nil.
+func explainRows(rows []coordinator.WorkerInfo, interval time.Duration, ask func(addr string) string) []statusRow {
+	out := make([]statusRow, len(rows))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxProbes)
+	for i, r := range rows {
+		out[i].WorkerInfo = r
+		var why []string
+		switch {
+		case r.InService:
+			continue
+		case r.Stopped:
+			out[i].Reason = reasonStopped
+			continue
+		case r.Retired > 0:
+			out[i].Reason = reasonRetired
+			continue
+		case !r.LeaseHeld || r.LeaseHolder != "":
+			why = append(why, reasonNoLease)
+		case r.LastReportAgeMs > deadReports*interval.Milliseconds():
+			why = append(why, reasonNotReporting)
+		}
+		out[i].Dead = len(why) > 0
+		out[i].Reason = strings.Join(why, "; ")
+		if ask == nil || r.Addr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			answer := ask(r.Addr)
+			if answer != reasonUnreachable {
+				out[i].Dead = false // it answers: the process lives
+			}
+			out[i].Reason = strings.Join(append(why, answer), "; ")
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// readyzBody is what status reads of a /readyz answer.
+type readyzBody struct {
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+}
+
+// readyzProber returns what explainRows asks a node with: one GET of
+// http://addr/readyz within timeout, answering the reason the node gives
+// (its state when it gives none), reasonReady for a 2xx, "readyz: <status>"
+// for another answer that names no state, reasonUnreachable when none came.
+// A zero timeout gives nil: ask nothing.
+func readyzProber(timeout time.Duration) func(addr string) string {
+	if timeout <= 0 {
+		return nil
+	}
+	client := probeClient(timeout)
+	return func(addr string) string {
+		resp, err := client.Get((&url.URL{Scheme: "http", Host: addr, Path: wire.PathReadyz}).String())
+		if err != nil {
+			return reasonUnreachable
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+			return reasonReady
+		}
+		var b readyzBody
+		if err := json.NewDecoder(io.LimitReader(resp.Body, maxProbeBody)).Decode(&b); err == nil {
+			switch {
+			case b.Reason != "":
+				return b.Reason
+			case b.State != "":
+				return b.State
+			}
+		}
+		return "readyz: " + resp.Status
+	}
+}
+
 // writeStatusTable prints the rows as an aligned table.
-func writeStatusTable(w io.Writer, cluster string, rows []coordinator.WorkerInfo, now time.Time) {
+func writeStatusTable(w io.Writer, cluster string, rows []statusRow, now time.Time) {
 	inService := 0
 	for _, r := range rows {
 		if r.InService {
@@ -78,7 +206,7 @@ func writeStatusTable(w io.Writer, cluster string, rows []coordinator.WorkerInfo
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tNODE KEY\tADDRESS\tLEASE\tIN SERVICE\tLAST REPORT\tZK FENCE (HEADROOM)\tTOKEN\tPROBLEM")
+	fmt.Fprintln(tw, "WORKER\tNODE KEY\tADDRESS\tVERSION\tLEASE\tIN SERVICE\tREASON\tLAST REPORT\tZK FENCE (HEADROOM)\tTOKEN\tPROBLEM")
 	for _, r := range rows {
 		worker := strconv.FormatInt(r.WorkerID, 10)
 		if r.WorkerID < 0 {
@@ -92,8 +220,12 @@ func writeStatusTable(w io.Writer, cluster string, rows []coordinator.WorkerInfo
 		if r.Retired > 0 && problem == "" {
 			problem = "retired (snowflakectl node retire): its worker ID may be recycled now"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", worker, dash(r.NodeKey), dash(r.Addr), lease, yesNo(r.InService),
-			reportAge(r.LastReportAgeMs), fenceText(r.Fence, now), dash(shortToken(r.Token)), dash(problem))
+		reason := r.Reason
+		if r.Dead {
+			reason = "DEAD: " + reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", worker, dash(r.NodeKey), dash(r.Addr), dash(r.Version), lease,
+			yesNo(r.InService), dash(reason), reportAge(r.LastReportAgeMs), fenceText(r.Fence, now), dash(shortToken(r.Token)), dash(problem))
 	}
 	tw.Flush()
 }

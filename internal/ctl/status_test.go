@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +29,7 @@ func TestWriteStatusTable(t *testing.T) {
 		{"empty", nil, []string{`cluster "c": 0 worker(s), 0 in service`}},
 		{"serving", []coordinator.WorkerInfo{{WorkerID: 3, NodeKey: "pod-3", Addr: "10.0.0.3:8080", LeaseHeld: true, InService: true,
 			LastReport: now.UnixMilli() - 1200, LastReportAgeMs: 1200, Fence: now.Add(5 * time.Second).UnixMilli(), Token: "0123456789abcdef"}},
-			[]string{"1 worker(s), 1 in service", "WORKER", "NODE KEY", "ADDRESS", "LEASE", "IN SERVICE", "LAST REPORT", "ZK FENCE (HEADROOM)", "TOKEN",
+			[]string{"1 worker(s), 1 in service", "WORKER", "NODE KEY", "ADDRESS", "VERSION", "LEASE", "IN SERVICE", "REASON", "LAST REPORT", "ZK FENCE (HEADROOM)", "TOKEN",
 				"3", "pod-3", "10.0.0.3:8080", "yes", "1.2s ago", "2025-06-01T12:00:05.000Z (in 5s)", "01234567  "}},
 		{"stopped, recycled and odd", []coordinator.WorkerInfo{
 			{WorkerID: 1, NodeKey: "a", Addr: "h:1", LastReportAgeMs: 90 * 60 * 1000, Fence: now.Add(-time.Hour).UnixMilli()},
@@ -39,7 +42,7 @@ func TestWriteStatusTable(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
-			writeStatusTable(&b, "c", tc.rows, now)
+			writeStatusTable(&b, "c", explainRows(tc.rows, time.Second, nil), now)
 			for _, s := range tc.want {
 				if !strings.Contains(b.String(), s) {
 					t.Errorf("table does not contain %q:\n%s", s, b.String())
@@ -61,7 +64,7 @@ func startWorker(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey, addr str
 	t.Helper()
 	c, err := coordinator.New(coordinator.Config{
 		Servers: strings.Split(zk.ConnectString(), ","), SessionTimeout: 2 * time.Second, Cluster: cluster,
-		NodeKey: nodeKey, Advertise: addr, Layout: snowflake.DefaultLayout(), ReportInterval: 200 * time.Millisecond, CreateCluster: true,
+		NodeKey: nodeKey, Advertise: addr, Version: "v0.9.0-test", Layout: snowflake.DefaultLayout(), ReportInterval: 200 * time.Millisecond, CreateCluster: true,
 		Log: zerolog.Nop(),
 	})
 	if err != nil {
@@ -88,21 +91,36 @@ func startWorker(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey, addr str
 func TestIntegration_Status(t *testing.T) {
 	zk := zkharness.StartStandalone(t)
 	startWorker(t, zk, "ctltest", "node-a", "127.0.0.1:18081", true)
-	startWorker(t, zk, "ctltest", "node-b", "127.0.0.1:18082", false) // lease held, not in service
+	// node-b holds its lease, is not in service and says why on /readyz;
+	// node-c holds its lease and answers nothing (killed, frozen).
+	nodeB := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"state":"out_of_service","reason":"ntp_offset","detail":"offset 2s"}`))
+	}))
+	t.Cleanup(nodeB.Close)
+	addrB := strings.TrimPrefix(nodeB.URL, "http://")
+	startWorker(t, zk, "ctltest", "node-b", addrB, false)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrC := ln.Addr().String()
+	ln.Close() // nothing answers there
+	startWorker(t, zk, "ctltest", "node-c", addrC, false)
 
 	// Poll until node-a is in service and has reported (bounded).
 	var got statusJSON
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var stdout, stderr bytes.Buffer
-		code := Main([]string{"status", "--zk", zk.ConnectString(), "--cluster", "ctltest", "--json"}, &stdout, &stderr)
+		code := Main([]string{"status", "--zk", zk.ConnectString(), "--cluster", "ctltest", "--json", "--report-interval", "1ms"}, &stdout, &stderr)
 		if code != 0 {
 			t.Fatalf("status --json: exit %d, %s", code, stderr.String())
 		}
 		if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
 			t.Fatalf("status --json output %q: %v", stdout.String(), err)
 		}
-		if len(got.Workers) == 2 && got.Workers[0].InService && got.Workers[0].LastReport > 0 {
+		if len(got.Workers) == 3 && got.Workers[0].InService && got.Workers[0].LastReport > 0 && got.Workers[2].LastReportAgeMs > 3 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -110,10 +128,19 @@ func TestIntegration_Status(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	a0, b1 := got.Workers[0], got.Workers[1]
+	a0, b1, c2 := got.Workers[0], got.Workers[1], got.Workers[2]
 	if got.Cluster != "ctltest" || a0.WorkerID != 0 || a0.NodeKey != "node-a" || a0.Addr != "127.0.0.1:18081" || !a0.LeaseHeld ||
 		b1.WorkerID != 1 || b1.NodeKey != "node-b" || !b1.LeaseHeld || b1.InService {
 		t.Errorf("workers %+v", got.Workers)
+	}
+	for _, w := range []struct {
+		row    statusRow
+		reason string
+		dead   bool
+	}{{a0, "", false}, {b1, "not reporting; ntp_offset", false}, {c2, "not reporting; unreachable", true}} {
+		if w.row.Version != "v0.9.0-test" || w.row.Reason != w.reason || w.row.Dead != w.dead {
+			t.Errorf("%s: version %q reason %q dead %v, want v0.9.0-test %q %v", w.row.NodeKey, w.row.Version, w.row.Reason, w.row.Dead, w.reason, w.dead)
+		}
 	}
 
 	tests := []struct {
@@ -124,7 +151,13 @@ func TestIntegration_Status(t *testing.T) {
 		wantErr string
 	}{
 		{"table", []string{"status", "--zk", zk.ConnectString(), "--cluster", "ctltest"}, 0,
-			[]string{`cluster "ctltest": 2 worker(s), 1 in service`, "node-a", "127.0.0.1:18081", "node-b", "127.0.0.1:18082", "ago"}, ""},
+			[]string{`cluster "ctltest": 3 worker(s), 1 in service`, "node-a", "127.0.0.1:18081", "node-b", addrB, "ago", "v0.9.0-test", "ntp_offset", "unreachable"}, ""},
+		{"table, dead node flagged", []string{"status", "--zk", zk.ConnectString(), "--cluster", "ctltest", "--report-interval", "1ms"}, 0,
+			[]string{"DEAD: not reporting; unreachable", "not reporting; ntp_offset"}, ""},
+		{"no probing", []string{"status", "--zk", zk.ConnectString(), "--cluster", "ctltest", "--probe-timeout", "0", "--report-interval", "1ms"}, 0,
+			[]string{"DEAD: not reporting  "}, ""},
+		{"bad probe timeout", []string{"status", "--zk", zk.ConnectString(), "--probe-timeout", "-1s"}, 2, nil, "--probe-timeout -1s"},
+		{"bad report interval", []string{"status", "--zk", zk.ConnectString(), "--report-interval", "0s"}, 2, nil, "--report-interval 0s"},
 		{"flags after the command in any order", []string{"status", "--cluster=ctltest", "--zk=" + zk.ConnectString()}, 0, []string{"node-a"}, ""},
 		{"unknown cluster", []string{"status", "--zk", zk.ConnectString(), "--cluster", "nosuch"}, 1, nil, `cluster "nosuch" does not exist`},
 		{"zookeeper unreachable", []string{"status", "--zk", "127.0.0.1:1", "--timeout", "300ms"}, 1, nil, "zookeeper unavailable"},
@@ -149,5 +182,109 @@ func TestIntegration_Status(t *testing.T) {
 				t.Errorf("stderr %q does not contain %q", stderr.String(), tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestExplainRows: each row out of service gets its reason from ZooKeeper's
+// data and its /readyz answer; a node with no lease or no recent report
+// that does not answer is dead.
+func TestExplainRows(t *testing.T) {
+	const interval = time.Second
+	answers := map[string]string{"up:1": "ntp_offset", "gone:1": reasonUnreachable, "ready:1": reasonReady}
+	ask := func(addr string) string { return answers[addr] }
+	tests := []struct {
+		name       string
+		row        coordinator.WorkerInfo
+		ask        func(string) string
+		wantReason string
+		wantDead   bool
+	}{
+		{"in service", coordinator.WorkerInfo{Addr: "gone:1", LeaseHeld: true, InService: true, LastReportAgeMs: 500}, ask, "", false},
+		{"out of service, says why", coordinator.WorkerInfo{Addr: "up:1", LeaseHeld: true, LastReportAgeMs: 500}, ask, "ntp_offset", false},
+		{"out of service, silent", coordinator.WorkerInfo{Addr: "gone:1", LeaseHeld: true, LastReportAgeMs: 500}, ask, "unreachable", false},
+		{"alive znode missing, ready", coordinator.WorkerInfo{Addr: "ready:1", LeaseHeld: true, LastReportAgeMs: 500}, ask, "ready", false},
+		{"no lease, silent", coordinator.WorkerInfo{Addr: "gone:1", LastReportAgeMs: 60_000}, ask, "no lease; unreachable", true},
+		{"no lease, answers", coordinator.WorkerInfo{Addr: "up:1", LastReportAgeMs: 60_000}, ask, "no lease; ntp_offset", false},
+		{"lease held by another key", coordinator.WorkerInfo{Addr: "gone:1", LeaseHeld: true, LeaseHolder: "node key x", LastReportAgeMs: 500}, ask, "no lease; unreachable", true},
+		{"lease, report old, silent", coordinator.WorkerInfo{Addr: "gone:1", LeaseHeld: true, LastReportAgeMs: 3001}, ask, "not reporting; unreachable", true},
+		{"lease, report at the limit", coordinator.WorkerInfo{Addr: "gone:1", LeaseHeld: true, LastReportAgeMs: 3000}, ask, "unreachable", false},
+		{"lease, never reported yet", coordinator.WorkerInfo{Addr: "up:1", LeaseHeld: true, LastReportAgeMs: -1}, ask, "ntp_offset", false},
+		{"clean stop: not asked", coordinator.WorkerInfo{Addr: "up:1", Stopped: true, LastReportAgeMs: 60_000}, ask, "stopped", false},
+		{"retired: not asked", coordinator.WorkerInfo{Addr: "up:1", Retired: 1, LastReportAgeMs: 60_000}, ask, "retired", false},
+		{"no lease, not asked", coordinator.WorkerInfo{Addr: "up:1", LastReportAgeMs: 60_000}, nil, "no lease", true},
+		{"no address", coordinator.WorkerInfo{WorkerID: 2, LeaseHeld: true, LastReportAgeMs: -1}, ask, "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := explainRows([]coordinator.WorkerInfo{tc.row}, interval, tc.ask)
+			if len(got) != 1 || got[0].WorkerInfo != tc.row {
+				t.Fatalf("rows %+v, want one carrying %+v", got, tc.row)
+			}
+			if got[0].Reason != tc.wantReason || got[0].Dead != tc.wantDead {
+				t.Errorf("reason %q dead %v, want %q %v", got[0].Reason, got[0].Dead, tc.wantReason, tc.wantDead)
+			}
+		})
+	}
+	if got := explainRows(nil, interval, ask); got == nil || len(got) != 0 {
+		t.Errorf("explainRows(nil) = %#v, want empty, not nil", got)
+	}
+}
+
+// TestReadyzProber: what status learns from a node's /readyz.
+func TestReadyzProber(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		want   string
+	}{
+		{"ready", http.StatusOK, `{"state":"in_service"}`, reasonReady},
+		{"out of service", http.StatusServiceUnavailable, `{"state":"out_of_service","reason":"clock_rollback","detail":"x"}`, "clock_rollback"},
+		{"starting, no reason", http.StatusServiceUnavailable, `{"state":"starting","detail":"claiming"}`, "starting"},
+		{"not our answer", http.StatusNotFound, `not found`, "readyz: 404 Not Found"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/readyz" {
+					http.NotFound(w, r)
+					return
+				}
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			t.Cleanup(srv.Close)
+			if got := readyzProber(time.Second)(strings.TrimPrefix(srv.URL, "http://")); got != tc.want {
+				t.Errorf("answer %q, want %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("unreachable", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close() // nothing listens there now
+		if got := readyzProber(time.Second)(addr); got != reasonUnreachable {
+			t.Errorf("answer %q, want %q", got, reasonUnreachable)
+		}
+	})
+	t.Run("silent past the timeout", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts (backlog), never answers
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		start := time.Now()
+		if got := readyzProber(200 * time.Millisecond)(ln.Addr().String()); got != reasonUnreachable {
+			t.Errorf("answer %q, want %q", got, reasonUnreachable)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("took %v with a 200ms timeout", d)
+		}
+	})
+	if readyzProber(0) != nil {
+		t.Error("readyzProber(0) asks: want nil")
 	}
 }

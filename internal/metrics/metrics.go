@@ -8,7 +8,7 @@
 //     created up front and found by a fixed index, so an observation is one
 //     atomic add and never allocates.
 //   - Read at scrape time from one nodestate.Snapshot of the node
-//     (generator, guard, watcher, NTP and peer checks, ZooKeeper
+//     (build, generator, guard, watcher, NTP and peer checks, ZooKeeper
 //     coordinator, fence, segments), taken once per scrape. Nothing is
 //     copied or polled in between.
 //
@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -114,6 +115,7 @@ type Metrics struct {
 	tolerance int    // size class of the generator's within-tolerance waits
 	process   bool   // Config.ProcessMetrics
 	policy    string // Config.RollbackPolicy
+	revision  string // the label of snowflaked_build_info, read once
 
 	ids      atomic.Uint64
 	requests [int(server.NumEndpoints) * numClasses]atomic.Uint64
@@ -136,7 +138,8 @@ func New(cfg Config) (*Metrics, error) {
 	default:
 		return nil, fmt.Errorf("%w: rollback policy %q, want leave or borrow", errBadConfig, cfg.RollbackPolicy)
 	}
-	return &Metrics{snapshot: cfg.Snapshot, tolerance: sizeIndex(cfg.RollbackTolerance), process: cfg.ProcessMetrics, policy: cfg.RollbackPolicy}, nil
+	return &Metrics{snapshot: cfg.Snapshot, tolerance: sizeIndex(cfg.RollbackTolerance), process: cfg.ProcessMetrics, policy: cfg.RollbackPolicy,
+		revision: buildRevision(debug.ReadBuildInfo())}, nil
 }
 
 // Metrics is the server's Observer.

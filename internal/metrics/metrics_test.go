@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -763,5 +764,54 @@ func TestPrevHolderFenceWait(t *testing.T) {
 		if got := mustFind(t, ex, c.name, c.labels...); got != c.want {
 			t.Errorf("while waiting: %s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
+	}
+}
+
+// TestBuildInfo: snowflaked_build_info is 1 with the node's build version
+// (unknown when it has none), the stamped revision and the Go version.
+func TestBuildInfo(t *testing.T) {
+	tests := []struct {
+		name, version, want string
+	}{
+		{"version set", "v1.4.0-3-gabc1234", "v1.4.0-3-gabc1234"},
+		{"version unset", "", "unknown"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			f.snap.BuildVersion = tc.version
+			ex := scrape(t, f.m)
+			got := ex.samplesOf("snowflaked_build_info")
+			if len(got) != 1 {
+				t.Fatalf("snowflaked_build_info: %d series, want 1", len(got))
+			}
+			rev := buildRevision(debug.ReadBuildInfo())
+			if v := mustFind(t, ex, "snowflaked_build_info", "version", tc.want, "revision", rev, "goversion", runtime.Version()); v != 1 {
+				t.Errorf("snowflaked_build_info = %v, want 1", v)
+			}
+		})
+	}
+}
+
+// TestBuildRevision: the revision label from the toolchain's VCS stamp.
+func TestBuildRevision(t *testing.T) {
+	const rev = "0123456789abcdef0123456789abcdef01234567"
+	tests := []struct {
+		name string
+		info *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{"no build info", nil, false, "unknown"},
+		{"not stamped", &debug.BuildInfo{}, true, "unknown"},
+		{"stamped", &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "false"}}}, true, rev},
+		{"stamped dirty", &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "true"}}}, true, rev + "-dirty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := buildRevision(tc.info, tc.ok); got != tc.want {
+				t.Errorf("buildRevision = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

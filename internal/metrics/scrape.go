@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"time"
@@ -55,6 +57,7 @@ var (
 
 // The families read at scrape time.
 var (
+	fBuild     = family{"snowflaked_build_info", "gauge", "1, labelled with the build: version (-X main.version), revision (the VCS revision the binary was built from, unknown when not stamped) and goversion."}
 	fWorkerID  = family{"snowflaked_worker_id", "gauge", "Worker ID this node issues IDs with."}
 	fWorkerMax = family{"snowflaked_worker_id_max", "gauge", "Largest worker ID of the layout: the worker-ID space is 0..this."}
 	fYearsLeft = family{"snowflaked_time_field_years_left", "gauge", "Years until the layout's timestamp field runs out (IDs fail after that)."}
@@ -198,6 +201,43 @@ func appendLabelValue(b []byte, v string) []byte {
 	return b
 }
 
+// unknown is the label value of a build fact that is not known.
+const unknown = "unknown"
+
+// orUnknown is v, or unknown when v is empty.
+func orUnknown(v string) string {
+	if v == "" {
+		return unknown
+	}
+	return v
+}
+
+// buildRevision is the VCS revision the Go toolchain stamped into the
+// binary (vcs.revision, with "-dirty" when vcs.modified), unknown when it
+// did not (built outside a checkout, -buildvcs=false, test binaries).
+func buildRevision(info *debug.BuildInfo, ok bool) string {
+	if !ok || info == nil {
+		return unknown
+	}
+	var rev string
+	var dirty bool
+	for _, kv := range info.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			rev = kv.Value
+		case "vcs.modified":
+			dirty = kv.Value == "true"
+		}
+	}
+	if rev == "" {
+		return unknown
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
+}
+
 func b2f(b bool) float64 {
 	if b {
 		return 1
@@ -225,6 +265,7 @@ func (m *Metrics) writeRequests(e *expo) {
 func (m *Metrics) writeSnapshot(e *expo) {
 	s := m.snapshot()
 	nowNs := s.Now.UnixNano()
+	e.add(fBuild, 1, "version", orUnknown(s.BuildVersion), "revision", m.revision, "goversion", runtime.Version())
 	m.writeGenerator(e, &s, nowNs)
 	writeGuard(e, &s.Readings, s.Now)
 	if s.FenceMs > 0 {

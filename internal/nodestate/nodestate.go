@@ -34,13 +34,18 @@ type Snapshot struct {
 	Mode      string           // ModeStandalone or ModeZooKeeper
 	Cluster   string           // --cluster ("" in standalone mode)
 	ZKServers []string         // --zk servers (nil in standalone mode)
-	Version   string           // the build's version
+	Version   string           // the build's version, as /status shows it (with the Go version)
 	WorkerID  int64            // the worker ID it issues IDs with
 	Layout    snowflake.Layout // the ID layout
 	// RollbackPolicy and RollbackTolerance are --rollback-policy (leave
 	// or borrow) and --rollback-tolerance.
 	RollbackPolicy    string
 	RollbackTolerance time.Duration
+
+	// BuildVersion is the version the binary was built as, alone (-X
+	// main.version: Version's first word): the version label of
+	// snowflaked_build_info and the version GET /clock and ZooKeeper carry.
+	BuildVersion string
 
 	// Now is the node's clock (the chaos clock in a chaos build) when the
 	// snapshot was taken: the "now" its figures are measured against.
