@@ -118,6 +118,7 @@ type k8sContainer struct {
 		ContainerPort int    `yaml:"containerPort"`
 	} `yaml:"ports"`
 	Env       []k8sEnv `yaml:"env"`
+	Startup   k8sProbe `yaml:"startupProbe"`
 	Readiness k8sProbe `yaml:"readinessProbe"`
 	Liveness  k8sProbe `yaml:"livenessProbe"`
 	Mounts    []struct {
@@ -136,6 +137,8 @@ type k8sProbe struct {
 		Path string `yaml:"path"`
 		Port string `yaml:"port"`
 	} `yaml:"httpGet"`
+	PeriodSeconds    int `yaml:"periodSeconds"`
+	FailureThreshold int `yaml:"failureThreshold"`
 }
 
 func loadManifests(t *testing.T) map[string]k8sDoc {
@@ -248,8 +251,32 @@ func checkPorts(t *testing.T, docs map[string]k8sDoc, pod k8sPodTemplate, c k8sC
 	if c.Readiness.HTTPGet.Path != "/readyz" || c.Liveness.HTTPGet.Path != "/healthz" || c.Readiness.HTTPGet.Port != "http" || c.Liveness.HTTPGet.Port != "http" {
 		t.Errorf("probes: readiness %+v, liveness %+v; want /readyz and /healthz on http", c.Readiness, c.Liveness)
 	}
+	checkStartupProbe(t, c.Startup)
 	if pod.Metadata.Annotations["prometheus.io/port"] != listenPort {
 		t.Errorf("scrape port annotation %q, listen port %s", pod.Metadata.Annotations["prometheus.io/port"], listenPort)
+	}
+}
+
+// checkStartupProbe checks the startup probe asks /healthz, which answers
+// once the process listens, also while the node waits for its claim (a
+// startup probe on /readyz would restart a pod that waits for a lease or a
+// fence, and so start the wait again), and gives the process at least
+// minStartupBudget to listen.
+func checkStartupProbe(t *testing.T, p k8sProbe) {
+	t.Helper()
+	const minStartupBudget = 30 * time.Second
+	if p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port != "http" {
+		t.Errorf("startupProbe %+v: want /healthz on http", p.HTTPGet)
+	}
+	period, failures := max(p.PeriodSeconds, 0), max(p.FailureThreshold, 0)
+	if period == 0 { // Kubernetes' defaults
+		period = 10
+	}
+	if failures == 0 {
+		failures = 3
+	}
+	if budget := time.Duration(period*failures) * time.Second; budget < minStartupBudget {
+		t.Errorf("startupProbe allows %v (periodSeconds %d x failureThreshold %d), want at least %v", budget, period, failures, minStartupBudget)
 	}
 }
 

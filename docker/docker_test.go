@@ -131,12 +131,12 @@ func TestComposeSnowflakedNodes(t *testing.T) {
 			t.Errorf("%s: ports %v, want one mapping", name, s.Ports)
 		} else {
 			parts := strings.Split(s.Ports[0], ":")
-			if len(parts) != 2 || parts[1] != listenPort {
+			if len(parts) != 3 || parts[2] != listenPort {
 				t.Errorf("%s: port mapping %q does not reach the listen port %s", name, s.Ports[0], listenPort)
-			} else if other, dup := hostPorts[parts[0]]; dup {
-				t.Errorf("%s and %s both publish host port %s", name, other, parts[0])
+			} else if other, dup := hostPorts[parts[1]]; dup {
+				t.Errorf("%s and %s both publish host port %s", name, other, parts[1])
 			} else {
-				hostPorts[parts[0]] = name
+				hostPorts[parts[1]] = name
 			}
 		}
 		cacheDir := filepath.Dir(env["SNOWFLAKED_CACHE_FILE"])
@@ -156,6 +156,62 @@ func TestComposeSnowflakedNodes(t *testing.T) {
 	}
 	if nodes != 3 {
 		t.Fatalf("want 3 snowflaked nodes, found %d", nodes)
+	}
+}
+
+// Every published port is bound to 127.0.0.1: the API has no
+// authentication, and a bare "8081:8080" publishes on every address of the
+// host.
+func TestComposePublishesOnLoopbackOnly(t *testing.T) {
+	c := loadCompose(t)
+	for name, s := range c.Services {
+		for _, p := range s.Ports {
+			if !strings.HasPrefix(p, "127.0.0.1:") || strings.Count(p, ":") != 2 {
+				t.Errorf("%s: port mapping %q, want 127.0.0.1:<host port>:<container port>", name, p)
+			}
+		}
+	}
+}
+
+// The compose file's comments show how to run snowflakectl inside the
+// stack (ZooKeeper publishes no port): docker compose exec on a node
+// service, the binary where the Dockerfile puts it, and for the commands
+// that read ZooKeeper the stack's ensemble and cluster.
+func TestComposeCommentsRunSnowflakectl(t *testing.T) {
+	c := loadCompose(t)
+	b, err := os.ReadFile("docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ctl = "/usr/local/bin/snowflakectl"
+	if !regexp.MustCompile(`(?m)^COPY --from=build .*/out/snowflakectl.* /usr/local/bin/$`).MatchString(readDockerfile(t)) {
+		t.Fatalf("the Dockerfile does not put snowflakectl in /usr/local/bin/")
+	}
+	line := regexp.MustCompile(`(?m)^#\s+docker compose -f docker/docker-compose\.yml exec (\S+) (\S+) (.*)$`)
+	found := 0
+	for _, m := range line.FindAllStringSubmatch(string(b), -1) {
+		found++
+		service, bin, args := m[1], m[2], strings.Fields(m[3])
+		s, ok := c.Services[service]
+		if !ok || s.Build.Dockerfile == "" {
+			t.Errorf("%q: %s is no snowflaked service", m[0], service)
+			continue
+		}
+		if bin != ctl {
+			t.Errorf("%q: runs %s, want %s", m[0], bin, ctl)
+		}
+		for i := 0; i+1 < len(args); i++ {
+			want := map[string]string{"--zk": s.Environment["SNOWFLAKED_ZK"], "--cluster": s.Environment["SNOWFLAKED_CLUSTER"]}[args[i]]
+			if want != "" && args[i+1] != want {
+				t.Errorf("%q: %s %s, the stack has %s", m[0], args[i], args[i+1], want)
+			}
+		}
+		if slices.Contains(args, "--zk") && !slices.Contains(args, "--cluster") {
+			t.Errorf("%q: no --cluster (the stack's is %q, not the default)", m[0], s.Environment["SNOWFLAKED_CLUSTER"])
+		}
+	}
+	if found == 0 {
+		t.Errorf("no comment line shows `docker compose -f docker/docker-compose.yml exec <node> %s …`", ctl)
 	}
 }
 

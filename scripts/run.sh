@@ -5,7 +5,11 @@
 # ZooKeeper mode on 127.0.0.1:8081-8083 (RUN_BASE_PORT; cache files in
 # .run/node-N), prints sample IDs from each node with their decoded worker
 # IDs and `snowflakectl status`, then keeps running until Ctrl-C and stops
-# everything (nodes first, with SIGTERM, then ZooKeeper).
+# everything (nodes first, with SIGTERM, then ZooKeeper). It prints each
+# node's pid and command line, so one can be killed (kill -9) and restarted
+# by hand: a node that exits is reported (which one, its exit status) and the
+# others keep serving; the script stops only when every node it started has
+# exited, or on Ctrl-C.
 # Without a terminal on stdin (CI, scripts) it stops after the demo, unless
 # RUN_KEEP=1. ZooKeeper's data stays in .run/zk, so the next `make run` gives
 # every node its old worker ID back; `make clean` removes it.
@@ -209,11 +213,18 @@ echo "ZooKeeper ($mode) serves on $zk  (data and log: $rel_dir/zk)"
 bin/snowflakectl cluster create default --zk "$zk" | sed 's/^/  /' || die "snowflakectl cluster create default failed"
 
 # --- three snowflaked nodes ----------------------------------------------------
+# node_cmd N: sets cmd to node N's command line (run from $root).
+# node_line N: prints it, quoted for a shell, to restart the node by hand.
+node_cmd() { cmd=(bin/snowflaked --zk "$zk" --listen "127.0.0.1:$((base_port + $1 - 1))" --cache-file "$rel_dir/node-$1/cache.json"); }
+node_line() {
+	node_cmd "$1"
+	printf '%q ' "${cmd[@]}"
+	printf '2>>%q\n' "$rel_dir/node-$1.log"
+}
 for i in $(seq 1 "$nodes"); do
-	port=$((base_port + i - 1))
 	mkdir -p "$run_dir/node-$i"
-	"${detach[@]}" bin/snowflaked --zk "$zk" --listen "127.0.0.1:$port" --cache-file "$run_dir/node-$i/cache.json" \
-		2>"$run_dir/node-$i.log" 8>&- &
+	node_cmd "$i"
+	"${detach[@]}" "${cmd[@]}" 2>"$run_dir/node-$i.log" 8>&- &
 	node_pids+=($!)
 done
 # A node whose previous run was killed waits for its old ZooKeeper session to
@@ -241,7 +252,9 @@ echo
 for i in $(seq 1 "$nodes"); do
 	port=$((base_port + i - 1))
 	echo "node $i serves on http://127.0.0.1:$port  (log: $rel_dir/node-$i.log, cache: $rel_dir/node-$i/cache.json)"
+	echo "  pid ${node_pids[$((i - 1))]}: $(node_line "$i")"
 done
+echo "(each node's command line, run from $root: it restarts that node by hand)"
 echo
 for i in $(seq 1 "$nodes"); do
 	port=$((base_port + i - 1))
@@ -284,8 +297,26 @@ if [ -t 0 ] || [ "${RUN_KEEP:-}" = 1 ]; then
 	echo "  curl http://127.0.0.1:$base_port/clock"
 	echo "  curl http://127.0.0.1:$base_port/segment/demo"
 	echo "  bin/snowflakectl status --zk $zk"
-	wait -n "${node_pids[@]}" || true # returns when a node exits (or on Ctrl-C, through the trap)
-	echo "a node exited by itself; see $rel_dir/node-*.log" >&2
+	echo "  kill -9 ${node_pids[0]}    # node 1 dies: reported here, nodes 2 and 3 keep serving; restart it with its command line above"
+	# A node that exits is reported; the others keep serving. This returns
+	# when every node it started has exited (or on Ctrl-C, through the trap).
+	alive=("${node_pids[@]}")
+	while [ "${#alive[@]}" -gt 0 ]; do
+		dead="" st=0
+		wait -n -p dead "${alive[@]}" || st=$?
+		[ -n "$dead" ] || continue
+		for i in $(seq 1 "$nodes"); do
+			[ "${node_pids[$((i - 1))]}" = "$dead" ] && break
+		done
+		how="exit status $st"
+		[ "$st" -gt 128 ] && how="$how (killed by SIG$(kill -l $((st - 128)) 2>/dev/null || echo $((st - 128))))"
+		next=()
+		for pid in "${alive[@]}"; do [ "$pid" = "$dead" ] || next+=("$pid"); done
+		alive=("${next[@]}")
+		echo "run: node $i (pid $dead, http://127.0.0.1:$((base_port + i - 1))) exited: $how; its log: $rel_dir/node-$i.log; ${#alive[@]} of $nodes nodes still run" >&2
+		echo "run: to restart it by hand (from $root): $(node_line "$i")" >&2
+	done
+	echo "run: every node exited; see $rel_dir/node-*.log" >&2
 	exit 1
 else
 	echo "No terminal: stopping."

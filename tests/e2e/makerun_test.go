@@ -176,3 +176,76 @@ func TestIntegration_MakeRunTwice(t *testing.T) {
 		t.Errorf("the first make run after SIGTERM: exit %d (%v)", code, err)
 	}
 }
+
+// `make run` with RUN_KEEP=1, one node killed with SIGKILL: the script
+// reports which node died and how, keeps ZooKeeper and the other two nodes
+// serving, and prints each node's command line to restart it by hand.
+func TestIntegration_MakeRunKillNode(t *testing.T) {
+	zkharness.Require(t)
+	root := makeRunTree(t)
+	base := freeBlock(t)
+	run := startMakeRun(t, root, "RUN_KEEP=1", fmt.Sprintf("RUN_BASE_PORT=%d", base))
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(run.Output(), "Running until Ctrl-C") {
+		if run.Exited() || time.Now().After(deadline) {
+			t.Fatalf("make run did not come up:\n%s", run.Output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Each node's pid and command line.
+	pids := map[int]int{}
+	for i := 1; i <= 3; i++ {
+		m := regexp.MustCompile(fmt.Sprintf(`(?m)^  pid (\d+): bin/snowflaked --zk 127\.0\.0\.1:\d+ --listen 127\.0\.0\.1:%d --cache-file \.run/node-%d/cache\.json +2>>\.run/node-%d\.log$`, base+i-1, i, i)).FindStringSubmatch(run.Output())
+		if m == nil {
+			t.Fatalf("no command line for node %d in:\n%s", i, run.Output())
+		}
+		pids[i], _ = strconv.Atoi(m[1])
+	}
+
+	if err := syscall.Kill(pids[2], syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 node 2 (pid %d): %v", pids[2], err)
+	}
+	report := fmt.Sprintf("run: node 2 (pid %d, http://127.0.0.1:%d) exited: exit status 137 (killed by SIGKILL)", pids[2], base+1)
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(run.Output(), report) {
+		if run.Exited() || time.Now().After(deadline) {
+			t.Fatalf("no report %q (make run exited: %v):\n%s", report, run.Exited(), run.Output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(run.Output(), "run: to restart it by hand (from "+root+"): bin/snowflaked --zk ") {
+		t.Errorf("the report lacks node 2's command line:\n%s", run.Output())
+	}
+
+	// The other two keep serving, for longer than the script used to take
+	// to stop them after a node died.
+	client := &http.Client{Timeout: 2 * time.Second}
+	for until := time.Now().Add(3 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
+		for _, i := range []int{1, 3} {
+			resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/id", base+i-1))
+			if err != nil {
+				t.Fatalf("node %d after node 2 was killed: %v\n%s", i, err, run.Output())
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("node %d after node 2 was killed: GET /id %d\n%s", i, resp.StatusCode, run.Output())
+			}
+		}
+		if run.Exited() {
+			t.Fatalf("make run exited after one node died:\n%s", run.Output())
+		}
+	}
+
+	// Ctrl-C (SIGTERM here) still stops what is left, exit 0.
+	if err := run.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := run.Wait(time.Minute); err != nil || code != 0 {
+		t.Errorf("make run after SIGTERM: exit %d (%v):\n%s", code, err, run.Output())
+	}
+	for _, i := range []int{1, 3} {
+		if syscall.Kill(pids[i], 0) == nil {
+			t.Errorf("node %d (pid %d) still runs after make run stopped", i, pids[i])
+		}
+	}
+}
