@@ -165,7 +165,13 @@ func New(cfg Config) (*Service, error) {
 			cfg.Log.Info().Str("tag", tag).Int64("tag_incarnation", e.Incarnation).Int64("ids", b.held).Msg("segment: resumed ranges from the state file")
 		}
 	}
+	// The buffers first, then their workers: a started worker may retire
+	// its buffer (a gone incarnation) and take it out of s.tags at once.
+	resumed := make([]*tagBuf, 0, len(s.tags))
 	for _, b := range s.tags {
+		resumed = append(resumed, b)
+	}
+	for _, b := range resumed {
 		s.start(b)
 		b.kickLoader() // a resumed tag's incarnation is checked at once
 	}
