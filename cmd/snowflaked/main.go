@@ -136,6 +136,9 @@ func newLogger(cfg node.Config, w io.Writer) (zerolog.Logger, error) {
 		return zerolog.Logger{}, fmt.Errorf("--log-level %q: %w", cfg.LogLevel, err)
 	}
 	zerolog.TimeFieldFormat = time.RFC3339Nano
+	// Durations are float milliseconds, in fields named *_ms.
+	zerolog.DurationFieldUnit = time.Millisecond
+	zerolog.DurationFieldInteger = false
 	out := w
 	if cfg.LogFormat == node.LogFormatConsole {
 		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}

@@ -255,11 +255,11 @@ func TestIntegration_RestartAfterKill9ReissuesNothing(t *testing.T) {
 	// The fence is never more than fence-ahead ahead of the clock, so the
 	// node waits at most that long (logged by the start gate).
 	if m, ok := q.FindLog("clock is behind the fence: waiting for it before serving"); ok {
-		if behind := time.Duration(number(t, m, "behind")) * time.Millisecond; behind > fenceAhead {
+		if behind := time.Duration(number(t, m, "behind_ms")) * time.Millisecond; behind > fenceAhead {
 			t.Errorf("waited for the fence %s > fence-ahead %s", behind, fenceAhead)
 		}
-		if w := q.waitLog("clock passed the fence", readyTimeout); number(t, w, "waited") > float64((fenceAhead + time.Second).Milliseconds()) {
-			t.Errorf("start gate waited %vms, more than fence-ahead %s plus 1s", w["waited"], fenceAhead)
+		if w := q.waitLog("clock passed the fence", readyTimeout); number(t, w, "waited_ms") > float64((fenceAhead + time.Second).Milliseconds()) {
+			t.Errorf("start gate waited %vms, more than fence-ahead %s plus 1s", w["waited_ms"], fenceAhead)
 		}
 	}
 	if fence-maxBeforeMs > (fenceAhead + 2*time.Second).Milliseconds() {
