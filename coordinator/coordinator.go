@@ -514,7 +514,7 @@ func (c *Coordinator) ResumeFromCache(r Resume) error {
 
 // Status is a snapshot for /clock and metrics.
 type Status struct {
-	WorkerID     int64  `json:"worker_id"` // -1 before Claim/ResumeFromCache
+	WorkerID int64 `json:"worker_id"` // -1 before Claim/ResumeFromCache
 	// Connected is true only with a session (SessionState StateHasSession):
 	// StateConnected is a connection to a server without a session yet.
 	Connected    bool   `json:"connected"`
