@@ -512,11 +512,11 @@ func (c *Coordinator) ResumeFromCache(r Resume) error {
 	return nil
 }
 
-// Status is a snapshot for /clock and metrics.
+// Status is a snapshot for /clock and metrics. Connected is true only with
+// a session (SessionState StateHasSession): StateConnected is a connection
+// to a server on which no session is established yet.
 type Status struct {
-	WorkerID int64 `json:"worker_id"` // -1 before Claim/ResumeFromCache
-	// Connected is true only with a session (SessionState StateHasSession):
-	// StateConnected is a connection to a server without a session yet.
+	WorkerID     int64  `json:"worker_id"` // -1 before Claim/ResumeFromCache
 	Connected    bool   `json:"connected"`
 	SessionState string `json:"session_state"`
 	SessionID    string `json:"session_id,omitempty"` // "0x…"
