@@ -488,17 +488,17 @@ func (n *NTP) judgeAnswers(usable []NTPResult, failed int64, began time.Duration
 	switch {
 	case err != nil:
 		n.offset.Fail(detail)
-		n.cfg.Log.Warn().Str("server", res.Server).Dur("offset", res.Offset).Dur("rtt", res.RTT).
-			Uint8("stratum", res.Stratum).Dur("max_offset", n.cfg.MaxOffset).Int("beyond", disagree).
+		n.cfg.Log.Warn().Str("server", res.Server).Dur("offset_ms", res.Offset).Dur("rtt_ms", res.RTT).
+			Uint8("stratum", res.Stratum).Dur("max_offset_ms", n.cfg.MaxOffset).Int("beyond", disagree).
 			Int("answers", total).Str("detail", detail).Msg("ntp offset beyond the maximum")
 		return res, err
 	case split:
 		n.cfg.Log.Warn().Int("beyond", disagree).Int("within", agree).Int("unsure", unsure).
-			Dur("max_offset", n.cfg.MaxOffset).Str("detail", detail).
+			Dur("max_offset_ms", n.cfg.MaxOffset).Str("detail", detail).
 			Msg("ntp servers disagree with no majority either way: staying in service")
 	}
 	n.offset.Pass()
-	n.cfg.Log.Debug().Str("server", res.Server).Dur("offset", res.Offset).Dur("rtt", res.RTT).
+	n.cfg.Log.Debug().Str("server", res.Server).Dur("offset_ms", res.Offset).Dur("rtt_ms", res.RTT).
 		Uint8("stratum", res.Stratum).Int("answers", total).Msg("ntp check passed")
 	return res, nil
 }

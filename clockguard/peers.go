@@ -506,10 +506,10 @@ func (p *Peers) judge(results []PeerResult, began time.Duration) (PeerSnapshot, 
 	case err != nil:
 		p.check.Fail(detail)
 		p.cfg.Log.Warn().Int("agree", agree).Int("disagree", disagree).
-			Dur("max_offset", p.cfg.MaxOffset).Str("detail", detail).Msg("clock disagrees with a majority of the peers")
+			Dur("max_offset_ms", p.cfg.MaxOffset).Str("detail", detail).Msg("clock disagrees with a majority of the peers")
 		return snap, err
 	case split:
-		p.cfg.Log.Warn().Int("agree", agree).Int("disagree", disagree).Dur("max_offset", p.cfg.MaxOffset).Str("detail", detail).
+		p.cfg.Log.Warn().Int("agree", agree).Int("disagree", disagree).Dur("max_offset_ms", p.cfg.MaxOffset).Str("detail", detail).
 			Msg("clocks disagree with no majority either way: staying in service, NTP (if configured) decides")
 	}
 	p.check.Pass()

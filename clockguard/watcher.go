@@ -197,15 +197,15 @@ func (w *Watcher) Observe(s Sample) Step {
 
 	switch st.Kind {
 	case backwardStep:
-		w.cfg.Log.Warn().Str("direction", "backward").Dur("step", -st.Skew).
-			Dur("wall_elapsed", st.WallElapsed).Dur("mono_elapsed", st.MonoElapsed).
-			Dur("tolerance", w.cfg.Tolerance).Int64("backward_steps", stats.BackwardSteps).
+		w.cfg.Log.Warn().Str("direction", "backward").Dur("step_ms", -st.Skew).
+			Dur("wall_elapsed_ms", st.WallElapsed).Dur("mono_elapsed_ms", st.MonoElapsed).
+			Dur("tolerance_ms", w.cfg.Tolerance).Int64("backward_steps", stats.BackwardSteps).
 			Msg("wall clock stepped back")
 		w.cfg.OnRollback(-st.Skew, time.Unix(0, s.Wall))
 	case forwardStep:
-		w.cfg.Log.Warn().Str("direction", "forward").Dur("step", st.Skew).
-			Dur("wall_elapsed", st.WallElapsed).Dur("mono_elapsed", st.MonoElapsed).
-			Dur("threshold", w.cfg.ForwardThreshold).Int64("forward_steps", stats.ForwardSteps).
+		w.cfg.Log.Warn().Str("direction", "forward").Dur("step_ms", st.Skew).
+			Dur("wall_elapsed_ms", st.WallElapsed).Dur("mono_elapsed_ms", st.MonoElapsed).
+			Dur("threshold_ms", w.cfg.ForwardThreshold).Int64("forward_steps", stats.ForwardSteps).
 			Msg("wall clock stepped forward")
 	}
 	return st

@@ -170,9 +170,9 @@ func TestWatcherCountersAndLog(t *testing.T) {
 		{fwd[1], 1500, 2, "forward"},
 	} {
 		cntKey := tc.dir + "_steps"
-		if tc.line["step"] != tc.step || tc.line["direction"] != tc.dir || tc.line[cntKey] != tc.cnt ||
-			tc.line["mono_elapsed"] != 20.0 || tc.line["level"] != "warn" {
-			t.Errorf("log line %v: want step %v, direction %s, %s %v, mono_elapsed 20, level warn",
+		if tc.line["step_ms"] != tc.step || tc.line["direction"] != tc.dir || tc.line[cntKey] != tc.cnt ||
+			tc.line["mono_elapsed_ms"] != 20.0 || tc.line["level"] != "warn" {
+			t.Errorf("log line %v: want step_ms %v, direction %s, %s %v, mono_elapsed_ms 20, level warn",
 				tc.line, tc.step, tc.dir, cntKey, tc.cnt)
 		}
 	}

@@ -465,7 +465,7 @@ func (c *Coordinator) takeLease(ctx context.Context, z zkclient.Client, node *fo
 		}
 		if waitUntil.IsZero() {
 			waitUntil = time.Now().Add(wait)
-			c.log.Warn().Int64("worker_id", node.workerID).Str("holder", holder).Dur("watch", wait).
+			c.log.Warn().Int64("worker_id", node.workerID).Str("holder", holder).Dur("watch_ms", wait).
 				Msg("lease held by another session of this node key (a crashed predecessor?): watching whether it renews")
 			c.mu.Lock()
 			c.progress = claimProgress{until: waitUntil, leaseWait: fmt.Sprintf(
@@ -510,7 +510,7 @@ func (c *Coordinator) claimWithoutLease(ctx context.Context, z zkclient.Client, 
 			return fmt.Errorf("claim worker ID %d: %w", node.workerID, zkclient.AuthHint(err))
 		}
 	}
-	c.log.Warn().Int64("worker_id", node.workerID).Str("holder", holder).Dur("watched", watched).
+	c.log.Warn().Int64("worker_id", node.workerID).Str("holder", holder).Dur("watched_ms", watched).
 		Msg("the lease holder showed no sign of life (its forever znode was not renewed): claimed the worker ID; out of service until its stale lease expires")
 	c.setLeaseDetail(fmt.Sprintf("waiting for the stale lease on worker ID %d, held by %s, to expire (its holder showed no sign of life for %v)",
 		node.workerID, holder, watched.Round(time.Millisecond)))

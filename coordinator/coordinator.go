@@ -462,8 +462,18 @@ func (c *Coordinator) updateChecks(connected bool) {
 	if why == "" {
 		why = "no renewal attempted yet"
 	}
-	fence.Fail(fmt.Sprintf("ZooKeeper fence %s ahead of the clock (leaving service below %v of --zk-fence-ahead %v); last renewal problem: %s",
-		headroom.Round(time.Millisecond), c.leaveMargin(), c.cfg.ZKFenceAhead, why))
+	fence.Fail(fenceDetail(headroom, c.leaveMargin(), c.cfg.ZKFenceAhead, why))
+}
+
+// fenceDetail says why the ZooKeeper fence check fails: the fence is only
+// headroom ahead of the clock, or behind it when headroom is negative.
+func fenceDetail(headroom, margin, zkFenceAhead time.Duration, why string) string {
+	where := fmt.Sprintf("%s ahead of", headroom.Round(time.Millisecond))
+	if headroom < 0 {
+		where = fmt.Sprintf("%s behind", (-headroom).Round(time.Millisecond))
+	}
+	return fmt.Sprintf("ZooKeeper fence %s the clock (leaving service below %v of --zk-fence-ahead %v); last renewal problem: %s",
+		where, margin, zkFenceAhead, why)
 }
 
 // ResumeFromCache tells the coordinator that the node serves r.WorkerID
@@ -502,7 +512,9 @@ func (c *Coordinator) ResumeFromCache(r Resume) error {
 	return nil
 }
 
-// Status is a snapshot for /clock and metrics.
+// Status is a snapshot for /clock and metrics. Connected is true only with
+// a session (SessionState StateHasSession): StateConnected is a connection
+// to a server on which no session is established yet.
 type Status struct {
 	WorkerID     int64  `json:"worker_id"` // -1 before Claim/ResumeFromCache
 	Connected    bool   `json:"connected"`

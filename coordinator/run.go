@@ -151,7 +151,7 @@ func (r *runner) step(ctx context.Context) {
 		due := c.st.mode == modeClaimed || c.st.verified
 		c.mu.Unlock()
 		if due {
-			c.recordRenewFailure("connection", fmt.Sprintf("no ZooKeeper session (%v)", conn.State()))
+			c.recordRenewFailure("connection", noSessionDetail(conn.State()))
 		}
 	}
 	if connected && ctx.Err() == nil {
@@ -580,4 +580,22 @@ func (c *Coordinator) setAlive(v bool) {
 	c.mu.Lock()
 	c.st.aliveOwned = v
 	c.mu.Unlock()
+}
+
+// noSessionDetail says that there is no ZooKeeper session in a connection
+// state: StateConnected is a connection to a server on which no session is
+// established yet (what /clock shows as connected false beside it).
+func noSessionDetail(state zk.State) string {
+	what := "not connected to a server"
+	switch state {
+	case zk.StateConnected:
+		what = "connected to a server, no session established on it yet"
+	case zk.StateExpired:
+		what = "the session expired"
+	case zk.StateAuthFailed:
+		what = "authentication failed"
+	case zk.StateConnecting:
+		what = "connecting to a server"
+	}
+	return fmt.Sprintf("no ZooKeeper session (connection state %v: %s)", state, what)
 }

@@ -135,7 +135,7 @@ func (s *StartWait) runPrev(ctx context.Context) time.Duration {
 	}
 	s.check.Pass()
 	s.log.Info().Str("prev_node_key", s.holder.NodeKey).Str("prev_addr", s.holder.Addr).Str("prev_token", s.holder.Token).
-		Int64("prev_fence_ms", s.holder.FenceMs).Dur("left", behind).Dur("zk_fence_ahead", s.holder.ZKFenceAhead).
+		Int64("prev_fence_ms", s.holder.FenceMs).Dur("left_ms", behind).Dur("zk_fence_ahead_ms", s.holder.ZKFenceAhead).
 		Msg("waiting for the previous holder's ZooKeeper fence before serving (prev_holder_fence)")
 	s.prev.Wait(s.prevDetail(behind))
 	t := time.NewTimer(min(behind, startPoll))
@@ -150,7 +150,7 @@ func (s *StartWait) runPrev(ctx context.Context) time.Duration {
 		switch {
 		case behind == 0:
 			waited := s.clock.Mono() - start
-			s.log.Info().Dur("waited", waited).Int64("prev_fence_ms", s.holder.FenceMs).Msg("clock passed the previous holder's ZooKeeper fence")
+			s.log.Info().Dur("waited_ms", waited).Int64("prev_fence_ms", s.holder.FenceMs).Msg("clock passed the previous holder's ZooKeeper fence")
 			s.prev.Pass()
 			return waited
 		case behind > s.prevBound(): // the clock went back during the wait
@@ -179,15 +179,15 @@ func (s *StartWait) run(ctx context.Context, start time.Duration) time.Duration 
 	if failing && s.prev != nil {
 		detail := fmt.Sprintf("clock is %s behind the previous holder's ZooKeeper fence %s (%s), more than --zk-fence-ahead %s + max-start-wait %s: this clock is behind, or the previous holder's was ahead; out of service until it passes the fence",
 			behind.Round(time.Millisecond), time.Unix(0, s.readyNs).UTC().Format(time.RFC3339Nano), s.holder, s.holder.ZKFenceAhead, s.maxWait)
-		s.log.Warn().Dur("behind", behind).Dur("max_start_wait", s.maxWait).Str("prev_node_key", s.holder.NodeKey).Msg(detail)
+		s.log.Warn().Dur("behind_ms", behind).Dur("max_start_wait_ms", s.maxWait).Str("prev_node_key", s.holder.NodeKey).Msg(detail)
 		s.check.Fail(detail)
 	} else if failing {
 		detail := fmt.Sprintf("clock is %s behind the fence %s (max-start-wait %s): it went back while the node was down; out of service until it passes the fence",
 			behind.Round(time.Millisecond), time.Unix(0, s.readyNs).UTC().Format(time.RFC3339Nano), s.maxWait)
-		s.log.Warn().Dur("behind", behind).Dur("max_start_wait", s.maxWait).Msg(detail)
+		s.log.Warn().Dur("behind_ms", behind).Dur("max_start_wait_ms", s.maxWait).Msg(detail)
 		s.check.Fail(detail)
 	} else {
-		s.log.Info().Dur("behind", behind).Dur("max_start_wait", s.maxWait).Msg("clock is behind the fence: waiting for it before serving")
+		s.log.Info().Dur("behind_ms", behind).Dur("max_start_wait_ms", s.maxWait).Msg("clock is behind the fence: waiting for it before serving")
 	}
 	t := time.NewTimer(min(behind, startPoll))
 	defer t.Stop()
@@ -200,7 +200,7 @@ func (s *StartWait) run(ctx context.Context, start time.Duration) time.Duration 
 		behind = s.Behind()
 		if behind == 0 {
 			waited := s.clock.Mono() - start
-			s.log.Info().Dur("waited", waited).Msg("clock passed the fence")
+			s.log.Info().Dur("waited_ms", waited).Msg("clock passed the fence")
 			s.check.Pass()
 			return waited
 		}

@@ -187,14 +187,14 @@ func (j *jumpGuard) observe(s clockguard.Sample) {
 				skew.Round(time.Millisecond), over.Round(time.Millisecond), j.threshold, j.hold)
 		}
 		logLine = func() {
-			j.log.Warn().Dur("jump", over).Dur("step", skew).Dur("threshold", j.threshold).Bool("moved_while_held", moved).Msg("suspect forward clock jump: fences held")
+			j.log.Warn().Dur("jump_ms", over).Dur("step_ms", skew).Dur("threshold_ms", j.threshold).Bool("moved_while_held", moved).Msg("suspect forward clock jump: fences held")
 		}
 		j.check.Fail(detail)
 		j.baseline = wall - int64(mono)
 	case j.suspect > 0 && over <= j.threshold:
 		j.suspect, j.baseline, j.reask = 0, wall-int64(mono), j.asked
 		j.high = max(j.high, j.baseline)
-		logLine = func() { j.log.Info().Dur("skew", over).Msg("the forward clock jump was undone: fences resume") }
+		logLine = func() { j.log.Info().Dur("skew_ms", over).Msg("the forward clock jump was undone: fences resume") }
 		j.check.Pass()
 	case j.suspect > 0:
 		j.baseline = wall - int64(mono) // held: small moves of the jumped clock
@@ -215,7 +215,7 @@ func (j *jumpGuard) observe(s clockguard.Sample) {
 			// (over is within the threshold), undoing an earlier step back.
 			stepped := j.stepped
 			logLine = func() {
-				j.log.Info().Dur("step", skew).Dur("beyond_expected", over).Dur("threshold", j.threshold).
+				j.log.Info().Dur("step_ms", skew).Dur("beyond_expected_ms", over).Dur("threshold_ms", j.threshold).
 					Msg("the clock stepped forward back to the time the monotonic clock expects: a correction of an earlier step back, not a jump")
 				if stepped != nil {
 					stepped()
@@ -317,7 +317,7 @@ func (j *jumpGuard) tryConfirm(ctx context.Context) {
 	}
 	by, ok := j.accept(since, sinceMon, latest)
 	if ok {
-		j.log.Warn().Dur("jump", suspect).Str("confirmed_by", by).Msg("forward clock jump accepted: fences resume on the new time")
+		j.log.Warn().Dur("jump_ms", suspect).Str("confirmed_by", by).Msg("forward clock jump accepted: fences resume on the new time")
 	}
 }
 

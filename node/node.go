@@ -228,7 +228,7 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 		return err
 	}
 	ev := n.log.Info().Int64("worker_id", n.ident.entry.WorkerID).Str("node_key", n.nodeKey).Str("advertise", n.advertise).
-		Bool("from_cache", n.ident.resumed).Dur("claim_took", n.clock.Mono()-start)
+		Bool("from_cache", n.ident.resumed).Dur("claim_took_ms", n.clock.Mono()-start)
 	if h := n.ident.prevHolder; h != nil {
 		ev = ev.Str("prev_node_key", h.NodeKey).Str("prev_addr", h.Addr).Str("prev_token", h.Token).Int64("prev_fence_ms", h.FenceMs)
 	}

@@ -548,7 +548,7 @@ func (b *tagBuf) load() error {
 	b.broadcastLocked()
 	b.mu.Unlock()
 	b.svc.cfg.Log.Debug().Str("tag", b.name).Stringer("range", r).Int64("above", above).Int64("issued", issued).
-		Dur("took", took).Msg("segment: range loaded")
+		Dur("took_ms", took).Msg("segment: range loaded")
 	// Persist the new range (and the mark) at once, before anything else
 	// that talks to ZooKeeper: a crash from here on resumes it (the holder
 	// record is only for operators, and can hang for LoadTimeout).

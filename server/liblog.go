@@ -34,8 +34,10 @@ type libLog struct {
 	after      func(time.Duration, func())
 }
 
+// newLibLog returns the library's logger writing to log, which carries the
+// component already (the server's own lines share it).
 func newLibLog(log zerolog.Logger, now func() time.Time) *libLog {
-	return &libLog{log: log.With().Str("component", "http").Logger(), now: now,
+	return &libLog{log: log, now: now,
 		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
 }
 

@@ -19,7 +19,8 @@ import (
 func TestLibLog_RateLimited(t *testing.T) {
 	var buf testsupport.SyncBuffer
 	now := time.Unix(1_700_000_000, 0)
-	l := newLibLog(zerolog.New(&buf), func() time.Time { return now })
+	// As the node passes it: the component is set once, by the caller.
+	l := newLibLog(zerolog.New(&buf).With().Str("component", "http").Logger(), func() time.Time { return now })
 	var scheduled []time.Duration
 	var flush func()
 	l.after = func(d time.Duration, f func()) { scheduled, flush = append(scheduled, d), f }
@@ -40,6 +41,11 @@ func TestLibLog_RateLimited(t *testing.T) {
 	lines = buf.Lines(t, "") // fails on a line that is not JSON
 	if len(lines) != libLogBurst+2 {
 		t.Fatalf("%d lines written, want %d:\n%s", len(lines), libLogBurst+2, buf.String())
+	}
+	for i, raw := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if n := strings.Count(raw, `"component"`); n != 1 {
+			t.Errorf("line %d names the component %d times, want once: %s", i, n, raw)
+		}
 	}
 	for i, m := range lines {
 		if m["component"] != "http" {
@@ -68,8 +74,9 @@ func TestLibLog_RateLimited(t *testing.T) {
 func TestLibLog_GarbageConnections(t *testing.T) {
 	var buf testsupport.SyncBuffer
 	f := newFixture(t, snowflake.DefaultLayout(), func(c *Config) {
-		c.Log = zerolog.New(&buf)
-		c.ReadTimeout = 100 * time.Millisecond // an incomplete request ends soon
+		c.Log = zerolog.New(&buf).With().Str("component", "http").Logger() // as the node passes it
+		// An incomplete request ends soon.
+		c.ReadTimeout = 100 * time.Millisecond
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

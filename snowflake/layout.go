@@ -100,18 +100,24 @@ func ParseLayout(bits, epoch, unit string, now time.Time) (Layout, error) {
 }
 
 // parseFields parses the three layout fields and checks the layout's shape.
+// A field that does not parse does not hide the others': their errors are
+// joined.
 func parseFields(bits, epoch, unit string) (Layout, error) {
 	var l Layout
 	var err error
+	var errs []error
 	if l.TimeBits, l.WorkerBits, l.SequenceBits, err = ParseBits(bits); err != nil {
-		return Layout{}, err
+		errs = append(errs, err)
 	}
 	if l.Epoch, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(epoch)); err != nil {
-		return Layout{}, fmt.Errorf("%w: epoch %q is not an RFC 3339 time like 2024-01-01T00:00:00Z", ErrInvalidLayout, epoch)
+		errs = append(errs, fmt.Errorf("%w: epoch %q is not an RFC 3339 time like 2024-01-01T00:00:00Z", ErrInvalidLayout, epoch))
 	}
 	l.Epoch = l.Epoch.UTC()
 	if l.Unit, err = time.ParseDuration(strings.TrimSpace(unit)); err != nil {
-		return Layout{}, fmt.Errorf("%w: time unit %q is not a duration like 1ms", ErrInvalidLayout, unit)
+		errs = append(errs, fmt.Errorf("%w: time unit %q is not a duration like 1ms", ErrInvalidLayout, unit))
+	}
+	if len(errs) > 0 {
+		return Layout{}, errors.Join(errs...)
 	}
 	return l, l.validateShape()
 }

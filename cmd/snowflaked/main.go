@@ -57,30 +57,38 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(fs.Output(), "Usage: snowflaked [flags]\n\nEvery flag may also be set as %s<FLAG> (upper case, dashes as underscores).\n\n", node.EnvPrefix)
 		fs.PrintDefaults()
 	}
-	if _, err := cliflag.Parse(fs, args, false); err != nil {
-		return cliflag.Report(stdout, stderr, fs, err) // --help: usage on stdout, exit 0
+	_, parseErr := cliflag.Parse(fs, args, false)
+	if errors.Is(parseErr, flag.ErrHelp) {
+		return cliflag.Report(stdout, stderr, fs, parseErr) // usage on stdout, exit 0
 	}
-	if *showVersion {
+	if parseErr == nil && *showVersion {
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "snowflaked: unexpected arguments %q (flags only)\nRun 'snowflaked --help' for every flag.\n", fs.Args())
-		return exitUsage
+	var problems []string
+	if parseErr != nil {
+		problems = cliflag.Explain(fs, parseErr)
 	}
+	if parseErr == nil && fs.NArg() > 0 {
+		problems = append(problems, fmt.Sprintf("unexpected arguments %q (flags only)", fs.Args()))
+	}
+	// The environment's problems are reported with the command line's; the
+	// configuration is validated only once both are understood.
 	unknown, err := envflag.Apply(fs, node.EnvPrefix, environ)
 	if err != nil {
-		fmt.Fprintf(stderr, "snowflaked: %v\n", err)
-		return exitUsage
+		problems = append(problems, strings.Split(err.Error(), "\n")...)
 	}
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "snowflaked: %v\n", err)
-		return exitUsage
+	if len(problems) == 0 {
+		if err := cfg.Validate(); err != nil {
+			problems = strings.Split(err.Error(), "\n")
+		}
+	}
+	if len(problems) > 0 {
+		return usageError(stderr, problems)
 	}
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "snowflaked: %v\n", err)
-		return exitUsage
+		return usageError(stderr, []string{err.Error()})
 	}
 	for _, name := range unknown {
 		if node.ChaosBuild && name == node.ChaosClockOffsetEnv {
@@ -101,7 +109,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if err := node.Run(ctx, cfg, log); err != nil {
 		if errors.Is(err, node.ErrInvalidConfig) {
-			fmt.Fprintf(stderr, "snowflaked: %v\n", err)
+			log.Error().Err(err).Msg("bad configuration")
 			return exitUsage
 		}
 		log.Error().Err(err).Msg("snowflaked failed")
@@ -135,12 +143,32 @@ func newLogger(cfg node.Config, w io.Writer) (zerolog.Logger, error) {
 	if err != nil {
 		return zerolog.Logger{}, fmt.Errorf("--log-level %q: %w", cfg.LogLevel, err)
 	}
-	zerolog.TimeFieldFormat = time.RFC3339Nano
+	setLogFormat()
 	out := w
 	if cfg.LogFormat == node.LogFormatConsole {
 		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
 	}
 	return zerolog.New(out).Level(level).With().Timestamp().Logger(), nil
+}
+
+// usageError writes each problem of a bad command line, environment or
+// configuration as one JSON line on stderr, as every line the process
+// writes there, and returns exitUsage.
+func usageError(stderr io.Writer, problems []string) int {
+	setLogFormat()
+	log := zerolog.New(stderr).With().Timestamp().Logger()
+	for _, p := range problems {
+		log.Error().Str("error", p).Str("help", "snowflaked --help lists every flag").Msg("bad configuration")
+	}
+	return exitUsage
+}
+
+// setLogFormat sets how zerolog writes times and durations: RFC 3339 with
+// nanoseconds, and durations as float milliseconds in fields named *_ms.
+func setLogFormat() {
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	zerolog.DurationFieldUnit = time.Millisecond
+	zerolog.DurationFieldInteger = false
 }
 
 // stdlogWriter turns the standard logger's lines into warnings of log.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,16 +18,25 @@ func TestRunRefusesBadInput(t *testing.T) {
 		env     []string
 		code    int
 		wantOut string // substring of stdout
-		wantErr string // substring of stderr
+		wantErr string // substring of what stderr's JSON lines say (jsonSaid)
 	}{
 		{"version", []string{"--version"}, nil, 0, "(go1.", ""},
 		{"help", []string{"-help"}, nil, 0, "SNOWFLAKED_<FLAG>", ""},
 		{"help with two dashes", []string{"--help"}, nil, 0, "--worker-id", ""},
-		{"unknown flag", []string{"--no-such-flag"}, nil, 2, "", "unknown flag --no-such-flag\nRun 'snowflaked --help'"},
-		{"typo'd flag", []string{"--workerid", "5"}, nil, 2, "", "snowflaked: unknown flag --workerid; did you mean --worker-id?"},
+		{"unknown flag", []string{"--no-such-flag"}, nil, 2, "", "unknown flag --no-such-flag"},
+		{"typo'd flag", []string{"--workerid", "5"}, nil, 2, "", "unknown flag --workerid; did you mean --worker-id?"},
 		{"near miss", []string{"--fence-ahaed", "3s"}, nil, 2, "", "did you mean --fence-ahead?"},
 		{"flag without its value", []string{"--worker-id"}, nil, 2, "", "flag --worker-id needs a value"},
-		{"bad duration", []string{"--fence-ahead", "soon"}, nil, 2, "", "fence-ahead"},
+		{"bad duration", []string{"--fence-ahead", "soon"}, nil, 2, "", `--fence-ahead "soon": want a duration like 3s`},
+		{"duration without a unit", []string{"--fence-ahead", "3"}, nil, 2, "", `--fence-ahead "3": want a duration like 3s`},
+		{"worker id not an integer", []string{"--worker-id", "abc"}, nil, 2, "", `--worker-id "abc": want an integer`},
+		{"worker id not an integer in the environment", nil, []string{"SNOWFLAKED_WORKER_ID=abc"}, 2, "", `SNOWFLAKED_WORKER_ID="abc" (for --worker-id): want an integer`},
+		{"every bad value at once", []string{"--fence-ahead", "3", "--worker-id", "abc"}, []string{"SNOWFLAKED_MAX_BATCH=many"}, 2, "",
+			"--fence-ahead \"3\": want a duration like 3s\n--worker-id \"abc\": want an integer\nbad value in environment: SNOWFLAKED_MAX_BATCH=\"many\""},
+		{"layout, epoch and time unit bad at once", []string{"--worker-id", "1", "--layout", "50/x/12", "--epoch", "yesterday", "--time-unit", "fast"}, nil, 2, "",
+			`epoch "yesterday" is not an RFC 3339 time`},
+		{"layout, epoch and time unit bad at once: the unit too", []string{"--worker-id", "1", "--layout", "50/x/12", "--epoch", "yesterday", "--time-unit", "fast"}, nil, 2, "",
+			`time unit "fast" is not a duration`},
 		{"positional argument", []string{"--worker-id", "1", "extra"}, nil, 2, "", `unexpected arguments ["extra"]`},
 		{"missing worker id", []string{"--listen", "127.0.0.1:0"}, nil, 2, "", "--worker-id is required"},
 		{"bad environment value", []string{"--worker-id", "1"}, []string{"SNOWFLAKED_MAX_BATCH=many"}, 2, "", `SNOWFLAKED_MAX_BATCH="many"`},
@@ -52,8 +62,12 @@ func TestRunRefusesBadInput(t *testing.T) {
 			if !strings.Contains(stdout.String(), tc.wantOut) {
 				t.Errorf("stdout %q does not contain %q", stdout.String(), tc.wantOut)
 			}
-			if !strings.Contains(stderr.String(), tc.wantErr) {
-				t.Errorf("stderr %q does not contain %q", stderr.String(), tc.wantErr)
+			// Every line on stderr is JSON, a bad configuration's included.
+			if said := jsonSaid(t, stderr.String()); !strings.Contains(said, tc.wantErr) {
+				t.Errorf("stderr's errors and messages %q do not contain %q", said, tc.wantErr)
+			}
+			if tc.code == 2 && !strings.Contains(stderr.String(), `"help":"snowflaked --help lists every flag"`) {
+				t.Errorf("stderr %q does not point to --help", stderr.String())
 			}
 			// A bad command line gets the error and a pointer to --help,
 			// not every flag's description.
@@ -62,6 +76,26 @@ func TestRunRefusesBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// jsonSaid returns what out's lines say, one a line: a line's "error", or
+// its "message" when it has none; a line that is not JSON fails the test.
+func jsonSaid(t *testing.T, out string) string {
+	t.Helper()
+	var said []string
+	for line := range strings.Lines(out) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Errorf("a line on stderr that is not JSON: %q", line)
+			continue
+		}
+		if v, ok := m["error"].(string); ok {
+			said = append(said, v)
+		} else if v, ok := m["message"].(string); ok {
+			said = append(said, v)
+		}
+	}
+	return strings.Join(said, "\n")
 }
 
 // Lines of the standard logger become JSON warnings of the process log.

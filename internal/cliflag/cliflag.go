@@ -12,6 +12,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Exit statuses Report returns.
@@ -24,13 +25,28 @@ const (
 // interspersed, flags may come before, between or after the positional
 // arguments (decode 123 --json); a negative number is positional and "--"
 // ends the flags. It returns the positional arguments.
+//
+// A value a flag rejects does not stop the parse: every such problem is
+// reported, joined, each saying what the flag wants (--fence-ahead "3": want
+// a duration like 3s).
 func Parse(fs *flag.FlagSet, args []string, interspersed bool) ([]string, error) {
 	out := fs.Output()
 	fs.SetOutput(io.Discard)
 	defer fs.SetOutput(out)
+	var bad []error
+	var wrapped []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		f.Value = &collecting{Value: f.Value, f: f, bad: &bad}
+		wrapped = append(wrapped, f)
+	})
+	defer func() {
+		for _, f := range wrapped {
+			f.Value = f.Value.(*collecting).Value
+		}
+	}()
 	if !interspersed {
 		err := fs.Parse(args)
-		return fs.Args(), err
+		return fs.Args(), errors.Join(append(bad, err)...)
 	}
 	var flags, pos []string
 	for i := 0; i < len(args); i++ {
@@ -53,10 +69,58 @@ func Parse(fs *flag.FlagSet, args []string, interspersed bool) ([]string, error)
 			}
 		}
 	}
-	if err := fs.Parse(flags); err != nil {
-		return nil, err
+	if err := fs.Parse(flags); err != nil || len(bad) > 0 {
+		return nil, errors.Join(append(bad, err)...)
 	}
 	return pos, nil
+}
+
+// collecting wraps a flag's value while Parse runs: a value the flag
+// rejects is recorded, with what the flag wants, and the parse goes on.
+type collecting struct {
+	flag.Value
+	f   *flag.Flag
+	bad *[]error
+}
+
+func (c *collecting) Set(s string) error {
+	if err := c.Value.Set(s); err != nil {
+		*c.bad = append(*c.bad, fmt.Errorf("--%s %q: %s", c.f.Name, s, Want(c.Value, err)))
+	}
+	return nil
+}
+
+// IsBoolFlag keeps a boolean flag one that takes no value.
+func (c *collecting) IsBoolFlag() bool { return isBool(&flag.Flag{Value: c.Value}) }
+
+// Want says what a flag's value v accepts, given the error its Set returned for a
+// value: "want a duration like 3s", "want an integer", ... where the flag
+// package would only say "parse error"; a flag's own error (a custom
+// value's) is returned as it is.
+func Want(v flag.Value, err error) string {
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return err.Error()
+	}
+	what := ""
+	switch g.Get().(type) {
+	case time.Duration:
+		what = "a duration like 3s"
+	case int, int64:
+		what = "an integer"
+	case uint, uint64:
+		what = "an integer, 0 or more"
+	case float64:
+		what = "a number"
+	case bool:
+		what = "true or false"
+	default:
+		return err.Error()
+	}
+	if strings.Contains(err.Error(), "out of range") {
+		return "out of range: want " + what + " that fits"
+	}
+	return "want " + what
 }
 
 // Report answers an error of Parse. For -h or --help it prints fs.Usage on
@@ -71,14 +135,26 @@ func Report(stdout, stderr io.Writer, fs *flag.FlagSet, err error) int {
 		fs.SetOutput(out)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "%s: %s\nRun '%s --help' for every flag.\n", fs.Name(), explain(fs, err), fs.Name())
+	for _, p := range Explain(fs, err) {
+		fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), p)
+	}
+	fmt.Fprintf(stderr, "Run '%s --help' for every flag.\n", fs.Name())
 	return exitUsage
 }
 
-// explain rewords an error of the flag package: flags are written with two
-// dashes, and an unknown one is followed by the nearest defined flag.
-func explain(fs *flag.FlagSet, err error) string {
-	msg := err.Error()
+// Explain returns the problems of an error of Parse, one a line, reworded:
+// flags are written with two dashes, and an unknown one is followed by the
+// nearest defined flag.
+func Explain(fs *flag.FlagSet, err error) []string {
+	var out []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		out = append(out, explain(fs, line))
+	}
+	return out
+}
+
+// explain rewords one problem of Parse.
+func explain(fs *flag.FlagSet, msg string) string {
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		msg = "unknown flag --" + name
 		if s := suggest(fs, name); s != "" {

@@ -44,14 +44,21 @@ func TestReport(t *testing.T) {
 		args    []string
 		code    int
 		out     string // substring of stdout
-		errLine string // stderr's first line
+		errLine string // stderr's first line (its lines but the last, joined)
 	}{
 		{"help", []string{"--help"}, exitOK, "-worker-id", ""},
 		{"short help", []string{"-h"}, exitOK, "-fence-ahead", ""},
 		{"typo", []string{"--workerid", "5"}, exitUsage, "", "prog: unknown flag --workerid; did you mean --worker-id?"},
 		{"nothing near", []string{"--listen", ":1"}, exitUsage, "", "prog: unknown flag --listen"},
 		{"no value", []string{"--zk"}, exitUsage, "", "prog: flag --zk needs a value"},
-		{"bad value", []string{"--worker-id", "five"}, exitUsage, "", `prog: invalid value "five" for flag --worker-id: parse error`},
+		{"bad integer", []string{"--worker-id", "five"}, exitUsage, "", `prog: --worker-id "five": want an integer`},
+		{"integer out of range", []string{"--worker-id", "99999999999999999999"}, exitUsage, "", `prog: --worker-id "99999999999999999999": out of range: want an integer that fits`},
+		{"duration without a unit", []string{"--fence-ahead", "3"}, exitUsage, "", `prog: --fence-ahead "3": want a duration like 3s`},
+		{"bool", []string{"--json=maybe"}, exitUsage, "", `prog: --json "maybe": want true or false`},
+		{"every bad value at once", []string{"--fence-ahead", "3", "--zk", "x", "--worker-id=abc"}, exitUsage, "",
+			"prog: --fence-ahead \"3\": want a duration like 3s\nprog: --worker-id \"abc\": want an integer"},
+		{"a bad value and an unknown flag", []string{"--fence-ahead", "3", "--frob"}, exitUsage, "",
+			"prog: --fence-ahead \"3\": want a duration like 3s\nprog: unknown flag --frob"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := newSet()
@@ -73,7 +80,7 @@ func TestReport(t *testing.T) {
 				}
 				return
 			}
-			if lines[0] != tc.errLine || len(lines) != 2 || lines[1] != "Run 'prog --help' for every flag." {
+			if n := len(lines); n < 2 || strings.Join(lines[:n-1], "\n") != tc.errLine || lines[n-1] != "Run 'prog --help' for every flag." {
 				t.Errorf("stderr:\n%s\nwant %q then the pointer to --help", stderr.String(), tc.errLine)
 			}
 		})

@@ -97,7 +97,7 @@ func TestCommandLineHelps(t *testing.T) {
 		{"segment list help", []string{"segment", "list", "--help"}, 0, "reading needs none", ""},
 		{"segment status help", []string{"segment", "status", "--help"}, 0, "the tag's status as a JSON object", ""},
 		{"typo", []string{"status", "--zk-autth", "x"}, 2, "", "unknown flag --zk-autth; did you mean --zk-auth?\nRun 'snowflakectl status --help'"},
-		{"flags before the command", []string{"--zk", "127.0.0.1:1", "status", "--timeout", "bogus"}, 2, "", `invalid value "bogus" for flag --timeout`},
+		{"flags before the command", []string{"--zk", "127.0.0.1:1", "status", "--timeout", "bogus"}, 2, "", `--timeout "bogus": want a duration like 3s`},
 		{"flags before segment", []string{"--zk", "127.0.0.1:1", "segment", "status", "BAD TAG"}, 2, "", "snowflakectl segment status: "},
 		{"flags and no command", []string{"--zk", "x"}, 2, "", `flags ["--zk" "x"] come with a command`},
 		{"get with both", []string{"get", "--zk", "127.0.0.1:1", "--servers", "127.0.0.1:2"}, 2, "", "give --servers or --zk, not both"},

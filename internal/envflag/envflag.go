@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"codeberg.org/snowflaked/snowflaked/internal/cliflag"
 )
 
 // errBadValue is wrapped by every error about an environment variable whose
@@ -38,7 +40,8 @@ func normPrefix(prefix string) string {
 // (a missing trailing underscore is added); it must not be empty.
 //
 // A value the flag rejects gives an error wrapping errBadValue that names
-// the variable and the value; all such errors are reported together.
+// the variable, the value and what the flag wants (cliflag.Want); all such
+// errors are reported together.
 // unknown lists, sorted, the variables that carry the prefix but match no
 // flag, so the caller can warn about typos.
 func Apply(fs *flag.FlagSet, prefix string, environ []string) (unknown []string, err error) {
@@ -67,7 +70,7 @@ func Apply(fs *flag.FlagSet, prefix string, environ []string) (unknown []string,
 			// The command line wins.
 		default:
 			if err := fs.Set(f.Name, val); err != nil {
-				errs = append(errs, fmt.Errorf("%w: %s=%q (for --%s): %v", errBadValue, key, val, f.Name, err))
+				errs = append(errs, fmt.Errorf("%w: %s=%q (for --%s): %s", errBadValue, key, val, f.Name, cliflag.Want(f.Value, err)))
 			}
 		}
 	}

@@ -84,12 +84,12 @@ func TestApply(t *testing.T) {
 		{
 			name:    "bad int names variable and value",
 			env:     []string{"SNOWFLAKED_MAX_BATCH=lots"},
-			wantErr: []string{`SNOWFLAKED_MAX_BATCH="lots"`, "--max-batch"},
+			wantErr: []string{`SNOWFLAKED_MAX_BATCH="lots" (for --max-batch): want an integer`},
 		},
 		{
 			name:    "every bad value is reported",
 			env:     []string{"SNOWFLAKED_MAX_START_WAIT=10", "SNOWFLAKED_NTP_REQUIRED=maybe", "SNOWFLAKED_MAX_BATCH=2"},
-			wantErr: []string{`SNOWFLAKED_MAX_START_WAIT="10"`, `SNOWFLAKED_NTP_REQUIRED="maybe"`},
+			wantErr: []string{`SNOWFLAKED_MAX_START_WAIT="10" (for --max-start-wait): want a duration like 3s`, `SNOWFLAKED_NTP_REQUIRED="maybe" (for --ntp-required): want true or false`},
 		},
 		{
 			name:    "bad value of a flag given on the command line is ignored",

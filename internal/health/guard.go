@@ -144,19 +144,22 @@ type Guard struct {
 	checks      []*Check
 	stopping    bool
 	status      Status
+	entered     time.Time // when status.State was entered: time.Now, monotonic
 	transitions map[Reason]int64
 	subs        []chan struct{}
 	hooks       []func(Transition)
 }
 
 // New returns a guard in state Starting. now is used to stamp transitions
-// (nil means time.Now).
+// (nil means time.Now); the time spent in a state, which the log reports,
+// is measured on the monotonic clock instead.
 func New(log zerolog.Logger, now func() time.Time) *Guard {
 	if now == nil {
 		now = time.Now
 	}
 	g := &Guard{log: log, now: now, transitions: map[Reason]int64{}}
 	g.status = Status{State: Starting, Reason: ReasonStarting, Since: now()}
+	g.entered = time.Now()
 	return g
 }
 
@@ -305,8 +308,12 @@ func (g *Guard) recompute() {
 		return
 	}
 	next.Since = cur.Since
+	// The time spent in the previous state is measured on the monotonic
+	// clock: a step of the wall clock (or of now) never makes it negative.
+	inPrevious := time.Since(g.entered)
 	if next.State != cur.State || next.Reason != cur.Reason {
 		next.Since = g.now()
+		g.entered = time.Now()
 	}
 	g.status = next
 	g.ready.Store(next.State == InService)
@@ -320,7 +327,7 @@ func (g *Guard) recompute() {
 		ev = g.log.Warn()
 	}
 	ev.Str("from", cur.State.String()).Str("to", next.State.String()).Str("reason", string(next.Reason)).
-		Str("detail", next.Detail).Dur("in_previous_state", next.Since.Sub(cur.Since)).Msg("service state changed")
+		Str("detail", next.Detail).Dur("in_previous_state_ms", inPrevious).Msg("service state changed")
 	for _, fn := range g.hooks {
 		fn(t)
 	}

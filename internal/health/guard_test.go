@@ -3,6 +3,11 @@ package health
 import (
 	"maps"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
 // A check that waits says what the node waits for: while it is the first
@@ -102,6 +107,39 @@ func TestSnapshot(t *testing.T) {
 			}
 			if !maps.Equal(s.Transitions, tc.wantTransitions) {
 				t.Fatalf("snapshot transitions %v, want %v", s.Transitions, tc.wantTransitions)
+			}
+		})
+	}
+}
+
+// The time spent in the previous state is never negative, however the wall
+// clock (now) steps: it is measured on the monotonic clock.
+func TestInPreviousStateMonotonic(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		step time.Duration
+	}{
+		{"wall clock stepped back", -5 * time.Second},
+		{"wall clock stepped forward", time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf testsupport.SyncBuffer
+			wall := time.Unix(1_700_000_000, 0)
+			g := New(zerolog.New(&buf), func() time.Time { return wall })
+			c := g.Check(ReasonClockRollback)
+			wall = wall.Add(tc.step)
+			c.Pass()
+			lines := buf.Lines(t, "service state changed")
+			if len(lines) != 1 {
+				t.Fatalf("%d transitions logged, want 1:\n%s", len(lines), buf.String())
+			}
+			ms, ok := lines[0]["in_previous_state_ms"].(float64)
+			if !ok || ms < 0 {
+				t.Fatalf("in_previous_state_ms %v, want a duration of 0 or more:\n%s", lines[0]["in_previous_state_ms"], buf.String())
+			}
+			// Not the wall clock's step: the guard was created just now.
+			if got := time.Duration(ms * float64(time.Millisecond)); got > time.Minute {
+				t.Errorf("in_previous_state_ms %v: the wall clock's step %v, not the time spent", ms, tc.step)
 			}
 		})
 	}

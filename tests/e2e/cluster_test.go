@@ -397,11 +397,11 @@ func TestIntegration_ClusterRestartAfterKill9WaitsOnlyForLeaseAndFence(t *testin
 	after := q.ids(2000)
 	firstAfterMs, _ := decodeMs(after[0])
 	fence := int64(number(t, startLine, "fence_ms"))
-	claimTook := time.Duration(number(t, est, "claim_took") * float64(time.Millisecond))
+	claimTook := time.Duration(number(t, est, "claim_took_ms") * float64(time.Millisecond))
 	_, leaseWaited := q.FindLog("lease held by another session of this node key (a crashed predecessor?): waiting for it to expire")
 	var gateWaited time.Duration
 	if m, ok := q.FindLog("clock passed the fence"); ok {
-		gateWaited = time.Duration(number(t, m, "waited") * float64(time.Millisecond))
+		gateWaited = time.Duration(number(t, m, "waited_ms") * float64(time.Millisecond))
 	}
 	t.Logf("kill -9 after %d IDs (last at %d): claim took %s (stale lease of the dead session waited for: %v; bound %s), "+
 		"fence %d = last ID + %d ms (from %v), start gate waited %s, claimed %s and in service %s after the kill",

@@ -147,7 +147,7 @@ func TestIntegration_ClusterReplacedDiskSaysWhatItWaitsFor(t *testing.T) {
 	q.addr = addr
 	obs := observeStart(t, addr, started, zkAhead+10*time.Second)
 	est := q.waitLog("worker ID established", time.Second)
-	claimTook := time.Duration(number(t, est, "claim_took") * float64(time.Millisecond))
+	claimTook := time.Duration(number(t, est, "claim_took_ms") * float64(time.Millisecond))
 	t.Logf("replacement: /healthz 200 after %s, in service after %s (claim took %s); /readyz reasons %v", obs.healthzAt.Round(time.Millisecond),
 		obs.readyAt.Round(time.Millisecond), claimTook.Round(time.Millisecond), obs.reasons)
 	for _, r := range obs.reasons {

@@ -16,6 +16,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
 	"codeberg.org/snowflaked/snowflaked/node"
+	testproc "codeberg.org/snowflaked/snowflaked/tests/proc"
 )
 
 func TestIntegration_StandaloneServes(t *testing.T) {
@@ -255,11 +256,11 @@ func TestIntegration_RestartAfterKill9ReissuesNothing(t *testing.T) {
 	// The fence is never more than fence-ahead ahead of the clock, so the
 	// node waits at most that long (logged by the start gate).
 	if m, ok := q.FindLog("clock is behind the fence: waiting for it before serving"); ok {
-		if behind := time.Duration(number(t, m, "behind")) * time.Millisecond; behind > fenceAhead {
+		if behind := time.Duration(number(t, m, "behind_ms")) * time.Millisecond; behind > fenceAhead {
 			t.Errorf("waited for the fence %s > fence-ahead %s", behind, fenceAhead)
 		}
-		if w := q.waitLog("clock passed the fence", readyTimeout); number(t, w, "waited") > float64((fenceAhead + time.Second).Milliseconds()) {
-			t.Errorf("start gate waited %vms, more than fence-ahead %s plus 1s", w["waited"], fenceAhead)
+		if w := q.waitLog("clock passed the fence", readyTimeout); number(t, w, "waited_ms") > float64((fenceAhead + time.Second).Milliseconds()) {
+			t.Errorf("start gate waited %vms, more than fence-ahead %s plus 1s", w["waited_ms"], fenceAhead)
 		}
 	}
 	if fence-maxBeforeMs > (fenceAhead + 2*time.Second).Milliseconds() {
@@ -351,7 +352,9 @@ func TestIntegration_BadFlagsExit2(t *testing.T) {
 		want string
 	}{
 		{"no worker id", nil, nil, "--worker-id is required"},
-		{"worker id not a number", []string{"--worker-id", "x"}, nil, "worker-id"},
+		{"worker id not a number", []string{"--worker-id", "x"}, nil, `--worker-id "x": want an integer`},
+		{"fence-ahead without a unit", []string{"--worker-id", "1", "--fence-ahead", "3"}, nil, `--fence-ahead "3": want a duration like 3s`},
+		{"worker id not a number in the environment", nil, []string{"SNOWFLAKED_WORKER_ID=abc"}, `SNOWFLAKED_WORKER_ID="abc" (for --worker-id): want an integer`},
 		{"worker id out of range", []string{"--worker-id", "1024"}, nil, "0..1023"},
 		{"fence-ahead too small", []string{"--worker-id", "1", "--fence-ahead", "1ms"}, nil, "--fence-ahead 1ms"},
 		{"bad layout", []string{"--worker-id", "1", "--layout", "50/10/12"}, nil, "--layout 50/10/12"},
@@ -368,8 +371,20 @@ func TestIntegration_BadFlagsExit2(t *testing.T) {
 			if code := p.exitCode(); code != 2 {
 				t.Fatalf("exit %d, want 2; stderr:\n%s", code, p.Output())
 			}
-			if !strings.Contains(p.Output(), tc.want) {
-				t.Errorf("stderr does not contain %q:\n%s", tc.want, p.Output())
+			// Every line is JSON, the configuration's errors included.
+			var said []string
+			for line := range strings.Lines(p.Output()) {
+				if err := testproc.CheckJSONLine([]byte(line)); err != nil {
+					t.Errorf("%v: %q", err, line)
+				}
+			}
+			for _, m := range p.LogLines() {
+				if e, ok := m["error"].(string); ok {
+					said = append(said, e)
+				}
+			}
+			if !strings.Contains(strings.Join(said, "\n"), tc.want) {
+				t.Errorf("the errors logged do not contain %q:\n%s", tc.want, p.Output())
 			}
 		})
 	}

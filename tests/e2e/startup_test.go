@@ -13,13 +13,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	testproc "codeberg.org/snowflaked/snowflaked/tests/proc"
 )
 
 // No start of either binary, not even --help, prints a stray line: stderr
 // stays empty (a library that logs from its initializer, as
 // VictoriaMetrics/metrics once did with "INFO: metrics: disable exposing
 // PSI metrics ...", would write there before main could route the standard
-// logger). Once running, every line is JSON, including what the HTTP
+// logger). Once running, every line is one JSON object naming each key once, including what the HTTP
 // library says about clients that send garbage.
 func TestIntegration_EveryLogLineIsJSON(t *testing.T) {
 	for _, tc := range []struct {
@@ -55,6 +57,10 @@ func TestIntegration_EveryLogLineIsJSON(t *testing.T) {
 	}
 	library := 0
 	for _, line := range strings.Split(strings.TrimSpace(p.Output()), "\n") {
+		if err := testproc.CheckJSONLine([]byte(line)); err != nil {
+			t.Errorf("a line that is not one JSON object with each key once: %v: %q", err, line)
+			continue
+		}
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Errorf("a line that is not JSON: %q", line)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -277,4 +278,79 @@ func (p *Proc) WaitLogAfter(msg string, seen int, timeout time.Duration) (map[st
 		return nil, fmt.Errorf("%s: no log line %q beyond the %d before, within %s", p.name, msg, seen, timeout)
 	}
 	return nil, fmt.Errorf("%s: no log line %q within %s", p.name, msg, timeout)
+}
+
+// ErrDuplicateKey is wrapped by CheckJSONLine's error for an object that
+// names a key twice (encoding/json keeps the last and says nothing).
+var ErrDuplicateKey = errors.New("duplicate key")
+
+// CheckJSONLine reports whether line is exactly one JSON object in which no
+// object, at any depth, names a key twice.
+func CheckJSONLine(line []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return fmt.Errorf("not a JSON object: starts with %v", tok)
+	}
+	if err := checkObject(dec, "$"); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("more than one JSON value on the line")
+	}
+	return nil
+}
+
+// checkObject reads the rest of an object whose '{' was read, failing on a
+// repeated key; path names the object in errors.
+func checkObject(dec *json.Decoder, path string) error {
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("not JSON: %w", err)
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return fmt.Errorf("%w %q in %s", ErrDuplicateKey, key, path)
+		}
+		seen[key] = true
+		if err := checkValue(dec, path+"."+key); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token() // '}'
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	return nil
+}
+
+// checkValue reads one value, checking the objects inside it.
+func checkValue(dec *json.Decoder, path string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	d, ok := tok.(json.Delim)
+	switch {
+	case !ok:
+		return nil
+	case d == '{':
+		return checkObject(dec, path)
+	case d == '[':
+		for i := 0; dec.More(); i++ {
+			if err := checkValue(dec, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil { // ']'
+			return fmt.Errorf("not JSON: %w", err)
+		}
+	}
+	return nil
 }

@@ -69,3 +69,26 @@ func TestWaitLogTimesOut(t *testing.T) {
 		t.Fatal("Wait on a running process: no error")
 	}
 }
+
+func TestCheckJSONLine(t *testing.T) {
+	for _, tc := range []struct {
+		line    string
+		wantErr bool
+		dup     bool
+	}{
+		{`{"level":"info","component":"http","message":"x"}`, false, false},
+		{`{"a":{"b":1,"c":[{"d":1},{"d":2}]},"e":null}`, false, false},
+		{`{"level":"info","component":"http","component":"http","message":"x"}`, true, true},
+		{`{"a":{"b":1,"b":2}}`, true, true},
+		{`{"a":[{"b":1,"b":2}]}`, true, true},
+		{`not json`, true, false},
+		{`[1,2]`, true, false},
+		{`{"a":1}{"b":2}`, true, false},
+		{`{"a":1`, true, false},
+	} {
+		err := CheckJSONLine([]byte(tc.line))
+		if (err != nil) != tc.wantErr || errors.Is(err, ErrDuplicateKey) != tc.dup {
+			t.Errorf("CheckJSONLine(%s) = %v, want error %v (duplicate key %v)", tc.line, err, tc.wantErr, tc.dup)
+		}
+	}
+}
