@@ -61,6 +61,30 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 		t.Fatalf("Peers = %+v, want %+v (self excluded)", peers, want)
 	}
 
+	checkLiveWorkers(t, srv, ids, portFor)
+
+	// After a graceful close the row shows neither lease nor service, and the
+	// exact fence.
+	if err := cs[0].Close(context.Background(), 1_700_000_000_123); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	rows, err := ListWorkers(context.Background(), srv, "test", "", 5*time.Second)
+	if err != nil {
+		t.Fatalf("ListWorkers: %v", err)
+	}
+	r := rows[slices.IndexFunc(rows, func(r WorkerInfo) bool { return r.NodeKey == "node-0" })]
+	if r.LeaseHeld || r.InService || r.Fence != 1_700_000_000_123 || r.Version != "v1.2.0" {
+		t.Fatalf("closed node's row %+v", r)
+	}
+	if _, err := ListWorkers(context.Background(), srv, "nosuch", "", 5*time.Second); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("ListWorkers of a missing cluster: %v", err)
+	}
+}
+
+// checkLiveWorkers checks ListWorkers' rows of the three live nodes: each
+// holds its lease and is in service, with its address and version.
+func checkLiveWorkers(t *testing.T, srv []string, ids map[int64]string, portFor func(string) string) {
+	t.Helper()
 	rows, err := ListWorkers(context.Background(), srv, "test", "", 5*time.Second)
 	if err != nil {
 		t.Fatalf("ListWorkers: %v", err)
@@ -77,23 +101,6 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 		if r.Version != wantVersion {
 			t.Fatalf("row %s: version %q, want %q", r.NodeKey, r.Version, wantVersion)
 		}
-	}
-
-	// After a graceful close the row shows neither lease nor service, and the
-	// exact fence.
-	if err := cs[0].Close(context.Background(), 1_700_000_000_123); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	rows, err = ListWorkers(context.Background(), srv, "test", "", 5*time.Second)
-	if err != nil {
-		t.Fatalf("ListWorkers: %v", err)
-	}
-	r := rows[slices.IndexFunc(rows, func(r WorkerInfo) bool { return r.NodeKey == "node-0" })]
-	if r.LeaseHeld || r.InService || r.Fence != 1_700_000_000_123 || r.Version != "v1.2.0" {
-		t.Fatalf("closed node's row %+v", r)
-	}
-	if _, err := ListWorkers(context.Background(), srv, "nosuch", "", 5*time.Second); err == nil || !strings.Contains(err.Error(), "does not exist") {
-		t.Fatalf("ListWorkers of a missing cluster: %v", err)
 	}
 }
 
