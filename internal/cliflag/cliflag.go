@@ -172,18 +172,27 @@ func explain(fs *flag.FlagSet, msg string) string {
 // near: the same name but for case, dashes and underscores (workerid,
 // worker_id), or one at most a third of its length of edits away.
 func suggest(fs *flag.FlagSet, name string) string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return Nearest(name, names)
+}
+
+// Nearest returns the one of names nearest to name, by the rule flags are
+// suggested by (the same but for case, dashes and underscores, or at most a
+// third of its length of edits away), or "" when none is near: for a
+// "did you mean" after a mistyped command.
+func Nearest(name string, names []string) string {
 	want := normalize(name)
 	best, bestDist := "", -1
-	fs.VisitAll(func(f *flag.Flag) {
-		if normalize(f.Name) == want {
-			best, bestDist = f.Name, 0
-			return
+	for _, n := range names {
+		if normalize(n) == want {
+			return n
 		}
-		d := distance(strings.ToLower(name), f.Name)
-		if d <= max(1, len(f.Name)/3) && (bestDist < 0 || d < bestDist) {
-			best, bestDist = f.Name, d
+		d := distance(strings.ToLower(name), n)
+		if d <= max(1, len(n)/3) && (bestDist < 0 || d < bestDist) {
+			best, bestDist = n, d
 		}
-	})
+	}
 	return best
 }
 

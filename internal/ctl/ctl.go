@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 
@@ -82,7 +83,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return c.Run(args[1:], stdout, stderr)
 		}
 	}
-	fmt.Fprintf(stderr, "snowflakectl: unknown command %q\n", args[0])
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.Name
+	}
+	if near := cliflag.Nearest(args[0], names); near != "" {
+		fmt.Fprintf(stderr, "snowflakectl: unknown command %q; did you mean %q?\n", args[0], near)
+	} else {
+		fmt.Fprintf(stderr, "snowflakectl: unknown command %q\n", args[0])
+	}
 	usage(stderr)
 	return exitUsage
 }
@@ -144,10 +153,29 @@ func newFlagSet(name, usageLine string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// envDefaults are the flags an operator can set once in the environment,
+// under the names the node reads them by: a flag on the command line wins.
+var envDefaults = []struct{ flag, env string }{
+	{"zk", "SNOWFLAKED_ZK"},
+	{"cluster", "SNOWFLAKED_CLUSTER"},
+	{"zk-auth", "SNOWFLAKED_ZK_AUTH"},
+}
+
 // parse parses a command's flags (interspersed with its positional
 // arguments when interspersed) and returns them; on a bad command line or
 // --help it returns ok false with the exit status.
 func parse(fs *flag.FlagSet, args []string, interspersed bool, stdout, stderr io.Writer) (pos []string, code int, ok bool) {
+	for _, e := range envDefaults {
+		f := fs.Lookup(e.flag)
+		v, set := os.LookupEnv(e.env)
+		if f == nil || !set || v == "" {
+			continue
+		}
+		if err := f.Value.Set(v); err != nil {
+			fmt.Fprintf(stderr, "%s: %s=%q (for --%s): %s\n", fs.Name(), e.env, v, e.flag, cliflag.Want(f.Value, err))
+			return nil, exitUsage, false
+		}
+	}
 	pos, err := cliflag.Parse(fs, args, interspersed)
 	if err != nil {
 		return nil, cliflag.Report(stdout, stderr, fs, err), false

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -97,6 +98,8 @@ func TestCommandLineHelps(t *testing.T) {
 		{"segment list help", []string{"segment", "list", "--help"}, 0, "reading needs none", ""},
 		{"segment status help", []string{"segment", "status", "--help"}, 0, "the tag's status as a JSON object", ""},
 		{"typo", []string{"status", "--zk-autth", "x"}, 2, "", "unknown flag --zk-autth; did you mean --zk-auth?\nRun 'snowflakectl status --help'"},
+		{"mistyped command", []string{"stauts"}, 2, "", `unknown command "stauts"; did you mean "status"?`},
+		{"unknown command", []string{"frobnicate"}, 2, "", "unknown command \"frobnicate\"\n"},
 		{"flags before the command", []string{"--zk", "127.0.0.1:1", "status", "--timeout", "bogus"}, 2, "", `--timeout "bogus": want a duration like 3s`},
 		{"flags before segment", []string{"--zk", "127.0.0.1:1", "segment", "status", "BAD TAG"}, 2, "", "snowflakectl segment status: "},
 		{"flags and no command", []string{"--zk", "x"}, 2, "", `flags ["--zk" "x"] come with a command`},
@@ -143,5 +146,35 @@ func TestCommandFirst(t *testing.T) {
 		if err != nil || strings.Join(got, " ") != tc.want {
 			t.Errorf("commandFirst(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// --zk, --cluster and --zk-auth can come from the environment, under the
+// names the node reads them by; the command line wins.
+func TestFlagsFromTheEnvironment(t *testing.T) {
+	dead := testsupport.ClosedAddr(t)
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		code    int
+		wantErr string
+	}{
+		{"no --zk anywhere", nil, []string{"status", "--timeout", "300ms"}, 2, "--zk is required"},
+		{"--zk from SNOWFLAKED_ZK", map[string]string{"SNOWFLAKED_ZK": dead}, []string{"status", "--timeout", "300ms", "--probe-timeout", "0"}, 1, dead},
+		{"the command line wins", map[string]string{"SNOWFLAKED_ZK": "127.0.0.1:1"}, []string{"status", "--zk", dead, "--timeout", "300ms", "--probe-timeout", "0"}, 1, dead},
+		{"--cluster from SNOWFLAKED_CLUSTER", map[string]string{"SNOWFLAKED_ZK": dead, "SNOWFLAKED_CLUSTER": "Bad Name"}, []string{"status", "--timeout", "300ms"}, 2, "Bad Name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"SNOWFLAKED_ZK", "SNOWFLAKED_CLUSTER", "SNOWFLAKED_ZK_AUTH"} {
+				t.Setenv(k, tc.env[k])
+			}
+			var stdout, stderr bytes.Buffer
+			code := Main(tc.args, &stdout, &stderr)
+			if code != tc.code || !strings.Contains(stderr.String(), tc.wantErr) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, stderr.String(), tc.code, tc.wantErr)
+			}
+		})
 	}
 }
