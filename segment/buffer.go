@@ -46,6 +46,7 @@ type tagBuf struct {
 	ranges    []Range // unissued IDs in memory, increasing; ranges[0] is current
 	curLen    int64   // ranges[0]'s size when it became current (the 10% rule)
 	issued    int64
+	delivered int64 // IDs handed to callers (issued less the values of an opaque tag past its N, lost with their batch)
 	permitted int64
 	held      int64
 	last      int64 // the last ID issued (0: none): later IDs are above it
@@ -136,6 +137,7 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int) ([]int64, error) 
 			if b.perm != nil {
 				dst, err = b.mapLocked(dst, orig)
 			}
+			b.delivered += int64(len(dst) - orig)
 			if b.wantsWorkLocked() {
 				b.kickLoader()
 			}

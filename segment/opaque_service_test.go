@@ -59,6 +59,19 @@ func TestOpaqueTagServedAndExhausted(t *testing.T) {
 	if !errors.Is(err2, segment.ErrExhausted) || len(seen) != 25 {
 		t.Fatalf("after %d numbers: %v, want all 25 then ErrExhausted", len(seen), err2)
 	}
+	// Requests after the end are refused, and the node's count of issued
+	// numbers (snowflaked_segment_issued_total) stays at what it delivered:
+	// the counter values past N a refused batch used up are no numbers.
+	for range 5 {
+		if ids, err := s.Take(context.Background(), "acct", nil, 1); err == nil {
+			t.Fatalf("after the end: %v", ids)
+		}
+	}
+	for _, ts := range s.Status() {
+		if ts.Tag == "acct" && ts.Issued != 25 {
+			t.Fatalf("status says %d issued, want the 25 delivered", ts.Issued)
+		}
+	}
 	// A store without keys serves no opaque tag.
 	plain := newMemStore()
 	plain.create("acct", 1, 10, 10)

@@ -540,7 +540,7 @@ type TagStatus struct {
 	Tag       string  `json:"tag"`
 	Held      []Range `json:"held"`       // unissued IDs in memory, in order
 	Available int64   `json:"available"`  // IDs left in memory
-	Issued    int64   `json:"issued"`     // IDs issued since start
+	Issued    int64   `json:"issued"`     // IDs handed to callers since start
 	Ahead     int64   `json:"mark_ahead"` // IDs past the last issued that the state file no longer lists (a kill -9 loses them)
 	Chunk     int64   `json:"chunk"`      // how far the mark moves ahead now
 	Loads     int64   `json:"loads"`      // ranges loaded
@@ -558,7 +558,7 @@ func (s *Service) Status() []TagStatus {
 	out := make([]TagStatus, 0, len(bufs))
 	for _, b := range bufs {
 		b.mu.Lock()
-		ts := TagStatus{Tag: b.name, Held: slices.Clone(b.ranges), Available: b.held - b.issued, Issued: b.issued,
+		ts := TagStatus{Tag: b.name, Held: slices.Clone(b.ranges), Available: b.held - b.issued, Issued: b.delivered,
 			Ahead: min(b.permitted, b.held) - b.issued, Chunk: b.chunkLocked(), Loads: b.loads, Step: b.step, LastLoad: b.lastLoadTook.Seconds(), Wasted: b.wasted.Load()}
 		if err := b.lastErrLocked(); err != nil {
 			ts.Error = err.Error()

@@ -431,7 +431,7 @@ const maxTagSeries = 256
 
 // The segment-mode families, one series per tag this node serves.
 var (
-	fSegIssued = family{"snowflaked_segment_issued_total", "counter", "Dense IDs of the tag this node issued since it started."}
+	fSegIssued = family{"snowflaked_segment_issued_total", "counter", "Dense IDs of the tag this node handed to callers since it started."}
 	fSegLoads  = family{"snowflaked_segment_range_loads_total", "counter", "Ranges of the tag this node loaded from ZooKeeper (returned ranges or compare-and-set on max_id)."}
 	fSegLoadS  = family{"snowflaked_segment_last_load_seconds", "gauge", "How long the last range load of the tag took."}
 	fSegAvail  = family{"snowflaked_segment_available", "gauge", "IDs of the tag this node holds in memory (current and next buffer)."}
