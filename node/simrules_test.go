@@ -190,13 +190,8 @@ func (s *snowSim) lateRenewal() error {
 		}
 		return s.inject(r)
 	})
-	a := s.addNode("", -8*time.Second)
-	s.stage("%s: starts, its clock 8s behind", a.key)
-	s.start(a)
-	if !s.ready(a, 20*time.Second) {
-		return s.fail("%s never served", a.proc.name)
-	}
-	if err := s.issueFor(time.Second, a); err != nil {
+	a, err := s.startServing(-8*time.Second, ", its clock 8s behind", time.Second, 0)
+	if err != nil {
 		return err
 	}
 	old := a.proc
@@ -229,15 +224,27 @@ func (s *snowSim) lateRenewal() error {
 	return s.issueFor(10*time.Second, a)
 }
 
-// stopDiskFails is the S2 scenario (graceful stop).
-func (s *snowSim) stopDiskFails() error {
-	a := s.addNode("", 0)
-	s.stage("%s: starts", a.key)
+// startServing is how each scenario begins: a new node key, its clock off
+// by off (how says so in the trace), started, and batches to it for base
+// plus up to spread (drawn once it serves) once it serves.
+func (s *snowSim) startServing(off time.Duration, how string, base, spread time.Duration) (*snowNode, error) {
+	a := s.addNode("", off)
+	s.stage("%s: starts%s", a.key, how)
 	s.start(a)
 	if !s.ready(a, 20*time.Second) {
-		return s.fail("%s never served", a.proc.name)
+		return nil, s.fail("%s never served", a.proc.name)
 	}
-	if err := s.issueFor(time.Duration(1500+s.rng.IntN(1000))*time.Millisecond, a); err != nil {
+	d := base
+	if spread > 0 {
+		d += time.Duration(s.rng.IntN(int(spread/time.Millisecond))) * time.Millisecond
+	}
+	return a, s.issueFor(d, a)
+}
+
+// stopDiskFails is the S2 scenario (graceful stop).
+func (s *snowSim) stopDiskFails() error {
+	a, err := s.startServing(0, "", 1500*time.Millisecond, time.Second)
+	if err != nil {
 		return err
 	}
 	s.stage("%s: its disk fails every write; a clean stop", a.proc.name)
@@ -256,13 +263,8 @@ func (s *snowSim) stopDiskFails() error {
 
 // fenceWriteHangs is the L1 scenario.
 func (s *snowSim) fenceWriteHangs() error {
-	a := s.addNode("", 0)
-	s.stage("%s: starts", a.key)
-	s.start(a)
-	if !s.ready(a, 20*time.Second) {
-		return s.fail("%s never served", a.proc.name)
-	}
-	if err := s.issueFor(time.Duration(500+s.rng.IntN(1000))*time.Millisecond, a); err != nil {
+	a, err := s.startServing(0, "", 500*time.Millisecond, time.Second)
+	if err != nil {
 		return err
 	}
 	s.stage("%s: its disk writes hang", a.proc.name)
