@@ -46,10 +46,13 @@ func makeRunTree(t *testing.T) string {
 }
 
 // freeBlock returns a base port whose three ports are free on 127.0.0.1.
+// It draws from 23000-31999: below Linux's ephemeral range (32768 up), where
+// any outgoing connection may take a port between this check and the
+// node's listen, and above the ZooKeeper ports make run picks (21810 up).
 func freeBlock(t *testing.T) int {
 	t.Helper()
 	for range 200 {
-		base := 30000 + rand.IntN(20000)
+		base := 23000 + rand.IntN(9000)
 		free := true
 		for i := range 3 {
 			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
