@@ -45,16 +45,16 @@ func makeRunTree(t *testing.T) string {
 	return root
 }
 
-// freeBlock returns a base port whose three ports are free on 127.0.0.1.
+// freeBlock returns a base port whose n ports are free on 127.0.0.1.
 // It draws from 23000-31999: below Linux's ephemeral range (32768 up), where
 // any outgoing connection may take a port between this check and the
 // node's listen, and above the ZooKeeper ports make run picks (21810 up).
-func freeBlock(t *testing.T) int {
+func freeBlock(t *testing.T, n int) int {
 	t.Helper()
 	for range 200 {
 		base := 23000 + rand.IntN(9000)
 		free := true
-		for i := range 3 {
+		for i := range n {
 			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
 			if err != nil {
 				free = false
@@ -66,7 +66,7 @@ func freeBlock(t *testing.T) int {
 			return base
 		}
 	}
-	t.Fatal("no three free ports in a row")
+	t.Fatalf("no %d free ports in a row", n)
 	return 0
 }
 
@@ -104,7 +104,7 @@ func readRunFiles(t *testing.T, dir string) runFiles {
 func TestIntegration_MakeRunTwice(t *testing.T) {
 	zkharness.Require(t)
 	root := makeRunTree(t)
-	base := freeBlock(t)
+	base := freeBlock(t, 3)
 	first := startMakeRun(t, root, "RUN_KEEP=1", fmt.Sprintf("RUN_BASE_PORT=%d", base))
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(first.Output(), "Running until Ctrl-C") {
@@ -186,7 +186,7 @@ func TestIntegration_MakeRunTwice(t *testing.T) {
 func TestIntegration_MakeRunKillNode(t *testing.T) {
 	zkharness.Require(t)
 	root := makeRunTree(t)
-	base := freeBlock(t)
+	base := freeBlock(t, 3)
 	run := startMakeRun(t, root, "RUN_KEEP=1", fmt.Sprintf("RUN_BASE_PORT=%d", base))
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(run.Output(), "Running until Ctrl-C") {
