@@ -133,7 +133,7 @@ func sameShape(want, got string, exact bool) bool {
 // a tag), with numbers free otherwise. A document gets a cluster of its own
 // ("default", as the examples assume): one creates the tag another creates.
 func TestIntegration_DocsExamplesRunAsWritten(t *testing.T) {
-	for _, rel := range []string{"docs/api.md", "docs/client.md", "docs/leaf.md", "docs/operations.md", "docs/segment-mode.md"} {
+	for _, rel := range []string{"docs/api.md", "docs/client.md", "docs/leaf.md", "docs/operations.md", "docs/security.md", "docs/segment-mode.md"} {
 		t.Run(strings.TrimSuffix(filepath.Base(rel), ".md"), func(t *testing.T) {
 			examples := docExamples(t, rel)
 			if len(examples) == 0 {

@@ -171,11 +171,12 @@ func checkOpaqueKeyHidden(t *testing.T, zk *zkharness.Cluster, auth string, node
 	_, status := nodes[0].get("/status")
 	_, metrics := nodes[0].get("/metrics")
 	_, segStatus, _ := ctl(t, "segment", "status", "acct", "--json", "--zk", zk.ConnectString(), "--cluster", "opaque")
-	for _, form := range []string{hex.EncodeToString(key), base64.StdEncoding.EncodeToString(key), string(key)} {
+	_, password, _ := strings.Cut(auth, ":")
+	for _, form := range []string{hex.EncodeToString(key), base64.StdEncoding.EncodeToString(key), string(key), password} {
 		for where, text := range map[string]string{"/status": status, "/metrics": metrics, "segment status": segStatus,
 			"node 0's log": nodes[0].Output(), "node 1's log": nodes[1].Output(), "node 2's log": nodes[2].Output()} {
 			if strings.Contains(text, form) {
-				t.Errorf("the key shows in %s", where)
+				t.Errorf("the key or the --zk-auth password (%q) shows in %s", form, where)
 			}
 		}
 	}
