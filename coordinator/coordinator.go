@@ -233,6 +233,7 @@ type state struct {
 
 	lastReport int64 // unix ms of the last renewal that reached ZK
 	renewErr   string
+	reason     string // the guard's reason when out of service, for the next report
 	reports    int64
 	failures   int64
 	failedBy   map[string]int64 // renewal failures by cause

@@ -51,6 +51,10 @@ type foreverData struct {
 	// retire: its worker ID may be recycled at once instead of after
 	// recycle-after (still only after its fence). Every claim clears it.
 	Retired int64 `json:"retired,omitempty"`
+	// Reason is why the writing node was out of service at this report
+	// ("" when in service): snowflakectl status shows it for a node it
+	// cannot reach. Informational: no rule reads it.
+	Reason string `json:"reason,omitempty"`
 }
 
 // foreverNode is one decoded forever znode.

@@ -45,6 +45,9 @@ type WorkerInfo struct {
 	// Retired (unix ms, 0: not): snowflakectl node retire freed the
 	// worker ID for recycling at once.
 	Retired int64 `json:"retired_ms,omitempty"`
+	// ReportedReason is why the node was out of service at its last report
+	// ("" when in service then, or a node that predates it).
+	ReportedReason string `json:"reported_reason,omitempty"`
 	// Problem describes malformed or inconsistent znodes ("" when fine).
 	Problem string `json:"problem,omitempty"`
 }
@@ -138,7 +141,7 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 		}
 		node, derr := decodeForeverNode(p, n.name, n.key, n.seq, got[i].Data, got[i].Stat, cd.WorkerIDs)
 		row := WorkerInfo{WorkerID: node.workerID, NodeKey: n.key, Path: node.path, Addr: node.data.Addr, Version: node.data.Version,
-			LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence, Token: node.data.Token, Stopped: node.data.Stopped,
+			LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence, Token: node.data.Token, Stopped: node.data.Stopped, ReportedReason: node.data.Reason,
 			Retired: node.data.Retired}
 		if node.data.LastTS > 0 {
 			row.LastReportAgeMs = max(now-node.data.LastTS, 0)

@@ -167,6 +167,13 @@ func (r *runner) step(ctx context.Context) {
 				if c.holdRenewals != nil && c.holdRenewals() {
 					c.recordRenewFailure("held", "the node's clock jumped forward and is not confirmed yet")
 				} else {
+					reason := ""
+					if st := r.guard.Status(); st.State != health.InService {
+						reason = string(st.Reason)
+					}
+					c.mu.Lock()
+					c.st.reason = reason
+					c.mu.Unlock()
 					_ = c.renew(ctx, z, r.fence, 0) // failures are counted and feed zk_fence
 				}
 			}
@@ -452,7 +459,7 @@ func (c *Coordinator) recordRenewFailure(cause, detail string) int64 {
 func (c *Coordinator) renew(ctx context.Context, z zkclient.Client, fencer Fencer, final int64) error {
 	for attempt := 1; attempt <= 2; attempt++ {
 		c.mu.Lock()
-		path, version, d, id, acked := c.st.path, c.st.version, c.st.data, c.st.workerID, c.st.acked
+		path, version, d, id, acked, reason := c.st.path, c.st.version, c.st.data, c.st.workerID, c.st.acked, c.st.reason
 		c.mu.Unlock()
 		now := clock.UnixMilli(c.clk)
 		fence := fencing.Renew(acked, now, c.cfg.ZKFenceAhead.Milliseconds())
@@ -468,7 +475,10 @@ func (c *Coordinator) renew(ctx context.Context, z zkclient.Client, fencer Fence
 			// recycled at the next lease gap instead of after recycle-after.
 			c.log.Warn().Int64("worker_id", id).Time("retired", time.UnixMilli(d.Retired)).Msg("this node key was retired while it was alive; its renewal clears the mark")
 		}
-		d.Stopped, d.Retired, d.Version = final > 0, 0, c.cfg.Version
+		d.Stopped, d.Retired, d.Version, d.Reason = final > 0, 0, c.cfg.Version, reason
+		if final > 0 {
+			d.Reason = ""
+		}
 		b, err := json.Marshal(d)
 		if err != nil {
 			return fmt.Errorf("encode renewal: %w", err)

@@ -136,7 +136,16 @@ func explainRows(rows []coordinator.WorkerInfo, interval time.Duration, ask func
 		}
 		out[i].Dead = len(why) > 0
 		out[i].Reason = strings.Join(why, "; ")
+		// The reason the node wrote with its last report stands in for
+		// what it would answer when it is not asked or does not answer.
+		reported := ""
+		if r.ReportedReason != "" && !out[i].Dead {
+			reported = r.ReportedReason + " (reported)"
+		}
 		if ask == nil || r.Addr == "" {
+			if reported != "" {
+				out[i].Reason = reported
+			}
 			continue
 		}
 		wg.Add(1)
@@ -147,6 +156,9 @@ func explainRows(rows []coordinator.WorkerInfo, interval time.Duration, ask func
 			answer := ask(r.Addr)
 			if answer != reasonUnreachable {
 				out[i].Dead = false // it answers: the process lives
+			}
+			if answer == reasonUnreachable && reported != "" {
+				answer += "; " + reported
 			}
 			out[i].Reason = strings.Join(append(why, answer), "; ")
 		}()

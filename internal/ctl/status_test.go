@@ -213,6 +213,11 @@ func TestExplainRows(t *testing.T) {
 		{"retired: not asked", coordinator.WorkerInfo{Addr: "up:1", Retired: 1, LastReportAgeMs: 60_000}, ask, "retired", false},
 		{"no lease, not asked", coordinator.WorkerInfo{Addr: "up:1", LastReportAgeMs: 60_000}, nil, "no lease", true},
 		{"no address", coordinator.WorkerInfo{WorkerID: 2, LeaseHeld: true, LastReportAgeMs: -1}, ask, "", false},
+		{"reported, not asked", coordinator.WorkerInfo{Addr: "up:1", LeaseHeld: true, LastReportAgeMs: 500, ReportedReason: "peer_offset"}, nil, "peer_offset (reported)", false},
+		{"reported, answers: the answer", coordinator.WorkerInfo{Addr: "up:1", LeaseHeld: true, LastReportAgeMs: 500, ReportedReason: "peer_offset"}, ask, "ntp_offset", false},
+		{"reported, silent", coordinator.WorkerInfo{Addr: "gone:1", LeaseHeld: true, LastReportAgeMs: 500, ReportedReason: "peer_offset"}, ask, "unreachable; peer_offset (reported)", false},
+		{"reported, no address", coordinator.WorkerInfo{WorkerID: 2, LeaseHeld: true, LastReportAgeMs: 500, ReportedReason: "clock_rollback"}, ask, "clock_rollback (reported)", false},
+		{"reported long ago: dead", coordinator.WorkerInfo{Addr: "gone:1", LeaseHeld: true, LastReportAgeMs: 60_000, ReportedReason: "peer_offset"}, ask, "not reporting; unreachable", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

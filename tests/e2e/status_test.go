@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"syscall"
@@ -72,4 +73,58 @@ func TestIntegration_StatusShowsVersionAndDeadNode(t *testing.T) {
 		t.Errorf("snowflakectl status: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("snowflakectl status:\n%s", out)
+}
+
+// TestIntegration_StatusShowsReportedReason: a node out of service writes
+// its reason with its reports, so snowflakectl status names it without
+// asking the node (--probe-timeout 0). The node's clock is stepped 5 s
+// back; its two peers find it off.
+func TestIntegration_StatusShowsReportedReason(t *testing.T) {
+	zk := zkharness.StartStandalone(t)
+	var nodes []*proc
+	for i := 1; i <= 3; i++ {
+		p := startNode(t, binChaos, clusterArgs(t.TempDir(), zk.ConnectString(), "why", fmt.Sprintf("node-%d", i), "--peer-max-offset", "1s"))
+		p.waitReadyz(http.StatusOK, readyTimeout)
+		nodes = append(nodes, p)
+	}
+	off := nodes[2]
+	if code, body := off.do(http.MethodPost, "/debug/chaos/clock?offset=-5s"); code != http.StatusOK {
+		t.Fatalf("POST offset=-5s: %d %s", code, body)
+	}
+	_, ready := off.waitReadyz(http.StatusServiceUnavailable, readyTimeout)
+	var readyz struct {
+		Reason string `json:"reason"`
+	}
+	if err := json.Unmarshal([]byte(ready), &readyz); err != nil || readyz.Reason == "" {
+		t.Fatalf("/readyz %s: no reason (%v)", ready, err)
+	}
+	want := readyz.Reason + " (reported)"
+	args := []string{"status", "--json", "--probe-timeout", "0", "--zk", zk.ConnectString(), "--cluster", "why"}
+	deadline := time.Now().Add(10 * reportInterval)
+	for {
+		code, out, errOut := ctl(t, args...)
+		if code != 0 {
+			t.Fatalf("snowflakectl status: exit %d\n%s%s", code, out, errOut)
+		}
+		var got struct {
+			Workers []statusWorker `json:"workers"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("status --json %q: %v", out, err)
+		}
+		rows := map[string]statusWorker{}
+		for _, w := range got.Workers {
+			rows[w.NodeKey] = w
+		}
+		if w := rows["node-3"]; w.Reason == want && !w.InService && !w.Dead {
+			if w1 := rows["node-1"]; !w1.InService || w1.Reason != "" {
+				t.Errorf("node-1, in service, shows %+v", w1)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never showed %q for node-3 without asking it, within %v: %+v", want, 10*reportInterval, rows)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
