@@ -62,16 +62,7 @@ func buildAndRun(m *testing.M) int {
 // 200 and returns its address.
 func startNode(t *testing.T, readyPath string, args ...string) string {
 	t.Helper()
-	args = append([]string{"--listen", "127.0.0.1:0", "--cache-file", filepath.Join(t.TempDir(), "cache.json"), "--log-format", "json"}, args...)
-	p := testproc.Start(t, "snowflaked", binSnowflaked, args, testproc.Env())
-	m, err := p.WaitLog("snowflaked starting", startTimeout)
-	if err != nil {
-		t.Fatalf("%v; output:\n%s", err, p.Output())
-	}
-	addr, _ := m["listen"].(string)
-	if !strings.HasPrefix(addr, "127.0.0.1:") {
-		t.Fatalf("startup line has listen %q: %v", addr, m)
-	}
+	p, addr := startProc(t, "snowflaked starting", args...)
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		resp, err := httpClient.Get("http://" + addr + readyPath)
@@ -87,6 +78,25 @@ func startNode(t *testing.T, readyPath string, args ...string) string {
 		}
 		time.Sleep(pollEvery)
 	}
+}
+
+// startProc starts the production snowflaked with args (plus loopback, a
+// free port, a cache file and JSON logs), waits for the log line msg,
+// which names the address it listens on, and returns the process and the
+// address.
+func startProc(t *testing.T, msg string, args ...string) (*testproc.Proc, string) {
+	t.Helper()
+	args = append([]string{"--listen", "127.0.0.1:0", "--cache-file", filepath.Join(t.TempDir(), "cache.json"), "--log-format", "json"}, args...)
+	p := testproc.Start(t, "snowflaked", binSnowflaked, args, testproc.Env())
+	m, err := p.WaitLog(msg, startTimeout)
+	if err != nil {
+		t.Fatalf("%v; output:\n%s", err, p.Output())
+	}
+	addr, _ := m["listen"].(string)
+	if !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Fatalf("log line %q has listen %q: %v", msg, addr, m)
+	}
+	return p, addr
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
@@ -403,4 +413,69 @@ func TestIntegration_OpenAPISegmentsConform(t *testing.T) {
 	if got, err := strconv.ParseInt(firstLine(t, addr, "/segment/orders"), 10, 64); err != nil || got < 1 {
 		t.Errorf("/segment/orders: %d, %v", got, err)
 	}
+}
+
+// msgListening is the log line of a node that listens before it has a
+// worker ID.
+const msgListening = "listening: /healthz answers while the node starts, /readyz says what it waits for"
+
+// A node that waits for ZooKeeper (nothing listens at 127.0.0.1:1) answers
+// while it starts as the document says: /healthz 200, the readiness paths
+// 503, every other path 503 out_of_service with state starting.
+func TestIntegration_OpenAPIStartingConforms(t *testing.T) {
+	doc := loadDoc(t)
+	_, addr := startProc(t, msgListening, "--zk", "127.0.0.1:1", "--cluster", "openapi", "--node-key", "node-s")
+	checkCalls(t, doc, addr, []call{
+		{"GET", "/healthz", 200, "", true},
+		{"GET", "/readyz", 503, "", true},
+		{"GET", "/readyz/segment", 503, "", true},
+		{"GET", "/id", 503, "out_of_service", true},
+		{"GET", "/ids?count=2", 503, "out_of_service", true},
+		{"GET", "/uuid", 503, "out_of_service", true},
+		{"GET", "/uuids?count=2", 503, "out_of_service", true},
+		{"GET", "/decode/1", 503, "out_of_service", true},
+		{"GET", "/decode", 503, "out_of_service", true},
+		{"GET", "/api/snowflake/get/k", 503, "out_of_service", true},
+		{"GET", "/api/snowflake/get", 503, "out_of_service", true},
+		{"GET", "/segment/orders", 503, "out_of_service", true},
+		{"GET", "/segment", 503, "out_of_service", true},
+		{"GET", "/api/segment/get/orders", 503, "out_of_service", true},
+		{"GET", "/api/segment/get", 503, "out_of_service", true},
+		{"GET", "/time", 503, "out_of_service", true},
+		{"GET", "/clock", 503, "out_of_service", true},
+		{"GET", "/metrics", 503, "out_of_service", true},
+		{"GET", "/status", 503, "out_of_service", true},
+	})
+	tests := []struct {
+		method, path, component string
+		status                  int
+	}{
+		{"POST", "/id", "MethodNotAllowed", 405},
+		{"GET", "/nothing", "Starting", 503},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			x := send(t, addr, tt.method, tt.path)
+			if x.status != tt.status {
+				t.Errorf("status %d, want %d: %s", x.status, tt.status, x.body)
+			}
+			checkComponent(t, doc, tt.component, x)
+		})
+	}
+}
+
+// A node whose layout leaves fewer than 32 random bits in a UUIDv7
+// (20/21/22: 43 worker and sequence bits) answers the UUID endpoints 400
+// uuid_off, as the document says.
+func TestIntegration_OpenAPIUUIDOffConforms(t *testing.T) {
+	doc := loadDoc(t)
+	addr := startNode(t, "/readyz", "--worker-id", "1", "--layout", "20/21/22", "--time-unit", "1h")
+	checkCalls(t, doc, addr, []call{
+		{"GET", "/uuid", 400, "uuid_off", true},
+		{"GET", "/uuids?count=2", 400, "uuid_off", true},
+		{"GET", "/uuids?count=0", 400, "invalid_count", false},
+		{"GET", "/decode/01a21c41-fd8c-7014-80a2-f7238c55e050", 400, "uuid_off", true},
+		{"GET", "/id", 200, "", true},
+		{"GET", "/decode/" + firstLine(t, addr, "/id"), 200, "", true},
+	})
 }
