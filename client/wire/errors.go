@@ -27,6 +27,10 @@ const (
 	// CodeUUIDOff, status 400: the layout leaves fewer than 32 random bits
 	// in a UUIDv7.
 	CodeUUIDOff = "uuid_off"
+	// CodeInvalidRefresh, status 400: /status's refresh is not a whole
+	// number of seconds from 0 to 3600, is given twice, or comes with
+	// another parameter.
+	CodeInvalidRefresh = "invalid_refresh"
 	// CodeBadRequest, status 400: the request could not be parsed.
 	CodeBadRequest = "bad_request"
 	// CodeNotFound, status 404: no such path.

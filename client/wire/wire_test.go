@@ -43,6 +43,7 @@ func TestValues(t *testing.T) {
 		{"CodeTagExhausted", CodeTagExhausted, "tag_exhausted"},
 		{"CodeInvalidUUID", CodeInvalidUUID, "invalid_uuid"},
 		{"CodeUUIDOff", CodeUUIDOff, "uuid_off"},
+		{"CodeInvalidRefresh", CodeInvalidRefresh, "invalid_refresh"},
 		{"CodeBadRequest", CodeBadRequest, "bad_request"},
 		{"CodeNotFound", CodeNotFound, "not_found"},
 		{"CodeMethodNotAllowed", CodeMethodNotAllowed, "method_not_allowed"},

@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
@@ -203,7 +204,7 @@ func (p *Page) Handler() fasthttp.RequestHandler {
 		if err != nil {
 			ctx.SetStatusCode(fasthttp.StatusBadRequest)
 			ctx.SetContentType("application/json")
-			body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": "invalid_refresh", "message": err.Error()}})
+			body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": wire.CodeInvalidRefresh, "message": err.Error()}})
 			ctx.SetBody(body)
 			return
 		}
