@@ -178,8 +178,12 @@ func TestIntegration_DocsExamplesRunAsWritten(t *testing.T) {
 						t.Fatalf("%s: `%s`: the chaos build's example needs the documented standalone command", rel, e.line)
 					}
 					if chaos == nil {
-						single.signal(syscall.SIGTERM) // the same flags: the same cache file
-						single.exitCode()
+						// As a reader does: stop the node on 8080, start the
+						// chaos build there instead.
+						single.signal(syscall.SIGTERM)
+						if code := single.exitCode(); code != 0 {
+							t.Fatalf("%s: the documented node exited %d on SIGTERM:\n%s", rel, code, single.Output())
+						}
 						chaos = startDocumented(t, standalone, true)
 					}
 					target = map[string]string{"localhost:8080": chaos.addr, "127.0.0.1:8080": chaos.addr}
