@@ -44,7 +44,7 @@ const (
 // segmentSubs are the subcommands of "snowflakectl segment".
 var segmentSubs = map[string]segmentSub{
 	"create": {
-		usage:    "segment create <tag> --zk host:2181,… [--start 1] [--step 1000] [--max-step N] [--description …] [--cluster default] [--zk-auth user:pass]",
+		usage:    "segment create <tag> --zk host:2181,… [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--cluster default] [--zk-auth user:pass]",
 		args:     1,
 		authHelp: "user:password of the cluster's digest ACL (creating a tag needs it when the cluster runs with --zk-auth)",
 		flags:    createTagFlags, prepare: prepareCreate, run: segmentCreate,
