@@ -227,8 +227,8 @@ for i in $(seq 1 "$nodes"); do
 	"${detach[@]}" "${cmd[@]}" 2>"$run_dir/node-$i.log" 8>&- &
 	node_pids+=($!)
 done
-# A node whose previous run was killed waits for its old ZooKeeper session to
-# expire (--zk-session-timeout, 10 s) before it gets its worker ID back.
+# A node whose previous run was killed removes that run's lease at once (same
+# cache file) and serves once the clock passes the file's fence (--fence-ahead).
 for i in $(seq 1 "$nodes"); do
 	port=$((base_port + i - 1))
 	pid=${node_pids[$((i - 1))]}

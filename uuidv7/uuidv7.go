@@ -92,9 +92,14 @@ func (c Codec) Encode(id int64, random uint64) UUID {
 	return u
 }
 
-// Decode returns the snowflake ID u was made from. It fails for a UUID
-// that is not version 7 with the RFC variant, whose time is not the start
-// of a tick of the layout, or whose ID the layout cannot hold.
+// Decode returns the snowflake ID u was made from, if this codec's layout
+// made it. It checks u's form only, and fails for a UUID that is not
+// version 7 with the RFC variant, whose time is before the layout's epoch or
+// not the start of one of its ticks, or whose tick is past the layout's
+// end. It cannot tell a UUID made by Encode from any other version 7 UUID
+// of such a time: with ticks of 1 ms (the default layout) every version 7
+// UUID from after the epoch decodes, its random bits read as a worker and
+// sequence. Nothing in a UUID proves where it was made.
 func (c Codec) Decode(u UUID) (int64, error) {
 	hi, lo := binary.BigEndian.Uint64(u[0:8]), binary.BigEndian.Uint64(u[8:16])
 	switch {

@@ -128,3 +128,64 @@ func TestDecodeRefuses(t *testing.T) {
 		t.Errorf("43 worker and sequence bits: %v", err)
 	}
 }
+
+// Decode checks a UUID's form, not where it was made (its doc comment and
+// docs/api.md say so): a version 7 UUID of another generator decodes, its
+// random bits read as a worker and sequence, with 1 ms ticks whatever its
+// millisecond; a coarser tick refuses only times that are not a tick's
+// start.
+func TestDecodeTakesForeignUUIDs(t *testing.T) {
+	coarse, err := snowflake.ParseLayout("39/8/16", "2024-01-01T00:00:00Z", "10ms", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		layout snowflake.Layout
+		uuid   string
+		worker int64 // -1: refused
+		seq    int64
+	}{
+		{"docs/api.md's example", snowflake.DefaultLayout(), "019abc12-3456-7def-8123-456789abcdef", 891, 3090},
+		{"rand_a all ones", snowflake.DefaultLayout(), "019abc12-3457-7fff-bfff-ffffffffffff", 1023, 4095},
+		{"10 ms ticks, a tick's start", coarse, "019abc12-3452-7def-8123-456789abcdef", 222, 61512},
+		{"10 ms ticks, 1 ms after one", coarse, "019abc12-3453-7def-8123-456789abcdef", -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := uuidv7.NewCodec(tc.layout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, err := uuidv7.Parse(tc.uuid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := c.Decode(u)
+			if tc.worker < 0 {
+				if !errors.Is(err, uuidv7.ErrInvalid) {
+					t.Fatalf("Decode(%s) = %d, %v; want ErrInvalid", u, id, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode(%s): %v", u, err)
+			}
+			p, err := tc.layout.Decode(id)
+			if err != nil || p.WorkerID != tc.worker || p.Sequence != tc.seq {
+				t.Fatalf("Decode(%s) = %d: %+v, %v; want worker %d sequence %d", u, id, p, err, tc.worker, tc.seq)
+			}
+		})
+	}
+	// Any version 7 UUID of an independent generator decodes with 1 ms ticks.
+	c, _ := uuidv7.NewCodec(snowflake.DefaultLayout())
+	for range 1000 {
+		g, err := guuid.NewV7()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := uuidv7.Parse(g.String())
+		if _, err := c.Decode(u); err != nil {
+			t.Fatalf("google/uuid's %s: %v", g, err)
+		}
+	}
+}

@@ -95,6 +95,7 @@ func TestCommandLineHelps(t *testing.T) {
 		{"probe help", []string{"probe", "--help"}, 0, "-quiet", ""},
 		{"segment help", []string{"segment", "--help"}, 0, "segment create <tag>", ""},
 		{"segment create help", []string{"segment", "create", "--help"}, 0, "creating a tag needs it", ""},
+		{"segment create's usage line names --opaque", []string{"segment", "create", "--help"}, 0, "[--opaque --digits D]", ""},
 		{"segment list help", []string{"segment", "list", "--help"}, 0, "reading needs none", ""},
 		{"segment status help", []string{"segment", "status", "--help"}, 0, "the tag's status as a JSON object", ""},
 		{"typo", []string{"status", "--zk-autth", "x"}, 2, "", "unknown flag --zk-autth; did you mean --zk-auth?\nRun 'snowflakectl status --help'"},

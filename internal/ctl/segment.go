@@ -1,12 +1,14 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +44,7 @@ const (
 // segmentSubs are the subcommands of "snowflakectl segment".
 var segmentSubs = map[string]segmentSub{
 	"create": {
-		usage:    "segment create <tag> --zk host:2181,… [--start 1] [--step 1000] [--max-step N] [--description …] [--cluster default] [--zk-auth user:pass]",
+		usage:    "segment create <tag> --zk host:2181,… [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--cluster default] [--zk-auth user:pass]",
 		args:     1,
 		authHelp: "user:password of the cluster's digest ACL (creating a tag needs it when the cluster runs with --zk-auth)",
 		flags:    createTagFlags, prepare: prepareCreate, run: segmentCreate,
@@ -364,21 +366,30 @@ type SegmentStatus struct {
 	Tag      tagJSON                    `json:"tag"`
 	Returned []segment.Range            `json:"returned"`
 	Holders  map[string][]segment.Range `json:"holders"`
-	// HandedOut is max_id - start: IDs handed to nodes, ever.
+	// HandedOut is max_id - start: IDs handed to nodes, ever. It is
+	// ReturnedIDs + HeldIDs + IssuedOrLost, each ID counted once.
 	HandedOut int64 `json:"handed_out"`
-	// ReturnedIDs and HeldIDs are what waits in returned ranges and in the
-	// live nodes' ranges as they published them at each load (part of
-	// those may be issued since: nodes do not publish every ID).
+	// ReturnedIDs are the IDs below max_id in returned ranges (never
+	// issued). HeldIDs are the other IDs below max_id in the live nodes'
+	// ranges as they published them at each load (part of those may be
+	// issued since: nodes do not publish every ID); an ID listed by two
+	// records (one not yet updated after a return) counts once.
 	ReturnedIDs int64 `json:"returned_ids"`
 	HeldIDs     int64 `json:"held_ids"`
-	// IssuedOrLost is the rest: issued to callers, or lost (crashes,
-	// failed returns); a lower bound while nodes run, exact once every
-	// node has stopped (no holders left).
+	// IssuedOrLost is the rest, in neither: issued to callers, or lost
+	// (crashes, failed returns), or held by a node that has not published
+	// its range (yet, or its session is gone). A lower bound of what is
+	// issued or lost while nodes hold ranges, exact once no node holds one.
 	IssuedOrLost int64 `json:"issued_or_lost"`
-	// IssuedOrLostAtMost adds the live nodes' ranges, which may be issued
-	// by now: the upper bound. Equal to IssuedOrLost when no node holds a
-	// range.
+	// IssuedOrLostAtMost is IssuedOrLost + HeldIDs (= HandedOut -
+	// ReturnedIDs): the upper bound, should the live nodes have issued
+	// every ID of their ranges by now. Equal to IssuedOrLost when no node
+	// holds a range.
 	IssuedOrLostAtMost int64 `json:"issued_or_lost_at_most"`
+	// OutsideIDs are IDs of returned or published ranges at or above
+	// max_id (or below start), counted in none of the above: ZooKeeper
+	// lost the writes that raised max_id past them (docs/segments.md, R6).
+	OutsideIDs int64 `json:"outside_ids,omitempty"`
 }
 
 func segmentStatus(ctx context.Context, st *segment.ZKStore, name string) (SegmentStatus, error) {
@@ -394,32 +405,61 @@ func segmentStatus(ctx context.Context, st *segment.ZKStore, name string) (Segme
 	if err != nil {
 		return SegmentStatus{}, err
 	}
+	return tally(name, t, ret, holders), nil
+}
+
+// tally accounts for the IDs of [start, max_id): in returned ranges, in
+// the live nodes' published ranges and not returned, and neither. Every ID
+// is counted once, so the three add up to HandedOut whatever the records
+// say (a holder record still listing a range its node returned, two
+// records listing one range, a range outside [start, max_id)).
+func tally(name string, t segment.Tag, ret []segment.Range, holders map[string][]segment.Range) SegmentStatus {
 	r := SegmentStatus{Tag: tagJSON{Name: name, Tag: t}, Returned: ret, Holders: holders, HandedOut: t.MaxID - t.Start}
 	if r.Returned == nil {
 		r.Returned = []segment.Range{}
 	}
-	for _, x := range ret {
-		r.ReturnedIDs += x.Len()
-	}
+	all := segment.Range{Lo: t.Start, Hi: t.MaxID}
+	returned := union(all, ret)
+	listed := slices.Clone(ret)
 	for _, rs := range holders {
-		for _, x := range rs {
-			r.HeldIDs += x.Len()
-		}
+		listed = append(listed, rs...)
 	}
+	r.ReturnedIDs = size(returned)
+	r.HeldIDs = size(union(all, listed)) - r.ReturnedIDs
+	r.OutsideIDs = size(union(segment.Range{Lo: math.MinInt64, Hi: math.MaxInt64}, listed)) - r.ReturnedIDs - r.HeldIDs
 	r.IssuedOrLost = r.HandedOut - r.ReturnedIDs - r.HeldIDs
-	r.IssuedOrLostAtMost = r.HandedOut - r.ReturnedIDs
-	return r, nil
+	r.IssuedOrLostAtMost = r.IssuedOrLost + r.HeldIDs
+	return r
 }
 
-// issuedOrLost says what is known of the IDs issued or lost: exact when no
-// live node holds a range; otherwise a span, since nodes publish their
-// ranges as loaded, not as issued since (a node's own count is its
-// snowflaked_segment_issued_total).
-func issuedOrLost(r SegmentStatus) string {
-	if r.HeldIDs == 0 {
-		return strconv.FormatInt(r.IssuedOrLost, 10)
+// union returns the ranges' union within bound, as sorted disjoint ranges.
+func union(bound segment.Range, rs []segment.Range) []segment.Range {
+	var in []segment.Range
+	for _, x := range rs {
+		x.Lo, x.Hi = max(x.Lo, bound.Lo), min(x.Hi, bound.Hi)
+		if x.Lo < x.Hi {
+			in = append(in, x)
+		}
 	}
-	return fmt.Sprintf("%d to %d (live nodes publish their ranges as loaded, not as issued since: each node's /metrics has snowflaked_segment_issued_total)", r.IssuedOrLost, r.IssuedOrLostAtMost)
+	slices.SortFunc(in, func(a, b segment.Range) int { return cmp.Compare(a.Lo, b.Lo) })
+	var out []segment.Range
+	for _, x := range in {
+		if n := len(out); n > 0 && x.Lo <= out[n-1].Hi {
+			out[n-1].Hi = max(out[n-1].Hi, x.Hi)
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// size is how many IDs disjoint ranges hold.
+func size(rs []segment.Range) int64 {
+	var n int64
+	for _, x := range rs {
+		n += x.Len()
+	}
+	return n
 }
 
 func writeSegmentStatus(w io.Writer, r SegmentStatus) {
@@ -428,7 +468,14 @@ func writeSegmentStatus(w io.Writer, r SegmentStatus) {
 	if t.Description != "" {
 		fmt.Fprintf(w, ", %q", t.Description)
 	}
-	fmt.Fprintf(w, "\nhanded out %d: returned %d, in live nodes' ranges %d, issued or lost %s\n", r.HandedOut, r.ReturnedIDs, r.HeldIDs, issuedOrLost(r))
+	fmt.Fprintf(w, "\nhanded out %d = returned %d + in live nodes' ranges %d + issued or lost %d\n", r.HandedOut, r.ReturnedIDs, r.HeldIDs, r.IssuedOrLost)
+	if r.HeldIDs > 0 {
+		fmt.Fprintf(w, "issued or lost, with what the live nodes issued from their ranges since loading them: %d to %d (= %d + 0 to %d: nodes publish a range as loaded, not as they issue from it; each node's /metrics has snowflaked_segment_issued_total)\n",
+			r.IssuedOrLost, r.IssuedOrLostAtMost, r.IssuedOrLost, r.HeldIDs)
+	}
+	if r.OutsideIDs > 0 {
+		fmt.Fprintf(w, "outside [start, max_id): %d IDs of returned or live nodes' ranges, counted above in none: max_id went back? (docs/segments.md, R6)\n", r.OutsideIDs)
+	}
 	fmt.Fprintf(w, "returned ranges (%d):", len(r.Returned))
 	for i, x := range r.Returned {
 		if i == 20 {

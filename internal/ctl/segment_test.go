@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,10 +88,28 @@ func TestIntegration_Segment(t *testing.T) {
 		t.Fatalf("status: %+v", rep)
 	}
 	code, out, _ = run("status", "orders", "--zk", z, "--cluster", "segtest")
-	for _, want := range []string{`tag "orders": start 1000, max_id 1050`, "handed out 50: returned 20, in live nodes' ranges 10, issued or lost 20 to 30 (live nodes publish", "[1030,1050)", "node-a", "[1020,1030)"} {
+	for _, want := range []string{`tag "orders": start 1000, max_id 1050`, "handed out 50 = returned 20 + in live nodes' ranges 10 + issued or lost 20\n",
+		"issued or lost, with what the live nodes issued from their ranges since loading them: 20 to 30 (= 20 + 0 to 10: nodes publish", "[1030,1050)", "node-a", "[1020,1030)"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("status table: exit %d, %q lacks %q", code, out, want)
 		}
+	}
+
+	// A second record lists the whole range, the part returned included
+	// (a holder whose record is not yet cleared): every ID counts once.
+	if err := st.Publish(ctx, "orders", "node-b", []segment.Range{r}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = run("status", "orders", "--zk", z, "--cluster", "segtest", "--json")
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+		t.Fatalf("status --json: %d %s %s %v", code, out, errOut, err)
+	}
+	if rep.HandedOut != 50 || rep.ReturnedIDs != 20 || rep.HeldIDs != 30 || rep.IssuedOrLost != 0 || rep.IssuedOrLostAtMost != 30 {
+		t.Errorf("status with overlapping records: %+v, want handed out 50 = returned 20 + held 30 + issued or lost 0, at most 30", rep)
+	}
+	code, out, _ = run("status", "orders", "--zk", z, "--cluster", "segtest")
+	if want := "handed out 50 = returned 20 + in live nodes' ranges 30 + issued or lost 0\n"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("status table: exit %d, %q lacks %q", code, out, want)
 	}
 }
 
@@ -145,3 +166,75 @@ func TestIntegration_SegmentDeleteRequiresTagIncarnations(t *testing.T) {
 type quietZK struct{}
 
 func (quietZK) Printf(string, ...any) {}
+
+// rng is a segment.Range for the tables below.
+func rng(lo, hi int64) segment.Range { return segment.Range{Lo: lo, Hi: hi} }
+
+// segment status's figures add up: handed out = returned + in live nodes'
+// ranges + issued or lost, each ID counted once whatever the records say,
+// and the span of issued-or-lost runs from that figure to it plus the live
+// nodes' ranges.
+func TestTally(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		start, max int64
+		returned   []segment.Range
+		holders    map[string][]segment.Range
+		// returned, held, issued or lost, at most, outside
+		want [5]int64
+	}{
+		{"no node holds a range: exact", 1000, 1050, []segment.Range{rng(1030, 1050)}, nil, [5]int64{20, 0, 30, 30, 0}},
+		{"live ranges: a span", 100000, 2640000, nil, map[string][]segment.Range{"a": {rng(800000, 1720000)}, "b": {rng(1720000, 2640000)}}, [5]int64{0, 1840000, 700000, 2540000, 0}},
+		{"a record still lists a range its node returned", 1000, 1050, []segment.Range{rng(1030, 1050)}, map[string][]segment.Range{"a": {rng(1000, 1050)}}, [5]int64{20, 30, 0, 30, 0}},
+		{"two records list one range (the old holder's not yet cleared)", 1000, 1100, nil, map[string][]segment.Range{"a": {rng(1000, 1100)}, "b": {rng(1050, 1100)}}, [5]int64{0, 100, 0, 100, 0}},
+		{"one record lists overlapping ranges", 1000, 1100, nil, map[string][]segment.Range{"a": {rng(1000, 1060), rng(1040, 1080)}}, [5]int64{0, 80, 20, 100, 0}},
+		{"ranges at or above max_id (max_id went back)", 1000, 1100, []segment.Range{rng(1090, 1120)}, map[string][]segment.Range{"a": {rng(1100, 1200)}}, [5]int64{10, 0, 90, 90, 100}},
+		{"nothing handed out", 1, 1, nil, nil, [5]int64{0, 0, 0, 0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tally("orders", segment.Tag{Start: tc.start, MaxID: tc.max}, tc.returned, tc.holders)
+			got := [5]int64{r.ReturnedIDs, r.HeldIDs, r.IssuedOrLost, r.IssuedOrLostAtMost, r.OutsideIDs}
+			if got != tc.want {
+				t.Errorf("returned, held, issued or lost, at most, outside = %v, want %v", got, tc.want)
+			}
+			if r.HandedOut != tc.max-tc.start || r.ReturnedIDs+r.HeldIDs+r.IssuedOrLost != r.HandedOut || r.IssuedOrLostAtMost != r.IssuedOrLost+r.HeldIDs || r.IssuedOrLost < 0 {
+				t.Errorf("figures do not add up: %+v", r)
+			}
+			checkStatusText(t, r)
+		})
+	}
+}
+
+// checkStatusText checks that the figures segment status prints add up:
+// the first line's sum, and the span's bounds (issued or lost, plus 0 to
+// the live nodes' ranges), present exactly when nodes hold ranges.
+func checkStatusText(t *testing.T, r SegmentStatus) {
+	t.Helper()
+	var b bytes.Buffer
+	writeSegmentStatus(&b, r)
+	out := b.String()
+	var h, ret, held, lost int64
+	sum := regexp.MustCompile(`(?m)^handed out (\d+) = returned (\d+) \+ in live nodes' ranges (\d+) \+ issued or lost (\d+)$`).FindStringSubmatch(out)
+	if sum == nil {
+		t.Fatalf("no sum line in:\n%s", out)
+	}
+	for i, p := range []*int64{&h, &ret, &held, &lost} {
+		*p, _ = strconv.ParseInt(sum[i+1], 10, 64)
+	}
+	if h != ret+held+lost || h != r.HandedOut {
+		t.Errorf("printed %d = %d + %d + %d (handed out %d):\n%s", h, ret, held, lost, r.HandedOut, out)
+	}
+	span := regexp.MustCompile(`issued or lost, with what the live nodes issued from their ranges since loading them: (\d+) to (\d+) \(= (\d+) \+ 0 to (\d+):`).FindStringSubmatch(out)
+	if (span != nil) != (held > 0) {
+		t.Fatalf("span line present %v with %d IDs in live nodes' ranges:\n%s", span != nil, held, out)
+	}
+	if span != nil {
+		want := []string{strconv.FormatInt(lost, 10), strconv.FormatInt(lost+held, 10), strconv.FormatInt(lost, 10), strconv.FormatInt(held, 10)}
+		if !slices.Equal(span[1:], want) {
+			t.Errorf("span %v, want %v:\n%s", span[1:], want, out)
+		}
+	}
+	if strings.Contains(out, "outside [start, max_id)") != (r.OutsideIDs > 0) {
+		t.Errorf("outside line with %d IDs outside:\n%s", r.OutsideIDs, out)
+	}
+}

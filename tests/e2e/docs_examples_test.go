@@ -3,12 +3,16 @@ package e2e
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
@@ -22,13 +26,13 @@ var docsAddrs = []string{"127.0.0.1:21810", "localhost:8080", "127.0.0.1:8080", 
 type example struct {
 	file, line string
 	want       []string
+	chaos      bool // of a block that uses the chaos build's endpoints
 }
 
 // docExamples returns the runnable commands of a document: snowflakectl
 // lines of sh blocks, and the snowflakectl and curl commands of console
-// blocks with their shown output. Lines with placeholders (<id>, [opt]),
-// other hosts (zk1:2181) or the chaos build's endpoints are not runnable as
-// written and are skipped.
+// blocks with their shown output. Lines with placeholders (<id>, [opt]) or
+// other hosts (zk1:2181) are not runnable as written and are skipped.
 func docExamples(t *testing.T, rel string) []example {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(rel)))
@@ -38,20 +42,18 @@ func docExamples(t *testing.T, rel string) []example {
 	var out []example
 	blocks := regexp.MustCompile("(?s)```(sh|console)\n(.*?)```").FindAllStringSubmatch(string(b), -1)
 	for _, blk := range blocks {
-		if strings.Contains(blk[2], "/debug/chaos/") {
-			continue // the chaos build, and a race between the watcher and the request
-		}
+		chaos := strings.Contains(blk[2], "/debug/chaos/")
 		for _, l := range strings.Split(blk[2], "\n") {
 			if blk[1] == "console" {
 				if cmd, ok := strings.CutPrefix(l, "$ "); ok {
-					out = append(out, example{file: rel, line: cmd})
+					out = append(out, example{file: rel, line: cmd, chaos: chaos})
 				} else if len(out) > 0 && strings.TrimSpace(l) != "" {
 					out[len(out)-1].want = append(out[len(out)-1].want, stripComment(l))
 				}
 				continue
 			}
 			if strings.HasPrefix(l, "bin/snowflakectl ") {
-				out = append(out, example{file: rel, line: l})
+				out = append(out, example{file: rel, line: l, chaos: chaos})
 			}
 		}
 	}
@@ -130,21 +132,28 @@ func sameShape(want, got string, exact bool) bool {
 // one `make run` starts (the documented addresses rewritten to the
 // harness's), and where the docs show its output the real output matches:
 // exactly for what does not change between runs (decoding an ID, creating
-// a tag), with numbers free otherwise. A document gets a cluster of its own
-// ("default", as the examples assume): one creates the tag another creates.
+// a tag), with numbers free otherwise. The documents share one cluster
+// ("default", as the examples assume), as they do when a reader runs them
+// one after the other against `make run`: a tag one creates, another must
+// not create again. A document that gives the command starting the single
+// node on 8080 (`bin/snowflaked ...` in a sh block) gets that node, started
+// as written (on a free port), for 8080, and its chaos build, with the same
+// flags, for the examples of the chaos endpoints.
 func TestIntegration_DocsExamplesRunAsWritten(t *testing.T) {
-	for _, rel := range []string{"docs/api.md", "docs/client.md", "docs/leaf.md", "docs/operations.md", "docs/security.md", "docs/segment-mode.md"} {
+	zk := zkharness.StartStandalone(t)
+	var nodes []*proc
+	for i := range 2 {
+		p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk.ConnectString(), "default", fmt.Sprintf("docs-%d", i)))
+		p.waitReadyz(http.StatusOK, readyTimeout)
+		nodes = append(nodes, p)
+	}
+	// segment-mode.md before operations.md: the order a reader meets them
+	// in (README's table), and the one in which both once created "orders".
+	for _, rel := range []string{"docs/api.md", "docs/client.md", "docs/leaf.md", "docs/segment-mode.md", "docs/operations.md", "docs/security.md"} {
 		t.Run(strings.TrimSuffix(filepath.Base(rel), ".md"), func(t *testing.T) {
 			examples := docExamples(t, rel)
 			if len(examples) == 0 {
 				t.Fatalf("%s: no runnable example found", rel)
-			}
-			zk := zkharness.StartStandalone(t)
-			var nodes []*proc
-			for i := range 2 {
-				p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), zk.ConnectString(), "default", fmt.Sprintf("docs-%d", i)))
-				p.waitReadyz(http.StatusOK, readyTimeout)
-				nodes = append(nodes, p)
 			}
 			real := map[string]string{
 				"127.0.0.1:21810": zk.ConnectString(),
@@ -152,17 +161,44 @@ func TestIntegration_DocsExamplesRunAsWritten(t *testing.T) {
 				"localhost:8081": nodes[0].addr, "127.0.0.1:8081": nodes[0].addr,
 				"localhost:8082": nodes[1].addr, "127.0.0.1:8082": nodes[1].addr,
 			}
+			standalone := standaloneCommand(t, rel)
+			if rel == "docs/api.md" && standalone == nil {
+				t.Fatalf("%s: no sh block gives the command that starts the single node on 8080 its examples talk to", rel)
+			}
+			var single, chaos *proc
+			if standalone != nil {
+				single = startDocumented(t, standalone, false)
+				real["localhost:8080"], real["127.0.0.1:8080"] = single.addr, single.addr
+			}
 			for _, e := range examples {
 				line := stripComment(e.line)
+				target := real
+				if e.chaos {
+					if standalone == nil {
+						t.Fatalf("%s: `%s`: the chaos build's example needs the documented standalone command", rel, e.line)
+					}
+					if chaos == nil {
+						// As a reader does: stop the node on 8080, start the
+						// chaos build there instead.
+						single.signal(syscall.SIGTERM)
+						if code := single.exitCode(); code != 0 {
+							t.Fatalf("%s: the documented node exited %d on SIGTERM:\n%s", rel, code, single.Output())
+						}
+						chaos = startDocumented(t, standalone, true)
+					}
+					target = map[string]string{"localhost:8080": chaos.addr, "127.0.0.1:8080": chaos.addr}
+				}
 				for _, a := range docsAddrs {
-					line = strings.ReplaceAll(line, a, real[a])
+					if r, ok := target[a]; ok {
+						line = strings.ReplaceAll(line, a, r)
+					}
 				}
 				// Loads run for a second, not the documented duration.
 				line = regexp.MustCompile(`--duration [0-9]+s`).ReplaceAllString(line, "--duration 1s")
 				args := words(line)
 				var got string
 				switch args[0] {
-				case "bin/snowflakectl", "snowflakectl":
+				case "bin/snowflakectl":
 					code, out, errOut := ctl(t, args[1:]...)
 					if code != 0 {
 						t.Errorf("%s: `%s` exited %d: %s%s", rel, e.line, code, out, errOut)
@@ -177,9 +213,46 @@ func TestIntegration_DocsExamplesRunAsWritten(t *testing.T) {
 				exact := args[0] != "curl" && (args[1] == "decode" || args[1] == "segment" && args[2] == "create") ||
 					strings.Contains(line, "/decode/")
 				checkShown(t, e, got, exact)
+				if e.chaos && strings.Contains(line, "/debug/chaos/clock?offset=-") {
+					// The docs say the watcher sees the step within 10 ms.
+					chaos.waitReadyz(http.StatusServiceUnavailable, time.Second)
+				}
 			}
 		})
 	}
+}
+
+// standaloneCommand returns the words of the `bin/snowflaked ...` line of
+// a document's sh blocks (nil without one).
+func standaloneCommand(t *testing.T, rel string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, blk := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(b), -1) {
+		for _, l := range strings.Split(blk[1], "\n") {
+			if strings.HasPrefix(l, "bin/snowflaked ") {
+				return words(stripComment(l))
+			}
+		}
+	}
+	return nil
+}
+
+// startDocumented starts the documented standalone command (its chaos
+// build when chaos) as written, on a free loopback port instead of 8080,
+// in a directory of its own (the default cache file lands there), and
+// waits until it is ready.
+func startDocumented(t *testing.T, cmd []string, chaos bool) *proc {
+	t.Helper()
+	bin := binSnowflaked
+	if chaos {
+		bin = binChaos
+	}
+	p := startNode(t, bin, append(slices.Clone(cmd[1:]), "--listen", "127.0.0.1:0"))
+	p.waitReadyz(http.StatusOK, readyTimeout)
+	return p
 }
 
 // checkShown checks that the lines the docs show after a command come, in
@@ -200,23 +273,48 @@ func checkShown(t *testing.T, e example, got string, exact bool) {
 	}
 }
 
-// curl does what `curl -s URL` (body) does for the docs' examples.
+// curl does what `curl -s [-i] [-X METHOD] URL` does for the docs'
+// examples: the body, after the status line and the headers (sorted) with -i.
 func curl(t *testing.T, args []string) string {
 	t.Helper()
-	url := args[len(args)-1]
-	for _, a := range args[:len(args)-1] {
-		if a != "-s" {
-			t.Fatalf("curl option %s: the test runs only curl -s", a)
+	url, method, head := args[len(args)-1], http.MethodGet, false
+	for i := 0; i < len(args)-1; i++ {
+		switch args[i] {
+		case "-s":
+		case "-i", "-si", "-is":
+			head = true
+		case "-X":
+			if i+1 == len(args)-1 {
+				t.Fatalf("curl -X without a method")
+			}
+			i++
+			method = args[i]
+		default:
+			t.Fatalf("curl option %s: the test runs only curl -s, -i and -X", args[i])
 		}
 	}
-	resp, err := http.Get("http://" + url)
+	req, err := http.NewRequest(method, "http://"+url, nil)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
-	return string(body)
+	if !head {
+		return string(body)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s\n", resp.Proto, resp.Status)
+	for _, k := range slices.Sorted(maps.Keys(resp.Header)) {
+		for _, v := range resp.Header[k] {
+			fmt.Fprintf(&b, "%s: %s\n", k, v)
+		}
+	}
+	return b.String() + "\n" + string(body)
 }

@@ -91,6 +91,10 @@ func segmentTally(t *testing.T, zk string, cluster string) sfctl.SegmentStatus {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("segment status %q: %v", out, err)
 	}
+	if r.ReturnedIDs+r.HeldIDs+r.IssuedOrLost != r.HandedOut || r.IssuedOrLostAtMost != r.IssuedOrLost+r.HeldIDs || r.IssuedOrLost < 0 || r.OutsideIDs != 0 {
+		t.Fatalf("segment status's figures do not add up: handed out %d, returned %d, held %d, issued or lost %d to %d, outside %d",
+			r.HandedOut, r.ReturnedIDs, r.HeldIDs, r.IssuedOrLost, r.IssuedOrLostAtMost, r.OutsideIDs)
+	}
 	return r
 }
 
