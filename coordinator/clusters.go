@@ -138,7 +138,9 @@ type ClusterSpec struct {
 	Layout snowflake.Layout
 	// WorkerIDs zero is the layout's whole worker field.
 	WorkerIDs WorkerRange
-	// RecycleAfter zero is DefaultRecycleAfter.
+	// RecycleAfter zero is "the cluster's", as for a node: a new cluster
+	// gets DefaultRecycleAfter, and an existing cluster's value (which
+	// SetCluster may have changed) is accepted whatever it is.
 	RecycleAfter time.Duration
 }
 
@@ -168,6 +170,9 @@ type CreateResult struct {
 	Created bool
 	// Requires is the cluster's required features.
 	Requires []string
+	// RecycleAfter is the recycle-after the cluster records (0 for none:
+	// an existing cluster an older release wrote).
+	RecycleAfter time.Duration
 	// Overlaps are the other clusters whose worker-ID range overlaps.
 	Overlaps []Overlap
 }
@@ -201,10 +206,12 @@ func openAdmin(ctx context.Context, servers []string, cluster, auth string, time
 // CreateCluster creates cluster with spec's settings, on purpose (the
 // command behind snowflakectl cluster create). An existing cluster with
 // the same settings is left as it is (Created false); one with other
-// settings is ErrClusterMismatch naming both. Other clusters whose
-// worker-ID range overlaps come back as Overlaps.
+// settings is ErrClusterMismatch naming both (recycle-after only when
+// spec sets it). Other clusters whose worker-ID range overlaps come back
+// as Overlaps.
 func CreateCluster(ctx context.Context, servers []string, auth, cluster string, spec ClusterSpec, timeout time.Duration, opts ...AdminOption) (CreateResult, error) {
-	if spec.RecycleAfter == 0 {
+	anyRecycleAfter := spec.RecycleAfter == 0
+	if anyRecycleAfter {
 		spec.RecycleAfter = DefaultRecycleAfter
 	}
 	ids, err := spec.WorkerIDs.resolve(spec.Layout)
@@ -252,13 +259,17 @@ func CreateCluster(ctx context.Context, servers []string, auth, cluster string, 
 		if got, err = decodeCluster(gb); err != nil {
 			return res, fmt.Errorf("create cluster %q: it exists, and %s holds data this release cannot use %s: %w", cluster, p.cluster, quoteShort(gb), err)
 		}
-		if err := sameSettings(cluster, got, want); err != nil {
+		asked := want
+		if anyRecycleAfter {
+			asked.RecycleAfterMs = got.RecycleAfterMs
+		}
+		if err := sameSettings(cluster, got, asked); err != nil {
 			return res, err
 		}
 	default:
 		return res, fmt.Errorf("create cluster %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
-	res.Requires = got.Requires
+	res.Requires, res.RecycleAfter = got.Requires, msDuration(got.RecycleAfterMs)
 	res.Overlaps, _ = overlaps(ctx, z, cluster, got)
 	return res, nil
 }

@@ -127,6 +127,17 @@ func TestIntegration_SetClusterChangesOnlyRecycleAfter(t *testing.T) {
 			t.Errorf("list row %+v: want recycle-after 5m0s", r)
 		}
 	}
+	// cluster create run again (an init container's) accepts the value set
+	// unless it asks for another one.
+	spec := ClusterSpec{Layout: snowflake.DefaultLayout(), WorkerIDs: WorkerRange{512, 1023}}
+	if res, err := CreateCluster(ctx, srv, "", "ranged", spec, 5*time.Second); err != nil || res.Created || res.RecycleAfter != 5*time.Minute {
+		t.Fatalf("CreateCluster without recycle-after after SetCluster = %+v, %v; want nothing to do, recycle-after 5m", res, err)
+	}
+	spec.RecycleAfter = time.Hour
+	if _, err := CreateCluster(ctx, srv, "", "ranged", spec, 5*time.Second); !errors.Is(err, ErrClusterMismatch) ||
+		!strings.Contains(err.Error(), "--recycle-after 5m0s, asked for 1h0m0s") {
+		t.Fatalf("CreateCluster with the old recycle-after after SetCluster: %v, want ErrClusterMismatch naming both", err)
+	}
 }
 
 // decodeForTest decodes cluster znode data or fails the test.

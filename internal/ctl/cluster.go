@@ -105,7 +105,7 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 		unit = fs.String("time-unit", "1ms", "length of one timestamp tick (as snowflaked --time-unit)")
 		geneBits = fs.Uint("gene-bits", 0, fmt.Sprintf("low bits of the sequence given to a gene, 0..%d (as snowflaked --gene-bits)", snowflake.MaxGeneBits))
 		workerRange = fs.String("worker-id-range", "", "LO-HI: the worker IDs the cluster claims (default all of the layout's; as snowflaked --worker-id-range)")
-		recycleAfter = fs.Duration("recycle-after", coordinator.DefaultRecycleAfter, "a worker ID without lease and fence renewal for this long may be taken over (as snowflaked --recycle-after)")
+		recycleAfter = fs.Duration("recycle-after", 0, "a worker ID without lease and fence renewal for this long may be taken over (as snowflaked --recycle-after); unset: 24h for a new cluster, and an existing cluster's value, whatever it is, is accepted")
 	case "set":
 		recycleAfter = fs.Duration("recycle-after", 0, "the cluster's new recycle-after: a worker ID without lease and fence renewal for this long may be taken over (1ms or more)")
 		for _, f := range fixedSettings {
@@ -178,8 +178,8 @@ func (f createFlags) spec(now time.Time) (coordinator.ClusterSpec, error) {
 	if r.Hi > l.MaxWorkerID() {
 		return coordinator.ClusterSpec{}, fmt.Errorf("--worker-id-range %s: layout %s holds worker IDs 0..%d", f.workerRange, l, l.MaxWorkerID())
 	}
-	if f.recycleAfter < time.Millisecond {
-		return coordinator.ClusterSpec{}, fmt.Errorf("--recycle-after %s: want 1ms or more", f.recycleAfter)
+	if f.recycleAfter != 0 && f.recycleAfter < time.Millisecond {
+		return coordinator.ClusterSpec{}, fmt.Errorf("--recycle-after %s: want 1ms or more (or leave it unset)", f.recycleAfter)
 	}
 	return coordinator.ClusterSpec{Layout: l, WorkerIDs: r, RecycleAfter: f.recycleAfter}, nil
 }
@@ -206,7 +206,11 @@ func clusterCreate(ctx context.Context, cmd, name string, servers []string, auth
 	if spec.WorkerIDs == (coordinator.WorkerRange{}) {
 		rng = "0-" + strconv.FormatInt(spec.Layout.MaxWorkerID(), 10)
 	}
-	fmt.Fprintf(stdout, "%s %q: layout %s, worker IDs %s, recycle-after %s, requires %s\n", what, name, spec.Layout.Describe(), rng, spec.RecycleAfter,
+	ra := "none recorded"
+	if res.RecycleAfter > 0 {
+		ra = res.RecycleAfter.String()
+	}
+	fmt.Fprintf(stdout, "%s %q: layout %s, worker IDs %s, recycle-after %s, requires %s\n", what, name, spec.Layout.Describe(), rng, ra,
 		strings.Join(res.Requires, ","))
 	return exitOK
 }
