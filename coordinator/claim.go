@@ -72,14 +72,17 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 	}
 	z := zkclient.Client{Conn: conn, Timeout: c.opTimeout}
 	c.setProgress(fmt.Sprintf("reading the znodes of cluster %q", c.cfg.Cluster))
-	var inc string
+	var cd clusterData
 	if err := c.retry(ctx, "ensure cluster znodes", func(ctx context.Context) error {
 		var err error
-		inc, err = c.ensureCluster(ctx, z)
+		cd, err = c.ensureCluster(ctx, z)
 		return err
 	}); err != nil {
 		return Identity{}, err
 	}
+	// The cluster's recycle-after as read now: the scan of a recycle uses
+	// it (the node's own, when set, is the same: checkShared).
+	inc, recycleAfter := cd.Incarnation, msDuration(cd.RecycleAfterMs)
 	if err := checkIncarnation(c.cfg.Cluster, inc, prior); err != nil {
 		return Identity{}, err
 	}
@@ -93,7 +96,7 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 		}
 		var cl claimed
 		if node.workerID == noWorker {
-			cl, err = c.recycle(ctx, z, node, token)
+			cl, err = c.recycle(ctx, z, node, token, recycleAfter)
 		} else if err = c.checkSoleClaim(ctx, z, node); err == nil {
 			cl, err = c.claimOwn(ctx, z, node, token, priorSession)
 		}
@@ -117,6 +120,7 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 		id := Identity{
 			WorkerID: n.workerID, PrevFence: n.data.PrevFence, ZKFence: n.data.Fence, Token: token, PrevToken: n.data.PrevToken,
 			Incarnation: inc, Path: n.path, Recycled: cl.recycled, PrevNodeKey: cl.prevKey, PrevAddr: cl.prevAddr, PrevStopped: cl.prevStopped,
+			RecycleAfter: recycleAfter,
 		}
 		if cl.session != 0 {
 			id.Session = sessionHex(cl.session)
@@ -637,10 +641,11 @@ func (s *scan) free(r WorkerRange, now int64, recycleAfter time.Duration) (ids [
 }
 
 // recycle takes over a free worker ID for own, whose sequence is past the
-// worker bits (or whose ID was taken over). One multi, all version-checked:
+// worker bits (or whose ID was taken over), free after recycleAfter (the
+// cluster's, read by this claim). One multi, all version-checked:
 // bump the forever parent (serializes recyclers), evict every forever znode
 // still naming the ID, set own's worker_id, create the lease.
-func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *foreverNode, token string) (claimed, error) {
+func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *foreverNode, token string, recycleAfter time.Duration) (claimed, error) {
 	ids := c.cfg.WorkerIDs
 	attempts := int(min(ids.Size(), 4096)) + 10
 	start := time.Now()
@@ -665,7 +670,7 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 				strings.Join(s.malformed, ", "))
 		}
 		now := clock.UnixMilli(c.clk)
-		free, summary := s.free(ids, now, c.cfg.RecycleAfter)
+		free, summary := s.free(ids, now, recycleAfter)
 		if len(free) == 0 {
 			return claimed{}, fmt.Errorf("%w: sequence %d of %s is past the cluster's worker IDs %s (layout %s) and %s",
 				errNoFreeWorkerID, own.seq, own.path, ids, c.cfg.Layout, summary)

@@ -136,99 +136,115 @@ func newClusterData(l snowflake.Layout, ids WorkerRange, recycleAfter time.Durat
 }
 
 // ensureCluster checks the cluster znode's layout, shared settings and
-// required features, and returns the cluster's incarnation. A missing
+// required features, and returns what it records (its incarnation and
+// recycle-after always set). A missing
 // cluster is created only with Config.CreateCluster; otherwise it is
 // ErrNoCluster and nothing is written. A cluster znode without an
 // incarnation or recycle-after (written by an older version) gets them,
 // and one whose settings need a feature it does not yet require (a range
 // recorded by a release before the features list) gets it, version-checked,
 // so every node agrees and older releases can no longer join.
-func (c *Coordinator) ensureCluster(ctx context.Context, z zkclient.Client) (string, error) {
+func (c *Coordinator) ensureCluster(ctx context.Context, z zkclient.Client) (clusterData, error) {
 	ok, _, err := z.Exists(ctx, c.p.cluster)
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", c.p.cluster, err)
+		return clusterData{}, fmt.Errorf("read %s: %w", c.p.cluster, err)
 	}
 	if !ok {
 		if !c.cfg.CreateCluster {
-			return "", c.noClusterError(ctx, z)
+			return clusterData{}, c.noClusterError(ctx, z)
 		}
-		want := newClusterData(c.cfg.Layout, c.cfg.WorkerIDs, c.cfg.RecycleAfter)
+		want := newClusterData(c.cfg.Layout, c.cfg.WorkerIDs, c.recordedRecycleAfter())
 		wantB, err := json.Marshal(want)
 		if err != nil {
-			return "", fmt.Errorf("encode cluster data: %w", err)
+			return clusterData{}, fmt.Errorf("encode cluster data: %w", err)
 		}
 		if err := z.Ensure(ctx, zkclient.Root, nil, c.rootACL); err != nil {
-			return "", err
+			return clusterData{}, err
 		}
 		if _, err := z.Create(ctx, c.p.cluster, wantB, 0, c.acl); err == nil {
 			c.log.Info().Str("cluster", c.p.cluster).Strs("requires", want.Requires).Msg("created the cluster (--create-cluster)")
 		} else if !errors.Is(err, zk.ErrNodeExists) {
-			return "", fmt.Errorf("create %s: %w", c.p.cluster, zkclient.AuthHint(err))
+			return clusterData{}, fmt.Errorf("create %s: %w", c.p.cluster, zkclient.AuthHint(err))
 		}
 	}
 	var got clusterData
 	for round := 1; ; round++ {
 		b, st, err := z.Get(ctx, c.p.cluster)
 		if err != nil {
-			return "", fmt.Errorf("read %s: %w", c.p.cluster, err)
+			return clusterData{}, fmt.Errorf("read %s: %w", c.p.cluster, err)
 		}
 		if got, err = decodeCluster(b); errors.Is(err, ErrUnknownFeature) {
-			return "", fmt.Errorf("cluster %q: %w", c.cfg.Cluster, err)
+			return clusterData{}, fmt.Errorf("cluster %q: %w", c.cfg.Cluster, err)
 		} else if err != nil {
-			return "", fmt.Errorf("cluster znode %s holds malformed data %s: %v", c.p.cluster, quoteShort(b), err)
+			return clusterData{}, fmt.Errorf("cluster znode %s holds malformed data %s: %v", c.p.cluster, quoteShort(b), err)
 		}
 		if !got.Layout.Equal(c.cfg.Layout) {
-			return "", fmt.Errorf("%w: cluster %q in ZooKeeper uses layout %s, this node is configured with %s",
+			return clusterData{}, fmt.Errorf("%w: cluster %q in ZooKeeper uses layout %s, this node is configured with %s",
 				ErrLayoutMismatch, c.cfg.Cluster, got.Layout.Describe(), c.cfg.Layout.Describe())
 		}
 		if err := c.checkShared(got); err != nil {
-			return "", err
+			return clusterData{}, err
 		}
 		up := got.withFeatures(impliedFeatures(got)...)
 		if got.Incarnation != "" && got.RecycleAfterMs != 0 && slices.Equal(up.Requires, got.Requires) {
 			break
 		}
 		if round > maxClusterRounds {
-			return "", fmt.Errorf("cluster znode %s kept changing while adding its incarnation", c.p.cluster)
+			return clusterData{}, fmt.Errorf("cluster znode %s kept changing while adding its incarnation", c.p.cluster)
 		}
 		if up.Incarnation == "" {
 			up.Incarnation = zkclient.NewToken()
 		}
 		if up.RecycleAfterMs == 0 {
-			up.RecycleAfterMs = c.cfg.RecycleAfter.Milliseconds()
+			up.RecycleAfterMs = c.recordedRecycleAfter().Milliseconds()
 		}
 		ub, err := json.Marshal(up)
 		if err != nil {
-			return "", fmt.Errorf("encode cluster data: %w", err)
+			return clusterData{}, fmt.Errorf("encode cluster data: %w", err)
 		}
 		if _, err := z.Set(ctx, c.p.cluster, ub, st.Version); err != nil && !errors.Is(err, zk.ErrBadVersion) {
-			return "", fmt.Errorf("upgrade the cluster znode %s: %w", c.p.cluster, zkclient.AuthHint(err))
+			return clusterData{}, fmt.Errorf("upgrade the cluster znode %s: %w", c.p.cluster, zkclient.AuthHint(err))
 		}
 		c.log.Info().Str("cluster", c.p.cluster).Strs("requires", up.Requires).
 			Msg("cluster znode upgraded: incarnation, recycle-after and required features recorded (releases that do not know them can no longer join)")
 	}
 	for _, p := range []string{c.p.forever, c.p.leases, c.p.alive} {
 		if err := z.Ensure(ctx, p, nil, c.acl); err != nil {
-			return "", err
+			return clusterData{}, err
 		}
 	}
 	c.warnOverlaps(ctx, z, got)
-	return got.Incarnation, nil
+	return got, nil
 }
 
 // checkShared compares the cluster's shared settings with this node's
-// (recycle-after only when recorded).
+// (recycle-after only when both the cluster records it and this node sets
+// it: unset, the node follows the cluster's).
 func (c *Coordinator) checkShared(got clusterData) error {
 	if got.WorkerIDs != c.cfg.WorkerIDs {
 		return fmt.Errorf("%w: cluster %q in ZooKeeper uses --worker-id-range %s, this node is configured with %s: use the cluster's range",
 			ErrClusterMismatch, c.cfg.Cluster, got.WorkerIDs, c.cfg.WorkerIDs)
 	}
-	if got.RecycleAfterMs != 0 && got.RecycleAfterMs != c.cfg.RecycleAfter.Milliseconds() {
-		return fmt.Errorf("%w: cluster %q in ZooKeeper uses --recycle-after %v, this node is configured with %v: use the cluster's value",
-			ErrClusterMismatch, c.cfg.Cluster, time.Duration(got.RecycleAfterMs)*time.Millisecond, c.cfg.RecycleAfter)
+	if got.RecycleAfterMs != 0 && c.cfg.RecycleAfter != 0 && got.RecycleAfterMs != c.cfg.RecycleAfter.Milliseconds() {
+		return fmt.Errorf("%w: cluster %q in ZooKeeper uses --recycle-after %v, this node is configured with %v: "+
+			"leave --recycle-after unset to follow the cluster's value, or set it to %v; snowflakectl cluster set %s --recycle-after changes the cluster's",
+			ErrClusterMismatch, c.cfg.Cluster, msDuration(got.RecycleAfterMs), c.cfg.RecycleAfter, msDuration(got.RecycleAfterMs), c.cfg.Cluster)
 	}
 	return nil
 }
+
+// recordedRecycleAfter is the recycle-after this node records in a cluster
+// znode that has none (a cluster it creates, or one an older release
+// wrote): its own when set, else DefaultRecycleAfter.
+func (c *Coordinator) recordedRecycleAfter() time.Duration {
+	if c.cfg.RecycleAfter != 0 {
+		return c.cfg.RecycleAfter
+	}
+	return DefaultRecycleAfter
+}
+
+// msDuration is a cluster znode's milliseconds as a duration.
+func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 // noClusterError is ErrNoCluster for this node's cluster, naming the
 // clusters the ensemble holds and a near match.

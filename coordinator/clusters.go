@@ -1,11 +1,13 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -136,7 +138,9 @@ type ClusterSpec struct {
 	Layout snowflake.Layout
 	// WorkerIDs zero is the layout's whole worker field.
 	WorkerIDs WorkerRange
-	// RecycleAfter zero is DefaultRecycleAfter.
+	// RecycleAfter zero is "the cluster's", as for a node: a new cluster
+	// gets DefaultRecycleAfter, and an existing cluster's value (which
+	// SetCluster may have changed) is accepted whatever it is.
 	RecycleAfter time.Duration
 }
 
@@ -166,6 +170,9 @@ type CreateResult struct {
 	Created bool
 	// Requires is the cluster's required features.
 	Requires []string
+	// RecycleAfter is the recycle-after the cluster records (0 for none:
+	// an existing cluster an older release wrote).
+	RecycleAfter time.Duration
 	// Overlaps are the other clusters whose worker-ID range overlaps.
 	Overlaps []Overlap
 }
@@ -199,10 +206,12 @@ func openAdmin(ctx context.Context, servers []string, cluster, auth string, time
 // CreateCluster creates cluster with spec's settings, on purpose (the
 // command behind snowflakectl cluster create). An existing cluster with
 // the same settings is left as it is (Created false); one with other
-// settings is ErrClusterMismatch naming both. Other clusters whose
-// worker-ID range overlaps come back as Overlaps.
+// settings is ErrClusterMismatch naming both (recycle-after only when
+// spec sets it). Other clusters whose worker-ID range overlaps come back
+// as Overlaps.
 func CreateCluster(ctx context.Context, servers []string, auth, cluster string, spec ClusterSpec, timeout time.Duration, opts ...AdminOption) (CreateResult, error) {
-	if spec.RecycleAfter == 0 {
+	anyRecycleAfter := spec.RecycleAfter == 0
+	if anyRecycleAfter {
 		spec.RecycleAfter = DefaultRecycleAfter
 	}
 	ids, err := spec.WorkerIDs.resolve(spec.Layout)
@@ -250,13 +259,17 @@ func CreateCluster(ctx context.Context, servers []string, auth, cluster string, 
 		if got, err = decodeCluster(gb); err != nil {
 			return res, fmt.Errorf("create cluster %q: it exists, and %s holds data this release cannot use %s: %w", cluster, p.cluster, quoteShort(gb), err)
 		}
-		if err := sameSettings(cluster, got, want); err != nil {
+		asked := want
+		if anyRecycleAfter {
+			asked.RecycleAfterMs = got.RecycleAfterMs
+		}
+		if err := sameSettings(cluster, got, asked); err != nil {
 			return res, err
 		}
 	default:
 		return res, fmt.Errorf("create cluster %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
-	res.Requires = got.Requires
+	res.Requires, res.RecycleAfter = got.Requires, msDuration(got.RecycleAfterMs)
 	res.Overlaps, _ = overlaps(ctx, z, cluster, got)
 	return res, nil
 }
@@ -279,6 +292,157 @@ func sameSettings(cluster string, got, want clusterData) error {
 		return nil
 	}
 	return fmt.Errorf("%w: cluster %q exists with %s", ErrClusterMismatch, cluster, strings.Join(diff, "; "))
+}
+
+// ClusterChange is what snowflakectl cluster set changes on an existing
+// cluster: the settings that may change safely (zero fields are left as
+// they are). The layout (bits, epoch, unit, gene bits) gives IDs their
+// meaning and the worker-ID range keeps regions apart: neither can change
+// on a cluster; they take a new one.
+type ClusterChange struct {
+	// RecycleAfter is the cluster's new recycle-after (1ms or more). A
+	// policy, not a safety bound (see Config.RecycleAfter): any value is
+	// safe. Nodes use it from their next claim; a node started with
+	// --recycle-after set to another value is refused from then on.
+	RecycleAfter time.Duration
+}
+
+// SetResult is what SetCluster did.
+type SetResult struct {
+	// OldRecycleAfter is what the cluster recorded before (0: none, as an
+	// older release wrote it); RecycleAfter what it records now.
+	OldRecycleAfter, RecycleAfter time.Duration
+	// Changed is false when the cluster recorded the value already.
+	Changed bool
+}
+
+// SetCluster changes the settings of change on cluster (the command
+// behind snowflakectl cluster set): a version-checked write of the
+// cluster znode that replaces the bytes of recycle_after_ms and keeps every
+// other byte (the shape, the features it requires, the incarnation) as it
+// was, retried a bounded number of times when the znode changed meanwhile.
+// A value the cluster records already writes nothing (Changed false). A
+// cluster that does not exist, or that cluster delete marked as being
+// deleted, is ErrNoCluster; no setting or a bad value ErrInvalidConfig.
+func SetCluster(ctx context.Context, servers []string, auth, cluster string, change ClusterChange, timeout time.Duration, opts ...AdminOption) (SetResult, error) {
+	switch {
+	case change.RecycleAfter == 0:
+		return SetResult{}, fmt.Errorf("%w: set cluster %q: no setting to change", ErrInvalidConfig, cluster)
+	case change.RecycleAfter < time.Millisecond:
+		return SetResult{}, fmt.Errorf("%w: recycle-after %v is below 1ms", ErrInvalidConfig, change.RecycleAfter)
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(timeout, time.Millisecond))
+	defer cancel()
+	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
+	if err != nil {
+		return SetResult{}, fmt.Errorf("set cluster %q: %w", cluster, err)
+	}
+	defer z.Conn.Close()
+	p := newPaths(cluster)
+	want := change.RecycleAfter.Milliseconds()
+	for round := 1; round <= maxClusterRounds; round++ {
+		b, st, err := z.Get(ctx, p.cluster)
+		if errors.Is(err, zk.ErrNoNode) {
+			names, err := clusterNames(ctx, z)
+			if err != nil {
+				return SetResult{}, fmt.Errorf("set cluster %q: %w", cluster, zkclient.Unavailable(err))
+			}
+			return SetResult{}, missingCluster(cluster, strings.Join(servers, ","), names)
+		}
+		if err != nil {
+			return SetResult{}, fmt.Errorf("set cluster %q: read %s: %w", cluster, p.cluster, zkclient.Unavailable(err))
+		}
+		if markedDeleting(b) {
+			return SetResult{}, fmt.Errorf("%w: cluster %q is being deleted (snowflakectl cluster delete marked it, and no node may join it): "+
+				"finish with snowflakectl cluster delete %s --yes, then create it again if it is still wanted", ErrNoCluster, cluster, cluster)
+		}
+		d, err := decodeCluster(b)
+		if err != nil {
+			return SetResult{}, fmt.Errorf("set cluster %q: its znode holds data this release cannot use %s: %w", cluster, quoteShort(b), err)
+		}
+		res := SetResult{OldRecycleAfter: msDuration(d.RecycleAfterMs), RecycleAfter: msDuration(want)}
+		if d.RecycleAfterMs == want {
+			return res, nil
+		}
+		nb, err := setTopLevelInt(b, "recycle_after_ms", want)
+		if err == nil {
+			err = sameButRecycleAfter(d, nb, want)
+		}
+		if err != nil {
+			return SetResult{}, fmt.Errorf("set cluster %q: rewrite %s: %w", cluster, quoteShort(b), err)
+		}
+		_, err = z.Set(ctx, p.cluster, nb, st.Version)
+		if errors.Is(err, zk.ErrBadVersion) {
+			continue
+		}
+		if err != nil {
+			return SetResult{}, fmt.Errorf("set cluster %q: write %s: %w", cluster, p.cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
+		}
+		res.Changed = true
+		return res, nil
+	}
+	return SetResult{}, fmt.Errorf("set cluster %q: its znode kept changing: gave up after %d tries; run the command again", cluster, maxClusterRounds)
+}
+
+// setTopLevelInt returns the JSON object b with its top-level member key
+// set to v: the bytes of its value replaced where they are, or the member
+// added before the closing brace when there is none. Every other byte
+// stays as it was (member order matters to the format-2 shape).
+func setTopLevelInt(b []byte, key string, v int64) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	start, end, members := -1, -1, 0
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, err
+		}
+		members++
+		if k != key {
+			continue
+		}
+		if start >= 0 {
+			return nil, fmt.Errorf("%q appears twice", key)
+		}
+		end = int(dec.InputOffset())
+		start = end - len(raw)
+		if start < 0 || !bytes.Equal(b[start:end], raw) {
+			return nil, fmt.Errorf("cannot locate the value of %q", key)
+		}
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, errors.New("not a JSON object")
+	}
+	num := strconv.AppendInt(nil, v, 10)
+	if start >= 0 {
+		return slices.Concat(b[:start], num, b[end:]), nil
+	}
+	closing := int(dec.InputOffset()) - 1
+	member := fmt.Appendf(nil, "%q:%s", key, num)
+	if members > 0 {
+		member = append([]byte(","), member...)
+	}
+	return slices.Concat(b[:closing], member, b[closing:]), nil
+}
+
+// sameButRecycleAfter checks that nb decodes to d with recycle-after ms
+// and nothing else changed.
+func sameButRecycleAfter(d clusterData, nb []byte, ms int64) error {
+	got, err := decodeCluster(nb)
+	if err != nil {
+		return err
+	}
+	if got.RecycleAfterMs != ms || !got.Layout.Equal(d.Layout) || got.WorkerIDs != d.WorkerIDs ||
+		got.Incarnation != d.Incarnation || !slices.Equal(got.Requires, d.Requires) {
+		return fmt.Errorf("the rewritten znode %s does not decode to the same settings", quoteShort(nb))
+	}
+	return nil
 }
 
 // ListClusters reads every cluster on the ensemble for snowflakectl

@@ -25,7 +25,8 @@ const (
 // ErrInvalidConfig is wrapped by every Config validation error.
 var ErrInvalidConfig = zkclient.ErrInvalidConfig
 
-// Config configures a Coordinator. Zero durations take the Default* values.
+// Config configures a Coordinator. Zero durations take the Default* values
+// (RecycleAfter's is the cluster's).
 type Config struct {
 	// Servers are the ZooKeeper addresses, "host:port" each (port 2181 when
 	// omitted). Split a comma-separated --zk value before passing it.
@@ -64,8 +65,12 @@ type Config struct {
 	WorkerIDs WorkerRange
 	// RecycleAfter: a worker ID whose owner has no lease and has not
 	// renewed its fence for this long may be taken over (--recycle-after).
-	// A cluster-wide policy, recorded in the cluster znode by the first
-	// node: a node configured otherwise is refused (ErrClusterMismatch). It
+	// A cluster-wide policy, recorded in the cluster znode (snowflakectl
+	// cluster set changes it). Zero is "the cluster's": Claim uses the
+	// value the cluster znode records when it claims (DefaultRecycleAfter
+	// when it creates the cluster or the znode records none, and records
+	// that). Set, it must equal the cluster's (ErrClusterMismatch
+	// otherwise), so an operator's explicit value is never overridden. It
 	// is not a safety bound: a recycler starts after the previous holder's
 	// ZooKeeper fence whatever the clocks say.
 	RecycleAfter time.Duration
@@ -125,7 +130,6 @@ func (cfg Config) withDefaults() (Config, error) {
 		min  time.Duration
 	}{
 		{"session timeout", &cfg.SessionTimeout, DefaultSessionTimeout, 100 * time.Millisecond},
-		{"recycle-after", &cfg.RecycleAfter, DefaultRecycleAfter, time.Millisecond},
 		{"report interval", &cfg.ReportInterval, DefaultReportInterval, 10 * time.Millisecond},
 		{"zk-fence-ahead", &cfg.ZKFenceAhead, DefaultZKFenceAhead, 60 * time.Millisecond},
 		{"connect timeout", &cfg.ConnectTimeout, defaultConnectTimeout, 10 * time.Millisecond},
@@ -138,6 +142,12 @@ func (cfg Config) withDefaults() (Config, error) {
 		case *d.v < d.min:
 			return bad("%s %v is below %v", d.name, *d.v, d.min)
 		}
+	}
+	switch {
+	case cfg.RecycleAfter < 0:
+		return bad("recycle-after %v is negative", cfg.RecycleAfter)
+	case cfg.RecycleAfter > 0 && cfg.RecycleAfter < time.Millisecond:
+		return bad("recycle-after %v is below %v", cfg.RecycleAfter, time.Millisecond)
 	}
 	if cfg.ReportInterval > cfg.ZKFenceAhead/6 {
 		return bad("report interval %v must be at most a sixth of zk-fence-ahead %v, so several renewals fit before the node leaves service at a third of it", cfg.ReportInterval, cfg.ZKFenceAhead)

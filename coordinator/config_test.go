@@ -39,6 +39,9 @@ func TestConfigValidation(t *testing.T) {
 		{"G below its minimum", func(c *Config) { c.ZKFenceAhead = 50 * time.Millisecond }, "zk-fence-ahead 50ms is below"},
 		{"bad layout", func(c *Config) { c.Layout.TimeBits = 50 }, "invalid layout"},
 		{"no layout", func(c *Config) { c.Layout = snowflake.Layout{} }, "invalid layout"},
+		{"negative recycle-after", func(c *Config) { c.RecycleAfter = -time.Second }, "recycle-after -1s is negative"},
+		{"recycle-after below 1ms", func(c *Config) { c.RecycleAfter = time.Microsecond }, "recycle-after 1µs is below 1ms"},
+		{"recycle-after set", func(c *Config) { c.RecycleAfter = time.Millisecond }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := validConfig()
@@ -48,9 +51,9 @@ func TestConfigValidation(t *testing.T) {
 				if err != nil {
 					t.Fatalf("New: %v", err)
 				}
-				if c.cfg.SessionTimeout != DefaultSessionTimeout || c.cfg.RecycleAfter != DefaultRecycleAfter || c.cfg.Clock == nil ||
+				if c.cfg.SessionTimeout != DefaultSessionTimeout || c.cfg.RecycleAfter != cfg.RecycleAfter || c.cfg.Clock == nil ||
 					(cfg.ZKFenceAhead == 0 && c.cfg.ZKFenceAhead != DefaultZKFenceAhead) {
-					t.Fatalf("defaults not applied: %+v", c.cfg)
+					t.Fatalf("defaults not applied (recycle-after zero stays zero: the cluster's): %+v", c.cfg)
 				}
 				return
 			}

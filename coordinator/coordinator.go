@@ -102,6 +102,10 @@ type Identity struct {
 	// PrevStopped: that holder stopped cleanly, so its fence is the time of
 	// its last ID, not a lease fence up to --zk-fence-ahead ahead of it.
 	PrevStopped bool
+	// RecycleAfter is the cluster's recycle-after as this Claim read it
+	// from the cluster znode (Config.RecycleAfter when that is set: they
+	// are equal), the one its scan for a free worker ID used.
+	RecycleAfter time.Duration
 }
 
 // Peer is a live node found under alive/.

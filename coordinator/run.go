@@ -352,7 +352,7 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkclient.Client) erro
 	c.mu.Lock()
 	want, token, cachedInc := c.st.workerID, c.st.token, c.st.incarnation
 	c.mu.Unlock()
-	inc, err := c.ensureCluster(ctx, z)
+	cd, err := c.ensureCluster(ctx, z)
 	if err != nil {
 		if zkclient.Transient(err) || stopping(ctx, err) {
 			return err
@@ -360,7 +360,7 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkclient.Client) erro
 		c.block(fmt.Sprintf("serving cached worker ID %d, but the cluster in ZooKeeper does not fit: %v", want, err))
 		return nil
 	}
-	if err := checkIncarnation(c.cfg.Cluster, inc, Prior{Incarnation: cachedInc}); err != nil {
+	if err := checkIncarnation(c.cfg.Cluster, cd.Incarnation, Prior{Incarnation: cachedInc}); err != nil {
 		c.block(fmt.Sprintf("serving cached worker ID %d: %v", want, err))
 		return nil
 	}
@@ -381,7 +381,7 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkclient.Client) erro
 	}
 	mine := fencing.Adopt(own.workerID, want, own.data.Token, token)
 	c.mu.Lock()
-	c.st.verified, c.st.path, c.st.version, c.st.data, c.st.incarnation = true, own.path, own.version, own.data, inc
+	c.st.verified, c.st.path, c.st.version, c.st.data, c.st.incarnation = true, own.path, own.version, own.data, cd.Incarnation
 	c.st.reclaim = !mine
 	if !mine && c.st.reclaimToken == "" {
 		c.st.reclaimToken = zkclient.NewToken()

@@ -82,7 +82,7 @@ type Config struct {
 	ReportInterval    time.Duration // --report-interval (ZooKeeper mode)
 	MaxStartWait      time.Duration // --max-start-wait
 	ZKFenceAhead      time.Duration // --zk-fence-ahead (ZooKeeper mode): G, the ZooKeeper fence's lead
-	RecycleAfter      time.Duration // --recycle-after (ZooKeeper mode)
+	RecycleAfter      time.Duration // --recycle-after (ZooKeeper mode): 0 = unset, the cluster's recorded value
 	// AcceptNewIncarnation (--accept-new-incarnation): start although the
 	// cache file belongs to another incarnation of the cluster.
 	AcceptNewIncarnation bool
@@ -189,7 +189,6 @@ func defaultConfig() Config {
 		ReportInterval:    coordinator.DefaultReportInterval,
 		MaxStartWait:      10 * time.Second,
 		ZKFenceAhead:      coordinator.DefaultZKFenceAhead,
-		RecycleAfter:      coordinator.DefaultRecycleAfter,
 		NTPInterval:       clockguard.DefaultNTPInterval,
 		NTPMaxOffset:      clockguard.DefaultNTPMaxOffset,
 		PeerInterval:      clockguard.DefaultPeerInterval,
@@ -226,7 +225,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReportInterval, "report-interval", d.ReportInterval, "how often the node renews its ZooKeeper fence (and reports last_ts); at most --zk-fence-ahead/6")
 	fs.DurationVar(&c.MaxStartWait, "max-start-wait", d.MaxStartWait, "at start, wait this long for the clock to pass the fence; longer = out of service (clock_behind_fence)")
 	fs.DurationVar(&c.ZKFenceAhead, "zk-fence-ahead", d.ZKFenceAhead, "G: IDs only up to a fence ZooKeeper acknowledged, renewed to now+G; serving without ZooKeeper stops after about G (out of service at G/3 left)")
-	fs.DurationVar(&c.RecycleAfter, "recycle-after", d.RecycleAfter, "a worker ID without lease and fence renewal for this long may be taken over (a cluster-wide setting)")
+	fs.DurationVar(&c.RecycleAfter, "recycle-after", d.RecycleAfter, "a worker ID without lease and fence renewal for this long may be taken over; a cluster-wide setting: unset (0), the cluster's recorded value (24h for a cluster this node creates); set, it must equal the cluster's (snowflakectl cluster set changes that)")
 	fs.BoolVar(&c.AcceptNewIncarnation, "accept-new-incarnation", d.AcceptNewIncarnation, "start although the cache file belongs to another incarnation of the cluster (ZooKeeper rebuilt); claims afresh after the cache fence")
 	fs.BoolVar(&c.CreateCluster, "create-cluster", d.CreateCluster, "create the cluster in ZooKeeper (with this node's layout, --worker-id-range and --recycle-after) when it does not exist; without it a node refuses a missing cluster (a mistyped --cluster never starts a new one); snowflakectl cluster create is the deliberate way")
 	fs.StringVar(&c.NTP, "ntp", d.NTP, "NTP servers to check the clock against, comma-separated; empty disables the check")
@@ -498,7 +497,12 @@ func (v *validation) fences() {
 	if c.MaxStartWait < 0 {
 		v.bad("--max-start-wait %s: must not be negative", c.MaxStartWait)
 	}
-	v.positive("--recycle-after", c.RecycleAfter)
+	switch {
+	case c.RecycleAfter < 0:
+		v.bad("--recycle-after %s: must not be negative (leave it unset to use the cluster's)", c.RecycleAfter)
+	case c.RecycleAfter > 0 && c.RecycleAfter < time.Millisecond:
+		v.bad("--recycle-after %s: want 1ms or more (or leave it unset to use the cluster's)", c.RecycleAfter)
+	}
 	switch {
 	case c.ZKFenceAhead <= 0:
 		v.positive("--zk-fence-ahead", c.ZKFenceAhead)

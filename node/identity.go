@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"codeberg.org/snowflaked/snowflaked/fencing"
 	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
@@ -30,6 +31,11 @@ type identity struct {
 	// ZooKeeper fence, not one this node's disk wrote (no or another cache
 	// file, or a take-over since): waiting for it is prev_holder_fence.
 	prevHolder *fencing.PrevHolder
+	// recycleAfter is the recycle-after the claim used (0: unknown, the
+	// cluster's not read) and recycleAfterFrom where it came from, for the
+	// log (ZooKeeper mode).
+	recycleAfter     time.Duration
+	recycleAfterFrom string
 }
 
 // standaloneIdentity takes worker ID and layout from the flags and the

@@ -511,7 +511,10 @@ func (n *node) logStart(addr net.Addr) {
 		Int64("fence_ms", n.ident.entry.Fence).Str("fence_from", n.ident.from)
 	if n.coord != nil {
 		ev = ev.Str("cluster", n.cfg.Cluster).Str("node_key", n.nodeKey).Str("advertise", n.advertise).
-			Bool("from_cache", n.ident.resumed)
+			Bool("from_cache", n.ident.resumed).Str("recycle_after_from", n.ident.recycleAfterFrom)
+		if n.ident.recycleAfter > 0 {
+			ev = ev.Str("recycle_after", n.ident.recycleAfter.String())
+		}
 	}
 	ev.Float64("years_left", math.Round(years*10)/10).Bool("chaos_build", ChaosBuild).Msg("snowflaked starting")
 	n.checkTimeField()

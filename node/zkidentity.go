@@ -89,6 +89,10 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 	e.WorkerID, e.Fence = zid.WorkerID, zid.PrevFence
 	e.Incarnation, e.Token, e.ZKFence, e.ZKSession = zid.Incarnation, zid.Token, zid.ZKFence, zid.Session
 	id.from = "zookeeper (the previous holder's fence)"
+	id.recycleAfter, id.recycleAfterFrom = zid.RecycleAfter, "the cluster's (--recycle-after unset)"
+	if cfg.RecycleAfter != 0 {
+		id.recycleAfterFrom = "--recycle-after (equal to the cluster's)"
+	}
 	matches := cached.Matches(cfg.Cluster, nodeKey, zid.WorkerID) && (cached.Incarnation == "" || cached.Incarnation == zid.Incarnation || cfg.AcceptNewIncarnation)
 	fence, fromCache := fencing.StartAfter(
 		fencing.Record{Token: zid.Token, Fence: zid.ZKFence, PrevToken: zid.PrevToken, PrevFence: zid.PrevFence},
@@ -150,6 +154,10 @@ func resumeFromCache(cfg Config, nodeKey string, c claimer, id identity, cached 
 		id.entry.ZKFence = 0 // a file from before fencing tokens grants nothing until ZooKeeper answers
 	}
 	id.from = "cache file " + cfg.CacheFile + " (ZooKeeper unreachable)"
+	id.recycleAfter, id.recycleAfterFrom = cfg.RecycleAfter, "the cluster's, not read yet (ZooKeeper unreachable; a resumed node recycles nothing)"
+	if cfg.RecycleAfter != 0 {
+		id.recycleAfterFrom = "--recycle-after, not checked against the cluster's yet (ZooKeeper unreachable)"
+	}
 	id.resumed = true
 	log.Warn().Err(claimErr).Int64("worker_id", cached.WorkerID).Int64("fence_ms", cached.Fence).Int64("zk_fence_ms", id.entry.ZKFence).
 		Int64("zk_reported_ms", cached.ZKReported).

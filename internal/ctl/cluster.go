@@ -16,11 +16,12 @@ import (
 )
 
 // clusterUsage is the usage line of "snowflakectl cluster".
-const clusterUsage = "cluster create <name> [--layout 41/10/12 --epoch … --time-unit 1ms --gene-bits 0 --worker-id-range LO-HI --recycle-after 24h] | list [--json] | delete <name> --yes  (--zk host:2181,… [--zk-auth user:pass])"
+const clusterUsage = "cluster create <name> [--layout 41/10/12 --epoch … --time-unit 1ms --gene-bits 0 --worker-id-range LO-HI --recycle-after 24h] | set <name> --recycle-after 24h | list [--json] | delete <name> --yes  (--zk host:2181,… [--zk-auth user:pass])"
 
 // clusterUsages are the usage lines of cluster's subcommands.
 var clusterUsages = map[string]string{
 	"create": "cluster create <name> --zk host:2181,… [--layout 41/10/12] [--epoch 2024-01-01T00:00:00Z] [--time-unit 1ms] [--gene-bits 0] [--worker-id-range LO-HI] [--recycle-after 24h] [--zk-auth user:pass]",
+	"set":    "cluster set <name> --recycle-after 24h --zk host:2181,… [--zk-auth user:pass]",
 	"list":   "cluster list --zk host:2181,… [--json]",
 	"delete": "cluster delete <name> --yes --zk host:2181,… [--zk-auth user:pass]",
 }
@@ -78,7 +79,7 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 	sub, args := args[0], args[1:]
 	switch sub {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n\nRun 'snowflakectl cluster <create|list|delete> --help' for a subcommand's flags.\n", clusterUsage)
+		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n\nRun 'snowflakectl cluster <create|set|list|delete> --help' for a subcommand's flags.\n", clusterUsage)
 		return exitOK
 	}
 	usageLine, ok := clusterUsages[sub]
@@ -104,7 +105,12 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 		unit = fs.String("time-unit", "1ms", "length of one timestamp tick (as snowflaked --time-unit)")
 		geneBits = fs.Uint("gene-bits", 0, fmt.Sprintf("low bits of the sequence given to a gene, 0..%d (as snowflaked --gene-bits)", snowflake.MaxGeneBits))
 		workerRange = fs.String("worker-id-range", "", "LO-HI: the worker IDs the cluster claims (default all of the layout's; as snowflaked --worker-id-range)")
-		recycleAfter = fs.Duration("recycle-after", coordinator.DefaultRecycleAfter, "a worker ID without lease and fence renewal for this long may be taken over (as snowflaked --recycle-after)")
+		recycleAfter = fs.Duration("recycle-after", 0, "a worker ID without lease and fence renewal for this long may be taken over (as snowflaked --recycle-after); unset: 24h for a new cluster, and an existing cluster's value, whatever it is, is accepted")
+	case "set":
+		recycleAfter = fs.Duration("recycle-after", 0, "the cluster's new recycle-after: a worker ID without lease and fence renewal for this long may be taken over (1ms or more)")
+		for _, f := range fixedSettings {
+			fs.String(f.flag, "", "refused: cannot change on an existing cluster ("+f.short+")")
+		}
 	case "list":
 		asJSON = fs.Bool("json", false, "print the clusters as a JSON array")
 	case "delete":
@@ -130,6 +136,8 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 	switch sub {
 	case "create":
 		return clusterCreate(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, createFlags{*layout, *epoch, *unit, *geneBits, *workerRange, *recycleAfter}, stdout, stderr)
+	case "set":
+		return clusterSet(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, fs, *recycleAfter, stdout, stderr)
 	case "list":
 		return clusterList(ctx, cmd, servers, *a.auth, *a.timeout, *asJSON, stdout, stderr)
 	}
@@ -170,8 +178,8 @@ func (f createFlags) spec(now time.Time) (coordinator.ClusterSpec, error) {
 	if r.Hi > l.MaxWorkerID() {
 		return coordinator.ClusterSpec{}, fmt.Errorf("--worker-id-range %s: layout %s holds worker IDs 0..%d", f.workerRange, l, l.MaxWorkerID())
 	}
-	if f.recycleAfter < time.Millisecond {
-		return coordinator.ClusterSpec{}, fmt.Errorf("--recycle-after %s: want 1ms or more", f.recycleAfter)
+	if f.recycleAfter != 0 && f.recycleAfter < time.Millisecond {
+		return coordinator.ClusterSpec{}, fmt.Errorf("--recycle-after %s: want 1ms or more (or leave it unset)", f.recycleAfter)
 	}
 	return coordinator.ClusterSpec{Layout: l, WorkerIDs: r, RecycleAfter: f.recycleAfter}, nil
 }
@@ -198,8 +206,71 @@ func clusterCreate(ctx context.Context, cmd, name string, servers []string, auth
 	if spec.WorkerIDs == (coordinator.WorkerRange{}) {
 		rng = "0-" + strconv.FormatInt(spec.Layout.MaxWorkerID(), 10)
 	}
-	fmt.Fprintf(stdout, "%s %q: layout %s, worker IDs %s, recycle-after %s, requires %s\n", what, name, spec.Layout.Describe(), rng, spec.RecycleAfter,
+	ra := "none recorded"
+	if res.RecycleAfter > 0 {
+		ra = res.RecycleAfter.String()
+	}
+	fmt.Fprintf(stdout, "%s %q: layout %s, worker IDs %s, recycle-after %s, requires %s\n", what, name, spec.Layout.Describe(), rng, ra,
 		strings.Join(res.Requires, ","))
+	return exitOK
+}
+
+// fixedSettings are the cluster create flags cluster set refuses: the
+// settings that cannot change on an existing cluster, what to do instead
+// (short, for --help) and why.
+var fixedSettings = []struct{ flag, short, why string }{
+	{"layout", "part of the layout: a new cluster", layoutFixed},
+	{"epoch", "part of the layout: a new cluster", layoutFixed},
+	{"time-unit", "part of the layout: a new cluster", layoutFixed},
+	{"gene-bits", "part of the layout: a new cluster", layoutFixed},
+	{"worker-id-range", "a new cluster", "narrowing it strands the nodes holding worker IDs outside the new range, and widening it may overlap " +
+		"another region's cluster, which nothing can check across ensembles; create a new cluster with the range you want " +
+		"(snowflakectl cluster create) and move the nodes to it: see docs/operations.md, \"One ZooKeeper ensemble per region\""},
+}
+
+// layoutFixed is why the layout's flags cannot change on a cluster.
+const layoutFixed = "the layout gives the cluster's IDs their meaning: with another one, IDs already issued would read as other times " +
+	"and workers, and new IDs could repeat them; create a new cluster (snowflakectl cluster create) and move the nodes to it: " +
+	"see docs/operations.md, \"Picking a layout\""
+
+// clusterSet is "snowflakectl cluster set": it changes the settings that
+// may change on an existing cluster and refuses the others (exit 2).
+func clusterSet(ctx context.Context, cmd, name string, servers []string, auth string, timeout time.Duration, fs *flag.FlagSet, recycleAfter time.Duration,
+	stdout, stderr io.Writer) int {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	refused := false
+	for _, f := range fixedSettings {
+		if given[f.flag] {
+			fmt.Fprintf(stderr, "%s: --%s cannot change on an existing cluster: %s\n", cmd, f.flag, f.why)
+			refused = true
+		}
+	}
+	switch {
+	case refused:
+		return exitUsage
+	case !given["recycle-after"]:
+		fmt.Fprintf(stderr, "%s: want a setting to change: %s\n", cmd, clusterUsages["set"])
+		return exitUsage
+	case recycleAfter < time.Millisecond:
+		fmt.Fprintf(stderr, "%s: --recycle-after %s: want 1ms or more\n", cmd, recycleAfter)
+		return exitUsage
+	}
+	res, err := coordinator.SetCluster(ctx, servers, auth, name, coordinator.ClusterChange{RecycleAfter: recycleAfter}, timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return adminExit(err)
+	}
+	if !res.Changed {
+		fmt.Fprintf(stdout, "cluster %q: recycle-after is %s already, nothing to do\n", name, res.RecycleAfter)
+		return exitOK
+	}
+	old := res.OldRecycleAfter.String()
+	if res.OldRecycleAfter == 0 {
+		old = "none recorded"
+	}
+	fmt.Fprintf(stdout, "cluster %q: recycle-after %s → %s; nodes use it from their next start (one started with --recycle-after set to another value is refused then: leave the flag unset)\n",
+		name, old, res.RecycleAfter)
 	return exitOK
 }
 
@@ -217,10 +288,10 @@ func clusterList(ctx context.Context, cmd string, servers []string, auth string,
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tLAYOUT\tEPOCH\tUNIT\tWORKER IDS\tWORKERS\tIN SERVICE\tREQUIRES\tPROBLEM")
+	fmt.Fprintln(tw, "NAME\tLAYOUT\tEPOCH\tUNIT\tWORKER IDS\tRECYCLE AFTER\tWORKERS\tIN SERVICE\tREQUIRES\tPROBLEM")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Name, dash(r.Layout), dash(r.Epoch), dash(r.Unit), dash(r.WorkerIDs),
-			r.Workers, r.InService, dash(strings.Join(r.Requires, ",")), dash(r.Problem))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Name, dash(r.Layout), dash(r.Epoch), dash(r.Unit), dash(r.WorkerIDs),
+			dash(r.RecycleAfter), r.Workers, r.InService, dash(strings.Join(r.Requires, ",")), dash(r.Problem))
 	}
 	tw.Flush()
 	return exitOK

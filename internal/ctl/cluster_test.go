@@ -10,9 +10,10 @@ import (
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
-// TestIntegration_ClusterAndNodeCommands runs cluster create, list and
-// delete and node retire against a real ZooKeeper, in order: each step
-// sees what the ones before it did.
+// TestIntegration_ClusterAndNodeCommands runs cluster create, set, list
+// and delete and node retire against a real ZooKeeper, in order: each step
+// sees what the ones before it did (a worker without recycle-after joins
+// prod after cluster set changed its value).
 func TestIntegration_ClusterAndNodeCommands(t *testing.T) {
 	zk := zkharness.StartStandalone(t)
 	z := zk.ConnectString()
@@ -40,7 +41,31 @@ func TestIntegration_ClusterAndNodeCommands(t *testing.T) {
 		{"create with too many gene bits", []string{"cluster", "create", "x", "--zk", z, "--gene-bits", "11"}, 2, nil, []string{"--gene-bits 11"}},
 		{"create without a name", []string{"cluster", "create", "--zk", z}, 2, nil, []string{"want 1 argument(s)"}},
 		{"create with a bad name", []string{"cluster", "create", "a/b", "--zk", z}, 2, nil, []string{"a/b"}},
-		{"list", []string{"cluster", "list", "--zk", z}, 0, []string{"NAME", "prod", "staging", "0-1023", "500-600", "tag_incarnation,worker_id_range"}, nil},
+		{"set", []string{"cluster", "set", "prod", "--recycle-after", "1h", "--zk", z}, 0,
+			[]string{`cluster "prod": recycle-after 24h0m0s → 1h0m0s; nodes use it from their next start`}, nil},
+		{"set again: same value", []string{"cluster", "set", "prod", "--recycle-after", "60m", "--zk", z}, 0,
+			[]string{`cluster "prod": recycle-after is 1h0m0s already, nothing to do`}, nil},
+		{"create again without recycle-after: the value set is kept", []string{"cluster", "create", "prod", "--zk", z}, 0,
+			[]string{`cluster exists with these settings, nothing to do: "prod"`, "recycle-after 1h0m0s"}, nil},
+		{"create again with the old recycle-after", []string{"cluster", "create", "prod", "--zk", z, "--recycle-after", "24h"}, 2,
+			nil, []string{`cluster "prod" exists with --recycle-after 1h0m0s, asked for 24h0m0s`}},
+		{"set without a setting", []string{"cluster", "set", "prod", "--zk", z}, 2, nil,
+			[]string{"want a setting to change: cluster set <name> --recycle-after 24h"}},
+		{"set the layout", []string{"cluster", "set", "prod", "--layout", "js53", "--zk", z}, 2, nil,
+			[]string{"--layout cannot change on an existing cluster", "IDs already issued", "create a new cluster", `docs/operations.md, "Picking a layout"`}},
+		{"set the epoch", []string{"cluster", "set", "prod", "--epoch", "2025-01-01T00:00:00Z", "--zk", z}, 2, nil, []string{"--epoch cannot change", "create a new cluster"}},
+		{"set the time unit", []string{"cluster", "set", "prod", "--time-unit", "10ms", "--zk", z}, 2, nil, []string{"--time-unit cannot change", "create a new cluster"}},
+		{"set the gene bits", []string{"cluster", "set", "prod", "--gene-bits", "2", "--zk", z}, 2, nil, []string{"--gene-bits cannot change", "create a new cluster"}},
+		{"set the range, with recycle-after", []string{"cluster", "set", "prod", "--worker-id-range", "0-511", "--recycle-after", "2h", "--zk", z}, 2, nil,
+			[]string{"--worker-id-range cannot change", "narrowing it strands", "widening it may overlap another region's cluster", "create a new cluster",
+				`"One ZooKeeper ensemble per region"`}},
+		{"set a bad duration", []string{"cluster", "set", "prod", "--recycle-after", "3", "--zk", z}, 2, nil, []string{`--recycle-after "3": want a duration like 3s`}},
+		{"set below 1ms", []string{"cluster", "set", "prod", "--recycle-after", "1us", "--zk", z}, 2, nil, []string{"--recycle-after 1µs: want 1ms or more"}},
+		{"set zero", []string{"cluster", "set", "prod", "--recycle-after", "0s", "--zk", z}, 2, nil, []string{"--recycle-after 0s: want 1ms or more"}},
+		{"set a missing cluster", []string{"cluster", "set", "prdo", "--recycle-after", "1h", "--zk", z}, 2, nil,
+			[]string{`cluster "prdo" does not exist`, "the clusters there are prod, staging", "did you mean prod?"}},
+		{"set without a name", []string{"cluster", "set", "--recycle-after", "1h", "--zk", z}, 2, nil, []string{"want 1 argument(s)"}},
+		{"list", []string{"cluster", "list", "--zk", z}, 0, []string{"NAME", "RECYCLE AFTER", "prod", "staging", "0-1023", "500-600", "1h0m0s", "24h0m0s", "tag_incarnation,worker_id_range"}, nil},
 		{"delete without --yes", []string{"cluster", "delete", "staging", "--zk", z}, 2, nil, []string{"add --yes"}},
 		{"delete a missing cluster", []string{"cluster", "delete", "prdo", "--yes", "--zk", z}, 2, nil, []string{`cluster "prdo" does not exist`, "did you mean prod?"}},
 		{"delete", []string{"cluster", "delete", "staging", "--yes", "--zk", z}, 0, []string{`deleted cluster "staging"`}, nil},
@@ -80,7 +105,7 @@ func TestIntegration_ClusterAndNodeCommands(t *testing.T) {
 	}
 	var rows []coordinator.ClusterInfo
 	if err := json.Unmarshal(stdout.Bytes(), &rows); err != nil || len(rows) != 1 || rows[0].Name != "prod" || rows[0].Workers != 1 ||
-		rows[0].WorkerIDs != "0-1023" || rows[0].Layout != "41/10/12" {
+		rows[0].WorkerIDs != "0-1023" || rows[0].Layout != "41/10/12" || rows[0].RecycleAfter != "1h0m0s" {
 		t.Fatalf("list --json = %s (%v)", stdout.String(), err)
 	}
 	for _, args := range [][]string{{"cluster", "delete", "prod", "--yes"}, {"node", "retire", "node-a", "--cluster", "prod"}} {

@@ -48,7 +48,7 @@ var commands = []Command{
 	{Name: "probe", Summary: usages["probe"] + ": GET url; exit 0 on 2xx, else 1 with status and body on stderr (health checks)", Run: probe},
 	{Name: "get", Summary: usages["get"] + ": IDs through the Go client, one a line", Run: get},
 	{Name: "segment", Summary: segmentUsage + ": dense-ID tags", Run: Segment},
-	{Name: "cluster", Summary: clusterUsage + ": create, list and delete clusters", Run: cluster},
+	{Name: "cluster", Summary: clusterUsage + ": create, change, list and delete clusters", Run: cluster},
 	{Name: "node", Summary: nodeUsage + ": let a dead node's worker ID be reused before recycle-after, after its fence", Run: node},
 	{Name: "bench", Summary: usages["bench"] + ": load loopback nodes through the client; IDs/s, latency, failovers", Run: bench},
 }

@@ -135,3 +135,45 @@ func TestRetireDeadNode(t *testing.T) {
 		t.Errorf("the retired row still holds worker %d", r.WorkerID)
 	}
 }
+
+// TestIntegration_ClusterSetRecycleAfterFollowed: nodes without
+// --recycle-after follow the cluster's value, and their start line says
+// which value and where it came from; after snowflakectl cluster set a new
+// node uses the new value (cluster list shows it), one that sets it
+// explicitly to that value joins, and one set to the old value is refused
+// (exit 2) saying how to follow the cluster's.
+func TestIntegration_ClusterSetRecycleAfterFollowed(t *testing.T) {
+	zk := zkharness.StartStandalone(t)
+	z := zk.ConnectString()
+	checkStart := func(key, want, from string, extra ...string) {
+		t.Helper()
+		p := start(t, binSnowflaked, clusterArgs(t.TempDir(), z, "follow", key, extra...))
+		m := p.waitStarted()
+		if got, _ := m["recycle_after"].(string); got != want {
+			t.Errorf("%s: start line recycle_after %q, want %q: %v", key, got, want, m)
+		}
+		if got, _ := m["recycle_after_from"].(string); !strings.Contains(got, from) {
+			t.Errorf("%s: start line recycle_after_from %q, want it to contain %q", key, got, from)
+		}
+	}
+	checkStart("a", "24h0m0s", "the cluster's (--recycle-after unset)")
+	code, out, errOut := ctl(t, "cluster", "set", "follow", "--recycle-after", "5m", "--zk", z)
+	if code != 0 || !strings.Contains(out, `cluster "follow": recycle-after 24h0m0s → 5m0s`) {
+		t.Fatalf("cluster set: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	checkStart("b", "5m0s", "the cluster's (--recycle-after unset)")
+	checkStart("c", "5m0s", "--recycle-after (equal to the cluster's)", "--recycle-after", "5m")
+	d := start(t, binSnowflaked, clusterArgs(t.TempDir(), z, "follow", "d", "--recycle-after", "24h"))
+	if code := d.exitCode(); code != 2 {
+		t.Fatalf("a node with the old --recycle-after: exit %d, want 2; output:\n%s", code, d.Output())
+	}
+	for _, s := range []string{"uses --recycle-after 5m0s, this node is configured with 24h0m0s", "leave --recycle-after unset"} {
+		if !strings.Contains(d.Output(), s) {
+			t.Errorf("output lacks %q:\n%s", s, d.Output())
+		}
+	}
+	code, out, errOut = ctl(t, "cluster", "list", "--zk", z)
+	if code != 0 || !strings.Contains(out, "RECYCLE AFTER") || !strings.Contains(out, "5m0s") {
+		t.Fatalf("cluster list: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
