@@ -225,13 +225,13 @@ var fixedSettings = []struct{ flag, short, why string }{
 	{"gene-bits", "part of the layout: a new cluster", layoutFixed},
 	{"worker-id-range", "a new cluster", "narrowing it strands the nodes holding worker IDs outside the new range, and widening it may overlap " +
 		"another region's cluster, which nothing can check across ensembles; create a new cluster with the range you want " +
-		"(snowflakectl cluster create) and move the nodes to it: see docs/operations.md, \"One ZooKeeper ensemble per region\""},
+		"(snowflakectl cluster create) and move the nodes to it: see docs/procedures.md, \"Move to a new cluster or layout\""},
 }
 
 // layoutFixed is why the layout's flags cannot change on a cluster.
 const layoutFixed = "the layout gives the cluster's IDs their meaning: with another one, IDs already issued would read as other times " +
 	"and workers, and new IDs could repeat them; create a new cluster (snowflakectl cluster create) and move the nodes to it: " +
-	"see docs/operations.md, \"Picking a layout\""
+	"see docs/procedures.md, \"Move to a new cluster or layout\""
 
 // clusterSet is "snowflakectl cluster set": it changes the settings that
 // may change on an existing cluster and refuses the others (exit 2).

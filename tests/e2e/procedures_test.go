@@ -80,6 +80,13 @@ var procedureChecks = map[string]func(t *testing.T, out string){
 			t.Error("the rehearsal shows no VERSION (status) or REQUIRES (cluster list) column")
 		}
 	},
+	"Change a cluster-wide setting": func(t *testing.T, out string) {
+		for _, want := range []string{"6h0m0s", `"recycle_after":"6h0m0s"`, "a new cluster"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the rehearsal shows no %q (the set value, the node following it, the refusal's reason)", want)
+			}
+		}
+	},
 	"Move to a new cluster or layout": func(t *testing.T, out string) {
 		if !strings.Contains(out, "the new cluster's IDs are larger") {
 			t.Error("the new cluster's first ID was not shown larger")
