@@ -407,7 +407,7 @@ func (c *Client) serve(ep *endpoint, n int, deadline time.Time, want func() bool
 		if h := c.cfg.Hooks.Failover; h != nil {
 			h(node, err)
 		}
-		c.log.Warn().Err(err).Str("node", node).Msg("snowflaked client: failing over")
+		c.log.Warn("snowflaked client: failing over", "node", node, "error", err)
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
 			break
 		}

@@ -32,13 +32,14 @@
 // Next calls are unique but not always increasing.
 //
 // The package builds none of the server: it needs the ZooKeeper client
-// (discovery) and zerolog, nothing else.
+// (discovery), nothing else; it logs through log/slog.
 package client
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"slices"
@@ -47,8 +48,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/client/wire"
 )
@@ -123,9 +122,9 @@ type Config struct {
 	PrefetchMaxAge time.Duration
 	// Hooks receive the client's events (nil ones are skipped).
 	Hooks Hooks
-	// Log receives a line per failover and per node marked down; the zero
-	// Logger discards everything.
-	Log zerolog.Logger
+	// Log receives a line per failover and per failed prefetch, at level
+	// Warn; nil discards everything.
+	Log *slog.Logger
 }
 
 // Hooks are called on the client's and the callers' goroutines: they must
@@ -153,7 +152,7 @@ type Stats struct {
 // use. Close it when done.
 type Client struct {
 	cfg  Config
-	log  zerolog.Logger
+	log  *slog.Logger
 	pool *pool
 	stop chan struct{}
 	done sync.WaitGroup // batch and prefetch goroutines
@@ -221,6 +220,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		if !isHostPort(s) {
 			return bad("ZooKeeper server %q is not host:port", s)
 		}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Cluster == "" {
 		cfg.Cluster = "default"

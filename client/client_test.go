@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -487,4 +488,37 @@ func TestCloseFailsQueuedAndInFlightCalls(t *testing.T) {
 		t.Fatalf("%d connections open after Close", n)
 	}
 	eventually(t, "the node sees the connection closed", func() bool { return hang.conns.Load() == 0 })
+}
+
+// Config.Log gets a line per failover through log/slog, naming the node
+// and its error; a nil Log discards.
+func TestLogThroughSlog(t *testing.T) {
+	tests := []struct {
+		name string
+		log  func(*bytes.Buffer) *slog.Logger
+		want []string
+	}{
+		{"slog", func(b *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }, []string{"level=WARN", "failing over", "node=", "refused"}},
+		{"nil discards", func(*bytes.Buffer) *slog.Logger { return nil }, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			bad := closedAddr(t)
+			good := startFake(t, 1, nil)
+			c := newClient(t, Config{Servers: []string{bad, good.addr}, Log: tc.log(&buf)})
+			if _, err := c.NextN(context.Background(), 2); err != nil {
+				t.Fatal(err)
+			}
+			got := buf.String()
+			if tc.want == nil && got != "" {
+				t.Fatalf("logged %q, want nothing", got)
+			}
+			for _, w := range append(tc.want, bad) {
+				if tc.want != nil && !strings.Contains(got, w) {
+					t.Errorf("log %q does not contain %q", got, w)
+				}
+			}
+		})
+	}
 }

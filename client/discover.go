@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/client/wire"
 )
@@ -29,7 +29,7 @@ const zkConnectTimeout = 10 * time.Second
 type discovery struct {
 	conn      *zk.Conn
 	dir       string
-	log       zerolog.Logger
+	log       *slog.Logger
 	onChange  func([]string)
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -39,7 +39,7 @@ type discovery struct {
 // discover connects to ZooKeeper, reads the live nodes, and keeps
 // following them until close. The cluster must exist. Trouble after the
 // start is retried and logged; the last list stays in force meanwhile.
-func discover(ctx context.Context, servers []string, cluster, auth string, log zerolog.Logger, onChange func([]string)) (*discovery, error) {
+func discover(ctx context.Context, servers []string, cluster, auth string, log *slog.Logger, onChange func([]string)) (*discovery, error) {
 	conn, _, err := zk.Connect(servers, zkConnectTimeout, zk.WithLogger(zkLog{log}))
 	if err != nil {
 		return nil, fmt.Errorf("discovery: connect to ZooKeeper %s: %w", strings.Join(servers, ","), err)
@@ -102,7 +102,7 @@ func (d *discovery) list() (<-chan zk.Event, error) {
 	for _, name := range names {
 		id, ok := wire.ParseAliveName(name)
 		if !ok {
-			d.log.Warn().Str("znode", d.dir+"/"+name).Msg("snowflaked client: skipping a znode that is not an alive entry")
+			d.log.Warn("snowflaked client: skipping a znode that is not an alive entry", "znode", d.dir+"/"+name)
 			continue
 		}
 		data, _, err := d.conn.Get(d.dir + "/" + name)
@@ -113,7 +113,7 @@ func (d *discovery) list() (<-chan zk.Event, error) {
 			return nil, fmt.Errorf("discovery: read %s/%s: %w", d.dir, name, err)
 		}
 		if !isHostPort(string(data)) {
-			d.log.Warn().Str("znode", d.dir+"/"+name).Msg("snowflaked client: skipping an alive entry that is not host:port")
+			d.log.Warn("snowflaked client: skipping an alive entry that is not host:port", "znode", d.dir+"/"+name)
 			continue
 		}
 		addrs, ids = append(addrs, string(data)), append(ids, id)
@@ -149,7 +149,7 @@ func (d *discovery) follow(ctx context.Context, ch <-chan zk.Event) {
 				break
 			}
 			if attempt == 0 {
-				d.log.Warn().Err(err).Msg("snowflaked client: cannot read the live nodes; keeping the last list and retrying")
+				d.log.Warn("snowflaked client: cannot read the live nodes; keeping the last list and retrying", "error", err)
 			}
 			select {
 			case <-ctx.Done():
@@ -170,8 +170,8 @@ func (d *discovery) close() {
 }
 
 // zkLog sends go-zookeeper's lines to the client's logger at debug level.
-type zkLog struct{ log zerolog.Logger }
+type zkLog struct{ log *slog.Logger }
 
 func (l zkLog) Printf(format string, args ...any) {
-	l.log.Debug().Str("component", "zk-client").Msgf(format, args...)
+	l.log.Debug(fmt.Sprintf(format, args...), "component", "zk-client")
 }
