@@ -1,8 +1,9 @@
 // Package client is the Go client of snowflaked for application fleets.
 //
-// It finds the nodes (a static list, or ZooKeeper's alive/ znodes, which
-// hold exactly the nodes in service) and asks them for IDs over keep-alive
-// HTTP/1.1 connections of its own:
+// It finds the nodes through a Discovery (a static list; Bootstrap, which
+// asks any node for the cluster's members; or the subpackage zkdiscovery,
+// which follows ZooKeeper's alive/ znodes) and asks them for IDs over
+// keep-alive HTTP/1.1 connections of its own:
 //
 //   - Next and NextN: snowflake IDs, from GET /ids?count=N;
 //   - NextSegment and NextSegmentN: the dense IDs of a tag, from
@@ -31,8 +32,9 @@
 // ID lags the call by at most that; with it, one goroutine's successive
 // Next calls are unique but not always increasing.
 //
-// The package builds none of the server: it needs the ZooKeeper client
-// (discovery), nothing else; it logs through log/slog.
+// The package builds on the standard library alone (and client/wire, the
+// contract shared with the nodes): none of the server, no ZooKeeper client;
+// it logs through log/slog.
 package client
 
 import (
@@ -81,16 +83,15 @@ var (
 	ErrRejected = errors.New("request rejected by snowflaked")
 )
 
-// Config configures a Client: either Servers or ZK.
+// Config configures a Client: either Servers or Discovery.
 type Config struct {
-	// Servers is a static list of nodes, "host:port" each.
+	// Servers is a static list of nodes, "host:port" each (the same as
+	// Discovery: Static(Servers)).
 	Servers []string
-	// ZK lists ZooKeeper servers ("host:port"): the client follows the
-	// cluster's alive/ znodes instead of a static list. Cluster defaults to
-	// "default"; ZKAuth is "user:password" when the znodes are protected.
-	ZK      []string
-	Cluster string
-	ZKAuth  string
+	// Discovery finds the nodes instead: a Bootstrap (ask any node for the
+	// cluster's members), a zkdiscovery.Discovery (follow ZooKeeper's
+	// alive/ znodes), or one of your own. The client does not close it.
+	Discovery Discovery
 	// MaxBatch bounds one request (default 1000; at most the nodes'
 	// --max-batch). A batch asks for exactly what the callers waiting want,
 	// never more.
@@ -156,7 +157,6 @@ type Client struct {
 	pool *pool
 	stop chan struct{}
 	done sync.WaitGroup // batch and prefetch goroutines
-	disc *discovery
 
 	ids *batcher // snowflake IDs
 
@@ -173,8 +173,9 @@ type Client struct {
 	closed                                     atomic.Bool
 }
 
-// New checks cfg and starts the client (in ZooKeeper mode it connects and
-// reads the live nodes first).
+// New checks cfg and starts the client with the nodes its Discovery gives
+// now, following the changes until Close. ctx is not used after New
+// returns.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -187,13 +188,14 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		segs: map[string]*batcher{},
 	}
 	c.ids = newBatcher(c, endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamCount + "=", what: "IDs"})
-	if len(cfg.ZK) > 0 {
-		c.disc, err = discover(ctx, cfg.ZK, cfg.Cluster, cfg.ZKAuth, cfg.Log, c.setNodes)
-		if err != nil {
-			return nil, fmt.Errorf("new client: %w", err)
-		}
-	} else {
-		c.setNodes(cfg.Servers)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("new client: %w", err)
+	}
+	nodes, changed := cfg.Discovery.Nodes()
+	c.setNodes(nodes)
+	if changed != nil {
+		c.done.Add(1)
+		go c.follow(changed)
 	}
 	if cfg.Prefetch > 0 {
 		c.pre = newPrefetch(c)
@@ -206,32 +208,21 @@ func (cfg Config) withDefaults() (Config, error) {
 		return Config{}, fmt.Errorf("new client: %w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
 	}
 	switch {
-	case len(cfg.Servers) == 0 && len(cfg.ZK) == 0:
-		return bad("give Servers or ZK")
-	case len(cfg.Servers) > 0 && len(cfg.ZK) > 0:
-		return bad("give Servers or ZK, not both")
+	case len(cfg.Servers) == 0 && cfg.Discovery == nil:
+		return bad("give Servers or Discovery")
+	case len(cfg.Servers) > 0 && cfg.Discovery != nil:
+		return bad("give Servers or Discovery, not both")
 	}
 	for _, s := range cfg.Servers {
 		if !isHostPort(s) {
 			return bad("server %q is not host:port", s)
 		}
 	}
-	for _, s := range cfg.ZK {
-		if !isHostPort(s) {
-			return bad("ZooKeeper server %q is not host:port", s)
-		}
+	if cfg.Discovery == nil {
+		cfg.Discovery = Static(slices.Clone(cfg.Servers))
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Cluster == "" {
-		cfg.Cluster = "default"
-	}
-	if strings.ContainsAny(cfg.Cluster, "/ ") {
-		return bad("cluster %q contains '/' or a space", cfg.Cluster)
-	}
-	if u, p, ok := strings.Cut(cfg.ZKAuth, ":"); cfg.ZKAuth != "" && (!ok || u == "" || p == "") {
-		return bad("ZKAuth must be user:password")
 	}
 	for _, v := range []struct {
 		name string
@@ -472,7 +463,7 @@ func (c *Client) noNode(svc service, failures []string) error {
 		}
 	}
 	if len(c.nodes) == 0 {
-		parts = append(parts, "no node is known (none in service under alive/, or an empty list)")
+		parts = append(parts, "no node is known (the discovery's list is empty)")
 	}
 	slices.Sort(parts)
 	return fmt.Errorf("%w: %s (this batch: %s)", ErrNoNode, strings.Join(parts, "; "), strings.Join(failures, "; "))
@@ -484,7 +475,7 @@ func (c *Client) Stats() Stats {
 		Failovers: c.failovers.Load(), Errors: c.errs.Load()}
 }
 
-// Nodes returns the nodes the client knows (static or from alive/).
+// Nodes returns the nodes the client knows: its Discovery's latest list.
 func (c *Client) Nodes() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -511,9 +502,6 @@ func (c *Client) Close() error {
 	close(c.stop)
 	c.pool.close() // requests in flight fail at once
 	c.done.Wait()
-	if c.disc != nil {
-		c.disc.close()
-	}
 	return nil
 }
 

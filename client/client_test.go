@@ -26,6 +26,7 @@ type fakeNode struct {
 	counts   sync.Map                                                 // batch size -> number of requests
 	behave   func(w http.ResponseWriter, r *http.Request, n int) bool // true: answered by the behaviour
 	conns    atomic.Int64                                             // connections open now
+	list     atomic.Pointer[string]                                   // the /cluster/nodes answer; nil: 404
 }
 
 func startFake(t *testing.T, id int64, behave func(w http.ResponseWriter, r *http.Request, n int) bool) *fakeNode {
@@ -51,6 +52,10 @@ func startFake(t *testing.T, id int64, behave func(w http.ResponseWriter, r *htt
 
 func (f *fakeNode) handle(w http.ResponseWriter, r *http.Request) {
 	f.requests.Add(1)
+	if l := f.list.Load(); l != nil && r.URL.Path == "/cluster/nodes" {
+		writeBody(w, 200, *l)
+		return
+	}
 	n, err := strconv.Atoi(r.URL.Query().Get("count"))
 	if (r.URL.Path != "/ids" && r.URL.Path != "/uuids" && !strings.HasPrefix(r.URL.Path, "/segment/")) || err != nil {
 		writeBody(w, 404, `{"error":{"code":"not_found","message":"no endpoint"}}`)
@@ -375,7 +380,7 @@ func TestPrefetchWaitsForRefill(t *testing.T) {
 func TestConfigAndClose(t *testing.T) {
 	for _, cfg := range []Config{
 		{},
-		{Servers: []string{"a:1"}, ZK: []string{"z:2181"}},
+		{Servers: []string{"a:1"}, Discovery: Static{"b:1"}},
 		{Servers: []string{"nohost"}},
 		{Servers: []string{"a:1"}, MaxBatch: -1},
 		{Servers: []string{"a:1"}, Timeout: -time.Second},
