@@ -68,8 +68,8 @@ type Bootstrap struct {
 
 // NewBootstrap asks the seeds, in order, for the cluster's nodes, and
 // starts polling. ctx bounds the first answer. A bad config is an error
-// wrapping ErrInvalidConfig; no seed answering is an error wrapping
-// ErrNoNode and each seed's failure.
+// wrapping ErrInvalidConfig; no seed answering is a *NoNodeError naming
+// each seed's failure (errors.Is(err, ErrNoNode)).
 func NewBootstrap(ctx context.Context, cfg BootstrapConfig) (*Bootstrap, error) {
 	bad := func(format string, a ...any) (*Bootstrap, error) {
 		return nil, fmt.Errorf("new bootstrap: %w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
@@ -201,8 +201,8 @@ func (b *Bootstrap) set(nodes []string) {
 }
 
 // ask asks addrs in turn for the node list until one answers; with none,
-// an error wrapping ErrNoNode and each one's failure (or ctx's error when
-// it ended).
+// a *NoNodeError naming each one's failure (or ctx's error when it
+// ended).
 func (b *Bootstrap) ask(ctx context.Context, addrs []string) ([]string, error) {
 	var causes []error
 	for _, addr := range addrs {
@@ -215,7 +215,7 @@ func (b *Bootstrap) ask(ctx context.Context, addrs []string) ([]string, error) {
 		}
 		causes = append(causes, err)
 	}
-	return nil, fmt.Errorf("%w: none answered the cluster's node list: %w", ErrNoNode, errors.Join(causes...))
+	return nil, &NoNodeError{What: "the cluster's node list", Causes: causes}
 }
 
 // fetch asks one node for the node list: GET /cluster/nodes, a 200 with a

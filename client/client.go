@@ -24,6 +24,13 @@
 // moves the batch without marking the node down. Any other 4xx is the
 // caller's mistake: returned as ErrRejected, never retried.
 //
+// Errors to branch on: a *RejectedError (errors.Is(err, ErrRejected); its
+// Code is the API's error code), a *NoNodeError when no node could serve
+// the call (errors.Is(err, ErrNoNode); its causes are each node's failure),
+// ErrClosed, and the context's own error (context.Canceled or
+// context.DeadlineExceeded) when the caller's context ended first, on every
+// call and whatever the nodes did meanwhile.
+//
 // Guarantees: no ID is handed out twice (an ID fetched for a caller that
 // gave up is dropped, never kept); the IDs of one call increase (a call
 // larger than MaxBatch, served in several batches, is sorted); IDs of
@@ -39,7 +46,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -67,20 +73,6 @@ const (
 	MaxCount = 1 << 20
 	// MaxTagLen bounds a segment tag, as the nodes do.
 	MaxTagLen = 128
-)
-
-// Sentinel errors callers branch on.
-var (
-	// ErrInvalidConfig is wrapped by New's errors.
-	ErrInvalidConfig = errors.New("invalid client config")
-	// ErrClosed: the client was closed.
-	ErrClosed = errors.New("client closed")
-	// ErrNoNode: no node could serve the call; the error names each node's
-	// last failure.
-	ErrNoNode = errors.New("no snowflaked node available")
-	// ErrRejected: the request is wrong whichever node gets it (a 4xx: a
-	// count out of range, a tag that does not exist); never retried.
-	ErrRejected = errors.New("request rejected by snowflaked")
 )
 
 // Config configures a Client: either Servers or Discovery.
@@ -304,8 +296,11 @@ func (c *Client) NextGene(ctx context.Context, gene uint64) (int64, error) {
 func (c *Client) NextGeneN(ctx context.Context, gene uint64, n int) ([]int64, error) {
 	g := strconv.FormatUint(gene, 10)
 	var bad error
-	if gene > math.MaxInt64 || n < 1 || n > c.cfg.MaxBatch {
-		bad = fmt.Errorf("next %d IDs with gene %d: %w: want a gene up to 2^63-1 and 1..%d IDs", n, gene, ErrRejected, c.cfg.MaxBatch)
+	switch {
+	case gene > math.MaxInt64:
+		bad = &RejectedError{Code: wire.CodeInvalidGene, Message: fmt.Sprintf("next %d IDs with gene %d: want a gene up to 2^63-1", n, gene)}
+	case n < 1 || n > c.cfg.MaxBatch:
+		bad = &RejectedError{Code: wire.CodeInvalidCount, Message: fmt.Sprintf("next %d IDs with gene %d: want 1..%d IDs", n, gene, c.cfg.MaxBatch)}
 	}
 	return c.direct(ctx, &endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamGene + "=" + g + "&" + wire.ParamCount + "=", what: "IDs with gene " + g}, n, bad)
 }
@@ -324,7 +319,8 @@ func (c *Client) direct(ctx context.Context, ep *endpoint, n int, bad error) ([]
 	default:
 		deadline, _ := ctx.Deadline()
 		var ids []int64
-		if ids, err = c.serve(ep, n, deadline, func() bool { return ctx.Err() == nil }); err == nil {
+		ids, err = c.serve(ep, n, deadline, func() bool { return ctx.Err() == nil })
+		if err = callerErr(ctx, ep.what, err); err == nil {
 			c.counted(n)
 			return ids, nil
 		}
@@ -376,7 +372,9 @@ func (c *Client) segment(tag string) (*batcher, error) {
 // printable UTF-8 without '/', space, '?', '#', '%' or '\', not "." or "..".
 // The tag goes into the URL path as is.
 func checkTag(tag string) error {
-	bad := func(why string) error { return fmt.Errorf("%w: tag %q: %s", ErrRejected, tag, why) }
+	bad := func(why string) error {
+		return &RejectedError{Code: wire.CodeInvalidTag, Message: fmt.Sprintf("tag %q: %s", tag, why)}
+	}
 	switch {
 	case tag == "":
 		return bad("empty")
@@ -449,24 +447,23 @@ func (c *Client) markDown(addr string, svc service, d time.Duration, err error) 
 	}
 }
 
-// noNode is the error when a batch found no node: each node's last failure.
-func (c *Client) noNode(svc service, failures []string) error {
+// noNode is the error when a batch of ep found no node: this batch's
+// failures (on the nodes tried), then each other node's last failure for
+// its kind of ID.
+func (c *Client) noNode(ep *endpoint, tried []string, failures []error) *NoNodeError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var parts []string
+	e := &NoNodeError{What: ep.what, Causes: failures}
 	for _, n := range c.nodes {
-		switch {
-		case n.lastErr[svc] != nil:
-			parts = append(parts, n.lastErr[svc].Error())
-		default:
-			parts = append(parts, n.addr+": not tried")
+		switch last := n.lastErr[ep.svc]; {
+		case slices.Contains(tried, n.addr):
+		case last == nil:
+			e.NotTried = append(e.NotTried, n.addr)
+		case !slices.Contains(failures, last):
+			e.Causes = append(e.Causes, last)
 		}
 	}
-	if len(c.nodes) == 0 {
-		parts = append(parts, "no node is known (the discovery's list is empty)")
-	}
-	slices.Sort(parts)
-	return fmt.Errorf("%w: %s (this batch: %s)", ErrNoNode, strings.Join(parts, "; "), strings.Join(failures, "; "))
+	return e
 }
 
 // Stats returns the counters.
