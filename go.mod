@@ -35,6 +35,7 @@ require (
 )
 
 // The client is a module of its own (an application that imports it gets
-// the ZooKeeper client and zerolog, nothing of the server); here it is the
-// copy beside the server.
+// the standard library, and the ZooKeeper client only through
+// client/zkdiscovery, nothing of the server); here it is the copy beside
+// the server.
 replace codeberg.org/snowflaked/snowflaked/client => ./client

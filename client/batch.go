@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 )
 
 // batcher merges the calls for one kind of ID (snowflake IDs, or one tag's
@@ -69,7 +71,7 @@ func (cl *call) release() {
 func (b *batcher) get(ctx context.Context, n int) ([]int64, error) {
 	if n < 1 || n > MaxCount {
 		b.c.errs.Add(1)
-		return nil, fmt.Errorf("next %d %s: %w: want 1..%d", n, b.ep.what, ErrRejected, MaxCount)
+		return nil, &RejectedError{Code: wire.CodeInvalidCount, Message: fmt.Sprintf("next %d %s: want 1..%d", n, b.ep.what, MaxCount)}
 	}
 	if n <= b.c.cfg.MaxBatch {
 		ids, err := b.fetch(ctx, n)
@@ -125,7 +127,10 @@ func (b *batcher) fetch(ctx context.Context, n int) ([]int64, error) {
 	select {
 	case r := <-cl.out:
 		cl.release()
-		return r.ids, r.err
+		if r.err != nil {
+			return nil, callerErr(ctx, b.ep.what, r.err)
+		}
+		return r.ids, nil
 	case <-done:
 		// Not released: the batch may still send to cl.out; what arrives
 		// is dropped with the call.
@@ -138,24 +143,34 @@ func (b *batcher) fetch(ctx context.Context, n int) ([]int64, error) {
 // cancelled without a deadline is seen when the request ends (within
 // Timeout per node).
 func (b *batcher) solo(ctx context.Context, s *slot, n int) ([]int64, error) {
-	deadline, hasDeadline := ctx.Deadline()
+	deadline, _ := ctx.Deadline()
 	ids, err := b.c.serve(&b.ep, n, deadline, func() bool { return ctx.Err() == nil })
 	b.release(s)
-	ctxErr := ctx.Err()
-	if ctxErr == nil && hasDeadline && !time.Now().Before(deadline) {
-		ctxErr = context.DeadlineExceeded // the request's deadline was the context's
-	}
-	switch {
-	case ctxErr == nil && err == nil:
-	case ctxErr == nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrRejected):
-		return nil, err
-	case err == nil:
-		return nil, fmt.Errorf("next %s: %w", b.ep.what, ctxErr) // the IDs are dropped, never kept
-	default:
-		return nil, fmt.Errorf("next %s: %w (last failure: %v)", b.ep.what, ctxErr, err)
+	if err = callerErr(ctx, b.ep.what, err); err != nil {
+		return nil, err // IDs fetched for a caller that gave up are dropped, never kept
 	}
 	b.c.counted(len(ids))
 	return ids, nil
+}
+
+// callerErr is what a call whose batch ended with err returns: the
+// context's error when the context ended or its deadline passed meanwhile
+// (naming the last failure, if any), whatever the batch got, unless the
+// client closed or the request was rejected; else err. A nil result means
+// the caller takes the IDs.
+func callerErr(ctx context.Context, what string, err error) error {
+	ctxErr := ctx.Err()
+	if d, ok := ctx.Deadline(); ctxErr == nil && ok && !time.Now().Before(d) {
+		ctxErr = context.DeadlineExceeded // the request's deadline was the context's
+	}
+	switch {
+	case ctxErr == nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrRejected):
+		return err
+	case err == nil || errors.Is(err, errGaveUp):
+		return fmt.Errorf("next %s: %w", what, ctxErr)
+	default:
+		return fmt.Errorf("next %s: %w (last failure: %v)", what, ctxErr, err)
+	}
 }
 
 // slot is a request out. It holds one of the MaxInFlight slots until it
@@ -371,7 +386,7 @@ var errGaveUp = errors.New("every caller gave up")
 func (c *Client) serve(ep *endpoint, n int, deadline time.Time, want func() bool) ([]int64, error) {
 	var triedBuf [4]string
 	tried := triedBuf[:0]
-	var failures []string
+	var failures []error
 	for range c.cfg.Attempts {
 		if !want() {
 			return nil, errGaveUp
@@ -400,19 +415,19 @@ func (c *Client) serve(ep *endpoint, n int, deadline time.Time, want func() bool
 			// The callers' deadline passed, not the node's Timeout: no
 			// failover, and the node stays in rotation (request did not
 			// mark it down).
-			return nil, fmt.Errorf("%w (the callers' deadline passed: %v)", ErrNoNode, err)
+			return nil, &NoNodeError{What: ep.what, Causes: append(failures, fmt.Errorf("the callers' deadline passed: %w", err))}
 		}
-		failures = append(failures, err.Error())
+		failures = append(failures, err)
 		c.failovers.Add(1)
 		if h := c.cfg.Hooks.Failover; h != nil {
 			h(node, err)
 		}
-		c.log.Warn().Err(err).Str("node", node).Msg("snowflaked client: failing over")
+		c.log.Warn("snowflaked client: failing over", "node", node, "error", err)
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
 			break
 		}
 	}
-	return nil, c.noNode(ep.svc, failures)
+	return nil, c.noNode(ep, tried, failures)
 }
 
 // counted records a batch of n IDs handed out.

@@ -1,8 +1,9 @@
 // Package client is the Go client of snowflaked for application fleets.
 //
-// It finds the nodes (a static list, or ZooKeeper's alive/ znodes, which
-// hold exactly the nodes in service) and asks them for IDs over keep-alive
-// HTTP/1.1 connections of its own:
+// It finds the nodes through a Discovery (a static list; Bootstrap, which
+// asks any node for the cluster's members; or the subpackage zkdiscovery,
+// which follows ZooKeeper's alive/ znodes) and asks them for IDs over
+// keep-alive HTTP/1.1 connections of its own:
 //
 //   - Next and NextN: snowflake IDs, from GET /ids?count=N;
 //   - NextSegment and NextSegmentN: the dense IDs of a tag, from
@@ -23,6 +24,13 @@
 // moves the batch without marking the node down. Any other 4xx is the
 // caller's mistake: returned as ErrRejected, never retried.
 //
+// Errors to branch on: a *RejectedError (errors.Is(err, ErrRejected); its
+// Code is the API's error code), a *NoNodeError when no node could serve
+// the call (errors.Is(err, ErrNoNode); its causes are each node's failure),
+// ErrClosed, and the context's own error (context.Canceled or
+// context.DeadlineExceeded) when the caller's context ended first, on every
+// call and whatever the nodes did meanwhile.
+//
 // Guarantees: no ID is handed out twice (an ID fetched for a caller that
 // gave up is dropped, never kept); the IDs of one call increase (a call
 // larger than MaxBatch, served in several batches, is sorted); IDs of
@@ -31,14 +39,15 @@
 // ID lags the call by at most that; with it, one goroutine's successive
 // Next calls are unique but not always increasing.
 //
-// The package builds none of the server: it needs the ZooKeeper client
-// (discovery) and zerolog, nothing else.
+// The package builds on the standard library alone (and client/wire, the
+// contract shared with the nodes): none of the server, no ZooKeeper client;
+// it logs through log/slog.
 package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"slices"
@@ -47,8 +56,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/client/wire"
 )
@@ -68,30 +75,15 @@ const (
 	MaxTagLen = 128
 )
 
-// Sentinel errors callers branch on.
-var (
-	// ErrInvalidConfig is wrapped by New's errors.
-	ErrInvalidConfig = errors.New("invalid client config")
-	// ErrClosed: the client was closed.
-	ErrClosed = errors.New("client closed")
-	// ErrNoNode: no node could serve the call; the error names each node's
-	// last failure.
-	ErrNoNode = errors.New("no snowflaked node available")
-	// ErrRejected: the request is wrong whichever node gets it (a 4xx: a
-	// count out of range, a tag that does not exist); never retried.
-	ErrRejected = errors.New("request rejected by snowflaked")
-)
-
-// Config configures a Client: either Servers or ZK.
+// Config configures a Client: either Servers or Discovery.
 type Config struct {
-	// Servers is a static list of nodes, "host:port" each.
+	// Servers is a static list of nodes, "host:port" each (the same as
+	// Discovery: Static(Servers)).
 	Servers []string
-	// ZK lists ZooKeeper servers ("host:port"): the client follows the
-	// cluster's alive/ znodes instead of a static list. Cluster defaults to
-	// "default"; ZKAuth is "user:password" when the znodes are protected.
-	ZK      []string
-	Cluster string
-	ZKAuth  string
+	// Discovery finds the nodes instead: a Bootstrap (ask any node for the
+	// cluster's members), a zkdiscovery.Discovery (follow ZooKeeper's
+	// alive/ znodes), or one of your own. The client does not close it.
+	Discovery Discovery
 	// MaxBatch bounds one request (default 1000; at most the nodes'
 	// --max-batch). A batch asks for exactly what the callers waiting want,
 	// never more.
@@ -123,9 +115,9 @@ type Config struct {
 	PrefetchMaxAge time.Duration
 	// Hooks receive the client's events (nil ones are skipped).
 	Hooks Hooks
-	// Log receives a line per failover and per node marked down; the zero
-	// Logger discards everything.
-	Log zerolog.Logger
+	// Log receives a line per failover and per failed prefetch, at level
+	// Warn; nil discards everything.
+	Log *slog.Logger
 }
 
 // Hooks are called on the client's and the callers' goroutines: they must
@@ -153,11 +145,10 @@ type Stats struct {
 // use. Close it when done.
 type Client struct {
 	cfg  Config
-	log  zerolog.Logger
+	log  *slog.Logger
 	pool *pool
 	stop chan struct{}
 	done sync.WaitGroup // batch and prefetch goroutines
-	disc *discovery
 
 	ids *batcher // snowflake IDs
 
@@ -174,8 +165,9 @@ type Client struct {
 	closed                                     atomic.Bool
 }
 
-// New checks cfg and starts the client (in ZooKeeper mode it connects and
-// reads the live nodes first).
+// New checks cfg and starts the client with the nodes its Discovery gives
+// now, following the changes until Close. ctx is not used after New
+// returns.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -188,13 +180,14 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		segs: map[string]*batcher{},
 	}
 	c.ids = newBatcher(c, endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamCount + "=", what: "IDs"})
-	if len(cfg.ZK) > 0 {
-		c.disc, err = discover(ctx, cfg.ZK, cfg.Cluster, cfg.ZKAuth, cfg.Log, c.setNodes)
-		if err != nil {
-			return nil, fmt.Errorf("new client: %w", err)
-		}
-	} else {
-		c.setNodes(cfg.Servers)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("new client: %w", err)
+	}
+	nodes, changed := cfg.Discovery.Nodes()
+	c.setNodes(nodes)
+	if changed != nil {
+		c.done.Add(1)
+		go c.follow(changed)
 	}
 	if cfg.Prefetch > 0 {
 		c.pre = newPrefetch(c)
@@ -207,29 +200,21 @@ func (cfg Config) withDefaults() (Config, error) {
 		return Config{}, fmt.Errorf("new client: %w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
 	}
 	switch {
-	case len(cfg.Servers) == 0 && len(cfg.ZK) == 0:
-		return bad("give Servers or ZK")
-	case len(cfg.Servers) > 0 && len(cfg.ZK) > 0:
-		return bad("give Servers or ZK, not both")
+	case len(cfg.Servers) == 0 && cfg.Discovery == nil:
+		return bad("give Servers or Discovery")
+	case len(cfg.Servers) > 0 && cfg.Discovery != nil:
+		return bad("give Servers or Discovery, not both")
 	}
 	for _, s := range cfg.Servers {
 		if !isHostPort(s) {
 			return bad("server %q is not host:port", s)
 		}
 	}
-	for _, s := range cfg.ZK {
-		if !isHostPort(s) {
-			return bad("ZooKeeper server %q is not host:port", s)
-		}
+	if cfg.Discovery == nil {
+		cfg.Discovery = Static(slices.Clone(cfg.Servers))
 	}
-	if cfg.Cluster == "" {
-		cfg.Cluster = "default"
-	}
-	if strings.ContainsAny(cfg.Cluster, "/ ") {
-		return bad("cluster %q contains '/' or a space", cfg.Cluster)
-	}
-	if u, p, ok := strings.Cut(cfg.ZKAuth, ":"); cfg.ZKAuth != "" && (!ok || u == "" || p == "") {
-		return bad("ZKAuth must be user:password")
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	for _, v := range []struct {
 		name string
@@ -311,8 +296,11 @@ func (c *Client) NextGene(ctx context.Context, gene uint64) (int64, error) {
 func (c *Client) NextGeneN(ctx context.Context, gene uint64, n int) ([]int64, error) {
 	g := strconv.FormatUint(gene, 10)
 	var bad error
-	if gene > math.MaxInt64 || n < 1 || n > c.cfg.MaxBatch {
-		bad = fmt.Errorf("next %d IDs with gene %d: %w: want a gene up to 2^63-1 and 1..%d IDs", n, gene, ErrRejected, c.cfg.MaxBatch)
+	switch {
+	case gene > math.MaxInt64:
+		bad = &RejectedError{Code: wire.CodeInvalidGene, Message: fmt.Sprintf("next %d IDs with gene %d: want a gene up to 2^63-1", n, gene)}
+	case n < 1 || n > c.cfg.MaxBatch:
+		bad = &RejectedError{Code: wire.CodeInvalidCount, Message: fmt.Sprintf("next %d IDs with gene %d: want 1..%d IDs", n, gene, c.cfg.MaxBatch)}
 	}
 	return c.direct(ctx, &endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamGene + "=" + g + "&" + wire.ParamCount + "=", what: "IDs with gene " + g}, n, bad)
 }
@@ -331,7 +319,8 @@ func (c *Client) direct(ctx context.Context, ep *endpoint, n int, bad error) ([]
 	default:
 		deadline, _ := ctx.Deadline()
 		var ids []int64
-		if ids, err = c.serve(ep, n, deadline, func() bool { return ctx.Err() == nil }); err == nil {
+		ids, err = c.serve(ep, n, deadline, func() bool { return ctx.Err() == nil })
+		if err = callerErr(ctx, ep.what, err); err == nil {
 			c.counted(n)
 			return ids, nil
 		}
@@ -383,7 +372,9 @@ func (c *Client) segment(tag string) (*batcher, error) {
 // printable UTF-8 without '/', space, '?', '#', '%' or '\', not "." or "..".
 // The tag goes into the URL path as is.
 func checkTag(tag string) error {
-	bad := func(why string) error { return fmt.Errorf("%w: tag %q: %s", ErrRejected, tag, why) }
+	bad := func(why string) error {
+		return &RejectedError{Code: wire.CodeInvalidTag, Message: fmt.Sprintf("tag %q: %s", tag, why)}
+	}
 	switch {
 	case tag == "":
 		return bad("empty")
@@ -456,24 +447,23 @@ func (c *Client) markDown(addr string, svc service, d time.Duration, err error) 
 	}
 }
 
-// noNode is the error when a batch found no node: each node's last failure.
-func (c *Client) noNode(svc service, failures []string) error {
+// noNode is the error when a batch of ep found no node: this batch's
+// failures (on the nodes tried), then each other node's last failure for
+// its kind of ID.
+func (c *Client) noNode(ep *endpoint, tried []string, failures []error) *NoNodeError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var parts []string
+	e := &NoNodeError{What: ep.what, Causes: failures}
 	for _, n := range c.nodes {
-		switch {
-		case n.lastErr[svc] != nil:
-			parts = append(parts, n.lastErr[svc].Error())
-		default:
-			parts = append(parts, n.addr+": not tried")
+		switch last := n.lastErr[ep.svc]; {
+		case slices.Contains(tried, n.addr):
+		case last == nil:
+			e.NotTried = append(e.NotTried, n.addr)
+		case !slices.Contains(failures, last):
+			e.Causes = append(e.Causes, last)
 		}
 	}
-	if len(c.nodes) == 0 {
-		parts = append(parts, "no node is known (none in service under alive/, or an empty list)")
-	}
-	slices.Sort(parts)
-	return fmt.Errorf("%w: %s (this batch: %s)", ErrNoNode, strings.Join(parts, "; "), strings.Join(failures, "; "))
+	return e
 }
 
 // Stats returns the counters.
@@ -482,7 +472,7 @@ func (c *Client) Stats() Stats {
 		Failovers: c.failovers.Load(), Errors: c.errs.Load()}
 }
 
-// Nodes returns the nodes the client knows (static or from alive/).
+// Nodes returns the nodes the client knows: its Discovery's latest list.
 func (c *Client) Nodes() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -509,9 +499,6 @@ func (c *Client) Close() error {
 	close(c.stop)
 	c.pool.close() // requests in flight fail at once
 	c.done.Wait()
-	if c.disc != nil {
-		c.disc.close()
-	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -25,6 +26,7 @@ type fakeNode struct {
 	counts   sync.Map                                                 // batch size -> number of requests
 	behave   func(w http.ResponseWriter, r *http.Request, n int) bool // true: answered by the behaviour
 	conns    atomic.Int64                                             // connections open now
+	list     atomic.Pointer[string]                                   // the /cluster/nodes answer; nil: 404
 }
 
 func startFake(t *testing.T, id int64, behave func(w http.ResponseWriter, r *http.Request, n int) bool) *fakeNode {
@@ -50,6 +52,10 @@ func startFake(t *testing.T, id int64, behave func(w http.ResponseWriter, r *htt
 
 func (f *fakeNode) handle(w http.ResponseWriter, r *http.Request) {
 	f.requests.Add(1)
+	if l := f.list.Load(); l != nil && r.URL.Path == "/cluster/nodes" {
+		writeBody(w, 200, *l)
+		return
+	}
 	n, err := strconv.Atoi(r.URL.Query().Get("count"))
 	if (r.URL.Path != "/ids" && r.URL.Path != "/uuids" && !strings.HasPrefix(r.URL.Path, "/segment/")) || err != nil {
 		writeBody(w, 404, `{"error":{"code":"not_found","message":"no endpoint"}}`)
@@ -374,7 +380,7 @@ func TestPrefetchWaitsForRefill(t *testing.T) {
 func TestConfigAndClose(t *testing.T) {
 	for _, cfg := range []Config{
 		{},
-		{Servers: []string{"a:1"}, ZK: []string{"z:2181"}},
+		{Servers: []string{"a:1"}, Discovery: Static{"b:1"}},
 		{Servers: []string{"nohost"}},
 		{Servers: []string{"a:1"}, MaxBatch: -1},
 		{Servers: []string{"a:1"}, Timeout: -time.Second},
@@ -487,4 +493,37 @@ func TestCloseFailsQueuedAndInFlightCalls(t *testing.T) {
 		t.Fatalf("%d connections open after Close", n)
 	}
 	eventually(t, "the node sees the connection closed", func() bool { return hang.conns.Load() == 0 })
+}
+
+// Config.Log gets a line per failover through log/slog, naming the node
+// and its error; a nil Log discards.
+func TestLogThroughSlog(t *testing.T) {
+	tests := []struct {
+		name string
+		log  func(*bytes.Buffer) *slog.Logger
+		want []string
+	}{
+		{"slog", func(b *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }, []string{"level=WARN", "failing over", "node=", "refused"}},
+		{"nil discards", func(*bytes.Buffer) *slog.Logger { return nil }, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			bad := closedAddr(t)
+			good := startFake(t, 1, nil)
+			c := newClient(t, Config{Servers: []string{bad, good.addr}, Log: tc.log(&buf)})
+			if _, err := c.NextN(context.Background(), 2); err != nil {
+				t.Fatal(err)
+			}
+			got := buf.String()
+			if tc.want == nil && got != "" {
+				t.Fatalf("logged %q, want nothing", got)
+			}
+			for _, w := range append(tc.want, bad) {
+				if tc.want != nil && !strings.Contains(got, w) {
+					t.Errorf("log %q does not contain %q", got, w)
+				}
+			}
+		})
+	}
 }

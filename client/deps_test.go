@@ -7,30 +7,33 @@ import (
 	"testing"
 )
 
-// A program that imports the client builds none of the server: its
-// packages outside the standard library are the client's (with its wire
-// contract), the ZooKeeper client's and zerolog's (with what they import).
+// A program that imports the client builds nothing outside the standard
+// library but the client module's own packages: the core and its wire
+// contract. Following ZooKeeper (the subpackage zkdiscovery) adds the
+// ZooKeeper client, and only there.
 func TestDependencies(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
+	const (
+		core = "codeberg.org/snowflaked/snowflaked/client"
+		wire = "codeberg.org/snowflaked/snowflaked/client/wire" // standard library only: see wire's own TestDependencies
+		zkd  = "codeberg.org/snowflaked/snowflaked/client/zkdiscovery"
+		zk   = "github.com/go-zookeeper/zk"
+	)
+	tests := []struct {
+		pkg  string
+		want []string // the packages outside the standard library, sorted
+	}{
+		{".", []string{core, wire}},
+		{"./zkdiscovery", []string{core, wire, zkd, zk}},
 	}
-	allowed := []string{
-		"codeberg.org/snowflaked/snowflaked/client",
-		"codeberg.org/snowflaked/snowflaked/client/wire", // standard library only: see wire's own TestDependencies
-		"github.com/go-zookeeper/zk",
-		"github.com/rs/zerolog", "github.com/rs/zerolog/internal/",
-		"github.com/mattn/go-colorable", "github.com/mattn/go-isatty", "golang.org/x/sys/",
-	}
-	var got []string
-	for _, p := range strings.Fields(string(out)) {
-		got = append(got, p)
-		if !slices.ContainsFunc(allowed, func(a string) bool { return p == a || strings.HasSuffix(a, "/") && strings.HasPrefix(p, a) }) {
-			t.Errorf("the client imports %s", p)
+	for _, tt := range tests {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", tt.pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", tt.pkg, err)
+		}
+		got := strings.Fields(string(out))
+		slices.Sort(got)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s builds %q outside the standard library, want %q", tt.pkg, got, tt.want)
 		}
 	}
-	if !slices.Contains(got, "github.com/go-zookeeper/zk") {
-		t.Fatalf("go list found %q: not the client's dependencies", got)
-	}
-	t.Logf("%d packages outside the standard library: %s", len(got), strings.Join(got, " "))
 }

@@ -192,7 +192,7 @@ func (p *prefetch) worker() {
 				if errors.Is(err, ErrClosed) {
 					return
 				}
-				p.c.log.Warn().Err(err).Msg("snowflaked client: prefetch failed")
+				p.c.log.Warn("snowflaked client: prefetch failed", "error", err)
 				select { // no busy loop while every node is down
 				case <-p.c.stop:
 					return

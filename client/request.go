@@ -93,7 +93,7 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 		case a.status == 404:
 			code, text := errorText(a.body)
 			if code == wire.CodeUnknownTag {
-				return fmt.Errorf("%w: %s: 404 %s", ErrRejected, addr, text)
+				return rejected(addr, a.status, a.body)
 			}
 			// A stale address (another program now), a node without
 			// segment mode, an older version: this node cannot serve it.
@@ -101,8 +101,7 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 			c.markDown(addr, ep.svc, c.cfg.DownFor, err)
 			return err
 		case a.status >= 400 && a.status < 500:
-			_, text := errorText(a.body)
-			return fmt.Errorf("%w: %s: %d %s", ErrRejected, addr, a.status, text)
+			return rejected(addr, a.status, a.body)
 		default:
 			_, text := errorText(a.body)
 			err := fmt.Errorf("%s: status %d %s", addr, a.status, text)
@@ -179,6 +178,15 @@ func lineAt(body []byte, i int) []byte {
 		}
 	}
 	return l
+}
+
+// rejected is the RejectedError of a node's 4xx answer.
+func rejected(addr string, status int, body []byte) *RejectedError {
+	var e wire.ErrorBody
+	if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
+		return &RejectedError{Node: addr, Status: status, Code: e.Error.Code, Message: e.Error.Message}
+	}
+	return &RejectedError{Node: addr, Status: status, Message: strconv.Quote(truncate(body))}
 }
 
 // errorText is the code of a snowflaked JSON error and a text naming it,

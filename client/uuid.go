@@ -72,7 +72,7 @@ func (c *Client) NextUUID(ctx context.Context) (UUID, error) {
 func (c *Client) NextUUIDs(ctx context.Context, n int) ([]UUID, error) {
 	var bad error
 	if n < 1 || n > c.cfg.MaxBatch {
-		bad = fmt.Errorf("next %d UUIDs: %w: want 1..%d", n, ErrRejected, c.cfg.MaxBatch)
+		bad = &RejectedError{Code: wire.CodeInvalidCount, Message: fmt.Sprintf("next %d UUIDs: want 1..%d", n, c.cfg.MaxBatch)}
 	}
 	var out []UUID
 	if _, err := c.direct(ctx, &endpoint{svc: svcIDs, path: wire.PathUUIDs + "?" + wire.ParamCount + "=", what: "UUIDs", uuids: &out}, n, bad); err != nil {

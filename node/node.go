@@ -77,6 +77,10 @@ type node struct {
 	srv       *server.Server
 	start     *startPhase             // answers HTTP until srv serves, then hands the listener over
 	loops     []func(context.Context) // background work, stopped at shutdown
+
+	// alivePeers are the peers the peer check last read under alive/
+	// (ZooKeeper mode), for GET /cluster/nodes.
+	alivePeers atomic.Pointer[[]coordinator.Peer]
 }
 
 // Run runs a node until ctx ends, then stops it gracefully and returns nil.
@@ -489,6 +493,7 @@ func (n *node) newServer() error {
 		Routes:    routes,
 		Observer:  n.metrics,
 	}
+	cfg.ClusterNodes = n.clusterNodes
 	if n.segments != nil {
 		cfg.Segments = n.segments
 	}

@@ -107,6 +107,10 @@ func runClaimsServesStopsAndRestarts(t *testing.T, zk *zkharness.Cluster) {
 		t.Errorf("row %+v, want worker 0 at %s with the lease", row, addr)
 	}
 	checkZKClockReport(t, addr)
+	// Alone in its cluster, in service: /cluster/nodes lists itself.
+	if code, body := httpGet(t, addr, "/cluster/nodes"); code != http.StatusOK || body != `{"nodes":[{"worker_id":0,"addr":"`+addr+`"}]}` {
+		t.Errorf("/cluster/nodes: %d %s", code, body)
+	}
 	code, body := httpGet(t, addr, "/ids?count=100")
 	if code != http.StatusOK {
 		t.Fatalf("/ids: %d %s", code, body)

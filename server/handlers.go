@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -341,6 +342,19 @@ func (s *Server) serveClock(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	s.writeJSON(ctx, fasthttp.StatusOK, report)
+}
+
+// serveClusterNodes answers GET /cluster/nodes: a wire.ClusterNodesBody
+// of Config.ClusterNodes' list, {"nodes":[]} without one.
+func (s *Server) serveClusterNodes(ctx *fasthttp.RequestCtx) {
+	var nodes []wire.ClusterNode
+	if s.cfg.ClusterNodes != nil {
+		nodes = s.cfg.ClusterNodes(ctx.LocalAddr())
+	}
+	if nodes == nil {
+		nodes = []wire.ClusterNode{}
+	}
+	s.writeJSON(ctx, fasthttp.StatusOK, wire.ClusterNodesBody{Nodes: nodes})
 }
 
 // floorMilli converts Unix nanoseconds to Unix milliseconds, rounding down

@@ -24,6 +24,7 @@ const (
 	EndpointClock
 	EndpointSegment
 	EndpointUUID
+	EndpointNodes // /cluster/nodes
 	EndpointOther // Config.Routes, unknown paths
 	// NumEndpoints is how many endpoints there are: every Endpoint the
 	// server reports is below it.
@@ -43,6 +44,7 @@ var Endpoints = [NumEndpoints]string{
 	EndpointClock:   "clock",
 	EndpointSegment: "segment",
 	EndpointUUID:    "uuid",
+	EndpointNodes:   "nodes",
 	EndpointOther:   "other",
 }
 
@@ -93,6 +95,7 @@ var routes = [...]route{
 	{path: wire.PathReadyzSegment, ep: EndpointReadyz, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveReadyzSegment(ctx) }},
 	{path: wire.PathTime, ep: EndpointTime, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveTime(ctx) }},
 	{path: wire.PathClock, ep: EndpointClock, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveClock(ctx) }},
+	{path: wire.PathClusterNodes, ep: EndpointNodes, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveClusterNodes(ctx) }},
 }
 
 // match returns the route of path, and for a sub route the rest of the path

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -96,6 +97,11 @@ type Config struct {
 	// Segments serves segment mode (dense IDs per tag); nil: the node runs
 	// without ZooKeeper and the segment endpoints answer 404 segments_off.
 	Segments SegmentSource
+	// ClusterNodes returns the nodes in service that GET /cluster/nodes
+	// lists, in worker-ID order; local is the address the request came in
+	// on, for a node that has no address of its own to give. May be nil:
+	// the list is empty.
+	ClusterNodes func(local net.Addr) []wire.ClusterNode
 	// Observer, when not nil, is told about every request and issued batch.
 	Observer Observer
 	// ReadTimeout, WriteTimeout and IdleTimeout of the fasthttp server; 0

@@ -32,6 +32,9 @@ const (
 	PathTime = "/time"
 	// PathClock is GET /clock: the node's drift report.
 	PathClock = "/clock"
+	// PathClusterNodes is GET /cluster/nodes: the cluster's nodes in
+	// service as the node knows them, a ClusterNodesBody.
+	PathClusterNodes = "/cluster/nodes"
 )
 
 // The query parameters of the API.
@@ -47,3 +50,20 @@ const (
 // SegmentPath is the path of tag's dense IDs, /segment/<tag>. The tag goes
 // as it is: a valid tag needs no escaping.
 func SegmentPath(tag string) string { return PathSegment + "/" + tag }
+
+// ClusterNodesBody is the JSON body of GET /cluster/nodes:
+// {"nodes":[{"worker_id":…,"addr":"host:port"},…]}, in worker-ID order.
+type ClusterNodesBody struct {
+	// Nodes are the nodes in service; empty (never null) when the node
+	// knows of none.
+	Nodes []ClusterNode `json:"nodes"`
+}
+
+// ClusterNode is one node of a ClusterNodesBody.
+type ClusterNode struct {
+	// WorkerID is the node's worker ID.
+	WorkerID int64 `json:"worker_id"`
+	// Addr is the node's advertised HTTP address, host:port: what its
+	// alive znode holds.
+	Addr string `json:"addr"`
+}

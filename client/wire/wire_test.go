@@ -1,6 +1,9 @@
 package wire
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 // The contract's values, pinned: changing what goes on the wire must show
 // up as a change to this table, not slip in with a renamed constant.
@@ -27,6 +30,7 @@ func TestValues(t *testing.T) {
 		{"PathReadyzSegment", PathReadyzSegment, "/readyz/segment"},
 		{"PathTime", PathTime, "/time"},
 		{"PathClock", PathClock, "/clock"},
+		{"PathClusterNodes", PathClusterNodes, "/cluster/nodes"},
 		{"SegmentPath", SegmentPath("orders"), "/segment/orders"},
 
 		{"ParamCount", ParamCount, "count"},
@@ -107,6 +111,25 @@ func TestParseAliveName(t *testing.T) {
 		}
 		if ok && AliveName(id) != tt.name {
 			t.Errorf("AliveName(%d) = %q, want %q", id, AliveName(id), tt.name)
+		}
+	}
+}
+
+// The body of GET /cluster/nodes, pinned.
+func TestClusterNodesBody(t *testing.T) {
+	tests := []struct {
+		name string
+		body ClusterNodesBody
+		want string
+	}{
+		{"two", ClusterNodesBody{Nodes: []ClusterNode{{WorkerID: 1, Addr: "10.0.0.1:8080"}, {WorkerID: 7, Addr: "10.0.0.2:8080"}}},
+			`{"nodes":[{"worker_id":1,"addr":"10.0.0.1:8080"},{"worker_id":7,"addr":"10.0.0.2:8080"}]}`},
+		{"none", ClusterNodesBody{Nodes: []ClusterNode{}}, `{"nodes":[]}`},
+	}
+	for _, tt := range tests {
+		b, err := json.Marshal(tt.body)
+		if err != nil || string(b) != tt.want {
+			t.Errorf("%s: %s, %v; want %s", tt.name, b, err, tt.want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/client"
+	"codeberg.org/snowflaked/snowflaked/client/zkdiscovery"
 )
 
 // clientFlags are the flags get and bench share: where the cluster is.
@@ -47,7 +48,34 @@ func (f *clientFlags) config(fs *flag.FlagSet) (client.Config, error) {
 	if f.servers != "" {
 		return client.Config{Servers: splitComma(f.servers)}, nil
 	}
-	return client.Config{ZK: splitComma(f.zk), Cluster: f.cluster, ZKAuth: f.auth}, nil
+	return client.Config{}, nil // the discovery is newClient's
+}
+
+// newClient starts a client on cfg; with --zk it first connects to
+// ZooKeeper to follow the nodes in service. closeAll closes the client,
+// then the discovery.
+func (f *clientFlags) newClient(ctx context.Context, cfg client.Config) (c *client.Client, closeAll func(), err error) {
+	var d *zkdiscovery.Discovery
+	if f.zk != "" {
+		d, err = zkdiscovery.New(ctx, zkdiscovery.Config{Servers: splitComma(f.zk), Cluster: f.cluster, Auth: f.auth})
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.Discovery = d
+	}
+	c, err = client.New(ctx, cfg)
+	if err != nil {
+		if d != nil {
+			_ = d.Close()
+		}
+		return nil, nil, err
+	}
+	return c, func() {
+		_ = c.Close()
+		if d != nil {
+			_ = d.Close()
+		}
+	}, nil
 }
 
 func splitComma(s string) []string {
@@ -93,12 +121,12 @@ func get(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
-	c, err := client.New(ctx, cfg)
+	c, closeAll, err := cf.newClient(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl get: %v\n", err)
 		return exitFor(err)
 	}
-	defer c.Close()
+	defer closeAll()
 	if *asUUID {
 		us, err := c.NextUUIDs(ctx, *count)
 		if err != nil {
@@ -168,12 +196,12 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout+*duration)
 	defer cancel()
-	c, err := client.New(ctx, cfg)
+	c, closeAll, err := cf.newClient(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl bench: %v\n", err)
 		return exitFor(err)
 	}
-	defer c.Close()
+	defer closeAll()
 	for _, addr := range c.Nodes() {
 		if !loopback(addr) {
 			fmt.Fprintf(stderr, "snowflakectl bench: %s is not a loopback address: bench only loads nodes on this machine\n", addr)

@@ -23,6 +23,30 @@ var snippetDocs = []string{"README.md", "docs/api.md", "docs/client.md", "docs/l
 // kept as IDs are, an int64.
 const snippetParams = "ctx context.Context, userID int64"
 
+// snippetImports are the packages the docs' Go examples may use, each
+// used once so that none is an unused import.
+const snippetImports = `import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"codeberg.org/snowflaked/snowflaked/client"
+	"codeberg.org/snowflaked/snowflaked/client/wire"
+	"codeberg.org/snowflaked/snowflaked/client/zkdiscovery"
+)
+
+var (
+	_ = context.Background
+	_ = errors.Is
+	_ = fmt.Println
+	_ = slog.Default
+	_ = client.New
+	_ = wire.PathIDs
+	_ = zkdiscovery.New
+)
+`
+
 // goBlock is one ```go block of a document.
 type goBlock struct {
 	where string // file:line of its first line
@@ -44,11 +68,15 @@ func goBlocks(t *testing.T, docs []string) []goBlock {
 	return out
 }
 
-// snippetFunc wraps a block's statements into a function of
+// snippetFunc returns a block of top-level declarations as it is, and
+// wraps a block of statements into a function of
 // snippetParams returning error, with every variable the block declares at
 // its top level used once at the end (a snippet shows results it does not
 // use), so that only what an application would get wrong fails to compile.
 func snippetFunc(name string, b goBlock) (string, error) {
+	if _, err := parser.ParseFile(token.NewFileSet(), b.where, "package p\n"+b.code, 0); err == nil {
+		return fmt.Sprintf("//line %s\n%s\n", b.where, b.code), nil // declarations: as they are
+	}
 	body := fmt.Sprintf("func %s(%s) error {\n%s\n}", name, snippetParams, b.code)
 	f, err := parser.ParseFile(token.NewFileSet(), b.where, "package p\n"+body, 0)
 	if err != nil {
@@ -105,7 +133,7 @@ func TestGoSnippetsCompile(t *testing.T) {
 	fmt.Fprintf(&mod, ")\n\nreplace %s/client => %s\n", moduleName, filepath.Join(root, "client"))
 
 	var src strings.Builder
-	fmt.Fprintf(&src, "// Package snippets holds the ```go blocks of the docs.\npackage snippets\n\nimport (\n\t\"context\"\n\n\t\"%s/client\"\n)\n\nvar _ client.Config\n\n", moduleName)
+	fmt.Fprintf(&src, "// Package snippets holds the ```go blocks of the docs.\npackage snippets\n\n%s\n", snippetImports)
 	for i, b := range blocks {
 		fn, err := snippetFunc(fmt.Sprintf("snippet%d", i), b)
 		if err != nil {
@@ -141,6 +169,7 @@ func TestSnippetFunc(t *testing.T) {
 		{"results used once", "id, err := c.Next(ctx)\nids, err := c.NextN(ctx, 5)", []string{"_ = id\n", "_ = err\n", "_ = ids\n"}, false},
 		{"blank and nested left alone", "_, err := f()\nif err != nil {\n\tx := 1\n\treturn err\n}", []string{"_ = err\n"}, false},
 		{"not Go", "id, err := := c.Next(ctx)", nil, true},
+		{"declarations as they are", "func f(ctx context.Context) error {\n\tid, err := c.Next(ctx)\n\treturn err\n}", []string{"func f(ctx context.Context) error {\n"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := snippetFunc("s", goBlock{where: "x.md:1", code: tc.code})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -46,7 +45,7 @@ func TestIntegration_ClientSurvivesRollbackAndKill9(t *testing.T) {
 			}
 			cfg := sfclient.Config{Servers: addrs}
 			if mode == "zookeeper" {
-				cfg = sfclient.Config{ZK: strings.Split(zk.ConnectString(), ","), Cluster: cluster}
+				cfg = sfclient.Config{Discovery: zkDiscovery(t, zk, cluster, "")}
 			}
 			c, err := sfclient.New(context.Background(), cfg)
 			if err != nil {
@@ -114,7 +113,7 @@ func TestIntegration_ClientNextSegmentSurvivesKill9(t *testing.T) {
 		n.p.waitReadyz(http.StatusOK, readyTimeout)
 		n.waitSegmentReady(t)
 	}
-	c, err := sfclient.New(context.Background(), sfclient.Config{ZK: strings.Split(zk.ConnectString(), ","), Cluster: cluster})
+	c, err := sfclient.New(context.Background(), sfclient.Config{Discovery: zkDiscovery(t, zk, cluster, "")})
 	if err != nil {
 		t.Fatal(err)
 	}

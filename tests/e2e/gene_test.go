@@ -61,7 +61,7 @@ func TestIntegration_GeneBitsCluster(t *testing.T) {
 	}
 
 	// The client and snowflakectl, with discovery.
-	c, err := sfclient.New(context.Background(), sfclient.Config{ZK: []string{zk.ConnectString()}, Cluster: "gene"})
+	c, err := sfclient.New(context.Background(), sfclient.Config{Discovery: zkDiscovery(t, zk, "gene", "")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestIntegration_OpaqueTagCluster(t *testing.T) {
 	seen := opaqueSeen{}
 	dense := takeOpaqueFromEach(t, nodes, seen)
 	checkNotTheCounter(t, dense)
-	c, err := sfclient.New(context.Background(), sfclient.Config{ZK: []string{zk.ConnectString()}, Cluster: "opaque", ZKAuth: auth})
+	c, err := sfclient.New(context.Background(), sfclient.Config{Discovery: zkDiscovery(t, zk, "opaque", auth)})
 	if err != nil {
 		t.Fatal(err)
 	}

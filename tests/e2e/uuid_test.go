@@ -43,7 +43,7 @@ func TestIntegration_UUIDCluster(t *testing.T) {
 		}
 		all = append(all, lines...)
 	}
-	c, err := sfclient.New(context.Background(), sfclient.Config{ZK: []string{zk.ConnectString()}, Cluster: "uuid"})
+	c, err := sfclient.New(context.Background(), sfclient.Config{Discovery: zkDiscovery(t, zk, "uuid", "")})
 	if err != nil {
 		t.Fatal(err)
 	}
