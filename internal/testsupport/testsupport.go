@@ -9,11 +9,13 @@ package testsupport
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,4 +143,41 @@ func promtoolProblems(promtool, exposition string) string {
 		return ""
 	}
 	return fmt.Sprintf("%v\n%s", err, out)
+}
+
+// ModuleName is the server module, whose root ModuleRoot finds.
+const ModuleName = "codeberg.org/snowflaked/snowflaked"
+
+// maxParentDirs bounds ModuleRoot's walk up from the working directory.
+const maxParentDirs = 10
+
+// ModuleRoot returns the directory of the server module's go.mod,
+// searched from the working directory upwards; it fails the test when
+// there is none (or the first go.mod found is another module's).
+func ModuleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("working directory: %v", err)
+	}
+	for range maxParentDirs {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		switch {
+		case err == nil:
+			first, _, _ := strings.Cut(string(b), "\n")
+			if strings.TrimSpace(first) != "module "+ModuleName {
+				t.Fatalf("%s/go.mod starts with %q, want module %s", dir, first, ModuleName)
+			}
+			return dir
+		case !errors.Is(err, os.ErrNotExist):
+			t.Fatalf("read go.mod: %v", err)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	t.Fatalf("no go.mod of module %s above the working directory", ModuleName)
+	return ""
 }

@@ -2,7 +2,6 @@ package openapi
 
 import (
 	"context"
-	"errors"
 	"go/ast"
 	"go/build"
 	"go/parser"
@@ -16,42 +15,20 @@ import (
 	"strings"
 	"testing"
 
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
 // moduleName is the module whose root the tests look for.
-const moduleName = "codeberg.org/snowflaked/snowflaked"
-
-// maxParentDirs bounds the walk up from the test's directory to go.mod.
-const maxParentDirs = 10
+const moduleName = testsupport.ModuleName
 
 // docPath is the document, from the module root.
 const docPath = "docs/openapi.yaml"
 
-// moduleRoot returns the directory of the module's go.mod, searched from
-// the working directory upwards.
+// moduleRoot returns the directory of the module's go.mod.
 func moduleRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatalf("working directory: %v", err)
-	}
-	for range maxParentDirs {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		switch {
-		case err == nil:
-			first, _, _ := strings.Cut(string(b), "\n")
-			if strings.TrimSpace(first) != "module "+moduleName {
-				t.Fatalf("%s/go.mod starts with %q, want module %s", dir, first, moduleName)
-			}
-			return dir
-		case !errors.Is(err, os.ErrNotExist):
-			t.Fatalf("read go.mod: %v", err)
-		}
-		dir = filepath.Dir(dir)
-	}
-	t.Fatalf("no go.mod of %s within %d directories up", moduleName, maxParentDirs)
-	return ""
+	return testsupport.ModuleRoot(t)
 }
 
 // loadDoc loads and validates the document.
