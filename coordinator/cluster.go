@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -112,6 +113,11 @@ func decodeCluster(b []byte) (clusterData, error) {
 	if extra.RecycleAfterMs < 0 {
 		return d, fmt.Errorf("recycle_after_ms %d is negative", extra.RecycleAfterMs)
 	}
+	if extra.RecycleAfterMs > maxRecycleAfterMs {
+		// As a time.Duration it would wrap negative: every worker ID
+		// without a lease would look free at once.
+		return d, fmt.Errorf("recycle_after_ms %d is above %d (the longest duration)", extra.RecycleAfterMs, int64(maxRecycleAfterMs))
+	}
 	r, err := ParseWorkerRange(extra.WorkerIDRange)
 	if err == nil {
 		r, err = r.resolve(d.Layout)
@@ -126,6 +132,9 @@ func decodeCluster(b []byte) (clusterData, error) {
 
 // maxClusterRounds bounds ensureCluster's version-checked upgrades.
 const maxClusterRounds = 5
+
+// maxRecycleAfterMs is the largest recycle_after_ms a time.Duration holds.
+const maxRecycleAfterMs = math.MaxInt64 / int64(time.Millisecond)
 
 // newClusterData is the cluster znode a node (--create-cluster) or
 // snowflakectl cluster create writes for a new cluster: it requires what

@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -339,5 +341,33 @@ func TestIntegration_NodeFollowsTheClustersRecycleAfter(t *testing.T) {
 	// A node that sets the cluster's value explicitly joins as before.
 	if id := mustClaim(t, newCoord(t, cfgFor("explicit-same", short))); !id.Recycled || id.RecycleAfter != short {
 		t.Fatalf("Claim with --recycle-after equal to the cluster's = %+v", id)
+	}
+}
+
+// A recycle_after_ms too large for a time.Duration is refused when the
+// cluster znode is read, never wrapped into a negative duration (which
+// would make every worker ID without a lease free at once).
+func TestDecodeClusterRefusesRecycleAfterBeyondADuration(t *testing.T) {
+	for _, tc := range []struct {
+		ms     int64
+		wantOK bool
+	}{
+		{maxRecycleAfterMs, true},
+		{maxRecycleAfterMs + 1, false},
+		{math.MaxInt64, false},
+	} {
+		d := newClusterData(snowflake.DefaultLayout(), WorkerRange{0, 511}, time.Hour)
+		d.RecycleAfterMs = tc.ms
+		b, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err = decodeCluster(b)
+		if (err == nil) != tc.wantOK {
+			t.Errorf("recycle_after_ms %d: error %v, want ok %v", tc.ms, err, tc.wantOK)
+		}
+		if err == nil && msDuration(d.RecycleAfterMs) <= 0 {
+			t.Errorf("recycle_after_ms %d decodes to %v", tc.ms, msDuration(d.RecycleAfterMs))
+		}
 	}
 }
