@@ -301,9 +301,12 @@ func sameSettings(cluster string, got, want clusterData) error {
 // on a cluster; they take a new one.
 type ClusterChange struct {
 	// RecycleAfter is the cluster's new recycle-after (1ms or more). A
-	// policy, not a safety bound (see Config.RecycleAfter): any value is
-	// safe. Nodes use it from their next claim; a node started with
-	// --recycle-after set to another value is refused from then on.
+	// policy, not a safety bound (see Config.RecycleAfter): no value lets
+	// an ID be issued twice. A value shorter than a node's session
+	// timeout plus a few reports lets another node take the worker ID of
+	// one whose session lapsed briefly, which then stays out of service
+	// until restarted. Nodes use it from their next claim; a node started
+	// with --recycle-after set to another value is refused from then on.
 	RecycleAfter time.Duration
 }
 
