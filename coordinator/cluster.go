@@ -222,8 +222,51 @@ func (c *Coordinator) ensureCluster(ctx context.Context, z zkclient.Client) (clu
 			return clusterData{}, err
 		}
 	}
+	if c.cfg.Auth != "" {
+		if err := checkACLs(ctx, z, c.cfg.Cluster, c.p.cluster, c.p.forever, c.p.leases, c.p.alive); err != nil {
+			return got, err
+		}
+	}
 	c.warnOverlaps(ctx, z, got)
 	return got, nil
+}
+
+// checkACLs refuses a cluster, used with credentials (--zk-auth), one of
+// whose znodes at paths lets a client without them change it: created
+// without credentials, or by someone else first with open ACLs. Whoever
+// can delete a forever znode deletes its fence, and a recycler then
+// reissues its IDs. A znode that does not exist is skipped.
+func checkACLs(ctx context.Context, z zkclient.Client, cluster string, paths ...string) error {
+	for _, p := range paths {
+		acl, err := z.GetACL(ctx, p)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read the ACL of %s: %w", p, err)
+		}
+		for _, a := range acl {
+			if a.Scheme != "digest" && a.Perms&^zk.PermRead != 0 {
+				return fmt.Errorf("%w: cluster %q: %s lets %s:%s %s without the cluster's credentials (it was created without --zk-auth, or by someone else first), so anyone who reaches ZooKeeper could delete its fences; delete the cluster (snowflakectl cluster delete) and create it again with --zk-auth, or run every node without --zk-auth",
+					ErrOpenACL, cluster, p, a.Scheme, a.ID, permNames(a.Perms))
+			}
+		}
+	}
+	return nil
+}
+
+// permNames spells ZooKeeper permissions as its shell does: "cdrwa".
+func permNames(perms int32) string {
+	var b strings.Builder
+	for _, p := range []struct {
+		bit  int32
+		name byte
+	}{{zk.PermCreate, 'c'}, {zk.PermDelete, 'd'}, {zk.PermRead, 'r'}, {zk.PermWrite, 'w'}, {zk.PermAdmin, 'a'}} {
+		if perms&p.bit != 0 {
+			b.WriteByte(p.name)
+		}
+	}
+	return b.String()
 }
 
 // checkShared compares the cluster's shared settings with this node's

@@ -266,6 +266,11 @@ func CreateCluster(ctx context.Context, servers []string, auth, cluster string, 
 		if err := sameSettings(cluster, got, asked); err != nil {
 			return res, err
 		}
+		if auth != "" {
+			if err := checkACLs(ctx, z, cluster, p.cluster, p.forever, p.leases, p.alive); err != nil {
+				return res, err
+			}
+		}
 	default:
 		return res, fmt.Errorf("create cluster %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}

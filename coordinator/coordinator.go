@@ -34,6 +34,9 @@ var (
 	// ErrClusterMismatch: a setting every node must share (--recycle-after)
 	// differs from the one recorded in the cluster znode.
 	ErrClusterMismatch = errors.New("cluster setting mismatch")
+	// ErrOpenACL: the node runs with --zk-auth, and a znode of its cluster
+	// can be changed without the cluster's credentials.
+	ErrOpenACL = errors.New("cluster znodes writable without credentials")
 	// ErrIncarnationMismatch: the cache file belongs to another incarnation
 	// of the cluster (ZooKeeper rebuilt, or another ensemble).
 	ErrIncarnationMismatch = errors.New("cluster incarnation mismatch")

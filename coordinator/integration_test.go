@@ -1038,3 +1038,57 @@ func TestIntegration_RecycleFromOutdatedScanFails(t *testing.T) {
 		t.Fatalf("a's Claim after the race: %v, want ErrNoFreeWorkerID", err)
 	}
 }
+
+// TestIntegration_OpenACLsRefusedWithCredentials: a node or cluster create
+// with --zk-auth refuses a cluster one of whose znodes anyone may change
+// (created without credentials, or squatted by someone else first with
+// open ACLs), naming the znode; the properly created cluster is taken.
+func TestIntegration_OpenACLsRefusedWithCredentials(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	const auth = "snow:s3cret"
+	owner := rawConn(t, srv, auth)
+	open := zk.WorldACL(zk.PermAll)
+	spec := ClusterSpec{Layout: snowflake.DefaultLayout()}
+	for _, tc := range []struct {
+		name    string
+		opened  string // the znode created with open ACLs ("" for none)
+		wantErr bool
+	}{
+		{"created without credentials", "cluster", true},
+		{"leases squatted", "leases", true},
+		{"forever squatted", "forever", true},
+		{"created with credentials", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cluster := strings.ReplaceAll(tc.name, " ", "-")
+			base := "/snowflaked/" + cluster
+			if _, err := CreateCluster(context.Background(), srv, auth, cluster, spec, 10*time.Second); err != nil {
+				t.Fatalf("create %s: %v", cluster, err)
+			}
+			if tc.opened != "" { // replace one znode by an open one, as a squatter would have made it
+				p := base
+				if tc.opened != "cluster" {
+					p = base + "/" + tc.opened
+				}
+				if _, err := owner.SetACL(p, open, -1); err != nil {
+					t.Fatalf("open %s: %v", p, err)
+				}
+			}
+			cfg := testConfig(t, srv, "node")
+			cfg.Cluster, cfg.Auth, cfg.CreateCluster, cfg.RecycleAfter = cluster, auth, false, 0
+			_, err := newCoord(t, cfg).Claim(context.Background(), Prior{})
+			_, cerr := CreateCluster(context.Background(), srv, auth, cluster, spec, 10*time.Second)
+			if !tc.wantErr {
+				if err != nil || cerr != nil {
+					t.Fatalf("a cluster created with credentials: claim %v, create %v", err, cerr)
+				}
+				return
+			}
+			for what, e := range map[string]error{"claim": err, "cluster create": cerr} {
+				if !errors.Is(e, ErrOpenACL) || !strings.Contains(e.Error(), "world:anyone cdrwa") || !strings.Contains(e.Error(), cluster) {
+					t.Errorf("%s on a cluster with %s open: %v, want ErrOpenACL naming world:anyone cdrwa", what, tc.opened, e)
+				}
+			}
+		})
+	}
+}

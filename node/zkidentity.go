@@ -76,7 +76,7 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 	case err == nil:
 	case ctx.Err() != nil:
 		return identity{}, fmt.Errorf("claim worker id: %w", ctx.Err())
-	case errors.Is(err, coordinator.ErrLayoutMismatch), errors.Is(err, coordinator.ErrClusterMismatch), errors.Is(err, coordinator.ErrIncarnationMismatch),
+	case errors.Is(err, coordinator.ErrLayoutMismatch), errors.Is(err, coordinator.ErrClusterMismatch), errors.Is(err, coordinator.ErrOpenACL), errors.Is(err, coordinator.ErrIncarnationMismatch),
 		errors.Is(err, coordinator.ErrNoCluster), errors.Is(err, coordinator.ErrUnknownFeature):
 		return identity{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	case errors.Is(err, coordinator.ErrZKUnavailable):

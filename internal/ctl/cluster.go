@@ -61,7 +61,7 @@ func (a adminFlags) check(cmd string, stderr io.Writer) bool {
 // cluster or node key that does not exist, a lease held), 1 otherwise.
 func adminExit(err error) int {
 	for _, e := range []error{coordinator.ErrInvalidConfig, coordinator.ErrClusterMismatch, coordinator.ErrNoCluster,
-		coordinator.ErrLeaseHeld, coordinator.ErrUnknownNodeKey} {
+		coordinator.ErrLeaseHeld, coordinator.ErrUnknownNodeKey, coordinator.ErrOpenACL} {
 		if errors.Is(err, e) {
 			return exitUsage
 		}

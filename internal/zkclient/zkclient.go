@@ -137,6 +137,14 @@ func (z Client) Get(ctx context.Context, path string) ([]byte, *zk.Stat, error) 
 	return r.Data, r.Stat, err
 }
 
+// GetACL reads a znode's ACL.
+func (z Client) GetACL(ctx context.Context, path string) ([]zk.ACL, error) {
+	return Call(ctx, z.Timeout, func() ([]zk.ACL, error) {
+		acl, _, err := z.Conn.GetACL(path)
+		return acl, err
+	})
+}
+
 // Exists says whether a znode exists, with its stat.
 func (z Client) Exists(ctx context.Context, path string) (bool, *zk.Stat, error) {
 	type res struct {

@@ -23,6 +23,8 @@ type Conn interface {
 	Create(path string, data []byte, flags int32, acl []zk.ACL) (string, error)
 	Set(path string, data []byte, version int32) (*zk.Stat, error)
 	Delete(path string, version int32) error
+	// GetACL reads a znode's ACL.
+	GetACL(path string) ([]zk.ACL, *zk.Stat, error)
 	// Multi applies ops (*zk.CreateRequest, *zk.SetDataRequest,
 	// *zk.DeleteRequest, *zk.CheckVersionRequest) all or none; on failure
 	// the failed op's response carries its error.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -32,8 +33,9 @@ type Conn struct {
 
 	movedGen int64 // guarded by srv.mu: the connection (gen) whose session moved (SessionMoved)
 
-	label    string // guarded by srv.mu: the client's name, for an Injector (SetLabel)
-	sessions int    // guarded by srv.mu: the sessions this client has had
+	label    string   // guarded by srv.mu: the client's name, for an Injector (SetLabel)
+	sessions int      // guarded by srv.mu: the sessions this client has had
+	digests  []string // guarded by srv.mu: the digest IDs AddAuth gave (user:hash)
 }
 
 type droppedWatch struct {
@@ -364,6 +366,36 @@ func (c *Conn) Get(p string) (data []byte, st *zk.Stat, err error) {
 	return data, statOf(st, err), err
 }
 
+// GetACL reads a znode's ACL, as it was created (the in-memory server
+// keeps ACLs but does not enforce them; the root's is world:anyone, all).
+// As ZooKeeper does, digest IDs read as "user:x" unless the client added
+// the digest of an entry that grants admin.
+func (c *Conn) GetACL(p string) (acl []zk.ACL, st *zk.Stat, err error) {
+	if err := checkPath(p, false); err != nil {
+		return nil, nil, err
+	}
+	err = c.do("getacl", p, func(t *tree) error {
+		n := t.node(p)
+		if n == nil {
+			return zk.ErrNoNode
+		}
+		acl, st = slices.Clone(n.acl), t.s.statLocked(n)
+		if p == "/" && acl == nil {
+			acl = zk.WorldACL(zk.PermAll)
+		}
+		admin := slices.ContainsFunc(acl, func(a zk.ACL) bool {
+			return a.Scheme == "digest" && a.Perms&zk.PermAdmin != 0 && slices.Contains(c.digests, a.ID)
+		})
+		for i, a := range acl {
+			if user, _, ok := strings.Cut(a.ID, ":"); ok && a.Scheme == "digest" && !admin {
+				acl[i].ID = user + ":x"
+			}
+		}
+		return nil
+	})
+	return acl, statOf(st, err), err
+}
+
 // Exists tells whether a znode exists.
 func (c *Conn) Exists(p string) (ok bool, st *zk.Stat, err error) {
 	if err := checkPath(p, false); err != nil {
@@ -433,13 +465,13 @@ func (c *Conn) ChildrenW(p string) (names []string, st *zk.Stat, ch <-chan zk.Ev
 }
 
 // Create creates a znode; ACLs are accepted and not enforced.
-func (c *Conn) Create(p string, data []byte, flags int32, _ []zk.ACL) (created string, err error) {
+func (c *Conn) Create(p string, data []byte, flags int32, acl []zk.ACL) (created string, err error) {
 	if err := checkPath(p, flags&zk.FlagSequence != 0); err != nil {
 		return "", err
 	}
 	err = c.do("create", p, func(t *tree) error {
 		var err error
-		created, err = t.create(p, data, flags, c.session)
+		created, err = t.create(p, data, flags, c.session, acl)
 		if err == nil {
 			t.commitLocked()
 		}
@@ -488,7 +520,7 @@ func (c *Conn) Multi(ops ...any) (resp []zk.MultiResponse, err error) {
 			var err error
 			switch o := op.(type) {
 			case *zk.CreateRequest:
-				resp[i].String, err = t.create(o.Path, o.Data, o.Flags, c.session)
+				resp[i].String, err = t.create(o.Path, o.Data, o.Flags, c.session, o.Acl)
 			case *zk.SetDataRequest:
 				resp[i].Stat, err = t.set(o.Path, o.Data, o.Version)
 			case *zk.DeleteRequest:
@@ -537,6 +569,11 @@ func (c *Conn) Sync(p string) (string, error) {
 }
 
 // AddAuth is accepted; ACLs are not enforced.
-func (c *Conn) AddAuth(string, []byte) error {
-	return c.do("auth", "", func(*tree) error { return nil })
+func (c *Conn) AddAuth(scheme string, auth []byte) error {
+	return c.do("auth", "", func(*tree) error {
+		if user, pass, ok := strings.Cut(string(auth), ":"); ok && scheme == "digest" {
+			c.digests = append(c.digests, zk.DigestACL(zk.PermAll, user, pass)[0].ID)
+		}
+		return nil
+	})
 }

@@ -259,6 +259,24 @@ func diffScript(t *testing.T, w world, r *recorder) {
 	create("create root", a, root, "r", zk.FlagPersistent)
 	exists("exists root", b, root)
 
+	// ACLs are kept as created and read back (zkmem does not enforce them).
+	getACL := func(label string, c *client, p string) {
+		acl, st, err := c.conn.GetACL(p)
+		r.add(label, "%v stat=%s %s", acl, r.stat(st), errString(err))
+	}
+	secured := append(zk.DigestACL(zk.PermAll, "snow", "s3cret"), zk.WorldACL(zk.PermRead)...)
+	got, err := a.conn.Create(root+"/acl", nil, 0, secured)
+	r.add("create with a digest ACL", "%q %s", got, errString(err))
+	multi("multi create with a digest ACL", a, &zk.CreateRequest{Path: root + "/acl-multi", Acl: secured})
+	getACL("getacl of the root", b, root)
+	getACL("getacl of a digest znode", b, root+"/acl")
+	getACL("getacl of a digest znode made in a multi", b, root+"/acl-multi")
+	getACL("getacl of a missing znode", b, root+"/no-such")
+	r.add("add the digest's credentials", "%s", errString(a.conn.AddAuth("digest", []byte("snow:s3cret"))))
+	getACL("getacl of a digest znode, as its admin", a, root+"/acl")
+	del("delete the digest znode", a, root+"/acl", -1)
+	del("delete the multi's digest znode", a, root+"/acl-multi", -1)
+
 	// Create with every flag the product uses.
 	create("create persistent", a, root+"/p", "p", zk.FlagPersistent)
 	create("create existing", a, root+"/p", "p", zk.FlagPersistent)

@@ -110,7 +110,8 @@ type znode struct {
 	czxid    int64
 	mzxid    int64
 	pzxid    int64
-	owner    int64 // ephemeral owner session, 0 when persistent
+	owner    int64    // ephemeral owner session, 0 when persistent
+	acl      []zk.ACL // as created (kept and read back, not enforced)
 	// children maps each child to when it was added (a stamp that grows),
 	// for ZooKeeper's listing order (see hashOrder).
 	children map[string]uint64
@@ -415,7 +416,7 @@ func (t *tree) writable(p string) *znode {
 	return &cp
 }
 
-func (t *tree) create(p string, data []byte, flags int32, owner int64) (string, error) {
+func (t *tree) create(p string, data []byte, flags int32, owner int64, acl []zk.ACL) (string, error) {
 	if flags&^(zk.FlagEphemeral|zk.FlagSequence) != 0 {
 		return "", zk.ErrBadArguments
 	}
@@ -446,7 +447,7 @@ func (t *tree) create(p string, data []byte, flags int32, owner int64) (string, 
 		return "", zk.ErrNoChildrenForEphemerals
 	}
 	zxid := t.nextZxid()
-	n := &znode{data: slices.Clone(data), czxid: zxid, mzxid: zxid, pzxid: zxid, children: map[string]uint64{}}
+	n := &znode{data: slices.Clone(data), acl: slices.Clone(acl), czxid: zxid, mzxid: zxid, pzxid: zxid, children: map[string]uint64{}}
 	if flags&zk.FlagEphemeral != 0 {
 		n.owner = owner
 	}
