@@ -176,6 +176,14 @@ func (m *memStore) returnedTotal(tag string) int64 {
 	return n
 }
 
+// allocCount is how many ranges were allocated so far (a service's
+// background load may still be adding to it).
+func (m *memStore) allocCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.allocs
+}
+
 func (m *memStore) maxID(tag string) int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()

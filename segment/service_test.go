@@ -111,7 +111,7 @@ func TestConcurrentServicesNoDuplicate(t *testing.T) {
 	}
 	wg.Wait()
 	n, lo, hi := l.span()
-	t.Logf("%d IDs over [%d,%d], %d range loads", n, lo, hi, st.allocs)
+	t.Logf("%d IDs over [%d,%d], %d range loads", n, lo, hi, st.allocCount())
 }
 
 // A clean stop returns what is left, and the next start anywhere takes it
@@ -367,7 +367,7 @@ func TestBurstAfterWarmUpDoesNotStall(t *testing.T) {
 		run(40, 500) // burst: 20x
 		stalls := s.Stalls() - before
 		n, _, _ := l.span()
-		t.Logf("%d IDs, %d range loads, step now %d, stalls during the burst %d (during warm-up %d)", n, st.allocs, s.Status()[0].Step, stalls, before)
+		t.Logf("%d IDs, %d range loads, step now %d, stalls during the burst %d (during warm-up %d)", n, st.allocCount(), s.Status()[0].Step, stalls, before)
 		if stalls != 0 {
 			t.Fatalf("%d Takes waited for a load during the burst", stalls)
 		}
