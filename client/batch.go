@@ -420,7 +420,7 @@ func (c *Client) serve(ep *endpoint, n int, deadline time.Time, want func() bool
 		failures = append(failures, err)
 		c.failovers.Add(1)
 		if h := c.cfg.Hooks.Failover; h != nil {
-			h(node, err)
+			h(FailoverEvent{Node: node, Err: err})
 		}
 		c.log.Warn("snowflaked client: failing over", "node", node, "error", err)
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
@@ -435,6 +435,6 @@ func (c *Client) counted(n int) {
 	c.batches.Add(1)
 	c.handed.Add(int64(n))
 	if h := c.cfg.Hooks.Batch; h != nil {
-		h(n)
+		h(BatchEvent{IDs: n})
 	}
 }

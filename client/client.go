@@ -121,15 +121,47 @@ type Config struct {
 }
 
 // Hooks are called on the client's and the callers' goroutines: they must
-// be quick and must not block. Wire them to a metrics library.
+// be quick and must not block. Wire them to a metrics library. A nil hook is
+// skipped. Each takes one event struct, so that later fields do not change
+// the hook's type.
 type Hooks struct {
-	// Request: one HTTP request to node, with its status (0 when it got
-	// none), error and duration.
-	Request func(node string, status int, err error, d time.Duration)
-	// Batch: a batch of n IDs was handed out.
-	Batch func(n int)
-	// Failover: a batch left node after err.
-	Failover func(node string, err error)
+	// Request is called after each HTTP request to a node.
+	Request func(RequestEvent)
+	// Batch is called when a batch of IDs was handed out (to the callers
+	// of a request, or to the prefetch buffer).
+	Batch func(BatchEvent)
+	// Failover is called when a batch leaves a node after a failure, for
+	// the next node.
+	Failover func(FailoverEvent)
+}
+
+// RequestEvent is one HTTP request to one node (Hooks.Request).
+type RequestEvent struct {
+	// Node is the node asked, "host:port".
+	Node string
+	// Count is how many IDs (or UUIDs) the request asked for.
+	Count int
+	// Status is the answer's HTTP status, 0 when no answer came (a
+	// connection error, a timeout).
+	Status int
+	// Err is the request's failure, nil when it was served.
+	Err error
+	// Duration is the time from the start of the request to its end.
+	Duration time.Duration
+}
+
+// BatchEvent is a batch of IDs handed out (Hooks.Batch).
+type BatchEvent struct {
+	// IDs is how many IDs (or UUIDs) the batch handed out.
+	IDs int
+}
+
+// FailoverEvent is a batch leaving a node (Hooks.Failover).
+type FailoverEvent struct {
+	// Node is the node the batch left, "host:port".
+	Node string
+	// Err is the node's failure that made the batch leave.
+	Err error
 }
 
 // Stats are the client's counters since New.

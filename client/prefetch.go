@@ -202,7 +202,7 @@ func (p *prefetch) worker() {
 			}
 			p.c.batches.Add(1)
 			if h := p.c.cfg.Hooks.Batch; h != nil {
-				h(len(ids))
+				h(BatchEvent{IDs: len(ids)})
 			}
 		}
 	}

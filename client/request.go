@@ -117,7 +117,7 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 		}
 	}
 	if h := c.cfg.Hooks.Request; h != nil {
-		h(addr, status, err, time.Since(start))
+		h(RequestEvent{Node: addr, Count: n, Status: status, Err: err, Duration: time.Since(start)})
 	}
 	return out, err
 }
