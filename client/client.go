@@ -7,7 +7,13 @@
 //
 //   - Next and NextN: snowflake IDs, from GET /ids?count=N;
 //   - NextSegment and NextSegmentN: the dense IDs of a tag, from
-//     GET /segment/{tag}?count=N.
+//     GET /segment/{tag}?count=N;
+//   - NextGene and NextGeneN: snowflake IDs that carry a gene, from
+//     GET /ids?gene=G&count=N;
+//   - NextUUID and NextUUIDN: UUIDv7s, from GET /uuids?count=N.
+//
+// A call that returns several has the name of the call that returns one,
+// and N.
 //
 // A call alone does its request itself, on the caller's goroutine: nothing
 // is added to a plain GET but the parsing. Calls that arrive while a
@@ -339,7 +345,7 @@ func (c *Client) NextGeneN(ctx context.Context, gene uint64, n int) ([]int64, er
 
 // direct makes the request for n of ep's IDs with the usual failover,
 // outside the batchers: for calls that are never merged with others
-// (NextGeneN, NextUUIDs). bad, when set, is the caller's argument error.
+// (NextGeneN, NextUUIDN). bad, when set, is the caller's argument error.
 func (c *Client) direct(ctx context.Context, ep *endpoint, n int, bad error) ([]int64, error) {
 	err := bad
 	switch {

@@ -61,15 +61,15 @@ func parseUUIDs(body []byte, n int) ([]UUID, error) {
 // NextUUID returns one new UUIDv7 (see UUID), with the usual failover.
 // Like NextGene, each call is its own request, never merged or prefetched.
 func (c *Client) NextUUID(ctx context.Context) (UUID, error) {
-	us, err := c.NextUUIDs(ctx, 1)
+	us, err := c.NextUUIDN(ctx, 1)
 	if err != nil {
 		return UUID{}, err
 	}
 	return us[0], nil
 }
 
-// NextUUIDs returns n new UUIDs (1 ≤ n ≤ MaxBatch), increasing.
-func (c *Client) NextUUIDs(ctx context.Context, n int) ([]UUID, error) {
+// NextUUIDN returns n new UUIDs (1 ≤ n ≤ MaxBatch), increasing.
+func (c *Client) NextUUIDN(ctx context.Context, n int) ([]UUID, error) {
 	var bad error
 	if n < 1 || n > c.cfg.MaxBatch {
 		bad = &RejectedError{Code: wire.CodeInvalidCount, Message: fmt.Sprintf("next %d UUIDs: want 1..%d", n, c.cfg.MaxBatch)}

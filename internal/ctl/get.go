@@ -128,7 +128,7 @@ func get(args []string, stdout, stderr io.Writer) int {
 	}
 	defer closeAll()
 	if *asUUID {
-		us, err := c.NextUUIDs(ctx, *count)
+		us, err := c.NextUUIDN(ctx, *count)
 		if err != nil {
 			fmt.Fprintf(stderr, "snowflakectl get: %v\n", err)
 			return exitFor(err)
