@@ -81,45 +81,50 @@ const (
 	MaxTagLen = 128
 )
 
-// Config configures a Client: either Servers or Discovery.
+// Config configures a Client: either Servers or Discovery. The zero value
+// of every other field means its default.
 type Config struct {
 	// Servers is a static list of nodes, "host:port" each (the same as
-	// Discovery: Static(Servers)).
+	// Discovery: Static(Servers)). Nil or empty: Discovery gives the nodes.
 	Servers []string
 	// Discovery finds the nodes instead: a Bootstrap (ask any node for the
 	// cluster's members), a zkdiscovery.Discovery (follow ZooKeeper's
 	// alive/ znodes), or one of your own. The client does not close it.
+	// Nil: Servers gives the nodes (exactly one of the two is set).
 	Discovery Discovery
-	// MaxBatch bounds one request (default 1000; at most the nodes'
-	// --max-batch). A batch asks for exactly what the callers waiting want,
-	// never more.
+	// MaxBatch bounds the IDs one request asks for, 0..1,000,000 (0:
+	// DefaultMaxBatch, 1000). A batch asks for exactly what the callers
+	// waiting want, never more.
 	MaxBatch int
-	// Timeout bounds one request to one node (default 2s).
+	// Timeout bounds one request to one node (0: DefaultTimeout, 2s).
 	Timeout time.Duration
-	// Attempts is how many nodes one batch tries before it fails
-	// (default 3).
+	// Attempts is how many nodes one batch tries before it fails, 0..100
+	// (0: DefaultAttempts, 3).
 	Attempts int
-	// MaxInFlight bounds the requests out at once for one kind of ID
-	// (default 1). Fewer in flight make bigger batches: callers pile up
-	// while a request is out. A request out longer than StallAfter stops
-	// counting (see StallAfter).
+	// MaxInFlight bounds the requests out at once for one kind of ID,
+	// 0..1024 (0: DefaultMaxInFlight, 1). Fewer in flight make bigger
+	// batches: callers pile up while a request is out. A request out longer
+	// than StallAfter stops counting (see StallAfter).
 	MaxInFlight int
-	// StallAfter (default 50ms): a request out longer than this (a node
-	// that hangs, a lost packet) gives its in-flight slot up, so callers
-	// that arrive meanwhile get a request of their own on the next node;
-	// the stalled request's callers still wait for it, up to Timeout per
-	// node.
+	// StallAfter (0: DefaultStallAfter, 50ms): a request out longer than
+	// this (a node that hangs, a lost packet) gives its in-flight slot up,
+	// so callers that arrive meanwhile get a request of their own on the
+	// next node; the stalled request's callers still wait for it, up to
+	// Timeout per node.
 	StallAfter time.Duration
 	// DownFor is how long a node that failed without a Retry-After (a
-	// connection error, a timeout) gets no traffic (default 1s).
+	// connection error, a timeout) gets no traffic (0: DefaultDownFor, 1s).
 	DownFor time.Duration
-	// Prefetch keeps up to this many snowflake IDs fetched ahead for Next
-	// (0: off). PrefetchMaxAge drops prefetched IDs older than it (default
-	// 1s). Dense IDs are never prefetched: what a client holds when it
-	// exits is lost to the tag's density.
-	Prefetch       int
+	// Prefetch keeps up to this many snowflake IDs fetched ahead for Next,
+	// 0..10,000,000 (0: off). Dense IDs are never prefetched: what a client
+	// holds when it exits is lost to the tag's density.
+	Prefetch int
+	// PrefetchMaxAge drops prefetched IDs older than it (0:
+	// DefaultPrefetchMaxAge, 1s), so the time inside an ID lags the call
+	// by at most that.
 	PrefetchMaxAge time.Duration
-	// Hooks receive the client's events (nil ones are skipped).
+	// Hooks receive the client's events; the zero value has none (each nil
+	// hook is skipped).
 	Hooks Hooks
 	// Log receives a line per failover and per failed prefetch, at level
 	// Warn; nil discards everything.
