@@ -144,7 +144,7 @@ func (b *batcher) fetch(ctx context.Context, n int) ([]int64, error) {
 // Timeout per node).
 func (b *batcher) solo(ctx context.Context, s *slot, n int) ([]int64, error) {
 	deadline, _ := ctx.Deadline()
-	ids, err := b.c.serve(&b.ep, n, deadline, func() bool { return ctx.Err() == nil })
+	ids, err := b.c.serveClamped(&b.ep, n, deadline, func() bool { return ctx.Err() == nil })
 	b.release(s)
 	if err = callerErr(ctx, b.ep.what, err); err != nil {
 		return nil, err // IDs fetched for a caller that gave up are dropped, never kept
@@ -336,7 +336,7 @@ func (b *batcher) serveBatch(batch []*call, total int) {
 			deadline = d
 		}
 	}
-	ids, err := b.c.serve(&b.ep, total, deadline, func() bool {
+	ids, err := b.c.serveClamped(&b.ep, total, deadline, func() bool {
 		for _, cl := range batch {
 			if cl.ctx.Err() == nil {
 				return true

@@ -94,7 +94,10 @@ type Config struct {
 	Discovery Discovery
 	// MaxBatch bounds the IDs one request asks for, 0..1,000,000 (0:
 	// DefaultMaxBatch, 1000). A batch asks for exactly what the callers
-	// waiting want, never more.
+	// waiting want, never more. A node whose --max-batch is smaller refuses
+	// a larger count naming its limit; the client then asks for at most
+	// the smallest limit a node named, in several requests, for the rest of
+	// its life (a Warn line when it learns one).
 	MaxBatch int
 	// Timeout bounds one request to one node (0: DefaultTimeout, 2s).
 	Timeout time.Duration
@@ -203,6 +206,10 @@ type Client struct {
 	next  int // round-robin cursor
 
 	pre *prefetch
+
+	// nodeMax is the smallest count a node said it accepts, when below
+	// MaxBatch (0: none said so); see serveClamped.
+	nodeMax atomic.Int64
 
 	requests, batches, handed, failovers, errs atomic.Int64
 	closed                                     atomic.Bool
@@ -362,7 +369,7 @@ func (c *Client) direct(ctx context.Context, ep *endpoint, n int, bad error) ([]
 	default:
 		deadline, _ := ctx.Deadline()
 		var ids []int64
-		ids, err = c.serve(ep, n, deadline, func() bool { return ctx.Err() == nil })
+		ids, err = c.serveClamped(ep, n, deadline, func() bool { return ctx.Err() == nil })
 		if err = callerErr(ctx, ep.what, err); err == nil {
 			c.counted(n)
 			return ids, nil

@@ -184,7 +184,7 @@ func lineAt(body []byte, i int) []byte {
 func rejected(addr string, status int, body []byte) *RejectedError {
 	var e wire.ErrorBody
 	if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
-		return &RejectedError{Node: addr, Status: status, Code: e.Error.Code, Message: e.Error.Message}
+		return &RejectedError{Node: addr, Status: status, Code: e.Error.Code, Message: e.Error.Message, Max: e.Error.Max}
 	}
 	return &RejectedError{Node: addr, Status: status, Message: strconv.Quote(truncate(body))}
 }
