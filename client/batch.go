@@ -144,7 +144,7 @@ func (b *batcher) fetch(ctx context.Context, n int) ([]int64, error) {
 // Timeout per node).
 func (b *batcher) solo(ctx context.Context, s *slot, n int) ([]int64, error) {
 	deadline, _ := ctx.Deadline()
-	ids, err := b.c.serve(&b.ep, n, deadline, func() bool { return ctx.Err() == nil })
+	ids, err := b.c.serveClamped(&b.ep, n, deadline, func() bool { return ctx.Err() == nil })
 	b.release(s)
 	if err = callerErr(ctx, b.ep.what, err); err != nil {
 		return nil, err // IDs fetched for a caller that gave up are dropped, never kept
@@ -336,7 +336,7 @@ func (b *batcher) serveBatch(batch []*call, total int) {
 			deadline = d
 		}
 	}
-	ids, err := b.c.serve(&b.ep, total, deadline, func() bool {
+	ids, err := b.c.serveClamped(&b.ep, total, deadline, func() bool {
 		for _, cl := range batch {
 			if cl.ctx.Err() == nil {
 				return true
@@ -420,7 +420,7 @@ func (c *Client) serve(ep *endpoint, n int, deadline time.Time, want func() bool
 		failures = append(failures, err)
 		c.failovers.Add(1)
 		if h := c.cfg.Hooks.Failover; h != nil {
-			h(node, err)
+			h(FailoverEvent{Node: node, Err: err})
 		}
 		c.log.Warn("snowflaked client: failing over", "node", node, "error", err)
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
@@ -435,6 +435,6 @@ func (c *Client) counted(n int) {
 	c.batches.Add(1)
 	c.handed.Add(int64(n))
 	if h := c.cfg.Hooks.Batch; h != nil {
-		h(n)
+		h(BatchEvent{IDs: n})
 	}
 }

@@ -31,7 +31,7 @@ func TestUncontendedCallMakesItsOwnRequest(t *testing.T) {
 	f := startFake(t, 1, nil)
 	var requestOn atomic.Int64
 	c := newClient(t, Config{Servers: []string{f.addr}, Hooks: Hooks{
-		Request: func(string, int, error, time.Duration) { requestOn.Store(goid()) },
+		Request: func(RequestEvent) { requestOn.Store(goid()) },
 	}})
 	for i := range 3 {
 		if _, err := c.Next(context.Background()); err != nil {

@@ -7,7 +7,13 @@
 //
 //   - Next and NextN: snowflake IDs, from GET /ids?count=N;
 //   - NextSegment and NextSegmentN: the dense IDs of a tag, from
-//     GET /segment/{tag}?count=N.
+//     GET /segment/{tag}?count=N;
+//   - NextGene and NextGeneN: snowflake IDs that carry a gene, from
+//     GET /ids?gene=G&count=N;
+//   - NextUUID and NextUUIDN: UUIDv7s, from GET /uuids?count=N.
+//
+// A call that returns several has the name of the call that returns one,
+// and N.
 //
 // A call alone does its request itself, on the caller's goroutine: nothing
 // is added to a plain GET but the parsing. Calls that arrive while a
@@ -75,45 +81,53 @@ const (
 	MaxTagLen = 128
 )
 
-// Config configures a Client: either Servers or Discovery.
+// Config configures a Client: either Servers or Discovery. The zero value
+// of every other field means its default.
 type Config struct {
 	// Servers is a static list of nodes, "host:port" each (the same as
-	// Discovery: Static(Servers)).
+	// Discovery: Static(Servers)). Nil or empty: Discovery gives the nodes.
 	Servers []string
 	// Discovery finds the nodes instead: a Bootstrap (ask any node for the
 	// cluster's members), a zkdiscovery.Discovery (follow ZooKeeper's
 	// alive/ znodes), or one of your own. The client does not close it.
+	// Nil: Servers gives the nodes (exactly one of the two is set).
 	Discovery Discovery
-	// MaxBatch bounds one request (default 1000; at most the nodes'
-	// --max-batch). A batch asks for exactly what the callers waiting want,
-	// never more.
+	// MaxBatch bounds the IDs one request asks for, 0..1,000,000 (0:
+	// DefaultMaxBatch, 1000). A batch asks for exactly what the callers
+	// waiting want, never more. A node whose --max-batch is smaller refuses
+	// a larger count naming its limit; the client then asks for at most
+	// the smallest limit a node named, in several requests, for the rest of
+	// its life (a Warn line when it learns one).
 	MaxBatch int
-	// Timeout bounds one request to one node (default 2s).
+	// Timeout bounds one request to one node (0: DefaultTimeout, 2s).
 	Timeout time.Duration
-	// Attempts is how many nodes one batch tries before it fails
-	// (default 3).
+	// Attempts is how many nodes one batch tries before it fails, 0..100
+	// (0: DefaultAttempts, 3).
 	Attempts int
-	// MaxInFlight bounds the requests out at once for one kind of ID
-	// (default 1). Fewer in flight make bigger batches: callers pile up
-	// while a request is out. A request out longer than StallAfter stops
-	// counting (see StallAfter).
+	// MaxInFlight bounds the requests out at once for one kind of ID,
+	// 0..1024 (0: DefaultMaxInFlight, 1). Fewer in flight make bigger
+	// batches: callers pile up while a request is out. A request out longer
+	// than StallAfter stops counting (see StallAfter).
 	MaxInFlight int
-	// StallAfter (default 50ms): a request out longer than this (a node
-	// that hangs, a lost packet) gives its in-flight slot up, so callers
-	// that arrive meanwhile get a request of their own on the next node;
-	// the stalled request's callers still wait for it, up to Timeout per
-	// node.
+	// StallAfter (0: DefaultStallAfter, 50ms): a request out longer than
+	// this (a node that hangs, a lost packet) gives its in-flight slot up,
+	// so callers that arrive meanwhile get a request of their own on the
+	// next node; the stalled request's callers still wait for it, up to
+	// Timeout per node.
 	StallAfter time.Duration
 	// DownFor is how long a node that failed without a Retry-After (a
-	// connection error, a timeout) gets no traffic (default 1s).
+	// connection error, a timeout) gets no traffic (0: DefaultDownFor, 1s).
 	DownFor time.Duration
-	// Prefetch keeps up to this many snowflake IDs fetched ahead for Next
-	// (0: off). PrefetchMaxAge drops prefetched IDs older than it (default
-	// 1s). Dense IDs are never prefetched: what a client holds when it
-	// exits is lost to the tag's density.
-	Prefetch       int
+	// Prefetch keeps up to this many snowflake IDs fetched ahead for Next,
+	// 0..10,000,000 (0: off). Dense IDs are never prefetched: what a client
+	// holds when it exits is lost to the tag's density.
+	Prefetch int
+	// PrefetchMaxAge drops prefetched IDs older than it (0:
+	// DefaultPrefetchMaxAge, 1s), so the time inside an ID lags the call
+	// by at most that.
 	PrefetchMaxAge time.Duration
-	// Hooks receive the client's events (nil ones are skipped).
+	// Hooks receive the client's events; the zero value has none (each nil
+	// hook is skipped).
 	Hooks Hooks
 	// Log receives a line per failover and per failed prefetch, at level
 	// Warn; nil discards everything.
@@ -121,15 +135,47 @@ type Config struct {
 }
 
 // Hooks are called on the client's and the callers' goroutines: they must
-// be quick and must not block. Wire them to a metrics library.
+// be quick and must not block. Wire them to a metrics library. A nil hook is
+// skipped. Each takes one event struct, so that later fields do not change
+// the hook's type.
 type Hooks struct {
-	// Request: one HTTP request to node, with its status (0 when it got
-	// none), error and duration.
-	Request func(node string, status int, err error, d time.Duration)
-	// Batch: a batch of n IDs was handed out.
-	Batch func(n int)
-	// Failover: a batch left node after err.
-	Failover func(node string, err error)
+	// Request is called after each HTTP request to a node.
+	Request func(RequestEvent)
+	// Batch is called when a batch of IDs was handed out (to the callers
+	// of a request, or to the prefetch buffer).
+	Batch func(BatchEvent)
+	// Failover is called when a batch leaves a node after a failure, for
+	// the next node.
+	Failover func(FailoverEvent)
+}
+
+// RequestEvent is one HTTP request to one node (Hooks.Request).
+type RequestEvent struct {
+	// Node is the node asked, "host:port".
+	Node string
+	// Count is how many IDs (or UUIDs) the request asked for.
+	Count int
+	// Status is the answer's HTTP status, 0 when no answer came (a
+	// connection error, a timeout).
+	Status int
+	// Err is the request's failure, nil when it was served.
+	Err error
+	// Duration is the time from the start of the request to its end.
+	Duration time.Duration
+}
+
+// BatchEvent is a batch of IDs handed out (Hooks.Batch).
+type BatchEvent struct {
+	// IDs is how many IDs (or UUIDs) the batch handed out.
+	IDs int
+}
+
+// FailoverEvent is a batch leaving a node (Hooks.Failover).
+type FailoverEvent struct {
+	// Node is the node the batch left, "host:port".
+	Node string
+	// Err is the node's failure that made the batch leave.
+	Err error
 }
 
 // Stats are the client's counters since New.
@@ -160,6 +206,10 @@ type Client struct {
 	next  int // round-robin cursor
 
 	pre *prefetch
+
+	// nodeMax is the smallest count a node said it accepts, when below
+	// MaxBatch (0: none said so); see serveClamped.
+	nodeMax atomic.Int64
 
 	requests, batches, handed, failovers, errs atomic.Int64
 	closed                                     atomic.Bool
@@ -307,7 +357,7 @@ func (c *Client) NextGeneN(ctx context.Context, gene uint64, n int) ([]int64, er
 
 // direct makes the request for n of ep's IDs with the usual failover,
 // outside the batchers: for calls that are never merged with others
-// (NextGeneN, NextUUIDs). bad, when set, is the caller's argument error.
+// (NextGeneN, NextUUIDN). bad, when set, is the caller's argument error.
 func (c *Client) direct(ctx context.Context, ep *endpoint, n int, bad error) ([]int64, error) {
 	err := bad
 	switch {
@@ -319,7 +369,7 @@ func (c *Client) direct(ctx context.Context, ep *endpoint, n int, bad error) ([]
 	default:
 		deadline, _ := ctx.Deadline()
 		var ids []int64
-		ids, err = c.serve(ep, n, deadline, func() bool { return ctx.Err() == nil })
+		ids, err = c.serveClamped(ep, n, deadline, func() bool { return ctx.Err() == nil })
 		if err = callerErr(ctx, ep.what, err); err == nil {
 			c.counted(n)
 			return ids, nil

@@ -237,9 +237,9 @@ func TestFailover(t *testing.T) {
 			var failovers []string
 			var mu sync.Mutex
 			c := newClient(t, Config{Servers: []string{bad, good.addr}, Timeout: 300 * time.Millisecond, MaxInFlight: 1,
-				Hooks: Hooks{Failover: func(node string, err error) {
+				Hooks: Hooks{Failover: func(e FailoverEvent) {
 					mu.Lock()
-					failovers = append(failovers, node+" "+err.Error())
+					failovers = append(failovers, e.Node+" "+e.Err.Error())
 					mu.Unlock()
 				}}})
 			for i := range 20 {

@@ -122,7 +122,7 @@ func TestAnswerSizeIsBounded(t *testing.T) {
 			good := startFake(t, 2, nil)
 			var failover atomic.Value
 			c := newClient(t, Config{Servers: []string{bad.addr, good.addr}, Timeout: 5 * time.Second,
-				Hooks: Hooks{Failover: func(_ string, err error) { failover.Store(err.Error()) }}})
+				Hooks: Hooks{Failover: func(e FailoverEvent) { failover.Store(e.Err.Error()) }}})
 			if _, err := c.Next(context.Background()); err != nil {
 				t.Fatalf("Next: %v", err)
 			}

@@ -81,6 +81,11 @@ type RejectedError struct {
 	Code string
 	// Message says what is wrong, for people.
 	Message string
+	// Max is the largest count the node accepts, with Code
+	// wire.CodeInvalidCount from a node that reports it; 0 otherwise. The
+	// client asks again for at most Max rather than returning a count it
+	// asked for above Max.
+	Max int
 }
 
 // Error names the node, status and code.

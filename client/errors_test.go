@@ -86,7 +86,7 @@ func TestRejectedError(t *testing.T) {
 		{"NextSegment bad tag", nil, func(ctx context.Context, c *Client) error { _, err := c.NextSegment(ctx, "a/b"); return err }, false, 0, "invalid_tag", `tag "a/b"`},
 		{"NextGene gene over 2^63-1", nil, func(ctx context.Context, c *Client) error { _, err := c.NextGene(ctx, 1<<63); return err }, false, 0, "invalid_gene", "2^63-1"},
 		{"NextGeneN too many", nil, func(ctx context.Context, c *Client) error { _, err := c.NextGeneN(ctx, 1, 5000); return err }, false, 0, "invalid_count", "1..1000"},
-		{"NextUUIDs(0)", nil, func(ctx context.Context, c *Client) error { _, err := c.NextUUIDs(ctx, 0); return err }, false, 0, "invalid_count", "want 1..1000"},
+		{"NextUUIDN(0)", nil, func(ctx context.Context, c *Client) error { _, err := c.NextUUIDN(ctx, 0); return err }, false, 0, "invalid_count", "want 1..1000"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

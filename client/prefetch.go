@@ -173,7 +173,7 @@ func (p *prefetch) worker() {
 			p.mu.Unlock()
 
 			born := time.Now()
-			ids, err := p.c.serve(&p.c.ids.ep, n, born.Add(p.c.cfg.Timeout*time.Duration(p.c.cfg.Attempts)), func() bool { return true })
+			ids, err := p.c.serveClamped(&p.c.ids.ep, n, born.Add(p.c.cfg.Timeout*time.Duration(p.c.cfg.Attempts)), func() bool { return true })
 			p.mu.Lock()
 			p.fetching -= n
 			if err == nil {
@@ -202,7 +202,7 @@ func (p *prefetch) worker() {
 			}
 			p.c.batches.Add(1)
 			if h := p.c.cfg.Hooks.Batch; h != nil {
-				h(len(ids))
+				h(BatchEvent{IDs: len(ids)})
 			}
 		}
 	}

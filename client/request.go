@@ -117,7 +117,7 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 		}
 	}
 	if h := c.cfg.Hooks.Request; h != nil {
-		h(addr, status, err, time.Since(start))
+		h(RequestEvent{Node: addr, Count: n, Status: status, Err: err, Duration: time.Since(start)})
 	}
 	return out, err
 }
@@ -184,7 +184,7 @@ func lineAt(body []byte, i int) []byte {
 func rejected(addr string, status int, body []byte) *RejectedError {
 	var e wire.ErrorBody
 	if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
-		return &RejectedError{Node: addr, Status: status, Code: e.Error.Code, Message: e.Error.Message}
+		return &RejectedError{Node: addr, Status: status, Code: e.Error.Code, Message: e.Error.Message, Max: e.Error.Max}
 	}
 	return &RejectedError{Node: addr, Status: status, Message: strconv.Quote(truncate(body))}
 }

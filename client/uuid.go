@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
@@ -22,6 +23,76 @@ func (u UUID) String() string { return wire.FormatUUID(u) }
 func (u UUID) Time() time.Time {
 	ms := int64(u[0])<<40 | int64(u[1])<<32 | int64(u[2])<<24 | int64(u[3])<<16 | int64(u[4])<<8 | int64(u[5])
 	return time.UnixMilli(ms).UTC()
+}
+
+// ErrInvalidUUID is wrapped by the errors of Parse, UnmarshalText and Scan
+// (it is wire.ErrInvalidUUID).
+var ErrInvalidUUID = wire.ErrInvalidUUID
+
+// uuidRawLen is the length of a UUID's binary form: its 16 bytes.
+const uuidRawLen = 16
+
+// Parse reads a UUID's canonical text form: 36 characters, 8-4-4-4-12
+// hexadecimal digits (upper or lower case) between hyphens. It does not
+// check the version. A bad string is an error wrapping ErrInvalidUUID.
+func Parse(s string) (UUID, error) {
+	u, err := wire.ParseUUID(s)
+	if err != nil {
+		return UUID{}, fmt.Errorf("parse uuid: %w", err)
+	}
+	return UUID(u), nil
+}
+
+// MarshalText is the canonical form (String), for encoding/json and the
+// like.
+func (u UUID) MarshalText() ([]byte, error) {
+	return wire.AppendUUID(make([]byte, 0, wire.UUIDTextLen), u), nil
+}
+
+// UnmarshalText reads the canonical form (see Parse). On error u is left
+// as it was.
+func (u *UUID) UnmarshalText(text []byte) error {
+	v, err := Parse(string(text))
+	if err != nil {
+		return err
+	}
+	*u = v
+	return nil
+}
+
+// Value is the canonical form (String), for database/sql: a UUID column
+// or a 36-character text column.
+func (u UUID) Value() (driver.Value, error) { return u.String(), nil }
+
+// Scan reads a UUID from database/sql: a string or []byte of 36
+// characters (the canonical form, see Parse) or of 16 bytes (the binary
+// form, as a BINARY(16) column holds it). SQL NULL is an error: scan a
+// nullable column into a sql.Null[UUID]. On error u is left as it was.
+func (u *UUID) Scan(src any) error {
+	var b []byte
+	switch v := src.(type) {
+	case string:
+		b = []byte(v)
+	case []byte:
+		b = v
+	case nil:
+		return fmt.Errorf("scan uuid: %w: NULL (scan a nullable column into a sql.Null[client.UUID])", ErrInvalidUUID)
+	default:
+		return fmt.Errorf("scan uuid: %w: cannot scan a %T", ErrInvalidUUID, src)
+	}
+	switch len(b) {
+	case uuidRawLen:
+		*u = UUID(b)
+		return nil
+	case wire.UUIDTextLen:
+		v, err := Parse(string(b))
+		if err != nil {
+			return fmt.Errorf("scan uuid: %w", err)
+		}
+		*u = v
+		return nil
+	}
+	return fmt.Errorf("scan uuid: %w: %d bytes, want %d (text) or %d (binary)", ErrInvalidUUID, len(b), wire.UUIDTextLen, uuidRawLen)
 }
 
 // maxUUIDLine bounds one line of a /uuids answer: 36 characters and a
@@ -61,15 +132,15 @@ func parseUUIDs(body []byte, n int) ([]UUID, error) {
 // NextUUID returns one new UUIDv7 (see UUID), with the usual failover.
 // Like NextGene, each call is its own request, never merged or prefetched.
 func (c *Client) NextUUID(ctx context.Context) (UUID, error) {
-	us, err := c.NextUUIDs(ctx, 1)
+	us, err := c.NextUUIDN(ctx, 1)
 	if err != nil {
 		return UUID{}, err
 	}
 	return us[0], nil
 }
 
-// NextUUIDs returns n new UUIDs (1 ≤ n ≤ MaxBatch), increasing.
-func (c *Client) NextUUIDs(ctx context.Context, n int) ([]UUID, error) {
+// NextUUIDN returns n new UUIDs (1 ≤ n ≤ MaxBatch), increasing.
+func (c *Client) NextUUIDN(ctx context.Context, n int) ([]UUID, error) {
 	var bad error
 	if n < 1 || n > c.cfg.MaxBatch {
 		bad = &RejectedError{Code: wire.CodeInvalidCount, Message: fmt.Sprintf("next %d UUIDs: want 1..%d", n, c.cfg.MaxBatch)}

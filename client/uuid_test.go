@@ -53,12 +53,12 @@ func TestNextUUID(t *testing.T) {
 		}
 		prev = s
 	}
-	us, err := c.NextUUIDs(context.Background(), 4)
+	us, err := c.NextUUIDN(context.Background(), 4)
 	if err != nil || len(us) != 4 || us[0].String() <= prev {
-		t.Fatalf("NextUUIDs(4) = %v, %v", us, err)
+		t.Fatalf("NextUUIDN(4) = %v, %v", us, err)
 	}
-	if _, err := c.NextUUIDs(context.Background(), 0); !errors.Is(err, ErrRejected) {
-		t.Errorf("NextUUIDs(0): %v", err)
+	if _, err := c.NextUUIDN(context.Background(), 0); !errors.Is(err, ErrRejected) {
+		t.Errorf("NextUUIDN(0): %v", err)
 	}
 	for _, body := range []string{"not a uuid\n", "0190b2d4-7c3e-7abc-8def-0123456789ab\n0190b2d4-7c3e-7abc-8def-0123456789aa\n"} {
 		if _, err := parseUUIDs([]byte(body), strings.Count(body, "\n")); err == nil {

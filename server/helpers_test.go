@@ -148,6 +148,7 @@ type apiError struct {
 	Message string  `json:"message"`
 	Reason  *string `json:"reason"`
 	State   *string `json:"state"`
+	Max     *int    `json:"max"` // only with invalid_count: the node's MaxBatch
 }
 
 // decodeError checks that r is a JSON error and returns it.
@@ -166,6 +167,9 @@ func decodeError(t testing.TB, r response) apiError {
 	}
 	if e.Error.Code == "" || e.Error.Message == "" {
 		t.Fatalf("error body %s lacks code or message", r.body)
+	}
+	if (e.Error.Max != nil) != (e.Error.Code == codeInvalidCount) || (e.Error.Max != nil && *e.Error.Max < 1) {
+		t.Fatalf("error body %s: want a positive max with invalid_count, and only then", r.body)
 	}
 	return *e.Error
 }

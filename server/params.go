@@ -106,20 +106,25 @@ func (s *Server) format(ctx *fasthttp.RequestCtx, args *fasthttp.Args) (asJSON, 
 }
 
 // count reads ?count=, which must be a whole number from 1 to MaxBatch.
+// Its error carries MaxBatch as "max", so that a client that asked for too
+// many can ask again for fewer.
 func (s *Server) count(ctx *fasthttp.RequestCtx, args *fasthttp.Args) (int, bool) {
 	if !args.Has(paramCount) {
-		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidCount,
-			"count is required: a whole number from 1 to "+strconv.Itoa(s.maxBatch))
+		s.countError(ctx, "count is required: a whole number from 1 to "+strconv.Itoa(s.maxBatch))
 		return 0, false
 	}
 	v := args.Peek(paramCount)
 	n, ok := parseCount(v, s.maxBatch)
 	if !ok {
-		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidCount,
-			"count "+quote(v)+" is not a whole number from 1 to "+strconv.Itoa(s.maxBatch))
+		s.countError(ctx, "count "+quote(v)+" is not a whole number from 1 to "+strconv.Itoa(s.maxBatch))
 		return 0, false
 	}
 	return n, true
+}
+
+// countError answers 400 invalid_count with msg and the node's MaxBatch.
+func (s *Server) countError(ctx *fasthttp.RequestCtx, msg string) {
+	writeErrorJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: errorDetail{Code: codeInvalidCount, Message: msg, Max: s.maxBatch}})
 }
 
 // parseCount parses ASCII decimal digits (no sign, no spaces) into a value

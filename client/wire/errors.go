@@ -93,6 +93,10 @@ type ErrorDetail struct {
 	Code string `json:"code"`
 	// Message says what went wrong, for people.
 	Message string `json:"message"`
+	// Max is the largest count the node accepts (its --max-batch), only
+	// with CodeInvalidCount; zero (left out of the JSON) with any other
+	// code. A client that asked for more can ask again for at most Max.
+	Max int `json:"max,omitempty"`
 }
 
 // UnavailableBody is the JSON body of a 503 answer: an ErrorBody whose

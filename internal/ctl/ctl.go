@@ -33,11 +33,11 @@ var usages = map[string]string{
 	"decode":  "decode <id|uuid>... [--layout 41/10/12 --epoch … --time-unit 1ms --gene-bits 0 | --leaf] [--json]",
 	"status":  "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--probe-timeout 1s] [--report-interval 3s] [--json]",
 	"probe":   "probe <url> [--timeout 2s] [--wait 0s] [--quiet]",
-	"get":     "get [--count N] [--gene G | --uuid] (--servers host:port,… | --zk host:2181,… [--cluster default])",
+	"get":     "get [--count N] [--gene G | --uuid] (--servers host:port,… | --bootstrap host:port,… | --zk host:2181,… [--cluster default])",
 	"segment": segmentUsage,
 	"cluster": clusterUsage,
 	"node":    nodeUsage,
-	"bench":   "bench (--servers … | --zk …) [--duration 10s] [--concurrency 64] [--count 1] [--timeout 10s]",
+	"bench":   "bench (--servers … | --bootstrap … | --zk …) [--duration 10s] [--concurrency 64] [--count 1] [--timeout 10s]",
 }
 
 // commands lists the subcommands; add new ones here (and their usage line

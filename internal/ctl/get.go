@@ -19,14 +19,15 @@ import (
 
 // clientFlags are the flags get and bench share: where the cluster is.
 type clientFlags struct {
-	servers, zk, cluster, auth string
-	timeout                    time.Duration
+	servers, bootstrap, zk, cluster, auth string
+	timeout                               time.Duration
 }
 
 // register defines the flags; timeoutHelp says what --timeout bounds.
 func (f *clientFlags) register(fs *flag.FlagSet, timeoutHelp string) {
-	fs.StringVar(&f.servers, "servers", "", "nodes host:port,host:port (or --zk)")
-	fs.StringVar(&f.zk, "zk", "", "ZooKeeper host:2181,…: find the nodes in service under alive/ (or --servers)")
+	fs.StringVar(&f.servers, "servers", "", "nodes host:port,host:port (or --bootstrap, or --zk)")
+	fs.StringVar(&f.bootstrap, "bootstrap", "", "seed nodes host:port,…: ask them for the cluster's nodes in service, GET /cluster/nodes (or --servers, or --zk)")
+	fs.StringVar(&f.zk, "zk", "", "ZooKeeper host:2181,…: find the nodes in service under alive/ (or --servers, or --bootstrap)")
 	fs.StringVar(&f.cluster, "cluster", "default", "cluster name, with --zk")
 	fs.StringVar(&f.auth, "zk-auth", "", "user:password, with --zk")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, timeoutHelp)
@@ -35,13 +36,19 @@ func (f *clientFlags) register(fs *flag.FlagSet, timeoutHelp string) {
 // config turns the parsed flags into a client config; positional
 // arguments (fs takes none) are an error.
 func (f *clientFlags) config(fs *flag.FlagSet) (client.Config, error) {
+	given := 0
+	for _, v := range []string{f.servers, f.bootstrap, f.zk} {
+		if v != "" {
+			given++
+		}
+	}
 	switch {
 	case fs.NArg() > 0:
 		return client.Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
-	case f.servers != "" && f.zk != "":
-		return client.Config{}, errors.New("give --servers or --zk, not both: --servers names the nodes, --zk finds them in ZooKeeper")
-	case f.servers == "" && f.zk == "":
-		return client.Config{}, errors.New("give --servers host:port,… or --zk host:2181,…")
+	case given > 1:
+		return client.Config{}, errors.New("give --servers, --bootstrap or --zk, only one: --servers names the nodes, --bootstrap asks them for the cluster's nodes, --zk finds them in ZooKeeper")
+	case given == 0:
+		return client.Config{}, errors.New("give --servers host:port,…, --bootstrap host:port,… or --zk host:2181,…")
 	case f.timeout <= 0:
 		return client.Config{}, fmt.Errorf("--timeout %s must be positive", f.timeout)
 	}
@@ -51,17 +58,27 @@ func (f *clientFlags) config(fs *flag.FlagSet) (client.Config, error) {
 	return client.Config{}, nil // the discovery is newClient's
 }
 
-// newClient starts a client on cfg; with --zk it first connects to
-// ZooKeeper to follow the nodes in service. closeAll closes the client,
-// then the discovery.
+// newClient starts a client on cfg; with --bootstrap it first asks the
+// seeds for the nodes, with --zk it first connects to ZooKeeper to follow
+// the nodes in service. closeAll closes the client, then the discovery.
 func (f *clientFlags) newClient(ctx context.Context, cfg client.Config) (c *client.Client, closeAll func(), err error) {
-	var d *zkdiscovery.Discovery
-	if f.zk != "" {
-		d, err = zkdiscovery.New(ctx, zkdiscovery.Config{Servers: splitComma(f.zk), Cluster: f.cluster, Auth: f.auth})
-		if err != nil {
+	var d interface {
+		client.Discovery
+		Close() error
+	}
+	switch {
+	case f.bootstrap != "":
+		var b *client.Bootstrap
+		if b, err = client.NewBootstrap(ctx, client.BootstrapConfig{Seeds: splitComma(f.bootstrap)}); err != nil {
+			return nil, nil, fmt.Errorf("--bootstrap %s: %w", f.bootstrap, err)
+		}
+		d, cfg.Discovery = b, b
+	case f.zk != "":
+		var z *zkdiscovery.Discovery
+		if z, err = zkdiscovery.New(ctx, zkdiscovery.Config{Servers: splitComma(f.zk), Cluster: f.cluster, Auth: f.auth}); err != nil {
 			return nil, nil, err
 		}
-		cfg.Discovery = d
+		d, cfg.Discovery = z, z
 	}
 	c, err = client.New(ctx, cfg)
 	if err != nil {
@@ -88,7 +105,7 @@ func splitComma(s string) []string {
 	return out
 }
 
-// get is "snowflakectl get [--count N] (--servers … | --zk …)": IDs through
+// get is "snowflakectl get [--count N] (--servers … | --bootstrap … | --zk …)": IDs through
 // the Go client (failover included), one a line.
 func get(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("get", usages["get"], stderr)
@@ -128,7 +145,7 @@ func get(args []string, stdout, stderr io.Writer) int {
 	}
 	defer closeAll()
 	if *asUUID {
-		us, err := c.NextUUIDs(ctx, *count)
+		us, err := c.NextUUIDN(ctx, *count)
 		if err != nil {
 			fmt.Fprintf(stderr, "snowflakectl get: %v\n", err)
 			return exitFor(err)
@@ -165,7 +182,7 @@ func exitFor(err error) int {
 	return exitFailure
 }
 
-// bench is "snowflakectl bench (--servers … | --zk …) [--duration 10s]
+// bench is "snowflakectl bench (--servers … | --bootstrap … | --zk …) [--duration 10s]
 // [--concurrency 64] [--count 1]": goroutines calling the client for a
 // bounded time, then IDs/s, latency percentiles, failovers and errors. Only
 // loopback nodes (127.0.0.0/8, ::1) are benchmarked: load is never sent

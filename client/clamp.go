@@ -1,0 +1,89 @@
+package client
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"time"
+
+	"codeberg.org/snowflaked/snowflaked/client/wire"
+)
+
+// maxRelearn bounds how many times one call learns a smaller limit from
+// the nodes (each smaller than the last) before it gives up: nodes with
+// that many different limits are misconfigured, or lie.
+const maxRelearn = 4
+
+// serveClamped is serve within what the nodes accept. A node answers a
+// count above its --max-batch with 400 invalid_count naming its limit
+// (wire.ErrorDetail.Max); the client then remembers the smallest limit a
+// node reported, for its lifetime, and asks for n in several requests of
+// at most that, instead of failing the callers with ErrRejected. The IDs
+// of several requests are sorted (they may come from different nodes), as
+// are UUIDs.
+func (c *Client) serveClamped(ep *endpoint, n int, deadline time.Time, want func() bool) ([]int64, error) {
+	limit := int(c.nodeMax.Load())
+	if limit == 0 || n <= limit {
+		ids, err := c.serve(ep, n, deadline, want)
+		lim, ok := countTooLarge(err, n)
+		if !ok {
+			return ids, err
+		}
+		limit = c.learnMax(lim, err)
+	}
+	var ids []int64
+	var uuids []UUID
+	relearned := 0
+	for got := 0; got < n; {
+		size := min(n-got, limit)
+		part := *ep
+		var partUUIDs []UUID
+		if ep.uuids != nil {
+			part.uuids = &partUUIDs
+		}
+		more, err := c.serve(&part, size, deadline, want)
+		if lim, ok := countTooLarge(err, size); ok && relearned < maxRelearn {
+			relearned++
+			limit = c.learnMax(lim, err)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		ids, uuids = append(ids, more...), append(uuids, partUUIDs...)
+		got += size
+	}
+	if ep.uuids != nil {
+		slices.SortFunc(uuids, func(a, b UUID) int { return bytes.Compare(a[:], b[:]) })
+		*ep.uuids = uuids
+		return nil, nil
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// countTooLarge reports whether err is a node's refusal of a count of n
+// above its limit, and the limit.
+func countTooLarge(err error, n int) (int, bool) {
+	var rej *RejectedError
+	if !errors.As(err, &rej) || rej.Code != wire.CodeInvalidCount || rej.Max < 1 || rej.Max >= n {
+		return 0, false
+	}
+	return rej.Max, true
+}
+
+// learnMax records a node's limit lim (from its refusal err) and returns
+// the smallest limit known.
+func (c *Client) learnMax(lim int, err error) int {
+	for {
+		old := c.nodeMax.Load()
+		if old != 0 && old <= int64(lim) {
+			return int(old)
+		}
+		if c.nodeMax.CompareAndSwap(old, int64(lim)) {
+			c.log.Warn("snowflaked client: a node accepts fewer IDs a request than MaxBatch; asking for at most its limit",
+				"max", lim, "max_batch", c.cfg.MaxBatch, "error", err)
+			return lim
+		}
+	}
+}
