@@ -391,3 +391,38 @@ func TestServedCallersJoinTheNextBatchTogether(t *testing.T) {
 			r, callers*each, callers, float64(callers*each)/float64(r), 0.75*callers)
 	}
 }
+
+// A batch whose callers all gave up during its request is not sent on to
+// another node when that request fails: nobody waits for its IDs.
+func TestBatchWithoutCallersDoesNotFailOver(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	h1, h2 := startFake(t, 1, hangUntil(release)), startFake(t, 2, hangUntil(release))
+	good := startFake(t, 3, nil) // where a failover would go
+	c := newClient(t, Config{Servers: []string{h1.addr, h2.addr, good.addr}, MaxInFlight: 1, StallAfter: 20 * time.Millisecond, Timeout: 200 * time.Millisecond})
+	errs := make(chan error, 2)
+	call := func(ctx context.Context) {
+		_, err := c.Next(ctx)
+		errs <- err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go call(ctx) // alone, on one node; it stalls and gives its slot up
+	eventually(t, "the first call reaches a node", func() bool { return h1.requests.Load()+h2.requests.Load() == 1 })
+	go call(ctx) // a batch, on the other node once the first stalls
+	eventually(t, "the batch reaches the other node", func() bool { return h1.requests.Load() == 1 && h2.requests.Load() == 1 })
+	cancel()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, context.Canceled) {
+			t.Fatalf("call: %v, want context.Canceled", err)
+		}
+	}
+	eventually(t, "both requests end", func() bool {
+		c.ids.mu.Lock()
+		defer c.ids.mu.Unlock()
+		return len(c.ids.slots) == 0
+	})
+	if r1, r2, g := h1.requests.Load(), h2.requests.Load(), good.requests.Load(); r1 != 1 || r2 != 1 || g != 0 {
+		t.Fatalf("requests %d, %d and %d after every caller gave up, want 1, 1 and none to the good node", r1, r2, g)
+	}
+}
