@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,54 +16,131 @@ import (
 // batcher merges the calls for one kind of ID (snowflake IDs, or one tag's
 // dense IDs) into requests.
 //
-// A call that finds no request out and nobody queued does its request
-// itself, on its own goroutine: an uncontended call costs a plain GET and
-// no hand-off. Calls arriving while MaxInFlight requests are out queue; when
-// a slot frees, one goroutine takes every queued call that fits MaxBatch,
-// makes one request for all of them and hands each its slice, then takes the
-// next batch queued meanwhile, until the queue is empty.
+// A call that finds a free slot and nobody waiting does its request itself,
+// on its own goroutine: an uncontended call costs a plain GET and no
+// hand-off. While MaxInFlight requests are out, calls join the open batch:
+// an atomic add on the batch's state reserves the call's IDs (its offset
+// into the answer), without b.mu. When a slot frees, the open batch is
+// sealed and served in it; the batch publishes its answer once and closes
+// one channel, which wakes all its callers, each reading its own slice.
+// Each request holds one slot and its own connection, so up to MaxInFlight
+// batches are out at once.
 type batcher struct {
 	c  *Client
 	ep endpoint
 
+	// open is the batch that calls join without b.mu; it is replaced or
+	// cleared under b.mu. It is set only while every slot is taken (or
+	// calls wait in full): a free slot takes it at once.
+	open atomic.Pointer[batch]
+
 	mu       sync.Mutex
-	queue    []*call // calls waiting for a batch, in arrival order
-	inFlight int     // requests out that hold a slot (≤ MaxInFlight)
-	slots    []*slot // requests out, oldest first (stalled ones too)
+	full     []*batch // sealed batches waiting for a slot, oldest first
+	inFlight int      // requests out that hold a slot (≤ MaxInFlight)
+	slots    []*slot  // requests out, oldest first (stalled ones too)
 	stall    *time.Timer
 	closed   bool
-	queued   atomic.Int32 // len(queue), read without b.mu
 }
-
-// requeueYields bounds how long a batch goroutine lets the callers it
-// just served queue again before it takes the next batch: while fewer
-// have queued than it served, it yields, up to this many times. One yield
-// made batches of 42 IDs with 64 callers on a 2-core machine, four made
-// 56 (the callers run on both cores; one yield lets only this core's run)
-// and 15-20% more IDs/s; more yields added nothing.
-const requeueYields = 4
 
 func newBatcher(c *Client, ep endpoint) *batcher { return &batcher{c: c, ep: ep} }
 
-// call is one queued call waiting for its IDs.
-type call struct {
-	ctx context.Context
-	n   int
-	out chan result // buffered: a batch never blocks on a caller
+// batch is one request shared by the calls that joined it.
+//
+// state packs the IDs reserved (bits 0-31), the calls joined (bits
+// 32-62) and whether it is sealed (bit 63). A call joins with one
+// compare-and-swap, which gives it its offset; sealing (under b.mu) sets
+// bit 63, after which no call joins and the counts are final.
+type batch struct {
+	state atomic.Uint64
+	// deadline is the latest deadline of the calls joined, in ns after
+	// monoBase; noDeadline when one has none. A call raises it before it
+	// joins, so the seal sees every joined call's deadline.
+	deadline atomic.Int64
+	left     atomic.Int32 // joined calls that gave up
+	// back counts the joined calls that left wait (bits 0-31); bit 32 is
+	// set by the batch's goroutine when it waits for them all (gather).
+	back   atomic.Uint64
+	gather chan struct{} // the slot's: the last call back signals on it
+
+	joined, total int // set by seal, before the batch is served
+
+	done chan struct{} // closed once ids or err is set
+	ids  []int64
+	err  error
 }
 
-type result struct {
-	ids []int64
-	err error
+const (
+	batchSealed     = 1 << 63
+	batchCountMask  = 1<<32 - 1
+	batchJoinedUnit = 1 << 32
+	noDeadline      = math.MaxInt64
+	unsetDeadline   = math.MinInt64
+	backGathering   = 1 << 32
+)
+
+// monoBase is the origin of batch deadlines: a time with a monotonic clock
+// reading, so that deadlines kept as durations after it keep theirs.
+var monoBase = time.Now()
+
+func newBatch() *batch {
+	bt := &batch{done: make(chan struct{})}
+	bt.deadline.Store(unsetDeadline)
+	return bt
 }
 
-// callPool recycles calls (and their channels) whose callers got their
-// answer; a call whose caller gave up is left to the garbage collector.
-var callPool = sync.Pool{New: func() any { return &call{out: make(chan result, 1)} }}
+// join reserves n IDs for a call with ctx, unless the batch is sealed or
+// they do not fit max; it returns the call's offset into the answer.
+func (bt *batch) join(ctx context.Context, n, max int) (int, bool) {
+	v := bt.state.Load()
+	if v&batchSealed != 0 || int(v&batchCountMask)+n > max {
+		return 0, false
+	}
+	d := int64(noDeadline)
+	if dl, ok := ctx.Deadline(); ok {
+		d = int64(dl.Sub(monoBase))
+	}
+	// Raised before the call joins: if the join then fails (sealed or full
+	// meanwhile), the batch may wait longer than its callers need, for
+	// nobody (see want in serveBatch); never shorter.
+	for cur := bt.deadline.Load(); cur < d && !bt.deadline.CompareAndSwap(cur, d); cur = bt.deadline.Load() {
+	}
+	for {
+		if v&batchSealed != 0 || int(v&batchCountMask)+n > max {
+			return 0, false
+		}
+		if bt.state.CompareAndSwap(v, v+uint64(n)+batchJoinedUnit) {
+			return int(v & batchCountMask), true
+		}
+		v = bt.state.Load()
+	}
+}
 
-func (cl *call) release() {
-	cl.ctx = nil
-	callPool.Put(cl)
+// seal closes the batch to new calls and fixes its counts. b.mu is held.
+func (bt *batch) seal() {
+	v := bt.state.Or(batchSealed)
+	bt.joined, bt.total = int(v&^batchSealed>>32), int(v&batchCountMask)
+}
+
+// publish hands the batch's answer to its callers: one close wakes them
+// all.
+func (bt *batch) publish(ids []int64, err error) {
+	bt.ids, bt.err = ids, err
+	close(bt.done)
+}
+
+// gathered reports, once the batch is published, whether every joined call
+// has left wait already; if not, the last to leave signals on gather.
+func (bt *batch) gathered(gather chan struct{}) bool {
+	bt.gather = gather
+	return int(bt.back.Add(backGathering)&batchCountMask) == bt.joined
+}
+
+// leave records a joined call leaving wait: the last one, while the
+// batch's goroutine gathers, wakes it.
+func (bt *batch) leave() {
+	if v := bt.back.Add(1); v&backGathering != 0 && int(v&batchCountMask) == bt.joined {
+		bt.gather <- struct{}{}
+	}
 }
 
 // get returns n IDs (1 ≤ n ≤ MaxCount), increasing: up to MaxBatch in one
@@ -99,43 +176,59 @@ func (b *batcher) fetch(ctx context.Context, n int) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("next %s: %w", b.ep.what, err)
 	}
+	if bt := b.open.Load(); bt != nil {
+		if off, ok := bt.join(ctx, n, b.c.cfg.MaxBatch); ok {
+			return b.wait(ctx, bt, off, n)
+		}
+	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if len(b.queue) == 0 && b.inFlight < b.c.cfg.MaxInFlight {
+	if b.open.Load() == nil && len(b.full) == 0 && b.inFlight < b.c.cfg.MaxInFlight {
 		s := b.holdLocked()
 		b.mu.Unlock()
 		return b.solo(ctx, s, n)
 	}
-	cl := callPool.Get().(*call)
-	cl.ctx, cl.n = ctx, n
-	b.queue = append(b.queue, cl)
-	b.queued.Store(int32(len(b.queue)))
-	b.startLocked()
-	if len(b.queue) > 0 {
-		b.armStallLocked() // someone waits for a slot: watch for a stall
-	}
-	b.mu.Unlock()
-	done := ctx.Done()
-	if done == nil { // a context that is never cancelled: a plain receive
-		r := <-cl.out
-		cl.release()
-		return r.ids, r.err
-	}
-	select {
-	case r := <-cl.out:
-		cl.release()
-		if r.err != nil {
-			return nil, callerErr(ctx, b.ep.what, r.err)
+	var bt *batch
+	off := 0
+	for ok := false; !ok; {
+		if bt = b.open.Load(); bt == nil {
+			bt = newBatch()
+			b.open.Store(bt)
 		}
-		return r.ids, nil
-	case <-done:
-		// Not released: the batch may still send to cl.out; what arrives
-		// is dropped with the call.
-		return nil, fmt.Errorf("next %s: %w", b.ep.what, ctx.Err())
+		if off, ok = bt.join(ctx, n, b.c.cfg.MaxBatch); !ok {
+			// Full: it waits for a slot as it is; the call opens the next.
+			bt.seal()
+			b.full = append(b.full, bt)
+			b.open.Store(nil)
+		}
 	}
+	b.scheduleLocked()
+	b.mu.Unlock()
+	return b.wait(ctx, bt, off, n)
+}
+
+// wait returns the call's n IDs at off in bt once bt is served, or the
+// context's error as soon as it ends (the call's IDs are then dropped).
+func (b *batcher) wait(ctx context.Context, bt *batch, off, n int) ([]int64, error) {
+	if done := ctx.Done(); done == nil { // a context that is never cancelled
+		<-bt.done
+	} else {
+		select {
+		case <-bt.done:
+		case <-done:
+			bt.left.Add(1)
+			bt.leave()
+			return nil, fmt.Errorf("next %s: %w", b.ep.what, ctx.Err())
+		}
+	}
+	bt.leave()
+	if bt.err != nil {
+		return nil, callerErr(ctx, b.ep.what, bt.err)
+	}
+	return bt.ids[off : off+n : off+n], nil
 }
 
 // solo makes the request of one call on its goroutine, in slot s. The
@@ -176,12 +269,13 @@ func callerErr(ctx context.Context, what string, err error) error {
 // slot is a request out. It holds one of the MaxInFlight slots until it
 // ends or, while calls wait for a slot, until it has been out for
 // StallAfter (a node that hangs): then it gives the slot up, so the calls
-// queued behind it start a batch of their own on the next node instead of
-// waiting for the Timeout. Only a waiting call arms the stall timer: a
+// waiting behind it start a batch of their own on the next node instead of
+// waiting for the Timeout. Only a waiting batch arms the stall timer: a
 // request alone costs no timer.
 type slot struct {
 	start  time.Time
-	gaveUp bool // b.mu
+	gaveUp bool          // b.mu
+	gather chan struct{} // for the batches served in it (buffered, 1)
 }
 
 // holdLocked takes a free slot. b.mu is held.
@@ -203,13 +297,12 @@ func (b *batcher) dropLocked(s *slot) {
 	}
 }
 
-// release ends the request of s and starts a batch with the calls queued
-// meanwhile, if any.
+// release ends the request of s and serves the batches waiting, if any.
 func (b *batcher) release(s *slot) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.dropLocked(s)
-	b.startLocked()
+	b.scheduleLocked()
 }
 
 // armStallLocked arms the stall timer for the oldest request holding a
@@ -229,8 +322,8 @@ func (b *batcher) armStallLocked() {
 	}
 }
 
-// onStall takes the slots of the requests out longer than StallAfter,
-// starts a batch with the queued calls, and re-arms while calls still wait.
+// onStall takes the slots of the requests out longer than StallAfter and
+// serves the waiting batches in them; it re-arms while a batch waits.
 func (b *batcher) onStall() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -242,139 +335,142 @@ func (b *batcher) onStall() {
 			b.inFlight--
 		}
 	}
-	for len(b.queue) > 0 && b.inFlight < b.c.cfg.MaxInFlight && !b.closed {
-		before := len(b.queue)
-		b.startLocked()
-		if len(b.queue) == before {
-			break // every queued caller gave up
-		}
-	}
-	if len(b.queue) > 0 {
-		b.armStallLocked()
-	}
+	b.scheduleLocked()
 }
 
-// startLocked starts a batch with the queued calls if a slot is free.
-// b.mu is held.
-func (b *batcher) startLocked() {
-	if b.closed || b.inFlight >= b.c.cfg.MaxInFlight {
+// scheduleLocked starts a goroutine for each waiting batch that a free
+// slot can take; then, when every slot is taken, makes sure a batch is
+// open for the next calls to join without b.mu, and the stall timer
+// watches the slots. b.mu is held.
+func (b *batcher) scheduleLocked() {
+	if b.closed {
 		return
 	}
-	if batch, total := b.takeLocked(); len(batch) > 0 {
+	for b.inFlight < b.c.cfg.MaxInFlight {
+		bt := b.nextLocked()
+		if bt == nil {
+			return // nothing waits, a slot is free: the next call goes alone
+		}
 		s := b.holdLocked()
 		b.c.done.Add(1)
-		go b.run(s, batch, total)
+		go b.run(s, bt)
 	}
+	if b.open.Load() == nil {
+		b.open.Store(newBatch())
+	}
+	b.armStallLocked()
 }
 
-// takeLocked removes the next batch from the queue: calls in order while
-// their counts fit MaxBatch, skipping callers that gave up. b.mu is held.
-func (b *batcher) takeLocked() ([]*call, int) {
-	var batch []*call
-	total, i := 0, 0
-	for ; i < len(b.queue); i++ {
-		cl := b.queue[i]
-		if cl.ctx.Err() != nil {
-			continue // it has returned already; nothing to fetch for it
-		}
-		if total+cl.n > b.c.cfg.MaxBatch {
-			break
-		}
-		batch, total = append(batch, cl), total+cl.n
+// nextLocked takes the next batch to serve: the oldest full one, else the
+// open one, sealed; nil when no call waits. b.mu is held.
+func (b *batcher) nextLocked() *batch {
+	if len(b.full) > 0 {
+		bt := b.full[0]
+		b.full[0] = nil
+		b.full = b.full[1:]
+		return bt
 	}
-	rest := copy(b.queue, b.queue[i:])
-	clear(b.queue[rest:])
-	b.queue = b.queue[:rest]
-	b.queued.Store(int32(len(b.queue)))
-	return batch, total
+	bt := b.open.Load()
+	if bt == nil {
+		return nil
+	}
+	bt.seal()
+	b.open.Store(nil)
+	if bt.joined == 0 {
+		return nil // opened ahead, nobody came: dropped
+	}
+	return bt
 }
 
-// run serves batch in slot s, then the next batch queued meanwhile, until
-// the queue is empty, the client closed or the slot was given up.
-func (b *batcher) run(s *slot, batch []*call, total int) {
+// run serves bt in slot s, then the next batch waiting, until none waits,
+// the client closed or the slot was given up.
+func (b *batcher) run(s *slot, bt *batch) {
 	defer b.c.done.Done()
+	s.gather = make(chan struct{}, 1)
 	for {
-		b.serveBatch(batch, total)
-		// Let the callers just handed their IDs queue again before the
-		// next batch is taken: otherwise it leaves with whoever happened to
-		// be queued and they wait a round trip longer.
-		for i := 0; i < requeueYields && int(b.queued.Load()) < len(batch); i++ {
-			runtime.Gosched()
-		}
+		b.serveBatch(s, bt)
 		b.mu.Lock()
+		bt = nil
 		if !b.closed && !s.gaveUp {
-			batch, total = b.takeLocked()
-		} else {
-			batch = nil
+			bt = b.nextLocked()
 		}
-		if len(batch) == 0 {
+		if bt == nil {
 			b.dropLocked(s)
-			b.startLocked() // a slot given up by a stall may be free again
+			b.scheduleLocked() // a slot given up by a stall may be free again
 			b.mu.Unlock()
 			return
 		}
 		s.start = time.Now()
-		if len(b.queue) > 0 {
-			b.armStallLocked()
-		}
+		b.scheduleLocked()
 		b.mu.Unlock()
 	}
 }
 
-// serveBatch fetches total IDs for batch and hands each caller its slice,
-// in order; a caller that gave up gets nothing and its IDs are dropped.
-func (b *batcher) serveBatch(batch []*call, total int) {
+// serveBatch fetches the IDs of bt and publishes them (or the error) to its
+// callers at once; the IDs of a caller that gave up are dropped with it.
+//
+// Then, unless as many calls have joined the open batch already, it waits
+// until every caller of bt has left wait (gather): the callers just woken
+// that call again join the open batch before it leaves, instead of waiting
+// a round trip for the next one. Without it, with one request in flight,
+// the callers split into two groups that take turns, each batch half as
+// large. The wait is one wake-up, by the last caller to leave; it holds
+// the slot, not a core.
+func (b *batcher) serveBatch(s *slot, bt *batch) {
 	// The batch may take as long as its most patient caller allows.
 	var deadline time.Time
-	for _, cl := range batch {
-		d, ok := cl.ctx.Deadline()
-		if !ok {
-			deadline = time.Time{}
-			break
-		}
-		if d.After(deadline) {
-			deadline = d
-		}
+	if d := bt.deadline.Load(); d != noDeadline {
+		deadline = monoBase.Add(time.Duration(d))
 	}
-	ids, err := b.c.serveClamped(&b.ep, total, deadline, func() bool {
-		for _, cl := range batch {
-			if cl.ctx.Err() == nil {
-				return true
-			}
-		}
-		return false
-	})
-	if err != nil {
-		for _, cl := range batch {
-			cl.out <- result{err: err}
-		}
-		return
+	ids, err := b.c.serveClamped(&b.ep, bt.total, deadline, func() bool { return int(bt.left.Load()) < bt.joined })
+	if err == nil {
+		b.c.counted(bt.total)
 	}
-	b.c.counted(total)
-	for _, cl := range batch {
-		part := ids[:cl.n:cl.n]
-		ids = ids[cl.n:]
-		if cl.ctx.Err() == nil {
-			cl.out <- result{ids: part}
+	gather := true
+	if open := b.open.Load(); open != nil {
+		gather = int(open.state.Load()&^batchSealed>>32) < bt.joined
+	}
+	bt.publish(ids, err)
+	if gather && !bt.gathered(s.gather) {
+		select {
+		case <-s.gather:
+		case <-b.c.stop:
 		}
 	}
 }
 
-// close fails the queued calls with ErrClosed.
+// close fails the waiting calls with ErrClosed.
 func (b *batcher) close() {
 	b.mu.Lock()
 	b.closed = true
-	queued := b.queue
-	b.queue = nil
-	b.queued.Store(0)
+	waiting := b.full
+	b.full = nil
+	if bt := b.open.Swap(nil); bt != nil {
+		bt.seal()
+		waiting = append(waiting, bt)
+	}
 	if b.stall != nil {
 		b.stall.Stop()
 		b.stall = nil
 	}
 	b.mu.Unlock()
-	for _, cl := range queued {
-		cl.out <- result{err: ErrClosed}
+	for _, bt := range waiting {
+		bt.publish(nil, ErrClosed)
 	}
+}
+
+// waiting is the number of calls waiting for a slot (for tests).
+func (b *batcher) waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, bt := range b.full {
+		n += bt.joined
+	}
+	if bt := b.open.Load(); bt != nil {
+		n += int(bt.state.Load() &^ batchSealed >> 32)
+	}
+	return n
 }
 
 // errGaveUp: every caller of a batch gave up before it was served.

@@ -299,3 +299,130 @@ func BenchmarkWakeCallers(b *testing.B) {
 	close(stop)
 	<-done
 }
+
+// joinedOpen is the number of calls joined to b's open batch, read without
+// b.mu.
+func joinedOpen(b *batcher) int {
+	bt := b.open.Load()
+	if bt == nil {
+		return 0
+	}
+	return int(bt.state.Load() &^ batchSealed >> 32)
+}
+
+// Calls that arrive while every slot is taken join the open batch without
+// b.mu: with the lock held elsewhere, they still join, and the batch then
+// serves them all in one request, each its own IDs.
+func TestCallsJoinTheOpenBatchWithoutTheLock(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	unhang := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unhang)
+	f := startFake(t, 1, hangUntil(release))
+	c := newClient(t, Config{Servers: []string{f.addr}, MaxInFlight: 1, StallAfter: time.Hour, Timeout: time.Minute})
+	const joiners = 8
+	got := make(chan []int64, joiners+2)
+	errs := make(chan error, joiners+2)
+	call := func() {
+		ids, err := c.NextN(context.Background(), 2)
+		errs <- err
+		got <- ids
+	}
+	go call()
+	eventually(t, "the first call reaches the node", func() bool { return f.requests.Load() == 1 })
+	go call()
+	eventually(t, "the second call opens a batch", func() bool { return c.ids.waiting() == 1 })
+	c.ids.mu.Lock()
+	for range joiners {
+		go call()
+	}
+	joined := false
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if joined = joinedOpen(c.ids) == joiners+1; joined {
+			break
+		}
+	}
+	c.ids.mu.Unlock()
+	if !joined {
+		t.Fatalf("%d calls joined the open batch while b.mu was held, want %d", joinedOpen(c.ids), joiners+1)
+	}
+	unhang()
+	var all []int64
+	for range joiners + 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		ids := <-got
+		if len(ids) != 2 || ids[1] <= ids[0] {
+			t.Fatalf("a call got %v, want 2 increasing IDs", ids)
+		}
+		all = append(all, ids...)
+	}
+	slices.Sort(all)
+	if len(slices.Compact(all)) != 2*(joiners+2) {
+		t.Fatalf("IDs %v: some handed out twice", all)
+	}
+	if r := f.requests.Load(); r != 2 {
+		t.Fatalf("%d requests, want 2: the first call's and one batch", r)
+	}
+}
+
+// With one request in flight, the callers a batch just served join the
+// next batch together: the batch's goroutine waits for them (no yield, no
+// timer) instead of leaving with whoever was waiting, so the callers do
+// not split into two groups taking turns with half-size batches.
+func TestServedCallersJoinTheNextBatchTogether(t *testing.T) {
+	f := startFake(t, 1, func(http.ResponseWriter, *http.Request, int) bool {
+		time.Sleep(time.Millisecond)
+		return false
+	})
+	c := newClient(t, Config{Servers: []string{f.addr}, MaxInFlight: 1})
+	const callers, each = 16, 30
+	got := callConcurrently(t, callers, each, func(int) (int64, error) { return c.Next(context.Background()) })
+	all := slices.Concat(got...)
+	slices.Sort(all)
+	if len(slices.Compact(all)) != callers*each {
+		t.Fatalf("%d distinct IDs, want %d", len(slices.Compact(all)), callers*each)
+	}
+	// Two groups taking turns average callers/2 a request; together, close
+	// to callers.
+	if r := f.requests.Load(); float64(callers*each)/float64(r) < 0.75*callers {
+		t.Fatalf("%d requests for %d calls of %d callers: %.1f a request, want at least %.0f",
+			r, callers*each, callers, float64(callers*each)/float64(r), 0.75*callers)
+	}
+}
+
+// A batch whose callers all gave up during its request is not sent on to
+// another node when that request fails: nobody waits for its IDs.
+func TestBatchWithoutCallersDoesNotFailOver(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	h1, h2 := startFake(t, 1, hangUntil(release)), startFake(t, 2, hangUntil(release))
+	good := startFake(t, 3, nil) // where a failover would go
+	c := newClient(t, Config{Servers: []string{h1.addr, h2.addr, good.addr}, MaxInFlight: 1, StallAfter: 20 * time.Millisecond, Timeout: 200 * time.Millisecond})
+	errs := make(chan error, 2)
+	call := func(ctx context.Context) {
+		_, err := c.Next(ctx)
+		errs <- err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go call(ctx) // alone, on one node; it stalls and gives its slot up
+	eventually(t, "the first call reaches a node", func() bool { return h1.requests.Load()+h2.requests.Load() == 1 })
+	go call(ctx) // a batch, on the other node once the first stalls
+	eventually(t, "the batch reaches the other node", func() bool { return h1.requests.Load() == 1 && h2.requests.Load() == 1 })
+	cancel()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, context.Canceled) {
+			t.Fatalf("call: %v, want context.Canceled", err)
+		}
+	}
+	eventually(t, "both requests end", func() bool {
+		c.ids.mu.Lock()
+		defer c.ids.mu.Unlock()
+		return len(c.ids.slots) == 0
+	})
+	if r1, r2, g := h1.requests.Load(), h2.requests.Load(), good.requests.Load(); r1 != 1 || r2 != 1 || g != 0 {
+		t.Fatalf("requests %d, %d and %d after every caller gave up, want 1, 1 and none to the good node", r1, r2, g)
+	}
+}

@@ -476,11 +476,7 @@ func TestCloseFailsQueuedAndInFlightCalls(t *testing.T) {
 	go next()
 	eventually(t, "the first call reaches the node", func() bool { return hang.requests.Load() == 1 })
 	go next() // queued behind the call in flight
-	eventually(t, "the second call queues", func() bool {
-		c.ids.mu.Lock()
-		defer c.ids.mu.Unlock()
-		return len(c.ids.queue) == 1
-	})
+	eventually(t, "the second call queues", func() bool { return c.ids.waiting() == 1 })
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -199,7 +199,7 @@ func TestContextErrors(t *testing.T) {
 					if !tc.deadline {
 						go func() {
 							for range 1000 { // bounded: 5s
-								if b.queued.Load() > 0 {
+								if b.waiting() > 0 {
 									cancel()
 									return
 								}
