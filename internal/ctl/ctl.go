@@ -31,7 +31,7 @@ type Command struct {
 // usages are the commands' usage lines (what follows "snowflakectl ").
 var usages = map[string]string{
 	"decode":  "decode <id|uuid>... [--layout 41/10/12 --epoch … --time-unit 1ms --gene-bits 0 | --leaf] [--json]",
-	"status":  "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--probe-timeout 1s] [--report-interval 3s] [--json]",
+	"status":  "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--zk-tls-ca ca.pem [--zk-tls-cert c.pem --zk-tls-key k.pem]] [--probe-timeout 1s] [--report-interval 3s] [--json]",
 	"probe":   "probe <url> [--timeout 2s] [--wait 0s] [--quiet]",
 	"get":     "get [--count N] [--gene G | --uuid] (--servers host:port,… | --zk host:2181,… [--cluster default])",
 	"segment": segmentUsage,
@@ -159,6 +159,9 @@ var envDefaults = []struct{ flag, env string }{
 	{"zk", "SNOWFLAKED_ZK"},
 	{"cluster", "SNOWFLAKED_CLUSTER"},
 	{"zk-auth", "SNOWFLAKED_ZK_AUTH"},
+	{"zk-tls-ca", "SNOWFLAKED_ZK_TLS_CA"},
+	{"zk-tls-cert", "SNOWFLAKED_ZK_TLS_CERT"},
+	{"zk-tls-key", "SNOWFLAKED_ZK_TLS_KEY"},
 }
 
 // parse parses a command's flags (interspersed with its positional
