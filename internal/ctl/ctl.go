@@ -31,7 +31,7 @@ type Command struct {
 // usages are the commands' usage lines (what follows "snowflakectl ").
 var usages = map[string]string{
 	"decode":  "decode <id|uuid>... [--layout 41/10/12 --epoch … --time-unit 1ms --gene-bits 0 | --leaf] [--json]",
-	"status":  "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--zk-tls-ca ca.pem [--zk-tls-cert c.pem --zk-tls-key k.pem]] [--probe-timeout 1s] [--report-interval 3s] [--json]",
+	"status":  "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--probe-timeout 1s] [--report-interval 3s] [--json]",
 	"probe":   "probe <url> [--timeout 2s] [--wait 0s] [--quiet]",
 	"get":     "get [--count N] [--gene G | --uuid] (--servers host:port,… | --zk host:2181,… [--cluster default])",
 	"segment": segmentUsage,
