@@ -17,13 +17,15 @@ func TestDependencies(t *testing.T) {
 		wire = "codeberg.org/snowflaked/snowflaked/client/wire" // standard library only: see wire's own TestDependencies
 		zkd  = "codeberg.org/snowflaked/snowflaked/client/zkdiscovery"
 		zk   = "github.com/go-zookeeper/zk"
+		zkt  = "codeberg.org/snowflaked/snowflaked/client/zktls" // standard library only
 	)
 	tests := []struct {
 		pkg  string
 		want []string // the packages outside the standard library, sorted
 	}{
 		{".", []string{core, wire}},
-		{"./zkdiscovery", []string{core, wire, zkd, zk}},
+		{"./zkdiscovery", []string{core, wire, zkd, zkt, zk}},
+		{"./zktls", []string{zkt}},
 	}
 	for _, tt := range tests {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", tt.pkg).Output()

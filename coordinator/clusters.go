@@ -177,14 +177,15 @@ type CreateResult struct {
 	Overlaps []Overlap
 }
 
-// AdminOption changes how an operator command (CreateCluster, Retire)
-// reaches ZooKeeper.
+// AdminOption changes how an operator command (CreateCluster, Retire,
+// ReadCluster and the others) reaches ZooKeeper.
 type AdminOption func(*adminOptions)
 
 type adminOptions struct{ dial zkconn.Dialer }
 
 // WithAdminDial makes the command open its ZooKeeper client with d instead
-// of go-zookeeper (simulations: an in-memory ZooKeeper).
+// of go-zookeeper over plain TCP (zkconn.TLSDial: over TLS; simulations:
+// an in-memory ZooKeeper).
 func WithAdminDial(d zkconn.Dialer) AdminOption { return func(o *adminOptions) { o.dial = d } }
 
 // openAdmin opens a session for the cluster commands.
@@ -456,10 +457,10 @@ func sameButRecycleAfter(d clusterData, nb []byte, ms int64) error {
 // ListClusters reads every cluster on the ensemble for snowflakectl
 // cluster list, sorted by name. A cluster znode that cannot be decoded is
 // a row with Problem set.
-func ListClusters(ctx context.Context, servers []string, auth string, timeout time.Duration) ([]ClusterInfo, error) {
+func ListClusters(ctx context.Context, servers []string, auth string, timeout time.Duration, opts ...AdminOption) ([]ClusterInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, max(timeout, time.Millisecond))
 	defer cancel()
-	z, err := openAdmin(ctx, servers, "", auth, timeout)
+	z, err := openAdmin(ctx, servers, "", auth, timeout, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("list clusters: %w", err)
 	}
@@ -540,10 +541,10 @@ const deleteClockMargin = 5 * time.Second
 // that fails half-way leaves the mark, so nothing joins what is left and
 // running the command again finishes it. A cluster that does not exist is
 // ErrNoCluster.
-func DeleteCluster(ctx context.Context, servers []string, auth, cluster string, timeout time.Duration) error {
+func DeleteCluster(ctx context.Context, servers []string, auth, cluster string, timeout time.Duration, opts ...AdminOption) error {
 	ctx, cancel := context.WithTimeout(ctx, max(timeout, time.Millisecond))
 	defer cancel()
-	z, err := openAdmin(ctx, servers, cluster, auth, timeout)
+	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
 	if err != nil {
 		return fmt.Errorf("delete cluster %q: %w", cluster, err)
 	}

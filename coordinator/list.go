@@ -56,14 +56,14 @@ type WorkerInfo struct {
 // forever znode plus rows for leases no forever znode explains. auth is
 // "user:password" or "" (reading needs no credentials). timeout bounds the
 // whole call. Malformed znodes become rows with Problem set.
-func ListWorkers(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration) ([]WorkerInfo, error) {
-	_, rows, err := ReadCluster(ctx, servers, cluster, auth, timeout)
+func ListWorkers(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration, opts ...AdminOption) ([]WorkerInfo, error) {
+	_, rows, err := ReadCluster(ctx, servers, cluster, auth, timeout, opts...)
 	return rows, err
 }
 
 // ReadCluster is ListWorkers that also returns the cluster's shared
 // settings, read from the same cluster znode in the same session.
-func ReadCluster(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration) (Settings, []WorkerInfo, error) {
+func ReadCluster(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration, opts ...AdminOption) (Settings, []WorkerInfo, error) {
 	if timeout <= 0 {
 		return Settings{}, nil, fmt.Errorf("list workers: %w: timeout %v is not positive", ErrInvalidConfig, timeout)
 	}
@@ -71,7 +71,11 @@ func ReadCluster(ctx context.Context, servers []string, cluster, auth string, ti
 	defer cancel()
 	// No check that the cluster exists first: listWorkers reads its znode
 	// and says so.
-	z, p, err := dialZK(ctx, servers, cluster, auth, timeout, zerolog.Nop(), nil)
+	var o adminOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	z, p, err := dialZK(ctx, servers, cluster, auth, timeout, zerolog.Nop(), o.dial)
 	if err != nil {
 		return Settings{}, nil, fmt.Errorf("list workers: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/client/zktls"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
@@ -66,6 +67,9 @@ type Config struct {
 	NodeKey          string        // --node-key: stable identity of the node ("" = the advertised address)
 	ZK               string        // --zk: ZooKeeper connection string; "" = standalone mode
 	ZKAuth           string        // --zk-auth: user:password for digest ACLs
+	ZKTLSCA          string        // --zk-tls-ca: PEM CA file; set = ZooKeeper over TLS
+	ZKTLSCert        string        // --zk-tls-cert: PEM client certificate (with --zk-tls-key: mutual TLS)
+	ZKTLSKey         string        // --zk-tls-key: PEM key of --zk-tls-cert
 	ZKSessionTimeout time.Duration // --zk-session-timeout
 	WorkerID         int64         // --worker-id: -1 = unset (required in standalone mode)
 	CacheFile        string        // --cache-file: local identity and fence
@@ -140,12 +144,28 @@ func (c Config) files() disk.Disk {
 	return c.seams.disk
 }
 
-// dialer opens ZooKeeper clients (nil: the coordinator's default).
+// dialer opens ZooKeeper clients: the seam's, or go-zookeeper over TLS
+// with --zk-tls-*, or nil (the coordinator's default, plain TCP). Files
+// that no longer load (Validate loaded them) give a Dialer that fails with
+// why.
 func (c Config) dialer() zkconn.Dialer {
-	if c.seams == nil {
+	if c.seams != nil && c.seams.dial != nil {
+		return c.seams.dial
+	}
+	files := c.zkTLSFiles()
+	if !files.Enabled() {
 		return nil
 	}
-	return c.seams.dial
+	cfg, err := zktls.Load(files)
+	if err != nil {
+		return func([]string, zkconn.Options) (zkconn.Conn, error) { return nil, err }
+	}
+	return zkconn.TLSDial(cfg)
+}
+
+// zkTLSFiles are the files of --zk-tls-ca, --zk-tls-cert and --zk-tls-key.
+func (c Config) zkTLSFiles() zktls.Files {
+	return zktls.Files{CA: c.ZKTLSCA, Cert: c.ZKTLSCert, Key: c.ZKTLSKey}
 }
 
 // storeWrapper wraps segment mode's store (nil: none).
@@ -210,6 +230,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NodeKey, "node-key", d.NodeKey, "stable node identity that keeps its worker ID (default: the advertised address)")
 	fs.StringVar(&c.ZK, "zk", d.ZK, "ZooKeeper servers host1:2181,host2:2181; empty = standalone mode (needs --worker-id)")
 	fs.StringVar(&c.ZKAuth, "zk-auth", d.ZKAuth, "user:password: digest-protect every znode the cluster creates")
+	fs.StringVar(&c.ZKTLSCA, "zk-tls-ca", d.ZKTLSCA, "PEM file of the CA ZooKeeper's certificate must chain to: talk to ZooKeeper over TLS (its secureClientPort)")
+	fs.StringVar(&c.ZKTLSCert, "zk-tls-cert", d.ZKTLSCert, "PEM client certificate for ZooKeeper over TLS, with --zk-tls-key: mutual TLS (ssl.clientAuth=need)")
+	fs.StringVar(&c.ZKTLSKey, "zk-tls-key", d.ZKTLSKey, "PEM private key of --zk-tls-cert")
 	fs.DurationVar(&c.ZKSessionTimeout, "zk-session-timeout", d.ZKSessionTimeout, "ZooKeeper session timeout")
 	fs.Int64Var(&c.WorkerID, "worker-id", d.WorkerID, "worker ID; required in standalone mode (-1 = unset)")
 	fs.StringVar(&c.CacheFile, "cache-file", d.CacheFile, "local file holding worker ID, layout and time fence")
@@ -342,6 +365,7 @@ func (c Config) Validate() error {
 var configChecks = []func(*validation){
 	(*validation).addresses,
 	(*validation).zooKeeper,
+	(*validation).zooKeeperTLS,
 	(*validation).identity,
 	(*validation).idLayout,
 	(*validation).workerID,
@@ -409,6 +433,32 @@ func (v *validation) zooKeeper() {
 	}
 	if c.Advertise == "" && !concreteHost(c.Listen) {
 		v.bad("--advertise is required in ZooKeeper mode when --listen %q has no concrete host: peers and clients find the node at the advertised host:port (e.g. --advertise 10.0.0.5:8080)", c.Listen)
+	}
+}
+
+// zooKeeperTLS checks --zk-tls-ca, --zk-tls-cert and --zk-tls-key: only
+// with --zk, the CA required, the certificate and key together, every file
+// readable PEM.
+func (v *validation) zooKeeperTLS() {
+	c := v.c
+	files := c.zkTLSFiles()
+	if !files.Enabled() {
+		return
+	}
+	if c.standalone() {
+		v.bad("--zk-tls-ca, --zk-tls-cert, --zk-tls-key: only with --zk (a standalone node talks to no ZooKeeper)")
+		return
+	}
+	_, err := zktls.Load(files)
+	switch {
+	case errors.Is(err, zktls.ErrCA):
+		v.bad("--zk-tls-ca %q: %v", c.ZKTLSCA, err)
+	case errors.Is(err, zktls.ErrCert):
+		v.bad("--zk-tls-cert %q: %v", c.ZKTLSCert, err)
+	case errors.Is(err, zktls.ErrKey):
+		v.bad("--zk-tls-key %q: %v", c.ZKTLSKey, err)
+	case err != nil:
+		v.bad("--zk-tls-ca: %v", err)
 	}
 }
 

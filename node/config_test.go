@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/server"
+	"codeberg.org/snowflaked/snowflaked/tests/testpki"
 )
 
 func TestDefaultConfigMatchesSpec(t *testing.T) {
@@ -28,6 +31,7 @@ func TestDefaultConfigMatchesSpec(t *testing.T) {
 		"zk-fence-ahead": "30s", "recycle-after": "0s", "accept-new-incarnation": "false", "create-cluster": "false", "ntp": "", "ntp-interval": "1m0s",
 		"ntp-max-offset": "500ms", "ntp-required": "false", "peer-interval": "30s", "peer-max-offset": "1s",
 		"log-level": "info", "log-format": "json", "shutdown-timeout": "10s",
+		"zk-tls-ca": "", "zk-tls-cert": "", "zk-tls-key": "",
 	}
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {
@@ -150,6 +154,63 @@ func TestValidate(t *testing.T) {
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("Validate = %v, want an ErrInvalidConfig", err)
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not contain %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+// --zk-tls-*: only with --zk, the CA required, certificate and key
+// together, every file readable PEM; each error names its flag.
+func TestValidateZKTLS(t *testing.T) {
+	pki := testpki.New(t)
+	missing := filepath.Join(t.TempDir(), "absent.pem")
+	notPEM := filepath.Join(t.TempDir(), "not.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name          string
+		zk            string
+		ca, cert, key string
+		want          []string // substrings of the error; nil = valid
+	}{
+		{name: "CA only: server-verified TLS", zk: "127.0.0.1:2182", ca: pki.CA},
+		{name: "mutual TLS", zk: "127.0.0.1:2182", ca: pki.CA, cert: pki.ClientCert, key: pki.ClientKey},
+		{name: "standalone", ca: pki.CA, want: []string{"--zk-tls-ca", "only with --zk"}},
+		{name: "cert without key", zk: "127.0.0.1:2182", ca: pki.CA, cert: pki.ClientCert, want: []string{"--zk-tls-cert", "has no key"}},
+		{name: "key without cert", zk: "127.0.0.1:2182", ca: pki.CA, key: pki.ClientKey, want: []string{"--zk-tls-key", "has no certificate"}},
+		{name: "cert and key without CA", zk: "127.0.0.1:2182", cert: pki.ClientCert, key: pki.ClientKey, want: []string{"--zk-tls-ca", "CA file is required"}},
+		{name: "unreadable CA", zk: "127.0.0.1:2182", ca: missing, want: []string{"--zk-tls-ca", "absent.pem"}},
+		{name: "CA not PEM", zk: "127.0.0.1:2182", ca: notPEM, want: []string{"--zk-tls-ca", "no PEM certificate"}},
+		{name: "unreadable cert", zk: "127.0.0.1:2182", ca: pki.CA, cert: missing, key: pki.ClientKey, want: []string{"--zk-tls-cert", "absent.pem"}},
+		{name: "unreadable key", zk: "127.0.0.1:2182", ca: pki.CA, cert: pki.ClientCert, key: missing, want: []string{"--zk-tls-key", "absent.pem"}},
+		{name: "key of another certificate", zk: "127.0.0.1:2182", ca: pki.CA, cert: pki.ClientCert, key: pki.ServerKey, want: []string{"--zk-tls-cert", "private key does not match"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := defaultConfig()
+			c.WorkerID = 1
+			if tc.zk != "" {
+				c.WorkerID, c.ZK, c.Listen = -1, tc.zk, "127.0.0.1:8080"
+			}
+			c.ZKTLSCA, c.ZKTLSCert, c.ZKTLSKey = tc.ca, tc.cert, tc.key
+			err := c.Validate()
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				if c.dialer() == nil {
+					t.Fatal("dialer() is nil with --zk-tls-ca: the node would dial plain TCP")
 				}
 				return
 			}

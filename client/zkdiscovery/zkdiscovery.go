@@ -14,6 +14,7 @@ package zkdiscovery
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +29,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/client"
 	"codeberg.org/snowflaked/snowflaked/client/wire"
+	"codeberg.org/snowflaked/snowflaked/client/zktls"
 )
 
 // connectTimeout bounds the wait for a first session and each read.
@@ -41,6 +43,12 @@ type Config struct {
 	Cluster string
 	// Auth is "user:password" when the znodes are protected (digest).
 	Auth string
+	// TLS, when set, connects to ZooKeeper over TLS (its secureClientPort)
+	// with these settings: RootCAs verify the server (against the host of
+	// each server address unless ServerName is set), Certificates hold a
+	// client certificate for mutual TLS. zktls.Load makes one from PEM
+	// files. nil is plain TCP.
+	TLS *tls.Config
 	// Log receives a line per entry skipped and per failed re-read (Warn),
 	// and the ZooKeeper client's lines (Debug); nil discards everything.
 	Log *slog.Logger
@@ -92,11 +100,19 @@ func New(ctx context.Context, cfg Config) (*Discovery, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	servers := cfg.Servers
-	conn, _, err := zk.Connect(servers, connectTimeout, zk.WithLogger(zkLog{cfg.Log}))
+	var conn *zk.Conn
+	var dialErr *lastError
+	var err error
+	if cfg.TLS != nil {
+		dialErr = &lastError{}
+		conn, _, err = zk.Connect(servers, connectTimeout, zk.WithLogger(zkLog{cfg.Log}), zk.WithDialer(dialErr.record(zktls.Dialer(cfg.TLS))))
+	} else {
+		conn, _, err = zk.Connect(servers, connectTimeout, zk.WithLogger(zkLog{cfg.Log}))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("zkdiscovery: connect to ZooKeeper %s: %w", strings.Join(servers, ","), err)
 	}
-	if err := waitSession(ctx, conn, servers); err != nil {
+	if err := waitSession(ctx, conn, servers, dialErr); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -134,21 +150,53 @@ func (d *Discovery) Nodes() ([]string, <-chan struct{}) {
 	return slices.Clone(d.nodes), d.changed
 }
 
-// waitSession waits up to connectTimeout for a session.
-func waitSession(ctx context.Context, conn *zk.Conn, servers []string) error {
+// waitSession waits up to connectTimeout for a session; its error names
+// why the last connection attempt failed when dialErr (nil: not recorded)
+// knows.
+func waitSession(ctx context.Context, conn *zk.Conn, servers []string, dialErr *lastError) error {
 	const every = 20 * time.Millisecond
 	deadline := time.Now().Add(connectTimeout)
 	for conn.State() != zk.StateHasSession {
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("zkdiscovery: no ZooKeeper session with %s within %v (state %v)", strings.Join(servers, ","), connectTimeout, conn.State())
+			return fmt.Errorf("zkdiscovery: no ZooKeeper session with %s within %v (state %v)%s", strings.Join(servers, ","), connectTimeout, conn.State(), dialErr.suffix())
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("zkdiscovery: waiting for a ZooKeeper session with %s: %w", strings.Join(servers, ","), ctx.Err())
+			return fmt.Errorf("zkdiscovery: waiting for a ZooKeeper session with %s: %w%s", strings.Join(servers, ","), ctx.Err(), dialErr.suffix())
 		case <-time.After(every):
 		}
 	}
 	return nil
+}
+
+// lastError remembers the error of the last connection attempt.
+type lastError struct {
+	mu  sync.Mutex
+	err error
+}
+
+// record wraps dial to remember each attempt's error.
+func (l *lastError) record(dial zktls.DialFunc) zk.Dialer {
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		c, err := dial(network, address, timeout)
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+		return c, err
+	}
+}
+
+// suffix is ": last attempt: <why>" after a failed attempt, else "".
+func (l *lastError) suffix() string {
+	if l == nil {
+		return ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		return ""
+	}
+	return ": last attempt: " + l.err.Error()
 }
 
 // list reads alive/ with a watch on its children and records the list.

@@ -33,6 +33,7 @@ const nodeUsage = "node retire <node-key> --zk host:2181,… [--cluster default]
 type adminFlags struct {
 	zk, auth *string
 	timeout  *time.Duration
+	tls      zkTLSFlags
 }
 
 func addAdminFlags(fs *flag.FlagSet, authHelp string) adminFlags {
@@ -40,11 +41,17 @@ func addAdminFlags(fs *flag.FlagSet, authHelp string) adminFlags {
 		zk:      fs.String("zk", "", "ZooKeeper servers host1:2181,host2:2181 (required)"),
 		auth:    fs.String("zk-auth", "", authHelp),
 		timeout: fs.Duration("timeout", 10*time.Second, "bound on connecting to and using ZooKeeper"),
+		tls:     addZKTLSFlags(fs),
 	}
 }
 
-// check reports a missing --zk or a bad --timeout (exit 2), prefixing cmd.
+// check reports a missing --zk, a bad --timeout or --zk-tls-* files that
+// do not load (exit 2), prefixing cmd.
 func (a adminFlags) check(cmd string, stderr io.Writer) bool {
+	if _, err := a.tls.config(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return false
+	}
 	switch {
 	case strings.TrimSpace(*a.zk) == "":
 		fmt.Fprintf(stderr, "%s: --zk is required (e.g. --zk 127.0.0.1:2181)\n", cmd)
@@ -133,19 +140,20 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx := context.Background()
 	servers := splitList(*a.zk)
+	opts, _ := a.tls.adminOptions() // check loaded them
 	switch sub {
 	case "create":
-		return clusterCreate(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, createFlags{*layout, *epoch, *unit, *geneBits, *workerRange, *recycleAfter}, stdout, stderr)
+		return clusterCreate(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, createFlags{*layout, *epoch, *unit, *geneBits, *workerRange, *recycleAfter}, stdout, stderr, opts...)
 	case "set":
-		return clusterSet(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, fs, *recycleAfter, stdout, stderr)
+		return clusterSet(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, fs, *recycleAfter, stdout, stderr, opts...)
 	case "list":
-		return clusterList(ctx, cmd, servers, *a.auth, *a.timeout, *asJSON, stdout, stderr)
+		return clusterList(ctx, cmd, servers, *a.auth, *a.timeout, *asJSON, stdout, stderr, opts...)
 	}
 	if !*yes {
 		fmt.Fprintf(stderr, "%s: deleting cluster %q removes its znodes, the worker IDs and fences its nodes start after: add --yes to do it\n", cmd, pos[0])
 		return exitUsage
 	}
-	if err := coordinator.DeleteCluster(ctx, servers, *a.auth, pos[0], *a.timeout); err != nil {
+	if err := coordinator.DeleteCluster(ctx, servers, *a.auth, pos[0], *a.timeout, opts...); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return adminExit(err)
 	}
@@ -184,13 +192,13 @@ func (f createFlags) spec(now time.Time) (coordinator.ClusterSpec, error) {
 	return coordinator.ClusterSpec{Layout: l, WorkerIDs: r, RecycleAfter: f.recycleAfter}, nil
 }
 
-func clusterCreate(ctx context.Context, cmd, name string, servers []string, auth string, timeout time.Duration, f createFlags, stdout, stderr io.Writer) int {
+func clusterCreate(ctx context.Context, cmd, name string, servers []string, auth string, timeout time.Duration, f createFlags, stdout, stderr io.Writer, opts ...coordinator.AdminOption) int {
 	spec, err := f.spec(time.Now())
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return exitUsage
 	}
-	res, err := coordinator.CreateCluster(ctx, servers, auth, name, spec, timeout)
+	res, err := coordinator.CreateCluster(ctx, servers, auth, name, spec, timeout, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return adminExit(err)
@@ -236,7 +244,7 @@ const layoutFixed = "the layout gives the cluster's IDs their meaning: with anot
 // clusterSet is "snowflakectl cluster set": it changes the settings that
 // may change on an existing cluster and refuses the others (exit 2).
 func clusterSet(ctx context.Context, cmd, name string, servers []string, auth string, timeout time.Duration, fs *flag.FlagSet, recycleAfter time.Duration,
-	stdout, stderr io.Writer) int {
+	stdout, stderr io.Writer, opts ...coordinator.AdminOption) int {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	refused := false
@@ -256,7 +264,7 @@ func clusterSet(ctx context.Context, cmd, name string, servers []string, auth st
 		fmt.Fprintf(stderr, "%s: --recycle-after %s: want 1ms or more\n", cmd, recycleAfter)
 		return exitUsage
 	}
-	res, err := coordinator.SetCluster(ctx, servers, auth, name, coordinator.ClusterChange{RecycleAfter: recycleAfter}, timeout)
+	res, err := coordinator.SetCluster(ctx, servers, auth, name, coordinator.ClusterChange{RecycleAfter: recycleAfter}, timeout, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return adminExit(err)
@@ -274,8 +282,8 @@ func clusterSet(ctx context.Context, cmd, name string, servers []string, auth st
 	return exitOK
 }
 
-func clusterList(ctx context.Context, cmd string, servers []string, auth string, timeout time.Duration, asJSON bool, stdout, stderr io.Writer) int {
-	rows, err := coordinator.ListClusters(ctx, servers, auth, timeout)
+func clusterList(ctx context.Context, cmd string, servers []string, auth string, timeout time.Duration, asJSON bool, stdout, stderr io.Writer, opts ...coordinator.AdminOption) int {
+	rows, err := coordinator.ListClusters(ctx, servers, auth, timeout, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return adminExit(err)
@@ -329,7 +337,8 @@ func node(args []string, stdout, stderr io.Writer) int {
 	if !a.check(cmd, stderr) {
 		return exitUsage
 	}
-	res, err := coordinator.Retire(context.Background(), splitList(*a.zk), *a.auth, *cluster, pos[0], *a.timeout)
+	opts, _ := a.tls.adminOptions() // check loaded them
+	res, err := coordinator.Retire(context.Background(), splitList(*a.zk), *a.auth, *cluster, pos[0], *a.timeout, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return adminExit(err)

@@ -159,6 +159,9 @@ var envDefaults = []struct{ flag, env string }{
 	{"zk", "SNOWFLAKED_ZK"},
 	{"cluster", "SNOWFLAKED_CLUSTER"},
 	{"zk-auth", "SNOWFLAKED_ZK_AUTH"},
+	{"zk-tls-ca", "SNOWFLAKED_ZK_TLS_CA"},
+	{"zk-tls-cert", "SNOWFLAKED_ZK_TLS_CERT"},
+	{"zk-tls-key", "SNOWFLAKED_ZK_TLS_KEY"},
 }
 
 // parse parses a command's flags (interspersed with its positional

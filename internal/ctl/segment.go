@@ -153,7 +153,8 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 	a := c.f.admin
 	ctx, cancel := context.WithTimeout(context.Background(), *a.timeout)
 	defer cancel()
-	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: splitList(*a.zk), Cluster: *c.f.cluster, Auth: *a.auth, Timeout: *a.timeout})
+	dial, _ := a.tls.dialer() // check loaded the files
+	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: splitList(*a.zk), Cluster: *c.f.cluster, Auth: *a.auth, Timeout: *a.timeout, Dial: dial})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.cmd, err)
 		if errors.Is(err, coordinator.ErrInvalidConfig) {

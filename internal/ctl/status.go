@@ -67,6 +67,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 	zkFlag := fs.String("zk", "", "ZooKeeper servers host1:2181,host2:2181 (required)")
 	cluster := fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
 	auth := fs.String("zk-auth", "", "user:password for digest ACLs (reading needs none)")
+	zkTLS := addZKTLSFlags(fs)
 	asJSON := fs.Bool("json", false, `print {"cluster","workers":[…]} as JSON`)
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting to and reading ZooKeeper")
 	probeTimeout := fs.Duration("probe-timeout", time.Second, "bound on asking each node out of service for its /readyz reason; 0 asks none")
@@ -92,7 +93,12 @@ func status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "snowflakectl status: --report-interval %s must be positive\n", *interval)
 		return exitUsage
 	}
-	settings, rows, err := coordinator.ReadCluster(context.Background(), splitList(*zkFlag), *cluster, *auth, *timeout)
+	opts, err := zkTLS.adminOptions()
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
+		return exitUsage
+	}
+	settings, rows, err := coordinator.ReadCluster(context.Background(), splitList(*zkFlag), *cluster, *auth, *timeout, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
 		if errors.Is(err, coordinator.ErrInvalidConfig) {

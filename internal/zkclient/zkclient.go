@@ -282,11 +282,20 @@ func WaitSession(ctx context.Context, conn zkconn.Conn, timeout time.Duration, s
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: waiting for a session with %s: %v", ErrUnavailable, strings.Join(servers, ","), ctx.Err())
+			return fmt.Errorf("%w: waiting for a session with %s: %v%s", ErrUnavailable, strings.Join(servers, ","), ctx.Err(), lastDialError(conn))
 		case <-time.After(every):
 		}
 	}
-	return fmt.Errorf("%w: no session with %s within %v (state %v)", ErrUnavailable, strings.Join(servers, ","), timeout, conn.State())
+	return fmt.Errorf("%w: no session with %s within %v (state %v)%s", ErrUnavailable, strings.Join(servers, ","), timeout, conn.State(), lastDialError(conn))
+}
+
+// lastDialError is ": last attempt: <why>" when conn remembers why its last
+// connection attempt failed (a TLS handshake, say), else "".
+func lastDialError(conn zkconn.Conn) string {
+	if de, ok := conn.(zkconn.DialErrorer); ok && de.DialError() != nil {
+		return ": last attempt: " + de.DialError().Error()
+	}
+	return ""
 }
 
 // call runs one ZooKeeper operation, giving up after timeout or when ctx

@@ -5,9 +5,14 @@
 package zkconn
 
 import (
+	"crypto/tls"
+	"net"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"codeberg.org/snowflaked/snowflaked/client/zktls"
 )
 
 // Conn is one ZooKeeper client: a session that survives reconnects until
@@ -54,15 +59,77 @@ type Dialer func(servers []string, opt Options) (Conn, error)
 
 // Dial opens a go-zookeeper client: the production Dialer.
 func Dial(servers []string, opt Options) (Conn, error) {
+	return connect(servers, opt, nil)
+}
+
+// connect is zk.Connect with opt's callback and logger, dialing with dial
+// (nil: go-zookeeper's plain TCP).
+func connect(servers []string, opt Options, dial zk.Dialer) (*zk.Conn, error) {
 	logger := opt.Logger
 	if logger == nil {
 		logger = zk.DefaultLogger
 	}
-	conn, _, err := zk.Connect(servers, opt.SessionTimeout, zk.WithEventCallback(opt.OnEvent), zk.WithLogger(logger))
+	var conn *zk.Conn
+	var err error
+	if dial == nil {
+		conn, _, err = zk.Connect(servers, opt.SessionTimeout, zk.WithEventCallback(opt.OnEvent), zk.WithLogger(logger))
+	} else {
+		conn, _, err = zk.Connect(servers, opt.SessionTimeout, zk.WithEventCallback(opt.OnEvent), zk.WithLogger(logger), zk.WithDialer(dial))
+	}
 	if err != nil {
 		return nil, err
 	}
 	return conn, nil
+}
+
+// TLSDial returns the production Dialer over TLS: go-zookeeper dialing
+// each server with zktls.Dialer(cfg). Its Conns also report the last
+// failed dial (DialErrorer), so that a session that never comes can say
+// why (a certificate the server rejected, one that does not verify).
+// A nil cfg is Dial.
+func TLSDial(cfg *tls.Config) Dialer {
+	if cfg == nil {
+		return Dial
+	}
+	return func(servers []string, opt Options) (Conn, error) {
+		c := &tlsConn{}
+		dial := zktls.Dialer(cfg)
+		conn, err := connect(servers, opt, func(network, address string, timeout time.Duration) (net.Conn, error) {
+			nc, err := dial(network, address, timeout)
+			c.mu.Lock()
+			c.lastErr = err
+			c.mu.Unlock()
+			return nc, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.Conn = conn
+		return c, nil
+	}
+}
+
+// DialErrorer is implemented by Conns that remember why their last
+// connection attempt failed.
+type DialErrorer interface {
+	// DialError is the error of the last connection attempt, nil when it
+	// succeeded or none was made yet.
+	DialError() error
+}
+
+// tlsConn is a go-zookeeper client over TLS that remembers its last dial
+// error.
+type tlsConn struct {
+	*zk.Conn
+	mu      sync.Mutex
+	lastErr error
+}
+
+// DialError implements DialErrorer.
+func (c *tlsConn) DialError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastErr
 }
 
 // Compile-time check: go-zookeeper's client is a Conn.

@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/tests/testpki"
 )
 
 // StartTimeout bounds how long StartStandalone, StartEnsemble and StartAll
@@ -45,6 +47,12 @@ const (
 )
 
 var debianJars = []string{"/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar"}
+
+// debianNettyJars are the Netty jars Debian's zookeeper.jar manifest lacks
+// and its NettyServerCnxnFactory (the TLS port's) needs: without them the
+// TLS handshake dies with NoClassDefFoundError ByteToMessageDecoder.
+var debianNettyJars = []string{"/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar",
+	"/usr/share/java/netty-transport-native-unix-common.jar"}
 
 // Available reports whether a ZooKeeper installation can be found, and where
 // (the Java classpath to run it with) or why not. It looks at ZK_CLASSPATH,
@@ -83,6 +91,11 @@ func findClasspath() (string, error) {
 	cp := debianJars[0]
 	if _, err := os.Stat(debianJars[1]); err == nil {
 		cp += string(filepath.ListSeparator) + debianJars[1] // without it ZooKeeper logs nothing
+	}
+	for _, j := range debianNettyJars {
+		if _, err := os.Stat(j); err == nil {
+			cp += string(filepath.ListSeparator) + j
+		}
 	}
 	return cp, nil
 }
@@ -125,6 +138,7 @@ func Require(t testing.TB) string {
 type Server struct {
 	id                                 int
 	clientPort, peerPort, electionPort int
+	securePort                         int // the TLS client port; 0 without TLS
 	dir, java, classpath               string
 
 	mu sync.Mutex
@@ -143,6 +157,15 @@ func (s *Server) ID() int { return s.id }
 // ClientAddr returns the client address, "127.0.0.1:port".
 func (s *Server) ClientAddr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.clientPort))
+}
+
+// SecureAddr returns the TLS client address (secureClientPort),
+// "127.0.0.1:port", or "" for a server started without TLS.
+func (s *Server) SecureAddr() string {
+	if s.securePort == 0 {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.securePort))
 }
 
 // LogPath returns the file that receives the server's output (all its runs).
@@ -304,7 +327,29 @@ type Cluster struct {
 	// Servers are the cluster's servers, ordered by ID (ID 1 first).
 	Servers  []*Server
 	ensemble bool
+	tls      *TLS // nil: no TLS port
 	logged   bool // the logs' tails are already in a reported error
+}
+
+// TLS is how StartStandaloneTLS sets up the server's TLS client port.
+type TLS struct {
+	// PKI holds the server's certificate and key (for 127.0.0.1) and the
+	// CA that client certificates must chain to (testpki.New makes one).
+	PKI testpki.PKI
+	// ClientAuth is ssl.clientAuth: "need" (mutual TLS: a client without a
+	// certificate the CA signed is refused), "want" or "none" (only the
+	// server is verified).
+	ClientAuth string
+}
+
+// zooCfg are the zoo.cfg lines of the TLS client port on port (tested
+// against Debian's ZooKeeper 3.8: PEM key and trust stores, Netty).
+func (t *TLS) zooCfg(port int) string {
+	return fmt.Sprintf("secureClientPort=%d\nsecureClientPortAddress=127.0.0.1\n"+
+		"serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"+
+		"ssl.keyStore.location=%s\nssl.keyStore.type=PEM\n"+
+		"ssl.trustStore.location=%s\nssl.trustStore.type=PEM\n"+
+		"ssl.clientAuth=%s\n", port, t.PKI.ServerKeyCert, t.PKI.CA, t.ClientAuth)
 }
 
 // StartStandalone starts one standalone server, waits until it serves and
@@ -312,7 +357,20 @@ type Cluster struct {
 // does when ZooKeeper is not installed.
 func StartStandalone(t testing.TB) *Cluster {
 	t.Helper()
-	return start(t, 1, false)
+	return start(t, 1, false, nil)
+}
+
+// StartStandaloneTLS is StartStandalone with a TLS client port besides the
+// plain one (Server.SecureAddr, Cluster.SecureConnectString), set up as
+// tls says. Readiness is still checked on the plain port.
+func StartStandaloneTLS(t testing.TB, tls TLS) *Cluster {
+	t.Helper()
+	switch tls.ClientAuth {
+	case "need", "want", "none":
+	default:
+		t.Fatalf("zkharness: StartStandaloneTLS: ClientAuth %q, want need, want or none", tls.ClientAuth)
+	}
+	return start(t, 1, false, &tls)
 }
 
 // StartEnsemble starts n servers as a quorum ensemble on loopback, waits
@@ -323,10 +381,10 @@ func StartEnsemble(t testing.TB, n int) *Cluster {
 	if n < 1 {
 		t.Fatalf("zkharness: StartEnsemble: n=%d, want >= 1", n)
 	}
-	return start(t, n, true)
+	return start(t, n, true, nil)
 }
 
-func start(t testing.TB, n int, ensemble bool) *Cluster {
+func start(t testing.TB, n int, ensemble bool, tls *TLS) *Cluster {
 	t.Helper()
 	cp := Require(t)
 	java, err := javaPath()
@@ -335,7 +393,7 @@ func start(t testing.TB, n int, ensemble bool) *Cluster {
 	}
 	for attempt := 1; attempt <= startAttempts; attempt++ {
 		began := time.Now()
-		c, err := launch(t, java, cp, n, ensemble)
+		c, err := launch(t, java, cp, n, ensemble, tls)
 		if err == nil {
 			t.Logf("zkharness: %d server(s) serving at %s after %v", n, c.ConnectString(), time.Since(began).Round(time.Millisecond))
 			return c
@@ -352,17 +410,20 @@ func start(t testing.TB, n int, ensemble bool) *Cluster {
 
 // launch starts a fresh cluster; it returns the cluster even on error so the
 // caller can inspect and kill it.
-func launch(t testing.TB, java, cp string, n int, ensemble bool) (*Cluster, error) {
+func launch(t testing.TB, java, cp string, n int, ensemble bool, tls *TLS) (*Cluster, error) {
 	root := t.TempDir() // before the Cleanup below: cleanups run last-in first-out
-	c := &Cluster{ensemble: ensemble}
+	c := &Cluster{ensemble: ensemble, tls: tls}
 	t.Cleanup(func() { c.cleanup(t) })
-	ports, err := freePorts(3 * n)
+	ports, err := freePorts(4 * n)
 	if err != nil {
 		return c, err
 	}
 	for i := range n {
-		s := &Server{id: i + 1, clientPort: ports[3*i], peerPort: ports[3*i+1], electionPort: ports[3*i+2],
+		s := &Server{id: i + 1, clientPort: ports[4*i], peerPort: ports[4*i+1], electionPort: ports[4*i+2],
 			dir: filepath.Join(root, fmt.Sprintf("zk%d", i+1)), java: java, classpath: cp}
+		if tls != nil {
+			s.securePort = ports[4*i+3]
+		}
 		if err := os.MkdirAll(filepath.Join(s.dir, "data"), 0o755); err != nil {
 			return c, err
 		}
@@ -394,6 +455,9 @@ func (c *Cluster) config(s *Server) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
 		"admin.enableServer=false\n4lw.commands.whitelist=*\n", filepath.Join(s.dir, "data"), s.clientPort)
+	if c.tls != nil {
+		b.WriteString(c.tls.zooCfg(s.securePort))
+	}
 	if c.ensemble {
 		b.WriteString("standaloneEnabled=false\n")
 		for _, o := range c.Servers {
@@ -408,6 +472,18 @@ func (c *Cluster) ConnectString() string {
 	addrs := make([]string, len(c.Servers))
 	for i, s := range c.Servers {
 		addrs[i] = s.ClientAddr()
+	}
+	return strings.Join(addrs, ",")
+}
+
+// SecureConnectString returns the TLS client addresses,
+// "127.0.0.1:p1,…" ("" for a cluster started without TLS).
+func (c *Cluster) SecureConnectString() string {
+	var addrs []string
+	for _, s := range c.Servers {
+		if a := s.SecureAddr(); a != "" {
+			addrs = append(addrs, a)
+		}
 	}
 	return strings.Join(addrs, ",")
 }
