@@ -21,6 +21,7 @@ import (
 type clientFlags struct {
 	servers, zk, cluster, auth string
 	timeout                    time.Duration
+	tls                        tlsFlags
 }
 
 // register defines the flags; timeoutHelp says what --timeout bounds.
@@ -30,6 +31,7 @@ func (f *clientFlags) register(fs *flag.FlagSet, timeoutHelp string) {
 	fs.StringVar(&f.cluster, "cluster", "default", "cluster name, with --zk")
 	fs.StringVar(&f.auth, "zk-auth", "", "user:password, with --zk")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, timeoutHelp)
+	f.tls.register(fs)
 }
 
 // config turns the parsed flags into a client config; positional
@@ -45,10 +47,14 @@ func (f *clientFlags) config(fs *flag.FlagSet) (client.Config, error) {
 	case f.timeout <= 0:
 		return client.Config{}, fmt.Errorf("--timeout %s must be positive", f.timeout)
 	}
-	if f.servers != "" {
-		return client.Config{Servers: splitComma(f.servers)}, nil
+	tlsCfg, err := f.tls.config()
+	if err != nil {
+		return client.Config{}, err
 	}
-	return client.Config{}, nil // the discovery is newClient's
+	if f.servers != "" {
+		return client.Config{Servers: splitComma(f.servers), TLS: tlsCfg}, nil
+	}
+	return client.Config{TLS: tlsCfg}, nil // the discovery is newClient's
 }
 
 // newClient starts a client on cfg; with --zk it first connects to
