@@ -282,7 +282,7 @@ func TestReadyzProber(t *testing.T) {
 		}
 		t.Cleanup(func() { ln.Close() })
 		start := time.Now()
-		if got := readyzProber(200 * time.Millisecond, nil)(ln.Addr().String()); got != reasonUnreachable {
+		if got := readyzProber(200*time.Millisecond, nil)(ln.Addr().String()); got != reasonUnreachable {
 			t.Errorf("answer %q, want %q", got, reasonUnreachable)
 		}
 		if d := time.Since(start); d > 5*time.Second {
