@@ -28,7 +28,7 @@ func TestValidateTLS(t *testing.T) {
 		{"mismatched pair", func(c *Config) { c.TLSCert, c.TLSKey = a.CertFile, b.KeyFile }, []string{"--tls-cert " + a.CertFile, "key " + b.KeyFile + " does not go with"}},
 		{"unreadable cert", func(c *Config) { c.TLSCert, c.TLSKey = a.CertFile+".missing", a.KeyFile }, []string{"certificate " + a.CertFile + ".missing"}},
 		{"client CA not PEM", func(c *Config) { c.TLSCert, c.TLSKey, c.TLSClientCA = a.CertFile, a.KeyFile, "/dev/null" }, []string{"--tls-client-ca /dev/null", "no PEM certificate"}},
-		{"peer CA unreadable", func(c *Config) { c.TLSCert, c.TLSKey, c.TLSCA = a.CertFile, a.KeyFile, ca.File + ".missing" }, []string{"--tls-ca " + ca.File + ".missing"}},
+		{"peer CA unreadable", func(c *Config) { c.TLSCert, c.TLSKey, c.TLSCA = a.CertFile, a.KeyFile, ca.File+".missing" }, []string{"--tls-ca " + ca.File + ".missing"}},
 		{"client CA without cert", func(c *Config) { c.TLSClientCA = ca.File }, []string{"--tls-client-ca: only with --tls-cert"}},
 		{"allow-list without client CA", func(c *Config) { c.TLSCert, c.TLSKey, c.TLSClientAllow = a.CertFile, a.KeyFile, "app" }, []string{"--tls-client-allow: only with --tls-client-ca"}},
 		{"allow-list with a hole", func(c *Config) {
