@@ -52,6 +52,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"math"
@@ -132,6 +133,12 @@ type Config struct {
 	// Log receives a line per failover and per failed prefetch, at level
 	// Warn; nil discards everything.
 	Log *slog.Logger
+	// TLS, when not nil, makes every connection to a node HTTPS with it
+	// (nodes serving --tls-cert): RootCAs verifies the nodes, and
+	// Certificates or GetClientCertificate is the client certificate for
+	// nodes that require one (--tls-client-ca). A ServerName left empty is
+	// each node's host. nil: plain HTTP.
+	TLS *tls.Config
 }
 
 // Hooks are called on the client's and the callers' goroutines: they must
@@ -226,7 +233,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{
 		cfg: cfg, log: cfg.Log,
 		stop: make(chan struct{}),
-		pool: newPool(cfg.MaxInFlight + prefetchDepth + 2),
+		pool: newPool(cfg.MaxInFlight+prefetchDepth+2, cfg.TLS),
 		segs: map[string]*batcher{},
 	}
 	c.ids = newBatcher(c, endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamCount + "=", what: "IDs"})

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -57,17 +58,41 @@ type pool struct {
 	closed bool
 }
 
-func newPool(maxIdle int) *pool {
+// newPool returns a pool that dials plain TCP, or TLS with tlsCfg when it
+// is not nil.
+func newPool(maxIdle int, tlsCfg *tls.Config) *pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &pool{
 		maxIdle: maxIdle, cancel: cancel,
 		dial: func(addr string, deadline time.Time) (net.Conn, error) {
 			d := net.Dialer{Deadline: deadline}
-			return d.DialContext(ctx, "tcp", addr)
+			nc, err := d.DialContext(ctx, "tcp", addr)
+			if err != nil || tlsCfg == nil {
+				return nc, err
+			}
+			return dialTLS(ctx, nc, addr, deadline, tlsCfg)
 		},
 		idle: map[string][]*httpConn{},
 		open: map[*httpConn]struct{}{},
 	}
+}
+
+// dialTLS runs a TLS handshake over nc within deadline; the server is
+// verified as addr's host unless cfg names a ServerName.
+func dialTLS(ctx context.Context, nc net.Conn, addr string, deadline time.Time, cfg *tls.Config) (net.Conn, error) {
+	if cfg.ServerName == "" {
+		host, _, _ := net.SplitHostPort(addr)
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	tc := tls.Client(nc, cfg)
+	hctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		_ = nc.Close()
+		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+	}
+	return tc, nil
 }
 
 // get returns an idle connection to addr (reused true) or, when there is

@@ -3,6 +3,7 @@ package clockguard
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,6 +85,9 @@ type PeersConfig struct {
 	// Log receives a line per failing round and per round with unreachable
 	// peers.
 	Log zerolog.Logger
+	// TLS, when not nil, makes the /time requests HTTPS with it (the peers
+	// serve --tls-cert); its ServerName, when empty, is the peer's host.
+	TLS *tls.Config
 }
 
 // PeerResult is what one peer answered in the last round.
@@ -352,6 +356,13 @@ func (p *Peers) ask(ctx context.Context, peer Peer) PeerResult {
 	_ = conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(pastDeadline) })
 	defer stop()
+	if p.cfg.TLS != nil {
+		tc := tls.Client(conn, peerTLS(p.cfg.TLS, peer.Addr))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return fail(fmt.Errorf("GET %s: TLS handshake: %w", peerTimePath, err))
+		}
+		conn = tc
+	}
 
 	br := bufio.NewReaderSize(conn, 1024)
 	resp := fasthttp.AcquireResponse()
@@ -403,6 +414,18 @@ func (p *Peers) sample(conn net.Conn, br *bufio.Reader, resp *fasthttp.Response,
 	}
 	rtt = m1 - m0
 	return rtt, time.Duration(peerNs - (sendWall + int64(rtt/2))), nil
+}
+
+// peerTLS returns cfg for a connection to addr: with the peer's host as
+// ServerName when cfg names none.
+func peerTLS(cfg *tls.Config, addr string) *tls.Config {
+	if cfg.ServerName != "" {
+		return cfg
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	c := cfg.Clone()
+	c.ServerName = host
+	return c
 }
 
 // checkPeerAddr accepts "host:port" with a non-empty host and a valid port.

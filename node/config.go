@@ -16,6 +16,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/envflag"
+	"codeberg.org/snowflaked/snowflaked/internal/tlsfiles"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
@@ -104,6 +105,13 @@ type Config struct {
 	LogLevel        string        // --log-level: zerolog level name
 	LogFormat       string        // --log-format: json or console
 	ShutdownTimeout time.Duration // --shutdown-timeout: bound on finishing in-flight requests
+
+	TLSCert        string // --tls-cert: serve the API over HTTPS with this certificate (PEM; "" = plain HTTP)
+	TLSKey         string // --tls-key: the certificate's private key (PEM)
+	TLSClientCA    string // --tls-client-ca: require client certificates these CAs signed (mutual TLS)
+	TLSCA          string // --tls-ca: CAs that sign the peers' certificates ("" = --tls-client-ca, else the system's)
+	TLSClientAllow string // --tls-client-allow: client names allowed on the API ("" = any verified client)
+	TLSAdminAllow  string // --tls-admin-allow: client names allowed on /status, /metrics, /clock ("" = --tls-client-allow)
 
 	// Version is the build's version, shown on /status; not a flag (the
 	// main sets it). Its first word is the version the binary was built as
@@ -260,6 +268,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "log level: trace, debug, info, warn, error")
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "log format: json or console")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
+	fs.StringVar(&c.TLSCert, "tls-cert", d.TLSCert, "serve the API over HTTPS on --listen with this PEM certificate (chain); with --tls-key; read again when the files change")
+	fs.StringVar(&c.TLSKey, "tls-key", d.TLSKey, "PEM private key of --tls-cert")
+	fs.StringVar(&c.TLSClientCA, "tls-client-ca", d.TLSClientCA, "PEM CA bundle: require every client to present a certificate it signed (mutual TLS); with --tls-cert")
+	fs.StringVar(&c.TLSCA, "tls-ca", d.TLSCA, "PEM CA bundle that verifies the peers' certificates for the peer clock check and the status page (default --tls-client-ca, else the system's roots); with --tls-cert")
+	fs.StringVar(&c.TLSClientAllow, "tls-client-allow", d.TLSClientAllow, "NAME,NAME: only client certificates with one of these common or DNS names may use the API (default any that --tls-client-ca verifies); list the nodes' own names too (the peer check's /time)")
+	fs.StringVar(&c.TLSAdminAllow, "tls-admin-allow", d.TLSAdminAllow, "NAME,NAME: only these client names may read /status, /metrics and /clock (default --tls-client-allow); list the nodes' own names too (the status page's /clock)")
 }
 
 // standalone reports whether the node runs without ZooKeeper.
@@ -374,6 +388,7 @@ var configChecks = []func(*validation){
 	(*validation).fences,
 	(*validation).clockChecks,
 	(*validation).logging,
+	(*validation).tlsFlags,
 }
 
 // validation is one run of Validate: the configuration, its layout (parsed
@@ -592,4 +607,47 @@ func (v *validation) logging() {
 func (c *Config) buildVersion() string {
 	v, _, _ := strings.Cut(strings.TrimSpace(c.Version), " ")
 	return v
+}
+
+// tlsFlags checks the TLS flags and loads their files once: a file that
+// cannot be read or does not fit is named with its problem.
+func (v *validation) tlsFlags() {
+	c := v.c
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		v.bad("--tls-cert and --tls-key go together: give both (HTTPS) or neither (plain HTTP)")
+		return
+	}
+	if c.TLSCert == "" {
+		for _, f := range []struct{ name, value string }{
+			{"--tls-client-ca", c.TLSClientCA}, {"--tls-ca", c.TLSCA},
+			{"--tls-client-allow", c.TLSClientAllow}, {"--tls-admin-allow", c.TLSAdminAllow},
+		} {
+			if f.value != "" {
+				v.bad("%s: only with --tls-cert and --tls-key (the API is plain HTTP without them)", f.name)
+			}
+		}
+		return
+	}
+	if _, err := tlsfiles.LoadPair(c.TLSCert, c.TLSKey); err != nil {
+		v.bad("--tls-cert %s, --tls-key %s: %v", c.TLSCert, c.TLSKey, err)
+	}
+	for _, f := range []struct{ name, file string }{{"--tls-client-ca", c.TLSClientCA}, {"--tls-ca", c.TLSCA}} {
+		if f.file == "" {
+			continue
+		}
+		if _, err := tlsfiles.LoadCA(f.file); err != nil {
+			v.bad("%s %s: %v", f.name, f.file, err)
+		}
+	}
+	for _, f := range []struct{ name, list string }{{"--tls-client-allow", c.TLSClientAllow}, {"--tls-admin-allow", c.TLSAdminAllow}} {
+		if f.list == "" {
+			continue
+		}
+		if c.TLSClientCA == "" {
+			v.bad("%s: only with --tls-client-ca (without it clients present no certificate to name)", f.name)
+		}
+		if _, err := tlsfiles.ParseAllowList(f.list); err != nil {
+			v.bad("%s: %v", f.name, err)
+		}
+	}
 }

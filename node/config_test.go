@@ -32,6 +32,7 @@ func TestDefaultConfigMatchesSpec(t *testing.T) {
 		"ntp-max-offset": "500ms", "ntp-required": "false", "peer-interval": "30s", "peer-max-offset": "1s",
 		"log-level": "info", "log-format": "json", "shutdown-timeout": "10s",
 		"zk-tls-ca": "", "zk-tls-cert": "", "zk-tls-key": "",
+		"tls-cert": "", "tls-key": "", "tls-client-ca": "", "tls-ca": "", "tls-client-allow": "", "tls-admin-allow": "",
 	}
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {

@@ -27,6 +27,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/metrics"
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/statuspage"
+	"codeberg.org/snowflaked/snowflaked/internal/tlsfiles"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -77,6 +78,7 @@ type node struct {
 	srv       *server.Server
 	start     *startPhase             // answers HTTP until srv serves, then hands the listener over
 	loops     []func(context.Context) // background work, stopped at shutdown
+	tls       *nodeTLS                // nil: plain HTTP
 
 	// alivePeers are the peers the peer check last read under alive/
 	// (ZooKeeper mode), for GET /cluster/nodes.
@@ -132,11 +134,17 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) (err error) {
 	if removed := lock.removeStaleTemps(cfg.CacheFile); removed > 0 {
 		log.Info().Int("files", removed).Msg("removed temp files that writes killed mid-way left beside the cache file")
 	}
+	if n.tls, err = newNodeTLS(cfg, log); err != nil {
+		return err
+	}
 	ln := o.listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
+	}
+	if n.tls != nil {
+		ln = tlsfiles.NewListener(ln, n.tls.server, &n.tls.fails)
 	}
 	// From here the port answers: /healthz 200, /readyz 503 with what the
 	// node waits for (the claim can take a session timeout and more).
@@ -144,7 +152,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) (err error) {
 		ln.Close()
 		return fmt.Errorf("http server while starting: %w", err)
 	}
-	log.Info().Str("listen", ln.Addr().String()).Msg("listening: /healthz answers while the node starts, /readyz says what it waits for")
+	log.Info().Str("listen", ln.Addr().String()).Bool("tls", n.tls != nil).Msg("listening: /healthz answers while the node starts, /readyz says what it waits for")
 	serving := false
 	defer func() {
 		if !serving {
@@ -493,6 +501,7 @@ func (n *node) newServer() error {
 		Routes:    routes,
 		Observer:  n.metrics,
 	}
+	cfg.Authorize = n.tls.authorizer()
 	cfg.ClusterNodes = n.clusterNodes
 	if n.segments != nil {
 		cfg.Segments = n.segments

@@ -61,6 +61,7 @@ func (n *node) newStatusPage() error {
 		// About three reports, plus how stale the cached list may be.
 		MaxReportAge: 3*n.cfg.ReportInterval + workerListTTL,
 		Log:          n.log.With().Str("component", "status").Logger(),
+		TLS:          n.tls.peerConfig(),
 	})
 	if err != nil {
 		return fmt.Errorf("status page: %w", err)
@@ -89,6 +90,7 @@ func (n *node) snapshot() nodestate.Snapshot {
 		},
 		FenceMs: n.keeper.Persisted(),
 	}
+	s.TLSHandshakeFailures = n.tls.failures()
 	s.PrevHolderWait, s.PrevHolder = n.startWait.PrevHolderWait()
 	if n.coord != nil {
 		st := n.coord.Status()

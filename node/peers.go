@@ -31,6 +31,7 @@ func (n *node) newPeers() error {
 	n.peers, err = clockguard.NewPeers(n.guard, n.clock, src, clockguard.PeersConfig{
 		Interval: n.cfg.PeerInterval, MaxOffset: n.cfg.PeerMaxOffset,
 		Log: n.log.With().Str("component", "peers").Logger(),
+		TLS: n.tls.peerConfig(),
 	})
 	if err != nil {
 		return fmt.Errorf("peer clock check: %w", err)

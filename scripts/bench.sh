@@ -24,18 +24,26 @@ awk '/^Benchmark/ { name=$1; sub(/-[0-9]+$/, "", name); ns=""; ids="";
        printf "%-48s %12s ns/op %16s ids/s\n", name, ns, ids }' "$tmp/go.txt"
 echo
 
-echo "== HTTP: wrk -t1 -c$CONNS -d$DUR --latency, $ROUNDS rounds, bare fasthttp vs snowflaked (same run)"
+echo "== HTTP: wrk -t1 -c$CONNS -d$DUR --latency, $ROUNDS rounds, bare fasthttp vs snowflaked, plain and HTTPS (same run)"
 go build -o "$tmp/snowflaked" ./cmd/snowflaked
 go build -o "$tmp/barehttp" ./tests/bench/barehttp
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-P1=$(freeport); P2=$(freeport)
+P1=$(freeport); P2=$(freeport); P3=$(freeport)
 "$tmp/snowflaked" --worker-id 1 --listen "127.0.0.1:$P1" --cache-file "$tmp/cache.json" --log-level warn >"$tmp/sf.log" 2>&1 &
+pids+=($!)
+# The same node over HTTPS (--tls-cert: a throwaway self-signed ECDSA P-256
+# certificate; wrk does not verify it, and keeps its connections alive).
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=127.0.0.1 \
+  -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/tls.key" -out "$tmp/tls.crt" >/dev/null 2>&1
+"$tmp/snowflaked" --worker-id 2 --listen "127.0.0.1:$P3" --cache-file "$tmp/cache-tls.json" --log-level warn \
+  --tls-cert "$tmp/tls.crt" --tls-key "$tmp/tls.key" >"$tmp/sf-tls.log" 2>&1 &
 pids+=($!)
 "$tmp/barehttp" --listen "127.0.0.1:$P2" >"$tmp/bare.log" 2>&1 &
 pids+=($!)
 for i in $(seq 1 100); do
-  curl -fs "http://127.0.0.1:$P1/readyz" >/dev/null 2>&1 && curl -fs "http://127.0.0.1:$P2/" >/dev/null 2>&1 && break
-  [ "$i" = 100 ] && { echo "bench: servers did not become ready" >&2; cat "$tmp/sf.log" >&2; exit 1; }
+  curl -fs "http://127.0.0.1:$P1/readyz" >/dev/null 2>&1 && curl -fs "http://127.0.0.1:$P2/" >/dev/null 2>&1 &&
+    curl -fsk "https://127.0.0.1:$P3/readyz" >/dev/null 2>&1 && break
+  [ "$i" = 100 ] && { echo "bench: servers did not become ready" >&2; cat "$tmp/sf.log" "$tmp/sf-tls.log" >&2; exit 1; }
   sleep 0.1
 done
 
@@ -53,6 +61,7 @@ run_wrk() {
 for r in $(seq 1 "$ROUNDS"); do
   run_wrk bare "http://127.0.0.1:$P2/"
   run_wrk id "http://127.0.0.1:$P1/id"
+  run_wrk idtls "https://127.0.0.1:$P3/id"
   run_wrk ids1000 "http://127.0.0.1:$P1/ids?count=1000"
 done
 awk '
@@ -61,8 +70,10 @@ awk '
     printf "%-22s %12s %10s %10s %8s\n", "endpoint", "req/s(mean)", "p50", "p99", "non-2xx"
     printf "%-22s %12.0f %10s %10s %8d\n", "bare fasthttp", rps["bare"]/n["bare"], p50["bare"], p99["bare"], err["bare"]
     printf "%-22s %12.0f %10s %10s %8d\n", "GET /id", rps["id"]/n["id"], p50["id"], p99["id"], err["id"]
+    printf "%-22s %12.0f %10s %10s %8d\n", "GET /id over HTTPS", rps["idtls"]/n["idtls"], p50["idtls"], p99["idtls"], err["idtls"]
     printf "%-22s %12.0f %10s %10s %8d\n", "GET /ids?count=1000", rps["ids1000"]/n["ids1000"], p50["ids1000"], p99["ids1000"], err["ids1000"]
     printf "\n/id vs bare fasthttp: %.1f%% of its req/s\n", 100*rps["id"]/rps["bare"]
+    printf "/id over HTTPS (keep-alive) vs plain /id: %.1f%% of its req/s\n", 100*rps["idtls"]/rps["id"]
     printf "/ids?count=1000: %.0f IDs/s\n", 1000*rps["ids1000"]/n["ids1000"]
   }' "$tmp/http.txt"
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -31,8 +32,27 @@ func (l trackingListener) Accept() (net.Conn, error) {
 	l.t.mu.Lock()
 	l.t.conns[tc] = struct{}{}
 	l.t.mu.Unlock()
+	if ts, ok := c.(tlsState); ok {
+		return &trackedTLSConn{trackedConn: tc, tls: ts}, nil
+	}
 	return tc, nil
 }
+
+// tlsState is what fasthttp looks for to tell a TLS connection
+// (RequestCtx.IsTLS, TLSConnectionState): a tracked TLS connection keeps it.
+type tlsState interface {
+	Handshake() error
+	ConnectionState() tls.ConnectionState
+}
+
+// trackedTLSConn is a trackedConn over a TLS connection.
+type trackedTLSConn struct {
+	*trackedConn
+	tls tlsState
+}
+
+func (c *trackedTLSConn) Handshake() error                     { return c.tls.Handshake() }
+func (c *trackedTLSConn) ConnectionState() tls.ConnectionState { return c.tls.ConnectionState() }
 
 type trackedConn struct {
 	net.Conn

@@ -41,6 +41,7 @@ const (
 	codeClockError       = wire.CodeClockError
 	codeIDError          = wire.CodeIDError
 	codeBatchTimeout     = wire.CodeBatchTimeout
+	codeClientNotAllowed = wire.CodeClientNotAllowed
 )
 
 // The bodies of error answers (see wire.ErrorBody; the 503 form,

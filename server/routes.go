@@ -130,6 +130,15 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	defer s.finish(ctx, &ep)
 
 	path := ctx.Path()
+	if s.cfg.Authorize != nil {
+		if err := s.cfg.Authorize(ctx); err != nil {
+			if r, _ := match(path); r != nil {
+				ep = r.ep
+			}
+			s.writeError(ctx, fasthttp.StatusForbidden, codeClientNotAllowed, err.Error())
+			return
+		}
+	}
 	if r, rest := match(path); r != nil {
 		ep = r.ep
 		if s.allowed(ctx, r.path) {

@@ -104,6 +104,11 @@ type Config struct {
 	ClusterNodes func(local net.Addr) []wire.ClusterNode
 	// Observer, when not nil, is told about every request and issued batch.
 	Observer Observer
+	// Authorize, when not nil, is asked first about every request (before
+	// any route, extra ones included): a non-nil error answers 403
+	// client_not_allowed with the error as message (mutual TLS
+	// allow-lists).
+	Authorize func(ctx *fasthttp.RequestCtx) error
 	// ReadTimeout, WriteTimeout and IdleTimeout of the fasthttp server; 0
 	// means defaultReadTimeout, defaultWriteTimeout, defaultIdleTimeout.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration

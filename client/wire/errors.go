@@ -78,6 +78,10 @@ const (
 	// CodeSegmentUnavailable, status 503: no ID of the tag left and no range
 	// could be loaded.
 	CodeSegmentUnavailable = "segment_unavailable"
+	// CodeClientNotAllowed, status 403: the node serves mutual TLS and the
+	// client certificate's name is not on the path's allow-list
+	// (--tls-client-allow, --tls-admin-allow).
+	CodeClientNotAllowed = "client_not_allowed"
 )
 
 // ErrorBody is the JSON body of an error answer:

@@ -31,13 +31,13 @@ type Command struct {
 // usages are the commands' usage lines (what follows "snowflakectl ").
 var usages = map[string]string{
 	"decode":  "decode <id|uuid>... [--layout 41/10/12 --epoch … --time-unit 1ms --gene-bits 0 | --leaf] [--json]",
-	"status":  "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--probe-timeout 1s] [--report-interval 3s] [--json]",
-	"probe":   "probe <url> [--timeout 2s] [--wait 0s] [--quiet]",
-	"get":     "get [--count N] [--gene G | --uuid] (--servers host:port,… | --bootstrap host:port,… | --zk host:2181,… [--cluster default])",
+	"status":  "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--probe-timeout 1s] [--report-interval 3s] [--json] [--tls-ca F [--tls-cert F --tls-key F]]",
+	"probe":   "probe <url> [--timeout 2s] [--wait 0s] [--quiet] [--tls-ca F] [--tls-cert F --tls-key F]",
+	"get":     "get [--count N] [--gene G | --uuid] (--servers host:port,… | --bootstrap host:port,… | --zk host:2181,… [--cluster default]) [--tls-ca F [--tls-cert F --tls-key F]]",
 	"segment": segmentUsage,
 	"cluster": clusterUsage,
 	"node":    nodeUsage,
-	"bench":   "bench (--servers … | --bootstrap … | --zk …) [--duration 10s] [--concurrency 64] [--count 1] [--timeout 10s]",
+	"bench":   "bench (--servers … | --bootstrap … | --zk …) [--duration 10s] [--concurrency 64] [--count 1] [--timeout 10s] [--tls-ca F [--tls-cert F --tls-key F]]",
 }
 
 // commands lists the subcommands; add new ones here (and their usage line
@@ -162,6 +162,9 @@ var envDefaults = []struct{ flag, env string }{
 	{"zk-tls-ca", "SNOWFLAKED_ZK_TLS_CA"},
 	{"zk-tls-cert", "SNOWFLAKED_ZK_TLS_CERT"},
 	{"zk-tls-key", "SNOWFLAKED_ZK_TLS_KEY"},
+	{"tls-ca", "SNOWFLAKED_TLS_CA"},
+	{"tls-cert", "SNOWFLAKED_TLS_CERT"},
+	{"tls-key", "SNOWFLAKED_TLS_KEY"},
 }
 
 // parse parses a command's flags (interspersed with its positional

@@ -22,8 +22,9 @@ import (
 type clientFlags struct {
 	servers, bootstrap, zk, cluster, auth string
 	timeout                               time.Duration
-	tls                                   zkTLSFlags
-	tlsConfig                             *tls.Config // of tls, loaded by config
+	zkTLS                                 zkTLSFlags
+	zkTLSConfig                           *tls.Config // of zkTLS, loaded by config
+	tls                                   tlsFlags
 }
 
 // register defines the flags; timeoutHelp says what --timeout bounds.
@@ -34,7 +35,8 @@ func (f *clientFlags) register(fs *flag.FlagSet, timeoutHelp string) {
 	fs.StringVar(&f.cluster, "cluster", "default", "cluster name, with --zk")
 	fs.StringVar(&f.auth, "zk-auth", "", "user:password, with --zk")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, timeoutHelp)
-	f.tls = addZKTLSFlags(fs)
+	f.zkTLS = addZKTLSFlags(fs)
+	f.tls.register(fs)
 }
 
 // config turns the parsed flags into a client config; positional
@@ -56,18 +58,22 @@ func (f *clientFlags) config(fs *flag.FlagSet) (client.Config, error) {
 	case f.timeout <= 0:
 		return client.Config{}, fmt.Errorf("--timeout %s must be positive", f.timeout)
 	}
-	tlsConfig, err := f.tls.config()
+	zkTLS, err := f.zkTLS.config()
 	switch {
 	case err != nil:
 		return client.Config{}, err
-	case tlsConfig != nil && f.zk == "":
+	case zkTLS != nil && f.zk == "":
 		return client.Config{}, errors.New("--zk-tls-ca, --zk-tls-cert, --zk-tls-key: only with --zk (they secure the connection to ZooKeeper)")
 	}
-	f.tlsConfig = tlsConfig
-	if f.servers != "" {
-		return client.Config{Servers: splitComma(f.servers)}, nil
+	f.zkTLSConfig = zkTLS
+	tlsCfg, err := f.tls.config()
+	if err != nil {
+		return client.Config{}, err
 	}
-	return client.Config{}, nil // the discovery is newClient's
+	if f.servers != "" {
+		return client.Config{Servers: splitComma(f.servers), TLS: tlsCfg}, nil
+	}
+	return client.Config{TLS: tlsCfg}, nil // the discovery is newClient's
 }
 
 // newClient starts a client on cfg; with --bootstrap it first asks the
@@ -87,7 +93,7 @@ func (f *clientFlags) newClient(ctx context.Context, cfg client.Config) (c *clie
 		d, cfg.Discovery = b, b
 	case f.zk != "":
 		var z *zkdiscovery.Discovery
-		if z, err = zkdiscovery.New(ctx, zkdiscovery.Config{Servers: splitComma(f.zk), Cluster: f.cluster, Auth: f.auth, TLS: f.tlsConfig}); err != nil {
+		if z, err = zkdiscovery.New(ctx, zkdiscovery.Config{Servers: splitComma(f.zk), Cluster: f.cluster, Auth: f.auth, TLS: f.zkTLSConfig}); err != nil {
 			return nil, nil, err
 		}
 		d, cfg.Discovery = z, z

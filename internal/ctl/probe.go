@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -34,6 +35,8 @@ func probe(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 2*time.Second, "bound on each request")
 	wait := fs.Duration("wait", 0, "ask again every 200ms until a 2xx answer, for at most this long (0: ask once)")
 	quiet := fs.Bool("quiet", false, "print nothing on success")
+	var tf tlsFlags
+	tf.register(fs)
 	pos, code, ok := parse(fs, args, true, stdout, stderr)
 	if !ok {
 		return code
@@ -55,7 +58,12 @@ func probe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "snowflakectl probe: %q is not an http(s) URL with a host\n", pos[0])
 		return exitUsage
 	}
-	c := probeClient(*timeout)
+	tlsCfg, err := tf.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl probe: %v\n", err)
+		return exitUsage
+	}
+	c := probeClient(*timeout, tlsCfg)
 	start := time.Now()
 	last := ""
 	for {
@@ -101,11 +109,12 @@ func probeOnce(c *http.Client, url string) (string, bool) {
 
 // probeClient is the HTTP client of probe and of status's /readyz
 // requests: the whole request within timeout, no proxy, no redirect
-// followed, no connection kept.
-func probeClient(timeout time.Duration) *http.Client {
+// followed, no connection kept; https:// URLs with tlsCfg (nil: the
+// defaults).
+func probeClient(timeout time.Duration, tlsCfg *tls.Config) *http.Client {
 	return &http.Client{
 		Timeout:       timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
+		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true, TLSClientConfig: tlsCfg},
 	}
 }

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,6 +73,8 @@ func status(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on connecting to and reading ZooKeeper")
 	probeTimeout := fs.Duration("probe-timeout", time.Second, "bound on asking each node out of service for its /readyz reason; 0 asks none")
 	interval := fs.Duration("report-interval", coordinator.DefaultReportInterval, fmt.Sprintf("the nodes' --report-interval: no report for %d times this is not reporting", deadReports))
+	var tf tlsFlags
+	tf.register(fs)
 	pos, code, ok := parse(fs, args, true, stdout, stderr)
 	if !ok {
 		return code
@@ -98,6 +101,11 @@ func status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
 		return exitUsage
 	}
+	tlsCfg, err := tf.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
+		return exitUsage
+	}
 	settings, rows, err := coordinator.ReadCluster(context.Background(), splitList(*zkFlag), *cluster, *auth, *timeout, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
@@ -106,7 +114,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailure
 	}
-	out := explainRows(rows, *interval, readyzProber(*probeTimeout))
+	out := explainRows(rows, *interval, readyzProber(*probeTimeout, tlsCfg))
 	if *asJSON {
 		return writeJSON(stdout, stderr, "snowflakectl status", statusJSON{Cluster: *cluster, Settings: settings, Workers: out})
 	}
@@ -180,17 +188,21 @@ type readyzBody struct {
 }
 
 // readyzProber returns what explainRows asks a node with: one GET of
-// http://addr/readyz within timeout, answering the reason the node gives
+// http://addr/readyz (https:// with tlsCfg) within timeout, answering the reason the node gives
 // (its state when it gives none), reasonReady for a 2xx, "readyz: <status>"
 // for another answer that names no state, reasonUnreachable when none came.
 // A zero timeout gives nil: ask nothing.
-func readyzProber(timeout time.Duration) func(addr string) string {
+func readyzProber(timeout time.Duration, tlsCfg *tls.Config) func(addr string) string {
 	if timeout <= 0 {
 		return nil
 	}
-	client := probeClient(timeout)
+	client := probeClient(timeout, tlsCfg)
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
 	return func(addr string) string {
-		resp, err := client.Get((&url.URL{Scheme: "http", Host: addr, Path: wire.PathReadyz}).String())
+		resp, err := client.Get((&url.URL{Scheme: scheme, Host: addr, Path: wire.PathReadyz}).String())
 		if err != nil {
 			return reasonUnreachable
 		}

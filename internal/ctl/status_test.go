@@ -259,7 +259,7 @@ func TestReadyzProber(t *testing.T) {
 				_, _ = w.Write([]byte(tc.body))
 			}))
 			t.Cleanup(srv.Close)
-			if got := readyzProber(time.Second)(strings.TrimPrefix(srv.URL, "http://")); got != tc.want {
+			if got := readyzProber(time.Second, nil)(strings.TrimPrefix(srv.URL, "http://")); got != tc.want {
 				t.Errorf("answer %q, want %q", got, tc.want)
 			}
 		})
@@ -271,7 +271,7 @@ func TestReadyzProber(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close() // nothing listens there now
-		if got := readyzProber(time.Second)(addr); got != reasonUnreachable {
+		if got := readyzProber(time.Second, nil)(addr); got != reasonUnreachable {
 			t.Errorf("answer %q, want %q", got, reasonUnreachable)
 		}
 	})
@@ -282,14 +282,14 @@ func TestReadyzProber(t *testing.T) {
 		}
 		t.Cleanup(func() { ln.Close() })
 		start := time.Now()
-		if got := readyzProber(200 * time.Millisecond)(ln.Addr().String()); got != reasonUnreachable {
+		if got := readyzProber(200*time.Millisecond, nil)(ln.Addr().String()); got != reasonUnreachable {
 			t.Errorf("answer %q, want %q", got, reasonUnreachable)
 		}
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("took %v with a 200ms timeout", d)
 		}
 	})
-	if readyzProber(0) != nil {
+	if readyzProber(0, nil) != nil {
 		t.Error("readyzProber(0) asks: want nil")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
+	"codeberg.org/snowflaked/snowflaked/internal/tlsfiles"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
 )
@@ -102,6 +103,7 @@ var (
 	fRepAge    = family{"snowflaked_last_report_age_seconds", "gauge", "Seconds since the last renewal reached ZooKeeper (absent before the first)."}
 	fZKFence   = family{"snowflaked_zk_fence_headroom_seconds", "gauge", "ZooKeeper-acknowledged fence minus now: IDs stop when it reaches 0; zk_fence takes the node out below a third of --zk-fence-ahead (absent before any fence)."}
 	fZKAhead   = family{"snowflaked_zk_fence_ahead_seconds", "gauge", "--zk-fence-ahead: how far ahead of now each renewal moves the ZooKeeper fence."}
+	fTLSFails  = family{"snowflaked_tls_handshake_failures_total", "counter", "Failed TLS handshakes on the API's port (--tls-cert) by reason: not_tls (plain HTTP), no_client_cert, bad_client_cert (not verified by --tls-client-ca), other."}
 )
 
 // expo builds exposition text; each family's samples must be added together.
@@ -289,6 +291,11 @@ func (m *Metrics) writeSnapshot(e *expo) {
 	if s.Segments != nil {
 		writeSegments(e, s.Segments)
 		e.add(fSegPossiblyLost, float64(s.PossiblyLost))
+	}
+	for i, n := range s.TLSHandshakeFailures {
+		if i < len(tlsfiles.Reasons) {
+			e.addUint(fTLSFails, n, "reason", tlsfiles.Reasons[i])
+		}
 	}
 }
 

@@ -76,6 +76,11 @@ type Snapshot struct {
 	// had an unknown outcome (ZooKeeper's answer lost): maybe lost, never
 	// issued twice. Only meaningful with Segments.
 	PossiblyLost int64
+
+	// TLSHandshakeFailures counts the failed TLS handshakes on the API's
+	// port by reason, in the order of tlsfiles.Reasons; nil when the node
+	// serves plain HTTP.
+	TLSHandshakeFailures []uint64
 }
 
 // Generator is the ID generator's part of a Snapshot.

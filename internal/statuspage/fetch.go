@@ -83,7 +83,11 @@ func (p *Page) fetchClock(ctx context.Context, addr string) fetched {
 	defer fasthttp.ReleaseRequest(req)
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI("http://" + hostPort + clockPath)
+	scheme := "http://"
+	if p.cfg.TLS != nil {
+		scheme = "https://"
+	}
+	req.SetRequestURI(scheme + hostPort + clockPath)
 	req.Header.SetMethod(fasthttp.MethodGet)
 	req.Header.Set("Accept", "application/json")
 

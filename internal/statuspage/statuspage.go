@@ -14,6 +14,7 @@ package statuspage
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,6 +122,10 @@ type Config struct {
 	// Client makes the /clock requests; by default a client with no
 	// retries, a body limit of maxClockBody and a plain net.Dialer.
 	Client *fasthttp.Client
+	// TLS, when not nil, makes the /clock requests HTTPS with it (the
+	// peers serve --tls-cert): the default client dials with it, and a
+	// given Client must carry it too.
+	TLS *tls.Config
 	// Log receives a line when a page cannot be built.
 	Log zerolog.Logger
 }
@@ -156,6 +161,7 @@ func New(cfg Config) (*Page, error) {
 	client := cfg.Client
 	if client == nil {
 		client = newClient(cfg.FetchTimeout)
+		client.TLSConfig = cfg.TLS
 	}
 	return &Page{cfg: cfg, client: client}, nil
 }

@@ -56,6 +56,8 @@ func fullSnapshot(now time.Time, guard *health.Guard) nodestate.Snapshot {
 		},
 		PrevHolderWait: 2 * time.Second,
 		Segments:       []segment.TagStatus{{Tag: "orders", Issued: 1, Loads: 1, Available: 9, Step: 10}},
+
+		TLSHandshakeFailures: []uint64{1, 1, 1, 1},
 	}
 }
 

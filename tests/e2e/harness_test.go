@@ -70,6 +70,9 @@ type proc struct {
 	*testproc.Proc
 	t    *testing.T
 	addr string // 127.0.0.1:port it listens on (after waitStarted)
+	// https, when set, is the client of a node serving --tls-cert: the
+	// helpers ask it over HTTPS with it.
+	https *http.Client
 }
 
 // nodeArgs are the flags every test node gets: loopback, a free port, the
@@ -148,11 +151,15 @@ func (p *proc) get(path string) (int, string) {
 
 func (p *proc) do(method, path string) (int, string) {
 	p.t.Helper()
-	req, err := http.NewRequest(method, "http://"+p.addr+path, nil)
+	scheme, c := "http://", client
+	if p.https != nil {
+		scheme, c = "https://", p.https
+	}
+	req, err := http.NewRequest(method, scheme+p.addr+path, nil)
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	resp, err := client.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		p.t.Fatalf("%s %s: %v", method, path, err)
 	}
