@@ -78,6 +78,12 @@ const (
 	// CodeSegmentUnavailable, status 503: no ID of the tag left and no range
 	// could be loaded.
 	CodeSegmentUnavailable = "segment_unavailable"
+	// CodeTokenRequired, status 401: the tag requires a token and the
+	// request carried none.
+	CodeTokenRequired = "token_required"
+	// CodeTokenInvalid, status 403: the request's token is not one of the
+	// tag's valid tokens.
+	CodeTokenInvalid = "token_invalid"
 )
 
 // ErrorBody is the JSON body of an error answer:
