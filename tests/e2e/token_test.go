@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+)
+
+// getWithToken is p.get with Authorization: Bearer token ("" sends none).
+func (p *proc) getWithToken(path, token string) (int, string) {
+	p.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+p.addr+path, nil)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		p.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		p.t.Fatalf("GET %s: read body: %v", path, err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// lastLine is the last non-empty line of s: where snowflakectl prints a
+// new token.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// A tag created with --require-token by the real snowflakectl, on a real
+// node and ZooKeeper run with --zk-auth: 401 without its token, 403 with a
+// wrong one, IDs with it (Bearer, or ?token= on the Leaf path), across a
+// restart of the node; after a rotation with a grace the old token serves
+// during the grace and is refused after, the new one serves throughout.
+func TestIntegration_SegmentTokenTag(t *testing.T) {
+	const auth = "ops:s3cret"
+	zk := zkharness.StartStandalone(t)
+	dir := t.TempDir()
+	args := clusterArgs(dir, zk.ConnectString(), "tokens", "node-0", "--zk-auth", auth)
+	p := startNode(t, binSnowflaked, args)
+	p.waitReadyz(http.StatusOK, readyTimeout)
+	zkArgs := []string{"--zk", zk.ConnectString(), "--cluster", "tokens", "--zk-auth", auth}
+
+	code, out, errOut := ctl(t, append([]string{"segment", "create", "secret", "--require-token", "--max-count", "50", "--step", "100"}, zkArgs...)...)
+	if code != 0 || strings.Contains(errOut, "WARNING") {
+		t.Fatalf("segment create --require-token: exit %d: %s %s", code, out, errOut)
+	}
+	token := lastLine(out)
+	if len(token) != 43 {
+		t.Fatalf("segment create printed %q as its last line, want a 43-character token", token)
+	}
+	code, out, errOut = ctl(t, append([]string{"segment", "list"}, zkArgs...)...)
+	if code != 0 || !strings.Contains(out, "TOKEN") || !strings.Contains(out, "yes") || strings.Contains(out, token) {
+		t.Fatalf("segment list: exit %d: %s %s; want a TOKEN column saying yes, never the token", code, out, errOut)
+	}
+	code, out, _ = ctl(t, append([]string{"segment", "status", "secret", "--json"}, zkArgs...)...)
+	if code != 0 || !strings.Contains(out, `"require_token": true`) || !strings.Contains(out, `"max_count": 50`) || strings.Contains(out, "sha256") {
+		t.Fatalf("segment status --json: exit %d: %s; want require_token and max_count, no hash", code, out)
+	}
+
+	check := func(p *proc, when string, cases []tokenCase) {
+		t.Helper()
+		for _, tc := range cases {
+			code, body := p.getWithToken(tc.path, tc.token)
+			if code != tc.status || tc.code != "" && !strings.Contains(body, `"code":"`+tc.code+`"`) {
+				t.Errorf("%s: GET %s (%s): %d %s, want %d %s", when, tc.path, tc.what, code, body, tc.status, tc.code)
+			}
+		}
+	}
+	wrong := strings.Repeat("A", 43)
+	basic := func(token string) []tokenCase {
+		return []tokenCase{
+			{"no token", "/segment/secret", "", 401, "token_required"},
+			{"no token", "/api/segment/get/secret", "", 401, "token_required"},
+			{"wrong token", "/segment/secret", wrong, 403, "token_invalid"},
+			{"wrong token in the query", "/api/segment/get/secret?token=" + wrong, "", 403, "token_invalid"},
+			{"its token", "/segment/secret", token, 200, ""},
+			{"its token, a batch", "/segment/secret?count=50", token, 200, ""},
+			{"its token, above --max-count", "/segment/secret?count=51", token, 400, "invalid_count"},
+			{"its token in the query", "/api/segment/get/secret?token=" + token, "", 200, ""},
+		}
+	}
+	check(p, "first start", basic(token))
+
+	// A restart (SIGTERM; the next start resumes nothing and reads the
+	// tag again) keeps every answer.
+	p.signal(syscall.SIGTERM)
+	if code := p.exitCode(); code != 0 {
+		t.Fatalf("node exit %d", code)
+	}
+	p = startNode(t, binSnowflaked, args)
+	p.waitReadyz(http.StatusOK, readyTimeout)
+	testsupport.Poll(t, readyTimeout, pollEvery, "segment mode ready after the restart", func() bool {
+		code, _ := p.get("/readyz/segment")
+		return code == http.StatusOK
+	})
+	check(p, "after a restart", basic(token))
+
+	// Rotation with a grace: both tokens serve during it, the old one is
+	// refused after it, within the node's poll.
+	const grace = 4 * time.Second
+	code, out, errOut = ctl(t, append([]string{"segment", "token", "rotate", "secret", "--grace", grace.String()}, zkArgs...)...)
+	rotatedAt := time.Now()
+	if code != 0 {
+		t.Fatalf("segment token rotate: exit %d: %s %s", code, out, errOut)
+	}
+	fresh := lastLine(out)
+	if len(fresh) != 43 || fresh == token {
+		t.Fatalf("segment token rotate printed %q last, want a new token", fresh)
+	}
+	testsupport.Poll(t, 5*time.Second, pollEvery, "the new token accepted after the rotation", func() bool {
+		code, _ := p.getWithToken("/segment/secret", fresh)
+		return code == http.StatusOK
+	})
+	if code, body := p.getWithToken("/segment/secret", token); time.Since(rotatedAt) < grace-time.Second && code != http.StatusOK {
+		t.Fatalf("the old token %v after the rotation, within its grace %v: %d %s", time.Since(rotatedAt), grace, code, body)
+	}
+	testsupport.Poll(t, grace+10*time.Second, pollEvery, "the old token refused after the grace", func() bool {
+		code, _ := p.getWithToken("/segment/secret", token)
+		return code == http.StatusForbidden
+	})
+	if d := time.Since(rotatedAt); d < grace-500*time.Millisecond {
+		t.Fatalf("the old token refused %v after the rotation, before its grace %v", d, grace)
+	}
+	check(p, "after the grace", basic(fresh))
+
+	code, metrics := p.get("/metrics")
+	if code != http.StatusOK || !strings.Contains(metrics, `snowflaked_tokens_refused_total{tag="secret",reason="token_invalid"}`) {
+		t.Errorf("/metrics: %d, no token_invalid refusals of secret", code)
+	}
+	for _, path := range []string{"/metrics", "/status"} {
+		if _, body := p.get(path); strings.Contains(body, token) || strings.Contains(body, fresh) {
+			t.Errorf("a token shows in %s", path)
+		}
+	}
+	// Rotating a plain tag's token is a usage error.
+	if code, _, _ := ctl(t, append([]string{"segment", "create", "plain"}, zkArgs...)...); code != 0 {
+		t.Fatalf("segment create plain: exit %d", code)
+	}
+	if code, _, errOut := ctl(t, append([]string{"segment", "token", "rotate", "plain"}, zkArgs...)...); code != 2 || !strings.Contains(errOut, "requires no token") {
+		t.Errorf("segment token rotate of a plain tag: exit %d %s, want 2", code, errOut)
+	}
+}
+
+// tokenCase is one request of TestIntegration_SegmentTokenTag.
+type tokenCase struct {
+	what, path, token string
+	status            int
+	code              string
+}
