@@ -48,6 +48,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"slices"
@@ -113,6 +114,12 @@ type Config struct {
 	// exits is lost to the tag's density.
 	Prefetch       int
 	PrefetchMaxAge time.Duration
+	// Tokens holds, by tag, the token NextSegment sends for tags created
+	// with --require-token (Authorization: Bearer); tags not in it go
+	// without one. A node refuses a missing or wrong token with
+	// ErrRejected (401 token_required, 403 token_invalid), the same on
+	// every node.
+	Tokens map[string]string
 	// Hooks receive the client's events (nil ones are skipped).
 	Hooks Hooks
 	// Log receives a line per failover and per failed prefetch, at level
@@ -210,6 +217,12 @@ func (cfg Config) withDefaults() (Config, error) {
 			return bad("server %q is not host:port", s)
 		}
 	}
+	for tag, token := range cfg.Tokens {
+		if !validToken(token) {
+			return bad("the token of tag %q: want 1..512 printable ASCII characters without spaces", tag)
+		}
+	}
+	cfg.Tokens = maps.Clone(cfg.Tokens)
 	if cfg.Discovery == nil {
 		cfg.Discovery = Static(slices.Clone(cfg.Servers))
 	}
@@ -363,9 +376,26 @@ func (c *Client) segment(tag string) (*batcher, error) {
 	if err := checkTag(tag); err != nil {
 		return nil, err
 	}
-	b := newBatcher(c, endpoint{svc: svcSegments, path: wire.SegmentPath(tag) + "?" + wire.ParamCount + "=", what: "dense IDs of " + tag, unordered: true})
+	ep := endpoint{svc: svcSegments, path: wire.SegmentPath(tag) + "?" + wire.ParamCount + "=", what: "dense IDs of " + tag, unordered: true}
+	if token := c.cfg.Tokens[tag]; token != "" {
+		ep.header = "Authorization: Bearer " + token + "\r\n"
+	}
+	b := newBatcher(c, ep)
 	c.segs[tag] = b
 	return b, nil
+}
+
+// validToken reports whether a tag token can go in a header line as is.
+func validToken(t string) bool {
+	if t == "" || len(t) > 512 {
+		return false
+	}
+	for i := range len(t) {
+		if t[i] < 0x21 || t[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // checkTag applies the nodes' rule for a tag: 1..MaxTagLen bytes of

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	sfclient "codeberg.org/snowflaked/snowflaked/client"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
@@ -137,6 +140,22 @@ func TestIntegration_SegmentTokenTag(t *testing.T) {
 		t.Fatalf("the old token refused %v after the rotation, before its grace %v", d, grace)
 	}
 	check(p, "after the grace", basic(fresh))
+
+	// The Go client sends the tag's token from Config.Tokens.
+	for _, tc := range []struct {
+		token string
+		ok    bool
+	}{{fresh, true}, {token, false}} {
+		c, err := sfclient.New(context.Background(), sfclient.Config{Servers: []string{p.addr}, Tokens: map[string]string{"secret": tc.token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.NextSegmentN(context.Background(), "secret", 5)
+		_ = c.Close()
+		if tc.ok != (err == nil) || !tc.ok && !errors.Is(err, sfclient.ErrRejected) {
+			t.Errorf("client NextSegmentN with the %s token: %v", map[bool]string{true: "new", false: "expired"}[tc.ok], err)
+		}
+	}
 
 	code, metrics := p.get("/metrics")
 	if code != http.StatusOK || !strings.Contains(metrics, `snowflaked_tokens_refused_total{tag="secret",reason="token_invalid"}`) {
