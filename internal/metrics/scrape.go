@@ -441,7 +441,7 @@ var (
 	// fSegPossiblyLost has no tag label: the store counts for every tag.
 	// fTokensRefused: one series per reason of each tag that requires a
 	// token (tags are made by operators, so the label stays bounded).
-	fTokensRefused = family{"snowflaked_tokens_refused_total", "counter", "Requests for the tag refused for its token, by reason: token_required (none sent), token_invalid (a wrong or expired one)."}
+	fTokensRefused   = family{"snowflaked_tokens_refused_total", "counter", "Requests for the tag refused for its token, by reason: token_required (none sent), token_invalid (a wrong or expired one)."}
 	fSegPossiblyLost = family{"snowflaked_segment_possibly_lost_total", "counter", "Dense IDs of ranges whose allocation or take had an unknown outcome (ZooKeeper's answer lost): maybe lost, never issued twice."}
 )
 
