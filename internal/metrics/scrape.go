@@ -438,10 +438,10 @@ var (
 	fSegStep   = family{"snowflaked_segment_step", "gauge", "The tag's step for this node's next load (Leaf's dynamic step)."}
 	fSegAhead  = family{"snowflaked_segment_mark_ahead", "gauge", "IDs past the last issued that the state file no longer lists: what a kill -9 now would lose."}
 	fSegWasted = family{"snowflaked_segment_wasted_total", "counter", "IDs of the tag this node knows it lost (ranges it could not return)."}
-	// fSegPossiblyLost has no tag label: the store counts for every tag.
 	// fTokensRefused: one series per reason of each tag that requires a
 	// token (tags are made by operators, so the label stays bounded).
-	fTokensRefused   = family{"snowflaked_tokens_refused_total", "counter", "Requests for the tag refused for its token, by reason: token_required (none sent), token_invalid (a wrong or expired one)."}
+	fTokensRefused = family{"snowflaked_tokens_refused_total", "counter", "Requests for the tag refused for its token, by reason: token_required (none sent), token_invalid (a wrong or expired one)."}
+	// fSegPossiblyLost has no tag label: the store counts for every tag.
 	fSegPossiblyLost = family{"snowflaked_segment_possibly_lost_total", "counter", "Dense IDs of ranges whose allocation or take had an unknown outcome (ZooKeeper's answer lost): maybe lost, never issued twice."}
 )
 
