@@ -66,6 +66,10 @@ func TestIntegration_SegmentTokenTag(t *testing.T) {
 	if len(token) != 43 {
 		t.Fatalf("segment create printed %q as its last line, want a 43-character token", token)
 	}
+	// Nodes of a release before tokens must not join the cluster now.
+	if code, out, _ := ctl(t, "cluster", "list", "--zk", zk.ConnectString()); code != 0 || !strings.Contains(out, "tag_tokens") {
+		t.Errorf("cluster list after segment create --require-token: exit %d: %s; want the cluster to require tag_tokens", code, out)
+	}
 	code, out, errOut = ctl(t, append([]string{"segment", "list"}, zkArgs...)...)
 	if code != 0 || !strings.Contains(out, "TOKEN") || !strings.Contains(out, "yes") || strings.Contains(out, token) {
 		t.Fatalf("segment list: exit %d: %s %s; want a TOKEN column saying yes, never the token", code, out, errOut)
