@@ -170,6 +170,9 @@ func TestIntegration_SegmentTokenTag(t *testing.T) {
 			t.Errorf("a token shows in %s", path)
 		}
 	}
+	if out := p.Output(); strings.Contains(out, token) || strings.Contains(out, fresh) {
+		t.Error("a token shows in the node's log")
+	}
 	// Rotating a plain tag's token is a usage error.
 	if code, _, _ := ctl(t, append([]string{"segment", "create", "plain"}, zkArgs...)...); code != 0 {
 		t.Fatalf("segment create plain: exit %d", code)
