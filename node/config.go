@@ -66,6 +66,7 @@ type Config struct {
 	NodeKey          string        // --node-key: stable identity of the node ("" = the advertised address)
 	ZK               string        // --zk: ZooKeeper connection string; "" = standalone mode
 	ZKAuth           string        // --zk-auth: user:password for digest ACLs
+	APITokensFile    string        // --api-tokens-file: tokens the snowflake endpoints require ("" = none)
 	ZKSessionTimeout time.Duration // --zk-session-timeout
 	WorkerID         int64         // --worker-id: -1 = unset (required in standalone mode)
 	CacheFile        string        // --cache-file: local identity and fence
@@ -237,6 +238,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "log level: trace, debug, info, warn, error")
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "log format: json or console")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
+	fs.StringVar(&c.APITokensFile, "api-tokens-file", d.APITokensFile, "file of tokens (one a line, or sha256:<hex> of one) that /id, /ids, /uuid, /uuids and /api/snowflake/get then require as Authorization: Bearer; read at start")
 }
 
 // standalone reports whether the node runs without ZooKeeper.

@@ -28,6 +28,7 @@ func TestDefaultConfigMatchesSpec(t *testing.T) {
 		"zk-fence-ahead": "30s", "recycle-after": "0s", "accept-new-incarnation": "false", "create-cluster": "false", "ntp": "", "ntp-interval": "1m0s",
 		"ntp-max-offset": "500ms", "ntp-required": "false", "peer-interval": "30s", "peer-max-offset": "1s",
 		"log-level": "info", "log-format": "json", "shutdown-timeout": "10s",
+		"api-tokens-file": "",
 	}
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {

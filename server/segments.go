@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -151,4 +152,30 @@ func (s *Server) serveReadyzSegment(ctx *fasthttp.RequestCtx) {
 			State: "out_of_service", Reason: "zk_unavailable", Detail: "segment mode cannot reach ZooKeeper to load ranges",
 		})
 	}
+}
+
+// apiTokenOK checks the node-wide token of a request to a snowflake
+// endpoint when Config.APITokens is set (false: answered, 400, 401 or 403).
+func (s *Server) apiTokenOK(ctx *fasthttp.RequestCtx, ep Endpoint) bool {
+	if s.cfg.APITokens == nil {
+		return true
+	}
+	switch ep {
+	case EndpointID, EndpointIDs, EndpointLeaf, EndpointUUID:
+	default:
+		return true
+	}
+	token, ok := s.segmentToken(ctx, false)
+	switch {
+	case !ok:
+		return false
+	case len(token) == 0:
+		ctx.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, `Bearer realm="snowflaked"`)
+		s.writeError(ctx, fasthttp.StatusUnauthorized, codeTokenRequired, "this node requires a token for "+string(ctx.Path())+": send Authorization: Bearer <token>")
+		return false
+	case !s.cfg.APITokens.Match(token, time.Now()):
+		s.writeError(ctx, fasthttp.StatusForbidden, codeTokenInvalid, "the token is not one of this node's API tokens")
+		return false
+	}
+	return true
 }

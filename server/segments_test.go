@@ -232,3 +232,44 @@ func TestSegmentTokens(t *testing.T) {
 		t.Errorf("refusals counted %v, want 2 token_required and 2 token_invalid", refused)
 	}
 }
+
+// With Config.APITokens the snowflake endpoints need one of them (401
+// without, 403 with another); the others, and the segment endpoints, do
+// not.
+func TestAPITokens(t *testing.T) {
+	good := segment.NewToken()
+	set := &segment.TokenSet{Hashes: []segment.TokenHash{{SHA256: segment.HashToken([]byte(good))}}}
+	f := newFixture(t, snowflake.DefaultLayout(), func(c *Config) { c.APITokens = set; c.Segments = &fakeSegments{ready: true} }).serve(t)
+	for _, uri := range []string{"/id", "/ids?count=2", "/uuid", "/uuids?count=2", "/api/snowflake/get/k"} {
+		for _, tc := range []struct {
+			name, value string
+			status      int
+			code        string
+		}{
+			{"no token", "", 401, "token_required"},
+			{"wrong token", "Bearer " + segment.NewToken(), 403, "token_invalid"},
+			{"not bearer", "Basic eDp5", 400, "invalid_parameter"},
+			{"its token", "Bearer " + good, 200, ""},
+		} {
+			header := "Authorization"
+			if tc.value == "" {
+				header = ""
+			}
+			r := doHeader(t, f, uri, header, tc.value)
+			if r.status != tc.status {
+				t.Errorf("GET %s, %s: %d %s, want %d", uri, tc.name, r.status, r.body, tc.status)
+				continue
+			}
+			if tc.code != "" {
+				if e := decodeError(t, r); e.Code != tc.code {
+					t.Errorf("GET %s, %s: code %q, want %q", uri, tc.name, e.Code, tc.code)
+				}
+			}
+		}
+	}
+	for _, uri := range []string{"/healthz", "/readyz", "/decode/1", "/clock", "/segment/orders", "/time"} {
+		if r := doHeader(t, f, uri, "", ""); r.status == 401 || r.status == 403 {
+			t.Errorf("GET %s without a token: %d, want no token needed", uri, r.status)
+		}
+	}
+}

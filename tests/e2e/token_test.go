@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	sfclient "codeberg.org/snowflaked/snowflaked/client"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
@@ -187,4 +190,43 @@ type tokenCase struct {
 	what, path, token string
 	status            int
 	code              string
+}
+
+// A standalone node run with --api-tokens-file serves /id, /ids and /uuid
+// only with one of the file's tokens (a token, or its sha256: hash); a
+// file it cannot use stops it at start with exit 2.
+func TestIntegration_APITokensFile(t *testing.T) {
+	dir := t.TempDir()
+	tok, hashed := segment.NewToken(), segment.NewToken()
+	file := filepath.Join(dir, "api-tokens")
+	if err := os.WriteFile(file, []byte("# callers\n"+tok+"\nsha256:"+segment.HashToken([]byte(hashed))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startNode(t, binSnowflaked, nodeArgs(dir, 3, "--api-tokens-file", file))
+	p.waitReadyz(http.StatusOK, readyTimeout)
+	for _, tc := range []tokenCase{
+		{"no token", "/id", "", 401, "token_required"},
+		{"wrong token", "/ids?count=3", segment.NewToken(), 403, "token_invalid"},
+		{"a token of the file", "/id", tok, 200, ""},
+		{"a token whose hash is in the file", "/ids?count=3", hashed, 200, ""},
+		{"a token of the file", "/uuid", tok, 200, ""},
+		{"its hash is no token", "/id", segment.HashToken([]byte(hashed)), 403, "token_invalid"},
+		{"decode needs none", "/decode/1", "", 200, ""},
+	} {
+		code, body := p.getWithToken(tc.path, tc.token)
+		if code != tc.status || tc.code != "" && !strings.Contains(body, `"code":"`+tc.code+`"`) {
+			t.Errorf("GET %s (%s): %d %s, want %d %s", tc.path, tc.what, code, body, tc.status, tc.code)
+		}
+	}
+	if strings.Contains(p.Output(), tok) {
+		t.Error("an API token shows in the node's log")
+	}
+	bad := filepath.Join(dir, "bad-tokens")
+	if err := os.WriteFile(bad, []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	q := start(t, binSnowflaked, nodeArgs(t.TempDir(), 4, "--api-tokens-file", bad))
+	if code := q.exitCode(); code != 2 || !strings.Contains(q.Output(), "--api-tokens-file") {
+		t.Errorf("a node with a bad --api-tokens-file: exit %d (%s), want 2 naming the flag", code, q.Output())
+	}
 }
