@@ -120,6 +120,10 @@ type Config struct {
 	// ErrRejected (401 token_required, 403 token_invalid), the same on
 	// every node.
 	Tokens map[string]string
+	// APIToken is sent with every request for snowflake IDs and UUIDs
+	// (Authorization: Bearer), for nodes run with --api-tokens-file; ""
+	// sends none.
+	APIToken string
 	// Hooks receive the client's events (nil ones are skipped).
 	Hooks Hooks
 	// Log receives a line per failover and per failed prefetch, at level
@@ -186,7 +190,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		pool: newPool(cfg.MaxInFlight + prefetchDepth + 2),
 		segs: map[string]*batcher{},
 	}
-	c.ids = newBatcher(c, endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamCount + "=", what: "IDs"})
+	c.ids = newBatcher(c, endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamCount + "=", what: "IDs", header: bearer(cfg.APIToken)})
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
@@ -221,6 +225,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		if !validToken(token) {
 			return bad("the token of tag %q: want 1..512 printable ASCII characters without spaces", tag)
 		}
+	}
+	if cfg.APIToken != "" && !validToken(cfg.APIToken) {
+		return bad("APIToken: want 1..512 printable ASCII characters without spaces")
 	}
 	cfg.Tokens = maps.Clone(cfg.Tokens)
 	if cfg.Discovery == nil {
@@ -315,7 +322,7 @@ func (c *Client) NextGeneN(ctx context.Context, gene uint64, n int) ([]int64, er
 	case n < 1 || n > c.cfg.MaxBatch:
 		bad = &RejectedError{Code: wire.CodeInvalidCount, Message: fmt.Sprintf("next %d IDs with gene %d: want 1..%d IDs", n, gene, c.cfg.MaxBatch)}
 	}
-	return c.direct(ctx, &endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamGene + "=" + g + "&" + wire.ParamCount + "=", what: "IDs with gene " + g}, n, bad)
+	return c.direct(ctx, &endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamGene + "=" + g + "&" + wire.ParamCount + "=", what: "IDs with gene " + g, header: bearer(c.cfg.APIToken)}, n, bad)
 }
 
 // direct makes the request for n of ep's IDs with the usual failover,
@@ -377,12 +384,18 @@ func (c *Client) segment(tag string) (*batcher, error) {
 		return nil, err
 	}
 	ep := endpoint{svc: svcSegments, path: wire.SegmentPath(tag) + "?" + wire.ParamCount + "=", what: "dense IDs of " + tag, unordered: true}
-	if token := c.cfg.Tokens[tag]; token != "" {
-		ep.header = "Authorization: Bearer " + token + "\r\n"
-	}
+	ep.header = bearer(c.cfg.Tokens[tag])
 	b := newBatcher(c, ep)
 	c.segs[tag] = b
 	return b, nil
+}
+
+// bearer is the header line that sends token ("" for none).
+func bearer(token string) string {
+	if token == "" {
+		return ""
+	}
+	return "Authorization: Bearer " + token + "\r\n"
 }
 
 // validToken reports whether a tag token can go in a header line as is.

@@ -64,3 +64,39 @@ func TestNextSegmentSendsTheTagsToken(t *testing.T) {
 		}
 	}
 }
+
+// Config.APIToken goes with every request for snowflake IDs and UUIDs.
+func TestAPITokenSentForIDs(t *testing.T) {
+	const good = "api-token-0123456789"
+	f := startFake(t, 1, func(w http.ResponseWriter, r *http.Request, _ int) bool {
+		if r.Header.Get("Authorization") != "Bearer "+good {
+			writeBody(w, 401, `{"error":{"code":"token_required","message":"no token"}}`)
+			return true
+		}
+		return false
+	})
+	ctx := context.Background()
+	c, err := New(ctx, Config{Servers: []string{f.addr}, APIToken: good})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := c.Next(ctx); err != nil {
+		t.Errorf("Next with the API token: %v", err)
+	}
+	if _, err := c.NextN(ctx, 3); err != nil {
+		t.Errorf("NextN with the API token: %v", err)
+	}
+	none, err := New(ctx, Config{Servers: []string{f.addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = none.Close() })
+	var rej *RejectedError
+	if _, err := none.Next(ctx); !errors.As(err, &rej) || rej.Code != "token_required" {
+		t.Errorf("Next without the API token: %v, want ErrRejected token_required", err)
+	}
+	if _, err := New(ctx, Config{Servers: []string{f.addr}, APIToken: "a\nb"}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("APIToken with a newline: %v, want ErrInvalidConfig", err)
+	}
+}
