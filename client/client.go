@@ -55,6 +55,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"slices"
@@ -127,6 +128,16 @@ type Config struct {
 	// DefaultPrefetchMaxAge, 1s), so the time inside an ID lags the call
 	// by at most that.
 	PrefetchMaxAge time.Duration
+	// Tokens holds, by tag, the token NextSegment sends for tags created
+	// with --require-token (Authorization: Bearer); tags not in it go
+	// without one. A node refuses a missing or wrong token with
+	// ErrRejected (401 token_required, 403 token_invalid), the same on
+	// every node.
+	Tokens map[string]string
+	// APIToken is sent with every request for snowflake IDs and UUIDs
+	// (Authorization: Bearer), for nodes run with --api-tokens-file; ""
+	// sends none.
+	APIToken string
 	// Hooks receive the client's events; the zero value has none (each nil
 	// hook is skipped).
 	Hooks Hooks
@@ -236,7 +247,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		pool: newPool(cfg.MaxInFlight+prefetchDepth+2, cfg.TLS),
 		segs: map[string]*batcher{},
 	}
-	c.ids = newBatcher(c, endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamCount + "=", what: "IDs"})
+	c.ids = newBatcher(c, endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamCount + "=", what: "IDs", header: bearer(cfg.APIToken)})
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
@@ -267,6 +278,15 @@ func (cfg Config) withDefaults() (Config, error) {
 			return bad("server %q is not host:port", s)
 		}
 	}
+	for tag, token := range cfg.Tokens {
+		if !validToken(token) {
+			return bad("the token of tag %q: want 1..512 printable ASCII characters without spaces", tag)
+		}
+	}
+	if cfg.APIToken != "" && !validToken(cfg.APIToken) {
+		return bad("APIToken: want 1..512 printable ASCII characters without spaces")
+	}
+	cfg.Tokens = maps.Clone(cfg.Tokens)
 	if cfg.Discovery == nil {
 		cfg.Discovery = Static(slices.Clone(cfg.Servers))
 	}
@@ -359,7 +379,7 @@ func (c *Client) NextGeneN(ctx context.Context, gene uint64, n int) ([]int64, er
 	case n < 1 || n > c.cfg.MaxBatch:
 		bad = &RejectedError{Code: wire.CodeInvalidCount, Message: fmt.Sprintf("next %d IDs with gene %d: want 1..%d IDs", n, gene, c.cfg.MaxBatch)}
 	}
-	return c.direct(ctx, &endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamGene + "=" + g + "&" + wire.ParamCount + "=", what: "IDs with gene " + g}, n, bad)
+	return c.direct(ctx, &endpoint{svc: svcIDs, path: wire.PathIDs + "?" + wire.ParamGene + "=" + g + "&" + wire.ParamCount + "=", what: "IDs with gene " + g, header: bearer(c.cfg.APIToken)}, n, bad)
 }
 
 // direct makes the request for n of ep's IDs with the usual failover,
@@ -420,9 +440,32 @@ func (c *Client) segment(tag string) (*batcher, error) {
 	if err := checkTag(tag); err != nil {
 		return nil, err
 	}
-	b := newBatcher(c, endpoint{svc: svcSegments, path: wire.SegmentPath(tag) + "?" + wire.ParamCount + "=", what: "dense IDs of " + tag, unordered: true})
+	ep := endpoint{svc: svcSegments, path: wire.SegmentPath(tag) + "?" + wire.ParamCount + "=", what: "dense IDs of " + tag, unordered: true}
+	ep.header = bearer(c.cfg.Tokens[tag])
+	b := newBatcher(c, ep)
 	c.segs[tag] = b
 	return b, nil
+}
+
+// bearer is the header line that sends token ("" for none).
+func bearer(token string) string {
+	if token == "" {
+		return ""
+	}
+	return "Authorization: Bearer " + token + "\r\n"
+}
+
+// validToken reports whether a tag token can go in a header line as is.
+func validToken(t string) bool {
+	if t == "" || len(t) > 512 {
+		return false
+	}
+	for i := range len(t) {
+		if t[i] < 0x21 || t[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // checkTag applies the nodes' rule for a tag: 1..MaxTagLen bytes of

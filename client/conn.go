@@ -225,19 +225,20 @@ type answer struct {
 	body       []byte
 }
 
-// roundTrip sends GET path to addr and reads the answer, whose body may be
+// roundTrip sends GET path to addr, with the header lines in header (each
+// ending in CRLF; "" for none), and reads the answer, whose body may be
 // at most maxBody bytes when the status is 200 (maxErrorBody otherwise).
 // use is called with the answer before the connection goes back to the
 // pool. A reused connection that the node closed meanwhile (it fails
 // before the first byte of an answer) is replaced once by a new one: the
 // request never reached a handler.
-func (p *pool) roundTrip(addr, path string, deadline time.Time, maxBody int, use func(answer) error) error {
+func (p *pool) roundTrip(addr, path, header string, deadline time.Time, maxBody int, use func(answer) error) error {
 	for try := 0; ; try++ {
 		hc, reused, err := p.get(addr, deadline, try > 0)
 		if err != nil {
 			return err
 		}
-		a, keep, err := hc.do(path, deadline, maxBody)
+		a, keep, err := hc.do(path, header, deadline, maxBody)
 		if err != nil {
 			p.discard(hc)
 			if reused && try == 0 && errors.Is(err, errNoAnswer) && time.Now().Before(deadline) {
@@ -261,7 +262,7 @@ var errNoAnswer = errors.New("connection closed before an answer")
 
 // do writes the request and reads the answer. keep says whether the
 // connection may serve another request.
-func (hc *httpConn) do(path string, deadline time.Time, maxBody int) (a answer, keep bool, err error) {
+func (hc *httpConn) do(path, header string, deadline time.Time, maxBody int) (a answer, keep bool, err error) {
 	if err := hc.nc.SetDeadline(deadline); err != nil {
 		return a, false, err
 	}
@@ -269,7 +270,9 @@ func (hc *httpConn) do(path string, deadline time.Time, maxBody int) (a answer, 
 	hc.req = append(hc.req, path...)
 	hc.req = append(hc.req, " HTTP/1.1\r\nHost: "...)
 	hc.req = append(hc.req, hc.addr...)
-	hc.req = append(hc.req, "\r\nUser-Agent: snowflaked-client\r\n\r\n"...)
+	hc.req = append(hc.req, "\r\nUser-Agent: snowflaked-client\r\n"...)
+	hc.req = append(hc.req, header...)
+	hc.req = append(hc.req, "\r\n"...)
 	if _, err := hc.nc.Write(hc.req); err != nil {
 		return a, false, noAnswer(err)
 	}

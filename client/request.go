@@ -34,6 +34,9 @@ type endpoint struct {
 	// unordered: the answer's IDs are distinct but in no order (a tag's
 	// dense IDs: an opaque tag's are a permutation of its counter).
 	unordered bool
+	// header holds extra request header lines, each ending in CRLF: a
+	// tag's token (Config.Tokens).
+	header string
 }
 
 // maxIDLine bounds one line of an answer: 19 digits and a newline.
@@ -54,7 +57,7 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 	if ep.uuids != nil {
 		limit = n * maxUUIDLine
 	}
-	err := c.pool.roundTrip(addr, ep.path+strconv.Itoa(n), deadline, limit, func(a answer) error {
+	err := c.pool.roundTrip(addr, ep.path+strconv.Itoa(n), ep.header, deadline, limit, func(a answer) error {
 		status = a.status
 		switch {
 		case a.status == 200 && ep.uuids != nil:

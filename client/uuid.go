@@ -146,7 +146,7 @@ func (c *Client) NextUUIDN(ctx context.Context, n int) ([]UUID, error) {
 		bad = &RejectedError{Code: wire.CodeInvalidCount, Message: fmt.Sprintf("next %d UUIDs: want 1..%d", n, c.cfg.MaxBatch)}
 	}
 	var out []UUID
-	if _, err := c.direct(ctx, &endpoint{svc: svcIDs, path: wire.PathUUIDs + "?" + wire.ParamCount + "=", what: "UUIDs", uuids: &out}, n, bad); err != nil {
+	if _, err := c.direct(ctx, &endpoint{svc: svcIDs, path: wire.PathUUIDs + "?" + wire.ParamCount + "=", what: "UUIDs", uuids: &out, header: bearer(c.cfg.APIToken)}, n, bad); err != nil {
 		return nil, err
 	}
 	if len(out) != n {

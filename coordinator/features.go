@@ -21,6 +21,8 @@ const (
 	featureGeneBits = zkclient.FeatureGeneBits
 	// FeatureTagIncarnation: segment tags carry an incarnation.
 	FeatureTagIncarnation = zkclient.FeatureTagIncarnation
+	// FeatureTagTokens: some segment tags require a token.
+	FeatureTagTokens = zkclient.FeatureTagTokens
 )
 
 // knownFeatures lists the features this release understands, sorted.

@@ -71,6 +71,7 @@ type Config struct {
 	ZKTLSCA          string        // --zk-tls-ca: PEM CA file; set = ZooKeeper over TLS
 	ZKTLSCert        string        // --zk-tls-cert: PEM client certificate (with --zk-tls-key: mutual TLS)
 	ZKTLSKey         string        // --zk-tls-key: PEM key of --zk-tls-cert
+	APITokensFile    string        // --api-tokens-file: tokens the snowflake endpoints require ("" = none)
 	ZKSessionTimeout time.Duration // --zk-session-timeout
 	WorkerID         int64         // --worker-id: -1 = unset (required in standalone mode)
 	CacheFile        string        // --cache-file: local identity and fence
@@ -274,6 +275,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSCA, "tls-ca", d.TLSCA, "PEM CA bundle that verifies the peers' certificates for the peer clock check and the status page (default --tls-client-ca, else the system's roots); with --tls-cert")
 	fs.StringVar(&c.TLSClientAllow, "tls-client-allow", d.TLSClientAllow, "NAME,NAME: only client certificates with one of these common or DNS names may use the API (default any that --tls-client-ca verifies); list the nodes' own names too (the peer check's /time)")
 	fs.StringVar(&c.TLSAdminAllow, "tls-admin-allow", d.TLSAdminAllow, "NAME,NAME: only these client names may read /status, /metrics and /clock (default --tls-client-allow); list the nodes' own names too (the status page's /clock)")
+	fs.StringVar(&c.APITokensFile, "api-tokens-file", d.APITokensFile, "file of tokens (one a line, or sha256:<hex> of one) that /id, /ids, /uuid, /uuids and /api/snowflake/get then require as Authorization: Bearer; read at start")
 }
 
 // standalone reports whether the node runs without ZooKeeper.

@@ -33,6 +33,7 @@ func TestDefaultConfigMatchesSpec(t *testing.T) {
 		"log-level": "info", "log-format": "json", "shutdown-timeout": "10s",
 		"zk-tls-ca": "", "zk-tls-cert": "", "zk-tls-key": "",
 		"tls-cert": "", "tls-key": "", "tls-client-ca": "", "tls-ca": "", "tls-client-allow": "", "tls-admin-allow": "",
+		"api-tokens-file": "",
 	}
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {

@@ -28,6 +28,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/statuspage"
 	"codeberg.org/snowflaked/snowflaked/internal/tlsfiles"
+	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -83,6 +84,8 @@ type node struct {
 	// alivePeers are the peers the peer check last read under alive/
 	// (ZooKeeper mode), for GET /cluster/nodes.
 	alivePeers atomic.Pointer[[]coordinator.Peer]
+	// apiTokens are --api-tokens-file's hashes (nil: none required).
+	apiTokens *segment.TokenSet
 }
 
 // Run runs a node until ctx ends, then stops it gracefully and returns nil.
@@ -122,6 +125,11 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) (err error) {
 	}
 	if n.layout, err = cfg.parseLayout(clock.WallTime(n.clock)); err != nil {
 		return err
+	}
+	if cfg.APITokensFile != "" {
+		if n.apiTokens, err = loadAPITokens(cfg.APITokensFile); err != nil {
+			return err
+		}
 	}
 	// 0. One process per cache file; the listener first, so the advertised
 	// address (which may be the node key) has its real port.
@@ -503,6 +511,7 @@ func (n *node) newServer() error {
 	}
 	cfg.Authorize = n.tls.authorizer()
 	cfg.ClusterNodes = n.clusterNodes
+	cfg.APITokens = n.apiTokens
 	if n.segments != nil {
 		cfg.Segments = n.segments
 	}

@@ -104,6 +104,15 @@ func (l *lazyStore) Key(ctx context.Context, tag string, inc int64) ([]byte, err
 	return st.Key(ctx, tag, inc)
 }
 
+// Tokens implements segment.TokenStore: token tags' hashes.
+func (l *lazyStore) Tokens(ctx context.Context, tag string, inc int64) (segment.TokenSet, error) {
+	st, err := l.get()
+	if err != nil {
+		return segment.TokenSet{}, err
+	}
+	return st.Tokens(ctx, tag, inc)
+}
+
 // WatchTag implements segment.TagWatcher: a node learns of a tag's
 // deletion as it happens.
 func (l *lazyStore) WatchTag(ctx context.Context, tag string, inc int64) (<-chan bool, error) {
@@ -119,8 +128,13 @@ func (l *lazyStore) connected() bool {
 	return st != nil && st.Connected()
 }
 
-// Take implements server.SegmentSource.
+// Take is TakeWithToken without a token.
 func (m *segmentMode) Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error) {
+	return m.TakeWithToken(ctx, tag, nil, dst, n)
+}
+
+// TakeWithToken implements server.SegmentSource.
+func (m *segmentMode) TakeWithToken(ctx context.Context, tag string, token []byte, dst []int64, n int) ([]int64, error) {
 	svc := m.svc.Load()
 	if svc == nil {
 		if err := segment.ValidateTag(tag); err != nil {
@@ -128,7 +142,7 @@ func (m *segmentMode) Take(ctx context.Context, tag string, dst []int64, n int) 
 		}
 		return dst, errSegmentsStarting
 	}
-	return svc.Take(ctx, tag, dst, n)
+	return svc.TakeWithToken(ctx, tag, token, dst, n)
 }
 
 // Ready implements server.SegmentSource: the session is up.

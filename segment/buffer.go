@@ -42,6 +42,8 @@ type tagBuf struct {
 	verified  bool
 	trusted   bool
 	deleted   bool    // a watch reported inc deleted: never served unchecked again
+	token     bool    // the tag requires a token (from its record, or the state file)
+	maxCount  int64   // the tag's per-request ceiling (0: none)
 	gone      bool    // retired
 	ranges    []Range // unissued IDs in memory, increasing; ranges[0] is current
 	curLen    int64   // ranges[0]'s size when it became current (the 10% rule)
@@ -65,6 +67,9 @@ type tagBuf struct {
 
 	lastLoadTook time.Duration
 	wasted       atomic.Int64
+
+	refusedRequired atomic.Int64 // requests refused for want of a token
+	refusedInvalid  atomic.Int64 // requests refused for a wrong token
 }
 
 func (b *tagBuf) broadcastLocked() {
@@ -568,6 +573,8 @@ func (b *tagBuf) load() error {
 // value, from its record.
 func (b *tagBuf) setTagLocked(t Tag) {
 	b.start = t.Start
+	b.token = b.token || t.RequireToken // never dropped once known
+	b.maxCount = t.MaxCount
 	b.base, b.top = max(t.Step, 1), max(t.MaxStep, t.Step, 1)
 	b.step = min(max(b.step, b.base), b.top)
 }

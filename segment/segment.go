@@ -128,6 +128,12 @@ type Tag struct {
 	// counter itself. Its key is a child znode readable only with the
 	// cluster's credentials.
 	Opaque *Opaque `json:"opaque,omitempty"`
+	// RequireToken: requests for the tag need one of its tokens, whose
+	// hashes are the child znode token (TokenSet), readable only with the
+	// cluster's credentials. Set at creation, never changed.
+	RequireToken bool `json:"require_token,omitempty"`
+	// MaxCount, when above 0, is the most IDs one request may ask for.
+	MaxCount int64 `json:"max_count,omitempty"`
 }
 
 // Check validates a tag's numbers.
@@ -141,6 +147,8 @@ func (t Tag) Check() error {
 		return fmt.Errorf("max step %d is below the step %d", t.MaxStep, t.Step)
 	case t.MaxID < t.Start:
 		return fmt.Errorf("max_id %d is below the start %d", t.MaxID, t.Start)
+	case t.MaxCount < 0:
+		return fmt.Errorf("max count %d: want 0 (no ceiling) or more", t.MaxCount)
 	case t.Opaque != nil:
 		return t.Opaque.check()
 	}

@@ -96,6 +96,7 @@ type state struct {
 type tagState struct {
 	Incarnation int64   `json:"incarnation"`
 	Opaque      *Opaque `json:"opaque,omitempty"` // the tag is opaque: served only with its incarnation's key
+	Token       bool    `json:"token,omitempty"`  // the tag requires a token: served only once its hashes are read
 	Ranges      []Range `json:"ranges"`
 }
 
@@ -155,7 +156,7 @@ func New(cfg Config) (*Service, error) {
 				continue
 			}
 			b := s.newBuf(tag, Tag{})
-			b.inc, b.opaque = e.Incarnation, e.Opaque
+			b.inc, b.opaque, b.token = e.Incarnation, e.Opaque, e.Token
 			b.ranges = slices.Clone(e.Ranges)
 			for _, r := range e.Ranges {
 				b.held += r.Len()
@@ -216,12 +217,24 @@ const maxRetired = 3
 // opaque tag's IDs are its counter's numbers under the key of the
 // incarnation their ranges came from.
 func (s *Service) Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error) {
+	return s.TakeWithToken(ctx, tag, nil, dst, n)
+}
+
+// TakeWithToken is Take for a request that carries token (nil: none). A
+// tag that requires a token answers ErrTokenRequired without one and
+// ErrTokenInvalid with one that is not among its valid tokens (its hashes
+// are read from the store's cache, not from ZooKeeper per request); a
+// request above the tag's MaxCount answers ErrCountAboveMax.
+func (s *Service) TakeWithToken(ctx context.Context, tag string, token []byte, dst []int64, n int) ([]int64, error) {
 	if n < 1 {
 		return dst, fmt.Errorf("take %d IDs of %q: want at least 1", n, tag)
 	}
 	for range maxRetired {
 		b, err := s.buf(ctx, tag)
 		if err != nil {
+			return dst, err
+		}
+		if err := b.admit(ctx, token, n); err != nil {
 			return dst, err
 		}
 		dst, err = b.take(ctx, dst, n)
@@ -364,7 +377,7 @@ func (s *Service) persist(b *tagBuf, target int64) error {
 			newPermitted = p
 		}
 		if rs := t.unissuedFromLocked(p); len(rs) > 0 {
-			st.Tags[t.name] = tagState{Incarnation: t.inc, Opaque: t.opaque, Ranges: rs}
+			st.Tags[t.name] = tagState{Incarnation: t.inc, Opaque: t.opaque, Token: t.token, Ranges: rs}
 		}
 		t.mu.Unlock()
 	}
@@ -468,7 +481,7 @@ func (s *Service) Abandon() error {
 	for _, b := range bufs {
 		b.mu.Lock()
 		if rs := b.unissuedFromLocked(b.issued); len(rs) > 0 {
-			st.Tags[b.name] = tagState{Incarnation: b.inc, Opaque: b.opaque, Ranges: rs}
+			st.Tags[b.name] = tagState{Incarnation: b.inc, Opaque: b.opaque, Token: b.token, Ranges: rs}
 		}
 		b.mu.Unlock()
 	}
@@ -547,7 +560,12 @@ type TagStatus struct {
 	Step      int64   `json:"step"`       // the step of the next load
 	LastLoad  float64 `json:"last_load_seconds"`
 	Wasted    int64   `json:"wasted"` // IDs this node knows it lost
-	Error     string  `json:"error,omitempty"`
+	// Token: the tag requires a token; RefusedRequired and RefusedInvalid
+	// count the requests refused without one and with a wrong one.
+	Token           bool   `json:"token,omitempty"`
+	RefusedRequired int64  `json:"refused_token_required,omitempty"`
+	RefusedInvalid  int64  `json:"refused_token_invalid,omitempty"`
+	Error           string `json:"error,omitempty"`
 }
 
 // Status lists the tags this node serves, by name.
@@ -559,7 +577,8 @@ func (s *Service) Status() []TagStatus {
 	for _, b := range bufs {
 		b.mu.Lock()
 		ts := TagStatus{Tag: b.name, Held: slices.Clone(b.ranges), Available: b.held - b.issued, Issued: b.delivered,
-			Ahead: min(b.permitted, b.held) - b.issued, Chunk: b.chunkLocked(), Loads: b.loads, Step: b.step, LastLoad: b.lastLoadTook.Seconds(), Wasted: b.wasted.Load()}
+			Ahead: min(b.permitted, b.held) - b.issued, Chunk: b.chunkLocked(), Loads: b.loads, Step: b.step, LastLoad: b.lastLoadTook.Seconds(), Wasted: b.wasted.Load(),
+			Token: b.token, RefusedRequired: b.refusedRequired.Load(), RefusedInvalid: b.refusedInvalid.Load()}
 		if err := b.lastErrLocked(); err != nil {
 			ts.Error = err.Error()
 		}

@@ -33,6 +33,7 @@ const maxCASAttempts = 1000
 //	/snowflaked/<cluster>/segments/<tag>/returned/<lo>-<hi>@<inc>  (persistent, empty; lo, hi 19 digits; inc the tag's incarnation)
 //	/snowflaked/<cluster>/segments/<tag>/holders/<node>      (ephemeral, {"held":[…],"updated_ms"})
 //	/snowflaked/<cluster>/segments/<tag>/key                 (an opaque tag's key; the cluster's credentials only)
+//	/snowflaked/<cluster>/segments/<tag>/token               (a token tag's token hashes, TokenSet; the cluster's credentials only)
 //
 // A tag's incarnation is its znode's creation zxid: every range and key is
 // bound to it, so a tag deleted and created again shares nothing with the
@@ -50,6 +51,15 @@ type ZKStore struct {
 	ops    atomic.Uint64 // numbers the reads and writes of tag records, in the order they start
 	seenMu sync.Mutex
 	seen   map[tagInc]seenMax // per tag incarnation, the highest record this store has read or written
+
+	tokensMu sync.Mutex
+	tokens   map[tagInc]cachedTokens // token tags' hashes, as last read (Tokens, WatchTag's poll)
+}
+
+// cachedTokens is a token set as read at a time.
+type cachedTokens struct {
+	set TokenSet
+	at  time.Time
 }
 
 // tagInc names one incarnation of a tag.
@@ -200,6 +210,7 @@ func (s *ZKStore) tagPath(tag string) string      { return s.root() + "/" + tag 
 func (s *ZKStore) returnedPath(tag string) string { return s.tagPath(tag) + "/returned" }
 func (s *ZKStore) holdersPath(tag string) string  { return s.tagPath(tag) + "/holders" }
 func (s *ZKStore) keyPath(tag string) string      { return s.tagPath(tag) + "/key" }
+func (s *ZKStore) tokenPath(tag string) string    { return s.tagPath(tag) + "/token" }
 
 // returnedRangePath is the znode of returned range r of incarnation inc.
 func (s *ZKStore) returnedRangePath(tag string, r Range, inc int64) string {
@@ -279,8 +290,29 @@ func (s *ZKStore) Incarnation(ctx context.Context) (string, error) {
 	return h.Incarnation, nil
 }
 
-// Create makes a tag (errTagExists when it is there already).
+// Create makes a tag (errTagExists when it is there already). A tag with
+// RequireToken is made by CreateWithToken only.
 func (s *ZKStore) Create(ctx context.Context, t Tag) error {
+	if t.RequireToken {
+		return fmt.Errorf("create tag %q: a tag that requires a token is created with CreateWithToken", t.Name)
+	}
+	return s.create(ctx, t, "")
+}
+
+// CreateWithToken makes a tag that requires a token, with its first token,
+// which it returns (shown once: only its hash is kept, in the tag's token
+// znode, in the same multi as the tag).
+func (s *ZKStore) CreateWithToken(ctx context.Context, t Tag) (string, error) {
+	t.RequireToken = true
+	token := NewToken()
+	if err := s.create(ctx, t, HashToken([]byte(token))); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// create makes a tag; with hash, its token znode too.
+func (s *ZKStore) create(ctx context.Context, t Tag, hash string) error {
 	if err := ValidateTag(t.Name); err != nil {
 		return fmt.Errorf("create tag: %w", err)
 	}
@@ -310,6 +342,13 @@ func (s *ZKStore) Create(ctx context.Context, t Tag) error {
 		_, _ = rand.Read(key) // crypto/rand.Read never fails (Go 1.24+)
 		ops = append(ops, &zk.CreateRequest{Path: s.keyPath(t.Name), Data: key, Acl: s.keyACL, Flags: zk.FlagPersistent})
 	}
+	if t.RequireToken {
+		// The incarnation is the tag znode's creation zxid, unknown until
+		// the multi lands: 0 here, filled in by the check below (a set of
+		// incarnation 0 matches no tag, so a crash in between leaves a tag
+		// that accepts nothing until its token is rotated).
+		ops = append(ops, &zk.CreateRequest{Path: s.tokenPath(t.Name), Data: mustJSON(TokenSet{Hashes: []TokenHash{{SHA256: hash}}}), Acl: s.keyACL, Flags: zk.FlagPersistent})
+	}
 	_, err = s.z.Multi(ctx, ops...)
 	switch {
 	case errors.Is(err, zk.ErrNodeExists):
@@ -317,7 +356,20 @@ func (s *ZKStore) Create(ctx context.Context, t Tag) error {
 	case err != nil:
 		return fmt.Errorf("create tag %q: %w", t.Name, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
+	if t.RequireToken {
+		if err := s.bindTokens(ctx, t.Name, marker); err != nil {
+			return fmt.Errorf("create tag %q: %w", t.Name, err)
+		}
+	}
 	return nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only types of this package, which always marshal
+	}
+	return b
 }
 
 // Key reads the key of incarnation inc of an opaque tag (ErrTagGone when
@@ -405,6 +457,11 @@ func (s *ZKStore) pollTag(ctx context.Context, tag string, inc int64) error {
 		return err
 	case rec.Incarnation != inc:
 		return fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, rec.Incarnation)
+	case rec.RequireToken:
+		// The poll keeps the token cache fresh: a rotation is seen within
+		// a poll, with no read on the request path. A failed read is tried
+		// at the next poll.
+		_, _ = s.readTokens(ctx, tag, inc)
 	}
 	return s.returnedAlive(ctx, tag)
 }
@@ -1137,3 +1194,142 @@ func (s *ZKStore) deleteOps(ctx context.Context, path string) ([]any, error) {
 	}
 	return append(ops, &zk.DeleteRequest{Path: path, Version: -1}), nil
 }
+
+// bindTokens writes the incarnation of the tag just created (with marker)
+// into its token set: a set of another incarnation is never accepted.
+func (s *ZKStore) bindTokens(ctx context.Context, tag, marker string) error {
+	_, st, err := s.z.Get(ctx, s.tagPath(tag))
+	if err != nil {
+		return fmt.Errorf("read the tag back: %w", zkclient.Unavailable(err))
+	}
+	b, tst, err := s.z.Get(ctx, s.tokenPath(tag))
+	if err != nil {
+		return fmt.Errorf("read its token znode: %w", zkclient.Unavailable(zkclient.AuthHint(err)))
+	}
+	var set TokenSet
+	if err := json.Unmarshal(b, &set); err != nil {
+		return fmt.Errorf("its token znode: %w", err)
+	}
+	set.Incarnation = st.Czxid
+	_, err = s.z.Multi(ctx,
+		&zk.CheckVersionRequest{Path: s.markerPath(tag, marker), Version: -1},
+		&zk.SetDataRequest{Path: s.tokenPath(tag), Data: mustJSON(set), Version: tst.Version})
+	if err != nil {
+		return fmt.Errorf("bind its token to incarnation %d: %w", st.Czxid, zkclient.Unavailable(zkclient.AuthHint(err)))
+	}
+	return nil
+}
+
+// ErrNoToken: the tag does not require a token (RotateToken).
+var ErrNoToken = errors.New("the tag requires no token")
+
+// RotateToken gives a tag that requires a token a new one, which it
+// returns (shown once): the tokens valid before stay valid for grace
+// (0: not at all), then expire. The write is checked against the tag's
+// incarnation (its marker) and the token znode's version: a tag deleted
+// and created again meanwhile is not touched. ErrNoToken when the tag
+// requires none.
+func (s *ZKStore) RotateToken(ctx context.Context, tag string, grace time.Duration) (string, error) {
+	if grace < 0 {
+		return "", fmt.Errorf("rotate the token of %q: grace %v is negative", tag, grace)
+	}
+	for range maxCASAttempts {
+		rec, _, _, err := s.readRecord(ctx, tag)
+		if err != nil {
+			return "", fmt.Errorf("rotate the token of %q: %w", tag, err)
+		}
+		if !rec.RequireToken {
+			return "", fmt.Errorf("rotate the token of %q: %w (it was created without --require-token)", tag, ErrNoToken)
+		}
+		if rec.Marker == "" {
+			return "", fmt.Errorf("rotate the token of %q: its record has no incarnation marker", tag)
+		}
+		b, tst, err := s.z.Get(ctx, s.tokenPath(tag))
+		if err != nil {
+			return "", fmt.Errorf("rotate the token of %q: read %s: %w", tag, s.tokenPath(tag), zkclient.Unavailable(zkclient.AuthHint(err)))
+		}
+		var set TokenSet
+		if err := json.Unmarshal(b, &set); err != nil {
+			return "", fmt.Errorf("rotate the token of %q: %s: %w", tag, s.tokenPath(tag), err)
+		}
+		if set.Incarnation != rec.Incarnation {
+			set = TokenSet{} // another incarnation's (or unbound): nothing of it stays valid
+		}
+		token := NewToken()
+		next := set.rotated(HashToken([]byte(token)), time.Now(), grace)
+		next.Incarnation = rec.Incarnation
+		_, err = s.z.Multi(ctx,
+			&zk.CheckVersionRequest{Path: s.markerPath(tag, rec.Marker), Version: -1},
+			&zk.SetDataRequest{Path: s.tokenPath(tag), Data: mustJSON(next), Version: tst.Version})
+		switch {
+		case err == nil:
+			return token, nil
+		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+			continue // rotated, or deleted, meanwhile: look again
+		}
+		return "", fmt.Errorf("rotate the token of %q: %w", tag, zkclient.Unavailable(zkclient.AuthHint(err)))
+	}
+	return "", fmt.Errorf("rotate the token of %q: lost the compare-and-set %d times", tag, maxCASAttempts)
+}
+
+// Tokens implements TokenStore: the token set of incarnation inc of tag,
+// from the cache when it was read within two tag polls (WatchTag's poll
+// refreshes it), else from ZooKeeper (the tag's incarnation checked before
+// and after, as for a key). When ZooKeeper cannot answer, the set last read
+// serves (its grace expiries still apply). It needs the cluster's
+// credentials when the cluster runs with --zk-auth.
+func (s *ZKStore) Tokens(ctx context.Context, tag string, inc int64) (TokenSet, error) {
+	k := tagInc{tag, inc}
+	s.tokensMu.Lock()
+	c, ok := s.tokens[k]
+	s.tokensMu.Unlock()
+	if ok && time.Since(c.at) < 2*tagPoll {
+		return c.set, nil
+	}
+	set, err := s.readTokens(ctx, tag, inc)
+	if err != nil {
+		if ok && !errors.Is(err, ErrTagGone) && !errors.Is(err, ErrUnknownTag) && (zkclient.Transient(err) || errors.Is(err, context.DeadlineExceeded)) {
+			return c.set, nil
+		}
+		return TokenSet{}, err
+	}
+	return set, nil
+}
+
+// readTokens reads and caches the token set of incarnation inc of tag.
+func (s *ZKStore) readTokens(ctx context.Context, tag string, inc int64) (TokenSet, error) {
+	if err := s.checkIncarnation(ctx, tag, inc); err != nil {
+		return TokenSet{}, err
+	}
+	b, _, err := s.z.Get(ctx, s.tokenPath(tag))
+	if err == nil {
+		err = s.checkIncarnation(ctx, tag, inc)
+	}
+	switch {
+	case errors.Is(err, ErrTagGone), errors.Is(err, ErrUnknownTag):
+		return TokenSet{}, err
+	case errors.Is(err, zk.ErrNoAuth):
+		return TokenSet{}, fmt.Errorf("read the tokens of tag %q: %w: they are readable only with the cluster's --zk-auth", tag, err)
+	case errors.Is(err, zk.ErrNoNode):
+		return TokenSet{}, fmt.Errorf("tag %q requires a token and has no token znode %s", tag, s.tokenPath(tag))
+	case err != nil:
+		return TokenSet{}, fmt.Errorf("read the tokens of tag %q: %w", tag, zkclient.Unavailable(err))
+	}
+	var set TokenSet
+	if err := json.Unmarshal(b, &set); err != nil {
+		return TokenSet{}, fmt.Errorf("tag %q: bad token znode: %w", tag, err)
+	}
+	s.tokensMu.Lock()
+	if s.tokens == nil {
+		s.tokens = map[tagInc]cachedTokens{}
+	}
+	if len(s.tokens) >= maxCachedTokenSets {
+		clear(s.tokens)
+	}
+	s.tokens[tagInc{tag, inc}] = cachedTokens{set: set, at: time.Now()}
+	s.tokensMu.Unlock()
+	return set, nil
+}
+
+// maxCachedTokenSets bounds the token cache (tags, incarnations).
+const maxCachedTokenSets = 4096

@@ -141,7 +141,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	}
 	if r, rest := match(path); r != nil {
 		ep = r.ep
-		if s.allowed(ctx, r.path) {
+		if s.allowed(ctx, r.path) && s.apiTokenOK(ctx, r.ep) {
 			r.serve(s, ctx, rest)
 		}
 		return

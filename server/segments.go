@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -14,8 +16,10 @@ import (
 // SegmentSource issues dense IDs of a tag (segment mode);
 // *segment.Service, with a readiness, satisfies it.
 type SegmentSource interface {
-	// Take appends n IDs of tag to dst, increasing.
-	Take(ctx context.Context, tag string, dst []int64, n int) ([]int64, error)
+	// TakeWithToken appends n IDs of tag to dst, increasing, for a request
+	// that carried token (nil: none): segment.ErrTokenRequired,
+	// segment.ErrTokenInvalid and segment.ErrCountAboveMax refuse it.
+	TakeWithToken(ctx context.Context, tag string, token []byte, dst []int64, n int) ([]int64, error)
 	// Ready reports whether segment mode can load ranges now (its
 	// ZooKeeper session is up). It does not depend on the clock guard.
 	Ready() bool
@@ -29,7 +33,34 @@ const (
 	codeInvalidTag         = wire.CodeInvalidTag
 	codeSegmentsOff        = wire.CodeSegmentsOff
 	codeSegmentUnavailable = wire.CodeSegmentUnavailable
+	codeTokenRequired      = wire.CodeTokenRequired
+	codeTokenInvalid       = wire.CodeTokenInvalid
 )
+
+// bearerPrefix starts an Authorization header that carries a token.
+var bearerPrefix = []byte("Bearer ")
+
+// segmentToken is the request's tag token: Authorization: Bearer <token>,
+// or on the Leaf path ?token=<token> (how Leaf and tinyid clients send it).
+// ok is false when the request was answered (400: a token given twice, or
+// an Authorization header of another scheme).
+func (s *Server) segmentToken(ctx *fasthttp.RequestCtx, leaf bool) (token []byte, ok bool) {
+	if h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization); len(h) > 0 {
+		if len(h) <= len(bearerPrefix) || !bytes.EqualFold(h[:len(bearerPrefix)], bearerPrefix) {
+			s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidParameter, "Authorization: want Bearer <token>")
+			return nil, false
+		}
+		token = bytes.TrimSpace(h[len(bearerPrefix):])
+	}
+	if leaf && ctx.QueryArgs().Has(wire.ParamToken) {
+		if token != nil {
+			s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidParameter, "the token is given twice: in Authorization and in ?"+wire.ParamToken+"=")
+			return nil, false
+		}
+		token = ctx.QueryArgs().Peek(wire.ParamToken)
+	}
+	return token, true
+}
 
 // msgSegmentsOff is the message of segments_off.
 const msgSegmentsOff = "segment mode needs ZooKeeper: this node runs standalone"
@@ -63,11 +94,26 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 			many = true
 		}
 	}
+	token, ok := s.segmentToken(ctx, leaf)
+	if !ok {
+		return
+	}
 	bt := s.batches.Get().(*batch)
-	ids, err := s.cfg.Segments.Take(context.Background(), name, bt.ids[:0], n)
+	ids, err := s.cfg.Segments.TakeWithToken(context.Background(), name, token, bt.ids[:0], n)
 	if err != nil {
 		_ = bt.Close()
 		switch {
+		case errors.Is(err, segment.ErrTokenRequired):
+			ctx.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, `Bearer realm="snowflaked"`)
+			s.writeError(ctx, fasthttp.StatusUnauthorized, codeTokenRequired, "tag "+strconv.Quote(name)+" requires a token: send Authorization: Bearer <token>")
+		case errors.Is(err, segment.ErrTokenInvalid):
+			s.writeError(ctx, fasthttp.StatusForbidden, codeTokenInvalid, "the token is not valid for tag "+strconv.Quote(name))
+		case errors.Is(err, segment.ErrCountAboveMax):
+			limit := s.maxBatch
+			if ce := (*segment.CountAboveMaxError)(nil); errors.As(err, &ce) {
+				limit = int(min(ce.Max, int64(s.maxBatch)))
+			}
+			writeErrorJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: errorDetail{Code: codeInvalidCount, Message: err.Error(), Max: limit}})
 		case errors.Is(err, segment.ErrUnknownTag):
 			s.writeError(ctx, fasthttp.StatusNotFound, codeUnknownTag, "no tag "+strconv.Quote(name)+": create it with snowflakectl segment create")
 		case errors.Is(err, segment.ErrInvalidTag):
@@ -110,4 +156,30 @@ func (s *Server) serveReadyzSegment(ctx *fasthttp.RequestCtx) {
 			State: "out_of_service", Reason: "zk_unavailable", Detail: "segment mode cannot reach ZooKeeper to load ranges",
 		})
 	}
+}
+
+// apiTokenOK checks the node-wide token of a request to a snowflake
+// endpoint when Config.APITokens is set (false: answered, 400, 401 or 403).
+func (s *Server) apiTokenOK(ctx *fasthttp.RequestCtx, ep Endpoint) bool {
+	if s.cfg.APITokens == nil {
+		return true
+	}
+	switch ep {
+	case EndpointID, EndpointIDs, EndpointLeaf, EndpointUUID:
+	default:
+		return true
+	}
+	token, ok := s.segmentToken(ctx, false)
+	switch {
+	case !ok:
+		return false
+	case len(token) == 0:
+		ctx.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, `Bearer realm="snowflaked"`)
+		s.writeError(ctx, fasthttp.StatusUnauthorized, codeTokenRequired, "this node requires a token for "+string(ctx.Path())+": send Authorization: Bearer <token>")
+		return false
+	case !s.cfg.APITokens.Match(token, time.Now()):
+		s.writeError(ctx, fasthttp.StatusForbidden, codeTokenInvalid, "the token is not one of this node's API tokens")
+		return false
+	}
+	return true
 }

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -19,7 +22,7 @@ type fakeSegments struct {
 	ready bool
 }
 
-func (f *fakeSegments) Take(_ context.Context, tag string, dst []int64, n int) ([]int64, error) {
+func (f *fakeSegments) TakeWithToken(_ context.Context, tag string, _ []byte, dst []int64, n int) ([]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -118,6 +121,155 @@ func TestSegmentEndpointsOff(t *testing.T) {
 		r := f.do(t, "GET", uri)
 		if e := decodeError(t, r); r.status != 404 || e.Code != "segments_off" {
 			t.Errorf("GET %s on a standalone node: %d %s, want 404 segments_off", uri, r.status, r.body)
+		}
+	}
+}
+
+// tokenStore is a segment store in memory whose tag "secret" requires the
+// token in good and takes at most 5 IDs a request; "orders" is plain.
+type tokenStore struct {
+	benchStore
+	good string
+}
+
+func (s *tokenStore) Tag(_ context.Context, tag string) (segment.Tag, error) {
+	t := segment.Tag{Name: tag, Start: 1, MaxID: 1, Step: 1000, MaxStep: 1_000_000, Incarnation: 7}
+	if tag == "secret" {
+		t.RequireToken, t.MaxCount = true, 5
+	}
+	return t, nil
+}
+
+func (s *tokenStore) Alloc(ctx context.Context, tag string, inc, step, above int64) (segment.Range, segment.Tag, error) {
+	r, _, err := s.benchStore.Alloc(ctx, tag, inc, step, above)
+	t, _ := s.Tag(ctx, tag)
+	t.MaxID = r.Hi
+	return r, t, err
+}
+
+func (s *tokenStore) Tokens(_ context.Context, tag string, inc int64) (segment.TokenSet, error) {
+	return segment.TokenSet{Incarnation: inc, Hashes: []segment.TokenHash{{SHA256: segment.HashToken([]byte(s.good))}}}, nil
+}
+
+// doHeader is f.do with one request header set (none when name is "").
+func doHeader(t *testing.T, f *fixture, uri, name, value string) response {
+	t.Helper()
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	t.Cleanup(func() { fasthttp.ReleaseRequest(req); fasthttp.ReleaseResponse(resp) })
+	req.SetRequestURI("http://snowflaked.test" + uri)
+	if name != "" {
+		req.Header.Set(name, value)
+	}
+	if err := f.client.DoTimeout(req, resp, 10*time.Second); err != nil {
+		t.Fatalf("GET %s: %v", uri, err)
+	}
+	return response{status: resp.StatusCode(), contentType: string(resp.Header.ContentType()),
+		allow: string(resp.Header.Peek("WWW-Authenticate")), body: append([]byte(nil), resp.Body()...)}
+}
+
+// TestSegmentTokens runs a real segment service: a tag that requires a
+// token answers 401 token_required without one, 403 token_invalid with a
+// wrong one, IDs with the right one (Bearer, or ?token= on the Leaf path
+// only), and 400 invalid_count above its ceiling; a plain tag needs none.
+func TestSegmentTokens(t *testing.T) {
+	good := segment.NewToken()
+	svc, err := segment.New(segment.Config{Store: &tokenStore{good: good}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = svc.Close(context.Background()) })
+	f := newFixture(t, snowflake.DefaultLayout(), func(c *Config) { c.Segments = readySegments{svc} }).serve(t)
+	bearer := "Bearer " + good
+	for _, tc := range []struct {
+		name, uri, header, value string
+		status                   int
+		code                     string // error code ("" for a 200)
+	}{
+		{"no token", "/segment/secret", "", "", 401, "token_required"},
+		{"no token, leaf", "/api/segment/get/secret", "", "", 401, "token_required"},
+		{"wrong token", "/segment/secret", "Authorization", "Bearer " + segment.NewToken(), 403, "token_invalid"},
+		{"wrong token, leaf query", "/api/segment/get/secret?token=nope", "", "", 403, "token_invalid"},
+		{"empty bearer", "/segment/secret", "Authorization", "Bearer ", 400, "invalid_parameter"},
+		{"other scheme", "/segment/secret", "Authorization", "Basic dXNlcjpwYXNz", 400, "invalid_parameter"},
+		{"token twice", "/api/segment/get/secret?token=" + good, "Authorization", bearer, 400, "invalid_parameter"},
+		{"query token off the leaf path", "/segment/secret?token=" + good, "", "", 400, "invalid_parameter"},
+		{"good token", "/segment/secret", "Authorization", bearer, 200, ""},
+		{"good token, lower-case scheme", "/segment/secret", "Authorization", "bearer " + good, 200, ""},
+		{"good token, leaf query", "/api/segment/get/secret?token=" + good, "", "", 200, ""},
+		{"good token, leaf bearer", "/api/segment/get/secret", "Authorization", bearer, 200, ""},
+		{"at the ceiling", "/segment/secret?count=5", "Authorization", bearer, 200, ""},
+		{"above the ceiling", "/segment/secret?count=6", "Authorization", bearer, 400, "invalid_count"},
+		{"plain tag, no token", "/segment/orders", "", "", 200, ""},
+		{"plain tag, any token", "/segment/orders", "Authorization", "Bearer whatever", 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := doHeader(t, f, tc.uri, tc.header, tc.value)
+			if r.status != tc.status {
+				t.Fatalf("GET %s (%s: %q): %d %s, want %d", tc.uri, tc.header, tc.value, r.status, r.body, tc.status)
+			}
+			if tc.code == "" {
+				return
+			}
+			e := decodeError(t, r)
+			if e.Code != tc.code || strings.Contains(string(r.body), good) {
+				t.Errorf("GET %s: code %q (%s), want %q and no token in the body", tc.uri, e.Code, e.Message, tc.code)
+			}
+			if tc.status == 401 && !strings.HasPrefix(r.allow, "Bearer") {
+				t.Errorf("GET %s: 401 without WWW-Authenticate: Bearer (%q)", tc.uri, r.allow)
+			}
+			if tc.code == "invalid_count" && !strings.Contains(e.Message, "at most 5") {
+				t.Errorf("GET %s: %q does not name the ceiling", tc.uri, e.Message)
+			}
+		})
+	}
+	var refused map[string]int64
+	for _, ts := range svc.Status() {
+		if ts.Tag == "secret" {
+			refused = map[string]int64{"token_required": ts.RefusedRequired, "token_invalid": ts.RefusedInvalid}
+		}
+	}
+	if refused["token_required"] != 2 || refused["token_invalid"] != 2 {
+		t.Errorf("refusals counted %v, want 2 token_required and 2 token_invalid", refused)
+	}
+}
+
+// With Config.APITokens the snowflake endpoints need one of them (401
+// without, 403 with another); the others, and the segment endpoints, do
+// not.
+func TestAPITokens(t *testing.T) {
+	good := segment.NewToken()
+	set := &segment.TokenSet{Hashes: []segment.TokenHash{{SHA256: segment.HashToken([]byte(good))}}}
+	f := newFixture(t, snowflake.DefaultLayout(), func(c *Config) { c.APITokens = set; c.Segments = &fakeSegments{ready: true} }).serve(t)
+	for _, uri := range []string{"/id", "/ids?count=2", "/uuid", "/uuids?count=2", "/api/snowflake/get/k"} {
+		for _, tc := range []struct {
+			name, value string
+			status      int
+			code        string
+		}{
+			{"no token", "", 401, "token_required"},
+			{"wrong token", "Bearer " + segment.NewToken(), 403, "token_invalid"},
+			{"not bearer", "Basic eDp5", 400, "invalid_parameter"},
+			{"its token", "Bearer " + good, 200, ""},
+		} {
+			header := "Authorization"
+			if tc.value == "" {
+				header = ""
+			}
+			r := doHeader(t, f, uri, header, tc.value)
+			if r.status != tc.status {
+				t.Errorf("GET %s, %s: %d %s, want %d", uri, tc.name, r.status, r.body, tc.status)
+				continue
+			}
+			if tc.code != "" {
+				if e := decodeError(t, r); e.Code != tc.code {
+					t.Errorf("GET %s, %s: code %q, want %q", uri, tc.name, e.Code, tc.code)
+				}
+			}
+		}
+	}
+	for _, uri := range []string{"/healthz", "/readyz", "/decode/1", "/clock", "/segment/orders", "/time"} {
+		if r := doHeader(t, f, uri, "", ""); r.status == 401 || r.status == 403 {
+			t.Errorf("GET %s without a token: %d, want no token needed", uri, r.status)
 		}
 	}
 }

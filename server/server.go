@@ -22,6 +22,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
+	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/uuidv7"
 )
@@ -102,6 +103,11 @@ type Config struct {
 	// on, for a node that has no address of its own to give. May be nil:
 	// the list is empty.
 	ClusterNodes func(local net.Addr) []wire.ClusterNode
+	// APITokens, when not nil, are the node-wide tokens that the snowflake
+	// endpoints (/id, /ids, /uuid, /uuids, Leaf's /api/snowflake/get)
+	// require as Authorization: Bearer (--api-tokens-file): 401
+	// token_required without one, 403 token_invalid with another.
+	APITokens *segment.TokenSet
 	// Observer, when not nil, is told about every request and issued batch.
 	Observer Observer
 	// Authorize, when not nil, is asked first about every request (before

@@ -82,6 +82,12 @@ const (
 	// client certificate's name is not on the path's allow-list
 	// (--tls-client-allow, --tls-admin-allow).
 	CodeClientNotAllowed = "client_not_allowed"
+	// CodeTokenRequired, status 401: the tag requires a token and the
+	// request carried none.
+	CodeTokenRequired = "token_required"
+	// CodeTokenInvalid, status 403: the request's token is not one of the
+	// tag's valid tokens.
+	CodeTokenInvalid = "token_invalid"
 )
 
 // ErrorBody is the JSON body of an error answer:

@@ -45,6 +45,9 @@ const (
 	ParamFormat = "format"
 	// ParamGene is gene=G: the gene every ID of the answer ends in.
 	ParamGene = "gene"
+	// ParamToken is token=T on the Leaf segment path only: a tag's token,
+	// as Leaf and tinyid clients send it (elsewhere, Authorization: Bearer).
+	ParamToken = "token"
 )
 
 // SegmentPath is the path of tag's dense IDs, /segment/<tag>. The tag goes

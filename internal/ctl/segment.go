@@ -13,13 +13,14 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
 // segmentUsage is the usage line of "snowflakectl segment".
-const segmentUsage = "segment create <tag> [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] | list [--json] | status <tag> [--json] | decode <tag> <id> | set-max <tag> <N> [--drop-returned] | delete <tag> --yes  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
+const segmentUsage = "segment create <tag> [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--require-token] [--max-count N] | token rotate <tag> [--grace 10m] | list [--json] | status <tag> [--json] | decode <tag> <id> | set-max <tag> <N> [--drop-returned] | delete <tag> --yes  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
 
 // segmentSub is a subcommand of "snowflakectl segment".
 type segmentSub struct {
@@ -44,7 +45,7 @@ const (
 // segmentSubs are the subcommands of "snowflakectl segment".
 var segmentSubs = map[string]segmentSub{
 	"create": {
-		usage:    "segment create <tag> --zk host:2181,… [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--cluster default] [--zk-auth user:pass]",
+		usage:    "segment create <tag> --zk host:2181,… [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--require-token] [--max-count N] [--cluster default] [--zk-auth user:pass]",
 		args:     1,
 		authHelp: "user:password of the cluster's digest ACL (creating a tag needs it when the cluster runs with --zk-auth)",
 		flags:    createTagFlags, prepare: prepareCreate, run: segmentCreate,
@@ -77,6 +78,15 @@ var segmentSubs = map[string]segmentSub{
 		},
 		prepare: prepareSetMax, run: segmentSetMax,
 	},
+	"token": {
+		usage:    "segment token rotate <tag> [--grace 10m] --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
+		args:     2,
+		authHelp: "user:password of the cluster's digest ACL (a token tag's token znode is readable and writable only with it when the cluster runs with --zk-auth)",
+		flags: func(fs *flag.FlagSet, f *segmentFlags) {
+			f.grace = fs.Duration("grace", 10*time.Minute, "how long the tokens valid before stay valid (0: refused at once, within a node's poll)")
+		},
+		prepare: prepareTokenRotate, run: segmentTokenRotate,
+	},
 	"delete": {
 		usage:    "segment delete <tag> --yes --zk host:2181,… [--cluster default] [--zk-auth user:pass]",
 		args:     1,
@@ -100,6 +110,9 @@ type segmentFlags struct {
 	start, step, maxStep              *int64
 	desc                              *string
 	digits                            *int
+	requireToken                      *bool
+	maxCount                          *int64
+	grace                             *time.Duration
 }
 
 // segmentCall is one run of a segment subcommand.
@@ -127,7 +140,7 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 	name, args := args[0], args[1:]
 	switch name {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n\nRun 'snowflakectl segment <create|list|status|decode|set-max|delete> --help' for a subcommand's flags.\n", segmentUsage)
+		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n\nRun 'snowflakectl segment <create|token|list|status|decode|set-max|delete> --help' for a subcommand's flags.\n", segmentUsage)
 		return exitOK
 	}
 	sub, ok := segmentSubs[name]
@@ -193,6 +206,8 @@ func createTagFlags(fs *flag.FlagSet, f *segmentFlags) {
 	f.step = fs.Int64("step", segment.DefaultStep, "base step: IDs per range load (the dynamic step doubles from it)")
 	f.maxStep = fs.Int64("max-step", 0, fmt.Sprintf("the dynamic step's ceiling (default step x %d)", segment.DefaultMaxStepFactor))
 	f.desc = fs.String("description", "", "what the tag numbers")
+	f.requireToken = fs.Bool("require-token", false, "requests for the tag need its token (Authorization: Bearer …): one is made and printed once on stdout, only its hash is kept (rotate with segment token rotate)")
+	f.maxCount = fs.Int64("max-count", 0, "the most IDs one request may ask for (count=N above it: 400 invalid_count); 0: the node's --max-batch only")
 }
 
 // prepareCreate builds and checks the tag "segment create" creates.
@@ -201,7 +216,8 @@ func prepareCreate(c *segmentCall) bool {
 	if *f.maxStep == 0 && *f.step > 0 {
 		*f.maxStep = *f.step * segment.DefaultMaxStepFactor
 	}
-	c.tag = segment.Tag{Name: c.pos[0], Start: *f.start, MaxID: *f.start, Step: *f.step, MaxStep: *f.maxStep, Description: *f.desc}
+	c.tag = segment.Tag{Name: c.pos[0], Start: *f.start, MaxID: *f.start, Step: *f.step, MaxStep: *f.maxStep, Description: *f.desc,
+		RequireToken: *f.requireToken, MaxCount: *f.maxCount}
 	switch {
 	case *f.opaque:
 		c.tag.Opaque = &segment.Opaque{Digits: *f.digits}
@@ -219,11 +235,28 @@ func prepareCreate(c *segmentCall) bool {
 // segmentCreate is "segment create".
 func segmentCreate(ctx context.Context, st *segment.ZKStore, c *segmentCall) int {
 	tag := c.tag
-	if err := st.Create(ctx, tag); err != nil {
+	var token string
+	var err error
+	if tag.RequireToken {
+		// Nodes of releases before tokens would serve the tag to anyone.
+		z, cluster := st.Cluster()
+		if err = coordinator.RequireFeature(ctx, z, cluster, coordinator.FeatureTagTokens); err == nil {
+			token, err = st.CreateWithToken(ctx, tag)
+		}
+	} else {
+		err = st.Create(ctx, tag)
+	}
+	if err != nil {
 		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
 		return exitFailure
 	}
 	fmt.Fprintf(c.stdout, "created tag %q: first ID %d, step %d (max %d)\n", tag.Name, tag.Start, tag.Step, tag.MaxStep)
+	if tag.MaxCount > 0 {
+		fmt.Fprintf(c.stdout, "at most %d IDs per request\n", tag.MaxCount)
+	}
+	if tag.RequireToken {
+		printToken(c, tag.Name, token)
+	}
 	if tag.Opaque == nil {
 		return exitOK
 	}
@@ -231,6 +264,50 @@ func segmentCreate(ctx context.Context, st *segment.ZKStore, c *segmentCall) int
 	if *c.f.admin.auth == "" {
 		fmt.Fprintf(c.stderr, "%s: WARNING: without --zk-auth the key's znode is open: anyone who reaches ZooKeeper can read it and tell the tag's order and volume from its numbers\n", c.cmd)
 	}
+	return exitOK
+}
+
+// printToken prints a new token of tag once, on a line of its own (for
+// scripts: the last line of stdout), and warns when its hashes' znode is
+// open to the world.
+func printToken(c *segmentCall, tag, token string) {
+	fmt.Fprintf(c.stdout, "token of tag %q (shown once, only its hash is kept; send it as Authorization: Bearer <token>):\n%s\n", tag, token)
+	if *c.f.admin.auth == "" {
+		fmt.Fprintf(c.stderr, "%s: WARNING: without --zk-auth the token's hash znode is open: anyone who reaches ZooKeeper can read it (not the token) and replace it\n", c.cmd)
+	}
+}
+
+// prepareTokenRotate checks "segment token rotate <tag>".
+func prepareTokenRotate(c *segmentCall) bool {
+	if c.pos[0] != "rotate" {
+		fmt.Fprintf(c.stderr, "%s: unknown action %q: want rotate <tag>\n", c.cmd, c.pos[0])
+		return false
+	}
+	if err := segment.ValidateTag(c.pos[1]); err != nil {
+		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
+		return false
+	}
+	if *c.f.grace < 0 {
+		fmt.Fprintf(c.stderr, "%s: --grace %v: want 0 or more\n", c.cmd, *c.f.grace)
+		return false
+	}
+	return true
+}
+
+// segmentTokenRotate is "segment token rotate": a new token, printed once;
+// the tokens valid before stay valid for --grace.
+func segmentTokenRotate(ctx context.Context, st *segment.ZKStore, c *segmentCall) int {
+	tag := c.pos[1]
+	token, err := st.RotateToken(ctx, tag, *c.f.grace)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
+		if errors.Is(err, segment.ErrNoToken) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	fmt.Fprintf(c.stdout, "rotated the token of tag %q: the tokens valid before stay valid for %v\n", tag, *c.f.grace)
+	printToken(c, tag, token)
 	return exitOK
 }
 
@@ -353,9 +430,9 @@ func writeTags(stdout, stderr io.Writer, tags []segment.Tag, asJSON bool) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TAG\tSTART\tMAX_ID\tSTEP\tMAX STEP\tDESCRIPTION")
+	fmt.Fprintln(tw, "TAG\tSTART\tMAX_ID\tSTEP\tMAX STEP\tTOKEN\tDESCRIPTION")
 	for _, t := range tags {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", t.Name, t.Start, t.MaxID, t.Step, t.MaxStep, dash(t.Description))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", t.Name, t.Start, t.MaxID, t.Step, t.MaxStep, yesNo(t.RequireToken), dash(t.Description))
 	}
 	tw.Flush()
 	return exitOK
@@ -468,6 +545,12 @@ func writeSegmentStatus(w io.Writer, r SegmentStatus) {
 	fmt.Fprintf(w, "tag %q: start %d, max_id %d, step %d (max %d)", t.Name, t.Start, t.MaxID, t.Step, t.MaxStep)
 	if t.Description != "" {
 		fmt.Fprintf(w, ", %q", t.Description)
+	}
+	if t.RequireToken {
+		fmt.Fprint(w, ", requires a token")
+	}
+	if t.MaxCount > 0 {
+		fmt.Fprintf(w, ", at most %d IDs per request", t.MaxCount)
 	}
 	fmt.Fprintf(w, "\nhanded out %d = returned %d + in live nodes' ranges %d + issued or lost %d\n", r.HandedOut, r.ReturnedIDs, r.HeldIDs, r.IssuedOrLost)
 	if r.HeldIDs > 0 {

@@ -660,6 +660,20 @@ func TestScrape_Segments(t *testing.T) {
 	if got := mustFind(t, ex, "snowflaked_segment_possibly_lost_total"); got != 12 {
 		t.Errorf("snowflaked_segment_possibly_lost_total = %v, want 12", got)
 	}
+	if n := len(ex.samplesOf("snowflaked_tokens_refused_total")); n != 0 {
+		t.Errorf("%d token refusal series without a tag that requires a token, want none", n)
+	}
+	// A tag that requires a token: its refusals by reason.
+	f.snap.Segments = append(f.snap.Segments, segment.TagStatus{Tag: "secret", Token: true, RefusedRequired: 3, RefusedInvalid: 5})
+	ex = scrape(t, f.m)
+	for reason, want := range map[string]float64{"token_required": 3, "token_invalid": 5} {
+		if got := mustFind(t, ex, "snowflaked_tokens_refused_total", "tag", "secret", "reason", reason); got != want {
+			t.Errorf("snowflaked_tokens_refused_total{tag=secret,reason=%s} = %v, want %v", reason, got, want)
+		}
+	}
+	if n := len(ex.samplesOf("snowflaked_tokens_refused_total")); n != 2 {
+		t.Errorf("%d token refusal series, want 2 (the plain tags have none)", n)
+	}
 	// Segment mode before the service runs: no tags yet, the store's count.
 	f.snap.Segments = []segment.TagStatus{}
 	ex = scrape(t, f.m)

@@ -445,6 +445,9 @@ var (
 	fSegStep   = family{"snowflaked_segment_step", "gauge", "The tag's step for this node's next load (Leaf's dynamic step)."}
 	fSegAhead  = family{"snowflaked_segment_mark_ahead", "gauge", "IDs past the last issued that the state file no longer lists: what a kill -9 now would lose."}
 	fSegWasted = family{"snowflaked_segment_wasted_total", "counter", "IDs of the tag this node knows it lost (ranges it could not return)."}
+	// fTokensRefused: one series per reason of each tag that requires a
+	// token (tags are made by operators, so the label stays bounded).
+	fTokensRefused = family{"snowflaked_tokens_refused_total", "counter", "Requests for the tag refused for its token, by reason: token_required (none sent), token_invalid (a wrong or expired one)."}
 	// fSegPossiblyLost has no tag label: the store counts for every tag.
 	fSegPossiblyLost = family{"snowflaked_segment_possibly_lost_total", "counter", "Dense IDs of ranges whose allocation or take had an unknown outcome (ZooKeeper's answer lost): maybe lost, never issued twice."}
 )
@@ -467,6 +470,12 @@ func writeSegments(e *expo, tags []segment.TagStatus) {
 	} {
 		for _, t := range tags {
 			e.add(f.fam, f.v(t), "tag", t.Tag)
+		}
+	}
+	for _, t := range tags {
+		if t.Token {
+			e.add(fTokensRefused, float64(t.RefusedRequired), "tag", t.Tag, "reason", "token_required")
+			e.add(fTokensRefused, float64(t.RefusedInvalid), "tag", t.Tag, "reason", "token_invalid")
 		}
 	}
 }

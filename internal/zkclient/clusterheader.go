@@ -24,6 +24,9 @@ const (
 	// keys ranges by tag name alone could mix a deleted tag's ranges into
 	// its successor. Every cluster created by this release requires it.
 	FeatureTagIncarnation = "tag_incarnation"
+	// FeatureTagTokens: some segment tags require a token; a node that
+	// does not know tokens would serve them to anyone.
+	FeatureTagTokens = "tag_tokens"
 	// FeatureDeleting marks a cluster that snowflakectl cluster delete is
 	// removing. No release knows it, so no node joins such a cluster.
 	FeatureDeleting = "deleting"
@@ -39,7 +42,7 @@ var ErrUnknownFeature = errors.New("cluster requires an unknown feature")
 
 // KnownFeatures lists the features this release understands, sorted.
 func KnownFeatures() []string {
-	return []string{FeatureGeneBits, FeatureTagIncarnation, FeatureWorkerIDRange}
+	return []string{FeatureGeneBits, FeatureTagIncarnation, FeatureTagTokens, FeatureWorkerIDRange}
 }
 
 // ClusterHeader is what every reader of a cluster znode must check before

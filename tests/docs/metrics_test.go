@@ -55,7 +55,7 @@ func fullSnapshot(now time.Time, guard *health.Guard) nodestate.Snapshot {
 			LastReport: 1, LastReportAgeMs: 1500, ZKFence: 1, Reports: 3, ReportFailures: 1,
 		},
 		PrevHolderWait: 2 * time.Second,
-		Segments:       []segment.TagStatus{{Tag: "orders", Issued: 1, Loads: 1, Available: 9, Step: 10}},
+		Segments:       []segment.TagStatus{{Tag: "orders", Issued: 1, Loads: 1, Available: 9, Step: 10, Token: true, RefusedRequired: 1}},
 
 		TLSHandshakeFailures: []uint64{1, 1, 1, 1},
 	}

@@ -382,6 +382,11 @@ func TestIntegration_OpenAPISegmentsConform(t *testing.T) {
 	if code := sfctl.Segment([]string{"create", "orders", "--zk", zk.ConnectString(), "--cluster", cluster, "--start", "1", "--step", "100"}, &out, &errOut); code != 0 {
 		t.Fatalf("segment create: exit %d: %s %s", code, out.String(), errOut.String())
 	}
+	if code := sfctl.Segment([]string{"create", "secret", "--require-token", "--max-count", "5", "--zk", zk.ConnectString(), "--cluster", cluster}, &out, &errOut); code != 0 {
+		t.Fatalf("segment create --require-token: exit %d: %s %s", code, out.String(), errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	token := lines[len(lines)-1]
 	deadline := time.Now().Add(readyTimeout)
 	for send(t, addr, http.MethodGet, "/readyz/segment").status != http.StatusOK {
 		if time.Now().After(deadline) {
@@ -405,6 +410,11 @@ func TestIntegration_OpenAPISegmentsConform(t *testing.T) {
 		{"GET", "/api/segment/get/orders", 200, "", true},
 		{"GET", "/api/segment/get/orders?count=5", 200, "", true}, // Leaf's endpoint ignores the query
 		{"GET", "/api/segment/get/nosuch", 404, "unknown_tag", true},
+		{"GET", "/segment/secret", 401, "token_required", true},
+		{"GET", "/api/segment/get/secret", 401, "token_required", true},
+		{"GET", "/api/segment/get/secret?token=wrong", 403, "token_invalid", true},
+		{"GET", "/api/segment/get/secret?token=" + token, 200, "", true},
+		{"GET", "/segment/secret?token=" + token, 400, "invalid_parameter", true}, // ?token= on the Leaf path only
 		{"GET", "/readyz/segment", 200, "", true},
 		{"GET", "/id?gene=1", 400, "gene_off", true},
 		{"GET", "/ids?count=2&gene=1", 400, "gene_off", true},

@@ -1,0 +1,152 @@
+package segment
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors of tags that require a token (Tag.RequireToken).
+var (
+	// ErrTokenRequired: the tag requires a token and the request had none.
+	ErrTokenRequired = errors.New("token required")
+	// ErrTokenInvalid: the request's token is none of the tag's valid ones.
+	ErrTokenInvalid = errors.New("token invalid")
+	// ErrCountAboveMax: a request asked for more IDs than the tag's
+	// per-request ceiling (Tag.MaxCount).
+	ErrCountAboveMax = errors.New("count above the tag's max count")
+)
+
+// CountAboveMaxError is ErrCountAboveMax with the tag's ceiling, which a
+// node reports so that a client can ask again for at most that.
+type CountAboveMaxError struct {
+	Tag        string
+	Asked, Max int64
+}
+
+// Error names the tag, the count asked for and the ceiling.
+func (e *CountAboveMaxError) Error() string {
+	return fmt.Sprintf("tag %q: %v: %d IDs asked, at most %d per request", e.Tag, ErrCountAboveMax, e.Asked, e.Max)
+}
+
+// Unwrap gives ErrCountAboveMax.
+func (e *CountAboveMaxError) Unwrap() error { return ErrCountAboveMax }
+
+// TokenSize is how many random bytes a tag's token has (printed base64url,
+// 43 characters).
+const TokenSize = 32
+
+// NewToken makes a tag token: TokenSize bytes of crypto/rand, base64url
+// without padding. Only its hash (HashToken) is stored.
+func NewToken() string {
+	b := make([]byte, TokenSize)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// HashToken is the SHA-256 of a token's text, hex: what ZooKeeper keeps. A
+// plain hash suffices for a random 256-bit token (nothing to guess from).
+func HashToken(token []byte) string {
+	h := sha256.Sum256(token)
+	return hex.EncodeToString(h[:])
+}
+
+// TokenHash is one valid token of a tag, by its hash.
+type TokenHash struct {
+	SHA256 string `json:"sha256"`
+	// ExpiresMS (Unix ms) ends the token's validity; 0: valid until the
+	// next rotation (which gives it an expiry, the grace period).
+	ExpiresMS int64 `json:"expires_ms,omitempty"`
+}
+
+// TokenSet is a tag's token znode (segments/<tag>/token): the hashes of the
+// tokens it accepts, bound to the tag's incarnation (a tag created again
+// never accepts the tokens of the one before, R7).
+type TokenSet struct {
+	Incarnation int64       `json:"incarnation"`
+	Hashes      []TokenHash `json:"hashes"`
+}
+
+// Match reports whether token is one of the set's tokens valid at now. It
+// compares every hash in constant time.
+func (s TokenSet) Match(token []byte, now time.Time) bool {
+	h := sha256.Sum256(token)
+	want := make([]byte, sha256.Size)
+	ok := 0
+	for _, th := range s.Hashes {
+		if th.ExpiresMS != 0 && now.UnixMilli() >= th.ExpiresMS {
+			continue
+		}
+		if n, err := hex.Decode(want, []byte(th.SHA256)); err != nil || n != sha256.Size {
+			continue
+		}
+		ok |= subtle.ConstantTimeCompare(h[:], want)
+	}
+	return ok == 1
+}
+
+// rotated is the set after a rotation at now: the new hash, valid until
+// the next rotation, and every hash still valid, expiring at now+grace at
+// the latest (grace 0: at once, dropped).
+func (s TokenSet) rotated(hash string, now time.Time, grace time.Duration) TokenSet {
+	out := TokenSet{Incarnation: s.Incarnation, Hashes: []TokenHash{{SHA256: hash}}}
+	until := now.Add(grace).UnixMilli()
+	for _, th := range s.Hashes {
+		exp := th.ExpiresMS
+		if exp == 0 || exp > until {
+			exp = until
+		}
+		if exp > now.UnixMilli() {
+			out.Hashes = append(out.Hashes, TokenHash{SHA256: th.SHA256, ExpiresMS: exp})
+		}
+	}
+	return out
+}
+
+// TokenStore is what a Store gives for tags that require a token: their
+// token hashes. A store without it serves no such tag.
+type TokenStore interface {
+	// Tokens returns the token hashes of incarnation inc of tag, from a
+	// cache at most a tag poll old when there is one (no ZooKeeper read
+	// per request): ErrTagGone when the tag is of another incarnation.
+	Tokens(ctx context.Context, tag string, inc int64) (TokenSet, error)
+}
+
+// admit checks a request for n IDs of b's tag against its ceiling and,
+// when it requires one, its token.
+func (b *tagBuf) admit(ctx context.Context, token []byte, n int) error {
+	b.mu.Lock()
+	need, maxCount, inc := b.token, b.maxCount, b.inc
+	b.mu.Unlock()
+	if maxCount > 0 && int64(n) > maxCount {
+		return &CountAboveMaxError{Tag: b.name, Asked: int64(n), Max: maxCount}
+	}
+	if !need {
+		return nil
+	}
+	if len(token) == 0 {
+		b.refusedRequired.Add(1)
+		return fmt.Errorf("tag %q: %w", b.name, ErrTokenRequired)
+	}
+	ts, ok := b.svc.cfg.Store.(TokenStore)
+	if !ok {
+		return fmt.Errorf("%w: tag %q requires a token and this store holds none", ErrUnavailable, b.name)
+	}
+	lctx, cancel := context.WithTimeout(ctx, min(b.svc.cfg.LoadTimeout, b.svc.cfg.Wait))
+	set, err := ts.Tokens(lctx, b.name, inc)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%w: read the tokens of tag %q: %v", ErrUnavailable, b.name, err)
+	}
+	if set.Incarnation != inc || !set.Match(token, b.svc.cfg.Now()) {
+		b.refusedInvalid.Add(1)
+		return fmt.Errorf("tag %q: %w", b.name, ErrTokenInvalid)
+	}
+	return nil
+}
