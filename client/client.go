@@ -132,11 +132,11 @@ type Config struct {
 	// with --require-token (Authorization: Bearer); tags not in it go
 	// without one. A node refuses a missing or wrong token with
 	// ErrRejected (401 token_required, 403 token_invalid), the same on
-	// every node.
+	// every node. Nil or empty: no tag gets a token.
 	Tokens map[string]string
 	// APIToken is sent with every request for snowflake IDs and UUIDs
-	// (Authorization: Bearer), for nodes run with --api-tokens-file; ""
-	// sends none.
+	// (Authorization: Bearer), for nodes run with --api-tokens-file;
+	// empty sends none.
 	APIToken string
 	// Hooks receive the client's events; the zero value has none (each nil
 	// hook is skipped).
