@@ -23,8 +23,8 @@ var (
 	ErrCountAboveMax = errors.New("count above the tag's max count")
 )
 
-// CountAboveMaxError is ErrCountAboveMax with the tag's ceiling, which a
-// node reports so that a client can ask again for at most that.
+// CountAboveMaxError is ErrCountAboveMax with the count asked for and the
+// tag's ceiling.
 type CountAboveMaxError struct {
 	Tag        string
 	Asked, Max int64

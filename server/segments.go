@@ -109,11 +109,10 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 		case errors.Is(err, segment.ErrTokenInvalid):
 			s.writeError(ctx, fasthttp.StatusForbidden, codeTokenInvalid, "the token is not valid for tag "+strconv.Quote(name))
 		case errors.Is(err, segment.ErrCountAboveMax):
-			limit := s.maxBatch
-			if ce := (*segment.CountAboveMaxError)(nil); errors.As(err, &ce) {
-				limit = int(min(ce.Max, int64(s.maxBatch)))
-			}
-			writeErrorJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: errorDetail{Code: codeInvalidCount, Message: err.Error(), Max: limit}})
+			// "max" stays the node's --max-batch: the tag's ceiling bounds
+			// what one caller takes at once, and a client that split its
+			// request to fit would defeat it (the message names it).
+			s.countError(ctx, err.Error())
 		case errors.Is(err, segment.ErrUnknownTag):
 			s.writeError(ctx, fasthttp.StatusNotFound, codeUnknownTag, "no tag "+strconv.Quote(name)+": create it with snowflakectl segment create")
 		case errors.Is(err, segment.ErrInvalidTag):
