@@ -67,6 +67,20 @@ func docExamples(t *testing.T, rel string) []example {
 	return runnable
 }
 
+// ipv4RE matches dotted IPv4 addresses.
+var ipv4RE = regexp.MustCompile(`\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b`)
+
+// nonLoopback returns the first IPv4 address of line outside 127.0.0.0/8
+// ("" when there is none).
+func nonLoopback(line string) string {
+	for _, ip := range ipv4RE.FindAllString(line, -1) {
+		if !strings.HasPrefix(ip, "127.") {
+			return ip
+		}
+	}
+	return ""
+}
+
 // stripComment drops a trailing "  # comment" outside quotes.
 func stripComment(l string) string {
 	quote := byte(0)
@@ -195,6 +209,10 @@ func TestIntegration_DocsExamplesRunAsWritten(t *testing.T) {
 				}
 				// Loads run for a second, not the documented duration.
 				line = regexp.MustCompile(`--duration [0-9]+s`).ReplaceAllString(line, "--duration 1s")
+				if ip := nonLoopback(line); ip != "" {
+					t.Errorf("%s: `%s` would reach %s: a runnable example stays on 127.0.0.0/8 (make it a text block, or use make run's addresses)", rel, e.line, ip)
+					continue
+				}
 				args := words(line)
 				var got string
 				switch args[0] {
