@@ -124,13 +124,13 @@ func (s *Server) writeOne(ctx *fasthttp.RequestCtx, id int64, asJSON bool) {
 	ct := ctText
 	if asJSON {
 		b = append(b, `{"id":`...)
-		b = strconv.AppendInt(b, id, 10)
+		b = appendID(b, id)
 		b = append(b, `,"id_str":"`...)
-		b = strconv.AppendInt(b, id, 10)
+		b = appendID(b, id)
 		b = append(b, `"}`...)
 		ct = ctJSON
 	} else {
-		b = strconv.AppendInt(b, id, 10)
+		b = appendID(b, id)
 	}
 	writeBody(ctx, fasthttp.StatusOK, ct, b)
 }
@@ -204,13 +204,13 @@ func writeBatch(ctx *fasthttp.RequestCtx, bt *batch, asJSON bool) {
 				out = append(out, ',')
 			}
 			out = append(out, '"')
-			out = strconv.AppendInt(out, id, 10)
+			out = appendID(out, id)
 			out = append(out, '"')
 		}
 		out = append(out, ']')
 	} else {
 		for _, id := range bt.ids {
-			out = strconv.AppendInt(out, id, 10)
+			out = appendID(out, id)
 			out = append(out, '\n')
 		}
 	}
