@@ -106,3 +106,9 @@ awk '/^Benchmark/ { name=$1; sub(/-[0-9]+$/, "", name);
        printf "\ntake from the buffer: %s ns/ID one at a time, %s ns/ID in batches of 100; ZooKeeper writes per million IDs: %s\n", per["BenchmarkTake/count=1"], per["BenchmarkTake/count=100"], w["BenchmarkTake/count=1"]
        printf "handler: GET /segment/{tag} %s ns/op, GET /id %s ns/op (layout 41/3/19), %s ns/op (41/10/12)\n", ns["BenchmarkHandlerSegment"], ns["BenchmarkHandlerID/layout=41/3/19"], ns["BenchmarkHandlerID/layout=41/10/12"]
      }' "$tmp/seg.txt"
+
+echo
+echo "== GET /id end to end in-process (fasthttp's in-memory listener): the node's server vs a bare fasthttp server, same run"
+go test -run '^$' -bench 'ServeID' -benchtime "$BT" -cpu 1 ./server/ | tee "$tmp/serve.txt" | grep -E '^(Benchmark|ok|PASS|FAIL)' || true
+awk '/^BenchmarkServeID\/server=bare/ { bare=$3 } /^BenchmarkServeID\/server=node\/layout=41\/3\/19/ { node=$3 }
+     END { if (bare && node) printf "\nGET /id in-process: node %s ns/req, bare %s ns/req: %.1f%% of bare fasthttp'"'"'s req/s\n", node, bare, 100*bare/node }' "$tmp/serve.txt"

@@ -57,9 +57,10 @@ func (s *Server) allowed(ctx *fasthttp.RequestCtx, path string) bool {
 
 // serveID answers GET /id[?format=text|json][&gene=G].
 func (s *Server) serveID(ctx *fasthttp.RequestCtx) {
-	args := ctx.QueryArgs()
 	asJSON, gene := false, int64(-1)
-	if args.Len() > 0 { // keep the common case free of look-ups
+	// Keep the common case (no query) free of parsing and look-ups: the
+	// URI is parsed already, its query string is not.
+	if args := queryArgs(ctx); args != nil && args.Len() > 0 {
 		if !s.checkParams(ctx, args, paramFormat, paramGene) {
 			return
 		}
@@ -72,6 +73,15 @@ func (s *Server) serveID(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	s.issueOne(ctx, asJSON, gene)
+}
+
+// queryArgs returns the request's query arguments, parsed, or nil without
+// parsing when the query string is empty (no arguments).
+func queryArgs(ctx *fasthttp.RequestCtx) *fasthttp.Args {
+	if len(ctx.URI().QueryString()) == 0 {
+		return nil
+	}
+	return ctx.QueryArgs()
 }
 
 // serveLeaf answers GET /api/snowflake/get/{key} like Meituan Leaf: the
@@ -114,13 +124,13 @@ func (s *Server) writeOne(ctx *fasthttp.RequestCtx, id int64, asJSON bool) {
 	ct := ctText
 	if asJSON {
 		b = append(b, `{"id":`...)
-		b = strconv.AppendInt(b, id, 10)
+		b = appendID(b, id)
 		b = append(b, `,"id_str":"`...)
-		b = strconv.AppendInt(b, id, 10)
+		b = appendID(b, id)
 		b = append(b, `"}`...)
 		ct = ctJSON
 	} else {
-		b = strconv.AppendInt(b, id, 10)
+		b = appendID(b, id)
 	}
 	writeBody(ctx, fasthttp.StatusOK, ct, b)
 }
@@ -194,13 +204,13 @@ func writeBatch(ctx *fasthttp.RequestCtx, bt *batch, asJSON bool) {
 				out = append(out, ',')
 			}
 			out = append(out, '"')
-			out = strconv.AppendInt(out, id, 10)
+			out = appendID(out, id)
 			out = append(out, '"')
 		}
 		out = append(out, ']')
 	} else {
 		for _, id := range bt.ids {
-			out = strconv.AppendInt(out, id, 10)
+			out = appendID(out, id)
 			out = append(out, '\n')
 		}
 	}
