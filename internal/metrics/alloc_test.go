@@ -69,7 +69,7 @@ func TestServerWithObserverAllocs(t *testing.T) {
 	}); a != 0 {
 		t.Errorf("GET /id with metrics: %v allocations per request, want 0", a)
 	}
-	if got := m.issued(); got < 1000 {
+	if got := m.ids.Load(); got < 1000 {
 		t.Errorf("ids counted %d, want at least 1000: the observer was not called", got)
 	}
 }

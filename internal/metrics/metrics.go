@@ -6,8 +6,7 @@
 //   - Counted on the request path: requests per endpoint and status class,
 //     and issued IDs. *Metrics implements server.Observer; every counter is
 //     created up front and found by a fixed index, so an observation is one
-//     atomic add and never allocates; the counters are striped so that
-//     cores counting at once do not share a cache line.
+//     atomic add and never allocates.
 //   - Read at scrape time from one nodestate.Snapshot of the node
 //     (build, generator, guard, watcher, NTP and peer checks, ZooKeeper
 //     coordinator, fence, segments), taken once per scrape. Nothing is
@@ -31,7 +30,6 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/valyala/fasthttp"
 
@@ -119,41 +117,11 @@ type Metrics struct {
 	policy    string // Config.RollbackPolicy
 	revision  string // the label of snowflaked_build_info, read once
 
-	counts [stripes]counters // the request path's counters; a scrape adds the stripes up
+	ids      atomic.Uint64
+	requests [int(server.NumEndpoints) * numClasses]atomic.Uint64
 
 	rollbacks     [len(rollbackLimits) + 1]atomic.Uint64
 	rollbackStart atomic.Int64 // catch-up point (unix ns) of the rollback counted last; 0: none
-}
-
-// stripes is how many copies of the request path's counters Metrics keeps
-// (a power of two, 1<<stripeBits). Every request adds to two counters; were
-// there one copy, the cores serving requests at once would take turns on
-// its cache line (and the generator's line beside it), each add waiting for
-// the line to come over from another core. A goroutine adds to the stripe
-// its stack address picks, so that concurrent requests, each served on a
-// goroutine of its own, mostly add to different lines.
-const (
-	stripeBits = 3
-	stripes    = 1 << stripeBits
-)
-
-// counters is one stripe of the request path's counters.
-type counters struct {
-	ids      atomic.Uint64
-	requests [int(server.NumEndpoints) * numClasses]atomic.Uint64
-	// No two stripes' hot words share a cache line, nor a pair of lines
-	// (adjacent-line prefetch).
-	_ [128]byte
-}
-
-// stripe returns the calling goroutine's stripe, picked from where its
-// stack is: the same while the goroutine lives (unless its stack moves),
-// and most likely another for another goroutine. Any stripe gives the same
-// totals; the choice only spreads the adds.
-func (m *Metrics) stripe() *counters {
-	var here byte
-	sp := uint64(uintptr(unsafe.Pointer(&here))) >> 11 // goroutine stacks are at least 2 KiB
-	return &m.counts[sp*0x9E3779B97F4A7C15>>(64-stripeBits)]
 }
 
 // New checks cfg and returns the metrics, with every request counter
@@ -174,25 +142,6 @@ func New(cfg Config) (*Metrics, error) {
 		revision: buildRevision(debug.ReadBuildInfo())}, nil
 }
 
-// issued returns how many IDs were counted, over every stripe.
-func (m *Metrics) issued() uint64 {
-	var n uint64
-	for i := range m.counts {
-		n += m.counts[i].ids.Load()
-	}
-	return n
-}
-
-// requests returns how many requests were counted at index i (endpoint
-// times numClasses plus class), over every stripe.
-func (m *Metrics) requests(i int) uint64 {
-	var n uint64
-	for s := range m.counts {
-		n += m.counts[s].requests[i].Load()
-	}
-	return n
-}
-
 // Metrics is the server's Observer.
 var _ server.Observer = (*Metrics)(nil)
 
@@ -203,13 +152,13 @@ func (m *Metrics) Request(endpoint server.Endpoint, status int) {
 	if endpoint >= server.NumEndpoints {
 		endpoint = server.EndpointOther
 	}
-	m.stripe().requests[int(endpoint)*numClasses+classIndex(status)].Add(1)
+	m.requests[int(endpoint)*numClasses+classIndex(status)].Add(1)
 }
 
 // IssuedIDs counts n issued IDs (n < 1 is ignored). It does not allocate.
 func (m *Metrics) IssuedIDs(n int) {
 	if n > 0 {
-		m.stripe().ids.Add(uint64(n))
+		m.ids.Add(uint64(n))
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -465,56 +464,6 @@ func TestRequestClasses(t *testing.T) {
 			}
 			if got := mustFind(t, ex, "snowflaked_requests_total", "endpoint", tc.wantEP, "code", tc.wantCode); got != 2 || total != 2 {
 				t.Errorf("{%s,%s} = %v, total %v; want 2 and 2", tc.wantEP, tc.wantCode, got, total)
-			}
-		})
-	}
-}
-
-// TestStripes_ConcurrentTotals: requests counted by many goroutines at once
-// land in more than one stripe, and a scrape adds the stripes up exactly.
-func TestStripes_ConcurrentTotals(t *testing.T) {
-	const goroutines, each = 32, 500
-	tests := []struct {
-		name     string
-		endpoint server.Endpoint
-		status   int
-		wantEP   string
-		wantCode string
-	}{
-		{"id 200", server.EndpointID, 200, "id", "2xx"},
-		{"ids 503", server.EndpointIDs, 503, "ids", "5xx"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, nil)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for range goroutines {
-				wg.Go(func() {
-					<-start
-					for range each {
-						f.m.Request(tc.endpoint, tc.status)
-						f.m.IssuedIDs(2)
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
-			used := 0
-			for i := range f.m.counts {
-				if f.m.counts[i].ids.Load() > 0 {
-					used++
-				}
-			}
-			if used < 2 {
-				t.Errorf("%d goroutines counted in %d stripe(s), want them spread over at least 2", goroutines, used)
-			}
-			ex := scrape(t, f.m)
-			if got := mustFind(t, ex, "snowflaked_requests_total", "endpoint", tc.wantEP, "code", tc.wantCode); got != goroutines*each {
-				t.Errorf("{%s,%s} = %v, want %d", tc.wantEP, tc.wantCode, got, goroutines*each)
-			}
-			if got := mustFind(t, ex, "snowflaked_ids_issued_total"); got != 2*goroutines*each {
-				t.Errorf("ids issued = %v, want %d", got, 2*goroutines*each)
 			}
 		})
 	}

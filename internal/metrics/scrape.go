@@ -254,10 +254,10 @@ const secondsPerYear = 365.25 * 24 * 3600
 
 // writeRequests writes the request path's counters.
 func (m *Metrics) writeRequests(e *expo) {
-	e.addUint(fIDs, m.issued())
+	e.addUint(fIDs, m.ids.Load())
 	for i, ep := range server.Endpoints {
 		for c, class := range statusClasses {
-			e.addUint(fRequests, m.requests(i*numClasses+c), "endpoint", ep, "code", class)
+			e.addUint(fRequests, m.requests[i*numClasses+c].Load(), "endpoint", ep, "code", class)
 		}
 	}
 }
