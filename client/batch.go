@@ -150,7 +150,13 @@ func (b *batcher) get(ctx context.Context, n int) ([]int64, error) {
 		b.c.errs.Add(1)
 		return nil, &RejectedError{Code: wire.CodeInvalidCount, Message: fmt.Sprintf("next %d %s: want 1..%d", n, b.ep.what, MaxCount)}
 	}
-	if n <= b.c.cfg.MaxBatch {
+	most := b.most()
+	if most < b.c.cfg.MaxBatch && n > most {
+		b.c.errs.Add(1)
+		return nil, &RejectedError{Code: wire.CodeInvalidCount, TagMax: most,
+			Message: fmt.Sprintf("next %d %s: the tag takes at most %d a request (--max-count)", n, b.ep.what, most)}
+	}
+	if n <= most {
 		ids, err := b.fetch(ctx, n)
 		if err != nil {
 			b.c.errs.Add(1)
@@ -159,7 +165,7 @@ func (b *batcher) get(ctx context.Context, n int) ([]int64, error) {
 	}
 	out := make([]int64, 0, n)
 	for len(out) < n {
-		ids, err := b.fetch(ctx, min(n-len(out), b.c.cfg.MaxBatch))
+		ids, err := b.fetch(ctx, min(n-len(out), most))
 		if err != nil {
 			b.c.errs.Add(1)
 			return nil, err
@@ -171,13 +177,24 @@ func (b *batcher) get(ctx context.Context, n int) ([]int64, error) {
 	return out, nil
 }
 
-// fetch returns n ≤ MaxBatch IDs from one request.
+// most is the most IDs one request of b asks for: MaxBatch, or less once
+// a node named the tag's ceiling (--max-count).
+func (b *batcher) most() int {
+	if b.ep.tagMax != nil {
+		if tm := int(b.ep.tagMax.Load()); tm > 0 && tm < b.c.cfg.MaxBatch {
+			return tm
+		}
+	}
+	return b.c.cfg.MaxBatch
+}
+
+// fetch returns n ≤ most() IDs from one request.
 func (b *batcher) fetch(ctx context.Context, n int) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("next %s: %w", b.ep.what, err)
 	}
 	if bt := b.open.Load(); bt != nil {
-		if off, ok := bt.join(ctx, n, b.c.cfg.MaxBatch); ok {
+		if off, ok := bt.join(ctx, n, b.most()); ok {
 			return b.wait(ctx, bt, off, n)
 		}
 	}
@@ -198,7 +215,7 @@ func (b *batcher) fetch(ctx context.Context, n int) ([]int64, error) {
 			bt = newBatch()
 			b.open.Store(bt)
 		}
-		if off, ok = bt.join(ctx, n, b.c.cfg.MaxBatch); !ok {
+		if off, ok = bt.join(ctx, n, b.most()); !ok {
 			// Full: it waits for a slot as it is; the call opens the next.
 			bt.seal()
 			b.full = append(b.full, bt)
@@ -237,7 +254,7 @@ func (b *batcher) wait(ctx context.Context, bt *batch, off, n int) ([]int64, err
 // Timeout per node).
 func (b *batcher) solo(ctx context.Context, s *slot, n int) ([]int64, error) {
 	deadline, _ := ctx.Deadline()
-	ids, err := b.c.serveClamped(&b.ep, n, deadline, func() bool { return ctx.Err() == nil })
+	ids, err := b.c.serveClamped(&b.ep, n, deadline, false, func() bool { return ctx.Err() == nil })
 	b.release(s)
 	if err = callerErr(ctx, b.ep.what, err); err != nil {
 		return nil, err // IDs fetched for a caller that gave up are dropped, never kept
@@ -422,7 +439,7 @@ func (b *batcher) serveBatch(s *slot, bt *batch) {
 	if d := bt.deadline.Load(); d != noDeadline {
 		deadline = monoBase.Add(time.Duration(d))
 	}
-	ids, err := b.c.serveClamped(&b.ep, bt.total, deadline, func() bool { return int(bt.left.Load()) < bt.joined })
+	ids, err := b.c.serveClamped(&b.ep, bt.total, deadline, bt.joined > 1, func() bool { return int(bt.left.Load()) < bt.joined })
 	if err == nil {
 		b.c.counted(bt.total)
 	}

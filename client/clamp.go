@@ -21,15 +21,27 @@ const maxRelearn = 4
 // at most that, instead of failing the callers with ErrRejected. The IDs
 // of several requests are sorted (they may come from different nodes), as
 // are UUIDs.
-func (c *Client) serveClamped(ep *endpoint, n int, deadline time.Time, want func() bool) ([]int64, error) {
-	limit := int(c.nodeMax.Load())
+//
+// A tag's per-request ceiling (--max-count, RejectedError.TagMax) is
+// learnt for the tag alone: a request that merged several callers
+// (merged) is then asked for in parts of at most the ceiling, and no
+// later batch of the tag grows beyond it; one caller's own request above
+// the ceiling is refused, never split.
+func (c *Client) serveClamped(ep *endpoint, n int, deadline time.Time, merged bool, want func() bool) ([]int64, error) {
+	limit := c.limitFor(ep)
 	if limit == 0 || n <= limit {
 		ids, err := c.serve(ep, n, deadline, want)
-		lim, ok := countTooLarge(err, n)
-		if !ok {
+		if tm, ok := tagTooLarge(err, n); ok && ep.tagMax != nil {
+			ep.tagMax.Store(int64(tm))
+			if !merged {
+				return nil, err
+			}
+			limit = c.limitFor(ep)
+		} else if lim, ok := countTooLarge(err, n); ok {
+			limit = min(c.learnMax(lim, err), c.limitFor(ep))
+		} else {
 			return ids, err
 		}
-		limit = c.learnMax(lim, err)
 	}
 	var ids []int64
 	var uuids []UUID
@@ -42,9 +54,15 @@ func (c *Client) serveClamped(ep *endpoint, n int, deadline time.Time, want func
 			part.uuids = &partUUIDs
 		}
 		more, err := c.serve(&part, size, deadline, want)
+		if tm, ok := tagTooLarge(err, size); ok && ep.tagMax != nil && relearned < maxRelearn {
+			relearned++
+			ep.tagMax.Store(int64(tm))
+			limit = c.limitFor(ep)
+			continue
+		}
 		if lim, ok := countTooLarge(err, size); ok && relearned < maxRelearn {
 			relearned++
-			limit = c.learnMax(lim, err)
+			limit = min(c.learnMax(lim, err), c.limitFor(ep))
 			continue
 		}
 		if err != nil {
@@ -60,6 +78,28 @@ func (c *Client) serveClamped(ep *endpoint, n int, deadline time.Time, want func
 	}
 	slices.Sort(ids)
 	return ids, nil
+}
+
+// limitFor is the most IDs one request of ep may ask for (0: no limit
+// learnt): the smallest node limit, and the tag's ceiling for a tag.
+func (c *Client) limitFor(ep *endpoint) int {
+	limit := int(c.nodeMax.Load())
+	if ep.tagMax != nil {
+		if tm := int(ep.tagMax.Load()); tm > 0 && (limit == 0 || tm < limit) {
+			limit = tm
+		}
+	}
+	return limit
+}
+
+// tagTooLarge reports whether err is a node's refusal of a count of n
+// above a tag's ceiling, and the ceiling.
+func tagTooLarge(err error, n int) (int, bool) {
+	var rej *RejectedError
+	if !errors.As(err, &rej) || rej.Code != wire.CodeInvalidCount || rej.TagMax < 1 || rej.TagMax >= n {
+		return 0, false
+	}
+	return rej.TagMax, true
 }
 
 // countTooLarge reports whether err is a node's refusal of a count of n

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"codeberg.org/snowflaked/snowflaked/client/wire"
@@ -135,4 +138,85 @@ func increasingInts(ids []int64) int {
 		}
 	}
 	return len(ids)
+}
+
+// tagCeiling is a behaviour that refuses a segment count above ceiling as
+// a tag created with --max-count does (400 invalid_count, "max" the
+// node's --max-batch, "tag_max" the ceiling), holding the first request
+// until release closes so that callers pile up behind it.
+func tagCeiling(ceiling, maxBatch int, release <-chan struct{}) func(http.ResponseWriter, *http.Request, int) bool {
+	var first atomic.Bool
+	return func(w http.ResponseWriter, r *http.Request, n int) bool {
+		if first.CompareAndSwap(false, true) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return true
+			}
+		}
+		if n > ceiling && strings.HasPrefix(r.URL.Path, "/segment/") {
+			writeBody(w, 400, fmt.Sprintf(`{"error":{"code":"invalid_count","message":"tag \"orders\": count above the tag's max count: %d IDs asked, at most %d per request","max":%d,"tag_max":%d}}`, n, ceiling, maxBatch, ceiling))
+			return true
+		}
+		return false
+	}
+}
+
+// A tag's ceiling (--max-count) bounds one request, not the callers a
+// client merges: callers of one ID each, merged beyond it, all get their
+// IDs (the batch is asked for in parts, and later batches stay within
+// the ceiling), and one caller asking for more than the ceiling is
+// refused, never split.
+func TestTagCeilingBoundsMergedCallers(t *testing.T) {
+	const ceiling, callers = 10, 30
+	release := make(chan struct{})
+	f := startFake(t, 1, tagCeiling(ceiling, 1000, release))
+	c := newClient(t, Config{Servers: []string{f.addr}, MaxBatch: 1000})
+	var wg sync.WaitGroup
+	errs := make(chan error, callers+1)
+	ids := make(chan int64, callers+1)
+	for range callers + 1 { // the first holds the only slot; the others merge behind it
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, err := c.NextSegment(context.Background(), "orders")
+			errs <- err
+			ids <- id
+		}()
+	}
+	eventually(t, "the first request reaches the node", func() bool { return f.requests.Load() > 0 })
+	eventually(t, "the callers queue behind it", func() bool { return c.segs["orders"].waiting() >= callers })
+	close(release)
+	wg.Wait()
+	close(errs)
+	close(ids)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a one-ID call failed: %v", err)
+		}
+	}
+	seen := map[int64]bool{}
+	for id := range ids {
+		if seen[id] {
+			t.Fatalf("ID %d twice", id)
+		}
+		seen[id] = true
+	}
+	for n := ceiling + 1; n <= callers; n++ {
+		if r := f.requestsFor(n); r > 1 {
+			t.Errorf("%d requests for %d, above the ceiling %d: want at most the one that taught it", r, n, ceiling)
+		}
+	}
+	before := f.requests.Load()
+	_, err := c.NextSegmentN(context.Background(), "orders", ceiling+5)
+	var rej *RejectedError
+	if !errors.As(err, &rej) || rej.Code != wire.CodeInvalidCount || rej.TagMax != ceiling {
+		t.Fatalf("NextSegmentN(%d) on a tag of ceiling %d: %v, want RejectedError invalid_count with TagMax %d", ceiling+5, ceiling, err, ceiling)
+	}
+	if f.requests.Load() != before {
+		t.Errorf("the refused call sent %d requests: one caller above the ceiling is refused, not split", f.requests.Load()-before)
+	}
+	if ids, err := c.NextN(context.Background(), 50); err != nil || len(ids) != 50 || f.requestsFor(50) != 1 {
+		t.Errorf("snowflake IDs after learning a tag's ceiling: %d IDs, %v, %d requests for 50: a tag's ceiling is the tag's alone", len(ids), err, f.requestsFor(50))
+	}
 }

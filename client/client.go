@@ -396,7 +396,7 @@ func (c *Client) direct(ctx context.Context, ep *endpoint, n int, bad error) ([]
 	default:
 		deadline, _ := ctx.Deadline()
 		var ids []int64
-		ids, err = c.serveClamped(ep, n, deadline, func() bool { return ctx.Err() == nil })
+		ids, err = c.serveClamped(ep, n, deadline, false, func() bool { return ctx.Err() == nil })
 		if err = callerErr(ctx, ep.what, err); err == nil {
 			c.counted(n)
 			return ids, nil
@@ -442,6 +442,7 @@ func (c *Client) segment(tag string) (*batcher, error) {
 	}
 	ep := endpoint{svc: svcSegments, path: wire.SegmentPath(tag) + "?" + wire.ParamCount + "=", what: "dense IDs of " + tag, unordered: true}
 	ep.header = bearer(c.cfg.Tokens[tag])
+	ep.tagMax = new(atomic.Int64)
 	b := newBatcher(c, ep)
 	c.segs[tag] = b
 	return b, nil

@@ -86,6 +86,11 @@ type RejectedError struct {
 	// client asks again for at most Max rather than returning a count it
 	// asked for above Max.
 	Max int
+	// TagMax is the tag's per-request ceiling, with Code
+	// wire.CodeInvalidCount when a tag's --max-count refused the count; 0
+	// otherwise. The client learns it for the tag and never merges
+	// callers beyond it.
+	TagMax int
 }
 
 // Error names the node, status and code.

@@ -173,7 +173,7 @@ func (p *prefetch) worker() {
 			p.mu.Unlock()
 
 			born := time.Now()
-			ids, err := p.c.serveClamped(&p.c.ids.ep, n, born.Add(p.c.cfg.Timeout*time.Duration(p.c.cfg.Attempts)), func() bool { return true })
+			ids, err := p.c.serveClamped(&p.c.ids.ep, n, born.Add(p.c.cfg.Timeout*time.Duration(p.c.cfg.Attempts)), true, func() bool { return true })
 			p.mu.Lock()
 			p.fetching -= n
 			if err == nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/client/wire"
@@ -37,6 +38,9 @@ type endpoint struct {
 	// header holds extra request header lines, each ending in CRLF: a
 	// tag's token (Config.Tokens).
 	header string
+	// tagMax, for a tag's endpoint, is the tag's per-request ceiling once
+	// a node named it (0 before): calls are never merged beyond it.
+	tagMax *atomic.Int64
 }
 
 // maxIDLine bounds one line of an answer: 19 digits and a newline.
@@ -187,7 +191,7 @@ func lineAt(body []byte, i int) []byte {
 func rejected(addr string, status int, body []byte) *RejectedError {
 	var e wire.ErrorBody
 	if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
-		return &RejectedError{Node: addr, Status: status, Code: e.Error.Code, Message: e.Error.Message, Max: e.Error.Max}
+		return &RejectedError{Node: addr, Status: status, Code: e.Error.Code, Message: e.Error.Message, Max: e.Error.Max, TagMax: e.Error.TagMax}
 	}
 	return &RejectedError{Node: addr, Status: status, Message: strconv.Quote(truncate(body))}
 }

@@ -148,7 +148,8 @@ type apiError struct {
 	Message string  `json:"message"`
 	Reason  *string `json:"reason"`
 	State   *string `json:"state"`
-	Max     *int    `json:"max"` // only with invalid_count: the node's MaxBatch
+	Max     *int    `json:"max"`     // only with invalid_count: the node's MaxBatch
+	TagMax  *int    `json:"tag_max"` // only with invalid_count from a tag's ceiling
 }
 
 // decodeError checks that r is a JSON error and returns it.

@@ -109,10 +109,14 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 		case errors.Is(err, segment.ErrTokenInvalid):
 			s.writeError(ctx, fasthttp.StatusForbidden, codeTokenInvalid, "the token is not valid for tag "+strconv.Quote(name))
 		case errors.Is(err, segment.ErrCountAboveMax):
-			// "max" stays the node's --max-batch: the tag's ceiling bounds
-			// what one caller takes at once, and a client that split its
-			// request to fit would defeat it (the message names it).
-			s.countError(ctx, err.Error())
+			// "max" stays the node's --max-batch; "tag_max" is the tag's
+			// ceiling, so that a client that merged several callers can
+			// ask in parts (one caller asking for more is refused).
+			tagMax := 0
+			if ce := (*segment.CountAboveMaxError)(nil); errors.As(err, &ce) {
+				tagMax = int(ce.Max)
+			}
+			writeErrorJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: errorDetail{Code: codeInvalidCount, Message: err.Error(), Max: s.maxBatch, TagMax: tagMax}})
 		case errors.Is(err, segment.ErrUnknownTag):
 			s.writeError(ctx, fasthttp.StatusNotFound, codeUnknownTag, "no tag "+strconv.Quote(name)+": create it with snowflakectl segment create")
 		case errors.Is(err, segment.ErrInvalidTag):

@@ -217,8 +217,8 @@ func TestSegmentTokens(t *testing.T) {
 			if tc.status == 401 && !strings.HasPrefix(r.allow, "Bearer") {
 				t.Errorf("GET %s: 401 without WWW-Authenticate: Bearer (%q)", tc.uri, r.allow)
 			}
-			if tc.code == "invalid_count" && !strings.Contains(e.Message, "at most 5") {
-				t.Errorf("GET %s: %q does not name the ceiling", tc.uri, e.Message)
+			if tc.code == "invalid_count" && (!strings.Contains(e.Message, "at most 5") || e.TagMax == nil || *e.TagMax != 5) {
+				t.Errorf("GET %s: %q, tag_max %v: want the ceiling 5 named and in tag_max", tc.uri, e.Message, e.TagMax)
 			}
 		})
 	}

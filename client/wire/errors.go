@@ -107,6 +107,12 @@ type ErrorDetail struct {
 	// with CodeInvalidCount; zero (left out of the JSON) with any other
 	// code. A client that asked for more can ask again for at most Max.
 	Max int `json:"max,omitempty"`
+	// TagMax is a segment tag's per-request ceiling (snowflakectl segment
+	// create --max-count), only with CodeInvalidCount when the request
+	// asked for more; zero (left out) otherwise. A client that merged
+	// several callers' requests into one can ask in parts of at most
+	// TagMax; one caller asking for more is refused.
+	TagMax int `json:"tag_max,omitempty"`
 }
 
 // UnavailableBody is the JSON body of a 503 answer: an ErrorBody whose
