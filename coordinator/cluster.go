@@ -223,7 +223,7 @@ func (c *Coordinator) ensureCluster(ctx context.Context, z zkclient.Client) (clu
 		}
 	}
 	if c.cfg.Auth != "" {
-		if err := checkACLs(ctx, z, c.cfg.Cluster, c.p.cluster, c.p.forever, c.p.leases, c.p.alive); err != nil {
+		if err := checkClusterACLs(ctx, z, c.cfg.Cluster, c.p); err != nil {
 			return got, err
 		}
 	}
@@ -253,6 +253,27 @@ func checkACLs(ctx context.Context, z zkclient.Client, cluster string, paths ...
 		}
 	}
 	return nil
+}
+
+// checkClusterACLs is checkACLs over what guards a cluster's IDs: its
+// znode, forever, leases and alive, every forever znode (each holds a
+// fence: one made by a node run without --zk-auth stays open), and the
+// segments znode with each tag's.
+func checkClusterACLs(ctx context.Context, z zkclient.Client, cluster string, p paths) error {
+	check := []string{p.cluster, p.forever, p.leases, p.alive, p.cluster + "/segments"}
+	for _, dir := range []string{p.forever, p.cluster + "/segments"} {
+		kids, err := z.Children(ctx, dir)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("list %s: %w", dir, err)
+		}
+		for _, k := range kids {
+			check = append(check, dir+"/"+k)
+		}
+	}
+	return checkACLs(ctx, z, cluster, check...)
 }
 
 // permNames spells ZooKeeper permissions as its shell does: "cdrwa".

@@ -268,7 +268,7 @@ func CreateCluster(ctx context.Context, servers []string, auth, cluster string, 
 			return res, err
 		}
 		if auth != "" {
-			if err := checkACLs(ctx, z, cluster, p.cluster, p.forever, p.leases, p.alive); err != nil {
+			if err := checkClusterACLs(ctx, z, cluster, p); err != nil {
 				return res, err
 			}
 		}

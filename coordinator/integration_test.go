@@ -1057,6 +1057,8 @@ func TestIntegration_OpenACLsRefusedWithCredentials(t *testing.T) {
 		{"created without credentials", "cluster", true},
 		{"leases squatted", "leases", true},
 		{"forever squatted", "forever", true},
+		{"a forever znode made without credentials", "forever/node-open-0000000007", true},
+		{"a tag made without credentials", "segments/orders", true},
 		{"created with credentials", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1065,12 +1067,24 @@ func TestIntegration_OpenACLsRefusedWithCredentials(t *testing.T) {
 			if _, err := CreateCluster(context.Background(), srv, auth, cluster, spec, 10*time.Second); err != nil {
 				t.Fatalf("create %s: %v", cluster, err)
 			}
-			if tc.opened != "" { // replace one znode by an open one, as a squatter would have made it
+			if tc.opened != "" { // one znode open, as a squatter (or a node run without credentials) would have made it
 				p := base
 				if tc.opened != "cluster" {
 					p = base + "/" + tc.opened
 				}
-				if _, err := owner.SetACL(p, open, -1); err != nil {
+				if _, _, err := owner.Exists(p); err != nil {
+					t.Fatal(err)
+				} else if ok, _, _ := owner.Exists(p); !ok {
+					if tc.opened == "segments/orders" {
+						secure, _ := zkclient.ACLs(auth)
+						if _, err := owner.Create(base+"/segments", nil, 0, secure); err != nil {
+							t.Fatalf("create segments: %v", err)
+						}
+					}
+					if _, err := owner.Create(p, nil, 0, open); err != nil {
+						t.Fatalf("create %s: %v", p, err)
+					}
+				} else if _, err := owner.SetACL(p, open, -1); err != nil {
 					t.Fatalf("open %s: %v", p, err)
 				}
 			}
@@ -1085,7 +1099,7 @@ func TestIntegration_OpenACLsRefusedWithCredentials(t *testing.T) {
 				return
 			}
 			for what, e := range map[string]error{"claim": err, "cluster create": cerr} {
-				if !errors.Is(e, ErrOpenACL) || !strings.Contains(e.Error(), "world:anyone cdrwa") || !strings.Contains(e.Error(), cluster) {
+				if !errors.Is(e, ErrOpenACL) || !strings.Contains(e.Error(), "world:anyone cdrwa") || !strings.Contains(e.Error(), cluster) || !strings.Contains(e.Error(), tc.opened) && tc.opened != "cluster" {
 					t.Errorf("%s on a cluster with %s open: %v, want ErrOpenACL naming world:anyone cdrwa", what, tc.opened, e)
 				}
 			}
