@@ -553,7 +553,9 @@ func TestPage_SegmentTags(t *testing.T) {
 		{"two tags", []segment.TagStatus{
 			{Tag: "orders", Available: 958, Held: []segment.Range{{Lo: 1042, Hi: 2000}}, Issued: 42, Step: 2000, Loads: 3, Ahead: 100},
 			{Tag: "<b>x</b>", Wasted: 7, Error: "load a range: zookeeper unavailable"},
-		}, []string{"Segment tags served by this node: 2", `data-tag="orders"`, "[1042,2000)", "958", "&lt;b&gt;x&lt;/b&gt;", "zookeeper unavailable"}, []string{"<b>x</b>"}},
+		}, []string{"Segment tags served by this node: 2", `data-tag="orders"`, "[1042,2000)", "958", "&lt;b&gt;x&lt;/b&gt;", "zookeeper unavailable"}, []string{"<b>x</b>", "token required"}},
+		{"a token tag", []segment.TagStatus{{Tag: "payouts", Token: true, RefusedRequired: 3, RefusedInvalid: 12}},
+			[]string{"token required; refused: 3 without, 12 invalid."}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			self := selfFixture()
@@ -640,5 +642,35 @@ func TestPage_Refresh(t *testing.T) {
 		if got := parseDOM(t, body).metaRefresh(); got != tc.meta {
 			t.Errorf("?%s: meta refresh %q, want %q", tc.query, got, tc.meta)
 		}
+	}
+}
+
+// A node serving HTTPS shows its refused handshakes by reason; one
+// without --tls-cert shows no TLS line.
+func TestPage_TLSHandshakes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failures []uint64
+		want     string
+	}{
+		{"plain HTTP", nil, ""},
+		{"HTTPS", []uint64{4, 0, 2, 1}, "HTTPS; refused handshakes since start: not_tls 4, no_client_cert 0, bad_client_cert 2, other 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			self := selfFixture()
+			self.TLSHandshakeFailures = tc.failures
+			p := newPage(t, SourceFuncs{SelfFunc: func() nodestate.Snapshot { return self }}, nil)
+			var buf bytes.Buffer
+			if err := p.Render(context.Background(), &buf); err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if n := parseDOM(t, buf.String()).byID("self-tls"); n != nil {
+				got = textOf(n)
+			}
+			if got != tc.want {
+				t.Errorf("#self-tls = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -92,6 +92,9 @@ var pageTemplate = template.Must(template.New("status").Funcs(template.FuncMap{"
   <dt>ZooKeeper</dt><dd>{{.Self.ZK}}</dd>
   <dt>ZooKeeper fence</dt><dd id="self-zk-fence">{{.Self.ZKFence}}</dd>
   {{- end}}
+  {{- if .Self.TLS}}
+  <dt>TLS</dt><dd id="self-tls">{{.Self.TLS}}</dd>
+  {{- end}}
 </dl>
 </section>
 {{- if .Self.ShowSegments}}
@@ -103,7 +106,7 @@ var pageTemplate = template.Must(template.New("status").Funcs(template.FuncMap{"
 </thead>
 <tbody>
 {{- range .Self.Segments}}
-<tr data-tag="{{.Tag}}"><td class="key">{{.Tag}}</td><td class="num">{{.Available}}</td><td class="note">{{range .Held}}{{.}} {{end}}</td><td class="num">{{.Issued}}</td><td class="num">{{.Step}}</td><td class="num">{{.Loads}}</td><td class="num">{{.Ahead}}</td><td class="num{{if .Wasted}} over{{end}}">{{.Wasted}}</td><td class="note">{{.Error}}</td></tr>
+<tr data-tag="{{.Tag}}"><td class="key">{{.Tag}}</td><td class="num">{{.Available}}</td><td class="note">{{range .Held}}{{.}} {{end}}</td><td class="num">{{.Issued}}</td><td class="num">{{.Step}}</td><td class="num">{{.Loads}}</td><td class="num">{{.Ahead}}</td><td class="num{{if .Wasted}} over{{end}}">{{.Wasted}}</td><td class="note">{{if .Token}}token required; refused: {{.RefusedRequired}} without, {{.RefusedInvalid}} invalid. {{end}}{{.Error}}</td></tr>
 {{- end}}
 </tbody>
 </table>

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
+	"codeberg.org/snowflaked/snowflaked/internal/tlsfiles"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
@@ -52,6 +54,9 @@ type selfView struct {
 	NTP        cell
 	ZK         string
 	ZKFence    string // ZooKeeper mode: the acknowledged fence and its headroom
+	// TLS, when the node serves HTTPS, counts its refused handshakes by
+	// reason ("" without --tls-cert).
+	TLS string
 	// Segments: segment mode's tags (ShowSegments false in standalone mode).
 	ShowSegments bool
 	Segments     []segment.TagStatus
@@ -182,6 +187,15 @@ func (p *Page) selfView(self nodestate.Snapshot, now time.Time) selfView {
 		s.Fence = "none persisted yet"
 	}
 	s.ShowSegments, s.Segments = self.Segments != nil, self.Segments
+	if f := self.TLSHandshakeFailures; f != nil {
+		var parts []string
+		for i, reason := range tlsfiles.Reasons {
+			if i < len(f) {
+				parts = append(parts, fmt.Sprintf("%s %d", reason, f[i]))
+			}
+		}
+		s.TLS = "HTTPS; refused handshakes since start: " + strings.Join(parts, ", ")
+	}
 	if self.ZK != nil {
 		z := self.ZK
 		if z.ZKFence > 0 {
