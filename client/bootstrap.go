@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,10 @@ type BootstrapConfig struct {
 	// Log receives a line per change of the list (Info) and per poll that
 	// no node answered (Warn); nil discards everything.
 	Log *slog.Logger
+	// TLS, for nodes that serve HTTPS (--tls-cert), makes the requests
+	// HTTPS with it (RootCAs, and Certificates under mutual TLS), as
+	// Config.TLS does the client's; nil asks over plain HTTP.
+	TLS *tls.Config
 }
 
 // Bootstrap is a Discovery that asks the nodes themselves: GET
@@ -102,7 +107,7 @@ func NewBootstrap(ctx context.Context, cfg BootstrapConfig) (*Bootstrap, error) 
 		cfg: cfg, done: make(chan struct{}), changed: make(chan struct{}),
 		// No proxy from the environment: the nodes are called directly,
 		// as the client calls them.
-		http: &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * cfg.Interval}},
+		http: &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * cfg.Interval, TLSClientConfig: cfg.TLS}},
 	}
 	nodes, err := b.ask(ctx, cfg.Seeds)
 	if err != nil {
@@ -221,7 +226,11 @@ func (b *Bootstrap) ask(ctx context.Context, addrs []string) ([]string, error) {
 // fetch asks one node for the node list: GET /cluster/nodes, a 200 with a
 // ClusterNodesBody of at least one node, every address host:port.
 func (b *Bootstrap) fetch(ctx context.Context, addr string) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+wire.PathClusterNodes, nil)
+	scheme := "http://"
+	if b.cfg.TLS != nil {
+		scheme = "https://"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+wire.PathClusterNodes, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", addr, err)
 	}

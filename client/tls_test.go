@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -67,5 +68,37 @@ func TestConfigTLS(t *testing.T) {
 				t.Errorf("%d TLS connections for 3 calls, want 1 (kept alive)", n)
 			}
 		})
+	}
+}
+
+// Bootstrap asks nodes that serve HTTPS with BootstrapConfig.TLS, and a
+// client fed by it reaches them with Config.TLS; without TLS the bootstrap
+// finds no node.
+func TestBootstrapTLS(t *testing.T) {
+	f := &fakeNode{}
+	f.next.Store(1 << 40)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(f.handle))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	list := fmt.Sprintf(`{"nodes":[{"worker_id":1,"addr":%q}]}`, addr)
+	f.list.Store(&list)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	cfg := &tls.Config{RootCAs: roots}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := NewBootstrap(ctx, BootstrapConfig{Seeds: []string{addr}, Timeout: time.Second}); err == nil {
+		t.Fatal("a plain-HTTP bootstrap found an HTTPS node")
+	}
+	d, err := NewBootstrap(ctx, BootstrapConfig{Seeds: []string{addr}, TLS: cfg})
+	if err != nil {
+		t.Fatalf("bootstrap over HTTPS: %v", err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	c := newClient(t, Config{Discovery: d, TLS: cfg})
+	if id, err := c.Next(ctx); err != nil || id <= 1<<40 {
+		t.Fatalf("Next through an HTTPS bootstrap: %d, %v", id, err)
 	}
 }

@@ -87,7 +87,7 @@ func (f *clientFlags) newClient(ctx context.Context, cfg client.Config) (c *clie
 	switch {
 	case f.bootstrap != "":
 		var b *client.Bootstrap
-		if b, err = client.NewBootstrap(ctx, client.BootstrapConfig{Seeds: splitComma(f.bootstrap)}); err != nil {
+		if b, err = client.NewBootstrap(ctx, client.BootstrapConfig{Seeds: splitComma(f.bootstrap), TLS: cfg.TLS}); err != nil {
 			return nil, nil, fmt.Errorf("--bootstrap %s: %w", f.bootstrap, err)
 		}
 		d, cfg.Discovery = b, b
