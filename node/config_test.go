@@ -93,11 +93,7 @@ func TestEnvVars(t *testing.T) {
 func TestValidate(t *testing.T) {
 	ok := defaultConfig()
 	ok.WorkerID = 1
-	tests := []struct {
-		name   string
-		change func(*Config)
-		want   []string // substrings of the error; nil = valid
-	}{
+	tests := []validateCase{
 		{"standalone with worker id", func(c *Config) {}, nil},
 		{"zk without worker id", func(c *Config) { c.WorkerID = -1; c.ZK = "127.0.0.1:2181"; c.Listen = "127.0.0.1:8080" }, nil},
 		{"js53 largest worker", func(c *Config) { c.Layout = "js53"; c.WorkerID = 31 }, nil},
@@ -148,6 +144,20 @@ func TestValidate(t *testing.T) {
 		}, []string{"--ntp-interval", "--peer-interval", "--shutdown-timeout", "--zk-session-timeout"}},
 		{"several problems at once", func(c *Config) { c.MaxBatch = 0; c.LogFormat = "xml" }, []string{"--max-batch", "--log-format"}},
 	}
+	checkValidate(t, ok, tests)
+}
+
+// validateCase is one row of a Validate table: a change to a valid
+// config, and the substrings of the error it must give (nil: valid).
+type validateCase struct {
+	name   string
+	change func(*Config)
+	want   []string
+}
+
+// checkValidate runs a Validate table against changes of ok.
+func checkValidate(t *testing.T, ok Config, tests []validateCase) {
+	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"errors"
-	"strings"
 	"testing"
 
 	"codeberg.org/snowflaked/snowflaked/internal/tlsfiles/tlstest"
@@ -13,11 +11,7 @@ func TestValidateTLS(t *testing.T) {
 	a, b := ca.Issue(t, "a"), ca.Issue(t, "b")
 	ok := defaultConfig()
 	ok.WorkerID = 1
-	tests := []struct {
-		name   string
-		change func(*Config)
-		want   []string // substrings of the error; nil = valid
-	}{
+	tests := []validateCase{
 		{"HTTPS", func(c *Config) { c.TLSCert, c.TLSKey = a.CertFile, a.KeyFile }, nil},
 		{"mutual TLS with allow-lists", func(c *Config) {
 			c.TLSCert, c.TLSKey, c.TLSClientCA, c.TLSCA = a.CertFile, a.KeyFile, ca.File, ca.File
@@ -35,27 +29,7 @@ func TestValidateTLS(t *testing.T) {
 			c.TLSCert, c.TLSKey, c.TLSClientCA, c.TLSAdminAllow = a.CertFile, a.KeyFile, ca.File, "ops,,x"
 		}, []string{"--tls-admin-allow: empty name"}},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			c := ok
-			tc.change(&c)
-			err := c.Validate()
-			if tc.want == nil {
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
-				return
-			}
-			if !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("Validate: %v, want ErrInvalidConfig", err)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate: %v: does not say %q", err, w)
-				}
-			}
-		})
-	}
+	checkValidate(t, ok, tests)
 }
 
 // The admin allow-list guards the node's state, not its IDs.
