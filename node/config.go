@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -157,19 +158,39 @@ func (c Config) files() disk.Disk {
 // with --zk-tls-*, or nil (the coordinator's default, plain TCP). Files
 // that no longer load (Validate loaded them) give a Dialer that fails with
 // why.
-func (c Config) dialer() zkconn.Dialer {
+func (c Config) dialer(log zerolog.Logger) zkconn.Dialer {
 	if c.seams != nil && c.seams.dial != nil {
 		return c.seams.dial
 	}
-	files := c.zkTLSFiles()
-	if !files.Enabled() {
+	cfg, err := c.zkTLSConfig(log)
+	switch {
+	case err != nil:
+		return func([]string, zkconn.Options) (zkconn.Conn, error) { return nil, err }
+	case cfg == nil:
 		return nil
 	}
-	cfg, err := zktls.Load(files)
-	if err != nil {
-		return func([]string, zkconn.Options) (zkconn.Conn, error) { return nil, err }
-	}
 	return zkconn.TLSDial(cfg)
+}
+
+// zkTLSConfig is the TLS configuration of --zk-tls-* (nil without them).
+// The client certificate is a tlsfiles.Pair, as the API's is: read again
+// when its files change, so a session that reconnects after a rotation
+// presents the new one instead of an expired one.
+func (c Config) zkTLSConfig(log zerolog.Logger) (*tls.Config, error) {
+	files := c.zkTLSFiles()
+	if !files.Enabled() {
+		return nil, nil
+	}
+	cfg, err := zktls.Load(files)
+	if err != nil || files.Cert == "" {
+		return cfg, err
+	}
+	pair, err := tlsfiles.NewPair(files.Cert, files.Key, log.With().Str("component", "zk-tls").Logger())
+	if err != nil {
+		return nil, err
+	}
+	cfg.Certificates, cfg.GetClientCertificate = nil, pair.GetClientCertificate
+	return cfg, nil
 }
 
 // zkTLSFiles are the files of --zk-tls-ca, --zk-tls-cert and --zk-tls-key.

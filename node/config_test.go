@@ -1,6 +1,8 @@
 package node
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/internal/tlsfiles/tlstest"
 	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/tests/testpki"
 )
@@ -221,7 +226,7 @@ func TestValidateZKTLS(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
 				}
-				if c.dialer() == nil {
+				if c.dialer(zerolog.Nop()) == nil {
 					t.Fatal("dialer() is nil with --zk-tls-ca: the node would dial plain TCP")
 				}
 				return
@@ -286,5 +291,42 @@ func TestServerLists(t *testing.T) {
 	c.ZK = ""
 	if got := c.zkServers(); got != nil {
 		t.Errorf("ZKServers in standalone mode = %q", got)
+	}
+}
+
+// The ZooKeeper client certificate of --zk-tls-cert follows its files, as
+// the API's does (one tlsfiles.Pair): a session that reconnects after a
+// rotation presents the new certificate, not an expired one.
+func TestZKTLSClientCertificateFollowsItsFiles(t *testing.T) {
+	ca := tlstest.NewCA(t, "zk-ca")
+	first, rotated := ca.Issue(t, "node-before"), ca.Issue(t, "node-after")
+	c := defaultConfig()
+	c.ZKTLSCA, c.ZKTLSCert, c.ZKTLSKey = ca.File, first.CertFile, first.KeyFile
+	cfg, err := c.zkTLSConfig(zerolog.Nop())
+	if err != nil || cfg == nil || cfg.GetClientCertificate == nil || len(cfg.Certificates) != 0 {
+		t.Fatalf("zkTLSConfig = %+v, %v: want a client certificate read through a Pair", cfg, err)
+	}
+	cn := func() string {
+		t.Helper()
+		cert, err := cfg.GetClientCertificate(&tls.CertificateRequestInfo{})
+		if err != nil || cert == nil || len(cert.Certificate) == 0 {
+			t.Fatalf("GetClientCertificate: %v, %v", cert, err)
+		}
+		leaf, err := x509.ParseCertificate(cert.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leaf.Subject.CommonName
+	}
+	if got := cn(); got != "node-before" {
+		t.Fatalf("first certificate %q, want node-before", got)
+	}
+	tlstest.Install(t, rotated, first.CertFile, first.KeyFile)
+	deadline := time.Now().Add(5 * time.Second) // a Pair looks at its files at most once a second
+	for cn() != "node-after" {
+		if time.Now().After(deadline) {
+			t.Fatal("the rotated certificate was not presented within 5s")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -233,7 +233,7 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 		Layout: n.layout, WorkerIDs: n.cfg.workerIDs(), RecycleAfter: n.cfg.RecycleAfter, ReportInterval: n.cfg.ReportInterval,
 		ZKFenceAhead:   n.cfg.ZKFenceAhead,
 		ConnectTimeout: connectTimeout(n.cfg.ZKSessionTimeout),
-		Clock:          n.clock, Log: n.log, Dial: n.cfg.dialer(),
+		Clock:          n.clock, Log: n.log, Dial: n.cfg.dialer(n.log),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)

@@ -45,7 +45,7 @@ type segmentMode struct {
 func newSegmentMode(cfg Config, nodeKey string, log zerolog.Logger) *segmentMode {
 	return &segmentMode{
 		cfg: segment.ZKConfig{Servers: cfg.zkServers(), Cluster: cfg.Cluster, Auth: cfg.ZKAuth,
-			Timeout: connectTimeout(cfg.ZKSessionTimeout), Log: log, Dial: cfg.dialer()},
+			Timeout: connectTimeout(cfg.ZKSessionTimeout), Log: log, Dial: cfg.dialer(log)},
 		file: cfg.CacheFile + ".segments", node: nodeKey, log: log, disk: cfg.files(), wrapStore: cfg.storeWrapper(),
 	}
 }

@@ -17,8 +17,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
-	"sync"
 	"time"
 )
 
@@ -83,55 +81,8 @@ func Load(f Files) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s with key %s: %w", ErrCert, f.Cert, f.Key, err)
 	}
-	r := &reloader{cert: f.Cert, key: f.Key, pair: &pair, stamp: stampOf(f.Cert, f.Key), checked: time.Now()}
-	cfg.GetClientCertificate = r.get
+	cfg.Certificates = []tls.Certificate{pair}
 	return cfg, nil
-}
-
-// reloadEvery bounds how often a handshake looks at the client
-// certificate's files (a variable for tests).
-var reloadEvery = time.Second
-
-// reloader hands the client certificate to each handshake, read again
-// when its files changed (a rotated certificate is used from the next
-// connection, without a restart; a session that reconnects after the old
-// one expired would otherwise be refused until someone restarts the
-// process). A new pair that does not load keeps the old one.
-type reloader struct {
-	cert, key string
-	mu        sync.Mutex
-	pair      *tls.Certificate
-	stamp     string // the files' sizes and modification times
-	checked   time.Time
-}
-
-func (r *reloader) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if time.Since(r.checked) < reloadEvery {
-		return r.pair, nil
-	}
-	r.checked = time.Now()
-	if st := stampOf(r.cert, r.key); st != r.stamp {
-		if pair, err := tls.LoadX509KeyPair(r.cert, r.key); err == nil {
-			r.pair, r.stamp = &pair, st
-		}
-	}
-	return r.pair, nil
-}
-
-// stampOf describes the files' sizes and modification times ("" for a
-// file that cannot be read).
-func stampOf(files ...string) string {
-	var b strings.Builder
-	for _, f := range files {
-		if fi, err := os.Stat(f); err == nil {
-			fmt.Fprintf(&b, "%d/%d;", fi.Size(), fi.ModTime().UnixNano())
-		} else {
-			b.WriteString("-;")
-		}
-	}
-	return b.String()
 }
 
 // DialFunc is the dial function go-zookeeper's zk.WithDialer takes.

@@ -87,7 +87,7 @@ func TestLoad(t *testing.T) {
 				t.Fatalf("Load: %v", err)
 			case tc.wantNil != (cfg == nil):
 				t.Fatalf("Load = %v, want nil %v", cfg, tc.wantNil)
-			case cfg != nil && (cfg.RootCAs == nil || (cfg.GetClientCertificate != nil) != (tc.wantCerts == 1) || cfg.MinVersion < tls.VersionTLS12):
+			case cfg != nil && (cfg.RootCAs == nil || len(cfg.Certificates) != tc.wantCerts || cfg.MinVersion < tls.VersionTLS12):
 				t.Fatalf("Load = %+v", cfg)
 			}
 		})
@@ -158,53 +158,5 @@ func TestDialer(t *testing.T) {
 				t.Fatalf("dial: %v: a refused TCP connection is not TLS's doing", err)
 			}
 		})
-	}
-}
-
-// The client certificate is read again when its files change, from the
-// next handshake on (no restart); a new pair that does not load keeps the
-// one in use.
-func TestClientCertificateReloads(t *testing.T) {
-	old := reloadEvery
-	reloadEvery = 0
-	t.Cleanup(func() { reloadEvery = old })
-	dir := t.TempDir()
-	ca, _ := selfSigned(t, dir, "ca")
-	cert, key := selfSigned(t, dir, "client")
-	cfg, err := Load(Files{CA: ca, Cert: cert, Key: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	leafCN := func() string {
-		t.Helper()
-		c, err := cfg.GetClientCertificate(&tls.CertificateRequestInfo{})
-		if err != nil || c == nil || len(c.Certificate) == 0 {
-			t.Fatalf("GetClientCertificate: %v, %v", c, err)
-		}
-		x, err := x509.ParseCertificate(c.Certificate[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x.Subject.CommonName
-	}
-	if cn := leafCN(); cn != "client" {
-		t.Fatalf("first certificate %q, want client", cn)
-	}
-	// A rotation: the new pair replaces the files.
-	newCert, newKey := selfSigned(t, t.TempDir(), "rotated-client")
-	for from, to := range map[string]string{newCert: cert, newKey: key} {
-		if err := os.Rename(from, to); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if cn := leafCN(); cn != "rotated-client" {
-		t.Fatalf("after the rotation %q, want rotated-client", cn)
-	}
-	// A half-written key: the pair in use stays.
-	if err := os.WriteFile(key, []byte("not a key"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if cn := leafCN(); cn != "rotated-client" {
-		t.Fatalf("after a broken key %q, want the pair in use (rotated-client)", cn)
 	}
 }
