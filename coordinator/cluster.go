@@ -237,15 +237,12 @@ func (c *Coordinator) ensureCluster(ctx context.Context, z zkclient.Client) (clu
 // can delete a forever znode deletes its fence, and a recycler then
 // reissues its IDs. A znode that does not exist is skipped.
 func checkACLs(ctx context.Context, z zkclient.Client, cluster string, paths ...string) error {
-	for _, p := range paths {
-		acl, err := z.GetACL(ctx, p)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("read the ACL of %s: %w", p, err)
-		}
-		for _, a := range acl {
+	acls, err := z.GetACLs(ctx, paths)
+	if err != nil {
+		return err
+	}
+	for i, p := range paths {
+		for _, a := range acls[i] {
 			if a.Scheme != "digest" && a.Perms&^zk.PermRead != 0 {
 				return fmt.Errorf("%w: cluster %q: %s lets %s:%s %s without the cluster's credentials (it was created without --zk-auth, or by someone else first), so anyone who reaches ZooKeeper could delete its fences; delete the cluster (snowflakectl cluster delete) and create it again with --zk-auth, or run every node without --zk-auth",
 					ErrOpenACL, cluster, p, a.Scheme, a.ID, permNames(a.Perms))

@@ -234,31 +234,59 @@ func (z Client) Ensure(ctx context.Context, path string, data []byte, acl []zk.A
 	return nil
 }
 
-// getMany reads many znodes with a few calls in flight; a node that
+// GetMany reads many znodes with a few calls in flight; a node that
 // vanished meanwhile gives a nil entry.
 func (z Client) GetMany(ctx context.Context, paths []string) ([]*GetResult, error) {
-	const inFlight = 8
 	out := make([]*GetResult, len(paths))
+	err := inFlight(paths, func(i int, p string) error {
+		b, st, err := z.Get(ctx, p)
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+		case err != nil:
+			return fmt.Errorf("read %s: %w", p, err)
+		default:
+			out[i] = &GetResult{b, st}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// GetACLs reads the ACLs of many znodes with a few calls in flight; a
+// node that does not exist gives a nil entry.
+func (z Client) GetACLs(ctx context.Context, paths []string) ([][]zk.ACL, error) {
+	out := make([][]zk.ACL, len(paths))
+	err := inFlight(paths, func(i int, p string) error {
+		acl, err := z.GetACL(ctx, p)
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+		case err != nil:
+			return fmt.Errorf("read the ACL of %s: %w", p, err)
+		default:
+			out[i] = acl
+		}
+		return nil
+	})
+	return out, err
+}
+
+// inFlight calls do for every path with up to 8 calls in flight and
+// joins their errors.
+func inFlight(paths []string, do func(i int, p string) error) error {
+	const most = 8
 	errs := make([]error, len(paths))
-	sem := make(chan struct{}, inFlight)
+	sem := make(chan struct{}, most)
 	var wg sync.WaitGroup
 	for i, p := range paths {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			b, st, err := z.Get(ctx, p)
-			switch {
-			case errors.Is(err, zk.ErrNoNode):
-			case err != nil:
-				errs[i] = fmt.Errorf("read %s: %w", p, err)
-			default:
-				out[i] = &GetResult{b, st}
-			}
+			errs[i] = do(i, p)
 		}()
 	}
 	wg.Wait()
-	return out, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // authHint explains ErrNoAuth.
