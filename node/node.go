@@ -101,36 +101,11 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) (err error) {
 	if o.listener != nil {
 		defer o.listener.Close() // closed by the server too; a second Close is harmless
 	}
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	given := cfg.CacheFile
-	if cfg.CacheFile, err = resolveCacheFile(cfg.CacheFile); err != nil {
-		return err
-	}
-	if cfg.CacheFile != given {
-		log.Info().Str("cache_file", given).Str("resolved", cfg.CacheFile).Msg("the cache file path goes through symlinks: using the file they lead to")
-	}
-	if o.clock == nil {
-		o.clock = clock.NewSystem()
-	}
-	n := &node{cfg: cfg, log: log, seams: o}
-	hooks, err := chaosSetup(o.clock)
+	n, err := newNode(cfg, o, log)
 	if err != nil {
 		return err
 	}
-	n.clock, n.chaosDisk = hooks.clock, hooks.disk
-	if n.routes, err = mergeRoutes(hooks.routes); err != nil {
-		return err
-	}
-	if n.layout, err = cfg.parseLayout(clock.WallTime(n.clock)); err != nil {
-		return err
-	}
-	if cfg.APITokensFile != "" {
-		if n.apiTokens, err = loadAPITokens(cfg.APITokensFile); err != nil {
-			return err
-		}
-	}
+	cfg = n.cfg
 	// 0. One process per cache file; the listener first, so the advertised
 	// address (which may be the node key) has its real port.
 	lock, err := lockCacheFile(cfg.CacheFile)
@@ -184,6 +159,59 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) (err error) {
 		}
 		return err
 	}
+	if err := n.build(); err != nil {
+		return err
+	}
+	n.logStart(ln.Addr())
+	if o.built != nil {
+		o.built(n)
+	}
+	// 5. Serve until ctx ends, with the background loops; then stop.
+	serving = true
+	return n.serve(ctx)
+}
+
+// newNode checks cfg and builds what needs no file, port or ZooKeeper:
+// the clock (with the chaos build's hooks), the routes, the layout and the
+// API tokens.
+func newNode(cfg Config, o seams, log zerolog.Logger) (n *node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	given := cfg.CacheFile
+	if cfg.CacheFile, err = resolveCacheFile(cfg.CacheFile); err != nil {
+		return nil, err
+	}
+	if cfg.CacheFile != given {
+		log.Info().Str("cache_file", given).Str("resolved", cfg.CacheFile).Msg("the cache file path goes through symlinks: using the file they lead to")
+	}
+	if o.clock == nil {
+		o.clock = clock.NewSystem()
+	}
+	n = &node{cfg: cfg, log: log, seams: o}
+	hooks, err := chaosSetup(o.clock)
+	if err != nil {
+		return nil, err
+	}
+	n.clock, n.chaosDisk = hooks.clock, hooks.disk
+	if n.routes, err = mergeRoutes(hooks.routes); err != nil {
+		return nil, err
+	}
+	if n.layout, err = cfg.parseLayout(clock.WallTime(n.clock)); err != nil {
+		return nil, err
+	}
+	if cfg.APITokensFile != "" {
+		if n.apiTokens, err = loadAPITokens(cfg.APITokensFile); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// build makes the generator, the guard and its checks, writes the fence
+// once, and makes the metrics, the status page and the HTTP server, with
+// their background loops.
+func (n *node) build() error {
 	n.start.setStep("building the generator, the fences and the checks")
 	// 2. Generator: never issues at or before the fence's tick.
 	if err := n.newGenerator(); err != nil {
@@ -194,7 +222,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) (err error) {
 		return err
 	}
 	if err := n.keeper.Extend(); err != nil {
-		return fmt.Errorf("first write of the time fence to %s: %w", cfg.CacheFile, err)
+		return fmt.Errorf("first write of the time fence to %s: %w", n.cfg.CacheFile, err)
 	}
 	// 4. Metrics, status page and the HTTP server.
 	if err := n.newMetrics(); err != nil {
@@ -210,13 +238,7 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) (err error) {
 	if n.segments != nil && n.segments.resume(n.ident.entry.Incarnation) {
 		n.loops = append(n.loops, n.segments.run)
 	}
-	n.logStart(ln.Addr())
-	if o.built != nil {
-		o.built(n)
-	}
-	// 5. Serve until ctx ends, with the background loops; then stop.
-	serving = true
-	return n.serve(ctx)
+	return nil
 }
 
 // zkIdentity creates the coordinator and claims the worker ID (see the
