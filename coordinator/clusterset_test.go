@@ -79,47 +79,66 @@ func TestIntegration_SetClusterChangesOnlyRecycleAfter(t *testing.T) {
 		{"flat-old", 0, false},
 	} {
 		t.Run(tc.cluster, func(t *testing.T) {
-			path := "/snowflaked/" + tc.cluster
-			before, stBefore, err := raw.Get(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := strings.HasPrefix(string(before), `{"format":2,"requires":[`); got != tc.format2 {
-				t.Fatalf("before: %s; want format 2 = %v", before, tc.format2)
-			}
-			res, err := SetCluster(ctx, srv, "", tc.cluster, ClusterChange{RecycleAfter: 5 * time.Minute}, 5*time.Second)
-			if err != nil || !res.Changed || res.OldRecycleAfter != tc.old || res.RecycleAfter != 5*time.Minute {
-				t.Fatalf("SetCluster = %+v, %v; want changed %v → 5m", res, err, tc.old)
-			}
-			after, stAfter, err := raw.Get(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := strings.Replace(string(before), `"recycle_after_ms":3600000`, `"recycle_after_ms":300000`, 1)
-			if tc.old == 0 {
-				want = strings.TrimSuffix(string(before), "}") + `,"recycle_after_ms":300000}`
-			}
-			if string(after) != want || stAfter.Version != stBefore.Version+1 {
-				t.Fatalf("after SetCluster the znode is (version %d)\n%s\nwant (version %d)\n%s", stAfter.Version, after, stBefore.Version+1, want)
-			}
-			b, a := decodeForTest(t, before), decodeForTest(t, after)
-			if a.RecycleAfterMs != 300000 || a.Incarnation != b.Incarnation || a.WorkerIDs != b.WorkerIDs || !a.Layout.Equal(b.Layout) ||
-				strings.Join(a.Requires, ",") != strings.Join(b.Requires, ",") {
-				t.Fatalf("decoded before %+v, after %+v: only recycle-after may change", b, a)
-			}
-			if (oldDecode(after) == nil) != !tc.format2 {
-				t.Fatalf("the shape changed: an old release's decode of %s: %v", after, oldDecode(after))
-			}
-
-			res, err = SetCluster(ctx, srv, "", tc.cluster, ClusterChange{RecycleAfter: 5 * time.Minute}, 5*time.Second)
-			if err != nil || res.Changed || res.OldRecycleAfter != 5*time.Minute {
-				t.Fatalf("SetCluster of the same value = %+v, %v; want nothing to do", res, err)
-			}
-			if _, st, _ := raw.Get(path); st.Version != stAfter.Version {
-				t.Fatalf("SetCluster of the same value wrote the znode (version %d → %d)", stAfter.Version, st.Version)
-			}
+			checkSetRecycleAfter(t, raw, srv, tc.cluster, tc.old, tc.format2)
 		})
 	}
+	checkRecycleAfterKept(t, srv)
+}
+
+// checkSetRecycleAfter sets cluster's recycle-after from old to 5m and
+// checks that only recycle_after_ms changed, byte for byte and in the
+// znode's shape (format 2 or flat), and that the same value again writes
+// nothing.
+func checkSetRecycleAfter(t *testing.T, raw *zk.Conn, srv []string, cluster string, old time.Duration, format2 bool) {
+	t.Helper()
+	ctx := context.Background()
+	path := "/snowflaked/" + cluster
+	before, stBefore, err := raw.Get(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.HasPrefix(string(before), `{"format":2,"requires":[`); got != format2 {
+		t.Fatalf("before: %s; want format 2 = %v", before, format2)
+	}
+	res, err := SetCluster(ctx, srv, "", cluster, ClusterChange{RecycleAfter: 5 * time.Minute}, 5*time.Second)
+	if err != nil || !res.Changed || res.OldRecycleAfter != old || res.RecycleAfter != 5*time.Minute {
+		t.Fatalf("SetCluster = %+v, %v; want changed %v → 5m", res, err, old)
+	}
+	after, stAfter, err := raw.Get(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(string(before), `"recycle_after_ms":3600000`, `"recycle_after_ms":300000`, 1)
+	if old == 0 {
+		want = strings.TrimSuffix(string(before), "}") + `,"recycle_after_ms":300000}`
+	}
+	if string(after) != want || stAfter.Version != stBefore.Version+1 {
+		t.Fatalf("after SetCluster the znode is (version %d)\n%s\nwant (version %d)\n%s", stAfter.Version, after, stBefore.Version+1, want)
+	}
+	b, a := decodeForTest(t, before), decodeForTest(t, after)
+	if a.RecycleAfterMs != 300000 || a.Incarnation != b.Incarnation || a.WorkerIDs != b.WorkerIDs || !a.Layout.Equal(b.Layout) ||
+		strings.Join(a.Requires, ",") != strings.Join(b.Requires, ",") {
+		t.Fatalf("decoded before %+v, after %+v: only recycle-after may change", b, a)
+	}
+	if (oldDecode(after) == nil) != !format2 {
+		t.Fatalf("the shape changed: an old release's decode of %s: %v", after, oldDecode(after))
+	}
+
+	res, err = SetCluster(ctx, srv, "", cluster, ClusterChange{RecycleAfter: 5 * time.Minute}, 5*time.Second)
+	if err != nil || res.Changed || res.OldRecycleAfter != 5*time.Minute {
+		t.Fatalf("SetCluster of the same value = %+v, %v; want nothing to do", res, err)
+	}
+	if _, st, _ := raw.Get(path); st.Version != stAfter.Version {
+		t.Fatalf("SetCluster of the same value wrote the znode (version %d → %d)", stAfter.Version, st.Version)
+	}
+}
+
+// checkRecycleAfterKept checks, after every cluster's recycle-after was
+// set to 5m, that cluster list shows it and that cluster create run again
+// accepts it unless it asks for another value.
+func checkRecycleAfterKept(t *testing.T, srv []string) {
+	t.Helper()
+	ctx := context.Background()
 	rows, err := ListClusters(ctx, srv, "", 5*time.Second)
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("ListClusters = %+v, %v", rows, err)

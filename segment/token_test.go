@@ -85,7 +85,22 @@ func TestSegmentStore_Tokens(t *testing.T) {
 	}
 	inc := got.Incarnation
 
-	// Stored hashed, digest ACL only.
+	checkTokenStoredHashed(t, srv, auth, s, stranger, token, inc)
+	set, err := s.Tokens(ctx, "tok", inc)
+	if err != nil || set.Incarnation != inc || !set.Match([]byte(token), time.Now()) {
+		t.Fatalf("Tokens: %+v %v; want incarnation %d accepting the token", set, err, inc)
+	}
+
+	fresh := checkTokenRotation(t, s, token, inc)
+	checkTokenRecreated(t, s, tag, inc, token, fresh)
+}
+
+// checkTokenStoredHashed checks that the token znode holds the token's hash
+// under the cluster's digest ACL only, which stranger (no credentials)
+// cannot read.
+func checkTokenStoredHashed(t *testing.T, srv []string, auth string, s, stranger *ZKStore, token string, inc int64) {
+	t.Helper()
+	ctx := context.Background()
 	raw, _, err := s.z.Get(ctx, s.tokenPath("tok"))
 	if err != nil {
 		t.Fatal(err)
@@ -115,19 +130,20 @@ func TestSegmentStore_Tokens(t *testing.T) {
 		t.Fatalf("Tokens without credentials: %v, want a refusal naming --zk-auth", err)
 	}
 
-	set, err := s.Tokens(ctx, "tok", inc)
-	if err != nil || set.Incarnation != inc || !set.Match([]byte(token), time.Now()) {
-		t.Fatalf("Tokens: %+v %v; want incarnation %d accepting the token", set, err, inc)
-	}
+}
 
-	// Rotation with a short grace.
+// checkTokenRotation rotates tok's token with a short grace and checks that
+// the old token is accepted for the grace only; it returns the new token.
+func checkTokenRotation(t *testing.T, s *ZKStore, token string, inc int64) string {
+	t.Helper()
+	ctx := context.Background()
 	const grace = 1500 * time.Millisecond
 	rotatedAt := time.Now()
 	fresh, err := s.RotateToken(ctx, "tok", grace)
 	if err != nil || fresh == token {
 		t.Fatalf("RotateToken: %q %v", fresh, err)
 	}
-	set, err = s.readTokens(ctx, "tok", inc)
+	set, err := s.readTokens(ctx, "tok", inc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +173,14 @@ func TestSegmentStore_Tokens(t *testing.T) {
 		t.Fatalf("rotating a plain tag's token: %v, want ErrNoToken", err)
 	}
 
-	// Deleted and created again: a new incarnation, a new token.
+	return fresh
+}
+
+// checkTokenRecreated deletes tok and creates it again: a new incarnation
+// whose token set accepts neither of the old tag's tokens.
+func checkTokenRecreated(t *testing.T, s *ZKStore, tag Tag, inc int64, token, fresh string) {
+	t.Helper()
+	ctx := context.Background()
 	if err := s.Delete(ctx, "tok"); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +192,7 @@ func TestSegmentStore_Tokens(t *testing.T) {
 	if _, err := s.Tokens(ctx, "tok", inc); !errors.Is(err, ErrTagGone) {
 		t.Fatalf("Tokens of the old incarnation: %v, want ErrTagGone", err)
 	}
-	set, err = s.Tokens(ctx, "tok", newInc)
+	set, err := s.Tokens(ctx, "tok", newInc)
 	if err != nil || set.Incarnation != newInc {
 		t.Fatalf("Tokens of the new incarnation: %+v %v", set, err)
 	}

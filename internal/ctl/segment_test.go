@@ -24,11 +24,6 @@ func TestIntegration_Segment(t *testing.T) {
 	zk := zkharness.StartStandalone(t)
 	startWorker(t, zk, "segtest", "node-a", "127.0.0.1:18091", false) // creates the cluster
 	z := zk.ConnectString()
-	run := func(args ...string) (int, string, string) {
-		var stdout, stderr bytes.Buffer
-		code := Main(append([]string{"segment"}, args...), &stdout, &stderr)
-		return code, stdout.String(), stderr.String()
-	}
 	for _, tc := range []struct {
 		name    string
 		args    []string
@@ -58,13 +53,28 @@ func TestIntegration_Segment(t *testing.T) {
 		{"no --zk", []string{"list"}, 2, "", "--zk is required"},
 		{"unknown cluster", []string{"list", "--zk", z, "--cluster", "nosuch"}, 1, "", `cluster "nosuch" does not exist`},
 	} {
-		code, out, errOut := run(tc.args...)
+		code, out, errOut := runSegment(tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.wantOut) || !strings.Contains(errOut, tc.wantErr) {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d, stdout with %q, stderr with %q", tc.name, code, out, errOut, tc.code, tc.wantOut, tc.wantErr)
 		}
 	}
 
-	// A node takes a range and gives part of it back: status accounts for it.
+	checkSegmentStatusTally(t, z)
+}
+
+// runSegment runs snowflakectl segment with args and returns its exit
+// code, stdout and stderr.
+func runSegment(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := Main(append([]string{"segment"}, args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// checkSegmentStatusTally has a node of cluster segtest take a range of
+// orders and give part of it back, and checks that segment status
+// accounts for every ID once, also when two records list one range.
+func checkSegmentStatusTally(t *testing.T, z string) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: strings.Split(z, ","), Cluster: "segtest", Timeout: 5 * time.Second})
 	if err != nil {
@@ -85,7 +95,7 @@ func TestIntegration_Segment(t *testing.T) {
 	if err := st.Publish(ctx, "orders", "node-a", []segment.Range{{Lo: r.Lo + 20, Hi: r.Lo + 30}}); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := run("status", "orders", "--zk", z, "--cluster", "segtest", "--json")
+	code, out, errOut := runSegment("status", "orders", "--zk", z, "--cluster", "segtest", "--json")
 	if code != 0 {
 		t.Fatalf("status --json: %d %s", code, errOut)
 	}
@@ -96,7 +106,7 @@ func TestIntegration_Segment(t *testing.T) {
 	if rep.HandedOut != 50 || rep.ReturnedIDs != 20 || rep.HeldIDs != 10 || rep.IssuedOrLost != 20 || rep.IssuedOrLostAtMost != 30 || rep.Tag.Description != "order numbers" || len(rep.Holders["node-a"]) != 1 {
 		t.Fatalf("status: %+v", rep)
 	}
-	code, out, _ = run("status", "orders", "--zk", z, "--cluster", "segtest")
+	code, out, _ = runSegment("status", "orders", "--zk", z, "--cluster", "segtest")
 	for _, want := range []string{`tag "orders": start 1000, max_id 1050`, "handed out 50 = returned 20 + in live nodes' ranges 10 + issued or lost 20\n",
 		"issued or lost, with what the live nodes issued from their ranges since loading them: 20 to 30 (= 20 + 0 to 10: nodes publish", "[1030,1050)", "node-a", "[1020,1030)"} {
 		if code != 0 || !strings.Contains(out, want) {
@@ -109,14 +119,14 @@ func TestIntegration_Segment(t *testing.T) {
 	if err := st.Publish(ctx, "orders", "node-b", []segment.Range{r}); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut = run("status", "orders", "--zk", z, "--cluster", "segtest", "--json")
+	code, out, errOut = runSegment("status", "orders", "--zk", z, "--cluster", "segtest", "--json")
 	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
 		t.Fatalf("status --json: %d %s %s %v", code, out, errOut, err)
 	}
 	if rep.HandedOut != 50 || rep.ReturnedIDs != 20 || rep.HeldIDs != 30 || rep.IssuedOrLost != 0 || rep.IssuedOrLostAtMost != 30 {
 		t.Errorf("status with overlapping records: %+v, want handed out 50 = returned 20 + held 30 + issued or lost 0, at most 30", rep)
 	}
-	code, out, _ = run("status", "orders", "--zk", z, "--cluster", "segtest")
+	code, out, _ = runSegment("status", "orders", "--zk", z, "--cluster", "segtest")
 	if want := "handed out 50 = returned 20 + in live nodes' ranges 30 + issued or lost 0\n"; code != 0 || !strings.Contains(out, want) {
 		t.Errorf("status table: exit %d, %q lacks %q", code, out, want)
 	}

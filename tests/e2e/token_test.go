@@ -61,50 +61,8 @@ func TestIntegration_SegmentTokenTag(t *testing.T) {
 	p.waitReadyz(http.StatusOK, readyTimeout)
 	zkArgs := []string{"--zk", zk.ConnectString(), "--cluster", "tokens", "--zk-auth", auth}
 
-	code, out, errOut := ctl(t, append([]string{"segment", "create", "secret", "--require-token", "--max-count", "50", "--step", "100"}, zkArgs...)...)
-	if code != 0 || strings.Contains(errOut, "WARNING") {
-		t.Fatalf("segment create --require-token: exit %d: %s %s", code, out, errOut)
-	}
-	token := lastLine(out)
-	if len(token) != 43 {
-		t.Fatalf("segment create printed %q as its last line, want a 43-character token", token)
-	}
-	// Nodes of a release before tokens must not join the cluster now.
-	if code, out, _ := ctl(t, "cluster", "list", "--zk", zk.ConnectString()); code != 0 || !strings.Contains(out, "tag_tokens") {
-		t.Errorf("cluster list after segment create --require-token: exit %d: %s; want the cluster to require tag_tokens", code, out)
-	}
-	code, out, errOut = ctl(t, append([]string{"segment", "list"}, zkArgs...)...)
-	if code != 0 || !strings.Contains(out, "TOKEN") || !strings.Contains(out, "yes") || strings.Contains(out, token) {
-		t.Fatalf("segment list: exit %d: %s %s; want a TOKEN column saying yes, never the token", code, out, errOut)
-	}
-	code, out, _ = ctl(t, append([]string{"segment", "status", "secret", "--json"}, zkArgs...)...)
-	if code != 0 || !strings.Contains(out, `"require_token": true`) || !strings.Contains(out, `"max_count": 50`) || strings.Contains(out, "sha256") {
-		t.Fatalf("segment status --json: exit %d: %s; want require_token and max_count, no hash", code, out)
-	}
-
-	check := func(p *proc, when string, cases []tokenCase) {
-		t.Helper()
-		for _, tc := range cases {
-			code, body := p.getWithToken(tc.path, tc.token)
-			if code != tc.status || tc.code != "" && !strings.Contains(body, `"code":"`+tc.code+`"`) {
-				t.Errorf("%s: GET %s (%s): %d %s, want %d %s", when, tc.path, tc.what, code, body, tc.status, tc.code)
-			}
-		}
-	}
-	wrong := strings.Repeat("A", 43)
-	basic := func(token string) []tokenCase {
-		return []tokenCase{
-			{"no token", "/segment/secret", "", 401, "token_required"},
-			{"no token", "/api/segment/get/secret", "", 401, "token_required"},
-			{"wrong token", "/segment/secret", wrong, 403, "token_invalid"},
-			{"wrong token in the query", "/api/segment/get/secret?token=" + wrong, "", 403, "token_invalid"},
-			{"its token", "/segment/secret", token, 200, ""},
-			{"its token, a batch", "/segment/secret?count=50", token, 200, ""},
-			{"its token, above --max-count", "/segment/secret?count=51", token, 400, "invalid_count"},
-			{"its token in the query", "/api/segment/get/secret?token=" + token, "", 200, ""},
-		}
-	}
-	check(p, "first start", basic(token))
+	token := createTokenTag(t, zk.ConnectString(), zkArgs)
+	checkTokenCases(t, p, "first start", tokenTagCases(token))
 
 	// A restart (SIGTERM; the next start resumes nothing and reads the
 	// tag again) keeps every answer.
@@ -118,12 +76,84 @@ func TestIntegration_SegmentTokenTag(t *testing.T) {
 		code, _ := p.get("/readyz/segment")
 		return code == http.StatusOK
 	})
-	check(p, "after a restart", basic(token))
+	checkTokenCases(t, p, "after a restart", tokenTagCases(token))
 
-	// Rotation with a grace: both tokens serve during it, the old one is
-	// refused after it, within the node's poll.
+	fresh := rotateTokenWithGrace(t, p, zkArgs, token)
+	checkTokenCases(t, p, "after the grace", tokenTagCases(fresh))
+	checkTokenClientAndSecrecy(t, p, fresh, token)
+	// Rotating a plain tag's token is a usage error.
+	if code, _, _ := ctl(t, append([]string{"segment", "create", "plain"}, zkArgs...)...); code != 0 {
+		t.Fatalf("segment create plain: exit %d", code)
+	}
+	if code, _, errOut := ctl(t, append([]string{"segment", "token", "rotate", "plain"}, zkArgs...)...); code != 2 || !strings.Contains(errOut, "requires no token") {
+		t.Errorf("segment token rotate of a plain tag: exit %d %s, want 2", code, errOut)
+	}
+}
+
+// createTokenTag creates the tag secret with --require-token through
+// snowflakectl and checks what list and status show of it; it returns the
+// token printed.
+func createTokenTag(t *testing.T, zkServers string, zkArgs []string) string {
+	t.Helper()
+	code, out, errOut := ctl(t, append([]string{"segment", "create", "secret", "--require-token", "--max-count", "50", "--step", "100"}, zkArgs...)...)
+	if code != 0 || strings.Contains(errOut, "WARNING") {
+		t.Fatalf("segment create --require-token: exit %d: %s %s", code, out, errOut)
+	}
+	token := lastLine(out)
+	if len(token) != 43 {
+		t.Fatalf("segment create printed %q as its last line, want a 43-character token", token)
+	}
+	// Nodes of a release before tokens must not join the cluster now.
+	if code, out, _ := ctl(t, "cluster", "list", "--zk", zkServers); code != 0 || !strings.Contains(out, "tag_tokens") {
+		t.Errorf("cluster list after segment create --require-token: exit %d: %s; want the cluster to require tag_tokens", code, out)
+	}
+	code, out, errOut = ctl(t, append([]string{"segment", "list"}, zkArgs...)...)
+	if code != 0 || !strings.Contains(out, "TOKEN") || !strings.Contains(out, "yes") || strings.Contains(out, token) {
+		t.Fatalf("segment list: exit %d: %s %s; want a TOKEN column saying yes, never the token", code, out, errOut)
+	}
+	code, out, _ = ctl(t, append([]string{"segment", "status", "secret", "--json"}, zkArgs...)...)
+	if code != 0 || !strings.Contains(out, `"require_token": true`) || !strings.Contains(out, `"max_count": 50`) || strings.Contains(out, "sha256") {
+		t.Fatalf("segment status --json: exit %d: %s; want require_token and max_count, no hash", code, out)
+	}
+
+	return token
+}
+
+// checkTokenCases asks p each case's path with its token and checks the
+// answer's status and error code.
+func checkTokenCases(t *testing.T, p *proc, when string, cases []tokenCase) {
+	t.Helper()
+	for _, tc := range cases {
+		code, body := p.getWithToken(tc.path, tc.token)
+		if code != tc.status || tc.code != "" && !strings.Contains(body, `"code":"`+tc.code+`"`) {
+			t.Errorf("%s: GET %s (%s): %d %s, want %d %s", when, tc.path, tc.what, code, body, tc.status, tc.code)
+		}
+	}
+}
+
+// tokenTagCases are the requests to the tag secret and what each gets
+// when token is its token.
+func tokenTagCases(token string) []tokenCase {
+	wrong := strings.Repeat("A", 43)
+	return []tokenCase{
+		{"no token", "/segment/secret", "", 401, "token_required"},
+		{"no token", "/api/segment/get/secret", "", 401, "token_required"},
+		{"wrong token", "/segment/secret", wrong, 403, "token_invalid"},
+		{"wrong token in the query", "/api/segment/get/secret?token=" + wrong, "", 403, "token_invalid"},
+		{"its token", "/segment/secret", token, 200, ""},
+		{"its token, a batch", "/segment/secret?count=50", token, 200, ""},
+		{"its token, above --max-count", "/segment/secret?count=51", token, 400, "invalid_count"},
+		{"its token in the query", "/api/segment/get/secret?token=" + token, "", 200, ""},
+	}
+}
+
+// rotateTokenWithGrace rotates secret's token with a grace and checks that
+// both tokens serve during it and the old one is refused after it, within
+// the node's poll; it returns the new token.
+func rotateTokenWithGrace(t *testing.T, p *proc, zkArgs []string, token string) string {
+	t.Helper()
 	const grace = 4 * time.Second
-	code, out, errOut = ctl(t, append([]string{"segment", "token", "rotate", "secret", "--grace", grace.String()}, zkArgs...)...)
+	code, out, errOut := ctl(t, append([]string{"segment", "token", "rotate", "secret", "--grace", grace.String()}, zkArgs...)...)
 	rotatedAt := time.Now()
 	if code != 0 {
 		t.Fatalf("segment token rotate: exit %d: %s %s", code, out, errOut)
@@ -146,8 +176,14 @@ func TestIntegration_SegmentTokenTag(t *testing.T) {
 	if d := time.Since(rotatedAt); d < grace-500*time.Millisecond {
 		t.Fatalf("the old token refused %v after the rotation, before its grace %v", d, grace)
 	}
-	check(p, "after the grace", basic(fresh))
+	return fresh
+}
 
+// checkTokenClientAndSecrecy checks that the Go client sends a tag's
+// token, that refusals are counted, and that no token shows in the
+// metrics, the status page or the log.
+func checkTokenClientAndSecrecy(t *testing.T, p *proc, fresh, token string) {
+	t.Helper()
 	// The Go client sends the tag's token from Config.Tokens.
 	for _, tc := range []struct {
 		token string
@@ -175,13 +211,6 @@ func TestIntegration_SegmentTokenTag(t *testing.T) {
 	}
 	if out := p.Output(); strings.Contains(out, token) || strings.Contains(out, fresh) {
 		t.Error("a token shows in the node's log")
-	}
-	// Rotating a plain tag's token is a usage error.
-	if code, _, _ := ctl(t, append([]string{"segment", "create", "plain"}, zkArgs...)...); code != 0 {
-		t.Fatalf("segment create plain: exit %d", code)
-	}
-	if code, _, errOut := ctl(t, append([]string{"segment", "token", "rotate", "plain"}, zkArgs...)...); code != 2 || !strings.Contains(errOut, "requires no token") {
-		t.Errorf("segment token rotate of a plain tag: exit %d %s, want 2", code, errOut)
 	}
 }
 
