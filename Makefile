@@ -65,7 +65,7 @@ chaos: deps
 run: build
 	scripts/run.sh
 
-## lint: gofmt clean, go vet (both builds), go.mod/go.sum tidy, staticcheck (pinned, scripts/staticcheck.sh); both modules
+## lint: gofmt clean, go vet (both builds), go.mod/go.sum tidy, staticcheck (pinned, scripts/staticcheck.sh), cyclomatic complexity at most 30 (scripts/complexity.sh); both modules
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')); \
 	if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
@@ -74,6 +74,7 @@ lint:
 	$(GO) mod tidy -diff
 	cd client && $(GO) vet ./... && $(GO) mod tidy -diff
 	scripts/staticcheck.sh
+	scripts/complexity.sh
 
 ## docker: the image snowflaked:$(VERSION) (docker/Dockerfile), its binaries and labels stamped with $(VERSION)
 docker:

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# gocyclo at a pinned version, installed into bin/tools by this script
+# (through the Go module proxy) when missing: no function of either module,
+# tests included, may be above cyclomatic complexity 30. A longer function
+# is a table or a few named steps.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VERSION=v0.6.0
+LIMIT=30
+BIN=$PWD/bin/tools
+gc=$BIN/gocyclo
+if [ ! -x "$gc" ] || [ "$(cat "$BIN/gocyclo.version" 2>/dev/null)" != "$VERSION" ]; then
+	mkdir -p "$BIN"
+	GOBIN=$BIN go install "github.com/fzipp/gocyclo/cmd/gocyclo@$VERSION"
+	echo "$VERSION" >"$BIN/gocyclo.version"
+fi
+out=$("$gc" -over "$LIMIT" $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*') || true) # exit 1 when it lists any
+if [ -n "$out" ]; then
+	echo "functions above cyclomatic complexity $LIMIT (gocyclo $VERSION):"
+	echo "$out"
+	exit 1
+fi
