@@ -683,7 +683,7 @@ func (s *segSim) killDuringStop(n *simNode, after time.Duration) {
 	select {
 	case err := <-closed:
 		closed <- err
-	case <-time.After(after):
+	case <-time.After(after + simSkew):
 	}
 	p.dproc.Kill()
 	p.zk.end(true)
@@ -715,7 +715,7 @@ func (s *segSim) stop(n *simNode, strict bool) error {
 		select {
 		case err = <-closed:
 			stopping = false
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(100*time.Millisecond + simSkew):
 			// The other nodes serve meanwhile: one may take a range this
 			// stop returned while the stop still resolves a lost answer
 			// (R5).
@@ -866,7 +866,7 @@ func (s *segSim) recreate() error {
 		}
 	}
 	s.heal()
-	time.Sleep(30 * time.Second) // faults decided before the heal end, sessions come back
+	simPause(30 * time.Second) // faults decided before the heal end, sessions come back
 	synctest.Wait()
 	st, err := segment.OpenZK(context.Background(), s.segConfig(s.srv.Dial))
 	if err != nil {
@@ -876,7 +876,7 @@ func (s *segSim) recreate() error {
 	if err := st.Delete(context.Background(), simTag); err != nil {
 		return s.fail("segment delete: %v", err)
 	}
-	time.Sleep(2 * time.Second)
+	simPause(2 * time.Second)
 	synctest.Wait()
 	for _, n := range s.live() {
 		for _, ts := range n.proc.mode.Status() {
@@ -987,7 +987,7 @@ func (s *segSim) restore() error {
 		}
 	}
 	s.heal()
-	time.Sleep(30 * time.Second) // faults decided before the heal end, sessions come back
+	simPause(30 * time.Second) // faults decided before the heal end, sessions come back
 	synctest.Wait()
 	_, before, _ := s.srv.Get(s.tagPath())
 	for _, n := range live {
@@ -1203,7 +1203,7 @@ func (s *segSim) finish() error {
 	// Faults decided before the heal (a held request that then loses its
 	// answer, with the connection down for up to 6s) end within 30s; then
 	// sessions come back and resumed ranges load.
-	time.Sleep(30 * time.Second)
+	simPause(30 * time.Second)
 	for _, n := range s.nodes {
 		for range 3 {
 			if err := s.take(n); err != nil {

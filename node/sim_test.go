@@ -144,6 +144,11 @@ func (c *simClock) WallNanos() int64 {
 }
 func (c *simClock) Mono() time.Duration { return time.Since(c.origin) }
 
+// asSet is the wall clock as the simulation set it, without the drift of
+// its readings: what a step bases a clock it sets on, so that the value
+// does not depend on how many readings came first.
+func (c *simClock) asSet() int64 { return time.Now().UnixNano() + c.off.Load() }
+
 // set sets the wall offset to off, the drift of the readings gone.
 func (c *simClock) set(off int64) {
 	c.off.Store(off)
@@ -403,7 +408,7 @@ func (s *snowSim) settle() error {
 				s.start(n)
 			}
 		}
-		time.Sleep(5 * time.Second)
+		simPause(5 * time.Second)
 	}
 	for _, n := range s.nodes {
 		p := n.proc

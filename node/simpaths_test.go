@@ -366,7 +366,7 @@ func (s *snowSim) issueWhile(n *snowNode, want, tries int, gap time.Duration) er
 		if s.stats.batches > before {
 			got++
 		}
-		time.Sleep(gap)
+		simPause(gap)
 	}
 	return nil
 }
@@ -387,7 +387,7 @@ func (s *snowSim) reclaimStep() error {
 	// lost answer are this step's): under heavy loss the re-claim would
 	// take longer than the step waits.
 	s.healZK()
-	stopped := n.clock.WallNanos()
+	stopped := n.clock.asSet()
 	s.kill(n, false)
 	if s.rng.IntN(3) == 0 {
 		// The other way to a stale token (S3): a restart whose claim
@@ -398,7 +398,7 @@ func (s *snowSim) reclaimStep() error {
 		p := n.proc
 		p.dproc.Hang(time.Hour)
 		for i := 0; i < 2000 && s.foreverToken(n.key) == before; i++ {
-			time.Sleep(10 * time.Millisecond)
+			simPause(10 * time.Millisecond)
 		}
 		committed := s.foreverToken(n.key) != before
 		if committed {
@@ -438,7 +438,7 @@ func (s *snowSim) reclaimStep() error {
 	p.slow.Store(crash)
 	for end := time.Now().Add(stall + 30*time.Second); time.Now().Before(end) && p.reclaimed.Load() == 0; {
 		s.loseNextMulti(p, lose)
-		time.Sleep(50 * time.Millisecond)
+		simPause(50 * time.Millisecond)
 		s.reap()
 		if n.proc != p {
 			break
@@ -456,7 +456,7 @@ func (s *snowSim) reclaimStep() error {
 		// with the fence S4 requires (at least the previous holder's).
 		// The restart replaces exactly that token: it starts after the
 		// file's fence.
-		time.Sleep(s.world.fenceAhead / 4)
+		simPause(s.world.fenceAhead / 4)
 		s.kill(n, false)
 		s.start(n)
 	}
@@ -499,7 +499,7 @@ func (s *snowSim) retireStep() error {
 		return nil
 	}
 	n := issued[s.rng.IntN(len(issued))]
-	died := n.clock.WallNanos()
+	died := n.clock.asSet()
 	s.kill(n, false)
 	key := n.key
 	retired := false
@@ -514,7 +514,7 @@ func (s *snowSim) retireStep() error {
 		if !errors.Is(err, coordinator.ErrLeaseHeld) && !errors.Is(err, coordinator.ErrZKUnavailable) {
 			break
 		}
-		time.Sleep(time.Second)
+		simPause(time.Second)
 	}
 	if !retired {
 		return nil
@@ -567,7 +567,7 @@ func (s *snowSim) correctionStep() error {
 	if nd.gen.Stats().Borrowed > borrowedBefore {
 		s.stats.paths.correctionsBorrowing++
 	}
-	time.Sleep(500 * time.Millisecond) // the jump guard looks every 20ms
+	simPause(500 * time.Millisecond) // the jump guard looks every 20ms
 	if nd.jumps.suspicious() {
 		return s.fail("%s: the clock set right after a step back of %v is held as a jump (clock_jump): %+v", p.name, back, nd.guard.Status())
 	}
@@ -592,7 +592,7 @@ func (s *snowSim) pathsDone() error {
 				return s.fail("snowflakectl cluster create, racing nodes with --create-cluster: %v", out.err)
 			}
 			s.logf("the operator's cluster create, racing the nodes: created %v", out.created)
-		case <-time.After(30 * time.Second):
+		case <-time.After(30*time.Second + simSkew):
 			return s.fail("snowflakectl cluster create, racing nodes with --create-cluster: no answer")
 		}
 	}

@@ -122,7 +122,7 @@ func (s *snowSim) addNode(key string, off time.Duration) *snowNode {
 
 // ready waits up to limit for n's process to be in service.
 func (s *snowSim) ready(n *snowNode, limit time.Duration) bool {
-	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(limit); time.Now().Before(end); simPause(10 * time.Millisecond) {
 		if nd := n.proc.n.Load(); nd != nil && nd.srv != nil && nd.guard.Ready() {
 			return true
 		}
@@ -198,7 +198,7 @@ func (s *snowSim) lateRenewal() error {
 	s.stage("%s: its connection breaks as its next renewal is sent", old.name)
 	armed[old.name].Store(true)
 	for end := time.Now().Add(3 * time.Second); armed[old.name].Load() && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
+		simPause(10 * time.Millisecond)
 	}
 	if armed[old.name].Load() {
 		return s.fail("%s sent no renewal", old.name)
@@ -218,7 +218,7 @@ func (s *snowSim) lateRenewal() error {
 	s.stop(b)
 	// The old process reconnects at cut+rulesCutFor, and its renewal goes
 	// out then, after the new machine's claim and final fence.
-	time.Sleep(time.Until(cut.Add(rulesCutFor)))
+	simPause(time.Until(cut.Add(rulesCutFor)))
 	s.stage("%s: reconnects; batches until its clock passes the new machine's IDs", old.name)
 	s.ready(a, 10*time.Second)
 	return s.issueFor(10*time.Second, a)
@@ -270,7 +270,7 @@ func (s *snowSim) fenceWriteHangs() error {
 	s.stage("%s: its disk writes hang", a.proc.name)
 	a.proc.dproc.Hang(time.Minute)
 	for end := time.Now().Add(time.Second); !a.proc.dproc.Writing() && time.Now().Before(end); {
-		time.Sleep(time.Millisecond)
+		simPause(time.Millisecond)
 	}
 	if !a.proc.dproc.Writing() {
 		return s.fail("%s wrote no fence", a.proc.name)
