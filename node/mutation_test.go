@@ -76,7 +76,7 @@ var mutationTable = []mutationRow{
 	{mutation.DeleteUnpolled, "R7", "TestSimulation_SegmentsTagRecreated", 3, `after the tag was deleted it still holds`},
 	{mutation.SetMaxUnversioned, "set-max", "TestSimulation_Segments", 20, `issued twice|set-max skipped|more IDs issued`},
 	// Segment mode: a forgotten take (docs/segments.md R6).
-	{mutation.TakeUnrecorded, "R6", "TestSimulation_Segments", 38, `issued twice|returned range .* holds ID|more IDs issued`},
+	{mutation.TakeUnrecorded, "R6", "TestSimulation_Segments", 58, `issued twice|returned range .* holds ID|more IDs issued`},
 	// The paths of node/simpaths_test.go: re-claim, retire, worker-ID
 	// range, correction.
 	{mutation.ReclaimSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 1, "issued twice"},

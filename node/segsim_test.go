@@ -179,17 +179,27 @@ type simZK struct {
 	lateP     float64 // per request: applied, answered 2-5s later (after the caller gave up)
 	stallTill time.Time
 	calm      map[int64]bool      // sessions whose requests are only delayed (an operator's)
-	perPath   map[simReq]uint64   // requests so far, by session, op and path
+	perPath   map[simReq]simAsked // requests so far, by session, op and path
 	cut       map[int64]time.Time // sessions cut off from ZooKeeper, until
 }
 
 // simReq names what a request asks, within its session: its fate depends
 // on that and on how many such requests the session sent before, not on
 // its place among the session's other requests, which goroutines of one
-// process sending at one virtual instant may take in any order.
+// process sending at one virtual instant may take in any order. Requests
+// of one kind sent at one instant count once and share one fate: which of
+// two goroutines (a tag's poll and a Take's load reading the tag) asked
+// first must not decide which of them meets the fault.
 type simReq struct {
 	client   string // simClient: the process, its dial and session, not zkmem's session ID
 	op, path string
+}
+
+// simAsked counts the virtual instants at which a session sent a request
+// of one kind, and remembers the last.
+type simAsked struct {
+	n  uint64
+	at time.Time
 }
 
 // simClient names a request's session by the simulated process, which of
@@ -211,7 +221,7 @@ func simOffset(client string) time.Duration {
 }
 
 func newSimZK(seed uint64) *simZK {
-	z := &simZK{srv: zkmem.New(), seed: seed, perPath: map[simReq]uint64{}}
+	z := &simZK{srv: zkmem.New(), seed: seed, perPath: map[simReq]simAsked{}}
 	z.srv.SetInjector(z.inject)
 	return z
 }
@@ -443,8 +453,10 @@ func (s *simZK) inject(r zkmem.Request) zkmem.Fault {
 		return f
 	}
 	k := simReq{client, r.Op, r.Path}
-	s.perPath[k]++
-	h := mix(s.seed ^ mix(strHash(client)) ^ mix(s.perPath[k]<<8) ^ mix(strHash(r.Op+" "+r.Path)))
+	if a := s.perPath[k]; a.n == 0 || !a.at.Equal(time.Now()) {
+		s.perPath[k] = simAsked{n: a.n + 1, at: time.Now()}
+	}
+	h := mix(s.seed ^ mix(strHash(client)) ^ mix(s.perPath[k].n<<8) ^ mix(strHash(r.Op+" "+r.Path)))
 	u := func() float64 { h = mix(h); return float64(h>>11) / (1 << 53) }
 	var f zkmem.Fault
 	if now := time.Now(); now.Before(s.stallTill) {
