@@ -31,14 +31,14 @@ func (c *Client) serveClamped(ep *endpoint, n int, deadline time.Time, merged bo
 	limit := c.limitFor(ep)
 	if limit == 0 || n <= limit {
 		ids, err := c.serve(ep, n, deadline, want)
-		if tm, ok := tagTooLarge(err, n); ok && ep.tagMax != nil {
-			ep.tagMax.Store(int64(tm))
+		if nodeMax, tagMax := refusedAbove(err, n); tagMax > 0 && ep.tagMax != nil {
+			ep.tagMax.Store(int64(tagMax))
 			if !merged {
 				return nil, err
 			}
 			limit = c.limitFor(ep)
-		} else if lim, ok := countTooLarge(err, n); ok {
-			limit = min(c.learnMax(lim, err), c.limitFor(ep))
+		} else if nodeMax > 0 {
+			limit = min(c.learnMax(nodeMax, err), c.limitFor(ep))
 		} else {
 			return ids, err
 		}
@@ -54,15 +54,16 @@ func (c *Client) serveClamped(ep *endpoint, n int, deadline time.Time, merged bo
 			part.uuids = &partUUIDs
 		}
 		more, err := c.serve(&part, size, deadline, want)
-		if tm, ok := tagTooLarge(err, size); ok && ep.tagMax != nil && relearned < maxRelearn {
+		nodeMax, tagMax := refusedAbove(err, size)
+		if tagMax > 0 && ep.tagMax != nil && relearned < maxRelearn {
 			relearned++
-			ep.tagMax.Store(int64(tm))
+			ep.tagMax.Store(int64(tagMax))
 			limit = c.limitFor(ep)
 			continue
 		}
-		if lim, ok := countTooLarge(err, size); ok && relearned < maxRelearn {
+		if nodeMax > 0 && relearned < maxRelearn {
 			relearned++
-			limit = min(c.learnMax(lim, err), c.limitFor(ep))
+			limit = min(c.learnMax(nodeMax, err), c.limitFor(ep))
 			continue
 		}
 		if err != nil {
@@ -92,24 +93,22 @@ func (c *Client) limitFor(ep *endpoint) int {
 	return limit
 }
 
-// tagTooLarge reports whether err is a node's refusal of a count of n
-// above a tag's ceiling, and the ceiling.
-func tagTooLarge(err error, n int) (int, bool) {
+// refusedAbove reads a node's refusal of a count of n above its limits:
+// the node's limit (RejectedError.Max) and the tag's ceiling
+// (RejectedError.TagMax), each 0 unless err is such a refusal naming a
+// limit below n.
+func refusedAbove(err error, n int) (nodeMax, tagMax int) {
 	var rej *RejectedError
-	if !errors.As(err, &rej) || rej.Code != wire.CodeInvalidCount || rej.TagMax < 1 || rej.TagMax >= n {
-		return 0, false
+	if !errors.As(err, &rej) || rej.Code != wire.CodeInvalidCount {
+		return 0, 0
 	}
-	return rej.TagMax, true
-}
-
-// countTooLarge reports whether err is a node's refusal of a count of n
-// above its limit, and the limit.
-func countTooLarge(err error, n int) (int, bool) {
-	var rej *RejectedError
-	if !errors.As(err, &rej) || rej.Code != wire.CodeInvalidCount || rej.Max < 1 || rej.Max >= n {
-		return 0, false
+	if rej.Max >= 1 && rej.Max < n {
+		nodeMax = rej.Max
 	}
-	return rej.Max, true
+	if rej.TagMax >= 1 && rej.TagMax < n {
+		tagMax = rej.TagMax
+	}
+	return nodeMax, tagMax
 }
 
 // learnMax records a node's limit lim (from its refusal err) and returns
