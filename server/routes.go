@@ -98,6 +98,23 @@ var routes = [...]route{
 	{path: wire.PathClusterNodes, ep: EndpointNodes, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveClusterNodes(ctx) }},
 }
 
+// Route is one path of the route table: Path itself, or with Sub the
+// paths below it (Path + "/" + a parameter, e.g. /decode/{id}).
+type Route struct {
+	Path string
+	Sub  bool
+}
+
+// Routes returns the route table's paths, in the order they are matched:
+// what the API documents and the OpenAPI document must name.
+func Routes() []Route {
+	out := make([]Route, len(routes))
+	for i, r := range routes {
+		out[i] = Route{Path: r.path, Sub: r.sub}
+	}
+	return out
+}
+
 // match returns the route of path, and for a sub route the rest of the path
 // after the route's path and "/"; nil when no built-in endpoint answers
 // path. It does not allocate.

@@ -1,8 +1,6 @@
 package docs
 
 import (
-	"go/ast"
-	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +10,7 @@ import (
 	"testing"
 
 	"codeberg.org/snowflaked/snowflaked/internal/health"
+	"codeberg.org/snowflaked/snowflaked/server"
 )
 
 // servedPaths returns every path a node serves: the API's paths (the Path*
@@ -46,54 +45,16 @@ func servedPaths(t *testing.T) []string {
 	return out
 }
 
-// routePaths returns the paths of the server's route table: the path
-// fields of the elements of its routes variable, literals or client/wire's
-// Path* constants.
+// routePaths returns the paths of the server's route table
+// (server.Routes).
 func routePaths(t *testing.T) []string {
 	t.Helper()
-	wirePaths := stringConsts(t, dirWire, func(n string) bool { return strings.HasPrefix(n, "Path") })
-	_, files := parsePackage(t, "server")
 	var out []string
-	for _, f := range files {
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.VAR {
-				continue
-			}
-			for _, spec := range g.Specs {
-				vs := spec.(*ast.ValueSpec)
-				if len(vs.Names) != 1 || vs.Names[0].Name != "routes" || len(vs.Values) != 1 {
-					continue
-				}
-				table, ok := vs.Values[0].(*ast.CompositeLit)
-				if !ok {
-					t.Fatalf("server: routes is not a composite literal")
-				}
-				for _, elt := range table.Elts {
-					row, ok := elt.(*ast.CompositeLit)
-					if !ok {
-						continue
-					}
-					for _, field := range row.Elts {
-						kv, ok := field.(*ast.KeyValueExpr)
-						key, _ := kv.Key.(*ast.Ident)
-						if !ok || key == nil || key.Name != "path" {
-							continue
-						}
-						if isStringLit(kv.Value) {
-							out = append(out, unquoteLit(t, kv.Value))
-						} else if sel, isSel := kv.Value.(*ast.SelectorExpr); isSel {
-							if x, _ := sel.X.(*ast.Ident); x != nil && x.Name == "wire" && wirePaths[sel.Sel.Name] != "" {
-								out = append(out, wirePaths[sel.Sel.Name])
-							}
-						}
-					}
-				}
-			}
-		}
+	for _, r := range server.Routes() {
+		out = append(out, r.Path)
 	}
 	if len(out) == 0 {
-		t.Fatalf("server: found no route table (var routes) with path fields")
+		t.Fatalf("server: an empty route table")
 	}
 	return out
 }

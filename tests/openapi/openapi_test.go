@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+	"codeberg.org/snowflaked/snowflaked/server"
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
@@ -94,37 +95,17 @@ type route struct {
 	sub  bool
 }
 
-// serverRoutes returns the server's route table (the elements of its
-// routes variable, with client/wire's Path* constants resolved) and the
+// serverRoutes returns the server's route table (server.Routes) and the
 // node's own routes in a production build (its *Path constants outside
 // files with build tags: /metrics and /status).
 func serverRoutes(t *testing.T) []route {
 	t.Helper()
-	wirePaths := stringConsts(t, "client/wire", func(n string) bool { return strings.HasPrefix(n, "Path") })
 	var out []route
-	for _, f := range parseDir(t, "server") {
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.VAR {
-				continue
-			}
-			for _, spec := range g.Specs {
-				vs := spec.(*ast.ValueSpec)
-				if len(vs.Names) != 1 || vs.Names[0].Name != "routes" || len(vs.Values) != 1 {
-					continue
-				}
-				table, ok := vs.Values[0].(*ast.CompositeLit)
-				if !ok {
-					t.Fatal("server: routes is not a composite literal")
-				}
-				for _, elt := range table.Elts {
-					out = append(out, routeOf(t, elt, wirePaths))
-				}
-			}
-		}
+	for _, r := range server.Routes() {
+		out = append(out, route{path: r.Path, sub: r.Sub})
 	}
 	if len(out) < 10 {
-		t.Fatalf("server: found %d routes in its route table (var routes), want the whole table", len(out))
+		t.Fatalf("server: %d routes in its route table, want the whole table", len(out))
 	}
 	own := stringConsts(t, "node", func(n string) bool { return strings.HasSuffix(n, "Path") })
 	if len(own) == 0 {
@@ -134,42 +115,6 @@ func serverRoutes(t *testing.T) []route {
 		out = append(out, route{path: p})
 	}
 	return out
-}
-
-// routeOf reads one element of the route table.
-func routeOf(t *testing.T, elt ast.Expr, wirePaths map[string]string) route {
-	t.Helper()
-	row, ok := elt.(*ast.CompositeLit)
-	if !ok {
-		t.Fatalf("server: a route is not a composite literal")
-	}
-	var r route
-	for _, field := range row.Elts {
-		kv, ok := field.(*ast.KeyValueExpr)
-		if !ok {
-			t.Fatalf("server: a route field is not key: value")
-		}
-		switch key, _ := kv.Key.(*ast.Ident); key.Name {
-		case "path":
-			switch v := kv.Value.(type) {
-			case *ast.BasicLit:
-				s, err := strconv.Unquote(v.Value)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r.path = s
-			case *ast.SelectorExpr:
-				r.path = wirePaths[v.Sel.Name]
-			}
-		case "sub":
-			id, _ := kv.Value.(*ast.Ident)
-			r.sub = id != nil && id.Name == "true"
-		}
-	}
-	if r.path == "" {
-		t.Fatalf("server: a route's path is neither a literal nor a client/wire Path constant")
-	}
-	return r
 }
 
 // parseDir parses the files of the package in dir (from the module root)
