@@ -17,15 +17,17 @@ func TestDependencies(t *testing.T) {
 		wire = "codeberg.org/snowflaked/snowflaked/client/wire" // standard library only: see wire's own TestDependencies
 		zkd  = "codeberg.org/snowflaked/snowflaked/client/zkdiscovery"
 		zk   = "github.com/go-zookeeper/zk"
-		zkt  = "codeberg.org/snowflaked/snowflaked/client/zktls" // standard library only
+		zkt  = "codeberg.org/snowflaked/snowflaked/client/zktls"  // standard library and tlspem only
+		pem  = "codeberg.org/snowflaked/snowflaked/client/tlspem" // standard library only
 	)
 	tests := []struct {
 		pkg  string
 		want []string // the packages outside the standard library, sorted
 	}{
 		{".", []string{core, wire}},
-		{"./zkdiscovery", []string{core, wire, zkd, zkt, zk}},
-		{"./zktls", []string{zkt}},
+		{"./zkdiscovery", []string{core, pem, wire, zkd, zkt, zk}},
+		{"./zktls", []string{pem, zkt}},
+		{"./tlspem", []string{pem}},
 	}
 	for _, tt := range tests {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", tt.pkg).Output()

@@ -211,7 +211,7 @@ func TestValidateZKTLS(t *testing.T) {
 		{name: "CA not PEM", zk: "127.0.0.1:2182", ca: notPEM, want: []string{"--zk-tls-ca", "no PEM certificate"}},
 		{name: "unreadable cert", zk: "127.0.0.1:2182", ca: pki.CA, cert: missing, key: pki.ClientKey, want: []string{"--zk-tls-cert", "absent.pem"}},
 		{name: "unreadable key", zk: "127.0.0.1:2182", ca: pki.CA, cert: pki.ClientCert, key: missing, want: []string{"--zk-tls-key", "absent.pem"}},
-		{name: "key of another certificate", zk: "127.0.0.1:2182", ca: pki.CA, cert: pki.ClientCert, key: pki.ServerKey, want: []string{"--zk-tls-cert", "private key does not match"}},
+		{name: "key of another certificate", zk: "127.0.0.1:2182", ca: pki.CA, cert: pki.ClientCert, key: pki.ServerKey, want: []string{"--zk-tls-key", "does not go with certificate", "private key does not match"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,7 +19,7 @@ func TestValidateTLS(t *testing.T) {
 		}, nil},
 		{"cert without key", func(c *Config) { c.TLSCert = a.CertFile }, []string{"--tls-cert and --tls-key go together"}},
 		{"key without cert", func(c *Config) { c.TLSKey = a.KeyFile }, []string{"--tls-cert and --tls-key go together"}},
-		{"mismatched pair", func(c *Config) { c.TLSCert, c.TLSKey = a.CertFile, b.KeyFile }, []string{"--tls-cert " + a.CertFile, "key " + b.KeyFile + " does not go with"}},
+		{"mismatched pair", func(c *Config) { c.TLSCert, c.TLSKey = a.CertFile, b.KeyFile }, []string{"--tls-cert " + a.CertFile, "key " + b.KeyFile + ": does not go with"}},
 		{"unreadable cert", func(c *Config) { c.TLSCert, c.TLSKey = a.CertFile+".missing", a.KeyFile }, []string{"certificate " + a.CertFile + ".missing"}},
 		{"client CA not PEM", func(c *Config) { c.TLSCert, c.TLSKey, c.TLSClientCA = a.CertFile, a.KeyFile, "/dev/null" }, []string{"--tls-client-ca /dev/null", "no PEM certificate"}},
 		{"peer CA unreadable", func(c *Config) { c.TLSCert, c.TLSKey, c.TLSCA = a.CertFile, a.KeyFile, ca.File+".missing" }, []string{"--tls-ca " + ca.File + ".missing"}},

@@ -12,12 +12,12 @@ package zktls
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/client/tlspem"
 )
 
 // Errors Load wraps, one per file, so that a caller can name its own flag
@@ -25,10 +25,11 @@ import (
 var (
 	// ErrCA: the CA file cannot be read or holds no PEM certificate.
 	ErrCA = errors.New("ZooKeeper TLS CA")
-	// ErrCert: the client certificate is missing its key, cannot be read,
-	// or does not match the key.
+	// ErrCert: the client certificate is missing its key, or cannot be
+	// read or parsed.
 	ErrCert = errors.New("ZooKeeper TLS client certificate")
-	// ErrKey: the client key is missing its certificate or cannot be read.
+	// ErrKey: the client key is missing its certificate, cannot be read or
+	// parsed, or does not go with the certificate.
 	ErrKey = errors.New("ZooKeeper TLS client key")
 )
 
@@ -42,9 +43,10 @@ type Files struct {
 // Enabled reports whether any file is set: the connection is to be TLS.
 func (f Files) Enabled() bool { return f.CA != "" || f.Cert != "" || f.Key != "" }
 
-// Load reads the files into a TLS client configuration (TLS 1.2 or later).
-// A Files without any file gives nil and no error (plain TCP). Each error
-// wraps ErrCA, ErrCert or ErrKey for the file at fault.
+// Load reads the files into a TLS client configuration (TLS 1.2 or later)
+// through tlspem. A Files without any file gives nil and no error (plain
+// TCP). Each error wraps ErrCA, ErrCert or ErrKey for the file at fault,
+// and a *tlspem.FileError when a file could not be used.
 func Load(f Files) (*tls.Config, error) {
 	if !f.Enabled() {
 		return nil, nil
@@ -57,29 +59,21 @@ func Load(f Files) (*tls.Config, error) {
 	case f.Key != "" && f.Cert == "":
 		return nil, fmt.Errorf("%w: %s has no certificate: give the certificate file too", ErrKey, f.Key)
 	}
-	caPEM, err := os.ReadFile(f.CA)
+	pool, err := tlspem.CA(f.CA)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCA, err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("%w: %s holds no PEM certificate", ErrCA, f.CA)
 	}
 	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	if f.Cert == "" {
 		return cfg, nil
 	}
-	certPEM, err := os.ReadFile(f.Cert)
+	pair, err := tlspem.Pair(f.Cert, f.Key)
 	if err != nil {
+		var fe *tlspem.FileError
+		if errors.As(err, &fe) && fe.Role == tlspem.RoleKey {
+			return nil, fmt.Errorf("%w: %w", ErrKey, err)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrCert, err)
-	}
-	keyPEM, err := os.ReadFile(f.Key)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrKey, err)
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s with key %s: %w", ErrCert, f.Cert, f.Key, err)
 	}
 	cfg.Certificates = []tls.Certificate{pair}
 	return cfg, nil

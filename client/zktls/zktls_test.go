@@ -1,57 +1,21 @@
 package zktls
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-// selfSigned writes a self-signed certificate for 127.0.0.1 and its key to
-// dir as name.pem and name-key.pem.
-func selfSigned(t *testing.T, dir, name string) (cert, key string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
-	for path, b := range map[string]*pem.Block{cert: {Type: "CERTIFICATE", Bytes: der}, key: {Type: "PRIVATE KEY", Bytes: kder}} {
-		if err := os.WriteFile(path, pem.EncodeToMemory(b), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return cert, key
-}
+	"codeberg.org/snowflaked/snowflaked/client/internal/pemtest"
+)
 
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := selfSigned(t, dir, "a")
-	_, otherKey := selfSigned(t, dir, "b")
+	cert, key := pemtest.SelfSigned(t, dir, "a")
+	_, otherKey := pemtest.SelfSigned(t, dir, "b")
 	missing := filepath.Join(dir, "absent.pem")
 	tests := []struct {
 		name      string
@@ -71,7 +35,7 @@ func TestLoad(t *testing.T) {
 		{name: "CA not PEM", f: Files{CA: key}, wantErr: ErrCA, wantText: "no PEM certificate"},
 		{name: "cert missing", f: Files{CA: cert, Cert: missing, Key: key}, wantErr: ErrCert, wantText: "absent.pem"},
 		{name: "key missing", f: Files{CA: cert, Cert: cert, Key: missing}, wantErr: ErrKey, wantText: "absent.pem"},
-		{name: "key of another cert", f: Files{CA: cert, Cert: cert, Key: otherKey}, wantErr: ErrCert, wantText: "does not match"},
+		{name: "key of another cert", f: Files{CA: cert, Cert: cert, Key: otherKey}, wantErr: ErrKey, wantText: "does not go with certificate"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,8 +63,8 @@ func TestLoad(t *testing.T) {
 // it is.
 func TestDialer(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := selfSigned(t, dir, "srv")
-	other, _ := selfSigned(t, dir, "other")
+	cert, key := pemtest.SelfSigned(t, dir, "srv")
+	other, _ := pemtest.SelfSigned(t, dir, "other")
 	pair, err := tls.LoadX509KeyPair(cert, key)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@
 package tlsfiles
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/client/tlspem"
 )
 
 // ErrFile is wrapped by every error about a certificate, key or CA file:
@@ -31,40 +32,21 @@ const MinVersion = tls.VersionTLS12
 const reloadEvery = time.Second
 
 // LoadPair reads a certificate (chain) and its private key, PEM encoded;
-// the error wraps ErrFile and names the file at fault.
+// the error wraps ErrFile and names the file at fault (tlspem.Pair).
 func LoadPair(certFile, keyFile string) (*tls.Certificate, error) {
-	certPEM, err := os.ReadFile(certFile)
+	pair, err := tlspem.Pair(certFile, keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("%w: certificate %s: %w", ErrFile, certFile, err)
-	}
-	keyPEM, err := os.ReadFile(keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("%w: key %s: %w", ErrFile, keyFile, err)
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		msg := err.Error()
-		switch {
-		case strings.Contains(msg, "certificate input"):
-			return nil, fmt.Errorf("%w: certificate %s: %w", ErrFile, certFile, err)
-		case strings.Contains(msg, "key input"), strings.Contains(msg, "private key"):
-			return nil, fmt.Errorf("%w: key %s does not go with certificate %s: %w", ErrFile, keyFile, certFile, err)
-		}
-		return nil, fmt.Errorf("%w: certificate %s, key %s: %w", ErrFile, certFile, keyFile, err)
+		return nil, fmt.Errorf("%w: %w", ErrFile, err)
 	}
 	return &pair, nil
 }
 
 // LoadCA reads a bundle of PEM CA certificates; the error wraps ErrFile and
-// names the file.
+// names the file (tlspem.CA).
 func LoadCA(file string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(file)
+	pool, err := tlspem.CA(file)
 	if err != nil {
-		return nil, fmt.Errorf("%w: CA %s: %w", ErrFile, file, err)
-	}
-	pool := x509.NewCertPool()
-	if !bytes.Contains(b, []byte("-----BEGIN CERTIFICATE-----")) || !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("%w: CA %s: no PEM certificate in it", ErrFile, file)
+		return nil, fmt.Errorf("%w: %w", ErrFile, err)
 	}
 	return pool, nil
 }

@@ -215,7 +215,7 @@ func TestIntegration_TLSBadFlagsExit2(t *testing.T) {
 		want  string
 	}{
 		{"cert without key", []string{"--tls-cert", a.CertFile}, "--tls-cert and --tls-key go together"},
-		{"key of another certificate", []string{"--tls-cert", a.CertFile, "--tls-key", b.KeyFile}, "key " + b.KeyFile + " does not go with certificate " + a.CertFile},
+		{"key of another certificate", []string{"--tls-cert", a.CertFile, "--tls-key", b.KeyFile}, "key " + b.KeyFile + ": does not go with certificate " + a.CertFile},
 		{"missing certificate", []string{"--tls-cert", missing, "--tls-key", a.KeyFile}, missing},
 		{"client CA not a CA file", []string{"--tls-cert", a.CertFile, "--tls-key", a.KeyFile, "--tls-client-ca", a.KeyFile}, "--tls-client-ca " + a.KeyFile},
 		{"allow-list without client CA", []string{"--tls-cert", a.CertFile, "--tls-key", a.KeyFile, "--tls-client-allow", "app"}, "--tls-client-allow: only with --tls-client-ca"},
