@@ -116,10 +116,13 @@ func (b *tagBuf) noteRateLocked(now time.Time) {
 	b.rateAt, b.rateIssued = now, b.issued
 }
 
-// take hands out n IDs once n are both in memory and below the mark.
-func (b *tagBuf) take(ctx context.Context, dst []int64, n int) ([]int64, error) {
+// take hands out n IDs once n are both in memory and below the mark,
+// after checking the request against the tag's ceiling and, when the tag
+// requires one, token (in the first look under b.mu: a request to a tag
+// without a token takes the lock once).
+func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]int64, error) {
 	var deadline <-chan time.Time // armed on the first wait: the common case has none
-	waited := false
+	waited, admitted := false, false
 	for {
 		b.mu.Lock()
 		if b.closed {
@@ -129,6 +132,22 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int) ([]int64, error) 
 		if b.gone {
 			b.mu.Unlock()
 			return dst, errRetired
+		}
+		if !admitted {
+			needToken, err := b.admitLocked(n)
+			inc := b.inc
+			if err != nil || needToken {
+				b.mu.Unlock()
+				if err == nil {
+					err = b.checkToken(ctx, token, inc)
+				}
+				if err != nil {
+					return dst, err
+				}
+				admitted = true
+				continue
+			}
+			admitted = true
 		}
 		ready := b.verified || b.trusted && b.opaque == nil
 		permitted := b.permitted

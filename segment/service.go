@@ -234,10 +234,7 @@ func (s *Service) TakeWithToken(ctx context.Context, tag string, token []byte, d
 		if err != nil {
 			return dst, err
 		}
-		if err := b.admit(ctx, token, n); err != nil {
-			return dst, err
-		}
-		dst, err = b.take(ctx, dst, n)
+		dst, err = b.take(ctx, dst, n, token)
 		if !errors.Is(err, errRetired) {
 			return dst, err
 		}

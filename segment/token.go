@@ -118,18 +118,19 @@ type TokenStore interface {
 	Tokens(ctx context.Context, tag string, inc int64) (TokenSet, error)
 }
 
-// admit checks a request for n IDs of b's tag against its ceiling and,
-// when it requires one, its token.
-func (b *tagBuf) admit(ctx context.Context, token []byte, n int) error {
-	b.mu.Lock()
-	need, maxCount, inc := b.token, b.maxCount, b.inc
-	b.mu.Unlock()
-	if maxCount > 0 && int64(n) > maxCount {
-		return &CountAboveMaxError{Tag: b.name, Asked: int64(n), Max: maxCount}
+// admitLocked checks a request for n IDs of b's tag against its ceiling;
+// it reports whether the tag requires a token as well (checkToken, without
+// b.mu held: the token hashes may have to be read from the store).
+func (b *tagBuf) admitLocked(n int) (needToken bool, err error) {
+	if b.maxCount > 0 && int64(n) > b.maxCount {
+		return false, &CountAboveMaxError{Tag: b.name, Asked: int64(n), Max: b.maxCount}
 	}
-	if !need {
-		return nil
-	}
+	return b.token, nil
+}
+
+// checkToken checks token against the hashes of incarnation inc of b's
+// tag.
+func (b *tagBuf) checkToken(ctx context.Context, token []byte, inc int64) error {
 	if len(token) == 0 {
 		b.refusedRequired.Add(1)
 		return fmt.Errorf("tag %q: %w", b.name, ErrTokenRequired)
