@@ -598,7 +598,9 @@ func (s *snowSim) reboot(n *snowNode) error {
 // earlier step, fires, and synctest runs timers of one instant in a random
 // order (the runtime's timerWhen.less): whether the process or the step
 // acted first changed from run to run. 777ns apart per pause, a step's
-// instant meets a timer armed at another step only after a thousand pauses.
+// instant meets a timer armed at another step (whole milliseconds after it)
+// only after a million pauses (777 and 10^6 share no factor; 1,287 pauses
+// come within a nanosecond).
 const simSkew = 777 * time.Nanosecond
 
 // simPause sleeps a step's pause d, and simSkew more.

@@ -14,7 +14,14 @@ if [ ! -x "$gc" ] || [ "$(cat "$BIN/gocyclo.version" 2>/dev/null)" != "$VERSION"
 	GOBIN=$BIN go install "github.com/fzipp/gocyclo/cmd/gocyclo@$VERSION"
 	echo "$VERSION" >"$BIN/gocyclo.version"
 fi
-out=$("$gc" -over "$LIMIT" $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*') || true) # exit 1 when it lists any
+rc=0
+out=$("$gc" -over "$LIMIT" $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')) || rc=$?
+# gocyclo exits 1 both when it lists functions and when it could not read a
+# file (it stops there, having checked nothing): only a list is a result.
+if [ "$rc" -ne 0 ] && [ -z "$out" ]; then
+	echo "gocyclo $VERSION failed (exit $rc): see its message above" >&2
+	exit 1
+fi
 if [ -n "$out" ]; then
 	echo "functions above cyclomatic complexity $LIMIT (gocyclo $VERSION):"
 	echo "$out"
