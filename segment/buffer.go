@@ -117,12 +117,15 @@ func (b *tagBuf) noteRateLocked(now time.Time) {
 }
 
 // take hands out n IDs once n are both in memory and below the mark,
-// after checking the request against the tag's ceiling and, when the tag
-// requires one, token (in the first look under b.mu: a request to a tag
-// without a token takes the lock once).
+// checking the request against the tag's ceiling and, when the tag
+// requires one, token at every look under b.mu: a buffer resumed from the
+// state file learns the tag's record (its ceiling, that it requires a
+// token) only once ZooKeeper answers, possibly while the Take waits. The
+// token is checked once (without b.mu: the hashes may come from the
+// store); a request to a tag without a token takes the lock once.
 func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]int64, error) {
 	var deadline <-chan time.Time // armed on the first wait: the common case has none
-	waited, admitted := false, false
+	waited, tokenChecked := false, false
 	for {
 		b.mu.Lock()
 		if b.closed {
@@ -133,21 +136,19 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 			b.mu.Unlock()
 			return dst, errRetired
 		}
-		if !admitted {
-			needToken, err := b.admitLocked(n)
+		needToken, err := b.admitLocked(n)
+		if err != nil {
+			b.mu.Unlock()
+			return dst, err
+		}
+		if needToken && !tokenChecked {
 			inc := b.inc
-			if err != nil || needToken {
-				b.mu.Unlock()
-				if err == nil {
-					err = b.checkToken(ctx, token, inc)
-				}
-				if err != nil {
-					return dst, err
-				}
-				admitted = true
-				continue
+			b.mu.Unlock()
+			if err := b.checkToken(ctx, token, inc); err != nil {
+				return dst, err
 			}
-			admitted = true
+			tokenChecked = true
+			continue
 		}
 		ready := b.verified || b.trusted && b.opaque == nil
 		permitted := b.permitted

@@ -97,7 +97,11 @@ type tagState struct {
 	Incarnation int64   `json:"incarnation"`
 	Opaque      *Opaque `json:"opaque,omitempty"` // the tag is opaque: served only with its incarnation's key
 	Token       bool    `json:"token,omitempty"`  // the tag requires a token: served only once its hashes are read
-	Ranges      []Range `json:"ranges"`
+	// MaxCount is the tag's ceiling per request (0: none, or a file of a
+	// release before it was kept): a resumed tag keeps it while ZooKeeper
+	// cannot say it.
+	MaxCount int64   `json:"max_count,omitempty"`
+	Ranges   []Range `json:"ranges"`
 }
 
 // New checks cfg, reads the state file (ranges a crashed predecessor held)
@@ -156,7 +160,7 @@ func New(cfg Config) (*Service, error) {
 				continue
 			}
 			b := s.newBuf(tag, Tag{})
-			b.inc, b.opaque, b.token = e.Incarnation, e.Opaque, e.Token
+			b.inc, b.opaque, b.token, b.maxCount = e.Incarnation, e.Opaque, e.Token, e.MaxCount
 			b.ranges = slices.Clone(e.Ranges)
 			for _, r := range e.Ranges {
 				b.held += r.Len()
@@ -374,7 +378,7 @@ func (s *Service) persist(b *tagBuf, target int64) error {
 			newPermitted = p
 		}
 		if rs := t.unissuedFromLocked(p); len(rs) > 0 {
-			st.Tags[t.name] = tagState{Incarnation: t.inc, Opaque: t.opaque, Token: t.token, Ranges: rs}
+			st.Tags[t.name] = tagState{Incarnation: t.inc, Opaque: t.opaque, Token: t.token, MaxCount: t.maxCount, Ranges: rs}
 		}
 		t.mu.Unlock()
 	}
@@ -478,7 +482,7 @@ func (s *Service) Abandon() error {
 	for _, b := range bufs {
 		b.mu.Lock()
 		if rs := b.unissuedFromLocked(b.issued); len(rs) > 0 {
-			st.Tags[b.name] = tagState{Incarnation: b.inc, Opaque: b.opaque, Token: b.token, Ranges: rs}
+			st.Tags[b.name] = tagState{Incarnation: b.inc, Opaque: b.opaque, Token: b.token, MaxCount: b.maxCount, Ranges: rs}
 		}
 		b.mu.Unlock()
 	}

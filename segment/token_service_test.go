@@ -2,7 +2,10 @@ package segment_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -103,5 +106,77 @@ func testPoll(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A tag's ceiling holds for its resumed ranges too: the state file keeps
+// it, so a restart with the store down refuses a request above it; and a
+// state file that does not know it (a release before it was kept) has the
+// request that waited for the store's answer checked again once the tag's
+// record arrives, not served above the ceiling.
+func TestResumedTagKeepsItsCeiling(t *testing.T) {
+	st := newTokenMem(segment.NewToken())
+	st.create("c", 1, 100, 100)
+	st.tags["c"].MaxCount = 10
+	file := filepath.Join(t.TempDir(), "seg.json")
+	ctx := context.Background()
+	s1, err := segment.New(segment.Config{Store: st, StateFile: file, Incarnation: "i", Wait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s1.Take(ctx, "c", nil, 1); err != nil {
+		t.Fatal(err)
+	}
+	s1.Crash()
+
+	st.setDown(true)
+	s2 := newService(t, segment.Config{Store: st, StateFile: file, Incarnation: "i", Wait: 200 * time.Millisecond})
+	if ids, err := s2.Take(ctx, "c", nil, 11); !errors.Is(err, segment.ErrCountAboveMax) {
+		t.Errorf("resumed tag, store down, 11 IDs of a tag of at most 10: %d IDs, %v; want ErrCountAboveMax", len(ids), err)
+	}
+	if ids, err := s2.Take(ctx, "c", nil, 10); err != nil || len(ids) != 10 {
+		t.Errorf("resumed tag, store down, 10 IDs: %d, %v; want its resumed IDs", len(ids), err)
+	}
+	s2.Crash()
+
+	// The same file as a release before the ceiling was kept wrote it.
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	tags, _ := doc["tags"].(map[string]any)
+	c, _ := tags["c"].(map[string]any)
+	if c == nil || c["max_count"] != float64(10) {
+		t.Fatalf("state file %s: want the tag c with max_count 10", raw)
+	}
+	delete(c, "max_count")
+	if raw, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s3 := newService(t, segment.Config{Store: st, StateFile: file, Incarnation: "i", Wait: 10 * time.Second})
+	done := make(chan error, 1)
+	go func() {
+		ids, err := s3.Take(ctx, "c", nil, 11)
+		if err == nil {
+			err = fmt.Errorf("%d IDs served", len(ids))
+		}
+		done <- err
+	}()
+	testPoll(t, func() bool { return s3.Stalls() > 0 }) // the Take looked once and waits for the store
+	st.setDown(false)
+	select {
+	case err := <-done:
+		if !errors.Is(err, segment.ErrCountAboveMax) {
+			t.Errorf("old state file, 11 IDs asked while the store was down, answered once it is back: %v; want ErrCountAboveMax", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Take never answered")
 	}
 }
