@@ -2,7 +2,7 @@
 // the TLS settings loaded from PEM files (Load) and the dial function that
 // go-zookeeper's zk.WithDialer takes (Dialer). The server, snowflakectl and
 // the client's zkdiscovery all dial through it. It needs the standard
-// library only.
+// library and client/tlspem only.
 //
 // A CA alone is server-verified TLS: the server's certificate must chain to
 // the CA and name the host dialed (an IP address in the certificate's IP
