@@ -75,8 +75,10 @@ func Pair(certFile, keyFile string) (tls.Certificate, error) {
 		switch {
 		case strings.Contains(msg, "certificate input"):
 			return tls.Certificate{}, &FileError{RoleCert, certFile, err}
-		case strings.Contains(msg, "key input"), strings.Contains(msg, "private key"):
+		case strings.Contains(msg, "does not match"):
 			return tls.Certificate{}, &FileError{RoleKey, keyFile, fmt.Errorf("does not go with certificate %s: %w", certFile, err)}
+		case strings.Contains(msg, "key input"), strings.Contains(msg, "private key"):
+			return tls.Certificate{}, &FileError{RoleKey, keyFile, err}
 		}
 		return tls.Certificate{}, &FileError{RoleCert, certFile, fmt.Errorf("with key %s: %w", keyFile, err)}
 	}

@@ -36,7 +36,8 @@ func TestFileErrors(t *testing.T) {
 		{"certificate missing", func() error { _, err := Pair(missing, key); return err }, RoleCert, missing, "no such file", true},
 		{"key missing", func() error { _, err := Pair(cert, missing); return err }, RoleKey, missing, "no such file", true},
 		{"certificate not PEM", func() error { _, err := Pair(garbage, key); return err }, RoleCert, garbage, "certificate input", false},
-		{"key not PEM", func() error { _, err := Pair(cert, garbage); return err }, RoleKey, garbage, "does not go with certificate " + cert, false},
+		{"key not PEM", func() error { _, err := Pair(cert, garbage); return err }, RoleKey, garbage, "key input", false},
+		{"a certificate given as the key", func() error { _, err := Pair(cert, cert); return err }, RoleKey, cert, "key", false},
 		{"key of another certificate", func() error { _, err := Pair(cert, otherKey); return err }, RoleKey, otherKey, "does not go with certificate " + cert, false},
 	}
 	for _, tc := range tests {
