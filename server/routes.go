@@ -105,9 +105,10 @@ type Route struct {
 	Sub  bool
 }
 
-// Routes returns the route table's paths, in the order they are matched:
-// what the API documents and the OpenAPI document must name.
-func Routes() []Route {
+// BuiltinRoutes returns the route table's paths, in the order they are
+// matched (Config.Routes, a node's own handlers, are not in it): what the
+// API documents and the OpenAPI document must name.
+func BuiltinRoutes() []Route {
 	out := make([]Route, len(routes))
 	for i, r := range routes {
 		out[i] = Route{Path: r.path, Sub: r.sub}

@@ -46,11 +46,11 @@ func servedPaths(t *testing.T) []string {
 }
 
 // routePaths returns the paths of the server's route table
-// (server.Routes).
+// (server.BuiltinRoutes).
 func routePaths(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	for _, r := range server.Routes() {
+	for _, r := range server.BuiltinRoutes() {
 		out = append(out, r.Path)
 	}
 	if len(out) == 0 {

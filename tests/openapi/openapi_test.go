@@ -95,13 +95,13 @@ type route struct {
 	sub  bool
 }
 
-// serverRoutes returns the server's route table (server.Routes) and the
+// serverRoutes returns the server's route table (server.BuiltinRoutes) and the
 // node's own routes in a production build (its *Path constants outside
 // files with build tags: /metrics and /status).
 func serverRoutes(t *testing.T) []route {
 	t.Helper()
 	var out []route
-	for _, r := range server.Routes() {
+	for _, r := range server.BuiltinRoutes() {
 		out = append(out, route{path: r.Path, sub: r.Sub})
 	}
 	if len(out) < 10 {
