@@ -195,51 +195,38 @@ func TestValidateZKTLS(t *testing.T) {
 	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		name          string
-		zk            string
-		ca, cert, key string
-		want          []string // substrings of the error; nil = valid
-	}{
-		{name: "CA only: server-verified TLS", zk: "127.0.0.1:2182", ca: pki.CA},
-		{name: "mutual TLS", zk: "127.0.0.1:2182", ca: pki.CA, cert: pki.ClientCert, key: pki.ClientKey},
-		{name: "standalone", ca: pki.CA, want: []string{"--zk-tls-ca", "only with --zk"}},
-		{name: "cert without key", zk: "127.0.0.1:2182", ca: pki.CA, cert: pki.ClientCert, want: []string{"--zk-tls-cert", "has no key"}},
-		{name: "key without cert", zk: "127.0.0.1:2182", ca: pki.CA, key: pki.ClientKey, want: []string{"--zk-tls-key", "has no certificate"}},
-		{name: "cert and key without CA", zk: "127.0.0.1:2182", cert: pki.ClientCert, key: pki.ClientKey, want: []string{"--zk-tls-ca", "CA file is required"}},
-		{name: "unreadable CA", zk: "127.0.0.1:2182", ca: missing, want: []string{"--zk-tls-ca", "absent.pem"}},
-		{name: "CA not PEM", zk: "127.0.0.1:2182", ca: notPEM, want: []string{"--zk-tls-ca", "no PEM certificate"}},
-		{name: "unreadable cert", zk: "127.0.0.1:2182", ca: pki.CA, cert: missing, key: pki.ClientKey, want: []string{"--zk-tls-cert", "absent.pem"}},
-		{name: "unreadable key", zk: "127.0.0.1:2182", ca: pki.CA, cert: pki.ClientCert, key: missing, want: []string{"--zk-tls-key", "absent.pem"}},
-		{name: "key of another certificate", zk: "127.0.0.1:2182", ca: pki.CA, cert: pki.ClientCert, key: pki.ServerKey, want: []string{"--zk-tls-key", "does not go with certificate", "private key does not match"}},
+	ok := defaultConfig()
+	ok.WorkerID = 1
+	// zkTLS makes the config a ZooKeeper-mode one with the given files.
+	zkTLS := func(ca, cert, key string) func(*Config) {
+		return func(c *Config) {
+			c.WorkerID, c.ZK, c.Listen = -1, "127.0.0.1:2182", "127.0.0.1:8080"
+			c.ZKTLSCA, c.ZKTLSCert, c.ZKTLSKey = ca, cert, key
+		}
 	}
+	tests := []validateCase{
+		{"CA only: server-verified TLS", zkTLS(pki.CA, "", ""), nil},
+		{"mutual TLS", zkTLS(pki.CA, pki.ClientCert, pki.ClientKey), nil},
+		{"standalone", func(c *Config) { c.ZKTLSCA = pki.CA }, []string{"--zk-tls-ca", "only with --zk"}},
+		{"cert without key", zkTLS(pki.CA, pki.ClientCert, ""), []string{"--zk-tls-cert", "has no key"}},
+		{"key without cert", zkTLS(pki.CA, "", pki.ClientKey), []string{"--zk-tls-key", "has no certificate"}},
+		{"cert and key without CA", zkTLS("", pki.ClientCert, pki.ClientKey), []string{"--zk-tls-ca", "CA file is required"}},
+		{"unreadable CA", zkTLS(missing, "", ""), []string{"--zk-tls-ca", "absent.pem"}},
+		{"CA not PEM", zkTLS(notPEM, "", ""), []string{"--zk-tls-ca", "no PEM certificate"}},
+		{"unreadable cert", zkTLS(pki.CA, missing, pki.ClientKey), []string{"--zk-tls-cert", "absent.pem"}},
+		{"unreadable key", zkTLS(pki.CA, pki.ClientCert, missing), []string{"--zk-tls-key", "absent.pem"}},
+		{"key of another certificate", zkTLS(pki.CA, pki.ClientCert, pki.ServerKey), []string{"--zk-tls-key", "does not go with certificate", "private key does not match"}},
+	}
+	checkValidate(t, ok, tests)
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			c := defaultConfig()
-			c.WorkerID = 1
-			if tc.zk != "" {
-				c.WorkerID, c.ZK, c.Listen = -1, tc.zk, "127.0.0.1:8080"
-			}
-			c.ZKTLSCA, c.ZKTLSCert, c.ZKTLSKey = tc.ca, tc.cert, tc.key
-			err := c.Validate()
-			if tc.want == nil {
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
-				if c.dialer(zerolog.Nop()) == nil {
-					t.Fatal("dialer() is nil with --zk-tls-ca: the node would dial plain TCP")
-				}
-				return
-			}
-			if !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("Validate = %v, want an ErrInvalidConfig", err)
-			}
-			for _, s := range tc.want {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("error %q does not contain %q", err, s)
-				}
-			}
-		})
+		if tc.want != nil {
+			continue
+		}
+		c := ok
+		tc.change(&c)
+		if c.dialer(zerolog.Nop()) == nil {
+			t.Errorf("%s: dialer() is nil with --zk-tls-ca: the node would dial plain TCP", tc.name)
+		}
 	}
 }
 
