@@ -104,6 +104,12 @@ type tagState struct {
 	Ranges   []Range `json:"ranges"`
 }
 
+// stateLocked is what the state file keeps of b with its unissued ranges
+// rs: what a resumed buffer needs before ZooKeeper answers.
+func (b *tagBuf) stateLocked(rs []Range) tagState {
+	return tagState{Incarnation: b.inc, Opaque: b.opaque, Token: b.token, MaxCount: b.maxCount, Ranges: rs}
+}
+
 // New checks cfg, reads the state file (ranges a crashed predecessor held)
 // and returns the service. Tags are loaded when first asked for; resumed
 // tags at once.
@@ -378,7 +384,7 @@ func (s *Service) persist(b *tagBuf, target int64) error {
 			newPermitted = p
 		}
 		if rs := t.unissuedFromLocked(p); len(rs) > 0 {
-			st.Tags[t.name] = tagState{Incarnation: t.inc, Opaque: t.opaque, Token: t.token, MaxCount: t.maxCount, Ranges: rs}
+			st.Tags[t.name] = t.stateLocked(rs)
 		}
 		t.mu.Unlock()
 	}
@@ -482,7 +488,7 @@ func (s *Service) Abandon() error {
 	for _, b := range bufs {
 		b.mu.Lock()
 		if rs := b.unissuedFromLocked(b.issued); len(rs) > 0 {
-			st.Tags[b.name] = tagState{Incarnation: b.inc, Opaque: b.opaque, Token: b.token, MaxCount: b.maxCount, Ranges: rs}
+			st.Tags[b.name] = b.stateLocked(rs)
 		}
 		b.mu.Unlock()
 	}
