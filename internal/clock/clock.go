@@ -3,6 +3,13 @@
 // monotonic clock, which cannot. Everything that reads time takes a Clock so
 // that tests and chaos builds can move the wall clock without touching the
 // monotonic one, exactly as a real NTP step does.
+//
+// It also arms the product's timers: NewTimer, AfterFunc, Sleep,
+// NewTicker, WithTimeout and WithDeadline are the time and context
+// package's, except that a Schedule carried by the context decides when
+// they fire. Production sets none; the simulations set an Apart, under
+// which no two timers fire at one virtual instant. A test keeps every
+// timer of the module armed here (TestTimersArmedThroughTheSchedule).
 package clock
 
 import "time"
