@@ -511,7 +511,7 @@ func (n *NTP) waitGap(ctx context.Context, server string) error {
 	wait := time.Until(last.Add(n.cfg.MinGap))
 	n.gapMu.Unlock()
 	if !last.IsZero() && wait > 0 {
-		t := time.NewTimer(wait)
+		t := clock.NewTimer(ctx, wait)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():

@@ -311,6 +311,10 @@ func (p *Peers) askAll(ctx context.Context, peers []Peer) []PeerResult {
 	sem := make(chan struct{}, p.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for i, peer := range peers {
+		if err := ctx.Err(); err != nil { // an ended context wins over a free slot (select picks at random)
+			results[i] = PeerResult{WorkerID: peer.WorkerID, Addr: peer.Addr, Error: err.Error()}
+			continue
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -345,7 +349,7 @@ func (p *Peers) ask(ctx context.Context, peer Peer) PeerResult {
 	if err := checkPeerAddr(peer.Addr); err != nil {
 		return fail(err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	ctx, cancel := clock.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", peer.Addr)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // The pace of the re-checks of a verdict that keeps the node out, whatever
@@ -80,7 +82,7 @@ func (r *rounds) ended(out bool) {
 // started it, left a verdict that keeps the node out.
 func (r *rounds) run(ctx context.Context, interval time.Duration, round func()) {
 	retry := retryFirst
-	timer := time.NewTimer(interval)
+	timer := clock.NewTimer(ctx, interval)
 	defer timer.Stop()
 	var due time.Time
 	schedule := func(d time.Duration) {
@@ -105,6 +107,9 @@ func (r *rounds) run(ctx context.Context, interval time.Duration, round func()) 
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+			if ctx.Err() != nil { // an end that came with it wins (select picks at random)
+				return
+			}
 			round()
 			next(r.keepsOut())
 		case <-r.wake:

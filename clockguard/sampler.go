@@ -55,7 +55,7 @@ func (s *Sampler) Sample() {
 
 // Run samples every interval until ctx ends.
 func (s *Sampler) Run(ctx context.Context) {
-	t := time.NewTicker(s.interval)
+	t := clock.NewTicker(ctx, s.interval)
 	defer t.Stop()
 	s.runTicks(ctx, t.C)
 }
@@ -70,7 +70,7 @@ func (s *Sampler) runTicks(ctx context.Context, ticks <-chan time.Time) {
 		case <-ctx.Done():
 			return
 		case _, ok := <-ticks:
-			if !ok {
+			if !ok || ctx.Err() != nil { // an end that came with it wins (select picks at random)
 				return
 			}
 			s.Sample()

@@ -527,7 +527,7 @@ func (c *Coordinator) waitGone(ctx context.Context, z zkclient.Client, path stri
 	if err != nil || !ok {
 		return
 	}
-	t := time.NewTimer(max(min(time.Until(until), 500*time.Millisecond), time.Millisecond))
+	t := clock.NewTimer(ctx, max(min(time.Until(until), 500*time.Millisecond), time.Millisecond))
 	defer t.Stop()
 	select {
 	case <-ch:

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
+
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
@@ -225,7 +227,7 @@ func CreateCluster(ctx context.Context, servers []string, auth, cluster string, 
 	if err := spec.Layout.Validate(time.Now()); err != nil {
 		return CreateResult{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := clock.WithTimeout(ctx, timeout)
 	defer cancel()
 	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
 	if err != nil {
@@ -340,7 +342,7 @@ func SetCluster(ctx context.Context, servers []string, auth, cluster string, cha
 	case change.RecycleAfter < time.Millisecond:
 		return SetResult{}, fmt.Errorf("%w: recycle-after %v is below 1ms", ErrInvalidConfig, change.RecycleAfter)
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(timeout, time.Millisecond))
+	ctx, cancel := clock.WithTimeout(ctx, max(timeout, time.Millisecond))
 	defer cancel()
 	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
 	if err != nil {
@@ -458,7 +460,7 @@ func sameButRecycleAfter(d clusterData, nb []byte, ms int64) error {
 // cluster list, sorted by name. A cluster znode that cannot be decoded is
 // a row with Problem set.
 func ListClusters(ctx context.Context, servers []string, auth string, timeout time.Duration, opts ...AdminOption) ([]ClusterInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, max(timeout, time.Millisecond))
+	ctx, cancel := clock.WithTimeout(ctx, max(timeout, time.Millisecond))
 	defer cancel()
 	z, err := openAdmin(ctx, servers, "", auth, timeout, opts...)
 	if err != nil {
@@ -542,7 +544,7 @@ const deleteClockMargin = 5 * time.Second
 // running the command again finishes it. A cluster that does not exist is
 // ErrNoCluster.
 func DeleteCluster(ctx context.Context, servers []string, auth, cluster string, timeout time.Duration, opts ...AdminOption) error {
-	ctx, cancel := context.WithTimeout(ctx, max(timeout, time.Millisecond))
+	ctx, cancel := clock.WithTimeout(ctx, max(timeout, time.Millisecond))
 	defer cancel()
 	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
 	if err != nil {

@@ -385,10 +385,8 @@ func (c *Coordinator) retry(ctx context.Context, what string, f func(context.Con
 			return fmt.Errorf("%s: %w: still failing after %v: %v", what, ErrZKUnavailable, time.Since(start).Round(time.Millisecond), err)
 		}
 		c.log.Debug().Err(err).Str("op", what).Int("attempt", attempt).Msg("zookeeper call failed, retrying")
-		select {
-		case <-ctx.Done():
+		if !clock.Sleep(ctx, backoff) {
 			return fmt.Errorf("%s: %w (%v)", what, ctx.Err(), err)
-		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}

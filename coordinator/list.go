@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
+
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
@@ -67,7 +69,7 @@ func ReadCluster(ctx context.Context, servers []string, cluster, auth string, ti
 	if timeout <= 0 {
 		return Settings{}, nil, fmt.Errorf("list workers: %w: timeout %v is not positive", ErrInvalidConfig, timeout)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := clock.WithTimeout(ctx, timeout)
 	defer cancel()
 	// No check that the cluster exists first: listWorkers reads its znode
 	// and says so.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
+
 	"github.com/go-zookeeper/zk"
 
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
@@ -45,7 +47,7 @@ func Retire(ctx context.Context, servers []string, auth, cluster, nodeKey string
 	if err := zkclient.ValidateNodeKey(nodeKey); err != nil {
 		return Retired{}, fmt.Errorf("retire: %w: %v", ErrInvalidConfig, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(timeout, time.Millisecond))
+	ctx, cancel := clock.WithTimeout(ctx, max(timeout, time.Millisecond))
 	defer cancel()
 	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
 	if err != nil {

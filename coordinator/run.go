@@ -72,7 +72,7 @@ func (c *Coordinator) Run(ctx context.Context, fencer Fencer) error {
 		case <-ctx.Done():
 		}
 	}()
-	tick := time.NewTicker(c.resyncEvery)
+	tick := clock.NewTicker(ctx, c.resyncEvery)
 	defer tick.Stop()
 	c.mu.Lock()
 	acked := c.st.acked
@@ -87,6 +87,9 @@ func (c *Coordinator) Run(ctx context.Context, fencer Fencer) error {
 		case <-c.wake:
 		case <-sub:
 		case <-tick.C:
+		}
+		if ctx.Err() != nil { // an end that came with it wins (select picks at random)
+			return nil
 		}
 	}
 }

@@ -105,11 +105,8 @@ func (k *Keeper) interval() time.Duration { return k.ahead / 3 }
 // Extend moves the fence to max(persisted fence, now + fence-ahead, last
 // issued tick), writes it (within WriteTimeout) and then hands it to the
 // generator. On a write error or timeout the generator keeps the previous
-// fence and the check fails.
-func (k *Keeper) Extend() error { return k.extend(context.Background()) }
-
-// extend is Extend, no longer waiting for the write once ctx ends.
-func (k *Keeper) extend(ctx context.Context) error {
+// fence and the check fails. It stops waiting for the write once ctx ends.
+func (k *Keeper) Extend(ctx context.Context) error {
 	if k.hold != nil && k.hold() {
 		return errHeld // the jump guard reports it (clock_jump), not fence_persist_failed
 	}
@@ -127,7 +124,7 @@ func (k *Keeper) write(ctx context.Context, fence int64, final bool, timeout tim
 	// One deadline for the whole call, that stays passed once passed: the
 	// wait for a write in flight and the wait for this one share it, in
 	// every interleaving.
-	dctx, cancel := context.WithTimeout(ctx, timeout)
+	dctx, cancel := clock.WithTimeout(ctx, timeout)
 	defer cancel()
 	k.mu.Lock()
 	if k.inFlight && final {
@@ -185,10 +182,14 @@ func (k *Keeper) write(ctx context.Context, fence int64, final bool, timeout tim
 	select {
 	case err = <-done:
 	case <-dctx.Done():
-		if ctx.Err() != nil {
-			err = fmt.Errorf("stopped waiting: %w", ctx.Err())
-		} else {
-			err = fmt.Errorf("did not finish within %v (disk hung?)", timeout)
+		select {
+		case err = <-done: // the write ended too: its result wins (select picks at random)
+		default:
+			if ctx.Err() != nil {
+				err = fmt.Errorf("stopped waiting: %w", ctx.Err())
+			} else {
+				err = fmt.Errorf("did not finish within %v (disk hung?)", timeout)
+			}
 		}
 	}
 	if err != nil {
@@ -240,7 +241,7 @@ func (k *Keeper) Wake() {
 
 // Run extends the fence every Interval (and on Wake) until ctx ends.
 func (k *Keeper) Run(ctx context.Context) {
-	t := time.NewTicker(k.interval())
+	t := clock.NewTicker(ctx, k.interval())
 	defer t.Stop()
 	for {
 		select {
@@ -249,7 +250,10 @@ func (k *Keeper) Run(ctx context.Context) {
 		case <-t.C:
 		case <-k.wake:
 		}
-		_ = k.extend(ctx) // logged and reported through the check
+		if ctx.Err() != nil { // an end that came with it wins (select picks at random)
+			return
+		}
+		_ = k.Extend(ctx) // logged and reported through the check
 	}
 }
 
@@ -259,9 +263,9 @@ func (k *Keeper) Run(ctx context.Context) {
 // after Run has returned and the generator is stopped. A write still in
 // flight (Run stopped waiting for it) is waited for within timeout; one that
 // hangs past it makes PersistFinal fail (the fence on disk stays ahead:
-// safe).
-func (k *Keeper) PersistFinal(fence int64, timeout time.Duration) error {
-	if err := k.write(context.Background(), fence, true, timeout); err != nil {
+// safe). Its timer arms under ctx.
+func (k *Keeper) PersistFinal(ctx context.Context, fence int64, timeout time.Duration) error {
+	if err := k.write(ctx, fence, true, timeout); err != nil {
 		return fmt.Errorf("persist final fence: %w", err)
 	}
 	return nil

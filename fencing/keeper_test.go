@@ -113,7 +113,7 @@ func TestFenceKeeperExtend(t *testing.T) {
 					gen.last = start.UnixMilli() + s.last
 					gen.mu.Unlock()
 				}
-				err := k.Extend()
+				err := k.Extend(context.Background())
 				if (err != nil) != s.wantErr {
 					t.Fatalf("step %d: Extend error %v, want error %v", i, err, s.wantErr)
 				}
@@ -138,18 +138,18 @@ func TestFenceKeeperPersistFinalLowers(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	store := &fakeStore{}
 	k := NewKeeper(health.New(zerolog.Nop(), nil), clk, &fakeGen{}, 3*time.Second, 0, store.persist, zerolog.Nop())
-	if err := k.Extend(); err != nil {
+	if err := k.Extend(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	last := clk.WallNanos()/1e6 - 5
-	if err := k.PersistFinal(last, time.Second); err != nil {
+	if err := k.PersistFinal(context.Background(), last, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if k.Persisted() != last {
 		t.Errorf("persisted %d, want %d", k.Persisted(), last)
 	}
 	store.fail(true)
-	if err := k.PersistFinal(last, time.Second); err == nil {
+	if err := k.PersistFinal(context.Background(), last, time.Second); err == nil {
 		t.Error("PersistFinal hid a failed write")
 	}
 }
@@ -199,7 +199,7 @@ func TestFenceKeeperHungWrite(t *testing.T) {
 	}
 	const ahead = 300 * time.Millisecond // write deadline: 100ms
 	k := NewKeeper(g, clk, gen, ahead, 0, persist, zerolog.Nop())
-	if err := k.Extend(); err != nil || !g.Ready() {
+	if err := k.Extend(context.Background()); err != nil || !g.Ready() {
 		t.Fatalf("first write: %v, ready %v", err, g.Ready())
 	}
 	good := k.Persisted()
@@ -207,7 +207,7 @@ func TestFenceKeeperHungWrite(t *testing.T) {
 	hang.Store(true)
 	clk.Advance(time.Second)
 	began := time.Now()
-	err := k.Extend()
+	err := k.Extend(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "did not finish within 100ms") {
 		t.Fatalf("hung write: %v, want a deadline error", err)
 	}
@@ -220,7 +220,7 @@ func TestFenceKeeperHungWrite(t *testing.T) {
 	if k.Persisted() != good || gen.get() != good {
 		t.Fatalf("persisted %d, generator %d: want the last good fence %d", k.Persisted(), gen.get(), good)
 	}
-	if err := k.Extend(); !errors.Is(err, errWriteInFlight) || writes.Load() != 2 {
+	if err := k.Extend(context.Background()); !errors.Is(err, errWriteInFlight) || writes.Load() != 2 {
 		t.Fatalf("second Extend while the first hangs: %v after %d writes, want ErrWriteInFlight and no new write", err, writes.Load())
 	}
 
@@ -234,7 +234,7 @@ func TestFenceKeeperHungWrite(t *testing.T) {
 	if k.Persisted() != hung || gen.get() != hung {
 		t.Fatalf("after the hung write returned: persisted %d, generator %d, want %d", k.Persisted(), gen.get(), hung)
 	}
-	if err := k.Extend(); err != nil || !g.Ready() {
+	if err := k.Extend(context.Background()); err != nil || !g.Ready() {
 		t.Fatalf("next write: %v, ready %v (%+v)", err, g.Ready(), g.Status())
 	}
 }
@@ -268,13 +268,13 @@ func TestFenceKeeperPersistFinalWaitsForWriteInFlight(t *testing.T) {
 				return fence, nil
 			}
 			k := NewKeeper(health.New(zerolog.Nop(), nil), clk, &fakeGen{}, 3*time.Second, 0, persist, zerolog.Nop())
-			if err := k.Extend(); err != nil {
+			if err := k.Extend(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			slow.Store(true)
 			ctx, cancel := context.WithCancel(context.Background())
 			extended := make(chan error, 1)
-			go func() { extended <- k.extend(ctx) }()
+			go func() { extended <- k.Extend(ctx) }()
 			for i := 0; ; i++ { // the slow write has started
 				k.mu.Lock()
 				busy := k.inFlight
@@ -289,12 +289,12 @@ func TestFenceKeeperPersistFinalWaitsForWriteInFlight(t *testing.T) {
 			}
 			cancel()
 			if err := <-extended; err == nil {
-				t.Fatal("extend returned nil after its context was cancelled")
+				t.Fatal("Extend returned nil after its context was cancelled")
 			}
 			slow.Store(false)
 			time.AfterFunc(tc.release, func() { close(release) })
 			last := clk.WallNanos()/1e6 - 5
-			err := k.PersistFinal(last, 500*time.Millisecond)
+			err := k.PersistFinal(context.Background(), last, 500*time.Millisecond)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("PersistFinal: %v, want error %v", err, tc.wantErr)
 			}
@@ -337,7 +337,7 @@ func TestFenceKeeperFinalWriteKeepsItsDeadline(t *testing.T) {
 				k.mu.Unlock()
 			})
 			start := time.Now()
-			_ = k.PersistFinal(1_750_000_000_000, timeout)
+			_ = k.PersistFinal(context.Background(), 1_750_000_000_000, timeout)
 			if took := time.Since(start); took > timeout {
 				t.Fatalf("round %d: PersistFinal returned after %v, past its %v deadline", round, took, timeout)
 			}

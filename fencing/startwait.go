@@ -138,7 +138,7 @@ func (s *StartWait) runPrev(ctx context.Context) time.Duration {
 		Int64("prev_fence_ms", s.holder.FenceMs).Dur("left_ms", behind).Dur("zk_fence_ahead_ms", s.holder.ZKFenceAhead).
 		Msg("waiting for the previous holder's ZooKeeper fence before serving (prev_holder_fence)")
 	s.prev.Wait(s.prevDetail(behind))
-	t := time.NewTimer(min(behind, startPoll))
+	t := clock.NewTimer(ctx, min(behind, startPoll))
 	defer t.Stop()
 	for {
 		select {
@@ -189,7 +189,7 @@ func (s *StartWait) run(ctx context.Context, start time.Duration) time.Duration 
 	} else {
 		s.log.Info().Dur("behind_ms", behind).Dur("max_start_wait_ms", s.maxWait).Msg("clock is behind the fence: waiting for it before serving")
 	}
-	t := time.NewTimer(min(behind, startPoll))
+	t := clock.NewTimer(ctx, min(behind, startPoll))
 	defer t.Stop()
 	for {
 		select {

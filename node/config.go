@@ -130,7 +130,10 @@ type Config struct {
 // only test seam (the chaos build's faults are decorators over the same
 // clock and disk). The zero value is production.
 type seams struct {
-	clock    clock.Clock   // nil: the system clock
+	clock clock.Clock // nil: the system clock
+	// schedule arms every timer the node and its parts set (nil: each
+	// waits as asked); the simulations order them with one.
+	schedule clock.Schedule
 	listener net.Listener  // nil: listen on --listen (Run closes a given one when it stops)
 	disk     disk.Disk     // under the cache file and the segment state file (nil: the OS)
 	dial     zkconn.Dialer // opens ZooKeeper clients (nil: the coordinator's default)
@@ -144,6 +147,14 @@ type seams struct {
 	yearsLeftEvery time.Duration // 0: yearsLeftCheckInterval
 	noMetrics      bool          // benchmarks: the server without an observer
 	built          func(*node)   // called once the node is built, before it serves
+}
+
+// schedule is the seams' timer schedule (nil: none).
+func (c Config) schedule() clock.Schedule {
+	if c.seams == nil {
+		return nil
+	}
+	return c.seams.schedule
 }
 
 // files is the disk under the cache file.

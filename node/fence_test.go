@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -51,7 +52,7 @@ func TestFenceWriterRaisesToTheFloorReadAfterTheToken(t *testing.T) {
 		},
 	}
 	k := fencing.NewKeeper(health.New(zerolog.Nop(), nil), clk, gen, 3*time.Second, 0, w.persist, zerolog.Nop())
-	if err := k.Extend(); err != nil { // computes now+3s, then the write reads the new token
+	if err := k.Extend(context.Background()); err != nil { // computes now+3s, then the write reads the new token
 		t.Fatal(err)
 	}
 	e, err := cachefile.Load(path)

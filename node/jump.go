@@ -258,13 +258,16 @@ func (j *jumpGuard) Run(ctx context.Context) {
 
 // every calls f every d until ctx ends.
 func every(ctx context.Context, d time.Duration, f func()) {
-	t := time.NewTicker(d)
+	t := clock.NewTicker(ctx, d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if ctx.Err() != nil { // an end that came with it wins (select picks at random)
+			return
 		}
 		f()
 	}

@@ -40,7 +40,11 @@ type node struct {
 	clock  clock.Clock
 	layout snowflake.Layout
 	routes map[string]fasthttp.RequestHandler
-	seams  seams  // what tests replace (zero in production)
+	seams  seams // what tests replace (zero in production)
+	// timers is Run's context without its cancel: the stop's deadlines,
+	// which outlive Run's context, arm their timers under it (a
+	// simulation's clock.Schedule reaches them).
+	timers context.Context
 	addr   string // shown on the status page (the advertised address in ZooKeeper mode)
 	// chaosDisk decorates the disk under the fence keeper's cache-file
 	// writes: nil outside chaos builds (in one, its writes hang while
@@ -106,6 +110,10 @@ func Run(ctx context.Context, cfg Config, log zerolog.Logger) (err error) {
 		return err
 	}
 	cfg = n.cfg
+	if o.schedule != nil {
+		ctx = clock.WithSchedule(ctx, o.schedule)
+	}
+	n.timers = context.WithoutCancel(ctx)
 	// 0. One process per cache file; the listener first, so the advertised
 	// address (which may be the node key) has its real port.
 	lock, err := lockCacheFile(cfg.CacheFile)
@@ -221,7 +229,7 @@ func (n *node) build() error {
 	if err := n.newGuard(); err != nil {
 		return err
 	}
-	if err := n.keeper.Extend(); err != nil {
+	if err := n.keeper.Extend(n.timers); err != nil {
 		return fmt.Errorf("first write of the time fence to %s: %w", n.cfg.CacheFile, err)
 	}
 	// 4. Metrics, status page and the HTTP server.
@@ -296,7 +304,7 @@ func (n *node) closeCoordinator(fence int64, deadline time.Time) error {
 	if deadline.IsZero() {
 		deadline = time.Now().Add(n.cfg.ShutdownTimeout)
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := clock.WithDeadline(n.timers, deadline)
 	defer cancel()
 	if err := n.coord.Close(ctx, fence); err != nil {
 		return fmt.Errorf("close ZooKeeper session: %w", err)
@@ -320,6 +328,7 @@ func mergeRoutes(sets ...map[string]fasthttp.RequestHandler) (map[string]fasthtt
 func (n *node) newGenerator() error {
 	gen, err := snowflake.NewGenerator(snowflake.Config{
 		Layout: n.layout, WorkerID: n.ident.entry.WorkerID, Clock: n.clock,
+		Sleep:             func(d time.Duration) { clock.Sleep(n.timers, d) },
 		RollbackTolerance: n.cfg.RollbackTolerance, AfterUnixMilli: n.ident.entry.Fence,
 		NoRollbackTolerance: n.cfg.RollbackTolerance == 0, // --rollback-tolerance 0 is none
 		Borrow:              n.cfg.borrow(),
@@ -574,7 +583,7 @@ func (n *node) serve(ctx context.Context) error {
 	// The port first: no check may pass (nor the alive znode appear) while
 	// the start phase's server still answers 503 starting.
 	ln := n.start.handOver()
-	bg, stopBG := context.WithCancel(context.Background())
+	bg, stopBG := context.WithCancel(n.timers)
 	var wg sync.WaitGroup
 	for _, loop := range n.loops {
 		wg.Go(func() { loop(bg) })
@@ -610,21 +619,23 @@ func (n *node) serve(ctx context.Context) error {
 		if n.segments == nil {
 			return
 		}
-		sctx, cancel := context.WithDeadline(context.Background(), segDeadline)
+		sctx, cancel := clock.WithDeadline(n.timers, segDeadline)
 		defer cancel()
 		if err := n.segments.close(sctx); err != nil {
 			n.log.Warn().Err(err).Msg("segment mode: some ranges could not be returned (lost, never reissued)")
 		}
 	}()
-	sctx, cancel := context.WithDeadline(context.Background(), deadline)
+	sctx, cancel := clock.WithDeadline(n.timers, deadline)
 	shutErr := n.srv.Shutdown(sctx)
 	cancel()
 	n.start.closeListener() // the listener itself: the server closed its view
 	stopBG()
 	wg.Wait()
+	segWait := clock.NewTimer(n.timers, time.Until(segDeadline))
+	defer segWait.Stop()
 	select {
 	case <-segDone:
-	case <-time.After(time.Until(segDeadline)):
+	case <-segWait.C:
 		// A hung disk can hold the state-file write: the ranges stay listed
 		// there (a restart resumes them) and nothing was given back twice.
 		n.log.Warn().Msg("segment mode did not stop within half of --shutdown-timeout; stopping without it")
@@ -657,7 +668,7 @@ func (n *node) serve(ctx context.Context) error {
 	if mutation.Broken(mutation.S2StopLowersZooKeeperFirst) {
 		_ = n.closeCoordinator(last, deadline) // ZooKeeper's fence comes down first
 	}
-	if err := n.keeper.PersistFinal(last, max(time.Until(deadline), 10*time.Millisecond)); err != nil {
+	if err := n.keeper.PersistFinal(n.timers, last, max(time.Until(deadline), 10*time.Millisecond)); err != nil {
 		n.log.Error().Err(err).Int64("fence_ms", n.keeper.Persisted()).Msg("final fence not written: a restart waits for the previous one")
 		if cerr := n.closeCoordinator(0, deadline); cerr != nil {
 			n.log.Warn().Err(cerr).Msg("closing the ZooKeeper session")

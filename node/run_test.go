@@ -38,6 +38,9 @@ func withClock(c clock.Clock) seam { return func(s *seams) { s.clock = c } }
 // withListener makes the node serve on ln (Run closes it when it stops).
 func withListener(ln net.Listener) seam { return func(s *seams) { s.listener = ln } }
 
+// withSchedule arms the node's timers through sched.
+func withSchedule(sched clock.Schedule) seam { return func(s *seams) { s.schedule = sched } }
+
 // withSeams returns cfg with its seams set by set, on a copy of the seams
 // cfg already has.
 func withSeams(cfg Config, set ...seam) Config {

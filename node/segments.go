@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
+
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
@@ -37,6 +39,7 @@ type segmentMode struct {
 	// wrapStore, when set, wraps the store the service uses (seams.wrapStore);
 	// nil in the node.
 	wrapStore func(segment.Store) segment.Store
+	sched     clock.Schedule // the service's timers (seams.schedule)
 	log       zerolog.Logger
 	store     lazyStore
 	svc       atomic.Pointer[segment.Service]
@@ -47,6 +50,7 @@ func newSegmentMode(cfg Config, nodeKey string, log zerolog.Logger) *segmentMode
 		cfg: segment.ZKConfig{Servers: cfg.zkServers(), Cluster: cfg.Cluster, Auth: cfg.ZKAuth,
 			Timeout: connectTimeout(cfg.ZKSessionTimeout), Log: log, Dial: cfg.dialer(log)},
 		file: cfg.CacheFile + ".segments", node: nodeKey, log: log, disk: cfg.files(), wrapStore: cfg.storeWrapper(),
+		sched: cfg.schedule(),
 	}
 }
 
@@ -172,7 +176,7 @@ func (m *segmentMode) startService(inc string) error {
 	if m.wrapStore != nil {
 		store = m.wrapStore(store)
 	}
-	svc, err := segment.New(segment.Config{Store: store, StateFile: m.file, Disk: m.disk, Incarnation: inc, Holder: m.node,
+	svc, err := segment.New(segment.Config{Store: store, StateFile: m.file, Disk: m.disk, Incarnation: inc, Holder: m.node, Schedule: m.sched,
 		Log: m.log.With().Str("component", "segments").Logger()})
 	if err != nil {
 		return fmt.Errorf("segment mode: %w", err)
@@ -214,10 +218,7 @@ func (m *segmentMode) run(ctx context.Context) {
 		if attempt == 0 || attempt%30 == 0 {
 			m.log.Warn().Err(err).Msg("segment mode: no ZooKeeper session yet; retrying")
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
-		}
+		clock.Sleep(ctx, min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second))
 	}
 }
 

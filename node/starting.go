@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/server"
 )
@@ -22,6 +23,9 @@ type startPhase struct {
 	srv   *server.Starting
 	done  chan error
 	since time.Time
+	// timers is the context the hand-over's deadline arms its timer under
+	// (the node's: a simulation's clock.Schedule reaches it).
+	timers context.Context
 	// step says what the node does now; claim, once set, says what the
 	// claim waits for (it wins while it says anything).
 	step  atomic.Pointer[string]
@@ -30,7 +34,7 @@ type startPhase struct {
 
 // startServing starts the start phase's server on ln.
 func (n *node) startServing(ln net.Listener) (*startPhase, error) {
-	p := &startPhase{h: newHandoff(ln), done: make(chan error, 1), since: time.Now()}
+	p := &startPhase{h: newHandoff(ln), done: make(chan error, 1), since: time.Now(), timers: n.timers}
 	p.setStep("starting")
 	srv, err := server.NewStarting(server.StartingConfig{Status: p.status, Log: n.log.With().Str("component", "http").Logger()})
 	if err != nil {
@@ -64,7 +68,7 @@ func (p *startPhase) status() health.Status {
 // within a second) and returns the listener for the node's server; the
 // connections that arrive meanwhile wait for it.
 func (p *startPhase) handOver() net.Listener {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := clock.WithTimeout(p.timers, time.Second)
 	defer cancel()
 	// The view first: fasthttp's Shutdown does nothing to a Serve that has
 	// not registered its listener yet (a node that starts within

@@ -140,7 +140,7 @@ func fetch(t *testing.T, addr string) string {
 func TestStartPhaseHandedOverAtOnceStops(t *testing.T) {
 	for i := range 30 {
 		ln := loopbackListener(t)
-		n := &node{log: zerolog.Nop()}
+		n := &node{log: zerolog.Nop(), timers: context.Background()}
 		p, err := n.startServing(ln)
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // Time-field overflow warning (the node warns long before the
@@ -47,13 +49,16 @@ func (n *node) watchTimeField(ctx context.Context) {
 	if every <= 0 {
 		every = yearsLeftCheckInterval
 	}
-	t := time.NewTicker(every)
+	t := clock.NewTicker(ctx, every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if ctx.Err() != nil { // an end that came with it wins (select picks at random)
+				return
+			}
 			n.checkTimeField()
 		}
 	}

@@ -46,6 +46,9 @@ func (l *workerLister) Workers(ctx context.Context) ([]coordinator.WorkerInfo, e
 	if rows, ok, err := l.cached(); ok {
 		return rows, err
 	}
+	if err := ctx.Err(); err != nil { // an ended context wins over a free slot (select picks at random)
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
 	select {
 	case l.busy <- struct{}{}:
 	case <-ctx.Done():

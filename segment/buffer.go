@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
+
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 )
 
@@ -176,15 +178,22 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 		if !waited {
 			waited = true
 			b.svc.stalls.Add(1)
-			t := time.NewTimer(b.svc.cfg.Wait)
+			t := clock.NewTimer(b.svc.ctx, b.svc.cfg.Wait)
 			defer t.Stop()
 			deadline = t.C
 		}
 		select {
 		case <-wake:
 		case <-ctx.Done():
+			if woke(wake) {
+				continue
+			}
 			return dst, fmt.Errorf("take %d IDs of %q: %w", n, b.name, ctx.Err())
 		case <-deadline:
+			if woke(wake) {
+				deadline = expired // looked at once more after the news
+				continue
+			}
 			b.mu.Lock()
 			lastErr := b.lastErrLocked()
 			if !b.verified && !b.trusted && !b.deleted && b.opaque == nil && !b.gone && min(b.permitted, b.held)-b.issued >= int64(n) {
@@ -205,6 +214,20 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 		}
 	}
 }
+
+// woke reports whether wake is closed: news that came with a deadline or
+// an end wins over them (select picks among ready cases at random).
+func woke(wake <-chan struct{}) bool {
+	select {
+	case <-wake:
+		return true
+	default:
+		return false
+	}
+}
+
+// expired is a deadline that has passed (a closed channel).
+var expired = func() <-chan time.Time { c := make(chan time.Time); close(c); return c }()
 
 // errRetired: the buffer was retired under a Take; Service.Take looks for
 // the tag again.
@@ -326,7 +349,20 @@ func (k work) String() string {
 func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 	defer b.svc.wg.Done()
 	var rc retryClock
+	var retryT *clock.Timer // the pending retry, if any
 	var retry <-chan time.Time
+	stopRetry := func() {
+		if retryT != nil {
+			retryT.Stop()
+		}
+		retryT, retry = nil, nil
+	}
+	defer func() { stopRetry() }()
+	retryIn := func(d time.Duration) {
+		stopRetry()
+		retryT = clock.NewTimer(b.svc.ctx, d)
+		retry = retryT.C
+	}
 	// The load worker also keeps a watch on the tag's incarnation (R7): a
 	// delete unverifies the buffer at once, and the check that follows
 	// retires it.
@@ -338,24 +374,41 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 	var armAt time.Time
 	unwatch := func() {}
 	defer func() { unwatch() }()
+	watched := func(deleted bool) {
+		watch = nil
+		unwatch()
+		if deleted {
+			b.mu.Lock()
+			b.verified, b.trusted, b.deleted = false, false, true
+			b.mu.Unlock()
+		}
+	}
 	for {
+		// A stop, then the watch's news, win over a kick or a retry that is
+		// ready too (select would pick at random, and the order matters).
 		select {
 		case <-b.svc.stop:
 			return
 		case <-b.retired:
 			return
-		case <-kick:
-		case <-retry:
+		default:
+		}
+		select {
 		case deleted := <-watch:
-			watch = nil
-			unwatch()
-			if deleted {
-				b.mu.Lock()
-				b.verified, b.trusted, b.deleted = false, false, true
-				b.mu.Unlock()
+			watched(deleted)
+		default:
+			select {
+			case <-b.svc.stop:
+				return
+			case <-b.retired:
+				return
+			case <-kick:
+			case <-retry:
+			case deleted := <-watch:
+				watched(deleted)
 			}
 		}
-		retry = nil
+		stopRetry()
 		for {
 			select {
 			case <-b.svc.stop:
@@ -381,7 +434,7 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 					break
 				}
 				if now.Before(armAt) {
-					retry = time.After(armAt.Sub(now))
+					retryIn(armAt.Sub(now))
 					break
 				}
 				var err error
@@ -394,7 +447,7 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 				break
 			}
 			if !rc.due(now) {
-				retry = time.After(rc.wait(now, true))
+				retryIn(rc.wait(now, true))
 				break
 			}
 			var err error
@@ -446,7 +499,7 @@ func (r *retryClock) wait(now time.Time, needed bool) time.Duration {
 // the tag's steps (and an opaque tag's key of that incarnation); a buffer
 // whose incarnation is gone is retired.
 func (b *tagBuf) verify() error {
-	ctx, cancel := context.WithTimeout(b.svc.ctx, b.svc.cfg.LoadTimeout)
+	ctx, cancel := clock.WithTimeout(b.svc.ctx, b.svc.cfg.LoadTimeout)
 	defer cancel()
 	b.mu.Lock()
 	inc := b.inc
@@ -549,7 +602,7 @@ func (b *tagBuf) load() error {
 		above = b.ranges[n-1].Hi
 	}
 	b.mu.Unlock()
-	ctx, cancel := context.WithTimeout(b.svc.ctx, b.svc.cfg.LoadTimeout)
+	ctx, cancel := clock.WithTimeout(b.svc.ctx, b.svc.cfg.LoadTimeout)
 	defer cancel()
 	began := time.Now()
 	r, t, err := b.svc.cfg.Store.Alloc(ctx, b.name, inc, step, above)

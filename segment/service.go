@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
+
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
@@ -59,7 +61,10 @@ type Config struct {
 	MarkAhead time.Duration
 	// Now is the clock for the step rule (default time.Now).
 	Now func() time.Time
-	Log zerolog.Logger
+	// Schedule arms the service's timers (nil: each waits as asked); the
+	// simulations order them with one.
+	Schedule clock.Schedule
+	Log      zerolog.Logger
 }
 
 // Service hands out the IDs of every tag asked for, loading ranges on
@@ -135,7 +140,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Disk == nil {
 		cfg.Disk = disk.OS{}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(clock.WithSchedule(context.Background(), cfg.Schedule))
 	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}), fileMu: ctxlock.New(), tags: map[string]*tagBuf{}, unknown: map[string]time.Time{}}
 	var resume map[string]tagState
 	if cfg.StateFile != "" {
@@ -307,7 +312,7 @@ func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
 	if err := ValidateTag(tag); err != nil {
 		return nil, err
 	}
-	lctx, cancel := context.WithTimeout(ctx, min(s.cfg.LoadTimeout, s.cfg.Wait)) // a Take waits at most Wait
+	lctx, cancel := clock.WithTimeout(clock.WithSchedule(ctx, s.cfg.Schedule), min(s.cfg.LoadTimeout, s.cfg.Wait)) // a Take waits at most Wait
 	t, err := s.cfg.Store.Tag(lctx, tag)
 	var perm *Permutation
 	if err == nil {

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
+
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
@@ -422,7 +424,7 @@ func (s *ZKStore) WatchTag(ctx context.Context, tag string, inc int64) (<-chan b
 	}
 	out := make(chan bool, 1)
 	go func() {
-		t := time.NewTicker(tagPoll)
+		t := clock.NewTicker(ctx, tagPoll)
 		defer t.Stop()
 		for {
 			select {
@@ -430,6 +432,10 @@ func (s *ZKStore) WatchTag(ctx context.Context, tag string, inc int64) (<-chan b
 				out <- false
 				return
 			case <-t.C:
+			}
+			if ctx.Err() != nil { // an end that came with it wins (select picks at random)
+				out <- false
+				return
 			}
 			if mutation.Broken(mutation.DeleteUnpolled) {
 				continue
@@ -977,10 +983,8 @@ func (s *ZKStore) readRecordWhileUnavailable(ctx context.Context, tag string, sy
 		if !zkclient.Transient(err) {
 			return tagRecord{}, nil, 0, err
 		}
-		select {
-		case <-ctx.Done():
+		if !clock.Sleep(ctx, backoff) {
 			return tagRecord{}, nil, 0, fmt.Errorf("%w (%w)", zkclient.Unavailable(err), ctx.Err())
-		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, time.Second)
 	}
@@ -1158,10 +1162,7 @@ func (s *ZKStore) Delete(ctx context.Context, tag string) error {
 		case err == nil:
 			// Every connected node polls its tags (WatchTag): give each a
 			// poll, so a create that follows this call finds them done.
-			select {
-			case <-ctx.Done():
-			case <-time.After(2 * tagPoll):
-			}
+			clock.Sleep(ctx, 2*tagPoll)
 			return nil
 		case errors.Is(err, errSubtreeChanged) || errors.Is(err, zk.ErrNotEmpty) || errors.Is(err, zk.ErrNoNode):
 			continue // a child came or went meanwhile: list again

@@ -231,9 +231,14 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() { done <- s.srv.ShutdownWithContext(ctx) }()
-	tick := time.NewTicker(20 * time.Millisecond)
+	tick := clock.NewTicker(ctx, 20*time.Millisecond)
 	defer tick.Stop()
 	for {
+		select {
+		case err := <-done: // the drain's end wins over a tick (select picks at random)
+			return err
+		default:
+		}
 		select {
 		case err := <-done:
 			return err

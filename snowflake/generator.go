@@ -72,6 +72,10 @@ type Config struct {
 	WorkerID int64
 	// Clock is read for every ID; nil is the system clock.
 	Clock Clock
+	// Sleep is how the generator sleeps while it waits for the clock to
+	// pass a tick; nil is time.Sleep. A simulation passes one that orders
+	// the wait with its other timers.
+	Sleep func(time.Duration)
 	// RollbackTolerance: a clock this far (or less) behind the last issued
 	// tick is waited out; further is an error. 0 means
 	// DefaultRollbackTolerance; negative is an error.
@@ -115,7 +119,8 @@ type Generator struct {
 	worker     int64
 	workerBits int64 // worker << seqBits, ready to OR in
 	clock      Clock
-	tolerance  int64 // nanoseconds
+	sleep      func(time.Duration) // Config.Sleep
+	tolerance  int64               // nanoseconds
 	borrow     bool
 	seqBits    uint // the per-tick counter's bits: SequenceBits - GeneBits
 	geneBits   uint
@@ -161,9 +166,12 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	if clk == nil {
 		clk = clock.NewSystem()
 	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = time.Sleep
+	}
 	g := &Generator{
 		layout: l, worker: cfg.WorkerID, workerBits: cfg.WorkerID << l.SequenceBits,
-		clock: clk, tolerance: int64(tol), borrow: cfg.Borrow,
+		clock: clk, sleep: cfg.Sleep, tolerance: int64(tol), borrow: cfg.Borrow,
 		seqBits: l.SequenceBits - l.GeneBits, geneBits: l.GeneBits, geneMask: uint64(l.MaxGene()),
 		tickShift: l.WorkerBits + l.SequenceBits, seqMask: uint64(l.PerTick() - 1),
 		epochNs: l.Epoch.UnixNano(), unitNs: int64(l.Unit), maxTick: l.MaxTick(),
@@ -397,7 +405,7 @@ func (g *Generator) wait(last, nowNs int64, since time.Duration) error {
 		return fmt.Errorf("%w: waited %s for tick %d", ErrClockStalled, g.clock.Mono()-since, last+1)
 	}
 	if rest := g.layout.TickStart(last+1) - nowNs; rest > int64(2*time.Millisecond) {
-		time.Sleep(time.Duration(rest) - time.Millisecond)
+		g.sleep(time.Duration(rest) - time.Millisecond)
 		return nil
 	}
 	runtime.Gosched()

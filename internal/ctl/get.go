@@ -16,6 +16,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/client"
 	"codeberg.org/snowflaked/snowflaked/client/zkdiscovery"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // clientFlags are the flags get and bench share: where the cluster is.
@@ -154,7 +155,7 @@ func get(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "snowflakectl get: %v\n", err)
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	ctx, cancel := clock.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
 	c, closeAll, err := cf.newClient(ctx, cfg)
 	if err != nil {
@@ -229,7 +230,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "snowflakectl bench: %v\n", err)
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout+*duration)
+	ctx, cancel := clock.WithTimeout(context.Background(), cf.timeout+*duration)
 	defer cancel()
 	c, closeAll, err := cf.newClient(ctx, cfg)
 	if err != nil {

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // maxProbeBody bounds how much of a failing answer probe prints.
@@ -87,7 +90,7 @@ func probe(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "snowflakectl probe: after %.1fs: %s\n", waited.Seconds(), answer)
 			last = shape
 		}
-		time.Sleep(probeInterval)
+		clock.Sleep(context.Background(), probeInterval)
 	}
 }
 

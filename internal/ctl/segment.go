@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
@@ -164,7 +165,7 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	a := c.f.admin
-	ctx, cancel := context.WithTimeout(context.Background(), *a.timeout)
+	ctx, cancel := clock.WithTimeout(context.Background(), *a.timeout)
 	defer cancel()
 	dial, _ := a.tls.dialer() // check loaded the files
 	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: splitList(*a.zk), Cluster: *c.f.cluster, Auth: *a.auth, Timeout: *a.timeout, Dial: dial})

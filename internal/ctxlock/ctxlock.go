@@ -19,6 +19,9 @@ func (m Mutex) Lock() { m <- struct{}{} }
 // LockCtx locks m unless ctx ends first (then it returns ctx's error and m
 // is not locked).
 func (m Mutex) LockCtx(ctx context.Context) error {
+	if err := ctx.Err(); err != nil { // an ended context wins over a free lock (select picks at random)
+		return err
+	}
 	select {
 	case m <- struct{}{}:
 		return nil

@@ -5,6 +5,7 @@
 package disk
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // Disk reads whole files and replaces them atomically: a reader sees the
@@ -102,6 +105,7 @@ var errKilled = errors.New("disk: the process was killed")
 type Mem struct {
 	mu    sync.Mutex
 	files map[string][]byte
+	sched clock.Schedule // the timers of hung writes (nil: they wait as asked)
 }
 
 // NewMem returns an empty disk.
@@ -109,6 +113,13 @@ func NewMem() *Mem { return &Mem{files: map[string][]byte{}} }
 
 // Process returns a new process's view of the disk.
 func (m *Mem) Process() *Proc { return &Proc{m: m, killed: make(chan struct{})} }
+
+// SetSchedule arms the timers of hung writes through s from now on.
+func (m *Mem) SetSchedule(s clock.Schedule) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sched = s
+}
 
 // File returns a file's content, for checkers.
 func (m *Mem) File(name string) ([]byte, bool) {
@@ -211,7 +222,10 @@ func (p *Proc) WriteFileAtomic(name string, data []byte, _ fs.FileMode) error {
 		return errKilled
 	}
 	if hang > 0 {
-		t := time.NewTimer(hang)
+		p.m.mu.Lock()
+		sched := p.m.sched
+		p.m.mu.Unlock()
+		t := clock.NewTimer(clock.WithSchedule(context.Background(), sched), hang)
 		select {
 		case <-t.C:
 		case <-p.killed:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // Fault is a check for a condition the request path discovers (a generator
@@ -78,7 +80,7 @@ func (f *Fault) Tripped() bool {
 
 // Run clears the fault once clear holds, until ctx ends.
 func (f *Fault) Run(ctx context.Context) {
-	t := time.NewTicker(f.poll)
+	t := clock.NewTicker(ctx, f.poll)
 	defer t.Stop()
 	for {
 		select {
@@ -86,6 +88,9 @@ func (f *Fault) Run(ctx context.Context) {
 			return
 		case <-f.wake:
 		case <-t.C:
+		}
+		if ctx.Err() != nil { // an end that came with it wins (select picks at random)
+			return
 		}
 		f.TryClear()
 	}
@@ -141,7 +146,7 @@ func (fs *Faults) Add(g *Guard, reason Reason, clear func() bool) *Fault {
 
 // Run clears each tripped fault once its condition holds, until ctx ends.
 func (fs *Faults) Run(ctx context.Context) {
-	t := time.NewTicker(fs.poll)
+	t := clock.NewTicker(ctx, fs.poll)
 	defer t.Stop()
 	for {
 		select {
@@ -149,6 +154,9 @@ func (fs *Faults) Run(ctx context.Context) {
 			return
 		case <-fs.wake:
 		case <-t.C:
+		}
+		if ctx.Err() != nil { // an end that came with it wins (select picks at random)
+			return
 		}
 		for _, f := range fs.list {
 			f.TryClear()

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
+
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
@@ -115,7 +117,7 @@ func (p *Page) build(ctx context.Context) view {
 	if v.Standalone {
 		return v // the card above says everything: no cluster to list
 	}
-	lctx, cancel := context.WithTimeout(ctx, p.cfg.ListTimeout)
+	lctx, cancel := clock.WithTimeout(ctx, p.cfg.ListTimeout)
 	workers, err := p.cfg.Source.Workers(lctx)
 	cancel()
 	if err != nil {
@@ -337,6 +339,10 @@ func (p *Page) fetchAll(ctx context.Context, rows []row) {
 			continue
 		}
 		asked++
+		if err := ctx.Err(); err != nil { // an ended context wins over a free slot (select picks at random)
+			r.Note = joinNote(r.Note, "not asked: "+err.Error())
+			continue
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():

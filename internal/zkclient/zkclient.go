@@ -21,6 +21,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
+
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
@@ -308,10 +310,8 @@ func WaitSession(ctx context.Context, conn zkconn.Conn, timeout time.Duration, s
 		if !time.Now().Before(deadline) {
 			break
 		}
-		select {
-		case <-ctx.Done():
+		if !clock.Sleep(ctx, every) {
 			return fmt.Errorf("%w: waiting for a session with %s: %v%s", ErrUnavailable, strings.Join(servers, ","), ctx.Err(), lastDialError(conn))
-		case <-time.After(every):
 		}
 	}
 	return fmt.Errorf("%w: no session with %s within %v (state %v)%s", ErrUnavailable, strings.Join(servers, ","), timeout, conn.State(), lastDialError(conn))
@@ -334,23 +334,33 @@ func Call[T any](ctx context.Context, timeout time.Duration, f func() (T, error)
 		v   T
 		err error
 	}
+	if err := ctx.Err(); err != nil { // given up already: nothing is sent
+		var zero T
+		return zero, err
+	}
 	ch := make(chan result, 1)
 	go func() {
 		v, err := f()
 		ch <- result{v, err}
 	}()
-	t := time.NewTimer(timeout)
+	t := clock.NewTimer(ctx, timeout)
 	defer t.Stop()
 	select {
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
 	case <-t.C:
-		var zero T
-		return zero, ErrOpTimeout
 	}
+	select {
+	case r := <-ch: // the answer came too: it wins (select picks at random)
+		return r.v, r.err
+	default:
+	}
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	return zero, ErrOpTimeout
 }
 
 // ErrOpTimeout: a ZooKeeper call did not answer within opTimeout.

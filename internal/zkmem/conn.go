@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 )
 
@@ -125,7 +126,7 @@ func (c *Conn) breakLocked(d time.Duration) func() {
 	c.emitLocked(zk.StateDisconnected)
 	return func() {
 		if d >= c.timeout {
-			time.AfterFunc(c.timeout, func() {
+			clock.AfterFunc(c.srv.timers(), c.timeout, func() {
 				c.srv.mu.Lock()
 				if c.gen == gen && !c.closed {
 					c.expireLocked()
@@ -133,7 +134,7 @@ func (c *Conn) breakLocked(d time.Duration) func() {
 				c.srv.unlock()
 			})
 		}
-		time.AfterFunc(d, func() { c.reconnect(gen) })
+		clock.AfterFunc(c.srv.timers(), d, func() { c.reconnect(gen) })
 	}
 }
 
@@ -171,7 +172,7 @@ func (c *Conn) reconnect(gen int64) {
 // its session after the session timeout.
 func (c *Conn) Vanish() {
 	if c.end(false) {
-		time.AfterFunc(c.timeout, func() {
+		clock.AfterFunc(c.srv.timers(), c.timeout, func() {
 			c.srv.mu.Lock()
 			c.expireLocked()
 			c.srv.unlock()
@@ -288,7 +289,7 @@ func (c *Conn) do(op, p string, apply func(t *tree) error) error {
 	}
 	s.mu.Unlock()
 	if f.Delay > 0 {
-		t := time.NewTimer(f.Delay)
+		t := clock.NewTimer(s.timers(), f.Delay)
 		defer t.Stop()
 		if !await(t.C, c.gone) {
 			return zk.ErrConnectionClosed
@@ -342,6 +343,11 @@ func statOf(st *zk.Stat, err error) *zk.Stat {
 
 // await waits for ch, or reports false when gone closes first.
 func await[T any](ch <-chan T, gone <-chan struct{}) bool {
+	select {
+	case <-gone: // a closed client wins (select picks at random)
+		return false
+	default:
+	}
 	select {
 	case <-ch:
 		return true

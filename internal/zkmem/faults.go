@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -57,7 +58,7 @@ func (c *Conn) lostLocked(gen int64) error {
 // when the connection broke meanwhile (the answer is lost with it) or the
 // client was closed (go-zookeeper fails its requests in flight so).
 func (c *Conn) holdAnswer(d time.Duration, gen int64, err error) error {
-	t := time.NewTimer(d)
+	t := clock.NewTimer(c.srv.timers(), d)
 	defer t.Stop()
 	if !await(t.C, c.gone) {
 		return zk.ErrConnectionClosed

@@ -39,6 +39,7 @@ package zkmem
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -46,9 +47,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 
 	"github.com/go-zookeeper/zk"
 
@@ -137,6 +141,7 @@ type Server struct {
 	stamp    uint64   // children's stamps
 	outbox   []func() // deliveries to clients, run by unlock in order
 	deliver  sync.Mutex
+	sched    atomic.Pointer[clock.Schedule] // arms its timers (nil: they wait as asked)
 }
 
 // unlock releases mu, then makes the deliveries queued while it was held
@@ -177,6 +182,18 @@ func New() *Server {
 		sessions: map[int64]*Conn{},
 		watches:  map[watchKey][]*watch{},
 	}
+}
+
+// SetSchedule arms the server's timers (delayed and held answers, breaks,
+// session expiries) through sched from now on.
+func (s *Server) SetSchedule(sched clock.Schedule) { s.sched.Store(&sched) }
+
+// timers is the context the server arms its timers under.
+func (s *Server) timers() context.Context {
+	if p := s.sched.Load(); p != nil {
+		return clock.WithSchedule(context.Background(), *p)
+	}
+	return context.Background()
 }
 
 // SetInjector sets the fault injector for every request from now on.
