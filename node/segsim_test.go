@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
@@ -45,11 +47,12 @@ import (
 //   - what was lost (allocated, neither issued nor returned) stays within
 //     what docs/segments.md allows each crash, stop and unknown outcome.
 //
-// SIM_SEED=n replays one seed (each step settles before the next, and a
-// request's fault depends on its client (the process, which of its dials,
-// which session of that client), what it asks and how often that session
-// asked it, not on goroutine order; TestSimulation_Replays says how often
-// the replay is exact); SIM_SEEDS=n sets
+// SIM_SEED=n replays one seed (each step settles before the next, every
+// timer is armed through the world's clock.Apart, and a request's fault
+// depends on its client (the process, which of its dials, which session of
+// that client), what it asks and how often that session asked it, not on
+// goroutine order; TestSimulation_Replays checks that two runs of a seed
+// leave one trace); SIM_SEEDS=n sets
 // how many seeds run (default 1000, 50 under the race detector);
 // SIM_STEPS=n how many steps each runs.
 
@@ -181,6 +184,47 @@ type simZK struct {
 	calm      map[int64]bool      // sessions whose requests are only delayed (an operator's)
 	perPath   map[simReq]simAsked // requests so far, by session, op and path
 	cut       map[int64]time.Time // sessions cut off from ZooKeeper, until
+
+	// sched arms every timer of the world (the processes', zkmem's, the
+	// disks', the steps' own): no two fire at one virtual instant, so a
+	// seed replays (docs/testing.md, Replaying a seed).
+	sched *clock.Apart
+}
+
+// simRuntime sets the runtime up for one simulated world until the func it
+// returns: one thread, so the bubble's goroutines never run at once, and
+// no garbage collection, whose stop of the world sends the goroutine it
+// stops to the back of the run queue and so reorders goroutines that were
+// runnable together at a moment that depends on the machine (a world
+// allocates a few hundred MB at most; the collector runs before it and
+// resumes after).
+func simRuntime() (restore func()) {
+	procs := runtime.GOMAXPROCS(1)
+	runtime.GC()
+	gc := debug.SetGCPercent(-1)
+	return func() {
+		debug.SetGCPercent(gc)
+		runtime.GOMAXPROCS(procs)
+	}
+}
+
+// bg is the context the world's processes and operators run under: its
+// timers go through the world's schedule.
+func (z *simZK) bg() context.Context { return clock.WithSchedule(context.Background(), z.sched) }
+
+// after is time.After on the world's schedule: the timer stops when the
+// step ends (t.Cleanup is too late: a step must not leave it armed).
+func (z *simZK) after(d time.Duration) *clock.Timer { return clock.NewTimer(z.bg(), d) }
+
+// pause sleeps a step's pause d (on the world's schedule).
+func (z *simZK) pause(d time.Duration) { clock.Sleep(z.bg(), d) }
+
+// newDisk is a machine's disk, its hung writes timed by the world's
+// schedule.
+func (z *simZK) newDisk() *disk.Mem {
+	m := disk.NewMem()
+	m.SetSchedule(z.sched)
+	return m
 }
 
 // simReq names what a request asks, within its session: its fate depends
@@ -221,8 +265,9 @@ func simOffset(client string) time.Duration {
 }
 
 func newSimZK(seed uint64) *simZK {
-	z := &simZK{srv: zkmem.New(), seed: seed, perPath: map[simReq]simAsked{}}
+	z := &simZK{srv: zkmem.New(), seed: seed, perPath: map[simReq]simAsked{}, sched: clock.NewApart()}
 	z.srv.SetInjector(z.inject)
+	z.srv.SetSchedule(z.sched)
 	return z
 }
 
@@ -496,7 +541,7 @@ func newSegSim(seed uint64, world segWorld) (*segSim, error) {
 		return nil, err
 	}
 	for i := range simNodes {
-		s.nodes = append(s.nodes, &simNode{name: fmt.Sprintf("n%d", i), disk: disk.NewMem()})
+		s.nodes = append(s.nodes, &simNode{name: fmt.Sprintf("n%d", i), disk: s.newDisk()})
 	}
 	return s, nil
 }
@@ -520,7 +565,7 @@ func (s *segSim) setupZK(inc string) error {
 	if _, err := admin.Create("/snowflaked/"+simCluster, cluster, zk.FlagPersistent, nil); err != nil {
 		return err
 	}
-	st, err := segment.OpenZK(context.Background(), s.segConfig(s.srv.Dial))
+	st, err := segment.OpenZK(s.bg(), s.segConfig(s.srv.Dial))
 	if err != nil {
 		return err
 	}
@@ -529,15 +574,15 @@ func (s *segSim) setupZK(inc string) error {
 	if s.world == worldOpaque {
 		tag.Opaque = &segment.Opaque{Digits: 6}
 	}
-	if err := st.Create(context.Background(), tag); err != nil {
+	if err := st.Create(s.bg(), tag); err != nil {
 		return err
 	}
 	if tag.Opaque != nil {
-		t, err := st.Tag(context.Background(), simTag)
+		t, err := st.Tag(s.bg(), simTag)
 		if err != nil {
 			return err
 		}
-		key, err := st.Key(context.Background(), simTag, t.Incarnation)
+		key, err := st.Key(s.bg(), simTag, t.Incarnation)
 		if err != nil {
 			return err
 		}
@@ -563,7 +608,7 @@ func (s *segSim) start(n *simNode) {
 	n.procs++
 	p := &simProc{name: fmt.Sprintf("%s/%d", n.name, n.procs), dproc: n.disk.Process(), done: make(chan struct{})}
 	dial := p.zk.dialer(s.srv, p.name)
-	p.mode = &segmentMode{cfg: s.segConfig(dial), file: simStateFile, node: n.name, log: simLog(), disk: p.dproc}
+	p.mode = &segmentMode{cfg: s.segConfig(dial), file: simStateFile, node: n.name, log: simLog(), disk: p.dproc, sched: s.sched}
 	p.mode.wrapStore = func(st segment.Store) segment.Store {
 		w := &watchedStore{Store: st, wentBack: &s.sawWentBack}
 		p.ws.Store(w)
@@ -576,7 +621,7 @@ func (s *segSim) start(n *simNode) {
 	if !p.mode.resume(inc) {
 		s.logf("%s: cannot resume its state file", p.name)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(s.bg())
 	p.cancel = cancel
 	go func() { defer close(p.done); p.mode.run(ctx) }()
 	n.proc, n.known = p, true
@@ -686,17 +731,19 @@ func (s *segSim) killDuringStop(n *simNode, after time.Duration) {
 	for _, ts := range p.mode.Status() {
 		held += ts.Available
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := clock.WithTimeout(s.bg(), 5*time.Second)
 	defer cancel()
 	p.cancel()
 	<-p.done
 	closed := make(chan error, 1)
 	go func() { closed <- p.mode.close(ctx) }()
+	killAt := s.after(after)
 	select {
 	case err := <-closed:
 		closed <- err
-	case <-time.After(after + simSkew):
+	case <-killAt.C:
 	}
+	killAt.Stop()
 	p.dproc.Kill()
 	p.zk.end(true)
 	err := <-closed
@@ -716,7 +763,7 @@ func (s *segSim) stop(n *simNode, strict bool) error {
 	if st := p.mode.Status(); len(st) > 0 {
 		ahead = max(st[0].Ahead, st[0].Chunk, simMaxTake) // as in kill
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := clock.WithTimeout(s.bg(), 5*time.Second)
 	defer cancel()
 	p.cancel()
 	<-p.done
@@ -724,10 +771,12 @@ func (s *segSim) stop(n *simNode, strict bool) error {
 	go func() { closed <- p.mode.close(ctx) }()
 	var err error
 	for stopping := true; stopping; {
+		meanwhile := s.after(100 * time.Millisecond)
 		select {
 		case err = <-closed:
 			stopping = false
-		case <-time.After(100*time.Millisecond + simSkew):
+			meanwhile.Stop()
+		case <-meanwhile.C:
 			// The other nodes serve meanwhile: one may take a range this
 			// stop returned while the stop still resolves a lost answer
 			// (R5).
@@ -769,7 +818,7 @@ func (s *segSim) stop(n *simNode, strict bool) error {
 func (s *segSim) take(n *simNode) error {
 	p := n.proc
 	k := 1 + s.rng.IntN(simMaxTake)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := clock.WithTimeout(s.bg(), 3*time.Second)
 	defer cancel()
 	var avail int64
 	for _, ts := range p.mode.Status() {
@@ -878,17 +927,17 @@ func (s *segSim) recreate() error {
 		}
 	}
 	s.heal()
-	simPause(30 * time.Second) // faults decided before the heal end, sessions come back
+	s.pause(30 * time.Second) // faults decided before the heal end, sessions come back
 	synctest.Wait()
-	st, err := segment.OpenZK(context.Background(), s.segConfig(s.srv.Dial))
+	st, err := segment.OpenZK(s.bg(), s.segConfig(s.srv.Dial))
 	if err != nil {
 		return s.fail("open an admin store: %v", err)
 	}
 	defer st.Close()
-	if err := st.Delete(context.Background(), simTag); err != nil {
+	if err := st.Delete(s.bg(), simTag); err != nil {
 		return s.fail("segment delete: %v", err)
 	}
-	simPause(2 * time.Second)
+	s.pause(2 * time.Second)
 	synctest.Wait()
 	for _, n := range s.live() {
 		for _, ts := range n.proc.mode.Status() {
@@ -898,7 +947,7 @@ func (s *segSim) recreate() error {
 		}
 	}
 	tag := segment.Tag{Name: simTag, Start: 1, Step: simStep, MaxStep: simTop}
-	if err := st.Create(context.Background(), tag); err != nil {
+	if err := st.Create(s.bg(), tag); err != nil {
 		return s.fail("segment create: %v", err)
 	}
 	s.issued, s.allowance, s.skipped, s.snap = simIssued{}, 0, nil, nil
@@ -999,11 +1048,11 @@ func (s *segSim) restore() error {
 		}
 	}
 	s.heal()
-	simPause(30 * time.Second) // faults decided before the heal end, sessions come back
+	s.pause(30 * time.Second) // faults decided before the heal end, sessions come back
 	synctest.Wait()
 	_, before, _ := s.srv.Get(s.tagPath())
 	for _, n := range live {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := clock.WithTimeout(s.bg(), 10*time.Second)
 		_, err := n.proc.mode.store.p.Load().Tag(ctx, simTag)
 		cancel()
 		if err != nil {
@@ -1072,7 +1121,7 @@ func (s *segSim) operator() (*segment.ZKStore, error) {
 	}
 	cfg := s.segConfig(dial)
 	cfg.Timeout = 30 * time.Second
-	st, err := segment.OpenZK(context.Background(), cfg)
+	st, err := segment.OpenZK(s.bg(), cfg)
 	if err != nil {
 		return nil, s.fail("open an operator's store: %v", err)
 	}
@@ -1092,7 +1141,7 @@ func (s *segSim) repair() error {
 	// The runbook's repair: segment set-max --drop-returned, one
 	// version-checked multi.
 	n := s.forgotten + 1
-	was, dropped, err := st.Repair(context.Background(), simTag, n)
+	was, dropped, err := st.Repair(s.bg(), simTag, n)
 	if err != nil {
 		return s.fail("set-max %d --drop-returned after ZooKeeper went back: %v", n, err)
 	}
@@ -1114,7 +1163,7 @@ func (s *segSim) setMax() error {
 		return err
 	}
 	defer st.Close()
-	ctx := context.Background()
+	ctx := s.bg()
 	t, err := st.Tag(ctx, simTag)
 	if err != nil {
 		return s.fail("operator: read the tag: %v", err)
@@ -1149,7 +1198,7 @@ func (s *segSim) step() error {
 		return s.take(pick(live))
 	case r < 65:
 		d := time.Duration(1+s.rng.IntN(300)) * time.Millisecond
-		simPause(d)
+		s.pause(d)
 	case r < 70 && len(live) > 0:
 		return s.kill(pick(live), s.rng.IntN(8) == 0)
 	case r < 73 && len(live) > 0:
@@ -1179,20 +1228,20 @@ func (s *segSim) step() error {
 		}
 	case r < 98 && len(live) > 0:
 		p := pick(live).proc
-		s.logf("%s: %s", p.name, diskFault(s.rng, p.dproc, 4*time.Second))
+		s.logf("%s: %s", p.name, s.diskFault(s.rng, p.dproc, 4*time.Second))
 	default:
-		simPause(time.Duration(1+s.rng.IntN(3000)) * time.Millisecond)
+		s.pause(time.Duration(1+s.rng.IntN(3000)) * time.Millisecond)
 	}
 	return nil
 }
 
 // diskFault makes a process's disk full for up to most (one time in
 // three), or its writes take up to most; it says which.
-func diskFault(rng *rand.Rand, d *disk.Proc, most time.Duration) string {
+func (s *simZK) diskFault(rng *rand.Rand, d *disk.Proc, most time.Duration) string {
 	if rng.IntN(3) == 0 {
 		full := time.Duration(1+rng.Int64N(int64(most/time.Millisecond))) * time.Millisecond
 		d.Fail(syscall.ENOSPC)
-		time.AfterFunc(full, func() { d.Fail(nil) })
+		clock.AfterFunc(s.bg(), full, func() { d.Fail(nil) })
 		return fmt.Sprintf("disk full for %v", full)
 	}
 	hang := time.Duration(rng.Int64N(int64(most/time.Millisecond))) * time.Millisecond
@@ -1215,7 +1264,7 @@ func (s *segSim) finish() error {
 	// Faults decided before the heal (a held request that then loses its
 	// answer, with the connection down for up to 6s) end within 30s; then
 	// sessions come back and resumed ranges load.
-	simPause(30 * time.Second)
+	s.pause(30 * time.Second)
 	for _, n := range s.nodes {
 		for range 3 {
 			if err := s.take(n); err != nil {
@@ -1339,7 +1388,7 @@ func runSegmentSim(t *testing.T, seed uint64, steps int, world segWorld) error {
 // runSegmentSimTrace is runSegmentSim that also returns the run's trace.
 func runSegmentSimTrace(t *testing.T, seed uint64, steps int, world segWorld) (trace []string, err error) {
 	t.Helper()
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one thread: the bubble's goroutines never run at once
+	defer simRuntime()()
 	synctest.Test(t, func(*testing.T) {
 		var s *segSim
 		s, err = newSegSim(seed, world)

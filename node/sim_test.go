@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -36,8 +35,9 @@ import (
 //
 // SIM_SEED, SIM_SEEDS and SIM_STEPS work as for the segment simulation
 // (default 200 seeds, 10 under the race detector). SIM_SEED=N replays the
-// seed's steps and faults; TestSimulation_Replays (replay_test.go) says how
-// often the replay is exact.
+// seed's run: every timer of the world is armed through one clock.Apart
+// (simZK.sched), and TestSimulation_Replays (replay_test.go) checks that
+// two runs of a seed leave one trace.
 
 const (
 	snowNodes   = 3
@@ -269,7 +269,7 @@ func (s *snowSim) start(n *snowNode) {
 	case 2:
 		p.borrow = s.rng.IntN(2) == 0
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(s.bg())
 	p.cancel = cancel
 	ln := fasthttputil.NewInmemoryListener()
 	log := zerolog.Nop()
@@ -279,11 +279,8 @@ func (s *snowSim) start(n *snowNode) {
 	if s.world.paths {
 		log = s.watchLog(p, log)
 	}
-	// Nodes start a few microseconds apart, so their timers never fire at
-	// one virtual instant: the scheduler's order does not decide a run.
-	time.Sleep(time.Duration(n.slot+1) * time.Microsecond)
 	go func() {
-		p.done <- Run(ctx, withSeams(s.config(n, p), withClock(n.clock), withListener(ln),
+		p.done <- Run(ctx, withSeams(s.config(n, p), withClock(n.clock), withListener(ln), withSchedule(s.sched),
 			withBuilt(func(nd *node) { p.n.Store(nd) })), log)
 	}()
 	n.proc, s.recent = p, n
@@ -408,7 +405,7 @@ func (s *snowSim) settle() error {
 				s.start(n)
 			}
 		}
-		simPause(5 * time.Second)
+		s.pause(5 * time.Second)
 	}
 	for _, n := range s.nodes {
 		p := n.proc
@@ -504,7 +501,7 @@ func (s *snowSim) step() error {
 		}
 		return s.issue(s.pick(live))
 	case r < 60:
-		simPause(time.Duration(1+s.rng.IntN(500)) * time.Millisecond)
+		s.pause(time.Duration(1+s.rng.IntN(500)) * time.Millisecond)
 	case r < 65 && len(live) > 0:
 		s.kill(s.pick(live), s.rng.IntN(6) == 0)
 	case r < 69 && len(live) > 0:
@@ -529,9 +526,9 @@ func (s *snowSim) step() error {
 		return s.reboot(s.pick(live))
 	case r < 96 && len(live) > 0:
 		p := s.pick(live).proc
-		s.logf("%s: %s", p.name, diskFault(s.rng, p.dproc, 5*time.Second))
+		s.logf("%s: %s", p.name, s.diskFault(s.rng, p.dproc, 5*time.Second))
 	default:
-		simPause(time.Duration(1+s.rng.IntN(20000)) * time.Millisecond)
+		s.pause(time.Duration(1+s.rng.IntN(20000)) * time.Millisecond)
 	}
 	return nil
 }
@@ -592,23 +589,9 @@ func (s *snowSim) reboot(n *snowNode) error {
 	return nil
 }
 
-// simSkew is added to every pause of a simulation's steps (simPause): the
-// product's timers are whole milliseconds, so a step that slept whole
-// milliseconds often woke at the instant a timer of a process, armed at an
-// earlier step, fires, and synctest runs timers of one instant in a random
-// order (the runtime's timerWhen.less): whether the process or the step
-// acted first changed from run to run. 777ns apart per pause, a step's
-// instant meets a timer armed at another step (whole milliseconds after it)
-// only after a million pauses (777 and 10^6 share no factor; 1,287 pauses
-// come within a nanosecond).
-const simSkew = 777 * time.Nanosecond
-
-// simPause sleeps a step's pause d, and simSkew more.
-func simPause(d time.Duration) { time.Sleep(d + simSkew) }
-
 func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats snowStats, err error) {
 	t.Helper()
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one thread: the bubble's goroutines never run at once
+	defer simRuntime()()
 	dir := t.TempDir()
 	synctest.Test(t, func(*testing.T) {
 		s := &snowSim{simZK: newSimZK(seed), world: world, rng: rand.New(rand.NewPCG(seed, 0x5f1a)), dir: dir,
@@ -616,7 +599,7 @@ func runSnowSim(t *testing.T, seed uint64, steps int, world snowWorld) (stats sn
 			slots: snowNodes - 1, migrations: rand.New(rand.NewPCG(seed, 0x319))}
 		for i := range snowNodes {
 			s.keys++
-			s.nodes = append(s.nodes, &snowNode{slot: i, key: fmt.Sprintf("k%d", s.keys), disk: disk.NewMem(), clock: &simClock{origin: time.Now(), step: int64(world.readStep)}})
+			s.nodes = append(s.nodes, &snowNode{slot: i, key: fmt.Sprintf("k%d", s.keys), disk: s.newDisk(), clock: &simClock{origin: time.Now(), step: int64(world.readStep)}})
 		}
 		if world.paths {
 			err = s.createCluster()

@@ -3,7 +3,6 @@ package node
 import (
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
 )
 
@@ -29,7 +28,7 @@ func (s *snowSim) migrate(n *snowNode, cut time.Duration) {
 	s.cutOff(&old.zk, until)
 	s.stranded = append(s.stranded, &snowNode{slot: n.slot, key: n.key, disk: n.disk, clock: n.clock, proc: old, procs: n.procs})
 	s.slots++
-	n.slot, n.disk, n.proc = s.slots, disk.NewMem(), nil
+	n.slot, n.disk, n.proc = s.slots, s.newDisk(), nil
 	s.logf("%s: cut off from ZooKeeper for %v; its node key moves to a new machine", old.name, cut)
 	s.start(n)
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
-	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
 )
 
@@ -182,7 +181,7 @@ func (s *snowSim) slowToken(p *snowProc) func() {
 	d := s.world.fenceAhead / 5
 	return func() {
 		if p.slow.Load() {
-			time.Sleep(d)
+			s.pause(d)
 		}
 	}
 }
@@ -272,7 +271,7 @@ func (s *snowSim) createCluster() error {
 	}
 	spec := coordinator.ClusterSpec{Layout: l, WorkerIDs: r, RecycleAfter: 20 * time.Second}
 	create := func() (coordinator.CreateResult, error) {
-		return coordinator.CreateCluster(context.Background(), []string{"127.0.0.1:2181"}, "", snowCluster, spec, 10*time.Second, s.adminDial())
+		return coordinator.CreateCluster(s.bg(), []string{"127.0.0.1:2181"}, "", snowCluster, spec, 10*time.Second, s.adminDial())
 	}
 	s.nodesCreate = s.rng.IntN(3) == 0
 	if !s.nodesCreate {
@@ -366,7 +365,7 @@ func (s *snowSim) issueWhile(n *snowNode, want, tries int, gap time.Duration) er
 		if s.stats.batches > before {
 			got++
 		}
-		simPause(gap)
+		s.pause(gap)
 	}
 	return nil
 }
@@ -398,7 +397,7 @@ func (s *snowSim) reclaimStep() error {
 		p := n.proc
 		p.dproc.Hang(time.Hour)
 		for i := 0; i < 2000 && s.foreverToken(n.key) == before; i++ {
-			simPause(10 * time.Millisecond)
+			s.pause(10 * time.Millisecond)
 		}
 		committed := s.foreverToken(n.key) != before
 		if committed {
@@ -413,7 +412,7 @@ func (s *snowSim) reclaimStep() error {
 		}
 	} else {
 		old := n.disk
-		n.disk = disk.NewMem()
+		n.disk = s.newDisk()
 		s.logf("%s: back on an empty disk (its own is out for repair)", n.key)
 		s.start(n)
 		if err := s.issueWhile(n, 2, 40, 500*time.Millisecond); err != nil {
@@ -438,7 +437,7 @@ func (s *snowSim) reclaimStep() error {
 	p.slow.Store(crash)
 	for end := time.Now().Add(stall + 30*time.Second); time.Now().Before(end) && p.reclaimed.Load() == 0; {
 		s.loseNextMulti(p, lose)
-		simPause(50 * time.Millisecond)
+		s.pause(50 * time.Millisecond)
 		s.reap()
 		if n.proc != p {
 			break
@@ -456,7 +455,7 @@ func (s *snowSim) reclaimStep() error {
 		// with the fence S4 requires (at least the previous holder's).
 		// The restart replaces exactly that token: it starts after the
 		// file's fence.
-		simPause(s.world.fenceAhead / 4)
+		s.pause(s.world.fenceAhead / 4)
 		s.kill(n, false)
 		s.start(n)
 	}
@@ -504,7 +503,7 @@ func (s *snowSim) retireStep() error {
 	key := n.key
 	retired := false
 	for range 15 {
-		res, err := coordinator.Retire(context.Background(), []string{"127.0.0.1:2181"}, "", snowCluster, key, 5*time.Second, s.adminDial())
+		res, err := coordinator.Retire(s.bg(), []string{"127.0.0.1:2181"}, "", snowCluster, key, 5*time.Second, s.adminDial())
 		if err == nil {
 			s.logf("snowflakectl node retire %s: worker IDs %v after fence %d", key, res.WorkerIDs, res.Fence)
 			retired = true
@@ -514,7 +513,7 @@ func (s *snowSim) retireStep() error {
 		if !errors.Is(err, coordinator.ErrLeaseHeld) && !errors.Is(err, coordinator.ErrZKUnavailable) {
 			break
 		}
-		simPause(time.Second)
+		s.pause(time.Second)
 	}
 	if !retired {
 		return nil
@@ -567,7 +566,7 @@ func (s *snowSim) correctionStep() error {
 	if nd.gen.Stats().Borrowed > borrowedBefore {
 		s.stats.paths.correctionsBorrowing++
 	}
-	simPause(500 * time.Millisecond) // the jump guard looks every 20ms
+	s.pause(500 * time.Millisecond) // the jump guard looks every 20ms
 	if nd.jumps.suspicious() {
 		return s.fail("%s: the clock set right after a step back of %v is held as a jump (clock_jump): %+v", p.name, back, nd.guard.Status())
 	}
@@ -578,6 +577,8 @@ func (s *snowSim) correctionStep() error {
 // their figures to the stats.
 func (s *snowSim) pathsDone() error {
 	if s.createDone != nil {
+		noAnswer := s.after(30 * time.Second)
+		defer noAnswer.Stop()
 		select {
 		case out := <-s.createDone:
 			if errors.Is(out.err, context.DeadlineExceeded) || errors.Is(out.err, coordinator.ErrZKUnavailable) {
@@ -592,7 +593,7 @@ func (s *snowSim) pathsDone() error {
 				return s.fail("snowflakectl cluster create, racing nodes with --create-cluster: %v", out.err)
 			}
 			s.logf("the operator's cluster create, racing the nodes: created %v", out.created)
-		case <-time.After(30*time.Second + simSkew):
+		case <-noAnswer.C:
 			return s.fail("snowflakectl cluster create, racing nodes with --create-cluster: no answer")
 		}
 	}

@@ -19,7 +19,7 @@ func (s *snowSim) beforeReboot(n *snowNode) error {
 		s.logf("%s: disk writes take %v", n.proc.name, d)
 	}
 	for range 3 {
-		simPause(time.Duration(100+s.rng.IntN(500)) * time.Millisecond)
+		s.pause(time.Duration(100+s.rng.IntN(500)) * time.Millisecond)
 		if err := s.issue(n); err != nil {
 			return err
 		}
@@ -34,7 +34,7 @@ func (s *snowSim) afterReboot(n *snowNode) error {
 		if nd := n.proc.n.Load(); nd != nil && nd.srv != nil && nd.guard.Ready() {
 			break
 		}
-		simPause(10 * time.Millisecond)
+		s.pause(10 * time.Millisecond)
 	}
 	return s.issue(n)
 }

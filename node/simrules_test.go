@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
 )
@@ -77,7 +75,7 @@ func TestSimulation_SnowflakeRules(t *testing.T) {
 // runRulesSim runs seed's scenario.
 func runRulesSim(t *testing.T, seed uint64) (err error) {
 	t.Helper()
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one thread, as runSnowSim
+	defer simRuntime()()
 	dir := t.TempDir()
 	sc := rulesScenarios[(seed-1)%uint64(len(rulesScenarios))]
 	synctest.Test(t, func(*testing.T) {
@@ -113,7 +111,7 @@ func (s *snowSim) addNode(key string, off time.Duration) *snowNode {
 	}
 	// Its processes count from 100*slot: one node key's processes on two
 	// machines have distinct names.
-	n := &snowNode{slot: s.slots, key: key, disk: disk.NewMem(), clock: &simClock{origin: time.Now()}, procs: 100 * s.slots}
+	n := &snowNode{slot: s.slots, key: key, disk: s.newDisk(), clock: &simClock{origin: time.Now()}, procs: 100 * s.slots}
 	s.slots++
 	n.clock.set(int64(off))
 	s.nodes = append(s.nodes, n)
@@ -122,7 +120,7 @@ func (s *snowSim) addNode(key string, off time.Duration) *snowNode {
 
 // ready waits up to limit for n's process to be in service.
 func (s *snowSim) ready(n *snowNode, limit time.Duration) bool {
-	for end := time.Now().Add(limit); time.Now().Before(end); simPause(10 * time.Millisecond) {
+	for end := time.Now().Add(limit); time.Now().Before(end); s.pause(10 * time.Millisecond) {
 		if nd := n.proc.n.Load(); nd != nil && nd.srv != nil && nd.guard.Ready() {
 			return true
 		}
@@ -139,7 +137,7 @@ func (s *snowSim) issueFor(d time.Duration, ns ...*snowNode) error {
 				return err
 			}
 		}
-		simPause(time.Duration(100+s.rng.IntN(200)) * time.Millisecond)
+		s.pause(time.Duration(100+s.rng.IntN(200)) * time.Millisecond)
 	}
 	return nil
 }
@@ -198,7 +196,7 @@ func (s *snowSim) lateRenewal() error {
 	s.stage("%s: its connection breaks as its next renewal is sent", old.name)
 	armed[old.name].Store(true)
 	for end := time.Now().Add(3 * time.Second); armed[old.name].Load() && time.Now().Before(end); {
-		simPause(10 * time.Millisecond)
+		s.pause(10 * time.Millisecond)
 	}
 	if armed[old.name].Load() {
 		return s.fail("%s sent no renewal", old.name)
@@ -218,7 +216,7 @@ func (s *snowSim) lateRenewal() error {
 	s.stop(b)
 	// The old process reconnects at cut+rulesCutFor, and its renewal goes
 	// out then, after the new machine's claim and final fence.
-	simPause(time.Until(cut.Add(rulesCutFor)))
+	s.pause(time.Until(cut.Add(rulesCutFor)))
 	s.stage("%s: reconnects; batches until its clock passes the new machine's IDs", old.name)
 	s.ready(a, 10*time.Second)
 	return s.issueFor(10*time.Second, a)
@@ -270,7 +268,7 @@ func (s *snowSim) fenceWriteHangs() error {
 	s.stage("%s: its disk writes hang", a.proc.name)
 	a.proc.dproc.Hang(time.Minute)
 	for end := time.Now().Add(time.Second); !a.proc.dproc.Writing() && time.Now().Before(end); {
-		simPause(time.Millisecond)
+		s.pause(time.Millisecond)
 	}
 	if !a.proc.dproc.Writing() {
 		return s.fail("%s wrote no fence", a.proc.name)
