@@ -152,6 +152,7 @@ type Ticker struct {
 	t *time.Ticker
 
 	// Under a Schedule one goroutine re-arms a Timer at each tick.
+	c        chan time.Time
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
@@ -161,12 +162,15 @@ type Ticker struct {
 // Schedule on ctx it is a time.Ticker; with one, each tick is a Timer armed
 // through it when the previous one fired.
 func NewTicker(ctx context.Context, d time.Duration) *Ticker {
+	if d <= 0 {
+		panic("clock.NewTicker: non-positive interval")
+	}
 	if scheduleOf(ctx) == nil {
 		t := time.NewTicker(d)
 		return &Ticker{C: t.C, t: t}
 	}
 	c := make(chan time.Time, 1)
-	t := &Ticker{C: c, stop: make(chan struct{}), done: make(chan struct{})}
+	t := &Ticker{C: c, c: c, stop: make(chan struct{}), done: make(chan struct{})}
 	tm := NewTimer(ctx, d)
 	go t.run(tm, d, c)
 	return t
@@ -202,6 +206,10 @@ func (t *Ticker) Stop() {
 	}
 	t.stopOnce.Do(func() { close(t.stop) })
 	<-t.done
+	select {
+	case <-t.c: // a tick not read yet is not read after Stop, as with time.Ticker
+	default:
+	}
 }
 
 // Apart is a Schedule under which no two timers fire at one instant: a

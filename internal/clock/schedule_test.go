@@ -211,9 +211,8 @@ func TestTicker(t *testing.T) {
 					t.Errorf("tick %d (schedule %T) came %v after the start", i, sched, got)
 				}
 			}
-			// A slow reader misses ticks; one waits.
+			// A slow reader misses ticks; one waits, and is not read after Stop.
 			time.Sleep(time.Second)
-			<-tk.C
 			tk.Stop()
 			time.Sleep(time.Second)
 			select {
@@ -223,4 +222,10 @@ func TestTicker(t *testing.T) {
 			}
 		})
 	}
+	defer func() {
+		if recover() == nil {
+			t.Error("NewTicker(0) under a schedule did not panic, as time.NewTicker does")
+		}
+	}()
+	clock.NewTicker(clock.WithSchedule(context.Background(), clock.NewApart()), 0)
 }
