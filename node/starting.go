@@ -73,13 +73,16 @@ func (p *startPhase) handOver() net.Listener {
 	// The view first: fasthttp's Shutdown does nothing to a Serve that has
 	// not registered its listener yet (a node that starts within
 	// microseconds), which would then serve beside the node's server for
-	// good. A closed view ends Serve whenever it starts.
+	// good. A closed view ends Serve whenever it starts. Serve's return
+	// comes before the drain: fasthttp's drain counts a Serve still
+	// waiting in accept as an open connection and polls every 100 ms
+	// while one is open.
 	_ = p.view.Close()
-	_ = p.srv.Shutdown(ctx) // past the deadline the last answers go on beside the node's server
 	select {
 	case <-p.done:
 	case <-ctx.Done():
 	}
+	_ = p.srv.Shutdown(ctx) // past the deadline the last answers go on beside the node's server
 	return p.h.view()
 }
 

@@ -89,3 +89,17 @@ func (t *connTracker) closeUnstarted() {
 		_ = c.Close()
 	}
 }
+
+// onceCloseListener closes its listener once: Shutdown closes it before
+// fasthttp's drain closes it again, and the second Close is not an error.
+type onceCloseListener struct {
+	net.Listener
+	once sync.Once
+	err  error
+}
+
+// Close closes the listener the first time and returns that result every time.
+func (l *onceCloseListener) Close() error {
+	l.once.Do(func() { l.err = l.Listener.Close() })
+	return l.err
+}

@@ -14,6 +14,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -133,8 +134,9 @@ type Server struct {
 	perTick    int           // IDs one tick holds: the /ids chunk between readiness checks
 	batchBound time.Duration // the longest an /ids batch may take
 	conns      connTracker
-	uuids      uuidv7.Codec // the layout's UUIDv7 codec
-	uuidErr    error        // why the layout cannot make UUIDs (nil: it can)
+	serving    atomic.Pointer[serving] // the listener Serve accepts on, once it does
+	uuids      uuidv7.Codec            // the layout's UUIDv7 codec
+	uuidErr    error                   // why the layout cannot make UUIDs (nil: it can)
 }
 
 // batchBound is how long an /ids batch may take beyond two ticks of the
@@ -219,9 +221,18 @@ func orDefault(d, def time.Duration) time.Duration {
 // values after each call to reuse it.
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handler }
 
+// serving is what Shutdown needs of a running Serve.
+type serving struct {
+	ln   *onceCloseListener
+	done chan struct{} // closed when Serve returns
+}
+
 // Serve serves on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.srv.Serve(trackingListener{Listener: ln, t: &s.conns})
+	sv := &serving{ln: &onceCloseListener{Listener: ln}, done: make(chan struct{})}
+	defer close(sv.done)
+	s.serving.Store(sv)
+	return s.srv.Serve(trackingListener{Listener: sv.ln, t: &s.conns})
 }
 
 // Shutdown stops accepting connections and waits (up to ctx) for in-flight
@@ -229,6 +240,17 @@ func (s *Server) Serve(ln net.Listener) error {
 // connection) hold no request: they are closed at once instead of holding
 // the drain until fasthttp's read timeout.
 func (s *Server) Shutdown(ctx context.Context) error {
+	// The listener first, and Serve's return: fasthttp's drain counts a
+	// Serve still waiting in accept as an open connection and polls every
+	// 100 ms while one is open, so a drain begun before Serve returned
+	// would wait 100 ms for nothing.
+	if sv := s.serving.Load(); sv != nil {
+		_ = sv.ln.Close()
+		select {
+		case <-sv.done:
+		case <-ctx.Done():
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- s.srv.ShutdownWithContext(ctx) }()
 	tick := clock.NewTicker(ctx, 20*time.Millisecond)
