@@ -82,7 +82,7 @@ var mutationTable = []mutationRow{
 	{mutation.ReclaimSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 1, "issued twice"},
 	{mutation.FenceWriterSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 2, "issued twice"},
 	{mutation.RetiredFenceDropped, "retire", "TestSimulation_SnowflakePaths", 3, "issued twice"},
-	{mutation.RangeIgnored, "range", "TestSimulation_SnowflakePaths", 3, `outside the cluster.s worker-ID range|recycling refused: .*malformed`},
+	{mutation.RangeIgnored, "range", "TestSimulation_SnowflakePaths", 5, `outside the cluster.s worker-ID range|recycling refused: .*malformed`},
 	{mutation.CorrectionIsAJump, "correction", "TestSimulation_SnowflakePaths", 1, "held as a jump"},
 	// The fencing rules of docs/fencing.md on the snowflake simulation's
 	// paths.
