@@ -384,29 +384,29 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 		}
 	}
 	for {
-		// A stop, then the watch's news, win over a kick or a retry that is
-		// ready too (select would pick at random, and the order matters).
 		select {
 		case <-b.svc.stop:
 			return
 		case <-b.retired:
 			return
-		default:
+		case <-kick:
+		case <-retry:
+		case deleted := <-watch:
+			watched(deleted)
 		}
+		// What came with the case select picked (it picks among ready ones
+		// at random) is taken too, so the round starts the same way
+		// whichever it was: the watch's news, a kick (the round looks at
+		// what is needed anyway) and the retry (dropped); a stop ends the
+		// round before it does anything.
 		select {
 		case deleted := <-watch:
 			watched(deleted)
 		default:
-			select {
-			case <-b.svc.stop:
-				return
-			case <-b.retired:
-				return
-			case <-kick:
-			case <-retry:
-			case deleted := <-watch:
-				watched(deleted)
-			}
+		}
+		select {
+		case <-kick:
+		default:
 		}
 		stopRetry()
 		for {

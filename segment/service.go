@@ -109,6 +109,13 @@ type tagState struct {
 	Ranges   []Range `json:"ranges"`
 }
 
+// takeRead bounds a read of the store made for a Take: a Take waits at
+// most Wait (and a read at most LoadTimeout), its timer armed under the
+// service's schedule.
+func (s *Service) takeRead(ctx context.Context) (context.Context, context.CancelFunc) {
+	return clock.WithTimeout(clock.WithSchedule(ctx, s.cfg.Schedule), min(s.cfg.LoadTimeout, s.cfg.Wait))
+}
+
 // stateLocked is what the state file keeps of b with its unissued ranges
 // rs: what a resumed buffer needs before ZooKeeper answers.
 func (b *tagBuf) stateLocked(rs []Range) tagState {
@@ -312,7 +319,7 @@ func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
 	if err := ValidateTag(tag); err != nil {
 		return nil, err
 	}
-	lctx, cancel := clock.WithTimeout(clock.WithSchedule(ctx, s.cfg.Schedule), min(s.cfg.LoadTimeout, s.cfg.Wait)) // a Take waits at most Wait
+	lctx, cancel := s.takeRead(ctx)
 	t, err := s.cfg.Store.Tag(lctx, tag)
 	var perm *Permutation
 	if err == nil {

@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // Errors of tags that require a token (Tag.RequireToken).
@@ -141,7 +139,7 @@ func (b *tagBuf) checkToken(ctx context.Context, token []byte, inc int64) error 
 	if !ok {
 		return fmt.Errorf("%w: tag %q requires a token and this store holds none", ErrUnavailable, b.name)
 	}
-	lctx, cancel := clock.WithTimeout(clock.WithSchedule(ctx, b.svc.cfg.Schedule), min(b.svc.cfg.LoadTimeout, b.svc.cfg.Wait))
+	lctx, cancel := b.svc.takeRead(ctx)
 	set, err := ts.Tokens(lctx, b.name, inc)
 	cancel()
 	if err != nil {
