@@ -4,10 +4,10 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
 // timerCalls are the calls that arm a timer past a Schedule.
@@ -35,27 +35,14 @@ var armedElsewhere = map[string]string{
 // Schedule orders all of them: one armed with the time package directly
 // could fire at one virtual instant with another, in a random order.
 func TestTimersArmedThroughTheSchedule(t *testing.T) {
-	root := filepath.Join("..", "..")
+	root := testsupport.ModuleRoot(t)
 	fset := token.NewFileSet()
 	seen := map[string]bool{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	// The client is its own module; tests/ holds only tests.
+	for _, rel := range testsupport.GoFiles(t, "client", "tests") {
+		f, err := parser.ParseFile(fset, filepath.Join(root, filepath.FromSlash(rel)), nil, 0)
 		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			// The client is its own module; tests/ holds only tests.
-			if rel != "." && (rel == "client" || rel == "tests" || rel == "bin" || strings.HasPrefix(d.Name(), ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
@@ -74,17 +61,13 @@ func TestTimersArmedThroughTheSchedule(t *testing.T) {
 			if !timerCalls[name] {
 				return true
 			}
-			key := filepath.ToSlash(rel) + ":" + name
+			key := rel + ":" + name
 			seen[key] = true
 			if _, ok := armedElsewhere[key]; !ok {
 				t.Errorf("%s: %s arms a timer past the Schedule: use the clock package's", fset.Position(call.Pos()), name)
 			}
 			return true
 		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	for key := range armedElsewhere {
 		if !seen[key] {

@@ -12,10 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -180,4 +182,34 @@ func ModuleRoot(t testing.TB) string {
 	}
 	t.Fatalf("no go.mod of module %s above the working directory", ModuleName)
 	return ""
+}
+
+// GoFiles lists the non-test Go files under the module root, as paths
+// relative to it with forward slashes, skipping hidden directories, bin/,
+// testdata/ and the directories skip names (relative to the root).
+func GoFiles(t testing.TB, skip ...string) []string {
+	t.Helper()
+	root := ModuleRoot(t)
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "testdata" || slices.Contains(skip, rel)) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(rel, ".go") && !strings.HasSuffix(rel, "_test.go") {
+			out = append(out, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("list the module's Go files: %v", err)
+	}
+	return out
 }

@@ -1,13 +1,15 @@
 package docs
 
 import (
-	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
+
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
 // The map of the code in docs/design.md names every package of the
@@ -56,24 +58,8 @@ func goPackageDirs(t *testing.T) []string {
 	t.Helper()
 	root := moduleRoot(t)
 	set := map[string]bool{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			if rel == "tests" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") && rel != "." || d.Name() == "bin" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
-			set[filepath.ToSlash(filepath.Dir(rel))] = true
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	for _, f := range testsupport.GoFiles(t, "tests") {
+		set[path.Dir(f)] = true
 	}
 	var out []string
 	for p := range set {
