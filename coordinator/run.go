@@ -91,6 +91,11 @@ func (c *Coordinator) Run(ctx context.Context, fencer Fencer) error {
 		if ctx.Err() != nil { // an end that came with it wins (select picks at random)
 			return nil
 		}
+		// The next step answers every signal pending now (one that comes
+		// during the step starts the next one).
+		clock.Drain(c.wake)
+		clock.Drain(sub)
+		clock.Drain(tick.C)
 	}
 }
 

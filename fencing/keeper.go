@@ -253,6 +253,8 @@ func (k *Keeper) Run(ctx context.Context) {
 		if ctx.Err() != nil { // an end that came with it wins (select picks at random)
 			return
 		}
+		clock.Drain(t.C) // one extension answers a tick and a wake pending together
+		clock.Drain(k.wake)
 		_ = k.Extend(ctx) // logged and reported through the check
 	}
 }

@@ -178,6 +178,47 @@ func TestFenceKeeperRunExtendsAndStops(t *testing.T) {
 	}
 }
 
+// gatedGen holds its first LastIssued (the start of an extension) until
+// open is closed.
+type gatedGen struct {
+	fakeGen
+	open chan struct{}
+	once sync.Once
+}
+
+func (g *gatedGen) LastIssued() int64 {
+	g.once.Do(func() { <-g.open })
+	return g.fakeGen.LastIssued()
+}
+
+// A tick and a wake pending together start one extension: whichever of
+// them Run's select takes, it takes the other too, or the other would start
+// a second extension in some runs and not in others (a simulation's seed
+// would not replay).
+func TestFenceKeeperTickAndWakeTogetherExtendOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ahead = 3 * time.Second // Run extends every ahead/3
+		clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
+		store := &fakeStore{}
+		gen := &gatedGen{open: make(chan struct{})}
+		k := NewKeeper(health.New(zerolog.Nop(), nil), clk, gen, ahead, 0, store.persist, zerolog.Nop())
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { k.Run(ctx); close(done) }()
+		k.Wake()              // the first extension starts, and waits at the gate
+		time.Sleep(ahead / 3) // a tick comes due meanwhile
+		k.Wake()              // and a wake
+		close(gen.open)
+		synctest.Wait()
+		got := store.count()
+		cancel()
+		<-done
+		if got != 2 {
+			t.Fatalf("the first extension and a tick and a wake pending together made %d fence writes, want 2", got)
+		}
+	})
+}
+
 // A write that hangs (not fails): Extend gives up at the deadline with the
 // check failing; Persisted never waits for it; no second write starts while
 // it hangs (a late write must not land after a newer one); once it returns

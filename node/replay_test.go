@@ -16,30 +16,32 @@ import (
 // runtime's random order, and the product lets an ended context or a
 // stop win over whatever came with it where select would pick at random.
 // make test runs the first seeds of each (the counts below); SIM_SEEDS=N
-// runs N seeds of each, SIM_SEED=N that one. A seed whose two runs part is
-// named with the first line they differ in.
+// runs N seeds of each, SIM_SEED=N that one; make test also runs the seeds
+// that once parted (parted), each for a cause since removed. A seed whose
+// two runs part is named with the first line they differ in.
 func TestSimulation_Replays(t *testing.T) {
 	if testsupport.RaceEnabled {
 		t.Skip("the simulations run without -race")
 	}
 	cases := []struct {
-		name  string
-		seeds int
-		run   func(t *testing.T, seed uint64) ([]string, error)
+		name   string
+		seeds  int
+		parted []uint64
+		run    func(t *testing.T, seed uint64) ([]string, error)
 	}{
-		{"snowflake", 5, func(t *testing.T, seed uint64) ([]string, error) {
+		{"snowflake", 5, nil, func(t *testing.T, seed uint64) ([]string, error) {
 			st, err := runSnowSim(t, seed, 300, snowMixed)
 			return st.trace, err
 		}},
-		{"borrow", 2, func(t *testing.T, seed uint64) ([]string, error) {
+		{"borrow", 2, []uint64{98}, func(t *testing.T, seed uint64) ([]string, error) {
 			st, err := runSnowSim(t, seed, 300, snowBorrow)
 			return st.trace, err
 		}},
-		{"paths", 2, func(t *testing.T, seed uint64) ([]string, error) {
+		{"paths", 2, []uint64{7, 12, 81}, func(t *testing.T, seed uint64) ([]string, error) {
 			st, err := runPathsSim(t, seed, 300)
 			return st.trace, err
 		}},
-		{"segments", 20, func(t *testing.T, seed uint64) ([]string, error) {
+		{"segments", 20, nil, func(t *testing.T, seed uint64) ([]string, error) {
 			return runSegmentSimTrace(t, seed, 300, worldPlain)
 		}},
 	}
@@ -47,7 +49,7 @@ func TestSimulation_Replays(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			seeds := simSeeds(t)
 			if os.Getenv("SIM_SEED") == "" && os.Getenv("SIM_SEEDS") == "" {
-				seeds = seeds[:tc.seeds]
+				seeds = append(seeds[:tc.seeds:tc.seeds], tc.parted...)
 			}
 			var diverged []uint64
 			for _, seed := range seeds {
