@@ -44,7 +44,10 @@ var mutationSims = map[string]mutationSim{
 		_, err := runPathsSim(t, seed, 300)
 		return err
 	}, 40},
-	"TestSimulation_SnowflakeRules": {runRulesSim, rulesSeeds},
+	"TestSimulation_SnowflakeRules": {func(t *testing.T, seed uint64) error {
+		_, err := runRulesSim(t, seed)
+		return err
+	}, rulesSeeds},
 	"TestSimulation_Segments": {func(t *testing.T, seed uint64) error {
 		return runSegmentSim(t, seed, 300, worldPlain)
 	}, 1000},

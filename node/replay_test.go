@@ -41,8 +41,15 @@ func TestSimulation_Replays(t *testing.T) {
 			st, err := runPathsSim(t, seed, 300)
 			return st.trace, err
 		}},
+		{"rules", rulesSeeds, nil, runRulesSim},
 		{"segments", 20, nil, func(t *testing.T, seed uint64) ([]string, error) {
 			return runSegmentSimTrace(t, seed, 300, worldPlain)
+		}},
+		{"opaque", 20, nil, func(t *testing.T, seed uint64) ([]string, error) {
+			return runSegmentSimTrace(t, seed, 300, worldOpaque)
+		}},
+		{"recreate", 20, nil, func(t *testing.T, seed uint64) ([]string, error) {
+			return runSegmentSimTrace(t, seed, 300, worldRecreate)
 		}},
 	}
 	for _, tc := range cases {

@@ -66,14 +66,14 @@ func TestSimulation_SnowflakeRules(t *testing.T) {
 		seeds = seeds[:min(len(seeds), rulesSeeds)]
 	}
 	for _, seed := range seeds {
-		if err := runRulesSim(t, seed); err != nil {
+		if _, err := runRulesSim(t, seed); err != nil {
 			t.Fatalf("seed %d (replay: SIM_SEED=%d go test -run 'TestSimulation_SnowflakeRules$' ./node/): %v", seed, seed, err)
 		}
 	}
 }
 
-// runRulesSim runs seed's scenario.
-func runRulesSim(t *testing.T, seed uint64) (err error) {
+// runRulesSim runs seed's scenario and returns its trace.
+func runRulesSim(t *testing.T, seed uint64) (trace []string, err error) {
 	t.Helper()
 	defer simRuntime()()
 	dir := t.TempDir()
@@ -91,9 +91,10 @@ func runRulesSim(t *testing.T, seed uint64) (err error) {
 		if synctestDebug {
 			fmt.Println(strings.Join(s.trace, "\n"))
 		}
+		trace = s.trace
 		time.Sleep(time.Minute) // the HTTP servers' idle-worker cleaners notice their stop
 	})
-	return err
+	return trace, err
 }
 
 // stage starts the scenario's next step (the step a failure names).
