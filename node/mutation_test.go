@@ -83,7 +83,7 @@ var mutationTable = []mutationRow{
 	// The paths of node/simpaths_test.go: re-claim, retire, worker-ID
 	// range, correction.
 	{mutation.ReclaimSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 1, "issued twice"},
-	{mutation.FenceWriterSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 2, "issued twice"},
+	{mutation.FenceWriterSkipsFloor, "S4", "TestSimulation_SnowflakePaths", 1, "issued twice"},
 	{mutation.RetiredFenceDropped, "retire", "TestSimulation_SnowflakePaths", 3, "issued twice"},
 	{mutation.RangeIgnored, "range", "TestSimulation_SnowflakePaths", 5, `outside the cluster.s worker-ID range|recycling refused: .*malformed`},
 	{mutation.CorrectionIsAJump, "correction", "TestSimulation_SnowflakePaths", 1, "held as a jump"},
