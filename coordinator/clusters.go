@@ -11,11 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
-
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/snowflake"

@@ -8,11 +8,10 @@ import (
 	"slices"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
-
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )

@@ -7,11 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
-
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )

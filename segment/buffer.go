@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
-
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 )
 

@@ -12,10 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
-
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"

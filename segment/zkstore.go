@@ -14,11 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
-
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"

@@ -21,12 +21,11 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
-
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/client/wire"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 )
 

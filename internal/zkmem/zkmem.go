@@ -52,10 +52,9 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
-
 	"github.com/go-zookeeper/zk"
 
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 )
 
