@@ -403,10 +403,7 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 			watched(deleted)
 		default:
 		}
-		select {
-		case <-kick:
-		default:
-		}
+		clock.Drain(kick)
 		stopRetry()
 		for {
 			select {

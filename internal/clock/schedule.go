@@ -206,10 +206,7 @@ func (t *Ticker) Stop() {
 	}
 	t.stopOnce.Do(func() { close(t.stop) })
 	<-t.done
-	select {
-	case <-t.c: // a tick not read yet is not read after Stop, as with time.Ticker
-	default:
-	}
+	Drain(t.c) // a tick not read yet is not read after Stop, as with time.Ticker
 }
 
 // Apart is a Schedule under which no two timers fire at one instant: a
