@@ -19,7 +19,6 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
-
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 )
 
@@ -308,23 +307,17 @@ func (p *Peers) CheckNow(ctx context.Context) (PeerSnapshot, error) {
 // askAll asks every peer, at most Concurrency at a time.
 func (p *Peers) askAll(ctx context.Context, peers []Peer) []PeerResult {
 	results := make([]PeerResult, len(peers))
-	sem := make(chan struct{}, p.cfg.Concurrency)
+	sem := ctxlock.NewSemaphore(p.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for i, peer := range peers {
-		if err := ctx.Err(); err != nil { // an ended context wins over a free slot (select picks at random)
+		if err := sem.Acquire(ctx); err != nil {
 			results[i] = PeerResult{WorkerID: peer.WorkerID, Addr: peer.Addr, Error: err.Error()}
-			continue
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			results[i] = PeerResult{WorkerID: peer.WorkerID, Addr: peer.Addr, Error: ctx.Err().Error()}
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
+			defer sem.Release()
 			results[i] = p.ask(ctx, peer)
 		}()
 	}

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
-
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/internal/tlsfiles"
@@ -322,7 +322,7 @@ func (p *Page) fillSelf(r *row, self nodestate.Snapshot) {
 // fetchAll asks every running peer for its /clock, at most Concurrency at a
 // time and MaxFetch in all, and fills their rows.
 func (p *Page) fetchAll(ctx context.Context, rows []row) {
-	sem := make(chan struct{}, p.cfg.Concurrency)
+	sem := ctxlock.NewSemaphore(p.cfg.Concurrency)
 	var wg sync.WaitGroup
 	asked := 0
 	for i := range rows {
@@ -339,18 +339,12 @@ func (p *Page) fetchAll(ctx context.Context, rows []row) {
 			continue
 		}
 		asked++
-		if err := ctx.Err(); err != nil { // an ended context wins over a free slot (select picks at random)
+		if err := sem.Acquire(ctx); err != nil {
 			r.Note = joinNote(r.Note, "not asked: "+err.Error())
 			continue
 		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			r.Note = joinNote(r.Note, "not asked: "+ctx.Err().Error())
-			continue
-		}
 		wg.Go(func() {
-			defer func() { <-sem }()
+			defer sem.Release()
 			p.fillPeer(r, p.fetchClock(ctx, r.Addr))
 		})
 	}
