@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
 )
 
 // defaultListTimeout bounds one worker listing when the caller's context
@@ -26,7 +27,7 @@ type workerLister struct {
 	ttl  time.Duration
 	mono func() time.Duration // monotonic clock, for the list's age
 	list func(ctx context.Context, timeout time.Duration) ([]coordinator.WorkerInfo, error)
-	busy chan struct{} // holds a token while a listing runs
+	busy ctxlock.Mutex // held while a listing runs
 
 	mu   sync.Mutex
 	have bool
@@ -37,7 +38,7 @@ type workerLister struct {
 
 func newWorkerLister(ttl time.Duration, mono func() time.Duration,
 	list func(ctx context.Context, timeout time.Duration) ([]coordinator.WorkerInfo, error)) *workerLister {
-	return &workerLister{ttl: ttl, mono: mono, list: list, busy: make(chan struct{}, 1)}
+	return &workerLister{ttl: ttl, mono: mono, list: list, busy: ctxlock.New()}
 }
 
 // Workers returns the cached list while it is younger than the TTL, or
@@ -46,15 +47,10 @@ func (l *workerLister) Workers(ctx context.Context) ([]coordinator.WorkerInfo, e
 	if rows, ok, err := l.cached(); ok {
 		return rows, err
 	}
-	if err := ctx.Err(); err != nil { // an ended context wins over a free slot (select picks at random)
-		return nil, fmt.Errorf("list workers: %w", err)
+	if err := l.busy.LockCtx(ctx); err != nil {
+		return nil, fmt.Errorf("list workers: waiting for its turn: %w", err)
 	}
-	select {
-	case l.busy <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("list workers: waiting for the listing in progress: %w", ctx.Err())
-	}
-	defer func() { <-l.busy }()
+	defer l.busy.Unlock()
 	if rows, ok, err := l.cached(); ok { // listed while we waited
 		return rows, err
 	}

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"github.com/go-zookeeper/zk"
+
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // The faults of this file: a request answered with zk.ErrSessionMoved, an
