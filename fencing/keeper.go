@@ -241,22 +241,9 @@ func (k *Keeper) Wake() {
 
 // Run extends the fence every Interval (and on Wake) until ctx ends.
 func (k *Keeper) Run(ctx context.Context) {
-	t := clock.NewTicker(ctx, k.interval())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-k.wake:
-		}
-		if ctx.Err() != nil { // an end that came with it wins (select picks at random)
-			return
-		}
-		clock.Drain(t.C) // one extension answers a tick and a wake pending together
-		clock.Drain(k.wake)
+	clock.Every(ctx, k.interval(), k.wake, func() {
 		_ = k.Extend(ctx) // logged and reported through the check
-	}
+	})
 }
 
 // PersistFinal writes fence as is, even below the persisted fence, within

@@ -250,27 +250,10 @@ func (j *jumpGuard) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { j.sampler.Run(ctx) })
-	every(ctx, jumpPoll, func() {
+	clock.Every(ctx, jumpPoll, nil, func() {
 		j.tryConfirm(ctx)
 		j.reaskIfUndone(ctx)
 	})
-}
-
-// every calls f every d until ctx ends.
-func every(ctx context.Context, d time.Duration, f func()) {
-	t := clock.NewTicker(ctx, d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if ctx.Err() != nil { // an end that came with it wins (select picks at random)
-			return
-		}
-		f()
-	}
 }
 
 // reaskIfUndone asks the confirmers again after an undone jump they had

@@ -45,21 +45,9 @@ func (n *node) checkTimeField() float64 {
 // watchTimeField repeats checkTimeField every yearsLeftCheckInterval until
 // ctx ends.
 func (n *node) watchTimeField(ctx context.Context) {
-	every := n.seams.yearsLeftEvery
-	if every <= 0 {
-		every = yearsLeftCheckInterval
+	d := n.seams.yearsLeftEvery
+	if d <= 0 {
+		d = yearsLeftCheckInterval
 	}
-	t := clock.NewTicker(ctx, every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if ctx.Err() != nil { // an end that came with it wins (select picks at random)
-				return
-			}
-			n.checkTimeField()
-		}
-	}
+	clock.Every(ctx, d, nil, func() { n.checkTimeField() })
 }

@@ -80,20 +80,7 @@ func (f *Fault) Tripped() bool {
 
 // Run clears the fault once clear holds, until ctx ends.
 func (f *Fault) Run(ctx context.Context) {
-	t := clock.NewTicker(ctx, f.poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-f.wake:
-		case <-t.C:
-		}
-		if ctx.Err() != nil { // an end that came with it wins (select picks at random)
-			return
-		}
-		f.TryClear()
-	}
+	clock.Every(ctx, f.poll, f.wake, func() { f.TryClear() })
 }
 
 // TryClear passes the check if it is tripped, clear holds and no Trip
@@ -146,20 +133,9 @@ func (fs *Faults) Add(g *Guard, reason Reason, clear func() bool) *Fault {
 
 // Run clears each tripped fault once its condition holds, until ctx ends.
 func (fs *Faults) Run(ctx context.Context) {
-	t := clock.NewTicker(ctx, fs.poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-fs.wake:
-		case <-t.C:
-		}
-		if ctx.Err() != nil { // an end that came with it wins (select picks at random)
-			return
-		}
+	clock.Every(ctx, fs.poll, fs.wake, func() {
 		for _, f := range fs.list {
 			f.TryClear()
 		}
-	}
+	})
 }
