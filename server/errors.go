@@ -59,6 +59,23 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, status int, code, msg stri
 	writeErrorJSON(ctx, status, errorBody{Error: errorDetail{Code: code, Message: msg}})
 }
 
+// authorized asks authorize (Config.Authorize, StartingConfig.Authorize)
+// about the request: nil lets every request through; an error answers 403
+// client_not_allowed with the error as message. It reports whether the
+// request may go on. The node's server and the start phase's server both
+// refuse through it, so a client gets the same answer from either.
+func authorized(ctx *fasthttp.RequestCtx, authorize func(*fasthttp.RequestCtx) error) bool {
+	if authorize == nil {
+		return true
+	}
+	err := authorize(ctx)
+	if err == nil {
+		return true
+	}
+	writeErrorJSON(ctx, fasthttp.StatusForbidden, errorBody{Error: errorDetail{Code: codeClientNotAllowed, Message: err.Error()}})
+	return false
+}
+
 // unavailable writes a 503 with Retry-After.
 func (s *Server) unavailable(ctx *fasthttp.RequestCtx, code, reason, state, msg string) {
 	ctx.Response.Header.SetCanonical(hdrRetryAfter, s.retryAfter)

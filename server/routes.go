@@ -148,14 +148,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	defer s.finish(ctx, &ep)
 
 	path := ctx.Path()
-	if s.cfg.Authorize != nil {
-		if err := s.cfg.Authorize(ctx); err != nil {
-			if r, _ := match(path); r != nil {
-				ep = r.ep
-			}
-			s.writeError(ctx, fasthttp.StatusForbidden, codeClientNotAllowed, err.Error())
-			return
+	if s.cfg.Authorize != nil && !authorized(ctx, s.cfg.Authorize) {
+		if r, _ := match(path); r != nil {
+			ep = r.ep
 		}
+		return
 	}
 	if r, rest := match(path); r != nil {
 		ep = r.ep

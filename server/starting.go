@@ -17,7 +17,18 @@ import (
 type StartingConfig struct {
 	// Status says what the node waits for (state Starting, a reason and
 	// a detail); required. Called on every /readyz and refused request.
-	Status     func() health.Status
+	Status func() health.Status
+	// Authorize, when not nil, is asked first about every request, as
+	// Config.Authorize is by the node's server (the same function: mutual
+	// TLS allow-lists): a non-nil error answers 403 client_not_allowed
+	// with the error as message, /healthz included.
+	Authorize func(ctx *fasthttp.RequestCtx) error
+	// Admin, when not nil, says whether the request comes from a client
+	// that may read Status's detail (what the node waits for names
+	// ZooKeeper's addresses and the lease holder: the node's state, as
+	// its admin endpoints show it); the others get the state and reason
+	// without it. Nil: every client gets the detail.
+	Admin      func(ctx *fasthttp.RequestCtx) bool
 	RetryAfter time.Duration // Retry-After on 503; 0 means 1s
 	Log        zerolog.Logger
 }
@@ -28,14 +39,19 @@ type StartingConfig struct {
 const startingReadTimeout = 2 * time.Second
 
 // Starting answers HTTP while a node starts, before its Server exists (the
-// claim of a worker ID can take a session timeout and more): GET /healthz
-// 200, GET /readyz and /readyz/segment 503 with state starting and what the
-// node waits for, every other path 503 out_of_service with the same state,
-// reason and detail (never a refused or hanging connection, which a
-// liveness probe would count against the process). Each response closes
-// its connection, so none outlives the phase.
+// claim of a worker ID can take a session timeout and more): a client that
+// Authorize refuses gets 403 client_not_allowed on every path, as from the
+// node's server; to the others GET /healthz is 200, GET /readyz and
+// /readyz/segment 503 with state starting and what the node waits for,
+// every other path 503 out_of_service with the same state, reason and
+// detail (never a refused or hanging connection, which a liveness probe
+// would count against the process). The detail goes to admins only (see
+// StartingConfig.Admin). Each response closes its connection, so none
+// outlives the phase.
 type Starting struct {
 	status     func() health.Status
+	authorize  func(*fasthttp.RequestCtx) error
+	admin      func(*fasthttp.RequestCtx) bool
 	retryAfter []byte
 	srv        *fasthttp.Server
 }
@@ -52,7 +68,7 @@ func NewStarting(cfg StartingConfig) (*Starting, error) {
 	if ra == 0 {
 		ra = defaultRetryAfter
 	}
-	s := &Starting{status: cfg.Status, retryAfter: strconv.AppendInt(nil, max(int64((ra+time.Second-1)/time.Second), 1), 10)}
+	s := &Starting{status: cfg.Status, authorize: cfg.Authorize, admin: cfg.Admin, retryAfter: strconv.AppendInt(nil, max(int64((ra+time.Second-1)/time.Second), 1), 10)}
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		Logger:             newLibLog(cfg.Log, time.Now),
@@ -76,6 +92,9 @@ func (s *Starting) Shutdown(ctx context.Context) error { return s.srv.ShutdownWi
 func (s *Starting) handle(ctx *fasthttp.RequestCtx) {
 	ctx.SetConnectionClose()
 	ctx.Response.Header.SetCanonical(hdrCacheControl, valNoStore)
+	if !authorized(ctx, s.authorize) {
+		return
+	}
 	if !ctx.IsGet() && !ctx.IsHead() {
 		ctx.Response.Header.SetCanonical(hdrAllow, valAllow)
 		writeErrorJSON(ctx, fasthttp.StatusMethodNotAllowed, errorBody{Error: errorDetail{
@@ -88,6 +107,9 @@ func (s *Starting) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	st := s.status()
+	if s.admin != nil && !s.admin(ctx) {
+		st.Detail = ""
+	}
 	ctx.Response.Header.SetCanonical(hdrRetryAfter, s.retryAfter)
 	if r != nil && r.ep == EndpointReadyz {
 		writeErrorJSON(ctx, fasthttp.StatusServiceUnavailable, readyBody{State: st.State.String(), Reason: string(st.Reason), Detail: st.Detail})
