@@ -16,7 +16,9 @@ import (
 // startPhase answers HTTP from the moment the node listens until its server
 // serves (the claim of a worker ID waits for ZooKeeper and for a dead
 // predecessor's lease): /healthz 200, /readyz 503 starting with what the
-// node waits for, everything else 503. Then it hands the listener over.
+// node waits for, everything else 503, under the node's TLS allow-lists
+// (403 client_not_allowed) with the detail for admins only. Then it hands
+// the listener over.
 type startPhase struct {
 	h     *handoff
 	view  net.Listener // the start phase server's view of the listener
@@ -36,7 +38,15 @@ type startPhase struct {
 func (n *node) startServing(ln net.Listener) (*startPhase, error) {
 	p := &startPhase{h: newHandoff(ln), done: make(chan error, 1), since: time.Now(), timers: n.timers}
 	p.setStep("starting")
-	srv, err := server.NewStarting(server.StartingConfig{Status: p.status, Log: n.log.With().Str("component", "http").Logger()})
+	srv, err := server.NewStarting(server.StartingConfig{
+		Status: p.status,
+		// The node's allow-lists, as its server applies them; the detail
+		// (ZooKeeper's addresses, the lease holder) only to the clients
+		// that may read its admin paths.
+		Authorize: n.tls.authorizer(),
+		Admin:     n.tls.adminCheck(),
+		Log:       n.log.With().Str("component", "http").Logger(),
+	})
 	if err != nil {
 		return nil, err
 	}

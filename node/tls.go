@@ -87,23 +87,48 @@ func (t *nodeTLS) authorizer() func(*fasthttp.RequestCtx) error {
 
 // authorize lets a request through when its client certificate's name is
 // on the allow-list of its path: --tls-admin-allow for the admin paths,
-// --tls-client-allow for the others.
+// --tls-client-allow for the others. The node's server and the start
+// phase's server both ask it.
 func (t *nodeTLS) authorize(ctx *fasthttp.RequestCtx) error {
 	list, flag := t.api, "--tls-client-allow"
 	if adminPath(ctx.Path()) {
 		list, flag = t.admin, "--tls-admin-allow"
 	}
-	if len(list) == 0 {
+	if cert, ok := allows(ctx, list); !ok {
+		return fmt.Errorf("client certificate %q is not allowed on %s (%s)", tlsfiles.Name(cert), ctx.Path(), flag)
+	}
+	return nil
+}
+
+// adminCheck returns server.StartingConfig.Admin: nil (every client is an
+// admin) unless an admin allow-list is set, as for the admin paths.
+func (t *nodeTLS) adminCheck() func(*fasthttp.RequestCtx) bool {
+	if t == nil || len(t.admin) == 0 {
 		return nil
+	}
+	return t.isAdmin
+}
+
+// isAdmin reports whether the request's client may read the admin paths
+// (/status, /metrics, /clock): its certificate's name is on
+// --tls-admin-allow, else on --tls-client-allow, as authorize decides for
+// those paths.
+func (t *nodeTLS) isAdmin(ctx *fasthttp.RequestCtx) bool {
+	_, ok := allows(ctx, t.admin)
+	return ok
+}
+
+// allows reports whether list lets the request's client through, and
+// returns the client's certificate (nil without one).
+func allows(ctx *fasthttp.RequestCtx, list tlsfiles.AllowList) (*x509.Certificate, bool) {
+	if len(list) == 0 {
+		return nil, true
 	}
 	var cert *x509.Certificate
 	if st := ctx.TLSConnectionState(); st != nil && len(st.PeerCertificates) > 0 {
 		cert = st.PeerCertificates[0]
 	}
-	if list.Allows(cert) {
-		return nil
-	}
-	return fmt.Errorf("client certificate %q is not allowed on %s (%s)", tlsfiles.Name(cert), ctx.Path(), flag)
+	return cert, list.Allows(cert)
 }
 
 // adminPaths are the paths --tls-admin-allow guards: the node's state,
