@@ -90,7 +90,7 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 	token := zkclient.NewToken() // one per Claim: a claim whose answer was lost is recognised by it
 	for round := 1; round <= maxClaimRounds; round++ {
 		c.setProgress(fmt.Sprintf("claiming a worker ID for node key %q", c.cfg.NodeKey))
-		node, err := c.findOrCreateForever(ctx, z)
+		node, err := c.findOrCreateForever(ctx, z, cd.FenceFloorMs)
 		if err != nil {
 			return Identity{}, err
 		}
@@ -118,7 +118,9 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 		c.st.lastReport, c.st.renewErr = n.data.Updated, ""
 		c.mu.Unlock()
 		id := Identity{
-			WorkerID: n.workerID, PrevFence: n.data.PrevFence, ZKFence: n.data.Fence, Token: token, PrevToken: n.data.PrevToken,
+			// A forever znode created by hand, or by a release before the
+			// floor, may lack it: the claim starts after it all the same.
+			WorkerID: n.workerID, PrevFence: max(n.data.PrevFence, cd.FenceFloorMs), ZKFence: n.data.Fence, Token: token, PrevToken: n.data.PrevToken,
 			Incarnation: inc, Path: n.path, Recycled: cl.recycled, PrevNodeKey: cl.prevKey, PrevAddr: cl.prevAddr, PrevStopped: cl.prevStopped,
 			RecycleAfter: recycleAfter,
 		}
@@ -292,7 +294,7 @@ func (c *Coordinator) findOwn(ctx context.Context, z zkclient.Client) (*foreverN
 // there is none. A create that failed for connection reasons may have
 // succeeded, so it lists again before creating again: a retry never leaves a
 // second znode for the key.
-func (c *Coordinator) findOrCreateForever(ctx context.Context, z zkclient.Client) (*foreverNode, error) {
+func (c *Coordinator) findOrCreateForever(ctx context.Context, z zkclient.Client, floor int64) (*foreverNode, error) {
 	start := time.Now()
 	for attempt := 1; attempt <= 20; attempt++ {
 		var own *foreverNode
@@ -307,7 +309,10 @@ func (c *Coordinator) findOrCreateForever(ctx context.Context, z zkclient.Client
 			return own, nil
 		}
 		now := clock.UnixMilli(c.clk)
-		data, err := json.Marshal(foreverData{NodeKey: c.cfg.NodeKey, Addr: c.cfg.Advertise, Version: c.cfg.Version, LastTS: now, Updated: now})
+		// The cluster's fence floor (a deleted predecessor's fence) is the
+		// new znode's fence: its first claim takes it as the previous
+		// holder's, and so does every recycler of its worker ID.
+		data, err := json.Marshal(foreverData{NodeKey: c.cfg.NodeKey, Addr: c.cfg.Advertise, Version: c.cfg.Version, LastTS: now, Updated: now, Fence: floor})
 		if err != nil {
 			return nil, fmt.Errorf("encode forever data: %w", err)
 		}

@@ -40,6 +40,11 @@ type clusterData struct {
 	WorkerIDs WorkerRange `json:"-"`
 	// Requires lists the features a node must know to join, sorted.
 	Requires []string `json:"-"`
+	// FenceFloorMs (unix ms) is the fence of the deleted cluster of the
+	// same name this one was created over (its tombstone's): every forever
+	// znode is created with it as its fence, so every claim starts after
+	// it. 0 for none; set only at creation.
+	FenceFloorMs int64 `json:"-"`
 }
 
 // clusterFormat is the "format" of the shape written once a feature is
@@ -66,8 +71,9 @@ func (d clusterData) MarshalJSON() ([]byte, error) {
 			Layout         json.RawMessage `json:"layout"`
 			WorkerIDRange  string          `json:"worker_id_range,omitempty"`
 			RecycleAfterMs int64           `json:"recycle_after_ms,omitempty"`
+			FenceFloorMs   int64           `json:"fence_floor_ms,omitempty"`
 			Incarnation    any             `json:"incarnation,omitempty"`
-		}{clusterFormat, d.Requires, lb, rangeStr, d.RecycleAfterMs, zkclient.EncodeIncarnation(clusterFormat, d.Incarnation)})
+		}{clusterFormat, d.Requires, lb, rangeStr, d.RecycleAfterMs, d.FenceFloorMs, zkclient.EncodeIncarnation(clusterFormat, d.Incarnation)})
 	}
 	m := map[string]any{}
 	if err := json.Unmarshal(lb, &m); err != nil {
@@ -99,6 +105,7 @@ func decodeCluster(b []byte) (clusterData, error) {
 		Layout         json.RawMessage `json:"layout"`
 		RecycleAfterMs int64           `json:"recycle_after_ms"`
 		WorkerIDRange  string          `json:"worker_id_range"`
+		FenceFloorMs   int64           `json:"fence_floor_ms"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return d, err
@@ -125,7 +132,15 @@ func decodeCluster(b []byte) (clusterData, error) {
 	if err != nil {
 		return d, err
 	}
-	d.WorkerIDs, d.RecycleAfterMs = r, extra.RecycleAfterMs
+	if extra.FenceFloorMs < 0 {
+		return d, fmt.Errorf("fence_floor_ms %d is negative", extra.FenceFloorMs)
+	}
+	if extra.FenceFloorMs > 0 && !slices.Contains(h.Requires, zkclient.FeatureFenceFloor) {
+		// Written by hand: a release that predates the floor would join
+		// and ignore it.
+		return d, fmt.Errorf("fence_floor_ms %d without the %s feature required", extra.FenceFloorMs, zkclient.FeatureFenceFloor)
+	}
+	d.WorkerIDs, d.RecycleAfterMs, d.FenceFloorMs = r, extra.RecycleAfterMs, extra.FenceFloorMs
 	d.Requires, d.Incarnation = h.Requires, h.Incarnation
 	return d, nil
 }
@@ -163,6 +178,15 @@ func (c *Coordinator) ensureCluster(ctx context.Context, z zkclient.Client) (clu
 			return clusterData{}, c.noClusterError(ctx, z)
 		}
 		want := newClusterData(c.cfg.Layout, c.cfg.WorkerIDs, c.recordedRecycleAfter())
+		if tomb, buried, _, err := readTombstone(ctx, z, c.cfg.Cluster); err != nil {
+			return clusterData{}, err
+		} else if buried {
+			if want, err = overTombstone(c.cfg.Cluster, want, tomb); err != nil {
+				return clusterData{}, fmt.Errorf("--create-cluster: %w", err)
+			}
+			c.log.Warn().Str("cluster", c.cfg.Cluster).Time("fence_floor", time.UnixMilli(want.FenceFloorMs)).
+				Msg("a cluster of this name was deleted: the new one starts every worker ID after its fence")
+		}
 		wantB, err := json.Marshal(want)
 		if err != nil {
 			return clusterData{}, fmt.Errorf("encode cluster data: %w", err)

@@ -143,6 +143,10 @@ type ClusterSpec struct {
 	// gets DefaultRecycleAfter, and an existing cluster's value (which
 	// SetCluster may have changed) is accepted whatever it is.
 	RecycleAfter time.Duration
+	// IgnoreTombstone creates the cluster as if no cluster of its name had
+	// been deleted: no fence floor, any settings. Only for a name none of
+	// whose IDs is kept anywhere.
+	IgnoreTombstone bool
 }
 
 // ClusterInfo is one row of snowflakectl cluster list.
@@ -162,6 +166,11 @@ type ClusterInfo struct {
 	Requires []string `json:"requires"`
 	// Problem: the cluster znode could not be decoded ("" when fine).
 	Problem string `json:"problem,omitempty"`
+	// Deleted: no cluster of the name exists, only its tombstone.
+	Deleted bool `json:"deleted,omitempty"`
+	// Tombstone is what a deleted cluster of the name, or its deleted
+	// tags, left (nil for none).
+	Tombstone *TombstoneInfo `json:"tombstone,omitempty"`
 }
 
 // CreateResult is what CreateCluster did.
@@ -176,6 +185,12 @@ type CreateResult struct {
 	RecycleAfter time.Duration
 	// Overlaps are the other clusters whose worker-ID range overlaps.
 	Overlaps []Overlap
+	// FenceFloor is the fence of the deleted cluster of the same name that
+	// every claim starts after (zero for none).
+	FenceFloor time.Time
+	// TombstoneIgnored: there was a tombstone, and IgnoreTombstone made the
+	// new cluster start without its floor.
+	TombstoneIgnored bool
 }
 
 // AdminOption changes how an operator command (CreateCluster, Retire,
@@ -206,7 +221,10 @@ func openAdmin(ctx context.Context, servers []string, cluster, auth string, time
 }
 
 // CreateCluster creates cluster with spec's settings, on purpose (the
-// command behind snowflakectl cluster create). An existing cluster with
+// command behind snowflakectl cluster create). Over the tombstone of a
+// deleted cluster of the name, every claim of the new one starts after
+// the deleted one's fence, and settings under which the deleted one's IDs
+// could come back are ErrTombstone (unless spec.IgnoreTombstone). An existing cluster with
 // the same settings is left as it is (Created false); one with other
 // settings is ErrClusterMismatch naming both (recycle-after only when
 // spec sets it). Other clusters whose worker-ID range overlaps come back
@@ -234,13 +252,24 @@ func CreateCluster(ctx context.Context, servers []string, auth, cluster string, 
 	}
 	defer z.Conn.Close()
 	want := newClusterData(spec.Layout, ids, spec.RecycleAfter)
+	res := CreateResult{}
+	tomb, buried, _, err := readTombstone(ctx, z, cluster)
+	switch {
+	case err != nil:
+		return res, fmt.Errorf("create cluster %q: %w", cluster, err)
+	case buried && spec.IgnoreTombstone:
+		res.TombstoneIgnored = true
+	case buried:
+		if want, err = overTombstone(cluster, want, tomb); err != nil {
+			return res, err
+		}
+	}
 	b, err := json.Marshal(want)
 	if err != nil {
 		return CreateResult{}, fmt.Errorf("create cluster %q: encode: %w", cluster, err)
 	}
 	acl, rootACL := zkclient.ACLs(auth)
 	p := newPaths(cluster)
-	res := CreateResult{}
 	if err := z.Ensure(ctx, zkclient.Root, nil, rootACL); err != nil {
 		return res, fmt.Errorf("create cluster %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
@@ -277,6 +306,9 @@ func CreateCluster(ctx context.Context, servers []string, auth, cluster string, 
 		return res, fmt.Errorf("create cluster %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
 	res.Requires, res.RecycleAfter = got.Requires, msDuration(got.RecycleAfterMs)
+	if got.FenceFloorMs > 0 {
+		res.FenceFloor = time.UnixMilli(got.FenceFloorMs)
+	}
 	res.Overlaps, _ = overlaps(ctx, z, cluster, got)
 	return res, nil
 }
@@ -456,8 +488,9 @@ func sameButRecycleAfter(d clusterData, nb []byte, ms int64) error {
 }
 
 // ListClusters reads every cluster on the ensemble for snowflakectl
-// cluster list, sorted by name. A cluster znode that cannot be decoded is
-// a row with Problem set.
+// cluster list, sorted by name, with the tombstones of deleted clusters
+// and tags (a deleted cluster's name is a row with Deleted set). A cluster
+// znode that cannot be decoded is a row with Problem set.
 func ListClusters(ctx context.Context, servers []string, auth string, timeout time.Duration, opts ...AdminOption) ([]ClusterInfo, error) {
 	ctx, cancel := clock.WithTimeout(ctx, max(timeout, time.Millisecond))
 	defer cancel()
@@ -470,6 +503,10 @@ func ListClusters(ctx context.Context, servers []string, auth string, timeout ti
 	if err != nil {
 		return nil, fmt.Errorf("list clusters: %w", zkclient.Unavailable(err))
 	}
+	tombs, err := listTombstones(ctx, z)
+	if err != nil {
+		return nil, fmt.Errorf("list clusters: %w", err)
+	}
 	out := []ClusterInfo{}
 	for _, n := range names {
 		info, err := readClusterInfo(ctx, z, n)
@@ -478,6 +515,16 @@ func ListClusters(ctx context.Context, servers []string, auth string, timeout ti
 		}
 		out = append(out, info)
 	}
+	for i := range tombs {
+		t := &tombs[i]
+		at := slices.IndexFunc(out, func(c ClusterInfo) bool { return c.Name == t.Name })
+		if at < 0 {
+			out = append(out, ClusterInfo{Name: t.Name, Requires: []string{}, Deleted: true})
+			at = len(out) - 1
+		}
+		out[at].Tombstone = t
+	}
+	slices.SortFunc(out, func(a, b ClusterInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -521,182 +568,4 @@ func readClusterInfo(ctx context.Context, z zkclient.Client, name string) (Clust
 		*c.n = len(kids)
 	}
 	return info, nil
-}
-
-// maxDeleteZnodes bounds the subtree DeleteCluster removes.
-const maxDeleteZnodes = 1_000_000
-
-// deleteClockMargin is how far this machine's clock may be ahead of a
-// node's without DeleteCluster taking a fence that is still ahead for
-// that node as passed.
-const deleteClockMargin = 5 * time.Second
-
-// DeleteCluster removes cluster's whole subtree (the command behind
-// snowflakectl cluster delete). First it marks the cluster znode as being
-// deleted (version-checked; no release joins such a cluster), then it
-// checks that no worker holds a lease and that no worker's ZooKeeper fence
-// is still ahead of the clock (a node cut off from ZooKeeper, its lease
-// gone, may issue up to that fence), and only then deletes, the leases
-// first and the cluster znode last. A refusal (ErrLeaseHeld, naming the
-// holders or the fence) restores the cluster znode as it was; a delete
-// that fails half-way leaves the mark, so nothing joins what is left and
-// running the command again finishes it. A cluster that does not exist is
-// ErrNoCluster.
-func DeleteCluster(ctx context.Context, servers []string, auth, cluster string, timeout time.Duration, opts ...AdminOption) error {
-	ctx, cancel := clock.WithTimeout(ctx, max(timeout, time.Millisecond))
-	defer cancel()
-	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
-	if err != nil {
-		return fmt.Errorf("delete cluster %q: %w", cluster, err)
-	}
-	defer z.Conn.Close()
-	p := newPaths(cluster)
-	if ok, _, err := z.Exists(ctx, p.cluster); err != nil {
-		return fmt.Errorf("delete cluster %q: %w", cluster, zkclient.Unavailable(err))
-	} else if !ok {
-		names, err := clusterNames(ctx, z)
-		if err != nil {
-			return fmt.Errorf("delete cluster %q: %w", cluster, zkclient.Unavailable(err))
-		}
-		return missingCluster(cluster, strings.Join(servers, ","), names)
-	}
-	restore, err := markDeleting(ctx, z, p, cluster)
-	if err != nil {
-		return err
-	}
-	if err := deletable(ctx, z, p, cluster); err != nil {
-		if rerr := restore(); rerr != nil {
-			return fmt.Errorf("%w (and the cluster znode stays marked as being deleted, so no node joins it: %v; run cluster delete again once it may go)", err, rerr)
-		}
-		return err
-	}
-	// leases/ goes first and only empty: a node whose start passed its
-	// cluster check before the mark and whose lease landed after the check
-	// above makes it fail, and no lease can be created once it is gone.
-	// A claim that committed meanwhile without a lease wrote a fence ahead:
-	// the second check sees it.
-	if err := z.Delete(ctx, p.leases, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("delete cluster %q: delete %s: %w (a node joined while it was checked; the cluster stays marked as being deleted, so no other node joins it: run cluster delete again once that node is stopped)",
-			cluster, p.leases, zkclient.Unavailable(zkclient.AuthHint(err)))
-	}
-	if err := deletable(ctx, z, p, cluster); err != nil {
-		return fmt.Errorf("%w (the cluster stays marked as being deleted, so no node joins it; run cluster delete again)", err)
-	}
-	budget := maxDeleteZnodes
-	if err := deleteTree(ctx, z, p.cluster, &budget); err != nil {
-		return fmt.Errorf("delete cluster %q: %w (the cluster stays marked as being deleted, so no node joins it; run cluster delete again)", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
-	}
-	return nil
-}
-
-// markDeleting makes the cluster znode require FeatureDeleting,
-// version-checked, and returns how to undo it (a version-checked write of
-// the data it replaced; a no-op when the mark was there already, left by a
-// delete that failed half-way).
-func markDeleting(ctx context.Context, z zkclient.Client, p paths, cluster string) (restore func() error, err error) {
-	for round := 1; round <= maxClusterRounds; round++ {
-		b, st, err := z.Get(ctx, p.cluster)
-		if err != nil {
-			return nil, fmt.Errorf("delete cluster %q: read %s: %w", cluster, p.cluster, zkclient.Unavailable(err))
-		}
-		if markedDeleting(b) {
-			return func() error { return errors.New("it was marked before this run") }, nil
-		}
-		d, err := decodeCluster(b)
-		if err != nil {
-			return nil, fmt.Errorf("delete cluster %q: its znode holds data this release cannot use %s: %w", cluster, quoteShort(b), err)
-		}
-		mb, err := json.Marshal(d.withFeatures(zkclient.FeatureDeleting))
-		if err != nil {
-			return nil, fmt.Errorf("delete cluster %q: encode: %w", cluster, err)
-		}
-		mst, err := z.Set(ctx, p.cluster, mb, st.Version)
-		if errors.Is(err, zk.ErrBadVersion) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("delete cluster %q: mark %s: %w", cluster, p.cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
-		}
-		return func() error {
-			if _, err := z.Set(ctx, p.cluster, b, mst.Version); err != nil {
-				return fmt.Errorf("restore %s: %w", p.cluster, err)
-			}
-			return nil
-		}, nil
-	}
-	return nil, fmt.Errorf("delete cluster %q: its znode kept changing", cluster)
-}
-
-// markedDeleting reports whether cluster znode data carries the mark.
-func markedDeleting(b []byte) bool {
-	var raw struct {
-		Requires []string `json:"requires"`
-	}
-	return json.Unmarshal(b, &raw) == nil && slices.Contains(raw.Requires, zkclient.FeatureDeleting)
-}
-
-// deletable is ErrLeaseHeld while any worker of the cluster holds a lease
-// or has a ZooKeeper fence still ahead of the clock.
-func deletable(ctx context.Context, z zkclient.Client, p paths, cluster string) error {
-	leases, err := z.Children(ctx, p.leases)
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("delete cluster %q: list %s: %w", cluster, p.leases, zkclient.Unavailable(err))
-	}
-	if len(leases) > 0 {
-		var holders []string
-		for _, l := range leases {
-			b, st, err := z.Get(ctx, p.leases+"/"+l)
-			if err != nil {
-				holders = append(holders, "worker "+l)
-				continue
-			}
-			holders = append(holders, fmt.Sprintf("worker %s: %s", l, describeHolder(b, st)))
-		}
-		return fmt.Errorf("%w: cluster %q still has %d leased worker(s) (%s): stop its nodes first", ErrLeaseHeld, cluster, len(leases), strings.Join(holders, "; "))
-	}
-	names, err := z.Children(ctx, p.forever)
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("delete cluster %q: list %s: %w", cluster, p.forever, zkclient.Unavailable(err))
-	}
-	now := time.Now().Add(-deleteClockMargin).UnixMilli()
-	for _, n := range names {
-		b, _, err := z.Get(ctx, p.forever+"/"+n)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("delete cluster %q: read %s/%s: %w", cluster, p.forever, n, zkclient.Unavailable(err))
-		}
-		var d foreverData
-		if json.Unmarshal(b, &d) == nil && d.Fence > now {
-			return fmt.Errorf("%w: cluster %q: %s may still issue IDs until its ZooKeeper fence %s (a node killed or cut off from ZooKeeper): try again %v after it",
-				ErrLeaseHeld, cluster, n, time.UnixMilli(d.Fence).UTC().Format(time.RFC3339Nano), deleteClockMargin)
-		}
-	}
-	return nil
-}
-
-// deleteTree deletes path and everything under it, children first; budget
-// bounds the znodes visited. A lease created meanwhile makes it fail
-// (leases/ is then not empty).
-func deleteTree(ctx context.Context, z zkclient.Client, path string, budget *int) error {
-	if *budget--; *budget < 0 {
-		return fmt.Errorf("more than %d znodes under the cluster", maxDeleteZnodes)
-	}
-	kids, err := z.Children(ctx, path)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("list %s: %w", path, err)
-	}
-	for _, k := range kids {
-		if err := deleteTree(ctx, z, path+"/"+k, budget); err != nil {
-			return err
-		}
-	}
-	if err := z.Delete(ctx, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("delete %s: %w", path, err)
-	}
-	return nil
 }

@@ -120,8 +120,10 @@ func TestIntegration_ClusterCreateListDelete(t *testing.T) {
 	if err := DeleteCluster(ctx, srv, "", "eu", 5*time.Second); !errors.Is(err, ErrNoCluster) || !strings.Contains(err.Error(), "the clusters there are us") {
 		t.Fatalf("DeleteCluster of a deleted cluster: %v, want ErrNoCluster", err)
 	}
-	if rows, err := ListClusters(ctx, srv, "", 5*time.Second); err != nil || len(rows) != 1 || rows[0].Name != "us" {
-		t.Fatalf("ListClusters after delete = %+v, %v", rows, err)
+	rows, err := ListClusters(ctx, srv, "", 5*time.Second)
+	if err != nil || len(rows) != 2 || rows[1].Name != "us" || rows[1].Deleted || rows[0].Name != "eu" || !rows[0].Deleted || rows[0].Tombstone == nil ||
+		rows[0].Tombstone.WorkerIDs != "0-511" || rows[0].Tombstone.Layout != "41/10/12" {
+		t.Fatalf("ListClusters after delete = %+v, %v; want us and eu's tombstone", rows, err)
 	}
 }
 

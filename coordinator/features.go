@@ -19,6 +19,8 @@ const (
 	featureWorkerIDRange = zkclient.FeatureWorkerIDRange
 	// featureGeneBits: the layout gives low sequence bits to a gene.
 	featureGeneBits = zkclient.FeatureGeneBits
+	// featureFenceFloor: every worker ID starts after a deleted cluster's fence.
+	featureFenceFloor = zkclient.FeatureFenceFloor
 	// FeatureTagIncarnation: segment tags carry an incarnation.
 	FeatureTagIncarnation = zkclient.FeatureTagIncarnation
 	// FeatureTagTokens: some segment tags require a token.
@@ -44,7 +46,7 @@ func normFeatures(fs []string) []string {
 
 // impliedFeatures are the features the cluster's own settings need, sorted:
 // gene bits when set, the worker-ID range when narrower than the worker
-// field.
+// field, the fence floor when there is one.
 func impliedFeatures(d clusterData) []string {
 	var fs []string
 	if d.Layout.GeneBits > 0 {
@@ -52,6 +54,9 @@ func impliedFeatures(d clusterData) []string {
 	}
 	if full, _ := (WorkerRange{}).resolve(d.Layout); d.WorkerIDs != (WorkerRange{}) && d.WorkerIDs != full {
 		fs = append(fs, featureWorkerIDRange)
+	}
+	if d.FenceFloorMs > 0 {
+		fs = append(fs, featureFenceFloor)
 	}
 	return fs
 }

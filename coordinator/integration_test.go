@@ -997,7 +997,7 @@ func TestIntegration_RecycleFromOutdatedScanFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	z := zkclient.Client{Conn: conn, Timeout: 5 * time.Second}
-	own, err := a.findOrCreateForever(context.Background(), z)
+	own, err := a.findOrCreateForever(context.Background(), z, 0)
 	if err != nil || own.workerID != noWorker {
 		t.Fatalf("a's forever znode %+v, %v: want one without a worker ID", own, err)
 	}

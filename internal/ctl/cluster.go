@@ -16,14 +16,15 @@ import (
 )
 
 // clusterUsage is the usage line of "snowflakectl cluster".
-const clusterUsage = "cluster create <name> [--layout 41/10/12 --epoch … --time-unit 1ms --gene-bits 0 --worker-id-range LO-HI --recycle-after 24h] | set <name> --recycle-after 24h | list [--json] | delete <name> --yes  (--zk host:2181,… [--zk-auth user:pass])"
+const clusterUsage = "cluster create <name> [--layout 41/10/12 --epoch … --time-unit 1ms --gene-bits 0 --worker-id-range LO-HI --recycle-after 24h] | set <name> --recycle-after 24h | list [--json] | delete <name> --yes | purge <name> --yes  (--zk host:2181,… [--zk-auth user:pass])"
 
 // clusterUsages are the usage lines of cluster's subcommands.
 var clusterUsages = map[string]string{
-	"create": "cluster create <name> --zk host:2181,… [--layout 41/10/12] [--epoch 2024-01-01T00:00:00Z] [--time-unit 1ms] [--gene-bits 0] [--worker-id-range LO-HI] [--recycle-after 24h] [--zk-auth user:pass]",
+	"create": "cluster create <name> --zk host:2181,… [--layout 41/10/12] [--epoch 2024-01-01T00:00:00Z] [--time-unit 1ms] [--gene-bits 0] [--worker-id-range LO-HI] [--recycle-after 24h] [--ignore-tombstone] [--zk-auth user:pass]",
 	"set":    "cluster set <name> --recycle-after 24h --zk host:2181,… [--zk-auth user:pass]",
 	"list":   "cluster list --zk host:2181,… [--json]",
 	"delete": "cluster delete <name> --yes --zk host:2181,… [--zk-auth user:pass]",
+	"purge":  "cluster purge <name> --yes --zk host:2181,… [--zk-auth user:pass]",
 }
 
 // nodeUsage is the usage line of "snowflakectl node".
@@ -86,7 +87,7 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 	sub, args := args[0], args[1:]
 	switch sub {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n\nRun 'snowflakectl cluster <create|set|list|delete> --help' for a subcommand's flags.\n", clusterUsage)
+		fmt.Fprintf(stdout, "Usage: snowflakectl %s\n\nRun 'snowflakectl cluster <create|set|list|delete|purge> --help' for a subcommand's flags.\n", clusterUsage)
 		return exitOK
 	}
 	usageLine, ok := clusterUsages[sub]
@@ -104,7 +105,7 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 	var layout, epoch, unit, workerRange *string
 	var geneBits *uint
 	var recycleAfter *time.Duration
-	var asJSON, yes *bool
+	var asJSON, yes, ignoreTomb *bool
 	switch sub {
 	case "create":
 		layout = fs.String("layout", snowflake.PresetDefault, "ID bit split time/worker/sequence, or js53 (as snowflaked --layout)")
@@ -113,6 +114,7 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 		geneBits = fs.Uint("gene-bits", 0, fmt.Sprintf("low bits of the sequence given to a gene, 0..%d (as snowflaked --gene-bits)", snowflake.MaxGeneBits))
 		workerRange = fs.String("worker-id-range", "", "LO-HI: the worker IDs the cluster claims (default all of the layout's; as snowflaked --worker-id-range)")
 		recycleAfter = fs.Duration("recycle-after", 0, "a worker ID without lease and fence renewal for this long may be taken over (as snowflaked --recycle-after); unset: 24h for a new cluster, and an existing cluster's value, whatever it is, is accepted")
+		ignoreTomb = fs.Bool("ignore-tombstone", false, "create the cluster as if no cluster of its name had been deleted: no fence to start after, any settings (IDs of the deleted cluster may then be issued again: only when none is kept anywhere)")
 	case "set":
 		recycleAfter = fs.Duration("recycle-after", 0, "the cluster's new recycle-after: a worker ID without lease and fence renewal for this long may be taken over (1ms or more)")
 		for _, f := range fixedSettings {
@@ -121,7 +123,9 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 	case "list":
 		asJSON = fs.Bool("json", false, "print the clusters as a JSON array")
 	case "delete":
-		yes = fs.Bool("yes", false, "really delete the cluster's znodes (its workers' fences go with them)")
+		yes = fs.Bool("yes", false, "really delete the cluster's znodes (their fences and max_ids stay in its tombstone)")
+	case "purge":
+		yes = fs.Bool("yes", false, "really forget the tombstone: a cluster or tag created afterwards under the name may issue the deleted ones' IDs again")
 	}
 	pos, code, ok := parse(fs, args, true, stdout, stderr)
 	if !ok {
@@ -143,21 +147,47 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 	opts, _ := a.tls.adminOptions() // check loaded them
 	switch sub {
 	case "create":
-		return clusterCreate(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, createFlags{*layout, *epoch, *unit, *geneBits, *workerRange, *recycleAfter}, stdout, stderr, opts...)
+		return clusterCreate(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, createFlags{*layout, *epoch, *unit, *geneBits, *workerRange, *recycleAfter, *ignoreTomb}, stdout, stderr, opts...)
 	case "set":
 		return clusterSet(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, fs, *recycleAfter, stdout, stderr, opts...)
 	case "list":
 		return clusterList(ctx, cmd, servers, *a.auth, *a.timeout, *asJSON, stdout, stderr, opts...)
 	}
+	if sub == "purge" {
+		return clusterPurge(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, *yes, stdout, stderr, opts...)
+	}
 	if !*yes {
-		fmt.Fprintf(stderr, "%s: deleting cluster %q removes its znodes, the worker IDs and fences its nodes start after: add --yes to do it\n", cmd, pos[0])
+		fmt.Fprintf(stderr, "%s: deleting cluster %q removes its znodes (its tombstone keeps the fence and the tags' max_ids a cluster created again under the name starts after): add --yes to do it\n", cmd, pos[0])
 		return exitUsage
 	}
 	if err := coordinator.DeleteCluster(ctx, servers, *a.auth, pos[0], *a.timeout, opts...); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return adminExit(err)
 	}
-	fmt.Fprintf(stdout, "deleted cluster %q\n", pos[0])
+	fmt.Fprintf(stdout, "deleted cluster %q; its tombstone stays (snowflakectl cluster list shows it): a cluster created again under the name starts after its fence and tags' max_ids\n", pos[0])
+	return exitOK
+}
+
+// clusterPurge is "snowflakectl cluster purge": forget a tombstone.
+func clusterPurge(ctx context.Context, cmd, name string, servers []string, auth string, timeout time.Duration, yes bool, stdout, stderr io.Writer, opts ...coordinator.AdminOption) int {
+	if !yes {
+		fmt.Fprintf(stderr, "%s: purging the tombstone of %q forgets the fence and the tags' max_ids a cluster or tag created again under the name starts after, so their IDs may be issued again: add --yes to do it\n", cmd, name)
+		return exitUsage
+	}
+	res, err := coordinator.PurgeTombstone(ctx, servers, auth, name, timeout, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return adminExit(err)
+	}
+	what := "no cluster tombstone"
+	if res.Cluster {
+		what = "the cluster's tombstone"
+	}
+	tags := "no tag tombstones"
+	if len(res.Tags) > 0 {
+		tags = "the tombstones of tags " + strings.Join(res.Tags, ", ")
+	}
+	fmt.Fprintf(stdout, "forgot %s and %s of %q\n", what, tags, name)
 	return exitOK
 }
 
@@ -167,6 +197,7 @@ type createFlags struct {
 	geneBits            uint
 	workerRange         string
 	recycleAfter        time.Duration
+	ignoreTombstone     bool
 }
 
 // spec parses the flags as snowflaked parses its own.
@@ -189,7 +220,7 @@ func (f createFlags) spec(now time.Time) (coordinator.ClusterSpec, error) {
 	if f.recycleAfter != 0 && f.recycleAfter < time.Millisecond {
 		return coordinator.ClusterSpec{}, fmt.Errorf("--recycle-after %s: want 1ms or more (or leave it unset)", f.recycleAfter)
 	}
-	return coordinator.ClusterSpec{Layout: l, WorkerIDs: r, RecycleAfter: f.recycleAfter}, nil
+	return coordinator.ClusterSpec{Layout: l, WorkerIDs: r, RecycleAfter: f.recycleAfter, IgnoreTombstone: f.ignoreTombstone}, nil
 }
 
 func clusterCreate(ctx context.Context, cmd, name string, servers []string, auth string, timeout time.Duration, f createFlags, stdout, stderr io.Writer, opts ...coordinator.AdminOption) int {
@@ -220,6 +251,12 @@ func clusterCreate(ctx context.Context, cmd, name string, servers []string, auth
 	}
 	fmt.Fprintf(stdout, "%s %q: layout %s, worker IDs %s, recycle-after %s, requires %s\n", what, name, spec.Layout.Describe(), rng, ra,
 		strings.Join(res.Requires, ","))
+	if !res.FenceFloor.IsZero() {
+		fmt.Fprintf(stdout, "a cluster of this name was deleted: every worker ID starts after its fence %s\n", res.FenceFloor.UTC().Format(time.RFC3339Nano))
+	}
+	if res.TombstoneIgnored {
+		fmt.Fprintf(stderr, "%s: warning: the tombstone of the deleted cluster %q was ignored (--ignore-tombstone): its IDs may be issued again\n", cmd, name)
+	}
 	return exitOK
 }
 
@@ -297,9 +334,35 @@ func clusterList(ctx context.Context, cmd string, servers []string, auth string,
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tLAYOUT\tEPOCH\tUNIT\tWORKER IDS\tRECYCLE AFTER\tWORKERS\tIN SERVICE\tREQUIRES\tPROBLEM")
+	var tombs []coordinator.TombstoneInfo
 	for _, r := range rows {
+		if r.Tombstone != nil {
+			tombs = append(tombs, *r.Tombstone)
+		}
+		if r.Deleted {
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Name, dash(r.Layout), dash(r.Epoch), dash(r.Unit), dash(r.WorkerIDs),
 			dash(r.RecycleAfter), r.Workers, r.InService, dash(strings.Join(r.Requires, ",")), dash(r.Problem))
+	}
+	tw.Flush()
+	if len(tombs) == 0 {
+		return exitOK
+	}
+	fmt.Fprintln(stdout, "\nTombstones (a cluster or tag created again under the name starts after them; snowflakectl cluster purge forgets one):")
+	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDELETED\tLAYOUT\tEPOCH\tUNIT\tWORKER IDS\tFENCE\tTAGS (MAX_ID)\tPROBLEM")
+	for _, t := range tombs {
+		tags := make([]string, 0, len(t.Tags))
+		for _, tt := range t.Tags {
+			tags = append(tags, fmt.Sprintf("%s (%d)", tt.Tag, tt.MaxID))
+		}
+		deleted := t.Deleted
+		if deleted == "" && t.Exists {
+			deleted = "exists"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, dash(deleted), dash(t.Layout), dash(t.Epoch), dash(t.Unit), dash(t.WorkerIDs),
+			dash(t.Fence), dash(strings.Join(tags, ", ")), dash(t.Problem))
 	}
 	tw.Flush()
 	return exitOK

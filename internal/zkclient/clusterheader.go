@@ -27,6 +27,11 @@ const (
 	// FeatureTagTokens: some segment tags require a token; a node that
 	// does not know tokens would serve them to anyone.
 	FeatureTagTokens = "tag_tokens"
+	// FeatureFenceFloor: the cluster was created over the tombstone of a
+	// deleted one and records its fence (fence_floor_ms): every worker ID
+	// starts after it. A node that ignored it could reissue the deleted
+	// cluster's IDs.
+	FeatureFenceFloor = "fence_floor"
 	// FeatureDeleting marks a cluster that snowflakectl cluster delete is
 	// removing. No release knows it, so no node joins such a cluster.
 	FeatureDeleting = "deleting"
@@ -42,7 +47,7 @@ var ErrUnknownFeature = errors.New("cluster requires an unknown feature")
 
 // KnownFeatures lists the features this release understands, sorted.
 func KnownFeatures() []string {
-	return []string{FeatureGeneBits, FeatureTagIncarnation, FeatureTagTokens, FeatureWorkerIDRange}
+	return []string{FeatureFenceFloor, FeatureGeneBits, FeatureTagIncarnation, FeatureTagTokens, FeatureWorkerIDRange}
 }
 
 // ClusterHeader is what every reader of a cluster znode must check before

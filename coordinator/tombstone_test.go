@@ -1,0 +1,170 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
+	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+)
+
+// TestOverTombstone: a cluster created over a tombstone starts after its
+// fence, and settings under which an old ID could come back are refused,
+// naming the old value and the flag that accepts them.
+func TestOverTombstone(t *testing.T) {
+	old := snowflake.DefaultLayout()
+	const fence = int64(1_800_000_000_000)
+	tomb := Tombstone{Cluster: "c", FenceMS: fence, Layout: old, WorkerIDs: "0-1023", DeletedMS: fence}
+	with := func(f func(*snowflake.Layout)) snowflake.Layout {
+		l := old
+		f(&l)
+		return l
+	}
+	for _, tc := range []struct {
+		name   string
+		layout snowflake.Layout
+		refuse string // "" for accepted
+	}{
+		{"same settings", old, ""},
+		{"earlier epoch", with(func(l *snowflake.Layout) { l.Epoch = l.Epoch.Add(-time.Hour) }), ""},
+		{"worker and sequence bits traded", with(func(l *snowflake.Layout) { l.WorkerBits, l.SequenceBits = 12, 10 }), ""},
+		{"gene bits", with(func(l *snowflake.Layout) { l.GeneBits = 2 }), ""},
+		{"later epoch", with(func(l *snowflake.Layout) { l.Epoch = l.Epoch.Add(20 * time.Second) }), "--epoch 2024-01-01T00:00:00Z, asked for the later"},
+		{"other time unit", with(func(l *snowflake.Layout) { l.Unit = 10 * time.Millisecond }), "--time-unit 1ms, asked for 10ms"},
+		{"time field moved", with(func(l *snowflake.Layout) { l.TimeBits, l.WorkerBits = 40, 11 }), "layout 41/10/12"},
+		{"time field shorter", with(func(l *snowflake.Layout) { l.TimeBits = 39 }), "layout 41/10/12"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := newClusterData(tc.layout, WorkerRange{}, time.Hour)
+			got, err := overTombstone("c", want, tomb)
+			if tc.refuse != "" {
+				if !errors.Is(err, ErrTombstone) || !errors.Is(err, ErrClusterMismatch) || !strings.Contains(err.Error(), tc.refuse) ||
+					!strings.Contains(err.Error(), "--ignore-tombstone") || !strings.Contains(err.Error(), "cluster purge c") {
+					t.Fatalf("overTombstone: %v; want ErrTombstone naming %q and the ways out", err, tc.refuse)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("overTombstone: %v", err)
+			}
+			if got.FenceFloorMs != fence || !slices.Contains(got.Requires, featureFenceFloor) {
+				t.Fatalf("cluster over the tombstone: floor %d, requires %v; want %d and %s", got.FenceFloorMs, got.Requires, fence, featureFenceFloor)
+			}
+			d, err := decodeCluster(mustMarshal(t, got))
+			if err != nil || d.FenceFloorMs != fence {
+				t.Fatalf("decoded back: floor %d, %v", d.FenceFloorMs, err)
+			}
+		})
+	}
+}
+
+// TestFenceFloorWithoutTheFeatureIsRefused: a floor written by hand
+// without the feature that keeps older releases out is refused, not used
+// by this release while an older one ignores it.
+func TestFenceFloorWithoutTheFeatureIsRefused(t *testing.T) {
+	b := []byte(`{"format":2,"requires":["tag_incarnation"],"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"},"fence_floor_ms":5,"incarnation":{"id":"x"}}`)
+	if _, err := decodeCluster(b); err == nil || !strings.Contains(err.Error(), "fence_floor") {
+		t.Fatalf("decodeCluster: %v; want a refusal naming fence_floor", err)
+	}
+}
+
+// TestIntegration_ClusterTombstone: a deleted cluster leaves a tombstone
+// with its highest fence and its tags' max_ids; a cluster created again
+// (by snowflakectl cluster create, and by a node's --create-cluster)
+// starts every claim after it, with a fresh forever znode and a recycled
+// worker ID alike; purge forgets it. Delete is refused while a node holds
+// ranges of a tag, naming it.
+func TestIntegration_ClusterTombstone(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	ctx := context.Background()
+	raw := rawConn(t, srv, "")
+	for _, viaNode := range []bool{false, true} {
+		name := "tomb"
+		if viaNode {
+			name = "tomb-node"
+		}
+		spec := ClusterSpec{Layout: snowflake.DefaultLayout(), RecycleAfter: time.Hour}
+		if _, err := CreateCluster(ctx, srv, "", name, spec, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig(t, srv, "tomb-a")
+		cfg.Cluster, cfg.CreateCluster = name, false
+		c := newCoord(t, cfg)
+		id := mustClaim(t, c)
+		if err := c.Close(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		// A fence an hour ahead, passed by hand later: the tombstone must
+		// carry the highest fence of any worker.
+		d, st := readForeverData(t, raw, id.Path)
+		ahead := time.Now().Add(time.Hour).UnixMilli()
+		d.Fence = time.Now().Add(-time.Minute).UnixMilli()
+		d.PrevFence = ahead // a fence a holder before it promised
+		if _, err := raw.Set(id.Path, mustMarshal(t, d), st.Version); err != nil {
+			t.Fatal(err)
+		}
+		// A node holds ranges of tag t: refused, naming it.
+		base := "/snowflaked/" + name + "/segments"
+		for _, p := range []string{base, base + "/t", base + "/t/holders"} {
+			data := []byte(nil)
+			if p == base+"/t" {
+				data = []byte(`{"max_id":7001,"start":1,"step":1000,"max_step":10000}`)
+			}
+			if _, err := raw.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		holder, err := raw.Create(base+"/t/holders/node-x", []byte(`{"held":[{"Lo":6001,"Hi":7001}]}`), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = DeleteCluster(ctx, srv, "", name, 5*time.Second)
+		if !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), "tag t: node node-x (ranges [6001,7001))") {
+			t.Fatalf("DeleteCluster while a node holds ranges: %v; want ErrLeaseHeld naming it", err)
+		}
+		if err := raw.Delete(holder, -1); err != nil {
+			t.Fatal(err)
+		}
+		if err := DeleteCluster(ctx, srv, "", name, 5*time.Second); err != nil {
+			t.Fatalf("DeleteCluster: %v", err)
+		}
+		tomb, ok, _, err := readTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, name)
+		if err != nil || !ok || tomb.FenceMS != ahead {
+			t.Fatalf("tombstone %+v, %v, %v; want fence %d", tomb, ok, err, ahead)
+		}
+		tt, ok, err := zkclient.ReadTagTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, name, "t")
+		if err != nil || !ok || tt.MaxID != 7001 {
+			t.Fatalf("tag tombstone %+v, %v, %v; want max_id 7001", tt, ok, err)
+		}
+
+		cfg = testConfig(t, srv, "tomb-b")
+		cfg.Cluster = name
+		if viaNode {
+			cfg.CreateCluster = true
+		} else if res, err := CreateCluster(ctx, srv, "", name, spec, 5*time.Second); err != nil || res.FenceFloor.UnixMilli() != ahead {
+			t.Fatalf("CreateCluster over the tombstone = %+v, %v; want the floor %d", res, err, ahead)
+		}
+		nid := mustClaim(t, newCoord(t, cfg))
+		if nid.PrevFence != ahead {
+			t.Fatalf("the first claim of the cluster created again starts after %d, want the tombstone's fence %d", nid.PrevFence, ahead)
+		}
+		fd, _ := readForeverData(t, raw, nid.Path)
+		if fd.PrevFence != ahead || fd.Fence < ahead {
+			t.Fatalf("the forever znode of the cluster created again: prev_fence %d, fence %d; want %d and at least it", fd.PrevFence, fd.Fence, ahead)
+		}
+	}
+	res, err := PurgeTombstone(ctx, srv, "", "tomb", 5*time.Second)
+	if err != nil || !res.Cluster || !slices.Equal(res.Tags, []string{"t"}) {
+		t.Fatalf("PurgeTombstone = %+v, %v", res, err)
+	}
+	if _, err := PurgeTombstone(ctx, srv, "", "tomb", 5*time.Second); !errors.Is(err, ErrNoCluster) {
+		t.Fatalf("PurgeTombstone again: %v, want ErrNoCluster", err)
+	}
+}
