@@ -268,3 +268,70 @@ func TestIntegration_TLSClusterPeersAgree(t *testing.T) {
 		t.Errorf("snowflakectl status: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// A node whose ZooKeeper never answers stays in its start phase, and its
+// port applies the allow-lists there as the running node does: a client
+// not on the list of a path gets 403 client_not_allowed, an allowed client
+// sees that the node is starting, and only an admin (--tls-admin-allow)
+// reads what it waits for, which names ZooKeeper's addresses.
+func TestIntegration_TLSAllowListsWhileStarting(t *testing.T) {
+	ca := tlstest.NewCA(t, "snowflaked-test-ca")
+	dir := t.TempDir()
+	_, _, flags := tlsFiles(t, dir, ca, ca.Issue(t, "node"))
+	// A ZooKeeper address that takes connections into its backlog and
+	// never answers: the claim waits for it.
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	waits := "connecting to ZooKeeper " + dead.Addr().String()
+	p := start(t, binSnowflaked, clusterArgs(dir, dead.Addr().String(), "starting", "node-s",
+		append(flags, "--tls-client-allow", "app,ops", "--tls-admin-allow", "ops")...))
+	m := p.waitLog("listening: /healthz answers while the node starts, /readyz says what it waits for", startTimeout)
+	p.addr, _ = m["listen"].(string)
+	if !strings.HasPrefix(p.addr, "127.0.0.1:") {
+		t.Fatalf("listening line has listen %q: %v", p.addr, m)
+	}
+	leaves := map[string]tlstest.Leaf{"app": ca.Issue(t, "app"), "ops": ca.Issue(t, "ops"), "stranger": ca.Issue(t, "stranger")}
+	as := func(client string) { l := leaves[client]; p.https = httpsClient(ca, &l, t) }
+
+	as("ops")
+	deadline := time.Now().Add(startTimeout)
+	for {
+		code, body := p.get("/readyz")
+		if code == http.StatusServiceUnavailable && strings.Contains(body, waits) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz as ops: %d %s, want 503 naming %q", code, body, waits)
+		}
+		time.Sleep(pollEvery)
+	}
+	tests := []struct {
+		client, path string
+		want         int
+		contains     string
+		detail       bool
+	}{
+		{"stranger", "/healthz", http.StatusForbidden, `"client_not_allowed"`, false},
+		{"stranger", "/readyz", http.StatusForbidden, `"client_not_allowed"`, false},
+		{"stranger", "/id", http.StatusForbidden, `"client_not_allowed"`, false},
+		{"app", "/healthz", http.StatusOK, `"status":"ok"`, false},
+		{"app", "/readyz", http.StatusServiceUnavailable, `"state":"starting","reason":"starting","detail":""`, false},
+		{"app", "/id", http.StatusServiceUnavailable, `"code":"out_of_service"`, false},
+		{"app", "/status", http.StatusForbidden, `"client_not_allowed"`, false},
+		{"ops", "/readyz", http.StatusServiceUnavailable, `"state":"starting"`, true},
+		{"ops", "/status", http.StatusServiceUnavailable, `"code":"out_of_service"`, true},
+	}
+	for _, tc := range tests {
+		as(tc.client)
+		code, body := p.get(tc.path)
+		if code != tc.want || !strings.Contains(body, tc.contains) || strings.Contains(body, waits) != tc.detail {
+			t.Errorf("%s GET %s while starting: %d %s, want %d with %s, the detail %q: %v", tc.client, tc.path, code, body, tc.want, tc.contains, waits, tc.detail)
+		}
+	}
+	if p.Exited() {
+		t.Fatalf("the node exited while starting:\n%s", p.Output())
+	}
+}
