@@ -44,6 +44,7 @@ type ZKStore struct {
 	z       zkclient.Client
 	cluster string // the cluster znode
 	acl     []zk.ACL
+	rootACL []zk.ACL // of the tombstones' root, shared by every cluster
 	keyACL  []zk.ACL // of opaque tags' keys: the cluster's credentials only (open without --zk-auth)
 	log     zerolog.Logger
 
@@ -183,8 +184,8 @@ func OpenZK(ctx context.Context, cfg ZKConfig) (*ZKStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open segments: %w", err)
 	}
-	acl, _ := zkclient.ACLs(cfg.Auth)
-	s := &ZKStore{conn: z.Conn, z: z, cluster: zkclient.ClusterPath(cfg.Cluster), acl: acl, log: cfg.Log, keyACL: zk.WorldACL(zk.PermAll)}
+	acl, rootACL := zkclient.ACLs(cfg.Auth)
+	s := &ZKStore{conn: z.Conn, z: z, cluster: zkclient.ClusterPath(cfg.Cluster), acl: acl, rootACL: rootACL, log: cfg.Log, keyACL: zk.WorldACL(zk.PermAll)}
 	if user, pass, ok := strings.Cut(cfg.Auth, ":"); ok {
 		s.keyACL = zk.DigestACL(zk.PermAll, user, pass) // no world read: the cluster's credentials only
 	}
@@ -291,34 +292,43 @@ func (s *ZKStore) Incarnation(ctx context.Context) (string, error) {
 	return h.Incarnation, nil
 }
 
-// Create makes a tag (errTagExists when it is there already). A tag with
-// RequireToken is made by CreateWithToken only.
-func (s *ZKStore) Create(ctx context.Context, t Tag) error {
+// Create makes a tag (errTagExists when it is there already). Over the
+// tombstone of a deleted tag of the name, the tag starts at the
+// tombstone's max_id or above (see CreateOptions; ErrNumbersIssued). A tag
+// with RequireToken is made by CreateWithToken only.
+func (s *ZKStore) Create(ctx context.Context, t Tag, o ...CreateOptions) error {
 	if t.RequireToken {
 		return fmt.Errorf("create tag %q: a tag that requires a token is created with CreateWithToken", t.Name)
 	}
-	return s.create(ctx, t, "")
+	return s.create(ctx, t, "", o...)
 }
 
 // CreateWithToken makes a tag that requires a token, with its first token,
 // which it returns (shown once: only its hash is kept, in the tag's token
-// znode, in the same multi as the tag).
-func (s *ZKStore) CreateWithToken(ctx context.Context, t Tag) (string, error) {
+// znode, in the same multi as the tag). The tombstone counts as for Create.
+func (s *ZKStore) CreateWithToken(ctx context.Context, t Tag, o ...CreateOptions) (string, error) {
 	t.RequireToken = true
 	token := NewToken()
-	if err := s.create(ctx, t, HashToken([]byte(token))); err != nil {
+	if err := s.create(ctx, t, HashToken([]byte(token)), o...); err != nil {
 		return "", err
 	}
 	return token, nil
 }
 
 // create makes a tag; with hash, its token znode too.
-func (s *ZKStore) create(ctx context.Context, t Tag, hash string) error {
+func (s *ZKStore) create(ctx context.Context, t Tag, hash string, opts ...CreateOptions) error {
 	if err := ValidateTag(t.Name); err != nil {
 		return fmt.Errorf("create tag: %w", err)
 	}
 	if t.MaxID == 0 {
 		t.MaxID = t.Start
+	}
+	var o CreateOptions
+	for _, x := range opts {
+		o = x
+	}
+	if err := s.overTombstone(ctx, &t, o); err != nil {
+		return fmt.Errorf("create tag %q: %w", t.Name, err)
 	}
 	if t.CreatedMS == 0 {
 		t.CreatedMS = time.Now().UnixMilli()
@@ -1138,7 +1148,8 @@ const maxDeleteAttempts = 20
 
 // Delete removes a tag and everything under it (returned ranges, holder
 // records, an opaque tag's key) in one multi, so no part of it outlives the
-// rest. A tag created again under the name is a new incarnation: the ranges
+// rest, after writing the tag's tombstone (its max_id, which a tag created
+// again under the name starts at or above: Create). A tag created again under the name is a new incarnation: the ranges
 // nodes still hold of this one are dropped when they next ask ZooKeeper,
 // never returned into it (R7). It returns a second after the delete, once
 // every connected node's poll of the tag has seen it. ErrUnknownTag when
@@ -1149,12 +1160,23 @@ func (s *ZKStore) Delete(ctx context.Context, tag string) error {
 	}
 	var err error
 	for range maxDeleteAttempts {
+		// The tombstone first, of the record at the version the delete
+		// is checked against: an allocation after the read fails the
+		// delete, and the next attempt buries its max_id.
+		rec, _, version, rerr := s.readRecord(ctx, tag)
+		if rerr != nil {
+			return fmt.Errorf("delete tag %q: %w", tag, rerr)
+		}
+		if err = s.bury(ctx, tag, rec); err != nil {
+			return fmt.Errorf("delete tag %q: %w", tag, err)
+		}
 		var ops []any
 		ops, err = s.deleteOps(ctx, s.tagPath(tag))
 		if errors.Is(err, zk.ErrNoNode) {
 			return fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
 		}
 		if err == nil {
+			ops[len(ops)-1] = &zk.DeleteRequest{Path: s.tagPath(tag), Version: version}
 			_, err = s.z.Multi(ctx, ops...)
 		}
 		switch {
@@ -1163,8 +1185,8 @@ func (s *ZKStore) Delete(ctx context.Context, tag string) error {
 			// poll, so a create that follows this call finds them done.
 			clock.Sleep(ctx, 2*tagPoll)
 			return nil
-		case errors.Is(err, errSubtreeChanged) || errors.Is(err, zk.ErrNotEmpty) || errors.Is(err, zk.ErrNoNode):
-			continue // a child came or went meanwhile: list again
+		case errors.Is(err, errSubtreeChanged) || errors.Is(err, zk.ErrNotEmpty) || errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion):
+			continue // a child came or went, or the record moved, meanwhile: read again
 		}
 		return fmt.Errorf("delete tag %q: %w", tag, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}

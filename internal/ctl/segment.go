@@ -21,7 +21,7 @@ import (
 )
 
 // segmentUsage is the usage line of "snowflakectl segment".
-const segmentUsage = "segment create <tag> [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--require-token] [--max-count N] | token rotate <tag> [--grace 10m] | list [--json] | status <tag> [--json] | decode <tag> <id> | set-max <tag> <N> [--drop-returned] | delete <tag> --yes  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
+const segmentUsage = "segment create <tag> [--start 1] [--reuse-numbers] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--require-token] [--max-count N] | token rotate <tag> [--grace 10m] | list [--json] | status <tag> [--json] | decode <tag> <id> | set-max <tag> <N> [--drop-returned] | delete <tag> --yes  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
 
 // segmentSub is a subcommand of "snowflakectl segment".
 type segmentSub struct {
@@ -46,7 +46,7 @@ const (
 // segmentSubs are the subcommands of "snowflakectl segment".
 var segmentSubs = map[string]segmentSub{
 	"create": {
-		usage:    "segment create <tag> --zk host:2181,… [--start 1] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--require-token] [--max-count N] [--cluster default] [--zk-auth user:pass]",
+		usage:    "segment create <tag> --zk host:2181,… [--start 1] [--reuse-numbers] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--require-token] [--max-count N] [--cluster default] [--zk-auth user:pass]",
 		args:     1,
 		authHelp: "user:password of the cluster's digest ACL (creating a tag needs it when the cluster runs with --zk-auth)",
 		flags:    createTagFlags, prepare: prepareCreate, run: segmentCreate,
@@ -114,6 +114,9 @@ type segmentFlags struct {
 	requireToken                      *bool
 	maxCount                          *int64
 	grace                             *time.Duration
+	reuseNumbers                      *bool
+	// given names the flags given on the command line.
+	given map[string]bool
 }
 
 // segmentCall is one run of a segment subcommand.
@@ -161,6 +164,8 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	c.pos = pos
+	c.f.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.f.given[f.Name] = true })
 	if !c.check(sub) || (sub.prepare != nil && !sub.prepare(c)) {
 		return exitUsage
 	}
@@ -203,7 +208,8 @@ func (c *segmentCall) check(sub segmentSub) bool {
 func createTagFlags(fs *flag.FlagSet, f *segmentFlags) {
 	f.opaque = fs.Bool("opaque", false, "hand out D-digit numbers that are a keyed permutation of the counter (unique, not guessable, revealing no volume) instead of the counter")
 	f.digits = fs.Int("digits", 0, fmt.Sprintf("with --opaque: the numbers' digits, %d..%d (9x10^(D-1) IDs in all)", segment.MinOpaqueDigits, segment.MaxOpaqueDigits))
-	f.start = fs.Int64("start", 1, "the tag's first ID")
+	f.start = fs.Int64("start", 1, "the tag's first ID (unset, over a deleted tag of the name: its max_id, so none of its numbers comes back)")
+	f.reuseNumbers = fs.Bool("reuse-numbers", false, "accept a --start below the max_id of a deleted tag of the name, whose numbers may then be handed out again (only when none is kept anywhere)")
 	f.step = fs.Int64("step", segment.DefaultStep, "base step: IDs per range load (the dynamic step doubles from it)")
 	f.maxStep = fs.Int64("max-step", 0, fmt.Sprintf("the dynamic step's ceiling (default step x %d)", segment.DefaultMaxStepFactor))
 	f.desc = fs.String("description", "", "what the tag numbers")
@@ -238,18 +244,27 @@ func segmentCreate(ctx context.Context, st *segment.ZKStore, c *segmentCall) int
 	tag := c.tag
 	var token string
 	var err error
+	opts := segment.CreateOptions{StartGiven: c.f.given["start"], ReuseNumbers: *c.f.reuseNumbers}
 	if tag.RequireToken {
 		// Nodes of releases before tokens would serve the tag to anyone.
 		z, cluster := st.Cluster()
 		if err = coordinator.RequireFeature(ctx, z, cluster, coordinator.FeatureTagTokens); err == nil {
-			token, err = st.CreateWithToken(ctx, tag)
+			token, err = st.CreateWithToken(ctx, tag, opts)
 		}
 	} else {
-		err = st.Create(ctx, tag)
+		err = st.Create(ctx, tag, opts)
+	}
+	if errors.Is(err, segment.ErrNumbersIssued) {
+		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
+		return exitUsage
 	}
 	if err != nil {
 		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
 		return exitFailure
+	}
+	if got, gerr := st.Tag(ctx, tag.Name); gerr == nil && got.Start != tag.Start {
+		fmt.Fprintf(c.stdout, "a tag %q was deleted with max_id %d: the new one starts there, so none of its numbers comes back\n", tag.Name, got.Start)
+		tag.Start = got.Start
 	}
 	fmt.Fprintf(c.stdout, "created tag %q: first ID %d, step %d (max %d)\n", tag.Name, tag.Start, tag.Step, tag.MaxStep)
 	if tag.MaxCount > 0 {
@@ -640,14 +655,14 @@ func segmentDelete(ctx context.Context, st *segment.ZKStore, name string, stdout
 		fmt.Fprintf(stderr, "snowflakectl segment delete: %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintf(stdout, "deleted tag %q with its returned ranges and key\n", name)
+	fmt.Fprintf(stdout, "deleted tag %q with its returned ranges and key; its tombstone keeps its max_id, which a tag created again under the name starts at (snowflakectl cluster list shows it)\n", name)
 	if len(holders) > 0 {
 		names := make([]string, 0, len(holders))
 		for n := range holders {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		fmt.Fprintf(stderr, "snowflakectl segment delete: %d live node(s) held ranges of it: %s. Each drops them when ZooKeeper tells it (its log says so) and never returns them; one cut off from ZooKeeper serves from them until it is back: restart any that did not log the drop before creating the tag again\n",
+		fmt.Fprintf(stderr, "snowflakectl segment delete: %d live node(s) held ranges of it: %s. Each drops them when ZooKeeper tells it (its log says so) and never returns them; one cut off from ZooKeeper serves from them until it is back, all below the tombstone's max_id, so a tag created again without --reuse-numbers repeats none of them\n",
 			len(names), strings.Join(names, ", "))
 	}
 	return exitOK
