@@ -18,6 +18,12 @@ var (
 	ErrTokenRequired = errors.New("token required")
 	// ErrTokenInvalid: the request's token is none of the tag's valid ones.
 	ErrTokenInvalid = errors.New("token invalid")
+	// ErrTokensUnconfirmed: the store cannot say which tokens the tag
+	// accepts now: ZooKeeper does not answer, and the hashes it last gave
+	// were read longer ago than the store's token stale limit (or never).
+	// No token is honoured until ZooKeeper answers again, so a rotation
+	// reaches a node cut off from ZooKeeper within that limit.
+	ErrTokensUnconfirmed = errors.New("tokens unconfirmed")
 	// ErrCountAboveMax: a request asked for more IDs than the tag's
 	// per-request ceiling (Tag.MaxCount).
 	ErrCountAboveMax = errors.New("count above the tag's max count")
@@ -109,12 +115,40 @@ func (s TokenSet) rotated(hash string, now time.Time, grace time.Duration) Token
 	return out
 }
 
+// The token stale limit: how long a store that cannot reach ZooKeeper
+// goes on honouring the token hashes it read last, counted from when that
+// read started (ZKConfig.TokenStaleLimit, snowflaked's --token-stale-limit).
+// Past it, a token tag answers ErrTokensUnconfirmed until ZooKeeper answers
+// again: a token rotated out reaches a node cut off from ZooKeeper within
+// the limit.
+const (
+	// DefaultTokenStaleLimit is the limit when none is set.
+	DefaultTokenStaleLimit = 10 * time.Second
+	// MinTokenStaleLimit is two polls of a tag: a shorter limit would
+	// refuse tokens whenever one poll's read is late.
+	MinTokenStaleLimit = 2 * tagPoll
+	// MaxTokenStaleLimit bounds how long a rotated-out token may serve on
+	// a node cut off from ZooKeeper.
+	MaxTokenStaleLimit = 10 * time.Minute
+)
+
+// CheckTokenStaleLimit says what is wrong with a token stale limit (nil
+// when it is within MinTokenStaleLimit..MaxTokenStaleLimit).
+func CheckTokenStaleLimit(d time.Duration) error {
+	if d < MinTokenStaleLimit || d > MaxTokenStaleLimit {
+		return fmt.Errorf("token stale limit %v: want %v..%v", d, MinTokenStaleLimit, MaxTokenStaleLimit)
+	}
+	return nil
+}
+
 // TokenStore is what a Store gives for tags that require a token: their
 // token hashes. A store without it serves no such tag.
 type TokenStore interface {
 	// Tokens returns the token hashes of incarnation inc of tag, from a
 	// cache at most a tag poll old when there is one (no ZooKeeper read
-	// per request): ErrTagGone when the tag is of another incarnation.
+	// per request): ErrTagGone when the tag is of another incarnation,
+	// ErrTokensUnconfirmed when the store cannot read them and has none
+	// read recently enough to go on honouring.
 	Tokens(ctx context.Context, tag string, inc int64) (TokenSet, error)
 }
 
@@ -142,7 +176,10 @@ func (b *tagBuf) checkToken(ctx context.Context, token []byte, inc int64) error 
 	lctx, cancel := b.svc.takeRead(ctx)
 	set, err := ts.Tokens(lctx, b.name, inc)
 	cancel()
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrTokensUnconfirmed):
+		return fmt.Errorf("%w: tag %q: %w", ErrUnavailable, b.name, err)
+	case err != nil:
 		return fmt.Errorf("%w: read the tokens of tag %q: %v", ErrUnavailable, b.name, err)
 	}
 	if set.Incarnation != inc || !set.Match(token, b.svc.cfg.Now()) {

@@ -54,11 +54,14 @@ type ZKStore struct {
 	seenMu sync.Mutex
 	seen   map[tagInc]seenMax // per tag incarnation, the highest record this store has read or written
 
-	tokensMu sync.Mutex
-	tokens   map[tagInc]cachedTokens // token tags' hashes, as last read (Tokens, WatchTag's poll)
+	tokensMu   sync.Mutex
+	tokens     map[tagInc]cachedTokens // token tags' hashes, as last read (Tokens, WatchTag's poll)
+	tokenStale time.Duration           // ZKConfig.TokenStaleLimit (0: DefaultTokenStaleLimit)
 }
 
-// cachedTokens is a token set as read at a time.
+// cachedTokens is a token set and when the read that gave it started (a
+// monotonic reading): its age counts from then, not from the answer, so a
+// slow read never stretches how long a rotated-out token serves.
 type cachedTokens struct {
 	set TokenSet
 	at  time.Time
@@ -174,18 +177,26 @@ type ZKConfig struct {
 	Log     zerolog.Logger
 	// Dial opens the ZooKeeper client; nil means zkconn.Dial.
 	Dial zkconn.Dialer
+	// TokenStaleLimit is how long token hashes the store could not read
+	// again are honoured, from the start of the read that gave them
+	// (0: DefaultTokenStaleLimit; else within CheckTokenStaleLimit).
+	TokenStaleLimit time.Duration
 }
 
 // OpenZK connects to ZooKeeper with a session of its own (segment
 // serving depends neither on the worker lease nor on the clock) and makes
 // sure segments/ exists. The cluster must exist.
 func OpenZK(ctx context.Context, cfg ZKConfig) (*ZKStore, error) {
+	stale := cmp.Or(cfg.TokenStaleLimit, DefaultTokenStaleLimit)
+	if err := CheckTokenStaleLimit(stale); err != nil {
+		return nil, fmt.Errorf("open segments: %w", err)
+	}
 	z, err := zkclient.DialCluster(ctx, zkclient.Config{Servers: cfg.Servers, Cluster: cfg.Cluster, Auth: cfg.Auth, Timeout: cfg.Timeout, Log: cfg.Log, Dial: cfg.Dial})
 	if err != nil {
 		return nil, fmt.Errorf("open segments: %w", err)
 	}
 	acl, rootACL := zkclient.ACLs(cfg.Auth)
-	s := &ZKStore{conn: z.Conn, z: z, cluster: zkclient.ClusterPath(cfg.Cluster), acl: acl, rootACL: rootACL, log: cfg.Log, keyACL: zk.WorldACL(zk.PermAll)}
+	s := &ZKStore{conn: z.Conn, z: z, cluster: zkclient.ClusterPath(cfg.Cluster), acl: acl, rootACL: rootACL, log: cfg.Log, keyACL: zk.WorldACL(zk.PermAll), tokenStale: stale}
 	if user, pass, ok := strings.Cut(cfg.Auth, ":"); ok {
 		s.keyACL = zk.DigestACL(zk.PermAll, user, pass) // no world read: the cluster's credentials only
 	}
@@ -1298,28 +1309,58 @@ func (s *ZKStore) RotateToken(ctx context.Context, tag string, grace time.Durati
 // from the cache when it was read within two tag polls (WatchTag's poll
 // refreshes it), else from ZooKeeper (the tag's incarnation checked before
 // and after, as for a key). When ZooKeeper cannot answer, the set last read
-// serves (its grace expiries still apply). It needs the cluster's
-// credentials when the cluster runs with --zk-auth.
+// serves (its grace expiries still apply) while the read that gave it
+// started at most the token stale limit ago; past that, or with no set
+// read at all, ErrTokensUnconfirmed, until a read succeeds again. It needs
+// the cluster's credentials when the cluster runs with --zk-auth.
 func (s *ZKStore) Tokens(ctx context.Context, tag string, inc int64) (TokenSet, error) {
 	k := tagInc{tag, inc}
-	s.tokensMu.Lock()
-	c, ok := s.tokens[k]
-	s.tokensMu.Unlock()
-	if ok && time.Since(c.at) < 2*tagPoll {
+	limit := s.tokenStaleLimit()
+	if c, ok := s.cachedTokens(k); ok && time.Since(c.at) < min(2*tagPoll, limit) {
 		return c.set, nil
 	}
 	set, err := s.readTokens(ctx, tag, inc)
-	if err != nil {
-		if ok && !errors.Is(err, ErrTagGone) && !errors.Is(err, ErrUnknownTag) && (zkclient.Transient(err) || errors.Is(err, context.DeadlineExceeded)) {
-			return c.set, nil
-		}
+	switch {
+	case err == nil:
+		return set, nil
+	case errors.Is(err, ErrTagGone), errors.Is(err, ErrUnknownTag),
+		!zkclient.Transient(err) && !errors.Is(err, context.DeadlineExceeded):
 		return TokenSet{}, err
 	}
-	return set, nil
+	// ZooKeeper does not answer. The cache is looked at again, now: a
+	// poll may have filled it meanwhile, and the age that counts is the
+	// one at the answer, not at the request.
+	c, ok := s.cachedTokens(k)
+	if !ok {
+		return TokenSet{}, fmt.Errorf("%w: tag %q: no token hashes read yet, and ZooKeeper does not answer: %w", ErrTokensUnconfirmed, tag, err)
+	}
+	if age := time.Since(c.at); age > limit {
+		return TokenSet{}, fmt.Errorf("%w: tag %q: token hashes last read %v ago, past the token stale limit %v, and ZooKeeper does not answer: %w",
+			ErrTokensUnconfirmed, tag, age.Round(time.Millisecond), limit, err)
+	}
+	return c.set, nil
 }
 
-// readTokens reads and caches the token set of incarnation inc of tag.
+// tokenStaleLimit is ZKConfig.TokenStaleLimit (DefaultTokenStaleLimit for
+// a store made without OpenZK).
+func (s *ZKStore) tokenStaleLimit() time.Duration {
+	return cmp.Or(s.tokenStale, DefaultTokenStaleLimit)
+}
+
+// cachedTokens is the cache's set of k, if it has one.
+func (s *ZKStore) cachedTokens(k tagInc) (cachedTokens, bool) {
+	s.tokensMu.Lock()
+	defer s.tokensMu.Unlock()
+	c, ok := s.tokens[k]
+	return c, ok
+}
+
+// readTokens reads and caches the token set of incarnation inc of tag,
+// stamped with when the read started. A read that started before the one
+// cached (its answer came later) leaves the cache as it is: one session's
+// requests are answered in order, so it shows no newer set.
 func (s *ZKStore) readTokens(ctx context.Context, tag string, inc int64) (TokenSet, error) {
+	start := time.Now()
 	if err := s.checkIncarnation(ctx, tag, inc); err != nil {
 		return TokenSet{}, err
 	}
@@ -1341,6 +1382,7 @@ func (s *ZKStore) readTokens(ctx context.Context, tag string, inc int64) (TokenS
 	if err := json.Unmarshal(b, &set); err != nil {
 		return TokenSet{}, fmt.Errorf("tag %q: bad token znode: %w", tag, err)
 	}
+	k := tagInc{tag, inc}
 	s.tokensMu.Lock()
 	if s.tokens == nil {
 		s.tokens = map[tagInc]cachedTokens{}
@@ -1348,7 +1390,9 @@ func (s *ZKStore) readTokens(ctx context.Context, tag string, inc int64) (TokenS
 	if len(s.tokens) >= maxCachedTokenSets {
 		clear(s.tokens)
 	}
-	s.tokens[tagInc{tag, inc}] = cachedTokens{set: set, at: time.Now()}
+	if c, ok := s.tokens[k]; !ok || !start.Before(c.at) {
+		s.tokens[k] = cachedTokens{set: set, at: start}
+	}
 	s.tokensMu.Unlock()
 	return set, nil
 }
