@@ -407,6 +407,13 @@ func unmarked(b []byte) []byte {
 		return b
 	}
 	req = slices.DeleteFunc(req, func(f string) bool { return f == zkclient.FeatureDeleting })
+	if len(req) == 0 {
+		// A cluster of the flat shape, nested by the mark alone: the
+		// nested shape needs a requires list, and every cluster of this
+		// release requires tag incarnations, which changes nothing read
+		// here (layout, range, floor, incarnation).
+		req = []string{zkclient.FeatureTagIncarnation}
+	}
 	rb, err := json.Marshal(req)
 	if err != nil {
 		return b

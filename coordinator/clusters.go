@@ -253,10 +253,20 @@ func CreateCluster(ctx context.Context, servers []string, auth, cluster string, 
 	defer z.Conn.Close()
 	want := newClusterData(spec.Layout, ids, spec.RecycleAfter)
 	res := CreateResult{}
-	tomb, buried, _, err := readTombstone(ctx, z, cluster)
+	p := newPaths(cluster)
+	// The tombstone counts only for a cluster created now: one that
+	// exists is compared with the settings asked for, as always.
+	exists, _, err := z.Exists(ctx, p.cluster)
+	if err != nil {
+		return res, fmt.Errorf("create cluster %q: %w", cluster, zkclient.Unavailable(err))
+	}
+	tomb, buried := Tombstone{}, false
+	if !exists {
+		if tomb, buried, _, err = readTombstone(ctx, z, cluster); err != nil {
+			return res, fmt.Errorf("create cluster %q: %w", cluster, err)
+		}
+	}
 	switch {
-	case err != nil:
-		return res, fmt.Errorf("create cluster %q: %w", cluster, err)
 	case buried && spec.IgnoreTombstone:
 		res.TombstoneIgnored = true
 	case buried:
@@ -269,7 +279,6 @@ func CreateCluster(ctx context.Context, servers []string, auth, cluster string, 
 		return CreateResult{}, fmt.Errorf("create cluster %q: encode: %w", cluster, err)
 	}
 	acl, rootACL := zkclient.ACLs(auth)
-	p := newPaths(cluster)
 	if err := z.Ensure(ctx, zkclient.Root, nil, rootACL); err != nil {
 		return res, fmt.Errorf("create cluster %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}

@@ -168,3 +168,32 @@ func TestIntegration_ClusterTombstone(t *testing.T) {
 		t.Fatalf("PurgeTombstone again: %v, want ErrNoCluster", err)
 	}
 }
+
+// TestIntegration_FlatClusterIsDeletedWithATombstone: a cluster znode of
+// the flat shape (written by a release before the features list), nested
+// by the delete's mark alone, still gives its tombstone its layout.
+func TestIntegration_FlatClusterIsDeletedWithATombstone(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	ctx := context.Background()
+	raw := rawConn(t, srv, "")
+	flat := mustMarshal(t, clusterData{Layout: snowflake.DefaultLayout(), Incarnation: "x", RecycleAfterMs: 1000})
+	if strings.Contains(string(flat), "requires") {
+		t.Fatalf("not the flat shape: %s", flat)
+	}
+	for _, p := range []string{"/snowflaked", "/snowflaked/flat", "/snowflaked/flat/forever", "/snowflaked/flat/leases", "/snowflaked/flat/alive"} {
+		data := []byte(nil)
+		if p == "/snowflaked/flat" {
+			data = flat
+		}
+		if _, err := raw.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	if err := DeleteCluster(ctx, srv, "", "flat", 5*time.Second); err != nil {
+		t.Fatalf("DeleteCluster of a flat cluster: %v", err)
+	}
+	tomb, ok, _, err := readTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, "flat")
+	if err != nil || !ok || !tomb.Layout.Equal(snowflake.DefaultLayout()) {
+		t.Fatalf("tombstone %+v, %v, %v", tomb, ok, err)
+	}
+}

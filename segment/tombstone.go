@@ -2,10 +2,13 @@ package segment
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 )
@@ -38,12 +41,21 @@ func (s *ZKStore) clusterName() string { return strings.TrimPrefix(s.cluster, zk
 // any, to t's start (see CreateOptions).
 func (s *ZKStore) overTombstone(ctx context.Context, t *Tag, o CreateOptions) error {
 	tt, ok, err := zkclient.ReadTagTombstone(ctx, s.z, s.clusterName(), t.Name)
-	if err != nil || !ok || t.Start >= tt.MaxID {
+	if err != nil || !ok || o.ReuseNumbers {
 		return err
 	}
-	switch {
-	case o.ReuseNumbers:
+	if tt.Opaque || t.Opaque != nil {
+		// Another key is another permutation: counters kept apart do
+		// not keep the numbers apart, nor do a plain counter and D-digit
+		// numbers.
+		return fmt.Errorf("%w: tag %q was deleted (at %s) with max_id %d, and an opaque tag's numbers (the deleted one's or the new one's) are a keyed permutation: "+
+			"a tag created again under its name, with a new key, repeats some of them whatever its start. Use another name, or add --reuse-numbers only if no number of the deleted tag is kept anywhere",
+			ErrNumbersIssued, t.Name, time.UnixMilli(tt.DeletedMS).UTC().Format(time.RFC3339), tt.MaxID)
+	}
+	if t.Start >= tt.MaxID {
 		return nil
+	}
+	switch {
 	case o.StartGiven:
 		return fmt.Errorf("%w: tag %q was deleted (at %s) with max_id %d, so numbers below %d may have been handed out; start %d would hand them out again. "+
 			"Leave --start out (the tag then starts at %d), give --start %d or more, or add --reuse-numbers only if no number of the deleted tag is kept anywhere",
@@ -53,14 +65,29 @@ func (s *ZKStore) overTombstone(ctx context.Context, t *Tag, o CreateOptions) er
 	return nil
 }
 
-// bury writes the tombstone of tag as its record stands at version (its
-// max_id), merged with an older one.
-func (s *ZKStore) bury(ctx context.Context, tag string, rec tagRecord) error {
+// bury writes the tombstone of tag (its record's max_id, read leniently:
+// a record too broken to serve from is still deleted), merged with an
+// older one, and returns the version of the record it was read from.
+func (s *ZKStore) bury(ctx context.Context, tag string) (int32, error) {
+	b, st, err := s.z.Get(ctx, s.tagPath(tag))
+	if errors.Is(err, zk.ErrNoNode) {
+		return 0, fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read tag %q: %w", tag, zkclient.Unavailable(err))
+	}
+	var rec struct {
+		MaxID  int64           `json:"max_id"`
+		Opaque json.RawMessage `json:"opaque"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return 0, fmt.Errorf("tag %q: its record holds no readable max_id for its tombstone (%v): delete it by hand", tag, err)
+	}
 	rootACL := s.rootACL
 	if rootACL == nil {
 		rootACL = s.acl
 	}
-	return zkclient.WriteTagTombstone(ctx, s.z, s.clusterName(), zkclient.TagTombstone{
-		Tag: tag, MaxID: rec.MaxID, Incarnation: rec.Incarnation, Opaque: rec.Opaque != nil, DeletedMS: time.Now().UnixMilli(),
+	return st.Version, zkclient.WriteTagTombstone(ctx, s.z, s.clusterName(), zkclient.TagTombstone{
+		Tag: tag, MaxID: rec.MaxID, Incarnation: st.Czxid, Opaque: len(rec.Opaque) > 0 && string(rec.Opaque) != "null", DeletedMS: time.Now().UnixMilli(),
 	}, s.acl, rootACL)
 }

@@ -75,3 +75,35 @@ func TestSegmentStore_TagTombstone(t *testing.T) {
 		t.Fatalf("after creates and deletes up to max_id 500 the tag starts at %d, %v; want 500", got.Start, err)
 	}
 }
+
+// TestSegmentStore_OpaqueTombstoneRefusesTheName: over the tombstone of an
+// opaque tag, or with an opaque tag over a plain one's, a create is
+// refused whatever its start (another key repeats some of the old
+// numbers), unless told to reuse numbers.
+func TestSegmentStore_OpaqueTombstoneRefusesTheName(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	s := segmentStore(t, srv)
+	opaque := Tag{Name: "op", Start: 1, MaxID: 1, Step: 10, MaxStep: 10, Opaque: &Opaque{Digits: 6}}
+	plain := Tag{Name: "pl", Start: 1, MaxID: 1, Step: 10, MaxStep: 10}
+	for _, tg := range []Tag{opaque, plain} {
+		if err := s.Create(ctx, tg); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Delete(ctx, tg.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := plain
+	again.Name = "op"
+	overPlain := opaque
+	overPlain.Name = "pl"
+	for _, tg := range []Tag{opaque, again, overPlain} {
+		if err := s.Create(ctx, tg); !errors.Is(err, ErrNumbersIssued) || !strings.Contains(err.Error(), "keyed permutation") {
+			t.Fatalf("create %q (opaque %v) over a tombstone: %v; want ErrNumbersIssued", tg.Name, tg.Opaque != nil, err)
+		}
+	}
+	if err := s.Create(ctx, opaque, CreateOptions{ReuseNumbers: true}); err != nil {
+		t.Fatalf("create with numbers reused knowingly: %v", err)
+	}
+}

@@ -1174,12 +1174,12 @@ func (s *ZKStore) Delete(ctx context.Context, tag string) error {
 		// The tombstone first, of the record at the version the delete
 		// is checked against: an allocation after the read fails the
 		// delete, and the next attempt buries its max_id.
-		rec, _, version, rerr := s.readRecord(ctx, tag)
-		if rerr != nil {
-			return fmt.Errorf("delete tag %q: %w", tag, rerr)
+		version, berr := s.bury(ctx, tag)
+		if errors.Is(berr, ErrUnknownTag) {
+			return berr
 		}
-		if err = s.bury(ctx, tag, rec); err != nil {
-			return fmt.Errorf("delete tag %q: %w", tag, err)
+		if berr != nil {
+			return fmt.Errorf("delete tag %q: %w", tag, berr)
 		}
 		var ops []any
 		ops, err = s.deleteOps(ctx, s.tagPath(tag))

@@ -57,7 +57,7 @@ func TestIntegration_ClusterDeletedAndCreatedAgainStartsAfterItsFence(t *testing
 		t.Fatalf("A's clean stop: exit %d\n%s", code, a.Output())
 	}
 
-	retryCtl(t, 30*time.Second, "fence", "cluster", "delete", cluster, "--yes", "--zk", zk.ConnectString())
+	retryCtl(t, 30*time.Second, "lease held", "cluster", "delete", cluster, "--yes", "--zk", zk.ConnectString())
 	later := "2025-01-01T00:00:00Z"
 	code, out, errOut := ctl(t, "cluster", "create", cluster, "--epoch", later, "--zk", zk.ConnectString())
 	if code != 2 || !strings.Contains(errOut, "--ignore-tombstone") || !strings.Contains(errOut, "later") {
@@ -120,7 +120,7 @@ func TestIntegration_ClusterDeletedUnderACutOffSegmentNode(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "hold dense-ID ranges") || !strings.Contains(errOut, "node-a") {
 		t.Fatalf("cluster delete while node A held ranges of tag %s: exit %d %s; want a refusal naming A", tag, code, errOut)
 	}
-	retryCtl(t, 40*time.Second, "", "cluster", "delete", cluster, "--yes", "--zk", zk.ConnectString())
+	retryCtl(t, 40*time.Second, "lease held", "cluster", "delete", cluster, "--yes", "--zk", zk.ConnectString())
 	if code, out, errOut := ctl(t, "cluster", "create", cluster, "--zk", zk.ConnectString()); code != 0 {
 		t.Fatalf("cluster create: %d %s %s", code, out, errOut)
 	}
