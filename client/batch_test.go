@@ -159,6 +159,7 @@ func TestAnswerClassification(t *testing.T) {
 		{name: "segment 404 unknown_tag: rejected", behave: errBody(404, "unknown_tag"), segment: true, rejected: true},
 		{name: "segment 404 segments_off: down for segments only", behave: errBody(404, "segments_off"), segment: true, down: true, idsStayUp: true},
 		{name: "segment 503 segment_unavailable: down for segments only", behave: errBody(503, "segment_unavailable"), segment: true, down: true, idsStayUp: true},
+		{name: "segment 503 tokens_unconfirmed: down for segments only", behave: errBody(503, "tokens_unconfirmed"), segment: true, down: true, idsStayUp: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

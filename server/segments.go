@@ -18,7 +18,9 @@ import (
 type SegmentSource interface {
 	// TakeWithToken appends n IDs of tag to dst, increasing, for a request
 	// that carried token (nil: none): segment.ErrTokenRequired,
-	// segment.ErrTokenInvalid and segment.ErrCountAboveMax refuse it.
+	// segment.ErrTokenInvalid and segment.ErrCountAboveMax refuse it,
+	// segment.ErrTokensUnconfirmed when the tag's tokens cannot be
+	// confirmed now.
 	TakeWithToken(ctx context.Context, tag string, token []byte, dst []int64, n int) ([]int64, error)
 	// Ready reports whether segment mode can load ranges now (its
 	// ZooKeeper session is up). It does not depend on the clock guard.
@@ -35,6 +37,7 @@ const (
 	codeSegmentUnavailable = wire.CodeSegmentUnavailable
 	codeTokenRequired      = wire.CodeTokenRequired
 	codeTokenInvalid       = wire.CodeTokenInvalid
+	codeTokensUnconfirmed  = wire.CodeTokensUnconfirmed
 )
 
 // bearerPrefix starts an Authorization header that carries a token.
@@ -123,6 +126,11 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 			s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidTag, err.Error())
 		case errors.Is(err, segment.ErrExhausted):
 			s.unavailable(ctx, codeTagExhausted, codeTagExhausted, "segment", err.Error())
+		case errors.Is(err, segment.ErrTokensUnconfirmed):
+			// ZooKeeper does not answer and the tag's hashes are older
+			// than --token-stale-limit: no token is honoured, so that a
+			// rotation reaches a node cut off from ZooKeeper.
+			s.unavailable(ctx, codeTokensUnconfirmed, codeTokensUnconfirmed, "segment", err.Error())
 		default: // unavailable, closing
 			s.unavailable(ctx, codeSegmentUnavailable, codeSegmentUnavailable, "segment", err.Error())
 		}

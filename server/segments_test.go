@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,7 +130,8 @@ func TestSegmentEndpointsOff(t *testing.T) {
 // token in good and takes at most 5 IDs a request; "orders" is plain.
 type tokenStore struct {
 	benchStore
-	good string
+	good        string
+	unconfirmed atomic.Bool // Tokens answers ErrTokensUnconfirmed (ZooKeeper cut off too long)
 }
 
 func (s *tokenStore) Tag(_ context.Context, tag string) (segment.Tag, error) {
@@ -148,6 +150,9 @@ func (s *tokenStore) Alloc(ctx context.Context, tag string, inc, step, above int
 }
 
 func (s *tokenStore) Tokens(_ context.Context, tag string, inc int64) (segment.TokenSet, error) {
+	if s.unconfirmed.Load() {
+		return segment.TokenSet{}, fmt.Errorf("%w: tag %q: token hashes last read 11s ago, past the token stale limit 10s", segment.ErrTokensUnconfirmed, tag)
+	}
 	return segment.TokenSet{Incarnation: inc, Hashes: []segment.TokenHash{{SHA256: segment.HashToken([]byte(s.good))}}}, nil
 }
 
@@ -164,7 +169,8 @@ func doHeader(t *testing.T, f *fixture, uri, name, value string) response {
 		t.Fatalf("GET %s: %v", uri, err)
 	}
 	return response{status: resp.StatusCode(), contentType: string(resp.Header.ContentType()),
-		allow: string(resp.Header.Peek("WWW-Authenticate")), body: append([]byte(nil), resp.Body()...)}
+		allow: string(resp.Header.Peek("WWW-Authenticate")), retryAfter: string(resp.Header.Peek("Retry-After")),
+		body: append([]byte(nil), resp.Body()...)}
 }
 
 // TestSegmentTokens runs a real segment service: a tag that requires a
@@ -173,7 +179,8 @@ func doHeader(t *testing.T, f *fixture, uri, name, value string) response {
 // only), and 400 invalid_count above its ceiling; a plain tag needs none.
 func TestSegmentTokens(t *testing.T) {
 	good := segment.NewToken()
-	svc, err := segment.New(segment.Config{Store: &tokenStore{good: good}})
+	store := &tokenStore{good: good}
+	svc, err := segment.New(segment.Config{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +237,23 @@ func TestSegmentTokens(t *testing.T) {
 	}
 	if refused["token_required"] != 2 || refused["token_invalid"] != 2 {
 		t.Errorf("refusals counted %v, want 2 token_required and 2 token_invalid", refused)
+	}
+
+	// Tokens it cannot confirm (ZooKeeper cut off past --token-stale-limit)
+	// serve nobody: 503 tokens_unconfirmed, with Retry-After, whatever the
+	// token; once confirmed again, the right one serves.
+	store.unconfirmed.Store(true)
+	for _, uri := range []string{"/segment/secret", "/api/segment/get/secret"} {
+		for _, token := range []string{good, segment.NewToken()} {
+			r := doHeader(t, f, uri, "Authorization", "Bearer "+token)
+			if e := decodeError(t, r); r.status != 503 || e.Code != "tokens_unconfirmed" || r.retryAfter == "" || strings.Contains(string(r.body), good) {
+				t.Errorf("GET %s, tokens unconfirmed: %d %s (Retry-After %q), want 503 tokens_unconfirmed with Retry-After", uri, r.status, r.body, r.retryAfter)
+			}
+		}
+	}
+	store.unconfirmed.Store(false)
+	if r := doHeader(t, f, "/segment/secret", "Authorization", bearer); r.status != 200 {
+		t.Errorf("GET /segment/secret, tokens confirmed again: %d %s, want 200", r.status, r.body)
 	}
 }
 

@@ -78,6 +78,12 @@ const (
 	// CodeSegmentUnavailable, status 503: no ID of the tag left and no range
 	// could be loaded.
 	CodeSegmentUnavailable = "segment_unavailable"
+	// CodeTokensUnconfirmed, status 503: the tag requires a token and the
+	// node cannot confirm which tokens it accepts now: ZooKeeper does not
+	// answer, and the tag's token hashes the node holds were read longer
+	// ago than its --token-stale-limit (or never). Another node, or this
+	// one once ZooKeeper answers, can.
+	CodeTokensUnconfirmed = "tokens_unconfirmed"
 	// CodeClientNotAllowed, status 403: the node serves mutual TLS and the
 	// client certificate's name is not on the path's allow-list
 	// (--tls-client-allow, --tls-admin-allow).

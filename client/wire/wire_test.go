@@ -67,6 +67,7 @@ func TestValues(t *testing.T) {
 		{"CodeInvalidTag", CodeInvalidTag, "invalid_tag"},
 		{"CodeSegmentsOff", CodeSegmentsOff, "segments_off"},
 		{"CodeSegmentUnavailable", CodeSegmentUnavailable, "segment_unavailable"},
+		{"CodeTokensUnconfirmed", CodeTokensUnconfirmed, "tokens_unconfirmed"},
 	}
 	seen := map[string]string{}
 	for _, tt := range tests {
