@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/client/zktls"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
@@ -90,6 +91,7 @@ type Config struct {
 	MaxStartWait      time.Duration // --max-start-wait
 	ZKFenceAhead      time.Duration // --zk-fence-ahead (ZooKeeper mode): G, the ZooKeeper fence's lead
 	RecycleAfter      time.Duration // --recycle-after (ZooKeeper mode): 0 = unset, the cluster's recorded value
+	TokenStaleLimit   time.Duration // --token-stale-limit (ZooKeeper mode): how long token hashes not read again are honoured
 	// AcceptNewIncarnation (--accept-new-incarnation): start although the
 	// cache file belongs to another incarnation of the cluster.
 	AcceptNewIncarnation bool
@@ -250,6 +252,7 @@ func defaultConfig() Config {
 		ReportInterval:    coordinator.DefaultReportInterval,
 		MaxStartWait:      10 * time.Second,
 		ZKFenceAhead:      coordinator.DefaultZKFenceAhead,
+		TokenStaleLimit:   segment.DefaultTokenStaleLimit,
 		NTPInterval:       clockguard.DefaultNTPInterval,
 		NTPMaxOffset:      clockguard.DefaultNTPMaxOffset,
 		PeerInterval:      clockguard.DefaultPeerInterval,
@@ -290,6 +293,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MaxStartWait, "max-start-wait", d.MaxStartWait, "at start, wait this long for the clock to pass the fence; longer = out of service (clock_behind_fence)")
 	fs.DurationVar(&c.ZKFenceAhead, "zk-fence-ahead", d.ZKFenceAhead, "G: IDs only up to a fence ZooKeeper acknowledged, renewed to now+G; serving without ZooKeeper stops after about G (out of service at G/3 left)")
 	fs.DurationVar(&c.RecycleAfter, "recycle-after", d.RecycleAfter, "a worker ID without lease and fence renewal for this long may be taken over; a cluster-wide setting: unset (0), the cluster's recorded value (24h for a cluster this node creates); set, it must equal the cluster's (snowflakectl cluster set changes that)")
+	fs.DurationVar(&c.TokenStaleLimit, "token-stale-limit", d.TokenStaleLimit, fmt.Sprintf("how long a node that cannot reach ZooKeeper honours the token hashes of a tag created with --require-token that it read last, counted from the start of that read; past it, requests for the tag answer 503 %s until ZooKeeper answers, so a rotated-out token stops serving within it; %s..%s", wire.CodeTokensUnconfirmed, segment.MinTokenStaleLimit, segment.MaxTokenStaleLimit))
 	fs.BoolVar(&c.AcceptNewIncarnation, "accept-new-incarnation", d.AcceptNewIncarnation, "start although the cache file belongs to another incarnation of the cluster (ZooKeeper rebuilt); claims afresh after the cache fence")
 	fs.BoolVar(&c.CreateCluster, "create-cluster", d.CreateCluster, "create the cluster in ZooKeeper (with this node's layout, --worker-id-range and --recycle-after) when it does not exist; without it a node refuses a missing cluster (a mistyped --cluster never starts a new one); snowflakectl cluster create is the deliberate way")
 	fs.StringVar(&c.NTP, "ntp", d.NTP, "NTP servers to check the clock against, comma-separated; empty disables the check")
@@ -420,6 +424,7 @@ var configChecks = []func(*validation){
 	(*validation).workerRange,
 	(*validation).generator,
 	(*validation).fences,
+	(*validation).segments,
 	(*validation).clockChecks,
 	(*validation).logging,
 	(*validation).tlsFlags,
@@ -608,6 +613,16 @@ func (v *validation) fences() {
 	case c.ReportInterval > c.ZKFenceAhead/6:
 		// Several renewals must fit before the node leaves service at G/3 left.
 		v.bad("--report-interval %s: must be at most a sixth of --zk-fence-ahead %s", c.ReportInterval, c.ZKFenceAhead)
+	}
+}
+
+// segments checks the flags of segment mode: --token-stale-limit.
+func (v *validation) segments() {
+	switch d := v.c.TokenStaleLimit; {
+	case d <= 0:
+		v.positive("--token-stale-limit", d)
+	case segment.CheckTokenStaleLimit(d) != nil:
+		v.bad("--token-stale-limit %s: want %s..%s (how long a node cut off from ZooKeeper honours the token hashes it read last)", d, segment.MinTokenStaleLimit, segment.MaxTokenStaleLimit)
 	}
 }
 

@@ -47,7 +47,7 @@ type segmentMode struct {
 func newSegmentMode(cfg Config, nodeKey string, log zerolog.Logger) *segmentMode {
 	return &segmentMode{
 		cfg: segment.ZKConfig{Servers: cfg.zkServers(), Cluster: cfg.Cluster, Auth: cfg.ZKAuth,
-			Timeout: connectTimeout(cfg.ZKSessionTimeout), Log: log, Dial: cfg.dialer(log)},
+			Timeout: connectTimeout(cfg.ZKSessionTimeout), Log: log, Dial: cfg.dialer(log), TokenStaleLimit: cfg.TokenStaleLimit},
 		file: cfg.CacheFile + ".segments", node: nodeKey, log: log, disk: cfg.files(), wrapStore: cfg.storeWrapper(),
 		sched: cfg.schedule(),
 	}
