@@ -16,6 +16,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
+	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )
 
 // getWithToken is p.get with Authorization: Bearer token ("" sends none).
@@ -257,5 +258,96 @@ func TestIntegration_APITokensFile(t *testing.T) {
 	q := start(t, binSnowflaked, nodeArgs(t.TempDir(), 4, "--api-tokens-file", bad))
 	if code := q.exitCode(); code != 2 || !strings.Contains(q.Output(), "--api-tokens-file") {
 		t.Errorf("a node with a bad --api-tokens-file: exit %d (%s), want 2 naming the flag", code, q.Output())
+	}
+}
+
+// The token stale limit the node of
+// TestIntegration_SegmentTokenRotatedWhileCutOff runs with (set from the
+// environment, as a deployment sets it).
+const cutOffStaleLimit = 4 * time.Second
+
+// A token tag's token rotated with --grace 0 while a node is cut off from
+// ZooKeeper (real processes, a real ZooKeeper, the node behind a proxy
+// that cuts it off): the node, which cannot read the new hashes, honours
+// the old token for at most its --token-stale-limit after its last read
+// of them (which began before the cut), then answers 503
+// tokens_unconfirmed to every token of the tag, never 200 again; once
+// ZooKeeper answers, it serves the new token and refuses the old one by
+// itself.
+func TestIntegration_SegmentTokenRotatedWhileCutOff(t *testing.T) {
+	const auth = "ops:s3cret"
+	zk := zkharness.StartStandalone(t)
+	px := zkproxy.Start(t, zk.ConnectString())
+	p := startNode(t, binSnowflaked, clusterArgs(t.TempDir(), px.Addr(), "cutoff", "node-0", "--zk-auth", auth),
+		"SNOWFLAKED_TOKEN_STALE_LIMIT="+cutOffStaleLimit.String())
+	p.waitReadyz(http.StatusOK, readyTimeout)
+	zkArgs := []string{"--zk", zk.ConnectString(), "--cluster", "cutoff", "--zk-auth", auth}
+	code, out, errOut := ctl(t, append([]string{"segment", "create", "secret", "--require-token", "--step", "10000"}, zkArgs...)...)
+	if code != 0 {
+		t.Fatalf("segment create --require-token: exit %d: %s %s", code, out, errOut)
+	}
+	old := lastLine(out)
+	testsupport.Poll(t, readyTimeout, pollEvery, "the tag served with its token", func() bool {
+		code, _ := p.getWithToken("/segment/secret", old)
+		return code == http.StatusOK
+	})
+
+	px.Block()
+	cutAt := time.Now()
+	code, out, errOut = ctl(t, append([]string{"segment", "token", "rotate", "secret", "--grace", "0"}, zkArgs...)...)
+	if code != 0 {
+		t.Fatalf("segment token rotate --grace 0: exit %d: %s %s", code, out, errOut)
+	}
+	fresh := lastLine(out)
+	if len(fresh) != 43 || fresh == old {
+		t.Fatalf("segment token rotate printed %q last, want a new token", fresh)
+	}
+
+	// Every 200 comes within the limit of the cut (the last read of the
+	// hashes began before it), plus a margin for the request path; a
+	// refusal comes by then plus one read's wait for ZooKeeper (2 s).
+	const margin = time.Second
+	servedBy, refusedBy := cutAt.Add(cutOffStaleLimit+margin), cutAt.Add(cutOffStaleLimit+2*time.Second+margin)
+	served := 0
+	for {
+		code, body := p.getWithToken("/segment/secret", old)
+		at := time.Now()
+		if code == http.StatusOK {
+			if at.After(servedBy) {
+				t.Fatalf("the old token served %v after the cut, past --token-stale-limit %v (+%v): the node honours hashes it cannot confirm", at.Sub(cutAt), cutOffStaleLimit, margin)
+			}
+			served++
+		} else {
+			if code != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"tokens_unconfirmed"`) {
+				t.Fatalf("the old token %v after the cut: %d %s, want 200 (the hashes held) then 503 tokens_unconfirmed", at.Sub(cutAt), code, body)
+			}
+			t.Logf("the old token served %d times, then refused %v after the cut (--token-stale-limit %v)", served, at.Sub(cutAt), cutOffStaleLimit)
+			break
+		}
+		if at.After(refusedBy) {
+			t.Fatalf("the old token still served %v after the cut, --token-stale-limit %v", at.Sub(cutAt), cutOffStaleLimit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if served == 0 {
+		t.Error("the old token was refused at once: want the hashes held honoured up to the limit")
+	}
+	// Refused from then on, whatever the token, until ZooKeeper answers.
+	for _, tok := range []string{old, fresh, old} {
+		if code, body := p.getWithToken("/segment/secret", tok); code != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"tokens_unconfirmed"`) {
+			t.Fatalf("a token of the tag, cut off past the limit: %d %s, want 503 tokens_unconfirmed", code, body)
+		}
+	}
+	if code, body := p.getWithToken("/api/segment/get/secret", old); code != http.StatusServiceUnavailable {
+		t.Fatalf("the Leaf path, cut off past the limit: %d %s, want 503", code, body)
+	}
+
+	px.Unblock()
+	testsupport.Poll(t, readyTimeout, pollEvery, "the new token served once ZooKeeper answers", func() bool {
+		code, _ := p.getWithToken("/segment/secret", fresh)
+		return code == http.StatusOK
+	})
+	if code, body := p.getWithToken("/segment/secret", old); code != http.StatusForbidden || !strings.Contains(body, `"code":"token_invalid"`) {
+		t.Errorf("the old token once ZooKeeper answers: %d %s, want 403 token_invalid", code, body)
 	}
 }
