@@ -184,7 +184,9 @@ func listTombstones(ctx context.Context, z zkclient.Client) ([]TombstoneInfo, er
 		case ok:
 			info.Layout, info.Epoch, info.Unit = t.Layout.String(), t.Layout.Epoch.UTC().Format(time.RFC3339Nano), t.Layout.Unit.String()
 			info.WorkerIDs = t.WorkerIDs
-			info.Fence = time.UnixMilli(t.FenceMS).UTC().Format(time.RFC3339Nano)
+			if t.FenceMS > 0 { // none for a cluster no worker ever joined
+				info.Fence = time.UnixMilli(t.FenceMS).UTC().Format(time.RFC3339Nano)
+			}
 			info.Deleted = time.UnixMilli(t.DeletedMS).UTC().Format(time.RFC3339)
 		}
 		tags, err := z.Children(ctx, zkclient.TagTombstonesPath(n))

@@ -104,8 +104,10 @@ func TestIntegration_ClusterAndNodeCommands(t *testing.T) {
 		t.Fatalf("list --json: exit %d, %s", code, stderr.String())
 	}
 	var rows []coordinator.ClusterInfo
-	if err := json.Unmarshal(stdout.Bytes(), &rows); err != nil || len(rows) != 1 || rows[0].Name != "prod" || rows[0].Workers != 1 ||
-		rows[0].WorkerIDs != "0-1023" || rows[0].Layout != "41/10/12" || rows[0].RecycleAfter != "1h0m0s" {
+	// staging, deleted above, is a row of its tombstone.
+	if err := json.Unmarshal(stdout.Bytes(), &rows); err != nil || len(rows) != 2 || rows[0].Name != "prod" || rows[0].Workers != 1 ||
+		rows[0].WorkerIDs != "0-1023" || rows[0].Layout != "41/10/12" || rows[0].RecycleAfter != "1h0m0s" || rows[0].Deleted ||
+		rows[1].Name != "staging" || !rows[1].Deleted || rows[1].Tombstone == nil || rows[1].Tombstone.WorkerIDs != "500-600" {
 		t.Fatalf("list --json = %s (%v)", stdout.String(), err)
 	}
 	for _, args := range [][]string{{"cluster", "delete", "prod", "--yes"}, {"node", "retire", "node-a", "--cluster", "prod"}} {
