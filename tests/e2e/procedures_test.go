@@ -91,9 +91,17 @@ var procedureChecks = map[string]func(t *testing.T, out string){
 		if !strings.Contains(out, "the new cluster's IDs are larger") {
 			t.Error("the new cluster's first ID was not shown larger")
 		}
-		list := out[strings.LastIndex(out, "NAME"):]
+		// The last cluster list: its clusters, then the tombstones.
+		at := strings.LastIndex(out, "Tombstones")
+		if at < 0 {
+			t.Fatalf("the last cluster list shows no tombstones:\n%s", out)
+		}
+		list, tombs := out[strings.LastIndex(out[:at], "NAME"):at], out[at:]
 		if strings.Contains(list, "rehearse-v1") || !strings.Contains(list, "rehearse-v2") {
 			t.Errorf("after the delete, cluster list should show rehearse-v2 and not rehearse-v1:\n%s", list)
+		}
+		if !strings.Contains(tombs, "rehearse-v1") {
+			t.Errorf("after the delete, cluster list should show the tombstone of rehearse-v1:\n%s", tombs)
 		}
 	},
 	"Back up and restore": func(t *testing.T, out string) {
