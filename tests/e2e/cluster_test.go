@@ -107,25 +107,39 @@ type clockReport struct {
 
 func (p *proc) clock() clockReport {
 	p.t.Helper()
-	code, body := p.get("/clock")
-	var rep clockReport
-	if code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil || rep.ZK == nil {
+	rep, code, body := p.tryClock()
+	if code != http.StatusOK {
 		p.t.Fatalf("/clock: %d %s", code, body)
 	}
 	return rep
 }
 
-// waitClock polls /clock until cond holds.
+// tryClock reads /clock; code is 0 when the answer was 200 but no report.
+func (p *proc) tryClock() (clockReport, int, string) {
+	p.t.Helper()
+	code, body := p.get("/clock")
+	var rep clockReport
+	if code == http.StatusOK && (json.Unmarshal([]byte(body), &rep) != nil || rep.ZK == nil) {
+		code = 0
+	}
+	return rep, code, body
+}
+
+// waitClock polls /clock until cond holds. A node still in its start
+// phase (the port answers before the node's server takes it over) answers
+// 503 starting: it is asked again, as for a condition not yet met.
 func (p *proc) waitClock(timeout time.Duration, cond func(clockReport) bool) clockReport {
 	p.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		rep := p.clock()
-		if cond(rep) {
+		rep, code, body := p.tryClock()
+		switch {
+		case code == http.StatusOK && cond(rep):
 			return rep
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("/clock: condition not met within %s (last %+v, zk %+v)", timeout, rep, rep.ZK)
+		case code != http.StatusOK && !(code == http.StatusServiceUnavailable && strings.Contains(body, `"reason":"starting"`)):
+			p.t.Fatalf("/clock: %d %s", code, body)
+		case time.Now().After(deadline):
+			p.t.Fatalf("/clock: condition not met within %s (last %d %s)", timeout, code, body)
 		}
 		time.Sleep(pollEvery)
 	}
