@@ -177,27 +177,8 @@ func (c *Coordinator) ensureCluster(ctx context.Context, z zkclient.Client) (clu
 		if !c.cfg.CreateCluster {
 			return clusterData{}, c.noClusterError(ctx, z)
 		}
-		want := newClusterData(c.cfg.Layout, c.cfg.WorkerIDs, c.recordedRecycleAfter())
-		if tomb, buried, _, err := readTombstone(ctx, z, c.cfg.Cluster); err != nil {
+		if err := c.createCluster(ctx, z); err != nil {
 			return clusterData{}, err
-		} else if buried {
-			if want, err = overTombstone(c.cfg.Cluster, want, tomb); err != nil {
-				return clusterData{}, fmt.Errorf("--create-cluster: %w", err)
-			}
-			c.log.Warn().Str("cluster", c.cfg.Cluster).Time("fence_floor", time.UnixMilli(want.FenceFloorMs)).
-				Msg("a cluster of this name was deleted: the new one starts every worker ID after its fence")
-		}
-		wantB, err := json.Marshal(want)
-		if err != nil {
-			return clusterData{}, fmt.Errorf("encode cluster data: %w", err)
-		}
-		if err := z.Ensure(ctx, zkclient.Root, nil, c.rootACL); err != nil {
-			return clusterData{}, err
-		}
-		if _, err := z.Create(ctx, c.p.cluster, wantB, 0, c.acl); err == nil {
-			c.log.Info().Str("cluster", c.p.cluster).Strs("requires", want.Requires).Msg("created the cluster (--create-cluster)")
-		} else if !errors.Is(err, zk.ErrNodeExists) {
-			return clusterData{}, fmt.Errorf("create %s: %w", c.p.cluster, zkclient.AuthHint(err))
 		}
 	}
 	var got clusterData
@@ -253,6 +234,45 @@ func (c *Coordinator) ensureCluster(ctx context.Context, z zkclient.Client) (clu
 	}
 	c.warnOverlaps(ctx, z, got)
 	return got, nil
+}
+
+// createCluster creates the cluster znode (--create-cluster), over the
+// tombstone of a deleted cluster of the name, guarded against a delete
+// that buries the name meanwhile. A cluster created by another node
+// meanwhile is left as it is.
+func (c *Coordinator) createCluster(ctx context.Context, z zkclient.Client) error {
+	if err := z.Ensure(ctx, zkclient.Root, nil, c.rootACL); err != nil {
+		return err
+	}
+	for round := 1; ; round++ {
+		want, guard, _, err := createdOverTombstone(ctx, z, c.cfg.Cluster, newClusterData(c.cfg.Layout, c.cfg.WorkerIDs, c.recordedRecycleAfter()), false, c.acl, c.rootACL)
+		if errors.Is(err, ErrTombstone) {
+			return fmt.Errorf("--create-cluster: %w", err)
+		}
+		if err != nil {
+			return err
+		}
+		wantB, err := json.Marshal(want)
+		if err != nil {
+			return fmt.Errorf("encode cluster data: %w", err)
+		}
+		create := &zk.CreateRequest{Path: c.p.cluster, Data: wantB, Acl: c.acl}
+		failed, err := z.Multi(ctx, append([]any{create}, guard...)...)
+		switch {
+		case err == nil:
+			c.log.Info().Str("cluster", c.p.cluster).Strs("requires", want.Requires).Msg("created the cluster (--create-cluster)")
+			if want.FenceFloorMs > 0 {
+				c.log.Warn().Str("cluster", c.cfg.Cluster).Time("fence_floor", time.UnixMilli(want.FenceFloorMs)).
+					Msg("a cluster of this name was deleted: the new one starts every worker ID after its fence")
+			}
+			return nil
+		case failed == 0 && errors.Is(err, zk.ErrNodeExists):
+			return nil // another node created it: checked as any existing cluster
+		case failed > 0 && round < maxClusterRounds:
+			continue // a delete buried the name since the tombstone was read
+		}
+		return fmt.Errorf("create %s: %w", c.p.cluster, zkclient.AuthHint(err))
+	}
 }
 
 // checkACLs refuses a cluster, used with credentials (--zk-auth), one of

@@ -174,7 +174,11 @@ func deletable(ctx context.Context, z zkclient.Client, p paths, cluster string) 
 			return fmt.Errorf("delete cluster %q: read %s/%s: %w", cluster, p.forever, n, zkclient.Unavailable(err))
 		}
 		var d foreverData
-		if json.Unmarshal(b, &d) == nil && d.Fence > now {
+		if err := json.Unmarshal(b, &d); err != nil {
+			return fmt.Errorf("%w: cluster %q: %s/%s holds malformed data %s (%v): its fence cannot be read for the tombstone; fix it by hand first",
+				ErrLeaseHeld, cluster, p.forever, n, quoteShort(b), err)
+		}
+		if d.Fence > now {
 			return fmt.Errorf("%w: cluster %q: %s may still issue IDs until its ZooKeeper fence %s (a node killed or cut off from ZooKeeper): try again %v after it",
 				ErrLeaseHeld, cluster, n, time.UnixMilli(d.Fence).UTC().Format(time.RFC3339Nano), deleteClockMargin)
 		}

@@ -254,39 +254,45 @@ func CreateCluster(ctx context.Context, servers []string, auth, cluster string, 
 	want := newClusterData(spec.Layout, ids, spec.RecycleAfter)
 	res := CreateResult{}
 	p := newPaths(cluster)
-	// The tombstone counts only for a cluster created now: one that
-	// exists is compared with the settings asked for, as always.
-	exists, _, err := z.Exists(ctx, p.cluster)
-	if err != nil {
-		return res, fmt.Errorf("create cluster %q: %w", cluster, zkclient.Unavailable(err))
-	}
-	tomb, buried := Tombstone{}, false
-	if !exists {
-		if tomb, buried, _, err = readTombstone(ctx, z, cluster); err != nil {
-			return res, fmt.Errorf("create cluster %q: %w", cluster, err)
-		}
-	}
-	switch {
-	case buried && spec.IgnoreTombstone:
-		res.TombstoneIgnored = true
-	case buried:
-		if want, err = overTombstone(cluster, want, tomb); err != nil {
-			return res, err
-		}
-	}
-	b, err := json.Marshal(want)
-	if err != nil {
-		return CreateResult{}, fmt.Errorf("create cluster %q: encode: %w", cluster, err)
-	}
 	acl, rootACL := zkclient.ACLs(auth)
 	if err := z.Ensure(ctx, zkclient.Root, nil, rootACL); err != nil {
 		return res, fmt.Errorf("create cluster %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
-	_, err = z.Multi(ctx,
-		&zk.CreateRequest{Path: p.cluster, Data: b, Acl: acl},
-		&zk.CreateRequest{Path: p.forever, Acl: acl},
-		&zk.CreateRequest{Path: p.leases, Acl: acl},
-		&zk.CreateRequest{Path: p.alive, Acl: acl})
+	for round := 1; ; round++ {
+		// The tombstone counts only for a cluster created now: one that
+		// exists is compared with the settings asked for, as always.
+		var exists bool
+		exists, _, err = z.Exists(ctx, p.cluster)
+		if err != nil {
+			return res, fmt.Errorf("create cluster %q: %w", cluster, zkclient.Unavailable(err))
+		}
+		w, guard := want, []any(nil)
+		if !exists {
+			if w, guard, res.TombstoneIgnored, err = createdOverTombstone(ctx, z, cluster, want, spec.IgnoreTombstone, acl, rootACL); err != nil {
+				if errors.Is(err, ErrTombstone) {
+					return res, err
+				}
+				return res, fmt.Errorf("create cluster %q: %w", cluster, err)
+			}
+		}
+		b, merr := json.Marshal(w)
+		if merr != nil {
+			return CreateResult{}, fmt.Errorf("create cluster %q: encode: %w", cluster, merr)
+		}
+		creates := []any{
+			&zk.CreateRequest{Path: p.cluster, Data: b, Acl: acl},
+			&zk.CreateRequest{Path: p.forever, Acl: acl},
+			&zk.CreateRequest{Path: p.leases, Acl: acl},
+			&zk.CreateRequest{Path: p.alive, Acl: acl},
+		}
+		var failed int
+		failed, err = z.Multi(ctx, append(creates, guard...)...)
+		if err != nil && failed >= len(creates) && round < maxClusterRounds {
+			continue // a delete buried the name since the tombstone was read
+		}
+		want = w
+		break
+	}
 	got := want
 	switch {
 	case err == nil:

@@ -69,33 +69,45 @@ func writeTombstone(ctx context.Context, z zkclient.Client, t Tombstone, acl, ro
 	if err := z.Ensure(ctx, zkclient.TombstoneRoot, nil, rootACL); err != nil {
 		return fmt.Errorf("create %s: %w", zkclient.TombstoneRoot, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
-	path := zkclient.TombstonePath(t.Cluster)
-	for range maxClusterRounds {
-		old, ok, version, err := readTombstone(ctx, z, t.Cluster)
-		if err != nil {
-			return err
+	return zkclient.MergeTombstone(ctx, z, zkclient.TombstonePath(t.Cluster), acl, func(old []byte) ([]byte, error) {
+		if len(old) > 0 {
+			var o Tombstone
+			if err := json.Unmarshal(old, &o); err != nil {
+				return nil, fmt.Errorf("the tombstone of cluster %q holds data this release cannot use %s: %w", t.Cluster, quoteShort(old), err)
+			}
+			t.FenceMS = max(t.FenceMS, o.FenceMS)
 		}
-		if ok {
-			t.FenceMS = max(t.FenceMS, old.FenceMS)
-		}
-		b, err := json.Marshal(t)
-		if err != nil {
-			return fmt.Errorf("encode the tombstone: %w", err)
-		}
-		if version < 0 {
-			_, err = z.Create(ctx, path, b, 0, acl)
-		} else {
-			_, err = z.Set(ctx, path, b, version)
-		}
-		if errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("write the tombstone %s: %w", path, zkclient.Unavailable(zkclient.AuthHint(err)))
-		}
-		return nil
+		return json.Marshal(t)
+	})
+}
+
+// createdOverTombstone returns want as the cluster created now under
+// cluster's name: over its tombstone (overTombstone) unless ignore, which
+// ignored then reports. guard goes into the create's multi: a delete that
+// buries the name after this read makes the create fail, to be tried
+// again (zkclient.TombstoneGuard).
+func createdOverTombstone(ctx context.Context, z zkclient.Client, cluster string, want clusterData, ignore bool, acl, rootACL []zk.ACL) (
+	_ clusterData, guard []any, ignored bool, err error) {
+	if err := z.Ensure(ctx, zkclient.TombstoneRoot, nil, rootACL); err != nil {
+		return want, nil, false, fmt.Errorf("create %s: %w", zkclient.TombstoneRoot, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
-	return fmt.Errorf("write the tombstone %s: it kept changing", path)
+	tomb, buried, version, err := readTombstone(ctx, z, cluster)
+	if err != nil {
+		return want, nil, false, err
+	}
+	if buried {
+		if err := zkclient.CheckTombstoneACL(ctx, z, zkclient.TombstonePath(cluster), acl); err != nil {
+			return want, nil, false, err
+		}
+	}
+	guard = zkclient.TombstoneGuard(zkclient.TombstonePath(cluster), version, acl)
+	switch {
+	case buried && ignore:
+		return want, guard, true, nil
+	case buried:
+		want, err = overTombstone(cluster, want, tomb)
+	}
+	return want, guard, false, err
 }
 
 // overTombstone returns want as a cluster created over tombstone t: every
@@ -195,7 +207,7 @@ func listTombstones(ctx context.Context, z zkclient.Client) ([]TombstoneInfo, er
 		}
 		slices.Sort(tags)
 		for _, tag := range tags {
-			tt, ok, err := zkclient.ReadTagTombstone(ctx, z, n, tag)
+			tt, ok, _, err := zkclient.ReadTagTombstone(ctx, z, n, tag)
 			if err != nil && zkclient.Transient(err) {
 				return nil, err
 			}
@@ -206,6 +218,9 @@ func listTombstones(ctx context.Context, z zkclient.Client) ([]TombstoneInfo, er
 			if ok {
 				info.Tags = append(info.Tags, tt)
 			}
+		}
+		if info.Fence == "" && info.Layout == "" && len(info.Tags) == 0 && info.Problem == "" {
+			continue // purged, or the parent of tag tombstones never written
 		}
 		exists, _, err := z.Exists(ctx, zkclient.ClusterPath(n))
 		if err != nil {
@@ -250,14 +265,22 @@ func PurgeTombstone(ctx context.Context, servers []string, auth, cluster string,
 	}
 	slices.Sort(tags)
 	res.Tags = tags
-	if ok, _, err := z.Exists(ctx, zkclient.TombstonePath(cluster)); err != nil {
-		return res, fmt.Errorf("purge the tombstone of %q: %w", cluster, zkclient.Unavailable(err))
-	} else if !ok {
+	if !res.Cluster && len(tags) == 0 {
 		return res, fmt.Errorf("%w: there is no tombstone of cluster %q", ErrNoCluster, cluster)
 	}
-	budget := maxDeleteZnodes
-	if err := deleteTree(ctx, z, zkclient.TombstonePath(cluster), &budget); err != nil {
-		return res, fmt.Errorf("purge the tombstone of %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
+	// The tags' tombstones go, and the cluster's data: the znode itself
+	// stays, since deleting it needs the tombstones' root's credentials,
+	// which may be another cluster's.
+	for _, tag := range tags {
+		p := zkclient.TagTombstonePath(cluster, tag)
+		if err := z.Delete(ctx, p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return res, fmt.Errorf("purge the tombstone of %q: delete %s: %w", cluster, p, zkclient.Unavailable(zkclient.AuthHint(err)))
+		}
+	}
+	if res.Cluster {
+		if _, err := z.Set(ctx, zkclient.TombstonePath(cluster), nil, -1); err != nil {
+			return res, fmt.Errorf("purge the tombstone of %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
+		}
 	}
 	return res, nil
 }

@@ -139,7 +139,7 @@ func TestIntegration_ClusterTombstone(t *testing.T) {
 		if err != nil || !ok || tomb.FenceMS != ahead {
 			t.Fatalf("tombstone %+v, %v, %v; want fence %d", tomb, ok, err, ahead)
 		}
-		tt, ok, err := zkclient.ReadTagTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, name, "t")
+		tt, ok, _, err := zkclient.ReadTagTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, name, "t")
 		if err != nil || !ok || tt.MaxID != 7001 {
 			t.Fatalf("tag tombstone %+v, %v, %v; want max_id 7001", tt, ok, err)
 		}
@@ -195,5 +195,83 @@ func TestIntegration_FlatClusterIsDeletedWithATombstone(t *testing.T) {
 	tomb, ok, _, err := readTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, "flat")
 	if err != nil || !ok || !tomb.Layout.Equal(snowflake.DefaultLayout()) {
 		t.Fatalf("tombstone %+v, %v, %v", tomb, ok, err)
+	}
+}
+
+// TestIntegration_TombstoneGuard: a create that read no tombstone, or one
+// at a version, fails when a delete buried the name since, so it reads the
+// tombstone again; nothing of it lands.
+func TestIntegration_TombstoneGuard(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	ctx := context.Background()
+	raw := rawConn(t, srv, "")
+	z := zkclient.Client{Conn: raw, Timeout: 5 * time.Second}
+	open := zk.WorldACL(zk.PermAll)
+	if err := z.Ensure(ctx, zkclient.TombstoneRoot, nil, open); err != nil {
+		t.Fatal(err)
+	}
+	path := zkclient.TombstonePath("g")
+	create := func(version int32) (int, error) {
+		ops := append([]any{&zk.CreateRequest{Path: "/guarded", Acl: open}}, zkclient.TombstoneGuard(path, version, open)...)
+		failed, err := z.Multi(ctx, ops...)
+		if err == nil {
+			if err := raw.Delete("/guarded", -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return failed, err
+	}
+	if _, err := create(-1); err != nil {
+		t.Fatalf("no tombstone, none read: %v", err)
+	}
+	if _, err := raw.Create(path, []byte(`{}`), 0, open); err != nil {
+		t.Fatal(err)
+	}
+	if failed, err := create(-1); err == nil || failed < 1 {
+		t.Fatalf("a tombstone written since none was read: failed op %d, %v; want the guard to fail", failed, err)
+	}
+	if _, err := create(0); err != nil {
+		t.Fatalf("the tombstone read at its version: %v", err)
+	}
+	if _, err := raw.Set(path, []byte(`{"fence_ms":1}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	if failed, err := create(0); err == nil || failed < 1 {
+		t.Fatalf("a tombstone rewritten since it was read: failed op %d, %v; want the guard to fail", failed, err)
+	}
+	if ok, _, _ := raw.Exists("/guarded"); ok {
+		t.Fatal("a failed guard let the create land")
+	}
+}
+
+// TestIntegration_OpenTombstoneIsRefused: under --zk-auth, a tombstone
+// znode that anyone may change (created first by a client without the
+// credentials) is neither written into by a delete nor trusted by a create.
+func TestIntegration_OpenTombstoneIsRefused(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	ctx := context.Background()
+	const auth = "snow:s3cret"
+	anyone := rawConn(t, srv, "")
+	if _, err := anyone.Create(zkclient.TombstoneRoot, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := anyone.Create(zkclient.TombstonePath("sealed"), []byte(`{"cluster":"sealed","fence_ms":0,"layout":{"layout":"41/10/12","epoch":"2024-01-01T00:00:00Z","time_unit":"1ms"}}`), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	spec := ClusterSpec{Layout: snowflake.DefaultLayout(), RecycleAfter: time.Hour}
+	if _, err := CreateCluster(ctx, srv, auth, "sealed", spec, 5*time.Second); !errors.Is(err, zkclient.ErrOpenTombstone) {
+		t.Fatalf("CreateCluster over an open tombstone: %v; want ErrOpenTombstone", err)
+	}
+	if _, err := CreateCluster(ctx, srv, auth, "sealed", ClusterSpec{Layout: spec.Layout, RecycleAfter: time.Hour, IgnoreTombstone: true}, 5*time.Second); !errors.Is(err, zkclient.ErrOpenTombstone) {
+		t.Fatalf("CreateCluster over an open tombstone, ignoring it: %v; want ErrOpenTombstone all the same", err)
+	}
+	if _, err := CreateCluster(ctx, srv, auth, "other", spec, 5*time.Second); err != nil {
+		t.Fatalf("CreateCluster of another name: %v", err)
+	}
+	if _, err := anyone.Create(zkclient.TombstonePath("other"), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if err := DeleteCluster(ctx, srv, auth, "other", 5*time.Second); !errors.Is(err, zkclient.ErrOpenTombstone) {
+		t.Fatalf("DeleteCluster into an open tombstone: %v; want ErrOpenTombstone", err)
 	}
 }

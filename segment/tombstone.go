@@ -37,12 +37,57 @@ type CreateOptions struct {
 // clusterName is the store's cluster's name.
 func (s *ZKStore) clusterName() string { return strings.TrimPrefix(s.cluster, zkclient.Root+"/") }
 
+// maxTombstoneRounds bounds a create's tries when deletes keep burying
+// its name.
+const maxTombstoneRounds = 5
+
+// errBuriedMeanwhile: a delete wrote the tag's tombstone after a create
+// read it (the create's guard failed): read it again.
+var errBuriedMeanwhile = errors.New("the tag was buried meanwhile")
+
 // overTombstone applies the tombstone of a deleted tag of t's name, if
-// any, to t's start (see CreateOptions).
-func (s *ZKStore) overTombstone(ctx context.Context, t *Tag, o CreateOptions) error {
-	tt, ok, err := zkclient.ReadTagTombstone(ctx, s.z, s.clusterName(), t.Name)
-	if err != nil || !ok || o.ReuseNumbers {
-		return err
+// any, to t's start (see CreateOptions), and returns the guard the
+// create's multi carries (zkclient.TombstoneGuard).
+func (s *ZKStore) overTombstone(ctx context.Context, t *Tag, o CreateOptions) ([]any, error) {
+	if err := s.ensureTombstoneParents(ctx); err != nil {
+		return nil, err
+	}
+	tt, ok, version, err := zkclient.ReadTagTombstone(ctx, s.z, s.clusterName(), t.Name)
+	if err != nil {
+		return nil, err
+	}
+	path := zkclient.TagTombstonePath(s.clusterName(), t.Name)
+	if ok {
+		if err := zkclient.CheckTombstoneACL(ctx, s.z, path, s.acl); err != nil {
+			return nil, err
+		}
+	}
+	guard := zkclient.TombstoneGuard(path, version, s.acl)
+	return guard, s.checkTombstone(t, tt, ok, o)
+}
+
+// ensureTombstoneParents creates the parents of the cluster's tag
+// tombstones.
+func (s *ZKStore) ensureTombstoneParents(ctx context.Context) error {
+	rootACL := s.rootACL
+	if rootACL == nil {
+		rootACL = s.acl
+	}
+	if err := s.z.Ensure(ctx, zkclient.TombstoneRoot, nil, rootACL); err != nil {
+		return fmt.Errorf("create %s: %w", zkclient.TombstoneRoot, zkclient.Unavailable(zkclient.AuthHint(err)))
+	}
+	for _, p := range []string{zkclient.TombstonePath(s.clusterName()), zkclient.TagTombstonesPath(s.clusterName())} {
+		if err := s.z.Ensure(ctx, p, nil, s.acl); err != nil {
+			return fmt.Errorf("create %s: %w", p, zkclient.Unavailable(zkclient.AuthHint(err)))
+		}
+	}
+	return nil
+}
+
+// checkTombstone applies tombstone tt (ok: there is one) to t's start.
+func (s *ZKStore) checkTombstone(t *Tag, tt zkclient.TagTombstone, ok bool, o CreateOptions) error {
+	if !ok || o.ReuseNumbers {
+		return nil
 	}
 	if tt.Opaque || t.Opaque != nil {
 		// Another key is another permutation: counters kept apart do

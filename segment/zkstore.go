@@ -338,7 +338,19 @@ func (s *ZKStore) create(ctx context.Context, t Tag, hash string, opts ...Create
 	for _, x := range opts {
 		o = x
 	}
-	if err := s.overTombstone(ctx, &t, o); err != nil {
+	for range maxTombstoneRounds {
+		if err := s.createOnce(ctx, t, hash, o); !errors.Is(err, errBuriedMeanwhile) {
+			return err
+		}
+	}
+	return fmt.Errorf("create tag %q: its tombstone kept changing", t.Name)
+}
+
+// createOnce is one try of create, over the tag's tombstone as read now;
+// errBuriedMeanwhile when a delete buried the name since.
+func (s *ZKStore) createOnce(ctx context.Context, t Tag, hash string, o CreateOptions) error {
+	guard, err := s.overTombstone(ctx, &t, o)
+	if err != nil {
 		return fmt.Errorf("create tag %q: %w", t.Name, err)
 	}
 	if t.CreatedMS == 0 {
@@ -371,8 +383,10 @@ func (s *ZKStore) create(ctx context.Context, t Tag, hash string, opts ...Create
 		// that accepts nothing until its token is rotated).
 		ops = append(ops, &zk.CreateRequest{Path: s.tokenPath(t.Name), Data: mustJSON(TokenSet{Hashes: []TokenHash{{SHA256: hash}}}), Acl: s.keyACL, Flags: zk.FlagPersistent})
 	}
-	_, err = s.z.Multi(ctx, ops...)
+	failed, err := s.z.Multi(ctx, append(ops, guard...)...)
 	switch {
+	case err != nil && failed >= len(ops):
+		return errBuriedMeanwhile
 	case errors.Is(err, zk.ErrNodeExists):
 		return fmt.Errorf("create tag %q: %w", t.Name, errTagExists)
 	case err != nil:

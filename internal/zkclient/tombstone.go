@@ -57,14 +57,9 @@ func quote(b []byte) string {
 	return fmt.Sprintf("%q", b)
 }
 
-// ReadTagTombstone reads the tombstone of cluster's tag (ok false when
-// there is none). z may be any session on the ensemble.
-func ReadTagTombstone(ctx context.Context, z Client, cluster, tag string) (t TagTombstone, ok bool, err error) {
-	t, ok, _, err = readTagTombstone(ctx, z, cluster, tag)
-	return t, ok, err
-}
-
-func readTagTombstone(ctx context.Context, z Client, cluster, tag string) (t TagTombstone, ok bool, version int32, err error) {
+// ReadTagTombstone reads the tombstone of cluster's tag: ok false when
+// there is none, version -1 then (for TombstoneGuard).
+func ReadTagTombstone(ctx context.Context, z Client, cluster, tag string) (t TagTombstone, ok bool, version int32, err error) {
 	path := TagTombstonePath(cluster, tag)
 	b, st, err := z.Get(ctx, path)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -91,18 +86,45 @@ func WriteTagTombstone(ctx context.Context, z Client, cluster string, t TagTombs
 			return fmt.Errorf("create %s: %w", p, Unavailable(AuthHint(err)))
 		}
 	}
-	path := TagTombstonePath(cluster, t.Tag)
+	return MergeTombstone(ctx, z, TagTombstonePath(cluster, t.Tag), acl, func(old []byte) ([]byte, error) {
+		var o TagTombstone
+		if len(old) > 0 {
+			if err := json.Unmarshal(old, &o); err != nil {
+				return nil, fmt.Errorf("the tombstone of tag %q holds data this release cannot use %s: %w", t.Tag, quote(old), err)
+			}
+		}
+		if o.MaxID > t.MaxID {
+			t.MaxID, t.Incarnation, t.Opaque = o.MaxID, o.Incarnation, o.Opaque
+		}
+		return json.Marshal(t)
+	})
+}
+
+// MergeTombstone writes merge(the data there, nil for none) to the
+// tombstone at path: a create, or a set checked against the version read
+// (a writer in between makes it read again). A tombstone that anyone may
+// change while acl does not let them is refused: a tombstone written down
+// is what keeps old IDs from coming back, so one created first by a
+// client without the cluster's credentials must not be trusted (delete
+// it by hand, with the credentials, after checking its data).
+func MergeTombstone(ctx context.Context, z Client, path string, acl []zk.ACL, merge func(old []byte) ([]byte, error)) error {
 	for range maxTombstoneRounds {
-		old, ok, version, err := readTagTombstone(ctx, z, cluster, t.Tag)
+		old, st, err := z.Get(ctx, path)
+		version := int32(-1)
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			old = nil
+		case err != nil:
+			return fmt.Errorf("read the tombstone %s: %w", path, Unavailable(err))
+		default:
+			version = st.Version
+			if err := CheckTombstoneACL(ctx, z, path, acl); err != nil {
+				return err
+			}
+		}
+		b, err := merge(old)
 		if err != nil {
 			return err
-		}
-		if ok && old.MaxID > t.MaxID {
-			t.MaxID, t.Incarnation, t.Opaque = old.MaxID, old.Incarnation, old.Opaque
-		}
-		b, err := json.Marshal(t)
-		if err != nil {
-			return fmt.Errorf("encode the tombstone of tag %q: %w", t.Tag, err)
 		}
 		if version < 0 {
 			_, err = z.Create(ctx, path, b, 0, acl)
@@ -118,4 +140,49 @@ func WriteTagTombstone(ctx context.Context, z Client, cluster string, t TagTombs
 		return nil
 	}
 	return fmt.Errorf("write the tombstone %s: it kept changing", path)
+}
+
+// ErrOpenTombstone: a tombstone znode lets anyone change it while the
+// cluster's ACL does not.
+var ErrOpenTombstone = errors.New("a tombstone anyone may change")
+
+// CheckTombstoneACL refuses (ErrOpenTombstone) a tombstone at path whose
+// ACL lets the world write or delete it when acl, the cluster's, does not:
+// whoever could have written it could have lowered its fence or max_id.
+func CheckTombstoneACL(ctx context.Context, z Client, path string, acl []zk.ACL) error {
+	if worldPerms(acl)&(zk.PermWrite|zk.PermDelete) != 0 {
+		return nil // an open cluster: its tombstones are open too
+	}
+	got, err := z.GetACL(ctx, path)
+	if err != nil {
+		return fmt.Errorf("read the ACL of the tombstone %s: %w", path, Unavailable(err))
+	}
+	if worldPerms(got)&(zk.PermWrite|zk.PermDelete) != 0 {
+		return fmt.Errorf("%w: %s lets any client change it (created without the cluster's --zk-auth?): check its data, then delete it with the credentials and run the command again", ErrOpenTombstone, path)
+	}
+	return nil
+}
+
+// worldPerms are the permissions acl gives world:anyone.
+func worldPerms(acl []zk.ACL) int32 {
+	var p int32
+	for _, a := range acl {
+		if a.Scheme == "world" && a.ID == "anyone" {
+			p |= a.Perms
+		}
+	}
+	return p
+}
+
+// TombstoneGuard is the op a create of what path's tombstone guards puts
+// in its multi: with the tombstone read at version (0 or more), a check of
+// that version; with none read (-1), a create and delete of path, which
+// fails when a tombstone was written since. Either way a delete that
+// buried the name after the read makes the create fail, and the caller
+// reads the tombstone again. The parent of path must exist.
+func TombstoneGuard(path string, version int32, acl []zk.ACL) []any {
+	if version >= 0 {
+		return []any{&zk.CheckVersionRequest{Path: path, Version: version}}
+	}
+	return []any{&zk.CreateRequest{Path: path, Acl: acl}, &zk.DeleteRequest{Path: path, Version: 0}}
 }
