@@ -34,7 +34,7 @@ test: deps
 	SIM_SEEDS=200 $(GO) test -count=1 -run 'TestSimulation_Snowflake$$' ./node/
 	SIM_SEEDS=25 $(GO) test -count=1 -run 'TestSimulation_SnowflakeBorrow$$' ./node/
 	SIM_SEEDS=40 $(GO) test -count=1 -run 'TestSimulation_SnowflakePaths$$' ./node/
-	SIM_SEEDS=6 $(GO) test -count=1 -run 'TestSimulation_SnowflakeRules$$' ./node/
+	SIM_SEEDS=8 $(GO) test -count=1 -run 'TestSimulation_SnowflakeRules$$' ./node/
 	# The mutation table (docs/testing.md): each safety rule broken in turn (-tags mutation), caught by a simulation above.
 	$(GO) test -count=1 -tags mutation -run 'TestMutation|TestSetAndRestore' ./internal/mutation/ ./fencing/ ./node/
 	# Allocation tests skip themselves under -race (sync.Pool drops items there): run them without it.

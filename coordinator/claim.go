@@ -80,6 +80,9 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 	}); err != nil {
 		return Identity{}, err
 	}
+	if mutation.Broken(mutation.TombstoneFloorSkipped) {
+		cd.FenceFloorMs = 0
+	}
 	// The cluster's recycle-after as read now: the scan of a recycle uses
 	// it (the node's own, when set, is the same: checkShared).
 	inc, recycleAfter := cd.Incarnation, msDuration(cd.RecycleAfterMs)

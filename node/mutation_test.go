@@ -97,6 +97,7 @@ var mutationTable = []mutationRow{
 	{mutation.S1RenewalUnversioned, "S1", "TestSimulation_SnowflakeRules", 1, `issued twice`},
 	{mutation.S2StopLowersZooKeeperFirst, "S2", "TestSimulation_SnowflakeRules", 2, `issued twice`},
 	{mutation.L1FenceBeforePersist, "L1", "TestSimulation_SnowflakeRules", 3, `issued twice`},
+	{mutation.TombstoneFloorSkipped, "tombstone", "TestSimulation_SnowflakeRules", 4, `issued twice`},
 }
 
 // TestMutations breaks each rule of the table in turn and expects the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
 )
@@ -35,14 +36,20 @@ import (
 //     disk with its clock set back. The generator may use only a persisted
 //     fence.
 //
+//   - tombstone: the cluster is deleted (refused while its node serves)
+//     after its node stopped, was killed or was cut off from ZooKeeper, and
+//     created again; a new machine whose clock is up to 20s behind joins it
+//     and takes worker ID 0 again. It must start after the deleted
+//     cluster's fence, and the node cut off must not serve again.
+//
 // The checks are the snowflake simulation's: no ID twice, and the processes
 // that held one worker ID issued in disjoint tick ranges. Each seed runs one
-// scenario (seed 1: S1, 2: S2, 3: L1, 4: S1 again, ...) with batch sizes and
+// scenario (seed 1: S1, 2: S2, 3: L1, 4: tombstone, 5: S1 again, ...) with batch sizes and
 // pauses drawn from the seed. The mutation table (docs/testing.md) breaks
 // each rule and names the seed and step that catch it.
 
 // rulesSeeds is how many seeds make test runs: each scenario twice.
-const rulesSeeds = 6
+const rulesSeeds = 8
 
 // snowRules is the scenarios' world: the snowflake simulation's layout and
 // fences, every process leaving service on a rollback, no random faults.
@@ -56,6 +63,7 @@ var rulesScenarios = []struct {
 	{"S1: a renewal sent before a take-over lands after it", (*snowSim).lateRenewal},
 	{"S2: a clean stop whose cache-file write fails", (*snowSim).stopDiskFails},
 	{"L1: a fence write hangs while the clock steps forward", (*snowSim).fenceWriteHangs},
+	{"tombstone: the cluster deleted and created again", (*snowSim).clusterRecreated},
 }
 
 // TestSimulation_SnowflakeRules runs the rule scenarios (SIM_SEED=N runs
@@ -286,4 +294,74 @@ func (s *snowSim) fenceWriteHangs() error {
 	s.start(a)
 	s.ready(a, 10*time.Second)
 	return s.issueFor(time.Second, a)
+}
+
+// clusterRecreated is the tombstone scenario: A serves; the operator's
+// delete is refused while it does; A stops cleanly, is killed or is cut
+// off from ZooKeeper (by seed); the operator deletes the cluster (trying
+// again while A's fence is ahead) and creates it again, or B's start does
+// (--create-cluster); B, a new machine whose clock is 5 to 20s behind,
+// joins and serves beside what is left of A.
+func (s *snowSim) clusterRecreated() error {
+	a, err := s.startServing(0, "", time.Second, time.Second)
+	if err != nil {
+		return err
+	}
+	servers := []string{"127.0.0.1:2181"}
+	s.stage("the operator deletes the cluster while %s serves", a.proc.name)
+	if err := coordinator.DeleteCluster(s.bg(), servers, "", snowCluster, 5*time.Second, s.adminDial()); !errors.Is(err, coordinator.ErrLeaseHeld) {
+		return s.fail("cluster delete while %s serves: %v, want it refused", a.proc.name, err)
+	}
+	how := []string{"stops cleanly", "is killed", "is cut off from ZooKeeper"}[s.rng.IntN(3)]
+	s.stage("%s %s", a.proc.name, how)
+	switch how {
+	case "stops cleanly":
+		s.stop(a)
+	case "is killed":
+		s.kill(a, false)
+	default:
+		s.cutOff(&a.proc.zk, time.Now().Add(time.Hour))
+	}
+	s.stage("the operator deletes the cluster")
+	deleted := false
+	for range 60 {
+		err := coordinator.DeleteCluster(s.bg(), servers, "", snowCluster, 5*time.Second, s.adminDial())
+		if err == nil {
+			deleted = true
+			break
+		}
+		if !errors.Is(err, coordinator.ErrLeaseHeld) && !errors.Is(err, coordinator.ErrZKUnavailable) {
+			return s.fail("cluster delete: %v", err)
+		}
+		s.pause(time.Second)
+	}
+	if !deleted {
+		return s.fail("cluster delete still refused after a minute")
+	}
+	if s.rng.IntN(2) == 0 {
+		s.stage("the operator creates the cluster again")
+		cfg := defaultConfig()
+		cfg.Layout, cfg.Epoch = s.world.layout(), "1999-12-01T00:00:00Z"
+		l, err := cfg.parseLayout(time.Now())
+		if err != nil {
+			return err
+		}
+		spec := coordinator.ClusterSpec{Layout: l, RecycleAfter: 20 * time.Second}
+		if _, err := coordinator.CreateCluster(s.bg(), servers, "", snowCluster, spec, 5*time.Second, s.adminDial()); err != nil {
+			return s.fail("cluster create: %v", err)
+		}
+	}
+	behind := time.Duration(5000+s.rng.IntN(15000)) * time.Millisecond
+	b := s.addNode("", -behind)
+	s.stage("%s: a new machine, its clock %v behind, joins the cluster created again", b.key, behind)
+	s.start(b)
+	if !s.ready(b, 40*time.Second) {
+		return s.fail("%s never served in the cluster created again", b.proc.name)
+	}
+	ns := []*snowNode{b}
+	if a.proc != nil {
+		ns = append(ns, a)
+	}
+	s.stage("batches to %d node(s)", len(ns))
+	return s.issueFor(3*time.Second, ns...)
 }

@@ -78,6 +78,16 @@ const (
 	CorrectionIsAJump Name = "correction-held-as-jump"
 )
 
+// A cluster deleted and created again (docs/fencing.md, "Deleting a
+// cluster").
+const (
+	// TombstoneFloorSkipped: a cluster created over a tombstone creates its
+	// forever znodes with no fence and claims start after the previous
+	// holder's fence alone (findOrCreateForever and Claim,
+	// coordinator/claim.go), as if the deleted cluster never was.
+	TombstoneFloorSkipped Name = "tombstone-floor-skipped"
+)
+
 // The fencing rules of docs/fencing.md on the snowflake simulation's paths
 // (renewals, restarts, borrowing).
 const (
