@@ -77,6 +77,7 @@ var mutationTable = []mutationRow{
 	{mutation.ReturnRetriedBlindly, "R5", "TestSimulation_Segments", 320, `issued twice|returned range .* holds ID|returned ranges .* overlap`},
 	{mutation.WentBackUnchecked, "R6", "TestSimulation_Segments", 13, `issued twice|returned range .* holds ID|more IDs issued`},
 	{mutation.DeleteUnpolled, "R7", "TestSimulation_SegmentsTagRecreated", 3, `after the tag was deleted it still holds`},
+	{mutation.TagTombstoneIgnored, "R8", "TestSimulation_SegmentsTagRecreated", 1, `of the tag created again`},
 	{mutation.SetMaxUnversioned, "set-max", "TestSimulation_Segments", 20, `issued twice|set-max skipped|more IDs issued`},
 	// Segment mode: a forgotten take (docs/segments.md R6).
 	{mutation.TakeUnrecorded, "R6", "TestSimulation_Segments", 58, `issued twice|returned range .* holds ID|more IDs issued`},

@@ -279,6 +279,10 @@ type segSim struct {
 	world segWorld
 
 	issued simIssued // ID → the process that issued it (an opaque tag's: its counter), of the current tag
+	// buried are the numbers issued by the tag's deleted incarnations
+	// (worldRecreate): a tag created again over their tombstone never
+	// hands one out again (R8).
+	buried simIssued
 	// recreates draws when the tag is deleted and created again
 	// (worldRecreate), apart from rng so the other draws stay the same.
 	recreates *rand.Rand
@@ -848,6 +852,9 @@ func (s *segSim) take(n *simNode) error {
 		if err := s.issued.record(&s.simTrace, "dense", p.name, &p.last, id); err != nil {
 			return err
 		}
+		if by, ok := s.buried[id]; ok {
+			return s.fail("dense ID %d issued twice: by %s of a deleted incarnation of the tag and by %s of the tag created again (R8)", id, by, p.name)
+		}
 	}
 	s.logf("%s: took %d..%d", p.name, ids[0], ids[len(ids)-1])
 	return nil
@@ -927,6 +934,14 @@ func (s *segSim) recreate() error {
 		}
 	}
 	s.heal()
+	if s.wentBack {
+		// ZooKeeper forgot allocations: its max_id is below numbers
+		// issued, and a tombstone of it would be too (R8 rests on R6's
+		// repair). The runbook repairs first.
+		if err := s.repair(); err != nil {
+			return err
+		}
+	}
 	s.pause(30 * time.Second) // faults decided before the heal end, sessions come back
 	synctest.Wait()
 	st, err := segment.OpenZK(s.bg(), s.segConfig(s.srv.Dial))
@@ -949,6 +964,12 @@ func (s *segSim) recreate() error {
 	tag := segment.Tag{Name: simTag, Start: 1, Step: simStep, MaxStep: simTop}
 	if err := st.Create(s.bg(), tag); err != nil {
 		return s.fail("segment create: %v", err)
+	}
+	if s.buried == nil {
+		s.buried = simIssued{}
+	}
+	for id, by := range s.issued {
+		s.buried[id] = by
 	}
 	s.issued, s.allowance, s.skipped, s.snap = simIssued{}, 0, nil, nil
 	s.wentBack = false // the tag that went back is gone

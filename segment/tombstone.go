@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 )
 
@@ -55,6 +56,9 @@ func (s *ZKStore) overTombstone(ctx context.Context, t *Tag, o CreateOptions) ([
 	tt, ok, version, err := zkclient.ReadTagTombstone(ctx, s.z, s.clusterName(), t.Name)
 	if err != nil {
 		return nil, err
+	}
+	if mutation.Broken(mutation.TagTombstoneIgnored) {
+		ok = false
 	}
 	path := zkclient.TagTombstonePath(s.clusterName(), t.Name)
 	if ok {

@@ -86,6 +86,11 @@ const (
 	// holder's fence alone (findOrCreateForever and Claim,
 	// coordinator/claim.go), as if the deleted cluster never was.
 	TombstoneFloorSkipped Name = "tombstone-floor-skipped"
+	// TagTombstoneIgnored: segment create reads no tombstone (overTombstone,
+	// segment/tombstone.go), so a tag created again under a deleted one's
+	// name starts where the operator says, below the numbers it issued
+	// (R8).
+	TagTombstoneIgnored Name = "r8-tag-tombstone-ignored"
 )
 
 // The fencing rules of docs/fencing.md on the snowflake simulation's paths
