@@ -3,6 +3,7 @@ package segment
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -182,72 +183,85 @@ func TestZKStore_TokensStaleLimit(t *testing.T) {
 // it serves the new token and refuses the old one (ErrTokenInvalid) by
 // itself. Virtual time (testing/synctest).
 func TestTakeWithToken_RotatedWhileCutOff(t *testing.T) {
+	if err := rotatedWhileCutOff(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rotatedWhileCutOff runs TestTakeWithToken_RotatedWhileCutOff's scenario
+// and returns what went wrong (the mutation table runs it with the bound
+// broken).
+func rotatedWhileCutOff(t *testing.T) (err error) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newTokenCut(t, testStaleLimit)
-		svc, err := New(Config{Store: c.s, Log: testsupport.Log(t, nil)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			c.heal() // a test that failed cut off: the ranges go back
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			_, _ = svc.Close(ctx)
-		})
-		ctx := context.Background()
-		take := func(token string) error {
-			t.Helper()
-			_, err := svc.TakeWithToken(ctx, "secret", []byte(token), nil, 1)
-			return err
-		}
-		if err := take(c.token); err != nil {
-			t.Fatalf("the tag's token before the cut: %v", err)
-		}
-		time.Sleep(4 * tagPoll) // the tag's poll reads the hashes
-
-		c.cutOff(cutRefused)
-		cutAt := time.Now()
-		fresh, err := c.admin.RotateToken(ctx, "secret", 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lastServed time.Time
-		for {
-			err := take(c.token)
+		err = func() error {
+			c := newTokenCut(t, testStaleLimit)
+			svc, err := New(Config{Store: c.s, Log: testsupport.Log(t, nil)})
 			if err != nil {
-				if !errors.Is(err, ErrTokensUnconfirmed) || !errors.Is(err, ErrUnavailable) {
-					t.Fatalf("the old token %v after the cut: %v; want the cached hashes, then ErrTokensUnconfirmed", time.Since(cutAt), err)
-				}
-				break
+				return err
 			}
-			lastServed = time.Now()
-			if time.Since(cutAt) > 2*testStaleLimit {
-				t.Fatalf("the old token still served %v after the cut, past the token stale limit %v", time.Since(cutAt), testStaleLimit)
+			t.Cleanup(func() {
+				c.heal() // a test that failed cut off: the ranges go back
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, _ = svc.Close(ctx)
+			})
+			ctx := context.Background()
+			take := func(token string) error {
+				t.Helper()
+				_, err := svc.TakeWithToken(ctx, "secret", []byte(token), nil, 1)
+				return err
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		switch served := lastServed.Sub(cutAt); {
-		case served > testStaleLimit:
-			t.Fatalf("the old token served %v after the cut, past the token stale limit %v", served, testStaleLimit)
-		case served < testStaleLimit-4*tagPoll:
-			t.Fatalf("the old token served only %v after the cut; want the cached hashes honoured up to the limit %v", served, testStaleLimit)
-		}
-		for _, tok := range []string{c.token, fresh} {
-			if err := take(tok); !errors.Is(err, ErrTokensUnconfirmed) {
-				t.Fatalf("a token of the tag, cut off past the limit: %v; want ErrTokensUnconfirmed", err)
+			if err := take(c.token); err != nil {
+				return fmt.Errorf("the tag's token before the cut: %v", err)
 			}
-		}
+			time.Sleep(4 * tagPoll) // the tag's poll reads the hashes
 
-		c.heal()
-		deadline := time.Now().Add(time.Minute)
-		for take(fresh) != nil {
-			if time.Now().After(deadline) {
-				t.Fatal("the new token still refused a minute after ZooKeeper came back")
+			c.cutOff(cutRefused)
+			cutAt := time.Now()
+			fresh, err := c.admin.RotateToken(ctx, "secret", 0)
+			if err != nil {
+				return err
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err := take(c.token); !errors.Is(err, ErrTokenInvalid) {
-			t.Fatalf("the old token once ZooKeeper answers again: %v; want ErrTokenInvalid", err)
-		}
+			var lastServed time.Time
+			for {
+				err := take(c.token)
+				if err != nil {
+					if !errors.Is(err, ErrTokensUnconfirmed) || !errors.Is(err, ErrUnavailable) {
+						return fmt.Errorf("the old token %v after the cut: %v; want the cached hashes, then ErrTokensUnconfirmed", time.Since(cutAt), err)
+					}
+					break
+				}
+				lastServed = time.Now()
+				if time.Since(cutAt) > 2*testStaleLimit {
+					return fmt.Errorf("the old token still served %v after the cut, past the token stale limit %v", time.Since(cutAt), testStaleLimit)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			switch served := lastServed.Sub(cutAt); {
+			case served > testStaleLimit:
+				return fmt.Errorf("the old token served %v after the cut, past the token stale limit %v", served, testStaleLimit)
+			case served < testStaleLimit-4*tagPoll:
+				return fmt.Errorf("the old token served only %v after the cut; want the cached hashes honoured up to the limit %v", served, testStaleLimit)
+			}
+			for _, tok := range []string{c.token, fresh} {
+				if err := take(tok); !errors.Is(err, ErrTokensUnconfirmed) {
+					return fmt.Errorf("a token of the tag, cut off past the limit: %v; want ErrTokensUnconfirmed", err)
+				}
+			}
+
+			c.heal()
+			deadline := time.Now().Add(time.Minute)
+			for take(fresh) != nil {
+				if time.Now().After(deadline) {
+					return errors.New("the new token still refused a minute after ZooKeeper came back")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err := take(c.token); !errors.Is(err, ErrTokenInvalid) {
+				return fmt.Errorf("the old token once ZooKeeper answers again: %v; want ErrTokenInvalid", err)
+			}
+			return nil
+		}()
 	})
+	return err
 }

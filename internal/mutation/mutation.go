@@ -91,6 +91,11 @@ const (
 	// name starts where the operator says, below the numbers it issued
 	// (R8).
 	TagTombstoneIgnored Name = "r8-tag-tombstone-ignored"
+	// TokenStaleUnbounded: a store that cannot read a token tag's hashes
+	// serves the ones it read last however old they are (ZKStore.Tokens,
+	// segment/zkstore.go): a token rotated out during a partition is
+	// honoured for as long as it lasts.
+	TokenStaleUnbounded Name = "token-stale-unbounded"
 )
 
 // The fencing rules of docs/fencing.md on the snowflake simulation's paths
