@@ -268,8 +268,10 @@ func (c *Coordinator) createCluster(ctx context.Context, z zkclient.Client) erro
 			return nil
 		case failed == 0 && errors.Is(err, zk.ErrNodeExists):
 			return nil // another node created it: checked as any existing cluster
-		case failed > 0 && round < maxClusterRounds:
+		case failed > 0 && zkclient.GuardLost(err) && round < maxClusterRounds:
 			continue // a delete buried the name since the tombstone was read
+		case failed > 0:
+			return fmt.Errorf("create %s: check its tombstone %s: %w", c.p.cluster, zkclient.TombstonePath(c.cfg.Cluster), zkclient.AuthHint(err))
 		}
 		return fmt.Errorf("create %s: %w", c.p.cluster, zkclient.AuthHint(err))
 	}

@@ -56,6 +56,11 @@ func DeleteCluster(ctx context.Context, servers []string, auth, cluster string, 
 		}
 		return missingCluster(cluster, strings.Join(servers, ","), names)
 	}
+	// The tombstones must be writable before anything is marked: a
+	// refusal half-way would leave the cluster marked and its leases gone.
+	if err := tombstonesWritable(ctx, z, cluster, auth); err != nil {
+		return fmt.Errorf("delete cluster %q: %w", cluster, err)
+	}
 	restore, err := markDeleting(ctx, z, p, cluster)
 	if err != nil {
 		return err
@@ -428,4 +433,31 @@ func unmarked(b []byte) []byte {
 		return b
 	}
 	return out
+}
+
+// tombstonesWritable makes sure cluster's tombstone znodes exist and that
+// none of them, the tags' included, lets anyone change it when the
+// cluster's ACL does not (zkclient.ErrOpenTombstone) or belongs to other
+// credentials (zkclient.ErrForeignTombstone).
+func tombstonesWritable(ctx context.Context, z zkclient.Client, cluster, auth string) error {
+	acl, rootACL := zkclient.ACLs(auth)
+	if err := zkclient.EnsureTombstoneParents(ctx, z, cluster, acl, rootACL); err != nil {
+		return err
+	}
+	tags, err := z.Children(ctx, zkclient.TagTombstonesPath(cluster))
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("list %s: %w", zkclient.TagTombstonesPath(cluster), zkclient.Unavailable(err))
+	}
+	for _, t := range tags {
+		if err := zkclient.CheckTombstoneACL(ctx, z, zkclient.TagTombstonePath(cluster, t), acl); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+	}
+	// A digest ACL of other credentials: a write is refused with NoAuth.
+	if _, err := z.Set(ctx, zkclient.TagTombstonesPath(cluster), nil, -1); errors.Is(err, zk.ErrNoAuth) {
+		return fmt.Errorf("%w: %s: the tombstones of cluster %q were written under other credentials than these (--zk-auth): use those", zkclient.ErrForeignTombstone, zkclient.TagTombstonesPath(cluster), cluster)
+	} else if err != nil {
+		return fmt.Errorf("write %s: %w", zkclient.TagTombstonesPath(cluster), zkclient.Unavailable(err))
+	}
+	return nil
 }

@@ -287,7 +287,10 @@ func CreateCluster(ctx context.Context, servers []string, auth, cluster string, 
 		}
 		var failed int
 		failed, err = z.Multi(ctx, append(creates, guard...)...)
-		if err != nil && failed >= len(creates) && round < maxClusterRounds {
+		if err != nil && failed >= len(creates) {
+			if !zkclient.GuardLost(err) || round >= maxClusterRounds {
+				return res, fmt.Errorf("create cluster %q: check its tombstone %s: %w", cluster, zkclient.TombstonePath(cluster), zkclient.Unavailable(zkclient.AuthHint(err)))
+			}
 			continue // a delete buried the name since the tombstone was read
 		}
 		want = w

@@ -66,8 +66,8 @@ func readTombstone(ctx context.Context, z zkclient.Client, cluster string) (t To
 // writeTombstone records t as cluster's tombstone, merged with one already
 // there (a name deleted before: the higher fence stays), version-checked.
 func writeTombstone(ctx context.Context, z zkclient.Client, t Tombstone, acl, rootACL []zk.ACL) error {
-	if err := z.Ensure(ctx, zkclient.TombstoneRoot, nil, rootACL); err != nil {
-		return fmt.Errorf("create %s: %w", zkclient.TombstoneRoot, zkclient.Unavailable(zkclient.AuthHint(err)))
+	if err := zkclient.EnsureTombstoneParents(ctx, z, t.Cluster, acl, rootACL); err != nil {
+		return err
 	}
 	return zkclient.MergeTombstone(ctx, z, zkclient.TombstonePath(t.Cluster), acl, func(old []byte) ([]byte, error) {
 		if len(old) > 0 {
@@ -88,17 +88,14 @@ func writeTombstone(ctx context.Context, z zkclient.Client, t Tombstone, acl, ro
 // again (zkclient.TombstoneGuard).
 func createdOverTombstone(ctx context.Context, z zkclient.Client, cluster string, want clusterData, ignore bool, acl, rootACL []zk.ACL) (
 	_ clusterData, guard []any, ignored bool, err error) {
-	if err := z.Ensure(ctx, zkclient.TombstoneRoot, nil, rootACL); err != nil {
-		return want, nil, false, fmt.Errorf("create %s: %w", zkclient.TombstoneRoot, zkclient.Unavailable(zkclient.AuthHint(err)))
+	// The tombstone's znode exists from here on (empty: none), so the
+	// guard is a version check, which needs no right on the root.
+	if err := zkclient.EnsureTombstoneParents(ctx, z, cluster, acl, rootACL); err != nil {
+		return want, nil, false, err
 	}
 	tomb, buried, version, err := readTombstone(ctx, z, cluster)
 	if err != nil {
 		return want, nil, false, err
-	}
-	if buried {
-		if err := zkclient.CheckTombstoneACL(ctx, z, zkclient.TombstonePath(cluster), acl); err != nil {
-			return want, nil, false, err
-		}
 	}
 	guard = zkclient.TombstoneGuard(zkclient.TombstonePath(cluster), version, acl)
 	switch {
@@ -254,7 +251,8 @@ func PurgeTombstone(ctx context.Context, servers []string, auth, cluster string,
 	}
 	defer z.Conn.Close()
 	var res PurgeResult
-	_, res.Cluster, _, err = readTombstone(ctx, z, cluster)
+	var version int32
+	_, res.Cluster, version, err = readTombstone(ctx, z, cluster)
 	if err != nil && zkclient.Transient(err) {
 		return res, fmt.Errorf("purge the tombstone of %q: %w", cluster, err)
 	}
@@ -268,17 +266,27 @@ func PurgeTombstone(ctx context.Context, servers []string, auth, cluster string,
 	if !res.Cluster && len(tags) == 0 {
 		return res, fmt.Errorf("%w: there is no tombstone of cluster %q", ErrNoCluster, cluster)
 	}
-	// The tags' tombstones go, and the cluster's data: the znode itself
-	// stays, since deleting it needs the tombstones' root's credentials,
-	// which may be another cluster's.
+	// The tags' tombstones go, and the cluster's data, each at the
+	// version read: one written meanwhile (a delete of the name) stops
+	// the purge. The znode itself stays, since deleting it needs the
+	// tombstones' root's credentials, which may be another cluster's.
 	for _, tag := range tags {
 		p := zkclient.TagTombstonePath(cluster, tag)
-		if err := z.Delete(ctx, p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		_, st, err := z.Get(ctx, p)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err == nil {
+			err = z.Delete(ctx, p, st.Version)
+		}
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return res, fmt.Errorf("purge the tombstone of %q: delete %s: %w", cluster, p, zkclient.Unavailable(zkclient.AuthHint(err)))
 		}
 	}
 	if res.Cluster {
-		if _, err := z.Set(ctx, zkclient.TombstonePath(cluster), nil, -1); err != nil {
+		if _, err := z.Set(ctx, zkclient.TombstonePath(cluster), nil, version); errors.Is(err, zk.ErrBadVersion) {
+			return res, fmt.Errorf("purge the tombstone of %q: it was written meanwhile (a delete of the name?): look at it again (cluster list) before purging", cluster)
+		} else if err != nil {
 			return res, fmt.Errorf("purge the tombstone of %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
 		}
 	}

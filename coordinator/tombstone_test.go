@@ -268,10 +268,55 @@ func TestIntegration_OpenTombstoneIsRefused(t *testing.T) {
 	if _, err := CreateCluster(ctx, srv, auth, "other", spec, 5*time.Second); err != nil {
 		t.Fatalf("CreateCluster of another name: %v", err)
 	}
+	// The cluster's tombstone znodes exist from its creation, guarded by
+	// its ACL and never empty: an open root lets nobody delete them.
+	if err := anyone.Delete(zkclient.TombstonePath("other"), -1); !errors.Is(err, zk.ErrNotEmpty) && !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("delete of a cluster's tombstone znode by anyone: %v; want it refused", err)
+	}
+	// As an older release left it: no tombstone znodes; then squatted.
+	owner := rawConn(t, srv, auth)
+	for _, p := range []string{zkclient.TagTombstonesPath("other"), zkclient.TombstonePath("other")} {
+		if err := owner.Delete(p, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := anyone.Create(zkclient.TombstonePath("other"), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	before, _, err := owner.Get("/snowflaked/other")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := DeleteCluster(ctx, srv, auth, "other", 5*time.Second); !errors.Is(err, zkclient.ErrOpenTombstone) {
 		t.Fatalf("DeleteCluster into an open tombstone: %v; want ErrOpenTombstone", err)
+	}
+	if after, _, err := owner.Get("/snowflaked/other"); err != nil || string(after) != string(before) {
+		t.Fatalf("a delete refused for its tombstone touched the cluster: %s, %v; want %s", after, err, before)
+	}
+}
+
+// TestIntegration_TombstonesOfTwoCredentials: clusters with credentials of
+// their own share the tombstones' root: each creates, deletes and creates
+// again its own, whoever created the root.
+func TestIntegration_TombstonesOfTwoCredentials(t *testing.T) {
+	srv := serversOf(zkharness.StartStandalone(t))
+	ctx := context.Background()
+	spec := ClusterSpec{Layout: snowflake.DefaultLayout(), RecycleAfter: time.Hour}
+	for _, c := range []struct{ name, auth string }{{"a", "alice:a"}, {"b", "bob:b"}} {
+		if _, err := CreateCluster(ctx, srv, c.auth, c.name, spec, 5*time.Second); err != nil {
+			t.Fatalf("CreateCluster %s with %s: %v", c.name, c.auth, err)
+		}
+	}
+	if err := DeleteCluster(ctx, srv, "bob:b", "b", 5*time.Second); err != nil {
+		t.Fatalf("DeleteCluster b: %v", err)
+	}
+	if _, err := CreateCluster(ctx, srv, "bob:b", "b", spec, 5*time.Second); err != nil {
+		t.Fatalf("CreateCluster b again: %v", err)
+	}
+	if err := DeleteCluster(ctx, srv, "carol:c", "b", 5*time.Second); !errors.Is(err, zkclient.ErrForeignTombstone) && !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("DeleteCluster b with other credentials: %v; want a refusal naming the credentials", err)
+	}
+	if _, err := PurgeTombstone(ctx, srv, "bob:b", "b", 5*time.Second); err != nil {
+		t.Fatalf("PurgeTombstone b with its own credentials: %v", err)
 	}
 }

@@ -181,6 +181,10 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 			defer t.Stop()
 			deadline = t.C
 		}
+		// A token checked before a wait is checked again after it: the
+		// hashes it was checked against may have passed their stale
+		// limit meanwhile (a cache hit: no ZooKeeper read while fresh).
+		tokenChecked = false
 		select {
 		case <-wake:
 		case <-ctx.Done():

@@ -71,21 +71,13 @@ func (s *ZKStore) overTombstone(ctx context.Context, t *Tag, o CreateOptions) ([
 }
 
 // ensureTombstoneParents creates the parents of the cluster's tag
-// tombstones.
+// tombstones (zkclient.EnsureTombstoneParents).
 func (s *ZKStore) ensureTombstoneParents(ctx context.Context) error {
 	rootACL := s.rootACL
 	if rootACL == nil {
 		rootACL = s.acl
 	}
-	if err := s.z.Ensure(ctx, zkclient.TombstoneRoot, nil, rootACL); err != nil {
-		return fmt.Errorf("create %s: %w", zkclient.TombstoneRoot, zkclient.Unavailable(zkclient.AuthHint(err)))
-	}
-	for _, p := range []string{zkclient.TombstonePath(s.clusterName()), zkclient.TagTombstonesPath(s.clusterName())} {
-		if err := s.z.Ensure(ctx, p, nil, s.acl); err != nil {
-			return fmt.Errorf("create %s: %w", p, zkclient.Unavailable(zkclient.AuthHint(err)))
-		}
-	}
-	return nil
+	return zkclient.EnsureTombstoneParents(ctx, s.z, s.clusterName(), s.acl, rootACL)
 }
 
 // checkTombstone applies tombstone tt (ok: there is one) to t's start.

@@ -385,8 +385,10 @@ func (s *ZKStore) createOnce(ctx context.Context, t Tag, hash string, o CreateOp
 	}
 	failed, err := s.z.Multi(ctx, append(ops, guard...)...)
 	switch {
-	case err != nil && failed >= len(ops):
+	case err != nil && failed >= len(ops) && zkclient.GuardLost(err):
 		return errBuriedMeanwhile
+	case err != nil && failed >= len(ops):
+		return fmt.Errorf("create tag %q: check its tombstone %s: %w", t.Name, zkclient.TagTombstonePath(s.clusterName(), t.Name), zkclient.Unavailable(zkclient.AuthHint(err)))
 	case errors.Is(err, zk.ErrNodeExists):
 		return fmt.Errorf("create tag %q: %w", t.Name, errTagExists)
 	case err != nil:

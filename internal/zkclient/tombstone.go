@@ -76,15 +76,10 @@ func ReadTagTombstone(ctx context.Context, z Client, cluster, tag string) (t Tag
 
 // WriteTagTombstone records t as the tombstone of cluster's tag t.Tag,
 // merged with one already there (the higher max_id stays),
-// version-checked. acl is the cluster's; the parents get rootACL.
+// version-checked. acl is the cluster's, rootACL the tombstones' root's.
 func WriteTagTombstone(ctx context.Context, z Client, cluster string, t TagTombstone, acl, rootACL []zk.ACL) error {
-	if err := z.Ensure(ctx, TombstoneRoot, nil, rootACL); err != nil {
-		return fmt.Errorf("create %s: %w", TombstoneRoot, Unavailable(AuthHint(err)))
-	}
-	for _, p := range []string{TombstonePath(cluster), TagTombstonesPath(cluster)} {
-		if err := z.Ensure(ctx, p, nil, acl); err != nil {
-			return fmt.Errorf("create %s: %w", p, Unavailable(AuthHint(err)))
-		}
+	if err := EnsureTombstoneParents(ctx, z, cluster, acl, rootACL); err != nil {
+		return err
 	}
 	return MergeTombstone(ctx, z, TagTombstonePath(cluster, t.Tag), acl, func(old []byte) ([]byte, error) {
 		var o TagTombstone
@@ -98,6 +93,45 @@ func WriteTagTombstone(ctx context.Context, z Client, cluster string, t TagTombs
 		}
 		return json.Marshal(t)
 	})
+}
+
+// EnsureTombstoneParents makes sure cluster's tombstone znode and the
+// parent of its tags' tombstones exist, with acl (the cluster's), under
+// the tombstones' root (rootACL), and that neither lets anyone change it
+// when acl does not (ErrOpenTombstone). The cluster's znode always has a
+// child, so whoever may delete in the root (an open root, created by a
+// cluster without --zk-auth) still cannot delete it: its children are
+// guarded by acl.
+func EnsureTombstoneParents(ctx context.Context, z Client, cluster string, acl, rootACL []zk.ACL) error {
+	if err := z.Ensure(ctx, TombstoneRoot, nil, rootACL); err != nil {
+		return fmt.Errorf("create %s: %w", TombstoneRoot, Unavailable(AuthHint(err)))
+	}
+	for _, p := range []string{TombstonePath(cluster), TagTombstonesPath(cluster)} {
+		err := z.Ensure(ctx, p, nil, acl)
+		if errors.Is(err, zk.ErrNoAuth) {
+			return fmt.Errorf("%w: create %s: the tombstones of cluster %q were written under other credentials than these (--zk-auth): use those, or set the ACL of %s to this cluster's (zkCli setAcl, with those)",
+				ErrForeignTombstone, p, cluster, TombstonePath(cluster))
+		}
+		if err != nil {
+			return fmt.Errorf("create %s: %w", p, Unavailable(AuthHint(err)))
+		}
+		if err := CheckTombstoneACL(ctx, z, p, acl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ErrForeignTombstone: a tombstone znode this session's credentials may
+// not change: written for a cluster of the name that ran with other
+// credentials.
+var ErrForeignTombstone = errors.New("a tombstone of other credentials")
+
+// GuardLost reports whether a create's multi failed at its tombstone
+// guard (TombstoneGuard) because the tombstone changed since it was read,
+// which a new read answers; any other failure there is an error to show.
+func GuardLost(err error) bool {
+	return errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)
 }
 
 // MergeTombstone writes merge(the data there, nil for none) to the
@@ -158,7 +192,7 @@ func CheckTombstoneACL(ctx context.Context, z Client, path string, acl []zk.ACL)
 		return fmt.Errorf("read the ACL of the tombstone %s: %w", path, Unavailable(err))
 	}
 	if worldPerms(got)&(zk.PermWrite|zk.PermDelete) != 0 {
-		return fmt.Errorf("%w: %s lets any client change it (created without the cluster's --zk-auth?): check its data, then delete it with the credentials and run the command again", ErrOpenTombstone, path)
+		return fmt.Errorf("%w: %s lets any client change it (created without the cluster's --zk-auth?): check its data, then give it the cluster's ACL (zkCli setAcl: an open znode lets anyone do that) and run the command again", ErrOpenTombstone, path)
 	}
 	return nil
 }

@@ -462,7 +462,12 @@ func ValidateCluster(s string) error {
 	return nil
 }
 
-// ACLs returns the ACL of the cluster's znodes and of the shared root.
+// ACLs returns the ACL of the cluster's znodes and of the shared roots
+// (/snowflaked and the tombstones'). A root grants the world create and
+// delete besides read, so each cluster's own credentials create and
+// delete its znode there, whoever created the root: a cluster's znodes
+// always have children guarded by its ACL, so nobody else can empty one
+// to delete it.
 func ACLs(auth string) (acl, root []zk.ACL) {
 	if auth == "" {
 		open := zk.WorldACL(zk.PermAll)
@@ -471,7 +476,7 @@ func ACLs(auth string) (acl, root []zk.ACL) {
 	user, pass, _ := strings.Cut(auth, ":")
 	digest := zk.DigestACL(zk.PermAll, user, pass)
 	acl = append(append([]zk.ACL{}, digest...), zk.WorldACL(zk.PermRead)...)
-	root = append(append([]zk.ACL{}, digest...), zk.WorldACL(zk.PermRead|zk.PermCreate)...)
+	root = append(append([]zk.ACL{}, digest...), zk.WorldACL(zk.PermRead|zk.PermCreate|zk.PermDelete)...)
 	return acl, root
 }
 
