@@ -107,3 +107,28 @@ func TestSegmentStore_OpaqueTombstoneRefusesTheName(t *testing.T) {
 		t.Fatalf("create with numbers reused knowingly: %v", err)
 	}
 }
+
+// TestSegmentStore_NoTagInAClusterBeingDeleted: a cluster marked as being
+// deleted takes no new tag (its delete would remove it without a
+// tombstone).
+func TestSegmentStore_NoTagInAClusterBeingDeleted(t *testing.T) {
+	srv := newSegmentCluster(t)
+	ctx := context.Background()
+	s := segmentStore(t, srv)
+	z, cluster := s.Cluster()
+	b, st, err := z.Get(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := strings.Replace(string(b), `"requires":[`, `"requires":["deleting",`, 1)
+	if marked == string(b) {
+		t.Fatalf("cluster data without a requires list: %s", b)
+	}
+	if _, err := z.Set(ctx, cluster, []byte(marked), st.Version); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Create(ctx, Tag{Name: "late", Start: 1, MaxID: 1, Step: 10, MaxStep: 10})
+	if err == nil || !strings.Contains(err.Error(), "being deleted") {
+		t.Fatalf("Create in a cluster being deleted: %v; want a refusal", err)
+	}
+}

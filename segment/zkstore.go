@@ -349,10 +349,21 @@ func (s *ZKStore) create(ctx context.Context, t Tag, hash string, opts ...Create
 // createOnce is one try of create, over the tag's tombstone as read now;
 // errBuriedMeanwhile when a delete buried the name since.
 func (s *ZKStore) createOnce(ctx context.Context, t Tag, hash string, o CreateOptions) error {
+	// A cluster being deleted takes no new tag: its delete buried the
+	// tags it listed, and one created after would go without a
+	// tombstone. The mark landing after this read fails the multi.
+	cb, cst, err := s.z.Get(ctx, s.cluster)
+	if err != nil {
+		return fmt.Errorf("create tag %q: read the cluster: %w", t.Name, zkclient.Unavailable(err))
+	}
+	if _, err := zkclient.DecodeClusterHeader(cb); err != nil {
+		return fmt.Errorf("create tag %q: %w", t.Name, err)
+	}
 	guard, err := s.overTombstone(ctx, &t, o)
 	if err != nil {
 		return fmt.Errorf("create tag %q: %w", t.Name, err)
 	}
+	guard = append(guard, &zk.CheckVersionRequest{Path: s.cluster, Version: cst.Version})
 	if t.CreatedMS == 0 {
 		t.CreatedMS = time.Now().UnixMilli()
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -181,8 +182,10 @@ func MergeTombstone(ctx context.Context, z Client, path string, acl []zk.ACL, me
 var ErrOpenTombstone = errors.New("a tombstone anyone may change")
 
 // CheckTombstoneACL refuses (ErrOpenTombstone) a tombstone at path whose
-// ACL lets the world write or delete it when acl, the cluster's, does not:
-// whoever could have written it could have lowered its fence or max_id.
+// ACL lets the world write or delete it when acl, the cluster's, does not,
+// and the cluster's znode does not either: whoever could have written it
+// could have lowered its fence or max_id. (A cluster whose own znodes are
+// open, created without --zk-auth, gains nothing from closed tombstones.)
 func CheckTombstoneACL(ctx context.Context, z Client, path string, acl []zk.ACL) error {
 	if worldPerms(acl)&(zk.PermWrite|zk.PermDelete) != 0 {
 		return nil // an open cluster: its tombstones are open too
@@ -191,10 +194,25 @@ func CheckTombstoneACL(ctx context.Context, z Client, path string, acl []zk.ACL)
 	if err != nil {
 		return fmt.Errorf("read the ACL of the tombstone %s: %w", path, Unavailable(err))
 	}
-	if worldPerms(got)&(zk.PermWrite|zk.PermDelete) != 0 {
-		return fmt.Errorf("%w: %s lets any client change it (created without the cluster's --zk-auth?): check its data, then give it the cluster's ACL (zkCli setAcl: an open znode lets anyone do that) and run the command again", ErrOpenTombstone, path)
+	if worldPerms(got)&(zk.PermWrite|zk.PermDelete) == 0 {
+		return nil
 	}
-	return nil
+	if cluster, ok := tombstoneCluster(path); ok {
+		if cacl, err := z.GetACL(ctx, ClusterPath(cluster)); err == nil && worldPerms(cacl)&zk.PermWrite != 0 {
+			return nil // the cluster itself is open
+		}
+	}
+	return fmt.Errorf("%w: %s lets any client change it (created without the cluster's --zk-auth?): check its data, then give it the cluster's ACL (zkCli setAcl: an open znode lets anyone do that) and run the command again", ErrOpenTombstone, path)
+}
+
+// tombstoneCluster is the cluster a tombstone path belongs to.
+func tombstoneCluster(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, TombstoneRoot+"/")
+	if !ok || rest == "" {
+		return "", false
+	}
+	cluster, _, _ := strings.Cut(rest, "/")
+	return cluster, true
 }
 
 // worldPerms are the permissions acl gives world:anyone.

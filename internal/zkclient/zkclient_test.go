@@ -3,6 +3,8 @@ package zkclient
 import (
 	"strings"
 	"testing"
+
+	"github.com/go-zookeeper/zk"
 )
 
 func TestEscapeNodeKeyRoundTrip(t *testing.T) {
@@ -106,7 +108,9 @@ func TestACLs(t *testing.T) {
 		acl[1].Scheme != "world" || acl[1].Perms != 1 {
 		t.Fatalf("digest ACL %v", acl)
 	}
-	if root[1].Perms != 1|4 {
-		t.Fatalf("root ACL %v: world should read and create", root)
+	// World read, create and delete: each cluster's credentials create
+	// and delete its own znode under a root another cluster created.
+	if root[1].Perms != zk.PermRead|zk.PermCreate|zk.PermDelete || root[1].Perms&(zk.PermWrite|zk.PermAdmin) != 0 {
+		t.Fatalf("root ACL %v: world should read, create and delete, and neither write nor administer", root)
 	}
 }
