@@ -79,11 +79,7 @@ func (b *numberBook) add(who string, ids []int64) {
 // of its own, as an operator with zkCli (or an older snowflakectl) would.
 func deleteTreeByHand(t *testing.T, servers, path string) {
 	t.Helper()
-	conn, _, err := zk.Connect(strings.Split(servers, ","), 5*time.Second, zk.WithLogger(zkNoLog{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawZK(t, servers)
 	var del func(p string) error
 	del = func(p string) error {
 		kids, _, err := conn.Children(p)
@@ -100,6 +96,18 @@ func deleteTreeByHand(t *testing.T, servers, path string) {
 	if err := del(path); err != nil {
 		t.Fatalf("delete %s by hand: %v", path, err)
 	}
+}
+
+// rawZK is a ZooKeeper client of the test's own on servers, closed at
+// cleanup.
+func rawZK(t *testing.T, servers string) *zk.Conn {
+	t.Helper()
+	conn, _, err := zk.Connect(strings.Split(servers, ","), 5*time.Second, zk.WithLogger(zkNoLog{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
 }
 
 type zkNoLog struct{}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"codeberg.org/snowflaked/snowflaked/node"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
@@ -162,11 +160,7 @@ func TestIntegration_ClusterDeletedUnderACutOffSegmentNode(t *testing.T) {
 // record of the ranges it holds.
 func waitHolder(t *testing.T, servers, dir string) {
 	t.Helper()
-	conn, _, err := zk.Connect(strings.Split(servers, ","), 5*time.Second, zk.WithLogger(zkNoLog{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawZK(t, servers)
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		kids, _, err := conn.Children(dir)
