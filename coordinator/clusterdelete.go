@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -298,6 +299,9 @@ func buryCluster(ctx context.Context, z zkclient.Client, p paths, cluster, auth 
 		return fmt.Errorf("%s holds data this release cannot use %s: %w", p.cluster, quoteShort(cb), err)
 	}
 	acl, rootACL := zkclient.ACLs(auth)
+	if err := zkclient.EnsureTombstoneParents(ctx, z, cluster, acl, rootACL); err != nil {
+		return err
+	}
 	t := Tombstone{Cluster: cluster, FenceMS: cd.FenceFloorMs, Layout: cd.Layout, WorkerIDs: cd.WorkerIDs.String(),
 		Incarnation: cd.Incarnation, DeletedMS: time.Now().UnixMilli()}
 	names, err := z.Children(ctx, p.forever)
@@ -320,24 +324,15 @@ func buryCluster(ctx context.Context, z zkclient.Client, p paths, cluster, auth 
 		t.FenceMS = max(t.FenceMS, d.Fence, d.PrevFence, d.LastTS)
 		versions[p.forever+"/"+n] = st.Version
 	}
-	tags, err := buryTags(ctx, z, p, cluster, acl, rootACL)
+	tags, err := buryTags(ctx, z, p, cluster, acl)
 	if err != nil {
 		return err
 	}
-	if err := writeTombstone(ctx, z, t, acl, rootACL); err != nil {
+	if err := writeTombstone(ctx, z, t, acl); err != nil {
 		return err
 	}
-	for path, v := range tags {
-		versions[path] = v
-	}
-	paths := slices.Sorted(func(yield func(string) bool) {
-		for k := range versions {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	for _, path := range paths {
+	maps.Copy(versions, tags)
+	for _, path := range slices.Sorted(maps.Keys(versions)) {
 		budget := maxDeleteZnodes
 		if err := deleteChildren(ctx, z, path, &budget); err != nil {
 			return err
@@ -353,7 +348,7 @@ func buryCluster(ctx context.Context, z zkclient.Client, p paths, cluster, auth 
 
 // buryTags writes a tombstone for each segment tag of the cluster (its
 // max_id) and returns the tag znodes with the versions read.
-func buryTags(ctx context.Context, z zkclient.Client, p paths, cluster string, acl, rootACL []zk.ACL) (map[string]int32, error) {
+func buryTags(ctx context.Context, z zkclient.Client, p paths, cluster string, acl []zk.ACL) (map[string]int32, error) {
 	tags, err := z.Children(ctx, p.segments())
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, nil
@@ -364,26 +359,13 @@ func buryTags(ctx context.Context, z zkclient.Client, p paths, cluster string, a
 	out := map[string]int32{}
 	for _, tag := range tags {
 		path := p.segments() + "/" + tag
-		b, st, err := z.Get(ctx, path)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
+		v, ok, err := zkclient.BuryTag(ctx, z, cluster, tag, path, acl)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, zkclient.Unavailable(err))
-		}
-		var rec struct {
-			MaxID  int64           `json:"max_id"`
-			Opaque json.RawMessage `json:"opaque"`
-		}
-		if err := json.Unmarshal(b, &rec); err != nil {
-			return nil, fmt.Errorf("%s holds malformed data %s: fix it by hand first (its max_id cannot be read for the tombstone): %v", path, quoteShort(b), err)
-		}
-		tt := zkclient.TagTombstone{Tag: tag, MaxID: rec.MaxID, Incarnation: st.Czxid, Opaque: len(rec.Opaque) > 0 && string(rec.Opaque) != "null",
-			DeletedMS: time.Now().UnixMilli()}
-		if err := zkclient.WriteTagTombstone(ctx, z, cluster, tt, acl, rootACL); err != nil {
 			return nil, err
 		}
-		out[path] = st.Version
+		if ok {
+			out[path] = v
+		}
 	}
 	return out, nil
 }

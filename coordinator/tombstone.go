@@ -65,10 +65,8 @@ func readTombstone(ctx context.Context, z zkclient.Client, cluster string) (t To
 
 // writeTombstone records t as cluster's tombstone, merged with one already
 // there (a name deleted before: the higher fence stays), version-checked.
-func writeTombstone(ctx context.Context, z zkclient.Client, t Tombstone, acl, rootACL []zk.ACL) error {
-	if err := zkclient.EnsureTombstoneParents(ctx, z, t.Cluster, acl, rootACL); err != nil {
-		return err
-	}
+// Its znode must exist (zkclient.EnsureTombstoneParents).
+func writeTombstone(ctx context.Context, z zkclient.Client, t Tombstone, acl []zk.ACL) error {
 	return zkclient.MergeTombstone(ctx, z, zkclient.TombstonePath(t.Cluster), acl, func(old []byte) ([]byte, error) {
 		if len(old) > 0 {
 			var o Tombstone

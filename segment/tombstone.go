@@ -2,13 +2,10 @@ package segment
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/go-zookeeper/zk"
 
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
@@ -106,29 +103,15 @@ func (s *ZKStore) checkTombstone(t *Tag, tt zkclient.TagTombstone, ok bool, o Cr
 	return nil
 }
 
-// bury writes the tombstone of tag (its record's max_id, read leniently:
-// a record too broken to serve from is still deleted), merged with an
-// older one, and returns the version of the record it was read from.
+// bury writes the tombstone of tag (zkclient.BuryTag) and returns the
+// version of the record it was read from.
 func (s *ZKStore) bury(ctx context.Context, tag string) (int32, error) {
-	b, st, err := s.z.Get(ctx, s.tagPath(tag))
-	if errors.Is(err, zk.ErrNoNode) {
-		return 0, fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
+	if err := s.ensureTombstoneParents(ctx); err != nil {
+		return 0, err
 	}
-	if err != nil {
-		return 0, fmt.Errorf("read tag %q: %w", tag, zkclient.Unavailable(err))
+	v, ok, err := zkclient.BuryTag(ctx, s.z, s.clusterName(), tag, s.tagPath(tag), s.acl)
+	if err == nil && !ok {
+		err = fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
 	}
-	var rec struct {
-		MaxID  int64           `json:"max_id"`
-		Opaque json.RawMessage `json:"opaque"`
-	}
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return 0, fmt.Errorf("tag %q: its record holds no readable max_id for its tombstone (%v): delete it by hand", tag, err)
-	}
-	rootACL := s.rootACL
-	if rootACL == nil {
-		rootACL = s.acl
-	}
-	return st.Version, zkclient.WriteTagTombstone(ctx, s.z, s.clusterName(), zkclient.TagTombstone{
-		Tag: tag, MaxID: rec.MaxID, Incarnation: st.Czxid, Opaque: len(rec.Opaque) > 0 && string(rec.Opaque) != "null", DeletedMS: time.Now().UnixMilli(),
-	}, s.acl, rootACL)
+	return v, err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -75,18 +76,35 @@ func ReadTagTombstone(ctx context.Context, z Client, cluster, tag string) (t Tag
 	return t, true, st.Version, nil
 }
 
-// WriteTagTombstone records t as the tombstone of cluster's tag t.Tag,
-// merged with one already there (the higher max_id stays),
-// version-checked. acl is the cluster's, rootACL the tombstones' root's.
-func WriteTagTombstone(ctx context.Context, z Client, cluster string, t TagTombstone, acl, rootACL []zk.ACL) error {
-	if err := EnsureTombstoneParents(ctx, z, cluster, acl, rootACL); err != nil {
-		return err
+// BuryTag writes the tombstone of cluster's tag, whose record is the
+// znode at recordPath: its max_id (read leniently: a record too broken to
+// serve from is still buried), merged with a tombstone already there (the
+// higher max_id stays), version-checked. It returns the version of the
+// record it read, which the delete that follows is checked against; ok is
+// false, and nothing is written, when there is no record. The tombstone's
+// parents must exist (EnsureTombstoneParents); acl is the cluster's.
+func BuryTag(ctx context.Context, z Client, cluster, tag, recordPath string, acl []zk.ACL) (version int32, ok bool, err error) {
+	b, st, err := z.Get(ctx, recordPath)
+	if errors.Is(err, zk.ErrNoNode) {
+		return 0, false, nil
 	}
-	return MergeTombstone(ctx, z, TagTombstonePath(cluster, t.Tag), acl, func(old []byte) ([]byte, error) {
+	if err != nil {
+		return 0, false, fmt.Errorf("read %s: %w", recordPath, Unavailable(err))
+	}
+	var rec struct {
+		MaxID  int64           `json:"max_id"`
+		Opaque json.RawMessage `json:"opaque"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return 0, false, fmt.Errorf("%s holds no readable max_id for its tombstone %s: %w: fix or delete it by hand", recordPath, quote(b), err)
+	}
+	t := TagTombstone{Tag: tag, MaxID: rec.MaxID, Incarnation: st.Czxid, Opaque: len(rec.Opaque) > 0 && string(rec.Opaque) != "null",
+		DeletedMS: time.Now().UnixMilli()}
+	return st.Version, true, MergeTombstone(ctx, z, TagTombstonePath(cluster, tag), acl, func(old []byte) ([]byte, error) {
 		var o TagTombstone
 		if len(old) > 0 {
 			if err := json.Unmarshal(old, &o); err != nil {
-				return nil, fmt.Errorf("the tombstone of tag %q holds data this release cannot use %s: %w", t.Tag, quote(old), err)
+				return nil, fmt.Errorf("the tombstone of tag %q holds data this release cannot use %s: %w", tag, quote(old), err)
 			}
 		}
 		if o.MaxID > t.MaxID {
