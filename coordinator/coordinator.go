@@ -180,6 +180,9 @@ type Coordinator struct {
 
 	// progress says what Claim waits for (ClaimProgress); guarded by mu.
 	progress claimProgress
+
+	// peers is the picture of alive/ that PeerIDs and PeerAddrs keep.
+	peers peerView
 }
 
 // claimProgress is what Claim is doing: a step, or the wait for a lease

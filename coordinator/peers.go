@@ -4,70 +4,183 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 )
 
-// Peers lists the live nodes under alive/ other than this one, by worker
-// ID. Malformed entries are skipped with a warning. Without a ZooKeeper
+// peerAddrMaxAge bounds how long an address read from alive/<id> is used
+// without reading it again. A peer that restarts on a new address under the
+// same worker ID is followed at once when it cannot be reached (ForgetPeer),
+// else after this long.
+const peerAddrMaxAge = 5 * time.Minute
+
+// peerView is this node's picture of alive/: the worker IDs of the last
+// listing, kept until a watch on alive/ says the list changed, and the
+// addresses read for the peers the clock check asked. Its cost does not
+// grow with the cluster: a round with no change costs no ZooKeeper request,
+// a change one listing at the next round, and a round's addresses one read
+// per peer asked that is not cached.
+type peerView struct {
+	mu     sync.Mutex
+	conn   zkconn.Conn // the connection the watch was set on
+	gen    int64       // counts listings: a watch marks only its own stale
+	listed bool        // ids hold a listing whose watch has not fired
+	ids    []int64     // sorted, every live worker ID (this node's included)
+	addrs  map[int64]peerAddr
+}
+
+// peerAddr is an address read from alive/<id>, and when.
+type peerAddr struct {
+	addr string
+	read time.Time
+}
+
+// PeerIDs lists the worker IDs of the live nodes under alive/ other than
+// this one, sorted. It lists alive/ only when the watch set by the last
+// listing fired (or the connection changed); otherwise it answers from
+// memory. Malformed names are skipped with a warning. Without a ZooKeeper
 // session it fails at once with ErrZKUnavailable.
-func (c *Coordinator) Peers(ctx context.Context) ([]Peer, error) {
+func (c *Coordinator) PeerIDs(ctx context.Context) ([]int64, error) {
 	conn := c.getConn()
 	if conn == nil || conn.State() != zk.StateHasSession {
 		return nil, fmt.Errorf("list peers: %w: no ZooKeeper session", ErrZKUnavailable)
 	}
-	z := zkclient.Client{Conn: conn, Timeout: c.opTimeout}
-	names, err := z.Children(ctx, c.p.alive)
-	if err != nil {
-		return nil, fmt.Errorf("list peers: %w", zkclient.Unavailable(err))
-	}
 	c.mu.Lock()
 	self := c.st.workerID
 	c.mu.Unlock()
-	peers, err := readAlive(ctx, z, c.p, names, c.cfg.Layout.MaxWorkerID(), self, c.log)
+	v := &c.peers
+	v.mu.Lock()
+	if v.listed && v.conn == conn {
+		ids := without(v.ids, self)
+		v.mu.Unlock()
+		return ids, nil
+	}
+	v.mu.Unlock()
+	z := zkclient.Client{Conn: conn, Timeout: c.opTimeout}
+	names, ch, err := z.ChildrenW(ctx, c.p.alive)
 	if err != nil {
 		return nil, fmt.Errorf("list peers: %w", zkclient.Unavailable(err))
 	}
-	return peers, nil
-}
-
-// readAlive reads the alive/ entries named (children of alive/) as peers
-// sorted by worker ID, leaving out worker ID skip (-1: none) and, with a
-// warning, names and entries that do not parse.
-func readAlive(ctx context.Context, z zkclient.Client, p paths, names []string, maxID, skip int64, log zerolog.Logger) ([]Peer, error) {
-	var ids []int64
-	var paths []string
+	maxID := c.cfg.Layout.MaxWorkerID()
+	ids := make([]int64, 0, len(names))
 	for _, n := range names {
 		id, err := parseWorkerName(n, maxID)
 		if err != nil {
-			log.Warn().Err(err).Str("dir", p.alive).Msg("skipping a znode that is not an alive entry")
-			continue
-		}
-		if id == skip {
+			c.log.Warn().Err(err).Str("dir", c.p.alive).Msg("skipping a znode that is not an alive entry")
 			continue
 		}
 		ids = append(ids, id)
-		paths = append(paths, p.aliveNode(id))
 	}
-	got, err := z.GetMany(ctx, paths)
-	if err != nil {
-		return nil, err
+	slices.Sort(ids)
+	v.mu.Lock()
+	v.gen++
+	gen := v.gen
+	v.conn, v.listed, v.ids = conn, true, ids
+	for id := range v.addrs {
+		if _, ok := slices.BinarySearch(ids, id); !ok {
+			delete(v.addrs, id)
+		}
 	}
-	peers := []Peer{}
-	for i, g := range got {
-		if g == nil {
+	out := without(ids, self)
+	v.mu.Unlock()
+	go func() {
+		<-ch // a change, or the session's end: the connection closes every watch
+		v.mu.Lock()
+		if v.gen == gen {
+			v.listed = false
+		}
+		v.mu.Unlock()
+	}()
+	return out, nil
+}
+
+// without returns a copy of the sorted ids less id.
+func without(ids []int64, id int64) []int64 {
+	out := make([]int64, 0, len(ids))
+	for _, x := range ids {
+		if x != id {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// PeerAddrs returns the peers among ids whose alive entries exist, with
+// their addresses, sorted by worker ID: from memory when read within
+// peerAddrMaxAge, else one read of alive/<id> each (all at once). A peer
+// whose entry is gone or malformed (warned about) is left out.
+func (c *Coordinator) PeerAddrs(ctx context.Context, ids []int64) ([]Peer, error) {
+	conn := c.getConn()
+	if conn == nil || conn.State() != zk.StateHasSession {
+		return nil, fmt.Errorf("read peer addresses: %w: no ZooKeeper session", ErrZKUnavailable)
+	}
+	v := &c.peers
+	now := time.Now()
+	peers := make([]Peer, 0, len(ids))
+	var miss []int64
+	v.mu.Lock()
+	for _, id := range ids {
+		if a, ok := v.addrs[id]; ok && now.Sub(a.read) < peerAddrMaxAge {
+			peers = append(peers, Peer{WorkerID: id, Addr: a.addr})
 			continue
 		}
-		addr, err := decodeAlive(g.Data)
+		miss = append(miss, id)
+	}
+	v.mu.Unlock()
+	if len(miss) > 0 {
+		z := zkclient.Client{Conn: conn, Timeout: c.opTimeout}
+		paths := make([]string, len(miss))
+		for i, id := range miss {
+			paths[i] = c.p.aliveNode(id)
+		}
+		got, err := z.GetMany(ctx, paths)
 		if err != nil {
-			log.Warn().Err(err).Str("alive", paths[i]).Msg("skipping a malformed alive entry")
-			continue
+			return nil, fmt.Errorf("read peer addresses: %w", zkclient.Unavailable(err))
 		}
-		peers = append(peers, Peer{WorkerID: ids[i], Addr: addr})
+		v.mu.Lock()
+		if v.addrs == nil {
+			v.addrs = map[int64]peerAddr{}
+		}
+		for i, g := range got {
+			if g == nil {
+				delete(v.addrs, miss[i])
+				continue
+			}
+			addr, err := decodeAlive(g.Data)
+			if err != nil {
+				c.log.Warn().Err(err).Str("alive", paths[i]).Msg("skipping a malformed alive entry")
+				continue
+			}
+			v.addrs[miss[i]] = peerAddr{addr: addr, read: now}
+			peers = append(peers, Peer{WorkerID: miss[i], Addr: addr})
+		}
+		v.mu.Unlock()
 	}
 	slices.SortFunc(peers, func(a, b Peer) int { return int(a.WorkerID - b.WorkerID) })
 	return peers, nil
+}
+
+// ForgetPeer drops the address remembered for worker ID id (the peer could
+// not be reached there): the next PeerAddrs that names it reads it again.
+func (c *Coordinator) ForgetPeer(id int64) {
+	v := &c.peers
+	v.mu.Lock()
+	delete(v.addrs, id)
+	v.mu.Unlock()
+}
+
+// Peers lists every live node under alive/ other than this one, with its
+// address, by worker ID: PeerIDs, then PeerAddrs of them all. Its reads grow
+// with the cluster; the clock check asks for a sample instead.
+func (c *Coordinator) Peers(ctx context.Context) ([]Peer, error) {
+	ids, err := c.PeerIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.PeerAddrs(ctx, ids)
 }

@@ -180,6 +180,20 @@ func (z Client) Children(ctx context.Context, path string) ([]string, error) {
 	})
 }
 
+// ChildrenW lists a znode's children and sets a watch: ch fires on the
+// list's next change, and when the session ends or the connection closes.
+func (z Client) ChildrenW(ctx context.Context, path string) ([]string, <-chan zk.Event, error) {
+	type res struct {
+		names []string
+		ch    <-chan zk.Event
+	}
+	r, err := Call(ctx, z.Timeout, func() (res, error) {
+		names, _, ch, err := z.Conn.ChildrenW(path)
+		return res{names, ch}, err
+	})
+	return r.names, r.ch, err
+}
+
 // Create creates a znode.
 func (z Client) Create(ctx context.Context, path string, data []byte, flags int32, acl []zk.ACL) (string, error) {
 	return Call(ctx, z.Timeout, func() (string, error) { return z.Conn.Create(path, data, flags, acl) })

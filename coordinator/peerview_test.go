@@ -1,0 +1,150 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/go-zookeeper/zk"
+
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
+	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
+)
+
+// opCounter counts the requests the in-memory ZooKeeper serves, by op.
+type opCounter struct {
+	mu  sync.Mutex
+	ops map[string]int
+}
+
+func countOps(srv *zkmem.Server) *opCounter {
+	o := &opCounter{ops: map[string]int{}}
+	srv.SetInjector(func(r zkmem.Request) zkmem.Fault {
+		o.mu.Lock()
+		o.ops[r.Op]++
+		o.mu.Unlock()
+		return zkmem.Fault{}
+	})
+	return o
+}
+
+// take returns the counts since the last take and starts again.
+func (o *opCounter) take() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	got := o.ops
+	o.ops = map[string]int{}
+	return got
+}
+
+func total(ops map[string]int) int {
+	n := 0
+	for _, v := range ops {
+		n += v
+	}
+	return n
+}
+
+// The peer view costs no ZooKeeper request while alive/ does not change,
+// one listing after a change, and one read per peer address not yet known:
+// a clock round's cost does not grow with the cluster.
+func TestPeerViewCostsByChangeNotBySize(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		srv := zkmem.New()
+		cfg := testConfig(t, []string{"127.0.0.1:2181"}, "viewer")
+		cfg.Dial = srv.Dial
+		c := newCoord(t, cfg)
+		id := mustClaim(t, c)
+		raw := srv.Connect(zkconn.Options{})
+		t.Cleanup(raw.Close)
+		const peers = 50
+		var want []int64
+		for i := range int64(peers) {
+			w := 100 + i
+			if _, err := raw.Create(c.p.aliveNode(w), []byte(fmt.Sprintf("127.0.0.1:%d", 20000+w)), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, w)
+		}
+		if _, err := raw.Create(c.p.aliveNode(id.WorkerID), []byte(cfg.Advertise), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		ops := countOps(srv)
+
+		ids, err := c.PeerIDs(ctx)
+		if err != nil || !slices.Equal(ids, want) {
+			t.Fatalf("PeerIDs = %v, %v; want %v (this node's own left out)", ids, err, want)
+		}
+		if got := ops.take(); got["children"] != 1 || total(got) != 1 {
+			t.Fatalf("first listing: %v, want one children request", got)
+		}
+		for range 10 {
+			if _, err := c.PeerIDs(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := ops.take(); total(got) != 0 {
+			t.Fatalf("ten rounds without a change cost %v, want nothing", got)
+		}
+
+		sample := []int64{100, 107, 149}
+		got, err := c.PeerAddrs(ctx, sample)
+		if err != nil || len(got) != 3 || got[1] != (Peer{WorkerID: 107, Addr: "127.0.0.1:20107"}) {
+			t.Fatalf("PeerAddrs = %v, %v", got, err)
+		}
+		if n := total(ops.take()); n != 3 {
+			t.Fatalf("first addresses cost %d requests, want 3", n)
+		}
+		if _, err := c.PeerAddrs(ctx, sample); err != nil {
+			t.Fatal(err)
+		}
+		if n := total(ops.take()); n != 0 {
+			t.Fatalf("known addresses cost %d requests, want 0", n)
+		}
+
+		// A peer joins: one listing at the next round, then quiet again.
+		if _, err := raw.Create(c.p.aliveNode(150), []byte("127.0.0.1:20150"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		ops.take() // the test's own create
+		ids, err = c.PeerIDs(ctx)
+		if err != nil || len(ids) != peers+1 || ids[len(ids)-1] != 150 {
+			t.Fatalf("after a join PeerIDs = %v, %v", ids, err)
+		}
+		_, _ = c.PeerIDs(ctx)
+		if got := ops.take(); got["children"] != 1 || total(got) != 1 {
+			t.Fatalf("a join cost %v, want one children request", got)
+		}
+
+		// A peer restarts on a new address under its worker ID: once it
+		// cannot be reached (ForgetPeer), its next read finds the new one.
+		if err := raw.Delete(c.p.aliveNode(107), -1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.Create(c.p.aliveNode(107), []byte("127.0.0.1:30107"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		c.ForgetPeer(107)
+		got, err = c.PeerAddrs(ctx, []int64{107})
+		if err != nil || len(got) != 1 || got[0].Addr != "127.0.0.1:30107" {
+			t.Fatalf("after a move PeerAddrs = %v, %v; want the new address", got, err)
+		}
+		// A peer that left is left out, and so is its cached address.
+		if err := raw.Delete(c.p.aliveNode(149), -1); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if ids, _ = c.PeerIDs(ctx); slices.Contains(ids, 149) {
+			t.Fatalf("PeerIDs %v still has the peer that left", ids)
+		}
+		if got, err = c.PeerAddrs(ctx, []int64{149}); err != nil || len(got) != 0 {
+			t.Fatalf("PeerAddrs of the peer that left = %v, %v; want none", got, err)
+		}
+	})
+}
