@@ -1,11 +1,11 @@
-# snowflaked — see README.md. Targets: build test test-unit bench chaos run lint docker clean.
+# snowflaked — see README.md. Targets: build test test-unit bench chaos scale run lint docker clean.
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 # Static, reproducible binaries.
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
 
-.PHONY: all build deps test test-unit bench chaos run lint docker clean
+.PHONY: all build deps test test-unit bench chaos scale run lint docker clean
 
 all: build
 
@@ -60,6 +60,10 @@ chaos: deps
 	SIM_SEEDS=1000 $(GO) test -count=1 -timeout 30m -run 'TestSimulation_SnowflakePaths$$' ./node/
 	CHAOS_LONG=1 CHAOS_SUMMARY=$(CURDIR)/bin/chaos-summary.txt $(GO) test -count=1 -tags chaos -race -run Chaos -timeout 30m ./tests/...
 	@cat bin/chaos-summary.txt
+
+## scale: real processes against a real ZooKeeper, cost per node for N in SCALE_NODES (default "32 64 96"): ZooKeeper requests/s, peer /time/s, CPU, RSS, start and recycle times (SCALE_WINDOW, SCALE_RECYCLE; scripts/scale.sh); table in bin/scale-report.md, raw in bin/scale-report.json; not in make test
+scale: build
+	scripts/scale.sh
 
 ## run: local ZooKeeper + a 3-node cluster on 127.0.0.1:8081-8083 (RUN_BASE_PORT), sample IDs, snowflakectl status
 run: build
