@@ -66,7 +66,7 @@ type Bootstrap struct {
 	mu      sync.Mutex
 	nodes   []string
 	changed chan struct{}
-	polls   int // rotates the first node asked
+	polls   int // rotates the first node asked; starts at random
 
 	closeOnce sync.Once
 }
@@ -105,6 +105,9 @@ func NewBootstrap(ctx context.Context, cfg BootstrapConfig) (*Bootstrap, error) 
 	cfg.Seeds = slices.Clone(cfg.Seeds)
 	b := &Bootstrap{
 		cfg: cfg, done: make(chan struct{}), changed: make(chan struct{}),
+		// The first node asked, at random: clients started together do
+		// not all ask the same node first.
+		polls: rand.IntN(1 << 30),
 		// No proxy from the environment: the nodes are called directly,
 		// as the client calls them.
 		http: &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * cfg.Interval, TLSClientConfig: cfg.TLS}},
@@ -173,7 +176,7 @@ func (b *Bootstrap) jittered() time.Duration {
 }
 
 // candidates are the nodes a poll asks, in order: the nodes known (from a
-// different one each poll), then the seeds that are not among them; at
+// different one each poll, the first at random), then the seeds that are not among them; at
 // most bootstrapMaxAsk.
 func (b *Bootstrap) candidates() []string {
 	b.mu.Lock()

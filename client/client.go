@@ -21,6 +21,14 @@
 // callers: a node issues up to 4,096,000 IDs/s, far more than it serves
 // requests), up to MaxBatch IDs a request and MaxInFlight requests at once.
 //
+// Each client talks to a subset of the nodes, Subset of them (6 by
+// default), chosen by rendezvous hashing of the client's random ID and the
+// nodes' addresses: over many clients every node holds about
+// clients·Subset/nodes connections instead of one per client, and a node
+// that leaves moves only the clients that had it, each to the node it
+// ranked next. Only when every node of its subset is down or tried does a
+// batch go beyond it, in the client's ranking.
+//
 // Nodes that fail are routed around: a connection error, a timeout, a 5xx
 // (a node out of service for its clock, say) or a 404 that is not "unknown
 // tag" (an address that is no longer a snowflaked node) marks the node down
@@ -65,6 +73,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/client/internal/rendezvous"
 	"codeberg.org/snowflaked/snowflaked/client/wire"
 )
 
@@ -77,6 +86,11 @@ const (
 	DefaultStallAfter     = 50 * time.Millisecond
 	DefaultDownFor        = time.Second
 	DefaultPrefetchMaxAge = time.Second
+	// DefaultSubset is how many nodes a client talks to (Config.Subset).
+	DefaultSubset = 6
+	// MaxSubset bounds Config.Subset: a Subset at least the cluster's
+	// size talks to every node.
+	MaxSubset = 4096
 	// MaxCount bounds the n of NextN and NextSegmentN.
 	MaxCount = 1 << 20
 	// MaxTagLen bounds a segment tag, as the nodes do.
@@ -117,6 +131,22 @@ type Config struct {
 	// next node; the stalled request's callers still wait for it, up to
 	// Timeout per node.
 	StallAfter time.Duration
+	// Subset is how many nodes the client talks to, 0..MaxSubset (0:
+	// DefaultSubset, 6): the first Subset nodes of the client's rendezvous
+	// ranking of the Discovery's list, by address. Calls go round-robin
+	// over the subset (in the list's order); only when every node of the
+	// subset is down or tried does a batch go on to the next nodes of the
+	// ranking. A node that leaves the list is replaced by the next node of
+	// the ranking, and only in the clients that had it. 3..8 suits most
+	// fleets: with C clients and n nodes each node holds about C·Subset/n
+	// clients' connections, and a client rides out Subset-1 nodes down
+	// before it goes beyond its subset. At least the cluster's size (or
+	// MaxSubset): every node, as before subsets.
+	Subset int
+	// SubsetID keys the client's ranking (0: a random ID drawn once per
+	// process). Clients with the same ID talk to the same nodes: leave it
+	// 0 but in tests.
+	SubsetID uint64
 	// DownFor is how long a node that failed without a Retry-After (a
 	// connection error, a timeout) gets no traffic (0: DefaultDownFor, 1s).
 	DownFor time.Duration
@@ -220,8 +250,10 @@ type Client struct {
 	segs  map[string]*batcher // dense IDs, per tag
 
 	mu    sync.Mutex
-	nodes []*nodeState
-	next  int // round-robin cursor
+	nodes []*nodeState // the Discovery's list, in its order
+	sub   []*nodeState // the subset, in the list's order
+	spill []*nodeState // the other nodes, in the client's ranking
+	next  int          // round-robin cursor over sub
 
 	pre *prefetch
 
@@ -293,6 +325,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.SubsetID == 0 {
+		cfg.SubsetID = rendezvous.ProcessID()
+	}
 	for _, v := range []struct {
 		name string
 		p    *int
@@ -303,6 +338,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		{"Attempts", &cfg.Attempts, DefaultAttempts, 100},
 		{"MaxInFlight", &cfg.MaxInFlight, DefaultMaxInFlight, 1024},
 		{"Prefetch", &cfg.Prefetch, 0, 10_000_000},
+		{"Subset", &cfg.Subset, DefaultSubset, MaxSubset},
 	} {
 		switch {
 		case *v.p < 0 || *v.p > v.max:
@@ -499,10 +535,14 @@ type nodeState struct {
 	addr      string
 	downUntil [numServices]time.Time
 	lastErr   [numServices]error
+	inSubset  bool // among the nodes the client talks to
 }
 
-// setNodes replaces the node list, keeping what is known of the nodes
-// still there; a node that left and came back starts clean.
+// setNodes replaces the node list (a node listed twice counts once),
+// keeping what is known of the nodes still there (a node that left and
+// came back starts clean), and picks the subset anew: the first
+// Config.Subset of the client's ranking. Idle connections to nodes outside
+// the subset are closed.
 func (c *Client) setNodes(addrs []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -511,26 +551,60 @@ func (c *Client) setNodes(addrs []string) {
 		old[n.addr] = n
 	}
 	nodes := make([]*nodeState, 0, len(addrs))
+	byAddr := map[string]*nodeState{}
 	for _, a := range addrs {
-		if n := old[a]; n != nil {
-			nodes = append(nodes, n)
-		} else {
-			nodes = append(nodes, &nodeState{addr: a})
+		if byAddr[a] != nil {
+			continue
+		}
+		n := old[a]
+		if n == nil {
+			n = &nodeState{addr: a}
+		}
+		nodes = append(nodes, n)
+		byAddr[a] = n
+	}
+	keys := make([]string, len(nodes))
+	for i, n := range nodes {
+		keys[i] = n.addr
+	}
+	ranked := rendezvous.Rank(c.cfg.SubsetID, keys)
+	k := min(c.cfg.Subset, len(ranked))
+	for i, r := range ranked {
+		nodes[r].inSubset = i < k
+	}
+	c.nodes, c.sub, c.spill = nodes, make([]*nodeState, 0, k), make([]*nodeState, 0, len(nodes)-k)
+	var subAddrs []string
+	for _, n := range nodes {
+		if n.inSubset {
+			c.sub = append(c.sub, n)
+			subAddrs = append(subAddrs, n.addr)
 		}
 	}
-	c.nodes = nodes
-	c.pool.keepOnly(addrs)
+	for _, r := range ranked[k:] {
+		c.spill = append(c.spill, nodes[r])
+	}
+	c.pool.keepOnly(subAddrs)
 }
 
-// pick returns the next node up for svc not tried yet ("" for none).
+// pick returns the next node up for svc not tried yet ("" for none): the
+// subset's, round-robin; when none of the subset is, the first of the
+// other nodes in the client's ranking.
 func (c *Client) pick(svc service, tried []string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	for range len(c.nodes) {
-		n := c.nodes[c.next%len(c.nodes)]
+	usable := func(n *nodeState) bool {
+		return !slices.Contains(tried, n.addr) && !now.Before(n.downUntil[svc])
+	}
+	for range len(c.sub) {
+		n := c.sub[c.next%len(c.sub)]
 		c.next++
-		if !slices.Contains(tried, n.addr) && !now.Before(n.downUntil[svc]) {
+		if usable(n) {
+			return n.addr
+		}
+	}
+	for _, n := range c.spill {
+		if usable(n) {
 			return n.addr
 		}
 	}
@@ -550,7 +624,8 @@ func (c *Client) markDown(addr string, svc service, d time.Duration, err error) 
 
 // noNode is the error when a batch of ep found no node: this batch's
 // failures (on the nodes tried), then each other node's last failure for
-// its kind of ID.
+// its kind of ID; the subset's nodes never tried are NotTried (the nodes
+// beyond it are not named).
 func (c *Client) noNode(ep *endpoint, tried []string, failures []error) *NoNodeError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -558,6 +633,7 @@ func (c *Client) noNode(ep *endpoint, tried []string, failures []error) *NoNodeE
 	for _, n := range c.nodes {
 		switch last := n.lastErr[ep.svc]; {
 		case slices.Contains(tried, n.addr):
+		case last == nil && !n.inSubset:
 		case last == nil:
 			e.NotTried = append(e.NotTried, n.addr)
 		case !slices.Contains(failures, last):
@@ -577,8 +653,22 @@ func (c *Client) Stats() Stats {
 func (c *Client) Nodes() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
+	return addrsOf(c.nodes)
+}
+
+// Subset returns the nodes the client talks to, in the order of Nodes:
+// the first Config.Subset of its ranking of Nodes (all of them when there
+// are no more).
+func (c *Client) Subset() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return addrsOf(c.sub)
+}
+
+// addrsOf returns the nodes' addresses.
+func addrsOf(nodes []*nodeState) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
 		out[i] = n.addr
 	}
 	return out

@@ -8,8 +8,8 @@ import (
 )
 
 // A program that imports the client builds nothing outside the standard
-// library but the client module's own packages: the core and its wire
-// contract. Following ZooKeeper (the subpackage zkdiscovery) adds the
+// library but the client module's own packages: the core, its wire
+// contract and its rendezvous hashing (client/internal/rendezvous). Following ZooKeeper (the subpackage zkdiscovery) adds the
 // ZooKeeper client, and only there.
 func TestDependencies(t *testing.T) {
 	const (
@@ -19,13 +19,15 @@ func TestDependencies(t *testing.T) {
 		zk   = "github.com/go-zookeeper/zk"
 		zkt  = "codeberg.org/snowflaked/snowflaked/client/zktls"  // standard library and tlspem only
 		pem  = "codeberg.org/snowflaked/snowflaked/client/tlspem" // standard library only
+		rdv  = "codeberg.org/snowflaked/snowflaked/client/internal/rendezvous"
 	)
 	tests := []struct {
 		pkg  string
 		want []string // the packages outside the standard library, sorted
 	}{
-		{".", []string{core, wire}},
-		{"./zkdiscovery", []string{core, pem, wire, zkd, zkt, zk}},
+		{".", []string{core, rdv, wire}},
+		{"./zkdiscovery", []string{core, rdv, pem, wire, zkd, zkt, zk}},
+		{"./internal/rendezvous", []string{rdv}},
 		{"./zktls", []string{pem, zkt}},
 		{"./tlspem", []string{pem}},
 	}

@@ -8,7 +8,9 @@ import "slices"
 // closing the client).
 //
 // Static, Bootstrap and zkdiscovery.Discovery (the subpackage that follows
-// ZooKeeper) implement it; so can anything else that knows the nodes.
+// ZooKeeper) implement it; so can anything else that knows the nodes. The
+// client talks to a subset of the nodes listed (Config.Subset), in the
+// list's order.
 type Discovery interface {
 	// Nodes returns the nodes to call now, "host:port" each, in the order
 	// to try them, and a channel that is closed once the list has changed
