@@ -100,7 +100,7 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 		var cl claimed
 		if node.workerID == noWorker {
 			cl, err = c.recycle(ctx, z, node, token, recycleAfter)
-		} else if err = c.checkSoleClaim(ctx, z, node); err == nil {
+		} else if err = c.checkSeqTwins(ctx, z, node); err == nil {
 			cl, err = c.claimOwn(ctx, z, node, token, priorSession)
 		}
 		if errors.Is(err, errRestart) {
@@ -259,7 +259,7 @@ func (c *Coordinator) findOwn(ctx context.Context, z zkclient.Client) (*foreverN
 		name string
 		seq  int64
 	}
-	var mine []cand
+	var mine, others []cand
 	for _, n := range names {
 		key, seq, err := parseForeverName(n)
 		if err != nil {
@@ -268,6 +268,8 @@ func (c *Coordinator) findOwn(ctx context.Context, z zkclient.Client) (*foreverN
 		}
 		if key == c.cfg.NodeKey {
 			mine = append(mine, cand{n, seq})
+		} else {
+			others = append(others, cand{n, seq})
 		}
 	}
 	if len(mine) == 0 {
@@ -290,7 +292,55 @@ func (c *Coordinator) findOwn(ctx context.Context, z zkclient.Client) (*foreverN
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, fmt.Errorf("%w: %v", zk.ErrConnectionClosed, err) // vanished between list and read: list again
 	}
-	return node, err
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range others {
+		if o.seq == node.seq {
+			node.seqTwins = append(node.seqTwins, o.name)
+		}
+	}
+	return node, nil
+}
+
+// checkSeqTwins refuses node's worker ID when another forever znode carries
+// node's sequence number in its name: ZooKeeper never hands one out twice,
+// so that znode was made by hand or by something else, and if its data
+// cannot be decoded, or names node's worker ID, the ID may be used by it.
+// It reads only such twins (found by findOwn's listing): a claim costs no
+// read of the other forever znodes, whose worker IDs the claim protocol
+// itself keeps unique.
+func (c *Coordinator) checkSeqTwins(ctx context.Context, z zkclient.Client, node *foreverNode) error {
+	for _, name := range node.seqTwins {
+		key, seq, err := parseForeverName(name)
+		if err != nil {
+			continue
+		}
+		var o *foreverNode
+		malformed := false
+		if err := c.retry(ctx, "read a forever znode with this znode's sequence", func(ctx context.Context) error {
+			var err error
+			o, err = c.readForever(ctx, z, name, key, seq)
+			var me *malformedError
+			malformed = errors.As(err, &me)
+			if malformed || errors.Is(err, zk.ErrNoNode) {
+				return nil
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		switch {
+		case o == nil:
+		case malformed && c.cfg.WorkerIDs.implicit(o.seq) == node.workerID:
+			return fmt.Errorf("worker ID %d may be held by %s, whose data is malformed: refusing to use it; fix or delete that znode",
+				node.workerID, o.path)
+		case o.workerID == node.workerID:
+			return fmt.Errorf("worker ID %d is named by both %s and %s (edited by hand?): refusing to use it; fix the data of one of them",
+				node.workerID, node.path, o.path)
+		}
+	}
+	return nil
 }
 
 // findOrCreateForever returns this node key's forever znode, creating it if
@@ -333,34 +383,6 @@ func (c *Coordinator) findOrCreateForever(ctx context.Context, z zkclient.Client
 		c.log.Warn().Err(err).Msg("creating the forever znode failed with its outcome unknown; listing before trying again")
 	}
 	return nil, fmt.Errorf("create forever znode for node key %q: no znode after 20 attempts", c.cfg.NodeKey)
-}
-
-// checkSoleClaim makes sure no other forever znode names node's worker ID
-// (only hand-edited or foreign znodes can), and that no undecodable znode
-// carries its number as sequence: the ID is then not used, whatever the
-// lease says.
-func (c *Coordinator) checkSoleClaim(ctx context.Context, z zkclient.Client, node *foreverNode) error {
-	var s *scan
-	if err := c.retry(ctx, "scan worker IDs", func(ctx context.Context) error {
-		var err error
-		s, err = c.scanCluster(ctx, z)
-		return err
-	}); err != nil {
-		return err
-	}
-	for _, o := range s.claimers[node.workerID] {
-		if o.path != node.path {
-			return fmt.Errorf("worker ID %d is named by both %s and %s (edited by hand?): refusing to use it; fix the data of one of them",
-				node.workerID, node.path, o.path)
-		}
-	}
-	for _, path := range s.malformed {
-		if o := s.byPath[path]; c.cfg.WorkerIDs.implicit(o.seq) == node.workerID && o.path != node.path {
-			return fmt.Errorf("worker ID %d may be held by %s, whose data is malformed: refusing to use it; fix or delete that znode",
-				node.workerID, path)
-		}
-	}
-	return nil
 }
 
 // leaseResult is the outcome of one attempt to take a lease.
@@ -545,9 +567,9 @@ func (c *Coordinator) waitGone(ctx context.Context, z zkclient.Client, path stri
 }
 
 // scan is a consistent-enough picture of the worker-ID space for recycling.
-// Its parentVersion is read first: a recycling multi sets the forever
-// parent's data with that version, so any recycle committed after the scan
-// began makes it fail.
+// Its parentVersion is read first: a take-over of a worker ID no forever
+// znode names sets the forever parent's data with that version, so any such
+// take-over committed after the scan began makes it fail (recycleOps).
 type scan struct {
 	parentVersion int32
 	byPath        map[string]*foreverNode
@@ -648,16 +670,28 @@ func (s *scan) free(r WorkerRange, now int64, recycleAfter time.Duration) (ids [
 		r.Size(), r, leased, fresh, recycleAfter)
 }
 
+// recycleTries bounds the worker IDs one scan is tried with: a take-over
+// that loses its ID to another recycler tries the next free ID the same
+// scan found before scanning again.
+const recycleTries = 8
+
 // recycle takes over a free worker ID for own, whose sequence is past the
 // worker bits (or whose ID was taken over), free after recycleAfter (the
-// cluster's, read by this claim). One multi, all version-checked:
-// bump the forever parent (serializes recyclers), evict every forever znode
-// still naming the ID, set own's worker_id, create the lease.
+// cluster's, read by this claim). One multi per try, all version-checked:
+// evict every forever znode still naming the ID, set own's worker_id,
+// create the lease; an ID no forever znode names also sets the forever
+// parent at the scan's version (recycleOps). Recyclers of different IDs do
+// not contend: one scan serves up to recycleTries IDs, and only a lost own
+// znode or an exhausted list scans again, after a jittered backoff.
 func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *foreverNode, token string, recycleAfter time.Duration) (claimed, error) {
 	ids := c.cfg.WorkerIDs
-	attempts := int(min(ids.Size(), 4096)) + 10
+	scans := int(min(ids.Size(), 4096))/recycleTries + 10
 	start := time.Now()
-	for attempt := 1; attempt <= attempts; attempt++ {
+	attempt := 0
+	for round := 1; round <= scans; round++ {
+		if round > 1 && !c.recycleBackoff(ctx, round) {
+			return claimed{}, fmt.Errorf("recycling: %w", ctx.Err())
+		}
 		var s *scan
 		if err := c.retry(ctx, "scan worker IDs for recycling", func(ctx context.Context) error {
 			var err error
@@ -683,37 +717,83 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 			return claimed{}, fmt.Errorf("%w: sequence %d of %s is past the cluster's worker IDs %s (layout %s) and %s",
 				errNoFreeWorkerID, own.seq, own.path, ids, c.cfg.Layout, summary)
 		}
-		w := free[pickFree(c.cfg.NodeKey, attempt, len(free))]
-		c.setProgress(fmt.Sprintf("taking over worker ID %d for node key %q (recycling)", w, c.cfg.NodeKey))
-		ops, mine, from, prevHolder, err := c.recycleOps(s, me, w, now, token)
-		if err != nil {
-			return claimed{}, err
-		}
-		failed, err := z.Multi(ctx, ops...)
-		if err == nil {
-			_, st, gerr := z.Get(ctx, c.p.lease(w))
-			if gerr != nil || st.EphemeralOwner != z.Conn.SessionID() {
-				continue // the session changed right after: the next scan shows what we own
+		for try := 0; try < recycleTries && len(free) > 0; try++ {
+			attempt++
+			i := pickFree(c.cfg.NodeKey, attempt, len(free))
+			w := free[i]
+			free = slices.Delete(free, i, i+1)
+			cl, outcome, err := c.tryRecycle(ctx, z, s, me, w, now, token)
+			switch outcome {
+			case recycleDone:
+				c.reap(ctx, z, s, me.path, now, recycleAfter)
+				return cl, nil
+			case recycleFailed:
+				return claimed{}, err
+			case recycleRescan:
+				if ctx.Err() != nil || time.Since(start) >= c.cfg.ConnectTimeout {
+					return claimed{}, fmt.Errorf("recycle worker ID %d: %w: %v", w, ErrZKUnavailable, err)
+				}
+				try = recycleTries // the scan is stale: read again
+			case recycleOwnChanged:
+				return claimed{}, errRestart
 			}
-			node := *me
-			node.version, node.data, node.workerID = me.version+1, mine, w
-			c.log.Warn().Int64("worker_id", w).Strs("from", from).Int64("prev_fence", mine.PrevFence).Str("forever", me.path).
-				Msg("took over a recycled worker ID (its previous owner held no lease and had not renewed for longer than recycle-after, or was retired); issuing only after its fence")
-			return claimed{node: &node, session: st.EphemeralOwner, recycled: true, prevKey: prevHolder.NodeKey, prevAddr: prevHolder.Addr, prevStopped: prevHolder.Stopped}, nil
-		}
-		switch {
-		case zkclient.Transient(err):
-			if ctx.Err() != nil || time.Since(start) >= c.cfg.ConnectTimeout {
-				return claimed{}, fmt.Errorf("recycle worker ID %d: %w: %v", w, ErrZKUnavailable, err)
-			}
-			c.log.Warn().Err(err).Int64("worker_id", w).Msg("recycling multi failed with its outcome unknown; scanning again")
-		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNodeExists), errors.Is(err, zk.ErrNoNode):
-			c.log.Debug().Err(err).Int("op", failed).Int64("worker_id", w).Msg("lost a recycling race; scanning again")
-		default:
-			return claimed{}, fmt.Errorf("recycle worker ID %d: %w", w, zkclient.AuthHint(err))
 		}
 	}
-	return claimed{}, fmt.Errorf("recycling: gave up after %d attempts contended by other nodes", attempts)
+	return claimed{}, fmt.Errorf("recycling: gave up after %d scans and %d worker IDs contended by other nodes", scans, attempt)
+}
+
+// recycleBackoff waits before the round-th scan of a recycle: a random
+// time up to 20ms·2^round (at most a second), drawn from the node key and
+// the round (a simulation's seed replays it), so that recyclers that lost
+// at once do not scan again at once. False when ctx ended.
+func (c *Coordinator) recycleBackoff(ctx context.Context, round int) bool {
+	ceil := min(20*time.Millisecond<<min(round, 6), time.Second)
+	d := time.Duration(pickFree(c.cfg.NodeKey, -round, int(ceil/time.Millisecond)+1)) * time.Millisecond
+	return clock.Sleep(ctx, max(d, time.Millisecond))
+}
+
+// recycleOutcome is what one take-over try did.
+type recycleOutcome int8
+
+const (
+	recycleDone       recycleOutcome = iota // the worker ID is ours
+	recycleLost                             // another node changed what this ID's try checked: try the next ID
+	recycleRescan                           // outcome unknown or the session changed: scan again
+	recycleOwnChanged                       // our own forever znode changed: the claim starts over
+	recycleFailed                           // a permanent error
+)
+
+// tryRecycle makes one take-over multi for worker ID w from scan s.
+func (c *Coordinator) tryRecycle(ctx context.Context, z zkclient.Client, s *scan, me *foreverNode, w, now int64, token string) (claimed, recycleOutcome, error) {
+	c.setProgress(fmt.Sprintf("taking over worker ID %d for node key %q (recycling)", w, c.cfg.NodeKey))
+	ops, mine, from, prevHolder, err := c.recycleOps(s, me, w, now, token)
+	if err != nil {
+		return claimed{}, recycleFailed, err
+	}
+	failed, err := z.Multi(ctx, ops...)
+	if err == nil {
+		_, st, gerr := z.Get(ctx, c.p.lease(w))
+		if gerr != nil || st.EphemeralOwner != z.Conn.SessionID() {
+			return claimed{}, recycleRescan, fmt.Errorf("lease %d after the take-over: %v", w, gerr) // the session changed right after: the next scan shows what we own
+		}
+		node := *me
+		node.version, node.data, node.workerID = me.version+1, mine, w
+		c.log.Warn().Int64("worker_id", w).Strs("from", from).Int64("prev_fence", mine.PrevFence).Str("forever", me.path).
+			Msg("took over a recycled worker ID (its previous owner held no lease and had not renewed for longer than recycle-after, or was retired); issuing only after its fence")
+		return claimed{node: &node, session: st.EphemeralOwner, recycled: true, prevKey: prevHolder.NodeKey, prevAddr: prevHolder.Addr, prevStopped: prevHolder.Stopped}, recycleDone, nil
+	}
+	ownOp := len(ops) - 2 // recycleOps: ..., our forever znode, the lease
+	switch {
+	case zkclient.Transient(err):
+		c.log.Warn().Err(err).Int64("worker_id", w).Msg("recycling multi failed with its outcome unknown; scanning again")
+		return claimed{}, recycleRescan, err
+	case failed == ownOp && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)):
+		return claimed{}, recycleOwnChanged, err
+	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNodeExists), errors.Is(err, zk.ErrNoNode):
+		c.log.Debug().Err(err).Int("op", failed).Int64("worker_id", w).Msg("lost a recycling race for this worker ID; trying the next free one")
+		return claimed{}, recycleLost, err
+	}
+	return claimed{}, recycleFailed, fmt.Errorf("recycle worker ID %d: %w", w, zkclient.AuthHint(err))
 }
 
 // pickFree chooses one of n free worker IDs for a node key's attempt-th
@@ -776,7 +856,14 @@ func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token s
 	if err != nil {
 		return nil, mine, nil, holder, fmt.Errorf("encode lease data: %w", err)
 	}
-	ops = append([]any{&zk.SetDataRequest{Path: c.p.forever, Data: audit, Version: s.parentVersion}}, ops...)
+	if len(from) == 0 {
+		// Nothing names w, so no version check here would see another
+		// take-over of w that committed after the scan and whose lease is
+		// gone again: the forever parent's version is the guard (every such
+		// take-over sets it). A take-over of a named ID needs none: the
+		// evicted znodes' versions serialize every recycler of that ID.
+		ops = append([]any{&zk.SetDataRequest{Path: c.p.forever, Data: audit, Version: s.parentVersion}}, ops...)
+	}
 	ops = append(ops, &zk.CreateRequest{Path: c.p.lease(w), Data: ld, Acl: c.acl, Flags: zk.FlagEphemeral})
 	return ops, mine, from, holder, nil
 }

@@ -65,6 +65,9 @@ type foreverNode struct {
 	version    int32
 	data       foreverData
 	workerID   int64 // effective worker ID, noWorker for none
+	// seqTwins names the other forever znodes whose names carry this one's
+	// sequence number (made by hand: findOwn, checkSeqTwins).
+	seqTwins []string
 }
 
 // lastSeen is the latest time the node is known to have been alive (unix ms).

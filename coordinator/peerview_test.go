@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -20,13 +21,17 @@ type opCounter struct {
 	ops map[string]int
 }
 
-func countOps(srv *zkmem.Server) *opCounter {
+func countOps(srv *zkmem.Server) *opCounter { return countOpsDelayed(srv, 0) }
+
+// countOpsDelayed counts as countOps and answers every request after delay
+// (virtual time in a bubble): requests of concurrent callers interleave.
+func countOpsDelayed(srv *zkmem.Server, delay time.Duration) *opCounter {
 	o := &opCounter{ops: map[string]int{}}
 	srv.SetInjector(func(r zkmem.Request) zkmem.Fault {
 		o.mu.Lock()
 		o.ops[r.Op]++
 		o.mu.Unlock()
-		return zkmem.Fault{}
+		return zkmem.Fault{Delay: delay}
 	})
 	return o
 }
