@@ -31,7 +31,7 @@ func TestRecyclingManyAtOnceCostsAboutOneScanEach(t *testing.T) {
 		const ids, old, fresh = 64, 64, 48
 		srv := zkmem.New()
 		clk := clocktest.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) // after the epoch; the bubble starts in 2000
-		pass := func(d time.Duration) { // virtual time for timers, and the nodes' clock
+		pass := func(d time.Duration) {                                        // virtual time for timers, and the nodes' clock
 			time.Sleep(d)
 			clk.Advance(d)
 		}
