@@ -31,7 +31,8 @@ func TestRecyclingManyAtOnceCostsAboutOneScanEach(t *testing.T) {
 		const ids, old, fresh = 64, 64, 48
 		srv := zkmem.New()
 		clk := clocktest.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) // after the epoch; the bubble starts in 2000
-		pass := func(d time.Duration) {                                        // virtual time for timers, and the nodes' clock
+		// pass moves virtual time (timers) and the nodes' clock on together.
+		pass := func(d time.Duration) {
 			time.Sleep(d)
 			clk.Advance(d)
 		}
