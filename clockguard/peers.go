@@ -2,11 +2,13 @@ package clockguard
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -56,18 +58,6 @@ type Peer struct {
 	Addr     string `json:"addr"` // "host:port" of its HTTP API
 }
 
-// PeerSource lists the live peers, excluding the node itself. The
-// coordinator implements it from ZooKeeper's alive znodes.
-type PeerSource interface {
-	Peers(ctx context.Context) ([]Peer, error)
-}
-
-// PeerSourceFunc adapts a function to PeerSource.
-type PeerSourceFunc func(ctx context.Context) ([]Peer, error)
-
-// Peers calls f.
-func (f PeerSourceFunc) Peers(ctx context.Context) ([]Peer, error) { return f(ctx) }
-
 // PeersConfig configures the peer check. Zero values take the defaults.
 type PeersConfig struct {
 	// Interval between rounds (default 30s).
@@ -81,6 +71,17 @@ type PeersConfig struct {
 	Timeout time.Duration
 	// Concurrency bounds the peers asked at once (default 16).
 	Concurrency int
+	// Sample is how many peers a round asks (default DefaultPeerSample, at
+	// least MinPeerSample): all of them when there are no more live peers,
+	// else that many chosen at random, half of them kept from the round
+	// before (their connections are reused) and half new.
+	Sample int
+	// Rand chooses the samples and the jitter of the intervals (nil: seeded
+	// at random). NewPeers draws the seeds of its own two sources from it
+	// and uses it no more. The node seeds it from its key and its clock at
+	// the start, so nodes choose differently and a simulation (a virtual
+	// clock) replays.
+	Rand *rand.Rand
 	// Log receives a line per failing round and per round with unreachable
 	// peers.
 	Log zerolog.Logger
@@ -150,13 +151,23 @@ func (v *votes) add(judged string) {
 // PeerSnapshot is what /clock and metrics show of the peer check.
 type PeerSnapshot struct {
 	MaxOffset time.Duration `json:"max_offset_ns"`
-	// Peers, Median, Reachable and Unreachable are from the last round that
-	// got a peer list (Reachable and Unreachable count peers; Median is over
-	// the reachable peers and the node itself, offset 0).
+	// LivePeers is how many live peers the last round that got a peer list
+	// found (the node itself not counted). Peers, Median, Reachable and
+	// Unreachable are of the sample that round decided on, at most
+	// PeersConfig.Sample peers whatever the cluster's size (Reachable and
+	// Unreachable count peers; Median is over the reachable peers and the
+	// node itself, offset 0).
+	LivePeers   int           `json:"live_peers"`
 	Peers       []PeerResult  `json:"peers"`
 	Median      time.Duration `json:"median_offset_ns"`
 	Reachable   int           `json:"reachable"`
 	Unreachable int           `json:"unreachable"`
+	// Confirmation says the figures are a confirmation sample's: the
+	// round's first sample found this node the outlier, so a second, fresh
+	// sample was asked, and the verdict is the second's (out only when it
+	// finds the outlier too). FirstSample describes the first sample then.
+	Confirmation bool   `json:"confirmation,omitempty"`
+	FirstSample  string `json:"first_sample,omitempty"`
 	// Agree and Disagree count the clocks compared, the node's own included
 	// (it agrees with itself), within and beyond MaxOffset of this one, and
 	// Unsure those whose round trip was too wide to tell. Split: some
@@ -182,6 +193,8 @@ type PeerSnapshot struct {
 	SplitRounds      int64 `json:"split_rounds"`      // rounds with a disagreement and no majority
 	UnreachablePeers int64 `json:"unreachable_peers"` // failed peer requests
 	SourceErrors     int64 `json:"source_errors"`     // rounds without a peer list
+	Confirmations    int64 `json:"confirmations"`     // rounds that asked a confirmation sample
+	Unconfirmed      int64 `json:"unconfirmed"`       // of those, rounds whose confirmation did not find this node the outlier (a removal avoided)
 
 	// measuredMono is the node's monotonic clock when the round whose
 	// figures these are began asking; measured says there was one.
@@ -208,65 +221,90 @@ func (s PeerSnapshot) MeasuredSince(mono time.Duration) bool {
 	return s.measured && s.measuredMono >= mono && s.Reachable > 0
 }
 
-// Peers is the peer check (reason peer_offset): it asks live peers for their
-// time and fails only when this node is the outlier: more than half of the
-// clocks it could compare (its own counted: the source lists only others)
-// are more than MaxOffset away. A disagreement without a majority either way (two
+// Peers is the peer check (reason peer_offset): each round it asks a
+// random sample of the live peers (PeersConfig.Sample; all of them in a
+// cluster no larger) for their time and fails only when this node is the
+// outlier: more than half of the clocks of the sample it could compare
+// (its own counted: the source lists only others) are more than MaxOffset
+// away, and a second, fresh sample confirms it when the first did not
+// cover every live peer. A disagreement without a majority either way (two
 // clocks, or a tie) passes and is flagged (Split): a node cannot tell
 // whether it or the other is wrong, and two good nodes must not leave
-// because of one bad one. With no peer reachable it passes.
+// because of one bad one. With no peer reachable it passes. A node's cost
+// per round is O(Sample), whatever the cluster's size: a sampled peer's
+// connection is kept for the next round, which keeps half the sample.
 type Peers struct {
 	clk   clock.Clock
 	src   PeerSource
 	cfg   PeersConfig
 	check *health.Check
 
-	round  ctxlock.Mutex // serialises rounds so verdicts land in order (a round waits on ZooKeeper and the network)
-	sched  *rounds
-	mu     sync.Mutex
-	snap   PeerSnapshot
-	judged bool // peer_offset has had a verdict
+	round   ctxlock.Mutex // serialises rounds so verdicts land in order (a round waits on ZooKeeper and the network)
+	sampler peerSampler   // used under round
+	pool    *connPool
+	sched   *rounds
+	mu      sync.Mutex
+	snap    PeerSnapshot
+	judged  bool // peer_offset has had a verdict
 }
 
 // NewPeers registers the peer_offset check (pending: the node enters service
 // only after a first round) with g and returns the peer check. It fails on a
-// nil clock or source and on negative values.
+// nil clock or source, on negative values and on a sample below
+// MinPeerSample.
 func NewPeers(g *health.Guard, c clock.Clock, src PeerSource, cfg PeersConfig) (*Peers, error) {
 	if c == nil || src == nil {
 		return nil, fmt.Errorf("%w: peers: nil clock or peer source", errBadConfig)
 	}
-	if cfg.Interval < 0 || cfg.MaxOffset < 0 || cfg.Timeout < 0 || cfg.Concurrency < 0 {
-		return nil, fmt.Errorf("%w: peers: negative value (interval %v, max offset %v, timeout %v, concurrency %d)",
-			errBadConfig, cfg.Interval, cfg.MaxOffset, cfg.Timeout, cfg.Concurrency)
+	if cfg.Interval < 0 || cfg.MaxOffset < 0 || cfg.Timeout < 0 || cfg.Concurrency < 0 || cfg.Sample < 0 {
+		return nil, fmt.Errorf("%w: peers: negative value (interval %v, max offset %v, timeout %v, concurrency %d, sample %d)",
+			errBadConfig, cfg.Interval, cfg.MaxOffset, cfg.Timeout, cfg.Concurrency, cfg.Sample)
 	}
-	if cfg.Interval == 0 {
-		cfg.Interval = DefaultPeerInterval
+	if cfg.Sample != 0 && cfg.Sample < MinPeerSample {
+		return nil, fmt.Errorf("%w: peers: sample %d: want at least %d, so that one bad peer is one vote of several",
+			errBadConfig, cfg.Sample, MinPeerSample)
 	}
-	if cfg.MaxOffset == 0 {
-		cfg.MaxOffset = DefaultPeerMaxOffset
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = defaultPeerTimeout
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = defaultPeerConcurrency
-	}
+	cfg = peersDefaults(cfg)
+	sampleRand, jitterRand := newPeerRands(cfg.Rand)
+	cfg.Rand = nil // drawn from once: the check's own sources are seeded from it
+	sched := newRounds(RetryMax)
+	sched.jitter = (&jitterer{rng: jitterRand}).spread
 	return &Peers{
 		round: ctxlock.New(),
 		clk:   c, src: src, cfg: cfg,
-		check: g.Check(health.ReasonPeerOffset),
-		sched: newRounds(RetryMax),
-		snap:  PeerSnapshot{MaxOffset: cfg.MaxOffset},
+		check:   g.Check(health.ReasonPeerOffset),
+		sampler: peerSampler{size: cfg.Sample, rng: sampleRand},
+		pool:    newConnPool(),
+		sched:   sched,
+		snap:    PeerSnapshot{MaxOffset: cfg.MaxOffset},
 	}, nil
 }
 
-// Run does a round at once and then one every Interval, until ctx ends;
-// sooner while the verdict after a round (Run's or CheckNow's) keeps the
-// node out, whether that round judged it the outlier or could not list the
-// peers: after retryFirst, then twice as late each time, up to RetryMax.
+// peersDefaults sets the defaults of the zero values of cfg.
+func peersDefaults(cfg PeersConfig) PeersConfig {
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultPeerInterval)
+	cfg.MaxOffset = cmp.Or(cfg.MaxOffset, DefaultPeerMaxOffset)
+	cfg.Timeout = cmp.Or(cfg.Timeout, defaultPeerTimeout)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, defaultPeerConcurrency)
+	cfg.Sample = cmp.Or(cfg.Sample, DefaultPeerSample)
+	return cfg
+}
+
+// Run does a round at once and then one every Interval, varied by up to
+// 10% either way at random so that nodes started at once do not ask in
+// lockstep, until ctx ends; sooner while the verdict after a round (Run's
+// or CheckNow's) keeps the node out, whether that round judged it the
+// outlier or could not list the peers: after retryFirst, then twice as
+// late each time, up to RetryMax. When it returns, the connections kept
+// for the next round are closed (Close).
 func (p *Peers) Run(ctx context.Context) {
+	defer p.Close()
 	p.sched.run(ctx, p.cfg.Interval, func() { _, _ = p.CheckNow(ctx) })
 }
+
+// Close closes the connections kept to the sampled peers; rounds after it
+// keep none (each closes its connections when it ends).
+func (p *Peers) Close() { p.pool.close() }
 
 // RecheckWhile makes Run re-check, as while a verdict keeps the node out
 // (after retryFirst, doubling up to RetryMax), for as long as f reports
@@ -275,110 +313,95 @@ func (p *Peers) Run(ctx context.Context) {
 // look at f again. nil stops it.
 func (p *Peers) RecheckWhile(f func() bool) { p.sched.recheckWhile(f) }
 
-// CheckNow does one round: it lists the peers, asks each for its time
-// (concurrently, each bounded by Timeout), takes the median offset of those
-// that answered and passes or fails peer_offset. No peers, or none
-// reachable, passes. When the source fails, the earlier verdict stays (a
-// first round passes). It returns the snapshot after the round, and an error
-// wrapping errPeerOffset when the median is beyond the maximum, the source's
-// error when it failed, or ctx's error when ctx ended first (then no verdict
-// is given).
+// peerRound is what a round measured: the sample it decided on, and the
+// first sample's figures when that was a confirmation.
+type peerRound struct {
+	live    int
+	results []PeerResult // the deciding sample's
+	// confirmed: results are a confirmation sample's; first describes the
+	// first sample, which found the node the outlier, and firstUnreachable
+	// counts the peers it could not reach.
+	confirmed        bool
+	first            string
+	firstSize        int
+	firstUnreachable int
+}
+
+// CheckNow does one round: it lists the live peers, asks a sample of them
+// for their time (concurrently, each bounded by Timeout), takes the median
+// offset of those that answered and passes or fails peer_offset; a sample
+// that finds the node the outlier and did not cover every live peer is
+// confirmed by a second, fresh sample first. No peers, or none reachable,
+// passes. When the source fails, the earlier verdict stays (a first round
+// passes). It returns the snapshot after the round, and an error wrapping
+// errPeerOffset when the node is the outlier, the source's error when it
+// failed, or ctx's error when ctx ended first (then no verdict is given).
 func (p *Peers) CheckNow(ctx context.Context) (PeerSnapshot, error) {
 	if err := p.round.LockCtx(ctx); err != nil {
 		return p.Snapshot(), fmt.Errorf("peer check: %w", err)
 	}
 	defer p.round.Unlock()
 
-	peers, err := p.src.Peers(ctx)
+	ids, err := p.src.PeerIDs(ctx)
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return p.Snapshot(), fmt.Errorf("peer check: %w", ctxErr)
 	}
 	if err != nil {
-		return p.judgeSourceError(err)
+		return p.judgeSourceError(fmt.Errorf("list peers: %w", err))
 	}
+	live := sortedUnique(ids)
 	began := p.clk.Mono()
-	results := p.askAll(ctx, peers)
+	sample := p.sampler.next(live)
+	p.pool.retain(sample)
+	results, err := p.askSample(ctx, sample)
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return p.Snapshot(), fmt.Errorf("peer check: %w", ctxErr)
 	}
-	return p.judge(results, began)
-}
-
-// askAll asks every peer, at most Concurrency at a time.
-func (p *Peers) askAll(ctx context.Context, peers []Peer) []PeerResult {
-	results := make([]PeerResult, len(peers))
-	sem := ctxlock.NewSemaphore(p.cfg.Concurrency)
-	var wg sync.WaitGroup
-	for i, peer := range peers {
-		if err := sem.Acquire(ctx); err != nil {
-			results[i] = PeerResult{WorkerID: peer.WorkerID, Addr: peer.Addr, Error: err.Error()}
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer sem.Release()
-			results[i] = p.ask(ctx, peer)
-		}()
-	}
-	wg.Wait()
-	return results
-}
-
-// ask measures one peer's clock: it connects, then asks peerSamples times
-// over that connection and keeps the sample with the lowest round trip.
-// A sample's offset is the peer's time minus the midpoint of the request
-// on the node's clock: the wall time at sending plus half the round trip
-// measured on the monotonic clock (so a wall step during the request does
-// not distort it). A sample that fails after a good one ends the exchange
-// with the samples it has.
-func (p *Peers) ask(ctx context.Context, peer Peer) PeerResult {
-	res := PeerResult{WorkerID: peer.WorkerID, Addr: peer.Addr}
-	fail := func(err error) PeerResult {
-		res.Error = err.Error()
-		res.CheckedAt = clock.WallTime(p.clk)
-		return res
-	}
-	if err := checkPeerAddr(peer.Addr); err != nil {
-		return fail(err)
-	}
-	ctx, cancel := clock.WithTimeout(ctx, p.cfg.Timeout)
-	defer cancel()
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", peer.Addr)
 	if err != nil {
-		return fail(fmt.Errorf("GET %s: %w", peerTimePath, err))
+		return p.judgeSourceError(fmt.Errorf("resolve the sample's addresses: %w", err))
 	}
-	defer conn.Close()
-	deadline, _ := ctx.Deadline()
-	_ = conn.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(pastDeadline) })
-	defer stop()
-	if p.cfg.TLS != nil {
-		tc := tls.Client(conn, peerTLS(p.cfg.TLS, peer.Addr))
-		if err := tc.HandshakeContext(ctx); err != nil {
-			return fail(fmt.Errorf("GET %s: TLS handshake: %w", peerTimePath, err))
+	round := peerRound{live: len(live), results: results}
+	if _, _, _, out, _ := tally(results); out && len(sample) < len(live) {
+		round, err = p.confirm(ctx, live, round)
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return p.Snapshot(), fmt.Errorf("peer check: %w", ctxErr)
 		}
-		conn = tc
-	}
-
-	br := bufio.NewReaderSize(conn, 1024)
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseResponse(resp)
-	got := false
-	for i := range peerSamples {
-		rtt, offset, err := p.sample(conn, br, resp, peer.Addr, i == peerSamples-1)
 		if err != nil {
-			if got {
-				break
-			}
-			return fail(fmt.Errorf("GET %s: %w", peerTimePath, err))
-		}
-		if !got || rtt < res.RTT {
-			res.RTT, res.Offset, got = rtt, offset, true
+			return p.judgeSourceError(fmt.Errorf("resolve the confirmation sample's addresses: %w", err))
 		}
 	}
-	res.CheckedAt = clock.WallTime(p.clk)
-	return res
+	return p.judge(round, began)
+}
+
+// confirm asks a second, fresh sample after round's first found the node
+// the outlier (its peers outside the first where the cluster has enough),
+// and returns the round with the second as the deciding sample.
+func (p *Peers) confirm(ctx context.Context, live []int64, round peerRound) (peerRound, error) {
+	agree, disagree, unsure, _, _ := tally(round.results)
+	firstDetail := p.offsetDetail(round.results, agree, disagree, unsure, true)
+	unreachable := 0
+	for _, r := range round.results {
+		if !r.Reachable() {
+			unreachable++
+		}
+	}
+	second := p.sampler.confirmation(live, peerResultIDs(round.results))
+	results, err := p.askSample(ctx, second)
+	if err != nil {
+		return round, err
+	}
+	return peerRound{live: round.live, results: results, confirmed: true,
+		first: firstDetail, firstSize: len(round.results), firstUnreachable: unreachable}, nil
+}
+
+// peerResultIDs returns the worker IDs of results, sorted.
+func peerResultIDs(results []PeerResult) []int64 {
+	ids := make([]int64, 0, len(results))
+	for _, r := range results {
+		ids = append(ids, r.WorkerID)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // sample sends one GET /time on conn and reads the answer; last asks the
@@ -471,69 +494,112 @@ func tally(results []PeerResult) (agree, disagree, unsure int, out, split bool) 
 	return v.agree, v.disagree, v.unsure, out, split
 }
 
-// judge gives the verdict for the results of a round that began asking at
-// began (monotonic).
-func (p *Peers) judge(results []PeerResult, began time.Duration) (PeerSnapshot, error) {
-	var offsets []time.Duration
-	var errs []string
-	for i, r := range results {
+// verdict is a round's outcome, computed from its deciding sample.
+type verdict struct {
+	offsets                 []time.Duration // of the reachable peers
+	errs                    []string        // why each unreachable peer did not count
+	agree, disagree, unsure int
+	out, split              bool
+	unconfirmed             bool // the first sample found the outlier, the confirmation did not
+	detail                  string
+}
+
+// decide computes the verdict of round.
+func (p *Peers) decide(round peerRound) verdict {
+	var v verdict
+	for _, r := range round.results {
 		if r.Reachable() {
-			offsets = append(offsets, r.Offset)
-			results[i].Judged = judgeOffset(r.Offset, r.RTT, p.cfg.MaxOffset)
+			v.offsets = append(v.offsets, r.Offset)
 		} else {
-			errs = append(errs, fmt.Sprintf("worker %d %s: %s", r.WorkerID, r.Addr, r.Error))
+			v.errs = append(v.errs, fmt.Sprintf("worker %d %s: %s", r.WorkerID, r.Addr, r.Error))
 		}
 	}
-	// The node's own clock is one of the clocks compared (offset 0).
-	median := medianOf(append([]time.Duration{0}, offsets...))
-	agree, disagree, unsure, out, split := tally(results)
-	var err error
-	var detail string
-	if out || split {
-		detail = p.offsetDetail(results, agree, disagree, unsure, out)
+	v.agree, v.disagree, v.unsure, v.out, v.split = tally(round.results)
+	v.unconfirmed = round.confirmed && !v.out
+	if v.out || v.split {
+		v.detail = p.offsetDetail(round.results, v.agree, v.disagree, v.unsure, v.out)
 	}
-	if out {
-		err = fmt.Errorf("%w: %s", errPeerOffset, detail)
+	switch {
+	case v.unconfirmed:
+		v.detail = strings.TrimSuffix(fmt.Sprintf("a sample of %d of %d live peers found this node the outlier (%s); a second sample of %d did not confirm it, so it stays in service; %s",
+			round.firstSize, round.live, round.first, len(round.results), v.detail), "; ")
+	case round.confirmed:
+		v.detail += fmt.Sprintf("; confirmed by a second sample: the first (%s)", round.first)
 	}
+	return v
+}
 
+// judge gives the verdict for a round that began asking at began
+// (monotonic).
+func (p *Peers) judge(round peerRound, began time.Duration) (PeerSnapshot, error) {
+	v := p.decide(round)
+	var err error
+	if v.out {
+		err = fmt.Errorf("%w: %s", errPeerOffset, v.detail)
+	}
+	snap := p.record(round, v, began)
+	p.sched.ended(v.out)
+	p.report(v)
+	if err != nil {
+		p.check.Fail(v.detail)
+		return snap, err
+	}
+	p.check.Pass()
+	return snap, nil
+}
+
+// record stores a round's figures and counts it; it returns the snapshot.
+func (p *Peers) record(round peerRound, v verdict, began time.Duration) PeerSnapshot {
 	p.mu.Lock()
-	p.snap.Peers = results
-	p.snap.Median = median
-	p.snap.Reachable = len(offsets)
-	p.snap.Unreachable = len(errs)
-	p.snap.Agree, p.snap.Disagree, p.snap.Unsure, p.snap.Split, p.snap.Detail = agree, disagree, unsure, split, detail
+	defer p.mu.Unlock()
+	p.snap.LivePeers = round.live
+	p.snap.Peers = round.results
+	// The node's own clock is one of the clocks compared (offset 0).
+	p.snap.Median = medianOf(append([]time.Duration{0}, v.offsets...))
+	p.snap.Reachable = len(v.offsets)
+	p.snap.Unreachable = len(v.errs)
+	p.snap.Agree, p.snap.Disagree, p.snap.Unsure, p.snap.Split, p.snap.Detail = v.agree, v.disagree, v.unsure, v.split, v.detail
+	p.snap.Confirmation, p.snap.FirstSample = round.confirmed, round.first
 	p.snap.measuredMono, p.snap.measured = began, true
 	p.snap.CheckedAt = clock.WallTime(p.clk)
 	p.snap.SourceError = ""
 	p.snap.Rounds++
-	p.snap.UnreachablePeers += int64(len(errs))
-	if err != nil {
+	p.snap.UnreachablePeers += int64(len(v.errs) + round.firstUnreachable)
+	if v.out {
 		p.snap.OffsetFailures++
 	}
-	if split {
+	if v.split {
 		p.snap.SplitRounds++
 	}
+	if round.confirmed {
+		p.snap.Confirmations++
+	}
+	if v.unconfirmed {
+		p.snap.Unconfirmed++
+	}
 	p.judged = true
-	snap := p.snapshotLocked()
-	p.mu.Unlock()
-	p.sched.ended(out)
+	return p.snapshotLocked()
+}
 
-	if len(errs) > 0 {
-		p.cfg.Log.Warn().Int("unreachable", len(errs)).Int("reachable", len(offsets)).
-			Str("errors", strings.Join(errs, "; ")).Msg("peers unreachable for the clock check")
+// report logs a round's unreachable peers and its disagreement, if any.
+func (p *Peers) report(v verdict) {
+	if len(v.errs) > 0 {
+		p.cfg.Log.Warn().Int("unreachable", len(v.errs)).Int("reachable", len(v.offsets)).
+			Str("errors", strings.Join(v.errs, "; ")).Msg("peers unreachable for the clock check")
 	}
+	var msg string
 	switch {
-	case err != nil:
-		p.check.Fail(detail)
-		p.cfg.Log.Warn().Int("agree", agree).Int("disagree", disagree).
-			Dur("max_offset_ms", p.cfg.MaxOffset).Str("detail", detail).Msg("clock disagrees with a majority of the peers")
-		return snap, err
-	case split:
-		p.cfg.Log.Warn().Int("agree", agree).Int("disagree", disagree).Dur("max_offset_ms", p.cfg.MaxOffset).Str("detail", detail).
-			Msg("clocks disagree with no majority either way: staying in service, NTP (if configured) decides")
+	case v.out:
+		msg = "clock disagrees with a majority of the peers"
+	case v.unconfirmed:
+		msg = "a sample of the peers found this clock the outlier, a second did not confirm it: staying in service"
+	case v.split:
+		msg = "clocks disagree with no majority either way: staying in service, NTP (if configured) decides"
+	default:
+		return
 	}
-	p.check.Pass()
-	return snap, nil
+	p.cfg.Log.Warn().Int("agree", v.agree).Int("disagree", v.disagree).Dur("max_offset_ms", p.cfg.MaxOffset).
+		Str("detail", v.detail).Msg(msg)
 }
 
 // offsetDetail describes a round with a disagreement, with its figures.
@@ -570,7 +636,7 @@ func (p *Peers) offsetDetail(results []PeerResult, agree, disagree, unsure int, 
 // nothing, so the verdict stays, or passes if there was none. A verdict
 // against the node that stays is re-checked soon by Run.
 func (p *Peers) judgeSourceError(err error) (PeerSnapshot, error) {
-	err = fmt.Errorf("peer check: list peers: %w", err)
+	err = fmt.Errorf("peer check: %w", err)
 	p.mu.Lock()
 	p.snap.CheckedAt = clock.WallTime(p.clk)
 	p.snap.SourceError = err.Error()

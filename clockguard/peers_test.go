@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,47 @@ type timePeer struct {
 	requests   atomic.Int64
 	arrive     func()   // called at the start of every request, if set
 	conns      sync.Map // the IDs of the connections requests came on
+	ln         *trackingListener
+}
+
+// trackingListener remembers the connections it accepted, so that a test
+// can close them from the server's side.
+type trackingListener struct {
+	net.Listener
+	mu       sync.Mutex
+	accepted []net.Conn
+	refuse   atomic.Bool // close every new connection at once
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	for err == nil && l.refuse.Load() {
+		_ = c.Close()
+		c, err = l.Listener.Accept()
+	}
+	if err == nil {
+		l.mu.Lock()
+		l.accepted = append(l.accepted, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+// dropConns closes every connection the peer accepted, as a peer (or a
+// middlebox) that ends idle connections does.
+func (p *timePeer) dropConns() {
+	p.ln.mu.Lock()
+	defer p.ln.mu.Unlock()
+	for _, c := range p.ln.accepted {
+		_ = c.Close()
+	}
+}
+
+// connCount is how many connections requests came on.
+func (p *timePeer) connCount() int {
+	n := 0
+	p.conns.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 // startTimePeer starts a peer whose /time is clk + offset; t.Cleanup stops it.
@@ -59,11 +101,12 @@ func startTimePeerWith(t *testing.T, clk clock.Clock, offset time.Duration, arri
 	t.Helper()
 	p := &timePeer{clk: clk, arrive: arrive}
 	p.offset.Store(int64(offset))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	p.addr = ln.Addr().String()
+	ln := &trackingListener{Listener: tcp}
+	p.addr, p.ln = ln.Addr().String(), ln
 	srv := &fasthttp.Server{
 		Handler:     p.handle,
 		ReadTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second,
@@ -141,19 +184,45 @@ func (p *timePeer) handle(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// staticPeers is a PeerSource with a settable list or error.
+// staticPeers is a PeerSource with a settable list or error; it records
+// the peers the check told it to forget.
 type staticPeers struct {
-	mu    sync.Mutex
-	peers []Peer
-	err   error
-	calls int
+	mu        sync.Mutex
+	peers     []Peer
+	err       error
+	calls     int
+	forgotten []int64
 }
 
-func (s *staticPeers) Peers(context.Context) ([]Peer, error) {
+func (s *staticPeers) PeerIDs(context.Context) ([]int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
-	return append([]Peer(nil), s.peers...), s.err
+	if s.err != nil {
+		return nil, s.err
+	}
+	return peerIDs(s.peers), nil
+}
+
+func (s *staticPeers) PeerAddrs(_ context.Context, ids []int64) ([]Peer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	return peersIn(s.peers, ids), nil
+}
+
+func (s *staticPeers) ForgetPeer(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forgotten = append(s.forgotten, id)
+}
+
+func (s *staticPeers) forgottenIDs() []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.forgotten)
 }
 
 func (s *staticPeers) set(peers []Peer, err error) {
@@ -192,6 +261,7 @@ func newTestPeers(t *testing.T, g *health.Guard, c clock.Clock, src PeerSource, 
 	if err != nil {
 		t.Fatalf("NewPeers: %v", err)
 	}
+	t.Cleanup(p.Close) // before the peers' servers stop (cleanups run last first)
 	return p
 }
 
@@ -491,7 +561,7 @@ func TestPeersRunFirstRoundAtOnceThenEveryInterval(t *testing.T) {
 // return, and the interrupted round gives no verdict.
 func TestPeersRunStopsDuringRound(t *testing.T) {
 	started := make(chan struct{}, 1)
-	src := PeerSourceFunc(func(ctx context.Context) ([]Peer, error) {
+	src := PeerListFunc(func(ctx context.Context) ([]Peer, error) {
 		started <- struct{}{}
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -525,6 +595,9 @@ func TestNewPeersConfigErrors(t *testing.T) {
 		{"negative max offset", fc, src, PeersConfig{MaxOffset: -1}},
 		{"negative timeout", fc, src, PeersConfig{Timeout: -1}},
 		{"negative concurrency", fc, src, PeersConfig{Concurrency: -1}},
+		{"negative sample", fc, src, PeersConfig{Sample: -1}},
+		{"sample of 1", fc, src, PeersConfig{Sample: 1}},
+		{"sample of 2: one bad peer would be a third of the votes", fc, src, PeersConfig{Sample: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := NewPeers(newGuard(t), tc.c, tc.src, tc.cfg)
@@ -542,7 +615,7 @@ func TestPeersDefaults(t *testing.T) {
 	}
 	c := p.cfg
 	if c.Interval != DefaultPeerInterval || c.MaxOffset != DefaultPeerMaxOffset || c.Timeout != defaultPeerTimeout ||
-		c.Concurrency != defaultPeerConcurrency {
+		c.Concurrency != defaultPeerConcurrency || c.Sample != DefaultPeerSample || p.sampler.size != DefaultPeerSample || p.sched.jitter == nil {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 }

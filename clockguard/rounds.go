@@ -37,9 +37,13 @@ const (
 // out sooner than its regular rounds would.
 type rounds struct {
 	retryMax time.Duration
-	out      atomic.Bool
-	hold     atomic.Pointer[func() bool] // also re-check while it reports true
-	wake     chan struct{}               // capacity 1: a round ended
+	// jitter, when set, varies each regular interval (never a re-check's
+	// wait): the peer check's ±10%, so that nodes started at once do not
+	// ask in lockstep.
+	jitter func(time.Duration) time.Duration
+	out    atomic.Bool
+	hold   atomic.Pointer[func() bool] // also re-check while it reports true
+	wake   chan struct{}               // capacity 1: a round ended
 }
 
 // newRounds returns a schedule whose re-checks back off up to retryMax.
@@ -77,7 +81,17 @@ func (r *rounds) ended(out bool) {
 	}
 }
 
-// run calls round at once and then every interval until ctx ends, sooner
+// regular returns the wait before a regular round: interval, varied by
+// the jitter when there is one.
+func (r *rounds) regular(interval time.Duration) time.Duration {
+	if r.jitter == nil {
+		return interval
+	}
+	return r.jitter(interval)
+}
+
+// run calls round at once and then every interval (varied by the jitter)
+// until ctx ends, sooner
 // (retryFirst, doubling up to retryMax) while the last round, whoever
 // started it, left a verdict that keeps the node out.
 func (r *rounds) run(ctx context.Context, interval time.Duration, round func()) {
@@ -94,7 +108,7 @@ func (r *rounds) run(ctx context.Context, interval time.Duration, round func()) 
 	next := func(out bool) {
 		if !out {
 			retry = retryFirst
-			schedule(interval)
+			schedule(r.regular(interval))
 			return
 		}
 		schedule(min(retry, interval))

@@ -105,6 +105,7 @@ type Config struct {
 	NTPRequired   bool          // --ntp-required
 	PeerInterval  time.Duration // --peer-interval
 	PeerMaxOffset time.Duration // --peer-max-offset
+	PeerSample    int           // --peer-sample: peers asked per round
 
 	LogLevel        string        // --log-level: zerolog level name
 	LogFormat       string        // --log-format: json or console
@@ -257,6 +258,7 @@ func defaultConfig() Config {
 		NTPMaxOffset:      clockguard.DefaultNTPMaxOffset,
 		PeerInterval:      clockguard.DefaultPeerInterval,
 		PeerMaxOffset:     clockguard.DefaultPeerMaxOffset,
+		PeerSample:        clockguard.DefaultPeerSample,
 		LogLevel:          "info",
 		LogFormat:         logFormatJSON,
 		ShutdownTimeout:   10 * time.Second,
@@ -302,6 +304,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.NTPRequired, "ntp-required", d.NTPRequired, "leave service when no NTP server answers")
 	fs.DurationVar(&c.PeerInterval, "peer-interval", d.PeerInterval, "how often to compare clocks with live peers")
 	fs.DurationVar(&c.PeerMaxOffset, "peer-max-offset", d.PeerMaxOffset, "two clocks further apart disagree; out of service only when a majority of the clocks disagrees with this one")
+	fs.IntVar(&c.PeerSample, "peer-sample", d.PeerSample, "how many live peers each peer clock round asks, chosen at random (all of them in a smaller cluster); at least 3")
 	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "log level: trace, debug, info, warn, error")
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "log format: json or console")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
@@ -636,6 +639,10 @@ func (v *validation) clockChecks() {
 	v.positive("--ntp-max-offset", c.NTPMaxOffset)
 	v.positive("--peer-interval", c.PeerInterval)
 	v.positive("--peer-max-offset", c.PeerMaxOffset)
+	if c.PeerSample < clockguard.MinPeerSample {
+		v.bad("--peer-sample %d: want at least %d (one bad peer must stay one vote of several; the default is %d)",
+			c.PeerSample, clockguard.MinPeerSample, clockguard.DefaultPeerSample)
+	}
 }
 
 // logging checks the log flags and --shutdown-timeout.

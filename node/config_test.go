@@ -34,7 +34,7 @@ func TestDefaultConfigMatchesSpec(t *testing.T) {
 		"layout": "41/10/12", "gene-bits": "0", "worker-id-range": "", "epoch": "2024-01-01T00:00:00Z", "time-unit": "1ms", "max-batch": "10000",
 		"rollback-tolerance": "5ms", "rollback-policy": "leave", "fence-ahead": "3s", "report-interval": "3s", "max-start-wait": "10s",
 		"zk-fence-ahead": "30s", "recycle-after": "0s", "token-stale-limit": "10s", "accept-new-incarnation": "false", "create-cluster": "false", "ntp": "", "ntp-interval": "1m0s",
-		"ntp-max-offset": "500ms", "ntp-required": "false", "peer-interval": "30s", "peer-max-offset": "1s",
+		"ntp-max-offset": "500ms", "ntp-required": "false", "peer-interval": "30s", "peer-max-offset": "1s", "peer-sample": "12",
 		"log-level": "info", "log-format": "json", "shutdown-timeout": "10s",
 		"zk-tls-ca": "", "zk-tls-cert": "", "zk-tls-key": "",
 		"tls-cert": "", "tls-key": "", "tls-client-ca": "", "tls-ca": "", "tls-client-allow": "", "tls-admin-allow": "",
@@ -153,6 +153,9 @@ func TestValidate(t *testing.T) {
 		{"intervals", func(c *Config) {
 			c.NTPInterval, c.PeerInterval, c.ShutdownTimeout, c.ZKSessionTimeout = 0, 0, 0, 0
 		}, []string{"--ntp-interval", "--peer-interval", "--shutdown-timeout", "--zk-session-timeout"}},
+		{"peer sample of 2", func(c *Config) { c.PeerSample = 2 }, []string{"--peer-sample 2: want at least 3"}},
+		{"peer sample of 0", func(c *Config) { c.PeerSample = 0 }, []string{"--peer-sample 0: want at least 3"}},
+		{"peer sample of 3", func(c *Config) { c.PeerSample = 3 }, nil},
 		{"several problems at once", func(c *Config) { c.MaxBatch = 0; c.LogFormat = "xml" }, []string{"--max-batch", "--log-format"}},
 	}
 	checkValidate(t, ok, tests)

@@ -185,7 +185,7 @@ func TestJumpGuardPeerRoundWithoutAListConfirmsNothing(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	var listErr atomic.Value // error; nil: the list is available
-	src := clockguard.PeerSourceFunc(func(context.Context) ([]clockguard.Peer, error) {
+	src := clockguard.PeerListFunc(func(context.Context) ([]clockguard.Peer, error) {
 		if err, _ := listErr.Load().(error); err != nil {
 			return nil, err
 		}
@@ -252,8 +252,18 @@ func startAdjustablePeers(t *testing.T, clk *clocktest.Fake, n int) *adjustableP
 	return p
 }
 
-// Peers implements clockguard.PeerSource.
-func (p *adjustablePeers) Peers(context.Context) ([]clockguard.Peer, error) {
+// PeerIDs implements clockguard.PeerSource.
+func (p *adjustablePeers) PeerIDs(ctx context.Context) ([]int64, error) {
+	return clockguard.PeerListFunc(p.peers).PeerIDs(ctx)
+}
+
+// PeerAddrs implements clockguard.PeerSource.
+func (p *adjustablePeers) PeerAddrs(ctx context.Context, ids []int64) ([]clockguard.Peer, error) {
+	return clockguard.PeerListFunc(p.peers).PeerAddrs(ctx, ids)
+}
+
+// peers lists the peers as they are now.
+func (p *adjustablePeers) peers(context.Context) ([]clockguard.Peer, error) {
 	var out []clockguard.Peer
 	for i, a := range p.addrs {
 		switch p.gone.Load() {
@@ -539,7 +549,7 @@ func TestJumpGuardOneSourceAgreeingDoesNotOverrideAnother(t *testing.T) {
 func TestJumpGuardOneReachablePeerOfThreeDecidesNothing(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	live := startAdjustablePeers(t, clk, 1)
-	src := clockguard.PeerSourceFunc(func(context.Context) ([]clockguard.Peer, error) {
+	src := clockguard.PeerListFunc(func(context.Context) ([]clockguard.Peer, error) {
 		return []clockguard.Peer{{WorkerID: 1, Addr: live.addrs[0]}, {WorkerID: 2, Addr: "127.0.0.1:1"}, {WorkerID: 3, Addr: "127.0.0.1:1"}}, nil
 	})
 	g := health.New(zerolog.Nop(), nil)
