@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -144,20 +143,12 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 		if got[i] == nil {
 			continue
 		}
-		node, derr := decodeForeverNode(p, n.name, n.key, n.seq, got[i].Data, got[i].Stat, cd.WorkerIDs)
-		row := WorkerInfo{WorkerID: node.workerID, NodeKey: n.key, Path: node.path, Addr: node.data.Addr, Version: node.data.Version,
-			LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence, Token: node.data.Token, Stopped: node.data.Stopped, ReportedReason: node.data.Reason,
-			Retired: node.data.Retired}
-		if node.data.LastTS > 0 {
-			row.LastReportAgeMs = max(now-node.data.LastTS, 0)
-		}
-		if derr != nil {
-			row.Problem = derr.Error()
-		} else if node.workerID != noWorker {
-			if j, dup := claimed[node.workerID]; dup {
-				row.Problem = fmt.Sprintf("worker ID %d is also named by %s", node.workerID, rows[j].Path)
+		row := foreverRow(p, n.name, n.key, n.seq, got[i], cd.WorkerIDs, now)
+		if id := row.WorkerID; row.Problem == "" && id != noWorker {
+			if j, dup := claimed[id]; dup {
+				row.Problem = fmt.Sprintf("worker ID %d is also named by %s", id, rows[j].Path)
 			} else {
-				claimed[node.workerID] = len(rows)
+				claimed[id] = len(rows)
 			}
 		}
 		rows = append(rows, row)
@@ -165,16 +156,7 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 	if rows, err = markEphemerals(ctx, z, p, maxID, rows, claimed); err != nil {
 		return clusterData{}, nil, err
 	}
-	slices.SortFunc(rows, func(a, b WorkerInfo) int {
-		ai, bi := a.WorkerID, b.WorkerID
-		if ai < 0 {
-			ai = 1 << 62
-		}
-		if bi < 0 {
-			bi = 1 << 62
-		}
-		return cmp.Or(cmp.Compare(ai, bi), cmp.Compare(a.NodeKey, b.NodeKey), cmp.Compare(a.Path, b.Path))
-	})
+	slices.SortFunc(rows, compareRows)
 	return cd, rows, nil
 }
 

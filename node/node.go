@@ -272,6 +272,7 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 	n.start.setClaim(coord.ClaimProgress)
 	n.segments = newSegmentMode(n.cfg, n.nodeKey, n.log)
 	n.segments.disk = n.files()
+	n.segments.zkUp = coord.Connected // /readyz/segment before the lazy store opens
 	start := n.clock.Mono()
 	n.ident, err = zkIdentity(ctx, n.cfg, n.layout, n.nodeKey, coord, n.log)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/metrics"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/internal/statuspage"
@@ -44,16 +45,20 @@ func (n *node) newMetrics() error {
 }
 
 // newStatusPage creates GET /status: this node from its snapshot, and in
-// ZooKeeper mode the cluster's workers from a cached lister.
+// ZooKeeper mode one page of the cluster's workers (?limit=) from a cached
+// lister over the coordinator's own session: a view opens no ZooKeeper
+// session and reads at most 2×limit+4 znodes, however large the cluster.
 func (n *node) newStatusPage() error {
 	src := statuspage.SourceFuncs{SelfFunc: n.snapshot}
 	if n.coord != nil {
-		servers, cluster, auth := n.cfg.zkServers(), n.cfg.Cluster, n.cfg.ZKAuth
+		coord := n.coord
 		lister := newWorkerLister(workerListTTL, n.clock.Mono,
-			func(ctx context.Context, timeout time.Duration) ([]coordinator.WorkerInfo, error) {
-				return coordinator.ListWorkers(ctx, servers, cluster, auth, timeout)
+			func(ctx context.Context, timeout time.Duration, limit int) (coordinator.WorkerPage, error) {
+				ctx, cancel := clock.WithTimeout(ctx, timeout)
+				defer cancel()
+				return coord.ListWorkerPage(ctx, limit)
 			})
-		src.WorkersFunc = lister.Workers
+		src.WorkerPageFunc = lister.WorkerPage
 	}
 	page, err := statuspage.New(statuspage.Config{
 		Source: src, Clock: n.clock,

@@ -178,19 +178,19 @@ type fakeList struct {
 	err     error
 }
 
-func (f *fakeList) list(ctx context.Context, timeout time.Duration) ([]coordinator.WorkerInfo, error) {
+func (f *fakeList) list(ctx context.Context, timeout time.Duration, limit int) (coordinator.WorkerPage, error) {
 	f.calls.Add(1)
 	if timeout <= 0 {
-		return nil, errors.New("no time")
+		return coordinator.WorkerPage{}, errors.New("no time")
 	}
 	if f.release != nil {
 		select {
 		case <-f.release:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return coordinator.WorkerPage{}, ctx.Err()
 		}
 	}
-	return f.rows, f.err
+	return coordinator.WorkerPage{Workers: f.rows[:min(len(f.rows), limit)], Total: len(f.rows), Limit: limit}, f.err
 }
 
 func TestWorkerListerCaches(t *testing.T) {
@@ -202,12 +202,14 @@ func TestWorkerListerCaches(t *testing.T) {
 		name      string
 		err       error
 		steps     []time.Duration // advance the monotonic clock, then list
+		limits    []int           // each step's limit (nil: 100 each)
 		wantCalls int64
 		wantAge   int64 // worker 1's age after the last step
 	}{
-		{"within the TTL: one listing", nil, []time.Duration{0, time.Second, 999 * time.Millisecond}, 1, 500 + 1999},
-		{"after the TTL: listed again", nil, []time.Duration{0, 2 * time.Second}, 2, 500},
-		{"errors are cached too", errors.New("zookeeper down"), []time.Duration{0, time.Second}, 1, 0},
+		{"within the TTL: one listing", nil, []time.Duration{0, time.Second, 999 * time.Millisecond}, nil, 1, 500 + 1999},
+		{"after the TTL: listed again", nil, []time.Duration{0, 2 * time.Second}, nil, 2, 500},
+		{"errors are cached too", errors.New("zookeeper down"), []time.Duration{0, time.Second}, nil, 1, 0},
+		{"another limit: listed again", nil, []time.Duration{0, time.Second, 0}, []int{100, 5, 5}, 2, 500},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,9 +218,15 @@ func TestWorkerListerCaches(t *testing.T) {
 			l := newWorkerLister(2*time.Second, clk.Mono, f.list)
 			var got []coordinator.WorkerInfo
 			var err error
-			for _, step := range tc.steps {
+			for i, step := range tc.steps {
 				clk.Advance(step)
-				got, err = l.Workers(context.Background())
+				limit := 100
+				if tc.limits != nil {
+					limit = tc.limits[i]
+				}
+				var pg coordinator.WorkerPage
+				pg, err = l.WorkerPage(context.Background(), limit)
+				got = pg.Workers
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("error %v, want %v", err, tc.err)
 				}
@@ -233,8 +241,8 @@ func TestWorkerListerCaches(t *testing.T) {
 				t.Errorf("rows %+v, want worker 1 aged %dms and worker 2 never reported", got, tc.wantAge)
 			}
 			got[0].NodeKey = "changed by the caller"
-			again, _ := l.Workers(context.Background())
-			if again[0].NodeKey != "a" {
+			again, _ := l.WorkerPage(context.Background(), 100)
+			if again.Workers[0].NodeKey != "a" {
 				t.Error("a caller's change reached the cache")
 			}
 		})
@@ -252,8 +260,8 @@ func TestWorkerListerOneListingAtATime(t *testing.T) {
 	errs := make(chan error, views)
 	for range views {
 		wg.Go(func() {
-			rows, err := l.Workers(context.Background())
-			if err == nil && len(rows) != 1 {
+			pg, err := l.WorkerPage(context.Background(), 100)
+			if err == nil && len(pg.Workers) != 1 {
 				err = errors.New("wrong rows")
 			}
 			errs <- err
@@ -268,7 +276,7 @@ func TestWorkerListerOneListingAtATime(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, err := l.Workers(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := l.WorkerPage(ctx, 100); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a view with a short deadline: %v, want DeadlineExceeded", err)
 	}
 	close(f.release)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,12 +24,16 @@ var errNoSession = fmt.Errorf("%w: segment mode has no ZooKeeper session yet", c
 
 // segmentMode serves segment mode for a ZooKeeper node (server.SegmentSource
 // and the metrics' and status page's source). It opens a ZooKeeper session
-// of its own in the background, so neither the worker-ID claim nor the
-// clock guard gate it: a node out of service for its clock still hands out
-// dense IDs. When the cluster's incarnation is already known (from the
-// claim, or the cache file while ZooKeeper is down) it resumes the state
-// file at once: the ranges a crashed predecessor held serve before
-// ZooKeeper answers.
+// of its own, so neither the worker-ID claim nor the clock guard gate it: a
+// node out of service for its clock still hands out dense IDs, and its
+// holder records and range operations do not share the worker lease's
+// session. That session is opened lazily (lazy set, as the node does): only
+// once a tag is used, by a segment request or by ranges the state file
+// resumes, so a node that never serves a segment holds one ZooKeeper
+// session (the coordinator's), not two. When the cluster's incarnation is
+// already known (from the claim, or the cache file while ZooKeeper is down)
+// it resumes the state file at once: the ranges a crashed predecessor held
+// serve before ZooKeeper answers.
 type segmentMode struct {
 	cfg  segment.ZKConfig
 	file string // the state file: the cache file's path + ".segments"
@@ -42,15 +47,108 @@ type segmentMode struct {
 	log       zerolog.Logger
 	store     lazyStore
 	svc       atomic.Pointer[segment.Service]
+
+	// lazy: run opens the store only once a tag is used (want); false
+	// opens it at once (the simulations).
+	lazy bool
+	// zkUp reports whether the node's coordinator has a ZooKeeper session
+	// now: /readyz/segment's answer while the store is not wanted yet (nil:
+	// not ready then).
+	zkUp func() bool
+	// openWait bounds how long the first segment request waits for the
+	// store's first open attempt (0: segmentOpenWait).
+	openWait time.Duration
+
+	wantOnce sync.Once
+	wanted   chan struct{} // closed once a tag is used: run opens the store
+	tried    chan struct{} // closed once the first open attempt ended (opened or failed)
+	triedOne sync.Once
+	lastErr  atomic.Pointer[error] // the last open attempt's error (nil: none failed)
+	stopped  atomic.Pointer[error] // run gave up for good (an incarnation mismatch)
+
+	mu     sync.Mutex
+	closed bool // close ran: a store opened after it is closed at once
 }
+
+// segmentOpenWait bounds how long a segment request waits for the lazy
+// store's first open attempt: a ZooKeeper that answers opens a session in
+// milliseconds; one that does not gets a 503 after this, not a hung request.
+const segmentOpenWait = 2 * time.Second
 
 func newSegmentMode(cfg Config, nodeKey string, log zerolog.Logger) *segmentMode {
 	return &segmentMode{
 		cfg: segment.ZKConfig{Servers: cfg.zkServers(), Cluster: cfg.Cluster, Auth: cfg.ZKAuth,
 			Timeout: connectTimeout(cfg.ZKSessionTimeout), Log: log, Dial: cfg.dialer(log), TokenStaleLimit: cfg.TokenStaleLimit},
 		file: cfg.CacheFile + ".segments", node: nodeKey, log: log, disk: cfg.files(), wrapStore: cfg.storeWrapper(),
-		sched: cfg.schedule(),
+		sched: cfg.schedule(), lazy: true,
 	}
+}
+
+// want asks run to open the store (a tag is used); idempotent.
+func (m *segmentMode) want() {
+	m.wantOnce.Do(func() { close(m.wantCh()) })
+}
+
+// wantCh is the channel want closes, made on first use (a segmentMode built
+// as a literal has none yet).
+func (m *segmentMode) wantCh() chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.wanted == nil {
+		m.wanted = make(chan struct{})
+	}
+	return m.wanted
+}
+
+// triedCh is the channel closed once the first open attempt ended.
+func (m *segmentMode) triedCh() chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.tried == nil {
+		m.tried = make(chan struct{})
+	}
+	return m.tried
+}
+
+// isWanted reports whether the store was asked for.
+func (m *segmentMode) isWanted() bool {
+	select {
+	case <-m.wantCh():
+		return true
+	default:
+		return false
+	}
+}
+
+// awaitOpen asks for the store and waits, bounded by openWait and ctx, until
+// it is open or its first open attempt ended. It returns nil when the store
+// is open, else why not (wrapping segment.ErrUnavailable: a 503 JSON error).
+func (m *segmentMode) awaitOpen(ctx context.Context) error {
+	m.want()
+	if m.store.p.Load() != nil {
+		return nil
+	}
+	if p := m.stopped.Load(); p != nil {
+		return fmt.Errorf("%w: segment mode stopped: %v", segment.ErrUnavailable, *p)
+	}
+	wait := m.openWait
+	if wait <= 0 {
+		wait = segmentOpenWait
+	}
+	t := clock.NewTimer(clock.WithSchedule(ctx, m.sched), wait)
+	defer t.Stop()
+	select {
+	case <-m.triedCh():
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	if m.store.p.Load() != nil {
+		return nil
+	}
+	if p := m.lastErr.Load(); p != nil {
+		return fmt.Errorf("%w: segment mode cannot open its ZooKeeper session: %v", segment.ErrUnavailable, *p)
+	}
+	return fmt.Errorf("%w: segment mode is still opening its ZooKeeper session (waited %v)", segment.ErrUnavailable, wait)
 }
 
 // lazyStore is segment.Store over a segment.ZKStore opened later: until then
@@ -139,6 +237,18 @@ func (m *segmentMode) Take(ctx context.Context, tag string, dst []int64, n int) 
 // TakeWithToken implements server.SegmentSource.
 func (m *segmentMode) TakeWithToken(ctx context.Context, tag string, token []byte, dst []int64, n int) ([]int64, error) {
 	svc := m.svc.Load()
+	if m.store.p.Load() == nil && (svc == nil || !svc.Serves(tag)) {
+		// The first use of a tag opens the store: an invalid tag opens
+		// nothing, and a tag resumed from the state file serves from it
+		// while ZooKeeper does not answer.
+		if err := segment.ValidateTag(tag); err != nil {
+			return dst, err
+		}
+		if err := m.awaitOpen(ctx); err != nil {
+			return dst, err
+		}
+		svc = m.svc.Load()
+	}
 	if svc == nil {
 		if err := segment.ValidateTag(tag); err != nil {
 			return dst, err
@@ -148,8 +258,16 @@ func (m *segmentMode) TakeWithToken(ctx context.Context, tag string, token []byt
 	return svc.TakeWithToken(ctx, tag, token, dst, n)
 }
 
-// Ready implements server.SegmentSource: the session is up.
-func (m *segmentMode) Ready() bool { return m.svc.Load() != nil && m.store.connected() }
+// Ready implements server.SegmentSource: the session is up. Before any
+// tag was used the store is not open (lazy): segment mode is then ready
+// when the node's coordinator has a session, since the first request opens
+// the store on the same ZooKeeper.
+func (m *segmentMode) Ready() bool {
+	if m.lazy && !m.isWanted() && m.stopped.Load() == nil {
+		return m.zkUp != nil && m.zkUp()
+	}
+	return m.svc.Load() != nil && m.store.connected()
+}
 
 // Status lists the tags this node serves (none before it started).
 // PossiblyLost counts the dense IDs of ranges whose allocation or take had
@@ -199,18 +317,37 @@ func (m *segmentMode) resume(inc string) bool {
 		m.log.Error().Err(err).Msg("segment mode: cannot resume the state file")
 		return false
 	}
+	if svc := m.svc.Load(); !m.lazy || len(svc.Status()) > 0 {
+		// Resumed ranges go back to ZooKeeper at the stop and their tags'
+		// incarnations are checked now: they need the store at once.
+		m.want()
+	}
 	return true
 }
 
 // run opens the store, retrying while ZooKeeper is unreachable, until it
-// is open or ctx ends; with no service resumed yet, connect starts it.
+// is open or ctx ends; with no service resumed yet, connect starts it. A
+// lazy segment mode waits until a tag is used (want) before it dials.
 func (m *segmentMode) run(ctx context.Context) {
+	if !m.lazy {
+		m.want()
+	}
+	select {
+	case <-m.wantCh():
+	case <-ctx.Done():
+		return
+	}
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		err := m.connect(ctx)
+		if err != nil {
+			m.lastErr.Store(&err)
+		}
+		m.triedOnce()
 		if err == nil {
 			return
 		}
-		if errors.Is(err, coordinator.ErrIncarnationMismatch) {
+		if errors.Is(err, coordinator.ErrIncarnationMismatch) || errors.Is(err, errSegmentsClosed) {
+			m.stopped.Store(&err)
 			m.log.Error().Err(err).Msg("segment mode stops")
 			return
 		}
@@ -248,19 +385,41 @@ func (m *segmentMode) connect(ctx context.Context) error {
 			return err
 		}
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		// close ran meanwhile: the session would outlive the node's stop.
+		st.Close()
+		return errSegmentsClosed
+	}
 	m.store.p.Store(st)
-	m.log.Info().Str("state_file", m.file).Msg("segment mode ready")
+	m.lastErr.Store(nil)
+	m.log.Info().Str("state_file", m.file).Msg("segment mode ready: its ZooKeeper session is open")
 	return nil
+}
+
+// errSegmentsClosed is connect's answer once close ran.
+var errSegmentsClosed = errors.New("segment mode stopped before its ZooKeeper session opened")
+
+// triedOnce records that the first open attempt ended.
+func (m *segmentMode) triedOnce() {
+	m.triedOne.Do(func() { close(m.triedCh()) })
 }
 
 // close stops segment mode: with a ZooKeeper session, the ranges held leave
 // the state file and go back to ZooKeeper (nothing wasted on a clean stop),
 // within ctx; without one they stay in the state file for the next start.
 func (m *segmentMode) close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
 	svc := m.svc.Load()
 	var err error
 	switch {
 	case svc == nil:
+	case m.store.p.Load() == nil && len(svc.Status()) == 0:
+		// No tag was used: the store never opened, nothing to give back.
+		err = svc.Abandon()
 	case !m.store.connected():
 		if err = svc.Abandon(); err == nil {
 			m.log.Info().Msg("segment mode stopped without ZooKeeper: its ranges stay in the state file for the next start")

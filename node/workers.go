@@ -15,76 +15,80 @@ import (
 // has no deadline.
 const defaultListTimeout = 3 * time.Second
 
-// workerLister gives the status page the cluster's worker list without a
-// new ZooKeeper session per page view: coordinator.ListWorkers opens one
-// per call (the coordinator offers no listing over its own session), so a
-// list (or its error) is reused for ttl, and only one listing runs at a
-// time; callers that arrive meanwhile wait for it (bounded by their
-// context) instead of starting another. Report ages are advanced by the
-// time since the list was read, so a cached list does not make reports
-// look fresher than they are.
+// workerLister gives the status page one page of the cluster's worker
+// list (coordinator.ListWorkerPage: over the coordinator's own ZooKeeper
+// session, a number of reads bounded by the page) without reading
+// ZooKeeper on every view: a page (or its error) is reused for ttl while
+// views ask for the same limit, and only one listing runs at a time;
+// callers that arrive meanwhile wait for it (bounded by their context)
+// instead of starting another. Report ages are advanced by the time since
+// the page was read, so a cached page does not make reports look fresher
+// than they are.
 type workerLister struct {
 	ttl  time.Duration
-	mono func() time.Duration // monotonic clock, for the list's age
-	list func(ctx context.Context, timeout time.Duration) ([]coordinator.WorkerInfo, error)
+	mono func() time.Duration // monotonic clock, for the page's age
+	list func(ctx context.Context, timeout time.Duration, limit int) (coordinator.WorkerPage, error)
 	busy ctxlock.Mutex // held while a listing runs
 
-	mu   sync.Mutex
-	have bool
-	at   time.Duration // mono of the last listing
-	rows []coordinator.WorkerInfo
-	err  error
+	mu    sync.Mutex
+	have  bool
+	at    time.Duration // mono of the last listing
+	limit int           // the last listing's limit
+	page  coordinator.WorkerPage
+	err   error
 }
 
 func newWorkerLister(ttl time.Duration, mono func() time.Duration,
-	list func(ctx context.Context, timeout time.Duration) ([]coordinator.WorkerInfo, error)) *workerLister {
+	list func(ctx context.Context, timeout time.Duration, limit int) (coordinator.WorkerPage, error)) *workerLister {
 	return &workerLister{ttl: ttl, mono: mono, list: list, busy: ctxlock.New()}
 }
 
-// Workers returns the cached list while it is younger than the TTL, or
-// lists the workers again.
-func (l *workerLister) Workers(ctx context.Context) ([]coordinator.WorkerInfo, error) {
-	if rows, ok, err := l.cached(); ok {
-		return rows, err
+// WorkerPage returns the cached page of limit rows while it is younger
+// than the TTL, or lists the workers again.
+func (l *workerLister) WorkerPage(ctx context.Context, limit int) (coordinator.WorkerPage, error) {
+	if pg, ok, err := l.cached(limit); ok {
+		return pg, err
 	}
 	if err := l.busy.LockCtx(ctx); err != nil {
-		return nil, fmt.Errorf("list workers: waiting for its turn: %w", err)
+		return coordinator.WorkerPage{}, fmt.Errorf("list workers: waiting for its turn: %w", err)
 	}
 	defer l.busy.Unlock()
-	if rows, ok, err := l.cached(); ok { // listed while we waited
-		return rows, err
+	if pg, ok, err := l.cached(limit); ok { // listed while we waited
+		return pg, err
 	}
 	timeout := defaultListTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
 	if timeout <= 0 {
-		return nil, fmt.Errorf("list workers: %w", context.DeadlineExceeded)
+		return coordinator.WorkerPage{}, fmt.Errorf("list workers: %w", context.DeadlineExceeded)
 	}
-	rows, err := l.list(ctx, timeout)
+	pg, err := l.list(ctx, timeout, limit)
 	l.mu.Lock()
-	l.have, l.at, l.rows, l.err = true, l.mono(), rows, err
+	l.have, l.at, l.limit, l.page, l.err = true, l.mono(), limit, pg, err
 	l.mu.Unlock()
-	return slices.Clone(rows), err
+	pg.Workers = slices.Clone(pg.Workers)
+	return pg, err
 }
 
-// cached returns a copy of the last list (with report ages advanced) when
-// it is younger than the TTL.
-func (l *workerLister) cached() (rows []coordinator.WorkerInfo, ok bool, err error) {
+// cached returns a copy of the last page (with report ages advanced) when
+// it is younger than the TTL and of the same limit.
+func (l *workerLister) cached(limit int) (pg coordinator.WorkerPage, ok bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.have {
-		return nil, false, nil
+	if !l.have || l.limit != limit {
+		return coordinator.WorkerPage{}, false, nil
 	}
 	age := l.mono() - l.at
 	if age < 0 || age >= l.ttl {
-		return nil, false, nil
+		return coordinator.WorkerPage{}, false, nil
 	}
-	rows = slices.Clone(l.rows)
-	for i := range rows {
-		if rows[i].LastReportAgeMs >= 0 {
-			rows[i].LastReportAgeMs += age.Milliseconds()
+	pg = l.page
+	pg.Workers = slices.Clone(l.page.Workers)
+	for i := range pg.Workers {
+		if pg.Workers[i].LastReportAgeMs >= 0 {
+			pg.Workers[i].LastReportAgeMs += age.Milliseconds()
 		}
 	}
-	return rows, true, l.err
+	return pg, true, l.err
 }

@@ -566,6 +566,15 @@ func (s *Service) buffersLocked() []*tagBuf {
 	return bufs
 }
 
+// Serves reports whether the service holds a buffer for tag now: a tag
+// loaded since the start, or resumed from the state file. It reads no store.
+func (s *Service) Serves(tag string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.tags[tag]
+	return ok
+}
+
 // TagStatus is one tag as this node holds it.
 type TagStatus struct {
 	Tag       string  `json:"tag"`

@@ -66,13 +66,36 @@ type Source interface {
 	Workers(ctx context.Context) ([]coordinator.WorkerInfo, error)
 }
 
-// SourceFuncs adapts functions to Source.
+// WorkerPager is a Source that lists one bounded page of the cluster's
+// workers (coordinator.Coordinator.ListWorkerPage: the node's own session,
+// a number of reads bounded by the page, not by the cluster). The page
+// uses it, when the Source has it, instead of Workers.
+type WorkerPager interface {
+	// WorkerPage lists at most limit workers, this node's first picked,
+	// with the cluster's total; ctx bounds the call.
+	WorkerPage(ctx context.Context, limit int) (coordinator.WorkerPage, error)
+}
+
+// SourceFuncs adapts functions to Source (and WorkerPager).
 type SourceFuncs struct {
 	// SelfFunc takes a snapshot of this node (required).
 	SelfFunc func() nodestate.Snapshot
 	// WorkersFunc may be nil (standalone mode: no cluster table beyond
 	// this node).
 	WorkersFunc func(ctx context.Context) ([]coordinator.WorkerInfo, error)
+	// WorkerPageFunc, when set, lists one page of the workers (see
+	// WorkerPager); nil pages WorkersFunc's whole list.
+	WorkerPageFunc func(ctx context.Context, limit int) (coordinator.WorkerPage, error)
+}
+
+// WorkerPage calls WorkerPageFunc; without one it keeps the first limit
+// rows of Workers, with their count as the total.
+func (s SourceFuncs) WorkerPage(ctx context.Context, limit int) (coordinator.WorkerPage, error) {
+	if s.WorkerPageFunc != nil {
+		return s.WorkerPageFunc(ctx, limit)
+	}
+	rows, err := s.Workers(ctx)
+	return coordinator.WorkerPage{Workers: rows[:min(len(rows), limit)], Total: len(rows), Limit: limit}, err
 }
 
 // Self calls SelfFunc.
@@ -206,18 +229,18 @@ func (p *Page) Handler() fasthttp.RequestHandler {
 			ctx.SetBodyString(`{"error":{"code":"method_not_allowed","message":"use GET or HEAD on /status"}}`)
 			return
 		}
-		refresh, err := refreshParam(ctx.QueryArgs(), p.cfg.Refresh)
+		q, code, err := p.params(ctx.QueryArgs())
 		if err != nil {
 			ctx.SetStatusCode(fasthttp.StatusBadRequest)
 			ctx.SetContentType("application/json")
-			body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": wire.CodeInvalidRefresh, "message": err.Error()}})
+			body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": code, "message": err.Error()}})
 			ctx.SetBody(body)
 			return
 		}
 		var buf bytes.Buffer
 		// Not ctx: a RequestCtx outside a server has no Done channel. The
 		// view is bounded by ListTimeout and FetchTimeout.
-		if err := p.render(context.Background(), &buf, refresh); err != nil {
+		if err := p.render(context.Background(), &buf, q); err != nil {
 			p.cfg.Log.Error().Err(err).Msg("status page")
 			ctx.SetStatusCode(fasthttp.StatusInternalServerError)
 			ctx.SetContentType("application/json")
@@ -235,27 +258,48 @@ func (p *Page) Handler() fasthttp.RequestHandler {
 // Render builds the page (asking the source and the peers) and writes its
 // HTML to w. ctx bounds the whole view on top of the configured timeouts.
 func (p *Page) Render(ctx context.Context, w io.Writer) error {
-	return p.render(ctx, w, p.cfg.Refresh)
+	return p.render(ctx, w, query{refresh: p.cfg.Refresh, limit: coordinator.DefaultWorkerPageLimit})
 }
 
-func (p *Page) render(ctx context.Context, w io.Writer, refresh time.Duration) error {
-	v := p.build(ctx)
-	v.Refresh = int(refresh / time.Second)
+// query is what a view's parameters ask for.
+type query struct {
+	refresh time.Duration // reload period (0: none)
+	limit   int           // the cluster table's page size
+}
+
+func (p *Page) render(ctx context.Context, w io.Writer, q query) error {
+	v := p.build(ctx, q.limit)
+	v.Refresh = int(q.refresh / time.Second)
 	if err := pageTemplate.Execute(w, v); err != nil {
 		return fmt.Errorf("render status page: %w", err)
 	}
 	return nil
 }
 
+// params reads a view's query: ?refresh=N and ?limit=N. A bad one gives
+// the error code to answer with and why.
+func (p *Page) params(args *fasthttp.Args) (query, string, error) {
+	q := query{refresh: p.cfg.Refresh, limit: coordinator.DefaultWorkerPageLimit}
+	var err error
+	if q.refresh, err = refreshParam(args, q.refresh); err != nil {
+		return query{}, wire.CodeInvalidRefresh, err
+	}
+	if q.limit, err = limitParam(args, q.limit); err != nil {
+		return query{}, wire.CodeInvalidParameter, err
+	}
+	return q, "", nil
+}
+
 // refreshParam reads ?refresh=N: whole seconds 0..maxRefresh (0: no
-// automatic reload); without it, def.
+// automatic reload); without it, def. It refuses any parameter but
+// refresh and limit.
 func refreshParam(args *fasthttp.Args, def time.Duration) (time.Duration, error) {
 	if args.Len() == 0 {
 		return def, nil
 	}
 	for k := range args.All() {
-		if string(k) != "refresh" {
-			return 0, fmt.Errorf("unknown parameter %q: /status takes only refresh", k)
+		if string(k) != "refresh" && string(k) != "limit" {
+			return 0, fmt.Errorf("unknown parameter %q: /status takes only refresh and limit", k)
 		}
 	}
 	if !args.Has("refresh") {
@@ -267,4 +311,18 @@ func refreshParam(args *fasthttp.Args, def time.Duration) (time.Duration, error)
 		return 0, fmt.Errorf("refresh %q: want one whole number of seconds, 0 (no reload) to %d", v, maxRefresh)
 	}
 	return time.Duration(n) * time.Second, nil
+}
+
+// limitParam reads ?limit=N: how many nodes the cluster table lists,
+// 1..coordinator.MaxWorkerPageLimit; without it, def.
+func limitParam(args *fasthttp.Args, def int) (int, error) {
+	if !args.Has("limit") {
+		return def, nil
+	}
+	v := string(args.Peek("limit"))
+	n, perr := strconv.Atoi(v)
+	if perr != nil || n < 1 || n > coordinator.MaxWorkerPageLimit || len(args.PeekMulti("limit")) > 1 {
+		return 0, fmt.Errorf("limit %q: want one whole number of nodes, 1 to %d", v, coordinator.MaxWorkerPageLimit)
+	}
+	return n, nil
 }

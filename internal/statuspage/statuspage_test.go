@@ -674,3 +674,84 @@ func TestPage_TLSHandshakes(t *testing.T) {
 		})
 	}
 }
+
+// ?limit=N pages the cluster table: at most N nodes (this node added when
+// the page left it out), the cluster's total said above the table, the
+// source asked for that page size; a bad limit is a 400 naming it.
+func TestPage_Limit(t *testing.T) {
+	const total = 30
+	var workers []coordinator.WorkerInfo
+	for i := range total {
+		workers = append(workers, coordinator.WorkerInfo{WorkerID: int64(100 + i), NodeKey: fmt.Sprintf("p%02d", i), Stopped: true, LastReportAgeMs: -1})
+	}
+	var asked atomic.Int64
+	src := SourceFuncs{SelfFunc: selfFixture, WorkerPageFunc: func(ctx context.Context, limit int) (coordinator.WorkerPage, error) {
+		if _, ok := ctx.Deadline(); !ok {
+			return coordinator.WorkerPage{}, context.Canceled // the page must bound the call
+		}
+		asked.Store(int64(limit))
+		return coordinator.WorkerPage{Workers: workers[:min(limit, total)], Total: total, Limit: limit}, nil
+	}}
+	p := newPage(t, src, nil)
+	tests := []struct {
+		query     string
+		code      int
+		wantLimit int64
+		wantRows  int    // this node's row included
+		wantNote  string // in #nodes-total
+	}{
+		{"", 200, coordinator.DefaultWorkerPageLimit, total + 1, "this view lists at most 100."},
+		{"limit=5", 200, 5, 5 + 1, "?limit=30 lists more"},
+		{"limit=1000&refresh=5", 200, 1000, total + 1, "this view lists at most 1000."},
+		{"limit=0", 400, 0, 0, ""},
+		{"limit=1001", 400, 0, 0, ""},
+		{"limit=-3", 400, 0, 0, ""},
+		{"limit=many", 400, 0, 0, ""},
+		{"limit=5&limit=6", 400, 0, 0, ""},
+	}
+	for _, tc := range tests {
+		t.Run("?"+tc.query, func(t *testing.T) {
+			asked.Store(0)
+			ctx := &fasthttp.RequestCtx{}
+			ctx.Request.Header.SetMethod(fasthttp.MethodGet)
+			ctx.Request.SetRequestURI("/status?" + tc.query)
+			p.Handler()(ctx)
+			body := string(ctx.Response.Body())
+			if sc := ctx.Response.StatusCode(); sc != tc.code {
+				t.Fatalf("status %d, want %d: %s", sc, tc.code, body)
+			}
+			if tc.code == 400 {
+				if !strings.Contains(body, `"code":"invalid_parameter"`) || !strings.Contains(body, "limit") ||
+					!strings.Contains(string(ctx.Response.Header.ContentType()), "json") || asked.Load() != 0 {
+					t.Errorf("400 body %q (source asked for %d)", body, asked.Load())
+				}
+				return
+			}
+			if got := asked.Load(); got != tc.wantLimit {
+				t.Errorf("the source was asked for %d rows, want %d", got, tc.wantLimit)
+			}
+			d := parseDOM(t, body)
+			if len(d.rows) != tc.wantRows {
+				t.Errorf("%d rows, want %d", len(d.rows), tc.wantRows)
+			}
+			if got := textOf(d.byID("nodes-total-count")); got != fmt.Sprint(total) {
+				t.Errorf("total %q, want %d", got, total)
+			}
+			if got := textOf(d.byID("nodes-total")); !strings.Contains(got, tc.wantNote) {
+				t.Errorf("#nodes-total %q, want it to say %q", got, tc.wantNote)
+			}
+		})
+	}
+}
+
+// A source without a page function is paged from its whole list.
+func TestSourceFuncs_WorkerPageFallsBackToWorkers(t *testing.T) {
+	rows := []coordinator.WorkerInfo{{WorkerID: 1}, {WorkerID: 2}, {WorkerID: 3}}
+	src := SourceFuncs{SelfFunc: selfFixture, WorkersFunc: func(context.Context) ([]coordinator.WorkerInfo, error) { return rows, nil }}
+	for _, tc := range []struct{ limit, want int }{{1, 1}, {3, 3}, {100, 3}} {
+		pg, err := src.WorkerPage(context.Background(), tc.limit)
+		if err != nil || len(pg.Workers) != tc.want || pg.Total != len(rows) {
+			t.Errorf("limit %d: %d rows, total %d, %v; want %d, %d", tc.limit, len(pg.Workers), pg.Total, err, tc.want, len(rows))
+		}
+	}
+}

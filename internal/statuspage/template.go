@@ -119,6 +119,7 @@ var pageTemplate = template.Must(template.New("status").Funcs(template.FuncMap{"
 <div class="error" id="list-error">{{.ListError}}</div>
 {{- end}}
 <h2>Cluster: {{.Nodes}} node{{if ne .Nodes 1}}s{{end}}, {{.InService}} in service{{if .Flagged}}, <span class="no">{{.Flagged}} with figures over the limits</span>{{end}}</h2>
+<p class="note" id="nodes-total">ZooKeeper holds <strong id="nodes-total-count">{{.Total}}</strong> node{{if ne .Total 1}}s{{end}} in this cluster; this view lists at most {{.Limit}}{{if lt .Limit .Total}} (this node first, then by node key){{if lt .Limit .More}}: <a href="?limit={{.More}}">?limit={{.More}}</a> lists more{{end}}{{end}}.</p>
 <div class="scroll">
 <table id="nodes">
 <thead>

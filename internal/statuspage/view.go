@@ -35,6 +35,12 @@ type view struct {
 	NTPMax      string
 	PeerMax     string
 	ReportMax   string
+	// Total counts the cluster's nodes (forever znodes) in ZooKeeper;
+	// Limit is the view's page size. Rows holds at most Limit of them (and
+	// this node, when it is not among them).
+	Total int
+	Limit int
+	More  int // the page size that lists the most: min(Total, the largest limit)
 }
 
 // selfView is the top of the page.
@@ -99,8 +105,9 @@ func (r row) Flagged() bool { return r.NTP.Over || r.Peer.Over || r.Report.Over 
 // unknown is how the page shows a figure it does not have.
 const unknown = "—"
 
-// build gathers the view: this node, the worker list, and the peers' /clock.
-func (p *Page) build(ctx context.Context) view {
+// build gathers the view: this node, a page of at most limit workers,
+// and the peers' /clock.
+func (p *Page) build(ctx context.Context, limit int) view {
 	self := p.cfg.Source.Self()
 	nowNs := p.cfg.Clock.WallNanos()
 	now := time.Unix(0, nowNs).UTC()
@@ -118,11 +125,12 @@ func (p *Page) build(ctx context.Context) view {
 		return v // the card above says everything: no cluster to list
 	}
 	lctx, cancel := clock.WithTimeout(ctx, p.cfg.ListTimeout)
-	workers, err := p.cfg.Source.Workers(lctx)
+	workers, total, err := p.workers(lctx, limit)
 	cancel()
 	if err != nil {
 		v.ListError = fmt.Sprintf("The cluster's worker list is unavailable: %v", err)
 	}
+	v.Total, v.Limit, v.More = total, limit, min(total, coordinator.MaxWorkerPageLimit)
 
 	selfFound := false
 	rows := make([]row, 0, len(workers)+1)
@@ -156,6 +164,17 @@ func (p *Page) build(ctx context.Context) view {
 		}
 	}
 	return v
+}
+
+// workers lists at most limit workers and the cluster's total: a page
+// from a WorkerPager source, else the first limit of Workers.
+func (p *Page) workers(ctx context.Context, limit int) ([]coordinator.WorkerInfo, int, error) {
+	if pg, ok := p.cfg.Source.(WorkerPager); ok {
+		page, err := pg.WorkerPage(ctx, limit)
+		return page.Workers[:min(len(page.Workers), limit)], max(page.Total, len(page.Workers)), err
+	}
+	rows, err := p.cfg.Source.Workers(ctx)
+	return rows[:min(len(rows), limit)], len(rows), err
 }
 
 // selfReportAge is this node's last report age in ms (-1: none known).

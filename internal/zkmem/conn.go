@@ -50,6 +50,7 @@ func (c *Conn) newSessionLocked() {
 	c.srv.nextSess++
 	c.session = c.srv.nextSess
 	c.sessions++
+	c.srv.opened++
 	c.srv.sessions[c.session] = c
 	c.state = zk.StateHasSession
 	c.gen++

@@ -137,6 +137,7 @@ type Server struct {
 	inject   Injector
 	watches  map[watchKey][]*watch
 	requests int64
+	opened   int64    // sessions started, expired and closed ones included
 	stamp    uint64   // children's stamps
 	outbox   []func() // deliveries to clients, run by unlock in order
 	deliver  sync.Mutex
@@ -207,6 +208,22 @@ func (s *Server) Requests() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.requests
+}
+
+// SessionsOpened counts the sessions the server has started: one per
+// Connect, plus one per new session after an expiry.
+func (s *Server) SessionsOpened() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opened
+}
+
+// LiveSessions counts the sessions the server holds now (neither closed
+// nor expired), as ZooKeeper's per-client connection limit counts them.
+func (s *Server) LiveSessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
 }
 
 // Dial is a zkconn.Dialer: a new client whose session starts at once.

@@ -307,6 +307,9 @@ func TestIntegration_OpenAPIStandaloneConforms(t *testing.T) {
 		{"GET", "/status?refresh=3601", 400, "invalid_refresh", false},
 		{"GET", "/status?refresh=x", 400, "invalid_refresh", false},
 		{"GET", "/status?other=1", 400, "invalid_refresh", true},
+		{"GET", "/status?limit=5", 200, "", true},
+		{"GET", "/status?limit=0", 400, "invalid_parameter", false},
+		{"GET", "/status?limit=5&limit=6", 400, "invalid_parameter", true},
 	})
 
 	tests := []struct {

@@ -1,0 +1,131 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
+	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
+)
+
+// addForeverNodes writes n forever znodes of stopped nodes ("peerNNNN",
+// worker IDs from first) straight into srv's cluster, as n nodes that ran
+// and stopped long ago would have left them.
+func addForeverNodes(t *testing.T, srv *zkmem.Server, cluster string, first, n int) {
+	t.Helper()
+	conn := srv.Connect(zkconn.Options{})
+	t.Cleanup(conn.Close)
+	long := time.Now().Add(-time.Hour).UnixMilli()
+	for i := range n {
+		key := fmt.Sprintf("peer%04d", i)
+		p := fmt.Sprintf("/snowflaked/%s/forever/%s-%010d", cluster, key, 5000+i)
+		data := fmt.Sprintf(`{"worker_id":%d,"node_key":%q,"addr":"127.0.0.1:1","last_ts":%d,"fence":%d,"updated":%d,"stopped":true}`,
+			first+i, key, long, long, long)
+		if _, err := conn.Create(p, []byte(data), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
+}
+
+// countReads counts srv's requests while f runs (nothing else uses srv).
+func countReads(srv *zkmem.Server, f func()) int64 {
+	before := srv.Requests()
+	f()
+	return srv.Requests() - before
+}
+
+// One page of the worker table costs a number of ZooKeeper requests
+// bounded by its limit, not by the cluster's size, over the coordinator's
+// own session (no session opened); the node's own row is always on it, and
+// Total counts every forever znode.
+func TestListWorkerPageIsBounded(t *testing.T) {
+	srv := zkmem.New()
+	cfg := testConfig(t, []string{"127.0.0.1:2181"}, "self")
+	cfg.Dial = srv.Dial
+	c := newCoord(t, cfg)
+	id := mustClaim(t, c)
+	const peers = 200
+	addForeverNodes(t, srv, cfg.Cluster, 100, peers)
+	var full []WorkerInfo
+	var err error
+	reads := countReads(srv, func() {
+		full, err = ListWorkers(context.Background(), cfg.Servers, cfg.Cluster, "", 5*time.Second, WithAdminDial(srv.Dial))
+	})
+	t.Logf("ListWorkers (a session of its own): %d ZooKeeper requests for %d nodes", reads, len(full))
+	if err != nil || len(full) != peers+1 {
+		t.Fatalf("ListWorkers: %d rows, %v; want %d", len(full), err, peers+1)
+	}
+	tests := []struct {
+		limit    int
+		wantRows int
+	}{
+		{1, 1},
+		{10, 10},
+		{100, 100},
+		{MaxWorkerPageLimit, peers + 1},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint("limit ", tc.limit), func(t *testing.T) {
+			sessions := srv.SessionsOpened()
+			var pg WorkerPage
+			reads := countReads(srv, func() {
+				pg, err = c.ListWorkerPage(context.Background(), tc.limit)
+			})
+			if err != nil {
+				t.Fatalf("ListWorkerPage: %v", err)
+			}
+			t.Logf("limit %d: %d ZooKeeper requests for %d of %d nodes", tc.limit, reads, len(pg.Workers), pg.Total)
+			if bound := int64(2*min(tc.limit, peers+1) + 4); reads > bound {
+				t.Errorf("%d ZooKeeper requests for a page of %d, want at most %d", reads, tc.limit, bound)
+			}
+			if n := srv.SessionsOpened() - sessions; n != 0 {
+				t.Errorf("a page opened %d ZooKeeper sessions, want none", n)
+			}
+			if len(pg.Workers) != tc.wantRows || pg.Total != peers+1 || pg.Limit != tc.limit {
+				t.Errorf("%d rows, total %d, limit %d; want %d, %d, %d", len(pg.Workers), pg.Total, pg.Limit, tc.wantRows, peers+1, tc.limit)
+			}
+			var own *WorkerInfo
+			for i, w := range pg.Workers {
+				if w.NodeKey == "self" {
+					own = &pg.Workers[i]
+				}
+				if w.Problem != "" {
+					t.Errorf("row %+v has a problem", w)
+				}
+			}
+			if own == nil || own.WorkerID != id.WorkerID || !own.LeaseHeld || own.LeaseHolder != "" {
+				t.Errorf("own row %+v, want worker %d with its lease", own, id.WorkerID)
+			}
+		})
+	}
+}
+
+// A bad limit is refused before any request; without a session the page
+// fails at once with ErrZKUnavailable instead of queueing its reads.
+func TestListWorkerPageRefuses(t *testing.T) {
+	srv := zkmem.New()
+	cfg := testConfig(t, []string{"127.0.0.1:2181"}, "self")
+	cfg.Dial = srv.Dial
+	c := newCoord(t, cfg)
+	for _, limit := range []int{0, -1, MaxWorkerPageLimit + 1} {
+		if _, err := c.ListWorkerPage(context.Background(), limit); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("limit %d: %v, want ErrInvalidConfig", limit, err)
+		}
+	}
+	if _, err := c.ListWorkerPage(context.Background(), 10); !errors.Is(err, ErrZKUnavailable) || !strings.Contains(err.Error(), "not connected") {
+		t.Errorf("before any session: %v, want ErrZKUnavailable (not connected)", err)
+	}
+	if c.Connected() {
+		t.Error("Connected before any session")
+	}
+	mustClaim(t, c)
+	if !c.Connected() {
+		t.Error("not Connected after the claim")
+	}
+}
