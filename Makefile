@@ -36,7 +36,7 @@ test: deps
 	SIM_SEEDS=40 $(GO) test -count=1 -run 'TestSimulation_SnowflakePaths$$' ./node/
 	SIM_SEEDS=8 $(GO) test -count=1 -run 'TestSimulation_SnowflakeRules$$' ./node/
 	# The mutation table (docs/testing.md): each safety rule broken in turn (-tags mutation), caught by a simulation above.
-	$(GO) test -count=1 -tags mutation -run 'TestMutation|TestSetAndRestore' ./internal/mutation/ ./fencing/ ./node/ ./segment/
+	$(GO) test -count=1 -tags mutation -run 'TestMutation|TestSetAndRestore' ./internal/mutation/ ./fencing/ ./node/ ./segment/ ./coordinator/
 	# Allocation tests skip themselves under -race (sync.Pool drops items there): run them without it.
 	$(GO) test -count=1 -run 'Alloc' ./server/ ./internal/metrics/ ./node/
 	# -count=1: a new random schedule every run, and the summary below is this run's (never a cached result).

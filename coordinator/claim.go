@@ -830,7 +830,11 @@ func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token s
 		if err != nil {
 			return nil, mine, nil, holder, fmt.Errorf("encode evicted forever data: %w", err)
 		}
-		ops = append(ops, &zk.SetDataRequest{Path: o.path, Data: b, Version: o.version})
+		v := o.version
+		if mutation.Broken(mutation.RecycleEvictUnversioned) {
+			v = -1
+		}
+		ops = append(ops, &zk.SetDataRequest{Path: o.path, Data: b, Version: v})
 	}
 	if len(from) == 0 {
 		c.log.Warn().Int64("worker_id", w).Msg("no forever znode names this worker ID (deleted by hand?): no fence to carry over")

@@ -126,30 +126,39 @@ func TestPeerViewCostsByChangeNotBySize(t *testing.T) {
 			t.Fatalf("a join cost %v, want one children request", got)
 		}
 
-		// A peer restarts on a new address under its worker ID: once it
-		// cannot be reached (ForgetPeer), its next read finds the new one.
-		if err := raw.Delete(c.p.aliveNode(107), -1); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := raw.Create(c.p.aliveNode(107), []byte("127.0.0.1:30107"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		c.ForgetPeer(107)
-		got, err = c.PeerAddrs(ctx, []int64{107})
-		if err != nil || len(got) != 1 || got[0].Addr != "127.0.0.1:30107" {
-			t.Fatalf("after a move PeerAddrs = %v, %v; want the new address", got, err)
-		}
-		// A peer that left is left out, and so is its cached address.
-		if err := raw.Delete(c.p.aliveNode(149), -1); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		if ids, _ = c.PeerIDs(ctx); slices.Contains(ids, 149) {
-			t.Fatalf("PeerIDs %v still has the peer that left", ids)
-		}
-		if got, err = c.PeerAddrs(ctx, []int64{149}); err != nil || len(got) != 0 {
-			t.Fatalf("PeerAddrs of the peer that left = %v, %v; want none", got, err)
-		}
+		peerMovesAndLeaves(t, c, raw)
 	})
+}
+
+// peerMovesAndLeaves checks that c's peer view follows a peer restarted on
+// a new address under its worker ID (107) once it is forgotten, and leaves
+// out a peer that left (149), cached address and all.
+func peerMovesAndLeaves(t *testing.T, c *Coordinator, raw *zkmem.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	// A peer restarts on a new address under its worker ID: once it
+	// cannot be reached (ForgetPeer), its next read finds the new one.
+	if err := raw.Delete(c.p.aliveNode(107), -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Create(c.p.aliveNode(107), []byte("127.0.0.1:30107"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	c.ForgetPeer(107)
+	got, err := c.PeerAddrs(ctx, []int64{107})
+	if err != nil || len(got) != 1 || got[0].Addr != "127.0.0.1:30107" {
+		t.Fatalf("after a move PeerAddrs = %v, %v; want the new address", got, err)
+	}
+	// A peer that left is left out, and so is its cached address.
+	if err := raw.Delete(c.p.aliveNode(149), -1); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	if ids, _ := c.PeerIDs(ctx); slices.Contains(ids, 149) {
+		t.Fatalf("PeerIDs %v still has the peer that left", ids)
+	}
+	if got, err = c.PeerAddrs(ctx, []int64{149}); err != nil || len(got) != 0 {
+		t.Fatalf("PeerAddrs of the peer that left = %v, %v; want none", got, err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 )
 
@@ -59,5 +60,9 @@ func (c *Coordinator) reap(ctx context.Context, z zkclient.Client, s *scan, mine
 // worker ID, its data decoded, and it was last written before cutoff (unix
 // ms).
 func reapable(n *foreverNode, cutoff int64) bool {
-	return n.workerID == noWorker && n.data.NodeKey != "" && n.lastSeen() < cutoff
+	holds := n.workerID != noWorker
+	if mutation.Broken(mutation.ReapHolders) {
+		holds = false
+	}
+	return !holds && n.data.NodeKey != "" && n.lastSeen() < cutoff
 }

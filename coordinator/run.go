@@ -380,7 +380,7 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkclient.Client) erro
 		c.block(fmt.Sprintf("serving cached worker ID %d, but this node key's forever znode cannot be used: %v", want, err))
 		return nil
 	case own == nil:
-		c.block(fmt.Sprintf("serving cached worker ID %d, but ZooKeeper has no forever znode for node key %q: refusing to take a lease (move the cache file away to claim a fresh worker ID)", want, c.cfg.NodeKey))
+		c.block(fmt.Sprintf("serving cached worker ID %d, but ZooKeeper has no forever znode for node key %q (the worker ID was recycled to another node key and the znode reaped, or it was deleted by hand): refusing to take a lease (move the cache file away to claim a fresh worker ID)", want, c.cfg.NodeKey))
 		return nil
 	case own.workerID != want:
 		c.block(fmt.Sprintf("serving cached worker ID %d, but forever znode %s maps node key %q to worker ID %d (-1: none; it was recycled?): refusing to take a lease",
@@ -429,7 +429,7 @@ func (c *Coordinator) recheckOwn(ctx context.Context, z zkclient.Client) error {
 	var me *malformedError
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		c.block(fmt.Sprintf("forever znode %s of worker ID %d was deleted", path, want))
+		c.block(fmt.Sprintf("forever znode %s of worker ID %d is gone: the worker ID was recycled to another node key and the znode reaped, or it was deleted by hand", path, want))
 	case errors.As(err, &me):
 		c.block(fmt.Sprintf("worker ID %d: %v", want, err))
 	case err != nil:

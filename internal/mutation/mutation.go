@@ -78,6 +78,19 @@ const (
 	CorrectionIsAJump Name = "correction-held-as-jump"
 )
 
+// Recycling at scale (docs/fencing.md, "Reaping dead forever znodes";
+// docs/operations.md, "Worker-ID recycling").
+const (
+	// RecycleEvictUnversioned: the take-over of a worker ID (recycleOps,
+	// coordinator/claim.go) sets the evicted owners' znodes without a
+	// version, so two recyclers of one ID no longer serialize on them.
+	RecycleEvictUnversioned Name = "recycle-evict-unversioned"
+	// ReapHolders: reaping after a take-over (reapable, coordinator/reap.go)
+	// also deletes silent znodes that still hold a worker ID, and their
+	// fences with them.
+	ReapHolders Name = "reap-holders"
+)
+
 // A cluster deleted and created again (docs/fencing.md, "Deleting a
 // cluster").
 const (
