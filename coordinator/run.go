@@ -151,7 +151,7 @@ func (r *runner) step(ctx context.Context) {
 	now := time.Now()
 	resync := !now.Before(r.nextResync)
 	if resync {
-		r.nextResync = now.Add(c.resyncEvery)
+		r.nextResync = now.Add(aliveResyncRounds * c.resyncEvery)
 	}
 	if !connected && ctx.Err() == nil && !now.Before(r.nextReport) {
 		r.nextReport = now.Add(c.cfg.ReportInterval)
@@ -543,6 +543,12 @@ func (c *Coordinator) renew(ctx context.Context, z zkclient.Client, fencer Fence
 	}
 	return nil
 }
+
+// aliveResyncRounds is how many of Run's rounds pass between reads of the
+// alive znode when nothing says it changed (10 s at the default report
+// interval): the read catches an alive znode deleted by hand, at a tenth
+// of a request per second per node.
+const aliveResyncRounds = 10
 
 // reconcileAlive makes alive/<id> exist exactly while the guard is in
 // service (and the lease is held). resync re-reads ZooKeeper even when the
