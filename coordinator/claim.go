@@ -567,9 +567,10 @@ func (c *Coordinator) waitGone(ctx context.Context, z zkclient.Client, path stri
 }
 
 // scan is a consistent-enough picture of the worker-ID space for recycling.
-// Its parentVersion is read first: a take-over of a worker ID no forever
-// znode names sets the forever parent's data with that version, so any such
-// take-over committed after the scan began makes it fail (recycleOps).
+// Its parentVersion is read first: every take-over sets the forever
+// parent's data, and a take-over of a worker ID no forever znode names does
+// so at that version, so any take-over committed after the scan began
+// (even inside it, tearing it) makes that one fail (recycleOps).
 type scan struct {
 	parentVersion int32
 	byPath        map[string]*foreverNode
@@ -677,12 +678,13 @@ const recycleTries = 8
 
 // recycle takes over a free worker ID for own, whose sequence is past the
 // worker bits (or whose ID was taken over), free after recycleAfter (the
-// cluster's, read by this claim). One multi per try, all version-checked:
-// evict every forever znode still naming the ID, set own's worker_id,
-// create the lease; an ID no forever znode names also sets the forever
-// parent at the scan's version (recycleOps). Recyclers of different IDs do
-// not contend: one scan serves up to recycleTries IDs, and only a lost own
-// znode or an exhausted list scans again, after a jittered backoff.
+// cluster's, read by this claim). One multi per try (recycleOps): evict
+// every forever znode still naming the ID at its scanned version, set own's
+// worker_id at its version, create the lease, and set the forever parent
+// (at the scan's version only for an ID no forever znode names). Recyclers
+// of different IDs do not contend: one scan serves up to recycleTries IDs,
+// and only a lost own znode or an exhausted list scans again, after a
+// jittered backoff.
 func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *foreverNode, token string, recycleAfter time.Duration) (claimed, error) {
 	ids := c.cfg.WorkerIDs
 	scans := int(min(ids.Size(), 4096))/recycleTries + 10
@@ -782,7 +784,7 @@ func (c *Coordinator) tryRecycle(ctx context.Context, z zkclient.Client, s *scan
 			Msg("took over a recycled worker ID (its previous owner held no lease and had not renewed for longer than recycle-after, or was retired); issuing only after its fence")
 		return claimed{node: &node, session: st.EphemeralOwner, recycled: true, prevKey: prevHolder.NodeKey, prevAddr: prevHolder.Addr, prevStopped: prevHolder.Stopped}, recycleDone, nil
 	}
-	ownOp := len(ops) - 2 // recycleOps: ..., our forever znode, the lease
+	ownOp := len(ops) - 2 // recycleOps: forever/, the evicted owners, our forever znode, the lease
 	switch {
 	case zkclient.Transient(err):
 		c.log.Warn().Err(err).Int64("worker_id", w).Msg("recycling multi failed with its outcome unknown; scanning again")
@@ -860,13 +862,24 @@ func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token s
 	if err != nil {
 		return nil, mine, nil, holder, fmt.Errorf("encode lease data: %w", err)
 	}
-	if len(from) == 0 {
-		// Nothing names w, so no version check here would see another
-		// take-over of w that committed after the scan and whose lease is
-		// gone again: the forever parent's version is the guard (every such
-		// take-over sets it). A take-over of a named ID needs none: the
-		// evicted znodes' versions serialize every recycler of that ID.
-		ops = append([]any{&zk.SetDataRequest{Path: c.p.forever, Data: audit, Version: s.parentVersion}}, ops...)
+	// Every take-over sets forever/ (its data records the last one). A
+	// take-over of a worker ID nothing names checks the version its scan
+	// read first: nothing else here would see another take-over that
+	// committed since, whose lease may be gone again. A scan is many reads,
+	// not one snapshot, so a take-over of a named ID can fall inside it and
+	// make that ID look named by nobody (its owner read after the eviction,
+	// its taker before); such a take-over sets forever/ too, so the version
+	// check sees it. A take-over of a named ID sets forever/ with no version:
+	// the evicted owners' versions serialize every recycler of that ID, and
+	// recyclers of different IDs do not contend. (Releases before this one
+	// check forever/'s version in every take-over: the unconditional set
+	// makes theirs fail after any take-over since their scan began too.)
+	parentVersion := s.parentVersion
+	if len(from) > 0 && !mutation.Broken(mutation.RecycleNamedUnmarked) {
+		parentVersion = -1
+	}
+	if len(from) == 0 || !mutation.Broken(mutation.RecycleNamedUnmarked) {
+		ops = append([]any{&zk.SetDataRequest{Path: c.p.forever, Data: audit, Version: parentVersion}}, ops...)
 	}
 	ops = append(ops, &zk.CreateRequest{Path: c.p.lease(w), Data: ld, Acl: c.acl, Flags: zk.FlagEphemeral})
 	return ops, mine, from, holder, nil

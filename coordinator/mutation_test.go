@@ -21,6 +21,7 @@ func TestMutations_Recycling(t *testing.T) {
 	}{
 		{mutation.ReapHolders, recycleManyAtOnce, `below its owner's fence|which held worker ID \d+, was reaped`},
 		{mutation.RecycleEvictUnversioned, recycleFromOutdatedScanOfANamedID, `two forever znodes name worker ID`},
+		{mutation.RecycleNamedUnmarked, recycleInsideAScan, `two forever znodes name worker ID`},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.name), func(t *testing.T) {

@@ -85,6 +85,11 @@ const (
 	// coordinator/claim.go) sets the evicted owners' znodes without a
 	// version, so two recyclers of one ID no longer serialize on them.
 	RecycleEvictUnversioned Name = "recycle-evict-unversioned"
+	// RecycleNamedUnmarked: the take-over of a worker ID some forever znode
+	// names (recycleOps, coordinator/claim.go) leaves forever/ alone, so a
+	// recycler whose scan it fell inside sees that ID named by nobody and
+	// takes it again.
+	RecycleNamedUnmarked Name = "recycle-named-unmarked"
 	// ReapHolders: reaping after a take-over (reapable, coordinator/reap.go)
 	// also deletes silent znodes that still hold a worker ID, and their
 	// fences with them.
