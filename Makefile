@@ -35,7 +35,7 @@ test: deps
 	SIM_SEEDS=25 $(GO) test -count=1 -run 'TestSimulation_SnowflakeBorrow$$' ./node/
 	SIM_SEEDS=40 $(GO) test -count=1 -run 'TestSimulation_SnowflakePaths$$' ./node/
 	SIM_SEEDS=8 $(GO) test -count=1 -run 'TestSimulation_SnowflakeRules$$' ./node/
-	$(GO) test -count=1 -tags scalesim -timeout 10m -run 'TestSimulation_Scale$$' ./node/
+	$(GO) test -count=1 -timeout 10m -run 'TestSimulation_Scale$$' ./node/
 	# The mutation table (docs/testing.md): each safety rule broken in turn (-tags mutation), caught by a simulation above.
 	$(GO) test -count=1 -tags mutation -run 'TestMutation|TestSetAndRestore' ./internal/mutation/ ./fencing/ ./node/ ./segment/ ./coordinator/
 	# Allocation tests skip themselves under -race (sync.Pool drops items there): run them without it.

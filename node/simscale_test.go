@@ -1,5 +1,3 @@
-//go:build scalesim
-
 package node
 
 import (
@@ -44,11 +42,10 @@ import (
 // a round tries fails at once and counts as asked (the check's
 // PeerSnapshot.UnreachablePeers).
 //
-// The figures are logged (go test -v -tags scalesim -run
-// TestSimulation_Scale ./node/ shows them). The scalesim build tag keeps
-// the test out of go test ./... (make test runs it with the tag) while the
-// per-node cost work lands; without it, go test -race ./... runs the
-// cluster of 16.
+// The figures are logged (go test -v -run TestSimulation_Scale ./node/
+// shows them). Under the race detector (go test -race ./...) one cluster
+// of 16 runs, without the factors; make test runs the full sizes without
+// it.
 func TestSimulation_Scale(t *testing.T) {
 	sizes := scaleSizes(t)
 	figs := make([]scaleFigures, 0, len(sizes))

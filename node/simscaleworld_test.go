@@ -1,5 +1,3 @@
-//go:build scalesim
-
 package node
 
 import (
