@@ -14,17 +14,18 @@ import (
 )
 
 // peerAddrMaxAge bounds how long an address read from alive/<id> is used
-// without reading it again. A peer that restarts on a new address under the
-// same worker ID is followed at once when it cannot be reached (ForgetPeer),
-// else after this long.
+// without reading it again. Every change of alive/ drops them all (a worker
+// ID may have moved to another address); an address changed in place is
+// followed at once when the peer cannot be reached (ForgetPeer), else after
+// this long.
 const peerAddrMaxAge = 5 * time.Minute
 
 // peerView is this node's picture of alive/: the worker IDs of the last
 // listing, kept until a watch on alive/ says the list changed, and the
 // addresses read for the peers the clock check asked. Its cost does not
 // grow with the cluster: a round with no change costs no ZooKeeper request,
-// a change one listing at the next round, and a round's addresses one read
-// per peer asked that is not cached.
+// a change one listing at the next round and a read of each address that
+// round's sample needs.
 type peerView struct {
 	mu     sync.Mutex
 	conn   zkconn.Conn // the connection the watch was set on
@@ -81,11 +82,11 @@ func (c *Coordinator) PeerIDs(ctx context.Context) ([]int64, error) {
 	v.gen++
 	gen := v.gen
 	v.conn, v.listed, v.ids = conn, true, ids
-	for id := range v.addrs {
-		if _, ok := slices.BinarySearch(ids, id); !ok {
-			delete(v.addrs, id)
-		}
-	}
+	// alive/ changed since the last listing (or this is the first): any
+	// worker ID may have moved to another process and address under the
+	// same name, so every address is read again when next asked for (a
+	// round's sample: O(sample) reads per change, none without one).
+	clear(v.addrs)
 	out := without(ids, self)
 	v.mu.Unlock()
 	go func() {
