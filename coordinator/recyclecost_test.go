@@ -14,6 +14,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -44,21 +45,9 @@ func TestRecyclingManyAtOnceCostsAboutOneScanEach(t *testing.T) {
 func recycleManyAtOnce(t *testing.T) error {
 	t.Helper()
 	const ids, old, fresh = 64, 64, 48
-	srv := zkmem.New()
-	clk := clocktest.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) // after the epoch; the bubble starts in 2000
-	// pass moves virtual time (timers) and the nodes' clock on together.
-	pass := func(d time.Duration) {
-		time.Sleep(d)
-		clk.Advance(d)
-	}
-	cfgFor := func(key string) Config {
-		cfg := testConfig(t, []string{"127.0.0.1:2181"}, key)
-		cfg.Dial = srv.Dial
-		cfg.Layout = snowflake.Layout{TimeBits: 41, WorkerBits: 6, SequenceBits: 16, Epoch: snowflake.DefaultEpoch, Unit: time.Millisecond}
-		cfg.RecycleAfter = time.Minute
-		cfg.Clock = clk
-		return cfg
-	}
+	w := newRecycleWorld(snowflake.Layout{TimeBits: 41, WorkerBits: 6, SequenceBits: 16, Epoch: snowflake.DefaultEpoch, Unit: time.Millisecond})
+	srv, clk, pass := w.srv, w.clk, w.pass
+	cfgFor := func(key string) Config { return w.config(t, key) }
 	fences := map[int64]int64{}
 	for i := range old {
 		c := newCoord(t, cfgFor(fmt.Sprintf("old-%02d", i)))
@@ -157,16 +146,9 @@ func TestRecycleFromOutdatedScanOfANamedIDFails(t *testing.T) {
 func recycleFromOutdatedScanOfANamedID(t *testing.T) error {
 	t.Helper()
 	ctx := context.Background()
-	srv := zkmem.New()
-	clk := clocktest.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	cfgFor := func(key string) Config {
-		cfg := testConfig(t, []string{"127.0.0.1:2181"}, key)
-		cfg.Dial = srv.Dial
-		cfg.Layout = smallLayout()
-		cfg.RecycleAfter = time.Minute
-		cfg.Clock = clk
-		return cfg
-	}
+	w := newRecycleWorld(smallLayout())
+	clk := w.clk
+	cfgFor := func(key string) Config { return w.config(t, key) }
 	for i := range 4 {
 		c := newCoord(t, cfgFor(fmt.Sprintf("old-%d", i)))
 		mustClaim(t, c)
@@ -174,8 +156,7 @@ func recycleFromOutdatedScanOfANamedID(t *testing.T) error {
 			return err
 		}
 	}
-	time.Sleep(2 * time.Minute)
-	clk.Advance(2 * time.Minute)
+	w.pass(2 * time.Minute)
 
 	// A scans...
 	a := newCoord(t, cfgFor("a"))
@@ -212,4 +193,40 @@ func recycleFromOutdatedScanOfANamedID(t *testing.T) error {
 		return fmt.Errorf("take-over from an outdated scan: %w; want ErrBadVersion on the evicted owner", err)
 	}
 	return nil
+}
+
+// recycleWorld is an in-memory ZooKeeper and a clock for coordinators that
+// recycle in a synctest bubble: recycle-after is a minute, and every
+// client's requests carry its node key as label (zkmem.Request.Client).
+type recycleWorld struct {
+	srv    *zkmem.Server
+	clk    *clocktest.Fake
+	layout snowflake.Layout
+}
+
+func newRecycleWorld(layout snowflake.Layout) *recycleWorld {
+	// The bubble starts in 2000, before the layout's epoch: the nodes'
+	// clock starts after it.
+	return &recycleWorld{srv: zkmem.New(), clk: clocktest.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), layout: layout}
+}
+
+// pass moves virtual time (timers) and the nodes' clock on together.
+func (w *recycleWorld) pass(d time.Duration) {
+	time.Sleep(d)
+	w.clk.Advance(d)
+}
+
+// config is node key's coordinator config in w.
+func (w *recycleWorld) config(t *testing.T, key string) Config {
+	t.Helper()
+	cfg := testConfig(t, []string{"127.0.0.1:2181"}, key)
+	cfg.Dial = func(_ []string, opt zkconn.Options) (zkconn.Conn, error) {
+		c := w.srv.Connect(opt)
+		c.SetLabel(key)
+		return c, nil
+	}
+	cfg.Layout = w.layout
+	cfg.RecycleAfter = time.Minute
+	cfg.Clock = w.clk
+	return cfg
 }

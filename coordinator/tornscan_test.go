@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
-	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
-	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
 )
 
@@ -36,24 +34,9 @@ func TestRecycleInsideAScanIsSeen(t *testing.T) {
 func recycleInsideAScan(t *testing.T) error {
 	t.Helper()
 	ctx := context.Background()
-	srv := zkmem.New()
-	clk := clocktest.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	pass := func(d time.Duration) {
-		time.Sleep(d)
-		clk.Advance(d)
-	}
-	cfgFor := func(key string) Config {
-		cfg := testConfig(t, []string{"127.0.0.1:2181"}, key)
-		cfg.Dial = func(_ []string, opt zkconn.Options) (zkconn.Conn, error) {
-			c := srv.Connect(opt)
-			c.SetLabel(key)
-			return c, nil
-		}
-		cfg.Layout = smallLayout() // worker IDs 0-3
-		cfg.RecycleAfter = time.Minute
-		cfg.Clock = clk
-		return cfg
-	}
+	w := newRecycleWorld(smallLayout()) // worker IDs 0-3
+	srv, clk, pass := w.srv, w.clk, w.pass
+	cfgFor := func(key string) Config { return w.config(t, key) }
 	// old-0..old-2 hold worker IDs 0-2 (leases stay); old-3 stops.
 	for i := range 4 {
 		c := newCoord(t, cfgFor(fmt.Sprintf("old-%d", i)))

@@ -6,13 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -160,58 +157,6 @@ func waitReady(ctx context.Context, nodes []*node, deadline time.Time) ([]time.D
 	return took, fmt.Errorf("%d of %d nodes not in service by the deadline: %s (first one's log %s ends:\n%s)",
 		len(pending), len(nodes), truncate(strings.Join(keys, " "), 400), nodes[pending[0]].logPath,
 		logTail(nodes[pending[0]].logPath, logTailSize))
-}
-
-// freePorts returns n distinct free loopback ports below the kernel's
-// ephemeral range (as tests/zkharness picks them): the nodes' peer checks
-// open many outgoing connections, whose source ports come from that range.
-// They are all bound at once, then released.
-func freePorts(n int) ([]int, error) {
-	low := ephemeralLow()
-	lo := max(10000, low-20000)
-	ports := make([]int, 0, n)
-	seen := map[int]bool{}
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for tries := 0; len(ports) < n; tries++ {
-		if tries >= 100*n {
-			return nil, fmt.Errorf("free port: only %d of %d free in %d-%d after %d tries", len(ports), n, lo, low-1, tries)
-		}
-		p := lo + rand.IntN(low-lo)
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue // taken
-		}
-		ls = append(ls, l)
-		ports = append(ports, p)
-	}
-	return ports, nil
-}
-
-// ephemeralLow returns the start of the kernel's range of ports for
-// outgoing connections (Linux's default when it cannot be read).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 32768
-	}
-	l, err := strconv.Atoi(f[0])
-	if err != nil || l < 22000 {
-		return 32768
-	}
-	return l
 }
 
 // logTail returns the last n bytes of a file (or why it cannot).

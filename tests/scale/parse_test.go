@@ -148,20 +148,6 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 }
 
-func TestFreePorts(t *testing.T) {
-	ports, err := freePorts(20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[int]bool{}
-	for _, p := range ports {
-		if seen[p] || p >= ephemeralLow() || p < 10000 {
-			t.Errorf("port %d: duplicate or outside 10000..%d", p, ephemeralLow()-1)
-		}
-		seen[p] = true
-	}
-}
-
 func TestConfigFromEnvRelativeOut(t *testing.T) {
 	t.Setenv("SCALE_OUT", "out/x")
 	t.Setenv("SCALE_BIN", "/opt/bin")

@@ -325,7 +325,7 @@ func (s *sizeRun) ctl(args ...string) (string, error) {
 
 // launch starts one node per key, each on a free port.
 func (s *sizeRun) launch(keys []string) ([]*node, error) {
-	ports, err := freePorts(len(keys))
+	ports, err := zkharness.FreePorts(len(keys))
 	if err != nil {
 		return nil, err
 	}

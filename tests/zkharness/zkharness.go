@@ -414,7 +414,7 @@ func launch(t testing.TB, java, cp string, n int, ensemble bool, tls *TLS) (*Clu
 	root := t.TempDir() // before the Cleanup below: cleanups run last-in first-out
 	c := &Cluster{ensemble: ensemble, tls: tls}
 	t.Cleanup(func() { c.cleanup(t) })
-	ports, err := freePorts(4 * n)
+	ports, err := FreePorts(4 * n)
 	if err != nil {
 		return c, err
 	}
@@ -586,7 +586,7 @@ func (c *Cluster) addrInUse() bool {
 	return false
 }
 
-// freePorts returns n distinct free loopback ports: all are bound at once,
+// FreePorts returns n distinct free loopback ports: all are bound at once,
 // then released, so they can still be lost to a race (start retries).
 //
 // They come from below the kernel's ephemeral range. A follower binds its
@@ -594,7 +594,7 @@ func (c *Cluster) addrInUse() bool {
 // from the ephemeral range may by then be the source port of some outgoing
 // connection (load generators open many), and the election fails with
 // "Address already in use" until the ensemble has no quorum at all.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	low, _ := ephemeralRange()
 	lo := max(10000, low-16000)
 	ports := make([]int, 0, n)

@@ -70,7 +70,7 @@ func TestAvailableReportsWhy(t *testing.T) {
 }
 
 func TestFreePortsDistinct(t *testing.T) {
-	ports, err := freePorts(30)
+	ports, err := FreePorts(30)
 	if err != nil {
 		t.Fatal(err)
 	}
