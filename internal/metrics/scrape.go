@@ -94,6 +94,9 @@ var (
 	fPeerFail  = family{"snowflaked_peer_offset_failures_total", "counter", "Peer rounds in which a strict majority of the clocks was beyond --peer-max-offset of this node's (it was the outlier)."}
 	fPeerUnr   = family{"snowflaked_peer_unreachable_total", "counter", "Failed /time requests to peers."}
 	fPeerSrc   = family{"snowflaked_peer_source_errors_total", "counter", "Peer rounds that got no peer list."}
+	fPeerLive  = family{"snowflaked_peers_live", "gauge", "Live peers under alive/ in the last round that got a peer list (the round asks a sample of them, --peer-sample)."}
+	fPeerConf  = family{"snowflaked_peer_confirmations_total", "counter", "Peer rounds whose sample found this node the outlier without covering every live peer, so a second sample was asked."}
+	fPeerUnc   = family{"snowflaked_peer_unconfirmed_total", "counter", "Of those, rounds whose second sample did not find this node the outlier: a removal avoided."}
 	fZKConn    = family{"snowflaked_zk_connected", "gauge", "1 while the ZooKeeper session is established."}
 	fZKLease   = family{"snowflaked_zk_lease_held", "gauge", "1 while this node holds its worker ID's lease."}
 	fZKAlive   = family{"snowflaked_zk_alive", "gauge", "1 while this node's alive znode exists (in service for clients)."}
@@ -409,6 +412,9 @@ func writePeers(e *expo, s clockguard.PeerSnapshot) {
 	e.add(fPeerFail, float64(s.OffsetFailures))
 	e.add(fPeerUnr, float64(s.UnreachablePeers))
 	e.add(fPeerSrc, float64(s.SourceErrors))
+	e.add(fPeerLive, float64(s.LivePeers))
+	e.add(fPeerConf, float64(s.Confirmations))
+	e.add(fPeerUnc, float64(s.Unconfirmed))
 }
 
 // renewalCauses are the causes of coordinator.Status.FailuresByCause, each
