@@ -315,6 +315,10 @@ func (m *segmentMode) resume(inc string) bool {
 	}
 	if err := m.startService(inc); err != nil {
 		m.log.Error().Err(err).Msg("segment mode: cannot resume the state file")
+		// Off for good: /readyz/segment says so and a segment request is
+		// answered at once, not after waiting for an open that never comes.
+		err = fmt.Errorf("cannot resume the state file %s: %w", m.file, err)
+		m.stopped.Store(&err)
 		return false
 	}
 	if svc := m.svc.Load(); !m.lazy || len(svc.Status()) > 0 {

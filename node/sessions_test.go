@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -147,6 +148,30 @@ func TestSegmentFirstRequestWithoutZooKeeper(t *testing.T) {
 	}
 	if code, body := httpGet(t, addr, "/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz with segment mode refused: %d %s, want 200", code, body)
+	}
+}
+
+// A state file segment mode cannot resume keeps segment mode off for good:
+// /readyz/segment says 503 from the start (not ready because no tag was
+// used yet), and a segment request is answered 503 naming the state file,
+// not after waiting for a session that is never opened.
+func TestSegmentStateFileUnreadable(t *testing.T) {
+	srv := zkmem.New()
+	cfg := memZKConfig(t, "n1")
+	if err := os.WriteFile(cfg.CacheFile+".segments", []byte("not a state file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln := loopbackListener(t)
+	startRunOn(t, cfg, ln, withDial(srv.Dial))
+	addr := ln.Addr().String()
+	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+	if code, body := httpGet(t, addr, "/readyz/segment"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz/segment with an unreadable state file: %d %s, want 503", code, body)
+	}
+	createTag(t, srv, "orders")
+	code, body := httpGet(t, addr, "/segment/orders")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "cannot resume the state file") {
+		t.Errorf("/segment/orders with an unreadable state file: %d %s, want 503 naming the state file", code, body)
 	}
 }
 
