@@ -7,8 +7,10 @@
 // (ephemeral) when it enters service and deletes it when it leaves, so the
 // children of alive/ are exactly the nodes to call.
 //
-// A Discovery follows only a subset of them: the first Config.Subset (6 by
-// default) of its rendezvous ranking of the worker IDs, the same hashing
+// A Discovery follows only a subset of them: the first Config.Subset
+// (DefaultSubset, 12, by default: twice the client's, so that a client
+// whose own subset is down has nodes to go on to) of its rendezvous
+// ranking of the worker IDs, the same hashing
 // the client applies to addresses (client.Config.Subset). Ranking needs
 // the children's names only, so it reads the data (the address) of the
 // children it uses and no other, keeps them, and sets a data watch on each
@@ -47,6 +49,11 @@ import (
 	"codeberg.org/snowflaked/snowflaked/client/zktls"
 )
 
+// DefaultSubset is how many nodes a Discovery follows by default: twice the
+// client's default subset (client.DefaultSubset), so that a client whose
+// own nodes are all down or unreachable from it has as many to go on to.
+const DefaultSubset = 2 * client.DefaultSubset
+
 // connectTimeout bounds the wait for a first session and each read.
 const connectTimeout = 10 * time.Second
 
@@ -76,13 +83,14 @@ type Config struct {
 	// and the ZooKeeper client's lines (Debug); nil discards everything.
 	Log *slog.Logger
 	// Subset is how many nodes it follows and gives the client,
-	// 0..client.MaxSubset (0: client.DefaultSubset, 6): the first Subset
-	// of its rendezvous ranking of the worker IDs in alive/ (entries that
-	// are not host:port skipped). 3..8 suits most fleets; make it at least
-	// the client's Config.Subset (the client picks its subset among these,
-	// and goes beyond its own subset among these only). At least the
-	// cluster's size: every node (each change then reads the data of the
-	// nodes that joined).
+	// 0..client.MaxSubset (0: DefaultSubset, 12): the first Subset of its
+	// rendezvous ranking of the worker IDs in alive/ (entries that are not
+	// host:port skipped). Make it about twice the client's Config.Subset:
+	// the client picks its subset among these, and goes beyond its own
+	// subset among these only, so a Subset equal to the client's leaves
+	// it nothing to go on to when its nodes cannot be reached from it. At
+	// least the cluster's size: every node (each change then reads the
+	// data of the nodes that joined).
 	Subset int
 	// SubsetID keys the ranking (0: the random ID drawn once per process,
 	// the one a client.Config without SubsetID uses). Leave it 0 but in
@@ -184,7 +192,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	case cfg.Subset < 0 || cfg.Subset > client.MaxSubset:
 		return Config{}, bad("Subset %d: want 0..%d", cfg.Subset, client.MaxSubset)
 	case cfg.Subset == 0:
-		cfg.Subset = client.DefaultSubset
+		cfg.Subset = DefaultSubset
 	}
 	if cfg.SubsetID == 0 {
 		cfg.SubsetID = rendezvous.ProcessID()

@@ -323,6 +323,31 @@ func TestFollowsItsSubset(t *testing.T) {
 	}
 }
 
+// With the defaults a Discovery gives the client twice its subset: the
+// client has as many nodes beyond its own to go on to when its own cannot
+// be reached from it, though they are still under alive/.
+func TestDefaultsLeaveTheClientNodesToGoOnTo(t *testing.T) {
+	c := startCluster(t, "defaults")
+	for w := range int64(20) {
+		c.add(wire.AliveName(w), nodeAddr(w))
+	}
+	d, _ := c.follow(Config{SubsetID: 5})
+	cl, err := client.New(context.Background(), client.Config{Discovery: d, SubsetID: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	nodes, subset := cl.Nodes(), cl.Subset()
+	if len(nodes) != DefaultSubset || len(subset) != client.DefaultSubset {
+		t.Fatalf("the client knows %d nodes, its subset %d; want %d and %d", len(nodes), len(subset), DefaultSubset, client.DefaultSubset)
+	}
+	for _, n := range subset {
+		if !slices.Contains(nodes, n) {
+			t.Fatalf("subset node %s is not among the discovery's %q", n, nodes)
+		}
+	}
+}
+
 // fleet is many Discoveries of one cluster, client i+1 with SubsetID i+1,
 // each with its own session and read counter.
 type fleet struct {
