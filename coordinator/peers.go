@@ -125,6 +125,7 @@ func (c *Coordinator) PeerAddrs(ctx context.Context, ids []int64) ([]Peer, error
 	peers := make([]Peer, 0, len(ids))
 	var miss []int64
 	v.mu.Lock()
+	gen := v.gen // a listing after this one drops what these reads find
 	for _, id := range ids {
 		if a, ok := v.addrs[id]; ok && now.Sub(a.read) < peerAddrMaxAge {
 			peers = append(peers, Peer{WorkerID: id, Addr: a.addr})
@@ -157,7 +158,9 @@ func (c *Coordinator) PeerAddrs(ctx context.Context, ids []int64) ([]Peer, error
 				c.log.Warn().Err(err).Str("alive", paths[i]).Msg("skipping a malformed alive entry")
 				continue
 			}
-			v.addrs[miss[i]] = peerAddr{addr: addr, read: now}
+			if v.gen == gen {
+				v.addrs[miss[i]] = peerAddr{addr: addr, read: now}
+			}
 			peers = append(peers, Peer{WorkerID: miss[i], Addr: addr})
 		}
 		v.mu.Unlock()
