@@ -154,9 +154,9 @@ type PeerSnapshot struct {
 	// LivePeers is how many live peers the last round that got a peer list
 	// found (the node itself not counted). Peers, Median, Reachable and
 	// Unreachable are of the sample that round decided on, at most
-	// PeersConfig.Sample peers whatever the cluster's size (Reachable and
-	// Unreachable count peers; Median is over the reachable peers and the
-	// node itself, offset 0).
+	// PeersConfig.Sample peers whatever the cluster's size, 4 × Sample for
+	// a wide one (Reachable and Unreachable count peers; Median is over the
+	// reachable peers and the node itself, offset 0).
 	LivePeers   int           `json:"live_peers"`
 	Peers       []PeerResult  `json:"peers"`
 	Median      time.Duration `json:"median_offset_ns"`
@@ -165,9 +165,19 @@ type PeerSnapshot struct {
 	// Confirmation says the figures are a confirmation sample's: the
 	// round's first sample found this node the outlier, so a second, fresh
 	// sample was asked, and the verdict is the second's (out only when it
-	// finds the outlier too). FirstSample describes the first sample then.
+	// finds the outlier too); or, with Wide, the first wide sample did not
+	// find it the outlier, and the verdict is the second wide sample's (back
+	// in only when it does not either). FirstSample describes the first
+	// sample then.
 	Confirmation bool   `json:"confirmation,omitempty"`
 	FirstSample  string `json:"first_sample,omitempty"`
+	// Wide says the round re-checked a verdict that kept this node out
+	// (the outlier), so its samples were wide: min(4 × Sample, live peers)
+	// each (every live peer when that is all of them). The node returns
+	// only when two consecutive wide samples, the second a confirmation
+	// disjoint from the first where the cluster allows, do not find it the
+	// outlier.
+	Wide bool `json:"wide,omitempty"`
 	// Agree and Disagree count the clocks compared, the node's own included
 	// (it agrees with itself), within and beyond MaxOffset of this one, and
 	// Unsure those whose round trip was too wide to tell. Split: some
@@ -195,6 +205,8 @@ type PeerSnapshot struct {
 	SourceErrors     int64 `json:"source_errors"`     // rounds without a peer list
 	Confirmations    int64 `json:"confirmations"`     // rounds that asked a confirmation sample
 	Unconfirmed      int64 `json:"unconfirmed"`       // of those, rounds whose confirmation did not find this node the outlier (a removal avoided)
+	WideRounds       int64 `json:"wide_rounds"`       // rounds that re-checked a verdict against this node with wide samples
+	ReturnsHeld      int64 `json:"returns_held"`      // of those, rounds whose first wide sample did not find this node the outlier and whose second did (a return avoided)
 
 	// measuredMono is the node's monotonic clock when the round whose
 	// figures these are began asking; measured says there was one.
@@ -227,12 +239,19 @@ func (s PeerSnapshot) MeasuredSince(mono time.Duration) bool {
 // outlier: more than half of the clocks of the sample it could compare
 // (its own counted: the source lists only others) are more than MaxOffset
 // away, and a second, fresh sample confirms it when the first did not
-// cover every live peer. A disagreement without a majority either way (two
-// clocks, or a tie) passes and is flagged (Split): a node cannot tell
-// whether it or the other is wrong, and two good nodes must not leave
-// because of one bad one. With no peer reachable it passes. A node's cost
-// per round is O(Sample), whatever the cluster's size: a sampled peer's
-// connection is kept for the next round, which keeps half the sample.
+// cover every live peer. While that verdict keeps it out, each round (a
+// re-check) asks wide samples instead, of 4 × Sample (peerWideFactor), and
+// the node returns only when two of them, the second fresh, do not find it
+// the outlier: a bad clock that a third or more of the cluster shares is
+// outvoted within a wide sample far more surely than within a small one,
+// and does not return on the first lucky sample. A disagreement without
+// a majority either way (two clocks, or a tie) passes and is flagged
+// (Split): a node cannot tell whether it or the other is wrong, and two
+// good nodes must not leave because of one bad one. With no peer
+// reachable it passes. A node's cost per round is O(Sample), whatever the
+// cluster's size (at most 8 × Sample peers for a re-check while it is
+// out): a sampled peer's connection is kept for the next round, which
+// keeps half the sample.
 type Peers struct {
 	clk   clock.Clock
 	src   PeerSource
@@ -243,6 +262,7 @@ type Peers struct {
 	sampler peerSampler   // used under round
 	pool    *connPool
 	sched   *rounds
+	out     bool // the last verdict found this node the outlier: rounds ask wide samples; used under round
 	mu      sync.Mutex
 	snap    PeerSnapshot
 	judged  bool // peer_offset has had a verdict
@@ -318,9 +338,12 @@ func (p *Peers) RecheckWhile(f func() bool) { p.sched.recheckWhile(f) }
 type peerRound struct {
 	live    int
 	results []PeerResult // the deciding sample's
+	// wide: the round re-checked a verdict that kept the node out, with
+	// wide samples.
+	wide bool
 	// confirmed: results are a confirmation sample's; first describes the
-	// first sample, which found the node the outlier, and firstUnreachable
-	// counts the peers it could not reach.
+	// first sample, which found the node the outlier (with wide: which did
+	// not), and firstUnreachable counts the peers it could not reach.
 	confirmed        bool
 	first            string
 	firstSize        int
@@ -331,9 +354,12 @@ type peerRound struct {
 // for their time (concurrently, each bounded by Timeout), takes the median
 // offset of those that answered and passes or fails peer_offset; a sample
 // that finds the node the outlier and did not cover every live peer is
-// confirmed by a second, fresh sample first. No peers, or none reachable,
-// passes. When the source fails, the earlier verdict stays (a first round
-// passes). It returns the snapshot after the round, and an error wrapping
+// confirmed by a second, fresh sample first. While the last verdict found
+// the node the outlier, the samples are wide (4 × Sample), and it is a
+// wide sample that does not find the node the outlier, when it did not
+// cover every live peer, that a second wide one must confirm. No peers,
+// or none reachable, passes. When the source fails, the earlier verdict
+// stays (a first round passes). It returns the snapshot after the round, and an error wrapping
 // errPeerOffset when the node is the outlier, the source's error when it
 // failed, or ctx's error when ctx ended first (then no verdict is given).
 func (p *Peers) CheckNow(ctx context.Context) (PeerSnapshot, error) {
@@ -351,7 +377,13 @@ func (p *Peers) CheckNow(ctx context.Context) (PeerSnapshot, error) {
 	}
 	live := sortedUnique(ids)
 	began := p.clk.Mono()
-	sample := p.sampler.next(live)
+	wide := p.out
+	var sample []int64
+	if wide {
+		sample = p.sampler.nextWide(live)
+	} else {
+		sample = p.sampler.next(live)
+	}
 	p.pool.retain(sample)
 	results, err := p.askSample(ctx, sample)
 	if ctxErr := ctx.Err(); ctxErr != nil {
@@ -360,8 +392,11 @@ func (p *Peers) CheckNow(ctx context.Context) (PeerSnapshot, error) {
 	if err != nil {
 		return p.judgeSourceError(fmt.Errorf("resolve the sample's addresses: %w", err))
 	}
-	round := peerRound{live: len(live), results: results}
-	if _, _, _, out, _ := tally(results); out && len(sample) < len(live) {
+	round := peerRound{live: len(live), results: results, wide: wide}
+	// A sample that did not cover every live peer settles a change of the
+	// verdict only with a confirmation: leaving (it found the outlier) as
+	// returning (a wide one did not).
+	if _, _, _, out, _ := tally(results); out != wide && len(sample) < len(live) {
 		round, err = p.confirm(ctx, live, round)
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return p.Snapshot(), fmt.Errorf("peer check: %w", ctxErr)
@@ -374,23 +409,24 @@ func (p *Peers) CheckNow(ctx context.Context) (PeerSnapshot, error) {
 }
 
 // confirm asks a second, fresh sample after round's first found the node
-// the outlier (its peers outside the first where the cluster has enough),
-// and returns the round with the second as the deciding sample.
+// the outlier, or a wide one did not (its peers outside the first where
+// the cluster has enough), and returns the round with the second as the
+// deciding sample.
 func (p *Peers) confirm(ctx context.Context, live []int64, round peerRound) (peerRound, error) {
 	agree, disagree, unsure, _, _ := tally(round.results)
-	firstDetail := p.offsetDetail(round.results, agree, disagree, unsure, true)
+	firstDetail := p.offsetDetail(round.results, agree, disagree, unsure, !round.wide)
 	unreachable := 0
 	for _, r := range round.results {
 		if !r.Reachable() {
 			unreachable++
 		}
 	}
-	second := p.sampler.confirmation(live, peerResultIDs(round.results))
+	second := p.sampler.confirmation(live, peerResultIDs(round.results), round.wide)
 	results, err := p.askSample(ctx, second)
 	if err != nil {
 		return round, err
 	}
-	return peerRound{live: round.live, results: results, confirmed: true,
+	return peerRound{live: round.live, results: results, wide: round.wide, confirmed: true,
 		first: firstDetail, firstSize: len(round.results), firstUnreachable: unreachable}, nil
 }
 
@@ -501,6 +537,8 @@ type verdict struct {
 	agree, disagree, unsure int
 	out, split              bool
 	unconfirmed             bool // the first sample found the outlier, the confirmation did not
+	held                    bool // wide: the first sample did not find the outlier, the confirmation did
+	returned                bool // wide, and not the outlier: the node returns
 	detail                  string
 }
 
@@ -515,11 +553,18 @@ func (p *Peers) decide(round peerRound) verdict {
 		}
 	}
 	v.agree, v.disagree, v.unsure, v.out, v.split = tally(round.results)
-	v.unconfirmed = round.confirmed && !v.out
+	v.unconfirmed = round.confirmed && !round.wide && !v.out
+	v.held = round.confirmed && round.wide && v.out
+	v.returned = round.wide && !v.out
 	if v.out || v.split {
 		v.detail = p.offsetDetail(round.results, v.agree, v.disagree, v.unsure, v.out)
 	}
 	switch {
+	case v.held:
+		v.detail += fmt.Sprintf("; re-checked with wide samples: the first, of %d of %d live peers, did not find it the outlier (%s), the second, of %d, did: it stays out",
+			round.firstSize, round.live, strings.TrimSuffix(round.first, ";"), len(round.results))
+	case round.wide && v.out:
+		v.detail += fmt.Sprintf("; re-checked with a wide sample of %d of %d live peers", len(round.results), round.live)
 	case v.unconfirmed:
 		v.detail = strings.TrimSuffix(fmt.Sprintf("a sample of %d of %d live peers found this node the outlier (%s); a second sample of %d did not confirm it, so it stays in service; %s",
 			round.firstSize, round.live, round.first, len(round.results), v.detail), "; ")
@@ -538,6 +583,7 @@ func (p *Peers) judge(round peerRound, began time.Duration) (PeerSnapshot, error
 		err = fmt.Errorf("%w: %s", errPeerOffset, v.detail)
 	}
 	snap := p.record(round, v, began)
+	p.out = v.out
 	p.sched.ended(v.out)
 	p.report(v)
 	if err != nil {
@@ -559,7 +605,7 @@ func (p *Peers) record(round peerRound, v verdict, began time.Duration) PeerSnap
 	p.snap.Reachable = len(v.offsets)
 	p.snap.Unreachable = len(v.errs)
 	p.snap.Agree, p.snap.Disagree, p.snap.Unsure, p.snap.Split, p.snap.Detail = v.agree, v.disagree, v.unsure, v.split, v.detail
-	p.snap.Confirmation, p.snap.FirstSample = round.confirmed, round.first
+	p.snap.Confirmation, p.snap.FirstSample, p.snap.Wide = round.confirmed, round.first, round.wide
 	p.snap.measuredMono, p.snap.measured = began, true
 	p.snap.CheckedAt = clock.WallTime(p.clk)
 	p.snap.SourceError = ""
@@ -571,11 +617,17 @@ func (p *Peers) record(round peerRound, v verdict, began time.Duration) PeerSnap
 	if v.split {
 		p.snap.SplitRounds++
 	}
-	if round.confirmed {
+	if round.confirmed && !round.wide {
 		p.snap.Confirmations++
 	}
 	if v.unconfirmed {
 		p.snap.Unconfirmed++
+	}
+	if round.wide {
+		p.snap.WideRounds++
+	}
+	if v.held {
+		p.snap.ReturnsHeld++
 	}
 	p.judged = true
 	return p.snapshotLocked()
@@ -586,6 +638,10 @@ func (p *Peers) report(v verdict) {
 	if len(v.errs) > 0 {
 		p.cfg.Log.Warn().Int("unreachable", len(v.errs)).Int("reachable", len(v.offsets)).
 			Str("errors", strings.Join(v.errs, "; ")).Msg("peers unreachable for the clock check")
+	}
+	if v.returned {
+		p.cfg.Log.Info().Int("agree", v.agree).Int("disagree", v.disagree).Str("detail", v.detail).
+			Msg("wide samples of the peers no longer find this clock the outlier: back in service")
 	}
 	var msg string
 	switch {

@@ -16,6 +16,14 @@ const DefaultPeerSample = 12
 // would be a third of the votes or more.
 const MinPeerSample = 3
 
+// peerWideFactor is how many times Sample peers a re-check asks while the
+// peer check keeps the node out (all of them in a cluster no larger): a
+// node leaves on two samples of Sample, but returns only on two wide ones,
+// so that a bad clock shared by a third or more of the cluster does not
+// return on the first lucky sample while most clocks disagree with it. The
+// cost stays bounded by the sample, whatever the cluster's size.
+const peerWideFactor = 4
+
 // peerJitter is the fraction of the interval a round's start varies by,
 // either way, so nodes started at once do not ask in lockstep.
 const peerJitter = 10 // percent
@@ -30,11 +38,24 @@ type peerSampler struct {
 	cur  []int64 // the last sample, sorted
 }
 
+// wideSize is the size of a wide sample (before the cluster bounds it).
+func (s *peerSampler) wideSize() int { return peerWideFactor * s.size }
+
 // next returns the sample of a round over the live peers, sorted, and
 // remembers it.
-func (s *peerSampler) next(live []int64) []int64 {
+func (s *peerSampler) next(live []int64) []int64 { return s.nextOf(live, s.size) }
+
+// nextWide returns the sample of a re-check while the node is out: as
+// next, of min(wideSize, live) peers, and remembers it, so the re-check
+// after it keeps half of it (and its connections).
+func (s *peerSampler) nextWide(live []int64) []int64 { return s.nextOf(live, s.wideSize()) }
+
+// nextOf returns a sample of min(size, live) of the live peers, sorted,
+// keeping half of the last sample (as much of it as the size allows), and
+// remembers it.
+func (s *peerSampler) nextOf(live []int64, size int) []int64 {
 	live = sortedUnique(live)
-	n := min(s.size, len(live))
+	n := min(size, len(live))
 	if n == len(live) {
 		s.cur = live
 		return slices.Clone(live)
@@ -51,13 +72,19 @@ func (s *peerSampler) next(live []int64) []int64 {
 	return slices.Clone(sample)
 }
 
-// confirmation returns a second sample for a round whose first one found
-// the node the outlier: min(size, live) peers, those outside first before
-// any of it (disjoint, where the cluster has enough peers outside first),
-// sorted. It does not change the sample kept for the next round.
-func (s *peerSampler) confirmation(live, first []int64) []int64 {
+// confirmation returns a second sample for a round whose first one did not
+// settle it (a sample that found the node the outlier, a wide one that did
+// not): min(size, live) peers, min(wideSize, live) when wide, those outside
+// first before any of it (disjoint, where the cluster has enough peers
+// outside first), sorted. It does not change the sample kept for the next
+// round.
+func (s *peerSampler) confirmation(live, first []int64, wide bool) []int64 {
 	live = sortedUnique(live)
-	n := min(s.size, len(live))
+	size := s.size
+	if wide {
+		size = s.wideSize()
+	}
+	n := min(size, len(live))
 	again, fresh := split(live, first)
 	s.shuffle(fresh)
 	s.shuffle(again)

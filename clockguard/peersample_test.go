@@ -431,7 +431,7 @@ func TestPeerSampler(t *testing.T) {
 		wantFromRest int
 	}{{100, 12}, {20, 8}, {13, 1}} {
 		first := s.next(live[:tc.live])
-		conf := s.confirmation(live[:tc.live], first)
+		conf := s.confirmation(live[:tc.live], first, false)
 		if len(conf) != 12 || len(intersect(conf, first)) != 12-tc.wantFromRest {
 			t.Fatalf("%d live: confirmation %v against first %v: want 12 with %d outside the first", tc.live, conf, first, tc.wantFromRest)
 		}
