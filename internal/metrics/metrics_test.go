@@ -50,7 +50,7 @@ func TestScrape_Families(t *testing.T) {
 	f.snap.Watcher = &clockguard.WatcherStats{Checks: 100, BackwardSteps: 2, ForwardSteps: 1, LargestBackward: 250 * time.Millisecond, LargestForward: 2 * time.Second}
 	f.snap.NTP = &clockguard.NTPSnapshot{Enabled: true, Rounds: 5, UnreachableRounds: 1, OffsetFailures: 2, ServerErrors: 3,
 		Last: &clockguard.NTPResult{Server: "ntp.example:123", Offset: -12 * time.Millisecond, RTT: 3 * time.Millisecond, CheckedAt: testNow.Add(-30 * time.Second)}}
-	f.snap.Peers = &clockguard.PeerSnapshot{Median: 4 * time.Millisecond, Split: true, Reachable: 2, Unreachable: 1, CheckedAt: testNow, Rounds: 6, OffsetFailures: 1, UnreachablePeers: 2, SourceErrors: 1, LivePeers: 40, Confirmations: 3, Unconfirmed: 2,
+	f.snap.Peers = &clockguard.PeerSnapshot{Median: 4 * time.Millisecond, Split: true, Reachable: 2, Unreachable: 1, CheckedAt: testNow, Rounds: 6, OffsetFailures: 1, UnreachablePeers: 2, SourceErrors: 1, LivePeers: 40, Confirmations: 3, Unconfirmed: 2, WideRounds: 5, ReturnsHeld: 1,
 		Peers: []clockguard.PeerResult{
 			{WorkerID: 1, Addr: "10.0.0.1:8080", Offset: 2 * time.Millisecond, RTT: time.Millisecond},
 			{WorkerID: 2, Addr: "10.0.0.2:8080", Offset: 6 * time.Millisecond, RTT: 2 * time.Millisecond},
@@ -124,6 +124,8 @@ func TestScrape_Families(t *testing.T) {
 		{"snowflaked_peers_live", nil, 40},
 		{"snowflaked_peer_confirmations_total", nil, 3},
 		{"snowflaked_peer_unconfirmed_total", nil, 2},
+		{"snowflaked_peer_wide_rounds_total", nil, 5},
+		{"snowflaked_peer_returns_held_total", nil, 1},
 		{"snowflaked_zk_connected", nil, 1},
 		{"snowflaked_zk_lease_held", nil, 1},
 		{"snowflaked_zk_alive", nil, 1},

@@ -97,6 +97,8 @@ var (
 	fPeerLive  = family{"snowflaked_peers_live", "gauge", "Live peers under alive/ in the last round that got a peer list (the round asks a sample of them, --peer-sample)."}
 	fPeerConf  = family{"snowflaked_peer_confirmations_total", "counter", "Peer rounds whose sample found this node the outlier without covering every live peer, so a second sample was asked."}
 	fPeerUnc   = family{"snowflaked_peer_unconfirmed_total", "counter", "Of those, rounds whose second sample did not find this node the outlier: a removal avoided."}
+	fPeerWide  = family{"snowflaked_peer_wide_rounds_total", "counter", "Re-checks, while the peer check kept this node out, that asked wide samples (up to 4 x --peer-sample)."}
+	fPeerHeld  = family{"snowflaked_peer_returns_held_total", "counter", "Of those, re-checks whose first wide sample cleared this node and whose second did not: a return avoided."}
 	fZKConn    = family{"snowflaked_zk_connected", "gauge", "1 while the ZooKeeper session is established."}
 	fZKLease   = family{"snowflaked_zk_lease_held", "gauge", "1 while this node holds its worker ID's lease."}
 	fZKAlive   = family{"snowflaked_zk_alive", "gauge", "1 while this node's alive znode exists (in service for clients)."}
@@ -415,6 +417,8 @@ func writePeers(e *expo, s clockguard.PeerSnapshot) {
 	e.add(fPeerLive, float64(s.LivePeers))
 	e.add(fPeerConf, float64(s.Confirmations))
 	e.add(fPeerUnc, float64(s.Unconfirmed))
+	e.add(fPeerWide, float64(s.WideRounds))
+	e.add(fPeerHeld, float64(s.ReturnsHeld))
 }
 
 // renewalCauses are the causes of coordinator.Status.FailuresByCause, each
