@@ -100,25 +100,47 @@ type Settings struct {
 }
 
 func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string) (clusterData, []WorkerInfo, error) {
-	b, _, err := z.Get(ctx, p.cluster)
-	if errors.Is(err, zk.ErrNoNode) {
-		return clusterData{}, nil, fmt.Errorf("cluster %q does not exist in ZooKeeper (no %s)", cluster, p.cluster)
-	}
+	cd, err := readClusterData(ctx, z, p, cluster)
 	if err != nil {
-		return clusterData{}, nil, fmt.Errorf("read %s: %w", p.cluster, err)
+		return clusterData{}, nil, err
 	}
-	cd, err := decodeCluster(b)
-	if err != nil {
-		return clusterData{}, nil, fmt.Errorf("cluster znode %s holds malformed data %s: %v", p.cluster, quoteShort(b), err)
-	}
-	maxID := cd.Layout.MaxWorkerID()
-	now := time.Now().UnixMilli()
-
-	var rows []WorkerInfo
 	names, err := z.Children(ctx, p.forever)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return clusterData{}, nil, fmt.Errorf("list %s: %w", p.forever, err)
 	}
+	rows, claimed, err := foreverRows(ctx, z, p, names, cd.WorkerIDs)
+	if err != nil {
+		return clusterData{}, nil, err
+	}
+	if rows, err = markEphemerals(ctx, z, p, cd.Layout.MaxWorkerID(), rows, claimed, true); err != nil {
+		return clusterData{}, nil, err
+	}
+	slices.SortFunc(rows, compareRows)
+	return cd, rows, nil
+}
+
+// readClusterData reads and decodes cluster's znode.
+func readClusterData(ctx context.Context, z zkclient.Client, p paths, cluster string) (clusterData, error) {
+	b, _, err := z.Get(ctx, p.cluster)
+	if errors.Is(err, zk.ErrNoNode) {
+		return clusterData{}, fmt.Errorf("cluster %q does not exist in ZooKeeper (no %s)", cluster, p.cluster)
+	}
+	if err != nil {
+		return clusterData{}, fmt.Errorf("read %s: %w", p.cluster, err)
+	}
+	cd, err := decodeCluster(b)
+	if err != nil {
+		return clusterData{}, fmt.Errorf("cluster znode %s holds malformed data %s: %v", p.cluster, quoteShort(b), err)
+	}
+	return cd, nil
+}
+
+// foreverRows reads the forever znodes named (children of forever/) as
+// rows, in that order: a name that does not parse is a row with its
+// problem, a znode deleted since the listing none, and a worker ID an
+// earlier row names is flagged. claimed maps each worker ID to its row.
+func foreverRows(ctx context.Context, z zkclient.Client, p paths, names []string, ids WorkerRange) (rows []WorkerInfo, claimed map[int64]int, err error) {
+	now := time.Now().UnixMilli()
 	type named struct {
 		name, key string
 		seq       int64
@@ -136,14 +158,14 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 	}
 	got, err := z.GetMany(ctx, fpaths)
 	if err != nil {
-		return clusterData{}, nil, err
+		return nil, nil, err
 	}
-	claimed := map[int64]int{} // worker ID → row index
+	claimed = map[int64]int{} // worker ID → row index
 	for i, n := range good {
 		if got[i] == nil {
-			continue
+			continue // deleted since the list
 		}
-		row := foreverRow(p, n.name, n.key, n.seq, got[i], cd.WorkerIDs, now)
+		row := foreverRow(p, n.name, n.key, n.seq, got[i], ids, now)
 		if id := row.WorkerID; row.Problem == "" && id != noWorker {
 			if j, dup := claimed[id]; dup {
 				row.Problem = fmt.Sprintf("worker ID %d is also named by %s", id, rows[j].Path)
@@ -153,16 +175,14 @@ func listWorkers(ctx context.Context, z zkclient.Client, p paths, cluster string
 		}
 		rows = append(rows, row)
 	}
-	if rows, err = markEphemerals(ctx, z, p, maxID, rows, claimed); err != nil {
-		return clusterData{}, nil, err
-	}
-	slices.SortFunc(rows, compareRows)
-	return cd, rows, nil
+	return rows, claimed, nil
 }
 
 // markEphemerals fills LeaseHeld/LeaseHolder/InService from leases/ and
-// alive/, adding rows for leases no forever znode explains.
-func markEphemerals(ctx context.Context, z zkclient.Client, p paths, maxID int64, rows []WorkerInfo, claimed map[int64]int) ([]WorkerInfo, error) {
+// alive/. With all, it reads every lease and adds rows for leases no
+// forever znode explains; without, it reads only the leases of the worker
+// IDs the rows claim (a page's: no more reads than rows).
+func markEphemerals(ctx context.Context, z zkclient.Client, p paths, maxID int64, rows []WorkerInfo, claimed map[int64]int, all bool) ([]WorkerInfo, error) {
 	leases, err := z.Children(ctx, p.leases)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return nil, fmt.Errorf("list %s: %w", p.leases, err)
@@ -174,8 +194,10 @@ func markEphemerals(ctx context.Context, z zkclient.Client, p paths, maxID int64
 		if err != nil {
 			continue
 		}
-		ids = append(ids, id)
-		lpaths = append(lpaths, p.lease(id))
+		if _, ok := claimed[id]; ok || all {
+			ids = append(ids, id)
+			lpaths = append(lpaths, p.lease(id))
+		}
 	}
 	got, err := z.GetMany(ctx, lpaths)
 	if err != nil {

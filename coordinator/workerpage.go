@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -79,18 +78,10 @@ func (c *Coordinator) ListWorkerPage(ctx context.Context, limit int) (WorkerPage
 // listWorkerPage reads one page of the worker table (see ListWorkerPage);
 // own is the reading node's forever znode path ("" for none).
 func listWorkerPage(ctx context.Context, z zkclient.Client, p paths, cluster, own string, limit int) (WorkerPage, error) {
-	b, _, err := z.Get(ctx, p.cluster)
-	if errors.Is(err, zk.ErrNoNode) {
-		return WorkerPage{}, fmt.Errorf("cluster %q does not exist in ZooKeeper (no %s)", cluster, p.cluster)
-	}
+	cd, err := readClusterData(ctx, z, p, cluster)
 	if err != nil {
-		return WorkerPage{}, fmt.Errorf("read %s: %w", p.cluster, err)
+		return WorkerPage{}, err
 	}
-	cd, err := decodeCluster(b)
-	if err != nil {
-		return WorkerPage{}, fmt.Errorf("cluster znode %s holds malformed data %s: %v", p.cluster, quoteShort(b), err)
-	}
-	maxID := cd.Layout.MaxWorkerID()
 	names, err := z.Children(ctx, p.forever)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return WorkerPage{}, fmt.Errorf("list %s: %w", p.forever, err)
@@ -103,95 +94,15 @@ func listWorkerPage(ctx context.Context, z zkclient.Client, p paths, cluster, ow
 		}
 	}
 	names = names[:min(len(names), limit)]
-
-	now := time.Now().UnixMilli()
-	type named struct {
-		name, key string
-		seq       int64
-	}
-	var good []named
-	var fpaths []string
-	for _, n := range names {
-		key, seq, err := parseForeverName(n)
-		if err != nil {
-			pg.Workers = append(pg.Workers, WorkerInfo{WorkerID: noWorker, Path: p.forever + "/" + n, LastReportAgeMs: -1, Problem: err.Error()})
-			continue
-		}
-		good = append(good, named{n, key, seq})
-		fpaths = append(fpaths, p.forever+"/"+n)
-	}
-	got, err := z.GetMany(ctx, fpaths)
+	rows, claimed, err := foreverRows(ctx, z, p, names, cd.WorkerIDs)
 	if err != nil {
 		return WorkerPage{}, err
 	}
-	claimed := map[int64]int{} // worker ID → row index
-	for i, n := range good {
-		if got[i] == nil {
-			continue // deleted since the list
-		}
-		row := foreverRow(p, n.name, n.key, n.seq, got[i], cd.WorkerIDs, now)
-		if id := row.WorkerID; row.Problem == "" && id != noWorker {
-			if j, dup := claimed[id]; dup {
-				row.Problem = fmt.Sprintf("worker ID %d is also named by %s", id, pg.Workers[j].Path)
-			} else {
-				claimed[id] = len(pg.Workers)
-			}
-		}
-		pg.Workers = append(pg.Workers, row)
-	}
-	if err := markPageEphemerals(ctx, z, p, maxID, pg.Workers, claimed); err != nil {
+	if pg.Workers, err = markEphemerals(ctx, z, p, cd.Layout.MaxWorkerID(), rows, claimed, false); err != nil {
 		return WorkerPage{}, err
 	}
 	slices.SortFunc(pg.Workers, compareRows)
 	return pg, nil
-}
-
-// markPageEphemerals fills LeaseHeld/LeaseHolder/InService of a page's
-// rows: the lists of leases/ and alive/, and the data of the leases the
-// page's worker IDs hold (no more).
-func markPageEphemerals(ctx context.Context, z zkclient.Client, p paths, maxID int64, rows []WorkerInfo, claimed map[int64]int) error {
-	leases, err := z.Children(ctx, p.leases)
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("list %s: %w", p.leases, err)
-	}
-	var ids []int64
-	var lpaths []string
-	for _, n := range leases {
-		id, err := parseWorkerName(n, maxID)
-		if err != nil {
-			continue
-		}
-		if _, ok := claimed[id]; ok {
-			ids = append(ids, id)
-			lpaths = append(lpaths, p.lease(id))
-		}
-	}
-	got, err := z.GetMany(ctx, lpaths)
-	if err != nil {
-		return err
-	}
-	for i, g := range got {
-		if g == nil {
-			continue
-		}
-		j := claimed[ids[i]]
-		rows[j].LeaseHeld = true
-		if d, err := decodeLease(g.Data); err != nil || d.NodeKey != rows[j].NodeKey {
-			rows[j].LeaseHolder = describeHolder(g.Data, g.Stat)
-		}
-	}
-	alive, err := z.Children(ctx, p.alive)
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("list %s: %w", p.alive, err)
-	}
-	for _, n := range alive {
-		if id, err := parseWorkerName(n, maxID); err == nil {
-			if j, ok := claimed[id]; ok {
-				rows[j].InService = true
-			}
-		}
-	}
-	return nil
 }
 
 // foreverRow is the row of forever znode name (key, seq) as read in got.
