@@ -719,6 +719,7 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 			return claimed{}, fmt.Errorf("%w: sequence %d of %s is past the cluster's worker IDs %s (layout %s) and %s",
 				errNoFreeWorkerID, own.seq, own.path, ids, c.cfg.Layout, summary)
 		}
+	tries:
 		for try := 0; try < recycleTries && len(free) > 0; try++ {
 			attempt++
 			i := pickFree(c.cfg.NodeKey, attempt, len(free))
@@ -735,7 +736,7 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 				if ctx.Err() != nil || time.Since(start) >= c.cfg.ConnectTimeout {
 					return claimed{}, fmt.Errorf("recycle worker ID %d: %w: %v", w, ErrZKUnavailable, err)
 				}
-				try = recycleTries // the scan is stale: read again
+				break tries // the scan is stale: read again
 			case recycleOwnChanged:
 				return claimed{}, errRestart
 			}
@@ -874,12 +875,11 @@ func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token s
 	// recyclers of different IDs do not contend. (Releases before this one
 	// check forever/'s version in every take-over: the unconditional set
 	// makes theirs fail after any take-over since their scan began too.)
-	parentVersion := s.parentVersion
-	if len(from) > 0 && !mutation.Broken(mutation.RecycleNamedUnmarked) {
-		parentVersion = -1
-	}
-	if len(from) == 0 || !mutation.Broken(mutation.RecycleNamedUnmarked) {
-		ops = append([]any{&zk.SetDataRequest{Path: c.p.forever, Data: audit, Version: parentVersion}}, ops...)
+	switch {
+	case len(from) == 0:
+		ops = append([]any{&zk.SetDataRequest{Path: c.p.forever, Data: audit, Version: s.parentVersion}}, ops...)
+	case !mutation.Broken(mutation.RecycleNamedUnmarked):
+		ops = append([]any{&zk.SetDataRequest{Path: c.p.forever, Data: audit, Version: -1}}, ops...)
 	}
 	ops = append(ops, &zk.CreateRequest{Path: c.p.lease(w), Data: ld, Acl: c.acl, Flags: zk.FlagEphemeral})
 	return ops, mine, from, holder, nil
