@@ -142,8 +142,8 @@ const (
 
 // Coordinator is one node's link to the cluster in ZooKeeper. Create it with
 // New, then Claim (or ResumeFromCache after ErrZKUnavailable), Attach, Run,
-// and finally Close. Status and Peers may be called at any time, from any
-// goroutine.
+// and finally Close. Status, PeerIDs and PeerAddrs may be called at any
+// time, from any goroutine.
 type Coordinator struct {
 	cfg             Config
 	log             zerolog.Logger

@@ -32,8 +32,8 @@ func TestClaimUnavailable(t *testing.T) {
 	if took := time.Since(began); took > cfg.ConnectTimeout+2*time.Second {
 		t.Fatalf("Claim took %v, connect timeout %v", took, cfg.ConnectTimeout)
 	}
-	if _, err := c.Peers(context.Background()); !errors.Is(err, ErrZKUnavailable) {
-		t.Fatalf("Peers without a session: %v", err)
+	if _, err := c.PeerIDs(context.Background()); !errors.Is(err, ErrZKUnavailable) {
+		t.Fatalf("PeerIDs without a session: %v", err)
 	}
 	if st := c.Status(); st.Connected || st.LeaseHeld || st.WorkerID != -1 || st.LastReportAgeMs != -1 {
 		t.Fatalf("status %+v", st)

@@ -208,3 +208,13 @@ func writeForeverData(t *testing.T, conn *zk.Conn, path string, d foreverData, v
 		t.Fatalf("set %s: %v", path, err)
 	}
 }
+
+// allPeers is every live peer of c with its address: PeerIDs, then
+// PeerAddrs of them all (the clock check asks only a sample's).
+func allPeers(ctx context.Context, c *Coordinator) ([]Peer, error) {
+	ids, err := c.PeerIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.PeerAddrs(ctx, ids)
+}

@@ -48,7 +48,7 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 		waitFor(t, waitLong, "alive znodes of all three", func() bool { return c.Status().AlivePresent })
 	}
 
-	peers, err := cs[0].Peers(context.Background())
+	peers, err := allPeers(context.Background(), cs[0])
 	if err != nil {
 		t.Fatalf("Peers: %v", err)
 	}
@@ -506,7 +506,7 @@ func TestIntegration_MalformedZnodes(t *testing.T) {
 		}
 	}
 	// Peers skips the garbage alive entries.
-	peers, err := c.Peers(context.Background())
+	peers, err := allPeers(context.Background(), c)
 	if err != nil || len(peers) != 0 {
 		t.Fatalf("Peers = %v, %v; want none (garbage skipped)", peers, err)
 	}

@@ -177,14 +177,3 @@ func (c *Coordinator) ForgetPeer(id int64) {
 	delete(v.addrs, id)
 	v.mu.Unlock()
 }
-
-// Peers lists every live node under alive/ other than this one, with its
-// address, by worker ID: PeerIDs, then PeerAddrs of them all. Its reads grow
-// with the cluster; the clock check asks for a sample instead.
-func (c *Coordinator) Peers(ctx context.Context) ([]Peer, error) {
-	ids, err := c.PeerIDs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return c.PeerAddrs(ctx, ids)
-}
