@@ -50,7 +50,7 @@ func buildAndRun(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	for _, b := range []struct {
-		out *string
+		out       *string
 		name, pkg string
 	}{
 		{&binSnowflaked, "snowflaked", moduleName + "/cmd/snowflaked"},
