@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -189,7 +190,8 @@ func checkCalls(t *testing.T, doc *openapi3.T, addr string, calls []call) {
 				t.Fatalf("the document has no operation for it: %v", err)
 			}
 			err = openapi3filter.ValidateRequest(context.Background(), &openapi3filter.RequestValidationInput{
-				Request: x.req, PathParams: params, Route: route, Options: &openapi3filter.Options{MultiError: true},
+				Request: x.req, PathParams: params, Route: route,
+				Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: authenticate},
 			})
 			if (err == nil) != c.reqValid {
 				t.Errorf("the document's parameters accept it: %v, want %v (%v)", err == nil, c.reqValid, err)
@@ -209,6 +211,28 @@ func checkCalls(t *testing.T, doc *openapi3.T, addr string, calls []call) {
 			}
 		})
 	}
+}
+
+// authenticate is the requests' openapi3filter.AuthenticationFunc: a
+// bearer scheme is met by an Authorization: Bearer header, an apiKey
+// scheme in the query by its parameter. The document's empty alternative
+// ({}) needs none, so a request without a token is valid where it lists
+// one.
+func authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	s, r := in.SecurityScheme, in.RequestValidationInput.Request
+	switch {
+	case s.Type == "http" && strings.EqualFold(s.Scheme, "bearer"):
+		if h := r.Header.Get("Authorization"); len(h) > len("Bearer ") && strings.EqualFold(h[:len("Bearer ")], "Bearer ") {
+			return nil
+		}
+		return errors.New("no Authorization: Bearer")
+	case s.Type == "apiKey" && s.In == "query":
+		if r.URL.Query().Has(s.Name) {
+			return nil
+		}
+		return fmt.Errorf("no ?%s=", s.Name)
+	}
+	return fmt.Errorf("security scheme %s %s: not one these tests know", s.Type, s.Scheme)
 }
 
 // checkComponent checks an answer that no operation gives (a method
