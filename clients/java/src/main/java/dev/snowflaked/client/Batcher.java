@@ -1,0 +1,238 @@
+package dev.snowflaked.client;
+
+import java.util.ArrayDeque;
+import java.util.Arrays;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * Merges the calls for one kind of ID (snowflake IDs, or one tag's dense IDs) into requests.
+ *
+ * <p>A call that finds a free slot (fewer than maxInFlight requests out) and no batch waiting does
+ * its request itself, on its own thread: no hand-off. Calls that arrive while every slot is taken
+ * join the open batch, up to the most IDs one request asks for. When a request ends, its slot
+ * takes the oldest batch waiting and serves it on a worker thread, which goes on with the next
+ * batch waiting, if any, and frees the slot when none is left. One latch wakes every caller of a
+ * batch, each reading its own slice of the answer.
+ */
+final class Batcher {
+    private final SnowflakedClient c;
+    final Endpoint ep;
+    private final Executor workers;
+    private final int maxInFlight;
+
+    private final ReentrantLock lock = new ReentrantLock();
+    private Batch open;
+    private final ArrayDeque<Batch> full = new ArrayDeque<>();
+    private int inFlight;
+    private boolean closed;
+
+    Batcher(SnowflakedClient c, Endpoint ep, Executor workers, int maxInFlight) {
+        this.c = c;
+        this.ep = ep;
+        this.workers = workers;
+        this.maxInFlight = maxInFlight;
+    }
+
+    /** One request shared by the calls that joined it. */
+    static final class Batch {
+        int total;
+        int joined;
+        long deadline = Long.MIN_VALUE; // nanoTime; SnowflakedClient.NO_DEADLINE when a caller has none
+        final AtomicInteger left = new AtomicInteger();
+        final CountDownLatch done = new CountDownLatch(1);
+        volatile long[] ids;
+        volatile RuntimeException err;
+
+        void publish(long[] ids, RuntimeException err) {
+            this.ids = ids;
+            this.err = err;
+            done.countDown();
+        }
+    }
+
+    /** The most IDs one request of this batcher asks for. */
+    int most() {
+        int m = c.maxBatch;
+        if (ep.tagMax != null) {
+            int t = ep.tagMax.get();
+            if (t > 0 && t < m) {
+                m = t;
+            }
+        }
+        return m;
+    }
+
+    /** Returns n (1 ≤ n ≤ most()) IDs from one batch, increasing. */
+    long[] fetch(int n, long deadline) {
+        Batch b;
+        int off;
+        lock.lock();
+        try {
+            if (closed) {
+                throw new SnowflakedClosedException();
+            }
+            if (inFlight < maxInFlight && open == null && full.isEmpty()) {
+                inFlight++;
+                b = null;
+                off = 0;
+            } else {
+                int most = most();
+                if (open != null && open.total + n > most) {
+                    full.add(open);
+                    open = null;
+                }
+                if (open == null) {
+                    open = new Batch();
+                }
+                b = open;
+                off = b.total;
+                b.total += n;
+                b.joined++;
+                if (deadline == SnowflakedClient.NO_DEADLINE || b.deadline == SnowflakedClient.NO_DEADLINE) {
+                    b.deadline = SnowflakedClient.NO_DEADLINE;
+                } else if (b.deadline == Long.MIN_VALUE || deadline - b.deadline > 0) {
+                    b.deadline = deadline;
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+        if (b == null) {
+            // Alone: the request on this thread.
+            try {
+                return c.serveClamped(ep, n, deadline, false, () -> true);
+            } finally {
+                release();
+            }
+        }
+        return await(b, off, n, deadline);
+    }
+
+    private long[] await(Batch b, int off, int n, long deadline) {
+        try {
+            if (deadline == SnowflakedClient.NO_DEADLINE) {
+                b.done.await();
+            } else {
+                long left = deadline - System.nanoTime();
+                if (left <= 0 || !b.done.await(left, TimeUnit.NANOSECONDS)) {
+                    b.left.incrementAndGet();
+                    throw new SnowflakedTimeoutException("next " + ep.what + ": the caller's deadline passed while waiting for a batch", null);
+                }
+            }
+        } catch (InterruptedException e) {
+            b.left.incrementAndGet();
+            Thread.currentThread().interrupt();
+            throw new SnowflakedException("next " + ep.what + ": interrupted", e);
+        }
+        RuntimeException err = b.err;
+        if (err != null) {
+            if (err instanceof SnowflakedTimeoutException && (deadline == SnowflakedClient.NO_DEADLINE || deadline - System.nanoTime() > 0)) {
+                // The batch's most patient caller's deadline passed; this one's cannot be later.
+                throw new SnowflakedTimeoutException(err.getMessage(), err.getCause());
+            }
+            throw err;
+        }
+        return Arrays.copyOfRange(b.ids, off, off + n);
+    }
+
+    /** Frees the slot of a request that ended, or hands it to the next batch waiting. */
+    private void release() {
+        Batch next;
+        lock.lock();
+        try {
+            next = takeNext();
+            if (next == null) {
+                inFlight--;
+                return;
+            }
+        } finally {
+            lock.unlock();
+        }
+        Batch first = next;
+        try {
+            workers.execute(() -> run(first));
+        } catch (RuntimeException e) { // the workers were shut down: closed
+            first.publish(null, new SnowflakedClosedException());
+            lock.lock();
+            try {
+                inFlight--;
+            } finally {
+                lock.unlock();
+            }
+        }
+    }
+
+    /** Serves b, then every batch waiting, on a worker thread holding one slot. */
+    private void run(Batch b) {
+        while (b != null) {
+            serve(b);
+            lock.lock();
+            try {
+                b = takeNext();
+                if (b == null) {
+                    inFlight--;
+                }
+            } finally {
+                lock.unlock();
+            }
+        }
+    }
+
+    private void serve(Batch b) {
+        if (c.isClosed()) {
+            b.publish(null, new SnowflakedClosedException());
+            return;
+        }
+        try {
+            long[] ids = c.serveClamped(ep, b.total, b.deadline, b.joined > 1, () -> b.left.get() < b.joined);
+            b.publish(ids, null);
+        } catch (RuntimeException e) {
+            b.publish(null, e);
+        }
+    }
+
+    /** The next batch to serve, sealed: the oldest full one, else the open one. Lock held. */
+    private Batch takeNext() {
+        while (true) {
+            Batch b = full.poll();
+            if (b == null) {
+                b = open;
+                open = null;
+            }
+            if (b == null) {
+                return null;
+            }
+            if (closed) {
+                b.publish(null, new SnowflakedClosedException());
+                continue;
+            }
+            if (b.left.get() >= b.joined) {
+                b.publish(null, new SnowflakedTimeoutException("every caller of the batch gave up", null));
+                continue;
+            }
+            return b;
+        }
+    }
+
+    /** Fails every batch waiting with the closed error. */
+    void close() {
+        lock.lock();
+        try {
+            closed = true;
+            for (Batch b : full) {
+                b.publish(null, new SnowflakedClosedException());
+            }
+            full.clear();
+            if (open != null) {
+                open.publish(null, new SnowflakedClosedException());
+                open = null;
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+}
