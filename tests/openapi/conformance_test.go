@@ -117,14 +117,20 @@ func send(t *testing.T, addr, method, path string) exchange {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return do(t, req)
+}
+
+// do sends req and reads the answer.
+func do(t *testing.T, req *http.Request) exchange {
+	t.Helper()
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", req.Method, req.URL.RequestURI(), err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("%s %s: read body: %v", method, path, err)
+		t.Fatalf("%s %s: read body: %v", req.Method, req.URL.RequestURI(), err)
 	}
 	return exchange{req: req, status: resp.StatusCode, header: resp.Header, body: body}
 }
