@@ -109,18 +109,33 @@ class _Node:
 class _Batch:
     """One request shared by the calls that joined it."""
 
-    __slots__ = ("total", "joined", "left", "deadline", "done", "ids", "err", "back", "gathered")
+    __slots__ = ("total", "joined", "left", "deadline", "gate", "ids", "err", "back", "gathered")
 
     def __init__(self) -> None:
         self.total = 0
         self.joined = 0
         self.left = 0
         self.deadline = -_INF  # the latest deadline of the calls joined; inf: one has none
-        self.done = threading.Event()
+        # Held until the answer is published; each caller that gets it
+        # releases it at once for the next: one wake-up at a time, rather
+        # than every caller at once fighting for the GIL.
+        self.gate = threading.Lock()
+        self.gate.acquire()
         self.ids: Optional[List[int]] = None
         self.err: Optional[BaseException] = None
         self.back = itertools.count(1)
         self.gathered = threading.Event()
+
+    def publish(self, ids: Optional[List[int]], err: Optional[BaseException]) -> None:
+        self.ids, self.err = ids, err
+        self.gate.release()
+
+    def wait(self, timeout: float = -1) -> bool:
+        """Wait for the answer (timeout in seconds, -1: none); True once published."""
+        if self.gate.acquire(True, timeout):
+            self.gate.release()
+            return True
+        return False
 
     def leave(self) -> None:
         # itertools.count's next is atomic in CPython.
@@ -233,10 +248,10 @@ class _Batcher:
                 raise DeadlineExceededError(f"next {self.ep.what}: the caller's deadline passed")
             return ids
         if deadline is None:
-            bt.done.wait()
+            bt.wait()
         else:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not bt.done.wait(remaining):
+            if remaining <= 0 or not bt.wait(remaining):
                 with self.lock:
                     bt.left += 1
                 bt.leave()
@@ -294,8 +309,7 @@ class _Batcher:
             err = e
         op = self.open
         gather = op is None or op.joined < bt.joined
-        bt.ids, bt.err = ids, err
-        bt.done.set()
+        bt.publish(ids, err)
         if gather and not self.closed:
             # Until the callers have taken their IDs (one wake-up, bounded).
             bt.gathered.wait(0.05)
@@ -313,8 +327,7 @@ class _Batcher:
             self.cond.notify_all()
             threads = list(self.threads)
         for bt in waiting:
-            bt.err = ClosedError()
-            bt.done.set()
+            bt.publish(None, ClosedError())
         for t in threads:
             if t is not threading.current_thread():
                 t.join(timeout=5)
