@@ -69,13 +69,21 @@ func TestConformance(t *testing.T) {
 // checker checks a client's IDs: positive, never seen before, and within
 // one worker increasing along one caller's calls.
 type checker struct {
-	t      *testing.T
+	t      reporter
 	layout client.Layout
 	seen   map[int64]bool
 }
 
-func newChecker(t *testing.T, w *world) *checker {
+func newChecker(t reporter, w *world) *checker {
 	return &checker{t: t, layout: w.layout, seen: map[int64]bool{}}
+}
+
+// reporter is what the checks report to: a *testing.T, or in the suite's
+// own tests a recorder that shows each check can fail.
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
 }
 
 // caller checks one caller's IDs, in the order its calls returned them.
@@ -105,7 +113,7 @@ func (c *checker) caller(ids []int64) {
 }
 
 // increasing fails unless ids strictly increase.
-func increasing(t *testing.T, what string, ids []int64) {
+func increasing(t reporter, what string, ids []int64) {
 	t.Helper()
 	for i := 1; i < len(ids); i++ {
 		if ids[i] <= ids[i-1] {
