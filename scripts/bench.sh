@@ -3,6 +3,7 @@
 # one run, printed as small tables. Ratios matter, not absolute numbers: the
 # machine is shared and noisy, so compare only figures from the same run.
 #   BENCH_DURATION (wrk, default 10s)  BENCH_ROUNDS (default 2)  BENCH_TIME (go, default 2s)
+#   BENCH_CLIENTS (clients measured by tests/bench/clientsbench, default go,java,python,typescript)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${BENCH_DURATION:-10s}
@@ -112,3 +113,9 @@ echo "== GET /id end to end in-process (fasthttp's in-memory listener): the node
 go test -run '^$' -bench 'ServeID' -benchtime "$BT" -cpu 1 ./server/ | tee "$tmp/serve.txt" | grep -E '^(Benchmark|ok|PASS|FAIL)' || true
 awk '/^BenchmarkServeID\/server=bare/ { bare=$3 } /^BenchmarkServeID\/server=node\/layout=41\/3\/19/ { node=$3 }
      END { if (bare && node) printf "\nGET /id in-process: node %s ns/req, bare %s ns/req: %.1f%% of bare fasthttp'"'"'s req/s\n", node, bare, 100*bare/node }' "$tmp/serve.txt"
+
+echo
+echo "== the clients of clients/ and the Go client, each against one node, beside $CONNS callers (and one) doing plain GET /id on the language's own HTTP client: tests/bench/clientsbench"
+go build -o "$tmp/godriver" ./tests/conformance/godriver
+go run ./tests/bench/clientsbench --snowflaked "$tmp/snowflaked" --godriver "$tmp/godriver" --callers "$CONNS" \
+  --clients "${BENCH_CLIENTS:-go,java,python,typescript}"
