@@ -2,6 +2,10 @@ module codeberg.org/snowflaked/snowflaked
 
 go 1.26.0
 
+// npm's folders (clients/typescript, tests/openapi/lint) hold no Go: the
+// go command never walks them (./... would, and npm rewrites them).
+ignore node_modules
+
 require (
 	github.com/beevik/ntp v1.6.0
 	github.com/bwmarrin/snowflake v0.3.0
