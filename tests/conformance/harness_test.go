@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -378,11 +377,4 @@ func parseIDs(t *testing.T, ss []string) []int64 {
 		out[i] = v
 	}
 	return out
-}
-
-// ctxTimeout is a context for the suite's own requests.
-func ctxTimeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
