@@ -243,6 +243,29 @@ class TestFailover(Base):
         self.assertEqual((cm.exception.code, cm.exception.max), ("invalid_count", 1000))
 
 
+class TestStall(Base):
+    def test_waiting_callers_leave_a_hung_request(self) -> None:
+        a, b = self.node(1), self.node(2)
+        a.gate = threading.Event()  # a hangs
+        c = self.client(nodes=[a.addr, b.addr], request_timeout=5, stall_after=0.05)
+        hung = threading.Thread(target=lambda: c.next_id(timeout=10))
+        hung.start()
+        wait_for(lambda: len(a.requests) == 1, "the request to the hung node")
+        got: List[int] = []
+        ts = [threading.Thread(target=lambda: got.append(c.next_id(timeout=3))) for _ in range(4)]
+        start = time.monotonic()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(5)
+        self.assertEqual(len(got), 4)
+        self.assertLess(time.monotonic() - start, 1.5)  # not the 5 s request timeout
+        self.assertTrue(hung.is_alive())  # its caller still waits for a
+        self.assertGreaterEqual(len(b.requests), 1)
+        a.gate.set()
+        hung.join(5)
+
+
 class TestDeadline(Base):
     def test_hung_node_caller_deadline(self) -> None:
         a = self.node()

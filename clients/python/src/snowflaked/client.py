@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from typing import Callable, Deque, Dict, List, Mapping, Optional, Sequence, Union, overload
+from typing import Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union, overload
 from urllib.parse import quote
 
 from . import _discovery
@@ -132,7 +132,7 @@ class _Batch:
 
     def wait(self, timeout: float = -1) -> bool:
         """Wait for the answer (timeout in seconds, -1: none); True once published."""
-        if self.gate.acquire(True, timeout):
+        if self.gate.acquire(timeout != 0, timeout if timeout > 0 else -1):
             self.gate.release()
             return True
         return False
@@ -154,17 +154,32 @@ def _clone(err: BaseException) -> BaseException:
     return err
 
 
+class _Slot:
+    """A request out, holding one of the ``max_in_flight`` slots until it
+    ends or, while calls wait, until it has been out ``stall_after``."""
+
+    __slots__ = ("start", "gave_up")
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+        self.gave_up = False
+
+
 class _Batcher:
     """Merges the calls for one kind of ID (snowflake IDs, or one tag's dense
     IDs) into requests.
 
     A call that finds a free slot and nobody waiting makes its request
-    itself, on its own thread. While ``max_in_flight`` requests are out,
-    calls join the open batch (up to ``max_batch`` IDs); when a slot frees,
-    the oldest waiting batch is handed to a worker thread of the batcher,
-    which makes one request for it, publishes the answer to all its callers
-    at once, and waits until they have taken it (so those who call again
-    join the next batch together).
+    itself, on its own thread: no hand-off. While ``max_in_flight`` requests
+    are out, calls join the open batch (up to ``max_batch`` IDs); when a slot
+    frees, the oldest waiting batch goes to a worker thread of the batcher,
+    which makes one request for it and publishes the answer to all its
+    callers at once (each woken caller wakes the next), then waits until
+    they have taken it, so that those who call again join the next batch
+    together. A request out longer than ``stall_after`` while calls wait (a
+    node that hangs) gives its slot up, so the waiting calls get a request
+    of their own on the next node; the waiting callers check this
+    themselves, no timer thread runs.
     """
 
     def __init__(self, client: "Client", ep: _Endpoint) -> None:
@@ -173,9 +188,11 @@ class _Batcher:
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
         self.open: Optional[_Batch] = None
-        self.full: Deque[_Batch] = deque()
-        self.ready: Deque[_Batch] = deque()
-        self.in_flight = 0
+        self.full: Deque[_Batch] = deque()  # sealed, waiting for a slot
+        self.ready: Deque[Tuple[_Batch, _Slot]] = deque()  # given a slot, waiting for a worker
+        self.in_flight = 0  # slots taken (stalled requests do not count)
+        self.slots: List[_Slot] = []
+        self.idle = 0  # workers waiting for a batch
         self.closed = False
         self.threads: List[threading.Thread] = []
 
@@ -208,12 +225,11 @@ class _Batcher:
     def fetch(self, n: int, deadline: Optional[float]) -> List[int]:
         """n ≤ most() IDs from one request (the call's own, or a shared one)."""
         c = self.c
-        limit = c._in_flight_limit()
         with self.lock:
             if self.closed:
                 raise ClosedError()
-            if self.open is None and not self.full and not self.ready and self.in_flight < limit:
-                self.in_flight += 1
+            if self.open is None and not self.full and not self.ready and self.in_flight < c._max_in_flight:
+                slot = self._hold_locked()
                 bt = None
             else:
                 most = self.most()
@@ -229,7 +245,7 @@ class _Batcher:
                 d = _INF if deadline is None else deadline
                 if d > bt.deadline:
                     bt.deadline = d
-                self._dispatch_locked(limit)
+                self._dispatch_locked()
         if bt is None:
             # Alone: the request on this thread, no hand-off.
             try:
@@ -241,21 +257,34 @@ class _Batcher:
                 raise _caller_err(deadline, self.ep.what, e) from None
             finally:
                 with self.lock:
-                    self.in_flight -= 1
+                    self._drop_locked(slot)
                     if self.full or self.open is not None:
-                        self._dispatch_locked(c._in_flight_limit())
+                        self._dispatch_locked()
             if deadline is not None and time.monotonic() >= deadline:
                 raise DeadlineExceededError(f"next {self.ep.what}: the caller's deadline passed")
             return ids
-        if deadline is None:
-            bt.wait()
-        else:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not bt.wait(remaining):
+        stall = c._stall_after
+        while True:
+            if deadline is None:
+                remaining = -1.0
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    remaining = 0.0
+            if remaining != 0.0 and bt.wait(stall if remaining < 0 or remaining > stall else remaining):
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                if bt.wait(0):
+                    break
                 with self.lock:
                     bt.left += 1
                 bt.leave()
                 raise DeadlineExceededError(f"next {self.ep.what}: the caller's deadline passed while waiting for a batch")
+            # Still waiting after stall_after: take the slots of requests
+            # out that long (a node that hangs) for the waiting batches.
+            with self.lock:
+                if bt is self.open or bt in self.full:
+                    self._stalls_locked()
         bt.leave()
         if bt.err is not None:
             raise _caller_err(deadline, self.ep.what, _clone(bt.err)) from None
@@ -264,9 +293,28 @@ class _Batcher:
         assert bt.ids is not None
         return bt.ids[off : off + n]
 
-    def _dispatch_locked(self, limit: int) -> None:
+    def _hold_locked(self) -> _Slot:
+        s = _Slot()
+        self.in_flight += 1
+        self.slots.append(s)
+        return s
+
+    def _drop_locked(self, s: _Slot) -> None:
+        self.slots.remove(s)
+        if not s.gave_up:
+            self.in_flight -= 1
+
+    def _stalls_locked(self) -> None:
+        now = time.monotonic()
+        for s in self.slots:
+            if not s.gave_up and now - s.start >= self.c._stall_after:
+                s.gave_up = True
+                self.in_flight -= 1
+        self._dispatch_locked()
+
+    def _dispatch_locked(self) -> None:
         """Hand each waiting batch a free slot can take to a worker. Lock held."""
-        while self.in_flight < limit and not self.closed:
+        while self.in_flight < self.c._max_in_flight and not self.closed:
             if self.full:
                 bt = self.full.popleft()
             elif self.open is not None:
@@ -274,30 +322,31 @@ class _Batcher:
                 self.open = None
             else:
                 return
-            self.in_flight += 1
-            self.ready.append(bt)
-            if len(self.threads) < limit:
+            self.ready.append((bt, self._hold_locked()))
+            if self.idle > 0:
+                self.idle -= 1
+                self.cond.notify()
+            else:
                 t = threading.Thread(target=self._work, name="snowflaked-batch", daemon=True)
                 self.threads.append(t)
                 t.start()
-            else:
-                self.cond.notify()
 
     def _work(self) -> None:
         with self.lock:
             while True:
                 while not self.ready and not self.closed:
-                    self.cond.wait()
+                    self.idle += 1
+                    self.cond.wait()  # whoever notifies counts this worker busy again
                 if self.closed:
                     return
-                bt = self.ready.popleft()
+                bt, slot = self.ready.popleft()
                 self.lock.release()
                 try:
                     self._serve_batch(bt)
                 finally:
                     self.lock.acquire()
-                self.in_flight -= 1
-                self._dispatch_locked(self.c._in_flight_limit())
+                self._drop_locked(slot)
+                self._dispatch_locked()
 
     def _serve_batch(self, bt: _Batch) -> None:
         deadline = None if bt.deadline == _INF else bt.deadline
@@ -318,7 +367,7 @@ class _Batcher:
         """Fail the waiting calls with ClosedError and stop the workers."""
         with self.lock:
             self.closed = True
-            waiting = list(self.full) + list(self.ready)
+            waiting = list(self.full) + [b for b, _ in self.ready]
             if self.open is not None:
                 waiting.append(self.open)
             self.full.clear()
@@ -555,8 +604,12 @@ class Client:
         ssl_context: an ``ssl.SSLContext`` to use instead of ``ca_file``...
         request_timeout: seconds one request to one node may take (2).
         max_batch: the most IDs one request asks for (1000).
-        max_in_flight: requests out at once per kind of ID (default: one per
-            node known, at least 1).
+        max_in_flight: requests out at once per kind of ID (1): callers that
+            arrive while they are out join the next batch. More make smaller
+            batches and, measured on 2 cores, fewer IDs a second.
+        stall_after: seconds after which a request out, while callers wait,
+            gives its slot up (a node that hangs), so that they get a request
+            of their own on the next node (0.05).
         attempts: nodes one batch tries before it fails (3).
         down_for: seconds a failing node without ``Retry-After`` gets no
             traffic (1).
@@ -582,7 +635,8 @@ class Client:
         ssl_context: Optional[ssl.SSLContext] = None,
         request_timeout: float = 2.0,
         max_batch: int = 1000,
-        max_in_flight: Optional[int] = None,
+        max_in_flight: int = 1,
+        stall_after: float = 0.05,
         attempts: int = 3,
         down_for: float = 1.0,
         prefetch: int = 0,
@@ -605,9 +659,9 @@ class Client:
         ):
             if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
                 raise bad(f"{name} {v!r}: want {lo}..{hi}")
-        if max_in_flight is not None and (not isinstance(max_in_flight, int) or not 1 <= max_in_flight <= 1024):
+        if not isinstance(max_in_flight, int) or isinstance(max_in_flight, bool) or not 1 <= max_in_flight <= 1024:
             raise bad(f"max_in_flight {max_in_flight!r}: want 1..1024")
-        for name, f in (("request_timeout", request_timeout), ("down_for", down_for), ("prefetch_max_age", prefetch_max_age)):
+        for name, f in (("request_timeout", request_timeout), ("stall_after", stall_after), ("down_for", down_for), ("prefetch_max_age", prefetch_max_age)):
             if not isinstance(f, (int, float)) or f <= 0:
                 raise bad(f"{name} {f!r}: want a positive number of seconds")
         if not isinstance(bootstrap_interval, (int, float)) or not 0.01 <= bootstrap_interval <= 3600:
@@ -632,6 +686,7 @@ class Client:
 
         self._max_batch = max_batch
         self._max_in_flight = max_in_flight
+        self._stall_after = float(stall_after)
         self._attempts = attempts
         self._timeout = float(request_timeout)
         self._down_for = float(down_for)
@@ -764,11 +819,6 @@ class Client:
         if timeout <= 0:
             raise DeadlineExceededError("the caller's deadline passed before the call")
         return time.monotonic() + timeout
-
-    def _in_flight_limit(self) -> int:
-        if self._max_in_flight is not None:
-            return self._max_in_flight
-        return max(1, len(self._nodes))
 
     def _segment(self, tag: str) -> _Batcher:
         with self._segs_lock:
