@@ -99,8 +99,7 @@ public final class Driver {
                 case "open" -> open(req);
                 case "close" -> {
                     if (client != null) {
-                        client.close();
-                        client = null;
+                        client.close(); // kept: later calls answer "closed"
                     }
                 }
                 case "next_id" -> ids(b, new long[] {held().nextId(deadline(req))});

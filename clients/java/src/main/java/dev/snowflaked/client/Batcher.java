@@ -218,6 +218,20 @@ final class Batcher {
         }
     }
 
+    /** The calls that joined batches not yet served (for tests). */
+    int waiting() {
+        lock.lock();
+        try {
+            int n = open == null ? 0 : open.joined;
+            for (Batch b : full) {
+                n += b.joined;
+            }
+            return n;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** Fails every batch waiting with the closed error. */
     void close() {
         lock.lock();

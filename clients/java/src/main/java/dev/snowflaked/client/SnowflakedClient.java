@@ -325,6 +325,11 @@ public final class SnowflakedClient implements AutoCloseable {
         workers.shutdownNow();
     }
 
+    /** The snowflake IDs' batcher (for tests). */
+    Batcher idsBatcher() {
+        return ids;
+    }
+
     boolean isClosed() {
         return closed;
     }
