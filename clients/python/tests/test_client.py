@@ -415,11 +415,14 @@ class TestTLS(Base):
         def run(*args: str) -> None:
             subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
 
-        run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=test-ca")
+        run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=test-ca",
+            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
         for name in ("server", "client"):
             run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
             with open(os.path.join(d, f"{name}.ext"), "w") as f:
-                f.write("subjectAltName=IP:127.0.0.1\n" if name == "server" else "extendedKeyUsage=clientAuth\n")
+                # What Python 3.13's strict verification asks of a leaf.
+                f.write("authorityKeyIdentifier=keyid\nkeyUsage=critical,digitalSignature,keyEncipherment\n")
+                f.write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n" if name == "server" else "extendedKeyUsage=clientAuth\n")
             run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", f"{name}.pem", "-days", "1", "-extfile", f"{name}.ext")
         a = self.node()
         sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
