@@ -83,7 +83,6 @@ const MAX_RELEARN = 4;
 const BOOTSTRAP_MAX_ASK = 16;
 const BOOTSTRAP_MAX_BODY = 1 << 20;
 const MAX_ID = 0x7fffffffffffffffn;
-const ID_RE = /^[0-9]{1,19}$/;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 /** One kind of request: snowflake IDs, the dense IDs of a tag, IDs with a gene, UUIDs. */
@@ -207,31 +206,45 @@ function errorBody(body: string): { code: string; text: string; message: string;
   return { code: "", text: JSON.stringify(t), message: JSON.stringify(t) };
 }
 
-function lines(body: string): string[] {
-  const ls = body.split("\n");
-  if (ls.length > 0 && ls[ls.length - 1] === "") ls.pop();
-  return ls;
-}
-
 /** Reads exactly n positive IDs, one a line: strictly increasing, or (unordered) distinct. */
 function parseIds(body: string, n: number, increasing: boolean): bigint[] {
-  const ls = lines(body);
-  if (ls.length !== n) throw new Error(`answered ${ls.length} of the ${n} IDs asked for`);
   const out = new Array<bigint>(n);
   let prev = 0n;
-  for (let i = 0; i < n; i++) {
-    const l = ls[i] as string;
-    if (!ID_RE.test(l)) throw new Error(`${JSON.stringify(l.slice(0, 80))} is not an ID`);
-    const id = BigInt(l);
-    if (id <= 0n || id > MAX_ID) throw new Error(`${l} is not an ID`);
-    if (increasing && i > 0 && id <= prev) throw new Error(`IDs not increasing: ${id} after ${prev}`);
-    out[i] = prev = id;
+  let k = 0;
+  const len = body.length;
+  for (let i = 0; i < len; ) {
+    let j = i;
+    for (; j < len; j++) {
+      const c = body.charCodeAt(j);
+      if (c === 10) break;
+      if (c < 48 || c > 57 || j - i >= 19) throw new Error(`${JSON.stringify(lineAt(body, i))} is not an ID`);
+    }
+    if (j === i) throw new Error("an empty line");
+    if (k === n) throw new Error(`more than the ${n} IDs asked for`);
+    const id = BigInt(body.slice(i, j));
+    if (id <= 0n || id > MAX_ID) throw new Error(`${body.slice(i, j)} is not an ID`);
+    if (increasing && k > 0 && id <= prev) throw new Error(`IDs not increasing: ${id} after ${prev}`);
+    out[k++] = prev = id;
+    i = j + 1;
   }
+  if (k !== n) throw new Error(`answered ${k} of the ${n} IDs asked for`);
   if (!increasing) {
     const s = [...out].sort(cmp);
     for (let i = 1; i < s.length; i++) if (s[i] === s[i - 1]) throw new Error(`ID ${s[i]} twice in one answer`);
   }
   return out;
+}
+
+/** The line of body starting at i, at most 80 characters. */
+function lineAt(body: string, i: number): string {
+  const j = body.indexOf("\n", i);
+  return body.slice(i, Math.min(j < 0 ? body.length : j, i + 80));
+}
+
+function lines(body: string): string[] {
+  const ls = body.split("\n");
+  if (ls.length > 0 && ls[ls.length - 1] === "") ls.pop();
+  return ls;
 }
 
 /** Reads exactly n canonical version 7 UUIDs with the RFC variant, increasing. */
@@ -517,7 +530,7 @@ export class Client {
     });
   }
 
-  /** What a caller whose request ended with err gets. */
+  /** @internal What a caller whose request ended with err gets. */
   callerErr(w: Waiter, err: unknown): unknown {
     if (err instanceof ClosedError || err instanceof RejectedError) return err;
     if (w.signal?.aborted) return w.signal.reason;
@@ -525,7 +538,7 @@ export class Client {
     return err;
   }
 
-  /** n IDs of ep within the nodes' limits: a count above a node's `max` is asked again in requests of at most it, remembered. */
+  /** @internal n IDs of ep within the nodes' limits: a count above a node's `max` is asked again in requests of at most it, remembered. */
   async serveClamped(ep: Endpoint, n: number, f: Flight, merged: boolean): Promise<unknown[]> {
     let limit = this.limitFor(ep);
     if (limit === 0 || n <= limit) {

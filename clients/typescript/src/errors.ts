@@ -87,6 +87,7 @@ export class RejectedError extends SnowflakedError {
 
 /** The client was closed: by {@link Client.close} before or during the call. */
 export class ClosedError extends SnowflakedError {
+  /** The one message of a closed client. */
   constructor() {
     super("snowflaked client closed");
   }

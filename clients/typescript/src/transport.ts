@@ -20,8 +20,11 @@ export interface TlsOptions {
 
 /** An answer of a node: status, body (bounded), Retry-After in ms (0: none). */
 export interface Answer {
+  /** The HTTP status. */
   status: number;
+  /** The body: latin1 for a 200 (IDs are ASCII), UTF-8 otherwise. */
   body: string;
+  /** The Retry-After header in ms, at most an hour; 0 when absent or not whole seconds. */
   retryAfterMs: number;
 }
 
@@ -29,6 +32,7 @@ export interface Answer {
 export class TransportError extends Error {
   /** Whether the failure is the client's own per-request timeout. */
   readonly timeout: boolean;
+  /** @param message names the node and the failure. */
   constructor(message: string, timeout = false, cause?: unknown) {
     super(message, cause === undefined ? undefined : { cause });
     this.name = "TransportError";
@@ -38,6 +42,7 @@ export class TransportError extends Error {
 
 /** The request was given up by the client (its callers left, or the client closed). */
 export class AbortedRequest extends Error {
+  /** The request was abandoned on purpose. */
   constructor() {
     super("request given up");
     this.name = "AbortedRequest";
@@ -47,6 +52,7 @@ export class AbortedRequest extends Error {
 /** The most bytes of an answer that is not a 200 (a JSON error). */
 export const MAX_ERROR_BODY = 64 << 10;
 
+/** A PEM given as text, or read from the path given. */
 function pem(what: string, v: string): string {
   if (v.trimStart().startsWith("-----BEGIN")) return v;
   try {
@@ -75,8 +81,10 @@ export class Transport {
   private readonly mod: typeof http | typeof https;
   private readonly hosts = new Map<string, { host: string; port: number }>();
   private readonly live = new Set<http.ClientRequest>();
+  /** "http" or "https". */
   readonly scheme: string;
 
+  /** @param tls HTTPS with these PEMs; undefined: plain HTTP. */
   constructor(tls: TlsOptions | undefined) {
     if (tls) {
       if ((tls.cert === undefined) !== (tls.key === undefined)) {
