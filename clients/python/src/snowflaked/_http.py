@@ -220,17 +220,16 @@ class Pool:
 
 
 def _read(resp: http.client.HTTPResponse, max_body: int) -> Tuple[Answer, bool]:
-    if resp.getheader("Transfer-Encoding") is not None:
-        raise BadAnswer(f"Transfer-Encoding {resp.getheader('Transfer-Encoding')!r} (a snowflaked node sends Content-Length)")
-    lengths = resp.headers.get_all("Content-Length") or []
-    if not lengths:
-        raise BadAnswer("no Content-Length")
-    try:
-        length = int(lengths[0])
-    except ValueError:
-        raise BadAnswer(f"Content-Length {lengths[0][:80]!r}") from None
-    if length < 0 or any(v.strip() != lengths[0].strip() for v in lengths):
-        raise BadAnswer(f"Content-Length {lengths[0][:80]!r}")
+    # http.client has parsed Transfer-Encoding (chunked) and the first
+    # Content-Length (length: None when absent or not a number >= 0).
+    if resp.chunked:
+        raise BadAnswer("Transfer-Encoding chunked (a snowflaked node sends Content-Length)")
+    length = resp.length
+    if length is None:
+        raise BadAnswer("no Content-Length, or not a number")
+    lengths = resp.headers.get_all("Content-Length") or ()
+    if len(lengths) > 1 and any(v.strip() != lengths[0].strip() for v in lengths):
+        raise BadAnswer(f"Content-Length given twice: {lengths[:2]!r}")
     limit = max_body if resp.status == 200 else MAX_ERROR_BODY
     if length > limit:
         raise BadAnswer(f"a body of {length} bytes, more than the {limit} expected at most")
@@ -238,13 +237,14 @@ def _read(resp: http.client.HTTPResponse, max_body: int) -> Tuple[Answer, bool]:
     if len(body) != length:
         raise BadAnswer(f"a body of {len(body)} bytes, {length} announced")
     retry_after = 0.0
-    ra = resp.getheader("Retry-After")
-    if ra is not None:
-        try:
-            s = int(ra.strip())
-            if 0 < s < 3600:
-                retry_after = float(s)
-        except ValueError:
-            pass
+    if resp.status != 200:
+        ra = resp.getheader("Retry-After")
+        if ra is not None:
+            try:
+                s = int(ra.strip())
+                if 0 < s < 3600:
+                    retry_after = float(s)
+            except ValueError:
+                pass
     keep = resp.version == 11 and not resp.will_close
     return Answer(resp.status, retry_after, body), keep
