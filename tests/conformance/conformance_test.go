@@ -389,6 +389,8 @@ func caseAllDown(t *testing.T, d *driver) {
 
 func caseKill(t *testing.T, w *world, d *driver) {
 	victim := w.startClusterNode(t, "victim-"+d.name)
+	_, clock := get(plainHTTP, "http://"+victim.addr+"/clock", "")
+	victimWorker := jsonField(t, clock, "worker_id")
 	d.open(map[string]any{"nodes": []string{w.nodes[0].addr, w.nodes[1].addr, victim.addr}})
 	calls := callsPerThread(t)
 	killed := false
@@ -414,15 +416,27 @@ func caseKill(t *testing.T, w *world, d *driver) {
 		t.Fatalf("load made %d calls in %d threads, want %d in %d", a.Calls, len(a.Threads), loadThreads*calls, loadThreads)
 	}
 	ck := newChecker(t, w)
-	total := 0
+	total, fromVictim := 0, 0
 	for _, th := range a.Threads {
-		ck.caller(parseIDs(t, th))
+		ids := parseIDs(t, th)
+		ck.caller(ids)
 		total += len(th)
+		for _, id := range ids {
+			if p, _ := w.layout.Decode(id); p.WorkerID == victimWorker {
+				fromVictim++
+			}
+		}
+	}
+	// The node killed must have served some of the calls, or nothing was
+	// proven about a node dying under the client.
+	if fromVictim == 0 {
+		t.Errorf("none of the %d IDs came from the node killed (worker %d): the client never used it", total, victimWorker)
 	}
 	if total != loadThreads*calls-len(a.Failures) {
 		t.Errorf("%d IDs from %d calls of one ID", total, loadThreads*calls)
 	}
-	t.Logf("%s: %d callers, %d IDs, 0 duplicates, %d failed calls, node %s killed after a third", d.name, loadThreads, total, len(a.Failures), victim.addr)
+	t.Logf("%s: %d callers, %d IDs (%d from the node killed), %d failed calls, node %s killed after a third of the calls",
+		d.name, loadThreads, total, fromVictim, len(a.Failures), victim.addr)
 }
 
 func caseBootstrap(t *testing.T, w *world, d *driver) {
