@@ -68,6 +68,7 @@ class FakeNode:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.server.daemon_threads = True
+        self.server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]  # a client that left
         self.addr = f"127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()

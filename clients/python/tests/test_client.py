@@ -386,6 +386,26 @@ class TestBootstrap(Base):
         c.next_id()
         self.assertEqual(b.counts(), [1])
 
+    def test_close_aborts_a_hung_poll(self) -> None:
+        a = self.node()
+        hang = threading.Event()
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def cluster(p: str, q: dict, h: dict):  # type: ignore[no-untyped-def]
+            if p == "/cluster/nodes" and hang.is_set():
+                release.wait(10)
+            return None
+
+        a.handler = cluster
+        c = Client(bootstrap=[a.addr], bootstrap_interval=0.02, request_timeout=8)
+        hang.set()
+        polls = len(a.requests)
+        wait_for(lambda: len(a.requests) > polls, "a poll to hang")
+        start = time.monotonic()
+        c.close()
+        self.assertLess(time.monotonic() - start, 2.0)
+
     def test_no_seed_answers(self) -> None:
         with self.assertRaises(NoNodeError) as cm:
             Client(bootstrap=[closed_addr(), closed_addr()], request_timeout=1)

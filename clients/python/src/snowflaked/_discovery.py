@@ -7,7 +7,7 @@ import json
 import random
 import ssl
 import threading
-import time
+import socket
 from typing import Callable, List, Optional, Sequence
 
 from ._http import split_host_port
@@ -19,9 +19,16 @@ BOOTSTRAP_MAX_BODY = 1 << 20
 BOOTSTRAP_MAX_ASK = 16
 
 
-def fetch_nodes(addr: str, timeout: float, ssl_context: Optional[ssl.SSLContext]) -> List[str]:
+def fetch_nodes(
+    addr: str,
+    timeout: float,
+    ssl_context: Optional[ssl.SSLContext],
+    track: Optional[Callable[[Optional[http.client.HTTPConnection]], None]] = None,
+) -> List[str]:
     """Ask one node for the cluster's nodes: a 200 with at least one node,
-    every address ``host:port``. Raises :class:`NodeFailure` otherwise."""
+    every address ``host:port``. Raises :class:`NodeFailure` otherwise.
+    ``track`` is told of the connection while it is in use (so that closing
+    can abort it)."""
     try:
         host, port = split_host_port(addr)
     except ValueError as e:
@@ -30,6 +37,8 @@ def fetch_nodes(addr: str, timeout: float, ssl_context: Optional[ssl.SSLContext]
         hc: http.client.HTTPConnection = http.client.HTTPSConnection(host, port, timeout=timeout, context=ssl_context)
     else:
         hc = http.client.HTTPConnection(host, port, timeout=timeout)
+    if track is not None:
+        track(hc)
     try:
         hc.request("GET", "/cluster/nodes", headers={"User-Agent": "snowflaked-python"})
         resp = hc.getresponse()
@@ -67,15 +76,26 @@ def fetch_nodes(addr: str, timeout: float, ssl_context: Optional[ssl.SSLContext]
     except (OSError, http.client.HTTPException) as e:
         raise NodeFailure(addr, f"{type(e).__name__}: {e}", timeout=isinstance(e, TimeoutError)) from None
     finally:
+        if track is not None:
+            track(None)
         hc.close()
 
 
-def ask(addrs: Sequence[str], timeout: float, ssl_context: Optional[ssl.SSLContext]) -> List[str]:
-    """Ask ``addrs`` in turn until one answers; :class:`NoNodeError` naming each failure otherwise."""
+def ask(
+    addrs: Sequence[str],
+    timeout: float,
+    ssl_context: Optional[ssl.SSLContext],
+    stop: Optional[threading.Event] = None,
+    track: Optional[Callable[[Optional[http.client.HTTPConnection]], None]] = None,
+) -> List[str]:
+    """Ask ``addrs`` in turn until one answers; :class:`NoNodeError` naming
+    each failure otherwise (or as soon as ``stop`` is set)."""
     causes: List[BaseException] = []
     for a in addrs:
+        if stop is not None and stop.is_set():
+            break
         try:
-            return fetch_nodes(a, timeout, ssl_context)
+            return fetch_nodes(a, timeout, ssl_context, track)
         except NodeFailure as e:
             causes.append(e)
     raise NoNodeError("the cluster's node list", causes)
@@ -103,6 +123,7 @@ class Bootstrap:
         self._lock = threading.Lock()
         self._polls = random.randrange(1 << 30)
         self._stop = threading.Event()
+        self._conn: Optional[http.client.HTTPConnection] = None
         self.nodes: List[str] = ask(self._seeds, timeout, ssl_context)
         self._thread = threading.Thread(target=self._run, name="snowflaked-bootstrap", daemon=True)
         self._thread.start()
@@ -127,7 +148,7 @@ class Bootstrap:
     def poll_once(self) -> bool:
         """Ask once; True when a node answered (the list may be the same)."""
         try:
-            nodes = ask(self.candidates(), self._timeout, self._ssl)
+            nodes = ask(self.candidates(), self._timeout, self._ssl, self._stop, self._track)
         except NoNodeError:
             return False  # the last list stays in force
         if self._stop.is_set():
@@ -139,6 +160,13 @@ class Bootstrap:
             self._on_change(nodes)
         return True
 
+    def _track(self, hc: Optional[http.client.HTTPConnection]) -> None:
+        with self._lock:
+            self._conn = hc
+            stopped = self._stop.is_set()
+        if stopped and hc is not None:
+            _abort(hc)
+
     def _run(self) -> None:
         while not self._stop.wait(self._jittered()):
             self.poll_once()
@@ -146,9 +174,18 @@ class Bootstrap:
     def close(self) -> None:
         """Stop polling and wait for the poller (bounded by one request's timeout)."""
         self._stop.set()
+        with self._lock:
+            hc = self._conn
+        if hc is not None:
+            _abort(hc)  # a poll in progress fails at once
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=self._timeout * BOOTSTRAP_MAX_ASK + 1)
 
 
-def _now() -> float:
-    return time.monotonic()
+def _abort(hc: http.client.HTTPConnection) -> None:
+    sock = hc.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass

@@ -571,10 +571,15 @@ class _Prefetch:
                 if ids is None and not self.closed:
                     self.cond.wait(0.1)  # a pause before the next try after a failure
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Tell the refill thread to stop (its request fails as the pool closes)."""
         with self.cond:
             self.closed = True
             self.cond.notify_all()
+
+    def close(self) -> None:
+        """Stop and wait for the refill thread."""
+        self.stop()
         if self.thread is not threading.current_thread():
             self.thread.join(timeout=10)
 
@@ -727,9 +732,11 @@ class Client:
             if self._closed:
                 return
             self._closed = True
+        if self._prefetch is not None:
+            self._prefetch.stop()
         if self._bootstrap is not None:
             self._bootstrap.close()
-        self._pool.close()
+        self._pool.close()  # requests in flight fail at once
         if self._prefetch is not None:
             self._prefetch.close()
         self._ids.close()
