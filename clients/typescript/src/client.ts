@@ -360,7 +360,7 @@ export class Client {
     if (options && "bootstrap" in options) throw new ConfigError("bootstrap: use await Client.bootstrap({bootstrap: [...]})");
     this.cfg = config(options);
     const nodes = checkNodes("nodes", options.nodes);
-    this.transport = new Transport(options.tls);
+    this.transport = new Transport(options.tls, Math.max(5, Math.min(50, Math.floor(this.cfg.timeoutMs / 8))));
     this.idsEp = { svc: SVC_IDS, path: "/ids?count=", what: "IDs", headers: this.bearer(this.cfg.apiToken), uuids: false, unordered: false };
     this.ids = new Batcher(this, this.idsEp);
     this.pre = this.cfg.prefetch > 0 ? new Prefetcher(this, this.idsEp) : undefined;
@@ -539,24 +539,23 @@ export class Client {
   }
 
   /** @internal n IDs of ep within the nodes' limits: a count above a node's `max` is asked again in requests of at most it, remembered. */
-  async serveClamped(ep: Endpoint, n: number, f: Flight, merged: boolean): Promise<unknown[]> {
-    let limit = this.limitFor(ep);
-    if (limit === 0 || n <= limit) {
-      try {
-        return await this.serve(ep, n, f);
-      } catch (e) {
-        const { nodeMax, tagMax } = refusedAbove(e, n);
-        if (tagMax > 0 && ep.tag) {
-          ep.tag.max = tagMax;
-          if (!merged) throw e;
-          limit = this.limitFor(ep);
-        } else if (nodeMax > 0) {
-          limit = Math.min(this.learnMax(nodeMax), this.limitFor(ep) || nodeMax);
-        } else {
-          throw e;
-        }
+  serveClamped(ep: Endpoint, n: number, f: Flight, merged: boolean): Promise<unknown[]> {
+    const limit = this.limitFor(ep);
+    if (limit !== 0 && n > limit) return this.serveParts(ep, n, f, limit);
+    return this.serve(ep, n, f).catch((e: unknown) => {
+      const { nodeMax, tagMax } = refusedAbove(e, n);
+      if (tagMax > 0 && ep.tag) {
+        ep.tag.max = tagMax;
+        if (!merged) throw e;
+        return this.serveParts(ep, n, f, this.limitFor(ep));
       }
-    }
+      if (nodeMax > 0) return this.serveParts(ep, n, f, Math.min(this.learnMax(nodeMax), this.limitFor(ep) || nodeMax));
+      throw e;
+    });
+  }
+
+  /** n IDs of ep in requests of at most limit, learning smaller limits on the way; sorted. */
+  private async serveParts(ep: Endpoint, n: number, f: Flight, limit: number): Promise<unknown[]> {
     const out: unknown[] = [];
     let relearned = 0;
     for (let got = 0; got < n; ) {
@@ -602,43 +601,53 @@ export class Client {
   }
 
   /** n IDs of ep, failing over between nodes: at most `attempts` nodes, none once every caller of f left. */
-  private async serve(ep: Endpoint, n: number, f: Flight): Promise<unknown[]> {
+  private serve(ep: Endpoint, n: number, f: Flight): Promise<unknown[]> {
+    // A chain of promises, not an async function: a call alone pays for
+    // no more hops than its one request.
     const tried: string[] = [];
     const failures: Error[] = [];
-    for (let i = 0; i < this.cfg.attempts; i++) {
-      if (this.closed) throw new ClosedError();
-      if (!wanted(f)) throw new GaveUp();
-      const node = this.pick(ep.svc, tried);
-      if (node === undefined) break;
+    const attempt = (): Promise<unknown[]> => {
+      if (this.closed) return Promise.reject(new ClosedError());
+      if (!wanted(f)) return Promise.reject(new GaveUp());
+      const node = tried.length < this.cfg.attempts ? this.pick(ep.svc, tried) : undefined;
+      if (node === undefined) return Promise.reject(this.noNode(ep, tried, failures));
       tried.push(node);
-      try {
-        return await this.request(node, ep, n, f);
-      } catch (e) {
+      return this.request(node, ep, n, f).catch((e: unknown) => {
         if (this.closed) throw new ClosedError();
         if (e instanceof RejectedError || e instanceof GaveUp) throw e;
         failures.push(e as Error);
         this.cfg.log(`snowflaked client: failing over from ${node}: ${(e as Error).message}`);
-      }
-    }
-    throw this.noNode(ep, tried, failures);
+        return attempt();
+      });
+    };
+    return attempt();
   }
 
   /** Asks addr for n IDs of ep once; a node that fails is marked down as the table of answers says. */
-  private async request(addr: string, ep: Endpoint, n: number, f: Flight): Promise<unknown[]> {
-    let a: Answer;
-    try {
-      a = await this.transport.get(addr, ep.path + n, ep.headers, n * (ep.uuids ? MAX_UUID_LINE : MAX_ID_LINE), this.cfg.timeoutMs, (abort) => {
+  private request(addr: string, ep: Endpoint, n: number, f: Flight): Promise<unknown[]> {
+    const limit = n * (ep.uuids ? MAX_UUID_LINE : MAX_ID_LINE);
+    return this.transport
+      .get(addr, ep.path + n, ep.headers, limit, this.cfg.timeoutMs, (abort) => {
         f.abort = abort;
-      });
-    } catch (e) {
-      f.abort = undefined;
-      if (e instanceof AbortedRequest) throw new GaveUp();
-      if (this.closed) throw new ClosedError();
-      const err = e instanceof TransportError ? e : new Error(`${addr}: ${(e as Error).message}`);
-      this.markDown(addr, ep.svc, this.cfg.downForMs, err);
-      throw err;
-    }
-    f.abort = undefined;
+      })
+      .then(
+        (a) => {
+          f.abort = undefined;
+          return this.answer(addr, ep, n, a);
+        },
+        (e: unknown) => {
+          f.abort = undefined;
+          if (e instanceof AbortedRequest) throw new GaveUp();
+          if (this.closed) throw new ClosedError();
+          const err = e instanceof TransportError ? e : new Error(`${addr}: ${(e as Error).message}`);
+          this.markDown(addr, ep.svc, this.cfg.downForMs, err);
+          throw err;
+        },
+      );
+  }
+
+  /** What a node's answer means (the README's table). */
+  private answer(addr: string, ep: Endpoint, n: number, a: Answer): unknown[] {
     const s = a.status;
     if (s === 200) {
       try {
