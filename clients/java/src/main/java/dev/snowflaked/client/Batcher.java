@@ -17,12 +17,17 @@ import java.util.concurrent.locks.ReentrantLock;
  * takes the oldest batch waiting and serves it on a worker thread, which goes on with the next
  * batch waiting, if any, and frees the slot when none is left. One latch wakes every caller of a
  * batch, each reading its own slice of the answer.
+ *
+ * <p>Stalls: while calls wait, a request out longer than stallAfter (a node that hangs) gives its
+ * slot up, so that the waiting calls get a request of their own (on the next node in turn); the
+ * stalled request's own callers wait for it, up to the request timeout, then fail over.
  */
 final class Batcher {
     private final SnowflakedClient c;
     final Endpoint ep;
     private final Executor workers;
     private final int maxInFlight;
+    private final long stallNanos;
 
     private final ReentrantLock lock = new ReentrantLock();
     private Batch open;
@@ -30,11 +35,20 @@ final class Batcher {
     private int inFlight;
     private boolean closed;
 
-    Batcher(SnowflakedClient c, Endpoint ep, Executor workers, int maxInFlight) {
+    private final ArrayDeque<Slot> slots = new ArrayDeque<>();
+
+    Batcher(SnowflakedClient c, Endpoint ep, Executor workers, int maxInFlight, long stallNanos) {
         this.c = c;
         this.ep = ep;
         this.workers = workers;
         this.maxInFlight = maxInFlight;
+        this.stallNanos = stallNanos;
+    }
+
+    /** A request out, holding a slot until it stalls. Guarded by lock. */
+    private static final class Slot {
+        long start = System.nanoTime();
+        boolean stalled;
     }
 
     /** One request shared by the calls that joined it. */
@@ -70,6 +84,7 @@ final class Batcher {
     long[] fetch(int n, long deadline) {
         Batch b;
         int off;
+        Slot slot = null;
         lock.lock();
         try {
             if (closed) {
@@ -77,6 +92,8 @@ final class Batcher {
             }
             if (inFlight < maxInFlight && open == null && full.isEmpty()) {
                 inFlight++;
+                slot = new Slot();
+                slots.add(slot);
                 b = null;
                 off = 0;
             } else {
@@ -106,7 +123,7 @@ final class Batcher {
             try {
                 return c.serveClamped(ep, n, deadline, false, () -> true);
             } finally {
-                release();
+                release(slot);
             }
         }
         return await(b, off, n, deadline);
@@ -114,14 +131,20 @@ final class Batcher {
 
     private long[] await(Batch b, int off, int n, long deadline) {
         try {
-            if (deadline == SnowflakedClient.NO_DEADLINE) {
-                b.done.await();
-            } else {
-                long left = deadline - System.nanoTime();
-                if (left <= 0 || !b.done.await(left, TimeUnit.NANOSECONDS)) {
-                    b.left.incrementAndGet();
-                    throw new SnowflakedTimeoutException("next " + ep.what + ": the caller's deadline passed while waiting for a batch", null);
+            while (true) {
+                long wait = stallNanos;
+                if (deadline != SnowflakedClient.NO_DEADLINE) {
+                    long left = deadline - System.nanoTime();
+                    if (left <= 0) {
+                        b.left.incrementAndGet();
+                        throw new SnowflakedTimeoutException("next " + ep.what + ": the caller's deadline passed while waiting for a batch", null);
+                    }
+                    wait = Math.min(wait, left);
                 }
+                if (b.done.await(wait, TimeUnit.NANOSECONDS)) {
+                    break;
+                }
+                unstall();
             }
         } catch (InterruptedException e) {
             b.left.incrementAndGet();
@@ -140,10 +163,14 @@ final class Batcher {
     }
 
     /** Frees the slot of a request that ended, or hands it to the next batch waiting. */
-    private void release() {
+    private void release(Slot slot) {
         Batch next;
         lock.lock();
         try {
+            slots.remove(slot);
+            if (slot.stalled) {
+                return; // its slot was given up already
+            }
             next = takeNext();
             if (next == null) {
                 inFlight--;
@@ -152,34 +179,89 @@ final class Batcher {
         } finally {
             lock.unlock();
         }
-        Batch first = next;
-        try {
-            workers.execute(() -> run(first));
-        } catch (RuntimeException e) { // the workers were shut down: closed
-            first.publish(null, new SnowflakedClosedException());
-            lock.lock();
-            try {
-                inFlight--;
-            } finally {
-                lock.unlock();
-            }
-        }
+        start(next);
     }
 
-    /** Serves b, then every batch waiting, on a worker thread holding one slot. */
-    private void run(Batch b) {
-        while (b != null) {
-            serve(b);
+    /** Serves b on a worker thread, in a slot taken for it (inFlight counts it already). */
+    private void start(Batch b) {
+        Slot slot = new Slot();
+        lock.lock();
+        try {
+            slots.add(slot);
+        } finally {
+            lock.unlock();
+        }
+        try {
+            workers.execute(() -> run(b, slot));
+        } catch (RuntimeException e) { // the workers were shut down: closed
+            b.publish(null, new SnowflakedClosedException());
             lock.lock();
             try {
-                b = takeNext();
-                if (b == null) {
+                slots.remove(slot);
+                if (!slot.stalled) {
                     inFlight--;
                 }
             } finally {
                 lock.unlock();
             }
         }
+    }
+
+    /** Serves b, then every batch waiting, on a worker thread holding one slot until it stalls. */
+    private void run(Batch b, Slot slot) {
+        while (b != null) {
+            serve(b);
+            lock.lock();
+            try {
+                if (slot.stalled) {
+                    slots.remove(slot);
+                    return;
+                }
+                b = takeNext();
+                if (b == null) {
+                    slots.remove(slot);
+                    inFlight--;
+                } else {
+                    slot.start = System.nanoTime();
+                }
+            } finally {
+                lock.unlock();
+            }
+        }
+    }
+
+    /**
+     * Called by a waiting call every stallAfter: when every slot is held and the oldest request
+     * has been out longer than stallAfter, that request gives its slot up to the next batch.
+     */
+    private void unstall() {
+        Batch next;
+        lock.lock();
+        try {
+            if (closed || inFlight < maxInFlight || (open == null && full.isEmpty())) {
+                return;
+            }
+            long now = System.nanoTime();
+            Slot stalled = null;
+            for (Slot s : slots) {
+                if (!s.stalled && now - s.start > stallNanos) {
+                    stalled = s;
+                    break;
+                }
+            }
+            if (stalled == null) {
+                return;
+            }
+            stalled.stalled = true;
+            next = takeNext();
+            if (next == null) {
+                inFlight--;
+                return;
+            }
+        } finally {
+            lock.unlock();
+        }
+        start(next);
     }
 
     private void serve(Batch b) {

@@ -91,6 +91,7 @@ public final class SnowflakedClient implements AutoCloseable {
     private final ConcurrentHashMap<String, Batcher> tags = new ConcurrentHashMap<>();
     private final Prefetcher prefetcher;
     private final int maxInFlight;
+    private final long stallNanos;
     private volatile boolean closed;
 
     /** A node and when it is down until, per service. */
@@ -113,13 +114,14 @@ public final class SnowflakedClient implements AutoCloseable {
         this.apiToken = b.apiToken;
         this.tagTokens = Map.copyOf(b.tagTokens);
         this.maxInFlight = b.maxInFlight;
+        this.stallNanos = b.stallAfter.toNanos();
         this.transport = new Transport(tls, b.timeout);
         this.seeds = b.seeds;
         this.bootstrapIntervalNanos = b.bootstrapInterval.toNanos();
         this.workers = Executors.newCachedThreadPool(daemon("snowflaked-batch"));
         this.poller = Executors.newSingleThreadScheduledExecutor(daemon("snowflaked-bootstrap"));
         this.ids = new Batcher(this, new Endpoint(Endpoint.SVC_IDS, "/ids?count=", "IDs", apiToken, false, false, null),
-                workers, maxInFlight);
+                workers, maxInFlight, stallNanos);
         this.prefetcher = b.prefetch > 0 ? new Prefetcher(this, ids.ep, b.prefetch, workers) : null;
     }
 
@@ -235,7 +237,7 @@ public final class SnowflakedClient implements AutoCloseable {
         Batcher b = tags.computeIfAbsent(tag, t -> new Batcher(this,
                 new Endpoint(Endpoint.SVC_SEGMENTS, "/segment/" + t + "?count=", "dense IDs of " + t, tagTokens.get(t), false, true,
                         new AtomicInteger()),
-                workers, maxInFlight));
+                workers, maxInFlight, stallNanos));
         return get(b, n, dl);
     }
 
@@ -957,8 +959,21 @@ public final class SnowflakedClient implements AutoCloseable {
         private int prefetch;
         private int attempts = 3;
         private int maxInFlight = 1;
+        private Duration stallAfter = Duration.ofMillis(50);
 
         private Builder() {
+        }
+
+        /**
+         * How long a request may be out, while other calls wait for a slot, before it gives its
+         * slot up so that they get a request of their own (default 50 ms: a node that hangs).
+         *
+         * @param stallAfter 1 ms or more
+         * @return this builder
+         */
+        public Builder stallAfter(Duration stallAfter) {
+            this.stallAfter = stallAfter;
+            return this;
         }
 
         /**
@@ -1196,6 +1211,9 @@ public final class SnowflakedClient implements AutoCloseable {
             }
             if (attempts < 1 || attempts > 16) {
                 throw new IllegalArgumentException("snowflaked client: attempts: want 1..16");
+            }
+            if (stallAfter == null || stallAfter.toMillis() < 1) {
+                throw new IllegalArgumentException("snowflaked client: stallAfter: want 1ms or more");
             }
             if (maxInFlight < 1 || maxInFlight > 64) {
                 throw new IllegalArgumentException("snowflaked client: maxInFlight: want 1..64");

@@ -86,7 +86,7 @@ class SnowflakedClientTest {
             }
             return false;
         };
-        SnowflakedClient c = client(SnowflakedClient.builder().nodes(a.addr));
+        SnowflakedClient c = client(SnowflakedClient.builder().nodes(a.addr).stallAfter(Duration.ofSeconds(30)));
         ExecutorService pool = Executors.newFixedThreadPool(11);
         cleanup.add(pool::shutdownNow);
         List<Future<long[]>> calls = new ArrayList<>();
@@ -107,6 +107,36 @@ class SnowflakedClientTest {
         }
         assertEquals(31, seen.size());
         assertEquals(List.of("/ids?count=1", "/ids?count=30"), a.requests);
+    }
+
+    @Test
+    void aStalledRequestGivesItsSlotUp() throws Exception {
+        FakeNode hung = node();
+        FakeNode good = node();
+        CountDownLatch hang = new CountDownLatch(1);
+        cleanup.add(hang::countDown);
+        hung.handler = (n, ex, q) -> {
+            hang.await(20, TimeUnit.SECONDS);
+            return false;
+        };
+        SnowflakedClient c = client(SnowflakedClient.builder().nodes(hung.addr, good.addr)
+                .timeout(Duration.ofSeconds(15)).stallAfter(Duration.ofMillis(50)));
+        ExecutorService pool = Executors.newFixedThreadPool(6);
+        cleanup.add(pool::shutdownNow);
+        Future<Long> first = pool.submit(() -> c.nextId());
+        eventually("the hung request", () -> hung.hits.get() == 1);
+        List<Future<Long>> waiting = new ArrayList<>();
+        for (int i = 0; i < 5; i++) {
+            waiting.add(pool.submit(() -> c.nextId()));
+        }
+        // Served by the other node while the first request still hangs.
+        for (Future<Long> f : waiting) {
+            assertTrue(f.get(5, TimeUnit.SECONDS) > 1000);
+        }
+        assertTrue(!first.isDone());
+        hang.countDown();
+        assertTrue(first.get(5, TimeUnit.SECONDS) > 1000);
+        assertEquals(1, hung.hits.get());
     }
 
     @Test
