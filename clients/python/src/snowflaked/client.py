@@ -494,7 +494,7 @@ def _rejected(node: str, status: int, body: bytes) -> RejectedError:
     return RejectedError(repr(body[:80]), node=node, status=status)
 
 
-def _error_text(body: bytes) -> tuple:
+def _error_text(body: bytes) -> Tuple[str, str]:
     e = _error_of(body)
     if e:
         return str(e["code"]), f"{e['code']}: {e.get('message', '')}"
@@ -1042,7 +1042,7 @@ class Client:
         raise f
 
 
-def _refused_above(err: RejectedError, n: int) -> tuple:
+def _refused_above(err: RejectedError, n: int) -> Tuple[int, int]:
     if err.code != "invalid_count":
         return 0, 0
     node_max = err.max if err.max is not None and 1 <= err.max < n else 0
