@@ -37,6 +37,9 @@ class FakeNode:
         self.handler: Optional[Callable[[str, dict, dict], Optional[Reply]]] = None
         self.gate: Optional[threading.Event] = None
         self.arrived = threading.Event()  # set when a request arrives
+        # drop_idle: close each connection after its answer without saying
+        # so (as a restarted node leaves a client's idle connections).
+        self.drop_idle = False
         node = self
 
         class H(BaseHTTPRequestHandler):
@@ -65,6 +68,8 @@ class FakeNode:
                     self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+                if node.drop_idle:
+                    self.close_connection = True
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.server.daemon_threads = True

@@ -213,6 +213,23 @@ class TestFailover(Base):
                 self.assertEqual(len(a.requests), 1)
                 self.assertEqual(len(b.requests), 1)
 
+    def test_idle_connection_closed_by_node_is_replaced(self) -> None:
+        a = self.node()
+        a.drop_idle = True
+        c = self.client(nodes=[a.addr])
+        for _ in range(5):
+            c.next_id(timeout=2)  # each reuses a dead connection, then dials anew
+        self.assertEqual(len(a.requests), 5)  # never marked down, never failed
+
+    def test_down_per_kind_of_id(self) -> None:
+        a, b = self.node(1), self.node(2)
+        a.handler = lambda p, q, h: error_reply(503, "out_of_service", retry_after=5) if p == "/ids" else None
+        c = self.client(nodes=[a.addr, b.addr])
+        c.next_id()  # a fails, b serves; a is down for snowflake IDs
+        for _ in range(4):
+            c.next_segment("orders")
+        self.assertEqual(len([1 for p, _, _ in a.requests if p.startswith("/segment/")]), 2)  # still up for dense IDs
+
     def test_no_node(self) -> None:
         addrs = [closed_addr(), closed_addr(), closed_addr(), closed_addr()]
         c = self.client(nodes=addrs)
@@ -284,7 +301,8 @@ class TestDeadline(Base):
         a = self.node()
         a.gate = threading.Event()
         c = self.client(nodes=[a.addr], max_in_flight=1, request_timeout=5)
-        t = threading.Thread(target=lambda: self.assertRaises(Exception, c.next_id, timeout=3))
+        first: List[int] = []
+        t = threading.Thread(target=lambda: first.append(c.next_id(timeout=3)))
         t.start()
         wait_for(lambda: len(a.requests) == 1, "the first request")
         start = time.monotonic()
@@ -293,6 +311,7 @@ class TestDeadline(Base):
         self.assertLess(time.monotonic() - start, 1.0)
         a.gate.set()
         t.join(5)
+        self.assertEqual(len(first), 1)  # the hung request's own caller is served once it answers
 
 
 class TestClose(Base):
