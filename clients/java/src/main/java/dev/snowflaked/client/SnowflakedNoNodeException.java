@@ -11,7 +11,9 @@ import java.util.Map;
 public class SnowflakedNoNodeException extends SnowflakedException {
     private static final long serialVersionUID = 1L;
 
+    /** Each node's failure (not serialized: the suppressed exceptions carry them). */
     private final transient Map<String, Throwable> causes;
+    /** The nodes neither asked nor down. */
     private final List<String> notTried;
 
     /**

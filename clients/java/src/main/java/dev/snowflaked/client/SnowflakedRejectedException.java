@@ -9,11 +9,17 @@ package dev.snowflaked.client;
 public class SnowflakedRejectedException extends SnowflakedException {
     private static final long serialVersionUID = 1L;
 
+    /** The node that refused, or null. */
     private final String node;
+    /** The HTTP status, or 0. */
     private final int status;
+    /** The API's error code, or null. */
     private final String code;
+    /** The message. */
     private final String detail;
+    /** The node's limit with invalid_count, or null. */
     private final Integer max;
+    /** The tag's ceiling with invalid_count, or null. */
     private final Integer tagMax;
 
     /**
