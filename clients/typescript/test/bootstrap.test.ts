@@ -5,12 +5,15 @@ import { fileURLToPath } from "node:url";
 import { Client, NoNodeError } from "../src/index.js";
 import { FakeNode, apiError, deadAddr, json, nodes, serveIds, until } from "./fake.js";
 
+/** Every test ends within this, whatever the client does. */
+const T = { timeout: 20_000 };
+
 const stops: FakeNode[] = [];
 after(async () => {
   await Promise.all(stops.map((n) => n.stop()));
 });
 
-test("bootstrap: the nodes from a seed's /cluster/nodes; the last list kept while none answers", async () => {
+test("bootstrap: the nodes from a seed's /cluster/nodes; the last list kept while none answers", T, async () => {
   const [seed, a, b] = await nodes(3);
   stops.push(seed!, a!, b!);
   let list = [a!.addr, b!.addr];
@@ -44,7 +47,7 @@ test("bootstrap: the nodes from a seed's /cluster/nodes; the last list kept whil
   }
 });
 
-test("bootstrap: no seed answering at the start is a NoNodeError", async () => {
+test("bootstrap: no seed answering at the start is a NoNodeError", T, async () => {
   const [bad] = await nodes(1, (_req, res) => json(res, 200, { nodes: [] }));
   stops.push(bad!);
   const e = await Client.bootstrap({ bootstrap: [await deadAddr(), bad!.addr] }).then(() => undefined, (x: unknown) => x);
@@ -53,7 +56,7 @@ test("bootstrap: no seed answering at the start is a NoNodeError", async () => {
   assert.match(e.message, /no node in service/);
 });
 
-test("bootstrap: the poll's timer never holds the process", async () => {
+test("bootstrap: the poll's timer never holds the process", T, async () => {
   const [seed] = await nodes(1, (req, res, n) =>
     req.url === "/cluster/nodes" ? json(res, 200, { nodes: [{ worker_id: 1, addr: req.headers.host }] }) : serveIds(req, res, n),
   );

@@ -4,6 +4,9 @@ import type * as http from "node:http";
 import { Client, ClosedError, ConfigError, NoNodeError, RejectedError, SnowflakedError } from "../src/index.js";
 import { FakeNode, apiError, countOf, deadAddr, idsBody, nodes, serveIds, until } from "./fake.js";
 
+/** Every test ends within this, whatever the client does. */
+const T = { timeout: 20_000 };
+
 const stops: FakeNode[] = [];
 async function fakes(k: number, handler = serveIds): Promise<FakeNode[]> {
   const ns = await nodes(k, handler);
@@ -18,7 +21,7 @@ function increasing(ids: bigint[]): boolean {
   return ids.every((id, i) => i === 0 || id > (ids[i - 1] as bigint));
 }
 
-test("IDs are bigints, never numbers, beyond 2^53", async () => {
+test("IDs are bigints, never numbers, beyond 2^53", T, async () => {
   const [a] = await fakes(1);
   const c = new Client({ nodes: [a!.addr] });
   try {
@@ -37,7 +40,7 @@ test("IDs are bigints, never numbers, beyond 2^53", async () => {
   }
 });
 
-test("a caller alone sends its request at once; callers arriving meanwhile share the next", async () => {
+test("a caller alone sends its request at once; callers arriving meanwhile share the next", T, async () => {
   let release: (() => void) | undefined;
   const held = new Promise<void>((r) => (release = r));
   const [a] = await fakes(1, async (req, res) => {
@@ -59,7 +62,7 @@ test("a caller alone sends its request at once; callers arriving meanwhile share
   }
 });
 
-test("a batch never asks for more than maxBatch", async () => {
+test("a batch never asks for more than maxBatch", T, async () => {
   let release: (() => void) | undefined;
   const held = new Promise<void>((r) => (release = r));
   const [a] = await fakes(1, async (req, res) => {
@@ -84,7 +87,7 @@ test("a batch never asks for more than maxBatch", async () => {
   }
 });
 
-test("503 with Retry-After: another node, and that one is left alone for its Retry-After", async () => {
+test("503 with Retry-After: another node, and that one is left alone for its Retry-After", T, async () => {
   const [a, b] = await fakes(2);
   a!.handler = (_req, res) => apiError(res, 503, "out_of_service", { reason: "clock_rollback" }, { "retry-after": "5" });
   const c = new Client({ nodes: [a!.addr, b!.addr] });
@@ -101,7 +104,7 @@ test("503 with Retry-After: another node, and that one is left alone for its Ret
   }
 });
 
-test("503 batch_timeout moves the batch but leaves the node up", async () => {
+test("503 batch_timeout moves the batch but leaves the node up", T, async () => {
   const [a, b] = await fakes(2);
   a!.handler = (_req, res) => apiError(res, 503, "batch_timeout");
   const c = new Client({ nodes: [a!.addr, b!.addr] });
@@ -114,7 +117,7 @@ test("503 batch_timeout moves the batch but leaves the node up", async () => {
   }
 });
 
-test("a 4xx is rejected with no other node asked; unknown_tag too, but a stale 404 fails over", async () => {
+test("a 4xx is rejected with no other node asked; unknown_tag too, but a stale 404 fails over", T, async () => {
   const [a, b] = await fakes(2);
   a!.handler = (req, res) => {
     if (req.url?.startsWith("/segment/nope")) return apiError(res, 404, "unknown_tag");
@@ -150,7 +153,7 @@ test("a 4xx is rejected with no other node asked; unknown_tag too, but a stale 4
   }
 });
 
-test("a count above a node's max is asked again in requests of at most max, remembered", async () => {
+test("a count above a node's max is asked again in requests of at most max, remembered", T, async () => {
   const [a] = await fakes(1, (req, res) => {
     const n = countOf(req.url);
     if (n > 5) return apiError(res, 400, "invalid_count", { max: 5 });
@@ -174,7 +177,7 @@ test("a count above a node's max is asked again in requests of at most max, reme
   }
 });
 
-test("the caller's deadline: rejects with the signal's reason, the node stays up", async () => {
+test("the caller's deadline: rejects with the signal's reason, the node stays up", T, async () => {
   const [a] = await fakes(1);
   const hung: http.ServerResponse[] = [];
   a!.handler = (_req, res) => {
@@ -200,7 +203,7 @@ test("the caller's deadline: rejects with the signal's reason, the node stays up
   }
 });
 
-test("a queued caller whose signal aborts leaves at once; the others are served", async () => {
+test("a queued caller whose signal aborts leaves at once; the others are served", T, async () => {
   let release: (() => void) | undefined;
   const held = new Promise<void>((r) => (release = r));
   const [a] = await fakes(1, async (req, res) => {
@@ -225,7 +228,7 @@ test("a queued caller whose signal aborts leaves at once; the others are served"
   }
 });
 
-test("bad answers fail over: too few, not increasing, garbage, no Content-Length, too long", async () => {
+test("bad answers fail over: too few, not increasing, garbage, no Content-Length, too long", T, async () => {
   const bad: Array<(res: http.ServerResponse, n: number) => void> = [
     (res, n) => res.end(idsBody(n - 1)),
     (res) => res.end("5\n4\n"),
@@ -256,7 +259,7 @@ test("bad answers fail over: too few, not increasing, garbage, no Content-Length
   }
 });
 
-test("no node: a NoNodeError with each node's cause, at most attempts nodes", async () => {
+test("no node: a NoNodeError with each node's cause, at most attempts nodes", T, async () => {
   const dead = await Promise.all([deadAddr(), deadAddr()]);
   const [x, y] = await fakes(2, (_req, res) => apiError(res, 500, "internal"));
   const c = new Client({ nodes: [...dead, x!.addr, y!.addr], attempts: 3 });
@@ -271,7 +274,7 @@ test("no node: a NoNodeError with each node's cause, at most attempts nodes", as
   }
 });
 
-test("tokens: apiToken for IDs and UUIDs, a tag's token for that tag only", async () => {
+test("tokens: apiToken for IDs and UUIDs, a tag's token for that tag only", T, async () => {
   const [a] = await fakes(1);
   const c = new Client({ nodes: [a!.addr], apiToken: "api-t", tagTokens: { orders: "tag-t" } });
   try {
@@ -294,7 +297,7 @@ test("tokens: apiToken for IDs and UUIDs, a tag's token for that tag only", asyn
   }
 });
 
-test("the client refuses bad arguments and options itself", async () => {
+test("the client refuses bad arguments and options itself", T, async () => {
   const [a] = await fakes(1);
   const c = new Client({ nodes: [a!.addr], maxBatch: 10 });
   try {
@@ -313,7 +316,7 @@ test("the client refuses bad arguments and options itself", async () => {
   assert.throws(() => new Client({ nodes: [a!.addr], apiToken: "a b" }), ConfigError);
 });
 
-test("close: calls in flight and later calls reject with ClosedError", async () => {
+test("close: calls in flight and later calls reject with ClosedError", T, async () => {
   const [a] = await fakes(1, () => {}); // never answers
   const c = new Client({ nodes: [a!.addr] });
   const p = c.nextId();
@@ -327,7 +330,7 @@ test("close: calls in flight and later calls reject with ClosedError", async () 
   c.close(); // twice: nothing
 });
 
-test("prefetch: nextId from a buffer filled ahead, unique", async () => {
+test("prefetch: nextId from a buffer filled ahead, unique", T, async () => {
   const [a] = await fakes(1);
   const c = new Client({ nodes: [a!.addr], prefetch: 40 });
   try {
@@ -338,5 +341,28 @@ test("prefetch: nextId from a buffer filled ahead, unique", async () => {
     assert.ok(a!.seen.length < 40, `${a!.seen.length} requests for 100 IDs`);
   } finally {
     c.close();
+  }
+});
+
+test("a hung request gives its slot up after stallAfterMs: the callers waiting go to the next node", T, async () => {
+  const [a, b] = await fakes(2);
+  const hung: http.ServerResponse[] = [];
+  a!.handler = (_req, res) => {
+    hung.push(res); // never answered
+  };
+  const c = new Client({ nodes: [a!.addr, b!.addr], stallAfterMs: 20, timeoutMs: 60_000 });
+  try {
+    const stuck = c.nextId().then(() => "served", () => "failed");
+    assert.ok(await until(() => a!.seen.length === 1));
+    const t0 = Date.now();
+    const waiting = await Promise.all(Array.from({ length: 5 }, () => c.nextId()));
+    assert.equal(new Set(waiting).size, 5);
+    assert.ok(Date.now() - t0 < 10_000, "not held for the hung request's timeout");
+    assert.deepEqual(b!.seen.map((r) => r.url), ["/ids?count=5"]);
+    c.close();
+    assert.equal(await stuck, "failed");
+  } finally {
+    c.close();
+    for (const r of hung) r.destroy();
   }
 });

@@ -7,6 +7,9 @@ import { join } from "node:path";
 import { Client, NoNodeError } from "../src/index.js";
 import { FakeNode, serveIds } from "./fake.js";
 
+/** Every test ends within this, whatever the client does. */
+const T = { timeout: 20_000 };
+
 let dir = "";
 let ok = true;
 function openssl(...args: string[]): void {
@@ -36,7 +39,7 @@ after(() => {
 
 const p = (f: string) => join(dir, f);
 
-test("TLS: a CA and a client certificate from PEM files or PEM text", async (t) => {
+test("TLS: a CA and a client certificate from PEM files or PEM text", T, async (t) => {
   if (!ok) return t.skip("openssl is not installed");
   const node = await new FakeNode(serveIds, {
     cert: readFileSync(p("node.pem")),
