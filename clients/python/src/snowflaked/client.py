@@ -17,7 +17,7 @@ from typing import Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tup
 from urllib.parse import quote
 
 from . import _discovery
-from ._http import MAX_ERROR_BODY, BadAnswer, NoAnswer, Pool, split_host_port
+from ._http import BadAnswer, NoAnswer, Pool, split_host_port
 from .errors import (
     ClosedError,
     DeadlineExceededError,
@@ -1055,5 +1055,3 @@ def _count(n: object, what: str) -> int:
         raise RejectedError(f"next {n!r} {what}: want 1..{MAX_COUNT}", code="invalid_count")
     return n
 
-
-_ = MAX_ERROR_BODY  # re-exported bound, documented in _http
