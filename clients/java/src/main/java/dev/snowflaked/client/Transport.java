@@ -37,12 +37,18 @@ final class Transport {
         }
     }
 
+    /** The most requests kept for sending again (one per node, path and count asked). */
+    private static final int MAX_KEPT_REQUESTS = 4096;
+
     private final HttpClient http;
+    private final long defaultTimeoutNanos;
+    private final ConcurrentHashMap<String, HttpRequest> requests = new ConcurrentHashMap<>();
     private final String scheme;
     private final Set<Call> inFlight = ConcurrentHashMap.newKeySet();
     private volatile boolean closed;
 
     Transport(SSLContext tls, Duration connectTimeout) {
+        this.defaultTimeoutNanos = connectTimeout.toNanos();
         HttpClient.Builder b = HttpClient.newBuilder()
                 .version(HttpClient.Version.HTTP_1_1)
                 .followRedirects(HttpClient.Redirect.NEVER)
@@ -69,12 +75,7 @@ final class Transport {
         if (timeoutNanos <= 0) {
             throw new Timeout("deadline passed before the request");
         }
-        HttpRequest.Builder rb = HttpRequest.newBuilder(URI.create(scheme + node + path))
-                .timeout(Duration.ofNanos(timeoutNanos))
-                .GET();
-        if (token != null) {
-            rb.header("Authorization", "Bearer " + token);
-        }
+        HttpRequest req = request(node, path, token, timeoutNanos);
         // send() on the caller's thread: sendAsync().get() costs another hand-off to the
         // client's executor (about 250 µs measured on 2 cores).
         Call call = new Call(Thread.currentThread());
@@ -84,7 +85,7 @@ final class Transport {
             if (closed) {
                 throw new SnowflakedClosedException();
             }
-            r = http.send(rb.build(), bounded(okLimit));
+            r = http.send(req, bounded(okLimit));
         } catch (java.net.http.HttpTimeoutException e) {
             throw new Timeout(e.getMessage());
         } catch (InterruptedException e) {
@@ -147,6 +148,37 @@ final class Transport {
                 thread.interrupt();
             }
         }
+    }
+
+    /**
+     * The request for node and path. Requests with the client's own timeout are kept and sent
+     * again: building a new HttpRequest (URI parsing, header checks) cost 30-40 µs a call on 2 busy
+     * cores, against nothing for one sent before.
+     */
+    private HttpRequest request(String node, String path, String token, long timeoutNanos) {
+        boolean keep = timeoutNanos == defaultTimeoutNanos;
+        String key = null;
+        if (keep) {
+            key = token == null ? node + path : node + path + "\n" + token;
+            HttpRequest r = requests.get(key);
+            if (r != null) {
+                return r;
+            }
+        }
+        HttpRequest.Builder rb = HttpRequest.newBuilder(URI.create(scheme + node + path))
+                .timeout(Duration.ofNanos(timeoutNanos))
+                .GET();
+        if (token != null) {
+            rb.header("Authorization", "Bearer " + token);
+        }
+        HttpRequest r = rb.build();
+        if (keep) {
+            if (requests.size() >= MAX_KEPT_REQUESTS) {
+                requests.clear();
+            }
+            requests.put(key, r);
+        }
+        return r;
     }
 
     /** Aborts every request in flight; later requests throw {@link SnowflakedClosedException}. */
