@@ -927,7 +927,9 @@ class Batcher {
       for (; i < this.queue.length; i++) {
         const w = this.queue[i] as Waiter;
         if (w.gone) continue;
-        if (total + w.n > most) break;
+        // The first caller always goes, even above a ceiling learnt since
+        // it queued (a node then refuses it alone); others wait their turn.
+        if (take.length > 0 && total + w.n > most) break;
         take.push(w);
         total += w.n;
       }

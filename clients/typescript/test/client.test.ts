@@ -366,3 +366,32 @@ test("a hung request gives its slot up after stallAfterMs: the callers waiting g
     for (const r of hung) r.destroy();
   }
 });
+
+test("a tag's ceiling (tag_max): merged callers are split, one caller above it is refused", T, async () => {
+  let release: (() => void) | undefined;
+  const held = new Promise<void>((r) => (release = r));
+  const [a] = await fakes(1, async (req, res) => {
+    const n = countOf(req.url);
+    if (a!.seen.length === 1) await held;
+    if (n > 3) return apiError(res, 400, "invalid_count", { max: 1000, tag_max: 3 });
+    res.end(idsBody(n));
+  });
+  const c = new Client({ nodes: [a!.addr] });
+  try {
+    const first = c.nextSegment("small");
+    assert.ok(await until(() => a!.seen.length === 1));
+    const merged = Array.from({ length: 5 }, () => c.nextSegment("small"));
+    release!();
+    const ids = [await first, ...(await Promise.all(merged))];
+    assert.equal(new Set(ids).size, 6);
+    assert.deepEqual(a!.seen.map((r) => countOf(r.url)), [1, 5, 3, 2]);
+    const e = await c.nextSegments("small", 5).then(() => undefined, (x: unknown) => x);
+    assert.ok(e instanceof RejectedError, String(e));
+    assert.equal(e.status, 0);
+    assert.equal(e.tagMax, 3);
+    assert.equal(a!.seen.length, 4, "refused without asking");
+    assert.deepEqual((await c.nextSegments("small", 3)).length, 3);
+  } finally {
+    c.close();
+  }
+});
