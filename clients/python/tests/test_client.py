@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -27,6 +28,9 @@ from snowflaked import (
 )
 
 from .fakenode import FakeNode, error_reply
+
+# Failovers are logged at WARNING; the tests provoke many.
+logging.getLogger("snowflaked").setLevel(logging.ERROR)
 
 
 def wait_for(cond: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
@@ -258,6 +262,37 @@ class TestFailover(Base):
         with self.assertRaises(RejectedError) as cm:
             c.next_ids(5)
         self.assertEqual((cm.exception.code, cm.exception.max), ("invalid_count", 1000))
+
+
+class TestSubset(Base):
+    def test_talks_to_its_subset_then_beyond(self) -> None:
+        ns = [self.node(i) for i in range(4)]
+        addrs = [n.addr for n in ns]
+        c = self.client(nodes=addrs, subset=2, subset_id=42)
+        self.assertEqual(c.nodes, addrs)
+        sub = c.subset
+        self.assertEqual(len(sub), 2)
+        self.assertEqual(sub, [a for a in addrs if a in sub])  # in the list's order
+        self.assertEqual(self.client(nodes=list(reversed(addrs)), subset=2, subset_id=42).subset, list(reversed(sub)))
+        for _ in range(6):
+            c.next_id()
+        used = {n.addr for n in ns if n.requests}
+        self.assertEqual(used, set(sub))
+        for n in ns:
+            if n.addr in sub:
+                n.handler = lambda p, q, h: error_reply(503, "out_of_service", retry_after=5)
+        for _ in range(3):
+            c.next_id()
+        beyond = [n for n in ns if n.addr not in sub and n.requests]
+        self.assertEqual(len(beyond), 1)  # the next node of the ranking, only
+
+    def test_no_node_names_the_subset(self) -> None:
+        addrs = [closed_addr() for _ in range(5)]
+        c = self.client(nodes=addrs, subset=3, attempts=2)
+        with self.assertRaises(NoNodeError) as cm:
+            c.next_id(timeout=2)
+        self.assertEqual(len(cm.exception.causes), 2)
+        self.assertEqual(len(cm.exception.not_tried), 1)  # the subset's third node, not the other two
 
 
 class TestStall(Base):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import hashlib
 import logging
+import os
 import re
 import socket
 import ssl
@@ -43,6 +45,9 @@ _MAX_UUID_LINE = 37
 #: How many times one call learns a smaller limit before it gives up.
 _MAX_RELEARN = 4
 _MAX_INT64 = (1 << 63) - 1
+
+#: The client's rendezvous key, drawn once per process.
+_PROCESS_ID = int.from_bytes(os.urandom(8), "big") or 1
 
 _SVC_IDS = 0
 _SVC_SEGMENTS = 1
@@ -620,6 +625,13 @@ class Client:
             traffic (1).
         prefetch: snowflake IDs kept fetched ahead for ``next_id`` (0: off).
         prefetch_max_age: seconds after which prefetched IDs are dropped (1).
+        subset: how many nodes the client talks to (6): the first of its
+            rendezvous ranking of the node list, round-robin; only when
+            every node of the subset is down or tried does a batch go on to
+            the next nodes of the ranking. At least the cluster's size:
+            every node.
+        subset_id: keys the ranking (0: a random ID drawn once per process);
+            clients with the same ID talk to the same nodes. For tests.
 
     Raises:
         InvalidConfigError: a bad argument.
@@ -646,6 +658,8 @@ class Client:
         down_for: float = 1.0,
         prefetch: int = 0,
         prefetch_max_age: float = 1.0,
+        subset: int = 6,
+        subset_id: int = 0,
     ) -> None:
         bad = InvalidConfigError
         if isinstance(nodes, str) or isinstance(bootstrap, str):
@@ -661,6 +675,8 @@ class Client:
             ("max_batch", max_batch, 1, 1_000_000),
             ("attempts", attempts, 1, 100),
             ("prefetch", prefetch, 0, 10_000_000),
+            ("subset", subset, 1, 4096),
+            ("subset_id", subset_id, 0, (1 << 64) - 1),
         ):
             if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
                 raise bad(f"{name} {v!r}: want {lo}..{hi}")
@@ -703,6 +719,10 @@ class Client:
         self._node_max = 0  # the smallest count a node said it accepts (0: none)
         self._nodes_lock = threading.Lock()
         self._nodes: List[_Node] = []
+        self._sub: List[_Node] = []
+        self._spill: List[_Node] = []
+        self._subset = subset
+        self._subset_id = subset_id if subset_id else _PROCESS_ID
         self._next = 0
         self._segs: Dict[str, _Batcher] = {}
         self._segs_lock = threading.Lock()
@@ -860,6 +880,9 @@ class Client:
         return out
 
     def _set_nodes(self, addrs: List[str]) -> None:
+        """Replace the node list (a node listed twice counts once), keeping
+        what is known of the nodes still there, and pick the subset anew:
+        the first ``subset`` nodes of the client's rendezvous ranking."""
         with self._nodes_lock:
             old = {n.addr: n for n in self._nodes}
             nodes: List[_Node] = []
@@ -869,20 +892,38 @@ class Client:
                     continue
                 seen.add(a)
                 nodes.append(old.get(a) or _Node(a))
+            ranked = sorted(nodes, key=lambda nd: _rank(self._subset_id, nd.addr), reverse=True)
+            inside = {id(nd) for nd in ranked[: self._subset]}
             self._nodes = nodes
-        self._pool.keep_only(list(seen))
+            self._sub = [nd for nd in nodes if id(nd) in inside]  # in the list's order
+            self._spill = ranked[self._subset :]  # in the ranking's order
+            keep = [nd.addr for nd in self._sub]
+        self._pool.keep_only(keep)
 
     def _pick(self, svc: int, tried: List[str]) -> Optional[str]:
+        """The next node up for svc not tried yet: the subset's,
+        round-robin; when none of it is, the first of the other nodes in
+        the client's ranking."""
         with self._nodes_lock:
-            nodes = self._nodes
-            k = len(nodes)
+            sub = self._sub
+            k = len(sub)
             now = time.monotonic()
             for _ in range(k):
-                nd = nodes[self._next % k]
+                nd = sub[self._next % k]
                 self._next += 1
                 if nd.addr not in tried and now >= nd.down_until[svc]:
                     return nd.addr
+            for nd in self._spill:
+                if nd.addr not in tried and now >= nd.down_until[svc]:
+                    return nd.addr
         return None
+
+    @property
+    def subset(self) -> List[str]:
+        """The nodes the client talks to, in the order of ``nodes``: the
+        first ``subset`` of its ranking (all of them when there are no more)."""
+        with self._nodes_lock:
+            return [n.addr for n in self._sub]
 
     def _mark_down(self, addr: str, svc: int, secs: float, err: BaseException) -> None:
         with self._nodes_lock:
@@ -895,12 +936,14 @@ class Client:
         causes = list(failures)
         not_tried: List[str] = []
         with self._nodes_lock:
+            sub = {id(nd) for nd in self._sub}
             for nd in self._nodes:
                 last = nd.last_err[ep.svc]
                 if nd.addr in tried:
                     continue
                 if last is None:
-                    not_tried.append(nd.addr)
+                    if id(nd) in sub:  # the subset's nodes, not the rest of the cluster
+                        not_tried.append(nd.addr)
                 elif last not in causes:
                     causes.append(last)
         return NoNodeError(ep.what, causes, not_tried)
@@ -1048,6 +1091,12 @@ def _refused_above(err: RejectedError, n: int) -> Tuple[int, int]:
     node_max = err.max if err.max is not None and 1 <= err.max < n else 0
     tag_max = err.tag_max if err.tag_max is not None and 1 <= err.tag_max < n else 0
     return node_max, tag_max
+
+
+def _rank(key: int, addr: str) -> int:
+    """The rendezvous (highest-random-weight) score of addr for key."""
+    h = hashlib.blake2b(addr.encode("utf-8", "surrogatepass"), digest_size=8, key=key.to_bytes(8, "big"))
+    return int.from_bytes(h.digest(), "big")
 
 
 def _count(n: object, what: str) -> int:
