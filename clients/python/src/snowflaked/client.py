@@ -49,6 +49,9 @@ _MAX_INT64 = (1 << 63) - 1
 #: The client's rendezvous key, drawn once per process.
 _PROCESS_ID = int.from_bytes(os.urandom(8), "big") or 1
 
+#: Refill requests out at once for prefetch.
+_PREFETCH_DEPTH = 4
+
 _SVC_IDS = 0
 _SVC_SEGMENTS = 1
 
@@ -507,8 +510,10 @@ def _error_text(body: bytes) -> Tuple[str, str]:
 
 
 class _Prefetch:
-    """Keeps up to ``want`` snowflake IDs fetched ahead, in chunks, refilled
-    by a thread of its own; chunks older than ``max_age`` are dropped."""
+    """Keeps up to ``want`` snowflake IDs fetched ahead, in chunks of at most
+    max_batch (want/4 when smaller), refilled by up to 4 requests at once
+    (threads of its own) whenever fewer than ``want`` are held or on their
+    way; chunks older than ``max_age`` are dropped."""
 
     def __init__(self, client: "Client", want: int, max_age: float) -> None:
         self.c = client
@@ -520,8 +525,11 @@ class _Prefetch:
         self.held = 0
         self.fetching = 0
         self.closed = False
-        self.thread = threading.Thread(target=self._run, name="snowflaked-prefetch", daemon=True)
-        self.thread.start()
+        # Up to 4 refills at once, as many as the buffer's chunks.
+        depth = min(_PREFETCH_DEPTH, -(-want // self.size))
+        self.threads = [threading.Thread(target=self._run, name="snowflaked-prefetch", daemon=True) for _ in range(depth)]
+        for t in self.threads:
+            t.start()
 
     def take(self, deadline: Optional[float]) -> Optional[int]:
         """The next prefetched ID; None when none is held nor on its way."""
@@ -585,8 +593,9 @@ class _Prefetch:
     def close(self) -> None:
         """Stop and wait for the refill thread."""
         self.stop()
-        if self.thread is not threading.current_thread():
-            self.thread.join(timeout=10)
+        for t in self.threads:
+            if t is not threading.current_thread():
+                t.join(timeout=10)
 
 
 class Client:
