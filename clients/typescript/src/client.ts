@@ -689,6 +689,7 @@ export class Client {
     this.list = nodes;
     this.sub = nodes.filter((n) => n.inSubset);
     this.spill = ranked.slice(k).map((r) => nodes[r] as NodeState);
+    this.transport.keepOnly(this.sub.map((n) => n.addr));
   }
 
   private pick(svc: number, tried: string[]): string | undefined {

@@ -174,6 +174,7 @@ export class Transport {
         if (retryStale && req.reusedSocket && (e.code === "ECONNRESET" || e.code === "EPIPE")) {
           settled = true;
           this.live.delete(req);
+          this.closeIdle((name) => name.startsWith(`${target.host}:${target.port}:`)); // a restart closed them all
           this.attempt(addr, path, headers, limit, timeoutMs, onAbort, false).then(resolve, reject);
           return;
         }
@@ -223,6 +224,24 @@ export class Transport {
       });
       req.end();
     });
+  }
+
+  /** Closes the idle connections to the nodes not in addrs (a node that left the list or the subset). */
+  keepOnly(addrs: readonly string[]): void {
+    const keep: string[] = [];
+    for (const a of addrs) {
+      const hp = splitHostPort(a);
+      if (hp) keep.push(`${hp.host}:${hp.port}:`);
+    }
+    this.closeIdle((name) => !keep.some((k) => name.startsWith(k)));
+  }
+
+  /** Closes the idle connections of the agent's pools whose name ("host:port:…") matches. */
+  private closeIdle(match: (name: string) => boolean): void {
+    const free = this.agent.freeSockets as Record<string, import("node:net").Socket[] | undefined>;
+    for (const name of Object.keys(free)) {
+      if (match(name)) for (const sock of free[name] ?? []) sock.destroy();
+    }
   }
 
   private sweep(): void {

@@ -30,7 +30,9 @@ test("bootstrap: the nodes from a seed's /cluster/nodes; the last list kept whil
   try {
     assert.deepEqual(c.nodes(), [a!.addr, b!.addr]);
     await c.nextIds(3);
+    await c.nextIds(3);
     assert.equal(seed!.count("/ids"), 0, "the seed is not in the list");
+    assert.equal(a!.count("/ids"), 1, "round-robin over the list");
 
     answering = false;
     const asked = () => seed!.count("/cluster/nodes") + a!.count("/cluster/nodes") + b!.count("/cluster/nodes");
@@ -42,6 +44,7 @@ test("bootstrap: the nodes from a seed's /cluster/nodes; the last list kept whil
     answering = true;
     assert.ok(await until(() => c.nodes().length === 1), "a new list is taken");
     assert.deepEqual(c.nodes(), [b!.addr]);
+    assert.ok(await until(() => a!.connections() === 0), "the idle connection to the node that left is closed");
   } finally {
     c.close();
   }

@@ -80,6 +80,11 @@ export class FakeNode {
     return this;
   }
 
+  /** The connections open to this node now. */
+  connections(): number {
+    return this.sockets.size;
+  }
+
   /** The requests whose path starts with prefix. */
   count(prefix: string): number {
     return this.seen.filter((s) => s.url.startsWith(prefix)).length;
