@@ -11,7 +11,8 @@ import java.util.concurrent.locks.ReentrantLock;
 /**
  * Merges the calls for one kind of ID (snowflake IDs, or one tag's dense IDs) into requests.
  *
- * <p>A call that finds a free slot (fewer than maxInFlight requests out) and no batch waiting does
+ * <p>A call that finds a free slot (fewer than maxInFlight requests out: by default one per node)
+ * and no batch waiting does
  * its request itself, on its own thread: no hand-off. Calls that arrive while every slot is taken
  * join the open batch, up to the most IDs one request asks for. When a request ends, its slot
  * takes the oldest batch waiting and serves it on a worker thread, which goes on with the next
@@ -26,7 +27,7 @@ final class Batcher {
     private final SnowflakedClient c;
     final Endpoint ep;
     private final Executor workers;
-    private final int maxInFlight;
+    private final java.util.function.IntSupplier maxInFlight;
     private final long stallNanos;
 
     private final ReentrantLock lock = new ReentrantLock();
@@ -37,7 +38,7 @@ final class Batcher {
 
     private final ArrayDeque<Slot> slots = new ArrayDeque<>();
 
-    Batcher(SnowflakedClient c, Endpoint ep, Executor workers, int maxInFlight, long stallNanos) {
+    Batcher(SnowflakedClient c, Endpoint ep, Executor workers, java.util.function.IntSupplier maxInFlight, long stallNanos) {
         this.c = c;
         this.ep = ep;
         this.workers = workers;
@@ -90,7 +91,7 @@ final class Batcher {
             if (closed) {
                 throw new SnowflakedClosedException();
             }
-            if (inFlight < maxInFlight && open == null && full.isEmpty()) {
+            if (inFlight < maxInFlight.getAsInt() && open == null && full.isEmpty()) {
                 inFlight++;
                 slot = new Slot();
                 slots.add(slot);
@@ -238,7 +239,7 @@ final class Batcher {
         Batch next;
         lock.lock();
         try {
-            if (closed || inFlight < maxInFlight || (open == null && full.isEmpty())) {
+            if (closed || inFlight < maxInFlight.getAsInt() || (open == null && full.isEmpty())) {
                 return;
             }
             long now = System.nanoTime();

@@ -121,7 +121,7 @@ public final class SnowflakedClient implements AutoCloseable {
         this.workers = Executors.newCachedThreadPool(daemon("snowflaked-batch"));
         this.poller = Executors.newSingleThreadScheduledExecutor(daemon("snowflaked-bootstrap"));
         this.ids = new Batcher(this, new Endpoint(Endpoint.SVC_IDS, "/ids?count=", "IDs", apiToken, false, false, null),
-                workers, maxInFlight, stallNanos);
+                workers, this::slots, stallNanos);
         this.prefetcher = b.prefetch > 0 ? new Prefetcher(this, ids.ep, b.prefetch, workers) : null;
     }
 
@@ -237,7 +237,7 @@ public final class SnowflakedClient implements AutoCloseable {
         Batcher b = tags.computeIfAbsent(tag, t -> new Batcher(this,
                 new Endpoint(Endpoint.SVC_SEGMENTS, "/segment/" + t + "?count=", "dense IDs of " + t, tagTokens.get(t), false, true,
                         new AtomicInteger()),
-                workers, maxInFlight, stallNanos));
+                workers, this::slots, stallNanos));
         return get(b, n, dl);
     }
 
@@ -325,6 +325,11 @@ public final class SnowflakedClient implements AutoCloseable {
         transport.close();
         poller.shutdownNow();
         workers.shutdownNow();
+    }
+
+    /** The requests of one kind out at once: maxInFlight, else one per node. */
+    private int slots() {
+        return maxInFlight > 0 ? maxInFlight : Math.max(1, nodes.length);
     }
 
     /** The snowflake IDs' batcher (for tests). */
@@ -958,7 +963,7 @@ public final class SnowflakedClient implements AutoCloseable {
         private int maxBatch = 1000;
         private int prefetch;
         private int attempts = 3;
-        private int maxInFlight = 1;
+        private int maxInFlight;
         private Duration stallAfter = Duration.ofMillis(50);
 
         private Builder() {
@@ -1162,9 +1167,10 @@ public final class SnowflakedClient implements AutoCloseable {
         }
 
         /**
-         * The most requests of one kind out at once before callers join a shared batch (default 1).
+         * The most requests of one kind out at once before callers join a shared batch (default
+         * 0: one per node known).
          *
-         * @param maxInFlight 1 to 64
+         * @param maxInFlight 0 (one per node) to 64
          * @return this builder
          */
         public Builder maxInFlight(int maxInFlight) {
@@ -1215,8 +1221,8 @@ public final class SnowflakedClient implements AutoCloseable {
             if (stallAfter == null || stallAfter.toMillis() < 1) {
                 throw new IllegalArgumentException("snowflaked client: stallAfter: want 1ms or more");
             }
-            if (maxInFlight < 1 || maxInFlight > 64) {
-                throw new IllegalArgumentException("snowflaked client: maxInFlight: want 1..64");
+            if (maxInFlight < 0 || maxInFlight > 64) {
+                throw new IllegalArgumentException("snowflaked client: maxInFlight: want 0..64");
             }
             for (Map.Entry<String, String> e : tagTokens.entrySet()) {
                 if (e.getKey() == null || e.getValue() == null || e.getValue().isEmpty()) {

@@ -110,6 +110,35 @@ class SnowflakedClientTest {
     }
 
     @Test
+    void oneRequestInFlightPerNode() throws Exception {
+        FakeNode a = node();
+        FakeNode b = node();
+        CountDownLatch release = new CountDownLatch(1);
+        cleanup.add(release::countDown);
+        FakeNode.Handler hold = (n, ex, q) -> {
+            release.await(10, TimeUnit.SECONDS);
+            return false;
+        };
+        a.handler = hold;
+        b.handler = hold;
+        SnowflakedClient c = client(SnowflakedClient.builder().nodes(a.addr, b.addr).stallAfter(Duration.ofSeconds(30)));
+        ExecutorService pool = Executors.newFixedThreadPool(4);
+        cleanup.add(pool::shutdownNow);
+        List<Future<long[]>> calls = new ArrayList<>();
+        calls.add(pool.submit(() -> c.nextIds(1)));
+        calls.add(pool.submit(() -> c.nextIds(1)));
+        eventually("a request on each node", () -> a.hits.get() == 1 && b.hits.get() == 1);
+        calls.add(pool.submit(() -> c.nextIds(2)));
+        calls.add(pool.submit(() -> c.nextIds(2)));
+        eventually("2 callers joined", () -> c.idsBatcher().waiting() == 2);
+        release.countDown();
+        for (Future<long[]> f : calls) {
+            assertTrue(f.get(10, TimeUnit.SECONDS).length > 0);
+        }
+        assertEquals(3, a.hits.get() + b.hits.get(), "the two late callers did not share one request");
+    }
+
+    @Test
     void aStalledRequestGivesItsSlotUp() throws Exception {
         FakeNode hung = node();
         FakeNode good = node();
@@ -120,7 +149,7 @@ class SnowflakedClientTest {
             return false;
         };
         SnowflakedClient c = client(SnowflakedClient.builder().nodes(hung.addr, good.addr)
-                .timeout(Duration.ofSeconds(15)).stallAfter(Duration.ofMillis(50)));
+                .timeout(Duration.ofSeconds(15)).stallAfter(Duration.ofMillis(50)).maxInFlight(1));
         ExecutorService pool = Executors.newFixedThreadPool(6);
         cleanup.add(pool::shutdownNow);
         Future<Long> first = pool.submit(() -> c.nextId());
