@@ -525,6 +525,38 @@ class SnowflakedClientTest {
     }
 
     @Test
+    void prefetchSurfacesTheNodesFailure() throws Exception {
+        FakeNode a = node();
+        a.handler = (n, ex, q) -> {
+            FakeNode.send(ex, 503, FakeNode.error("out_of_service", "down", null), "1");
+            return true;
+        };
+        SnowflakedClient c = client(SnowflakedClient.builder().nodes(a.addr).prefetch(40));
+        assertThrows(SnowflakedNoNodeException.class, () -> c.nextId(Duration.ofSeconds(5)));
+    }
+
+    @Test
+    void aTagsCeilingIsLearnt() throws Exception {
+        FakeNode a = node();
+        a.handler = (n, ex, q) -> {
+            if (ex.getRequestURI().getPath().startsWith("/segment/") && Integer.parseInt(q.get("count")) > 5) {
+                FakeNode.send(ex, 400, "{\"error\":{\"code\":\"invalid_count\",\"message\":\"tag max\",\"max\":1000,\"tag_max\":5}}", null);
+                return true;
+            }
+            return false;
+        };
+        SnowflakedClient c = client(SnowflakedClient.builder().nodes(a.addr));
+        SnowflakedRejectedException e = assertThrows(SnowflakedRejectedException.class, () -> c.nextSegment("small", 8));
+        assertEquals(400, e.status());
+        assertEquals(5, e.tagMax());
+        // Learnt: refused by the client itself from now on, and the tag's other calls still served.
+        assertEquals(0, assertThrows(SnowflakedRejectedException.class, () -> c.nextSegment("small", 8)).status());
+        assertEquals(3, c.nextSegment("small", 3).length);
+        assertEquals(8, c.nextIds(8).length);
+        assertEquals(3, a.hits.get());
+    }
+
+    @Test
     void layoutDecodesAsTheNodeDoes() {
         // curl localhost:8080/decode/382690140893499392 on a node with --worker-id 5 (docs/api.md)
         Layout.Decoded d = Layout.DEFAULT.decode(382690140893499392L);
