@@ -134,7 +134,7 @@ async function load(r: Req): Promise<Record<string, unknown>> {
   const c = held();
   const threads = num(r, "threads");
   const calls = num(r, "calls");
-  const mark = typeof r.mark === "number" ? r.mark : -1;
+  const mark = typeof r.mark === "number" ? r.mark : 0;
   const kind = r.call;
   const n = kind === "next_ids" ? num(r, "n") : 1;
   if (kind !== "next_id" && kind !== "next_ids") throw new DriverError(`load call ${JSON.stringify(kind)}`);
@@ -158,6 +158,10 @@ async function load(r: Req): Promise<Record<string, unknown>> {
       }
     }
   };
+  if (mark <= 0) {
+    marked = true;
+    write({ seq: r.seq, event: "mark" });
+  }
   await Promise.all(Array.from({ length: threads }, (_, t) => task(t)));
   return { threads: out, failures, calls: finished };
 }
