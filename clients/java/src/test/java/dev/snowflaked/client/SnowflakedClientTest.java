@@ -557,6 +557,42 @@ class SnowflakedClientTest {
     }
 
     @Test
+    void aConnectionTheNodeClosedIsNotTheNodesFailure() throws Exception {
+        // A node that closes each connection after one answer, without saying so: the pooled
+        // connection is stale for the next call, which must still be served by this only node.
+        java.net.ServerSocket ss = new java.net.ServerSocket(0, 50, java.net.InetAddress.getByName("127.0.0.1"));
+        cleanup.add(ss);
+        AtomicInteger conns = new AtomicInteger();
+        Thread t = new Thread(() -> {
+            long id = 5000;
+            try {
+                while (true) {
+                    try (java.net.Socket s = ss.accept()) {
+                        conns.incrementAndGet();
+                        java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(s.getInputStream()));
+                        for (String l = in.readLine(); l != null && !l.isEmpty(); l = in.readLine()) {
+                            // the request's head
+                        }
+                        String body = ++id + "\n";
+                        s.getOutputStream().write(("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " + body.length()
+                                + "\r\n\r\n" + body).getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+                        s.getOutputStream().flush();
+                    }
+                }
+            } catch (java.io.IOException e) {
+                // closed by the test
+            }
+        });
+        t.setDaemon(true);
+        t.start();
+        SnowflakedClient c = client(SnowflakedClient.builder().nodes("127.0.0.1:" + ss.getLocalPort()));
+        for (int i = 1; i <= 5; i++) {
+            assertEquals(5000 + i, c.nextId());
+        }
+        assertTrue(conns.get() >= 5);
+    }
+
+    @Test
     void layoutDecodesAsTheNodeDoes() {
         // curl localhost:8080/decode/382690140893499392 on a node with --worker-id 5 (docs/api.md)
         Layout.Decoded d = Layout.DEFAULT.decode(382690140893499392L);
