@@ -10,8 +10,8 @@ export const defaults = {
   timeoutMs: 2000,
   /** Nodes one batch tries before it fails. */
   attempts: 3,
-  /** Requests out at once per kind of ID (snowflake IDs; each tag). */
-  maxInFlight: 1,
+  /** Requests out at once per kind of ID (snowflake IDs; each tag), per node the client talks to. */
+  maxInFlightPerNode: 1,
   /** A request out longer than this while calls wait gives its slot up, ms. */
   stallAfterMs: 50,
   /** How long a node that failed without a Retry-After gets no traffic, ms. */
@@ -45,7 +45,12 @@ export interface ClientOptions {
   maxBatch?: number;
   /** Nodes one batch tries before it fails, 1..100 (default 3). */
   attempts?: number;
-  /** Requests out at once per kind of ID, 1..1024 (default 1): fewer make bigger batches. */
+  /**
+   * Requests out at once per kind of ID, 1..1024 (default: one per node the
+   * client talks to, `subset()`'s length). Fewer make bigger batches; a
+   * batch goes to a node with no request of the client's out when there is
+   * one.
+   */
   maxInFlight?: number;
   /** While calls wait, a request out longer than this gives its in-flight slot up, ms (default 50). */
   stallAfterMs?: number;
@@ -100,6 +105,8 @@ interface Endpoint {
 
 interface NodeState {
   addr: string;
+  /** Requests of the client out to the node now. */
+  busy: number;
   downUntil: [number, number];
   lastErr: [Error | undefined, Error | undefined];
   inSubset: boolean;
@@ -281,6 +288,7 @@ interface Config {
   maxBatch: number;
   timeoutMs: number;
   attempts: number;
+  /** 0: one per node of the subset. */
   maxInFlight: number;
   stallAfterMs: number;
   downForMs: number;
@@ -306,7 +314,7 @@ function config(o: Omit<ClientOptions, "nodes">): Config {
     maxBatch: int("maxBatch", o.maxBatch, defaults.maxBatch, 1, 1_000_000),
     timeoutMs: int("timeoutMs", o.timeoutMs, defaults.timeoutMs, 1, 3_600_000),
     attempts: int("attempts", o.attempts, defaults.attempts, 1, 100),
-    maxInFlight: int("maxInFlight", o.maxInFlight, defaults.maxInFlight, 1, 1024),
+    maxInFlight: int("maxInFlight", o.maxInFlight, 0, 1, 1024),
     stallAfterMs: int("stallAfterMs", o.stallAfterMs, defaults.stallAfterMs, 1, 3_600_000),
     downForMs: int("downForMs", o.downForMs, defaults.downForMs, 1, 3_600_000),
     prefetch: int("prefetch", o.prefetch, 0, 0, 10_000_000),
@@ -340,6 +348,7 @@ export class Client {
   private readonly cfg: Config;
   private readonly transport: Transport;
   private list: NodeState[] = [];
+  private byAddr = new Map<string, NodeState>();
   private sub: NodeState[] = [];
   private spill: NodeState[] = [];
   private rr = 0;
@@ -499,6 +508,11 @@ export class Client {
     return this.ids.fetch(1, signal).then((ids) => ids[0] as bigint);
   }
 
+  /** @internal How many requests of one kind may be out at once. */
+  get inFlightLimit(): number {
+    return this.cfg.maxInFlight || Math.max(1, this.sub.length);
+  }
+
   /** @internal */
   get isClosed(): boolean {
     return this.closed;
@@ -626,6 +640,8 @@ export class Client {
   /** Asks addr for n IDs of ep once; a node that fails is marked down as the table of answers says. */
   private request(addr: string, ep: Endpoint, n: number, f: Flight): Promise<unknown[]> {
     const limit = n * (ep.uuids ? MAX_UUID_LINE : MAX_ID_LINE);
+    const node = this.byAddr.get(addr);
+    if (node) node.busy++;
     return this.transport
       .get(addr, ep.path + n, ep.headers, limit, this.cfg.timeoutMs, (abort) => {
         f.abort = abort;
@@ -633,10 +649,12 @@ export class Client {
       .then(
         (a) => {
           f.abort = undefined;
+          if (node) node.busy--;
           return this.answer(addr, ep, n, a);
         },
         (e: unknown) => {
           f.abort = undefined;
+          if (node) node.busy--;
           if (e instanceof AbortedRequest) throw new GaveUp();
           if (this.closed) throw new ClosedError();
           const err = e instanceof TransportError ? e : new Error(`${addr}: ${(e as Error).message}`);
@@ -681,12 +699,13 @@ export class Client {
     for (const a of addrs) {
       if (seen.has(a)) continue;
       seen.add(a);
-      nodes.push(old.get(a) ?? { addr: a, downUntil: [0, 0], lastErr: [undefined, undefined], inSubset: false });
+      nodes.push(old.get(a) ?? { addr: a, busy: 0, downUntil: [0, 0], lastErr: [undefined, undefined], inSubset: false });
     }
     const ranked = rank(nodes.map((n) => n.addr));
     const k = Math.min(this.cfg.subset, ranked.length);
     ranked.forEach((r, i) => ((nodes[r] as NodeState).inSubset = i < k));
     this.list = nodes;
+    this.byAddr = new Map(nodes.map((n) => [n.addr, n]));
     this.sub = nodes.filter((n) => n.inSubset);
     this.spill = ranked.slice(k).map((r) => nodes[r] as NodeState);
     this.transport.keepOnly(this.sub.map((n) => n.addr));
@@ -695,10 +714,21 @@ export class Client {
   private pick(svc: number, tried: string[]): string | undefined {
     const now = Date.now();
     const usable = (n: NodeState) => now >= n.downUntil[svc]! && !tried.includes(n.addr);
-    for (let i = 0; i < this.sub.length; i++) {
-      const n = this.sub[this.rr++ % this.sub.length] as NodeState;
-      if (this.rr >= 1 << 30) this.rr = 0;
-      if (usable(n)) return n.addr;
+    // Round-robin over the subset, to a node with no request out first.
+    const k = this.sub.length;
+    let busy: NodeState | undefined;
+    for (let i = 0; i < k; i++) {
+      const n = this.sub[(this.rr + i) % k] as NodeState;
+      if (!usable(n)) continue;
+      if (n.busy === 0) {
+        this.rr = (this.rr + i + 1) % k;
+        return n.addr;
+      }
+      busy ??= n;
+    }
+    if (busy) {
+      this.rr = (this.sub.indexOf(busy) + 1) % k;
+      return busy.addr;
     }
     for (const n of this.spill) if (usable(n)) return n.addr;
     return undefined;
@@ -854,7 +884,7 @@ class Batcher {
     return new Promise<bigint[]>((resolve, reject) => {
       const w = newWaiter(n, signal, resolve as (v: never[]) => void, reject);
       watch(w);
-      if (this.inFlight < this.c.config.maxInFlight && this.queue.length === 0 && !this.gathering) {
+      if (this.inFlight < this.c.inFlightLimit && this.queue.length === 0 && !this.gathering) {
         this.dispatch([w], n);
       } else {
         this.queue.push(w);
@@ -914,7 +944,7 @@ class Batcher {
 
   private pump(): void {
     if (this.closed) return;
-    const max = this.c.config.maxInFlight;
+    const max = this.c.inFlightLimit;
     while (this.inFlight < max) {
       let i = 0;
       while (i < this.queue.length && (this.queue[i] as Waiter).gone) i++;

@@ -2,7 +2,7 @@ import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import type * as http from "node:http";
 import { Client, ClosedError, ConfigError, NoNodeError, RejectedError, SnowflakedError } from "../src/index.js";
-import { FakeNode, apiError, countOf, deadAddr, idsBody, nodes, serveIds, until } from "./fake.js";
+import { FakeNode, apiError, countOf, deadAddr, idsBody, nodes, serveIds, until, type Handler } from "./fake.js";
 
 /** Every test ends within this, whatever the client does. */
 const T = { timeout: 20_000 };
@@ -350,7 +350,7 @@ test("a hung request gives its slot up after stallAfterMs: the callers waiting g
   a!.handler = (_req, res) => {
     hung.push(res); // never answered
   };
-  const c = new Client({ nodes: [a!.addr, b!.addr], stallAfterMs: 20, timeoutMs: 60_000 });
+  const c = new Client({ nodes: [a!.addr, b!.addr], stallAfterMs: 20, timeoutMs: 60_000, maxInFlight: 1 });
   try {
     const stuck = c.nextId().then(() => "served", () => "failed");
     assert.ok(await until(() => a!.seen.length === 1));
@@ -391,6 +391,29 @@ test("a tag's ceiling (tag_max): merged callers are split, one caller above it i
     assert.equal(e.tagMax, 3);
     assert.equal(a!.seen.length, 4, "refused without asking");
     assert.deepEqual((await c.nextSegments("small", 3)).length, 3);
+  } finally {
+    c.close();
+  }
+});
+
+test("one request in flight per node by default, each to a node with none out", T, async () => {
+  let release: (() => void) | undefined;
+  const held = new Promise<void>((r) => (release = r));
+  const hold: Handler = async (req, res) => {
+    await held;
+    res.end(idsBody(countOf(req.url)));
+  };
+  const [a, b] = await fakes(2, hold);
+  const c = new Client({ nodes: [a!.addr, b!.addr], stallAfterMs: 60_000 });
+  try {
+    const calls = [c.nextId()];
+    assert.ok(await until(() => a!.seen.length === 1));
+    calls.push(c.nextId());
+    assert.ok(await until(() => b!.seen.length === 1), "the second caller goes to the idle node");
+    for (let i = 0; i < 6; i++) calls.push(c.nextId());
+    release!();
+    assert.equal(new Set(await Promise.all(calls)).size, 8);
+    assert.deepEqual([...a!.seen, ...b!.seen].map((r) => countOf(r.url)).sort(), [1, 1, 6]);
   } finally {
     c.close();
   }
