@@ -154,10 +154,8 @@ final class Batcher {
         }
         RuntimeException err = b.err;
         if (err != null) {
-            if (err instanceof SnowflakedTimeoutException && (deadline == SnowflakedClient.NO_DEADLINE || deadline - System.nanoTime() > 0)) {
-                // The batch's most patient caller's deadline passed; this one's cannot be later.
-                throw new SnowflakedTimeoutException(err.getMessage(), err.getCause());
-            }
+            // The batch's one error, thrown to each of its callers (a timeout here is the most
+            // patient caller's deadline: this caller's passed too).
             throw err;
         }
         return Arrays.copyOfRange(b.ids, off, off + n);

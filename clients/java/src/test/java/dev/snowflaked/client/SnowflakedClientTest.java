@@ -342,6 +342,28 @@ class SnowflakedClientTest {
     }
 
     @Test
+    void aQueuedCallReturnsAtItsDeadline() throws Exception {
+        FakeNode a = node();
+        CountDownLatch hang = new CountDownLatch(1);
+        cleanup.add(hang::countDown);
+        a.handler = (n, ex, q) -> {
+            hang.await(20, TimeUnit.SECONDS);
+            return false;
+        };
+        SnowflakedClient c = client(SnowflakedClient.builder().nodes(a.addr).timeout(Duration.ofSeconds(15))
+                .stallAfter(Duration.ofSeconds(30)));
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        cleanup.add(pool::shutdownNow);
+        pool.submit(() -> c.nextId());
+        eventually("the hung request", () -> a.hits.get() == 1);
+        long start = System.nanoTime();
+        assertThrows(SnowflakedTimeoutException.class, () -> c.nextId(Duration.ofMillis(200)));
+        long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+        assertTrue(took >= 190 && took < 3000, "took " + took + " ms");
+        assertEquals(1, a.hits.get());
+    }
+
+    @Test
     void noNodeNamesEachNodesFailure() throws Exception {
         FakeNode a = node();
         FakeNode b = node();
