@@ -418,3 +418,20 @@ test("one request in flight per node by default, each to a node with none out", 
     c.close();
   }
 });
+
+test("UUIDs: an answer that is not increasing version 7 UUIDs fails over", T, async () => {
+  const [a, b] = await fakes(2);
+  a!.handler = (_req, res) => {
+    res.end("01900000-0000-4000-8000-000000000001\n"); // version 4
+  };
+  const c = new Client({ nodes: [a!.addr, b!.addr] });
+  try {
+    const us = await c.nextUuids(3);
+    assert.equal(us.length, 3);
+    assert.ok(us[0]! < us[1]! && us[1]! < us[2]!);
+    assert.equal(a!.seen.length, 1);
+    assert.equal(b!.seen.length, 1);
+  } finally {
+    c.close();
+  }
+});
