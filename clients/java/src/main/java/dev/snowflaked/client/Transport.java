@@ -12,6 +12,8 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.Flow;
 import java.util.concurrent.TimeUnit;
 import javax.net.ssl.SSLContext;
@@ -40,7 +42,11 @@ final class Transport {
     /** The most requests kept for sending again (one per node, path and count asked). */
     private static final int MAX_KEPT_REQUESTS = 4096;
 
+    /** How often the watchdog looks, and how far past its timeout a request may go. */
+    private static final long WATCH_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+
     private final HttpClient http;
+    private final ScheduledExecutorService watchdog;
     private final long defaultTimeoutNanos;
     private final ConcurrentHashMap<String, HttpRequest> requests = new ConcurrentHashMap<>();
     private final String scheme;
@@ -58,6 +64,12 @@ final class Transport {
         }
         this.http = b.build();
         this.scheme = tls != null ? "https://" : "http://";
+        this.watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "snowflaked-watchdog");
+            t.setDaemon(true);
+            return t;
+        });
+        watchdog.scheduleWithFixedDelay(this::watch, WATCH_NANOS, WATCH_NANOS, TimeUnit.NANOSECONDS);
     }
 
     /**
@@ -78,7 +90,7 @@ final class Transport {
         HttpRequest req = request(node, path, token, timeoutNanos);
         // send() on the caller's thread: sendAsync().get() costs another hand-off to the
         // client's executor (about 250 µs measured on 2 cores).
-        Call call = new Call(Thread.currentThread());
+        Call call = new Call(Thread.currentThread(), System.nanoTime() + timeoutNanos + WATCH_NANOS);
         inFlight.add(call);
         HttpResponse<byte[]> r;
         try {
@@ -88,19 +100,18 @@ final class Transport {
             r = http.send(req, bounded(okLimit));
         } catch (java.net.http.HttpTimeoutException e) {
             throw new Timeout(e.getMessage());
-        } catch (InterruptedException e) {
-            if (call.end()) {
+        } catch (InterruptedException | IOException e) {
+            int why = call.end();
+            if (why == Call.CLOSED || closed) {
                 throw new SnowflakedClosedException();
             }
-            throw e;
-        } catch (IOException e) {
-            if (call.end() || closed) {
-                throw new SnowflakedClosedException();
+            if (why == Call.EXPIRED) {
+                throw new Timeout("the answer's body did not come within " + Duration.ofNanos(timeoutNanos).toMillis() + " ms");
             }
             throw e;
         } finally {
-            if (call.end()) {
-                Thread.interrupted(); // close's interrupt, not the caller's
+            if (call.end() != Call.OUT) {
+                Thread.interrupted(); // the client's own interrupt, not the caller's
             }
             inFlight.remove(call);
         }
@@ -123,29 +134,49 @@ final class Transport {
     }
 
     /**
-     * A request in progress on a caller's thread. close() interrupts the thread while (and only
-     * while) the request is out, which makes send() abort it; the thread then clears that
-     * interrupt, so that none of the client's leaks into the caller's code.
+     * A request in progress on a caller's thread. close(), and the watchdog for a request past
+     * its timeout, interrupt the thread while (and only while) the request is out, which makes
+     * send() abort it; the thread then clears that interrupt, so that none of the client's leaks
+     * into the caller's code.
      */
     private static final class Call {
-        private final Thread thread;
-        private boolean ended;
-        private boolean interrupted;
+        static final int OUT = 0;
+        static final int CLOSED = 1;
+        static final int EXPIRED = 2;
 
-        Call(Thread thread) {
+        private final Thread thread;
+        final long deadline;
+        private boolean ended;
+        private int interrupted = OUT;
+
+        Call(Thread thread, long deadline) {
             this.thread = thread;
+            this.deadline = deadline;
         }
 
-        /** Ends the call; returns whether close() interrupted it. */
-        synchronized boolean end() {
+        /** Ends the call; returns why the client interrupted it (OUT: it did not). */
+        synchronized int end() {
             ended = true;
             return interrupted;
         }
 
-        synchronized void abort() {
-            if (!ended) {
-                interrupted = true;
+        synchronized void abort(int why) {
+            if (!ended && interrupted == OUT) {
+                interrupted = why;
                 thread.interrupt();
+            }
+        }
+    }
+
+    /**
+     * Ends the requests past their timeout. HttpClient's own timeout ends only the wait for the
+     * answer's head; a node that sends a head and then stalls its body is ended here.
+     */
+    private void watch() {
+        long now = System.nanoTime();
+        for (Call c : inFlight) {
+            if (now - c.deadline > 0) {
+                c.abort(Call.EXPIRED);
             }
         }
     }
@@ -184,8 +215,9 @@ final class Transport {
     /** Aborts every request in flight; later requests throw {@link SnowflakedClosedException}. */
     void close() {
         closed = true;
+        watchdog.shutdownNow();
         for (Call c : inFlight) {
-            c.abort();
+            c.abort(Call.CLOSED);
         }
     }
 
