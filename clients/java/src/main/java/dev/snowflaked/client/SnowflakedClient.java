@@ -34,8 +34,9 @@ import javax.net.ssl.SSLContext;
  * }</pre>
  *
  * <p>Thread-safe: share one client between all the threads of a process. Concurrent callers share
- * requests: a call that finds no request out makes its own on its own thread; calls that arrive
- * while one is out join one batch ({@code GET /ids?count=N}), served when it ends.
+ * requests: a call that finds a free slot (by default one request in flight per node) makes its own
+ * request on its own thread; calls that arrive while every slot is taken join one batch
+ * ({@code GET /ids?count=N}), served as soon as a slot frees.
  *
  * <p>Every call throws unchecked {@link SnowflakedException}s: {@link SnowflakedRejectedException}
  * (a 4xx any node would answer, never retried), {@link SnowflakedNoNodeException} (no node could
