@@ -19,17 +19,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * batch waiting, if any, and frees the slot when none is left. One latch wakes every caller of a
  * batch, each reading its own slice of the answer.
  *
- * <p>After publishing a batch the worker waits, up to 200 µs, until its callers have woken, so that
- * those who call again at once join the next batch together.
- *
  * <p>Stalls: while calls wait, a request out longer than stallAfter (a node that hangs) gives its
  * slot up, so that the waiting calls get a request of their own (on the next node in turn); the
  * stalled request's own callers wait for it, up to the request timeout, then fail over.
  */
 final class Batcher {
-    /** The most a worker waits for a served batch's callers to wake before taking the next. */
-    private static final long GATHER_NANOS = TimeUnit.MICROSECONDS.toNanos(200);
-
     private final SnowflakedClient c;
     final Endpoint ep;
     private final Executor workers;
@@ -64,7 +58,6 @@ final class Batcher {
         int joined;
         long deadline = Long.MIN_VALUE; // nanoTime; SnowflakedClient.NO_DEADLINE when a caller has none
         final AtomicInteger left = new AtomicInteger();
-        final AtomicInteger back = new AtomicInteger(); // callers woken by the answer
         final CountDownLatch done = new CountDownLatch(1);
         volatile long[] ids;
         volatile RuntimeException err;
@@ -150,7 +143,6 @@ final class Batcher {
                     wait = Math.min(wait, left);
                 }
                 if (b.done.await(wait, TimeUnit.NANOSECONDS)) {
-                    b.back.incrementAndGet();
                     break;
                 }
                 unstall();
@@ -218,13 +210,6 @@ final class Batcher {
     private void run(Batch b, Slot slot) {
         while (b != null) {
             serve(b);
-            // Let the batch's callers wake (up to 200 µs) before taking the next batch, so that
-            // those who call again at once join it together: about 10% more IDs/s with 64
-            // callers on 2 cores, measured.
-            long until = System.nanoTime() + GATHER_NANOS;
-            while (b.back.get() + b.left.get() < b.joined && System.nanoTime() - until < 0) {
-                Thread.yield();
-            }
             lock.lock();
             try {
                 if (slot.stalled) {
