@@ -20,7 +20,7 @@ build:
 deps:
 	@scripts/install-deps.sh
 
-## test: everything: vet, unit tests and integration tests (real processes, ZooKeeper, chrony), with -race
+## test: everything: vet, the OpenAPI lint, unit tests and integration tests (real processes, ZooKeeper, chrony), with -race; the Java, Python and TypeScript clients' tests and the conformance suite of all four clients
 test: deps
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./...
@@ -28,6 +28,11 @@ test: deps
 	cd client && $(GO) vet ./...
 	# The client is a module of its own (./client): its tests run there.
 	cd client && $(GO) test -race -count=1 -timeout 10m ./...
+	# The clients of other languages (clients/): each builds and runs its own tests against fake nodes;
+	# tests/conformance (in the go test below) drives them and the Go client against real nodes.
+	$(MAKE) -C clients/java test
+	$(MAKE) -C clients/python test
+	$(MAKE) -C clients/typescript test
 	$(GO) test -race -timeout 30m ./...
 	$(GO) test -race -tags chaos -timeout 10m ./node/
 	# The simulations of the shipped code (node/*sim_test.go), many seeds, without -race (virtual time; SIM_SEED=N replays one).
@@ -88,3 +93,6 @@ docker:
 
 clean:
 	rm -rf bin .run .run-*
+	$(MAKE) -C clients/java clean
+	$(MAKE) -C clients/python clean
+	$(MAKE) -C clients/typescript clean
