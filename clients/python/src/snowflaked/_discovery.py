@@ -8,9 +8,10 @@ import random
 import ssl
 import threading
 import socket
+import time
 from typing import Callable, List, Optional, Sequence
 
-from ._http import split_host_port
+from ._http import bound, split_host_port
 from .errors import NoNodeError, NodeFailure
 
 #: An answer of /cluster/nodes is at most this long.
@@ -39,7 +40,10 @@ def fetch_nodes(
         hc = http.client.HTTPConnection(host, port, timeout=timeout)
     if track is not None:
         track(hc)
+    deadline = time.monotonic() + timeout
     try:
+        hc.connect()
+        bound(hc, deadline)  # the whole answer within timeout, not each byte
         hc.request("GET", "/cluster/nodes", headers={"User-Agent": "snowflaked-python"})
         resp = hc.getresponse()
         length = resp.getheader("Content-Length")

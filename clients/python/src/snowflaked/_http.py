@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import io
 import socket
 import ssl
 import threading
@@ -51,6 +52,54 @@ def split_host_port(addr: str) -> Tuple[str, int]:
     elif ":" in host:
         raise ValueError(f"{addr!r} is not host:port")
     return host, p
+
+
+class DeadlineSocket:
+    """A connection's socket whose every receive is bounded by the time
+    left until ``deadline`` (monotonic seconds), not only by a timeout of
+    its own: a peer that sends one byte at a time, each within the
+    timeout, cannot make a request last past its deadline. Everything
+    else goes to the socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self.deadline = float("inf")
+
+    def makefile(self, mode: str = "r", *args: object, **kw: object) -> object:
+        if mode == "rb":
+            return io.BufferedReader(_DeadlineReader(self))
+        return self._sock.makefile(mode, *args, **kw)  # type: ignore[call-overload]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._sock, name)
+
+
+class _DeadlineReader(io.RawIOBase):
+    def __init__(self, ds: DeadlineSocket) -> None:
+        self._ds = ds
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: "bytearray | memoryview") -> int:  # type: ignore[override]
+        left = self._ds.deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("timed out")
+        sock = self._ds._sock
+        sock.settimeout(left)
+        return sock.recv_into(b)
+
+
+def bound(hc: http.client.HTTPConnection, deadline: float) -> None:
+    """Bound the connected ``hc``'s sending and receiving by ``deadline``."""
+    ds = hc.sock
+    if not isinstance(ds, DeadlineSocket):
+        ds = hc.sock = DeadlineSocket(ds)
+    ds.deadline = deadline
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("timed out")
+    ds._sock.settimeout(left)
 
 
 class _Conn:
@@ -190,7 +239,7 @@ class Pool:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         raise socket.timeout("timed out")
-                hc.sock.settimeout(remaining)
+                bound(hc, deadline)
                 hc.request("GET", path, headers=hdrs)
                 resp = hc.getresponse()
                 started = True

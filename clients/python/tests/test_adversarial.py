@@ -1,0 +1,119 @@
+"""Adversarial tests: hostile or hung peers, races of the batcher."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+import unittest
+from typing import Callable, List
+
+from snowflaked import Client, DeadlineExceededError, NoNodeError
+
+from .fakenode import FakeNode
+
+logging.getLogger("snowflaked").setLevel(logging.ERROR)
+
+
+class DripNode:
+    """A raw TCP peer that answers each request with ``head`` at once, then
+    ``body`` one byte every ``every`` seconds (a node that sends slowly)."""
+
+    def __init__(self, head: bytes, body: bytes, every: float) -> None:
+        self.head, self.body, self.every = head, body, every
+        self.stop = threading.Event()
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(16)
+        self.addr = f"127.0.0.1:{self.ls.getsockname()[1]}"
+        self.conns: List[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                s, _ = self.ls.accept()
+            except OSError:
+                return
+            self.conns.append(s)
+            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+
+    def _serve(self, s: socket.socket) -> None:
+        try:
+            s.recv(65536)
+            s.sendall(self.head)
+            for i in range(len(self.body)):
+                if self.stop.wait(self.every):
+                    return
+                s.sendall(self.body[i : i + 1])
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.ls.close()
+        for s in self.conns:
+            s.close()
+
+
+class Base(unittest.TestCase):
+    def node(self, worker: int = 1) -> FakeNode:
+        n = FakeNode(worker)
+        self.addCleanup(n.close)
+        return n
+
+    def drip(self, head: bytes, body: bytes, every: float) -> DripNode:
+        d = DripNode(head, body, every)
+        self.addCleanup(d.close)
+        return d
+
+    def client(self, **kw: object) -> Client:
+        c = Client(**kw)  # type: ignore[arg-type]
+        self.addCleanup(c.close)
+        return c
+
+
+def took(f: Callable[[], object]) -> float:
+    start = time.monotonic()
+    try:
+        f()
+    except Exception:
+        pass
+    return time.monotonic() - start
+
+
+class TestSlowPeer(Base):
+    def test_body_drip_bounded_by_request_timeout(self) -> None:
+        # 20 bytes, one every 0.1 s: 2 s in all, each byte well within a 0.3 s recv timeout.
+        d = self.drip(b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n", b"1" * 19 + b"\n", 0.1)
+        c = self.client(nodes=[d.addr], request_timeout=0.3, attempts=1)
+        with self.assertRaises(NoNodeError):
+            start = time.monotonic()
+            try:
+                c.next_id()
+            finally:
+                self.assertLess(time.monotonic() - start, 1.0)
+
+    def test_body_drip_bounded_by_caller_deadline(self) -> None:
+        d = self.drip(b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n", b"1" * 19 + b"\n", 0.1)
+        c = self.client(nodes=[d.addr], request_timeout=10, attempts=1)
+        self.assertLess(took(lambda: c.next_id(timeout=0.3)), 1.0)
+        with self.assertRaises(DeadlineExceededError):
+            c.next_id(timeout=0.3)
+
+    def test_header_drip_bounded_by_request_timeout(self) -> None:
+        d = self.drip(b"HTTP/1.1 200 OK\r\n", b"X-Slow: " + b"a" * 40 + b"\r\nContent-Length: 0\r\n\r\n", 0.05)
+        c = self.client(nodes=[d.addr], request_timeout=0.3, attempts=1)
+        self.assertLess(took(lambda: c.next_id()), 1.0)
+
+    def test_bootstrap_drip_bounded_by_request_timeout(self) -> None:
+        d = self.drip(b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n", b" " * 40, 0.05)
+        start = time.monotonic()
+        with self.assertRaises(NoNodeError):
+            Client(bootstrap=[d.addr], request_timeout=0.3)
+        self.assertLess(time.monotonic() - start, 1.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
