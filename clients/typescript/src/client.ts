@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { ClosedError, ConfigError, NoNodeError, RejectedError } from "./errors.js";
-import { AbortedRequest, Transport, TransportError, splitHostPort, type Answer, type TlsOptions } from "./transport.js";
+import { AbortedRequest, Transport, TransportError, monoNow, splitHostPort, type Answer, type TlsOptions } from "./transport.js";
 
 /** Defaults of {@link ClientOptions}. */
 export const defaults = {
@@ -534,7 +534,7 @@ export class Client {
     if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise((resolve, reject) => {
       const w = newWaiter(n, signal, resolve, reject);
-      const f: Flight = { waiters: [w], abort: undefined, start: Date.now(), counted: false };
+      const f: Flight = { waiters: [w], abort: undefined, start: monoNow(), counted: false };
       w.flight = f;
       watch(w);
       this.serveClamped(ep, n, f, false).then(
@@ -712,7 +712,7 @@ export class Client {
   }
 
   private pick(svc: number, tried: string[]): string | undefined {
-    const now = Date.now();
+    const now = monoNow();
     const usable = (n: NodeState) => now >= n.downUntil[svc]! && !tried.includes(n.addr);
     // Round-robin over the subset, to a node with no request out first.
     const k = this.sub.length;
@@ -737,7 +737,7 @@ export class Client {
   private markDown(addr: string, svc: number, ms: number, err: Error): void {
     for (const n of this.list) {
       if (n.addr === addr) {
-        n.downUntil[svc] = Date.now() + ms;
+        n.downUntil[svc] = monoNow() + ms;
         n.lastErr[svc] = err;
       }
     }
@@ -894,7 +894,7 @@ class Batcher {
   }
 
   private dispatch(waiters: Waiter[], total: number): void {
-    const f: Flight = { waiters, abort: undefined, start: Date.now(), counted: true };
+    const f: Flight = { waiters, abort: undefined, start: monoNow(), counted: true };
     for (const w of waiters) w.flight = f;
     this.inFlight++;
     this.outs.add(f);
@@ -976,7 +976,7 @@ class Batcher {
     let oldest = Infinity;
     for (const f of this.outs) if (f.counted && f.start < oldest) oldest = f.start;
     if (oldest === Infinity) return;
-    const ms = Math.max(0, oldest + this.c.config.stallAfterMs - Date.now());
+    const ms = Math.max(0, oldest + this.c.config.stallAfterMs - monoNow());
     this.stallTimer = setTimeout(() => this.onStall(), ms);
     this.stallTimer.unref();
   }
@@ -984,7 +984,7 @@ class Batcher {
   private onStall(): void {
     this.stallTimer = undefined;
     if (this.closed || !this.queue.some((w) => !w.gone)) return;
-    const now = Date.now();
+    const now = monoNow();
     for (const f of this.outs) {
       if (f.counted && now - f.start >= this.c.config.stallAfterMs) {
         f.counted = false;
@@ -1028,7 +1028,7 @@ class Prefetcher {
   }
 
   take(): bigint | undefined {
-    const now = Date.now();
+    const now = monoNow();
     const maxAge = this.c.config.prefetchMaxAgeMs;
     let id: bigint | undefined;
     while (this.chunks.length > 0) {
@@ -1066,7 +1066,7 @@ class Prefetcher {
           this.refills--;
           this.onTheWay -= size;
           if (this.closed) return;
-          const chunk = { ids: ids as bigint[], i: 0, at: Date.now() };
+          const chunk = { ids: ids as bigint[], i: 0, at: monoNow() };
           for (const w of this.waiters) {
             if (w.gone) continue;
             if (chunk.i >= chunk.ids.length) break;

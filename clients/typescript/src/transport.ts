@@ -49,6 +49,15 @@ export class AbortedRequest extends Error {
   }
 }
 
+/**
+ * Milliseconds on the monotonic clock: deadlines, stalls, down times and
+ * prefetch ages must not move when the wall clock is stepped (NTP), or a
+ * clock stepped back an hour would leave a hung request out for an hour.
+ */
+export function monoNow(): number {
+  return performance.now();
+}
+
 /** The most bytes of an answer that is not a 200 (a JSON error). */
 export const MAX_ERROR_BODY = 64 << 10;
 
@@ -84,6 +93,7 @@ export class Transport {
   private readonly live = new Map<http.ClientRequest, { at: number; expire: () => void }>();
   private sweeper: NodeJS.Timeout | undefined;
   private readonly sweepMs: number;
+  private closed = false;
   /** "http" or "https". */
   readonly scheme: string;
 
@@ -134,6 +144,7 @@ export class Transport {
       this.hosts.set(addr, hp);
     }
     const target = hp;
+    if (this.closed) return Promise.reject(new AbortedRequest());
     return new Promise<Answer>((resolve, reject) => {
       let settled = false;
       let aborted = false;
@@ -147,7 +158,7 @@ export class Transport {
         headers,
       });
       this.live.set(req, {
-        at: Date.now() + timeoutMs,
+        at: monoNow() + timeoutMs,
         expire: () => {
           timedOut = true;
           req.destroy();
@@ -167,7 +178,8 @@ export class Transport {
       });
       req.on("error", (e: NodeJS.ErrnoException) => {
         if (settled) return;
-        if (aborted) return finish(new AbortedRequest());
+        // close() ended it: the request is given up, never sent again.
+        if (aborted || this.closed) return finish(new AbortedRequest());
         if (timedOut) return finish(new TransportError(`${addr}: timeout after ${timeoutMs} ms`, true));
         // A keep-alive connection the node closed while idle: dialled
         // again once (the request never reached a handler).
@@ -212,12 +224,12 @@ export class Transport {
           finish(undefined, { status, body, retryAfterMs: Number.isFinite(secs) && secs > 0 ? Math.min(secs, 3600) * 1000 : 0 });
         });
         res.on("error", (e) => {
-          if (aborted) return finish(new AbortedRequest());
+          if (aborted || this.closed) return finish(new AbortedRequest());
           if (timedOut) return finish(new TransportError(`${addr}: timeout after ${timeoutMs} ms`, true));
           finish(new TransportError(`${addr}: ${e.message}`, false, e));
         });
         res.on("aborted", () => {
-          if (aborted) return finish(new AbortedRequest());
+          if (aborted || this.closed) return finish(new AbortedRequest());
           if (timedOut) return finish(new TransportError(`${addr}: timeout after ${timeoutMs} ms`, true));
           finish(new TransportError(`${addr}: connection closed mid-answer`));
         });
@@ -245,7 +257,7 @@ export class Transport {
   }
 
   private sweep(): void {
-    const now = Date.now();
+    const now = monoNow();
     for (const [req, d] of this.live) {
       if (now >= d.at) {
         this.live.delete(req);
@@ -256,6 +268,7 @@ export class Transport {
 
   /** Closes every connection, idle or in flight. */
   close(): void {
+    this.closed = true;
     if (this.sweeper) clearInterval(this.sweeper);
     for (const r of this.live.keys()) r.destroy();
     this.live.clear();
