@@ -32,7 +32,7 @@ final class Prefetcher {
     private int refills;
     private long noRefillUntil;
     private boolean failed;
-    private boolean closed;
+    private volatile boolean closed; // read by refills outside the lock
 
     private static final class Chunk {
         final long[] ids;
@@ -118,6 +118,9 @@ final class Prefetcher {
     }
 
     private void fetch() {
+        // A chunk's age counts from when its request left (its IDs were issued after that), not
+        // from when a slow answer arrived: the time inside an ID lags a call by at most MAX_AGE.
+        long born = System.nanoTime();
         long[] ids = null;
         try {
             ids = c.serveClamped(ep, chunk, SnowflakedClient.NO_DEADLINE, false, () -> !closed);
@@ -130,7 +133,7 @@ final class Prefetcher {
             refills--;
             coming -= chunk;
             if (ids != null && !closed) {
-                chunks.addLast(new Chunk(ids, System.nanoTime()));
+                chunks.addLast(new Chunk(ids, born));
                 held += ids.length;
             } else {
                 failed = true;

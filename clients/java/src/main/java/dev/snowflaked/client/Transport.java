@@ -12,9 +12,9 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.Flow;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import javax.net.ssl.SSLContext;
 
@@ -46,7 +46,7 @@ final class Transport {
     private static final long WATCH_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
 
     private final HttpClient http;
-    private final ScheduledExecutorService watchdog;
+    private final ScheduledThreadPoolExecutor watchdog;
     private final long defaultTimeoutNanos;
     private final ConcurrentHashMap<String, HttpRequest> requests = new ConcurrentHashMap<>();
     private final String scheme;
@@ -64,11 +64,12 @@ final class Transport {
         }
         this.http = b.build();
         this.scheme = tls != null ? "https://" : "http://";
-        this.watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
+        this.watchdog = new ScheduledThreadPoolExecutor(1, r -> {
             Thread t = new Thread(r, "snowflaked-watchdog");
             t.setDaemon(true);
             return t;
         });
+        watchdog.setRemoveOnCancelPolicy(true);
         watchdog.scheduleWithFixedDelay(this::watch, WATCH_NANOS, WATCH_NANOS, TimeUnit.NANOSECONDS);
     }
 
@@ -90,10 +91,22 @@ final class Transport {
         HttpRequest req = request(node, path, token, timeoutNanos);
         // send() on the caller's thread: sendAsync().get() costs another hand-off to the
         // client's executor (about 250 µs measured on 2 cores).
-        Call call = new Call(Thread.currentThread(), System.nanoTime() + timeoutNanos + WATCH_NANOS);
+        // A request bounded by a caller's deadline (a timeout other than the client's own) gets a
+        // timer of its own at that deadline: the watchdog's period and grace would let a stalled
+        // body run up to 200 ms past it. Requests with the client's timeout keep the watchdog.
+        boolean exact = timeoutNanos != defaultTimeoutNanos;
+        Call call = new Call(Thread.currentThread(), System.nanoTime() + timeoutNanos + (exact ? 0 : WATCH_NANOS));
         inFlight.add(call);
+        ScheduledFuture<?> timer = null;
         HttpResponse<byte[]> r;
         try {
+            if (exact) {
+                try {
+                    timer = watchdog.schedule(() -> call.abort(Call.EXPIRED), timeoutNanos, TimeUnit.NANOSECONDS);
+                } catch (java.util.concurrent.RejectedExecutionException e) {
+                    throw new SnowflakedClosedException();
+                }
+            }
             if (closed) {
                 throw new SnowflakedClosedException();
             }
@@ -110,6 +123,9 @@ final class Transport {
             }
             throw e;
         } finally {
+            if (timer != null) {
+                timer.cancel(false);
+            }
             if (call.end() != Call.OUT) {
                 Thread.interrupted(); // the client's own interrupt, not the caller's
             }
