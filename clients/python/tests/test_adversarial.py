@@ -115,5 +115,50 @@ class TestSlowPeer(Base):
         self.assertLess(time.monotonic() - start, 1.0)
 
 
+DEEP = b"[" * 5000  # json.loads raises RecursionError, not ValueError
+
+
+class TestHostileErrorBody(Base):
+    def test_deeply_nested_error_body_fails_over(self) -> None:
+        a, b = self.node(1), self.node(2)
+        a.handler = lambda p, q, h: (503, [], DEEP)
+        c = self.client(nodes=[a.addr, b.addr], attempts=2, request_timeout=2)
+        for _ in range(2):  # whichever node is picked first
+            self.assertIsInstance(c.next_ids(2, timeout=3), list)
+        self.assertGreaterEqual(len(a.requests), 1)
+
+    def test_deeply_nested_error_body_does_not_kill_prefetch(self) -> None:
+        a = self.node(1)
+        a.handler = lambda p, q, h: (503, [], DEEP)
+        c = self.client(nodes=[a.addr], prefetch=8, request_timeout=1, down_for=0.01)
+        out: List[object] = []
+
+        def call() -> None:
+            try:
+                out.append(c.next_id())
+            except Exception as e:
+                out.append(e)
+
+        t = threading.Thread(target=call, daemon=True)
+        t.start()
+        t.join(5)
+        self.assertFalse(t.is_alive(), "next_id hung: the prefetch threads died")
+        self.assertIsInstance(out[0], NoNodeError)
+        a.handler = None
+        wait_for = time.monotonic() + 5
+        while True:  # the refills go on once the node answers
+            try:
+                self.assertIsInstance(c.next_id(timeout=2), int)
+                break
+            except NoNodeError:
+                self.assertLess(time.monotonic(), wait_for)
+
+    def test_deeply_nested_node_list(self) -> None:
+        a = self.node(1)
+        a.handler = lambda p, q, h: (200, [], DEEP)
+        with self.assertRaises(NoNodeError):
+            Client(bootstrap=[a.addr], request_timeout=1)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -59,7 +59,7 @@ def fetch_nodes(
             entries = doc["nodes"]
             if not isinstance(entries, list):
                 raise TypeError("nodes is not a list")
-        except (ValueError, TypeError, KeyError) as e:
+        except (ValueError, TypeError, KeyError, RecursionError) as e:
             raise NodeFailure(addr, f"the node list is not JSON of the API's form: {e}") from None
         out: List[str] = []
         for n in entries:

@@ -477,7 +477,7 @@ def _error_of(body: bytes) -> Dict[str, object]:
         e = doc.get("error") if isinstance(doc, dict) else None
         if isinstance(e, dict) and isinstance(e.get("code"), str) and e["code"]:
             return e
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: "[[[[..." nested too deep
         pass
     return {}
 
@@ -572,7 +572,7 @@ class _Prefetch:
             ids: Optional[List[int]] = None
             try:
                 ids = self.c._serve_clamped(self.c._ids.ep, self.size, None, True, lambda: not self.closed)
-            except (SnowflakedError, _GaveUp) as e:
+            except Exception as e:  # anything: a refill thread that died would leave fetching counted forever
                 if not self.closed:
                     log.warning("snowflaked client: prefetch failed: %s", e)
             with self.cond:
