@@ -9,7 +9,7 @@ import time
 import unittest
 from typing import Callable, List
 
-from snowflaked import Client, DeadlineExceededError, NoNodeError
+from snowflaked import Client, ClosedError, DeadlineExceededError, NoNodeError
 
 from .fakenode import FakeNode
 
@@ -158,6 +158,58 @@ class TestHostileErrorBody(Base):
         a.handler = lambda p, q, h: (200, [], DEEP)
         with self.assertRaises(NoNodeError):
             Client(bootstrap=[a.addr], request_timeout=1)
+
+
+class Backlogged:
+    """A listener whose accept queue is full: a connect to it hangs (its SYN is dropped)."""
+
+    def __init__(self) -> None:
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(0)
+        self.addr = f"127.0.0.1:{self.ls.getsockname()[1]}"
+        self.fill: List[socket.socket] = []
+        for _ in range(3):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect(self.ls.getsockname())
+            except BlockingIOError:
+                pass
+            self.fill.append(s)
+
+    def close(self) -> None:
+        for s in self.fill:
+            s.close()
+        self.ls.close()
+
+
+class TestCloseDuringDial(Base):
+    def test_close_aborts_a_dial_in_progress(self) -> None:
+        bl = Backlogged()
+        self.addCleanup(bl.close)
+        c = Client(nodes=[bl.addr], request_timeout=3, attempts=1)
+        self.addCleanup(c.close)
+        out: List[object] = []
+
+        def call() -> None:
+            try:
+                out.append(c.next_id())
+            except Exception as e:
+                out.append(e)
+
+        t = threading.Thread(target=call, daemon=True)
+        t.start()
+        end = time.monotonic() + 5
+        while not any(x.hc.sock is None for x in list(c._pool._open)):  # dialling
+            self.assertLess(time.monotonic(), end, "no dial began")
+            time.sleep(0.005)
+        time.sleep(0.05)  # well into connect()
+        start = time.monotonic()
+        c.close()
+        t.join(5)
+        self.assertLess(time.monotonic() - start, 1.0, "close or the call waited for the dial's timeout")
+        self.assertIsInstance(out[0], ClosedError)
 
 
 if __name__ == "__main__":

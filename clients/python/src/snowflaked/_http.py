@@ -103,12 +103,13 @@ def bound(hc: http.client.HTTPConnection, deadline: float) -> None:
 
 
 class _Conn:
-    __slots__ = ("hc", "addr", "used")
+    __slots__ = ("hc", "addr", "used", "dialing")
 
     def __init__(self, hc: http.client.HTTPConnection, addr: str) -> None:
         self.hc = hc
         self.addr = addr
         self.used = 0.0
+        self.dialing: Optional[socket.socket] = None  # the socket while it connects
 
 
 class Pool:
@@ -149,11 +150,41 @@ class Pool:
         else:
             hc = http.client.HTTPConnection(host, port, timeout=timeout)
         conn = _Conn(hc, addr)
+        hc._create_connection = lambda address, timeout, source=None: self._dial(conn, address, timeout)  # type: ignore[attr-defined]
         with self._lock:
             if self._closed:
                 raise ClosedError()
             self._open.add(conn)
         return conn, False
+
+    def _dial(self, conn: _Conn, address: Tuple[str, int], timeout: Optional[float]) -> socket.socket:
+        """socket.create_connection, but with the socket known to ``close()``
+        while it connects, so that closing aborts the dial."""
+        host, port = address
+        err: Optional[OSError] = None
+        for af, kind, proto, _, sa in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+            sock = socket.socket(af, kind, proto)
+            with self._lock:
+                if self._closed:
+                    sock.close()
+                    raise ClosedError()
+                conn.dialing = sock
+            try:
+                sock.settimeout(timeout)
+                sock.connect(sa)
+                with self._lock:
+                    conn.dialing = None
+                    if self._closed:
+                        raise ClosedError()
+                return sock
+            except BaseException as e:
+                with self._lock:
+                    conn.dialing = None
+                sock.close()
+                if not isinstance(e, OSError) or self._closed:
+                    raise
+                err = e
+        raise err if err is not None else OSError(f"{host}: no address")
 
     def _put(self, conn: _Conn) -> None:
         conn.used = time.monotonic()
@@ -199,7 +230,7 @@ class Pool:
             self._open.clear()
             self._idle.clear()
         for c in conns:
-            sock = c.hc.sock
+            sock = c.hc.sock or c.dialing
             if sock is not None:
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
