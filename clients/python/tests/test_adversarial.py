@@ -212,5 +212,30 @@ class TestCloseDuringDial(Base):
         self.assertIsInstance(out[0], ClosedError)
 
 
+class TestLongWaits(Base):
+    """Waits longer than the platform's time_t allows (OverflowError) loop instead."""
+
+    def test_huge_caller_timeout_with_prefetch(self) -> None:
+        a = self.node()
+        a.gate = threading.Event()  # hangs: the buffer stays empty while a refill is out
+        c = self.client(nodes=[a.addr], prefetch=4, request_timeout=0.3, attempts=1)
+        with self.assertRaises(NoNodeError):
+            c.next_id(timeout=1e10)
+
+    def test_huge_stall_after(self) -> None:
+        a = self.node()
+        a.gate = threading.Event()
+        c = self.client(nodes=[a.addr], stall_after=1e10, request_timeout=0.3, attempts=1)
+        first = threading.Thread(target=lambda: self.assertRaises(NoNodeError, c.next_id), daemon=True)
+        first.start()
+        end = time.monotonic() + 5
+        while not a.requests:
+            self.assertLess(time.monotonic(), end)
+            time.sleep(0.005)
+        with self.assertRaises(NoNodeError):  # waits in a batch behind the first
+            c.next_id()
+        first.join(5)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -57,6 +57,8 @@ _SVC_SEGMENTS = 1
 
 _UUID_RE = re.compile(rb"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 _INF = float("inf")
+#: The longest one wait of a thread (longer ones overflow the platform's time_t); waits loop.
+_MAX_WAIT = 3600.0
 
 #: The API error codes the client branches on or names.
 CODES = (
@@ -140,7 +142,7 @@ class _Batch:
 
     def wait(self, timeout: float = -1) -> bool:
         """Wait for the answer (timeout in seconds, -1: none); True once published."""
-        if self.gate.acquire(timeout != 0, timeout if timeout > 0 else -1):
+        if self.gate.acquire(timeout != 0, min(timeout, _MAX_WAIT) if timeout > 0 else -1):
             self.gate.release()
             return True
         return False
@@ -557,7 +559,7 @@ class _Prefetch:
                 timeout = None if deadline is None else deadline - now
                 if timeout is not None and timeout <= 0:
                     return None
-                self.cond.wait(timeout)
+                self.cond.wait(None if timeout is None else min(timeout, _MAX_WAIT))
         return None
 
     def _run(self) -> None:
