@@ -211,6 +211,22 @@ class TestCloseDuringDial(Base):
         self.assertLess(time.monotonic() - start, 1.0, "close or the call waited for the dial's timeout")
         self.assertIsInstance(out[0], ClosedError)
 
+    def test_close_aborts_a_bootstrap_poll_dialling(self) -> None:
+        bl = Backlogged()
+        self.addCleanup(bl.close)
+        seed = self.node()
+        seed.handler = lambda p, q, h: (200, [], ('{"nodes":[{"worker_id":1,"addr":"%s"}]}' % bl.addr).encode()) if p == "/cluster/nodes" else None
+        c = Client(bootstrap=[seed.addr], bootstrap_interval=0.01, request_timeout=3)
+        self.addCleanup(c.close)
+        end = time.monotonic() + 5
+        while c._bootstrap._conn is None:  # a poll asks the backlogged node first
+            self.assertLess(time.monotonic(), end, "no poll began")
+            time.sleep(0.005)
+        time.sleep(0.05)  # well into connect()
+        start = time.monotonic()
+        c.close()
+        self.assertLess(time.monotonic() - start, 1.0, "close waited for the poll's dial")
+
 
 class TestLongWaits(Base):
     """Waits longer than the platform's time_t allows (OverflowError) loop instead."""

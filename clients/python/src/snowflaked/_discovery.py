@@ -9,7 +9,7 @@ import ssl
 import threading
 import socket
 import time
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from ._http import bound, split_host_port
 from .errors import NoNodeError, NodeFailure
@@ -25,6 +25,7 @@ def fetch_nodes(
     timeout: float,
     ssl_context: Optional[ssl.SSLContext],
     track: Optional[Callable[[Optional[http.client.HTTPConnection]], None]] = None,
+    stop: Optional[threading.Event] = None,
 ) -> List[str]:
     """Ask one node for the cluster's nodes: a 200 with at least one node,
     every address ``host:port``. Raises :class:`NodeFailure` otherwise.
@@ -40,6 +41,32 @@ def fetch_nodes(
         hc = http.client.HTTPConnection(host, port, timeout=timeout)
     if track is not None:
         track(hc)
+
+    def dial(address: Tuple[str, int], timeout: Optional[float], source: object = None) -> socket.socket:
+        # socket.create_connection, with the socket on hc (``dialing``)
+        # while it connects, so that closing aborts the dial.
+        err: Optional[OSError] = None
+        for af, kind, proto, _, sa in socket.getaddrinfo(address[0], address[1], 0, socket.SOCK_STREAM):
+            sock = socket.socket(af, kind, proto)
+            hc.dialing = sock  # type: ignore[attr-defined]
+            try:
+                if track is not None:
+                    track(hc)
+                if stop is not None and stop.is_set():
+                    raise OSError("closed")
+                sock.settimeout(timeout)
+                sock.connect(sa)
+                return sock
+            except OSError as e:
+                sock.close()
+                if stop is not None and stop.is_set():
+                    raise
+                err = e
+            finally:
+                hc.dialing = None  # type: ignore[attr-defined]
+        raise err if err is not None else OSError(f"{address[0]}: no address")
+
+    hc._create_connection = dial  # type: ignore[attr-defined]
     deadline = time.monotonic() + timeout
     try:
         hc.connect()
@@ -99,7 +126,7 @@ def ask(
         if stop is not None and stop.is_set():
             break
         try:
-            return fetch_nodes(a, timeout, ssl_context, track)
+            return fetch_nodes(a, timeout, ssl_context, track, stop)
         except NodeFailure as e:
             causes.append(e)
     raise NoNodeError("the cluster's node list", causes)
@@ -187,7 +214,7 @@ class Bootstrap:
 
 
 def _abort(hc: http.client.HTTPConnection) -> None:
-    sock = hc.sock
+    sock = hc.sock or getattr(hc, "dialing", None)
     if sock is not None:
         try:
             sock.shutdown(socket.SHUT_RDWR)
