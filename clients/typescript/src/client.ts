@@ -192,6 +192,19 @@ function checkTag(tag: unknown): RejectedError | undefined {
   return undefined;
 }
 
+/**
+ * A valid tag as it goes in a path: its UTF-8 bytes, those beyond ASCII
+ * percent-encoded (the node decodes the path). node:http writes a path in
+ * latin1 and refuses characters above U+00FF, so a raw "订单" never left
+ * (and every node was marked down for dense IDs) and "cafÃ©" went out as
+ * the bytes of "café", another tag.
+ */
+function pathTag(tag: string): string {
+  let out = "";
+  for (const b of Buffer.from(tag, "utf8")) out += b < 0x80 ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, "0")}`;
+  return out;
+}
+
 /** The code, the text naming it and the error detail of a snowflaked JSON error body. */
 function errorBody(body: string): { code: string; text: string; message: string; max?: number; tagMax?: number } {
   try {
@@ -463,7 +476,7 @@ export class Client {
       if (bad) return Promise.reject(bad);
       b = new Batcher(this, {
         svc: SVC_SEGMENTS,
-        path: `/segment/${tag}?count=`,
+        path: `/segment/${pathTag(tag)}?count=`,
         what: `dense IDs of ${tag}`,
         headers: this.bearer(this.cfg.tagTokens[tag]),
         uuids: false,

@@ -67,3 +67,22 @@ test("a wall clock stepped back an hour does not stretch a request's timeout", T
     c.close();
   }
 });
+
+test("a tag beyond ASCII goes as UTF-8, percent-encoded; it takes no node down for the other tags", T, async () => {
+  const [a, b] = await fakes(2);
+  const c = new Client({ nodes: [a!.addr, b!.addr] });
+  try {
+    // "订单" cannot go raw in a node:http path; "cafÃ©" in latin1 bytes is "café" in UTF-8: another tag.
+    for (const tag of ["订单", "cafÃ©", "café"]) {
+      const [na, nb] = [a!.seen.length, b!.seen.length];
+      const id = await c.nextSegment(tag);
+      assert.equal(typeof id, "bigint");
+      assert.equal(a!.seen.length + b!.seen.length, na + nb + 1, "one request");
+      const url = (a!.seen.length > na ? a! : b!).seen.slice(-1)[0]!.url;
+      assert.equal(decodeURIComponent(new URL(url, "http://x").pathname), `/segment/${tag}`);
+    }
+    assert.equal(typeof (await c.nextSegment("orders")), "bigint");
+  } finally {
+    c.close();
+  }
+});
