@@ -51,6 +51,8 @@ public final class SnowflakedClient implements AutoCloseable {
     public static final String VERSION = "0.1.0";
 
     static final long NO_DEADLINE = Long.MAX_VALUE;
+    /** A caller's timeout longer than this is no deadline: nanoTime() arithmetic stays far from overflow. */
+    private static final Duration FAR = Duration.ofDays(365L * 100);
     /** The most bytes of one ID line (19 digits and a newline), and of one UUID line. */
     private static final int MAX_ID_LINE = 20;
     private static final int MAX_UUID_LINE = 37;
@@ -353,10 +355,13 @@ public final class SnowflakedClient implements AutoCloseable {
             return NO_DEADLINE;
         }
         long now = System.nanoTime();
-        long t = timeout.toNanos();
-        if (t <= 0) {
+        if (timeout.isNegative() || timeout.isZero()) {
             throw new SnowflakedTimeoutException("the caller's deadline passed before the call", null);
         }
+        if (timeout.compareTo(FAR) > 0) {
+            return NO_DEADLINE; // beyond any run (and beyond what toNanos() and now + t can hold)
+        }
+        long t = timeout.toNanos();
         long d = now + t;
         return d == NO_DEADLINE ? d - 1 : d;
     }

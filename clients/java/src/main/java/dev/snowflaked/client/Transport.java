@@ -45,7 +45,8 @@ final class Transport {
     /** How often the watchdog looks, and how far past its timeout a request may go. */
     private static final long WATCH_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
 
-    private final HttpClient http;
+    /** Null once closed: an HttpClient no longer referenced ends its selector thread and closes its connections. */
+    private volatile HttpClient http;
     private final ScheduledThreadPoolExecutor watchdog;
     private final long defaultTimeoutNanos;
     private final ConcurrentHashMap<String, HttpRequest> requests = new ConcurrentHashMap<>();
@@ -110,7 +111,11 @@ final class Transport {
             if (closed) {
                 throw new SnowflakedClosedException();
             }
-            r = http.send(req, bounded(okLimit));
+            HttpClient h = http;
+            if (h == null) {
+                throw new SnowflakedClosedException();
+            }
+            r = h.send(req, bounded(okLimit));
         } catch (java.net.http.HttpTimeoutException e) {
             throw new Timeout(e.getMessage());
         } catch (InterruptedException | IOException e) {
@@ -234,6 +239,18 @@ final class Transport {
         watchdog.shutdownNow();
         for (Call c : inFlight) {
             c.abort(Call.CLOSED);
+        }
+        HttpClient h = http;
+        http = null;
+        if (h != null) {
+            // Java 21 and later: HttpClient.shutdownNow() closes its connections and threads at
+            // once. Java 17 has no such call: with the client no longer referenced, its selector
+            // thread ends and closes the connections at the next garbage collection.
+            try {
+                HttpClient.class.getMethod("shutdownNow").invoke(h);
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                // Java 17
+            }
         }
     }
 

@@ -9,6 +9,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
@@ -116,5 +117,163 @@ class AdversarialTest {
         long id = c.nextId();
         long age = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - issued.get(id));
         assertTrue(age <= 1000, "an ID issued " + age + " ms before the call returned it");
+    }
+
+    /**
+     * Many callers of every kind (one ID, several, above maxBatch, with and without a deadline)
+     * against nodes that answer late, hang, refuse with 503 or clamp: no ID twice, each call's
+     * IDs increasing, every call back within its deadline (plus a margin) or the request bound.
+     */
+    @Test
+    void manyCallersNeverGetAnIdTwice() throws Exception {
+        java.util.concurrent.atomic.AtomicLong next = new java.util.concurrent.atomic.AtomicLong(1000);
+        List<FakeNode> ns = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            FakeNode n = node();
+            n.next.set(0);
+            final int k = i;
+            n.handler = (f, ex, q) -> {
+                java.util.concurrent.ThreadLocalRandom r = java.util.concurrent.ThreadLocalRandom.current();
+                int count = Integer.parseInt(q.getOrDefault("count", "1"));
+                int roll = r.nextInt(100);
+                if (roll < 5) {
+                    FakeNode.send(ex, 503, FakeNode.error("out_of_service", "x", null), null);
+                    return true;
+                }
+                if (roll < 8) {
+                    FakeNode.send(ex, 503, FakeNode.error("batch_timeout", "x", null), null);
+                    return true;
+                }
+                if (k == 0 && count > 37) {
+                    FakeNode.send(ex, 400, FakeNode.error("invalid_count", "x", 37), null);
+                    return true;
+                }
+                StringBuilder b = new StringBuilder();
+                for (int j = 0; j < count; j++) {
+                    b.append(next.incrementAndGet()).append('\n');
+                }
+                if (roll < 10) {
+                    Thread.sleep(300); // slow: past stallAfter, and past some callers' deadlines
+                } else if (roll < 40) {
+                    Thread.sleep(r.nextInt(3));
+                }
+                FakeNode.send(ex, 200, b.toString(), null);
+                return true;
+            };
+            ns.add(n);
+        }
+        SnowflakedClient c = client(SnowflakedClient.builder().nodes(ns.get(0).addr, ns.get(1).addr, ns.get(2).addr)
+                .maxBatch(100).downFor(Duration.ofMillis(20)).stallAfter(Duration.ofMillis(20)).timeout(Duration.ofSeconds(2)));
+        Set<Long> seen = ConcurrentHashMap.newKeySet();
+        java.util.concurrent.atomic.AtomicReference<String> bad = new java.util.concurrent.atomic.AtomicReference<>();
+        java.util.concurrent.atomic.AtomicInteger served = new java.util.concurrent.atomic.AtomicInteger();
+        int threads = 32;
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
+        cleanup.add(pool::shutdownNow);
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(4);
+        List<java.util.concurrent.Future<?>> fs = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            fs.add(pool.submit(() -> {
+                java.util.concurrent.ThreadLocalRandom r = java.util.concurrent.ThreadLocalRandom.current();
+                while (System.nanoTime() - end < 0 && bad.get() == null) {
+                    int n = switch (r.nextInt(4)) {
+                        case 0 -> 1;
+                        case 1 -> 1 + r.nextInt(10);
+                        case 2 -> 1 + r.nextInt(100);
+                        default -> 1 + r.nextInt(250);
+                    };
+                    Duration d = r.nextBoolean() ? null : Duration.ofMillis(5 + r.nextInt(200));
+                    long start = System.nanoTime();
+                    long[] ids;
+                    try {
+                        ids = c.nextIds(n, d);
+                    } catch (SnowflakedTimeoutException | SnowflakedNoNodeException e) {
+                        ids = null;
+                    } catch (RuntimeException e) {
+                        bad.compareAndSet(null, "unexpected " + e);
+                        return;
+                    }
+                    long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+                    if (d != null && took > d.toMillis() + 100) {
+                        bad.compareAndSet(null, "a " + d.toMillis() + " ms call took " + took + " ms");
+                    }
+                    if (ids == null) {
+                        continue;
+                    }
+                    if (ids.length != n) {
+                        bad.compareAndSet(null, "asked " + n + ", got " + ids.length);
+                    }
+                    for (int i = 0; i < ids.length; i++) {
+                        if (i > 0 && ids[i] <= ids[i - 1]) {
+                            bad.compareAndSet(null, "not increasing");
+                        }
+                        if (!seen.add(ids[i])) {
+                            bad.compareAndSet(null, "ID twice: " + ids[i]);
+                        }
+                    }
+                    served.incrementAndGet();
+                }
+            }));
+        }
+        for (java.util.concurrent.Future<?> f : fs) {
+            f.get(20, TimeUnit.SECONDS);
+        }
+        assertEquals(null, bad.get());
+        assertTrue(served.get() > 100, "served " + served.get());
+    }
+
+    /**
+     * close() must close the client's connections: a keep-alive connection stayed open (and the
+     * HttpClient's selector and worker threads alive) for as long as the closed client was
+     * referenced. On Java 17 they end at the next garbage collection once close() drops the
+     * HttpClient, hence the System.gc() while waiting.
+     */
+    @Test
+    void closeClosesTheConnections() throws Exception {
+        java.net.ServerSocket ss = new java.net.ServerSocket(0, 50, java.net.InetAddress.getByName("127.0.0.1"));
+        cleanup.add(ss);
+        java.util.concurrent.CountDownLatch eof = new java.util.concurrent.CountDownLatch(1);
+        Thread t = new Thread(() -> {
+            try (java.net.Socket s = ss.accept()) {
+                java.io.InputStream in = s.getInputStream();
+                java.io.ByteArrayOutputStream head = new java.io.ByteArrayOutputStream();
+                while (!head.toString(java.nio.charset.StandardCharsets.US_ASCII).endsWith("\r\n\r\n")) {
+                    int b = in.read();
+                    if (b < 0) {
+                        return;
+                    }
+                    head.write(b);
+                }
+                s.getOutputStream().write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n5000\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+                s.getOutputStream().flush();
+                if (in.read() < 0) { // blocks while the client keeps the connection
+                    eof.countDown();
+                }
+            } catch (java.io.IOException e) {
+                eof.countDown(); // reset by the client: closed too
+            }
+        });
+        t.setDaemon(true);
+        t.start();
+        SnowflakedClient c = client(SnowflakedClient.builder().nodes("127.0.0.1:" + ss.getLocalPort()));
+        assertEquals(5000, c.nextId());
+        c.close();
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(15);
+        while (!eof.await(100, TimeUnit.MILLISECONDS)) {
+            if (System.nanoTime() - end > 0) {
+                fail("the closed client's connection is still open");
+            }
+            System.gc();
+        }
+    }
+
+    /** A Duration too large for nanoseconds is no deadline, not an ArithmeticException. */
+    @Test
+    void aHugeDurationIsNoDeadline() throws Exception {
+        FakeNode a = node();
+        SnowflakedClient c = client(SnowflakedClient.builder().nodes(a.addr));
+        assertEquals(1001, c.nextId(Duration.ofSeconds(Long.MAX_VALUE)));
+        assertEquals(1002, c.nextId(Duration.ofNanos(Long.MAX_VALUE)));
+        assertEquals(1003, c.nextSegment("t", Duration.ofDays(1L << 40)));
     }
 }
