@@ -228,6 +228,40 @@ class TestCloseDuringDial(Base):
         self.assertLess(time.monotonic() - start, 1.0, "close waited for the poll's dial")
 
 
+class TestWorkers(Base):
+    def test_idle_workers_end(self) -> None:
+        from unittest import mock
+
+        import snowflaked.client as sc
+
+        a = self.node()
+        c = self.client(nodes=[a.addr])
+        with mock.patch.object(sc, "_WORKER_IDLE", 0.1):
+            for i in range(5):  # each tag: a call alone, one queued behind it (a worker serves it)
+                g = threading.Event()
+                a.handler = lambda p, q, h, g=g: None if g.wait(5) else None
+                a.arrived.clear()
+                t = threading.Thread(target=lambda: c.next_segment(f"t{i}", timeout=5))
+                t.start()
+                self.assertTrue(a.arrived.wait(5))
+                b = c._segment(f"t{i}")
+                q = threading.Thread(target=lambda: c.next_segment(f"t{i}", timeout=5))
+                q.start()
+                end = time.monotonic() + 5
+                while b.open is None:
+                    self.assertLess(time.monotonic(), end)
+                    time.sleep(0.005)
+                g.set()
+                t.join(5)
+                q.join(5)
+            a.handler = None
+            end = time.monotonic() + 5
+            while any(t.name == "snowflaked-batch" for t in threading.enumerate()):
+                self.assertLess(time.monotonic(), end, "idle batch workers still running")
+                time.sleep(0.01)
+            self.assertIsInstance(c.next_segment("t0"), int)
+
+
 class TestLongWaits(Base):
     """Waits longer than the platform's time_t allows (OverflowError) loop instead."""
 

@@ -52,6 +52,10 @@ _PROCESS_ID = int.from_bytes(os.urandom(8), "big") or 1
 #: Refill requests out at once for prefetch.
 _PREFETCH_DEPTH = 4
 
+#: Seconds a batcher's worker waits for a batch before it ends (each
+#: tag has its own batcher: idle workers would pile up over many tags).
+_WORKER_IDLE = 10.0
+
 _SVC_IDS = 0
 _SVC_SEGMENTS = 1
 
@@ -202,7 +206,7 @@ class _Batcher:
         self.ready: Deque[Tuple[_Batch, _Slot]] = deque()  # given a slot, waiting for a worker
         self.in_flight = 0  # slots taken (stalled requests do not count)
         self.slots: List[_Slot] = []
-        self.idle = 0  # workers waiting for a batch
+        self.idle = 0  # workers waiting for a batch (or notified, not yet awake)
         self.closed = False
         self.threads: List[threading.Thread] = []
 
@@ -333,8 +337,9 @@ class _Batcher:
             else:
                 return
             self.ready.append((bt, self._hold_locked()))
-            if self.idle > 0:
-                self.idle -= 1
+            # Idle workers count themselves busy when they wake; one
+            # notified but not yet awake is still idle, its batch ready.
+            if self.idle >= len(self.ready):
                 self.cond.notify()
             else:
                 t = threading.Thread(target=self._work, name="snowflaked-batch", daemon=True)
@@ -346,7 +351,11 @@ class _Batcher:
             while True:
                 while not self.ready and not self.closed:
                     self.idle += 1
-                    self.cond.wait()  # whoever notifies counts this worker busy again
+                    woken = self.cond.wait(_WORKER_IDLE)
+                    self.idle -= 1
+                    if not woken and not self.ready and not self.closed:
+                        self.threads.remove(threading.current_thread())
+                        return  # idle too long: a later batch starts a new worker
                 if self.closed:
                     return
                 bt, slot = self.ready.popleft()
