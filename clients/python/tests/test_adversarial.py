@@ -261,6 +261,58 @@ class TestWorkers(Base):
                 time.sleep(0.01)
             self.assertIsInstance(c.next_segment("t0"), int)
 
+    def test_worker_that_cannot_start(self) -> None:
+        from unittest import mock
+
+        a = self.node()
+        a.gate = threading.Event()
+        c = self.client(nodes=[a.addr], request_timeout=5)
+        first: List[object] = []
+        t = threading.Thread(target=lambda: first.append(c.next_id(timeout=5)))
+        t.start()
+        self.assertTrue(a.arrived.wait(5))
+        errs: List[object] = []
+
+        def queued() -> None:
+            try:
+                errs.append(c.next_id(timeout=3))
+            except Exception as e:
+                errs.append(e)
+
+        qs = [threading.Thread(target=queued) for _ in range(2)]
+        for q in qs:
+            q.start()
+        end = time.monotonic() + 5
+        while c._ids.open is None or c._ids.open.joined < 2:
+            self.assertLess(time.monotonic(), end)
+            time.sleep(0.005)
+        real = threading.Thread.start
+
+        def start(th: threading.Thread) -> None:
+            if th.name == "snowflaked-batch":
+                raise RuntimeError("can't start new thread")
+            real(th)
+
+        with mock.patch.object(threading.Thread, "start", start):
+            start_t = time.monotonic()
+            a.gate.set()  # the first request ends: its slot goes to the queued batch, whose worker fails to start
+            t.join(5)
+            for q in qs:
+                q.join(5)
+        self.assertEqual(len(first), 1, "the first call lost its IDs")
+        self.assertEqual(len(errs), 2)
+        self.assertTrue(all(isinstance(e, RuntimeError) and not isinstance(e, TimeoutError) for e in errs), errs)
+        self.assertLess(time.monotonic() - start_t, 1.0, "the queued calls waited for their deadline")
+        a.gate = None
+        self.assertIsInstance(c.next_ids(3, timeout=2), list)  # the slot came back
+        got: List[object] = []
+        ts = [threading.Thread(target=lambda: got.append(c.next_id(timeout=2))) for _ in range(8)]
+        for x in ts:
+            x.start()
+        for x in ts:
+            x.join(5)
+        self.assertEqual(len(got), 8)
+
 
 class TestLongWaits(Base):
     """Waits longer than the platform's time_t allows (OverflowError) loop instead."""

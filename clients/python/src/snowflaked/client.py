@@ -343,8 +343,14 @@ class _Batcher:
                 self.cond.notify()
             else:
                 t = threading.Thread(target=self._work, name="snowflaked-batch", daemon=True)
+                try:
+                    t.start()
+                except RuntimeError as e:  # can't start new thread: the batch's callers get it
+                    _, slot = self.ready.pop()
+                    self._drop_locked(slot)
+                    bt.publish(None, e)
+                    return
                 self.threads.append(t)
-                t.start()
 
     def _work(self) -> None:
         with self.lock:
