@@ -89,7 +89,14 @@ final class Transport {
         if (timeoutNanos <= 0) {
             throw new Timeout("deadline passed before the request");
         }
-        HttpRequest req = request(node, path, token, timeoutNanos);
+        HttpRequest req;
+        try {
+            req = request(node, path, token, timeoutNanos);
+        } catch (IllegalArgumentException e) {
+            // An address no URI holds ("bad host:1", from a node list): the node's failure, so
+            // that the call moves on, not an exception out of the client.
+            throw new IOException("not a host:port: " + e.getMessage(), e);
+        }
         // send() on the caller's thread: sendAsync().get() costs another hand-off to the
         // client's executor (about 250 µs measured on 2 cores).
         // A request bounded by a caller's deadline (a timeout other than the client's own) gets a

@@ -122,7 +122,7 @@ class AdversarialTest {
     /**
      * Many callers of every kind (one ID, several, above maxBatch, with and without a deadline)
      * against nodes that answer late, hang, refuse with 503 or clamp: no ID twice, each call's
-     * IDs increasing, every call back within its deadline (plus a margin) or the request bound.
+     * IDs increasing, every call back within its deadline (plus a margin for GC pauses).
      */
     @Test
     void manyCallersNeverGetAnIdTwice() throws Exception {
@@ -167,7 +167,7 @@ class AdversarialTest {
         Set<Long> seen = ConcurrentHashMap.newKeySet();
         java.util.concurrent.atomic.AtomicReference<String> bad = new java.util.concurrent.atomic.AtomicReference<>();
         java.util.concurrent.atomic.AtomicInteger served = new java.util.concurrent.atomic.AtomicInteger();
-        int threads = 32;
+        int threads = 16;
         java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
         cleanup.add(pool::shutdownNow);
         long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(4);
@@ -194,7 +194,10 @@ class AdversarialTest {
                         return;
                     }
                     long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
-                    if (d != null && took > d.toMillis() + 100) {
+                    // The margin covers this test's own GC pauses (its set of IDs grows to a
+                    // million) on a loaded 2-core machine: it catches a call held for a request's
+                    // timeout (2 s), not scheduling noise.
+                    if (d != null && took > d.toMillis() + 400) {
                         bad.compareAndSet(null, "a " + d.toMillis() + " ms call took " + took + " ms");
                     }
                     if (ids == null) {
@@ -275,5 +278,28 @@ class AdversarialTest {
         assertEquals(1001, c.nextId(Duration.ofSeconds(Long.MAX_VALUE)));
         assertEquals(1002, c.nextId(Duration.ofNanos(Long.MAX_VALUE)));
         assertEquals(1003, c.nextSegment("t", Duration.ofDays(1L << 40)));
+    }
+
+    /**
+     * A node list from /cluster/nodes is the cluster's word, not checked by build(): an address
+     * that is no URI authority ("bad host:1") made every call sent to it throw
+     * IllegalArgumentException (from URI.create) instead of failing over, and a poll that met it
+     * asked no further node.
+     */
+    @Test
+    void aMalformedAddressFromBootstrapIsANodeFailure() throws Exception {
+        FakeNode seed = node();
+        seed.handler = (n, ex, q) -> {
+            if (!ex.getRequestURI().getPath().equals("/cluster/nodes")) {
+                return false;
+            }
+            FakeNode.send(ex, 200, "{\"nodes\":[{\"worker_id\":1,\"addr\":\"bad host:1\"},{\"worker_id\":2,\"addr\":\"" + n.addr + "\"}]}", null);
+            return true;
+        };
+        SnowflakedClient c = client(SnowflakedClient.builder().bootstrap(seed.addr).bootstrapInterval(Duration.ofSeconds(60)));
+        for (int i = 0; i < 6; i++) {
+            assertTrue(c.nextId() > 1000);
+            assertTrue(c.nextSegment("t") > 1000);
+        }
     }
 }
