@@ -30,7 +30,7 @@ func main() {
 	clients := flag.String("clients", "go,java,python,typescript", "which clients, comma separated")
 	callers := flag.Int("callers", 64, "callers of the throughput rounds")
 	dur := flag.Duration("duration", 3*time.Second, "length of one throughput round")
-	rounds := flag.Int("rounds", 2, "rounds of each measurement, client and plain in turn")
+	rounds := flag.Int("rounds", 3, "throughput rounds, client and plain in turn")
 	flag.Parse()
 	if err := run(*bin, *goDriver, strings.Split(*clients, ","), *callers, *dur, *rounds); err != nil {
 		fmt.Fprintln(os.Stderr, "clientsbench:", err)
@@ -57,7 +57,8 @@ func run(bin, goDriver string, names []string, callers int, dur time.Duration, r
 		return err
 	}
 	defer stop()
-	fmt.Printf("one node at %s (standalone), %d callers, rounds of %s, %d rounds each, client and plain GET /id in turn\n\n", addr, callers, dur, rounds)
+	fmt.Printf("one node at %s (standalone); per client, after 2 s of warm-up each way: %d rounds of %s with %d callers, then one caller for 0.5 s %d times, client and plain GET /id in turn; medians\n\n",
+		addr, rounds, dur, callers, oneCallerTurns)
 	var results []result
 	for _, name := range names {
 		name = strings.TrimSpace(name)
@@ -196,26 +197,45 @@ func benchClient(name, goDriver, addr string, callers int, dur time.Duration, ro
 		return r, err
 	}
 	bench := func(mode string, threads int, ms int64) (map[string]any, error) {
-		return d.do(map[string]any{"op": "bench", "mode": mode, "node": addr, "threads": threads, "duration_ms": ms, "warmup_ms": 500})
+		return d.do(map[string]any{"op": "bench", "mode": mode, "node": addr, "threads": threads, "duration_ms": ms, "warmup_ms": 200})
+	}
+	// Warm both paths first (JIT compilers, connection pools), then
+	// throughput rounds, then one caller in many short alternations, so that
+	// both sides of each figure see the same machine.
+	for _, mode := range []string{"client", "plain"} {
+		if _, err := bench(mode, callers, 2000); err != nil {
+			return r, err
+		}
 	}
 	var cp, pp, cr, pr []float64
 	for range rounds {
 		for _, mode := range []string{"client", "plain"} {
-			one, err := bench(mode, 1, 1000)
-			if err != nil {
-				return r, err
-			}
 			many, err := bench(mode, callers, dur.Milliseconds())
 			if err != nil {
 				return r, err
 			}
 			rate := num(many, "calls") / num(many, "seconds")
 			if mode == "client" {
-				cp, cr = append(cp, num(one, "p50_us")), append(cr, rate)
-				r.clientFail += int64(num(one, "failed") + num(many, "failed"))
+				cr = append(cr, rate)
+				r.clientFail += int64(num(many, "failed"))
 			} else {
-				pp, pr = append(pp, num(one, "p50_us")), append(pr, rate)
-				r.plainFails += int64(num(one, "failed") + num(many, "failed"))
+				pr = append(pr, rate)
+				r.plainFails += int64(num(many, "failed"))
+			}
+		}
+	}
+	for range oneCallerTurns {
+		for _, mode := range []string{"client", "plain"} {
+			one, err := bench(mode, 1, 500)
+			if err != nil {
+				return r, err
+			}
+			if mode == "client" {
+				cp = append(cp, num(one, "p50_us"))
+				r.clientFail += int64(num(one, "failed"))
+			} else {
+				pp = append(pp, num(one, "p50_us"))
+				r.plainFails += int64(num(one, "failed"))
 			}
 		}
 	}
@@ -223,7 +243,12 @@ func benchClient(name, goDriver, addr string, callers int, dur time.Duration, ro
 	return r, nil
 }
 
+// oneCallerTurns is how many times one caller's latency is measured each
+// way, in turn (odd: the median is one of them).
+const oneCallerTurns = 7
+
+// median is the middle value (the lower middle of an even count).
 func median(v []float64) float64 {
 	slices.Sort(v)
-	return v[len(v)/2]
+	return v[(len(v)-1)/2]
 }
