@@ -40,37 +40,6 @@ class AdversarialTest {
         return c;
     }
 
-    /** A node that sends an answer's head and 2 of its 20 bytes, then nothing; returns its address. */
-    private String stalledBodyNode() throws Exception {
-        java.net.ServerSocket ss = new java.net.ServerSocket(0, 50, java.net.InetAddress.getByName("127.0.0.1"));
-        cleanup.add(ss);
-        List<java.net.Socket> held = new java.util.concurrent.CopyOnWriteArrayList<>();
-        cleanup.add(() -> {
-            for (java.net.Socket s : held) {
-                s.close();
-            }
-        });
-        Thread t = new Thread(() -> {
-            try {
-                while (true) {
-                    java.net.Socket s = ss.accept();
-                    held.add(s);
-                    java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(s.getInputStream()));
-                    for (String l = in.readLine(); l != null && !l.isEmpty(); l = in.readLine()) {
-                        // the request's head
-                    }
-                    s.getOutputStream().write("HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n12".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
-                    s.getOutputStream().flush();
-                }
-            } catch (java.io.IOException e) {
-                // closed by the test
-            }
-        });
-        t.setDaemon(true);
-        t.start();
-        return "127.0.0.1:" + ss.getLocalPort();
-    }
-
     /**
      * A caller's deadline must bound a request whose body stalls as tightly as one whose head
      * never comes: the watchdog's 100 ms grace and 100 ms period let the call run 100-200 ms past
@@ -78,7 +47,7 @@ class AdversarialTest {
      */
     @Test
     void aStalledBodyEndsAtTheCallersDeadline() throws Exception {
-        String stalled = stalledBodyNode();
+        String stalled = FakeNode.stalledBody(cleanup);
         SnowflakedClient c = client(SnowflakedClient.builder().nodes(stalled).timeout(Duration.ofSeconds(10)));
         for (int i = 0; i < 3; i++) {
             long start = System.nanoTime();

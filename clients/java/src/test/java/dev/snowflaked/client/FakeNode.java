@@ -142,6 +142,40 @@ final class FakeNode implements AutoCloseable {
         }
     }
 
+    /**
+     * Starts a node that sends an answer's head and 2 of its 20 bytes, then nothing, on every
+     * connection; what it opens is added to cleanup. Returns its address.
+     */
+    static String stalledBody(List<AutoCloseable> cleanup) throws IOException {
+        java.net.ServerSocket ss = new java.net.ServerSocket(0, 50, java.net.InetAddress.getByName("127.0.0.1"));
+        cleanup.add(ss);
+        List<java.net.Socket> held = new CopyOnWriteArrayList<>();
+        cleanup.add(() -> {
+            for (java.net.Socket s : held) {
+                s.close();
+            }
+        });
+        Thread t = new Thread(() -> {
+            try {
+                while (true) {
+                    java.net.Socket s = ss.accept();
+                    held.add(s);
+                    java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(s.getInputStream()));
+                    for (String l = in.readLine(); l != null && !l.isEmpty(); l = in.readLine()) {
+                        // the request's head
+                    }
+                    s.getOutputStream().write("HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n12".getBytes(StandardCharsets.US_ASCII));
+                    s.getOutputStream().flush();
+                }
+            } catch (IOException e) {
+                // closed by the test
+            }
+        });
+        t.setDaemon(true);
+        t.start();
+        return "127.0.0.1:" + ss.getLocalPort();
+    }
+
     @Override
     public void close() {
         server.stop(0);

@@ -616,34 +616,7 @@ class SnowflakedClientTest {
 
     @Test
     void aStalledBodyIsTheNodesTimeout() throws Exception {
-        // A node that sends an answer's head and 2 of its 20 bytes, then nothing.
-        java.net.ServerSocket ss = new java.net.ServerSocket(0, 50, java.net.InetAddress.getByName("127.0.0.1"));
-        cleanup.add(ss);
-        List<java.net.Socket> held = new java.util.concurrent.CopyOnWriteArrayList<>();
-        cleanup.add(() -> {
-            for (java.net.Socket s : held) {
-                s.close();
-            }
-        });
-        Thread t = new Thread(() -> {
-            try {
-                while (true) {
-                    java.net.Socket s = ss.accept();
-                    held.add(s);
-                    java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(s.getInputStream()));
-                    for (String l = in.readLine(); l != null && !l.isEmpty(); l = in.readLine()) {
-                        // the request's head
-                    }
-                    s.getOutputStream().write("HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n12".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
-                    s.getOutputStream().flush();
-                }
-            } catch (java.io.IOException e) {
-                // closed by the test
-            }
-        });
-        t.setDaemon(true);
-        t.start();
-        String stalled = "127.0.0.1:" + ss.getLocalPort();
+        String stalled = FakeNode.stalledBody(cleanup); // sends a head and 2 of 20 bytes, then nothing
         FakeNode good = node();
         SnowflakedClient c = client(SnowflakedClient.builder().nodes(stalled, good.addr).timeout(Duration.ofMillis(300)));
         long start = System.nanoTime();
