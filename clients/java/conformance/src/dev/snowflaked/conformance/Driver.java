@@ -409,14 +409,7 @@ public final class Driver {
             }, "load-" + t);
             ts[t].start();
         }
-        for (Thread t : ts) {
-            try {
-                t.join();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new DriverError("interrupted");
-            }
-        }
+        joinAll(ts);
         if (marked.compareAndSet(false, true)) {
             write(markLine);
         }
@@ -507,14 +500,7 @@ public final class Driver {
             }, "bench-" + t);
             ts[t].start();
         }
-        for (Thread t : ts) {
-            try {
-                t.join();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new DriverError("interrupted");
-            }
-        }
+        joinAll(ts);
         int total = 0;
         for (int cnt : counts) {
             total += cnt;
@@ -535,5 +521,17 @@ public final class Driver {
     @FunctionalInterface
     private interface Call {
         void run();
+    }
+
+    /** Waits for every thread of ts to end. */
+    private static void joinAll(Thread[] ts) {
+        for (Thread t : ts) {
+            try {
+                t.join();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new DriverError("interrupted");
+            }
+        }
     }
 }

@@ -170,15 +170,23 @@ final class Batcher {
             if (slot.stalled) {
                 return; // its slot was given up already
             }
-            next = takeNext();
+            next = handOnLocked();
             if (next == null) {
-                inFlight--;
                 return;
             }
         } finally {
             lock.unlock();
         }
         start(next);
+    }
+
+    /** With the lock held: the batch that takes a slot just freed, or null, and the slot is free. */
+    private Batch handOnLocked() {
+        Batch next = takeNext();
+        if (next == null) {
+            inFlight--;
+        }
+        return next;
     }
 
     /** Serves b on a worker thread, in a slot taken for it (inFlight counts it already). */
@@ -252,9 +260,8 @@ final class Batcher {
                 return;
             }
             stalled.stalled = true;
-            next = takeNext();
+            next = handOnLocked();
             if (next == null) {
-                inFlight--;
                 return;
             }
         } finally {
