@@ -73,6 +73,20 @@ class Base(unittest.TestCase):
         self.addCleanup(c.close)
         return c
 
+    def call_in_thread(self, call: Callable[[], object]) -> "tuple[threading.Thread, List[object]]":
+        """Starts call on a daemon thread; the list gets its result or its exception."""
+        out: List[object] = []
+
+        def run() -> None:
+            try:
+                out.append(call())
+            except Exception as e:
+                out.append(e)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        return t, out
+
 
 def took(f: Callable[[], object]) -> float:
     start = time.monotonic()
@@ -131,16 +145,7 @@ class TestHostileErrorBody(Base):
         a = self.node(1)
         a.handler = lambda p, q, h: (503, [], DEEP)
         c = self.client(nodes=[a.addr], prefetch=8, request_timeout=1, down_for=0.01)
-        out: List[object] = []
-
-        def call() -> None:
-            try:
-                out.append(c.next_id())
-            except Exception as e:
-                out.append(e)
-
-        t = threading.Thread(target=call, daemon=True)
-        t.start()
+        t, out = self.call_in_thread(c.next_id)
         t.join(5)
         self.assertFalse(t.is_alive(), "next_id hung: the prefetch threads died")
         self.assertIsInstance(out[0], NoNodeError)
@@ -190,16 +195,7 @@ class TestCloseDuringDial(Base):
         self.addCleanup(bl.close)
         c = Client(nodes=[bl.addr], request_timeout=3, attempts=1)
         self.addCleanup(c.close)
-        out: List[object] = []
-
-        def call() -> None:
-            try:
-                out.append(c.next_id())
-            except Exception as e:
-                out.append(e)
-
-        t = threading.Thread(target=call, daemon=True)
-        t.start()
+        t, out = self.call_in_thread(c.next_id)
         end = time.monotonic() + 5
         while not any(x.hc.sock is None for x in list(c._pool._open)):  # dialling
             self.assertLess(time.monotonic(), end, "no dial began")
