@@ -13,7 +13,8 @@ See the package's README for the options, the errors and how each node
 answer is handled.
 """
 
-from .client import MAX_COUNT, MAX_TAG_LEN, Client
+from .client import MAX_COUNT, MAX_TAG_LEN, Bounds, Client
+from .encoding import ENCODINGS, EncodingError, decode_id, decode_uuid, encode_id, encode_uuid, encoded_width
 from .errors import (
     ClosedError,
     DeadlineExceededError,
@@ -28,11 +29,14 @@ from .layout import DEFAULT_EPOCH, Decoded, Layout
 __version__ = "0.1.0"
 
 __all__ = [
+    "Bounds",
     "Client",
     "ClosedError",
     "DEFAULT_EPOCH",
     "DeadlineExceededError",
     "Decoded",
+    "ENCODINGS",
+    "EncodingError",
     "InvalidConfigError",
     "Layout",
     "MAX_COUNT",
@@ -42,4 +46,9 @@ __all__ = [
     "RejectedError",
     "SnowflakedError",
     "__version__",
+    "decode_id",
+    "decode_uuid",
+    "encode_id",
+    "encode_uuid",
+    "encoded_width",
 ]

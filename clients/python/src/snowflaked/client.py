@@ -15,10 +15,13 @@ import threading
 import time
 import uuid
 from collections import deque
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union, overload
 from urllib.parse import quote
 
 from . import _discovery
+from .encoding import ENCODINGS
 from ._http import BadAnswer, NoAnswer, Pool, split_host_port
 from .errors import (
     ClosedError,
@@ -30,7 +33,7 @@ from .errors import (
     SnowflakedError,
 )
 
-__all__ = ["Client", "MAX_COUNT", "MAX_TAG_LEN"]
+__all__ = ["Bounds", "Client", "MAX_COUNT", "MAX_TAG_LEN"]
 
 log = logging.getLogger("snowflaked")
 
@@ -42,6 +45,11 @@ MAX_TAG_LEN = 128
 _MAX_ID_LINE = 20
 #: One line of a ``/uuids`` answer: 36 characters and a newline.
 _MAX_UUID_LINE = 37
+#: One line of a ``/segment/{tag}`` answer: a dense ID, or the text of a
+#: reset tag's ID (at most 128 characters), and a newline.
+_MAX_TEXT_LINE = 129
+#: The most bytes of a ``/bounds`` answer.
+_MAX_BOUNDS_BODY = 4096
 #: How many times one call learns a smaller limit before it gives up.
 _MAX_RELEARN = 4
 _MAX_INT64 = (1 << 63) - 1
@@ -76,6 +84,7 @@ CODES = (
     "token_invalid",
     "segments_off",
     "out_of_service",
+    "invalid_format",
 )
 #: The API paths the client requests.
 ROUTES = ("/ids", "/segment/{tag}", "/uuids", "/cluster/nodes")
@@ -88,7 +97,7 @@ class _GaveUp(Exception):
 class _Endpoint:
     """One kind of batch: snowflake IDs, one tag's dense IDs, a gene, UUIDs."""
 
-    __slots__ = ("svc", "path", "what", "headers", "unordered", "uuids", "tag_max")
+    __slots__ = ("svc", "path", "what", "headers", "unordered", "uuids", "tag_max", "text", "bounds")
 
     def __init__(
         self,
@@ -99,9 +108,13 @@ class _Endpoint:
         unordered: bool = False,
         uuids: bool = False,
         has_tag_max: bool = False,
+        text: bool = False,
+        bounds: bool = False,
     ) -> None:
         self.svc = svc
-        self.path = path  # up to and including "count="
+        self.path = path  # up to and including "count="; with bounds, the whole path
+        self.text = text  # the answer's lines as strings
+        self.bounds = bounds  # a /bounds answer (JSON), no count
         self.what = what
         self.headers = headers
         self.unordered = unordered
@@ -468,6 +481,129 @@ def _parse_ids(body: bytes, n: int, increasing: bool) -> List[int]:
     if not increasing and len(set(out)) != len(out):
         raise ValueError("an ID twice in one answer")
     return out
+
+
+def _text_lines(body: bytes, n: int) -> List[str]:
+    """Exactly n lines of 1 to 128 printable ASCII characters each, none twice."""
+    lines = body.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if len(lines) != n:
+        raise ValueError(f"{len(lines)} lines, want {n}")
+    out: List[str] = []
+    for line in lines:
+        if not 1 <= len(line) <= _MAX_TEXT_LINE - 1 or any(b < 0x21 or b > 0x7E for b in line):
+            raise ValueError(f"{line[:80]!r} is not an ID as text")
+        out.append(line.decode("ascii"))
+    if len(set(out)) != len(out):
+        raise ValueError("an ID twice in one answer")
+    return out
+
+
+def _parse_text(body: bytes, n: int) -> List[str]:
+    return _text_lines(body, n)
+
+
+def _not_a_number(body: bytes, n: int) -> Optional[str]:
+    """The first line that is not a 63-bit ID, when body is otherwise a well
+    formed text answer of n IDs (a reset tag's); None when it is not."""
+    try:
+        lines = _text_lines(body, n)
+    except ValueError:
+        return None
+    for line in lines:
+        if not line.isdigit() or not 0 < int(line) <= _MAX_INT64:
+            return line
+    return None
+
+
+def _unix_ms(t: object, name: str) -> int:
+    """t (an aware datetime, or Unix milliseconds) in Unix milliseconds, floored."""
+    if isinstance(t, datetime):
+        if t.tzinfo is None:
+            raise RejectedError(f"{name} {t!r}: want an aware datetime (with a tzinfo) or Unix milliseconds", code="invalid_range")
+        return (t - _UNIX) // timedelta(milliseconds=1)
+    if isinstance(t, int) and not isinstance(t, bool):
+        return t
+    raise TypeError(f"{name}: want a datetime or Unix milliseconds (int), got {type(t).__name__}")
+
+
+_UNIX = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_CANONICAL_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What ``GET /bounds`` answers: the IDs a node of the cluster can have
+    issued in ``[from_, to)``, the range truncated to the start of its ticks.
+
+    Attributes:
+        from_, to: the range the node used (the starts of the first tick in
+            it and of the first after it), aware UTC datetimes.
+        from_ms, to_ms: the same in Unix milliseconds.
+        min_id, max_id: the smallest and largest ID of a tick in the range:
+            ``min_id <= id <= max_id`` selects the IDs issued in it.
+        min_uuid, max_uuid: the same for UUIDv7s; ``None`` when the layout
+            has no UUIDs.
+    """
+
+    from_: datetime
+    to: datetime
+    from_ms: int
+    to_ms: int
+    min_id: int
+    max_id: int
+    min_uuid: Optional[uuid.UUID] = None
+    max_uuid: Optional[uuid.UUID] = None
+
+
+def _parse_bounds(body: bytes) -> Bounds:
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, RecursionError) as e:
+        raise ValueError(f"not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+
+    def ms(k: str) -> int:
+        v = doc.get(k)
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ValueError(f"{k} {v!r} is not a whole number")
+        return v
+
+    def id_(k: str) -> int:
+        v = doc.get(k)
+        if not isinstance(v, str) or not v.isdigit() or len(v) > 19 or int(v) > _MAX_INT64:
+            raise ValueError(f"{k} {v!r} is not an ID in a decimal string")
+        return int(v)
+
+    def uuid_(k: str) -> Optional[uuid.UUID]:
+        v = doc.get(k)
+        if v is None:
+            return None
+        if not isinstance(v, str) or not _CANONICAL_UUID.match(v):
+            raise ValueError(f"{k} {v!r} is not a canonical UUID")
+        return uuid.UUID(v)
+
+    f, t = ms("from_ms"), ms("to_ms")
+    lo, hi = id_("min_id"), id_("max_id")
+    if f >= t or lo > hi:
+        raise ValueError(f"an empty range: from_ms {f}, to_ms {t}, min_id {lo}, max_id {hi}")
+    return Bounds(
+        from_=_UNIX + timedelta(milliseconds=f),
+        to=_UNIX + timedelta(milliseconds=t),
+        from_ms=f,
+        to_ms=t,
+        min_id=lo,
+        max_id=hi,
+        min_uuid=uuid_("min_uuid"),
+        max_uuid=uuid_("max_uuid"),
+    )
+
+
+def _path_tag(tag: str) -> str:
+    """tag in a path: percent-encoded beyond ASCII."""
+    return quote(tag, safe="!$&'()*+,;=:@-._~[]{}|^`\"<>")
 
 
 def _parse_uuids(body: bytes, n: int) -> List[uuid.UUID]:
@@ -860,6 +996,50 @@ class Client:
         ep = _Endpoint(_SVC_IDS, "/uuids?count=", "UUIDs", self._api_headers, uuids=True)
         return self._direct(ep, 1, deadline)[0]  # type: ignore[return-value]
 
+    def next_segment_text(self, tag: str, n: int = 1, *, format: Optional[str] = None, timeout: Optional[float] = None) -> List[str]:  # noqa: A002 - the API's parameter
+        """The next ``n`` IDs of ``tag`` as the node writes them, one string
+        each: ``GET /segment/{tag}?count=n`` as text. A reset tag's IDs
+        (``20261207000123``, ``ORD-20261207-000123``) are only served this
+        way when they are not numbers; a plain tag's are decimal. With
+        ``format`` (``"base62"``, ``"base58"``, ``"base36"``, ``"base32"``)
+        the node encodes each ID (a reset tag refuses it: ``invalid_format``).
+        Its own request, never merged; the strings in the node's order."""
+        deadline = self._deadline(timeout)
+        n = _count(n, f"IDs of {tag} as text")
+        query = ""
+        if format is not None and format != "text":
+            if format not in ENCODINGS:
+                raise RejectedError(f"format {format!r}: want text or one of {', '.join(ENCODINGS)}", code="invalid_format")
+            query = f"format={format}&"
+        why = _tag_error(tag)
+        if why is not None:
+            raise RejectedError(f"tag {tag!r}: {why}", code="invalid_tag")
+        tok = self._tag_tokens.get(tag)
+        ep = _Endpoint(
+            _SVC_SEGMENTS,
+            "/segment/" + _path_tag(tag) + "?" + query + "count=",
+            f"IDs of {tag} as text",
+            {"Authorization": "Bearer " + tok} if tok else None,
+            unordered=True,
+            has_tag_max=True,
+            text=True,
+        )
+        return self._direct(ep, n, deadline)
+
+    def bounds(self, from_: Union[datetime, int], to: Union[datetime, int], *, timeout: Optional[float] = None) -> "Bounds":
+        """The smallest and largest ID (and UUID) a node of the cluster can
+        have issued in ``[from_, to)``: ``GET /bounds``, arithmetic on the
+        layout, answered by any node (also one out of service). ``from_`` and
+        ``to`` are aware datetimes or Unix milliseconds; the node truncates
+        each to the start of its tick, and the answer gives the range it
+        used. A range the layout cannot hold (reversed, empty, before the
+        epoch, past the time field's end) is :class:`RejectedError`
+        ``invalid_range``."""
+        deadline = self._deadline(timeout)
+        a, b = _unix_ms(from_, "from_"), _unix_ms(to, "to")
+        ep = _Endpoint(_SVC_IDS, f"/bounds?from={a}&to={b}", f"the bounds of [{a}, {b}) ms", None, bounds=True)
+        return self._direct(ep, 1, deadline)[0]  # type: ignore[no-any-return]
+
     # -- internals ---------------------------------------------------------
 
     def _deadline(self, timeout: Optional[float]) -> Optional[float]:
@@ -886,7 +1066,7 @@ class Client:
             tok = self._tag_tokens.get(tag)
             ep = _Endpoint(
                 _SVC_SEGMENTS,
-                "/segment/" + quote(tag, safe="!$&'()*+,;=:@-._~[]{}|^`\"<>") + "?count=",
+                "/segment/" + _path_tag(tag) + "?count=",
                 f"dense IDs of {tag}",
                 {"Authorization": "Bearer " + tok} if tok else None,
                 unordered=True,
@@ -1016,7 +1196,8 @@ class Client:
                 raise
             out.extend(part)
             got += size
-        out.sort()
+        if not ep.text:
+            out.sort()
         return out
 
     def _limit_for(self, ep: _Endpoint) -> int:
@@ -1065,9 +1246,18 @@ class Client:
         raise self._no_node(ep, tried, failures)
 
     def _request(self, node: str, ep: _Endpoint, n: int, deadline: float, clipped: bool) -> list:
-        limit = n * (_MAX_UUID_LINE if ep.uuids else _MAX_ID_LINE)
+        if ep.bounds:
+            limit, path = _MAX_BOUNDS_BODY, ep.path
+        else:
+            path = ep.path + str(n)
+            if ep.uuids:
+                limit = n * _MAX_UUID_LINE
+            elif ep.svc == _SVC_SEGMENTS:
+                limit = n * _MAX_TEXT_LINE
+            else:
+                limit = n * _MAX_ID_LINE
         try:
-            a = self._pool.get(node, ep.path + str(n), ep.headers, deadline, limit)
+            a = self._pool.get(node, path, ep.headers, deadline, limit)
         except ClosedError:
             raise
         except socket.timeout as e:
@@ -1087,8 +1277,22 @@ class Client:
             try:
                 if ep.uuids:
                     return _parse_uuids(a.body, n)
+                if ep.text:
+                    return _parse_text(a.body, n)
+                if ep.bounds:
+                    return [_parse_bounds(a.body)]
                 return _parse_ids(a.body, n, not ep.unordered)
             except ValueError as e:
+                if ep.svc == _SVC_SEGMENTS and not ep.text:
+                    word = _not_a_number(a.body, n)
+                    if word is not None:
+                        # A reset tag's IDs as text: every node answers so.
+                        raise RejectedError(
+                            f"{ep.what}: the tag's IDs are not numbers (the node answered {word!r}); "
+                            "ask for them with next_segment_text",
+                            node=node,
+                            status=200,
+                        ) from None
                 f = NodeFailure(node, f"bad answer to {n} {ep.what}: {e}", status=200)
                 self._mark_down(node, ep.svc, self._down_for, f)
                 raise f from None

@@ -79,6 +79,12 @@ class Layout:
         return self.unit / timedelta(milliseconds=1)
 
     @property
+    def id_bits(self) -> int:
+        """The bits of an ID: time + worker + sequence (63 for 41/10/12, 53
+        for ``js53``), the ``bits`` of :func:`snowflaked.encode_id`."""
+        return self.time_bits + self.worker_bits + self.sequence_bits
+
+    @property
     def max_id(self) -> int:
         """The largest ID of the layout."""
         return (1 << (self.time_bits + self.worker_bits + self.sequence_bits)) - 1
