@@ -8,7 +8,21 @@
 import * as http from "node:http";
 import { createInterface } from "node:readline";
 import { readFileSync } from "node:fs";
-import { Client, ClosedError, Layout, NoNodeError, RejectedError, type BootstrapOptions, type ClientOptions } from "../src/index.js";
+import {
+  Client,
+  ClosedError,
+  EncodingError,
+  Layout,
+  NoNodeError,
+  RejectedError,
+  decodeId,
+  decodeUuid,
+  encodeId,
+  encodeUuid,
+  type BootstrapOptions,
+  type ClientOptions,
+  type IdEncoding,
+} from "../src/index.js";
 
 type Req = Record<string, unknown> & { seq?: number; op?: string };
 
@@ -22,6 +36,7 @@ function write(o: unknown): void {
 
 /** An error of the client as the protocol's error object. */
 export function errorObject(e: unknown): Record<string, unknown> {
+  if (e instanceof EncodingError) return { type: "encoding", status: 0, code: e.kind, max: null, message: e.message };
   if (e instanceof RejectedError) {
     return { type: "rejected", status: e.status, code: e.code, max: e.max ?? null, message: e.message };
   }
@@ -173,7 +188,7 @@ async function serve(r: Req): Promise<Record<string, unknown>> {
         client: "typescript",
         version: VERSION,
         routes: ["/ids", "/segment/{tag}", "/uuids", "/cluster/nodes"],
-        codes: ["batch_timeout", "unknown_tag", "invalid_count", "invalid_gene", "invalid_tag"],
+        codes: ["batch_timeout", "unknown_tag", "invalid_count", "invalid_gene", "invalid_tag", "invalid_format"],
       };
     case "open":
       client?.close();
@@ -211,6 +226,30 @@ async function serve(r: Req): Promise<Record<string, unknown>> {
       const decoded: Record<string, number> = { timestamp_ms: d.timestampMs, worker_id: d.workerId, sequence: d.sequence };
       if (d.gene !== undefined) decoded.gene = d.gene;
       return { decoded };
+    }
+    case "encode": {
+      const e = String(r.encoding) as IdEncoding;
+      if (r.kind === "uuid") return { text: encodeUuid(String(r.value), e) };
+      return { text: encodeId(BigInt(String(r.value)), e, r.bits === undefined ? 63 : num(r, "bits")) };
+    }
+    case "decode_string": {
+      const e = String(r.encoding) as IdEncoding;
+      if (r.kind === "uuid") return { value: decodeUuid(String(r.text), e) };
+      return { value: decodeId(String(r.text), e, r.bits === undefined ? 63 : num(r, "bits")).toString() };
+    }
+    case "bounds": {
+      const b = await held().bounds(new Date(num(r, "from_ms")), new Date(num(r, "to_ms")), opts(r));
+      const out: Record<string, unknown> = { from_ms: b.from.getTime(), to_ms: b.to.getTime(), min_id: b.minId.toString(), max_id: b.maxId.toString() };
+      if (b.minUuid !== undefined) {
+        out.min_uuid = b.minUuid;
+        out.max_uuid = b.maxUuid;
+      }
+      return { bounds: out };
+    }
+    case "next_segment_text": {
+      const o: { signal?: AbortSignal; format?: "text" | IdEncoding } = opts(r);
+      if (r.format !== undefined && r.format !== null) o.format = String(r.format) as IdEncoding;
+      return { texts: await held().nextSegmentText(String(r.tag), r.n === undefined || r.n === null ? 1 : num(r, "n"), o) };
     }
     case "nodes":
       return { nodes: held().nodes() };

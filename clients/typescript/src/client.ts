@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { ClosedError, ConfigError, NoNodeError, RejectedError } from "./errors.js";
+import { ENCODINGS, type IdEncoding } from "./encoding.js";
 import { AbortedRequest, Transport, TransportError, monoNow, splitHostPort, type Answer, type TlsOptions } from "./transport.js";
 
 /** Defaults of {@link ClientOptions}. */
@@ -84,6 +85,9 @@ const SVC_IDS = 0;
 const SVC_SEGMENTS = 1;
 const MAX_ID_LINE = 20;
 const MAX_UUID_LINE = 37;
+/** One line of a segment answer: a dense ID, or a reset tag's ID as text (at most 128 characters), and a newline. */
+const MAX_TEXT_LINE = 129;
+const MAX_BOUNDS_BODY = 4096;
 const MAX_RELEARN = 4;
 const BOOTSTRAP_MAX_ASK = 16;
 const BOOTSTRAP_MAX_BODY = 1 << 20;
@@ -101,6 +105,36 @@ interface Endpoint {
   unordered: boolean;
   /** A tag's ceiling once a node named it (0 before). */
   tag?: { max: number };
+  /** The answer's lines as strings, in the node's order (nextSegmentText). */
+  text?: boolean;
+  /** A `/bounds` answer: `path` is the whole path, no count. */
+  bounds?: boolean;
+}
+
+/** What {@link Client.bounds} gives: the IDs (and UUIDs) a node of the cluster can have issued in `[from, to)`, the range truncated to the start of its ticks. */
+export interface Bounds {
+  /** The start of the first tick in the range. */
+  from: Date;
+  /** The start of the first tick after it. */
+  to: Date;
+  /** {@link Bounds.from} in Unix milliseconds. */
+  fromMs: number;
+  /** {@link Bounds.to} in Unix milliseconds. */
+  toMs: number;
+  /** The smallest ID of a tick in the range: `minId <= id && id <= maxId` selects the IDs issued in it. */
+  minId: bigint;
+  /** The largest ID of a tick in the range. */
+  maxId: bigint;
+  /** The smallest UUIDv7 of the range, canonical text; undefined when the layout has no UUIDs. */
+  minUuid?: string;
+  /** The largest UUIDv7 of the range. */
+  maxUuid?: string;
+}
+
+/** The options of {@link Client.nextSegmentText}. */
+export interface SegmentTextOptions extends CallOptions {
+  /** `"text"` (the default: as the node writes them) or an encoding of each ID. */
+  format?: "text" | IdEncoding;
 }
 
 interface NodeState {
@@ -277,6 +311,73 @@ function parseUuids(body: string, n: number): string[] {
     if (i > 0 && u <= (ls[i - 1] as string)) throw new Error(`${u} does not follow ${ls[i - 1]}: not increasing`);
   }
   return ls;
+}
+
+/** Exactly n lines of 1 to 128 printable ASCII characters each, none twice. */
+function textLines(body: string, n: number): string[] {
+  const ls = lines(body);
+  if (ls.length !== n) throw new Error(`${ls.length} lines, want ${n}`);
+  for (const l of ls) {
+    if (l.length < 1 || l.length > MAX_TEXT_LINE - 1 || !/^[\x21-\x7e]+$/.test(l)) throw new Error(`${JSON.stringify(l.slice(0, 80))} is not an ID as text`);
+  }
+  if (new Set(ls).size !== n) throw new Error("an ID twice in one answer");
+  return ls;
+}
+
+/** The first line that is not a 63-bit ID when body is otherwise a well-formed text answer of n IDs (a reset tag's); else undefined. */
+function notANumber(body: string, n: number): string | undefined {
+  let ls: string[];
+  try {
+    ls = textLines(body, n);
+  } catch {
+    return undefined;
+  }
+  return ls.find((l) => !/^[0-9]+$/.test(l) || BigInt(l) <= 0n || BigInt(l) > MAX_ID);
+}
+
+/** t in Unix milliseconds (floored), or why it is no time. */
+function unixMs(t: unknown, name: string): number | string {
+  if (t instanceof Date) {
+    const v = t.getTime();
+    return Number.isNaN(v) ? `${name}: an invalid Date` : v;
+  }
+  if (typeof t === "number" && Number.isSafeInteger(t)) return t;
+  return `${name} ${String(t)}: want a Date or whole Unix milliseconds`;
+}
+
+const CANONICAL_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+function parseBounds(body: string): Bounds {
+  const d: unknown = JSON.parse(body);
+  if (typeof d !== "object" || d === null || Array.isArray(d)) throw new Error("not a JSON object");
+  const o = d as Record<string, unknown>;
+  const ms = (k: string): number => {
+    const v = o[k];
+    if (typeof v !== "number" || !Number.isSafeInteger(v)) throw new Error(`${k} ${JSON.stringify(v)} is not a whole number`);
+    return v;
+  };
+  const id = (k: string): bigint => {
+    const v = o[k];
+    if (typeof v !== "string" || !/^[0-9]{1,19}$/.test(v) || BigInt(v) > MAX_ID) throw new Error(`${k} ${JSON.stringify(v)} is not an ID in a decimal string`);
+    return BigInt(v);
+  };
+  const uuid = (k: string): string | undefined => {
+    const v = o[k];
+    if (v === undefined || v === null) return undefined;
+    if (typeof v !== "string" || !CANONICAL_UUID.test(v)) throw new Error(`${k} ${JSON.stringify(v)} is not a canonical UUID`);
+    return v;
+  };
+  const fromMs = ms("from_ms");
+  const toMs = ms("to_ms");
+  const minId = id("min_id");
+  const maxId = id("max_id");
+  if (fromMs >= toMs || minId > maxId) throw new Error(`an empty range: from_ms ${fromMs}, to_ms ${toMs}, min_id ${minId}, max_id ${maxId}`);
+  const b: Bounds = { from: new Date(fromMs), to: new Date(toMs), fromMs, toMs, minId, maxId };
+  const minUuid = uuid("min_uuid");
+  const maxUuid = uuid("max_uuid");
+  if (minUuid !== undefined) b.minUuid = minUuid;
+  if (maxUuid !== undefined) b.maxUuid = maxUuid;
+  return b;
 }
 
 function cmp(a: bigint, b: bigint): number {
@@ -488,6 +589,53 @@ export class Client {
     return b.get(n, options?.signal);
   }
 
+  /**
+   * The next n IDs of a tag as the node writes them, one string each: `GET
+   * /segment/{tag}?count=n` as text. A reset tag's IDs (`20261207000123`,
+   * `ORD-20261207-000123`) when they are not numbers; a plain tag's are
+   * decimal. With `format` (`base62`, `base58`, `base36`, `base32`) the node
+   * encodes each ID (a reset tag refuses it: `invalid_format`). Its own
+   * request, never merged; the strings in the node's order.
+   */
+  nextSegmentText(tag: string, n = 1, options?: SegmentTextOptions): Promise<string[]> {
+    const format = options?.format;
+    let bad: RejectedError | undefined = checkTag(tag);
+    if (!bad && format !== undefined && format !== "text" && !ENCODINGS.includes(format)) {
+      bad = new RejectedError({ code: "invalid_format", message: `format ${JSON.stringify(format)}: want text or one of ${ENCODINGS.join(", ")}` });
+    }
+    if (!bad && (!Number.isSafeInteger(n) || n < 1 || n > MAX_COUNT)) bad = new RejectedError({ code: "invalid_count", message: `next ${n} IDs of ${tag} as text: want 1..${MAX_COUNT}` });
+    const query = format !== undefined && format !== "text" ? `format=${format}&` : "";
+    const ep: Endpoint = {
+      svc: SVC_SEGMENTS,
+      path: `/segment/${bad ? "" : pathTag(tag)}?${query}count=`,
+      what: `IDs of ${tag} as text`,
+      headers: this.bearer(this.cfg.tagTokens[tag]),
+      uuids: false,
+      unordered: true,
+      tag: { max: 0 },
+      text: true,
+    };
+    return this.direct(ep, n, bad === undefined ? options?.signal : undefined, bad) as Promise<string[]>;
+  }
+
+  /**
+   * The smallest and largest ID (and UUID) a node of the cluster can have
+   * issued in `[from, to)`: `GET /bounds`, arithmetic on the layout that any
+   * node answers (one out of service too). `from` and `to` are Dates or Unix
+   * milliseconds; the node truncates each to the start of its tick, and the
+   * answer gives the range it used. A range the layout cannot hold
+   * (reversed, empty, before the epoch, past the time field's end) is a
+   * {@link RejectedError} `invalid_range`.
+   */
+  bounds(from: Date | number, to: Date | number, options?: CallOptions): Promise<Bounds> {
+    const f = unixMs(from, "from");
+    const t = unixMs(to, "to");
+    const bad = typeof f === "string" ? f : typeof t === "string" ? t : undefined;
+    const ep: Endpoint = { svc: SVC_IDS, path: `/bounds?from=${f}&to=${t}`, what: `the bounds of [${f}, ${t}) ms`, headers: undefined, uuids: false, unordered: false, bounds: true };
+    const err = bad === undefined ? undefined : new RejectedError({ code: "invalid_range", message: bad });
+    return this.direct(ep, 1, err === undefined ? options?.signal : undefined, err).then((v) => v[0] as Bounds);
+  }
+
   /** One new UUIDv7 in canonical text (36 characters), from `GET /uuids`: its own request, never merged. */
   async nextUuid(options?: CallOptions): Promise<string> {
     return (await this.nextUuids(1, options))[0] as string;
@@ -609,7 +757,7 @@ export class Client {
       got += size;
     }
     if (ep.uuids) (out as string[]).sort();
-    else (out as bigint[]).sort(cmp);
+    else if (!ep.text) (out as bigint[]).sort(cmp);
     return out;
   }
 
@@ -652,11 +800,11 @@ export class Client {
 
   /** Asks addr for n IDs of ep once; a node that fails is marked down as the table of answers says. */
   private request(addr: string, ep: Endpoint, n: number, f: Flight): Promise<unknown[]> {
-    const limit = n * (ep.uuids ? MAX_UUID_LINE : MAX_ID_LINE);
+    const limit = ep.bounds ? MAX_BOUNDS_BODY : n * (ep.uuids ? MAX_UUID_LINE : ep.svc === SVC_SEGMENTS ? MAX_TEXT_LINE : MAX_ID_LINE);
     const node = this.byAddr.get(addr);
     if (node) node.busy++;
     return this.transport
-      .get(addr, ep.path + n, ep.headers, limit, this.cfg.timeoutMs, (abort) => {
+      .get(addr, ep.bounds ? ep.path : ep.path + n, ep.headers, limit, this.cfg.timeoutMs, (abort) => {
         f.abort = abort;
       })
       .then(
@@ -682,8 +830,16 @@ export class Client {
     const s = a.status;
     if (s === 200) {
       try {
-        return ep.uuids ? parseUuids(a.body, n) : parseIds(a.body, n, !ep.unordered);
+        if (ep.uuids) return parseUuids(a.body, n);
+        if (ep.text) return textLines(a.body, n);
+        if (ep.bounds) return [parseBounds(a.body)];
+        return parseIds(a.body, n, !ep.unordered);
       } catch (e) {
+        const word = ep.svc === SVC_SEGMENTS && !ep.text ? notANumber(a.body, n) : undefined;
+        if (word !== undefined) {
+          // A reset tag's IDs as text: every node answers so.
+          throw new RejectedError({ node: addr, status: 200, message: `${ep.what}: the tag's IDs are not numbers (the node answered ${JSON.stringify(word)}); ask for them with nextSegmentText` });
+        }
         const err = new Error(`${addr}: bad answer to ${n} ${ep.what}: ${(e as Error).message}`);
         this.markDown(addr, ep.svc, this.cfg.downForMs, err);
         throw err;

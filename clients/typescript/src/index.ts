@@ -11,8 +11,10 @@
  * @module
  */
 export { Client, defaults, MAX_COUNT, MAX_TAG_LEN } from "./client.js";
-export type { ClientOptions, BootstrapOptions, CallOptions } from "./client.js";
+export type { ClientOptions, BootstrapOptions, CallOptions, Bounds, SegmentTextOptions } from "./client.js";
 export { SnowflakedError, NoNodeError, RejectedError, ClosedError, ConfigError } from "./errors.js";
 export { Layout, decode } from "./layout.js";
+export { ENCODINGS, EncodingError, encodedWidth, encodeId, decodeId, encodeUuid, decodeUuid } from "./encoding.js";
+export type { IdEncoding, EncodingErrorKind } from "./encoding.js";
 export type { Decoded, LayoutOptions } from "./layout.js";
 export type { TlsOptions } from "./transport.js";
