@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"codeberg.org/snowflaked/snowflaked/client/idtext"
 	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -55,9 +56,10 @@ func (s *Server) allowed(ctx *fasthttp.RequestCtx, path string) bool {
 	return false
 }
 
-// serveID answers GET /id[?format=text|json][&gene=G].
+// serveID answers GET /id[?format=text|json|base62|base58|base36|base32][&gene=G].
 func (s *Server) serveID(ctx *fasthttp.RequestCtx) {
-	asJSON, gene := false, int64(-1)
+	var f form
+	gene := int64(-1)
 	// Keep the common case (no query) free of parsing and look-ups: the
 	// URI is parsed already, its query string is not.
 	if args := queryArgs(ctx); args != nil && args.Len() > 0 {
@@ -65,14 +67,14 @@ func (s *Server) serveID(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		var ok bool
-		if asJSON, ok = s.format(ctx, args); !ok {
+		if f, ok = s.format(ctx, args, s.idBits); !ok {
 			return
 		}
 		if gene, ok = s.gene(ctx, args); !ok {
 			return
 		}
 	}
-	s.issueOne(ctx, asJSON, gene)
+	s.issueOne(ctx, f, gene)
 }
 
 // queryArgs returns the request's query arguments, parsed, or nil without
@@ -85,18 +87,29 @@ func queryArgs(ctx *fasthttp.RequestCtx) *fasthttp.Args {
 }
 
 // serveLeaf answers GET /api/snowflake/get/{key} like Meituan Leaf: the
-// decimal ID as the whole body. The key and any query are ignored.
+// decimal ID as the whole body. The key is ignored, and so is any query
+// but format=base62|base58|base36|base32, which encodes the ID (format=text
+// and format=json leave it decimal, as Leaf answers; another format is
+// 400 invalid_format).
 func (s *Server) serveLeaf(ctx *fasthttp.RequestCtx, key []byte) {
 	if len(key) == 0 {
 		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidKey, "key is required: use /api/snowflake/get/{key}")
 		return
 	}
-	s.issueOne(ctx, false, -1)
+	var f form
+	if args := queryArgs(ctx); args != nil && args.Has(paramFormat) {
+		var ok bool
+		if f, ok = s.format(ctx, args, s.idBits); !ok {
+			return
+		}
+		f.json = false // Leaf answers text
+	}
+	s.issueOne(ctx, f, -1)
 }
 
-// issueOne issues one ID (carrying gene unless it is -1) and writes it as
-// text or JSON.
-func (s *Server) issueOne(ctx *fasthttp.RequestCtx, asJSON bool, gene int64) {
+// issueOne issues one ID (carrying gene unless it is -1) and writes it in
+// form f.
+func (s *Server) issueOne(ctx *fasthttp.RequestCtx, f form, gene int64) {
 	if st, out := s.notInService(); out {
 		s.outOfService(ctx, st)
 		return
@@ -113,26 +126,41 @@ func (s *Server) issueOne(ctx *fasthttp.RequestCtx, asJSON bool, gene int64) {
 		return
 	}
 	s.obs.IssuedIDs(1)
-	s.writeOne(ctx, id, asJSON)
+	s.writeOne(ctx, id, f)
 }
 
-// writeOne answers 200 with one ID: decimal text, or
-// {"id":…,"id_str":"…"}.
-func (s *Server) writeOne(ctx *fasthttp.RequestCtx, id int64, asJSON bool) {
+// writeOne answers 200 with one ID: decimal text,
+// {"id":…,"id_str":"…"}, or the ID in f's encoding.
+func (s *Server) writeOne(ctx *fasthttp.RequestCtx, id int64, f form) {
 	var buf [64]byte
 	b := buf[:0]
 	ct := ctText
-	if asJSON {
+	switch {
+	case f.json:
 		b = append(b, `{"id":`...)
 		b = appendID(b, id)
 		b = append(b, `,"id_str":"`...)
 		b = appendID(b, id)
 		b = append(b, `"}`...)
 		ct = ctJSON
-	} else {
+	case f.enc != 0:
+		b = appendEncoded(b, id, f)
+	default:
 		b = appendID(b, id)
 	}
 	writeBody(ctx, fasthttp.StatusOK, ct, b)
+}
+
+// appendEncoded appends id in f's encoding. An ID never exceeds its
+// size (the layout's IDs are below 2^idBits, dense IDs are positive
+// int64s), so the encoder never fails; were it to, the ID goes decimal
+// rather than not at all.
+func appendEncoded(b []byte, id int64, f form) []byte {
+	out, err := f.enc.AppendUint(b, uint64(id), f.bits)
+	if err != nil {
+		return appendID(b, id)
+	}
+	return out
 }
 
 // batch holds the buffers of one /ids request. They are pooled, and the
@@ -157,13 +185,13 @@ func (b *batch) Close() error {
 	return nil
 }
 
-// serveIDs answers GET /ids?count=N[&format=text|json][&gene=G].
+// serveIDs answers GET /ids?count=N[&format=text|json|base62|…][&gene=G].
 func (s *Server) serveIDs(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
 	if !s.checkParams(ctx, args, paramCount, paramFormat, paramGene) {
 		return
 	}
-	asJSON, ok := s.format(ctx, args)
+	f, ok := s.format(ctx, args, s.idBits)
 	if !ok {
 		return
 	}
@@ -187,16 +215,17 @@ func (s *Server) serveIDs(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.obs.IssuedIDs(len(ids))
-	writeBatch(ctx, bt, asJSON)
+	writeBatch(ctx, bt, f)
 }
 
-// writeBatch answers 200 with bt.ids as a list (one a line, or a JSON
-// array of strings), in the batch's own buffer: the batch goes back to the
-// pool after the response is written.
-func writeBatch(ctx *fasthttp.RequestCtx, bt *batch, asJSON bool) {
+// writeBatch answers 200 with bt.ids as a list (one a line, decimal or in
+// f's encoding, or a JSON array of strings), in the batch's own buffer:
+// the batch goes back to the pool after the response is written.
+func writeBatch(ctx *fasthttp.RequestCtx, bt *batch, f form) {
 	out := bt.out[:0]
 	ct := ctText
-	if asJSON {
+	switch {
+	case f.json:
 		ct = ctJSON
 		out = append(out, '[')
 		for i, id := range bt.ids {
@@ -208,7 +237,12 @@ func writeBatch(ctx *fasthttp.RequestCtx, bt *batch, asJSON bool) {
 			out = append(out, '"')
 		}
 		out = append(out, ']')
-	} else {
+	case f.enc != 0:
+		for _, id := range bt.ids {
+			out = appendEncoded(out, id, f)
+			out = append(out, '\n')
+		}
+	default:
 		for _, id := range bt.ids {
 			out = appendID(out, id)
 			out = append(out, '\n')
@@ -258,8 +292,22 @@ func (s *Server) appendBatch(ctx *fasthttp.RequestCtx, dst []int64, n int, gene 
 	return dst, false
 }
 
-// serveDecode answers GET /decode/{id} and GET /decode/{uuid}.
+// serveDecode answers GET /decode/{id} and GET /decode/{uuid}, and with
+// ?format=base62|base58|base36|base32 either one in that encoding.
 func (s *Server) serveDecode(ctx *fasthttp.RequestCtx, raw []byte) {
+	if args := queryArgs(ctx); args != nil && args.Has(paramFormat) {
+		v := args.Peek(paramFormat)
+		if string(v) != "text" && string(v) != "json" { // those two: the plain forms, as ever
+			e, ok := idtext.ParseBytes(v)
+			if !ok {
+				s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidFormat,
+					"format "+quote(v)+" is not supported on /decode: use base62, base58, base36 or base32 (text, json or none: a decimal ID or a canonical UUID)")
+				return
+			}
+			s.serveDecodeEncoded(ctx, raw, e)
+			return
+		}
+	}
 	if isUUIDText(raw) {
 		s.serveDecodeUUID(ctx, raw)
 		return
@@ -270,6 +318,44 @@ func (s *Server) serveDecode(ctx *fasthttp.RequestCtx, raw []byte) {
 		return
 	}
 	p, err := s.cfg.IDs.Layout().Decode(id)
+	if err != nil {
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, err.Error())
+		return
+	}
+	var buf [192]byte
+	b := appendParts(append(buf[:0], '{'), p)
+	writeBody(ctx, fasthttp.StatusOK, ctJSON, b)
+}
+
+// serveDecodeEncoded answers GET /decode/{s}?format=<e>: s is an ID of
+// the layout or a UUID, told apart by its width (never the same: an ID
+// has at most 63 bits, a UUID 128).
+func (s *Server) serveDecodeEncoded(ctx *fasthttp.RequestCtx, raw []byte, e idtext.Encoding) {
+	str := string(raw)
+	idWidth, uuidWidth := e.Width(s.idBits), e.Width(idtext.UUIDBits)
+	widths := " (in " + e.String() + " an ID of this layout, " + strconv.FormatUint(uint64(s.idBits), 10) +
+		" bits, has " + strconv.Itoa(idWidth) + " characters, a UUID " + strconv.Itoa(uuidWidth) + ")"
+	if len(raw) == 0 {
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, "id is required: use /decode/{id}?format="+e.String()+widths)
+		return
+	}
+	if len(raw) == uuidWidth {
+		u, err := e.DecodeUUID(str)
+		if err != nil {
+			s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, err.Error()+widths)
+			return
+		}
+		if s.uuidReady(ctx) {
+			s.writeDecodedUUID(ctx, u)
+		}
+		return
+	}
+	v, err := e.DecodeUint(str, s.idBits)
+	if err != nil {
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, err.Error()+widths)
+		return
+	}
+	p, err := s.cfg.IDs.Layout().Decode(int64(v))
 	if err != nil {
 		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, err.Error())
 		return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"codeberg.org/snowflaked/snowflaked/client/idtext"
 	"codeberg.org/snowflaked/snowflaked/client/wire"
 )
 
@@ -88,21 +89,48 @@ func (s *Server) gene(ctx *fasthttp.RequestCtx, args *fasthttp.Args) (int64, boo
 	return g, true
 }
 
-// format reads ?format=: text (the default) or json.
-func (s *Server) format(ctx *fasthttp.RequestCtx, args *fasthttp.Args) (asJSON, ok bool) {
+// form is how an answer writes its IDs or UUIDs: decimal (or canonical)
+// text, JSON, or text in a fixed-width encoding of client/idtext.
+type form struct {
+	json bool
+	// enc, when not 0, writes each ID (of bits bits) or UUID in it.
+	enc  idtext.Encoding
+	bits uint
+}
+
+// Value sizes in bits of what the server encodes besides its layout's IDs.
+const denseBits = 63 // a tag's dense IDs: any positive int64
+
+// formatsAll and formatsPlain name the values of format, for invalid_format.
+const (
+	formatsAll   = "text, json, base62, base58, base36 or base32"
+	formatsPlain = "text or json"
+)
+
+// format reads ?format=: text (the default), json, or where encodings
+// are allowed (bits > 0, the size of the IDs) base62, base58, base36 or
+// base32.
+func (s *Server) format(ctx *fasthttp.RequestCtx, args *fasthttp.Args, bits uint) (form, bool) {
 	if !args.Has(paramFormat) {
-		return false, true
+		return form{}, true
 	}
 	v := args.Peek(paramFormat)
 	switch string(v) {
 	case "text":
-		return false, true
+		return form{}, true
 	case "json":
-		return true, true
+		return form{json: true}, true
+	}
+	accepted := formatsPlain
+	if bits > 0 {
+		if e, ok := idtext.ParseBytes(v); ok {
+			return form{enc: e, bits: bits}, true
+		}
+		accepted = formatsAll
 	}
 	s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidFormat,
-		"format "+quote(v)+" is not supported: use text or json")
-	return false, false
+		"format "+quote(v)+" is not supported: use "+accepted)
+	return form{}, false
 }
 
 // count reads ?count=, which must be a whole number from 1 to MaxBatch.

@@ -68,7 +68,7 @@ func (s *Server) segmentToken(ctx *fasthttp.RequestCtx, leaf bool) (token []byte
 // msgSegmentsOff is the message of segments_off.
 const msgSegmentsOff = "segment mode needs ZooKeeper: this node runs standalone"
 
-// serveSegment answers GET /segment/{tag}[?count=N][&format=text|json] and
+// serveSegment answers GET /segment/{tag}[?count=N][&format=text|json|base62|…] and
 // (leaf) GET /api/segment/get/{tag}. It does not ask the clock guard: dense
 // IDs carry no time.
 func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
@@ -81,13 +81,13 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidTag, err.Error())
 		return
 	}
-	n, asJSON, many := 1, false, false
+	n, f, many := 1, form{}, false
 	if args := ctx.QueryArgs(); !leaf && args.Len() > 0 {
 		if !s.checkParams(ctx, args, paramCount, paramFormat) {
 			return
 		}
 		var ok bool
-		if asJSON, ok = s.format(ctx, args); !ok {
+		if f, ok = s.format(ctx, args, denseBits); !ok {
 			return
 		}
 		if args.Has(paramCount) {
@@ -139,11 +139,11 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 	bt.ids = ids
 	s.obs.IssuedIDs(len(ids))
 	if many {
-		writeBatch(ctx, bt, asJSON)
+		writeBatch(ctx, bt, f)
 		return
 	}
 	_ = bt.Close()
-	s.writeOne(ctx, ids[0], asJSON)
+	s.writeOne(ctx, ids[0], f)
 }
 
 // serveTagRequired answers GET /segment and GET /api/segment/get: 400, the

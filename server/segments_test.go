@@ -58,6 +58,10 @@ func TestSegmentEndpoints(t *testing.T) {
 		{"/segment/orders?count=2&format=json", 200, `["6","7"]`, "application/json"},
 		{"/api/segment/get/orders", 200, "8", "text/plain; charset=utf-8"},
 		{"/api/segment/get/orders?anything=ignored", 200, "9", "text/plain; charset=utf-8"},
+		{"/segment/orders?format=base62", 200, "0000000000A", "text/plain; charset=utf-8"},
+		{"/segment/orders?count=2&format=base32", 200, "000000000000B\n000000000000C\n", "text/plain; charset=utf-8"},
+		{"/api/segment/get/orders?format=base62", 200, "13", "text/plain; charset=utf-8"}, // Leaf's path ignores the query
+		{"/segment/orders?format=base64", 400, "invalid_format", ""},
 		{"/segment/orders?count=0", 400, "invalid_count", ""},
 		{"/segment/orders?count=abc", 400, "invalid_count", ""},
 		{"/segment/orders?count=10001", 400, "invalid_count", ""},

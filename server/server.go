@@ -137,6 +137,7 @@ type Server struct {
 	serving    atomic.Pointer[serving] // the listener Serve accepts on, once it does
 	uuids      uuidv7.Codec            // the layout's UUIDv7 codec
 	uuidErr    error                   // why the layout cannot make UUIDs (nil: it can)
+	idBits     uint                    // the layout's time, worker and sequence bits: the size of its IDs
 }
 
 // batchBound is how long an /ids batch may take beyond two ticks of the
@@ -188,6 +189,7 @@ func New(cfg Config) (*Server, error) {
 	s.perTick = int(min(l.PerTick(), int64(MaxBatchLimit)))
 	s.batchBound = batchBound + 2*l.Unit
 	s.uuids, s.uuidErr = uuidv7.NewCodec(l)
+	s.idBits = l.TimeBits + l.WorkerBits + l.SequenceBits
 	s.handler = s.handle
 	s.srv = &fasthttp.Server{
 		Handler:            s.handler,

@@ -279,7 +279,7 @@ func TestErrors(t *testing.T) {
 		{"count overflow huge", "GET", "/ids?count=" + strings.Repeat("9", 100), 400, "invalid_count", []string{`"99999`, "…"}},
 		{"count bad utf8", "GET", "/ids?count=%FF", 400, "invalid_count", []string{`"\xff"`}},
 		// format
-		{"id format xml", "GET", "/id?format=xml", 400, "invalid_format", []string{`"xml"`, "text or json"}},
+		{"id format xml", "GET", "/id?format=xml", 400, "invalid_format", []string{`"xml"`, "text, json, base62, base58, base36 or base32"}},
 		{"id format empty", "GET", "/id?format=", 400, "invalid_format", []string{`""`}},
 		{"id format upper", "GET", "/id?format=JSON", 400, "invalid_format", []string{`"JSON"`}},
 		{"ids format bad", "GET", "/ids?count=2&format=csv", 400, "invalid_format", []string{`"csv"`}},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"codeberg.org/snowflaked/snowflaked/client/idtext"
 	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/uuidv7"
 )
@@ -31,14 +32,14 @@ func randomWords(n int) []uint64 {
 	return out
 }
 
-// serveUUID answers GET /uuid[?format=text|json]: one UUIDv7 made from a
-// fenced snowflake ID of this node.
+// serveUUID answers GET /uuid[?format=text|json|base62|…]: one UUIDv7
+// made from a fenced snowflake ID of this node.
 func (s *Server) serveUUID(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
 	if !s.checkParams(ctx, args, paramFormat) {
 		return
 	}
-	asJSON, ok := s.format(ctx, args)
+	f, ok := s.format(ctx, args, idtext.UUIDBits)
 	if !ok || !s.uuidReady(ctx) {
 		return
 	}
@@ -56,25 +57,36 @@ func (s *Server) serveUUID(ctx *fasthttp.RequestCtx) {
 	var buf [64]byte
 	b := buf[:0]
 	ct := ctText
-	if asJSON {
+	if f.json {
 		b = append(b, `{"uuid":"`...)
 		b = u.AppendText(b)
 		b = append(b, `"}`...)
 		ct = ctJSON
 	} else {
-		b = u.AppendText(b)
+		b = appendUUID(b, u, f)
 	}
 	writeBody(ctx, fasthttp.StatusOK, ct, b)
 }
 
-// serveUUIDs answers GET /uuids?count=N[&format=text|json]: N UUIDs, one a
-// line or a JSON array, increasing.
+// appendUUID appends u as text: canonical, or in f's encoding.
+func appendUUID(b []byte, u uuidv7.UUID, f form) []byte {
+	if f.enc != 0 {
+		if out, err := f.enc.AppendUUID(b, u); err == nil {
+			return out
+		}
+	}
+	return u.AppendText(b)
+}
+
+// serveUUIDs answers GET /uuids?count=N[&format=text|json|base62|…]: N
+// UUIDs, one a line or a JSON array, increasing (as strings too: every
+// encoding keeps the order).
 func (s *Server) serveUUIDs(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
 	if !s.checkParams(ctx, args, paramCount, paramFormat) {
 		return
 	}
-	asJSON, ok := s.format(ctx, args)
+	f, ok := s.format(ctx, args, idtext.UUIDBits)
 	if !ok {
 		return
 	}
@@ -94,13 +106,13 @@ func (s *Server) serveUUIDs(ctx *fasthttp.RequestCtx) {
 	random := randomWords(len(ids))
 	out := make([]byte, 0, len(ids)*39+2)
 	ct := ctText
-	if asJSON {
+	if f.json {
 		ct = ctJSON
 		out = append(out, '[')
 	}
 	for i, id := range ids {
 		u := s.uuids.Encode(id, random[i])
-		if asJSON {
+		if f.json {
 			if i > 0 {
 				out = append(out, ',')
 			}
@@ -108,11 +120,11 @@ func (s *Server) serveUUIDs(ctx *fasthttp.RequestCtx) {
 			out = u.AppendText(out)
 			out = append(out, '"')
 		} else {
-			out = u.AppendText(out)
+			out = appendUUID(out, u, f)
 			out = append(out, '\n')
 		}
 	}
-	if asJSON {
+	if f.json {
 		out = append(out, ']')
 	}
 	writeBody(ctx, fasthttp.StatusOK, ct, out)
@@ -125,17 +137,24 @@ func (s *Server) serveDecodeUUID(ctx *fasthttp.RequestCtx, raw []byte) {
 		return
 	}
 	u, err := uuidv7.Parse(string(raw))
-	var id int64
-	if err == nil {
-		id, err = s.uuids.Decode(u)
+	if err != nil {
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidUUID, err.Error())
+		return
 	}
+	s.writeDecodedUUID(ctx, u)
+}
+
+// writeDecodedUUID answers /decode of a UUID read already: its snowflake
+// ID and parts, or 400 invalid_uuid.
+func (s *Server) writeDecodedUUID(ctx *fasthttp.RequestCtx, u uuidv7.UUID) {
+	id, err := s.uuids.Decode(u)
 	if err != nil {
 		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidUUID, err.Error())
 		return
 	}
 	p, err := s.cfg.IDs.Layout().Decode(id)
 	if err != nil {
-		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidUUID, "uuid "+quote(raw)+": "+err.Error())
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidUUID, "uuid "+u.String()+": "+err.Error())
 		return
 	}
 	b := make([]byte, 0, 256)
