@@ -24,8 +24,9 @@ const (
 	EndpointClock
 	EndpointSegment
 	EndpointUUID
-	EndpointNodes // /cluster/nodes
-	EndpointOther // Config.Routes, unknown paths
+	EndpointNodes  // /cluster/nodes
+	EndpointBounds // /bounds
+	EndpointOther  // Config.Routes, unknown paths
 	// NumEndpoints is how many endpoints there are: every Endpoint the
 	// server reports is below it.
 	NumEndpoints
@@ -45,6 +46,7 @@ var Endpoints = [NumEndpoints]string{
 	EndpointSegment: "segment",
 	EndpointUUID:    "uuid",
 	EndpointNodes:   "nodes",
+	EndpointBounds:  "bounds",
 	EndpointOther:   "other",
 }
 
@@ -88,6 +90,7 @@ var routes = [...]route{
 	{path: wire.PathUUIDs, ep: EndpointUUID, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveUUIDs(ctx) }},
 	{path: wire.PathDecode, sub: true, ep: EndpointDecode, serve: (*Server).serveDecode},
 	{path: wire.PathDecode, ep: EndpointDecode, serve: (*Server).serveDecode},
+	{path: wire.PathBounds, ep: EndpointBounds, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveBounds(ctx) }},
 	{path: wire.PathHealthz, ep: EndpointHealthz, serve: func(_ *Server, ctx *fasthttp.RequestCtx, _ []byte) {
 		writeBody(ctx, fasthttp.StatusOK, ctJSON, bodyHealthz)
 	}},

@@ -5,13 +5,20 @@ package wire
 const (
 	// CodeInvalidCount, status 400: count is missing or outside 1..max-batch.
 	CodeInvalidCount = "invalid_count"
-	// CodeInvalidFormat, status 400: format is neither text nor json.
+	// CodeInvalidFormat, status 400: format is none of the values the
+	// endpoint accepts (text, json, and where IDs or UUIDs are written or
+	// read, base62, base58, base36 and base32).
 	CodeInvalidFormat = "invalid_format"
 	// CodeInvalidParameter, status 400: an unknown or repeated query
 	// parameter.
 	CodeInvalidParameter = "invalid_parameter"
-	// CodeInvalidID, status 400: /decode/{id} is not an ID of the layout.
+	// CodeInvalidID, status 400: /decode/{id} is not an ID of the layout
+	// (or, with format, not a string of that encoding).
 	CodeInvalidID = "invalid_id"
+	// CodeInvalidRange, status 400: /bounds' from or to is missing or
+	// malformed, from is before the layout's epoch, to after the end of
+	// its time field, or the range is reversed or empty.
+	CodeInvalidRange = "invalid_range"
 	// CodeInvalidKey, status 400: an empty Leaf key.
 	CodeInvalidKey = "invalid_key"
 	// CodeInvalidGene, status 400: gene is not a decimal 0..2^63-1.

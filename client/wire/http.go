@@ -32,6 +32,10 @@ const (
 	PathTime = "/time"
 	// PathClock is GET /clock: the node's drift report.
 	PathClock = "/clock"
+	// PathBounds is GET /bounds?from=…&to=…: the smallest and largest ID
+	// (and UUID) of the node's layout whose time lies in [from, to), a
+	// BoundsBody.
+	PathBounds = "/bounds"
 	// PathClusterNodes is GET /cluster/nodes: the cluster's nodes in
 	// service as the node knows them, a ClusterNodesBody.
 	PathClusterNodes = "/cluster/nodes"
@@ -41,10 +45,17 @@ const (
 const (
 	// ParamCount is count=N: how many IDs or UUIDs a batch asks for.
 	ParamCount = "count"
-	// ParamFormat is format=text|json: the form of the answer.
+	// ParamFormat is format=text|json|base62|base58|base36|base32: the form
+	// of the answer (the last four: fixed-width strings, see client/idtext).
 	ParamFormat = "format"
 	// ParamGene is gene=G: the gene every ID of the answer ends in.
 	ParamGene = "gene"
+	// ParamFrom is from=T on PathBounds: the range's start, RFC 3339 or
+	// Unix milliseconds.
+	ParamFrom = "from"
+	// ParamTo is to=T on PathBounds: the range's end (excluded), RFC 3339
+	// or Unix milliseconds.
+	ParamTo = "to"
 	// ParamToken is token=T on the Leaf segment path only: a tag's token,
 	// as Leaf and tinyid clients send it (elsewhere, Authorization: Bearer).
 	ParamToken = "token"
@@ -53,6 +64,32 @@ const (
 // SegmentPath is the path of tag's dense IDs, /segment/<tag>. The tag goes
 // as it is: a valid tag needs no escaping.
 func SegmentPath(tag string) string { return PathSegment + "/" + tag }
+
+// BoundsBody is the JSON body of GET /bounds: the IDs whose tick lies in
+// [From, To), From and To being the range asked for truncated to the start
+// of their ticks.
+type BoundsBody struct {
+	// From is the effective start: the start of the first tick of the
+	// range, RFC 3339 in UTC with milliseconds.
+	From string `json:"from"`
+	// To is the effective end, excluded: the start of the tick after the
+	// range's last.
+	To string `json:"to"`
+	// FromMS is From in Unix milliseconds.
+	FromMS int64 `json:"from_ms"`
+	// ToMS is To in Unix milliseconds.
+	ToMS int64 `json:"to_ms"`
+	// MinID is the smallest ID of the range, decimal: every ID issued at
+	// From or later is at least MinID.
+	MinID string `json:"min_id"`
+	// MaxID is the largest ID of the range, decimal: every ID issued
+	// before To is at most MaxID.
+	MaxID string `json:"max_id"`
+	// MinUUID and MaxUUID bound the range's UUIDv7s alike, in canonical
+	// form; empty (left out) when the layout makes no UUIDs.
+	MinUUID string `json:"min_uuid,omitempty"`
+	MaxUUID string `json:"max_uuid,omitempty"`
+}
 
 // ClusterNodesBody is the JSON body of GET /cluster/nodes:
 // {"nodes":[{"worker_id":…,"addr":"host:port"},…]}, in worker-ID order.
