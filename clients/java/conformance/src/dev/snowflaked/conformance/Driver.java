@@ -1,5 +1,8 @@
 package dev.snowflaked.conformance;
 
+import dev.snowflaked.client.Bounds;
+import dev.snowflaked.client.IdEncoding;
+import dev.snowflaked.client.IdEncodingException;
 import dev.snowflaked.client.Layout;
 import dev.snowflaked.client.SnowflakedClient;
 import dev.snowflaked.client.SnowflakedClosedException;
@@ -129,6 +132,36 @@ public final class Driver {
                     }
                     b.append(']');
                 }
+                case "encode" -> {
+                    IdEncoding e = IdEncoding.of(str(req, "encoding"));
+                    String text = "uuid".equals(req.get("kind")) ? e.encode(UUID.fromString(str(req, "value")))
+                            : e.encode(Long.parseLong(str(req, "value")), (int) longOr(req, "bits", 63));
+                    b.append(",\"text\":");
+                    Json.quote(b, text);
+                }
+                case "decode_string" -> {
+                    IdEncoding e = IdEncoding.of(str(req, "encoding"));
+                    String value = "uuid".equals(req.get("kind")) ? e.decodeUuid(str(req, "text")).toString()
+                            : Long.toString(e.decode(str(req, "text"), (int) longOr(req, "bits", 63)));
+                    b.append(",\"value\":");
+                    Json.quote(b, value);
+                }
+                case "bounds" -> {
+                    Bounds bd = held().bounds(Instant.ofEpochMilli(longOr(req, "from_ms", 0)), Instant.ofEpochMilli(longOr(req, "to_ms", 0)),
+                            deadline(req));
+                    b.append(",\"bounds\":{\"from_ms\":").append(bd.from().toEpochMilli()).append(",\"to_ms\":").append(bd.to().toEpochMilli())
+                            .append(",\"min_id\":\"").append(bd.minId()).append("\",\"max_id\":\"").append(bd.maxId()).append('"');
+                    if (bd.minUuid() != null) {
+                        b.append(",\"min_uuid\":\"").append(bd.minUuid()).append("\",\"max_uuid\":\"").append(bd.maxUuid()).append('"');
+                    }
+                    b.append('}');
+                }
+                case "next_segment_text" -> {
+                    IdEncoding format = req.get("format") == null || "text".equals(req.get("format")) ? null : IdEncoding.of(str(req, "format"));
+                    List<String> texts = held().nextSegmentText(str(req, "tag"), req.get("n") == null ? 1 : intField(req, "n"), format, deadline(req));
+                    b.append(",\"texts\":");
+                    strings(b, texts);
+                }
                 case "load" -> load(b, seq, req);
                 case "bench" -> bench(b, req);
                 default -> {
@@ -230,7 +263,10 @@ public final class Driver {
         int status = 0;
         String code = null;
         Integer max = null;
-        if (e instanceof SnowflakedRejectedException r) {
+        if (e instanceof IdEncodingException x) {
+            type = "encoding";
+            code = x.kind().name().toLowerCase(java.util.Locale.ROOT);
+        } else if (e instanceof SnowflakedRejectedException r) {
             type = "rejected";
             status = r.status();
             code = r.code();

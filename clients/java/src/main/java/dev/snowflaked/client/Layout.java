@@ -92,6 +92,16 @@ public final class Layout {
     }
 
     /**
+     * The bits of an ID: time + worker + sequence (63 for 41/10/12, 53 for js53), the {@code bits}
+     * of {@link IdEncoding#encode(long, int)}.
+     *
+     * @return the bits
+     */
+    public int idBits() {
+        return timeBits + workerBits + sequenceBits;
+    }
+
+    /**
      * Takes an ID apart.
      *
      * @param id a snowflake ID of this layout

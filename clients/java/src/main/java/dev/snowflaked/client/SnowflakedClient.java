@@ -5,6 +5,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.security.GeneralSecurityException;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -56,6 +57,9 @@ public final class SnowflakedClient implements AutoCloseable {
     /** The most bytes of one ID line (19 digits and a newline), and of one UUID line. */
     private static final int MAX_ID_LINE = 20;
     private static final int MAX_UUID_LINE = 37;
+    /** The most bytes of a segment answer's line: a dense ID, or a reset tag's ID as text (128 characters), and a newline. */
+    private static final int MAX_TEXT_LINE = 129;
+    private static final int MAX_BOUNDS_BODY = 4096;
     /** How often one call may learn a smaller limit from the nodes. */
     private static final int MAX_RELEARN = 4;
     private static final int BOOTSTRAP_MAX_BODY = 1 << 20;
@@ -66,10 +70,12 @@ public final class SnowflakedClient implements AutoCloseable {
     static final String CODE_INVALID_COUNT = "invalid_count";
     static final String CODE_INVALID_TAG = "invalid_tag";
     static final String CODE_INVALID_GENE = "invalid_gene";
+    static final String CODE_INVALID_FORMAT = "invalid_format";
+    static final String CODE_INVALID_RANGE = "invalid_range";
 
     /** The error codes the client branches on or names. */
     public static final List<String> CODES = List.of(CODE_BATCH_TIMEOUT, CODE_UNKNOWN_TAG, CODE_INVALID_COUNT,
-            CODE_INVALID_TAG, CODE_INVALID_GENE);
+            CODE_INVALID_TAG, CODE_INVALID_GENE, CODE_INVALID_FORMAT);
     /** The path templates the client requests. */
     public static final List<String> ROUTES = List.of("/ids", "/segment/{tag}", "/uuids", "/cluster/nodes");
 
@@ -292,6 +298,110 @@ public final class SnowflakedClient implements AutoCloseable {
         Endpoint ep = new Endpoint(Endpoint.SVC_IDS, "/uuids?count=", "UUIDs", apiToken, true, false, null);
         long[] w = serveClamped(ep, 1, dl, false, () -> true);
         return new UUID(w[0], w[1]);
+    }
+
+    /**
+     * The next {@code n} IDs of a segment tag as the node writes them, one string each: {@code GET
+     * /segment/{tag}?count=n} as text. A reset tag's IDs ({@code 20261207000123}, {@code
+     * ORD-20261207-000123}) when they are not numbers; a plain tag's are decimal. Its own request,
+     * never merged; the strings in the node's order.
+     *
+     * @param tag the tag
+     * @param n how many, 1 to {@link #MAX_COUNT}
+     * @return the IDs as text
+     */
+    public List<String> nextSegmentText(String tag, int n) {
+        return nextSegmentText(tag, n, null, null);
+    }
+
+    /**
+     * {@link #nextSegmentText(String, int)} within the caller's deadline.
+     *
+     * @param tag the tag
+     * @param n how many, 1 to {@link #MAX_COUNT}
+     * @param timeout the most the call may take; null for no deadline of the caller's
+     * @return the IDs as text
+     */
+    public List<String> nextSegmentText(String tag, int n, Duration timeout) {
+        return nextSegmentText(tag, n, null, timeout);
+    }
+
+    /**
+     * The next {@code n} IDs of a segment tag, each encoded by the node ({@code
+     * format=base62}, ...; a reset tag refuses it: {@code invalid_format}), or as text.
+     *
+     * @param tag the tag
+     * @param n how many, 1 to {@link #MAX_COUNT}
+     * @param format the encoding, or null for the node's text
+     * @param timeout the most the call may take; null for no deadline of the caller's
+     * @return the IDs as strings, in the node's order
+     */
+    public List<String> nextSegmentText(String tag, int n, IdEncoding format, Duration timeout) {
+        long dl = deadline(timeout);
+        checkTag(tag);
+        if (n < 1 || n > MAX_COUNT) {
+            throw new SnowflakedRejectedException(null, 0, CODE_INVALID_COUNT, "next " + n + " IDs of " + tag + " as text: want 1.." + MAX_COUNT, null, null);
+        }
+        checkOpen();
+        String query = format == null ? "?count=" : "?format=" + format.wireName() + "&count=";
+        Endpoint ep = new Endpoint(Endpoint.SVC_SEGMENTS, "/segment/" + tag + query, "IDs of " + tag + " as text", tagTokens.get(tag), false, true, null);
+        List<String> out = new ArrayList<>(n);
+        int limit = limitFor(ep);
+        int relearned = 0;
+        while (out.size() < n) {
+            int size = limit == 0 ? n - out.size() : Math.min(n - out.size(), limit);
+            try {
+                out.addAll(serve(ep, ep.path + size, size * MAX_TEXT_LINE, (node, body) -> parseText(body, size), dl, () -> true));
+            } catch (SnowflakedRejectedException e) {
+                int[] m = refusedAbove(e, size);
+                if (m[0] == 0 || relearned++ >= MAX_RELEARN) {
+                    throw e;
+                }
+                learnMax(m[0]);
+                limit = limitFor(ep);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * The smallest and largest ID (and UUID) a node of the cluster can have issued in {@code [from,
+     * to)}: {@code GET /bounds}, arithmetic on the layout that any node answers (one out of service
+     * too). The node truncates each time to the start of its tick (the client sends whole
+     * milliseconds, floored); the answer gives the range it used.
+     *
+     * @param from the range's start
+     * @param to the range's end, not in it
+     * @return the bounds
+     * @throws SnowflakedRejectedException {@code invalid_range} for a range the layout cannot hold
+     *     (reversed, empty, before the epoch, past the time field's end)
+     */
+    public Bounds bounds(Instant from, Instant to) {
+        return bounds(from, to, null);
+    }
+
+    /**
+     * {@link #bounds(Instant, Instant)} within the caller's deadline.
+     *
+     * @param from the range's start
+     * @param to the range's end, not in it
+     * @param timeout the most the call may take; null for no deadline of the caller's
+     * @return the bounds
+     */
+    public Bounds bounds(Instant from, Instant to, Duration timeout) {
+        long dl = deadline(timeout);
+        long f;
+        long t;
+        try {
+            f = from.toEpochMilli();
+            t = to.toEpochMilli();
+        } catch (NullPointerException | ArithmeticException e) {
+            throw new SnowflakedRejectedException(null, 0, CODE_INVALID_RANGE, "from " + from + ", to " + to + ": want two instants within Unix milliseconds", null, null);
+        }
+        checkOpen();
+        String path = "/bounds?from=" + f + "&to=" + t;
+        Endpoint ep = new Endpoint(Endpoint.SVC_IDS, path, "the bounds of [" + f + ", " + t + ") ms", null, false, false, null);
+        return serve(ep, path, MAX_BOUNDS_BODY, (node, body) -> parseBounds(body), dl, () -> true);
     }
 
     /**
@@ -532,8 +642,34 @@ public final class SnowflakedClient implements AutoCloseable {
         }
     }
 
+    /** How a 200 answer is read: an IllegalArgumentException is a bad answer, the node's failure. */
+    @FunctionalInterface
+    private interface Reader<T> {
+        T read(String node, byte[] body);
+    }
+
     /** Asks up to {@code attempts} nodes for n IDs of ep, never past the deadline. */
     private long[] serve(Endpoint ep, int n, long deadline, BooleanSupplier want) {
+        int line = ep.uuids ? MAX_UUID_LINE : ep.svc == Endpoint.SVC_SEGMENTS ? MAX_TEXT_LINE : MAX_ID_LINE;
+        return serve(ep, ep.path + n, n * line, (node, body) -> readIds(ep, n, node, body), deadline, want);
+    }
+
+    private static long[] readIds(Endpoint ep, int n, String node, byte[] body) {
+        try {
+            return ep.uuids ? parseUuids(body, n) : parseIds(body, n, !ep.unordered);
+        } catch (IllegalArgumentException e) {
+            String word = ep.svc == Endpoint.SVC_SEGMENTS ? notANumber(body, n) : null;
+            if (word != null) {
+                // A reset tag's IDs as text: every node answers so.
+                throw new SnowflakedRejectedException(node, 200, null, ep.what + ": the tag's IDs are not numbers (the node answered \""
+                        + word + "\"); ask for them with nextSegmentText", null, null);
+            }
+            throw e;
+        }
+    }
+
+    /** Asks up to {@code attempts} nodes for path, never past the deadline. */
+    private <T> T serve(Endpoint ep, String path, int limit, Reader<T> reader, long deadline, BooleanSupplier want) {
         List<String> tried = new ArrayList<>(attempts);
         Map<String, Throwable> failures = new LinkedHashMap<>();
         Throwable last = null;
@@ -560,7 +696,7 @@ public final class SnowflakedClient implements AutoCloseable {
                 clipped = true;
             }
             try {
-                return request(node, ep, n, t, clipped);
+                return request(node, ep, path, limit, reader, t, clipped);
             } catch (NodeFailure f) {
                 failures.put(node, f);
                 last = f;
@@ -582,11 +718,10 @@ public final class SnowflakedClient implements AutoCloseable {
     }
 
     /** One request to one node, its answer read as the table of docs/client.md says. */
-    private long[] request(String node, Endpoint ep, int n, long timeout, boolean clipped) throws NodeFailure {
-        int limit = n * (ep.uuids ? MAX_UUID_LINE : MAX_ID_LINE);
+    private <T> T request(String node, Endpoint ep, String path, int limit, Reader<T> reader, long timeout, boolean clipped) throws NodeFailure {
         Transport.Answer a;
         try {
-            a = transport.get(node, ep.path + n, ep.token, timeout, limit);
+            a = transport.get(node, path, ep.token, timeout, limit);
         } catch (Transport.Timeout e) {
             if (clipped) {
                 // The caller's deadline, not the node's fault: it stays in rotation.
@@ -605,9 +740,9 @@ public final class SnowflakedClient implements AutoCloseable {
         int st = a.status();
         if (st == 200) {
             try {
-                return ep.uuids ? parseUuids(a.body(), n) : parseIds(a.body(), n, !ep.unordered);
+                return reader.read(node, a.body());
             } catch (IllegalArgumentException e) {
-                throw down(node, ep.svc, downForNanos, new NodeFailure(node + ": bad answer to " + n + " " + ep.what + ": " + e.getMessage(), null));
+                throw down(node, ep.svc, downForNanos, new NodeFailure(node + ": bad answer to GET " + path + ": " + e.getMessage(), null));
             }
         }
         ErrorBody eb = ErrorBody.read(a.body());
@@ -709,6 +844,95 @@ public final class SnowflakedClient implements AutoCloseable {
             }
         }
         return out;
+    }
+
+    /** Exactly n lines of 1 to 128 printable ASCII characters each, none twice. */
+    static List<String> parseText(byte[] body, int n) {
+        List<String> out = new ArrayList<>(n);
+        for (int i = 0; i < body.length; ) {
+            int j = i;
+            while (j < body.length && body[j] != '\n') {
+                if (body[j] < 0x21 || body[j] > 0x7e) {
+                    throw new IllegalArgumentException("a line that is not an ID as text");
+                }
+                j++;
+            }
+            if (j == i || j - i > MAX_TEXT_LINE - 1) {
+                throw new IllegalArgumentException("a line of " + (j - i) + " characters: not an ID as text");
+            }
+            if (out.size() == n) {
+                throw new IllegalArgumentException("more than the " + n + " IDs asked for");
+            }
+            out.add(new String(body, i, j - i, StandardCharsets.US_ASCII));
+            i = j + 1;
+        }
+        if (out.size() != n) {
+            throw new IllegalArgumentException("answered " + out.size() + " of the " + n + " IDs asked for");
+        }
+        if (new java.util.HashSet<>(out).size() != n) {
+            throw new IllegalArgumentException("an ID twice in one answer");
+        }
+        return out;
+    }
+
+    /** The first line that is not a 63-bit ID when body is otherwise a well-formed text answer of n IDs; else null. */
+    static String notANumber(byte[] body, int n) {
+        List<String> lines;
+        try {
+            lines = parseText(body, n);
+        } catch (IllegalArgumentException e) {
+            return null;
+        }
+        for (String l : lines) {
+            boolean digits = l.chars().allMatch(c -> c >= '0' && c <= '9');
+            if (!digits || l.length() > 19 || Long.parseLong(l) <= 0) {
+                return l;
+            }
+        }
+        return null;
+    }
+
+    /** A /bounds answer. */
+    static Bounds parseBounds(byte[] body) {
+        if (!(Json.parse(new String(body, StandardCharsets.UTF_8)) instanceof Map<?, ?> m)) {
+            throw new IllegalArgumentException("not a JSON object");
+        }
+        long f = ms(m, "from_ms");
+        long t = ms(m, "to_ms");
+        long lo = decimalId(m, "min_id");
+        long hi = decimalId(m, "max_id");
+        if (f >= t || lo > hi) {
+            throw new IllegalArgumentException("an empty range: from_ms " + f + ", to_ms " + t + ", min_id " + lo + ", max_id " + hi);
+        }
+        return new Bounds(Instant.ofEpochMilli(f), Instant.ofEpochMilli(t), lo, hi, uuid(m, "min_uuid"), uuid(m, "max_uuid"));
+    }
+
+    private static long ms(Map<?, ?> m, String k) {
+        if (m.get(k) instanceof Long v) {
+            return v;
+        }
+        throw new IllegalArgumentException(k + " " + m.get(k) + " is not a whole number");
+    }
+
+    private static long decimalId(Map<?, ?> m, String k) {
+        if (m.get(k) instanceof String v && !v.isEmpty() && v.length() <= 19 && v.chars().allMatch(c -> c >= '0' && c <= '9')) {
+            return Long.parseLong(v);
+        }
+        throw new IllegalArgumentException(k + " " + m.get(k) + " is not an ID in a decimal string");
+    }
+
+    private static final java.util.regex.Pattern CANONICAL_UUID = java.util.regex.Pattern.compile(
+            "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}");
+
+    private static UUID uuid(Map<?, ?> m, String k) {
+        Object v = m.get(k);
+        if (v == null) {
+            return null;
+        }
+        if (v instanceof String u && CANONICAL_UUID.matcher(u).matches()) {
+            return UUID.fromString(u);
+        }
+        throw new IllegalArgumentException(k + " " + v + " is not a canonical UUID");
     }
 
     /** Exactly n version 7 UUIDs with the RFC variant, one a line, increasing: two longs each. */
