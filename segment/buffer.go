@@ -69,6 +69,20 @@ type tagBuf struct {
 	lastLoadTook time.Duration
 	wasted       atomic.Int64
 
+	// A reset tag's (rule nil: another tag): periods are the bases the
+	// tag's record had when last read; period is the newest period served
+	// (never one before it again), floor its base: no counter value below
+	// it is served. wantPeriod is a period to start (the loader's), passed
+	// one the store refused to start (a later one started).
+	rule       *ResetRule
+	ruleErr    error // the tag's reset rule does not compile: it serves nothing
+	reset      bool  // a reset tag (known from the state file before the rule): served only once verified
+	periods    map[string]int64
+	period     string
+	floor      int64
+	wantPeriod string
+	passed     string
+
 	refusedRequired atomic.Int64 // requests refused for want of a token
 	refusedInvalid  atomic.Int64 // requests refused for a wrong token
 }
@@ -124,34 +138,39 @@ func (b *tagBuf) noteRateLocked(now time.Time) {
 // token) only once ZooKeeper answers, possibly while the Take waits. The
 // token is checked once (without b.mu: the hashes may come from the
 // store); a request to a tag without a token takes the lock once.
-func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]int64, error) {
+func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]int64, string, error) {
 	var deadline <-chan time.Time // armed on the first wait: the common case has none
 	waited, tokenChecked := false, false
 	for {
 		b.mu.Lock()
 		if b.closed {
 			b.mu.Unlock()
-			return dst, ErrClosed
+			return dst, "", ErrClosed
 		}
 		if b.gone {
 			b.mu.Unlock()
-			return dst, errRetired
+			return dst, "", errRetired
 		}
 		needToken, err := b.admitLocked(n)
 		if err != nil {
 			b.mu.Unlock()
-			return dst, err
+			return dst, "", err
 		}
 		if needToken && !tokenChecked {
 			inc := b.inc
 			b.mu.Unlock()
 			if err := b.checkToken(ctx, token, inc); err != nil {
-				return dst, err
+				return dst, "", err
 			}
 			tokenChecked = true
 			continue
 		}
-		ready := b.verified || b.trusted && b.opaque == nil
+		key, perr := b.periodLocked()
+		if perr != nil {
+			b.mu.Unlock()
+			return dst, "", perr
+		}
+		ready := (b.verified || b.trusted && b.opaque == nil && !b.reset) && key == b.period
 		permitted := b.permitted
 		if mutation.Broken(mutation.IssueAboveMark) {
 			permitted = b.held
@@ -160,15 +179,18 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 			orig := len(dst)
 			dst = b.popLocked(dst, n)
 			var err error
-			if b.perm != nil {
+			switch {
+			case b.perm != nil:
 				dst, err = b.mapLocked(dst, orig)
+			case b.rule != nil:
+				dst, err = b.numberLocked(dst, orig)
 			}
 			b.delivered += int64(len(dst) - orig)
 			if b.wantsWorkLocked() {
 				b.kickLoader()
 			}
 			b.mu.Unlock()
-			return dst, err
+			return dst, key, err
 		}
 		b.want = max(b.want, n)
 		wake := b.wake
@@ -191,7 +213,7 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 			if woke(wake) {
 				continue
 			}
-			return dst, fmt.Errorf("take %d IDs of %q: %w", n, b.name, ctx.Err())
+			return dst, "", fmt.Errorf("take %d IDs of %q: %w", n, b.name, ctx.Err())
 		case <-deadline:
 			if woke(wake) {
 				deadline = expired // looked at once more after the news
@@ -199,7 +221,7 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 			}
 			b.mu.Lock()
 			lastErr := b.lastErrLocked()
-			if !b.verified && !b.trusted && !b.deleted && b.opaque == nil && !b.gone && min(b.permitted, b.held)-b.issued >= int64(n) {
+			if !b.verified && !b.trusted && !b.deleted && b.opaque == nil && !b.reset && !b.gone && min(b.permitted, b.held)-b.issued >= int64(n) {
 				// Resumed ranges the store could not confirm within Wait
 				// (ZooKeeper unreachable): served, their incarnation checked
 				// at the next answer (R7).
@@ -213,7 +235,7 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 			if lastErr == nil {
 				lastErr = errors.New("no range loaded in time")
 			}
-			return dst, fmt.Errorf("%w: tag %q: %v", ErrUnavailable, b.name, lastErr)
+			return dst, "", fmt.Errorf("%w: tag %q: %v", ErrUnavailable, b.name, lastErr)
 		}
 	}
 }
@@ -250,6 +272,85 @@ func (b *tagBuf) mapLocked(dst []int64, orig int) ([]int64, error) {
 	return dst, nil
 }
 
+// periodLocked is the period a Take of a reset tag serves ("" for other
+// tags): the period of the node's clock in the tag's zone, or the newest
+// period served if that is later (a node's periods never go back). It
+// moves the buffer to a later period whose base it knows; for one it does
+// not know, it asks the loader to start it (the Take waits). A period the
+// store refused to start (a later one started while this node's clock
+// lagged) is an error at once.
+func (b *tagBuf) periodLocked() (string, error) {
+	if b.ruleErr != nil {
+		return "", fmt.Errorf("%w: tag %q resets by a rule this node cannot use: %v", ErrUnavailable, b.name, b.ruleErr)
+	}
+	if b.rule == nil {
+		return "", nil
+	}
+	now, err := b.svc.cfg.PeriodClock()
+	if err != nil {
+		return "", fmt.Errorf("%w: tag %q resets by period and this node's clock cannot be trusted: %v", ErrUnavailable, b.name, err)
+	}
+	key := max(b.rule.PeriodOf(now), b.period)
+	if key == b.period {
+		return key, nil
+	}
+	if base, ok := b.periods[key]; ok {
+		b.movePeriodLocked(key, base)
+		return key, nil
+	}
+	if key <= b.passed {
+		return "", fmt.Errorf("%w: tag %q: this node's clock says period %s, which cannot start: %v", ErrUnavailable, b.name, key, ErrPeriodPassed)
+	}
+	if key > b.wantPeriod {
+		b.wantPeriod = key
+		b.kickLoader()
+	}
+	return key, nil
+}
+
+// movePeriodLocked makes key, of base, the period served: the IDs held
+// below base are dropped (counted as wasted), never served in it (R8).
+func (b *tagBuf) movePeriodLocked(key string, base int64) {
+	b.period, b.floor = key, max(b.floor, base)
+	var dropped int64
+	for len(b.ranges) > 0 && b.ranges[0].Lo < b.floor {
+		r := &b.ranges[0]
+		k := min(b.floor, r.Hi) - r.Lo
+		r.Lo += k
+		b.issued += k
+		dropped += k
+		if r.Len() == 0 {
+			b.ranges = b.ranges[1:]
+			if len(b.ranges) > 0 {
+				b.curLen = b.ranges[0].Len()
+			}
+		}
+	}
+	b.last = max(b.last, b.floor-1)
+	b.wasted.Add(dropped)
+	if dropped > 0 || b.wantsWorkLocked() {
+		b.kickLoader()
+	}
+	b.broadcastLocked()
+}
+
+// numberLocked turns a reset tag's counter values dst[orig:] into their
+// numbers in the period served: value - base + start. A number the
+// format's width cannot print is never handed out (the batch is lost).
+func (b *tagBuf) numberLocked(dst []int64, orig int) ([]int64, error) {
+	for i := orig; i < len(dst); i++ {
+		if dst[i] < b.floor {
+			return dst[:orig], fmt.Errorf("%w: tag %q: counter value %d is below period %s's base %d", ErrUnavailable, b.name, dst[i], b.period, b.floor)
+		}
+		n := dst[i] - b.floor + b.start
+		if n > b.rule.Limit() {
+			return dst[:orig], &PeriodExhaustedError{Tag: b.name, Period: b.period, Width: b.rule.Width(), Limit: b.rule.Limit()}
+		}
+		dst[i] = n
+	}
+	return dst, nil
+}
+
 // popLocked moves n IDs from the front of ranges to dst.
 func (b *tagBuf) popLocked(dst []int64, n int) []int64 {
 	for n > 0 {
@@ -279,7 +380,7 @@ func (b *tagBuf) popLocked(dst []int64, n int) []int64 {
 // (Leaf's rule), or less in memory than a waiting Take wants.
 func (b *tagBuf) needLoadLocked() bool {
 	avail := b.held - b.issued
-	if avail < int64(b.want) {
+	if avail < int64(b.want) || b.startPeriodLocked() != "" {
 		return true
 	}
 	switch len(b.ranges) {
@@ -597,18 +698,37 @@ func (b *tagBuf) load() error {
 	}
 	step = max(step, b.base, int64(b.want))
 	inc := b.inc
-	above := b.last + 1
+	above := max(b.last+1, b.floor)
 	if n := len(b.ranges); n > 0 {
 		above = b.ranges[n-1].Hi
 	}
+	period := b.startPeriodLocked()
 	b.mu.Unlock()
 	ctx, cancel := clock.WithTimeout(b.svc.ctx, b.svc.cfg.LoadTimeout)
 	defer cancel()
 	began := time.Now()
-	r, t, err := b.svc.cfg.Store.Alloc(ctx, b.name, inc, step, above)
+	var r Range
+	var t Tag
+	var err error
+	if period != "" {
+		ps, ok := b.svc.cfg.Store.(PeriodStore)
+		if !ok {
+			return fmt.Errorf("tag %q resets by period and this store cannot start periods", b.name)
+		}
+		r, t, err = ps.AllocPeriod(ctx, b.name, inc, step, period)
+	} else {
+		r, t, err = b.svc.cfg.Store.Alloc(ctx, b.name, inc, step, above)
+	}
 	took := time.Since(began)
 	if errors.Is(err, ErrTagGone) || errors.Is(err, ErrUnknownTag) {
 		return b.retire(err)
+	}
+	if errors.Is(err, ErrPeriodPassed) {
+		b.mu.Lock()
+		b.passed = max(b.passed, period)
+		b.broadcastLocked()
+		b.mu.Unlock()
+		return fmt.Errorf("start period %s of %q: %w", period, b.name, err)
 	}
 	if err != nil {
 		return fmt.Errorf("load a range of %q: %w", b.name, err)
@@ -642,9 +762,24 @@ func (b *tagBuf) load() error {
 	return err
 }
 
+// startPeriodLocked is the period the loader is to start ("" when none).
+func (b *tagBuf) startPeriodLocked() string {
+	if _, ok := b.periods[b.wantPeriod]; ok || b.wantPeriod == "" || b.wantPeriod <= b.passed || b.rule == nil {
+		return ""
+	}
+	return b.wantPeriod
+}
+
 // setTagLocked takes the tag's base and max step, and its first counter
 // value, from its record.
 func (b *tagBuf) setTagLocked(t Tag) {
+	if t.Reset != nil && b.rule == nil {
+		b.reset = true
+		b.rule, b.ruleErr = t.Reset.Compile()
+	}
+	if t.Reset != nil {
+		b.periods = t.Periods
+	}
 	b.start = t.Start
 	b.token = b.token || t.RequireToken // never dropped once known
 	b.maxCount = t.MaxCount

@@ -22,3 +22,16 @@ func TestMutations_TokenRevocation(t *testing.T) {
 	}
 	t.Logf("%s caught: %v", mutation.TokenStaleUnbounded, err)
 }
+
+// TestMutations_PeriodStartedTwice writes a reset tag's period base again
+// when a second node starts a period the record has, and expects the
+// midnight scenario of TestResetTagAcrossMidnight to catch it: a number of
+// the new day handed out twice.
+func TestMutations_PeriodStartedTwice(t *testing.T) {
+	t.Cleanup(mutation.Set(mutation.PeriodStartedTwice))
+	err := acrossMidnight(t)
+	if err == nil || !strings.Contains(err.Error(), "which") {
+		t.Fatalf("with %s the scenario said %v; want a number handed out twice", mutation.PeriodStartedTwice, err)
+	}
+	t.Logf("%s caught: %v", mutation.PeriodStartedTwice, err)
+}

@@ -134,6 +134,12 @@ type Tag struct {
 	RequireToken bool `json:"require_token,omitempty"`
 	// MaxCount, when above 0, is the most IDs one request may ask for.
 	MaxCount int64 `json:"max_count,omitempty"`
+	// Reset, when set, makes the tag's numbers restart each period,
+	// printed with the period's date (see ResetRule). Set at creation.
+	Reset *Reset `json:"reset,omitempty"`
+	// Periods are a reset tag's started periods: each key's base, the
+	// max_id when the period started (the newest maxPeriods).
+	Periods map[string]int64 `json:"periods,omitempty"`
 }
 
 // Check validates a tag's numbers.
@@ -149,6 +155,11 @@ func (t Tag) Check() error {
 		return fmt.Errorf("max_id %d is below the start %d", t.MaxID, t.Start)
 	case t.MaxCount < 0:
 		return fmt.Errorf("max count %d: want 0 (no ceiling) or more", t.MaxCount)
+	case t.Reset != nil && t.Opaque != nil:
+		return errors.New("a tag is opaque or resets by period, not both")
+	case t.Reset != nil:
+		_, err := t.Reset.Compile()
+		return err
 	case t.Opaque != nil:
 		return t.Opaque.check()
 	}

@@ -60,6 +60,10 @@ type Config struct {
 	MarkAhead time.Duration
 	// Now is the clock for the step rule (default time.Now).
 	Now func() time.Time
+	// PeriodClock is the clock that picks a reset tag's period: the node's
+	// guarded clock, with an error while the node's clock checks do not
+	// vouch for it (a reset tag is then not served). Default: Now.
+	PeriodClock func() (time.Time, error)
 	// Schedule arms the service's timers (nil: each waits as asked); the
 	// simulations order them with one.
 	Schedule clock.Schedule
@@ -106,6 +110,12 @@ type tagState struct {
 	// cannot say it.
 	MaxCount int64   `json:"max_count,omitempty"`
 	Ranges   []Range `json:"ranges"`
+	// A reset tag's: it is one (served only once ZooKeeper confirmed its
+	// record), the newest period it served and that period's base, so a
+	// restart never serves an earlier period nor a value below the base.
+	Reset  bool   `json:"reset,omitempty"`
+	Period string `json:"period,omitempty"`
+	Floor  int64  `json:"floor,omitempty"`
 }
 
 // takeRead bounds a read of the store made for a Take: a Take waits at
@@ -118,7 +128,7 @@ func (s *Service) takeRead(ctx context.Context) (context.Context, context.Cancel
 // stateLocked is what the state file keeps of b with its unissued ranges
 // rs: what a resumed buffer needs before ZooKeeper answers.
 func (b *tagBuf) stateLocked(rs []Range) tagState {
-	return tagState{Incarnation: b.inc, Opaque: b.opaque, Token: b.token, MaxCount: b.maxCount, Ranges: rs}
+	return tagState{Incarnation: b.inc, Opaque: b.opaque, Token: b.token, MaxCount: b.maxCount, Ranges: rs, Reset: b.reset, Period: b.period, Floor: b.floor}
 }
 
 // New checks cfg, reads the state file (ranges a crashed predecessor held)
@@ -145,6 +155,10 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Disk == nil {
 		cfg.Disk = disk.OS{}
+	}
+	if cfg.PeriodClock == nil {
+		now := cfg.Now
+		cfg.PeriodClock = func() (time.Time, error) { return now(), nil }
 	}
 	ctx, cancel := context.WithCancel(clock.WithSchedule(context.Background(), cfg.Schedule))
 	s := &Service{cfg: cfg, ctx: ctx, cancel: cancel, stop: make(chan struct{}), fileMu: ctxlock.New(), tags: map[string]*tagBuf{}, unknown: map[string]time.Time{}}
@@ -178,6 +192,7 @@ func New(cfg Config) (*Service, error) {
 			}
 			b := s.newBuf(tag, Tag{})
 			b.inc, b.opaque, b.token, b.maxCount = e.Incarnation, e.Opaque, e.Token, e.MaxCount
+			b.reset, b.period, b.floor = e.Reset, e.Period, e.Floor
 			b.ranges = slices.Clone(e.Ranges)
 			for _, r := range e.Ranges {
 				b.held += r.Len()
@@ -241,26 +256,68 @@ func (s *Service) Take(ctx context.Context, tag string, dst []int64, n int) ([]i
 	return s.TakeWithToken(ctx, tag, nil, dst, n)
 }
 
+// Period is the period a reset tag's numbers were issued in (the zero
+// Period for other tags).
+type Period struct {
+	// Key is the period: 2026-12-07, 2026-12 or 2026.
+	Key  string
+	rule *ResetRule
+}
+
+// IsZero reports whether p is no period: the numbers are a plain or
+// opaque tag's IDs.
+func (p Period) IsZero() bool { return p.rule == nil }
+
+// Date is the period's date as the tag's format prints it.
+func (p Period) Date() string { return p.rule.Date(p.Key) }
+
+// AppendID appends the text of number n of the period, in the tag's format.
+func (p Period) AppendID(dst []byte, n int64) []byte { return p.rule.AppendID(dst, p.Key, n) }
+
+// TakePeriod is TakeWithToken that also says which period a reset tag's
+// numbers are of: n numbers of one period, each printed by
+// Period.AppendID. For other tags the Period is zero.
+func (s *Service) TakePeriod(ctx context.Context, tag string, token []byte, dst []int64, n int) ([]int64, Period, error) {
+	if n < 1 {
+		return dst, Period{}, fmt.Errorf("take %d IDs of %q: want at least 1", n, tag)
+	}
+	for range maxRetired {
+		b, err := s.buf(ctx, tag)
+		if err != nil {
+			return dst, Period{}, err
+		}
+		var key string
+		dst, key, err = b.take(ctx, dst, n, token)
+		if !errors.Is(err, errRetired) {
+			var p Period
+			if key != "" {
+				b.mu.Lock()
+				p = Period{Key: key, rule: b.rule}
+				b.mu.Unlock()
+			}
+			return dst, p, err
+		}
+	}
+	return dst, Period{}, fmt.Errorf("%w: tag %q was deleted under this node %d times in a row", ErrUnavailable, tag, maxRetired)
+}
+
+// PeriodStore is what a Store gives for reset tags.
+type PeriodStore interface {
+	// AllocPeriod is Alloc for a node that serves period of a reset tag:
+	// it starts the period (its base the record's max_id) if the record
+	// has not got it, in the write that allocates the caller's range;
+	// ErrPeriodPassed when a later period started already.
+	AllocPeriod(ctx context.Context, tag string, inc, step int64, period string) (Range, Tag, error)
+}
+
 // TakeWithToken is Take for a request that carries token (nil: none). A
 // tag that requires a token answers ErrTokenRequired without one and
 // ErrTokenInvalid with one that is not among its valid tokens (its hashes
 // are read from the store's cache, not from ZooKeeper per request); a
 // request above the tag's MaxCount answers ErrCountAboveMax.
 func (s *Service) TakeWithToken(ctx context.Context, tag string, token []byte, dst []int64, n int) ([]int64, error) {
-	if n < 1 {
-		return dst, fmt.Errorf("take %d IDs of %q: want at least 1", n, tag)
-	}
-	for range maxRetired {
-		b, err := s.buf(ctx, tag)
-		if err != nil {
-			return dst, err
-		}
-		dst, err = b.take(ctx, dst, n, token)
-		if !errors.Is(err, errRetired) {
-			return dst, err
-		}
-	}
-	return dst, fmt.Errorf("%w: tag %q was deleted under this node %d times in a row", ErrUnavailable, tag, maxRetired)
+	dst, _, err := s.TakePeriod(ctx, tag, token, dst, n)
+	return dst, err
 }
 
 // KeyStore is what a Store gives for opaque tags: their keys. A store

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -82,6 +83,9 @@ func (s *ZKStore) checkTombstone(t *Tag, tt zkclient.TagTombstone, ok bool, o Cr
 	if !ok || o.ReuseNumbers {
 		return nil
 	}
+	if t.Reset != nil || len(tt.Reset) > 0 {
+		return s.checkResetTombstone(t, tt)
+	}
 	if tt.Opaque || t.Opaque != nil {
 		// Another key is another permutation: counters kept apart do
 		// not keep the numbers apart, nor do a plain counter and D-digit
@@ -114,4 +118,40 @@ func (s *ZKStore) bury(ctx context.Context, tag string) (int32, error) {
 		err = fmt.Errorf("tag %q: %w", tag, ErrUnknownTag)
 	}
 	return v, err
+}
+
+// checkResetTombstone applies the tombstone tt to a tag t of which one
+// resets by period: the new tag must print its IDs as the deleted one did,
+// and continues its periods above its max_id (a period's numbers are its
+// counter's values less the period's base, so the deleted tag's bases with
+// a counter that starts above its max_id go on above every number it
+// handed out).
+func (s *ZKStore) checkResetTombstone(t *Tag, tt zkclient.TagTombstone) error {
+	var old *Reset
+	if len(tt.Reset) > 0 {
+		old = new(Reset)
+		if err := json.Unmarshal(tt.Reset, old); err != nil {
+			return fmt.Errorf("the tombstone of tag %q holds a reset rule this release cannot read (%v): use another name, or add --reuse-numbers only if no ID of the deleted tag is kept anywhere", t.Name, err)
+		}
+	}
+	if !old.Equal(t.Reset) {
+		return fmt.Errorf("%w: tag %q was deleted (at %s) printing its IDs %s; a tag created again under its name %s would print some of them again. "+
+			"Create it as the deleted one was, use another name, or add --reuse-numbers only if no ID of the deleted tag is kept anywhere",
+			ErrNumbersIssued, t.Name, time.UnixMilli(tt.DeletedMS).UTC().Format(time.RFC3339), describeReset(old), describeReset(t.Reset))
+	}
+	if old != nil && t.Start < tt.Start {
+		return fmt.Errorf("%w: tag %q was deleted (at %s) numbering its periods from %d; start %d would print its IDs again. Give --start %d or more, or add --reuse-numbers only if no ID of the deleted tag is kept anywhere",
+			ErrNumbersIssued, t.Name, time.UnixMilli(tt.DeletedMS).UTC().Format(time.RFC3339), tt.Start, t.Start, tt.Start)
+	}
+	t.MaxID = max(t.MaxID, tt.MaxID)
+	t.Periods = mergePeriods(tt.Periods, t.Periods)
+	return nil
+}
+
+// describeReset says how a tag prints its IDs.
+func describeReset(r *Reset) string {
+	if r == nil {
+		return "as plain numbers"
+	}
+	return fmt.Sprintf("as %q, reset %s in %s", r.Format, r.Every, r.zone())
 }

@@ -698,15 +698,30 @@ func (s *ZKStore) returned(ctx context.Context, tag string, inc int64) ([]Range,
 // max_id by step with a version-checked write; a lost race reads again and
 // retries. Every read of the record checks its incarnation (ErrTagGone, R7).
 func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64) (Range, Tag, error) {
+	return s.alloc(ctx, tag, inc, step, above, "")
+}
+
+// AllocPeriod implements PeriodStore: Alloc for a reset tag's node that
+// serves period, which it starts (at the record's max_id) when the record
+// has not got it, in the same version-checked write that allocates the
+// caller its first range. It takes no returned range.
+func (s *ZKStore) AllocPeriod(ctx context.Context, tag string, inc, step int64, period string) (Range, Tag, error) {
+	return s.alloc(ctx, tag, inc, step, 0, period)
+}
+
+func (s *ZKStore) alloc(ctx context.Context, tag string, inc, step, above int64, period string) (Range, Tag, error) {
 	if step < 1 {
 		return Range{}, Tag{}, fmt.Errorf("alloc %q: step %d: want at least 1", tag, step)
 	}
 	if err := s.checkIncarnation(ctx, tag, inc); err != nil {
 		return Range{}, Tag{}, err
 	}
-	returned, err := s.returned(ctx, tag, inc)
-	if err != nil {
-		return Range{}, Tag{}, err
+	var returned []Range
+	if period == "" {
+		var err error
+		if returned, err = s.returned(ctx, tag, inc); err != nil {
+			return Range{}, Tag{}, err
+		}
 	}
 	for _, r := range returned {
 		if r.Lo < above {
@@ -729,6 +744,14 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64)
 			return Range{}, Tag{}, fmt.Errorf("tag %q: %w: incarnation %d, now %d", tag, ErrTagGone, inc, rec.Incarnation)
 		}
 		t := rec.Tag
+		if period != "" {
+			if t.Reset == nil {
+				return Range{}, Tag{}, fmt.Errorf("alloc %q in period %s: the tag does not reset by period", tag, period)
+			}
+			if _, err := startPeriod(&t, period); err != nil {
+				return Range{}, Tag{}, err
+			}
+		}
 		if t.MaxID > maxID-step {
 			return Range{}, Tag{}, fmt.Errorf("alloc %q: %w: max_id %d + step %d", tag, ErrExhausted, t.MaxID, step)
 		}

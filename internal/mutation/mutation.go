@@ -24,6 +24,10 @@ const (
 	// version-checked (Version -1), so two allocators that read the same
 	// max_id both win the same range (R1).
 	AllocUnversioned Name = "r1-alloc-unversioned"
+	// PeriodStartedTwice: a node starting a reset tag's period that the
+	// record has already writes its base again, at the current max_id, so
+	// the period's numbers start over (R8).
+	PeriodStartedTwice Name = "r8-period-started-twice"
 	// IssueAboveMark: a Take hands out IDs the state file's mark has not
 	// passed yet (min(permitted, held) becomes held) (R2).
 	IssueAboveMark Name = "r2-issue-above-mark"

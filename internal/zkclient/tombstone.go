@@ -46,6 +46,13 @@ type TagTombstone struct {
 	// counter.
 	Opaque    bool  `json:"opaque,omitempty"`
 	DeletedMS int64 `json:"deleted_ms"`
+	// Reset is the deleted tag's reset rule, as its record held it (null:
+	// none), and Periods its periods' bases: a tag created again under
+	// the name continues them.
+	Reset   json.RawMessage  `json:"reset,omitempty"`
+	Periods map[string]int64 `json:"periods,omitempty"`
+	// Start is the deleted reset tag's first number of a period.
+	Start int64 `json:"start,omitempty"`
 }
 
 // maxTombstoneRounds bounds a tombstone write's version-checked rounds.
@@ -92,14 +99,20 @@ func BuryTag(ctx context.Context, z Client, cluster, tag, recordPath string, acl
 		return 0, false, fmt.Errorf("read %s: %w", recordPath, Unavailable(err))
 	}
 	var rec struct {
-		MaxID  int64           `json:"max_id"`
-		Opaque json.RawMessage `json:"opaque"`
+		MaxID   int64            `json:"max_id"`
+		Opaque  json.RawMessage  `json:"opaque"`
+		Reset   json.RawMessage  `json:"reset"`
+		Periods map[string]int64 `json:"periods"`
+		Start   int64            `json:"start"`
 	}
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return 0, false, fmt.Errorf("%s holds no readable max_id for its tombstone %s: %w: fix or delete it by hand", recordPath, quote(b), err)
 	}
 	t := TagTombstone{Tag: tag, MaxID: rec.MaxID, Incarnation: st.Czxid, Opaque: len(rec.Opaque) > 0 && string(rec.Opaque) != "null",
-		DeletedMS: time.Now().UnixMilli()}
+		DeletedMS: time.Now().UnixMilli(), Periods: rec.Periods}
+	if len(rec.Reset) > 0 && string(rec.Reset) != "null" {
+		t.Reset, t.Start = rec.Reset, rec.Start
+	}
 	return st.Version, true, MergeTombstone(ctx, z, TagTombstonePath(cluster, tag), acl, func(old []byte) ([]byte, error) {
 		var o TagTombstone
 		if len(old) > 0 {
@@ -109,6 +122,19 @@ func BuryTag(ctx context.Context, z Client, cluster, tag, recordPath string, acl
 		}
 		if o.MaxID > t.MaxID {
 			t.MaxID, t.Incarnation, t.Opaque = o.MaxID, o.Incarnation, o.Opaque
+		}
+		if t.Reset == nil {
+			t.Reset, t.Start = o.Reset, o.Start
+		}
+		// A period of both incarnations keeps the lower base: its numbers
+		// go on above every number either handed out.
+		for k, v := range o.Periods {
+			if b, ok := t.Periods[k]; !ok || v < b {
+				if t.Periods == nil {
+					t.Periods = map[string]int64{}
+				}
+				t.Periods[k] = v
+			}
 		}
 		return json.Marshal(t)
 	})
