@@ -10,7 +10,16 @@
 //     GET /segment/{tag}?count=N;
 //   - NextGene and NextGeneN: snowflake IDs that carry a gene, from
 //     GET /ids?gene=G&count=N;
-//   - NextUUID and NextUUIDN: UUIDv7s, from GET /uuids?count=N.
+//   - NextUUID and NextUUIDN: UUIDv7s, from GET /uuids?count=N;
+//   - NextSegmentText and NextSegmentEncoded: a tag's IDs as the node
+//     writes them (or in a fixed-width encoding), as strings;
+//   - Bounds: the smallest and largest ID and UUID of a time range, from
+//     GET /bounds.
+//
+// EncodeID, DecodeID, EncodeUUID and DecodeUUID write and read IDs and
+// UUIDs in the fixed-width encodings the nodes answer with ?format=
+// (base62, base58, base36, Crockford's base32), without a request; the
+// strings sort as the numbers do.
 //
 // A call that returns several has the name of the call that returns one,
 // and N.

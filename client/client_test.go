@@ -56,6 +56,9 @@ func (f *fakeNode) handle(w http.ResponseWriter, r *http.Request) {
 		writeBody(w, 200, *l)
 		return
 	}
+	if r.URL.Path == "/bounds" && f.behave != nil && f.behave(w, r, 0) {
+		return
+	}
 	n, err := strconv.Atoi(r.URL.Query().Get("count"))
 	if (r.URL.Path != "/ids" && r.URL.Path != "/uuids" && !strings.HasPrefix(r.URL.Path, "/segment/")) || err != nil {
 		writeBody(w, 404, `{"error":{"code":"not_found","message":"no endpoint"}}`)

@@ -9,7 +9,8 @@ import (
 
 // A program that imports the client builds nothing outside the standard
 // library but the client module's own packages: the core, its wire
-// contract and its rendezvous hashing (client/internal/rendezvous). Following ZooKeeper (the subpackage zkdiscovery) adds the
+// contract, its text encodings (client/idtext) and its rendezvous hashing
+// (client/internal/rendezvous). Following ZooKeeper (the subpackage zkdiscovery) adds the
 // ZooKeeper client, and only there.
 func TestDependencies(t *testing.T) {
 	const (
@@ -20,13 +21,15 @@ func TestDependencies(t *testing.T) {
 		zkt  = "codeberg.org/snowflaked/snowflaked/client/zktls"  // standard library and tlspem only
 		pem  = "codeberg.org/snowflaked/snowflaked/client/tlspem" // standard library only
 		rdv  = "codeberg.org/snowflaked/snowflaked/client/internal/rendezvous"
+		idt  = "codeberg.org/snowflaked/snowflaked/client/idtext" // standard library only
 	)
 	tests := []struct {
 		pkg  string
 		want []string // the packages outside the standard library, sorted
 	}{
-		{".", []string{core, rdv, wire}},
-		{"./zkdiscovery", []string{core, rdv, pem, wire, zkd, zkt, zk}},
+		{".", []string{core, idt, rdv, wire}},
+		{"./zkdiscovery", []string{core, idt, rdv, pem, wire, zkd, zkt, zk}},
+		{"./idtext", []string{idt}},
 		{"./internal/rendezvous", []string{rdv}},
 		{"./zktls", []string{pem, zkt}},
 		{"./tlspem", []string{pem}},

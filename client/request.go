@@ -21,6 +21,9 @@ type service int
 const (
 	svcIDs service = iota
 	svcSegments
+	// svcOther is what serves the calls that issue nothing (Bounds): a
+	// node that fails one is not marked down for IDs.
+	svcOther
 	numServices
 )
 
@@ -41,6 +44,13 @@ type endpoint struct {
 	// tagMax, for a tag's endpoint, is the tag's per-request ceiling once
 	// a node named it (0 before): calls are never merged beyond it.
 	tagMax *atomic.Int64
+	// text, when set, receives a 200 answer's body instead of the IDs
+	// (whose parsing it does: an error is the node's failure), of at most
+	// textMax bytes for n; a call of its own, never a shared batch.
+	text    func(body []byte, n int) error
+	textMax func(n int) int
+	// fixed: path is the whole request path (no count appended).
+	fixed bool
 }
 
 // maxIDLine bounds one line of an answer: 19 digits and a newline.
@@ -58,12 +68,26 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 	status := 0
 	start := time.Now()
 	limit := n * maxIDLine
-	if ep.uuids != nil {
+	switch {
+	case ep.text != nil:
+		limit = ep.textMax(n)
+	case ep.uuids != nil:
 		limit = n * maxUUIDLine
 	}
-	err := c.pool.roundTrip(addr, ep.path+strconv.Itoa(n), ep.header, deadline, limit, func(a answer) error {
+	path := ep.path
+	if !ep.fixed {
+		path += strconv.Itoa(n)
+	}
+	err := c.pool.roundTrip(addr, path, ep.header, deadline, limit, func(a answer) error {
 		status = a.status
 		switch {
+		case a.status == 200 && ep.text != nil:
+			if err := ep.text(a.body, n); err != nil {
+				err = fmt.Errorf("%s: bad answer to %s: %w", addr, ep.what, err)
+				c.markDown(addr, ep.svc, c.cfg.DownFor, err)
+				return err
+			}
+			return nil
 		case a.status == 200 && ep.uuids != nil:
 			us, err := parseUUIDs(a.body, n)
 			if err != nil {
