@@ -38,7 +38,7 @@ func (s *Server) serveBounds(ctx *fasthttp.RequestCtx) {
 	for i, name := range []string{paramFrom, paramTo} {
 		if !args.Has(name) {
 			s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidRange,
-				name+" is required: /bounds?from=…&to=… with RFC 3339 times (2026-01-02T15:04:05Z, an offset or a fraction allowed) or Unix milliseconds")
+				name+" is required: "+wire.PathBounds+"?"+paramFrom+"=…&"+paramTo+"=… with RFC 3339 times (2026-01-02T15:04:05Z, an offset or a fraction allowed) or Unix milliseconds")
 			return
 		}
 		raw[i] = args.Peek(name)

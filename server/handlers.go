@@ -336,7 +336,7 @@ func (s *Server) serveDecodeEncoded(ctx *fasthttp.RequestCtx, raw []byte, e idte
 	widths := " (in " + e.String() + " an ID of this layout, " + strconv.FormatUint(uint64(s.idBits), 10) +
 		" bits, has " + strconv.Itoa(idWidth) + " characters, a UUID " + strconv.Itoa(uuidWidth) + ")"
 	if len(raw) == 0 {
-		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, "id is required: use /decode/{id}?format="+e.String()+widths)
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, "id is required: use /decode/{id}?"+paramFormat+"="+e.String()+widths)
 		return
 	}
 	if len(raw) == uuidWidth {
