@@ -175,4 +175,4 @@ def encode_uuid(u: Union[uuid.UUID, str], encoding: str) -> str:
 
 def decode_uuid(s: str, encoding: str) -> uuid.UUID:
     """The UUID that ``s`` encodes. Raises :class:`EncodingError`."""
-    return uuid.UUID(int=_decode(s, encoding, 128, "UUID"))
+    return uuid.UUID(int=_decode(s, encoding, 128, "a UUID"))
