@@ -63,6 +63,7 @@ type node struct {
 	// cache file's ZooKeeper fence comes down to it before ZooKeeper's does.
 	finalZKFence atomic.Int64
 	guard        *health.Guard
+	guardSet     atomic.Pointer[health.Guard] // guard, for readers on other goroutines (reset tags' periods)
 	rollback     *clockguard.Rollback
 	overflow     *health.Fault // time_overflow: the clock is past the layout's end
 	jumps        *jumpGuard    // clock_jump: unconfirmed forward jumps hold the fences
@@ -273,6 +274,7 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 	n.segments = newSegmentMode(n.cfg, n.nodeKey, n.log)
 	n.segments.disk = n.files()
 	n.segments.zkUp = coord.Connected // /readyz/segment before the lazy store opens
+	n.segments.periodClock = n.periodClock
 	start := n.clock.Mono()
 	n.ident, err = zkIdentity(ctx, n.cfg, n.layout, n.nodeKey, coord, n.log)
 	if err != nil {
@@ -354,6 +356,7 @@ func (n *node) newGenerator() error {
 // the node enters service only after each has passed once.
 func (n *node) newGuard() error {
 	n.guard = health.New(n.log, func() time.Time { return clock.WallTime(n.clock) })
+	n.guardSet.Store(n.guard)
 
 	// clock_behind_fence (prev_holder_fence): ready from the start of the
 	// tick after the fence's.
@@ -682,4 +685,28 @@ func (n *node) serve(ctx context.Context) error {
 	}
 	n.log.Info().Int64("fence_ms", last).Msg("stopped: fence set to the last issued time")
 	return nil
+}
+
+// clockReasons are the guard's reasons that say the node's clock is not to
+// be trusted: a reset tag's period is not picked by it then.
+var clockReasons = map[health.Reason]bool{
+	health.ReasonClockRollback: true, health.ReasonNTPOffset: true, health.ReasonPeerOffset: true,
+	health.ReasonClockJump: true, health.ReasonClockStalled: true, health.ReasonTimeOverflow: true,
+	health.ReasonClockBehindFence: true,
+}
+
+// periodClock is the clock reset tags pick their period by: the node's
+// wall clock (the chaos build's offset included), refused while one of the
+// guard's clock checks fails, so that two nodes in service serve different
+// periods only while their clocks are within the checks' tolerances of
+// each other around a period's start.
+func (n *node) periodClock() (time.Time, error) {
+	if g := n.guardSet.Load(); g != nil {
+		for r, detail := range g.Failing() {
+			if clockReasons[r] {
+				return time.Time{}, fmt.Errorf("%s: %s", r, detail)
+			}
+		}
+	}
+	return clock.WallTime(n.clock), nil
 }

@@ -44,6 +44,9 @@ type segmentMode struct {
 	// nil in the node.
 	wrapStore func(segment.Store) segment.Store
 	sched     clock.Schedule // the service's timers (seams.schedule)
+	// periodClock picks reset tags' periods (nil: the service's default,
+	// time.Now): the node's clock, refused while a clock check fails.
+	periodClock func() (time.Time, error)
 	log       zerolog.Logger
 	store     lazyStore
 	svc       atomic.Pointer[segment.Service]
@@ -172,6 +175,14 @@ func (l *lazyStore) Alloc(ctx context.Context, tag string, inc, step, above int6
 	return st.Alloc(ctx, tag, inc, step, above)
 }
 
+func (l *lazyStore) AllocPeriod(ctx context.Context, tag string, inc, step int64, period string) (segment.Range, segment.Tag, error) {
+	st, err := l.get()
+	if err != nil {
+		return segment.Range{}, segment.Tag{}, err
+	}
+	return st.AllocPeriod(ctx, tag, inc, step, period)
+}
+
 func (l *lazyStore) Return(ctx context.Context, tag string, inc int64, r segment.Range) error {
 	st, err := l.get()
 	if err != nil {
@@ -236,26 +247,55 @@ func (m *segmentMode) Take(ctx context.Context, tag string, dst []int64, n int) 
 
 // TakeWithToken implements server.SegmentSource.
 func (m *segmentMode) TakeWithToken(ctx context.Context, tag string, token []byte, dst []int64, n int) ([]int64, error) {
+	svc, err := m.service(ctx, tag)
+	if err != nil {
+		return dst, err
+	}
+	return svc.TakeWithToken(ctx, tag, token, dst, n)
+}
+
+// service is the service that serves tag, once the store is open (the
+// first use of a tag opens it).
+func (m *segmentMode) service(ctx context.Context, tag string) (*segment.Service, error) {
 	svc := m.svc.Load()
 	if m.store.p.Load() == nil && (svc == nil || !svc.Serves(tag)) {
 		// The first use of a tag opens the store: an invalid tag opens
 		// nothing, and a tag resumed from the state file serves from it
 		// while ZooKeeper does not answer.
 		if err := segment.ValidateTag(tag); err != nil {
-			return dst, err
+			return nil, err
 		}
 		if err := m.awaitOpen(ctx); err != nil {
-			return dst, err
+			return nil, err
 		}
 		svc = m.svc.Load()
 	}
 	if svc == nil {
 		if err := segment.ValidateTag(tag); err != nil {
-			return dst, err
+			return nil, err
 		}
-		return dst, errSegmentsStarting
+		return nil, errSegmentsStarting
 	}
-	return svc.TakeWithToken(ctx, tag, token, dst, n)
+	return svc, nil
+}
+
+// TakePeriod implements server.PeriodSource: TakeWithToken with the
+// period of a reset tag's numbers.
+func (m *segmentMode) TakePeriod(ctx context.Context, tag string, token []byte, dst []int64, n int) ([]int64, segment.Period, error) {
+	svc, err := m.service(ctx, tag)
+	if err != nil {
+		return dst, segment.Period{}, err
+	}
+	return svc.TakePeriod(ctx, tag, token, dst, n)
+}
+
+// Resets implements server.PeriodSource.
+func (m *segmentMode) Resets(ctx context.Context, tag string) (bool, error) {
+	svc, err := m.service(ctx, tag)
+	if err != nil {
+		return false, err
+	}
+	return svc.Resets(ctx, tag)
 }
 
 // Ready implements server.SegmentSource: the session is up. Before any
@@ -293,7 +333,7 @@ func (m *segmentMode) startService(inc string) error {
 	if m.wrapStore != nil {
 		store = m.wrapStore(store)
 	}
-	svc, err := segment.New(segment.Config{Store: store, StateFile: m.file, Disk: m.disk, Incarnation: inc, Holder: m.node, Schedule: m.sched,
+	svc, err := segment.New(segment.Config{Store: store, StateFile: m.file, Disk: m.disk, Incarnation: inc, Holder: m.node, Schedule: m.sched, PeriodClock: m.periodClock,
 		Log: m.log.With().Str("component", "segments").Logger()})
 	if err != nil {
 		return fmt.Errorf("segment mode: %w", err)

@@ -309,7 +309,7 @@ func (b *tagBuf) periodLocked() (string, error) {
 }
 
 // movePeriodLocked makes key, of base, the period served: the IDs held
-// below base are dropped (counted as wasted), never served in it (R8).
+// below base are dropped (counted as wasted), never served in it (R9).
 func (b *tagBuf) movePeriodLocked(key string, base int64) {
 	b.period, b.floor = key, max(b.floor, base)
 	var dropped int64

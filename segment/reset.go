@@ -60,6 +60,7 @@ type PeriodExhaustedError struct {
 	Limit       int64
 }
 
+// Error names the tag, the period and the width.
 func (e *PeriodExhaustedError) Error() string {
 	return fmt.Sprintf("tag %q: period %s has handed out every number of %d digits (up to %d)", e.Tag, e.Period, e.Width, e.Limit)
 }
@@ -256,6 +257,9 @@ func dateLayout(pattern, every string) (string, error) {
 
 // Spec is the rule's Reset.
 func (rule *ResetRule) Spec() Reset { return rule.spec }
+
+// Zone is the name of the zone the periods follow.
+func (rule *ResetRule) Zone() string { return rule.spec.zone() }
 
 // Width is the number's width in the format (0: not padded, no limit but
 // int64's).

@@ -264,6 +264,10 @@ type Period struct {
 	rule *ResetRule
 }
 
+// NewPeriod is the period of key (as ResetRule.PeriodOf names it) under
+// rule: what TakePeriod returns, for a SegmentSource of another kind.
+func NewPeriod(rule *ResetRule, key string) Period { return Period{Key: key, rule: rule} }
+
 // IsZero reports whether p is no period: the numbers are a plain or
 // opaque tag's IDs.
 func (p Period) IsZero() bool { return p.rule == nil }
@@ -299,6 +303,18 @@ func (s *Service) TakePeriod(ctx context.Context, tag string, token []byte, dst 
 		}
 	}
 	return dst, Period{}, fmt.Errorf("%w: tag %q was deleted under this node %d times in a row", ErrUnavailable, tag, maxRetired)
+}
+
+// Resets reports whether tag resets by period (reading its record on
+// first use, as a Take does).
+func (s *Service) Resets(ctx context.Context, tag string) (bool, error) {
+	b, err := s.buf(ctx, tag)
+	if err != nil {
+		return false, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.reset, nil
 }
 
 // PeriodStore is what a Store gives for reset tags.

@@ -27,6 +27,20 @@ type SegmentSource interface {
 	Ready() bool
 }
 
+// PeriodSource is a SegmentSource that serves reset tags (numbers that
+// restart each period, printed with the period's date): the server asks
+// it, when it has it, instead of TakeWithToken.
+type PeriodSource interface {
+	// TakePeriod is TakeWithToken that also says which period a reset
+	// tag's numbers are of (the zero Period for other tags);
+	// segment.ErrPeriodExhausted when the period has no number left of
+	// its format's width.
+	TakePeriod(ctx context.Context, tag string, token []byte, dst []int64, n int) ([]int64, segment.Period, error)
+	// Resets reports whether tag resets by period (its IDs are text of
+	// its own format, so no other format applies).
+	Resets(ctx context.Context, tag string) (bool, error)
+}
+
 var bodySegmentReady = []byte(`{"state":"in_service","mode":"segment"}`)
 
 // Error codes of segment mode (see client/wire).
@@ -38,6 +52,7 @@ const (
 	codeTokenRequired      = wire.CodeTokenRequired
 	codeTokenInvalid       = wire.CodeTokenInvalid
 	codeTokensUnconfirmed  = wire.CodeTokensUnconfirmed
+	codePeriodExhausted    = wire.CodePeriodExhausted
 )
 
 // bearerPrefix starts an Authorization header that carries a token.
@@ -101,8 +116,29 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 	if !ok {
 		return
 	}
+	ps, periodic := s.cfg.Segments.(PeriodSource)
+	if periodic && f.enc != 0 {
+		resets, err := ps.Resets(context.Background(), name)
+		if err == nil && resets {
+			s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidFormat, "tag "+strconv.Quote(name)+" prints its IDs in its own format (it resets by period): use format=text or json")
+			return
+		}
+		// An error is the take's to answer.
+	}
 	bt := s.batches.Get().(*batch)
-	ids, err := s.cfg.Segments.TakeWithToken(context.Background(), name, token, bt.ids[:0], n)
+	var ids []int64
+	var period segment.Period
+	var err error
+	if periodic {
+		ids, period, err = ps.TakePeriod(context.Background(), name, token, bt.ids[:0], n)
+	} else {
+		ids, err = s.cfg.Segments.TakeWithToken(context.Background(), name, token, bt.ids[:0], n)
+	}
+	if err == nil && !period.IsZero() && f.enc != 0 { // Resets could not tell before the take
+		_ = bt.Close()
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidFormat, "tag "+strconv.Quote(name)+" prints its IDs in its own format (it resets by period): use format=text or json")
+		return
+	}
 	if err != nil {
 		_ = bt.Close()
 		switch {
@@ -124,6 +160,8 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 			s.writeError(ctx, fasthttp.StatusNotFound, codeUnknownTag, "no tag "+strconv.Quote(name)+": create it with snowflakectl segment create")
 		case errors.Is(err, segment.ErrInvalidTag):
 			s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidTag, err.Error())
+		case errors.Is(err, segment.ErrPeriodExhausted):
+			s.unavailable(ctx, codePeriodExhausted, codePeriodExhausted, "segment", err.Error())
 		case errors.Is(err, segment.ErrExhausted):
 			s.unavailable(ctx, codeTagExhausted, codeTagExhausted, "segment", err.Error())
 		case errors.Is(err, segment.ErrTokensUnconfirmed):
@@ -138,12 +176,59 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 	}
 	bt.ids = ids
 	s.obs.IssuedIDs(len(ids))
+	if !period.IsZero() {
+		writePeriod(ctx, bt, period, f.json, many)
+		return
+	}
 	if many {
 		writeBatch(ctx, bt, f)
 		return
 	}
 	_ = bt.Close()
 	s.writeOne(ctx, ids[0], f)
+}
+
+// writePeriod writes a reset tag's numbers in its format: text, one a
+// line; JSON, for one {"id_str":…,"period":…,"number":…}, for many an
+// array of the texts.
+func writePeriod(ctx *fasthttp.RequestCtx, bt *batch, p segment.Period, asJSON, many bool) {
+	out := bt.out[:0]
+	ct := ctText
+	switch {
+	case asJSON && !many:
+		ct = ctJSON
+		out = append(out, `{"id_str":"`...)
+		out = p.AppendID(out, bt.ids[0])
+		out = append(out, `","period":"`...)
+		out = append(out, p.Date()...)
+		out = append(out, `","number":`...)
+		out = strconv.AppendInt(out, bt.ids[0], 10)
+		out = append(out, '}')
+	case asJSON:
+		ct = ctJSON
+		out = append(out, '[')
+		for i, n := range bt.ids {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, '"')
+			out = p.AppendID(out, n)
+			out = append(out, '"')
+		}
+		out = append(out, ']')
+	default:
+		for _, n := range bt.ids {
+			out = p.AppendID(out, n)
+			if many {
+				out = append(out, '\n')
+			}
+		}
+	}
+	bt.out = out
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.Response.Header.SetContentTypeBytes(ct)
+	ctx.Response.SetBodyRaw(out)
+	ctx.SetUserValue(batchKey{}, bt) // closed (back to the pool) after the response is written
 }
 
 // serveTagRequired answers GET /segment and GET /api/segment/get: 400, the

@@ -301,3 +301,86 @@ func TestAPITokens(t *testing.T) {
 		}
 	}
 }
+
+// periodSegments is fakeSegments that also serves "daily", a reset tag
+// printed {date:yyyy-MM-dd}/{seq:4} in period 2026-12-07, of which number
+// 9999 is the last.
+type periodSegments struct {
+	fakeSegments
+	rule      *segment.ResetRule
+	dailyNext int64
+}
+
+func (p *periodSegments) TakePeriod(ctx context.Context, tag string, token []byte, dst []int64, n int) ([]int64, segment.Period, error) {
+	if tag != "daily" {
+		dst, err := p.TakeWithToken(ctx, tag, token, dst, n)
+		return dst, segment.Period{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dailyNext+int64(n) > p.rule.Limit() {
+		return dst, segment.Period{}, &segment.PeriodExhaustedError{Tag: tag, Period: "2026-12-07", Width: p.rule.Width(), Limit: p.rule.Limit()}
+	}
+	for range n {
+		p.dailyNext++
+		dst = append(dst, p.dailyNext)
+	}
+	return dst, segment.NewPeriod(p.rule, "2026-12-07"), nil
+}
+
+func (p *periodSegments) Resets(_ context.Context, tag string) (bool, error) { return tag == "daily", nil }
+
+// A reset tag's IDs print in its format as text, JSON (with the period
+// and the number apart) and batches; a base format is refused before any
+// number is taken; a period out of numbers is 503 period_exhausted naming
+// the width.
+func TestSegmentResetTag(t *testing.T) {
+	rule, err := segment.Reset{Every: segment.EveryDay, Format: "D{date:yyyy-MM-dd}/{seq:4}"}.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg := &periodSegments{fakeSegments: fakeSegments{ready: true}, rule: rule}
+	f := newFixture(t, snowflake.DefaultLayout(), func(c *Config) { c.Segments = seg }).serve(t)
+	for _, tc := range []struct {
+		uri    string
+		status int
+		body   string // exact body for 200s, error code otherwise
+		ct     string
+	}{
+		{"/segment/daily", 200, "D2026-12-07/0001", "text/plain; charset=utf-8"},
+		{"/segment/daily?count=2", 200, "D2026-12-07/0002\nD2026-12-07/0003\n", "text/plain; charset=utf-8"},
+		{"/segment/daily?format=json", 200, `{"id_str":"D2026-12-07/0004","period":"2026-12-07","number":4}`, "application/json"},
+		{"/segment/daily?count=2&format=json", 200, `["D2026-12-07/0005","D2026-12-07/0006"]`, "application/json"},
+		{"/api/segment/get/daily", 200, "D2026-12-07/0007", "text/plain; charset=utf-8"},
+		{"/segment/daily?format=base62", 400, "invalid_format", ""},
+		{"/segment/daily?count=3&format=base36", 400, "invalid_format", ""},
+		{"/segment/daily", 200, "D2026-12-07/0008", "text/plain; charset=utf-8"}, // the refusals took no number
+		{"/segment/orders", 200, "1", "text/plain; charset=utf-8"},
+		{"/segment/orders?format=base62", 200, "00000000002", "text/plain; charset=utf-8"},
+	} {
+		r := f.do(t, "GET", tc.uri)
+		if r.status != tc.status {
+			t.Errorf("GET %s: %d %s, want %d", tc.uri, r.status, r.body, tc.status)
+			continue
+		}
+		if tc.status == 200 {
+			if string(r.body) != tc.body || r.contentType != tc.ct {
+				t.Errorf("GET %s: %q (%s), want %q (%s)", tc.uri, r.body, r.contentType, tc.body, tc.ct)
+			}
+			continue
+		}
+		if e := decodeError(t, r); e.Code != tc.body || !strings.Contains(e.Message, "resets by period") {
+			t.Errorf("GET %s: code %q (%s), want %q", tc.uri, e.Code, e.Message, tc.body)
+		}
+	}
+	seg.mu.Lock()
+	seg.dailyNext = 9998
+	seg.mu.Unlock()
+	if r := f.do(t, "GET", "/segment/daily"); r.status != 200 || string(r.body) != "D2026-12-07/9999" {
+		t.Fatalf("the last number: %d %s", r.status, r.body)
+	}
+	r := f.do(t, "GET", "/segment/daily")
+	if e := decodeError(t, r); r.status != 503 || e.Code != "period_exhausted" || !strings.Contains(e.Message, "4 digits") || r.retryAfter == "" {
+		t.Errorf("past the width: %d %s, want 503 period_exhausted naming 4 digits", r.status, r.body)
+	}
+}

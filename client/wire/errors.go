@@ -28,6 +28,10 @@ const (
 	// CodeTagExhausted, status 503: an opaque tag handed out all of its
 	// numbers.
 	CodeTagExhausted = "tag_exhausted"
+	// CodePeriodExhausted, status 503: a reset tag's period handed out
+	// every number its format's width prints (the message names the
+	// width); the next period starts again.
+	CodePeriodExhausted = "period_exhausted"
 	// CodeInvalidUUID, status 400: /decode/{uuid} is not a UUID of the
 	// cluster's layout.
 	CodeInvalidUUID = "invalid_uuid"

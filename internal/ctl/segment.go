@@ -21,7 +21,7 @@ import (
 )
 
 // segmentUsage is the usage line of "snowflakectl segment".
-const segmentUsage = "segment create <tag> [--start 1] [--reuse-numbers] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--require-token] [--max-count N] | token rotate <tag> [--grace 10m] | list [--json] | status <tag> [--json] | decode <tag> <id> | set-max <tag> <N> [--drop-returned] | delete <tag> --yes  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
+const segmentUsage = "segment create <tag> [--start 1] [--reuse-numbers] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--require-token] [--max-count N] [--reset daily|monthly|yearly [--tz Zone] [--format '{date}{seq:6}']] | token rotate <tag> [--grace 10m] | list [--json] | status <tag> [--json] | decode <tag> <id> | set-max <tag> <N> [--drop-returned] | delete <tag> --yes  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
 
 // segmentSub is a subcommand of "snowflakectl segment".
 type segmentSub struct {
@@ -46,7 +46,7 @@ const (
 // segmentSubs are the subcommands of "snowflakectl segment".
 var segmentSubs = map[string]segmentSub{
 	"create": {
-		usage:    "segment create <tag> --zk host:2181,… [--start 1] [--reuse-numbers] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--require-token] [--max-count N] [--cluster default] [--zk-auth user:pass]",
+		usage:    "segment create <tag> --zk host:2181,… [--start 1] [--reuse-numbers] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--require-token] [--max-count N] [--reset daily|monthly|yearly [--tz Zone] [--format '{date}{seq:6}']] [--cluster default] [--zk-auth user:pass]",
 		args:     1,
 		authHelp: "user:password of the cluster's digest ACL (creating a tag needs it when the cluster runs with --zk-auth)",
 		flags:    createTagFlags, prepare: prepareCreate, run: segmentCreate,
@@ -115,6 +115,7 @@ type segmentFlags struct {
 	maxCount                          *int64
 	grace                             *time.Duration
 	reuseNumbers                      *bool
+	reset, tz, format                 *string
 	// given names the flags given on the command line.
 	given map[string]bool
 }
@@ -215,6 +216,9 @@ func createTagFlags(fs *flag.FlagSet, f *segmentFlags) {
 	f.desc = fs.String("description", "", "what the tag numbers")
 	f.requireToken = fs.Bool("require-token", false, "requests for the tag need its token (Authorization: Bearer …): one is made and printed once on stdout, only its hash is kept (rotate with segment token rotate)")
 	f.maxCount = fs.Int64("max-count", 0, "the most IDs one request may ask for (count=N above it: 400 invalid_count); 0: the node's --max-batch only")
+	f.reset = fs.String("reset", "", "daily, monthly or yearly: the numbers restart at --start each period, printed with its date (see --format)")
+	f.tz = fs.String("tz", "", "with --reset: the IANA time zone the periods follow, e.g. Asia/Shanghai (default UTC)")
+	f.format = fs.String("format", "", "with --reset: how an ID prints: literal text, {date} or {date:yyyy-MM-dd}, and {seq:W} (the number, W digits at most, zero-padded) or {seq} (default {date}{seq:6})")
 }
 
 // prepareCreate builds and checks the tag "segment create" creates.
@@ -230,6 +234,17 @@ func prepareCreate(c *segmentCall) bool {
 		c.tag.Opaque = &segment.Opaque{Digits: *f.digits}
 	case *f.digits != 0:
 		fmt.Fprintf(c.stderr, "%s: --digits goes with --opaque\n", c.cmd)
+		return false
+	}
+	switch {
+	case *f.reset != "":
+		format := *f.format
+		if format == "" {
+			format = "{date}{seq:6}"
+		}
+		c.tag.Reset = &segment.Reset{Every: *f.reset, Zone: *f.tz, Format: format}
+	case *f.tz != "" || *f.format != "":
+		fmt.Fprintf(c.stderr, "%s: --tz and --format go with --reset\n", c.cmd)
 		return false
 	}
 	if err := c.tag.Check(); err != nil {
@@ -269,6 +284,11 @@ func segmentCreate(ctx context.Context, st *segment.ZKStore, c *segmentCall) int
 	fmt.Fprintf(c.stdout, "created tag %q: first ID %d, step %d (max %d)\n", tag.Name, tag.Start, tag.Step, tag.MaxStep)
 	if tag.MaxCount > 0 {
 		fmt.Fprintf(c.stdout, "at most %d IDs per request\n", tag.MaxCount)
+	}
+	if r := tag.Reset; r != nil {
+		rule, _ := r.Compile() // checked by prepareCreate
+		key := rule.PeriodOf(time.Now())
+		fmt.Fprintf(c.stdout, "resets %s in %s: IDs print as %q, e.g. %s today\n", r.Every, rule.Zone(), r.Format, rule.AppendID(nil, key, tag.Start))
 	}
 	if tag.RequireToken {
 		printToken(c, tag.Name, token)
@@ -484,6 +504,24 @@ type SegmentStatus struct {
 	// max_id (or below start), counted in none of the above: ZooKeeper
 	// lost the writes that raised max_id past them (docs/segments.md, R6).
 	OutsideIDs int64 `json:"outside_ids,omitempty"`
+	// Period is a reset tag's newest period (nil for other tags, and
+	// before a node served one).
+	Period *PeriodStatus `json:"period,omitempty"`
+}
+
+// PeriodStatus is a reset tag's newest period in "segment status".
+type PeriodStatus struct {
+	// Key is the period (2026-12-07, 2026-12 or 2026), Date as IDs print
+	// it.
+	Key  string `json:"key"`
+	Date string `json:"date"`
+	// Base is the counter's value the period started at; HandedOut the
+	// counter values handed to nodes since (max_id - base), an upper
+	// bound of the period's numbers issued.
+	Base      int64 `json:"base"`
+	HandedOut int64 `json:"handed_out"`
+	// Next is the text of the first number no node holds yet.
+	Next string `json:"next"`
 }
 
 func segmentStatus(ctx context.Context, st *segment.ZKStore, name string) (SegmentStatus, error) {
@@ -499,7 +537,28 @@ func segmentStatus(ctx context.Context, st *segment.ZKStore, name string) (Segme
 	if err != nil {
 		return SegmentStatus{}, err
 	}
-	return tally(name, t, ret, holders), nil
+	rep := tally(name, t, ret, holders)
+	rep.Period = periodStatus(t)
+	return rep, nil
+}
+
+// periodStatus is t's newest period (nil when t does not reset or has
+// started none).
+func periodStatus(t segment.Tag) *PeriodStatus {
+	if t.Reset == nil || len(t.Periods) == 0 {
+		return nil
+	}
+	rule, err := t.Reset.Compile()
+	if err != nil {
+		return nil
+	}
+	key := ""
+	for k := range t.Periods {
+		key = max(key, k)
+	}
+	base := t.Periods[key]
+	return &PeriodStatus{Key: key, Date: rule.Date(key), Base: base, HandedOut: t.MaxID - base,
+		Next: string(rule.AppendID(nil, key, t.MaxID-base+t.Start))}
 }
 
 // tally accounts for the IDs of [start, max_id): in returned ranges, in
@@ -567,6 +626,12 @@ func writeSegmentStatus(w io.Writer, r SegmentStatus) {
 	}
 	if t.MaxCount > 0 {
 		fmt.Fprintf(w, ", at most %d IDs per request", t.MaxCount)
+	}
+	if rs := t.Reset; rs != nil {
+		fmt.Fprintf(w, ", resets %s (zone %s), prints %q", rs.Every, dash(rs.Zone), rs.Format)
+	}
+	if p := r.Period; p != nil {
+		fmt.Fprintf(w, "\nperiod %s (%s): started at counter %d, %d numbers handed to nodes since; the next no node holds prints %s", p.Key, p.Date, p.Base, p.HandedOut, p.Next)
 	}
 	fmt.Fprintf(w, "\nhanded out %d = returned %d + in live nodes' ranges %d + issued or lost %d\n", r.HandedOut, r.ReturnedIDs, r.HeldIDs, r.IssuedOrLost)
 	if r.HeldIDs > 0 {

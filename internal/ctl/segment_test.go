@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -45,6 +46,14 @@ func TestIntegration_Segment(t *testing.T) {
 		{"rotate, negative grace", []string{"token", "rotate", "secret", "--grace", "-1s", "--zk", z, "--cluster", "segtest"}, 2, "", "--grace -1s"},
 		{"rotate without a tag", []string{"token", "rotate", "--zk", z}, 2, "", "want 2 argument"},
 		{"status of a token tag", []string{"status", "secret", "--zk", z, "--cluster", "segtest"}, 0, "requires a token, at most 20 IDs per request", ""},
+		{"create a daily tag", []string{"create", "daily", "--reset", "daily", "--tz", "Asia/Shanghai", "--format", "NO{date}{seq:6}", "--zk", z, "--cluster", "segtest"}, 0, `resets daily in Asia/Shanghai: IDs print as "NO{date}{seq:6}", e.g. NO`, ""},
+		{"create a monthly tag, default format", []string{"create", "monthly", "--reset", "monthly", "--zk", z, "--cluster", "segtest"}, 0, `resets monthly in UTC: IDs print as "{date}{seq:6}"`, ""},
+		{"create, bad reset", []string{"create", "x", "--reset", "hourly", "--zk", z, "--cluster", "segtest"}, 2, "", `reset "hourly": want daily, monthly or yearly`},
+		{"create, bad zone", []string{"create", "x", "--reset", "daily", "--tz", "Mars/Base", "--zk", z, "--cluster", "segtest"}, 2, "", `time zone "Mars/Base"`},
+		{"create, format without date", []string{"create", "x", "--reset", "daily", "--format", "{seq:6}", "--zk", z, "--cluster", "segtest"}, 2, "", "no {date}"},
+		{"create, --tz without --reset", []string{"create", "x", "--tz", "UTC", "--zk", z, "--cluster", "segtest"}, 2, "", "--tz and --format go with --reset"},
+		{"create, opaque and reset", []string{"create", "x", "--opaque", "--digits", "8", "--reset", "daily", "--zk", z, "--cluster", "segtest"}, 2, "", "opaque or resets by period, not both"},
+		{"status of a daily tag", []string{"status", "daily", "--zk", z, "--cluster", "segtest"}, 0, `resets daily (zone Asia/Shanghai), prints "NO{date}{seq:6}"`, ""},
 		{"list", []string{"list", "--zk", z, "--cluster", "segtest"}, 0, "orders", ""},
 		{"status of an unknown tag", []string{"status", "nope", "--zk", z, "--cluster", "segtest"}, 1, "", "unknown tag"},
 		{"no subcommand", nil, 2, "", "want a subcommand"},
@@ -60,6 +69,36 @@ func TestIntegration_Segment(t *testing.T) {
 	}
 
 	checkSegmentStatusTally(t, z)
+	checkSegmentStatusPeriod(t, z)
+}
+
+// checkSegmentStatusPeriod has a node start today's period of tag daily
+// and checks that segment status shows it, with the next number no node
+// holds.
+func checkSegmentStatusPeriod(t *testing.T, z string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: strings.Split(z, ","), Cluster: "segtest", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tag, err := st.Tag(ctx, "daily")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule, err := tag.Reset.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := rule.PeriodOf(time.Now())
+	if _, _, err := st.AllocPeriod(ctx, "daily", tag.Incarnation, 10, key); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("period %s (%s): started at counter 1, 10 numbers handed to nodes since; the next no node holds prints NO%s000011", key, rule.Date(key), rule.Date(key))
+	if code, out, errOut := runSegment("status", "daily", "--zk", z, "--cluster", "segtest"); code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("status: exit %d, %q %q; want %q", code, out, errOut, want)
+	}
 }
 
 // runSegment runs snowflakectl segment with args and returns its exit
