@@ -47,9 +47,9 @@ type segmentMode struct {
 	// periodClock picks reset tags' periods (nil: the service's default,
 	// time.Now): the node's clock, refused while a clock check fails.
 	periodClock func() (time.Time, error)
-	log       zerolog.Logger
-	store     lazyStore
-	svc       atomic.Pointer[segment.Service]
+	log         zerolog.Logger
+	store       lazyStore
+	svc         atomic.Pointer[segment.Service]
 
 	// lazy: run opens the store only once a tag is used (want); false
 	// opens it at once (the simulations).

@@ -328,7 +328,9 @@ func (p *periodSegments) TakePeriod(ctx context.Context, tag string, token []byt
 	return dst, segment.NewPeriod(p.rule, "2026-12-07"), nil
 }
 
-func (p *periodSegments) Resets(_ context.Context, tag string) (bool, error) { return tag == "daily", nil }
+func (p *periodSegments) Resets(_ context.Context, tag string) (bool, error) {
+	return tag == "daily", nil
+}
 
 // A reset tag's IDs print in its format as text, JSON (with the period
 // and the number apart) and batches; a base format is refused before any
