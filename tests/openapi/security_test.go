@@ -135,6 +135,7 @@ var securitySample = map[string]string{
 	"/uuids":                   "/uuids?count=2",
 	"/decode/{id}":             "/decode/1",
 	"/decode":                  "/decode",
+	"/bounds":                  "/bounds?from=1796083200000&to=1796083200001",
 	"/api/snowflake/get/{key}": "/api/snowflake/get/k",
 	"/api/snowflake/get":       "/api/snowflake/get",
 	"/segment/{tag}":           "/segment/{tag}",
