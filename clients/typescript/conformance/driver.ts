@@ -187,8 +187,8 @@ async function serve(r: Req): Promise<Record<string, unknown>> {
       return {
         client: "typescript",
         version: VERSION,
-        routes: ["/ids", "/segment/{tag}", "/uuids", "/cluster/nodes"],
-        codes: ["batch_timeout", "unknown_tag", "invalid_count", "invalid_gene", "invalid_tag", "invalid_format"],
+        routes: ["/ids", "/segment/{tag}", "/uuids", "/cluster/nodes", "/bounds"],
+        codes: ["batch_timeout", "unknown_tag", "invalid_count", "invalid_gene", "invalid_tag", "invalid_format", "invalid_range"],
       };
     case "open":
       client?.close();

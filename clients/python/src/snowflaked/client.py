@@ -85,9 +85,10 @@ CODES = (
     "segments_off",
     "out_of_service",
     "invalid_format",
+    "invalid_range",
 )
 #: The API paths the client requests.
-ROUTES = ("/ids", "/segment/{tag}", "/uuids", "/cluster/nodes")
+ROUTES = ("/ids", "/segment/{tag}", "/uuids", "/cluster/nodes", "/bounds")
 
 
 class _GaveUp(Exception):

@@ -75,9 +75,9 @@ public final class SnowflakedClient implements AutoCloseable {
 
     /** The error codes the client branches on or names. */
     public static final List<String> CODES = List.of(CODE_BATCH_TIMEOUT, CODE_UNKNOWN_TAG, CODE_INVALID_COUNT,
-            CODE_INVALID_TAG, CODE_INVALID_GENE, CODE_INVALID_FORMAT);
+            CODE_INVALID_TAG, CODE_INVALID_GENE, CODE_INVALID_FORMAT, CODE_INVALID_RANGE);
     /** The path templates the client requests. */
-    public static final List<String> ROUTES = List.of("/ids", "/segment/{tag}", "/uuids", "/cluster/nodes");
+    public static final List<String> ROUTES = List.of("/ids", "/segment/{tag}", "/uuids", "/cluster/nodes", "/bounds");
 
     final int maxBatch;
     private final int attempts;
