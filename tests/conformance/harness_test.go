@@ -286,6 +286,21 @@ type answer struct {
 	Client   string            `json:"client"`
 	Routes   []string          `json:"routes"`
 	Codes    []string          `json:"codes"`
+	Text     string            `json:"text"`   // encode
+	Value    string            `json:"value"`  // decode_string
+	Texts    []string          `json:"texts"`  // next_segment_text
+	Bounds   *boundsAnswer     `json:"bounds"` // bounds
+}
+
+// boundsAnswer is a bounds op's answer, and the fields of a node's GET
+// /bounds that it mirrors.
+type boundsAnswer struct {
+	FromMS  int64  `json:"from_ms"`
+	ToMS    int64  `json:"to_ms"`
+	MinID   string `json:"min_id"`
+	MaxID   string `json:"max_id"`
+	MinUUID string `json:"min_uuid"`
+	MaxUUID string `json:"max_uuid"`
 }
 
 // callError is the protocol's error object.

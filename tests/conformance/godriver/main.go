@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/client"
+	"codeberg.org/snowflaked/snowflaked/client/idtext"
 	"codeberg.org/snowflaked/snowflaked/client/tlspem"
 	"codeberg.org/snowflaked/snowflaked/client/wire"
 )
@@ -59,6 +60,15 @@ type request struct {
 	Node       string  `json:"node"`
 	DurationMs int64   `json:"duration_ms"`
 	WarmupMs   int64   `json:"warmup_ms"`
+	// encode, decode_string, bounds, next_segment_text.
+	Kind     string `json:"kind"`
+	Value    string `json:"value"`
+	Text     string `json:"text"`
+	Encoding string `json:"encoding"`
+	Bits     *uint  `json:"bits"`
+	FromMs   int64  `json:"from_ms"`
+	ToMs     int64  `json:"to_ms"`
+	Format   string `json:"format"`
 }
 
 type config struct {
@@ -140,9 +150,9 @@ func (e driverError) Error() string { return string(e) }
 func (d *driver) do(r *request) (map[string]any, error) {
 	if r.Op == "describe" {
 		return map[string]any{"client": "go", "version": "1",
-			"routes": []string{wire.PathIDs, wire.PathSegment + "/{tag}", wire.PathUUIDs, wire.PathClusterNodes},
+			"routes": []string{wire.PathIDs, wire.PathSegment + "/{tag}", wire.PathUUIDs, wire.PathClusterNodes, wire.PathBounds},
 			"codes": []string{wire.CodeBatchTimeout, wire.CodeInvalidCount, wire.CodeUnknownTag, wire.CodeGeneOff,
-				wire.CodeInvalidGene, wire.CodeInvalidTag}}, nil
+				wire.CodeInvalidGene, wire.CodeInvalidTag, wire.CodeInvalidFormat}}, nil
 	}
 	switch r.Op {
 	case "open":
@@ -152,6 +162,8 @@ func (d *driver) do(r *request) (map[string]any, error) {
 		return nil, nil
 	case "decode":
 		return decode(r)
+	case "encode", "decode_string":
+		return encoding(r)
 	case "bench":
 		return d.bench(r)
 	}
@@ -171,6 +183,41 @@ func (d *driver) do(r *request) (map[string]any, error) {
 			return nil, err
 		}
 		return map[string]any{"uuid": u.String()}, nil
+	case "bounds":
+		ctx, cancel := deadline(r.DeadlineMs)
+		defer cancel()
+		b, err := d.c.Bounds(ctx, time.UnixMilli(r.FromMs), time.UnixMilli(r.ToMs))
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]any{"from_ms": b.From.UnixMilli(), "to_ms": b.To.UnixMilli(),
+			"min_id": strconv.FormatInt(b.MinID, 10), "max_id": strconv.FormatInt(b.MaxID, 10)}
+		if b.MinUUID != "" {
+			out["min_uuid"], out["max_uuid"] = b.MinUUID, b.MaxUUID
+		}
+		return map[string]any{"bounds": out}, nil
+	case "next_segment_text":
+		ctx, cancel := deadline(r.DeadlineMs)
+		defer cancel()
+		n := r.N
+		if n == 0 {
+			n = 1
+		}
+		var texts []string
+		var err error
+		if r.Format == "" || r.Format == "text" {
+			texts, err = d.c.NextSegmentText(ctx, r.Tag, n)
+		} else {
+			enc, perr := client.ParseEncoding(r.Format)
+			if perr != nil {
+				return nil, perr
+			}
+			texts, err = d.c.NextSegmentEncoded(ctx, r.Tag, n, enc)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"texts": texts}, nil
 	}
 	ids, err := d.call(r.Op, r)
 	if err != nil {
@@ -381,12 +428,60 @@ func decode(r *request) (map[string]any, error) {
 	return map[string]any{"decoded": dec}, nil
 }
 
+// encoding does encode and decode_string with the client's functions.
+func encoding(r *request) (map[string]any, error) {
+	enc, err := client.ParseEncoding(r.Encoding)
+	if err != nil {
+		return nil, err
+	}
+	bits := uint(63)
+	if r.Bits != nil {
+		bits = *r.Bits
+	}
+	switch {
+	case r.Op == "encode" && r.Kind == "uuid":
+		u, err := client.Parse(r.Value)
+		if err != nil {
+			return nil, driverError("value: " + err.Error())
+		}
+		s, err := client.EncodeUUID(u, enc)
+		return map[string]any{"text": s}, err
+	case r.Op == "encode":
+		id, err := strconv.ParseInt(r.Value, 10, 64)
+		if err != nil {
+			return nil, driverError("value: " + err.Error())
+		}
+		s, err := client.EncodeID(id, bits, enc)
+		return map[string]any{"text": s}, err
+	case r.Kind == "uuid":
+		u, err := client.DecodeUUID(r.Text, enc)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"value": u.String()}, nil
+	default:
+		id, err := client.DecodeID(r.Text, bits, enc)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"value": strconv.FormatInt(id, 10)}, nil
+	}
+}
+
 func classify(err error) errorBody {
 	var rej *client.RejectedError
 	var de driverError
 	switch {
 	case errors.As(err, &de):
 		return errorBody{Type: "driver", Message: err.Error()}
+	case errors.Is(err, idtext.ErrWidth):
+		return errorBody{Type: "encoding", Code: "width", Message: err.Error()}
+	case errors.Is(err, idtext.ErrChar):
+		return errorBody{Type: "encoding", Code: "character", Message: err.Error()}
+	case errors.Is(err, idtext.ErrRange):
+		return errorBody{Type: "encoding", Code: "range", Message: err.Error()}
+	case errors.Is(err, idtext.ErrEncoding):
+		return errorBody{Type: "encoding", Code: "encoding", Message: err.Error()}
 	case errors.Is(err, context.DeadlineExceeded):
 		return errorBody{Type: "deadline", Message: err.Error()}
 	case errors.As(err, &rej):
