@@ -25,6 +25,8 @@ const (
 	FeatureTagIncarnation = zkclient.FeatureTagIncarnation
 	// FeatureTagTokens: some segment tags require a token.
 	FeatureTagTokens = zkclient.FeatureTagTokens
+	// FeatureResetTags: some segment tags restart their numbers each period.
+	FeatureResetTags = zkclient.FeatureResetTags
 )
 
 // knownFeatures lists the features this release understands, sorted.

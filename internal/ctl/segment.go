@@ -260,13 +260,20 @@ func segmentCreate(ctx context.Context, st *segment.ZKStore, c *segmentCall) int
 	var token string
 	var err error
 	opts := segment.CreateOptions{StartGiven: c.f.given["start"], ReuseNumbers: *c.f.reuseNumbers}
-	if tag.RequireToken {
+	if tag.Reset != nil {
+		// Nodes of releases before reset tags would serve the raw counter.
+		z, cluster := st.Cluster()
+		err = coordinator.RequireFeature(ctx, z, cluster, coordinator.FeatureResetTags)
+	}
+	switch {
+	case err != nil:
+	case tag.RequireToken:
 		// Nodes of releases before tokens would serve the tag to anyone.
 		z, cluster := st.Cluster()
 		if err = coordinator.RequireFeature(ctx, z, cluster, coordinator.FeatureTagTokens); err == nil {
 			token, err = st.CreateWithToken(ctx, tag, opts)
 		}
-	} else {
+	default:
 		err = st.Create(ctx, tag, opts)
 	}
 	if errors.Is(err, segment.ErrNumbersIssued) {

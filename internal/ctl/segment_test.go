@@ -95,6 +95,10 @@ func checkSegmentStatusPeriod(t *testing.T, z string) {
 	if _, _, err := st.AllocPeriod(ctx, "daily", tag.Incarnation, 10, key); err != nil {
 		t.Fatal(err)
 	}
+	var out, errOut bytes.Buffer
+	if code := Main([]string{"cluster", "list", "--zk", z}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "reset_tags") {
+		t.Errorf("cluster list after segment create --reset: exit %d: %s %s; want the cluster to require reset_tags", code, out.String(), errOut.String())
+	}
 	want := fmt.Sprintf("period %s (%s): started at counter 1, 10 numbers handed to nodes since; the next no node holds prints NO%s000011", key, rule.Date(key), rule.Date(key))
 	if code, out, errOut := runSegment("status", "daily", "--zk", z, "--cluster", "segtest"); code != 0 || !strings.Contains(out, want) {
 		t.Fatalf("status: exit %d, %q %q; want %q", code, out, errOut, want)

@@ -27,6 +27,10 @@ const (
 	// FeatureTagTokens: some segment tags require a token; a node that
 	// does not know tokens would serve them to anyone.
 	FeatureTagTokens = "tag_tokens"
+	// FeatureResetTags: some segment tags restart their numbers each
+	// period; a node that does not know them would serve a reset tag's
+	// raw counter instead of its numbers in their format.
+	FeatureResetTags = "reset_tags"
 	// FeatureFenceFloor: the cluster was created over the tombstone of a
 	// deleted one and records its fence (fence_floor_ms): every worker ID
 	// starts after it. A node that ignored it could reissue the deleted
@@ -47,7 +51,7 @@ var ErrUnknownFeature = errors.New("cluster requires an unknown feature")
 
 // KnownFeatures lists the features this release understands, sorted.
 func KnownFeatures() []string {
-	return []string{FeatureFenceFloor, FeatureGeneBits, FeatureTagIncarnation, FeatureTagTokens, FeatureWorkerIDRange}
+	return []string{FeatureFenceFloor, FeatureGeneBits, FeatureResetTags, FeatureTagIncarnation, FeatureTagTokens, FeatureWorkerIDRange}
 }
 
 // ClusterHeader is what every reader of a cluster znode must check before
