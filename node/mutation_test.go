@@ -208,3 +208,13 @@ func TestMutationTableDocumented(t *testing.T) {
 }
 
 func firstLine(err error) string { return strings.SplitN(err.Error(), "\n", 2)[0] }
+
+// Reset tags (docs/segments.md R9): their simulation, and the row that
+// starts a period twice.
+func init() {
+	mutationSims["TestSimulation_SegmentsReset"] = mutationSim{func(t *testing.T, seed uint64) error {
+		return runSegmentSim(t, seed, 300, worldReset)
+	}, 200}
+	mutationTable = append(mutationTable,
+		mutationRow{mutation.PeriodStartedTwice, "R9", "TestSimulation_SegmentsReset", 5, `number \d+ of period \S+ \(\d+\) handed out twice`})
+}

@@ -18,7 +18,7 @@ const (
 	none Name = ""
 )
 
-// Segment mode (docs/segments.md R1..R7, set-max).
+// Segment mode (docs/segments.md R1..R9, set-max).
 const (
 	// AllocUnversioned: an allocation's set of the tag record is not
 	// version-checked (Version -1), so two allocators that read the same
@@ -26,8 +26,8 @@ const (
 	AllocUnversioned Name = "r1-alloc-unversioned"
 	// PeriodStartedTwice: a node starting a reset tag's period that the
 	// record has already writes its base again, at the current max_id, so
-	// the period's numbers start over (R8).
-	PeriodStartedTwice Name = "r8-period-started-twice"
+	// the period's numbers start over (R9).
+	PeriodStartedTwice Name = "r9-period-started-twice"
 	// IssueAboveMark: a Take hands out IDs the state file's mark has not
 	// passed yet (min(permitted, held) becomes held) (R2).
 	IssueAboveMark Name = "r2-issue-above-mark"
