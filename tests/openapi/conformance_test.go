@@ -431,6 +431,9 @@ func TestIntegration_OpenAPISegmentsConform(t *testing.T) {
 	if code := sfctl.Segment([]string{"create", "orders", "--zk", zk.ConnectString(), "--cluster", cluster, "--start", "1", "--step", "100"}, &out, &errOut); code != 0 {
 		t.Fatalf("segment create: exit %d: %s %s", code, out.String(), errOut.String())
 	}
+	if code := sfctl.Segment([]string{"create", "daily", "--reset", "daily", "--format", "ORD-{date:yyyy-MM-dd}-{seq:6}", "--zk", zk.ConnectString(), "--cluster", cluster}, &out, &errOut); code != 0 {
+		t.Fatalf("segment create --reset: exit %d: %s %s", code, out.String(), errOut.String())
+	}
 	if code := sfctl.Segment([]string{"create", "secret", "--require-token", "--max-count", "5", "--zk", zk.ConnectString(), "--cluster", cluster}, &out, &errOut); code != 0 {
 		t.Fatalf("segment create --require-token: exit %d: %s %s", code, out.String(), errOut.String())
 	}
@@ -453,6 +456,12 @@ func TestIntegration_OpenAPISegmentsConform(t *testing.T) {
 		{"GET", "/segment/orders?count=10001", 400, "invalid_count", true},
 		{"GET", "/segment/orders?format=csv", 400, "invalid_format", false},
 		{"GET", "/segment/orders?gene=1", 400, "invalid_parameter", true},
+		{"GET", "/segment/daily", 200, "", true},
+		{"GET", "/segment/daily?format=json", 200, "", true},
+		{"GET", "/segment/daily?count=3", 200, "", true},
+		{"GET", "/segment/daily?count=3&format=json", 200, "", true},
+		{"GET", "/api/segment/get/daily", 200, "", true},
+		{"GET", "/segment/daily?format=base62", 400, "invalid_format", true},
 		{"GET", "/segment/nosuch", 404, "unknown_tag", true},
 		{"GET", "/segment/" + strings.Repeat("x", 129), 400, "invalid_tag", false},
 		{"GET", "/segment/a%25b", 400, "invalid_tag", false},
