@@ -170,25 +170,8 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 			b.mu.Unlock()
 			return dst, "", perr
 		}
-		ready := (b.verified || b.trusted && b.opaque == nil && !b.reset) && key == b.period
-		permitted := b.permitted
-		if mutation.Broken(mutation.IssueAboveMark) {
-			permitted = b.held
-		}
-		if ready && min(permitted, b.held)-b.issued >= int64(n) {
-			orig := len(dst)
-			dst = b.popLocked(dst, n)
-			var err error
-			switch {
-			case b.perm != nil:
-				dst, err = b.mapLocked(dst, orig)
-			case b.rule != nil:
-				dst, err = b.numberLocked(dst, orig)
-			}
-			b.delivered += int64(len(dst) - orig)
-			if b.wantsWorkLocked() {
-				b.kickLoader()
-			}
+		if b.issuableLocked(key, n) {
+			dst, err := b.issueLocked(dst, n)
 			b.mu.Unlock()
 			return dst, key, err
 		}
@@ -238,6 +221,38 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 			return dst, "", fmt.Errorf("%w: tag %q: %v", ErrUnavailable, b.name, lastErr)
 		}
 	}
+}
+
+// issuableLocked reports whether n IDs of period key ("" but for a reset
+// tag) may be issued now: the buffer serves that period, its incarnation
+// is confirmed (or, for a plain tag, trusted), and n IDs lie below the
+// state file's mark.
+func (b *tagBuf) issuableLocked(key string, n int) bool {
+	ready := (b.verified || b.trusted && b.opaque == nil && !b.reset) && key == b.period
+	permitted := b.permitted
+	if mutation.Broken(mutation.IssueAboveMark) {
+		permitted = b.held
+	}
+	return ready && min(permitted, b.held)-b.issued >= int64(n)
+}
+
+// issueLocked moves n IDs to dst, as the tag hands them out: an opaque
+// tag's under its key, a reset tag's as numbers of its period.
+func (b *tagBuf) issueLocked(dst []int64, n int) ([]int64, error) {
+	orig := len(dst)
+	dst = b.popLocked(dst, n)
+	var err error
+	switch {
+	case b.perm != nil:
+		dst, err = b.mapLocked(dst, orig)
+	case b.rule != nil:
+		dst, err = b.numberLocked(dst, orig)
+	}
+	b.delivered += int64(len(dst) - orig)
+	if b.wantsWorkLocked() {
+		b.kickLoader()
+	}
+	return dst, err
 }
 
 // woke reports whether wake is closed: news that came with a deadline or
