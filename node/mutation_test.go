@@ -216,5 +216,6 @@ func init() {
 		return runSegmentSim(t, seed, 300, worldReset)
 	}, 200}
 	mutationTable = append(mutationTable,
-		mutationRow{mutation.PeriodStartedTwice, "R9", "TestSimulation_SegmentsReset", 5, `number \d+ of period \S+ \(\d+\) handed out twice`})
+		mutationRow{mutation.PeriodStartedTwice, "R9", "TestSimulation_SegmentsReset", 5, `number \d+ of period \S+ \(\d+\) handed out twice`},
+		mutationRow{mutation.RepairForgetsPeriods, "R9", "TestSimulation_SegmentsReset", 1, `number \d+ of period \S+ \(\d+\) handed out twice`})
 }

@@ -1158,13 +1158,10 @@ func (s *segSim) restore() error {
 	if err != nil {
 		return err
 	}
-	if s.world == worldReset && !simResetRestores && s.forgetsPeriod() {
-		// A restore that forgets a period's start is a known gap of R9
-		// (docs/segments.md, What this does not cover):
-		// SIM_RESET_RESTORES=1 shows it.
-		s.logf("no restore: ZooKeeper's snapshot of step %d predates a period's start", s.snapStep)
-		s.snap = nil
-		return nil
+	if s.world == worldReset && s.forgetsPeriod() {
+		// The restore forgets a period's start: the operator's repair
+		// must have it start again below its forgotten base (R9).
+		s.logf("the restore forgets the start of a period")
 	}
 	for _, name := range now {
 		if !slices.Contains(s.snap.Children(returned), name) {
@@ -1599,7 +1596,10 @@ type simReset struct {
 	// did; bases each period's base as the tag's record first showed it.
 	numbers map[string]map[int64]string
 	bases   map[string]int64
-	served  int // takes answered
+	// restarted are the periods a repaired record started again at a
+	// lower base.
+	restarted map[string]bool
+	served    int // takes answered
 }
 
 func (r *simReset) init(seed uint64) error {
@@ -1614,7 +1614,7 @@ func (r *simReset) init(seed uint64) error {
 
 // forget starts the books again (a tag of a new incarnation).
 func (r *simReset) forget() {
-	r.numbers, r.bases = map[string]map[int64]string{}, map[string]int64{}
+	r.numbers, r.bases, r.restarted = map[string]map[int64]string{}, map[string]int64{}, map[string]bool{}
 }
 
 // toMidnight sleeps until 5s to 1m before the next midnight (UTC),
@@ -1723,8 +1723,10 @@ func (s *segSim) takeReset(n *simNode) error {
 		return s.fail("%s: took %v in period %s: the tag record is gone", p.name, nums, key)
 	}
 	var rec struct {
-		Start   int64            `json:"start"`
-		Periods map[string]int64 `json:"periods"`
+		Start          int64            `json:"start"`
+		Periods        map[string]int64 `json:"periods"`
+		RestartBase    int64            `json:"restart_base"`
+		RestartThrough string           `json:"restart_through"`
 	}
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return s.fail("tag record: %v", err)
@@ -1751,15 +1753,40 @@ func (s *segSim) takeReset(n *simNode) error {
 	base, known := s.reset.bases[key]
 	if b, ok := rec.Periods[key]; ok {
 		if known && b != base {
-			return s.fail("period %s started twice: its base was %d, the tag's record now says %d (R9)", key, base, b)
+			if key > rec.RestartThrough || b != rec.RestartBase || b > base {
+				return s.fail("period %s started twice: its base was %d, the tag's record now says %d (R9)", key, base, b)
+			}
+			// The repair of a record that forgot the period's start: it
+			// starts again at the restart base, below the forgotten one.
+			// Its numbers are still checked above; its counter values,
+			// numbered from two bases, are not.
+			s.logf("period %s started again at base %d (it was %d): the record was repaired", key, b, base)
+			s.reset.restarted[key] = true
 		}
 		base, known = b, true
 		s.reset.bases[key] = b
+		if key <= rec.RestartThrough && b == rec.RestartBase {
+			// Started after a repair, perhaps again: a node may still
+			// serve what it held under the forgotten base.
+			s.reset.restarted[key] = true
+		}
 	}
 	if !known {
-		return s.fail("%s: took %v in period %s, which the tag's record never showed started (periods %v)", p.name, nums, key, rec.Periods)
+		// A restore forgot the period's start before this checker read
+		// the record; the node serves what it holds under the base it
+		// read then. Its numbers are checked above, its counter values
+		// not.
+		s.logf("%s: took %v in period %s, whose start the record forgot", p.name, nums, key)
+		s.reset.restarted[key] = true
+	}
+	if s.reset.restarted[key] {
+		// Counter values not tracked: the books may count them lost.
+		s.allowance += int64(len(nums))
 	}
 	for _, num := range nums {
+		if s.reset.restarted[key] {
+			break
+		}
 		if err := s.issued.record(&s.simTrace, "counter value", p.name, &p.last, num-rec.Start+base); err != nil {
 			return err
 		}
@@ -1768,13 +1795,6 @@ func (s *segSim) takeReset(n *simNode) error {
 	s.logf("%s: took %d..%d of period %s (base %d)", p.name, nums[0], nums[len(nums)-1], key, base)
 	return nil
 }
-
-// simResetRestores (SIM_RESET_RESTORES=1) lets worldReset restore
-// ZooKeeper to a snapshot taken before a period started: the restore
-// forgets the period's base, the operator's set-max does not bring it
-// back, and a node that starts the period again after it numbers it from
-// the start again (a known gap of R9).
-var simResetRestores = os.Getenv("SIM_RESET_RESTORES") == "1"
 
 // forgetsPeriod reports whether restoring ZooKeeper to the world's
 // snapshot would drop a period the tag's record has started.

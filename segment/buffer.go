@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,14 +75,23 @@ type tagBuf struct {
 	// (never one before it again), floor its base: no counter value below
 	// it is served. wantPeriod is a period to start (the loader's), passed
 	// one the store refused to start (a later one started).
-	rule       *ResetRule
-	ruleErr    error // the tag's reset rule does not compile: it serves nothing
-	reset      bool  // a reset tag (known from the state file before the rule): served only once verified
-	periods    map[string]int64
-	period     string
-	floor      int64
-	wantPeriod string
-	passed     string
+	rule    *ResetRule
+	ruleErr error // the tag's reset rule does not compile: it serves nothing
+	reset   bool  // a reset tag (known from the state file before the rule): served only once verified
+	periods map[string]int64
+	period  string
+	floor   int64
+	pbase   int64 // the period's base: its numbers count from it
+	// periodSaved is the period the state file last written holds.
+	periodSaved string
+	stale       bool // the record no longer has period at pbase (a repaired record): not served at it
+	// restartThrough, restartBase and restartFloor: the record's (a
+	// repaired record's periods that start again).
+	restartThrough string
+	restartBase    int64
+	restartFloor   int64
+	wantPeriod     string
+	passed         string
 
 	refusedRequired atomic.Int64 // requests refused for want of a token
 	refusedInvalid  atomic.Int64 // requests refused for a wrong token
@@ -228,7 +238,7 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 // is confirmed (or, for a plain tag, trusted), and n IDs lie below the
 // state file's mark.
 func (b *tagBuf) issuableLocked(key string, n int) bool {
-	ready := (b.verified || b.trusted && b.opaque == nil && !b.reset) && key == b.period
+	ready := (b.verified || b.trusted && b.opaque == nil && !b.reset) && key == b.period && !b.stale && !b.periodUnsavedLocked()
 	permitted := b.permitted
 	if mutation.Broken(mutation.IssueAboveMark) {
 		permitted = b.held
@@ -306,27 +316,35 @@ func (b *tagBuf) periodLocked() (string, error) {
 		return "", fmt.Errorf("%w: tag %q resets by period and this node's clock cannot be trusted: %v", ErrUnavailable, b.name, err)
 	}
 	key := max(b.rule.PeriodOf(now), b.period)
-	if key == b.period {
+	if key == b.period && !b.stale {
 		return key, nil
 	}
 	if base, ok := b.periods[key]; ok {
+		if key == b.period && (key > b.restartThrough || base != b.restartBase) {
+			return "", fmt.Errorf("%w: tag %q: the tag's record has period %s at base %d, not at %d, which this node numbers it from, and no repair restarted it", ErrUnavailable, b.name, key, base, b.pbase)
+		}
+		// A later period; or this one, started again by the repair of a
+		// record that forgot its start: numbered from the record's base
+		// from the repair's max_id on (movePeriodLocked).
 		b.movePeriodLocked(key, base)
 		return key, nil
 	}
 	if key <= b.passed {
 		return "", fmt.Errorf("%w: tag %q: this node's clock says period %s, which cannot start: %v", ErrUnavailable, b.name, key, ErrPeriodPassed)
 	}
-	if key > b.wantPeriod {
-		b.wantPeriod = key
-		b.kickLoader()
-	}
+	b.wantPeriod = max(b.wantPeriod, key)
+	b.kickLoader()
 	return key, nil
 }
 
 // movePeriodLocked makes key, of base, the period served: the IDs held
 // below base are dropped (counted as wasted), never served in it (R9).
 func (b *tagBuf) movePeriodLocked(key string, base int64) {
-	b.period, b.floor = key, max(b.floor, base)
+	floor := base
+	if key <= b.restartThrough {
+		floor = max(floor, b.restartFloor) // counter values below it may be numbered under the forgotten base
+	}
+	b.period, b.pbase, b.stale, b.floor = key, base, false, max(b.floor, floor)
 	var dropped int64
 	for len(b.ranges) > 0 && b.ranges[0].Lo < b.floor {
 		r := &b.ranges[0]
@@ -357,7 +375,10 @@ func (b *tagBuf) numberLocked(dst []int64, orig int) ([]int64, error) {
 		if dst[i] < b.floor {
 			return dst[:orig], fmt.Errorf("%w: tag %q: counter value %d is below period %s's base %d", ErrUnavailable, b.name, dst[i], b.period, b.floor)
 		}
-		n := dst[i] - b.floor + b.start
+		n := dst[i] - b.pbase + b.start
+		if d := dst[i] - b.pbase; d > math.MaxInt64-b.start || n < b.start {
+			return dst[:orig], &PeriodExhaustedError{Tag: b.name, Period: b.period, Width: b.rule.Width(), Limit: b.rule.Limit()}
+		}
 		if n > b.rule.Limit() {
 			return dst[:orig], &PeriodExhaustedError{Tag: b.name, Period: b.period, Width: b.rule.Width(), Limit: b.rule.Limit()}
 		}
@@ -410,6 +431,9 @@ func (b *tagBuf) needLoadLocked() bool {
 // needMarkLocked: less than half a chunk (or less than a waiting Take
 // wants) may be issued before the state file must move the mark.
 func (b *tagBuf) needMarkLocked() bool {
+	if b.periodUnsavedLocked() {
+		return true
+	}
 	if b.permitted >= b.held {
 		return false
 	}
@@ -777,6 +801,13 @@ func (b *tagBuf) load() error {
 	return err
 }
 
+// periodUnsavedLocked reports whether the period served is not yet in the
+// state file: nothing of it is issued before it is, so that a restart
+// never serves an earlier period (R9).
+func (b *tagBuf) periodUnsavedLocked() bool {
+	return b.period != b.periodSaved && b.svc.cfg.StateFile != ""
+}
+
 // startPeriodLocked is the period the loader is to start ("" when none).
 func (b *tagBuf) startPeriodLocked() string {
 	if _, ok := b.periods[b.wantPeriod]; ok || b.wantPeriod == "" || b.wantPeriod <= b.passed || b.rule == nil {
@@ -793,7 +824,10 @@ func (b *tagBuf) setTagLocked(t Tag) {
 		b.rule, b.ruleErr = t.Reset.Compile()
 	}
 	if t.Reset != nil {
-		b.periods = t.Periods
+		b.periods, b.restartThrough, b.restartBase, b.restartFloor = t.Periods, t.RestartThrough, t.RestartBase, t.RestartFloor
+		if base, ok := t.Periods[b.period]; b.period != "" && (!ok || base != b.pbase) {
+			b.stale = true
+		}
 	}
 	b.start = t.Start
 	b.token = b.token || t.RequireToken // never dropped once known

@@ -62,6 +62,9 @@ type PeriodExhaustedError struct {
 
 // Error names the tag, the period and the width.
 func (e *PeriodExhaustedError) Error() string {
+	if e.Width == 0 {
+		return fmt.Sprintf("tag %q: period %s has handed out every number up to %d", e.Tag, e.Period, e.Limit)
+	}
 	return fmt.Sprintf("tag %q: period %s has handed out every number of %d digits (up to %d)", e.Tag, e.Period, e.Width, e.Limit)
 }
 
@@ -272,9 +275,11 @@ func (rule *ResetRule) Limit() int64 { return rule.limit }
 // 2026-12-07, 2026-12 or 2026. Keys sort as their periods do.
 func (rule *ResetRule) PeriodOf(t time.Time) string { return t.In(rule.loc).Format(rule.key) }
 
-// periodTime is the start of the period of key, in the tag's zone.
+// periodTime is the period of key as a date to print: its fields in UTC,
+// never its start in the tag's zone (where a DST change at midnight has
+// no 00:00, and the start would read as the day before).
 func (rule *ResetRule) periodTime(key string) (time.Time, error) {
-	return time.ParseInLocation(rule.key, key, rule.loc)
+	return time.ParseInLocation(rule.key, key, time.UTC)
 }
 
 // Date is the period's date as the format's first {date} prints it.
@@ -327,6 +332,9 @@ func startPeriod(t *Tag, key string) (bool, error) {
 		ps[k] = v
 	}
 	ps[key] = t.MaxID
+	if key <= t.RestartThrough {
+		ps[key] = min(t.MaxID, t.RestartBase)
+	}
 	if len(ps) > maxPeriods {
 		keys := slices.Sorted(func(yield func(string) bool) {
 			for k := range ps {
@@ -341,6 +349,40 @@ func startPeriod(t *Tag, key string) (bool, error) {
 	}
 	t.Periods = ps
 	return true, nil
+}
+
+// restartWindow is how far past the repair's own time a repaired record
+// treats periods as possibly started and forgotten: beyond any clock in
+// service's lead on the operator's.
+const restartWindow = time.Hour
+
+// markRestart prepares the record t of a reset tag for the repair of a
+// record that went back: ZooKeeper may have forgotten the start of any
+// period after the newest it has, up to now. Each such period p was
+// started after the newest period left in t, at a base no lower than that
+// period's (max_id never falls), so a p started again at that base numbers
+// every counter value from the repair's max_id on (RestartFloor: below it,
+// values may have been numbered under the forgotten base) higher than p's
+// forgotten numbers (R9). A node that numbered p from another base serves
+// p no more (tagBuf.stale).
+func markRestart(t *Tag, maxID int64, now time.Time) error {
+	if t.Reset == nil {
+		return nil
+	}
+	rule, err := t.Reset.Compile()
+	if err != nil {
+		return fmt.Errorf("tag %q resets by a rule this release cannot use: %w", t.Name, err)
+	}
+	base := t.Start
+	if latest := latestPeriod(t.Periods); latest != "" {
+		base = t.Periods[latest]
+	}
+	if t.RestartThrough != "" {
+		base = min(base, t.RestartBase)
+	}
+	t.RestartBase, t.RestartFloor = base, max(t.RestartFloor, maxID)
+	t.RestartThrough = max(t.RestartThrough, rule.PeriodOf(now.Add(restartWindow)))
+	return nil
 }
 
 // latestPeriod is the newest key of ps ("" when none).

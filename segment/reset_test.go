@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"codeberg.org/snowflaked/snowflaked/internal/disk"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
 func TestResetCompile(t *testing.T) {
@@ -67,6 +70,34 @@ func TestResetCompile(t *testing.T) {
 				t.Fatalf("Width = %d, want %d", rule.Width(), tc.width)
 			}
 		})
+	}
+}
+
+// A day whose midnight a DST change skips prints its own date: in
+// Atlantic/Azores 2026-03-29 starts at 01:00 (00:00 does not exist), and
+// in America/Asuncion October 2023 starts at 01:00 on its first day.
+func TestResetDateAcrossDSTMidnight(t *testing.T) {
+	for _, tc := range []struct {
+		every, zone string
+		at          time.Time
+		want        string
+	}{
+		{EveryDay, "Atlantic/Azores", time.Date(2026, 3, 29, 12, 0, 0, 0, time.UTC), "20260329"},
+		{EveryDay, "America/Santiago", time.Date(2026, 9, 6, 12, 0, 0, 0, time.UTC), "20260906"},
+		{EveryDay, "America/Havana", time.Date(2026, 3, 8, 12, 0, 0, 0, time.UTC), "20260308"},
+		{EveryMonth, "America/Asuncion", time.Date(2023, 10, 2, 12, 0, 0, 0, time.UTC), "202310"},
+	} {
+		rule, err := Reset{Every: tc.every, Zone: tc.zone, Format: "{date}{seq:3}"}.Compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := rule.PeriodOf(tc.at)
+		if got := rule.Date(key); got != tc.want {
+			t.Errorf("%s %s: period %s prints date %s, want %s", tc.zone, tc.every, key, got, tc.want)
+		}
+		if got := string(rule.AppendID(nil, key, 1)); got != tc.want+"001" {
+			t.Errorf("%s %s: number 1 prints %s, want %s001", tc.zone, tc.every, got, tc.want)
+		}
 	}
 }
 
@@ -324,5 +355,59 @@ func TestResetTagPeriodExhausted(t *testing.T) {
 	w.now.Add(int64(24 * time.Hour / time.Millisecond))
 	if err := w.take(n, 5, &last); err != nil || w.first["2026-12-09"] != 999990 {
 		t.Fatalf("next day: %v, first %v", err, w.first)
+	}
+}
+
+// Node b holds a range allocated after node a started day 2, drains its
+// day-1 range, then its clock reaches day 2: the move needs no load. It
+// issues nothing of day 2 before the state file says day 2, so killed
+// (-9) and back with its clock a little behind midnight, b serves day 2,
+// not day 1 again.
+func TestResetPeriodSurvivesKill(t *testing.T) {
+	w := newResetWorld(t, Reset{Every: EveryDay, Format: "{date}{seq:6}"}, 1, 100)
+	midnight := time.Date(2026, 12, 8, 0, 0, 0, 0, time.UTC)
+	w.now.Store(midnight.Add(-time.Second).UnixMilli())
+	b := &resetNode{name: "b", file: filepath.Join(t.TempDir(), "b.segments")}
+	w.start(b)
+	a := &resetNode{name: "a", skew: 2 * time.Second}
+	w.start(a)
+	t.Cleanup(func() { _, _ = a.svc.Close(context.Background()) })
+	var la, lb string
+	for _, step := range []struct {
+		n *resetNode
+		k int
+		l *string
+	}{{b, 1, &lb}, {a, 1, &la}, {b, 9, &lb}, {b, 90, &lb}} {
+		if err := w.take(step.n, step.k, step.l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if la != "2026-12-08" || lb != "2026-12-07" {
+		t.Fatalf("a in %s, b in %s: want a in the new day, b in the old", la, lb)
+	}
+	// The case at stake: b holds day-2 values already below its mark, so
+	// its move to day 2 needs neither a load nor a mark write.
+	testsupport.Poll(t, 5*time.Second, 10*time.Millisecond, "b's mark 3 ahead of issuing, in a range above day 2's base", func() bool {
+		b.svc.mu.Lock()
+		buf := b.svc.tags["orders"]
+		b.svc.mu.Unlock()
+		buf.mu.Lock()
+		defer buf.mu.Unlock()
+		return len(buf.ranges) > 0 && buf.ranges[0].Lo >= buf.periods["2026-12-08"] && min(buf.permitted, buf.held)-buf.issued >= 3
+	})
+	w.now.Store(midnight.Add(300 * time.Millisecond).UnixMilli())
+	if err := w.take(b, 3, &lb); err != nil || lb != "2026-12-08" {
+		t.Fatalf("b after midnight: %v, period %s", err, lb)
+	}
+	b.svc.Crash() // before anything else can write the file
+	st, err := readState(disk.OS{}, b.file)
+	if err != nil || st.Tags["orders"].Period != "2026-12-08" {
+		t.Fatalf("state file after b served the new day: %+v, %v; want its period 2026-12-08", st.Tags["orders"], err)
+	}
+	w.now.Store(midnight.Add(-200 * time.Millisecond).UnixMilli()) // b's clock stepped back 0.5 s
+	w.start(b)
+	t.Cleanup(func() { _, _ = b.svc.Close(context.Background()) })
+	if err := w.take(b, 1, &lb); err != nil { // a period before lb fails here
+		t.Fatal(err)
 	}
 }

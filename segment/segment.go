@@ -140,6 +140,17 @@ type Tag struct {
 	// Periods are a reset tag's started periods: each key's base, the
 	// max_id when the period started (the newest maxPeriods).
 	Periods map[string]int64 `json:"periods,omitempty"`
+	// RestartBase and RestartThrough are left by the repair of a record
+	// that went back (ZKStore.Repair): a period not in Periods, up to
+	// RestartThrough, may have been started and forgotten, at a base no
+	// lower than RestartBase; it starts (again) at RestartBase, so its
+	// numbers go on above every number it handed out.
+	RestartBase    int64  `json:"restart_base,omitempty"`
+	RestartThrough string `json:"restart_through,omitempty"`
+	// RestartFloor is the repair's max_id: such a period serves no counter
+	// value below it (one may have been numbered under the forgotten
+	// base).
+	RestartFloor int64 `json:"restart_floor,omitempty"`
 }
 
 // Check validates a tag's numbers.

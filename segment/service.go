@@ -116,6 +116,7 @@ type tagState struct {
 	Reset  bool   `json:"reset,omitempty"`
 	Period string `json:"period,omitempty"`
 	Floor  int64  `json:"floor,omitempty"`
+	Base   int64  `json:"base,omitempty"`
 }
 
 // takeRead bounds a read of the store made for a Take: a Take waits at
@@ -128,7 +129,7 @@ func (s *Service) takeRead(ctx context.Context) (context.Context, context.Cancel
 // stateLocked is what the state file keeps of b with its unissued ranges
 // rs: what a resumed buffer needs before ZooKeeper answers.
 func (b *tagBuf) stateLocked(rs []Range) tagState {
-	return tagState{Incarnation: b.inc, Opaque: b.opaque, Token: b.token, MaxCount: b.maxCount, Ranges: rs, Reset: b.reset, Period: b.period, Floor: b.floor}
+	return tagState{Incarnation: b.inc, Opaque: b.opaque, Token: b.token, MaxCount: b.maxCount, Ranges: rs, Reset: b.reset, Period: b.period, Floor: b.floor, Base: b.pbase}
 }
 
 // New checks cfg, reads the state file (ranges a crashed predecessor held)
@@ -187,17 +188,19 @@ func New(cfg Config) (*Service, error) {
 			}
 		}
 		for tag, e := range resume {
-			if ValidateTag(tag) != nil || len(e.Ranges) == 0 {
+			if ValidateTag(tag) != nil || len(e.Ranges) == 0 && e.Period == "" {
 				continue
 			}
 			b := s.newBuf(tag, Tag{})
 			b.inc, b.opaque, b.token, b.maxCount = e.Incarnation, e.Opaque, e.Token, e.MaxCount
-			b.reset, b.period, b.floor = e.Reset, e.Period, e.Floor
+			b.reset, b.period, b.floor, b.pbase, b.periodSaved = e.Reset, e.Period, e.Floor, e.Base, e.Period
 			b.ranges = slices.Clone(e.Ranges)
 			for _, r := range e.Ranges {
 				b.held += r.Len()
 			}
-			b.curLen = e.Ranges[0].Len()
+			if len(e.Ranges) > 0 {
+				b.curLen = e.Ranges[0].Len()
+			}
 			s.tags[tag] = b
 			cfg.Log.Info().Str("tag", tag).Int64("tag_incarnation", e.Incarnation).Int64("ids", b.held).Msg("segment: resumed ranges from the state file")
 		}
@@ -460,20 +463,32 @@ func (s *Service) persist(b *tagBuf, target int64) error {
 	s.mu.Unlock()
 	st := state{Incarnation: s.cfg.Incarnation, Tags: map[string]tagState{}}
 	var newPermitted int64
-	for _, t := range bufs {
+	periods := make([]string, len(bufs))
+	for i, t := range bufs {
 		t.mu.Lock()
 		p := t.permitted
 		if t == b {
 			p = max(p, min(target, t.held))
 			newPermitted = p
 		}
-		if rs := t.unissuedFromLocked(p); len(rs) > 0 {
+		// A reset tag's entry stays while it has a period, ranges or
+		// not: the period must not go back after a restart.
+		if rs := t.unissuedFromLocked(p); len(rs) > 0 || t.period != "" {
 			st.Tags[t.name] = t.stateLocked(rs)
 		}
+		periods[i] = t.period
 		t.mu.Unlock()
 	}
 	if err := s.write(st); err != nil {
 		return err
+	}
+	for i, t := range bufs {
+		t.mu.Lock()
+		if t.periodSaved != periods[i] {
+			t.periodSaved = periods[i]
+			t.broadcastLocked()
+		}
+		t.mu.Unlock()
 	}
 	if b == nil {
 		return nil

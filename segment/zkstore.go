@@ -1169,6 +1169,11 @@ func (s *ZKStore) setMax(ctx context.Context, tag string, n int64, drop bool) (w
 				dels = append(dels, &zk.DeleteRequest{Path: s.returnedRangePath(tag, r, rec.Incarnation), Version: -1})
 			}
 			dropped = returned
+			if !mutation.Broken(mutation.RepairForgetsPeriods) {
+				if err := markRestart(&rec.Tag, n, time.Now()); err != nil {
+					return was, nil, fmt.Errorf("repair %q: %w", tag, err)
+				}
+			}
 		}
 		rec.MaxID = n
 		pre, rec := s.guard(tag, rec)

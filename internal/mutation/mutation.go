@@ -28,6 +28,11 @@ const (
 	// record has already writes its base again, at the current max_id, so
 	// the period's numbers start over (R9).
 	PeriodStartedTwice Name = "r9-period-started-twice"
+	// RepairForgetsPeriods: the repair of a reset tag's record that went
+	// back (set-max --drop-returned) leaves no restart base, so a period
+	// whose start ZooKeeper forgot starts again at the new max_id and
+	// numbers from the start again (R9).
+	RepairForgetsPeriods Name = "r9-repair-forgets-periods"
 	// IssueAboveMark: a Take hands out IDs the state file's mark has not
 	// passed yet (min(permitted, held) becomes held) (R2).
 	IssueAboveMark Name = "r2-issue-above-mark"
