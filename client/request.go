@@ -69,6 +69,11 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 	start := time.Now()
 	limit := n * maxIDLine
 	switch {
+	case ep.svc == svcSegments && ep.text == nil:
+		// Room for a tag's IDs as text (a tag that resets by period), so
+		// that the answer is read and refused as such, not taken for a
+		// node's failure.
+		limit = n * maxTextLine
 	case ep.text != nil:
 		limit = ep.textMax(n)
 	case ep.uuids != nil:
@@ -99,6 +104,15 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 			return nil
 		case a.status == 200:
 			ids, err := parseIDs(a.body, n, !ep.unordered)
+			if err != nil && ep.svc == svcSegments {
+				if lines, lerr := parseLines(a.body, n); lerr == nil {
+					// Well-formed IDs that are not numbers: the tag prints
+					// its IDs in a format of its own (it resets by period).
+					// Every node answers alike: the node is not at fault.
+					return &RejectedError{Node: addr, Status: a.status, Message: fmt.Sprintf(
+						"the %s are text, not numbers (e.g. %q: a tag that resets by period prints its own format): use NextSegmentText", ep.what, lines[0])}
+				}
+			}
 			if err != nil {
 				err = fmt.Errorf("%s: bad answer to %d %s: %w", addr, n, ep.what, err)
 				c.markDown(addr, ep.svc, c.cfg.DownFor, err)

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"slices"
@@ -196,5 +197,29 @@ func TestParseLines(t *testing.T) {
 		if (err == nil) != tt.ok {
 			t.Errorf("parseLines(%q, %d) = %q, %v", tt.body, tt.n, got, err)
 		}
+	}
+}
+
+// NextSegment on a tag whose IDs are text (a tag that resets by period,
+// with literal text in its format) is refused as such: a RejectedError
+// naming NextSegmentText, the node not marked down, so the text call on
+// the same client and node still works.
+func TestNextSegmentOnTextIDs(t *testing.T) {
+	var formats []string
+	node := startFake(t, 1, textAnswer(&formats, func(i int) string { return fmt.Sprintf("ORD-2026-12-07-%06d", i+1) }))
+	c := newClient(t, Config{Servers: []string{node.addr}, Subset: 1, Attempts: 3})
+	for _, call := range []func() error{
+		func() error { _, err := c.NextSegment(context.Background(), "orders"); return err },
+		func() error { _, err := c.NextSegmentN(context.Background(), "orders", 50); return err },
+	} {
+		err := call()
+		var rej *RejectedError
+		if !errors.As(err, &rej) || rej.Status != 200 || !strings.Contains(rej.Message, "NextSegmentText") || !strings.Contains(rej.Message, "ORD-2026-12-07-000001") {
+			t.Fatalf("an integer call on text IDs: %v, want a RejectedError (status 200) naming NextSegmentText and the text", err)
+		}
+	}
+	lines, err := c.NextSegmentText(context.Background(), "orders", 2)
+	if err != nil || !slices.Equal(lines, []string{"ORD-2026-12-07-000001", "ORD-2026-12-07-000002"}) {
+		t.Fatalf("NextSegmentText after the refusals: %q, %v (the node must not be marked down)", lines, err)
 	}
 }
