@@ -65,6 +65,7 @@ func TestConformance(t *testing.T) {
 			t.Run("string IDs", func(t *testing.T) { caseStringIDs(t, w, d) })
 			t.Run("bounds", func(t *testing.T) { caseBounds(t, w, d) })
 			t.Run("segment text", func(t *testing.T) { caseSegmentText(t, w, d) })
+			t.Run("reset tag", func(t *testing.T) { caseResetTag(t, w, d) })
 			t.Run("requests follow openapi.yaml", func(t *testing.T) { checkRecorded(t, doc, desc.Routes, w.recordedAll()) })
 			t.Run("tls", func(t *testing.T) { caseTLS(t, w, d) })
 			t.Run("all nodes down", func(t *testing.T) { caseAllDown(t, d) })
