@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -409,5 +411,44 @@ func TestResetPeriodSurvivesKill(t *testing.T) {
 	t.Cleanup(func() { _, _ = b.svc.Close(context.Background()) })
 	if err := w.take(b, 1, &lb); err != nil { // a period before lb fails here
 		t.Fatal(err)
+	}
+}
+
+// Returned ranges below the base of the period before the newest serve
+// no node: a period's start drops them, so returned/ does not grow day by
+// day.
+func TestResetTagDropsPastReturns(t *testing.T) {
+	w := newResetWorld(t, Reset{Every: EveryDay, Format: "{date}{seq:6}"}, 1, 10)
+	day := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	w.now.Store(day.UnixMilli())
+	ctx := context.Background()
+	var last string
+	for d := range 3 {
+		n := &resetNode{name: fmt.Sprintf("day%d", d)}
+		w.start(n)
+		if err := w.take(n, 3, &last); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.svc.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ret, err := w.store.Returned(ctx, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg, err := w.store.Tag(ctx, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := slices.Sorted(maps.Keys(tg.Periods))
+		for _, r := range ret {
+			if len(keys) >= 2 && r.Hi <= tg.Periods[keys[len(keys)-2]] {
+				t.Fatalf("day %d: returned %v lies below the base %d of period %s, the one before the newest", d, r, tg.Periods[keys[len(keys)-2]], keys[len(keys)-2])
+			}
+		}
+		if d > 0 && len(ret) == 0 {
+			t.Fatalf("day %d: no returned range at all: the test returns none", d)
+		}
+		w.now.Add(int64(24 * time.Hour / time.Millisecond))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -706,7 +707,43 @@ func (s *ZKStore) Alloc(ctx context.Context, tag string, inc, step, above int64)
 // has not got it, in the same version-checked write that allocates the
 // caller its first range. It takes no returned range.
 func (s *ZKStore) AllocPeriod(ctx context.Context, tag string, inc, step int64, period string) (Range, Tag, error) {
-	return s.alloc(ctx, tag, inc, step, 0, period)
+	r, t, err := s.alloc(ctx, tag, inc, step, 0, period)
+	if err == nil && t.Periods[period] == r.Lo {
+		s.dropPastReturns(ctx, tag, inc, t)
+	}
+	return r, t, err
+}
+
+// maxPastReturns bounds the returned ranges one period start drops.
+const maxPastReturns = 100
+
+// dropPastReturns deletes, best effort, the returned ranges of incarnation
+// inc of a reset tag that lie below the base of the period before its
+// newest: no node serves them any more (a node of the newest period serves
+// nothing below its base, one of the period before nothing below that
+// one's), so they would only lengthen every allocation's list of returned/.
+// They are lost, as IDs dropped at a period change are; a delete ZooKeeper
+// forgets puts back a range nobody holds.
+func (s *ZKStore) dropPastReturns(ctx context.Context, tag string, inc int64, t Tag) {
+	keys := slices.Sorted(maps.Keys(t.Periods))
+	if len(keys) < 2 {
+		return
+	}
+	below := t.Periods[keys[len(keys)-2]]
+	returned, err := s.returned(ctx, tag, inc)
+	if err != nil {
+		return
+	}
+	n := 0
+	for _, r := range returned {
+		if r.Hi > below || n == maxPastReturns {
+			continue
+		}
+		n++
+		if err := s.z.Delete(ctx, s.returnedRangePath(tag, r, inc), -1); err == nil {
+			s.log.Debug().Str("tag", tag).Stringer("range", r).Msg("segment: dropped a returned range below the last period's base")
+		}
+	}
 }
 
 func (s *ZKStore) alloc(ctx context.Context, tag string, inc, step, above int64, period string) (Range, Tag, error) {
