@@ -51,7 +51,7 @@ func (c *Client) Bounds(ctx context.Context, from, to time.Time) (Bounds, error)
 			return err
 		},
 	}
-	if err := c.call(ctx, ep, 1, nil); err != nil {
+	if _, err := c.call(ctx, ep, 1, nil); err != nil {
 		return Bounds{}, err
 	}
 	return out, nil

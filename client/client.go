@@ -431,6 +431,17 @@ func (c *Client) NextGeneN(ctx context.Context, gene uint64, n int) ([]int64, er
 // outside the batchers: for calls that are never merged with others
 // (NextGeneN, NextUUIDN). bad, when set, is the caller's argument error.
 func (c *Client) direct(ctx context.Context, ep *endpoint, n int, bad error) ([]int64, error) {
+	ids, err := c.call(ctx, ep, n, bad)
+	if err == nil {
+		c.counted(n)
+	}
+	return ids, err
+}
+
+// call is direct without counting the IDs: for calls that return no IDs
+// (Bounds) or count what they return themselves. Its endpoint's text,
+// when set, takes the answer.
+func (c *Client) call(ctx context.Context, ep *endpoint, n int, bad error) ([]int64, error) {
 	err := bad
 	switch {
 	case c.closed.Load():
@@ -443,7 +454,6 @@ func (c *Client) direct(ctx context.Context, ep *endpoint, n int, bad error) ([]
 		var ids []int64
 		ids, err = c.serveClamped(ep, n, deadline, false, func() bool { return ctx.Err() == nil })
 		if err = callerErr(ctx, ep.what, err); err == nil {
-			c.counted(n)
 			return ids, nil
 		}
 	}

@@ -144,7 +144,7 @@ func (c *Client) segmentText(ctx context.Context, tag string, n int, format stri
 			return err
 		},
 	}
-	if err := c.call(ctx, ep, n, bad); err != nil {
+	if _, err := c.call(ctx, ep, n, bad); err != nil {
 		return nil, err
 	}
 	c.counted(len(out))
@@ -179,26 +179,4 @@ func parseLines(body []byte, n int) ([]string, error) {
 		return nil, fmt.Errorf("%d lines, want %d", len(out), n)
 	}
 	return out, nil
-}
-
-// call makes ep's request for n with the usual failover, as direct does,
-// for calls whose answer ep.text takes. bad, when set, is the caller's
-// argument error.
-func (c *Client) call(ctx context.Context, ep *endpoint, n int, bad error) error {
-	err := bad
-	switch {
-	case c.closed.Load():
-		err = ErrClosed
-	case err != nil:
-	case ctx.Err() != nil:
-		err = fmt.Errorf("%s: %w", ep.what, ctx.Err())
-	default:
-		deadline, _ := ctx.Deadline()
-		_, err = c.serveClamped(ep, n, deadline, false, func() bool { return ctx.Err() == nil })
-		if err = callerErr(ctx, ep.what, err); err == nil {
-			return nil
-		}
-	}
-	c.errs.Add(1)
-	return err
 }

@@ -248,6 +248,13 @@ func writeBatch(ctx *fasthttp.RequestCtx, bt *batch, f form) {
 			out = append(out, '\n')
 		}
 	}
+	writeBatchBody(ctx, bt, out, ct)
+}
+
+// writeBatchBody answers 200 with out, the batch's body (bt.out's
+// storage), of content type ct; bt goes back to its pool once the
+// response is written.
+func writeBatchBody(ctx *fasthttp.RequestCtx, bt *batch, out, ct []byte) {
 	bt.out = out
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.Response.Header.SetContentTypeBytes(ct)
@@ -317,6 +324,12 @@ func (s *Server) serveDecode(ctx *fasthttp.RequestCtx, raw []byte) {
 		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, msg)
 		return
 	}
+	s.writeDecodedID(ctx, id)
+}
+
+// writeDecodedID answers /decode with the parts of id in the node's
+// layout (400 invalid_id when it is not one of it).
+func (s *Server) writeDecodedID(ctx *fasthttp.RequestCtx, id int64) {
 	p, err := s.cfg.IDs.Layout().Decode(id)
 	if err != nil {
 		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, err.Error())
@@ -355,14 +368,7 @@ func (s *Server) serveDecodeEncoded(ctx *fasthttp.RequestCtx, raw []byte, e idte
 		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, err.Error()+widths)
 		return
 	}
-	p, err := s.cfg.IDs.Layout().Decode(int64(v))
-	if err != nil {
-		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidID, err.Error())
-		return
-	}
-	var buf [192]byte
-	b := appendParts(append(buf[:0], '{'), p)
-	writeBody(ctx, fasthttp.StatusOK, ctJSON, b)
+	s.writeDecodedID(ctx, int64(v))
 }
 
 // appendParts appends a decoded ID's fields and the closing brace of the

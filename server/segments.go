@@ -224,11 +224,7 @@ func writePeriod(ctx *fasthttp.RequestCtx, bt *batch, p segment.Period, asJSON, 
 			}
 		}
 	}
-	bt.out = out
-	ctx.SetStatusCode(fasthttp.StatusOK)
-	ctx.Response.Header.SetContentTypeBytes(ct)
-	ctx.Response.SetBodyRaw(out)
-	ctx.SetUserValue(batchKey{}, bt) // closed (back to the pool) after the response is written
+	writeBatchBody(ctx, bt, out, ct)
 }
 
 // serveTagRequired answers GET /segment and GET /api/segment/get: 400, the

@@ -39,6 +39,26 @@ func (f *fakeSegments) TakeWithToken(_ context.Context, tag string, _ []byte, ds
 	return dst, nil
 }
 
+// checkAnswer GETs uri and checks its status and, for a 200, its exact
+// body, content type and Cache-Control: no-store; for an error, that body
+// is its code and its message contains msg.
+func checkAnswer(t *testing.T, f *fixture, uri string, status int, body, ct, msg string) {
+	t.Helper()
+	r := f.do(t, "GET", uri)
+	switch {
+	case r.status != status:
+		t.Errorf("GET %s: %d %s, want %d", uri, r.status, r.body, status)
+	case status == 200:
+		if string(r.body) != body || r.contentType != ct || r.cacheControl != "no-store" {
+			t.Errorf("GET %s: %q (%s, cache %q), want %q (%s)", uri, r.body, r.contentType, r.cacheControl, body, ct)
+		}
+	default:
+		if e := decodeError(t, r); e.Code != body || !strings.Contains(e.Message, msg) {
+			t.Errorf("GET %s: code %q (%s), want %q with %q", uri, e.Code, e.Message, body, msg)
+		}
+	}
+}
+
 func (f *fakeSegments) Ready() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.ready }
 
 func TestSegmentEndpoints(t *testing.T) {
@@ -77,20 +97,7 @@ func TestSegmentEndpoints(t *testing.T) {
 		{"/segment/%2e%2e", 404, "not_found", ""},
 		{"/segment/" + strings.Repeat("x", segment.MaxTagLen+1), 400, "invalid_tag", ""},
 	} {
-		r := f.do(t, "GET", tc.uri)
-		if r.status != tc.status {
-			t.Errorf("GET %s: %d %s, want %d", tc.uri, r.status, r.body, tc.status)
-			continue
-		}
-		if tc.status == 200 {
-			if string(r.body) != tc.body || r.contentType != tc.ct || r.cacheControl != "no-store" {
-				t.Errorf("GET %s: %q (%s, cache %q), want %q (%s)", tc.uri, r.body, r.contentType, r.cacheControl, tc.body, tc.ct)
-			}
-			continue
-		}
-		if e := decodeError(t, r); e.Code != tc.body {
-			t.Errorf("GET %s: code %q (%s), want %q", tc.uri, e.Code, e.Message, tc.body)
-		}
+		checkAnswer(t, f, tc.uri, tc.status, tc.body, tc.ct, "")
 	}
 	if r := f.do(t, "POST", "/segment/orders"); r.status != 405 {
 		t.Errorf("POST /segment/orders: %d", r.status)
@@ -360,20 +367,7 @@ func TestSegmentResetTag(t *testing.T) {
 		{"/segment/orders", 200, "1", "text/plain; charset=utf-8"},
 		{"/segment/orders?format=base62", 200, "00000000002", "text/plain; charset=utf-8"},
 	} {
-		r := f.do(t, "GET", tc.uri)
-		if r.status != tc.status {
-			t.Errorf("GET %s: %d %s, want %d", tc.uri, r.status, r.body, tc.status)
-			continue
-		}
-		if tc.status == 200 {
-			if string(r.body) != tc.body || r.contentType != tc.ct {
-				t.Errorf("GET %s: %q (%s), want %q (%s)", tc.uri, r.body, r.contentType, tc.body, tc.ct)
-			}
-			continue
-		}
-		if e := decodeError(t, r); e.Code != tc.body || !strings.Contains(e.Message, "resets by period") {
-			t.Errorf("GET %s: code %q (%s), want %q", tc.uri, e.Code, e.Message, tc.body)
-		}
+		checkAnswer(t, f, tc.uri, tc.status, tc.body, tc.ct, "resets by period")
 	}
 	seg.mu.Lock()
 	seg.dailyNext = 9998

@@ -78,15 +78,7 @@ func TestIntegration_Segment(t *testing.T) {
 func checkSegmentStatusPeriod(t *testing.T, z string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: strings.Split(z, ","), Cluster: "segtest", Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	tag, err := st.Tag(ctx, "daily")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, tag := segtestTag(t, z, "daily")
 	rule, err := tag.Reset.Compile()
 	if err != nil {
 		t.Fatal(err)
@@ -113,21 +105,30 @@ func runSegment(args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
-// checkSegmentStatusTally has a node of cluster segtest take a range of
-// orders and give part of it back, and checks that segment status
-// accounts for every ID once, also when two records list one range.
-func checkSegmentStatusTally(t *testing.T, z string) {
+// segtestTag opens a store on cluster segtest, as a node does (closed at
+// the test's end), and reads tag's record.
+func segtestTag(t *testing.T, z, name string) (*segment.ZKStore, segment.Tag) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: strings.Split(z, ","), Cluster: "segtest", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	tag, err := st.Tag(ctx, "orders")
+	t.Cleanup(st.Close)
+	tag, err := st.Tag(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st, tag
+}
+
+// checkSegmentStatusTally has a node of cluster segtest take a range of
+// orders and give part of it back, and checks that segment status
+// accounts for every ID once, also when two records list one range.
+func checkSegmentStatusTally(t *testing.T, z string) {
+	t.Helper()
+	ctx := context.Background()
+	st, tag := segtestTag(t, z, "orders")
 	r, _, err := st.Alloc(ctx, "orders", tag.Incarnation, 50, 0)
 	if err != nil {
 		t.Fatal(err)
