@@ -231,3 +231,48 @@ func isBool(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
 }
+
+// PrintDefaults writes fs's flags to w as flag.FlagSet.PrintDefaults does,
+// but with two dashes (--name), as the docs and the error messages write
+// them: one flag a line with its value's kind, then its help indented,
+// with the default when it is not the zero value.
+func PrintDefaults(w io.Writer, fs *flag.FlagSet) {
+	var b strings.Builder
+	fs.VisitAll(func(f *flag.Flag) {
+		fmt.Fprintf(&b, "  --%s", f.Name)
+		kind, usage := flag.UnquoteUsage(f)
+		if kind != "" {
+			b.WriteString(" " + kind)
+		}
+		b.WriteString("\n    \t")
+		b.WriteString(strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if !zeroDefault(f) {
+			if _, ok := flagGetter(f).(string); ok {
+				fmt.Fprintf(&b, " (default %q)", f.DefValue)
+			} else {
+				fmt.Fprintf(&b, " (default %s)", f.DefValue)
+			}
+		}
+		b.WriteString("\n")
+	})
+	_, _ = io.WriteString(w, b.String())
+}
+
+// flagGetter returns a flag's current value when it has one to give
+// (flag.Getter), else nil.
+func flagGetter(f *flag.Flag) any {
+	if g, ok := f.Value.(flag.Getter); ok {
+		return g.Get()
+	}
+	return nil
+}
+
+// zeroDefault reports whether a flag's default is its type's zero value,
+// which PrintDefaults leaves unsaid.
+func zeroDefault(f *flag.Flag) bool {
+	switch f.DefValue {
+	case "", "0", "false", "0s", "[]":
+		return true
+	}
+	return false
+}

@@ -110,3 +110,21 @@ func TestParseInterspersed(t *testing.T) {
 		t.Errorf("Parse of an unknown flag: err %v, printed %q", err, out.String())
 	}
 }
+
+// PrintDefaults writes every flag with two dashes, its kind, its help and
+// a default that is not the zero value.
+func TestPrintDefaults(t *testing.T) {
+	fs := newSet()
+	fs.String("cluster", "default", "cluster `name`")
+	var b bytes.Buffer
+	PrintDefaults(&b, fs)
+	want := "  --cluster name\n    \tcluster name (default \"default\")\n" +
+		"  --fence-ahead duration\n    \tfence\n" +
+		"  --json\n    \tjson\n" +
+		"  --worker-id int\n    \tworker ID (default -1)\n" +
+		"  --zk string\n    \tservers\n" +
+		"  --zk-auth string\n    \tauth\n"
+	if b.String() != want {
+		t.Errorf("PrintDefaults:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

@@ -16,19 +16,19 @@ import (
 )
 
 // clusterUsage is the usage line of "snowflakectl cluster".
-const clusterUsage = "cluster create <name> [--layout 41/10/12 --epoch … --time-unit 1ms --gene-bits 0 --worker-id-range LO-HI --recycle-after 24h] | set <name> --recycle-after 24h | list [--json] | delete <name> --yes | purge <name> --yes  (--zk host:2181,… [--zk-auth user:pass])"
+const clusterUsage = "cluster create <name> [--layout 41/10/12 --epoch … --time-unit 1ms --gene-bits 0 --worker-id-range LO-HI --recycle-after 24h] | set <name> --recycle-after 24h | list [--json] | delete <name> --yes | purge <name> --yes  (--zk host:2181,… [--zk-auth user:pass] [--timeout 10s] " + zkTLSUsage + ")"
 
 // clusterUsages are the usage lines of cluster's subcommands.
 var clusterUsages = map[string]string{
-	"create": "cluster create <name> --zk host:2181,… [--layout 41/10/12] [--epoch 2024-01-01T00:00:00Z] [--time-unit 1ms] [--gene-bits 0] [--worker-id-range LO-HI] [--recycle-after 24h] [--ignore-tombstone] [--zk-auth user:pass]",
-	"set":    "cluster set <name> --recycle-after 24h --zk host:2181,… [--zk-auth user:pass]",
-	"list":   "cluster list --zk host:2181,… [--json]",
-	"delete": "cluster delete <name> --yes --zk host:2181,… [--zk-auth user:pass]",
-	"purge":  "cluster purge <name> --yes --zk host:2181,… [--zk-auth user:pass]",
+	"create": "cluster create <name> --zk host:2181,… [--layout 41/10/12] [--epoch 2024-01-01T00:00:00Z] [--time-unit 1ms] [--gene-bits 0] [--worker-id-range LO-HI] [--recycle-after 24h] [--ignore-tombstone] [--zk-auth user:pass] [--timeout 10s] " + zkTLSUsage,
+	"set":    "cluster set <name> --recycle-after 24h --zk host:2181,… [--zk-auth user:pass] [--timeout 10s] " + zkTLSUsage,
+	"list":   "cluster list --zk host:2181,… [--json] [--zk-auth user:pass] [--timeout 10s] " + zkTLSUsage,
+	"delete": "cluster delete <name> --yes --zk host:2181,… [--zk-auth user:pass] [--timeout 10s] " + zkTLSUsage,
+	"purge":  "cluster purge <name> --yes --zk host:2181,… [--zk-auth user:pass] [--timeout 10s] " + zkTLSUsage,
 }
 
 // nodeUsage is the usage line of "snowflakectl node".
-const nodeUsage = "node retire <node-key> --zk host:2181,… [--cluster default] [--zk-auth user:pass]"
+const nodeUsage = "node retire <node-key> --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--zk-session-timeout 10s] [--timeout 10s] " + zkTLSUsage
 
 // adminFlags are the flags every cluster and node subcommand has.
 type adminFlags struct {

@@ -31,15 +31,19 @@ type Command struct {
 // usages are the commands' usage lines (what follows "snowflakectl ").
 var usages = map[string]string{
 	"decode":  "decode <id|uuid>... [--layout 41/10/12 --epoch … --time-unit 1ms --gene-bits 0 | --leaf] [--json]",
-	"status":  "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--probe-timeout 1s] [--report-interval 3s] [--json] [--tls-ca F [--tls-cert F --tls-key F]]",
+	"status":  "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--timeout 10s] [--probe-timeout 1s] [--report-interval 3s] [--json] [--tls-ca F [--tls-cert F --tls-key F]] " + zkTLSUsage,
 	"probe":   "probe <url> [--timeout 2s] [--wait 0s] [--quiet] [--tls-ca F] [--tls-cert F --tls-key F]",
 	"bounds":  "bounds --from T --to T [--node http://127.0.0.1:8080] [--json] [--timeout 2s] [--tls-ca F [--tls-cert F --tls-key F]]",
-	"get":     "get [--count N] [--gene G | --uuid] (--servers host:port,… | --bootstrap host:port,… | --zk host:2181,… [--cluster default]) [--tls-ca F [--tls-cert F --tls-key F]]",
+	"get":     "get [--count N] [--gene G | --uuid] (--servers host:port,… | --bootstrap host:port,… | --zk host:2181,… [--cluster default] [--zk-auth user:pass] " + zkTLSUsage + ") [--timeout 10s] [--tls-ca F [--tls-cert F --tls-key F]]",
 	"segment": segmentUsage,
 	"cluster": clusterUsage,
 	"node":    nodeUsage,
-	"bench":   "bench (--servers … | --bootstrap … | --zk …) [--duration 10s] [--concurrency 64] [--count 1] [--timeout 10s] [--tls-ca F [--tls-cert F --tls-key F]]",
+	"bench":   "bench (--servers … | --bootstrap … | --zk … [--cluster default] [--zk-auth user:pass] " + zkTLSUsage + ") [--duration 10s] [--concurrency 64] [--count 1] [--timeout 10s] [--tls-ca F [--tls-cert F --tls-key F]]",
 }
+
+// zkTLSUsage is the part of a usage line for ZooKeeper over TLS, which
+// every command that takes --zk has.
+const zkTLSUsage = "[--zk-tls-ca F [--zk-tls-cert F --zk-tls-key F]]"
 
 // commands lists the subcommands; add new ones here (and their usage line
 // to usages).
@@ -150,10 +154,17 @@ func newFlagSet(name, usageLine string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: snowflakectl %s\n\nFlags:\n", usageLine)
-		fs.PrintDefaults()
+		cliflag.PrintDefaults(fs.Output(), fs)
+		if helpShown != nil {
+			helpShown(fs)
+		}
 	}
 	return fs
 }
+
+// helpShown, when set (by tests), is called with the flag set whose help
+// was just printed.
+var helpShown func(fs *flag.FlagSet)
 
 // envDefaults are the flags an operator can set once in the environment,
 // under the names the node reads them by: a flag on the command line wins.

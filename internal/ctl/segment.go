@@ -21,7 +21,7 @@ import (
 )
 
 // segmentUsage is the usage line of "snowflakectl segment".
-const segmentUsage = "segment create <tag> [--start 1] [--reuse-numbers] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--require-token] [--max-count N] [--reset daily|monthly|yearly [--tz Zone] [--format '{date}{seq:6}']] | token rotate <tag> [--grace 10m] | list [--json] | status <tag> [--json] | decode <tag> <id> | set-max <tag> <N> [--drop-returned] | delete <tag> --yes  (--zk host:2181,… [--cluster default] [--zk-auth user:pass])"
+const segmentUsage = "segment create <tag> [--start 1] [--reuse-numbers] [--step 1000] [--max-step N] [--description …] [--opaque --digits D] [--require-token] [--max-count N] [--reset daily|monthly|yearly [--tz Zone] [--format '{date}{seq:6}']] | token rotate <tag> [--grace 10m] | list [--json] | status <tag> [--json] | decode <tag> <id> | set-max <tag> <N> [--drop-returned] | delete <tag> --yes  (--zk host:2181,… [--cluster default] [--zk-auth user:pass] [--timeout 10s] " + zkTLSUsage + ")"
 
 // segmentSub is a subcommand of "snowflakectl segment".
 type segmentSub struct {
@@ -154,7 +154,7 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	c := &segmentCall{cmd: "snowflakectl segment " + name, stdout: stdout, stderr: stderr}
-	fs := newFlagSet("segment "+name, sub.usage, stderr)
+	fs := newFlagSet("segment "+name, sub.usage+" [--timeout 10s] "+zkTLSUsage, stderr) // every subcommand has addAdminFlags
 	c.f.admin = addAdminFlags(fs, sub.authHelp)
 	c.f.cluster = fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
 	if sub.flags != nil {
