@@ -2,7 +2,8 @@
 // ZooKeeper as files: a CA, a server certificate for 127.0.0.1 (IP SAN)
 // and a client certificate signed by it, and a second CA that signed
 // nothing of them, each PEM in a t.TempDir(). The certificates come from
-// internal/tlsfiles/tlstest, the one test PKI. Production code never
+// internal/tlsfiles/tlstest, the one test PKI, which makes them with
+// internal/certgen (snowflakectl cert's); the key store is certgen's too. Production code never
 // imports it.
 package testpki
 
@@ -41,7 +42,7 @@ func New(t testing.TB) PKI {
 	p := PKI{Dir: t.TempDir(), CA: ca.File, OtherCA: other.File,
 		ServerCert: srv.CertFile, ServerKey: srv.KeyFile, ClientCert: cli.CertFile, ClientKey: cli.KeyFile}
 	p.ServerKeyCert = filepath.Join(p.Dir, "server-keycert.pem")
-	if err := os.WriteFile(p.ServerKeyCert, append(append([]byte{}, srv.KeyPEM...), srv.CertPEM...), 0o600); err != nil {
+	if err := os.WriteFile(p.ServerKeyCert, srv.ZooKeeperKeyStore(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p

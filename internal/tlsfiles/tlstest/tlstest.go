@@ -1,74 +1,49 @@
 // Package tlstest makes throwaway certificates for tests: a CA, and
 // certificates it signs for 127.0.0.1 and localhost, written to a test's
-// temporary directory. Nothing it makes is kept in the repository.
+// temporary directory. Nothing it makes is kept in the repository. The
+// certificates come from internal/certgen, as snowflakectl cert's do.
 package tlstest
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// serial numbers the certificates of one test binary.
-var serial atomic.Int64
+	"codeberg.org/snowflaked/snowflaked/internal/certgen"
+)
 
 // CA is a certificate authority for one test.
 type CA struct {
 	Cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	auth *certgen.Authority
 	// PEM is the CA's certificate, PEM encoded.
 	PEM []byte
 	// File is PEM written to the test's temporary directory.
 	File string
 }
 
+// lifetime is how long the certificates are valid (from an hour ago:
+// certgen.Backdate).
+const lifetime = 24 * time.Hour
+
 // NewCA returns a new CA named name, its certificate written to a file in
 // t.TempDir().
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	a, err := certgen.NewCA(name, lifetime)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(serial.Add(1)),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &CA{Cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	ca := &CA{Cert: a.Cert, auth: a, PEM: a.CertPEM}
 	ca.File = write(t, t.TempDir(), name+"-ca.pem", ca.PEM)
 	return ca
 }
 
 // Pool returns a pool holding the CA.
-func (ca *CA) Pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.Cert)
-	return p
-}
+func (ca *CA) Pool() *x509.CertPool { return ca.auth.Pool() }
 
 // Leaf is a certificate the CA signed, and its key.
 type Leaf struct {
@@ -92,36 +67,32 @@ func (l Leaf) TLS(t testing.TB) tls.Certificate {
 // cn, written to files named after cn in a new temporary directory.
 func (ca *CA) Issue(t testing.TB, cn string) Leaf {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	hosts := []string{"127.0.0.1", "localhost"}
+	if certgen.ValidDNSName(cn) {
+		hosts = append(hosts, cn)
+	}
+	return ca.IssueFor(t, certgen.Request{CommonName: cn, Hosts: hosts, Server: true, Client: true, Lifetime: lifetime})
+}
+
+// IssueFor returns a certificate for r, written to files named after its
+// common name in a new temporary directory.
+func (ca *CA) IssueFor(t testing.TB, r certgen.Request) Leaf {
+	t.Helper()
+	leaf, err := ca.auth.Issue(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial.Add(1)),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost", cn},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := Leaf{
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}),
-	}
+	l := Leaf{CertPEM: leaf.CertPEM, KeyPEM: leaf.KeyPEM}
 	dir := t.TempDir()
-	l.CertFile = write(t, dir, cn+".crt", l.CertPEM)
-	l.KeyFile = write(t, dir, cn+".key", l.KeyPEM)
+	l.CertFile = write(t, dir, r.CommonName+".crt", l.CertPEM)
+	l.KeyFile = write(t, dir, r.CommonName+".key", l.KeyPEM)
 	return l
+}
+
+// ZooKeeperKeyStore is the leaf as ZooKeeper's PEM key store reads it
+// (certgen.Leaf.ZooKeeperKeyStore).
+func (l Leaf) ZooKeeperKeyStore() []byte {
+	return (&certgen.Leaf{CertPEM: l.CertPEM, KeyPEM: l.KeyPEM}).ZooKeeperKeyStore()
 }
 
 // Install writes l over certFile and keyFile, each to a temporary name
