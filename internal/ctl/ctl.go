@@ -38,6 +38,7 @@ var usages = map[string]string{
 	"segment": segmentUsage,
 	"cluster": clusterUsage,
 	"node":    nodeUsage,
+	"cert":    certUsage,
 	"bench":   "bench (--servers … | --bootstrap … | --zk … [--cluster default] [--zk-auth user:pass] " + zkTLSUsage + ") [--duration 10s] [--concurrency 64] [--count 1] [--timeout 10s] [--tls-ca F [--tls-cert F --tls-key F]]",
 }
 
@@ -57,6 +58,7 @@ var commands = []Command{
 	{Name: "cluster", Summary: clusterUsage + ": create, change, list and delete clusters", Run: cluster},
 	{Name: "node", Summary: nodeUsage + ": let a dead node's worker ID be reused before recycle-after, after its fence", Run: node},
 	{Name: "bench", Summary: usages["bench"] + ": load loopback nodes through the client; IDs/s, latency, failovers", Run: bench},
+	{Name: "cert", Summary: certUsage + ": make a CA and the certificates of nodes, clients and ZooKeeper (TLS)", Run: cert},
 }
 
 // Version is what --version prints; cmd/snowflakectl sets it from its
@@ -129,7 +131,7 @@ func commandFirst(args []string) ([]string, error) {
 		}
 		out := []string{a}
 		rest := args[i+1:]
-		if (a == "segment" || a == "cluster" || a == "node") && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		if (a == "segment" || a == "cluster" || a == "node" || a == "cert") && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			out, rest = append(out, rest[0]), rest[1:]
 		}
 		out = append(out, args[:i]...)
