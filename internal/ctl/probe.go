@@ -17,22 +17,27 @@ import (
 // maxProbeBody bounds how much of a failing answer probe prints.
 const maxProbeBody = 4096
 
-// digits matches the numbers of an answer: probe --wait prints an answer
-// again only when more than its numbers changed (a countdown in a detail).
-var digits = regexp.MustCompile(`[0-9]+`)
+// shapeRE matches the numbers, durations and hex session IDs of an answer
+// (9, 2.3s, 900ms, 0x1a2b): probe --wait reports an answer again only when
+// more than these changed (a countdown in a detail is the same answer).
+var shapeRE = regexp.MustCompile(`[0-9][0-9a-zµ.]*`)
 
-// probeInterval is how often probe --wait asks again.
-const probeInterval = 200 * time.Millisecond
+// probeInterval is how often probe --wait asks again; probeReportEvery
+// bounds how often it reports a changed answer while it waits.
+var (
+	probeInterval    = 200 * time.Millisecond
+	probeReportEvery = 5 * time.Second
+)
 
 // probe is "snowflakectl probe <url>": a health check for images without a
 // shell or curl (docker/Dockerfile's HEALTHCHECK probes /readyz). It GETs the
 // URL within --timeout (default 2s) and exits 0 on a 2xx answer, 1 on any
 // other answer or error (with the status and body, or the error, on
 // stderr), 2 for bad arguments. It follows no redirect. With --wait D it
-// asks again every 200 ms until a 2xx answer or D has passed, printing
-// each new answer on stderr as it comes (one that differs from the one
-// before in more than its numbers) (what a starting node waits for),
-// so a script can wait for a node to come into service.
+// asks again every 200 ms until a 2xx answer or D has passed, so a script
+// can wait for a node to come into service: one line on stderr when it
+// starts waiting (with what the node waits for), one when it is done, and
+// between them a changed answer at most every 5 s (probeWait).
 func probe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("probe", usages["probe"], stderr)
 	timeout := fs.Duration("timeout", 2*time.Second, "bound on each request")
@@ -67,28 +72,46 @@ func probe(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	c := probeClient(*timeout, tlsCfg)
+	return probeWait(c, u.String(), *wait, *quiet, stdout, stderr)
+}
+
+// probeWait asks url until a 2xx answer or wait has passed (once when
+// wait is 0). While it waits it says so on stderr once, with the answer
+// (what the node waits for), then only an answer that changed in more than
+// its numbers (a countdown does not count), at most every
+// probeReportEvery, and one line when it is done.
+func probeWait(c *http.Client, url string, wait time.Duration, quiet bool, stdout, stderr io.Writer) int {
 	start := time.Now()
-	last := ""
+	var lastShape string
+	var lastReport time.Time
 	for {
-		answer, ok := probeOnce(c, u.String())
+		answer, ok := probeOnce(c, url)
+		waited := time.Since(start)
 		if ok {
-			if !*quiet {
+			if !lastReport.IsZero() {
+				fmt.Fprintf(stderr, "snowflakectl probe: 2xx after %.1fs\n", waited.Seconds())
+			}
+			if !quiet {
 				fmt.Fprintln(stdout, answer)
 			}
 			return exitOK
 		}
-		waited := time.Since(start)
-		if waited+probeInterval > *wait {
-			if *wait > 0 {
-				fmt.Fprintf(stderr, "snowflakectl probe: no 2xx answer within --wait %s; the last: %s\n", *wait, answer)
+		if waited+probeInterval > wait {
+			if wait > 0 {
+				fmt.Fprintf(stderr, "snowflakectl probe: no 2xx answer within --wait %s; the last: %s\n", wait, answer)
 			} else {
 				fmt.Fprintf(stderr, "snowflakectl probe: %s\n", answer)
 			}
 			return exitFailure
 		}
-		if shape := digits.ReplaceAllString(answer, "0"); shape != last {
+		shape := shapeRE.ReplaceAllString(answer, "N")
+		switch {
+		case lastReport.IsZero():
+			fmt.Fprintf(stderr, "snowflakectl probe: waiting up to %s for a 2xx answer from %s; now: %s\n", wait, url, answer)
+			lastShape, lastReport = shape, time.Now()
+		case shape != lastShape && time.Since(lastReport) >= probeReportEvery:
 			fmt.Fprintf(stderr, "snowflakectl probe: after %.1fs: %s\n", waited.Seconds(), answer)
-			last = shape
+			lastShape, lastReport = shape, time.Now()
 		}
 		clock.Sleep(context.Background(), probeInterval)
 	}

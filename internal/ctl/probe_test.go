@@ -71,7 +71,8 @@ func TestProbe(t *testing.T) {
 		{"bad wait", []string{"--wait", "-1s", srv.URL}, 2, "", []string{"--wait -1s must not be negative"}},
 		{"bad wait unit", []string{"--wait", "3", srv.URL}, 2, "", []string{"--wait"}},
 		{"wait until ready", []string{"--wait", "5s", srv.URL + "/later"}, 0, `200 OK: {"state":"in_service"}`,
-			[]string{"after 0.0s: 503 Service Unavailable", `"reason":"prev_holder_fence","detail":"9s left"`}},
+			[]string{"waiting up to 5s for a 2xx answer from " + srv.URL + "/later; now: 503 Service Unavailable",
+				`"reason":"prev_holder_fence","detail":"9s left"`, "snowflakectl probe: 2xx after "}},
 		{"wait runs out", []string{"--wait", "500ms", srv.URL + "/out"}, 1, "",
 			[]string{"no 2xx answer within --wait 500ms; the last: 503 Service Unavailable", `"reason":"clock_rollback"`}},
 		{"wait for a node not up yet", []string{"--wait", "300ms", closedURL}, 1, "", []string{"connection refused"}},
@@ -83,8 +84,8 @@ func TestProbe(t *testing.T) {
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d; stdout %q stderr %q", code, tc.code, stdout.String(), stderr.String())
 			}
-			if n := strings.Count(stderr.String(), "\n"); tc.name == "wait until ready" && n != 1 {
-				t.Errorf("a countdown is one answer: %d lines on stderr, want 1:\n%s", n, stderr.String())
+			if n := strings.Count(stderr.String(), "\n"); tc.name == "wait until ready" && n != 2 {
+				t.Errorf("a countdown is one answer: %d lines on stderr, want 2 (waiting, done):\n%s", n, stderr.String())
 			}
 			if strings.TrimSpace(stdout.String()) != tc.wantOut {
 				t.Errorf("stdout %q, want %q", stdout.String(), tc.wantOut)
@@ -95,5 +96,64 @@ func TestProbe(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// probe --wait through a node's start: 30 answers whose countdown changes
+// its numbers, units and session ID (9.5s, 900ms, 0x1f…) make one line
+// when it starts waiting and one when it is done, not a line an answer; a
+// changed reason is reported, at most every probeReportEvery.
+func TestProbeWaitPrintsStartAndEnd(t *testing.T) {
+	oldInterval, oldEvery := probeInterval, probeReportEvery
+	probeInterval, probeReportEvery = 5*time.Millisecond, time.Hour
+	t.Cleanup(func() { probeInterval, probeReportEvery = oldInterval, oldEvery })
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := asked.Add(1)
+		if n > 30 {
+			w.Write([]byte(`{"state":"in_service"}`))
+			return
+		}
+		left := time.Duration(31-n) * 300 * time.Millisecond
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"state":"starting","reason":"starting","detail":"waiting for the lease on worker ID 3, held by session 0x%x; up to %v more"}`, 0x1f00+n*37, left)
+	}))
+	t.Cleanup(srv.Close)
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"probe", "--wait", "10s", srv.URL + "/readyz"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "waiting up to 10s for a 2xx answer") || !strings.Contains(lines[0], "up to 9s more") ||
+		!strings.HasPrefix(lines[1], "snowflakectl probe: 2xx after ") {
+		t.Errorf("stderr, want a line when waiting starts and one when done:\n%s", stderr.String())
+	}
+	if strings.TrimSpace(stdout.String()) != `200 OK: {"state":"in_service"}` {
+		t.Errorf("stdout %q", stdout.String())
+	}
+
+	// Another reason is news: reported, at most every probeReportEvery.
+	probeReportEvery = 0
+	asked.Store(0)
+	reasons := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := asked.Add(1)
+		switch {
+		case n > 20:
+			w.Write([]byte(`{"state":"in_service"}`))
+		case n > 10:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, `{"state":"out_of_service","reason":"clock_behind_fence","detail":"%dms to go"}`, 100-n)
+		default:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, `{"state":"starting","reason":"starting","detail":"claim: %d"}`, n)
+		}
+	}))
+	t.Cleanup(reasons.Close)
+	stderr.Reset()
+	if code := Main([]string{"probe", "--quiet", "--wait", "10s", reasons.URL}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if n := strings.Count(stderr.String(), "\n"); n != 3 || !strings.Contains(stderr.String(), "clock_behind_fence") {
+		t.Errorf("stderr, want waiting, the new reason and done (3 lines):\n%s", stderr.String())
 	}
 }
