@@ -431,6 +431,7 @@ var configChecks = []func(*validation){
 	(*validation).clockChecks,
 	(*validation).logging,
 	(*validation).tlsFlags,
+	(*validation).peerCertificate,
 }
 
 // validation is one run of Validate: the configuration, its layout (parsed
