@@ -34,12 +34,12 @@ var usages = map[string]string{
 	"status":  "status --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--timeout 10s] [--probe-timeout 1s] [--report-interval 3s] [--json] [--tls-ca F [--tls-cert F --tls-key F]] " + zkTLSUsage,
 	"probe":   "probe <url> [--timeout 2s] [--wait 0s] [--quiet] [--tls-ca F] [--tls-cert F --tls-key F]",
 	"bounds":  "bounds --from T --to T [--node http://127.0.0.1:8080] [--json] [--timeout 2s] [--tls-ca F [--tls-cert F --tls-key F]]",
-	"get":     "get [--count N] [--gene G | --uuid] (--servers host:port,… | --bootstrap host:port,… | --zk host:2181,… [--cluster default] [--zk-auth user:pass] " + zkTLSUsage + ") [--timeout 10s] [--tls-ca F [--tls-cert F --tls-key F]]",
+	"get":     "get [--count N] [--gene G | --uuid] (--servers host:port,… | --bootstrap host:port,… | --zk host:2181,… [--cluster default] [--zk-auth user:pass] " + zkTLSUsage + ") [--timeout 10s] [--token T | --token-file F] [--tls-ca F [--tls-cert F --tls-key F]]",
 	"segment": segmentUsage,
 	"cluster": clusterUsage,
 	"node":    nodeUsage,
 	"cert":    certUsage,
-	"bench":   "bench (--servers … | --bootstrap … | --zk … [--cluster default] [--zk-auth user:pass] " + zkTLSUsage + ") [--duration 10s] [--concurrency 64] [--count 1] [--timeout 10s] [--tls-ca F [--tls-cert F --tls-key F]]",
+	"bench":   "bench (--servers … | --bootstrap … | --zk … [--cluster default] [--zk-auth user:pass] " + zkTLSUsage + ") [--duration 10s] [--concurrency 64] [--count 1] [--timeout 10s] [--token T | --token-file F] [--tls-ca F [--tls-cert F --tls-key F]]",
 }
 
 // zkTLSUsage is the part of a usage line for ZooKeeper over TLS, which

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 // clientFlags are the flags get and bench share: where the cluster is.
 type clientFlags struct {
 	servers, bootstrap, zk, cluster, auth string
+	token, tokenFile                      string // --token, --token-file: the API token
 	timeout                               time.Duration
 	zkTLS                                 zkTLSFlags
 	zkTLSConfig                           *tls.Config // of zkTLS, loaded by config
@@ -36,6 +38,8 @@ func (f *clientFlags) register(fs *flag.FlagSet, timeoutHelp string) {
 	fs.StringVar(&f.cluster, "cluster", "default", "cluster name, with --zk")
 	fs.StringVar(&f.auth, "zk-auth", "", "user:password, with --zk")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, timeoutHelp)
+	fs.StringVar(&f.token, "token", "", "API token sent as Authorization: Bearer with every request for IDs, for nodes run with --api-tokens-file (it shows in ps: prefer --token-file)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the API token (its one line), as --token")
 	f.zkTLS = addZKTLSFlags(fs)
 	f.tls.register(fs)
 }
@@ -71,10 +75,50 @@ func (f *clientFlags) config(fs *flag.FlagSet) (client.Config, error) {
 	if err != nil {
 		return client.Config{}, err
 	}
-	if f.servers != "" {
-		return client.Config{Servers: splitComma(f.servers), TLS: tlsCfg}, nil
+	token, err := f.apiToken()
+	if err != nil {
+		return client.Config{}, err
 	}
-	return client.Config{TLS: tlsCfg}, nil // the discovery is newClient's
+	if f.servers != "" {
+		return client.Config{Servers: splitComma(f.servers), TLS: tlsCfg, APIToken: token}, nil
+	}
+	return client.Config{TLS: tlsCfg, APIToken: token}, nil // the discovery is newClient's
+}
+
+// maxTokenFile bounds what --token-file reads.
+const maxTokenFile = 4096
+
+// apiToken is the token of --token or --token-file ("" for neither).
+func (f *clientFlags) apiToken() (string, error) {
+	switch {
+	case f.token != "" && f.tokenFile != "":
+		return "", errors.New("give --token or --token-file, not both")
+	case f.tokenFile != "":
+		b, err := readSmallFile(f.tokenFile, maxTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+			return "", fmt.Errorf("--token-file %s: want one token on one line", f.tokenFile)
+		}
+		return tok, nil
+	}
+	return f.token, nil
+}
+
+// readSmallFile reads path, refusing one of more than limit bytes.
+func readSmallFile(path string, limit int64) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("%s: more than %d bytes", path, limit)
+	}
+	return b, err
 }
 
 // newClient starts a client on cfg; with --bootstrap it first asks the
