@@ -1,10 +1,13 @@
 // Package deploy_test checks what operations teams plug in:
-// deploy/prometheus (promtool check and unit tests of the alert rules),
+// deploy/prometheus (promtool check and unit tests of the alert rules: the
+// outage ones at a 10s evaluation interval, and healthy clusters, plain and
+// HTTPS, that raise none),
 // deploy/kubernetes (the manifests parse and wire real flags, ports and
 // probes), and, against a real Prometheus scraping a real cluster through the
 // shipped scrape configs, that they label every node, the out-of-service
-// alert fires, every dashboard query returns data, and the cluster-down alert
-// goes pending once every node is dead.
+// and clock-rollback alerts fire, no critical alert fires while the cluster is
+// healthy, every dashboard query returns data, and the cluster-down alert goes
+// pending once every node is dead.
 package deploy_test
 
 import (
@@ -25,11 +28,16 @@ import (
 	"codeberg.org/snowflaked/snowflaked/node"
 )
 
+// ruleTests are the promtool test files of alerts.yml (in deploy/prometheus):
+// alerts_test.yml evaluates every 30s, alerts_outage_test.yml every 10s, the
+// interval the outage alerts' "within 30s" is promised at.
+var ruleTests = []string{"alerts_test.yml", "alerts_outage_test.yml"}
+
 func TestPrometheusRules(t *testing.T) {
 	promtool := testsupport.NeedTool(t, "prometheus", "promtool")
 	for _, args := range [][]string{
 		{"check", "rules", "alerts.yml"},
-		{"test", "rules", "alerts_test.yml"},
+		append([]string{"test", "rules"}, ruleTests...),
 		// (scrape-kubernetes.yml: Debian's promtool has no Kubernetes
 		// discovery; the integration test runs its relabel rules.)
 		{"check", "config", "scrape-static.yml"},
@@ -43,6 +51,23 @@ func TestPrometheusRules(t *testing.T) {
 	}
 }
 
+// alertNames returns the alerts of alerts.yml.
+func alertNames(t *testing.T) []string {
+	t.Helper()
+	rules, err := os.ReadFile("prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^\s+- alert: (\w+)`).FindAllStringSubmatch(string(rules), -1) {
+		names = append(names, m[1])
+	}
+	if len(names) < 10 {
+		t.Fatalf("only %d alerts found in alerts.yml", len(names))
+	}
+	return names
+}
+
 // The rules and their tests cover each other: every alert has a test that
 // expects it to fire.
 func TestEveryAlertIsTested(t *testing.T) {
@@ -50,22 +75,69 @@ func TestEveryAlertIsTested(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests, err := os.ReadFile("prometheus/alerts_test.yml")
-	if err != nil {
-		t.Fatal(err)
+	var tests []byte
+	for _, f := range ruleTests {
+		b, err := os.ReadFile("prometheus/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tests = append(tests, b...)
 	}
-	names := regexp.MustCompile(`(?m)^\s+- alert: (\w+)`).FindAllStringSubmatch(string(rules), -1)
-	if len(names) < 10 {
-		t.Fatalf("only %d alerts found in alerts.yml", len(names))
-	}
-	for _, m := range names {
-		fires := regexp.MustCompile(`alertname: ` + m[1] + `\n\s+exp_alerts:\n\s+- exp_labels`)
+	for _, name := range alertNames(t) {
+		fires := regexp.MustCompile(`alertname: ` + name + `\n\s+exp_alerts:\n\s+- exp_labels`)
 		if !fires.Match(tests) {
-			t.Errorf("alert %s has no test that expects it to fire", m[1])
+			t.Errorf("alert %s has no test that expects it to fire", name)
 		}
-		if !regexp.MustCompile(m[1] + `(?s).*?runbook_url: "https://`).Match(rules) {
-			t.Errorf("alert %s has no runbook_url", m[1])
+		if !regexp.MustCompile(name + `(?s).*?runbook_url: "https://`).Match(rules) {
+			t.Errorf("alert %s has no runbook_url", name)
 		}
+	}
+}
+
+// Every alert is asserted silent on each healthy cluster of the rule tests
+// (the test groups named "healthy …": a plain-HTTP one and one scraped over
+// HTTPS), so a new alert cannot page on a healthy cluster untested.
+func TestHealthyClustersRaiseNoAlert(t *testing.T) {
+	names := alertNames(t)
+	healthy := 0
+	for _, f := range ruleTests {
+		b, err := os.ReadFile("prometheus/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var suite struct {
+			Tests []struct {
+				Name  string `yaml:"name"`
+				Tests []struct {
+					Alertname string      `yaml:"alertname"`
+					ExpAlerts []yaml.Node `yaml:"exp_alerts"`
+				} `yaml:"alert_rule_test"`
+			} `yaml:"tests"`
+		}
+		if err := yaml.Unmarshal(b, &suite); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, g := range suite.Tests {
+			if !strings.HasPrefix(g.Name, "healthy") {
+				continue
+			}
+			healthy++
+			silent := map[string]bool{}
+			for _, at := range g.Tests {
+				if len(at.ExpAlerts) > 0 {
+					t.Errorf("%s: group %q expects %s to fire", f, g.Name, at.Alertname)
+				}
+				silent[at.Alertname] = true
+			}
+			for _, name := range names {
+				if !silent[name] {
+					t.Errorf("%s: group %q does not check that %s stays quiet", f, g.Name, name)
+				}
+			}
+		}
+	}
+	if healthy < 2 {
+		t.Fatalf("%d healthy test groups, want the plain and the HTTPS one", healthy)
 	}
 }
 

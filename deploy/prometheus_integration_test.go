@@ -165,6 +165,14 @@ func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
 		}
 	}
 
+	// A healthy cluster pages nobody: no critical alert is pending or firing
+	// (SnowflakedClusterDown, SnowflakedZooKeeperUnreachable, ...), for
+	// longer than their for: of 10s and 15s.
+	time.Sleep(16 * time.Second)
+	if r, err := promQuery(t, base, `ALERTS{severity="critical"}`); err != nil || len(r) != 0 {
+		t.Fatalf("critical alerts on a healthy cluster: %s (%v)", r, err)
+	}
+
 	// Roll node 1 back 5s: the out-of-service alert must be pending (or
 	// firing) for it while it waits the rollback out.
 	victim := addrs[0]
@@ -189,6 +197,16 @@ func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
 		return len(r) > 0 && (strings.Contains(alert, `"pending"`) || strings.Contains(alert, `"firing"`)), fmt.Sprintf("alerts %s; reasons %s", all, reasons)
 	})
 	t.Logf("the out-of-service alert for %s: %s", victim, alert)
+	// The rollback alert reads the real watcher and policy series: it fires
+	// for the node, with the text of the default policy (leave).
+	waitFor(t, 20*time.Second, "SnowflakedClockRollback firing for "+victim, func() (bool, string) {
+		r, err := promQuery(t, base, `ALERTS{alertname="SnowflakedClockRollback", alertstate="firing", policy="leave", instance="`+victim+`"}`)
+		if err != nil {
+			return false, err.Error()
+		}
+		steps, _ := promQuery(t, base, `snowflaked_watcher_steps_total{direction="backward"}`)
+		return len(r) == 1, fmt.Sprintf("alerts %s; backward steps %s", r, steps)
+	})
 
 	// Every dashboard query returns data.
 	b, err := os.ReadFile("grafana/snowflaked.json")
@@ -226,7 +244,7 @@ func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
 	t.Logf("all %d dashboard queries returned data", queries)
 
 	// Every process gone: only the up series are left, and the critical
-	// alert goes pending for the cluster (it fires after its for: of 1m).
+	// alert goes pending for the cluster (it fires after its for: of 10s).
 	for _, n := range nodes {
 		_ = n.Kill()
 	}
