@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -389,6 +392,8 @@ func node(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("node retire", nodeUsage, stderr)
 	a := addAdminFlags(fs, "user:password of the digest ACL the cluster's nodes run with (--zk-auth)")
 	cluster := fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
+	sessionTimeout := fs.Duration("zk-session-timeout", coordinator.DefaultSessionTimeout,
+		"the nodes' --zk-session-timeout: how long ZooKeeper keeps a dead node's session, and with it its lease (for the wait a refusal names)")
 	pos, code, ok := parse(fs, args, true, stdout, stderr)
 	if !ok {
 		return code
@@ -403,7 +408,13 @@ func node(args []string, stdout, stderr io.Writer) int {
 	opts, _ := a.tls.adminOptions() // check loaded them
 	res, err := coordinator.Retire(context.Background(), splitList(*a.zk), *a.auth, *cluster, pos[0], *a.timeout, opts...)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		msg := err.Error()
+		if errors.Is(err, coordinator.ErrLeaseHeld) {
+			msg = heldLease(msg, *sessionTimeout, func() (coordinator.WorkerInfo, bool) {
+				return workerRow(splitList(*a.zk), *cluster, *a.auth, pos[0], *a.timeout, opts...)
+			})
+		}
+		fmt.Fprintf(stderr, "%s: %s\n", cmd, msg)
 		return adminExit(err)
 	}
 	ids := make([]string, len(res.WorkerIDs))
@@ -417,4 +428,84 @@ func node(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%s node key %q of cluster %q: worker ID %s may be taken over now; its next holder issues only after the fence %s\n",
 		what, pos[0], *cluster, strings.Join(ids, ","), time.UnixMilli(res.Fence).UTC().Format(time.RFC3339Nano))
 	return exitOK
+}
+
+// heldLeaseRE reads Retire's refusal for a held lease: the lease's path,
+// its holder, the holder's address and session.
+var heldLeaseRE = regexp.MustCompile(`its worker ID's lease (\S+) is held by (node key "[^"]*" at (\S+) \(session (0x[0-9a-f]+)\)); stop that node first \(retire is for nodes that are gone\)`)
+
+// answerTimeout bounds heldLease's check that the holder's address answers.
+var answerTimeout = time.Second
+
+// heldLease rewords Retire's refusal msg for a lease held when the node
+// holding it does not answer at its address: a node that died (kill -9,
+// its machine gone) keeps its ZooKeeper session, and with it the lease,
+// until ZooKeeper expires the session, one session timeout after the
+// node's last contact. That is no other process to stop but a wait, which
+// it says, with the node's last report (row, when it can be read). A
+// holder that answers is a running node: msg as it is.
+func heldLease(msg string, sessionTimeout time.Duration, row func() (coordinator.WorkerInfo, bool)) string {
+	m := heldLeaseRE.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	lease, holder, addr, session := m[1], m[2], m[3], m[4]
+	why, answers := nodeAnswers(addr, answerTimeout)
+	if answers {
+		return msg
+	}
+	last := ""
+	if r, ok := row(); ok && r.LastReportAgeMs >= 0 {
+		last = fmt.Sprintf("; its last report was %s ago", (time.Duration(r.LastReportAgeMs) * time.Millisecond).Round(100*time.Millisecond))
+	}
+	head, _, _ := strings.Cut(msg, "its worker ID's lease")
+	head = strings.TrimPrefix(head, coordinator.ErrLeaseHeld.Error()+": ") // "held by another process": it is not
+	head = strings.Replace(head, "cannot be retired:", "cannot be retired yet:", 1)
+	return fmt.Sprintf("%sits worker ID's lease %s is held by %s, and the node does not answer there (%s): "+
+		"the node's last session %s has not expired yet: it expires within %s (ZooKeeper ends a dead node's session "+
+		"one --zk-session-timeout, %s, after its last contact%s); retry then, or, if the node runs but cannot be reached from here, stop it first",
+		head, lease, holder, why, session, sessionTimeout, sessionTimeout, last)
+}
+
+// nodeAnswers reports whether something answers at addr within timeout:
+// a TCP connection accepted, then any byte or the connection's end in
+// answer to a request (a node serving HTTPS closes it on a plain
+// request). Without it, why says what happened.
+func nodeAnswers(addr string, timeout time.Duration) (why string, ok bool) {
+	conn, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		var se *os.SyscallError
+		if errors.As(err, &se) {
+			err = se.Err // "connection refused"
+		}
+		return err.Error(), false
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.0\r\n\r\n"); err != nil {
+		return "", true // it took the connection, and went away
+	}
+	var b [1]byte
+	if _, err := conn.Read(b[:]); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return fmt.Sprintf("it took the connection and said nothing within %s: a frozen process?", timeout), false
+		}
+	}
+	return "", true
+}
+
+// workerRow reads the forever znode row of nodeKey in cluster (false when
+// it cannot be read).
+func workerRow(servers []string, cluster, auth, nodeKey string, timeout time.Duration, opts ...coordinator.AdminOption) (coordinator.WorkerInfo, bool) {
+	rows, err := coordinator.ListWorkers(context.Background(), servers, cluster, auth, timeout, opts...)
+	if err != nil {
+		return coordinator.WorkerInfo{}, false
+	}
+	for _, r := range rows {
+		if r.NodeKey == nodeKey && r.Retired == 0 && r.WorkerID >= 0 {
+			return r, true
+		}
+	}
+	return coordinator.WorkerInfo{}, false
 }

@@ -174,6 +174,7 @@ var envDefaults = []struct{ flag, env string }{
 	{"zk", "SNOWFLAKED_ZK"},
 	{"cluster", "SNOWFLAKED_CLUSTER"},
 	{"zk-auth", "SNOWFLAKED_ZK_AUTH"},
+	{"zk-session-timeout", "SNOWFLAKED_ZK_SESSION_TIMEOUT"},
 	{"zk-tls-ca", "SNOWFLAKED_ZK_TLS_CA"},
 	{"zk-tls-cert", "SNOWFLAKED_ZK_TLS_CERT"},
 	{"zk-tls-key", "SNOWFLAKED_ZK_TLS_KEY"},
