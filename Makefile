@@ -72,7 +72,7 @@ chaos: deps
 scale: build
 	scripts/scale.sh
 
-## run: local ZooKeeper + a 3-node cluster on 127.0.0.1:8081-8083 (RUN_BASE_PORT), sample IDs, snowflakectl status
+## run: local ZooKeeper + a 3-node cluster on 127.0.0.1:8081-8083 (RUN_BASE_PORT), sample IDs, snowflakectl status; RUN_TLS=1: HTTPS with mutual TLS, ZooKeeper over TLS (docs/security.md); RUN_NODE_FLAGS="...": extra node flags
 run: build
 	scripts/run.sh
 
