@@ -15,8 +15,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/segment"
 )
 
@@ -174,6 +178,11 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := clock.WithTimeout(context.Background(), *a.timeout)
 	defer cancel()
 	dial, _ := a.tls.dialer() // check loaded the files
+	if name == "create" {
+		if code := c.checkCreateAuth(ctx, dial); code != exitOK {
+			return code
+		}
+	}
 	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: splitList(*a.zk), Cluster: *c.f.cluster, Auth: *a.auth, Timeout: *a.timeout, Dial: dial})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.cmd, err)
@@ -252,6 +261,64 @@ func prepareCreate(c *segmentCall) bool {
 		return false
 	}
 	return true
+}
+
+// checkCreateAuth refuses, before anything is created (the segments
+// znode included), --zk-auth credentials that are not those the cluster's
+// znodes are guarded by: exit status 2 naming the mismatch, 1 when the
+// cluster's ACL cannot be read. A tag made with other credentials than the
+// nodes' could not be served: its token znode and opaque key readable, and
+// its record writable, only with credentials no node uses (every node
+// answering 503 "zk: not authenticated" for it).
+func (c *segmentCall) checkCreateAuth(ctx context.Context, dial zkconn.Dialer) int {
+	a := c.f.admin
+	z, err := zkclient.DialCluster(ctx, zkclient.Config{Servers: splitList(*a.zk), Cluster: *c.f.cluster, Auth: *a.auth, Timeout: *a.timeout, Dial: dial})
+	if err != nil {
+		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
+		if errors.Is(err, zkclient.ErrInvalidConfig) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	defer z.Conn.Close()
+	acl, err := z.GetACL(ctx, zkclient.ClusterPath(*c.f.cluster))
+	if err != nil {
+		fmt.Fprintf(c.stderr, "%s: read the ACL of cluster %q: %v\n", c.cmd, *c.f.cluster, zkclient.Unavailable(err))
+		return exitFailure
+	}
+	if why := authMismatch(*c.f.cluster, acl, *a.auth); why != "" {
+		fmt.Fprintf(c.stderr, "%s: %s; nothing was created\n", c.cmd, why)
+		return exitUsage
+	}
+	return exitOK
+}
+
+// authMismatch says how credentials auth ("user:password", "" for none)
+// differ from those guarding the cluster whose znode has ACL acl ("" when
+// they are the same, or both are none).
+func authMismatch(cluster string, acl []zk.ACL, auth string) string {
+	var ids, users []string // the digest identities guarding the cluster
+	for _, e := range acl {
+		if e.Scheme == "digest" {
+			u, _, _ := strings.Cut(e.ID, ":")
+			ids, users = append(ids, e.ID), append(users, u)
+		}
+	}
+	user, pass, _ := strings.Cut(auth, ":")
+	switch {
+	case len(ids) == 0 && auth == "":
+		return ""
+	case len(ids) == 0:
+		return fmt.Sprintf("cluster %q was created without --zk-auth (its znodes are open to every client) and this command was given the --zk-auth of user %q: "+
+			"the tag would be guarded by credentials the cluster's nodes do not use, and they could not serve it (503 segment_unavailable: zk: not authenticated); run segment create without --zk-auth", cluster, user)
+	case auth == "":
+		return fmt.Sprintf("cluster %q is guarded by the --zk-auth credentials of user %q: give them with --zk-auth", cluster, strings.Join(users, `" or "`))
+	case slices.Contains(ids, zk.DigestACL(zk.PermAll, user, pass)[0].ID):
+		return ""
+	case slices.Contains(users, user):
+		return fmt.Sprintf("the password of --zk-auth user %q is not the cluster's (cluster %q is guarded by another)", user, cluster)
+	}
+	return fmt.Sprintf("--zk-auth user %q is not the cluster's: cluster %q is guarded by the credentials of user %q", user, cluster, strings.Join(users, `" or "`))
 }
 
 // segmentCreate is "segment create".
