@@ -21,6 +21,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -92,6 +93,58 @@ func TestEveryAlertIsTested(t *testing.T) {
 			t.Errorf("alert %s has no runbook_url", name)
 		}
 	}
+}
+
+// Every runbook_url of alerts.yml names a heading of the doc it links to
+// (the NodeOutOfService one, templated by reason, is
+// TestDocsRunbookReasons's in tests/docs): a renamed section would leave
+// the page pointing at the top of the file.
+func TestAlertRunbooksResolve(t *testing.T) {
+	rules, err := os.ReadFile("prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := regexp.MustCompile(`runbook_url: "https://codeberg\.org/snowflaked/snowflaked/src/branch/main/(docs/[a-z]+\.md)#([^"{]+)"`).FindAllStringSubmatch(string(rules), -1)
+	if len(links) < 10 {
+		t.Fatalf("only %d runbook links found", len(links))
+	}
+	headings := map[string]map[string]bool{}
+	for _, l := range links {
+		doc, frag := l[1], l[2]
+		if headings[doc] == nil {
+			b, err := os.ReadFile("../" + doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			headings[doc] = map[string]bool{}
+			fenced := false
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(line, "```") {
+					fenced = !fenced
+				}
+				if !fenced && strings.HasPrefix(line, "#") {
+					headings[doc][headingAnchor(strings.TrimSpace(strings.TrimLeft(line, "#")))] = true
+				}
+			}
+		}
+		if !headings[doc][frag] {
+			t.Errorf("runbook_url %s#%s: no such heading", doc, frag)
+		}
+	}
+}
+
+// headingAnchor is the id a Markdown heading gets (as tests/docs computes it).
+func headingAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // Every alert is asserted silent on each healthy cluster of the rule tests
