@@ -95,6 +95,12 @@ type tagBuf struct {
 
 	refusedRequired atomic.Int64 // requests refused for want of a token
 	refusedInvalid  atomic.Int64 // requests refused for a wrong token
+	tokenLog        tokenFailLog // the log of failed reads of the tag's tokens
+
+	// asked: a Take (or a resumed range) asked the loader for work. Until
+	// then a round only watches the tag (kickWatch): a tag no request got
+	// past the admission of loads nothing, and still learns of its delete.
+	asked atomic.Bool
 }
 
 func (b *tagBuf) broadcastLocked() {
@@ -104,11 +110,23 @@ func (b *tagBuf) broadcastLocked() {
 
 // kickLoader wakes both workers (each looks whether it has work).
 func (b *tagBuf) kickLoader() {
+	b.asked.Store(true)
 	for _, k := range []chan struct{}{b.kick, b.markKick} {
 		select {
 		case k <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// kickWatch wakes the load worker to watch the tag only (unless a Take
+// asked for work meanwhile): a new buffer learns of its tag's delete even
+// when no request gets past its admission (a token, a ceiling), so none
+// makes the load after which the watch would be armed.
+func (b *tagBuf) kickWatch() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -559,7 +577,7 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 			}
 			now := time.Now()
 			b.mu.Lock()
-			need := b.needLoadLocked() || !b.verified
+			need := b.needLoadLocked() && b.asked.Load() || !b.verified
 			if kind == markWork {
 				b.noteRateLocked(now)
 				need = b.needMarkLocked()

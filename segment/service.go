@@ -423,6 +423,7 @@ func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
 		b.inc, b.opaque, b.perm, b.verified = t.Incarnation, t.Opaque, perm, true
 		s.tags[tag] = b
 		s.start(b)
+		b.kickWatch()
 	}
 	return b, nil
 }

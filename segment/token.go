@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -177,14 +178,54 @@ func (b *tagBuf) checkToken(ctx context.Context, token []byte, inc int64) error 
 	set, err := ts.Tokens(lctx, b.name, inc)
 	cancel()
 	switch {
+	case errors.Is(err, ErrTagGone), errors.Is(err, ErrUnknownTag):
+		// Deleted (perhaps created again) since the buffer was made: it
+		// is dropped, and the Take looks the tag up afresh (unknown tag,
+		// or the new incarnation), as after a load that finds it gone.
+		_ = b.retire(err) // a failed state write is the mark worker's to report
+		return errRetired
 	case errors.Is(err, ErrTokensUnconfirmed):
-		return fmt.Errorf("%w: tag %q: %w", ErrUnavailable, b.name, err)
+		err = fmt.Errorf("%w: tag %q: %w", ErrUnavailable, b.name, err)
+		b.tokenLog.failed(b, err)
+		return err
 	case err != nil:
-		return fmt.Errorf("%w: read the tokens of tag %q: %v", ErrUnavailable, b.name, err)
+		err = fmt.Errorf("%w: read the tokens of tag %q: %v", ErrUnavailable, b.name, err)
+		b.tokenLog.failed(b, err)
+		return err
 	}
 	if set.Incarnation != inc || !set.Match(token, b.svc.cfg.Now()) {
 		b.refusedInvalid.Add(1)
 		return fmt.Errorf("tag %q: %w", b.name, ErrTokenInvalid)
 	}
 	return nil
+}
+
+// tokenLogEvery is how often, at most, a node logs that it cannot read one
+// tag's tokens: once at the first failure, then once a minute while they
+// go on, each line with the cause and the requests refused since the last.
+const tokenLogEvery = time.Minute
+
+// tokenFailLog rate-limits the log of one tag's failed token reads.
+type tokenFailLog struct {
+	mu      sync.Mutex
+	at      time.Time // when the last line was written (zero: none yet)
+	refused int64     // requests refused since, not logged yet
+}
+
+// failed notes a request of b's tag refused because its tokens could not
+// be read (err), and logs it when no line was written for the tag within
+// tokenLogEvery.
+func (l *tokenFailLog) failed(b *tagBuf, err error) {
+	now := b.svc.cfg.Now()
+	l.mu.Lock()
+	l.refused++
+	if !l.at.IsZero() && now.Sub(l.at) < tokenLogEvery && now.After(l.at) {
+		l.mu.Unlock()
+		return
+	}
+	refused := l.refused
+	l.at, l.refused = now, 0
+	l.mu.Unlock()
+	b.svc.cfg.Log.Warn().Err(err).Str("tag", b.name).Int64("refused", refused).
+		Msg("segment: the tag's requests answer 503 segment_unavailable: this node cannot check their tokens (logged at most once a minute per tag)")
 }

@@ -1464,11 +1464,11 @@ func (s *ZKStore) readTokens(ctx context.Context, tag string, inc int64) (TokenS
 	case errors.Is(err, ErrTagGone), errors.Is(err, ErrUnknownTag):
 		return TokenSet{}, err
 	case errors.Is(err, zk.ErrNoAuth):
-		return TokenSet{}, fmt.Errorf("read the tokens of tag %q: %w: they are readable only with the cluster's --zk-auth", tag, err)
+		return TokenSet{}, fmt.Errorf("%w: %s is readable only with the --zk-auth credentials the tag was created with, %s", err, s.tokenPath(tag), s.ownAuth())
 	case errors.Is(err, zk.ErrNoNode):
 		return TokenSet{}, fmt.Errorf("tag %q requires a token and has no token znode %s", tag, s.tokenPath(tag))
 	case err != nil:
-		return TokenSet{}, fmt.Errorf("read the tokens of tag %q: %w", tag, zkclient.Unavailable(err))
+		return TokenSet{}, fmt.Errorf("read %s: %w", s.tokenPath(tag), zkclient.Unavailable(err))
 	}
 	var set TokenSet
 	if err := json.Unmarshal(b, &set); err != nil {
@@ -1487,6 +1487,16 @@ func (s *ZKStore) readTokens(ctx context.Context, tag string, inc int64) (TokenS
 	}
 	s.tokensMu.Unlock()
 	return set, nil
+}
+
+// ownAuth says which credentials this store's session has, for a read
+// its ACL refused.
+func (s *ZKStore) ownAuth() string {
+	if len(s.keyACL) == 1 && s.keyACL[0].Scheme == "digest" {
+		user, _, _ := strings.Cut(s.keyACL[0].ID, ":")
+		return fmt.Sprintf("and this node has those of user %q, not them", user)
+	}
+	return "and this node runs without --zk-auth"
 }
 
 // maxCachedTokenSets bounds the token cache (tags, incarnations).
