@@ -35,6 +35,18 @@ const (
 // errAnswer marks an answer that is not HTTP as snowflaked speaks it.
 var errAnswer = errors.New("malformed answer")
 
+// What a client that speaks the other protocol than the node's meets,
+// in words that say what to change (a bare EOF, or a TLS record header
+// error, says neither).
+var (
+	// errServesHTTPS: a plain-HTTP request met a node serving HTTPS, which
+	// closed the connection without a word, and the port answers a TLS
+	// ClientHello with a TLS handshake record (0x16 0x03).
+	errServesHTTPS = errors.New("the node serves HTTPS: use https:// (the Go client's Config.TLS, snowflakectl's --tls-ca)")
+	// errServesHTTP: the node answered the TLS ClientHello in plain HTTP.
+	errServesHTTP = errors.New("the node serves plain HTTP: use http:// (no Config.TLS in the Go client, no --tls-* flag in snowflakectl)")
+)
+
 // httpConn is one keep-alive connection to a node.
 type httpConn struct {
 	nc   net.Conn
@@ -50,7 +62,10 @@ type httpConn struct {
 type pool struct {
 	maxIdle int // idle connections kept per node
 	dial    func(addr string, deadline time.Time) (net.Conn, error)
-	cancel  context.CancelFunc // aborts dials in progress on close
+	// probe, when set (a plain-HTTP pool), reports whether addr serves
+	// HTTPS: asked when a new connection ended before any answer.
+	probe  func(addr string, deadline time.Time) bool
+	cancel context.CancelFunc // aborts dials in progress on close
 
 	mu     sync.Mutex
 	idle   map[string][]*httpConn
@@ -62,7 +77,7 @@ type pool struct {
 // is not nil.
 func newPool(maxIdle int, tlsCfg *tls.Config) *pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &pool{
+	p := &pool{
 		maxIdle: maxIdle, cancel: cancel,
 		dial: func(addr string, deadline time.Time) (net.Conn, error) {
 			d := net.Dialer{Deadline: deadline}
@@ -75,6 +90,53 @@ func newPool(maxIdle int, tlsCfg *tls.Config) *pool {
 		idle: map[string][]*httpConn{},
 		open: map[*httpConn]struct{}{},
 	}
+	if tlsCfg == nil {
+		p.probe = func(addr string, deadline time.Time) bool { return servesTLS(ctx, addr, deadline) }
+	}
+	return p
+}
+
+// servesTLS reports whether addr answers a TLS ClientHello with a TLS
+// record (a handshake, 0x16 0x03, or an alert, 0x15 0x03), within
+// deadline. Only the answer's first bytes count: the handshake is not
+// meant to succeed (nothing verifies the node here, and nothing is sent
+// after the ClientHello).
+func servesTLS(ctx context.Context, addr string, deadline time.Time) bool {
+	d := net.Dialer{Deadline: deadline}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	rec := &firstBytes{Conn: nc}
+	host, _, _ := net.SplitHostPort(addr)
+	hctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	_ = tls.Client(rec, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}).HandshakeContext(hctx)
+	return rec.n >= 2 && (rec.b[0] == 0x16 || rec.b[0] == 0x15) && rec.b[1] == 0x03
+}
+
+// firstBytes keeps the first two bytes read from a connection.
+type firstBytes struct {
+	net.Conn
+	b [2]byte
+	n int
+}
+
+func (f *firstBytes) Read(p []byte) (int, error) {
+	n, err := f.Conn.Read(p)
+	for i := 0; i < n && f.n < len(f.b); i++ {
+		f.b[f.n] = p[i]
+		f.n++
+	}
+	return n, err
+}
+
+// answeredHTTP reports whether a failed TLS handshake met an answer in
+// plain HTTP ("HTTP/" where a TLS record header was expected).
+func answeredHTTP(err error) bool {
+	var rh tls.RecordHeaderError
+	return errors.As(err, &rh) && bytes.HasPrefix(rh.RecordHeader[:], []byte("HTTP/"))
 }
 
 // dialTLS runs a TLS handshake over nc within deadline; the server is
@@ -90,6 +152,9 @@ func dialTLS(ctx context.Context, nc net.Conn, addr string, deadline time.Time, 
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
 		_ = nc.Close()
+		if answeredHTTP(err) {
+			return nil, fmt.Errorf("TLS handshake with %s: %w: it answered the TLS ClientHello in HTTP (%w)", addr, errServesHTTP, err)
+		}
 		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
 	}
 	return tc, nil
@@ -244,6 +309,11 @@ func (p *pool) roundTrip(addr, path, header string, deadline time.Time, maxBody 
 			if reused && try == 0 && errors.Is(err, errNoAnswer) && time.Now().Before(deadline) {
 				p.dropIdle(addr) // the retry dials: the other idle ones are likely dead too
 				continue
+			}
+			if !reused && p.probe != nil && errors.Is(err, errNoAnswer) && p.probe(addr, deadline) {
+				// A new plain-HTTP connection closed before any answer, by
+				// a port that speaks TLS: the request never reached a handler.
+				return fmt.Errorf("%w: it closed a plain-HTTP request without an answer (%w)", errServesHTTPS, err)
 			}
 			return err
 		}
