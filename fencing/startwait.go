@@ -162,6 +162,13 @@ func (s *StartWait) runPrev(ctx context.Context) time.Duration {
 	}
 }
 
+// startDetail is what /readyz says during a normal start's wait for the
+// clock to pass the node's own fence (within --max-start-wait).
+func startDetail(behind time.Duration) string {
+	return fmt.Sprintf("waiting for the clock to pass the fence written before the restart: %s left (IDs of the last run may reach up to it)",
+		max(behind.Round(100*time.Millisecond), 100*time.Millisecond))
+}
+
 // run is Run for a fence of this node's own (and for a previous holder's
 // fence further ahead than a correct clock can need), counting the wait
 // from start.
@@ -188,6 +195,7 @@ func (s *StartWait) run(ctx context.Context, start time.Duration) time.Duration 
 		s.check.Fail(detail)
 	} else {
 		s.log.Info().Dur("behind_ms", behind).Dur("max_start_wait_ms", s.maxWait).Msg("clock is behind the fence: waiting for it before serving")
+		s.check.WaitStarting(startDetail(behind))
 	}
 	t := clock.NewTimer(ctx, min(behind, startPoll))
 	defer t.Stop()
@@ -207,6 +215,9 @@ func (s *StartWait) run(ctx context.Context, start time.Duration) time.Duration 
 		if !failing && behind > maxWait { // the clock went back during the wait
 			failing = true
 			s.check.Fail(fmt.Sprintf("clock is %s behind the fence (max-start-wait %s)", behind.Round(time.Millisecond), maxWait))
+		}
+		if !failing {
+			s.check.WaitStarting(startDetail(behind))
 		}
 		t.Reset(min(behind, startPoll))
 	}

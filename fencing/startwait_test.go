@@ -203,3 +203,37 @@ func waitState(t *testing.T, g *health.Guard, state health.State, reason health.
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A normal start's wait (the clock within --max-start-wait of the fence)
+// says in words what it waits for and how long, under reason starting:
+// not "waiting for clock_behind_fence", which reads as a clock fault.
+func TestStartWaitSaysWhatItWaitsFor(t *testing.T) {
+	start := time.UnixMilli(1_750_000_000_000)
+	clk := clocktest.NewFake(start)
+	g := health.New(zerolog.Nop(), nil)
+	gate := NewStartWait(g, clk, start.Add(400*time.Millisecond).UnixNano(), 10*time.Second, zerolog.Nop())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan time.Duration, 1)
+	go func() { done <- gate.Run(ctx) }()
+	const want = "waiting for the clock to pass the fence written before the restart: 400ms left"
+	deadline := time.Now().Add(2 * time.Second)
+	for st := g.Status(); !strings.Contains(st.Detail, want); st = g.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v; want state starting, detail with %q", st, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := g.Status(); st.State != health.Starting || st.Reason != health.ReasonStarting || strings.Contains(st.Detail, "clock_behind_fence") {
+		t.Errorf("status %+v; want starting, reason %q, no reason code in the words", st, health.ReasonStarting)
+	}
+	clk.Advance(401 * time.Millisecond)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("gate did not pass after the clock passed the fence: %+v", g.Status())
+	}
+	if !g.Ready() {
+		t.Fatalf("not ready: %+v", g.Status())
+	}
+}

@@ -97,6 +97,9 @@ type Check struct {
 	reason Reason
 	status checkStatus
 	detail string
+	// starting: the pending check's detail is that of a wait every start
+	// makes (WaitStarting), shown under ReasonStarting, not its reason.
+	starting bool
 }
 
 // Reason returns the reason the check reports when it fails.
@@ -115,6 +118,22 @@ func (c *Check) Fail(detail string) { c.g.set(c, failing, detail) }
 // <reason>". For a wait that is part of a normal start (the previous
 // holder's fence), not a fault.
 func (c *Check) Wait(detail string) { c.g.set(c, pending, detail) }
+
+// WaitStarting is Wait for a wait that is part of every start, not a
+// fault of its reason (the clock passing a fence of the node's own, a
+// fraction of a second): while it is the first pending check the guard
+// stays Starting with ReasonStarting, and detail, in words, says what it
+// waits for and how long, instead of "waiting for <reason>".
+func (c *Check) WaitStarting(detail string) {
+	g := c.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c.status == pending && c.detail == detail && c.starting {
+		return
+	}
+	c.status, c.detail, c.starting = pending, detail, true
+	g.recompute()
+}
 
 // Status is a snapshot of the guard.
 type Status struct {
@@ -274,10 +293,10 @@ func (g *Guard) Failing() map[Reason]string {
 func (g *Guard) set(c *Check, s checkStatus, detail string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if c.status == s && c.detail == detail {
+	if c.status == s && c.detail == detail && !c.starting {
 		return
 	}
-	c.status, c.detail = s, detail
+	c.status, c.detail, c.starting = s, detail, false
 	g.recompute()
 }
 
@@ -297,7 +316,10 @@ func (g *Guard) recompute() {
 	if next.State == InService && firstPending != nil {
 		next = Status{State: Starting, Reason: ReasonStarting, Detail: "waiting for " + string(firstPending.reason)}
 		if firstPending.detail != "" { // Wait: it says what it waits for
-			next.Reason, next.Detail = firstPending.reason, firstPending.detail
+			next.Detail = firstPending.detail
+			if !firstPending.starting {
+				next.Reason = firstPending.reason
+			}
 		}
 	}
 	if g.stopping {
