@@ -32,9 +32,16 @@ type WorkerInfo struct {
 	LeaseHolder string `json:"lease_holder,omitempty"`
 	// InService: alive/<id> exists.
 	InService bool `json:"in_service"`
-	// LastReport (unix ms, 0: never) and its age (-1: never).
+	// LastReport (unix ms by the node's clock, 0: never) and its age (-1:
+	// never): how long ago ZooKeeper took the forever znode's last write,
+	// or the report's own time if that is more recent, so a node whose
+	// clock is behind still shows as reporting.
 	LastReport      int64 `json:"last_report_ms"`
 	LastReportAgeMs int64 `json:"last_report_age_ms"`
+	// ReportSkewMs is the last report's time less ZooKeeper's time of its
+	// write (the znode's mtime): about 0 for a node whose clock agrees
+	// with ZooKeeper's, -10000 for one 10 s behind.
+	ReportSkewMs int64 `json:"report_skew_ms,omitempty"`
 	// Fence is the ZooKeeper fence (unix ms): its holder issues no ID
 	// beyond it; Token the instance token it was granted to.
 	Fence int64  `json:"fence_ms"`
@@ -50,6 +57,24 @@ type WorkerInfo struct {
 	ReportedReason string `json:"reported_reason,omitempty"`
 	// Problem describes malformed or inconsistent znodes ("" when fine).
 	Problem string `json:"problem,omitempty"`
+}
+
+// reportSkewNoted is the report skew ClockNote mentions: more than a
+// write's latency and the clock checks' own tolerances.
+const reportSkewNoted = 2 * time.Second
+
+// ClockNote says how far the node's clock was from ZooKeeper's at its last
+// report, when that is notable ("" otherwise): "its clock is 10.0s behind
+// ZooKeeper's".
+func (w WorkerInfo) ClockNote() string {
+	d := time.Duration(w.ReportSkewMs) * time.Millisecond
+	switch {
+	case w.LastReportAgeMs < 0 || d.Abs() < reportSkewNoted:
+		return ""
+	case d < 0:
+		return fmt.Sprintf("its clock is %.1fs behind ZooKeeper's", -d.Seconds())
+	}
+	return fmt.Sprintf("its clock is %.1fs ahead of ZooKeeper's", d.Seconds())
 }
 
 // ListWorkers reads a cluster's table for `snowflakectl status`: one row per

@@ -112,7 +112,12 @@ func foreverRow(p paths, name, key string, seq int64, got *zkclient.GetResult, i
 		LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence, Token: node.data.Token, Stopped: node.data.Stopped, ReportedReason: node.data.Reason,
 		Retired: node.data.Retired}
 	if node.data.LastTS > 0 {
-		row.LastReportAgeMs = max(now-node.data.LastTS, 0)
+		last := node.data.LastTS
+		if got.Stat != nil && got.Stat.Mtime > 0 {
+			last = max(last, got.Stat.Mtime)
+			row.ReportSkewMs = node.data.LastTS - got.Stat.Mtime
+		}
+		row.LastReportAgeMs = max(now-last, 0)
 	}
 	if derr != nil {
 		row.Problem = derr.Error()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
 )
@@ -127,5 +128,36 @@ func TestListWorkerPageRefuses(t *testing.T) {
 	mustClaim(t, c)
 	if !c.Connected() {
 		t.Error("not Connected after the claim")
+	}
+}
+
+// A node whose clock is 10 s behind reports on time: its row's age comes
+// from ZooKeeper's time of the write (mtime), not from the report's own
+// stepped-back time, and the row says how far its clock is off.
+func TestForeverRowAgeFromZooKeepersTime(t *testing.T) {
+	now := time.Now().UnixMilli()
+	p := newPaths("c")
+	for _, tc := range []struct {
+		name      string
+		lastTS    int64
+		mtime     int64
+		age, skew int64
+		clockNote string
+	}{
+		{"clock 10s behind", now - 10_500, now - 500, 500, -10_000, "its clock is 10.0s behind ZooKeeper's"},
+		{"clock 3s ahead", now + 2_500, now - 500, 0, 3_000, "its clock is 3.0s ahead of ZooKeeper's"},
+		{"in step", now - 500, now - 480, 480, -20, ""},
+		{"silent for a minute", now - 60_000, now - 60_000, 60_000, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := fmt.Sprintf(`{"worker_id":3,"node_key":"n","addr":"127.0.0.1:1","last_ts":%d,"fence":%d,"updated":%d}`, tc.lastTS, tc.lastTS, tc.lastTS)
+			row := foreverRow(p, "n-0000000001", "n", 1, &zkclient.GetResult{Data: []byte(data), Stat: &zk.Stat{Mtime: tc.mtime}}, WorkerRange{Lo: 0, Hi: 1023}, now)
+			if row.Problem != "" {
+				t.Fatal(row.Problem)
+			}
+			if row.LastReportAgeMs != tc.age || row.ReportSkewMs != tc.skew || row.ClockNote() != tc.clockNote {
+				t.Fatalf("age %d, skew %d, note %q; want %d, %d, %q", row.LastReportAgeMs, row.ReportSkewMs, row.ClockNote(), tc.age, tc.skew, tc.clockNote)
+			}
+		})
 	}
 }

@@ -254,8 +254,12 @@ func writeStatusTable(w io.Writer, cluster string, rows []statusRow, now time.Ti
 		if r.Dead {
 			reason = "DEAD: " + reason
 		}
+		report := reportAge(r.LastReportAgeMs)
+		if note := r.ClockNote(); note != "" {
+			report += " (" + note + ")"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", worker, dash(r.NodeKey), dash(r.Addr), dash(r.Version), lease,
-			yesNo(r.InService), dash(reason), reportAge(r.LastReportAgeMs), fenceText(r.Fence, now), dash(shortToken(r.Token)), dash(problem))
+			yesNo(r.InService), dash(reason), report, fenceText(r.Fence, now), dash(shortToken(r.Token)), dash(problem))
 	}
 	tw.Flush()
 }

@@ -295,6 +295,9 @@ func (p *Page) workerRow(w coordinator.WorkerInfo, now time.Time) row {
 		}
 	}
 	r.Report = p.reportCell(w.LastReportAgeMs, r.Ask && !r.stopped)
+	if note := w.ClockNote(); note != "" {
+		r.Note = joinNote(r.Note, note+" (at its last report)")
+	}
 	if r.Report.Over {
 		r.Note = joinNote(r.Note, fmt.Sprintf("report overdue: the last one is %s old, over the %s limit", roundAge(age), p.cfg.MaxReportAge))
 	}
