@@ -55,7 +55,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: snowflaked [flags]\n\nEvery flag may also be set as %s<FLAG> (upper case, dashes as underscores).\n\n", node.EnvPrefix)
-		fs.PrintDefaults()
+		cliflag.PrintDefaults(fs.Output(), fs)
 	}
 	_, parseErr := cliflag.Parse(fs, args, false)
 	if errors.Is(parseErr, flag.ErrHelp) {

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"codeberg.org/snowflaked/snowflaked/node"
 )
 
 func TestRunRefusesBadInput(t *testing.T) {
@@ -117,4 +120,24 @@ func TestStdlogWriter(t *testing.T) {
 			}
 		}
 	}
+}
+
+// --help names every flag as the docs write it, with two dashes, never
+// one.
+func TestHelpWritesTwoDashes(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"--help"}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("--help: exit %d: %s", code, stderr.String())
+	}
+	fs := flag.NewFlagSet("snowflaked", flag.ContinueOnError)
+	var cfg node.Config
+	cfg.RegisterFlags(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(stdout.String(), "  --"+f.Name) {
+			t.Errorf("--help does not list --%s", f.Name)
+		}
+		if strings.Contains(stdout.String(), "  -"+f.Name+" ") || strings.Contains(stdout.String(), "  -"+f.Name+"\n") {
+			t.Errorf("--help lists -%s with one dash", f.Name)
+		}
+	})
 }
