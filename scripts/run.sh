@@ -435,13 +435,24 @@ if [ -t 0 ] || [ "${RUN_KEEP:-}" = 1 ]; then
 		echo "  bin/snowflakectl status --zk $zk"
 	fi
 	echo "  kill -9 ${node_pids[0]}    # node 1 dies: reported here, nodes 2 and 3 keep serving; restart it with its command line above"
-	# A node that exits is reported; the others keep serving. This returns
-	# when every node it started has exited (or on Ctrl-C, through the trap).
+	# A node that exits is reported; the others keep serving. Once every
+	# node it started has exited, ZooKeeper stays until Ctrl-C (the trap).
 	alive=("${node_pids[@]}")
 	while [ "${#alive[@]}" -gt 0 ]; do
 		dead="" st=0
-		wait -n -p dead "${alive[@]}" || st=$?
-		[ -n "$dead" ] || continue
+		wait -n -p dead "${alive[@]}" 2>/dev/null || st=$?
+		if [ -z "${dead:-}" ]; then
+			# Nodes that died together: bash reaped the others already,
+			# and wait -n knows them no more; their own wait still does.
+			dead="" st=0
+			for pid in "${alive[@]}"; do
+				kill -0 "$pid" 2>/dev/null && continue
+				dead=$pid
+				wait "$pid" 2>/dev/null || st=$?
+				break
+			done
+			[ -n "$dead" ] || continue
+		fi
 		for i in $(seq 1 "$nodes"); do
 			[ "${node_pids[$((i - 1))]}" = "$dead" ] && break
 		done
@@ -453,7 +464,14 @@ if [ -t 0 ] || [ "${RUN_KEEP:-}" = 1 ]; then
 		echo "run: node $i (pid $dead, $scheme://127.0.0.1:$((base_port + i - 1))) exited: $how; its log: $rel_dir/node-$i.log; ${#alive[@]} of $nodes nodes still run" >&2
 		echo "run: to restart it by hand (from $root): $(node_line "$i")" >&2
 	done
-	echo "run: every node exited; see $rel_dir/node-*.log" >&2
+	# ZooKeeper stays for nodes restarted by hand (their command lines are
+	# above) until Ctrl-C; make run ends by itself only when it ends.
+	echo "run: every node it started has exited (see $rel_dir/node-*.log); ZooKeeper (pid $zk_pid) keeps running for nodes you restart by hand: Ctrl-C stops it" >&2
+	while kill -0 "$zk_pid" 2>/dev/null; do
+		sleep 1 &
+		wait $! || true
+	done
+	echo "run: ZooKeeper (pid $zk_pid) exited; its log: $zk_dir/zookeeper.log" >&2
 	exit 1
 else
 	echo "No terminal: stopping."

@@ -182,7 +182,9 @@ func TestIntegration_MakeRunTwice(t *testing.T) {
 
 // `make run` with RUN_KEEP=1, one node killed with SIGKILL: the script
 // reports which node died and how, keeps ZooKeeper and the other two nodes
-// serving, and prints each node's command line to restart it by hand.
+// serving, and prints each node's command line to restart it by hand; with
+// every node killed it keeps ZooKeeper for nodes restarted by hand, until
+// Ctrl-C.
 func TestIntegration_MakeRunKillNode(t *testing.T) {
 	zkharness.Require(t)
 	root := makeRunTree(t)
@@ -236,6 +238,36 @@ func TestIntegration_MakeRunKillNode(t *testing.T) {
 		}
 		if run.Exited() {
 			t.Fatalf("make run exited after one node died:\n%s", run.Output())
+		}
+	}
+
+	// The last two die too: make run keeps ZooKeeper up for nodes
+	// restarted by hand, until Ctrl-C.
+	for _, i := range []int{1, 3} {
+		if err := syscall.Kill(pids[i], syscall.SIGKILL); err != nil {
+			t.Fatalf("kill -9 node %d (pid %d): %v", i, pids[i], err)
+		}
+	}
+	const kept = "run: every node it started has exited"
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(run.Output(), kept) {
+		if run.Exited() || time.Now().After(deadline) {
+			t.Fatalf("no %q (make run exited: %v):\n%s", kept, run.Exited(), run.Output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	zkAddr := regexp.MustCompile(`bin/snowflaked --zk (127\.0\.0\.1:\d+)`).FindStringSubmatch(run.Output())
+	if zkAddr == nil {
+		t.Fatalf("no ZooKeeper address in:\n%s", run.Output())
+	}
+	for until := time.Now().Add(2 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
+		c, err := net.DialTimeout("tcp", zkAddr[1], time.Second)
+		if err != nil {
+			t.Fatalf("ZooKeeper at %s after every node exited: %v\n%s", zkAddr[1], err, run.Output())
+		}
+		_ = c.Close()
+		if run.Exited() {
+			t.Fatalf("make run exited when its last node did:\n%s", run.Output())
 		}
 	}
 
