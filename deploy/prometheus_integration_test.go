@@ -83,7 +83,12 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 	t.Fatalf("%s: not within %s (last: %s)", what, timeout, last)
 }
 
-func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
+// promWorld starts three chaos-build nodes of cluster promCluster and a
+// Prometheus with the shipped rules and scrape configs that scrapes them
+// every second, and waits until it does: the Prometheus's base URL, the
+// nodes' addresses and processes.
+func promWorld(t *testing.T) (base string, addrs []string, nodes []*proc.Proc) {
+	t.Helper()
 	prom := testsupport.NeedTool(t, "prometheus", "prometheus")
 	zk := zkharness.StartStandalone(t)
 	ntp := ntpharness.StartFake(t)
@@ -91,8 +96,6 @@ func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var addrs []string
-	var nodes []*proc.Proc
 	for i := 1; i <= 3; i++ {
 		addr := "127.0.0.1:" + freePort(t)
 		p := proc.Start(t, fmt.Sprintf("node %d", i), bin, []string{
@@ -133,7 +136,7 @@ func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	web := "127.0.0.1:" + freePort(t)
-	base := "http://" + web
+	base = "http://" + web
 	p := proc.Start(t, "prometheus", prom, []string{
 		"--config.file", filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path", filepath.Join(dir, "data"),
 		"--web.listen-address", web, "--log.level", "warn",
@@ -164,13 +167,19 @@ func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
 			t.Fatalf("%s = %s (%v), want %s; up: %s", c.q, r, err, c.want, all)
 		}
 	}
+	return base, addrs, nodes
+}
+
+func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
+	base, addrs, nodes := promWorld(t)
 
 	// A healthy cluster pages nobody: no critical alert is pending or firing
 	// (SnowflakedClusterDown, SnowflakedZooKeeperUnreachable, ...), for
 	// longer than their for: of 10s and 15s.
-	time.Sleep(16 * time.Second)
-	if r, err := promQuery(t, base, `ALERTS{severity="critical"}`); err != nil || len(r) != 0 {
-		t.Fatalf("critical alerts on a healthy cluster: %s (%v)", r, err)
+	for until := time.Now().Add(16 * time.Second); time.Now().Before(until); time.Sleep(500 * time.Millisecond) {
+		if r, err := promQuery(t, base, `ALERTS{severity="critical"}`); err != nil || len(r) != 0 {
+			t.Fatalf("critical alerts on a healthy cluster: %s (%v)", r, err)
+		}
 	}
 
 	// Roll node 1 back 5s: the out-of-service alert must be pending (or
@@ -208,7 +217,27 @@ func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
 		return len(r) == 1, fmt.Sprintf("alerts %s; backward steps %s", r, steps)
 	})
 
-	// Every dashboard query returns data.
+	checkDashboardQueries(t, base)
+
+	// Every process gone: only the up series are left, and the critical
+	// alert goes pending for the cluster (it fires after its for: of 10s).
+	for _, n := range nodes {
+		_ = n.Kill()
+	}
+	waitFor(t, 20*time.Second, "SnowflakedClusterDown pending with every node dead", func() (bool, string) {
+		r, err := promQuery(t, base, `ALERTS{alertname="SnowflakedClusterDown", cluster="`+promCluster+`"}`)
+		if err != nil {
+			return false, err.Error()
+		}
+		up, _ := promQuery(t, base, `up`)
+		return len(r) == 1, fmt.Sprintf("alerts %s; up %s", r, up)
+	})
+}
+
+// checkDashboardQueries: every query of the shipped Grafana dashboard
+// returns data from the Prometheus at base.
+func checkDashboardQueries(t *testing.T, base string) {
+	t.Helper()
 	b, err := os.ReadFile("grafana/snowflaked.json")
 	if err != nil {
 		t.Fatal(err)
@@ -242,18 +271,4 @@ func TestIntegration_PrometheusAlertsAndDashboard(t *testing.T) {
 		t.Fatalf("only %d dashboard queries found", queries)
 	}
 	t.Logf("all %d dashboard queries returned data", queries)
-
-	// Every process gone: only the up series are left, and the critical
-	// alert goes pending for the cluster (it fires after its for: of 10s).
-	for _, n := range nodes {
-		_ = n.Kill()
-	}
-	waitFor(t, 20*time.Second, "SnowflakedClusterDown pending with every node dead", func() (bool, string) {
-		r, err := promQuery(t, base, `ALERTS{alertname="SnowflakedClusterDown", cluster="`+promCluster+`"}`)
-		if err != nil {
-			return false, err.Error()
-		}
-		up, _ := promQuery(t, base, `up`)
-		return len(r) == 1, fmt.Sprintf("alerts %s; up %s", r, up)
-	})
 }

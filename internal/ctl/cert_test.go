@@ -82,7 +82,20 @@ func TestCertCreateVerifies(t *testing.T) {
 		_, err := c.Verify(x509.VerifyOptions{Roots: roots, DNSName: host, KeyUsages: []x509.ExtKeyUsage{usage}})
 		return err
 	}
-	node := readCert(t, filepath.Join(dir, "node.crt"))
+	t.Run("node", func(t *testing.T) { checkNodeCert(t, readCert(t, filepath.Join(dir, "node.crt")), verify) })
+	t.Run("client", func(t *testing.T) { checkClientCert(t, readCert(t, filepath.Join(dir, "ops.crt")), verify) })
+	t.Run("zookeeper", func(t *testing.T) { checkZooKeeperFiles(t, dir, out, verify) })
+	t.Run("files", func(t *testing.T) { checkCertFiles(t, dir) })
+}
+
+// certVerifier verifies a certificate against the test's CA for host and
+// usage.
+type certVerifier func(c *x509.Certificate, host string, usage x509.ExtKeyUsage) error
+
+// checkNodeCert: a node's certificate serves each of its hosts and is a
+// client to its peers, and names nothing else.
+func checkNodeCert(t *testing.T, node *x509.Certificate, verify certVerifier) {
+	t.Helper()
 	for _, host := range []string{"127.0.0.1", "node-1", "localhost"} {
 		if err := verify(node, host, x509.ExtKeyUsageServerAuth); err != nil {
 			t.Errorf("node.crt as server %s: %v", host, err)
@@ -100,7 +113,12 @@ func TestCertCreateVerifies(t *testing.T) {
 	if node.Subject.CommonName != "node" {
 		t.Errorf("node.crt CN %q, want node", node.Subject.CommonName)
 	}
-	ops := readCert(t, filepath.Join(dir, "ops.crt"))
+}
+
+// checkClientCert: a client's certificate is a client only, named for the
+// allow-lists.
+func checkClientCert(t *testing.T, ops *x509.Certificate, verify certVerifier) {
+	t.Helper()
 	if err := verify(ops, "", x509.ExtKeyUsageClientAuth); err != nil {
 		t.Errorf("ops.crt as client: %v", err)
 	}
@@ -114,12 +132,17 @@ func TestCertCreateVerifies(t *testing.T) {
 	if !list.Allows(ops) {
 		t.Errorf("--tls-client-allow ops does not allow ops.crt")
 	}
+}
+
+// checkZooKeeperFiles: ZooKeeper's certificate serves, its PEM key store
+// is the PKCS #8 key then the certificate, and the settings create-zk
+// printed (out) are zookeeper-tls.cfg's.
+func checkZooKeeperFiles(t *testing.T, dir, out string, verify certVerifier) {
+	t.Helper()
 	zk := readCert(t, filepath.Join(dir, "zookeeper.crt"))
 	if err := verify(zk, "127.0.0.1", x509.ExtKeyUsageServerAuth); err != nil {
 		t.Errorf("zookeeper.crt as server: %v", err)
 	}
-
-	// ZooKeeper's PEM key store: the PKCS #8 key, then the certificate.
 	store, err := os.ReadFile(filepath.Join(dir, "zookeeper-keystore.pem"))
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +172,11 @@ func TestCertCreateVerifies(t *testing.T) {
 	if err != nil || !strings.Contains(out, string(cfg)) {
 		t.Errorf("zookeeper-tls.cfg (%v) is not what create-zk printed:\n%s", err, cfg)
 	}
+}
 
+// checkCertFiles: keys are 0600 and no temporary file is left.
+func checkCertFiles(t *testing.T, dir string) {
+	t.Helper()
 	for _, f := range []string{"ca.key", "node.key", "ops.key", "zookeeper.key", "zookeeper-keystore.pem"} {
 		st, err := os.Stat(filepath.Join(dir, f))
 		if err != nil || st.Mode().Perm() != 0o600 {
