@@ -112,6 +112,10 @@ func status(args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, coordinator.ErrInvalidConfig) {
 			return exitUsage
 		}
+		if !errors.Is(err, coordinator.ErrNoCluster) {
+			// ZooKeeper does not answer: the nodes still do.
+			fmt.Fprintln(stderr, "snowflakectl status: without ZooKeeper, ask each node: snowflakectl probe http://HOST:PORT/readyz (why it is out of service, or what it waits for), or curl its /readyz and /clock (docs/operations.md, No node in service)")
+		}
 		return exitFailure
 	}
 	out := explainRows(rows, *interval, readyzProber(*probeTimeout, tlsCfg))

@@ -15,6 +15,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
@@ -291,5 +292,14 @@ func TestReadyzProber(t *testing.T) {
 	})
 	if readyzProber(0, nil) != nil {
 		t.Error("readyzProber(0) asks: want nil")
+	}
+}
+
+// With ZooKeeper down, status fails and says where to look instead: each
+// node's /readyz; for a cluster that does not exist it does not.
+func TestStatusWithoutZooKeeperPointsAtTheNodes(t *testing.T) {
+	code, _, errOut := runCtl("status", "--zk", testsupport.ClosedAddr(t), "--timeout", "1s")
+	if code != exitFailure || !strings.Contains(errOut, "without ZooKeeper, ask each node") || !strings.Contains(errOut, "/readyz") {
+		t.Errorf("status with ZooKeeper down: exit %d, %q; want exit 1 and a pointer to each node's /readyz", code, errOut)
 	}
 }
