@@ -13,7 +13,7 @@ import (
 // cluster's workers: the listing goes over the node's own TLS session, not
 // a plain connection to the TLS port that would wait out the page's 3 s
 // and show "The cluster's worker list is unavailable … context deadline
-// exceeded" (issue 47).
+// exceeded".
 func TestIntegration_StatusPageOverZooKeeperTLS(t *testing.T) {
 	pki := testpki.New(t)
 	zk := zkharness.StartStandaloneTLS(t, zkharness.TLS{PKI: pki, ClientAuth: "need"})
