@@ -33,9 +33,10 @@ type WorkerInfo struct {
 	// InService: alive/<id> exists.
 	InService bool `json:"in_service"`
 	// LastReport (unix ms by the node's clock, 0: never) and its age (-1:
-	// never): how long ago ZooKeeper took the forever znode's last write,
-	// or the report's own time if that is more recent, so a node whose
-	// clock is behind still shows as reporting.
+	// never): how long ago ZooKeeper took the node's last report (the
+	// forever znode's mtime when the node wrote it last), or the report's
+	// own time if that is more recent, so a node whose clock is behind
+	// still shows as reporting.
 	LastReport      int64 `json:"last_report_ms"`
 	LastReportAgeMs int64 `json:"last_report_age_ms"`
 	// ReportSkewMs is the last report's time less ZooKeeper's time of its

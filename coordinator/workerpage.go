@@ -113,7 +113,11 @@ func foreverRow(p paths, name, key string, seq int64, got *zkclient.GetResult, i
 		Retired: node.data.Retired}
 	if node.data.LastTS > 0 {
 		last := node.data.LastTS
-		if got.Stat != nil && got.Stat.Mtime > 0 {
+		// The znode's mtime is a report's only when the node itself wrote
+		// last (a report or its claim: updated is then its last_ts); a
+		// retire or another node's take-over writes it too.
+		own := node.data.Updated == node.data.LastTS && node.data.Retired == 0 && node.data.RecycledTo == "" && node.workerID != noWorker
+		if own && got.Stat != nil && got.Stat.Mtime > 0 {
 			last = max(last, got.Stat.Mtime)
 			row.ReportSkewMs = node.data.LastTS - got.Stat.Mtime
 		}

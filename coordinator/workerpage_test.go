@@ -161,3 +161,28 @@ func TestForeverRowAgeFromZooKeepersTime(t *testing.T) {
 		})
 	}
 }
+
+// A write to a forever znode that is not the node's own (snowflakectl node
+// retire, another node's take-over evicting it, a claim that has not
+// reported yet) moves its mtime too: the row must not take it for a fresh
+// report, nor the node's clock for an hour behind.
+func TestForeverRowOthersWritesAreNoReport(t *testing.T) {
+	now := time.Now().UnixMilli()
+	hour := int64(3_600_000)
+	p := newPaths("c")
+	for _, tc := range []struct{ name, data string }{
+		{"retired an hour after the last report",
+			fmt.Sprintf(`{"worker_id":3,"node_key":"n","addr":"127.0.0.1:1","last_ts":%d,"fence":%d,"updated":%d,"retired":%d}`, now-hour, now-hour, now-hour, now)},
+		{"evicted by another node's take-over",
+			fmt.Sprintf(`{"worker_id":-1,"prev_worker_id":3,"node_key":"n","addr":"127.0.0.1:1","last_ts":%d,"fence":%d,"updated":%d,"recycled_to":"/x"}`, now-hour, now-hour, now)},
+		{"written since its last report",
+			fmt.Sprintf(`{"worker_id":3,"node_key":"n","addr":"127.0.0.1:1","last_ts":%d,"fence":%d,"updated":%d}`, now-hour, now+3000, now)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			row := foreverRow(p, "n-0000000001", "n", 1, &zkclient.GetResult{Data: []byte(tc.data), Stat: &zk.Stat{Mtime: now}}, WorkerRange{Lo: 0, Hi: 1023}, now)
+			if row.LastReportAgeMs < hour-1000 || row.ClockNote() != "" {
+				t.Errorf("last report an hour ago: age %dms, note %q; want about an hour and no clock note", row.LastReportAgeMs, row.ClockNote())
+			}
+		})
+	}
+}
