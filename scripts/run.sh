@@ -439,30 +439,27 @@ if [ -t 0 ] || [ "${RUN_KEEP:-}" = 1 ]; then
 	# node it started has exited, ZooKeeper stays until Ctrl-C (the trap).
 	alive=("${node_pids[@]}")
 	while [ "${#alive[@]}" -gt 0 ]; do
-		dead="" st=0
-		wait -n -p dead "${alive[@]}" 2>/dev/null || st=$?
-		if [ -z "${dead:-}" ]; then
-			# Nodes that died together: bash reaped the others already,
-			# and wait -n knows them no more; their own wait still does.
-			dead="" st=0
-			for pid in "${alive[@]}"; do
-				kill -0 "$pid" 2>/dev/null && continue
-				dead=$pid
-				wait "$pid" 2>/dev/null || st=$?
-				break
+		# Once a second: each node that has exited since is reported
+		# (several may die together), with the status its wait gives.
+		sleep 1 &
+		wait $! || true
+		next=() left=${#alive[@]}
+		for dead in "${alive[@]}"; do
+			if kill -0 "$dead" 2>/dev/null; then
+				next+=("$dead")
+				continue
+			fi
+			st=0 left=$((left - 1))
+			wait "$dead" 2>/dev/null || st=$?
+			for i in $(seq 1 "$nodes"); do
+				[ "${node_pids[$((i - 1))]}" = "$dead" ] && break
 			done
-			[ -n "$dead" ] || continue
-		fi
-		for i in $(seq 1 "$nodes"); do
-			[ "${node_pids[$((i - 1))]}" = "$dead" ] && break
+			how="exit status $st"
+			[ "$st" -gt 128 ] && how="$how (killed by SIG$(kill -l $((st - 128)) 2>/dev/null || echo $((st - 128))))"
+			echo "run: node $i (pid $dead, $scheme://127.0.0.1:$((base_port + i - 1))) exited: $how; its log: $rel_dir/node-$i.log; $left of $nodes nodes still run" >&2
+			echo "run: to restart it by hand (from $root): $(node_line "$i")" >&2
 		done
-		how="exit status $st"
-		[ "$st" -gt 128 ] && how="$how (killed by SIG$(kill -l $((st - 128)) 2>/dev/null || echo $((st - 128))))"
-		next=()
-		for pid in "${alive[@]}"; do [ "$pid" = "$dead" ] || next+=("$pid"); done
 		alive=("${next[@]}")
-		echo "run: node $i (pid $dead, $scheme://127.0.0.1:$((base_port + i - 1))) exited: $how; its log: $rel_dir/node-$i.log; ${#alive[@]} of $nodes nodes still run" >&2
-		echo "run: to restart it by hand (from $root): $(node_line "$i")" >&2
 	done
 	# ZooKeeper stays for nodes restarted by hand (their command lines are
 	# above) until Ctrl-C; make run ends by itself only when it ends.

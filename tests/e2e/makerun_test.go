@@ -180,11 +180,10 @@ func TestIntegration_MakeRunTwice(t *testing.T) {
 	}
 }
 
-// `make run` with RUN_KEEP=1, one node killed with SIGKILL: the script
-// reports which node died and how, keeps ZooKeeper and the other two nodes
-// serving, and prints each node's command line to restart it by hand; with
-// every node killed it keeps ZooKeeper for nodes restarted by hand, until
-// Ctrl-C.
+// `make run` with RUN_KEEP=1, two nodes killed together with SIGKILL: the
+// script reports each, how it died and its command line to restart it by
+// hand, and keeps ZooKeeper and the third node serving; with every node
+// killed it keeps ZooKeeper for nodes restarted by hand, until Ctrl-C.
 func TestIntegration_MakeRunKillNode(t *testing.T) {
 	zkharness.Require(t)
 	root := makeRunTree(t)
@@ -207,46 +206,50 @@ func TestIntegration_MakeRunKillNode(t *testing.T) {
 		pids[i], _ = strconv.Atoi(m[1])
 	}
 
-	if err := syscall.Kill(pids[2], syscall.SIGKILL); err != nil {
-		t.Fatalf("kill -9 node 2 (pid %d): %v", pids[2], err)
-	}
-	report := fmt.Sprintf("run: node 2 (pid %d, http://127.0.0.1:%d) exited: exit status 137 (killed by SIGKILL)", pids[2], base+1)
-	deadline = time.Now().Add(10 * time.Second)
-	for !strings.Contains(run.Output(), report) {
-		if run.Exited() || time.Now().After(deadline) {
-			t.Fatalf("no report %q (make run exited: %v):\n%s", report, run.Exited(), run.Output())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !strings.Contains(run.Output(), "run: to restart it by hand (from "+root+"): bin/snowflaked --zk ") {
-		t.Errorf("the report lacks node 2's command line:\n%s", run.Output())
-	}
-
-	// The other two keep serving, for longer than the script used to take
-	// to stop them after a node died.
-	client := &http.Client{Timeout: 2 * time.Second}
-	for until := time.Now().Add(3 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
-		for _, i := range []int{1, 3} {
-			resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/id", base+i-1))
-			if err != nil {
-				t.Fatalf("node %d after node 2 was killed: %v\n%s", i, err, run.Output())
-			}
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("node %d after node 2 was killed: GET /id %d\n%s", i, resp.StatusCode, run.Output())
-			}
-		}
-		if run.Exited() {
-			t.Fatalf("make run exited after one node died:\n%s", run.Output())
-		}
-	}
-
-	// The last two die too: make run keeps ZooKeeper up for nodes
-	// restarted by hand, until Ctrl-C.
-	for _, i := range []int{1, 3} {
+	// Nodes 1 and 2 die together: each is reported, with its command line.
+	for _, i := range []int{1, 2} {
 		if err := syscall.Kill(pids[i], syscall.SIGKILL); err != nil {
 			t.Fatalf("kill -9 node %d (pid %d): %v", i, pids[i], err)
 		}
+	}
+	for _, i := range []int{1, 2} {
+		report := fmt.Sprintf("run: node %d (pid %d, http://127.0.0.1:%d) exited: exit status 137 (killed by SIGKILL)", i, pids[i], base+i-1)
+		deadline = time.Now().Add(10 * time.Second)
+		for !strings.Contains(run.Output(), report) {
+			if run.Exited() || time.Now().After(deadline) {
+				t.Fatalf("no report %q (make run exited: %v):\n%s", report, run.Exited(), run.Output())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if !strings.Contains(run.Output(), "; 1 of 3 nodes still run") {
+		t.Errorf("the reports do not count the one node left:\n%s", run.Output())
+	}
+	if !strings.Contains(run.Output(), "run: to restart it by hand (from "+root+"): bin/snowflaked --zk ") {
+		t.Errorf("the report lacks a command line:\n%s", run.Output())
+	}
+
+	// Node 3 keeps serving, for longer than the script used to take to
+	// stop the others after a node died.
+	client := &http.Client{Timeout: 2 * time.Second}
+	for until := time.Now().Add(3 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/id", base+2))
+		if err != nil {
+			t.Fatalf("node 3 after nodes 1 and 2 were killed: %v\n%s", err, run.Output())
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("node 3 after nodes 1 and 2 were killed: GET /id %d\n%s", resp.StatusCode, run.Output())
+		}
+		if run.Exited() {
+			t.Fatalf("make run exited after two nodes died:\n%s", run.Output())
+		}
+	}
+
+	// The last one dies too: make run keeps ZooKeeper up for nodes
+	// restarted by hand, until Ctrl-C.
+	if err := syscall.Kill(pids[3], syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 node 3 (pid %d): %v", pids[3], err)
 	}
 	const kept = "run: every node it started has exited"
 	deadline = time.Now().Add(10 * time.Second)
