@@ -248,11 +248,32 @@ func TestIntegration_MakeRunKillNode(t *testing.T) {
 
 	// The last one dies too: make run keeps ZooKeeper up for nodes
 	// restarted by hand, until Ctrl-C.
-	if err := syscall.Kill(pids[3], syscall.SIGKILL); err != nil {
-		t.Fatalf("kill -9 node 3 (pid %d): %v", pids[3], err)
+	checkZooKeeperOutlivesNodes(t, run, pids[3])
+
+	// Ctrl-C (SIGTERM here) still stops what is left, exit 0.
+	if err := run.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := run.Wait(time.Minute); err != nil || code != 0 {
+		t.Errorf("make run after SIGTERM: exit %d (%v):\n%s", code, err, run.Output())
+	}
+	for _, i := range []int{1, 3} {
+		if syscall.Kill(pids[i], 0) == nil {
+			t.Errorf("node %d (pid %d) still runs after make run stopped", i, pids[i])
+		}
+	}
+}
+
+// checkZooKeeperOutlivesNodes kills last, the last node run still runs,
+// and checks that run says so and keeps ZooKeeper serving (for nodes
+// restarted by hand) instead of exiting.
+func checkZooKeeperOutlivesNodes(t *testing.T, run *testproc.Proc, last int) {
+	t.Helper()
+	if err := syscall.Kill(last, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 the last node (pid %d): %v", last, err)
 	}
 	const kept = "run: every node it started has exited"
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(run.Output(), kept) {
 		if run.Exited() || time.Now().After(deadline) {
 			t.Fatalf("no %q (make run exited: %v):\n%s", kept, run.Exited(), run.Output())
@@ -271,19 +292,6 @@ func TestIntegration_MakeRunKillNode(t *testing.T) {
 		_ = c.Close()
 		if run.Exited() {
 			t.Fatalf("make run exited when its last node did:\n%s", run.Output())
-		}
-	}
-
-	// Ctrl-C (SIGTERM here) still stops what is left, exit 0.
-	if err := run.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code, err := run.Wait(time.Minute); err != nil || code != 0 {
-		t.Errorf("make run after SIGTERM: exit %d (%v):\n%s", code, err, run.Output())
-	}
-	for _, i := range []int{1, 3} {
-		if syscall.Kill(pids[i], 0) == nil {
-			t.Errorf("node %d (pid %d) still runs after make run stopped", i, pids[i])
 		}
 	}
 }
