@@ -3,12 +3,14 @@ package ctl
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
@@ -122,6 +124,11 @@ func probeWait(c *http.Client, url string, wait time.Duration, quiet bool, stdou
 func probeOnce(c *http.Client, url string) (string, bool) {
 	resp, err := c.Get(url)
 	if err != nil {
+		if strings.HasPrefix(url, "http://") && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+			// A node serving HTTPS closes a plain-HTTP request without a
+			// word; say what a bare EOF does not.
+			return err.Error() + " (the node closed the connection without an answer: if it serves HTTPS, --tls-cert, use https:// and --tls-ca)", false
+		}
 		return err.Error(), false
 	}
 	defer resp.Body.Close()

@@ -157,3 +157,30 @@ func TestProbeWaitPrintsStartAndEnd(t *testing.T) {
 		t.Errorf("stderr, want waiting, the new reason and done (3 lines):\n%s", stderr.String())
 	}
 }
+
+// A port that closes a plain-HTTP request without a word, as a node
+// serving HTTPS does, gets a probe answer that names HTTPS, not a bare
+// EOF.
+func TestProbePlainHTTPToAClosingPortNamesHTTPS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for range 10 { // bounded: the probe makes one request
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 512)
+			_ = c.SetReadDeadline(time.Now().Add(time.Second))
+			_, _ = c.Read(buf)
+			_ = c.Close()
+		}
+	}()
+	code, _, errOut := runCtl("probe", "--timeout", "2s", "http://"+ln.Addr().String()+"/readyz")
+	if code != exitFailure || !strings.Contains(errOut, "if it serves HTTPS, --tls-cert, use https://") {
+		t.Errorf("probe of a port that closes plain HTTP: exit %d, %q; want exit 1 naming HTTPS", code, errOut)
+	}
+}
