@@ -1,13 +1,13 @@
 package node
 
 import (
-	"context"
 	"net"
 	"slices"
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // clusterNodes is the list GET /cluster/nodes answers: this node while it
@@ -66,7 +66,7 @@ func (n *node) listedPeers() []coordinator.Peer {
 	if n.coord == nil {
 		return last
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), peersReadTimeout)
+	ctx, cancel := clock.WithTimeout(n.timers, peersReadTimeout)
 	defer cancel()
 	ids, err := n.coord.PeerIDs(ctx)
 	if err != nil || len(ids) > n.cfg.PeerSample || sameWorkers(ids, last) {
