@@ -1,38 +1,19 @@
 package segment_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/segment"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
-
-// syncBuffer is a bytes.Buffer a logger and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // unreadableTokens is tokenMem whose token hashes cannot be read (as a
 // node without the credentials of the tag's token znode meets them), and
@@ -131,7 +112,7 @@ func TestUnreadableTokensLoggedOnceAndDeletedTagDropped(t *testing.T) {
 	token := segment.NewToken()
 	st := &unreadableTokens{tokenMem: newTokenMem(token)}
 	st.noWatch = true
-	var logs syncBuffer
+	var logs testsupport.SyncBuffer
 	svc, err := segment.New(segment.Config{Store: st, Incarnation: "i", Wait: 200 * time.Millisecond, Log: zerolog.New(&logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +168,7 @@ func TestIntegration_TokenTagOfOtherCredentials(t *testing.T) {
 	}
 	node := openStore(t, srv)
 	defer node.Close()
-	var logs syncBuffer
+	var logs testsupport.SyncBuffer
 	svc, err := segment.New(segment.Config{Store: node, Incarnation: "i", Wait: time.Second, Log: zerolog.New(&logs)})
 	if err != nil {
 		t.Fatal(err)
