@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -324,7 +325,7 @@ func startPeriod(t *Tag, key string) (bool, error) {
 	if _, ok := t.Periods[key]; ok && !mutation.Broken(mutation.PeriodStartedTwice) {
 		return false, nil
 	}
-	if latest := latestPeriod(t.Periods); latest > key && !mutation.Broken(mutation.PeriodStartedTwice) {
+	if latest := t.LatestPeriod(); latest > key && !mutation.Broken(mutation.PeriodStartedTwice) {
 		return false, fmt.Errorf("%w: tag %q serves period %s, after %s", ErrPeriodPassed, t.Name, latest, key)
 	}
 	ps := make(map[string]int64, len(t.Periods)+1)
@@ -336,13 +337,7 @@ func startPeriod(t *Tag, key string) (bool, error) {
 		ps[key] = min(t.MaxID, t.RestartBase)
 	}
 	if len(ps) > maxPeriods {
-		keys := slices.Sorted(func(yield func(string) bool) {
-			for k := range ps {
-				if !yield(k) {
-					return
-				}
-			}
-		})
+		keys := slices.Sorted(maps.Keys(ps))
 		for _, k := range keys[:len(keys)-maxPeriods] {
 			delete(ps, k)
 		}
@@ -374,7 +369,7 @@ func markRestart(t *Tag, maxID int64, now time.Time) error {
 		return fmt.Errorf("tag %q resets by a rule this release cannot use: %w", t.Name, err)
 	}
 	base := t.Start
-	if latest := latestPeriod(t.Periods); latest != "" {
+	if latest := t.LatestPeriod(); latest != "" {
 		base = t.Periods[latest]
 	}
 	if t.RestartThrough != "" {
@@ -385,10 +380,10 @@ func markRestart(t *Tag, maxID int64, now time.Time) error {
 	return nil
 }
 
-// latestPeriod is the newest key of ps ("" when none).
-func latestPeriod(ps map[string]int64) string {
+// LatestPeriod is the newest period the tag has started ("" when none).
+func (t Tag) LatestPeriod() string {
 	latest := ""
-	for k := range ps {
+	for k := range t.Periods {
 		latest = max(latest, k)
 	}
 	return latest

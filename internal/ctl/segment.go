@@ -626,10 +626,7 @@ func periodStatus(t segment.Tag) *PeriodStatus {
 	if err != nil {
 		return nil
 	}
-	key := ""
-	for k := range t.Periods {
-		key = max(key, k)
-	}
+	key := t.LatestPeriod()
 	base := t.Periods[key]
 	return &PeriodStatus{Key: key, Date: rule.Date(key), Base: base, HandedOut: t.MaxID - base,
 		Next: string(rule.AppendID(nil, key, t.MaxID-base+t.Start))}
