@@ -21,7 +21,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -123,7 +122,7 @@ func TestAlertRunbooksResolve(t *testing.T) {
 					fenced = !fenced
 				}
 				if !fenced && strings.HasPrefix(line, "#") {
-					headings[doc][headingAnchor(strings.TrimSpace(strings.TrimLeft(line, "#")))] = true
+					headings[doc][testsupport.HeadingAnchor(strings.TrimSpace(strings.TrimLeft(line, "#")))] = true
 				}
 			}
 		}
@@ -131,20 +130,6 @@ func TestAlertRunbooksResolve(t *testing.T) {
 			t.Errorf("runbook_url %s#%s: no such heading", doc, frag)
 		}
 	}
-}
-
-// headingAnchor is the id a Markdown heading gets (as tests/docs computes it).
-func headingAnchor(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(heading) {
-		switch {
-		case r == ' ':
-			b.WriteByte('-')
-		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 // Every alert is asserted silent on each healthy cluster of the rule tests

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/rs/zerolog"
 )
@@ -212,4 +213,20 @@ func GoFiles(t testing.TB, skip ...string) []string {
 		t.Fatalf("list the module's Go files: %v", err)
 	}
 	return out
+}
+
+// HeadingAnchor is the id a Markdown heading gets (GitHub's): lower case,
+// punctuation dropped (hyphens and underscores kept), spaces turned into
+// hyphens.
+func HeadingAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -7,7 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"unicode"
+
+	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 )
 
 // markdownFiles are the documents the repository explains itself with.
@@ -28,21 +29,6 @@ func markdownFiles(t *testing.T) []string {
 
 var linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
-// anchor is GitHub's id for a heading: lower case, punctuation dropped
-// (hyphens kept), spaces turned into hyphens.
-func anchor(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(heading) {
-		switch {
-		case r == ' ':
-			b.WriteByte('-')
-		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
 // anchors returns the ids of a document's headings (outside code blocks).
 func anchors(doc string) map[string]bool {
 	out := map[string]bool{}
@@ -54,7 +40,7 @@ func anchors(doc string) map[string]bool {
 		if fenced || !strings.HasPrefix(l, "#") {
 			continue
 		}
-		out[anchor(strings.TrimSpace(strings.TrimLeft(l, "#")))] = true
+		out[testsupport.HeadingAnchor(strings.TrimSpace(strings.TrimLeft(l, "#")))] = true
 	}
 	return out
 }
@@ -98,8 +84,8 @@ func TestAnchor(t *testing.T) {
 		"The way back from each reason":   "the-way-back-from-each-reason",
 		"`clock_behind_fence`":            "clock_behind_fence",
 	} {
-		if got := anchor(in); got != want {
-			t.Errorf("anchor(%q) = %q, want %q", in, got, want)
+		if got := testsupport.HeadingAnchor(in); got != want {
+			t.Errorf("HeadingAnchor(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
