@@ -18,6 +18,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // errRestart: what Claim read changed under it; start over from the listing.
@@ -81,7 +82,7 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 		return Identity{}, err
 	}
 	if mutation.Broken(mutation.TombstoneFloorSkipped) {
-		cd.FenceFloorMs = 0
+		cd.FenceFloor = 0
 	}
 	// The cluster's recycle-after as read now: the scan of a recycle uses
 	// it (the node's own, when set, is the same: checkShared).
@@ -93,7 +94,7 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 	token := zkclient.NewToken() // one per Claim: a claim whose answer was lost is recognised by it
 	for round := 1; round <= maxClaimRounds; round++ {
 		c.setProgress(fmt.Sprintf("claiming a worker ID for node key %q", c.cfg.NodeKey))
-		node, err := c.findOrCreateForever(ctx, z, cd.FenceFloorMs)
+		node, err := c.findOrCreateForever(ctx, z, cd.FenceFloor)
 		if err != nil {
 			return Identity{}, err
 		}
@@ -123,15 +124,15 @@ func (c *Coordinator) claim(ctx context.Context, prior Prior) (Identity, error) 
 		id := Identity{
 			// A forever znode created by hand, or by a release before the
 			// floor, may lack it: the claim starts after it all the same.
-			WorkerID: n.workerID, PrevFence: max(n.data.PrevFence, cd.FenceFloorMs), ZKFence: n.data.Fence, Token: token, PrevToken: n.data.PrevToken,
+			WorkerID: n.workerID, PrevFence: max(n.data.PrevFence, cd.FenceFloor), ZKFence: n.data.Fence, Token: token, PrevToken: n.data.PrevToken,
 			Incarnation: inc, Path: n.path, Recycled: cl.recycled, PrevNodeKey: cl.prevKey, PrevAddr: cl.prevAddr, PrevStopped: cl.prevStopped,
 			RecycleAfter: recycleAfter,
 		}
 		if cl.session != 0 {
 			id.Session = sessionHex(cl.session)
 		}
-		c.log.Info().Int64("worker_id", id.WorkerID).Str("forever", id.Path).Int64("prev_fence", id.PrevFence).
-			Int64("zk_fence", id.ZKFence).Bool("recycled", id.Recycled).Str("session", id.Session).Msg("claimed worker ID")
+		c.log.Info().Int64("worker_id", id.WorkerID).Str("forever", id.Path).Int64("prev_fence", int64(id.PrevFence)).
+			Int64("zk_fence", int64(id.ZKFence)).Bool("recycled", id.Recycled).Str("session", id.Session).Msg("claimed worker ID")
 		c.updateChecks(true)
 		c.poke()
 		return id, nil
@@ -155,12 +156,12 @@ func parseSession(s string) int64 {
 // claimData is what a claim by token writes over prev: a new token, the
 // previous holder's token and fence, and a fence G ahead of now (never
 // below the previous one).
-func (c *Coordinator) claimData(prev foreverData, workerID int64, token string, now int64) foreverData {
+func (c *Coordinator) claimData(prev foreverData, workerID int64, token string, now snowflake.UnixMilli) foreverData {
 	d := prev
 	wid := workerID
 	d.WorkerID, d.NodeKey, d.Addr, d.Updated, d.Stopped, d.Retired = &wid, c.cfg.NodeKey, c.cfg.Advertise, now, false, 0
 	d.Version = c.cfg.Version
-	r := fencing.Claim(fencing.Record{Token: prev.Token, Fence: prev.Fence}, token, now, c.cfg.ZKFenceAhead.Milliseconds())
+	r := fencing.Claim(fencing.Record{Token: prev.Token, Fence: prev.Fence}, token, now, c.cfg.ZKFenceAhead)
 	d.Token, d.Fence, d.PrevToken, d.PrevFence = r.Token, r.Fence, r.PrevToken, r.PrevFence
 	return d
 }
@@ -199,7 +200,7 @@ func (c *Coordinator) claimOp(node *foreverNode, token string) (foreverNode, any
 	if node.data.Token == token {
 		return written, &zk.CheckVersionRequest{Path: node.path, Version: node.version}, nil
 	}
-	written.data = c.claimData(node.data, node.workerID, token, clock.UnixMilli(c.clk))
+	written.data = c.claimData(node.data, node.workerID, token, snowflake.UnixMilliNow(c.clk))
 	b, err := json.Marshal(written.data)
 	if err != nil {
 		return foreverNode{}, nil, fmt.Errorf("encode forever data: %w", err)
@@ -347,7 +348,7 @@ func (c *Coordinator) checkSeqTwins(ctx context.Context, z zkclient.Client, node
 // there is none. A create that failed for connection reasons may have
 // succeeded, so it lists again before creating again: a retry never leaves a
 // second znode for the key.
-func (c *Coordinator) findOrCreateForever(ctx context.Context, z zkclient.Client, floor int64) (*foreverNode, error) {
+func (c *Coordinator) findOrCreateForever(ctx context.Context, z zkclient.Client, floor snowflake.UnixMilli) (*foreverNode, error) {
 	start := time.Now()
 	for attempt := 1; attempt <= 20; attempt++ {
 		var own *foreverNode
@@ -361,7 +362,7 @@ func (c *Coordinator) findOrCreateForever(ctx context.Context, z zkclient.Client
 		if own != nil {
 			return own, nil
 		}
-		now := clock.UnixMilli(c.clk)
+		now := snowflake.UnixMilliNow(c.clk)
 		// The cluster's fence floor (a deleted predecessor's fence) is the
 		// new znode's fence: its first claim takes it as the previous
 		// holder's, and so does every recycler of its worker ID.
@@ -639,13 +640,13 @@ func (c *Coordinator) scanCluster(ctx context.Context, z zkclient.Client) (*scan
 	return s, nil
 }
 
-// free lists the worker IDs that may be taken over at now (unix ms): no
+// free lists the worker IDs that may be taken over at now: no
 // lease, and every forever znode claiming it (if any) last reported more
 // than recycleAfter ago or was retired (snowflakectl node retire). summary
 // describes the space for errNoFreeWorkerID.
-func (s *scan) free(r WorkerRange, now int64, recycleAfter time.Duration) (ids []int64, summary string) {
+func (s *scan) free(r WorkerRange, now snowflake.UnixMilli, recycleAfter time.Duration) (ids []int64, summary string) {
 	var leased, fresh int
-	cutoff := now - recycleAfter.Milliseconds()
+	cutoff := now.Add(-recycleAfter)
 	lo := r.Lo
 	if mutation.Broken(mutation.RangeIgnored) {
 		lo = 0
@@ -713,7 +714,7 @@ func (c *Coordinator) recycle(ctx context.Context, z zkclient.Client, own *forev
 			return claimed{}, fmt.Errorf("recycling refused: forever znode(s) %s have malformed data, so the worker IDs they hold are unknown; fix or delete them",
 				strings.Join(s.malformed, ", "))
 		}
-		now := clock.UnixMilli(c.clk)
+		now := snowflake.UnixMilliNow(c.clk)
 		free, summary := s.free(ids, now, recycleAfter)
 		if len(free) == 0 {
 			return claimed{}, fmt.Errorf("%w: sequence %d of %s is past the cluster's worker IDs %s (layout %s) and %s",
@@ -767,7 +768,7 @@ const (
 )
 
 // tryRecycle makes one take-over multi for worker ID w from scan s.
-func (c *Coordinator) tryRecycle(ctx context.Context, z zkclient.Client, s *scan, me *foreverNode, w, now int64, token string) (claimed, recycleOutcome, error) {
+func (c *Coordinator) tryRecycle(ctx context.Context, z zkclient.Client, s *scan, me *foreverNode, w int64, now snowflake.UnixMilli, token string) (claimed, recycleOutcome, error) {
 	c.setProgress(fmt.Sprintf("taking over worker ID %d for node key %q (recycling)", w, c.cfg.NodeKey))
 	ops, mine, from, prevHolder, err := c.recycleOps(s, me, w, now, token)
 	if err != nil {
@@ -781,7 +782,7 @@ func (c *Coordinator) tryRecycle(ctx context.Context, z zkclient.Client, s *scan
 		}
 		node := *me
 		node.version, node.data, node.workerID = me.version+1, mine, w
-		c.log.Warn().Int64("worker_id", w).Strs("from", from).Int64("prev_fence", mine.PrevFence).Str("forever", me.path).
+		c.log.Warn().Int64("worker_id", w).Strs("from", from).Int64("prev_fence", int64(mine.PrevFence)).Str("forever", me.path).
 			Msg("took over a recycled worker ID (its previous owner held no lease and had not renewed for longer than recycle-after, or was retired); issuing only after its fence")
 		return claimed{node: &node, session: st.EphemeralOwner, recycled: true, prevKey: prevHolder.NodeKey, prevAddr: prevHolder.Addr, prevStopped: prevHolder.Stopped}, recycleDone, nil
 	}
@@ -813,7 +814,7 @@ func pickFree(nodeKey string, attempt, n int) int {
 // recycleOps builds the take-over multi for worker ID w: our data carries
 // token, the evicted owners' highest fence as PrevFence and a fence G ahead.
 // holder is the evicted owner whose fence that is (its node key and address).
-func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w, now int64, token string) (ops []any, mine foreverData, from []string, holder foreverData, err error) {
+func (c *Coordinator) recycleOps(s *scan, me *foreverNode, w int64, now snowflake.UnixMilli, token string) (ops []any, mine foreverData, from []string, holder foreverData, err error) {
 	none := int64(noWorker)
 	var prev foreverData // the evicted owners folded into one: highest fence, its token
 	for _, o := range s.claimers[w] {

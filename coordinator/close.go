@@ -8,27 +8,28 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // fixedFence is the Fencer of Close's final write: nothing is issued any
 // more, so there is nothing to hand a fence to.
-type fixedFence int64
+type fixedFence snowflake.UnixMilli
 
-func (f fixedFence) LastIssued() int64      { return int64(f) }
-func (f fixedFence) SetZKFence(int64)       {}
-func (f fixedFence) RaiseFloor(int64) error { return nil }
+func (f fixedFence) LastIssued() snowflake.UnixMilli      { return snowflake.UnixMilli(f) }
+func (f fixedFence) SetZKFence(snowflake.UnixMilli)       {}
+func (f fixedFence) RaiseFloor(snowflake.UnixMilli) error { return nil }
 
 // Close shuts down gracefully: it stops Run (waiting for it, bounded by
 // ctx), deletes alive/<id>, writes lastIssued as the fence of the forever
 // znode (so a clean restart waits for nothing), deletes the lease and closes
-// the session. lastIssued is the exact last issued timestamp in unix ms —
-// pass the generator's LastUnixMilli after it stopped issuing (it also covers
+// the session. lastIssued is the exact last issued timestamp —
+// pass the generator's LastIssued after it stopped issuing (it also covers
 // the fence the generator started after). lastIssued <= 0 leaves the last
 // reported fence in place. The ZooKeeper steps run only while this process
 // still holds the lease and has a session (otherwise the lease and alive
 // znodes go with the session and the fence stays at the last report); the
 // session is closed in every case. Calling Close again returns nil.
-func (c *Coordinator) Close(ctx context.Context, lastIssued int64) error {
+func (c *Coordinator) Close(ctx context.Context, lastIssued snowflake.UnixMilli) error {
 	c.mu.Lock()
 	if c.st.closed {
 		c.mu.Unlock()
@@ -73,10 +74,10 @@ func (c *Coordinator) Close(ctx context.Context, lastIssued int64) error {
 			if err := c.renew(ctx, z, fixedFence(lastIssued), lastIssued); err != nil {
 				errs = append(errs, fmt.Errorf("write the final fence: %w", err))
 			} else {
-				c.log.Info().Int64("fence", lastIssued).Str("forever", st.path).Msg("final fence written")
+				c.log.Info().Int64("fence", int64(lastIssued)).Str("forever", st.path).Msg("final fence written")
 			}
 		} else {
-			c.log.Warn().Int64("last_issued", lastIssued).Msg("close: no last issued timestamp; keeping the last reported fence")
+			c.log.Warn().Int64("last_issued", int64(lastIssued)).Msg("close: no last issued timestamp; keeping the last reported fence")
 		}
 		if err := c.deleteOwned(ctx, z, c.p.lease(st.workerID), st.leaseSession); err != nil {
 			errs = append(errs, err)

@@ -40,11 +40,11 @@ type clusterData struct {
 	WorkerIDs WorkerRange `json:"-"`
 	// Requires lists the features a node must know to join, sorted.
 	Requires []string `json:"-"`
-	// FenceFloorMs (unix ms) is the fence of the deleted cluster of the
+	// FenceFloor is the fence of the deleted cluster of the
 	// same name this one was created over (its tombstone's): every forever
 	// znode is created with it as its fence, so every claim starts after
 	// it. 0 for none; set only at creation.
-	FenceFloorMs int64 `json:"-"`
+	FenceFloor snowflake.UnixMilli `json:"-"`
 }
 
 // clusterFormat is the "format" of the shape written once a feature is
@@ -66,14 +66,14 @@ func (d clusterData) MarshalJSON() ([]byte, error) {
 		// A struct, not a map: format and requires come first, so the
 		// 80 bytes an older release quotes in its error name them.
 		return json.Marshal(struct {
-			Format         int             `json:"format"`
-			Requires       []string        `json:"requires"`
-			Layout         json.RawMessage `json:"layout"`
-			WorkerIDRange  string          `json:"worker_id_range,omitempty"`
-			RecycleAfterMs int64           `json:"recycle_after_ms,omitempty"`
-			FenceFloorMs   int64           `json:"fence_floor_ms,omitempty"`
-			Incarnation    any             `json:"incarnation,omitempty"`
-		}{clusterFormat, d.Requires, lb, rangeStr, d.RecycleAfterMs, d.FenceFloorMs, zkclient.EncodeIncarnation(clusterFormat, d.Incarnation)})
+			Format         int                 `json:"format"`
+			Requires       []string            `json:"requires"`
+			Layout         json.RawMessage     `json:"layout"`
+			WorkerIDRange  string              `json:"worker_id_range,omitempty"`
+			RecycleAfterMs int64               `json:"recycle_after_ms,omitempty"`
+			FenceFloor     snowflake.UnixMilli `json:"fence_floor_ms,omitempty"`
+			Incarnation    any                 `json:"incarnation,omitempty"`
+		}{clusterFormat, d.Requires, lb, rangeStr, d.RecycleAfterMs, d.FenceFloor, zkclient.EncodeIncarnation(clusterFormat, d.Incarnation)})
 	}
 	m := map[string]any{}
 	if err := json.Unmarshal(lb, &m); err != nil {
@@ -102,10 +102,10 @@ func decodeCluster(b []byte) (clusterData, error) {
 		return d, err
 	}
 	var extra struct {
-		Layout         json.RawMessage `json:"layout"`
-		RecycleAfterMs int64           `json:"recycle_after_ms"`
-		WorkerIDRange  string          `json:"worker_id_range"`
-		FenceFloorMs   int64           `json:"fence_floor_ms"`
+		Layout         json.RawMessage     `json:"layout"`
+		RecycleAfterMs int64               `json:"recycle_after_ms"`
+		WorkerIDRange  string              `json:"worker_id_range"`
+		FenceFloor     snowflake.UnixMilli `json:"fence_floor_ms"`
 	}
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return d, err
@@ -132,15 +132,15 @@ func decodeCluster(b []byte) (clusterData, error) {
 	if err != nil {
 		return d, err
 	}
-	if extra.FenceFloorMs < 0 {
-		return d, fmt.Errorf("fence_floor_ms %d is negative", extra.FenceFloorMs)
+	if extra.FenceFloor < 0 {
+		return d, fmt.Errorf("fence_floor_ms %d is negative", extra.FenceFloor)
 	}
-	if extra.FenceFloorMs > 0 && !slices.Contains(h.Requires, zkclient.FeatureFenceFloor) {
+	if extra.FenceFloor > 0 && !slices.Contains(h.Requires, zkclient.FeatureFenceFloor) {
 		// Written by hand: a release that predates the floor would join
 		// and ignore it.
-		return d, fmt.Errorf("fence_floor_ms %d without the %s feature required", extra.FenceFloorMs, zkclient.FeatureFenceFloor)
+		return d, fmt.Errorf("fence_floor_ms %d without the %s feature required", extra.FenceFloor, zkclient.FeatureFenceFloor)
 	}
-	d.WorkerIDs, d.RecycleAfterMs, d.FenceFloorMs = r, extra.RecycleAfterMs, extra.FenceFloorMs
+	d.WorkerIDs, d.RecycleAfterMs, d.FenceFloor = r, extra.RecycleAfterMs, extra.FenceFloor
 	d.Requires, d.Incarnation = h.Requires, h.Incarnation
 	return d, nil
 }
@@ -261,8 +261,8 @@ func (c *Coordinator) createCluster(ctx context.Context, z zkclient.Client) erro
 		switch {
 		case err == nil:
 			c.log.Info().Str("cluster", c.p.cluster).Strs("requires", want.Requires).Msg("created the cluster (--create-cluster)")
-			if want.FenceFloorMs > 0 {
-				c.log.Warn().Str("cluster", c.cfg.Cluster).Time("fence_floor", time.UnixMilli(want.FenceFloorMs)).
+			if want.FenceFloor > 0 {
+				c.log.Warn().Str("cluster", c.cfg.Cluster).Time("fence_floor", want.FenceFloor.Time()).
 					Msg("a cluster of this name was deleted: the new one starts every worker ID after its fence")
 			}
 			return nil

@@ -14,6 +14,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // maxDeleteZnodes bounds the subtree DeleteCluster removes.
@@ -170,7 +171,7 @@ func deletable(ctx context.Context, z zkclient.Client, p paths, cluster string) 
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("delete cluster %q: list %s: %w", cluster, p.forever, zkclient.Unavailable(err))
 	}
-	now := time.Now().Add(-deleteClockMargin).UnixMilli()
+	now := snowflake.UnixMilliOf(time.Now().Add(-deleteClockMargin))
 	for _, n := range names {
 		b, _, err := z.Get(ctx, p.forever+"/"+n)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -186,7 +187,7 @@ func deletable(ctx context.Context, z zkclient.Client, p paths, cluster string) 
 		}
 		if d.Fence > now {
 			return fmt.Errorf("%w: cluster %q: %s may still issue IDs until its ZooKeeper fence %s (a node killed or cut off from ZooKeeper): try again %v after it",
-				ErrLeaseHeld, cluster, n, time.UnixMilli(d.Fence).UTC().Format(time.RFC3339Nano), deleteClockMargin)
+				ErrLeaseHeld, cluster, n, d.Fence.Time().Format(time.RFC3339Nano), deleteClockMargin)
 		}
 	}
 	return nil
@@ -302,8 +303,8 @@ func buryCluster(ctx context.Context, z zkclient.Client, p paths, cluster, auth 
 	if err := zkclient.EnsureTombstoneParents(ctx, z, cluster, acl, rootACL); err != nil {
 		return err
 	}
-	t := Tombstone{Cluster: cluster, FenceMS: cd.FenceFloorMs, Layout: cd.Layout, WorkerIDs: cd.WorkerIDs.String(),
-		Incarnation: cd.Incarnation, DeletedMS: time.Now().UnixMilli()}
+	t := Tombstone{Cluster: cluster, Fence: cd.FenceFloor, Layout: cd.Layout, WorkerIDs: cd.WorkerIDs.String(),
+		Incarnation: cd.Incarnation, Deleted: snowflake.UnixMilliOf(time.Now())}
 	names, err := z.Children(ctx, p.forever)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("list %s: %w", p.forever, zkclient.Unavailable(err))
@@ -321,7 +322,7 @@ func buryCluster(ctx context.Context, z zkclient.Client, p paths, cluster, auth 
 		if err := json.Unmarshal(b, &d); err != nil {
 			return fmt.Errorf("%s/%s holds malformed data %s: fix or delete it by hand first (its fence cannot be read for the tombstone): %v", p.forever, n, quoteShort(b), err)
 		}
-		t.FenceMS = max(t.FenceMS, d.Fence, d.PrevFence, d.LastTS)
+		t.Fence = max(t.Fence, d.Fence, d.PrevFence, d.LastTS)
 		versions[p.forever+"/"+n] = st.Version
 	}
 	tags, err := buryTags(ctx, z, p, cluster, acl)

@@ -324,8 +324,8 @@ func CreateCluster(ctx context.Context, servers []string, auth, cluster string, 
 		return res, fmt.Errorf("create cluster %q: %w", cluster, zkclient.Unavailable(zkclient.AuthHint(err)))
 	}
 	res.Requires, res.RecycleAfter = got.Requires, msDuration(got.RecycleAfterMs)
-	if got.FenceFloorMs > 0 {
-		res.FenceFloor = time.UnixMilli(got.FenceFloorMs)
+	if got.FenceFloor > 0 {
+		res.FenceFloor = got.FenceFloor.Time()
 	}
 	res.Overlaps, _ = overlaps(ctx, z, cluster, got)
 	return res, nil

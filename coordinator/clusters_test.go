@@ -110,7 +110,7 @@ func TestIntegration_ClusterCreateListDelete(t *testing.T) {
 	checkDeleteRefusedWhileFenceAhead(t, srv, raw)
 	// The fence passes (written back by hand: time moving on).
 	d, st := readForeverData(t, raw, id.Path)
-	d.Fence = time.Now().Add(-time.Minute).UnixMilli()
+	d.Fence = snowflake.UnixMilliOf(time.Now().Add(-time.Minute))
 	if _, err := raw.Set(id.Path, mustMarshal(t, d), st.Version); err != nil {
 		t.Fatal(err)
 	}

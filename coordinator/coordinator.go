@@ -16,6 +16,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // Sentinel errors callers branch on. Every error wrapping one of them names
@@ -63,27 +64,27 @@ type Resume struct {
 	// Token and ZKFence: ZooKeeper acknowledged ZKFence for Token, so the
 	// node may issue up to it while ZooKeeper is away (never beyond).
 	Token   string
-	ZKFence int64
+	ZKFence snowflake.UnixMilli
 	// Session ("0x…") and Incarnation as in Prior.
 	Session     string
 	Incarnation string
-	// LastReport (unix ms, 0: unknown) is when a renewal last reached ZooKeeper.
-	LastReport int64
+	// LastReport (0: unknown) is when a renewal last reached ZooKeeper.
+	LastReport snowflake.UnixMilli
 }
 
 // Identity is what Claim established.
 type Identity struct {
 	// WorkerID is this node's worker ID.
 	WorkerID int64
-	// PrevFence (unix ms) is the ZooKeeper fence of the worker ID's
+	// PrevFence is the ZooKeeper fence of the worker ID's
 	// previous holder, read in the claim's multi (the evicted owner's when
 	// Recycled); 0 if none. No process issued beyond it: issue only later
 	// ticks (or, when PrevToken is the token of the cache file, after its
 	// fence).
-	PrevFence int64
-	// ZKFence (unix ms) is the fence ZooKeeper acknowledged for Token: the
-	// node may issue up to it until a renewal moves it.
-	ZKFence int64
+	PrevFence snowflake.UnixMilli
+	// ZKFence is the fence ZooKeeper acknowledged for Token: the node may
+	// issue up to it until a renewal moves it.
+	ZKFence snowflake.UnixMilli
 	// Token is this process's new instance token; PrevToken the one it
 	// replaced in the forever znode ("" for none).
 	Token, PrevToken string
@@ -121,15 +122,15 @@ type Peer struct {
 // issued time for its reports and hands the node every fence ZooKeeper
 // acknowledges. *node's generator wrapper satisfies it.
 type Fencer interface {
-	// LastIssued is the timestamp of the last issued ID (unix ms).
-	LastIssued() int64
-	// SetZKFence lets the node issue up to fence (unix ms): ZooKeeper has
+	// LastIssued is the timestamp of the last issued ID.
+	LastIssued() snowflake.UnixMilli
+	// SetZKFence lets the node issue up to fence: ZooKeeper has
 	// acknowledged it for this process's token. Values only grow.
-	SetZKFence(fence int64)
-	// RaiseFloor makes every later ID's tick come after fence (unix ms): a
-	// re-claim of the worker ID found another holder's fence there. Called
-	// before the new token's fence is handed over with SetZKFence.
-	RaiseFloor(fence int64) error
+	SetZKFence(fence snowflake.UnixMilli)
+	// RaiseFloor makes every later ID's tick come after fence: a re-claim
+	// of the worker ID found another holder's fence there. Called before
+	// the new token's fence is handed over with SetZKFence.
+	RaiseFloor(fence snowflake.UnixMilli) error
 }
 
 type mode int8
@@ -223,9 +224,9 @@ type state struct {
 	verified bool // the forever znode maps our key to workerID with our token (always after Claim)
 
 	// token is this process's instance token; acked the fence ZooKeeper
-	// acknowledged for it (unix ms): the node issues up to it, no further.
+	// acknowledged for it: the node issues up to it, no further.
 	token       string
-	acked       int64
+	acked       snowflake.UnixMilli
 	incarnation string // the cluster's (from ZooKeeper, or the cache after ResumeFromCache)
 	// reclaim: after ResumeFromCache, ZooKeeper showed another token on our
 	// worker ID: the next lease attempt is a fresh claim (new token, floor
@@ -241,7 +242,7 @@ type state struct {
 	blocked      string // a permanent reason not to (re)take the lease
 	aliveOwned   bool
 
-	lastReport int64 // unix ms of the last renewal that reached ZK
+	lastReport snowflake.UnixMilli // the last renewal that reached ZK
 	renewErr   string
 	reason     string // the guard's reason when out of service, for the next report
 	reports    int64
@@ -437,7 +438,7 @@ func (c *Coordinator) updateChecks(connected bool) {
 	if lease == nil {
 		return
 	}
-	now := clock.UnixMilli(c.clk)
+	now := snowflake.UnixMilliNow(c.clk)
 	c.mu.Lock()
 	st := c.st
 	c.mu.Unlock()
@@ -515,7 +516,7 @@ func (c *Coordinator) ResumeFromCache(r Resume) error {
 	c.st.leaseDetail = "re-establishing the lease now that ZooKeeper answers"
 	c.st.renewErr = "ZooKeeper unreachable at start"
 	c.mu.Unlock()
-	c.log.Warn().Int64("worker_id", r.WorkerID).Int64("zk_fence", r.ZKFence).Int64("last_reported", r.LastReport).
+	c.log.Warn().Int64("worker_id", r.WorkerID).Int64("zk_fence", int64(r.ZKFence)).Int64("last_reported", int64(r.LastReport)).
 		Msg("serving the cached worker ID while ZooKeeper is unreachable, up to the ZooKeeper fence it acknowledged")
 	c.updateChecks(false)
 	return nil
@@ -537,19 +538,19 @@ type Status struct {
 	LeaseDetail      string `json:"lease_detail,omitempty"`  // why the lease is not held
 	AlivePresent     bool   `json:"alive_present"`
 	FromCache        bool   `json:"from_cache"` // serving a cached worker ID not yet confirmed by ZooKeeper
-	// LastReport is the unix ms of the last renewal that reached ZooKeeper
+	// LastReport is the time of the last renewal that reached ZooKeeper
 	// (0: none known); LastReportAgeMs its age (-1: none).
-	LastReport      int64 `json:"last_report_ms"`
-	LastReportAgeMs int64 `json:"last_report_age_ms"`
-	// ZKFence is the fence ZooKeeper acknowledged for this process's token
-	// (unix ms): no ID beyond it. ZKFenceHeadroomMs is ZKFence - now.
-	ZKFence           int64  `json:"zk_fence_ms"`
-	ZKFenceHeadroomMs int64  `json:"zk_fence_headroom_ms"`
-	ZKFenceAheadMs    int64  `json:"zk_fence_ahead_ms"` // G (--zk-fence-ahead)
-	Token             string `json:"token,omitempty"`   // this process's instance token
-	Incarnation       string `json:"incarnation,omitempty"`
-	Reports           int64  `json:"reports"` // renewals that reached ZooKeeper
-	ReportFailures    int64  `json:"report_failures"`
+	LastReport      snowflake.UnixMilli `json:"last_report_ms"`
+	LastReportAgeMs int64               `json:"last_report_age_ms"`
+	// ZKFence is the fence ZooKeeper acknowledged for this process's
+	// token: no ID beyond it. ZKFenceHeadroomMs is ZKFence - now.
+	ZKFence           snowflake.UnixMilli `json:"zk_fence_ms"`
+	ZKFenceHeadroomMs int64               `json:"zk_fence_headroom_ms"`
+	ZKFenceAheadMs    int64               `json:"zk_fence_ahead_ms"` // G (--zk-fence-ahead)
+	Token             string              `json:"token,omitempty"`   // this process's instance token
+	Incarnation       string              `json:"incarnation,omitempty"`
+	Reports           int64               `json:"reports"` // renewals that reached ZooKeeper
+	ReportFailures    int64               `json:"report_failures"`
 	// FailuresByCause splits ReportFailures: connection (ZooKeeper
 	// unreachable or the call timed out), taken_over (another claim
 	// changed the forever znode), deleted, held (skipped: the node's clock
@@ -567,11 +568,11 @@ func (c *Coordinator) Status() Status {
 		failedBy[k] = v
 	}
 	c.mu.Unlock()
-	now := clock.UnixMilli(c.clk)
+	now := snowflake.UnixMilliNow(c.clk)
 	s := Status{
 		WorkerID: st.workerID, LeaseHeld: st.leaseHeld, AlivePresent: st.aliveOwned,
 		FromCache: st.mode == modeResumed && !st.verified, LastReport: st.lastReport,
-		LastReportAgeMs: -1, ZKFence: st.acked, ZKFenceHeadroomMs: st.acked - now,
+		LastReportAgeMs: -1, ZKFence: st.acked, ZKFenceHeadroomMs: st.acked.Sub(now).Milliseconds(),
 		ZKFenceAheadMs: c.cfg.ZKFenceAhead.Milliseconds(), Token: st.token, Incarnation: st.incarnation,
 		Reports: st.reports, ReportFailures: st.failures, RenewError: st.renewErr,
 		FailuresByCause: failedBy,
@@ -589,7 +590,7 @@ func (c *Coordinator) Status() Status {
 		s.LeaseDetail = st.leaseDetail
 	}
 	if st.lastReport > 0 {
-		s.LastReportAgeMs = max(now-st.lastReport, 0)
+		s.LastReportAgeMs = max(now.Sub(st.lastReport).Milliseconds(), 0)
 	}
 	if conn := c.getConn(); conn != nil {
 		state := conn.State()

@@ -10,6 +10,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // A closed loopback port: Claim gives up with ErrZKUnavailable within the
@@ -63,7 +64,7 @@ func TestMisuseIsAnErrorNotAPanic(t *testing.T) {
 	}
 	// A cache file from before fencing tokens grants no ZooKeeper fence:
 	// zk_fence fails (nothing may be issued) until ZooKeeper answers.
-	if err := c.ResumeFromCache(Resume{WorkerID: 3, ZKFence: time.Now().UnixMilli() + 60_000}); err != nil {
+	if err := c.ResumeFromCache(Resume{WorkerID: 3, ZKFence: snowflake.UnixMilli(time.Now().UnixMilli() + 60_000)}); err != nil {
 		t.Fatal(err)
 	}
 	if d, ok := g.Failing()[health.ReasonZKFence]; !ok || !strings.Contains(d, "unreachable at start") {

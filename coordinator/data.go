@@ -8,6 +8,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // noWorker is the worker_id of a forever znode that holds no worker ID: its
@@ -21,12 +22,12 @@ const noWorker = -1
 // the worker ID (possibly recycled from another node key). Unknown fields
 // written by other versions are ignored.
 type foreverData struct {
-	WorkerID *int64 `json:"worker_id"`
-	NodeKey  string `json:"node_key"`
-	Addr     string `json:"addr"`
-	LastTS   int64  `json:"last_ts"` // unix ms of the last report
-	Fence    int64  `json:"fence"`   // unix ms: no ID was issued beyond it
-	Updated  int64  `json:"updated"` // unix ms of the last write
+	WorkerID *int64              `json:"worker_id"`
+	NodeKey  string              `json:"node_key"`
+	Addr     string              `json:"addr"`
+	LastTS   snowflake.UnixMilli `json:"last_ts"` // time of the last report
+	Fence    snowflake.UnixMilli `json:"fence"`   // no ID was issued beyond it
+	Updated  snowflake.UnixMilli `json:"updated"` // time of the last write
 	// Version is the version the writing node was built as (absent from
 	// the data of nodes that predate it). Informational: no rule reads it.
 	Version string `json:"version,omitempty"`
@@ -37,8 +38,8 @@ type foreverData struct {
 	// evicted owner) held when Token claimed: Token's holder issues only
 	// ticks after PrevFence. Kept so a claim whose answer was lost can be
 	// completed without knowing what it overwrote.
-	PrevToken string `json:"prev_token,omitempty"`
-	PrevFence int64  `json:"prev_fence,omitempty"`
+	PrevToken string              `json:"prev_token,omitempty"`
+	PrevFence snowflake.UnixMilli `json:"prev_fence,omitempty"`
 	// Recycling audit trail.
 	RecycledFrom string `json:"recycled_from,omitempty"`  // forever znode(s) this one took its worker ID from
 	RecycledTo   string `json:"recycled_to,omitempty"`    // forever znode that took this one's worker ID
@@ -47,10 +48,10 @@ type foreverData struct {
 	// and renewal clears it. Informational (status page, snowflakectl
 	// status): no safety rule reads it.
 	Stopped bool `json:"stopped,omitempty"`
-	// Retired (unix ms) marks a node key retired by snowflakectl node
+	// Retired (the time of the retire) marks a node key retired by snowflakectl node
 	// retire: its worker ID may be recycled at once instead of after
 	// recycle-after (still only after its fence). Every claim clears it.
-	Retired int64 `json:"retired,omitempty"`
+	Retired snowflake.UnixMilli `json:"retired,omitempty"`
 	// Reason is why the writing node was out of service at this report
 	// ("" when in service): snowflakectl status shows it for a node it
 	// cannot reach. Informational: no rule reads it.
@@ -70,8 +71,8 @@ type foreverNode struct {
 	seqTwins []string
 }
 
-// lastSeen is the latest time the node is known to have been alive (unix ms).
-func (n foreverNode) lastSeen() int64 { return max(n.data.LastTS, n.data.Updated) }
+// lastSeen is the latest time the node is known to have been alive.
+func (n foreverNode) lastSeen() snowflake.UnixMilli { return max(n.data.LastTS, n.data.Updated) }
 
 // decodeForever decodes and checks the data of forever znode key-seq for a
 // cluster whose worker IDs are ids.

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/go-zookeeper/zk"
+
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 func TestDecodeForever(t *testing.T) {
@@ -93,8 +95,8 @@ func TestDecodeAlive(t *testing.T) {
 }
 
 func TestScanFree(t *testing.T) {
-	const maxID, now = 3, int64(1_000_000_000)
-	node := func(id, lastTS int64) *foreverNode {
+	const maxID, now = 3, snowflake.UnixMilli(1_000_000_000)
+	node := func(id int64, lastTS snowflake.UnixMilli) *foreverNode {
 		return &foreverNode{workerID: id, data: foreverData{LastTS: lastTS, Updated: lastTS}}
 	}
 	s := &scan{

@@ -16,10 +16,10 @@
 // the sequence is the last 10 digits after the last '-'.
 //
 // A forever znode's data is {"worker_id","node_key","addr","last_ts","fence",
-// "updated","token","prev_token","prev_fence"} (times in unix ms) plus an
-// optional recycling trail ("recycled_from", "recycled_to",
-// "prev_worker_id") and "retired" (unix ms, set by Retire). The cluster
-// znode holds the layout, a random "incarnation", the cluster's
+// "updated","token","prev_token","prev_fence"} (times in milliseconds since
+// the Unix epoch) plus an optional recycling trail ("recycled_from",
+// "recycled_to", "prev_worker_id") and "retired" (the time of Retire). The
+// cluster znode holds the layout, a random "incarnation", the cluster's
 // "recycle_after_ms" and "worker_id_range"; a cluster that requires
 // features (see knownFeatures) is written as {"format":2,"requires":[…],
 // "layout":{…},"incarnation":{"id":…},…}, which releases before the list

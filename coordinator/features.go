@@ -57,7 +57,7 @@ func impliedFeatures(d clusterData) []string {
 	if full, _ := (WorkerRange{}).resolve(d.Layout); d.WorkerIDs != (WorkerRange{}) && d.WorkerIDs != full {
 		fs = append(fs, featureWorkerIDRange)
 	}
-	if d.FenceFloorMs > 0 {
+	if d.FenceFloor > 0 {
 		fs = append(fs, featureFenceFloor)
 	}
 	return fs

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/internal/health"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )
@@ -40,7 +41,7 @@ func TestIntegration_PartitionedHolderFencedOutBySameKeyTakeOver(t *testing.T) {
 	if idB.WorkerID != idA.WorkerID {
 		t.Fatalf("B got worker ID %d, A had %d", idB.WorkerID, idA.WorkerID)
 	}
-	if idB.PrevFence < maxA {
+	if idB.PrevFence < snowflake.UnixMilli(maxA) {
 		t.Fatalf("B starts after %d, but A may issue up to %d: overlap", idB.PrevFence, maxA)
 	}
 	if idB.PrevToken != idA.Token {
@@ -63,7 +64,7 @@ func TestIntegration_PartitionedHolderFencedOutBySameKeyTakeOver(t *testing.T) {
 		}
 		time.Sleep(testReport)
 	}
-	if st := a.Status(); st.LeaseHeld || !strings.Contains(st.LeaseDetail, idB.Token) || st.ZKFence != maxA {
+	if st := a.Status(); st.LeaseHeld || !strings.Contains(st.LeaseDetail, idB.Token) || st.ZKFence != snowflake.UnixMilli(maxA) {
 		t.Fatalf("A's status after the take-over: %+v", st)
 	}
 }
@@ -87,7 +88,7 @@ func TestIntegration_ForeignWriteToOwnZnodeIsATakeOver(t *testing.T) {
 		r, ok := g.Failing()[health.ReasonLeaseLost]
 		return ok && strings.Contains(r, "someone-else")
 	})
-	if got := fs.zk.Load(); got >= d.Fence {
+	if got := fs.zk.Load(); snowflake.UnixMilli(got) >= d.Fence {
 		t.Fatalf("the node adopted the foreign fence %d", got)
 	}
 }

@@ -82,8 +82,9 @@ func mustClaim(t *testing.T, c *Coordinator) Identity {
 // says was issued; zk and floor are what the coordinator handed over.
 type testFence struct{ last, zk, floor atomic.Int64 }
 
-func (f *testFence) LastIssued() int64 { return f.last.Load() }
-func (f *testFence) SetZKFence(v int64) {
+func (f *testFence) LastIssued() snowflake.UnixMilli { return snowflake.UnixMilli(f.last.Load()) }
+func (f *testFence) SetZKFence(fence snowflake.UnixMilli) {
+	v := int64(fence)
 	for {
 		old := f.zk.Load()
 		if v <= old || f.zk.CompareAndSwap(old, v) {
@@ -91,7 +92,8 @@ func (f *testFence) SetZKFence(v int64) {
 		}
 	}
 }
-func (f *testFence) RaiseFloor(v int64) error {
+func (f *testFence) RaiseFloor(floor snowflake.UnixMilli) error {
+	v := int64(floor)
 	for {
 		old := f.floor.Load()
 		if v <= old || f.floor.CompareAndSwap(old, v) {

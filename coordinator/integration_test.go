@@ -120,7 +120,7 @@ func TestIntegration_RestartAfterCloseKeepsIDAndExactFence(t *testing.T) {
 	attachAndRun(t, c1, fs)
 	waitFor(t, waitLong, "a report", func() bool { return c1.Status().Reports >= 1 })
 	last := time.Now().UnixMilli() - 5
-	if err := c1.Close(context.Background(), last); err != nil {
+	if err := c1.Close(context.Background(), snowflake.UnixMilli(last)); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	raw := rawConn(t, srv, "")
@@ -148,7 +148,7 @@ func TestIntegration_RestartAfterCloseKeepsIDAndExactFence(t *testing.T) {
 	if stopped() {
 		t.Error("a new claim left the forever znode marked stopped")
 	}
-	if id2.WorkerID != id1.WorkerID || id2.Path != id1.Path || id2.PrevFence != last || id2.Recycled {
+	if id2.WorkerID != id1.WorkerID || id2.Path != id1.Path || id2.PrevFence != snowflake.UnixMilli(last) || id2.Recycled {
 		t.Fatalf("after restart %+v, want worker %d path %s fence %d", id2, id1.WorkerID, id1.Path, last)
 	}
 	// The fence it starts after is a clean stop's (the time of the last
@@ -307,13 +307,13 @@ func TestIntegration_RecycleRace(t *testing.T) {
 		return cfg
 	}
 	// Fill the space: owners 0..3 close gracefully with distinct fences.
-	base := time.Now().UnixMilli() - 60_000
+	base := snowflake.UnixMilliOf(time.Now()) - 60_000
 	owner := map[int64]Identity{}
 	for i := range 4 {
 		c := newCoord(t, cfgFor(fmt.Sprintf("old-%d", i)))
 		id := mustClaim(t, c)
 		owner[id.WorkerID] = id
-		if err := c.Close(context.Background(), base+int64(id.WorkerID)); err != nil {
+		if err := c.Close(context.Background(), base+snowflake.UnixMilli(id.WorkerID)); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
 	}
@@ -329,7 +329,7 @@ func TestIntegration_RecycleRace(t *testing.T) {
 	stale := time.Now().Add(-2 * time.Hour).UnixMilli()
 	for _, id := range owner {
 		d, st := readForeverData(t, raw, id.Path)
-		d.LastTS, d.Updated = stale, stale
+		d.LastTS, d.Updated = snowflake.UnixMilli(stale), snowflake.UnixMilli(stale)
 		if _, err := raw.Set(id.Path, mustMarshal(t, d), st.Version); err != nil {
 			t.Fatal(err)
 		}
@@ -356,8 +356,8 @@ func TestIntegration_RecycleRace(t *testing.T) {
 				t.Fatalf("worker ID %d won by %s and %s", ids[i].WorkerID, prev, k)
 			}
 			won[ids[i].WorkerID] = k
-			if !ids[i].Recycled || ids[i].PrevFence != base+ids[i].WorkerID {
-				t.Fatalf("%s: %+v, want recycled with the previous owner's fence %d", k, ids[i], base+ids[i].WorkerID)
+			if !ids[i].Recycled || ids[i].PrevFence != base+snowflake.UnixMilli(ids[i].WorkerID) {
+				t.Fatalf("%s: %+v, want recycled with the previous owner's fence %d", k, ids[i], base+snowflake.UnixMilli(ids[i].WorkerID))
 			}
 		case errors.Is(errs[i], errNoFreeWorkerID):
 			if !strings.Contains(errs[i].Error(), "4 hold a lease") {
@@ -572,7 +572,7 @@ func TestIntegration_RenewalsMoveFenceAndLastTS(t *testing.T) {
 	if d1.WorkerID == nil || *d1.WorkerID != id.WorkerID || d1.NodeKey != "clockInfoBuilder" || d1.Addr != cfg.Advertise || d1.Token != id.Token {
 		t.Fatalf("renewal data %+v (token %s)", d1, id.Token)
 	}
-	if lead := d1.Fence - d1.Updated; lead != cfg.ZKFenceAhead.Milliseconds() {
+	if lead := d1.Fence - d1.Updated; lead != snowflake.UnixMilli(cfg.ZKFenceAhead.Milliseconds()) {
 		t.Fatalf("fence leads the renewal time by %dms, want zk-fence-ahead %v", lead, cfg.ZKFenceAhead)
 	}
 	if d1.LastTS != d1.Updated {
@@ -586,7 +586,7 @@ func TestIntegration_RenewalsMoveFenceAndLastTS(t *testing.T) {
 	waitFor(t, waitLong, "the acknowledged fence handed to the node", func() bool {
 		d, _ := readForeverData(t, raw, id.Path)
 		st := c.Status()
-		return fs.zk.Load() == d.Fence && st.ZKFence == d.Fence
+		return snowflake.UnixMilli(fs.zk.Load()) == d.Fence && st.ZKFence == d.Fence
 	})
 	if st := c.Status(); st.LastReportAgeMs < 0 || st.ReportFailures != 0 || !st.Connected || !st.LeaseHeld ||
 		st.ZKFenceHeadroomMs <= 0 || st.ZKFenceHeadroomMs > cfg.ZKFenceAhead.Milliseconds() || st.Token != id.Token {
@@ -715,7 +715,7 @@ func TestIntegration_EnsembleLeaderLoss(t *testing.T) {
 			return false
 		}
 		var d foreverData
-		return json.Unmarshal(b, &d) == nil && d.LastTS > killedAt
+		return json.Unmarshal(b, &d) == nil && d.LastTS > snowflake.UnixMilli(killedAt)
 	})
 	st := c.Status()
 	if !st.LeaseHeld || c.getConn().SessionID() != session || rec.has(health.ReasonLeaseLost) || rec.has(health.ReasonZKFence) {
@@ -754,7 +754,7 @@ func TestIntegration_ResumeFromCacheWhenZKDownAtStart(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	c1 := newCoord(t, testConfig(t, srv, "cached"))
 	id := mustClaim(t, c1)
-	if err := c1.Close(context.Background(), time.Now().UnixMilli()); err != nil {
+	if err := c1.Close(context.Background(), snowflake.UnixMilliOf(time.Now())); err != nil {
 		t.Fatal(err)
 	}
 
@@ -762,11 +762,11 @@ func TestIntegration_ResumeFromCacheWhenZKDownAtStart(t *testing.T) {
 	// cached ZooKeeper fence, then carries on as the owner.
 	cachedFence := time.Now().Add(time.Minute).UnixMilli()
 	c, g, rec, fs, px := resumeBlocked(t, srv, "cached", Resume{
-		WorkerID: id.WorkerID, Token: id.Token, ZKFence: cachedFence, Incarnation: id.Incarnation, LastReport: time.Now().UnixMilli() - 1000,
+		WorkerID: id.WorkerID, Token: id.Token, ZKFence: snowflake.UnixMilli(cachedFence), Incarnation: id.Incarnation, LastReport: snowflake.UnixMilli(time.Now().UnixMilli() - 1000),
 	})
 	waitFor(t, waitLong, "in service from the cache", func() bool { return g.Ready() })
 	waitFor(t, waitLong, "the cached ZooKeeper fence handed to the node", func() bool { return fs.zk.Load() == cachedFence })
-	if st := c.Status(); !st.FromCache || st.LeaseHeld || st.WorkerID != id.WorkerID || st.ZKFence != cachedFence {
+	if st := c.Status(); !st.FromCache || st.LeaseHeld || st.WorkerID != id.WorkerID || st.ZKFence != snowflake.UnixMilli(cachedFence) {
 		t.Fatalf("status while ZK is down: %+v, fence handed over %d", st, fs.zk.Load())
 	}
 	px.Unblock()
@@ -778,7 +778,7 @@ func TestIntegration_ResumeFromCacheWhenZKDownAtStart(t *testing.T) {
 	if ok, st := exists(t, raw, fmt.Sprintf("/snowflaked/test/leases/%d", id.WorkerID)); !ok || st.EphemeralOwner != c.getConn().SessionID() {
 		t.Fatal("lease not taken by the resumed node")
 	}
-	if d, _ := readForeverData(t, raw, id.Path); d.Token != id.Token || d.Fence < cachedFence {
+	if d, _ := readForeverData(t, raw, id.Path); d.Token != id.Token || d.Fence < snowflake.UnixMilli(cachedFence) {
 		t.Fatalf("forever data %+v: want the cached token and a fence never below the cached %d", d, cachedFence)
 	}
 	if rec.has(health.ReasonZKFence) || fs.floor.Load() != 0 {
@@ -786,10 +786,10 @@ func TestIntegration_ResumeFromCacheWhenZKDownAtStart(t *testing.T) {
 	}
 
 	// A node whose cache names another worker ID than ZooKeeper stays out.
-	m, mg, _, _, px2 := resumeBlocked(t, srv, "cached2", Resume{WorkerID: id.WorkerID + 5, Token: "x", ZKFence: cachedFence})
+	m, mg, _, _, px2 := resumeBlocked(t, srv, "cached2", Resume{WorkerID: id.WorkerID + 5, Token: "x", ZKFence: snowflake.UnixMilli(cachedFence)})
 	mustClaimKey := newCoord(t, testConfig(t, srv, "cached2"))
 	mid := mustClaim(t, mustClaimKey) // ZooKeeper maps cached2 to some other worker ID
-	if err := mustClaimKey.Close(context.Background(), time.Now().UnixMilli()); err != nil {
+	if err := mustClaimKey.Close(context.Background(), snowflake.UnixMilliOf(time.Now())); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, waitLong, "in service from the cache", func() bool { return mg.Ready() })
@@ -829,11 +829,11 @@ func TestIntegration_ResumeWithStaleTokenClaimsAfresh(t *testing.T) {
 			// The other process ran with a fence far ahead, then crashed (its
 			// session closes; the fence stays).
 			high := time.Now().Add(2 * time.Second).UnixMilli()
-			if err := elsewhere.Close(context.Background(), high); err != nil {
+			if err := elsewhere.Close(context.Background(), snowflake.UnixMilli(high)); err != nil {
 				t.Fatal(err)
 			}
 			c, g, _, fs, px := resumeBlocked(t, srv, "moved", Resume{
-				WorkerID: old.WorkerID, Token: "an-older-token", ZKFence: time.Now().Add(time.Minute).UnixMilli(), Incarnation: old.Incarnation,
+				WorkerID: old.WorkerID, Token: "an-older-token", ZKFence: snowflake.UnixMilliOf(time.Now().Add(time.Minute)), Incarnation: old.Incarnation,
 			})
 			waitFor(t, waitLong, "in service from the cache", func() bool { return g.Ready() })
 			if tc.loseAnswer {
@@ -851,7 +851,7 @@ func TestIntegration_ResumeWithStaleTokenClaimsAfresh(t *testing.T) {
 				t.Fatalf("floor raised to %d, want the other process's fence %d", got, high)
 			}
 			d, _ := readForeverData(t, rawConn(t, srv, ""), old.Path)
-			if d.PrevToken != old.Token || d.PrevFence != high || d.Fence < high || d.Token != c.Status().Token {
+			if d.PrevToken != old.Token || d.PrevFence != snowflake.UnixMilli(high) || d.Fence < snowflake.UnixMilli(high) || d.Token != c.Status().Token {
 				t.Fatalf("forever data after the fresh claim %+v: want prev token %s, prev fence %d", d, old.Token, high)
 			}
 		})
@@ -940,7 +940,7 @@ func TestIntegration_DuplicateForeverZnodesUseLowest(t *testing.T) {
 	var made []string
 	for range 2 {
 		now := time.Now().UnixMilli()
-		p, err := raw.Create("/snowflaked/test/forever/twin-", mustMarshal(t, foreverData{NodeKey: "twin", LastTS: now, Updated: now}),
+		p, err := raw.Create("/snowflaked/test/forever/twin-", mustMarshal(t, foreverData{NodeKey: "twin", LastTS: snowflake.UnixMilli(now), Updated: snowflake.UnixMilli(now)}),
 			zk.FlagSequence, zk.WorldACL(zk.PermAll))
 		if err != nil {
 			t.Fatal(err)
@@ -978,7 +978,7 @@ func TestIntegration_RecycleFromOutdatedScanFails(t *testing.T) {
 	for i := range 4 {
 		c := newCoord(t, cfgFor(fmt.Sprintf("old-%d", i)))
 		id := mustClaim(t, c)
-		if err := c.Close(context.Background(), time.Now().UnixMilli()); err != nil {
+		if err := c.Close(context.Background(), snowflake.UnixMilliOf(time.Now())); err != nil {
 			t.Fatal(err)
 		}
 		if id.WorkerID == 2 {
@@ -1005,7 +1005,7 @@ func TestIntegration_RecycleFromOutdatedScanFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ids, _ := s.free(WorkerRange{0, 3}, time.Now().UnixMilli(), time.Hour); !slices.Equal(ids, []int64{2}) {
+	if ids, _ := s.free(WorkerRange{0, 3}, snowflake.UnixMilliOf(time.Now()), time.Hour); !slices.Equal(ids, []int64{2}) {
 		t.Fatalf("free IDs %v, want [2]", ids)
 	}
 	// ...B takes 2 over and leaves again (its lease is gone)...
@@ -1014,11 +1014,11 @@ func TestIntegration_RecycleFromOutdatedScanFails(t *testing.T) {
 	if bid.WorkerID != 2 || !bid.Recycled {
 		t.Fatalf("b: %+v, want recycled worker ID 2", bid)
 	}
-	if err := b.Close(context.Background(), time.Now().UnixMilli()); err != nil {
+	if err := b.Close(context.Background(), snowflake.UnixMilliOf(time.Now())); err != nil {
 		t.Fatal(err)
 	}
 	// ...and A's take-over from its outdated scan fails.
-	ops, _, _, _, err := a.recycleOps(s, s.byPath[own.path], 2, time.Now().UnixMilli(), zkclient.NewToken())
+	ops, _, _, _, err := a.recycleOps(s, s.byPath[own.path], 2, snowflake.UnixMilliOf(time.Now()), zkclient.NewToken())
 	if err != nil {
 		t.Fatal(err)
 	}

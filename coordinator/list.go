@@ -32,27 +32,27 @@ type WorkerInfo struct {
 	LeaseHolder string `json:"lease_holder,omitempty"`
 	// InService: alive/<id> exists.
 	InService bool `json:"in_service"`
-	// LastReport (unix ms by the node's clock, 0: never) and its age (-1:
+	// LastReport (by the node's clock, 0: never) and its age (-1:
 	// never): how long ago ZooKeeper took the node's last report (the
 	// forever znode's mtime when the node wrote it last), or the report's
 	// own time if that is more recent, so a node whose clock is behind
 	// still shows as reporting.
-	LastReport      int64 `json:"last_report_ms"`
-	LastReportAgeMs int64 `json:"last_report_age_ms"`
+	LastReport      snowflake.UnixMilli `json:"last_report_ms"`
+	LastReportAgeMs int64               `json:"last_report_age_ms"`
 	// ReportSkewMs is the last report's time less ZooKeeper's time of its
 	// write (the znode's mtime): about 0 for a node whose clock agrees
 	// with ZooKeeper's, -10000 for one 10 s behind.
 	ReportSkewMs int64 `json:"report_skew_ms,omitempty"`
-	// Fence is the ZooKeeper fence (unix ms): its holder issues no ID
-	// beyond it; Token the instance token it was granted to.
-	Fence int64  `json:"fence_ms"`
-	Token string `json:"token,omitempty"`
+	// Fence is the ZooKeeper fence: its holder issues no ID beyond it;
+	// Token the instance token it was granted to.
+	Fence snowflake.UnixMilli `json:"fence_ms"`
+	Token string              `json:"token,omitempty"`
 	// Stopped: the last write to the forever znode was the final fence of
 	// a clean stop.
 	Stopped bool `json:"stopped,omitempty"`
-	// Retired (unix ms, 0: not): snowflakectl node retire freed the
+	// Retired (when, 0: not): snowflakectl node retire freed the
 	// worker ID for recycling at once.
-	Retired int64 `json:"retired_ms,omitempty"`
+	Retired snowflake.UnixMilli `json:"retired_ms,omitempty"`
 	// ReportedReason is why the node was out of service at its last report
 	// ("" when in service then, or a node that predates it).
 	ReportedReason string `json:"reported_reason,omitempty"`
@@ -166,7 +166,7 @@ func readClusterData(ctx context.Context, z zkclient.Client, p paths, cluster st
 // problem, a znode deleted since the listing none, and a worker ID an
 // earlier row names is flagged. claimed maps each worker ID to its row.
 func foreverRows(ctx context.Context, z zkclient.Client, p paths, names []string, ids WorkerRange) (rows []WorkerInfo, claimed map[int64]int, err error) {
-	now := time.Now().UnixMilli()
+	now := snowflake.UnixMilliOf(time.Now())
 	type named struct {
 		name, key string
 		seq       int64

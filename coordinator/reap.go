@@ -10,6 +10,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // reapPerRecycle bounds the dead forever znodes one take-over deletes: each
@@ -29,8 +30,8 @@ const reapPerRecycle = 4
 // after it; a znode never given an ID never issued one. mine (this node's
 // own znode) is never reaped. Failures are logged and ignored: reaping is
 // housekeeping, and the next take-over tries again.
-func (c *Coordinator) reap(ctx context.Context, z zkclient.Client, s *scan, mine string, now int64, recycleAfter time.Duration) {
-	cutoff := now - recycleAfter.Milliseconds()
+func (c *Coordinator) reap(ctx context.Context, z zkclient.Client, s *scan, mine string, now snowflake.UnixMilli, recycleAfter time.Duration) {
+	cutoff := now.Add(-recycleAfter)
 	var dead []*foreverNode
 	for _, n := range s.byPath {
 		if n.path != mine && reapable(n, cutoff) && !slices.Contains(s.malformed, n.path) {
@@ -48,7 +49,7 @@ func (c *Coordinator) reap(ctx context.Context, z zkclient.Client, s *scan, mine
 		switch {
 		case err == nil:
 			c.log.Info().Str("forever", n.path).Str("node_key", n.key).Str("recycled_to", n.data.RecycledTo).
-				Int64("last_seen", n.lastSeen()).Msg("reaped a dead forever znode (it holds no worker ID, and its fence went to its worker ID's next holder)")
+				Int64("last_seen", int64(n.lastSeen())).Msg("reaped a dead forever znode (it holds no worker ID, and its fence went to its worker ID's next holder)")
 		case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion):
 		default:
 			c.log.Debug().Err(err).Str("forever", n.path).Msg("reaping a dead forever znode failed; a later take-over tries again")
@@ -59,7 +60,7 @@ func (c *Coordinator) reap(ctx context.Context, z zkclient.Client, s *scan, mine
 // reapable reports whether forever znode n may be deleted: it holds no
 // worker ID, its data decoded, and it was last written before cutoff (unix
 // ms).
-func reapable(n *foreverNode, cutoff int64) bool {
+func reapable(n *foreverNode, cutoff snowflake.UnixMilli) bool {
 	holds := n.workerID != noWorker
 	if mutation.Broken(mutation.ReapHolders) {
 		holds = false

@@ -10,6 +10,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // A fresh claim after ResumeFromCache whose write commits with its answer
@@ -34,7 +35,7 @@ func TestReclaimAfterLostAnswerCompletes(t *testing.T) {
 				elsewhere := newCoord(t, cfg)
 				old := mustClaim(t, elsewhere)
 				high := time.Now().Add(2 * time.Second).UnixMilli()
-				if err := elsewhere.Close(context.Background(), high); err != nil {
+				if err := elsewhere.Close(context.Background(), snowflake.UnixMilli(high)); err != nil {
 					t.Fatal(err)
 				}
 				var mu sync.Mutex
@@ -54,7 +55,7 @@ func TestReclaimAfterLostAnswerCompletes(t *testing.T) {
 				})
 				c := newCoord(t, cfg)
 				if err := c.ResumeFromCache(Resume{WorkerID: old.WorkerID, Token: "an-older-token",
-					ZKFence: time.Now().Add(time.Minute).UnixMilli(), Incarnation: old.Incarnation}); err != nil {
+					ZKFence: snowflake.UnixMilliOf(time.Now().Add(time.Minute)), Incarnation: old.Incarnation}); err != nil {
 					t.Fatal(err)
 				}
 				fs := &testFence{}

@@ -53,7 +53,7 @@ func recycleManyAtOnce(t *testing.T) error {
 		c := newCoord(t, cfgFor(fmt.Sprintf("old-%02d", i)))
 		id := mustClaim(t, c)
 		fence := clock.UnixMilli(clk) + int64(i)
-		if err := c.Close(context.Background(), fence); err != nil {
+		if err := c.Close(context.Background(), snowflake.UnixMilli(fence)); err != nil {
 			return err
 		}
 		fences[id.WorkerID] = fence
@@ -81,7 +81,7 @@ func recycleManyAtOnce(t *testing.T) error {
 			return fmt.Errorf("new-%02d: %w", i, errs[i])
 		case !id.Recycled || seen[id.WorkerID]:
 			return fmt.Errorf("new-%02d: %+v: want a recycled worker ID no other new key has", i, id)
-		case id.PrevFence < fences[id.WorkerID]:
+		case id.PrevFence < snowflake.UnixMilli(fences[id.WorkerID]):
 			return fmt.Errorf("new-%02d took worker ID %d with prev_fence %d below its owner's fence %d", i, id.WorkerID, id.PrevFence, fences[id.WorkerID])
 		}
 		seen[id.WorkerID] = true
@@ -112,7 +112,7 @@ func recycleManyAtOnce(t *testing.T) error {
 	for i := range 4 {
 		c := newCoord(t, cfgFor(fmt.Sprintf("later-%d", i)))
 		id := mustClaim(t, c)
-		if !id.Recycled || id.PrevFence < fences[id.WorkerID] {
+		if !id.Recycled || id.PrevFence < snowflake.UnixMilli(fences[id.WorkerID]) {
 			return fmt.Errorf("later-%d took worker ID %d (recycled %v) with prev_fence %d below its owner's fence %d", i, id.WorkerID, id.Recycled, id.PrevFence, fences[id.WorkerID])
 		}
 	}
@@ -152,7 +152,7 @@ func recycleFromOutdatedScanOfANamedID(t *testing.T) error {
 	for i := range 4 {
 		c := newCoord(t, cfgFor(fmt.Sprintf("old-%d", i)))
 		mustClaim(t, c)
-		if err := c.Close(ctx, clock.UnixMilli(clk)); err != nil {
+		if err := c.Close(ctx, snowflake.UnixMilli(clock.UnixMilli(clk))); err != nil {
 			return err
 		}
 	}
@@ -176,14 +176,14 @@ func recycleFromOutdatedScanOfANamedID(t *testing.T) error {
 	// ...B takes a worker ID over and stops (its lease is gone)...
 	b := newCoord(t, cfgFor("b"))
 	bid := mustClaim(t, b)
-	if err := b.Close(ctx, clock.UnixMilli(clk)); err != nil {
+	if err := b.Close(ctx, snowflake.UnixMilli(clock.UnixMilli(clk))); err != nil {
 		return err
 	}
 	if len(s.claimers[bid.WorkerID]) == 0 {
 		return fmt.Errorf("a's scan has no owner of worker ID %d", bid.WorkerID)
 	}
 	// ...and A's take-over of the same ID from its outdated scan fails.
-	ops, _, _, _, err := a.recycleOps(s, s.byPath[own.path], bid.WorkerID, clock.UnixMilli(clk), zkclient.NewToken())
+	ops, _, _, _, err := a.recycleOps(s, s.byPath[own.path], bid.WorkerID, snowflake.UnixMilli(clock.UnixMilli(clk)), zkclient.NewToken())
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // ErrUnknownNodeKey: no forever znode of the cluster belongs to the node
@@ -24,9 +25,9 @@ type Retired struct {
 	// WorkerIDs are the worker IDs the node key held, now free to recycle
 	// at once (after their holder's fence).
 	WorkerIDs []int64
-	// Fence is the highest ZooKeeper fence (unix ms) of the retired
-	// znodes: the next holder issues only after it.
-	Fence int64
+	// Fence is the highest ZooKeeper fence of the retired znodes: the
+	// next holder issues only after it.
+	Fence snowflake.UnixMilli
 	// Already is true when every one of them was retired before.
 	Already bool
 }
@@ -56,7 +57,7 @@ func Retire(ctx context.Context, servers []string, auth, cluster, nodeKey string
 	p := newPaths(cluster)
 	acl, _ := zkclient.ACLs(auth)
 	for round := 1; round <= maxRetireRounds; round++ {
-		res, ops, err := retireOps(ctx, z, p, cluster, nodeKey, acl, time.Now().UnixMilli(), servers)
+		res, ops, err := retireOps(ctx, z, p, cluster, nodeKey, acl, snowflake.UnixMilliOf(time.Now()), servers)
 		if err != nil || len(ops) == 0 {
 			return res, err
 		}
@@ -87,7 +88,7 @@ func Retire(ctx context.Context, servers []string, auth, cluster, nodeKey string
 
 // retireOps reads nodeKey's forever znodes and builds the retire multi
 // (no ops when there is nothing left to write).
-func retireOps(ctx context.Context, z zkclient.Client, p paths, cluster, nodeKey string, acl []zk.ACL, now int64, servers []string) (Retired, []any, error) {
+func retireOps(ctx context.Context, z zkclient.Client, p paths, cluster, nodeKey string, acl []zk.ACL, now snowflake.UnixMilli, servers []string) (Retired, []any, error) {
 	b, _, err := z.Get(ctx, p.cluster)
 	if errors.Is(err, zk.ErrNoNode) {
 		names, lerr := clusterNames(ctx, z)

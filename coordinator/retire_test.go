@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
@@ -39,21 +40,21 @@ func TestIntegration_RetireLetsTheNextHolderStartAfterTheFence(t *testing.T) {
 	}
 
 	lastIssued := time.Now().Add(2 * time.Second).UnixMilli() // the holder's final fence, ahead of the clock
-	if err := old.Close(ctx, lastIssued); err != nil {
+	if err := old.Close(ctx, snowflake.UnixMilli(lastIssued)); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	if _, err := newCoord(t, cfgFor("early")).Claim(ctx, Prior{}); !errors.Is(err, errNoFreeWorkerID) {
 		t.Fatalf("before the retire: Claim %v, want ErrNoFreeWorkerID", err)
 	}
 	res, err := Retire(ctx, srv, "", "one", "old", 5*time.Second)
-	if err != nil || len(res.WorkerIDs) != 1 || res.WorkerIDs[0] != 5 || res.Fence < lastIssued || res.Already {
+	if err != nil || len(res.WorkerIDs) != 1 || res.WorkerIDs[0] != 5 || res.Fence < snowflake.UnixMilli(lastIssued) || res.Already {
 		t.Fatalf("Retire = %+v, %v; want worker 5 with fence >= %d", res, err, lastIssued)
 	}
 	if res, err := Retire(ctx, srv, "", "one", "old", 5*time.Second); err != nil || !res.Already {
 		t.Fatalf("Retire again = %+v, %v; want already retired", res, err)
 	}
 	nid := mustClaim(t, newCoord(t, cfgFor("new")))
-	if nid.WorkerID != 5 || !nid.Recycled || nid.PrevFence < lastIssued {
+	if nid.WorkerID != 5 || !nid.Recycled || nid.PrevFence < snowflake.UnixMilli(lastIssued) {
 		t.Fatalf("new claim %+v: want worker 5 recycled, starting after the retired fence %d", nid, lastIssued)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // Run keeps the node's presence in ZooKeeper until ctx ends or Close is
@@ -280,7 +281,7 @@ func (r *runner) completeReclaim(workerID int64, token string, written *foreverN
 	c.st.version, c.st.data = written.version, written.data
 	c.mu.Unlock()
 	r.fence.SetZKFence(written.data.Fence)
-	c.log.Warn().Int64("worker_id", workerID).Int64("prev_fence", written.data.PrevFence).Str("prev_token", written.data.PrevToken).
+	c.log.Warn().Int64("worker_id", workerID).Int64("prev_fence", int64(written.data.PrevFence)).Str("prev_token", written.data.PrevToken).
 		Msg("claimed the worker ID afresh: another process had claimed it while this one served from its cache; issuing only after its fence")
 	return true
 }
@@ -401,7 +402,7 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkclient.Client) erro
 	if mine {
 		c.log.Info().Int64("worker_id", want).Str("forever", own.path).Msg("ZooKeeper confirms the cached worker ID and token")
 	} else {
-		c.log.Warn().Int64("worker_id", want).Str("forever", own.path).Str("token_there", own.data.Token).Int64("fence_there", own.data.Fence).
+		c.log.Warn().Int64("worker_id", want).Str("forever", own.path).Str("token_there", own.data.Token).Int64("fence_there", int64(own.data.Fence)).
 			Msg("another process claimed this worker ID since the cache file was written: claiming it afresh, after its fence")
 	}
 	return nil
@@ -464,13 +465,13 @@ func (c *Coordinator) recordRenewFailure(cause, detail string) int64 {
 // fails once anyone else claimed the worker ID). The fence is now + G, or
 // exactly final when final > 0 (Close's last write, with nothing issued
 // after it). On success the fence is acknowledged and handed to fencer.
-func (c *Coordinator) renew(ctx context.Context, z zkclient.Client, fencer Fencer, final int64) error {
+func (c *Coordinator) renew(ctx context.Context, z zkclient.Client, fencer Fencer, final snowflake.UnixMilli) error {
 	for attempt := 1; attempt <= 2; attempt++ {
 		c.mu.Lock()
 		path, version, d, id, acked, reason := c.st.path, c.st.version, c.st.data, c.st.workerID, c.st.acked, c.st.reason
 		c.mu.Unlock()
-		now := clock.UnixMilli(c.clk)
-		fence := fencing.Renew(acked, now, c.cfg.ZKFenceAhead.Milliseconds())
+		now := snowflake.UnixMilliNow(c.clk)
+		fence := fencing.Renew(acked, now, c.cfg.ZKFenceAhead)
 		if final > 0 {
 			fence = final
 		}
@@ -481,7 +482,7 @@ func (c *Coordinator) renew(ctx context.Context, z zkclient.Client, fencer Fence
 			// expired while the process lived): a renewal proves the
 			// holder alive, so the mark goes, or the worker ID would be
 			// recycled at the next lease gap instead of after recycle-after.
-			c.log.Warn().Int64("worker_id", id).Time("retired", time.UnixMilli(d.Retired)).Msg("this node key was retired while it was alive; its renewal clears the mark")
+			c.log.Warn().Int64("worker_id", id).Time("retired", d.Retired.Time()).Msg("this node key was retired while it was alive; its renewal clears the mark")
 		}
 		d.Stopped, d.Retired, d.Version, d.Reason = final > 0, 0, c.cfg.Version, reason
 		if final > 0 {

@@ -28,18 +28,18 @@ var ErrTombstone = fmt.Errorf("%w: a deleted cluster's IDs could be issued again
 // stays).
 type Tombstone struct {
 	Cluster string `json:"cluster"`
-	// FenceMS (unix ms) is the highest fence any worker of the deleted
+	// Fence is the highest fence any worker of the deleted
 	// cluster wrote to ZooKeeper, or reported as its last timestamp: no ID
 	// of it has a later time.
-	FenceMS int64 `json:"fence_ms"`
+	Fence snowflake.UnixMilli `json:"fence_ms"`
 	// Layout is the deleted cluster's layout (bits, epoch, unit, gene bits).
 	Layout snowflake.Layout `json:"layout"`
 	// WorkerIDs is its worker-ID range, LO-HI.
 	WorkerIDs string `json:"worker_id_range"`
 	// Incarnation is the deleted cluster's incarnation.
 	Incarnation string `json:"incarnation,omitempty"`
-	// DeletedMS (unix ms) is when the delete wrote the tombstone.
-	DeletedMS int64 `json:"deleted_ms"`
+	// Deleted is when the delete wrote the tombstone.
+	Deleted snowflake.UnixMilli `json:"deleted_ms"`
 }
 
 // readTombstone reads cluster's tombstone; ok is false when there is none
@@ -73,7 +73,7 @@ func writeTombstone(ctx context.Context, z zkclient.Client, t Tombstone, acl []z
 			if err := json.Unmarshal(old, &o); err != nil {
 				return nil, fmt.Errorf("the tombstone of cluster %q holds data this release cannot use %s: %w", t.Cluster, quoteShort(old), err)
 			}
-			t.FenceMS = max(t.FenceMS, o.FenceMS)
+			t.Fence = max(t.Fence, o.Fence)
 		}
 		return json.Marshal(t)
 	})
@@ -106,7 +106,7 @@ func createdOverTombstone(ctx context.Context, z zkclient.Client, cluster string
 }
 
 // overTombstone returns want as a cluster created over tombstone t: every
-// claim starts after t's fence (FenceFloorMs, with the feature that makes
+// claim starts after t's fence (FenceFloor, with the feature that makes
 // older releases refuse to join). Settings under which an ID of the
 // deleted cluster could come back are ErrTombstone naming both: a time
 // field at another place or of another length or unit (the same number
@@ -132,9 +132,9 @@ func overTombstone(cluster string, want clusterData, t Tombstone) (clusterData, 
 		return want, fmt.Errorf("%w: cluster %q was deleted (at %s) with %s; a cluster created again under its name with these settings could issue its IDs again. "+
 			"Create it with the old layout, unit and an epoch no later than the old one, or under another name; or, only if no ID of the deleted cluster is kept anywhere, "+
 			"add --ignore-tombstone (or forget it first: snowflakectl cluster purge %s --yes)",
-			ErrTombstone, cluster, time.UnixMilli(t.DeletedMS).UTC().Format(time.RFC3339), strings.Join(diff, "; "), cluster)
+			ErrTombstone, cluster, t.Deleted.Time().Format(time.RFC3339), strings.Join(diff, "; "), cluster)
 	}
-	want.FenceFloorMs = max(want.FenceFloorMs, t.FenceMS)
+	want.FenceFloor = max(want.FenceFloor, t.Fence)
 	return want.withFeatures(impliedFeatures(want)...), nil
 }
 
@@ -191,10 +191,10 @@ func listTombstones(ctx context.Context, z zkclient.Client) ([]TombstoneInfo, er
 		case ok:
 			info.Layout, info.Epoch, info.Unit = t.Layout.String(), t.Layout.Epoch.UTC().Format(time.RFC3339Nano), t.Layout.Unit.String()
 			info.WorkerIDs = t.WorkerIDs
-			if t.FenceMS > 0 { // none for a cluster no worker ever joined
-				info.Fence = time.UnixMilli(t.FenceMS).UTC().Format(time.RFC3339Nano)
+			if t.Fence > 0 { // none for a cluster no worker ever joined
+				info.Fence = t.Fence.Time().Format(time.RFC3339Nano)
 			}
-			info.Deleted = time.UnixMilli(t.DeletedMS).UTC().Format(time.RFC3339)
+			info.Deleted = t.Deleted.Time().Format(time.RFC3339)
 		}
 		tags, err := z.Children(ctx, zkclient.TagTombstonesPath(n))
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {

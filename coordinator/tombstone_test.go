@@ -20,8 +20,8 @@ import (
 // naming the old value and the flag that accepts them.
 func TestOverTombstone(t *testing.T) {
 	old := snowflake.DefaultLayout()
-	const fence = int64(1_800_000_000_000)
-	tomb := Tombstone{Cluster: "c", FenceMS: fence, Layout: old, WorkerIDs: "0-1023", DeletedMS: fence}
+	const fence = snowflake.UnixMilli(1_800_000_000_000)
+	tomb := Tombstone{Cluster: "c", Fence: fence, Layout: old, WorkerIDs: "0-1023", Deleted: fence}
 	with := func(f func(*snowflake.Layout)) snowflake.Layout {
 		l := old
 		f(&l)
@@ -54,12 +54,12 @@ func TestOverTombstone(t *testing.T) {
 			if err != nil {
 				t.Fatalf("overTombstone: %v", err)
 			}
-			if got.FenceFloorMs != fence || !slices.Contains(got.Requires, featureFenceFloor) {
-				t.Fatalf("cluster over the tombstone: floor %d, requires %v; want %d and %s", got.FenceFloorMs, got.Requires, fence, featureFenceFloor)
+			if got.FenceFloor != snowflake.UnixMilli(fence) || !slices.Contains(got.Requires, featureFenceFloor) {
+				t.Fatalf("cluster over the tombstone: floor %d, requires %v; want %d and %s", got.FenceFloor, got.Requires, fence, featureFenceFloor)
 			}
 			d, err := decodeCluster(mustMarshal(t, got))
-			if err != nil || d.FenceFloorMs != fence {
-				t.Fatalf("decoded back: floor %d, %v", d.FenceFloorMs, err)
+			if err != nil || d.FenceFloor != snowflake.UnixMilli(fence) {
+				t.Fatalf("decoded back: floor %d, %v", d.FenceFloor, err)
 			}
 		})
 	}
@@ -105,8 +105,8 @@ func TestIntegration_ClusterTombstone(t *testing.T) {
 		// carry the highest fence of any worker.
 		d, st := readForeverData(t, raw, id.Path)
 		ahead := time.Now().Add(time.Hour).UnixMilli()
-		d.Fence = time.Now().Add(-time.Minute).UnixMilli()
-		d.PrevFence = ahead // a fence a holder before it promised
+		d.Fence = snowflake.UnixMilliOf(time.Now().Add(-time.Minute))
+		d.PrevFence = snowflake.UnixMilli(ahead) // a fence a holder before it promised
 		if _, err := raw.Set(id.Path, mustMarshal(t, d), st.Version); err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +136,7 @@ func TestIntegration_ClusterTombstone(t *testing.T) {
 			t.Fatalf("DeleteCluster: %v", err)
 		}
 		tomb, ok, _, err := readTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, name)
-		if err != nil || !ok || tomb.FenceMS != ahead {
+		if err != nil || !ok || tomb.Fence != snowflake.UnixMilli(ahead) {
 			t.Fatalf("tombstone %+v, %v, %v; want fence %d", tomb, ok, err, ahead)
 		}
 		tt, ok, _, err := zkclient.ReadTagTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, name, "t")
@@ -152,11 +152,11 @@ func TestIntegration_ClusterTombstone(t *testing.T) {
 			t.Fatalf("CreateCluster over the tombstone = %+v, %v; want the floor %d", res, err, ahead)
 		}
 		nid := mustClaim(t, newCoord(t, cfg))
-		if nid.PrevFence != ahead {
+		if nid.PrevFence != snowflake.UnixMilli(ahead) {
 			t.Fatalf("the first claim of the cluster created again starts after %d, want the tombstone's fence %d", nid.PrevFence, ahead)
 		}
 		fd, _ := readForeverData(t, raw, nid.Path)
-		if fd.PrevFence != ahead || fd.Fence < ahead {
+		if fd.PrevFence != snowflake.UnixMilli(ahead) || fd.Fence < snowflake.UnixMilli(ahead) {
 			t.Fatalf("the forever znode of the cluster created again: prev_fence %d, fence %d; want %d and at least it", fd.PrevFence, fd.Fence, ahead)
 		}
 	}

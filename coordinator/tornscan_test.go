@@ -11,6 +11,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // A recycler's scan is many reads, not one snapshot. R reads the forever
@@ -42,7 +43,7 @@ func recycleInsideAScan(t *testing.T) error {
 		c := newCoord(t, cfgFor(fmt.Sprintf("old-%d", i)))
 		mustClaim(t, c)
 		if i == 3 {
-			if err := c.Close(ctx, clock.UnixMilli(clk)); err != nil {
+			if err := c.Close(ctx, snowflake.UnixMilli(clock.UnixMilli(clk))); err != nil {
 				return err
 			}
 		}
@@ -51,7 +52,7 @@ func recycleInsideAScan(t *testing.T) error {
 	// C recycles worker ID 3 and stops; later it is dead for recycle-after.
 	cc := newCoord(t, cfgFor("c"))
 	cid := mustClaim(t, cc)
-	if err := cc.Close(ctx, clock.UnixMilli(clk)); err != nil {
+	if err := cc.Close(ctx, snowflake.UnixMilli(clock.UnixMilli(clk))); err != nil {
 		return err
 	}
 	pass(2 * time.Minute)

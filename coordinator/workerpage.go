@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // Bounds of a worker page (ListWorkerPage's limit).
@@ -106,7 +107,7 @@ func listWorkerPage(ctx context.Context, z zkclient.Client, p paths, cluster, ow
 }
 
 // foreverRow is the row of forever znode name (key, seq) as read in got.
-func foreverRow(p paths, name, key string, seq int64, got *zkclient.GetResult, ids WorkerRange, now int64) WorkerInfo {
+func foreverRow(p paths, name, key string, seq int64, got *zkclient.GetResult, ids WorkerRange, now snowflake.UnixMilli) WorkerInfo {
 	node, derr := decodeForeverNode(p, name, key, seq, got.Data, got.Stat, ids)
 	row := WorkerInfo{WorkerID: node.workerID, NodeKey: key, Path: node.path, Addr: node.data.Addr, Version: node.data.Version,
 		LastReport: node.data.LastTS, LastReportAgeMs: -1, Fence: node.data.Fence, Token: node.data.Token, Stopped: node.data.Stopped, ReportedReason: node.data.Reason,
@@ -118,10 +119,11 @@ func foreverRow(p paths, name, key string, seq int64, got *zkclient.GetResult, i
 		// retire or another node's take-over writes it too.
 		own := node.data.Updated == node.data.LastTS && node.data.Retired == 0 && node.data.RecycledTo == "" && node.workerID != noWorker
 		if own && got.Stat != nil && got.Stat.Mtime > 0 {
-			last = max(last, got.Stat.Mtime)
-			row.ReportSkewMs = node.data.LastTS - got.Stat.Mtime
+			mtime := snowflake.UnixMilli(got.Stat.Mtime) // ZooKeeper's mtime is in milliseconds since the Unix epoch
+			last = max(last, mtime)
+			row.ReportSkewMs = node.data.LastTS.Sub(mtime).Milliseconds()
 		}
-		row.LastReportAgeMs = max(now-last, 0)
+		row.LastReportAgeMs = max(now.Sub(last).Milliseconds(), 0)
 	}
 	if derr != nil {
 		row.Problem = derr.Error()

@@ -13,6 +13,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // addForeverNodes writes n forever znodes of stopped nodes ("peerNNNN",
@@ -151,7 +152,7 @@ func TestForeverRowAgeFromZooKeepersTime(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := fmt.Sprintf(`{"worker_id":3,"node_key":"n","addr":"127.0.0.1:1","last_ts":%d,"fence":%d,"updated":%d}`, tc.lastTS, tc.lastTS, tc.lastTS)
-			row := foreverRow(p, "n-0000000001", "n", 1, &zkclient.GetResult{Data: []byte(data), Stat: &zk.Stat{Mtime: tc.mtime}}, WorkerRange{Lo: 0, Hi: 1023}, now)
+			row := foreverRow(p, "n-0000000001", "n", 1, &zkclient.GetResult{Data: []byte(data), Stat: &zk.Stat{Mtime: tc.mtime}}, WorkerRange{Lo: 0, Hi: 1023}, snowflake.UnixMilli(now))
 			if row.Problem != "" {
 				t.Fatal(row.Problem)
 			}
@@ -179,7 +180,7 @@ func TestForeverRowOthersWritesAreNoReport(t *testing.T) {
 			fmt.Sprintf(`{"worker_id":3,"node_key":"n","addr":"127.0.0.1:1","last_ts":%d,"fence":%d,"updated":%d}`, now-hour, now+3000, now)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			row := foreverRow(p, "n-0000000001", "n", 1, &zkclient.GetResult{Data: []byte(tc.data), Stat: &zk.Stat{Mtime: now}}, WorkerRange{Lo: 0, Hi: 1023}, now)
+			row := foreverRow(p, "n-0000000001", "n", 1, &zkclient.GetResult{Data: []byte(tc.data), Stat: &zk.Stat{Mtime: now}}, WorkerRange{Lo: 0, Hi: 1023}, snowflake.UnixMilli(now))
 			if row.LastReportAgeMs < hour-1000 || row.ClockNote() != "" {
 				t.Errorf("last report an hour ago: age %dms, note %q; want about an hour and no clock note", row.LastReportAgeMs, row.ClockNote())
 			}

@@ -16,23 +16,28 @@
 // generator, against an in-memory ZooKeeper under seeded faults.
 package fencing
 
-import "codeberg.org/snowflaked/snowflaked/internal/mutation"
+import (
+	"time"
 
-// Record is the fencing part of a worker ID's forever znode (times in Unix
-// ms): the instance token of the process that last claimed it, the fence
+	"codeberg.org/snowflaked/snowflaked/internal/mutation"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
+)
+
+// Record is the fencing part of a worker ID's forever znode: the instance
+// token of the process that last claimed it, the fence
 // ZooKeeper acknowledged last, and what the claim replaced.
 type Record struct {
 	Token     string
-	Fence     int64
+	Fence     snowflake.UnixMilli
 	PrevToken string
-	PrevFence int64
+	PrevFence snowflake.UnixMilli
 }
 
 // Claim is the record a claim by token writes over prev at now, with the
-// fence lead g (ms): the previous token and fence are kept, so the new
+// fence lead g: the previous token and fence are kept, so the new
 // holder issues only after PrevFence, and the fence never goes down.
-func Claim(prev Record, token string, now, g int64) Record {
-	r := Record{Token: token, Fence: max(prev.Fence, now+g), PrevToken: prev.Token, PrevFence: prev.Fence}
+func Claim(prev Record, token string, now snowflake.UnixMilli, g time.Duration) Record {
+	r := Record{Token: token, Fence: max(prev.Fence, now.Add(g)), PrevToken: prev.Token, PrevFence: prev.Fence}
 	if mutation.Broken(mutation.S2ClaimForgetsFence) {
 		r.PrevFence = 0
 	}
@@ -41,7 +46,9 @@ func Claim(prev Record, token string, now, g int64) Record {
 
 // Renew is the fence a renewal at now writes: now + g, never below the fence
 // already acknowledged (a clock that went back must not shrink the promise).
-func Renew(acked, now, g int64) int64 { return max(acked, now+g) }
+func Renew(acked, now snowflake.UnixMilli, g time.Duration) snowflake.UnixMilli {
+	return max(acked, now.Add(g))
+}
 
 // Adopt reports whether a forever znode read after a version conflict still
 // belongs to this process: same worker ID and its own token (a write of its
@@ -57,9 +64,9 @@ type Cache struct {
 	Matches bool
 	// Token the file recorded ("" for a file from before tokens).
 	Token string
-	// Fence is the file's local fence (Unix ms): nothing its process
-	// issued is beyond it.
-	Fence int64
+	// Fence is the file's local fence: nothing its process issued is
+	// beyond it.
+	Fence snowflake.UnixMilli
 }
 
 // StartAfter is the fence a process that made claim must start after: the
@@ -67,7 +74,7 @@ type Cache struct {
 // (nobody claimed the worker ID since that process, whose IDs the file's
 // fence bounds), else the previous holder's fence — the larger of both for a
 // matching file without a token. fromCache says which one won.
-func StartAfter(claim Record, c Cache) (fence int64, fromCache bool) {
+func StartAfter(claim Record, c Cache) (fence snowflake.UnixMilli, fromCache bool) {
 	switch {
 	case mutation.Broken(mutation.L2RestartIgnoresFence):
 		return 0, false

@@ -4,13 +4,16 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"time"
+
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 func TestClaim(t *testing.T) {
 	tests := []struct {
 		name string
 		prev Record
-		now  int64
+		now  snowflake.UnixMilli
 		want Record
 	}{
 		{"fresh znode", Record{}, 1000, Record{Token: "new", Fence: 1300}},
@@ -20,7 +23,7 @@ func TestClaim(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Claim(tc.prev, "new", tc.now, 300); got != tc.want {
+			if got := Claim(tc.prev, "new", tc.now, 300*time.Millisecond); got != tc.want {
 				t.Fatalf("Claim = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -28,13 +31,13 @@ func TestClaim(t *testing.T) {
 }
 
 func TestRenew(t *testing.T) {
-	tests := []struct{ acked, now, want int64 }{
+	tests := []struct{ acked, now, want snowflake.UnixMilli }{
 		{acked: 1000, now: 900, want: 1200},
 		{acked: 5000, now: 900, want: 5000}, // the clock went back: never less than acknowledged
 		{acked: 0, now: 0, want: 300},
 	}
 	for _, tc := range tests {
-		if got := Renew(tc.acked, tc.now, 300); got != tc.want {
+		if got := Renew(tc.acked, tc.now, 300*time.Millisecond); got != tc.want {
 			t.Errorf("Renew(%d, %d, 300) = %d, want %d", tc.acked, tc.now, got, tc.want)
 		}
 	}
@@ -64,7 +67,7 @@ func TestStartAfter(t *testing.T) {
 	tests := []struct {
 		name      string
 		cache     Cache
-		want      int64
+		want      snowflake.UnixMilli
 		fromCache bool
 	}{
 		{"no matching cache file", Cache{Token: "t1", Fence: 100}, 8000, false},
@@ -84,19 +87,19 @@ func TestStartAfter(t *testing.T) {
 
 // recGen records what the Gate hands a generator.
 type recGen struct {
-	fence, floor, last int64
+	fence, floor, last snowflake.UnixMilli
 	floorErr           error
 }
 
-func (g *recGen) SetFence(ms int64) { g.fence = ms }
-func (g *recGen) RaiseFloor(ms int64) error {
+func (g *recGen) SetFence(ms snowflake.UnixMilli) { g.fence = ms }
+func (g *recGen) RaiseFloor(ms snowflake.UnixMilli) error {
 	if g.floorErr != nil {
 		return g.floorErr
 	}
 	g.floor = max(g.floor, ms)
 	return nil
 }
-func (g *recGen) LastUnixMilli() int64 { return g.last }
+func (g *recGen) LastIssued() snowflake.UnixMilli { return g.last }
 
 func TestGate(t *testing.T) {
 	g := &recGen{fence: -1}
@@ -107,7 +110,7 @@ func TestGate(t *testing.T) {
 	steps := []struct {
 		name      string
 		do        func()
-		wantFence int64
+		wantFence snowflake.UnixMilli
 	}{
 		{"local below zk", func() { gate.SetFence(3000) }, 3000},
 		{"local above zk", func() { gate.SetFence(7000) }, 5000},

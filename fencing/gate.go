@@ -5,13 +5,14 @@ import (
 	"sync"
 
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // Generator is the part of *snowflake.Generator the Gate drives.
 type Generator interface {
-	SetFence(unixMilli int64)
-	RaiseFloor(unixMilli int64) error
-	LastUnixMilli() int64
+	SetFence(fence snowflake.UnixMilli)
+	RaiseFloor(floor snowflake.UnixMilli) error
+	LastIssued() snowflake.UnixMilli
 }
 
 // Gate holds a generator to the lower of two fences: the local fence the
@@ -23,17 +24,17 @@ type Gate struct {
 	gen Generator
 
 	mu        sync.Mutex
-	local, zk int64 // Unix ms; zk is math.MaxInt64 without ZooKeeper
+	local, zk snowflake.UnixMilli // zk is NoZKFence without ZooKeeper
 	frozen    bool
 }
 
 // NoZKFence is the ZooKeeper fence of a node without ZooKeeper (standalone).
-const NoZKFence = math.MaxInt64
+const NoZKFence = snowflake.NoFence
 
-// NewGate returns a gate whose ZooKeeper fence starts at zk (Unix ms;
-// NoZKFence for none) and whose local fence is unset, so the generator
+// NewGate returns a gate whose ZooKeeper fence starts at zk (NoZKFence for
+// none) and whose local fence is unset, so the generator
 // issues nothing until the first SetFence.
-func NewGate(gen Generator, zk int64) *Gate {
+func NewGate(gen Generator, zk snowflake.UnixMilli) *Gate {
 	g := &Gate{gen: gen, zk: zk}
 	g.apply()
 	return g
@@ -52,7 +53,7 @@ func (g *Gate) apply() {
 }
 
 // SetFence records a local fence that was persisted.
-func (g *Gate) SetFence(local int64) {
+func (g *Gate) SetFence(local snowflake.UnixMilli) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.local = max(g.local, local)
@@ -60,7 +61,7 @@ func (g *Gate) SetFence(local int64) {
 }
 
 // SetZKFence records a fence ZooKeeper acknowledged for this process.
-func (g *Gate) SetZKFence(zk int64) {
+func (g *Gate) SetZKFence(zk snowflake.UnixMilli) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.zk == NoZKFence {
@@ -70,28 +71,28 @@ func (g *Gate) SetZKFence(zk int64) {
 	g.apply()
 }
 
-// zkFence returns the ZooKeeper fence the generator is held to (Unix ms;
-// NoZKFence without ZooKeeper).
-func (g *Gate) zkFence() int64 {
+// zkFence returns the ZooKeeper fence the generator is held to (NoZKFence
+// without ZooKeeper).
+func (g *Gate) zkFence() snowflake.UnixMilli {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.zk
 }
 
-// RaiseFloor makes every later ID come after fence (Unix ms): called before
-// a new token's fence is handed over with SetZKFence.
-func (g *Gate) RaiseFloor(fence int64) error { return g.gen.RaiseFloor(fence) }
+// RaiseFloor makes every later ID come after fence: called before a new
+// token's fence is handed over with SetZKFence.
+func (g *Gate) RaiseFloor(fence snowflake.UnixMilli) error { return g.gen.RaiseFloor(fence) }
 
-// LastIssued is the start of the last issued tick (Unix ms).
-func (g *Gate) LastIssued() int64 { return g.gen.LastUnixMilli() }
+// LastIssued is the start of the last issued tick.
+func (g *Gate) LastIssued() snowflake.UnixMilli { return g.gen.LastIssued() }
 
 // Freeze stops the generator at its last issued tick, for a graceful stop,
-// and returns that time (Unix ms); later SetFence and SetZKFence calls no
+// and returns that time; later SetFence and SetZKFence calls no
 // longer move it.
-func (g *Gate) Freeze() int64 {
+func (g *Gate) Freeze() snowflake.UnixMilli {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	last := g.gen.LastUnixMilli()
+	last := g.gen.LastIssued()
 	g.frozen = true
 	g.gen.SetFence(last)
 	return last

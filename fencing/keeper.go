@@ -13,15 +13,16 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // FenceSetter receives the persisted fence and says where the generator
 // stands; *fencing.Gate satisfies it.
 type FenceSetter interface {
-	SetFence(unixMilli int64)
+	SetFence(fence snowflake.UnixMilli)
 	// LastIssued is the start of the last issued tick, or of the tick the
-	// generator was told to start after (Unix ms).
-	LastIssued() int64
+	// generator was told to start after.
+	LastIssued() snowflake.UnixMilli
 }
 
 // Keeper keeps the time fence ahead of the clock: every
@@ -44,14 +45,14 @@ type Keeper struct {
 	ahead   time.Duration
 	timeout time.Duration // deadline of one write
 	clock   clock.Clock
-	persist func(fenceUnixMilli int64) (written int64, err error)
+	persist func(fence snowflake.UnixMilli) (written snowflake.UnixMilli, err error)
 	gen     FenceSetter
 	check   *health.Check
 	log     zerolog.Logger
 	wake    chan struct{}
 
-	persisted atomic.Int64 // last fence written durably, Unix ms
-	hold      func() bool  // while it returns true, Extend writes nothing (set before Run)
+	persisted atomicMilli // last fence written durably
+	hold      func() bool // while it returns true, Extend writes nothing (set before Run)
 
 	mu       sync.Mutex // state below; never held during a write
 	inFlight bool
@@ -76,15 +77,14 @@ func (k *Keeper) SetHold(hold func() bool) { k.hold = hold }
 // (the disk may hang): no other write starts until it does.
 var errWriteInFlight = errors.New("previous fence write still running")
 
-// NewKeeper returns a keeper whose fence starts at initial (Unix ms; the
-// fence read from disk at start, 0 for none) and registers the
+// NewKeeper returns a keeper whose fence starts at initial (the fence read from disk at start, 0 for none) and registers the
 // fence_persist_failed check, pending until the first successful Extend.
 // persist must write the fence durably before it returns, and return the
 // fence it wrote (never below the one asked for). A write has
 // fence-ahead/3 to finish (by then the next one is due), at least 10ms and
 // at most maxWriteTimeout.
 func NewKeeper(g *health.Guard, c clock.Clock, gen FenceSetter, ahead time.Duration,
-	initial int64, persist func(fenceUnixMilli int64) (int64, error), log zerolog.Logger) *Keeper {
+	initial snowflake.UnixMilli, persist func(fence snowflake.UnixMilli) (snowflake.UnixMilli, error), log zerolog.Logger) *Keeper {
 	k := &Keeper{
 		ahead: ahead, timeout: min(max(ahead/3, 10*time.Millisecond), maxWriteTimeout), clock: c, persist: persist, gen: gen, log: log,
 		check: g.Check(health.ReasonFencePersist),
@@ -94,9 +94,9 @@ func NewKeeper(g *health.Guard, c clock.Clock, gen FenceSetter, ahead time.Durat
 	return k
 }
 
-// Persisted returns the fence last written durably (Unix ms). It never
-// waits for a write.
-func (k *Keeper) Persisted() int64 { return k.persisted.Load() }
+// Persisted returns the fence last written durably. It never waits for a
+// write.
+func (k *Keeper) Persisted() snowflake.UnixMilli { return k.persisted.Load() }
 
 // interval is how often Run extends the fence: fence-ahead/3, so the fence
 // is never reached in normal running even if one write is slow.
@@ -113,14 +113,14 @@ func (k *Keeper) Extend(ctx context.Context) error {
 	// Never below the generator's floor: a floor raised while serving (a
 	// re-claim after another holder's fence) must reach the disk with the
 	// token it belongs to, or a restart from this file would start too early.
-	fence := max(k.persisted.Load(), clock.UnixMilli(k.clock)+k.ahead.Milliseconds(), k.gen.LastIssued())
+	fence := max(k.persisted.Load(), snowflake.UnixMilliNow(k.clock).Add(k.ahead), k.gen.LastIssued())
 	return k.write(ctx, fence, false, k.timeout)
 }
 
 // write persists fence in its own goroutine and waits up to timeout. On
 // success the fence is recorded (raised, or set as is when final) and, unless
 // final, handed to the generator. At most one write is in flight.
-func (k *Keeper) write(ctx context.Context, fence int64, final bool, timeout time.Duration) error {
+func (k *Keeper) write(ctx context.Context, fence snowflake.UnixMilli, final bool, timeout time.Duration) error {
 	// One deadline for the whole call, that stays passed once passed: the
 	// wait for a write in flight and the wait for this one share it, in
 	// every interleaving.
@@ -168,7 +168,7 @@ func (k *Keeper) write(ctx context.Context, fence int64, final bool, timeout tim
 			if final {
 				k.persisted.Store(written)
 			} else {
-				raise(&k.persisted, written)
+				k.persisted.raise(written)
 				k.gen.SetFence(written)
 			}
 		}
@@ -202,7 +202,7 @@ func (k *Keeper) write(ctx context.Context, fence int64, final bool, timeout tim
 	k.failed = false
 	k.mu.Unlock()
 	if recovered {
-		k.log.Info().Int64("fence_ms", fence).Msg("fence persisted again")
+		k.log.Info().Int64("fence_ms", int64(fence)).Msg("fence persisted again")
 	}
 	k.check.Pass()
 	return nil
@@ -215,16 +215,22 @@ func (k *Keeper) fail(err error) {
 	k.failed = true
 	k.mu.Unlock()
 	if first {
-		k.log.Error().Err(err).Int64("fence_ms", k.persisted.Load()).Msg("fence not persisted; IDs stop at the previous fence")
+		k.log.Error().Err(err).Int64("fence_ms", int64(k.persisted.Load())).Msg("fence not persisted; IDs stop at the previous fence")
 	}
 	k.check.Fail(err.Error())
 }
 
-// raise sets a to v if v is larger.
-func raise(a *atomic.Int64, v int64) {
+// atomicMilli is an instant read and written atomically.
+type atomicMilli struct{ v atomic.Int64 }
+
+func (a *atomicMilli) Load() snowflake.UnixMilli   { return snowflake.UnixMilli(a.v.Load()) }
+func (a *atomicMilli) Store(u snowflake.UnixMilli) { a.v.Store(int64(u)) }
+
+// raise sets a to u if u is larger.
+func (a *atomicMilli) raise(u snowflake.UnixMilli) {
 	for {
-		old := a.Load()
-		if v <= old || a.CompareAndSwap(old, v) {
+		old := a.v.Load()
+		if int64(u) <= old || a.v.CompareAndSwap(old, int64(u)) {
 			return
 		}
 	}
@@ -253,7 +259,7 @@ func (k *Keeper) Run(ctx context.Context) {
 // flight (Run stopped waiting for it) is waited for within timeout; one that
 // hangs past it makes PersistFinal fail (the fence on disk stays ahead:
 // safe). Its timer arms under ctx.
-func (k *Keeper) PersistFinal(ctx context.Context, fence int64, timeout time.Duration) error {
+func (k *Keeper) PersistFinal(ctx context.Context, fence snowflake.UnixMilli, timeout time.Duration) error {
 	if err := k.write(ctx, fence, true, timeout); err != nil {
 		return fmt.Errorf("persist final fence: %w", err)
 	}

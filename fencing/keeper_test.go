@@ -14,16 +14,17 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // fakeStore records persisted fences and fails while told to.
 type fakeStore struct {
 	mu     sync.Mutex
-	saved  []int64
+	saved  []snowflake.UnixMilli
 	failOn bool
 }
 
-func (s *fakeStore) persist(f int64) (int64, error) {
+func (s *fakeStore) persist(f snowflake.UnixMilli) (snowflake.UnixMilli, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failOn {
@@ -39,12 +40,12 @@ func (s *fakeStore) count() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s
 
 type fakeGen struct {
 	mu          sync.Mutex
-	fence, last int64
+	fence, last snowflake.UnixMilli
 }
 
-func (g *fakeGen) SetFence(f int64)  { g.mu.Lock(); g.fence = f; g.mu.Unlock() }
-func (g *fakeGen) get() int64        { g.mu.Lock(); defer g.mu.Unlock(); return g.fence }
-func (g *fakeGen) LastIssued() int64 { g.mu.Lock(); defer g.mu.Unlock(); return g.last }
+func (g *fakeGen) SetFence(f snowflake.UnixMilli)  { g.mu.Lock(); g.fence = f; g.mu.Unlock() }
+func (g *fakeGen) get() snowflake.UnixMilli        { g.mu.Lock(); defer g.mu.Unlock(); return g.fence }
+func (g *fakeGen) LastIssued() snowflake.UnixMilli { g.mu.Lock(); defer g.mu.Unlock(); return g.last }
 
 func TestFenceKeeperExtend(t *testing.T) {
 	start := time.UnixMilli(1_750_000_000_000)
@@ -97,7 +98,7 @@ func TestFenceKeeperExtend(t *testing.T) {
 			if tc.initial >= 0 {
 				initial = start.UnixMilli() + tc.initial
 			}
-			k := NewKeeper(g, clk, gen, ahead, initial, store.persist, zerolog.Nop())
+			k := NewKeeper(g, clk, gen, ahead, snowflake.UnixMilli(initial), store.persist, zerolog.Nop())
 			if g.Ready() {
 				t.Fatal("ready before the first fence write")
 			}
@@ -110,17 +111,17 @@ func TestFenceKeeperExtend(t *testing.T) {
 				store.fail(s.failSave)
 				if s.last != 0 {
 					gen.mu.Lock()
-					gen.last = start.UnixMilli() + s.last
+					gen.last = snowflake.UnixMilli(start.UnixMilli() + s.last)
 					gen.mu.Unlock()
 				}
 				err := k.Extend(context.Background())
 				if (err != nil) != s.wantErr {
 					t.Fatalf("step %d: Extend error %v, want error %v", i, err, s.wantErr)
 				}
-				if got := k.Persisted() - start.UnixMilli(); got != s.want {
+				if got := k.Persisted() - snowflake.UnixMilliOf(start); got != snowflake.UnixMilli(s.want) {
 					t.Errorf("step %d: persisted fence %+d ms, want %+d", i, got, s.want)
 				}
-				if got := gen.get() - start.UnixMilli(); got != s.wantGen {
+				if got := gen.get() - snowflake.UnixMilliOf(start); got != snowflake.UnixMilli(s.wantGen) {
 					t.Errorf("step %d: generator fence %+d ms, want %+d", i, got, s.wantGen)
 				}
 				if g.Ready() != s.ready {
@@ -142,14 +143,14 @@ func TestFenceKeeperPersistFinalLowers(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := clk.WallNanos()/1e6 - 5
-	if err := k.PersistFinal(context.Background(), last, time.Second); err != nil {
+	if err := k.PersistFinal(context.Background(), snowflake.UnixMilli(last), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if k.Persisted() != last {
+	if k.Persisted() != snowflake.UnixMilli(last) {
 		t.Errorf("persisted %d, want %d", k.Persisted(), last)
 	}
 	store.fail(true)
-	if err := k.PersistFinal(context.Background(), last, time.Second); err == nil {
+	if err := k.PersistFinal(context.Background(), snowflake.UnixMilli(last), time.Second); err == nil {
 		t.Error("PersistFinal hid a failed write")
 	}
 }
@@ -186,7 +187,7 @@ type gatedGen struct {
 	once sync.Once
 }
 
-func (g *gatedGen) LastIssued() int64 {
+func (g *gatedGen) LastIssued() snowflake.UnixMilli {
 	g.once.Do(func() { <-g.open })
 	return g.fakeGen.LastIssued()
 }
@@ -231,7 +232,7 @@ func TestFenceKeeperHungWrite(t *testing.T) {
 	release := make(chan struct{})
 	var writes atomic.Int64
 	var hang atomic.Bool
-	persist := func(fence int64) (int64, error) {
+	persist := func(fence snowflake.UnixMilli) (snowflake.UnixMilli, error) {
 		writes.Add(1)
 		if hang.Load() {
 			<-release
@@ -269,10 +270,10 @@ func TestFenceKeeperHungWrite(t *testing.T) {
 	hang.Store(false)
 	close(release)
 	deadline := time.Now().Add(5 * time.Second)
-	for k.Persisted() != hung && time.Now().Before(deadline) {
+	for k.Persisted() != snowflake.UnixMilli(hung) && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if k.Persisted() != hung || gen.get() != hung {
+	if k.Persisted() != snowflake.UnixMilli(hung) || gen.get() != snowflake.UnixMilli(hung) {
 		t.Fatalf("after the hung write returned: persisted %d, generator %d, want %d", k.Persisted(), gen.get(), hung)
 	}
 	if err := k.Extend(context.Background()); err != nil || !g.Ready() {
@@ -298,8 +299,8 @@ func TestFenceKeeperPersistFinalWaitsForWriteInFlight(t *testing.T) {
 			release := make(chan struct{})
 			var slow atomic.Bool
 			var mu sync.Mutex
-			var written []int64
-			persist := func(fence int64) (int64, error) {
+			var written []snowflake.UnixMilli
+			persist := func(fence snowflake.UnixMilli) (snowflake.UnixMilli, error) {
 				if slow.Load() {
 					<-release
 				}
@@ -335,11 +336,11 @@ func TestFenceKeeperPersistFinalWaitsForWriteInFlight(t *testing.T) {
 			slow.Store(false)
 			time.AfterFunc(tc.release, func() { close(release) })
 			last := clk.WallNanos()/1e6 - 5
-			err := k.PersistFinal(context.Background(), last, 500*time.Millisecond)
+			err := k.PersistFinal(context.Background(), snowflake.UnixMilli(last), 500*time.Millisecond)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("PersistFinal: %v, want error %v", err, tc.wantErr)
 			}
-			if !tc.wantErr && k.Persisted() != last {
+			if !tc.wantErr && k.Persisted() != snowflake.UnixMilli(last) {
 				t.Fatalf("persisted %d, want the final fence %d", k.Persisted(), last)
 			}
 			if tc.wantErr && !errors.Is(err, errWriteInFlight) {
@@ -361,7 +362,7 @@ func TestFenceKeeperFinalWriteKeepsItsDeadline(t *testing.T) {
 			clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 			hang := make(chan struct{})
 			defer close(hang)
-			persist := func(fence int64) (int64, error) {
+			persist := func(fence snowflake.UnixMilli) (snowflake.UnixMilli, error) {
 				<-hang // the final write: a disk that stalls again
 				return fence, nil
 			}

@@ -36,10 +36,10 @@ const (
 // simRules are the rules under test: the real ones, or a broken variant
 // that the mutation test expects the simulation to catch.
 type simRules struct {
-	claim      func(prev Record, token string, now, g int64) Record
-	renew      func(acked, now, g int64) int64
+	claim      func(prev Record, token string, now snowflake.UnixMilli, g time.Duration) Record
+	renew      func(acked, now snowflake.UnixMilli, g time.Duration) snowflake.UnixMilli
 	adopt      func(readWorker, ownWorker int64, readToken, ownToken string) bool
-	startAfter func(claim Record, c Cache) (int64, bool)
+	startAfter func(claim Record, c Cache) (snowflake.UnixMilli, bool)
 }
 
 var realRules = simRules{claim: Claim, renew: Renew, adopt: Adopt, startAfter: StartAfter}
@@ -78,8 +78,8 @@ func (z *simZK) expire(s int64) {
 type simDisk struct {
 	used    bool
 	token   string
-	fence   int64 // local fence
-	zkFence int64 // acknowledged for token
+	fence   snowflake.UnixMilli // local fence
+	zkFence snowflake.UnixMilli // acknowledged for token
 	session int64
 }
 
@@ -103,15 +103,15 @@ type simProc struct {
 	resumed  bool // resumed from the cache, not yet verified
 	token    string
 	version  int32
-	acked    int64
-	local    int64
+	acked    snowflake.UnixMilli
+	local    snowflake.UnixMilli
 	blocked  bool
 	gen      *snowflake.Generator
 	gate     *Gate
-	startFrm int64
+	startFrm snowflake.UnixMilli
 }
 
-func (p *simProc) now() int64 { return p.clk.WallNanos() / int64(time.Millisecond) }
+func (p *simProc) now() snowflake.UnixMilli { return snowflake.UnixMilliNow(p.clk) }
 
 // sim is one seeded run.
 type sim struct {
@@ -231,8 +231,8 @@ func (s *sim) start(step int, p *simProc) {
 }
 
 // newGenerator builds the process's generator starting after floor.
-func (s *sim) newGenerator(p *simProc, floor, zk int64) {
-	g, err := snowflake.NewGenerator(snowflake.Config{Layout: s.layout, WorkerID: p.worker, Clock: p.clk, NoRollbackTolerance: true, AfterUnixMilli: floor})
+func (s *sim) newGenerator(p *simProc, floor, zk snowflake.UnixMilli) {
+	g, err := snowflake.NewGenerator(snowflake.Config{Layout: s.layout, WorkerID: p.worker, Clock: p.clk, NoRollbackTolerance: true, After: floor})
 	if err != nil {
 		panic(err)
 	}
@@ -270,7 +270,7 @@ func (s *sim) claim(step int, p *simProc) {
 			return // held: wait
 		}
 	}
-	next := s.rules.claim(rec.rec, p.claimToken, p.now(), simG)
+	next := s.rules.claim(rec.rec, p.claimToken, p.now(), simG*time.Millisecond)
 	rec.rec, rec.version = next, rec.version+1
 	z.leases[p.worker] = p.session
 	s.logf("%d p%d claim committed: %+v v%d", step, p.id, next, rec.version)
@@ -322,7 +322,7 @@ func (s *sim) renew(step int, p *simProc) {
 		} else if z.leases[p.worker] == 0 || z.leases[p.worker] == p.disk.session {
 			// Claim afresh: commit, raise the floor, then the new fence.
 			token := s.newToken()
-			next := s.rules.claim(rec.rec, token, p.now(), simG)
+			next := s.rules.claim(rec.rec, token, p.now(), simG*time.Millisecond)
 			rec.rec, rec.version = next, rec.version+1
 			z.leases[p.worker] = p.session
 			if err := p.gate.RaiseFloor(next.PrevFence); err != nil {
@@ -347,7 +347,7 @@ func (s *sim) renew(step int, p *simProc) {
 		s.conflict(step, p)
 		return
 	}
-	fence := s.rules.renew(p.acked, p.now(), simG)
+	fence := s.rules.renew(p.acked, p.now(), simG*time.Millisecond)
 	rec.rec.Fence, rec.version = fence, rec.version+1
 	if s.rng.IntN(5) == 0 {
 		s.logf("%d p%d renewal to %d applied, answer lost", step, p.id, fence)

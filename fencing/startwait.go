@@ -9,6 +9,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // startPoll is how often a node whose clock is behind its fence looks again.
@@ -32,7 +33,7 @@ type StartWait struct {
 	prev    *health.Check // prev_holder_fence; nil for a fence of this node's own
 	holder  PrevHolder
 	clock   clock.Clock
-	readyNs int64 // Unix ns from which IDs may be issued
+	readyAt time.Time // the wall instant from which IDs may be issued
 	maxWait time.Duration
 	log     zerolog.Logger
 }
@@ -40,10 +41,10 @@ type StartWait struct {
 // PrevHolder is the previous holder of a worker ID, whose ZooKeeper fence a
 // node waits for at start.
 type PrevHolder struct {
-	NodeKey string // its node key ("" when unknown)
-	Addr    string // its advertised address ("" when unknown)
-	Token   string // its instance token ("" for a holder from before tokens)
-	FenceMs int64  // its ZooKeeper fence (Unix ms)
+	NodeKey string              // its node key ("" when unknown)
+	Addr    string              // its advertised address ("" when unknown)
+	Token   string              // its instance token ("" for a holder from before tokens)
+	Fence   snowflake.UnixMilli // its ZooKeeper fence
 	// ZKFenceAhead is --zk-fence-ahead: how far ahead of its clock a
 	// holder's fence can be (0 for a holder that stopped cleanly, whose
 	// fence is the time of its last ID).
@@ -69,26 +70,26 @@ func orUnknown(s string) string {
 	return fmt.Sprintf("%q", s)
 }
 
-// NewStartWait registers the clock_behind_fence check. readyAtNs is the
-// first Unix-nanosecond instant past the fence (the start of the tick after
-// the fence's tick; 0 when there is no fence).
-func NewStartWait(g *health.Guard, c clock.Clock, readyAtNs int64, maxWait time.Duration, log zerolog.Logger) *StartWait {
-	return &StartWait{check: g.Check(health.ReasonClockBehindFence), clock: c, readyNs: readyAtNs, maxWait: maxWait, log: log}
+// NewStartWait registers the clock_behind_fence check. readyAt is the first
+// instant past the fence (the start of the tick after the fence's tick; the
+// Unix epoch or the zero time when there is no fence).
+func NewStartWait(g *health.Guard, c clock.Clock, readyAt time.Time, maxWait time.Duration, log zerolog.Logger) *StartWait {
+	return &StartWait{check: g.Check(health.ReasonClockBehindFence), clock: c, readyAt: readyAt, maxWait: maxWait, log: log}
 }
 
 // NewPrevHolderWait is NewStartWait for a start fence that is the previous
 // holder's ZooKeeper fence: it registers prev_holder_fence first, then
 // clock_behind_fence.
-func NewPrevHolderWait(g *health.Guard, c clock.Clock, readyAtNs int64, maxWait time.Duration, holder PrevHolder, log zerolog.Logger) *StartWait {
+func NewPrevHolderWait(g *health.Guard, c clock.Clock, readyAt time.Time, maxWait time.Duration, holder PrevHolder, log zerolog.Logger) *StartWait {
 	prev := g.Check(health.ReasonPrevHolderFence)
-	s := NewStartWait(g, c, readyAtNs, maxWait, log)
+	s := NewStartWait(g, c, readyAt, maxWait, log)
 	s.prev, s.holder = prev, holder
 	return s
 }
 
 // Behind returns how far the clock is behind the fence (0 when past it).
 func (s *StartWait) Behind() time.Duration {
-	return max(0, time.Duration(s.readyNs-s.clock.WallNanos()))
+	return max(0, s.readyAt.Sub(clock.WallTime(s.clock)))
 }
 
 // PrevHolderWait returns how long the node still waits for the previous
@@ -111,7 +112,7 @@ func (s *StartWait) prevBound() time.Duration { return s.holder.ZKFenceAhead + s
 
 func (s *StartWait) prevDetail(behind time.Duration) string {
 	return fmt.Sprintf("waiting for the previous holder's ZooKeeper fence %s (%s): %s left; the previous holder may have issued IDs up to it (normal after a replaced disk or a take-over, at most --zk-fence-ahead %s)",
-		time.UnixMilli(s.holder.FenceMs).UTC().Format(time.RFC3339Nano), s.holder, behind.Round(100*time.Millisecond), s.holder.ZKFenceAhead)
+		s.holder.Fence.Time().Format(time.RFC3339Nano), s.holder, behind.Round(100*time.Millisecond), s.holder.ZKFenceAhead)
 }
 
 // Run polls until the clock is past the fence and passes the check, or ctx
@@ -135,7 +136,7 @@ func (s *StartWait) runPrev(ctx context.Context) time.Duration {
 	}
 	s.check.Pass()
 	s.log.Info().Str("prev_node_key", s.holder.NodeKey).Str("prev_addr", s.holder.Addr).Str("prev_token", s.holder.Token).
-		Int64("prev_fence_ms", s.holder.FenceMs).Dur("left_ms", behind).Dur("zk_fence_ahead_ms", s.holder.ZKFenceAhead).
+		Int64("prev_fence_ms", int64(s.holder.Fence)).Dur("left_ms", behind).Dur("zk_fence_ahead_ms", s.holder.ZKFenceAhead).
 		Msg("waiting for the previous holder's ZooKeeper fence before serving (prev_holder_fence)")
 	s.prev.Wait(s.prevDetail(behind))
 	t := clock.NewTimer(ctx, min(behind, startPoll))
@@ -150,7 +151,7 @@ func (s *StartWait) runPrev(ctx context.Context) time.Duration {
 		switch {
 		case behind == 0:
 			waited := s.clock.Mono() - start
-			s.log.Info().Dur("waited_ms", waited).Int64("prev_fence_ms", s.holder.FenceMs).Msg("clock passed the previous holder's ZooKeeper fence")
+			s.log.Info().Dur("waited_ms", waited).Int64("prev_fence_ms", int64(s.holder.Fence)).Msg("clock passed the previous holder's ZooKeeper fence")
 			s.prev.Pass()
 			return waited
 		case behind > s.prevBound(): // the clock went back during the wait
@@ -185,12 +186,12 @@ func (s *StartWait) run(ctx context.Context, start time.Duration) time.Duration 
 	failing := behind > maxWait
 	if failing && s.prev != nil {
 		detail := fmt.Sprintf("clock is %s behind the previous holder's ZooKeeper fence %s (%s), more than --zk-fence-ahead %s + max-start-wait %s: this clock is behind, or the previous holder's was ahead; out of service until it passes the fence",
-			behind.Round(time.Millisecond), time.Unix(0, s.readyNs).UTC().Format(time.RFC3339Nano), s.holder, s.holder.ZKFenceAhead, s.maxWait)
+			behind.Round(time.Millisecond), s.readyAt.UTC().Format(time.RFC3339Nano), s.holder, s.holder.ZKFenceAhead, s.maxWait)
 		s.log.Warn().Dur("behind_ms", behind).Dur("max_start_wait_ms", s.maxWait).Str("prev_node_key", s.holder.NodeKey).Msg(detail)
 		s.check.Fail(detail)
 	} else if failing {
 		detail := fmt.Sprintf("clock is %s behind the fence %s (max-start-wait %s): it went back while the node was down; out of service until it passes the fence",
-			behind.Round(time.Millisecond), time.Unix(0, s.readyNs).UTC().Format(time.RFC3339Nano), s.maxWait)
+			behind.Round(time.Millisecond), s.readyAt.UTC().Format(time.RFC3339Nano), s.maxWait)
 		s.log.Warn().Dur("behind_ms", behind).Dur("max_start_wait_ms", s.maxWait).Msg(detail)
 		s.check.Fail(detail)
 	} else {

@@ -10,6 +10,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 func TestStartWait(t *testing.T) {
@@ -35,9 +36,9 @@ func TestStartWait(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.NewFake(start)
 			g := health.New(zerolog.Nop(), nil)
-			var readyAt int64
+			var readyAt time.Time
 			if tc.ahead != -1 {
-				readyAt = start.Add(tc.ahead).UnixNano()
+				readyAt = start.Add(tc.ahead)
 			}
 			gate := NewStartWait(g, clk, readyAt, tc.maxWait, zerolog.Nop())
 			sub := g.Subscribe()
@@ -103,7 +104,7 @@ func TestStartWait(t *testing.T) {
 func TestStartWaitStopsWithContext(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	g := health.New(zerolog.Nop(), nil)
-	gate := NewStartWait(g, clk, clk.WallNanos()+int64(time.Hour), time.Second, zerolog.Nop())
+	gate := NewStartWait(g, clk, time.Unix(0, clk.WallNanos()).Add(time.Hour), time.Second, zerolog.Nop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { gate.Run(ctx); close(done) }()
@@ -150,8 +151,8 @@ func TestStartWaitPrevHolder(t *testing.T) {
 			clk := clocktest.NewFake(start)
 			g := health.New(zerolog.Nop(), nil)
 			h := holder
-			h.FenceMs = start.Add(tc.ahead).UnixMilli()
-			gate := NewPrevHolderWait(g, clk, start.Add(tc.ahead).UnixNano(), maxWait, h, zerolog.Nop())
+			h.Fence = snowflake.UnixMilliOf(start.Add(tc.ahead))
+			gate := NewPrevHolderWait(g, clk, start.Add(tc.ahead), maxWait, h, zerolog.Nop())
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan time.Duration, 1)
@@ -211,7 +212,7 @@ func TestStartWaitSaysWhatItWaitsFor(t *testing.T) {
 	start := time.UnixMilli(1_750_000_000_000)
 	clk := clocktest.NewFake(start)
 	g := health.New(zerolog.Nop(), nil)
-	gate := NewStartWait(g, clk, start.Add(400*time.Millisecond).UnixNano(), 10*time.Second, zerolog.Nop())
+	gate := NewStartWait(g, clk, start.Add(400*time.Millisecond), 10*time.Second, zerolog.Nop())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan time.Duration, 1)

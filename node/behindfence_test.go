@@ -55,7 +55,7 @@ func TestRunBehindFenceBeyondMaxStartWaitStaysOutOfService(t *testing.T) {
 	cfg := testConfig(t, 5)
 	cfg.MaxStartWait = 10 * time.Second
 	fence := time.Unix(0, clk.WallNanos()).Add(time.Hour).UnixMilli()
-	if err := cachefile.Save(cfg.CacheFile, cachefile.Entry{WorkerID: 5, Layout: snowflake.DefaultLayout(), Fence: fence}); err != nil {
+	if err := cachefile.Save(cfg.CacheFile, cachefile.Entry{WorkerID: 5, Layout: snowflake.DefaultLayout(), Fence: snowflake.UnixMilli(fence)}); err != nil {
 		t.Fatal(err)
 	}
 	ln := loopbackListener(t)

@@ -7,6 +7,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // Modes of a node, as reported by GET /clock.
@@ -86,8 +87,8 @@ func clockInfo(s nodestate.Snapshot) ClockInfo {
 	rep := ClockInfo{
 		Mode: s.Mode, Version: s.BuildVersion, WorkerID: s.WorkerID,
 		Layout: l.String(), Epoch: l.Epoch.UTC().Format(time.RFC3339Nano), TimeUnit: l.Unit.String(),
-		NowMs: s.Now.UnixNano() / int64(time.Millisecond), LastIssuedMs: g.LastIssuedMs, FenceMs: s.FenceMs,
-		IssueFenceMs: g.IssueFenceMs,
+		NowMs: s.Now.UnixNano() / int64(time.Millisecond), LastIssuedMs: int64(g.LastIssued), FenceMs: int64(s.Fence),
+		IssueFenceMs: int64(g.IssueFence),
 		Rollback: RollbackInfo{
 			Policy: s.RollbackPolicy, Tolerance: s.RollbackTolerance.String(),
 			IDsAheadMs: float64(g.Behind.Microseconds()) / 1000,
@@ -95,14 +96,14 @@ func clockInfo(s nodestate.Snapshot) ClockInfo {
 		},
 		Readings: s.Readings,
 	}
-	if fence := g.IssueFenceMs; fence != math.MaxInt64 && fence != math.MinInt64 { // set: not "none" or "before the epoch"
-		rep.Rollback.HeadroomMs = max(fence-rep.LastIssuedMs, 0)
+	if fence := g.IssueFence; fence != snowflake.NoFence && fence != math.MinInt64 { // set: not "none" or "before the epoch"
+		rep.Rollback.HeadroomMs = max(fence.Sub(g.LastIssued).Milliseconds(), 0)
 	}
 	if s.ZK != nil {
 		rep.ZK = &ZKInfo{Cluster: s.Cluster, NodeKey: s.NodeKey, Advertise: s.Addr, Servers: s.ZKServers, Status: *s.ZK}
 	}
 	if left, h := s.PrevHolderWait, s.PrevHolder; left > 0 {
-		rep.PrevHolderFence = &PrevHolderInfo{NodeKey: h.NodeKey, Addr: h.Addr, Token: h.Token, FenceMs: h.FenceMs, LeftMs: left.Milliseconds()}
+		rep.PrevHolderFence = &PrevHolderInfo{NodeKey: h.NodeKey, Addr: h.Addr, Token: h.Token, FenceMs: int64(h.Fence), LeftMs: left.Milliseconds()}
 	}
 	return rep
 }

@@ -28,10 +28,10 @@ func clockSnapshot() nodestate.Snapshot {
 			Watcher:     &clockguard.WatcherStats{Checks: 3},
 		},
 		Generator: nodestate.Generator{
-			Stats:        snowflake.Stats{Borrowed: 12, BorrowExhausted: 2, Rollbacks: 1},
-			LastIssuedMs: now.UnixMilli() + 2, IssueFenceMs: now.UnixMilli() + 3000, Behind: 1250 * time.Microsecond,
+			Stats:      snowflake.Stats{Borrowed: 12, BorrowExhausted: 2, Rollbacks: 1},
+			LastIssued: snowflake.UnixMilliOf(now) + 2, IssueFence: snowflake.UnixMilliOf(now) + 3000, Behind: 1250 * time.Microsecond,
 		},
-		FenceMs: now.UnixMilli() + 4000,
+		Fence: snowflake.UnixMilliOf(now) + 4000,
 	}
 }
 
@@ -51,17 +51,17 @@ func TestClockInfo(t *testing.T) {
 		wantPrev     *PrevHolderInfo
 	}{
 		{"standalone", nil, 2998, nil, nil},
-		{"no fence", func(s *nodestate.Snapshot) { s.Generator.IssueFenceMs = math.MaxInt64 }, 0, nil, nil},
-		{"fence before the epoch", func(s *nodestate.Snapshot) { s.Generator.IssueFenceMs = math.MinInt64 }, 0, nil, nil},
-		{"fence behind the last ID", func(s *nodestate.Snapshot) { s.Generator.IssueFenceMs = s.Generator.LastIssuedMs - 5 }, 0, nil, nil},
+		{"no fence", func(s *nodestate.Snapshot) { s.Generator.IssueFence = snowflake.NoFence }, 0, nil, nil},
+		{"fence before the epoch", func(s *nodestate.Snapshot) { s.Generator.IssueFence = math.MinInt64 }, 0, nil, nil},
+		{"fence behind the last ID", func(s *nodestate.Snapshot) { s.Generator.IssueFence = s.Generator.LastIssued - 5 }, 0, nil, nil},
 		{"waiting for the previous holder's fence", func(s *nodestate.Snapshot) {
-			s.PrevHolderWait, s.PrevHolder = 1500*time.Millisecond, fencing.PrevHolder{NodeKey: "old", Addr: "10.0.0.2:8080", Token: "t1", FenceMs: 77}
+			s.PrevHolderWait, s.PrevHolder = 1500*time.Millisecond, fencing.PrevHolder{NodeKey: "old", Addr: "10.0.0.2:8080", Token: "t1", Fence: 77}
 		}, 2998, nil, &PrevHolderInfo{NodeKey: "old", Addr: "10.0.0.2:8080", Token: "t1", FenceMs: 77, LeftMs: 1500}},
 		{"zookeeper", zk, 2998, &ZKInfo{Cluster: "prod", NodeKey: "node-a", Advertise: "10.0.0.1:8080", Servers: []string{"zk1:2181", "zk2:2181"},
 			Status: coordinator.Status{WorkerID: 9, Connected: true, LeaseHeld: true, Reports: 4}}, nil},
 		{"zookeeper, no wait left", func(s *nodestate.Snapshot) {
 			zk(s)
-			s.PrevHolder = fencing.PrevHolder{NodeKey: "old", FenceMs: 77}
+			s.PrevHolder = fencing.PrevHolder{NodeKey: "old", Fence: 77}
 		}, 2998, &ZKInfo{Cluster: "prod", NodeKey: "node-a", Advertise: "10.0.0.1:8080", Servers: []string{"zk1:2181", "zk2:2181"},
 			Status: coordinator.Status{WorkerID: 9, Connected: true, LeaseHeld: true, Reports: 4}}, nil},
 	}
@@ -74,7 +74,7 @@ func TestClockInfo(t *testing.T) {
 			got := clockInfo(s)
 			want := ClockInfo{
 				Mode: s.Mode, Version: "vTEST", WorkerID: 9, Layout: "41/10/12", Epoch: "2024-01-01T00:00:00Z", TimeUnit: "1ms",
-				NowMs: s.Now.UnixMilli(), LastIssuedMs: s.Generator.LastIssuedMs, FenceMs: s.FenceMs, IssueFenceMs: s.Generator.IssueFenceMs,
+				NowMs: s.Now.UnixMilli(), LastIssuedMs: int64(s.Generator.LastIssued), FenceMs: int64(s.Fence), IssueFenceMs: int64(s.Generator.IssueFence),
 				Rollback: RollbackInfo{Policy: "borrow", Tolerance: "5ms", IDsAheadMs: 1.25, HeadroomMs: tc.wantHeadroom, Borrowed: 12, BorrowExhausted: 2},
 				Readings: s.Readings, ZK: tc.wantZK, PrevHolderFence: tc.wantPrev,
 			}

@@ -6,6 +6,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/disk"
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // fenceWriter writes fences to the cache file for the keeper (one write at
@@ -22,8 +23,8 @@ type fenceWriter struct {
 	// floor a claim raised); finalZKFence is the ZooKeeper fence a graceful
 	// stop lowered to (0: none).
 	status       func() coordinator.Status
-	floor        func() int64
-	finalZKFence func() int64
+	floor        func() snowflake.UnixMilli
+	finalZKFence func() snowflake.UnixMilli
 	beforeToken  func() // simulations only (seams.beforeToken)
 }
 
@@ -34,7 +35,7 @@ type fenceWriter struct {
 // fence below that floor (computed before the re-claim, it would have: a
 // kill -9 then, and the restart would start from it, inside the previous
 // holder's IDs).
-func (w *fenceWriter) persist(fence int64) (int64, error) {
+func (w *fenceWriter) persist(fence snowflake.UnixMilli) (snowflake.UnixMilli, error) {
 	if w.beforeToken != nil {
 		w.beforeToken()
 	}
@@ -63,7 +64,7 @@ func (w *fenceWriter) persist(fence int64) (int64, error) {
 		fence = max(fence, floor)
 	}
 	e := w.entry
-	e.Fence, e.Updated = fence, clock.UnixMilli(w.clock)
+	e.Fence, e.Updated = fence, snowflake.UnixMilliNow(w.clock)
 	// w.disk writes only while this process holds the cache file's lock,
 	// and fails a write during which it was lost (lockedDisk): such a fence
 	// is never handed to the generator.

@@ -21,12 +21,12 @@ import (
 // fakeGen is a generator's fence and last issued tick.
 type fakeGen struct {
 	mu          sync.Mutex
-	fence, last int64
+	fence, last snowflake.UnixMilli
 }
 
-func (g *fakeGen) SetFence(f int64)  { g.mu.Lock(); g.fence = f; g.mu.Unlock() }
-func (g *fakeGen) get() int64        { g.mu.Lock(); defer g.mu.Unlock(); return g.fence }
-func (g *fakeGen) LastIssued() int64 { g.mu.Lock(); defer g.mu.Unlock(); return g.last }
+func (g *fakeGen) SetFence(f snowflake.UnixMilli)  { g.mu.Lock(); g.fence = f; g.mu.Unlock() }
+func (g *fakeGen) get() snowflake.UnixMilli        { g.mu.Lock(); defer g.mu.Unlock(); return g.fence }
+func (g *fakeGen) LastIssued() snowflake.UnixMilli { g.mu.Lock(); defer g.mu.Unlock(); return g.last }
 
 // A re-claim that lands between the keeper computing a fence and the write
 // reading the coordinator's token (it raises the floor to the previous
@@ -43,7 +43,7 @@ func TestFenceWriterRaisesToTheFloorReadAfterTheToken(t *testing.T) {
 	w := &fenceWriter{
 		disk: disk.OS{},
 		path: path, entry: cachefile.Entry{WorkerID: 3, Layout: snowflake.DefaultLayout(), Token: "old"},
-		clock: clk, floor: gen.LastIssued, finalZKFence: func() int64 { return 0 },
+		clock: clk, floor: gen.LastIssued, finalZKFence: func() snowflake.UnixMilli { return 0 },
 		status: func() coordinator.Status {
 			gen.mu.Lock()
 			gen.last = prevFence // the re-claim: floor first, then the token
@@ -62,7 +62,7 @@ func TestFenceWriterRaisesToTheFloorReadAfterTheToken(t *testing.T) {
 	if e.Token != "new" || e.Fence < prevFence {
 		t.Fatalf("cache file: token %q with fence %d; want the new token with a fence at or past the previous holder's %d", e.Token, e.Fence, prevFence)
 	}
-	if k.Persisted() != e.Fence || gen.get() != e.Fence {
+	if k.Persisted() != e.Fence || snowflake.UnixMilli(gen.get()) != e.Fence {
 		t.Fatalf("keeper records %d, generator fenced at %d; want both at the fence written %d", k.Persisted(), gen.get(), e.Fence)
 	}
 }

@@ -75,7 +75,7 @@ func TestRunForwardJump(t *testing.T) {
 				if code, _ := fetch(); code != http.StatusServiceUnavailable {
 					t.Fatalf("an ID on the suspect time: %d", code)
 				}
-				if e, err := cachefile.Load(cfg.CacheFile); err != nil || e.Fence >= jumpedTo {
+				if e, err := cachefile.Load(cfg.CacheFile); err != nil || e.Fence >= snowflake.UnixMilli(jumpedTo) {
 					t.Fatalf("fence on disk %d (%v) reached the suspect time %d", e.Fence, err, jumpedTo)
 				}
 				t.Logf("after a jump of %s: %s", tc.jump, body)
@@ -118,7 +118,7 @@ func TestRunForwardJump(t *testing.T) {
 			if e.Fence < before {
 				t.Errorf("fence on disk %d below the one before the jump %d", e.Fence, before)
 			}
-			if !tc.wantAfter && e.Fence >= jumpedTo {
+			if !tc.wantAfter && e.Fence >= snowflake.UnixMilli(jumpedTo) {
 				t.Errorf("fence on disk %d carries the undone jump to %d", e.Fence, jumpedTo)
 			}
 			for _, id := range issued {
@@ -126,7 +126,7 @@ func TestRunForwardJump(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ms := p.Time.UnixMilli(); ms > e.Fence {
+				if ms := p.Time.UnixMilli(); snowflake.UnixMilli(ms) > e.Fence {
 					t.Fatalf("ID %d has timestamp %d beyond the fence on disk %d", id, ms, e.Fence)
 				}
 			}

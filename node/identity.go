@@ -24,7 +24,7 @@ const standaloneCluster = ""
 // keeps writing.
 type identity struct {
 	mode    string
-	entry   cachefile.Entry // Fence: the fence at start (Unix ms, 0 for none)
+	entry   cachefile.Entry // Fence: the fence at start (0 for none)
 	from    string          // where the fence came from, for the log
 	resumed bool            // ZooKeeper mode: serving the cached worker ID while ZooKeeper is unreachable
 	// prevHolder is set when the start fence is the previous holder's

@@ -60,7 +60,7 @@ func TestStandaloneIdentity(t *testing.T) {
 				if err != nil {
 					t.Fatalf("loadIdentity: %v", err)
 				}
-				if id.entry.Fence != tc.wantFence || id.entry.WorkerID != tc.worker || !id.entry.Layout.Equal(tc.layout) || id.mode != modeStandalone {
+				if id.entry.Fence != snowflake.UnixMilli(tc.wantFence) || id.entry.WorkerID != tc.worker || !id.entry.Layout.Equal(tc.layout) || id.mode != modeStandalone {
 					t.Errorf("identity %+v", id)
 				}
 				return

@@ -195,7 +195,7 @@ func TestLockedDiskNeverLandsAWriteAfterTheLockIsLost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tc.lostAt < 3 && e.Fence != tc.wantFile {
+			if tc.lostAt < 3 && e.Fence != snowflake.UnixMilli(tc.wantFile) {
 				t.Fatalf("cache file fence %d, want the newcomer's %d: A's write landed after it lost the lock", e.Fence, tc.wantFile)
 			}
 		})

@@ -283,7 +283,7 @@ func (n *node) zkIdentity(ctx context.Context, listening net.Addr) error {
 	ev := n.log.Info().Int64("worker_id", n.ident.entry.WorkerID).Str("node_key", n.nodeKey).Str("advertise", n.advertise).
 		Bool("from_cache", n.ident.resumed).Dur("claim_took_ms", n.clock.Mono()-start)
 	if h := n.ident.prevHolder; h != nil {
-		ev = ev.Str("prev_node_key", h.NodeKey).Str("prev_addr", h.Addr).Str("prev_token", h.Token).Int64("prev_fence_ms", h.FenceMs)
+		ev = ev.Str("prev_node_key", h.NodeKey).Str("prev_addr", h.Addr).Str("prev_token", h.Token).Int64("prev_fence_ms", int64(h.Fence))
 	}
 	ev.Msg("worker ID established")
 	return nil
@@ -300,7 +300,7 @@ func connectTimeout(session time.Duration) time.Duration { return max(session, 2
 
 // closeCoordinator closes the ZooKeeper session (if any), writing fence as
 // the final fence when it is positive.
-func (n *node) closeCoordinator(fence int64, deadline time.Time) error {
+func (n *node) closeCoordinator(fence snowflake.UnixMilli, deadline time.Time) error {
 	if n.coord == nil {
 		return nil
 	}
@@ -332,7 +332,7 @@ func (n *node) newGenerator() error {
 	gen, err := snowflake.NewGenerator(snowflake.Config{
 		Layout: n.layout, WorkerID: n.ident.entry.WorkerID, Clock: n.clock,
 		Sleep:             func(d time.Duration) { clock.Sleep(n.timers, d) },
-		RollbackTolerance: n.cfg.RollbackTolerance, AfterUnixMilli: n.ident.entry.Fence,
+		RollbackTolerance: n.cfg.RollbackTolerance, After: n.ident.entry.Fence,
 		NoRollbackTolerance: n.cfg.RollbackTolerance == 0, // --rollback-tolerance 0 is none
 		Borrow:              n.cfg.borrow(),
 	})
@@ -340,7 +340,7 @@ func (n *node) newGenerator() error {
 		return fmt.Errorf("generator for worker %d, fence %d: %w", n.ident.entry.WorkerID, n.ident.entry.Fence, err)
 	}
 	n.gen = gen
-	zkFence := int64(fencing.NoZKFence) // standalone: the local fence alone
+	zkFence := fencing.NoZKFence // standalone: the local fence alone
 	if n.coord != nil {
 		zkFence = n.ident.entry.ZKFence
 	}
@@ -360,9 +360,9 @@ func (n *node) newGuard() error {
 
 	// clock_behind_fence (prev_holder_fence): ready from the start of the
 	// tick after the fence's.
-	var readyAt int64
-	if n.ident.entry.Fence != 0 {
-		readyAt = n.layout.TickStart(n.layout.TickOf(n.ident.entry.Fence*int64(time.Millisecond)) + 1)
+	var readyAt time.Time
+	if f := n.ident.entry.Fence; f != 0 {
+		readyAt = time.Unix(0, n.layout.TickStart(n.layout.TickOf(f.Time().UnixNano())+1))
 	}
 	if h := n.ident.prevHolder; h != nil {
 		// prev_holder_fence: the previous holder's ZooKeeper fence, not a
@@ -381,7 +381,7 @@ func (n *node) newGuard() error {
 		fenceDisk = n.chaosDisk(fenceDisk)
 	}
 	w := &fenceWriter{path: n.cfg.CacheFile, disk: fenceDisk, entry: n.ident.entry, clock: n.clock, floor: n.issuing.LastIssued,
-		finalZKFence: n.finalZKFence.Load, beforeToken: n.seams.beforeToken}
+		finalZKFence: func() snowflake.UnixMilli { return snowflake.UnixMilli(n.finalZKFence.Load()) }, beforeToken: n.seams.beforeToken}
 	if n.coord != nil {
 		w.status = n.coord.Status
 	}
@@ -566,7 +566,7 @@ func (n *node) logStart(addr net.Addr) {
 	ev := n.log.Info().Str("mode", n.ident.mode).Int64("worker_id", n.ident.entry.WorkerID).
 		Str("layout", n.layout.String()).Str("epoch", n.layout.Epoch.Format(time.RFC3339Nano)).
 		Str("time_unit", n.layout.Unit.String()).Str("listen", addr.String()).
-		Int64("fence_ms", n.ident.entry.Fence).Str("fence_from", n.ident.from)
+		Int64("fence_ms", int64(n.ident.entry.Fence)).Str("fence_from", n.ident.from)
 	if n.coord != nil {
 		ev = ev.Str("cluster", n.cfg.Cluster).Str("node_key", n.nodeKey).Str("advertise", n.advertise).
 			Bool("from_cache", n.ident.resumed).Str("recycle_after_from", n.ident.recycleAfterFrom)
@@ -657,7 +657,7 @@ func (n *node) serve(ctx context.Context) error {
 		fence := n.keeper.Persisted()
 		closeErr := n.closeCoordinator(0, deadline)
 		n.log.Warn().AnErr("run_error", runErr).AnErr("shutdown_error", shutErr).AnErr("zookeeper_error", closeErr).
-			Int64("fence_ms", fence).Msg("unclean stop: the fences stay ahead, a restart waits for them")
+			Int64("fence_ms", int64(fence)).Msg("unclean stop: the fences stay ahead, a restart waits for them")
 		return errors.Join(runErr, shutErr, closeErr)
 	}
 	// No request is running and none can start: freeze the generator at its
@@ -668,12 +668,12 @@ func (n *node) serve(ctx context.Context) error {
 	// next claimer reads it; if the disk write fails, ZooKeeper keeps the
 	// last renewal's fence.
 	last := n.issuing.Freeze()
-	n.finalZKFence.Store(last)
+	n.finalZKFence.Store(int64(last))
 	if mutation.Broken(mutation.S2StopLowersZooKeeperFirst) {
 		_ = n.closeCoordinator(last, deadline) // ZooKeeper's fence comes down first
 	}
 	if err := n.keeper.PersistFinal(n.timers, last, max(time.Until(deadline), 10*time.Millisecond)); err != nil {
-		n.log.Error().Err(err).Int64("fence_ms", n.keeper.Persisted()).Msg("final fence not written: a restart waits for the previous one")
+		n.log.Error().Err(err).Int64("fence_ms", int64(n.keeper.Persisted())).Msg("final fence not written: a restart waits for the previous one")
 		if cerr := n.closeCoordinator(0, deadline); cerr != nil {
 			n.log.Warn().Err(cerr).Msg("closing the ZooKeeper session")
 		}
@@ -683,7 +683,7 @@ func (n *node) serve(ctx context.Context) error {
 		// ZooKeeper keeps the last reported fence, which covers every ID.
 		n.log.Warn().Err(err).Msg("final fence not written to ZooKeeper: it keeps the last reported one")
 	}
-	n.log.Info().Int64("fence_ms", last).Msg("stopped: fence set to the last issued time")
+	n.log.Info().Int64("fence_ms", int64(last)).Msg("stopped: fence set to the last issued time")
 	return nil
 }
 

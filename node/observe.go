@@ -91,9 +91,9 @@ func (n *node) snapshot() nodestate.Snapshot {
 		Now:      time.Unix(0, n.clock.WallNanos()),
 		Readings: clockguard.BuildReadings(n.guard, n.watcher, n.ntp, n.peers),
 		Generator: nodestate.Generator{
-			Stats: n.gen.Stats(), LastIssuedMs: n.gen.LastUnixMilli(), IssueFenceMs: n.gen.FenceUnixMilli(), Behind: n.gen.Behind(),
+			Stats: n.gen.Stats(), LastIssued: n.gen.LastIssued(), IssueFence: n.gen.Fence(), Behind: n.gen.Behind(),
 		},
-		FenceMs: n.keeper.Persisted(),
+		Fence: n.keeper.Persisted(),
 	}
 	s.TLSHandshakeFailures = n.tls.failures()
 	s.PrevHolderWait, s.PrevHolder = n.startWait.PrevHolderWait()

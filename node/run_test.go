@@ -115,15 +115,15 @@ func testConfig(t testing.TB, worker int64) Config {
 func TestRunWritesFenceAheadThenLastIssuedOnStop(t *testing.T) {
 	cfg := testConfig(t, 5)
 	old := time.Now().Add(-time.Hour).UnixMilli()
-	if err := cachefile.Save(cfg.CacheFile, cachefile.Entry{WorkerID: 5, Layout: snowflake.DefaultLayout(), Fence: old}); err != nil {
+	if err := cachefile.Save(cfg.CacheFile, cachefile.Entry{WorkerID: 5, Layout: snowflake.DefaultLayout(), Fence: snowflake.UnixMilli(old)}); err != nil {
 		t.Fatal(err)
 	}
 	stop := startRun(t, cfg)
-	e := waitCache(t, cfg.CacheFile, func(e cachefile.Entry) bool { return e.Fence > time.Now().UnixMilli() })
+	e := waitCache(t, cfg.CacheFile, func(e cachefile.Entry) bool { return e.Fence > snowflake.UnixMilliOf(time.Now()) })
 	if e.WorkerID != 5 || e.Cluster != standaloneCluster || !e.Layout.Equal(snowflake.DefaultLayout()) {
 		t.Errorf("running entry %+v", e)
 	}
-	if ahead := time.Until(time.UnixMilli(e.Fence)); ahead > cfg.FenceAhead {
+	if ahead := time.Until(e.Fence.Time()); ahead > cfg.FenceAhead {
 		t.Errorf("fence %s ahead, more than --fence-ahead %s", ahead, cfg.FenceAhead)
 	}
 	if err := stop(); err != nil {
@@ -134,7 +134,7 @@ func TestRunWritesFenceAheadThenLastIssuedOnStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No ID was issued: the last issued time is the old fence itself.
-	if e.Fence != old {
+	if e.Fence != snowflake.UnixMilli(old) {
 		t.Errorf("fence after a clean stop = %d, want the last issued time %d", e.Fence, old)
 	}
 }

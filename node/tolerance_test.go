@@ -34,7 +34,7 @@ func TestNewGeneratorRollbackTolerance(t *testing.T) {
 			if err := n.newGenerator(); err != nil {
 				t.Fatal(err)
 			}
-			n.issuing.SetFence(clock.UnixMilli(fake) + time.Minute.Milliseconds()) // as the fence keeper does
+			n.issuing.SetFence(snowflake.UnixMilli(clock.UnixMilli(fake) + time.Minute.Milliseconds())) // as the fence keeper does
 			last, err := n.gen.Next()
 			if err != nil {
 				t.Fatal(err)

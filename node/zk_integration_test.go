@@ -15,6 +15,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
@@ -131,7 +132,7 @@ func runClaimsServesStopsAndRestarts(t *testing.T, zk *zkharness.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row.LeaseHeld || row.InService || row.Fence != e.Fence || e.Fence < lastMs || e.Fence > time.Now().UnixMilli() {
+	if row.LeaseHeld || row.InService || row.Fence != e.Fence || e.Fence < snowflake.UnixMilli(lastMs) || e.Fence > snowflake.UnixMilliOf(time.Now()) {
 		t.Errorf("after stop: row %+v, cache fence %d, last ID at %d", row, e.Fence, lastMs)
 	}
 	restartIssuesAfter(t, cfg, lastID)

@@ -106,7 +106,7 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 		if fromCache {
 			id.from = "cache file " + cfg.CacheFile
 		}
-		log.Info().Int64("cache_fence_ms", cached.Fence).Int64("zk_fence_ms", zid.PrevFence).Str("cache_token", cached.Token).
+		log.Info().Int64("cache_fence_ms", int64(cached.Fence)).Int64("zk_fence_ms", int64(zid.PrevFence)).Str("cache_token", cached.Token).
 			Str("replaced_token", zid.PrevToken).Str("fence_from", id.from).
 			Msg("start fence: the cache file's when the claim replaced its token (nobody claimed the worker ID since), else the previous holder's")
 	case ours:
@@ -127,7 +127,7 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 			ahead = 0
 		}
 		id.prevHolder = &fencing.PrevHolder{NodeKey: zid.PrevNodeKey, Addr: zid.PrevAddr, Token: zid.PrevToken,
-			FenceMs: e.Fence, ZKFenceAhead: ahead}
+			Fence: e.Fence, ZKFenceAhead: ahead}
 	}
 	return id, nil
 }
@@ -159,8 +159,8 @@ func resumeFromCache(cfg Config, nodeKey string, c claimer, id identity, cached 
 		id.recycleAfterFrom = "--recycle-after, not checked against the cluster's yet (ZooKeeper unreachable)"
 	}
 	id.resumed = true
-	log.Warn().Err(claimErr).Int64("worker_id", cached.WorkerID).Int64("fence_ms", cached.Fence).Int64("zk_fence_ms", id.entry.ZKFence).
-		Int64("zk_reported_ms", cached.ZKReported).
+	log.Warn().Err(claimErr).Int64("worker_id", cached.WorkerID).Int64("fence_ms", int64(cached.Fence)).Int64("zk_fence_ms", int64(id.entry.ZKFence)).
+		Int64("zk_reported_ms", int64(cached.ZKReported)).
 		Msg("ZooKeeper unreachable at start: serving the cached worker ID up to the ZooKeeper fence acknowledged for its token; registering once ZooKeeper answers")
 	return id, nil
 }

@@ -44,7 +44,7 @@ func TestZKIdentity(t *testing.T) {
 	const cluster, key = "c1", "node-a"
 	unavailable := fmt.Errorf("claim worker id: %w: no session", coordinator.ErrZKUnavailable)
 	mine := func(worker, fence, reported int64) *cachefile.Entry {
-		return &cachefile.Entry{Cluster: cluster, NodeKey: key, WorkerID: worker, Layout: def, Fence: fence, ZKReported: reported}
+		return &cachefile.Entry{Cluster: cluster, NodeKey: key, WorkerID: worker, Layout: def, Fence: snowflake.UnixMilli(fence), ZKReported: snowflake.UnixMilli(reported)}
 	}
 	// tokened is a cache file written by a process holding token "t1" with a
 	// ZooKeeper fence of 9000, in incarnation "inc".
@@ -54,7 +54,7 @@ func TestZKIdentity(t *testing.T) {
 		return e
 	}
 	replacing := func(prevToken string, fence int64) coordinator.Identity {
-		return coordinator.Identity{WorkerID: 4, PrevFence: fence, ZKFence: 40_000, Token: "t2", PrevToken: prevToken, Incarnation: "inc", Session: "0xdef"}
+		return coordinator.Identity{WorkerID: 4, PrevFence: snowflake.UnixMilli(fence), ZKFence: 40_000, Token: "t2", PrevToken: prevToken, Incarnation: "inc", Session: "0xdef"}
 	}
 	tests := []zkIdentityCase{
 		{name: "first start", claim: coordinator.Identity{WorkerID: 4, PrevFence: 0}, wantWorker: 4, wantClaim: true},
@@ -199,15 +199,15 @@ func (tc zkIdentityCase) checkRefused(t *testing.T, id identity, err error, fc *
 func (tc zkIdentityCase) checkIdentity(t *testing.T, id identity, fc *fakeClaimer) {
 	t.Helper()
 	e := id.entry
-	if e.WorkerID != tc.wantWorker || e.Fence != tc.wantFence || e.ZKReported != tc.wantReported || id.resumed != tc.wantResumed {
+	if e.WorkerID != tc.wantWorker || e.Fence != snowflake.UnixMilli(tc.wantFence) || e.ZKReported != snowflake.UnixMilli(tc.wantReported) || id.resumed != tc.wantResumed {
 		t.Errorf("identity worker %d fence %d reported %d resumed %v; want %d %d %d %v (from %q)",
 			e.WorkerID, e.Fence, e.ZKReported, id.resumed, tc.wantWorker, tc.wantFence, tc.wantReported, tc.wantResumed, id.from)
 	}
-	if fc.resumed != tc.wantResumed || (fc.resumed && (fc.resume.WorkerID != tc.wantWorker || fc.resume.LastReport != tc.wantReported ||
+	if fc.resumed != tc.wantResumed || (fc.resumed && (fc.resume.WorkerID != tc.wantWorker || fc.resume.LastReport != snowflake.UnixMilli(tc.wantReported) ||
 		fc.resume.ZKFence != tc.cache.ZKFence || fc.resume.Token != tc.cache.Token)) {
 		t.Errorf("ResumeFromCache called %v with %+v", fc.resumed, fc.resume)
 	}
-	if e.ZKFence != tc.wantZKFence {
+	if e.ZKFence != snowflake.UnixMilli(tc.wantZKFence) {
 		t.Errorf("ZooKeeper fence %d, want %d", e.ZKFence, tc.wantZKFence)
 	}
 	if fc.prior != tc.wantPrior {

@@ -67,8 +67,9 @@ func HashToken(token []byte) string {
 // TokenHash is one valid token of a tag, by its hash.
 type TokenHash struct {
 	SHA256 string `json:"sha256"`
-	// ExpiresMS (Unix ms) ends the token's validity; 0: valid until the
-	// next rotation (which gives it an expiry, the grace period).
+	// ExpiresMS (milliseconds since the Unix epoch) ends the token's
+	// validity; 0: valid until the next rotation (which gives it an
+	// expiry, the grace period).
 	ExpiresMS int64 `json:"expires_ms,omitempty"`
 }
 

@@ -516,7 +516,7 @@ func TestRealGeneratorFenceAndRollback(t *testing.T) {
 	t.Run("fence reached", func(t *testing.T) {
 		var calls int
 		f := newFixture(t, snowflake.DefaultLayout(), func(c *Config) { c.OnIDError = func(error) { calls++ } }).serve(t)
-		f.gen.SetFence(time.Now().Add(-time.Hour).UnixMilli())
+		f.gen.SetFence(snowflake.UnixMilliOf(time.Now().Add(-time.Hour)))
 		r := f.do(t, "GET", "/id")
 		if e := decodeError(t, r); r.status != 503 || e.Code != "fence_reached" || *e.Reason != "fence_reached" || calls != 1 {
 			t.Fatalf("status %d body %s calls %d", r.status, r.body, calls)

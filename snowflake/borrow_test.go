@@ -29,7 +29,7 @@ func TestGeneratorBorrowThroughRollback(t *testing.T) {
 			fake := newFake(t)
 			l := snowflake.DefaultLayout()
 			g := newGen(t, snowflake.Config{Layout: l, WorkerID: 3, Clock: fake, Borrow: true})
-			g.SetFence(time.Unix(0, fake.WallNanos()).Add(time.Second).UnixMilli())
+			g.SetFence(snowflake.UnixMilliOf(time.Unix(0, fake.WallNanos()).Add(time.Second)))
 			fake.Advance(20 * time.Millisecond)
 			last := mustNext(t, g)
 			lastTick := mustDecode(t, l, last).Tick
@@ -92,7 +92,7 @@ func TestGeneratorBorrowStopsAtFence(t *testing.T) {
 	l := mustLayout(t, "41/10/12", time.Millisecond)
 	g := newGen(t, snowflake.Config{Layout: l, WorkerID: 5, Clock: fake, Borrow: true})
 	fence := time.Unix(0, fake.WallNanos()).Add(3 * time.Millisecond) // ticks up to start+3 may be issued
-	g.SetFence(fence.UnixMilli())
+	g.SetFence(snowflake.UnixMilliOf(fence))
 	last := mustNext(t, g) // tick start
 	fake.StepWall(-time.Second)
 
@@ -120,7 +120,7 @@ func TestGeneratorBorrowStopsAtFence(t *testing.T) {
 		t.Errorf("Stats = %+v, want BorrowExhausted 2, no fence hits, Borrowed %d", st, 4*4096-1)
 	}
 	// The fence moves on: borrowing resumes after the last ID.
-	g.SetFence(fence.Add(time.Millisecond).UnixMilli())
+	g.SetFence(snowflake.UnixMilliOf(fence.Add(time.Millisecond)))
 	id := mustNext(t, g)
 	checkIncreasing(t, l, []int64{id}, ids[len(ids)-1], 5)
 }
@@ -153,7 +153,7 @@ func TestGeneratorBorrowRandomSteps(t *testing.T) {
 		l := mustLayout(t, "41/10/6", time.Millisecond) // 64 a tick: batches cross ticks
 		g := newGen(t, snowflake.Config{Layout: l, WorkerID: 9, Clock: fake, Borrow: true})
 		fence := time.Unix(0, fake.WallNanos()).Add(50 * time.Millisecond)
-		g.SetFence(fence.UnixMilli())
+		g.SetFence(snowflake.UnixMilliOf(fence))
 		prev := int64(0)
 		var issued, exhausted int
 		for range 2000 {
@@ -165,7 +165,7 @@ func TestGeneratorBorrowRandomSteps(t *testing.T) {
 			case r < 5: // the keeper: now + 50ms, never lower
 				if f := time.Unix(0, fake.WallNanos()).Add(50 * time.Millisecond); f.After(fence) {
 					fence = f
-					g.SetFence(fence.UnixMilli())
+					g.SetFence(snowflake.UnixMilliOf(fence))
 				}
 			default:
 				ids, err := g.NextN(1 + rng.IntN(200))
@@ -207,7 +207,7 @@ func TestGeneratorBorrowConcurrent(t *testing.T) {
 	fake := newFake(t)
 	l := snowflake.DefaultLayout()
 	g := newGen(t, snowflake.Config{Layout: l, WorkerID: 30, Clock: fake, Borrow: true})
-	g.SetFence(time.Unix(0, fake.WallNanos()).Add(time.Second).UnixMilli())
+	g.SetFence(snowflake.UnixMilliOf(time.Unix(0, fake.WallNanos()).Add(time.Second)))
 	mustNext(t, g)
 	fake.StepWall(-5 * time.Second)
 	out := concurrentIDs(t, g, goroutines, perG)
@@ -227,7 +227,7 @@ func TestGeneratorBorrowAtTheLayoutsEnd(t *testing.T) {
 	end := l.End() // the start of the tick after the last
 	fake.StepWall(end.Sub(time.Unix(0, fake.WallNanos())) - time.Millisecond)
 	g := newGen(t, snowflake.Config{Layout: l, WorkerID: 5, Clock: fake, Borrow: true})
-	g.SetFence(end.Add(time.Hour).UnixMilli())
+	g.SetFence(snowflake.UnixMilliOf(end.Add(time.Hour)))
 	if _, err := g.NextN(4096); err != nil { // the last tick, used up
 		t.Fatal(err)
 	}

@@ -84,9 +84,9 @@ type Config struct {
 	// exactly 0): a clock behind the last issued tick is an error at once.
 	// RollbackTolerance must then be 0.
 	NoRollbackTolerance bool
-	// AfterUnixMilli, when non-zero, is a time at or before which an earlier
+	// After, when non-zero, is a time at or before which an earlier
 	// process may have issued IDs (its fence): every ID has a later tick.
-	AfterUnixMilli int64
+	After UnixMilli
 	// Borrow keeps issuing through a rollback beyond the tolerance instead
 	// of returning a *RollbackError: the IDs go on from the last issued
 	// tick (the rest of its sequence, then the next tick, and so on), never
@@ -178,13 +178,13 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	}
 	g.fence.Store(math.MaxInt64)
 	var after int64
-	if cfg.AfterUnixMilli != 0 {
-		after = l.tickOfMilli(cfg.AfterUnixMilli)
+	if cfg.After != 0 {
+		after = l.tickOfMilli(int64(cfg.After))
 		if after < 0 {
 			after = 0
 		}
 		if after > g.maxTick {
-			return nil, fmt.Errorf("new generator: %w: fence %d is past the layout's end", ErrTimeOverflow, cfg.AfterUnixMilli)
+			return nil, fmt.Errorf("new generator: %w: fence %d is past the layout's end", ErrTimeOverflow, cfg.After)
 		}
 	}
 	// Mark the sequence of the "after" tick as used up, so the first ID
@@ -413,17 +413,17 @@ func (g *Generator) wait(last, nowNs int64, since time.Duration) error {
 }
 
 // RaiseFloor makes every later ID carry a tick after the one containing
-// unixMilli (Unix milliseconds), as AfterUnixMilli does at construction: for
+// floor, as Config.After does at construction: for
 // a fence learnt while serving, e.g. the fence of a worker ID's previous
 // holder. It never lowers the floor and is safe to call concurrently with
 // ID requests (one CAS on the state word: a request that reserved before it
 // returns has a tick at or below the floor only if it completed first, and
 // the caller must not have let the generator issue in that range). A time
 // past the layout's end is ErrTimeOverflow and changes nothing.
-func (g *Generator) RaiseFloor(unixMilli int64) error {
-	after := max(g.layout.tickOfMilli(unixMilli), 0)
+func (g *Generator) RaiseFloor(floor UnixMilli) error {
+	after := max(g.layout.tickOfMilli(int64(floor)), 0)
 	if after > g.maxTick {
-		return fmt.Errorf("raise floor: %w: %d is past the layout's end", ErrTimeOverflow, unixMilli)
+		return fmt.Errorf("raise floor: %w: %d is past the layout's end", ErrTimeOverflow, floor)
 	}
 	want := uint64(after)<<g.seqBits | g.seqMask
 	for {
@@ -437,34 +437,34 @@ func (g *Generator) RaiseFloor(unixMilli int64) error {
 	}
 }
 
-// SetFence sets the time (Unix milliseconds) beyond which no ID may be
-// issued: the tick of every later ID is at most the tick containing it.
-// math.MaxInt64 (what FenceUnixMilli reports when there is none) means no
-// fence; a time before the epoch stops every ID.
-func (g *Generator) SetFence(unixMilli int64) {
-	g.fence.Store(g.layout.tickOfMilli(unixMilli))
+// SetFence sets the time beyond which no ID may be issued: the tick of
+// every later ID is at most the tick containing it. NoFence (what Fence
+// reports when there is none) means no fence; a time before the epoch stops
+// every ID.
+func (g *Generator) SetFence(fence UnixMilli) {
+	g.fence.Store(g.layout.tickOfMilli(int64(fence)))
 }
 
-// FenceUnixMilli returns the fence as the Unix-millisecond start of its tick
-// (math.MaxInt64 when there is none).
-func (g *Generator) FenceUnixMilli() int64 {
+// Fence returns the fence as the start of its tick (NoFence when there is
+// none).
+func (g *Generator) Fence() UnixMilli {
 	f := g.fence.Load()
 	ms, ok := g.layout.tickStartMilli(f)
 	switch {
 	case ok:
-		return ms
+		return UnixMilli(ms)
 	case f > 0:
-		return math.MaxInt64
+		return NoFence
 	}
 	return math.MinInt64
 }
 
-// LastUnixMilli returns the start of the last issued tick in Unix
-// milliseconds (or of the tick the generator was told to start after).
-// Persisting it as a fence makes a restart safe.
-func (g *Generator) LastUnixMilli() int64 {
+// LastIssued returns the start of the last issued tick (or of the tick the
+// generator was told to start after). Persisting it as a fence makes a
+// restart safe.
+func (g *Generator) LastIssued() UnixMilli {
 	ms, _ := g.layout.tickStartMilli(int64(g.state.Load() >> g.seqBits)) // fits: the tick came from a Unix time
-	return ms
+	return UnixMilli(ms)
 }
 
 // Behind returns how far the clock now reads before the start of the last

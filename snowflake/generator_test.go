@@ -137,9 +137,9 @@ func TestNewGeneratorErrors(t *testing.T) {
 		{name: "41/0/22 worker 1", cfg: snowflake.Config{Layout: mustLayout(t, "41/0/22", time.Millisecond), WorkerID: 1, Clock: fake}, wantErr: "outside 0..0"},
 		{name: "zero layout", cfg: snowflake.Config{Clock: fake}, wantIs: snowflake.ErrInvalidLayout},
 		{name: "64 bits", cfg: snowflake.Config{Layout: snowflake.Layout{TimeBits: 42, WorkerBits: 10, SequenceBits: 12, Epoch: snowflake.DefaultEpoch, Unit: time.Millisecond}, Clock: fake}, wantIs: snowflake.ErrInvalidLayout},
-		{name: "after past the end", cfg: snowflake.Config{Layout: short, Clock: fake, AfterUnixMilli: genStart.UnixMilli()}, wantIs: snowflake.ErrTimeOverflow},
-		{name: "after max int64", cfg: snowflake.Config{Layout: def, Clock: fake, AfterUnixMilli: math.MaxInt64}, wantIs: snowflake.ErrTimeOverflow},
-		{name: "after 2^53", cfg: snowflake.Config{Layout: def, Clock: fake, AfterUnixMilli: 1 << 53}, wantIs: snowflake.ErrTimeOverflow},
+		{name: "after past the end", cfg: snowflake.Config{Layout: short, Clock: fake, After: snowflake.UnixMilliOf(genStart)}, wantIs: snowflake.ErrTimeOverflow},
+		{name: "after max int64", cfg: snowflake.Config{Layout: def, Clock: fake, After: math.MaxInt64}, wantIs: snowflake.ErrTimeOverflow},
+		{name: "after 2^53", cfg: snowflake.Config{Layout: def, Clock: fake, After: 1 << 53}, wantIs: snowflake.ErrTimeOverflow},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,11 +170,11 @@ func TestNewGeneratorInitialState(t *testing.T) {
 	if g.WorkerID() != 17 {
 		t.Errorf("WorkerID() = %d, want 17", g.WorkerID())
 	}
-	if got := g.FenceUnixMilli(); got != math.MaxInt64 {
-		t.Errorf("FenceUnixMilli() = %d, want math.MaxInt64 (no fence)", got)
+	if got := g.Fence(); got != math.MaxInt64 {
+		t.Errorf("Fence() = %d, want math.MaxInt64 (no fence)", got)
 	}
-	if got, want := g.LastUnixMilli(), snowflake.DefaultEpoch.UnixMilli(); got != want {
-		t.Errorf("LastUnixMilli() = %d, want the epoch %d", got, want)
+	if got, want := g.LastIssued(), snowflake.DefaultEpoch.UnixMilli(); got != snowflake.UnixMilli(want) {
+		t.Errorf("LastIssued() = %d, want the epoch %d", got, want)
 	}
 	if got := g.Behind(); got != 0 {
 		t.Errorf("Behind() = %s, want 0", got)
@@ -237,8 +237,8 @@ func TestGeneratorUsesClockTick(t *testing.T) {
 		if p.Tick != tickAt(l, now) || p.Sequence != 0 || p.WorkerID != 9 {
 			t.Errorf("at %s: ID %+v, want tick %d sequence 0 worker 9", now, p, tickAt(l, now))
 		}
-		if want := now.Truncate(time.Millisecond).UnixMilli(); g.LastUnixMilli() != want {
-			t.Errorf("LastUnixMilli() = %d, want %d", g.LastUnixMilli(), want)
+		if want := now.Truncate(time.Millisecond).UnixMilli(); g.LastIssued() != snowflake.UnixMilli(want) {
+			t.Errorf("LastIssued() = %d, want %d", g.LastIssued(), want)
 		}
 	}
 }
@@ -454,9 +454,9 @@ func TestGeneratorFence(t *testing.T) {
 	g := newGen(t, snowflake.Config{Layout: l, WorkerID: 2, Clock: fake})
 	start := genStart.UnixMilli()
 
-	g.SetFence(start + 2)
-	if got := g.FenceUnixMilli(); got != start+2 {
-		t.Errorf("FenceUnixMilli() = %d, want %d", got, start+2)
+	g.SetFence(snowflake.UnixMilli(start + 2))
+	if got := g.Fence(); got != snowflake.UnixMilli(start+2) {
+		t.Errorf("Fence() = %d, want %d", got, start+2)
 	}
 	a := mustNext(t, g)
 	fake.Advance(2 * time.Millisecond) // at the fence: allowed
@@ -471,12 +471,12 @@ func TestGeneratorFence(t *testing.T) {
 	if st := g.Stats(); st.FenceHits != 2 {
 		t.Errorf("Stats().FenceHits = %d, want 2", st.FenceHits)
 	}
-	if got, want := g.LastUnixMilli(), start+2; got != want {
-		t.Errorf("LastUnixMilli() = %d, want %d (the fence tick)", got, want)
+	if got, want := g.LastIssued(), start+2; got != snowflake.UnixMilli(want) {
+		t.Errorf("LastIssued() = %d, want %d (the fence tick)", got, want)
 	}
 
 	// Moving the fence lets the generator go on, above everything issued.
-	g.SetFence(start + 3000)
+	g.SetFence(snowflake.UnixMilli(start + 3000))
 	c := mustNext(t, g)
 	checkIncreasing(t, l, []int64{a, b, c}, 0, 2)
 	if p := mustDecode(t, l, c); p.Tick != tickAt(l, genStart)+3 {
@@ -484,15 +484,15 @@ func TestGeneratorFence(t *testing.T) {
 	}
 
 	// A fence behind the last issued tick stops everything.
-	g.SetFence(start)
+	g.SetFence(snowflake.UnixMilli(start))
 	if _, err := g.Next(); !errors.Is(err, snowflake.ErrFenceReached) {
 		t.Errorf("Next with the fence behind the last ID: %v, want ErrFenceReached", err)
 	}
 
-	// math.MaxInt64, what FenceUnixMilli reports for "no fence", is no fence.
+	// math.MaxInt64, what Fence reports for "no fence", is no fence.
 	g.SetFence(math.MaxInt64)
-	if got := g.FenceUnixMilli(); got != math.MaxInt64 {
-		t.Errorf("after SetFence(math.MaxInt64) FenceUnixMilli() = %d, want math.MaxInt64", got)
+	if got := g.Fence(); got != math.MaxInt64 {
+		t.Errorf("after SetFence(math.MaxInt64) Fence() = %d, want math.MaxInt64", got)
 	}
 	fake.Advance(time.Hour)
 	if _, err := g.Next(); err != nil {
@@ -500,19 +500,19 @@ func TestGeneratorFence(t *testing.T) {
 	}
 	// So is any fence beyond the layout's end.
 	for _, f := range []int64{1 << 62, 1 << 53, l.End().UnixMilli()} {
-		g.SetFence(f)
+		g.SetFence(snowflake.UnixMilli(f))
 		if _, err := g.Next(); err != nil {
 			t.Errorf("Next with the fence at %d: %v", f, err)
 		}
 	}
 	// A fence before the epoch stops everything.
 	for _, f := range []int64{snowflake.DefaultEpoch.UnixMilli() - 1, 0, -1, math.MinInt64} {
-		g.SetFence(f)
+		g.SetFence(snowflake.UnixMilli(f))
 		if _, err := g.Next(); !errors.Is(err, snowflake.ErrFenceReached) {
 			t.Errorf("Next with the fence at %d: %v, want ErrFenceReached", f, err)
 		}
-		if got := g.FenceUnixMilli(); got >= snowflake.DefaultEpoch.UnixMilli() {
-			t.Errorf("after SetFence(%d) FenceUnixMilli() = %d, not before the epoch", f, got)
+		if got := g.Fence(); got >= snowflake.UnixMilliOf(snowflake.DefaultEpoch) {
+			t.Errorf("after SetFence(%d) Fence() = %d, not before the epoch", f, got)
 		}
 	}
 }
@@ -522,7 +522,7 @@ func TestGeneratorFenceDuringSequenceWait(t *testing.T) {
 	fake := newFake(t)
 	fake.SetAutoStep(time.Microsecond)
 	g := newGen(t, snowflake.Config{Layout: snowflake.JS53Layout(), Clock: fake})
-	g.SetFence(genStart.UnixMilli())
+	g.SetFence(snowflake.UnixMilliOf(genStart))
 	n := 0
 	for ; n < 1000; n++ {
 		if _, err := g.Next(); err != nil {
@@ -541,9 +541,9 @@ func TestGeneratorFenceCoarseUnit(t *testing.T) {
 	fake := newFake(t)
 	l := mustLayout(t, "39/16/8", 10*time.Millisecond)
 	g := newGen(t, snowflake.Config{Layout: l, Clock: fake})
-	g.SetFence(genStart.UnixMilli() + 17) // inside the tick starting at +10ms
-	if got, want := g.FenceUnixMilli(), genStart.UnixMilli()+10; got != want {
-		t.Errorf("FenceUnixMilli() = %d, want the fence tick's start %d", got, want)
+	g.SetFence(snowflake.UnixMilli(genStart.UnixMilli() + 17)) // inside the tick starting at +10ms
+	if got, want := g.Fence(), genStart.UnixMilli()+10; got != snowflake.UnixMilli(want) {
+		t.Errorf("Fence() = %d, want the fence tick's start %d", got, want)
 	}
 	fake.Advance(19 * time.Millisecond)
 	if _, err := g.Next(); err != nil {
@@ -554,8 +554,8 @@ func TestGeneratorFenceCoarseUnit(t *testing.T) {
 		t.Errorf("Next after the fence tick: %v, want ErrFenceReached", err)
 	}
 	// The tick containing math.MinInt64 ms starts before any int64 ms.
-	if g.SetFence(math.MinInt64); g.FenceUnixMilli() != math.MinInt64 {
-		t.Errorf("after SetFence(math.MinInt64) FenceUnixMilli() = %d, want math.MinInt64", g.FenceUnixMilli())
+	if g.SetFence(math.MinInt64); g.Fence() != math.MinInt64 {
+		t.Errorf("after SetFence(math.MinInt64) Fence() = %d, want math.MinInt64", g.Fence())
 	}
 }
 
@@ -584,16 +584,16 @@ func TestGeneratorAfterUnixMilli(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := newFake(t)
 			l := mustLayout(t, "41/10/12", tc.unit)
-			g := newGen(t, snowflake.Config{Layout: l, WorkerID: 7, Clock: fake, AfterUnixMilli: tc.after})
+			g := newGen(t, snowflake.Config{Layout: l, WorkerID: 7, Clock: fake, After: snowflake.UnixMilli(tc.after)})
 			afterTick := max(l.TickOf(tc.after*int64(time.Millisecond)), 0)
-			if got, want := g.LastUnixMilli(), l.TickStart(afterTick)/int64(time.Millisecond); got != want {
-				t.Errorf("LastUnixMilli() before any ID = %d, want %d", got, want)
+			if got, want := g.LastIssued(), l.TickStart(afterTick)/int64(time.Millisecond); got != snowflake.UnixMilli(want) {
+				t.Errorf("LastIssued() before any ID = %d, want %d", got, want)
 			}
 			if tc.wantBack > 0 {
 				_, err := g.Next()
 				var rb *snowflake.RollbackError
 				if !errors.As(err, &rb) || rb.Behind != tc.wantBack {
-					t.Fatalf("Next with the clock %s behind AfterUnixMilli: %v, want a *RollbackError %s behind", tc.wantBack, err, tc.wantBack)
+					t.Fatalf("Next with the clock %s behind After: %v, want a *RollbackError %s behind", tc.wantBack, err, tc.wantBack)
 				}
 				fake.Advance(tc.wantBack)
 			}
@@ -602,7 +602,7 @@ func TestGeneratorAfterUnixMilli(t *testing.T) {
 			id := mustNext(t, g)
 			p := mustDecode(t, l, id)
 			if p.Tick <= afterTick && tc.after > snowflake.DefaultEpoch.UnixMilli() {
-				t.Errorf("first ID's tick %d is not after AfterUnixMilli's tick %d", p.Tick, afterTick)
+				t.Errorf("first ID's tick %d is not after After's tick %d", p.Tick, afterTick)
 			}
 			if want := tickAt(l, genStart.Add(tc.wantTick)); p.Tick != want || p.Sequence != 0 {
 				t.Errorf("first ID %+v, want tick %d (genStart%+v) sequence 0", p, want, tc.wantTick)
@@ -611,8 +611,8 @@ func TestGeneratorAfterUnixMilli(t *testing.T) {
 	}
 }
 
-// A new generator started after the old one's LastUnixMilli (a graceful
-// stop) or FenceUnixMilli (a crash) never issues one of its IDs again, even
+// A new generator started after the old one's LastIssued (a graceful
+// stop) or Fence (a crash) never issues one of its IDs again, even
 // on the same clock in the same tick.
 func TestGeneratorRestartNeverReissues(t *testing.T) {
 	tests := []struct {
@@ -631,17 +631,17 @@ func TestGeneratorRestartNeverReissues(t *testing.T) {
 			fake := newFake(t)
 			fake.Advance(3*time.Millisecond + 500*time.Microsecond)
 			old := newGen(t, snowflake.Config{Layout: tc.l, WorkerID: 4, Clock: fake})
-			old.SetFence(fake.WallNanos() / int64(time.Millisecond))
+			old.SetFence(snowflake.UnixMilli(fake.WallNanos() / int64(time.Millisecond)))
 			ids, err := old.NextN(10)
 			if err != nil {
 				t.Fatal(err)
 			}
-			after := old.LastUnixMilli()
+			after := old.LastIssued()
 			if tc.fence {
-				after = old.FenceUnixMilli()
+				after = old.Fence()
 			}
 			fake.SetAutoStep(autoStep(tc.l))
-			g := newGen(t, snowflake.Config{Layout: tc.l, WorkerID: 4, Clock: fake, AfterUnixMilli: after})
+			g := newGen(t, snowflake.Config{Layout: tc.l, WorkerID: 4, Clock: fake, After: after})
 			next := mustNext(t, g)
 			if next <= ids[len(ids)-1] {
 				t.Errorf("restarted generator's first ID %d is not above the old one's last %d", next, ids[len(ids)-1])
@@ -656,7 +656,7 @@ func TestGeneratorTimeOverflow(t *testing.T) {
 		Epoch: genStart.Add(-time.Duration(1<<20-2) * time.Millisecond)}
 	fake := newFake(t)
 	g := newGen(t, snowflake.Config{Layout: l, WorkerID: l.MaxWorkerID(), Clock: fake})
-	g.SetFence(genStart.Add(48 * time.Hour).UnixMilli()) // a fence beyond the end changes nothing
+	g.SetFence(snowflake.UnixMilliOf(genStart.Add(48 * time.Hour))) // a fence beyond the end changes nothing
 
 	first := mustNext(t, g)
 	if p := mustDecode(t, l, first); p.Tick != l.MaxTick()-1 {
@@ -685,8 +685,8 @@ func TestGeneratorTimeOverflow(t *testing.T) {
 	if id, err := g.Next(); !errors.Is(err, snowflake.ErrTimeOverflow) || id != 0 {
 		t.Errorf("Next a day after the end = %d, %v; want 0, ErrTimeOverflow", id, err)
 	}
-	if g.LastUnixMilli() != l.End().UnixMilli()-1 {
-		t.Errorf("LastUnixMilli() = %d, want the last tick %d", g.LastUnixMilli(), l.End().UnixMilli()-1)
+	if g.LastIssued() != snowflake.UnixMilliOf(l.End())-1 {
+		t.Errorf("LastIssued() = %d, want the last tick %d", g.LastIssued(), l.End().UnixMilli()-1)
 	}
 
 	// A batch that starts in the last tick and would run past it.
@@ -830,7 +830,7 @@ func TestGeneratorAppendNFailsHalfway(t *testing.T) {
 	fake.SetAutoStep(time.Microsecond)
 	l := snowflake.DefaultLayout()
 	g := newGen(t, snowflake.Config{Layout: l, Clock: fake})
-	g.SetFence(genStart.UnixMilli())
+	g.SetFence(snowflake.UnixMilliOf(genStart))
 	dst := make([]int64, 1, 10000)
 	dst[0] = 99
 	got, err := g.AppendN(dst, 5000)
@@ -840,7 +840,7 @@ func TestGeneratorAppendNFailsHalfway(t *testing.T) {
 	if len(got) != 1 || got[0] != 99 {
 		t.Errorf("AppendN on error returned %v, want dst unchanged", got[:min(len(got), 5)])
 	}
-	g.SetFence(genStart.UnixMilli() + 1000)
+	g.SetFence(snowflake.UnixMilli(genStart.UnixMilli() + 1000))
 	if p := mustDecode(t, l, mustNext(t, g)); p.Tick <= tickAt(l, genStart) {
 		t.Errorf("next ID's tick %d: the failed batch's tick %d was reused", p.Tick, tickAt(l, genStart))
 	}
@@ -907,8 +907,8 @@ func TestGeneratorConcurrentRealClock(t *testing.T) {
 	if st := g.Stats(); st.Rollbacks != 0 || st.FenceHits != 0 {
 		t.Errorf("Stats() = %+v", st)
 	}
-	if last, now := g.LastUnixMilli(), time.Now().UnixMilli(); last > now {
-		t.Errorf("LastUnixMilli() %d is ahead of the clock %d", last, now)
+	if last, now := g.LastIssued(), time.Now().UnixMilli(); last > snowflake.UnixMilli(now) {
+		t.Errorf("LastIssued() %d is ahead of the clock %d", last, now)
 	}
 }
 
@@ -1033,7 +1033,7 @@ func TestGeneratorRaiseFloor(t *testing.T) {
 			fake := newFake(t)
 			g := newGen(t, snowflake.Config{Layout: l, WorkerID: 3, Clock: fake})
 			first := mustDecode(t, l, mustNext(t, g))
-			err := g.RaiseFloor(tc.floor)
+			err := g.RaiseFloor(snowflake.UnixMilli(tc.floor))
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("RaiseFloor(%d) = %v, want %v", tc.floor, err, tc.wantErr)
 			}
@@ -1083,7 +1083,7 @@ func TestGeneratorRaiseFloorConcurrent(t *testing.T) {
 			}
 		})
 	}
-	if err := g.RaiseFloor(floor); err != nil {
+	if err := g.RaiseFloor(snowflake.UnixMilli(floor)); err != nil {
 		t.Fatal(err)
 	}
 	raised.Done()

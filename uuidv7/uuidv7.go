@@ -48,10 +48,10 @@ const (
 
 // Codec encodes and decodes the UUIDs of one layout.
 type Codec struct {
-	layout  snowflake.Layout
-	n       uint  // W+S
-	epochMs int64 // the layout's epoch in Unix ms
-	unitMs  int64
+	layout snowflake.Layout
+	n      uint                // W+S
+	epoch  snowflake.UnixMilli // the layout's epoch
+	unitMs int64               // the layout's tick, in milliseconds
 }
 
 // NewCodec returns the codec of layout l. Its worker and sequence fields
@@ -61,7 +61,7 @@ func NewCodec(l snowflake.Layout) (Codec, error) {
 	if n > MaxFieldBits {
 		return Codec{}, fmt.Errorf("%w: layout %s has %d worker and sequence bits, at most %d fit a UUIDv7 with %d random bits", ErrLayout, l, n, MaxFieldBits, MinRandomBits)
 	}
-	return Codec{layout: l, n: n, epochMs: l.Epoch.UnixMilli(), unitMs: l.Unit.Milliseconds()}, nil
+	return Codec{layout: l, n: n, epoch: snowflake.UnixMilliOf(l.Epoch), unitMs: l.Unit.Milliseconds()}, nil
 }
 
 // RandomBits is how many bits of each UUID are random: 74 - (W+S).
@@ -72,7 +72,7 @@ func (c Codec) RandomBits() uint { return payloadBits - c.n }
 // layout (not negative).
 func (c Codec) Encode(id int64, random uint64) UUID {
 	tick := id >> c.n
-	ms := uint64(c.epochMs + tick*c.unitMs)
+	ms := uint64(c.epoch + snowflake.UnixMilli(tick*c.unitMs))
 	p := uint64(id) & (1<<c.n - 1)
 	r := random & (1<<(payloadBits-c.n) - 1)
 	// The 74-bit field p<<(74-n) | r, split into rand_a (top 12) and
@@ -108,8 +108,8 @@ func (c Codec) Decode(u UUID) (int64, error) {
 	case lo>>62 != 0b10:
 		return 0, fmt.Errorf("%w: %s does not have the RFC 9562 variant", ErrInvalid, u)
 	}
-	ms := int64(hi >> 16)
-	d := ms - c.epochMs
+	ms := snowflake.UnixMilli(hi >> 16)
+	d := int64(ms - c.epoch) // milliseconds since the epoch
 	if d < 0 || d%c.unitMs != 0 {
 		return 0, fmt.Errorf("%w: %s: its time %d ms is not a tick of layout %s", ErrInvalid, u, ms, c.layout.Describe())
 	}

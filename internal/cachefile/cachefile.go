@@ -25,14 +25,14 @@ type Entry struct {
 	NodeKey  string           `json:"node_key"` // node key; "" in standalone mode
 	WorkerID int64            `json:"worker_id"`
 	Layout   snowflake.Layout `json:"layout"`
-	// Fence (Unix ms): no ID was issued with a timestamp beyond it.
-	Fence int64 `json:"fence"`
-	// Updated is when the entry was written (Unix ms, by the wall clock).
-	Updated int64 `json:"updated"`
-	// ZKReported is when the last report reached ZooKeeper (Unix ms; 0 if
-	// unknown or standalone). A node starting with ZooKeeper down passes it
+	// Fence: no ID was issued with a timestamp beyond it.
+	Fence snowflake.UnixMilli `json:"fence"`
+	// Updated is when the entry was written (by the wall clock).
+	Updated snowflake.UnixMilli `json:"updated"`
+	// ZKReported is when the last report reached ZooKeeper (0 if unknown
+	// or standalone). A node starting with ZooKeeper down passes it
 	// to coordinator.ResumeFromCache, for its status.
-	ZKReported int64 `json:"zk_reported,omitempty"`
+	ZKReported snowflake.UnixMilli `json:"zk_reported,omitempty"`
 
 	// ZooKeeper mode only (all empty in standalone mode and in files written
 	// before the fencing token existed).
@@ -43,9 +43,9 @@ type Entry struct {
 	// Token is the instance token this process wrote into its forever znode
 	// when it claimed the worker ID (its fencing token's identity).
 	Token string `json:"token,omitempty"`
-	// ZKFence (Unix ms) is the fence ZooKeeper acknowledged for Token: the
-	// holder of Token may issue up to it, nobody else below it.
-	ZKFence int64 `json:"zk_fence,omitempty"`
+	// ZKFence is the fence ZooKeeper acknowledged for Token: the holder of
+	// Token may issue up to it, nobody else below it.
+	ZKFence snowflake.UnixMilli `json:"zk_fence,omitempty"`
 	// ZKSession is the ZooKeeper session (hex, "0x…") that held the lease:
 	// a restart on this disk may delete a lease of that session at once.
 	ZKSession string `json:"zk_session,omitempty"`

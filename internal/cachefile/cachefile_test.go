@@ -41,7 +41,7 @@ func TestSaveLeavesNoTempFiles(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "cache.json")
 	for i := int64(1); i <= 20; i++ {
-		if err := Save(path, Entry{WorkerID: 1, Layout: snowflake.DefaultLayout(), Fence: i}); err != nil {
+		if err := Save(path, Entry{WorkerID: 1, Layout: snowflake.DefaultLayout(), Fence: snowflake.UnixMilli(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

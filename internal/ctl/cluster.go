@@ -426,7 +426,7 @@ func node(args []string, stdout, stderr io.Writer) int {
 		what = "already retired"
 	}
 	fmt.Fprintf(stdout, "%s node key %q of cluster %q: worker ID %s may be taken over now; its next holder issues only after the fence %s\n",
-		what, pos[0], *cluster, strings.Join(ids, ","), time.UnixMilli(res.Fence).UTC().Format(time.RFC3339Nano))
+		what, pos[0], *cluster, strings.Join(ids, ","), res.Fence.Time().Format(time.RFC3339Nano))
 	return exitOK
 }
 

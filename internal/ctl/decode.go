@@ -33,7 +33,7 @@ type decoded struct {
 }
 
 // decode is "snowflakectl decode": it prints each ID's time (RFC 3339 UTC
-// and Unix ms), worker ID and sequence under a layout (default, flags, or
+// and milliseconds since the Unix epoch), worker ID and sequence under a layout (default, flags, or
 // Leaf's with --leaf).
 func decode(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("decode", usages["decode"], stderr)

@@ -16,6 +16,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // statusJSON is the --json form of "snowflakectl status".
@@ -294,12 +295,12 @@ func reportAge(ms int64) string {
 	return roundAge(time.Duration(ms)*time.Millisecond) + " ago"
 }
 
-// fenceText shows a fence (unix ms) as UTC time and its distance from now.
-func fenceText(ms int64, now time.Time) string {
-	if ms <= 0 {
+// fenceText shows a fence as UTC time and its distance from now.
+func fenceText(fence snowflake.UnixMilli, now time.Time) string {
+	if fence <= 0 {
 		return "-"
 	}
-	t := time.UnixMilli(ms).UTC()
+	t := fence.Time()
 	d := t.Sub(now)
 	rel := "in " + roundAge(d)
 	if d < 0 {

@@ -29,15 +29,15 @@ func TestWriteStatusTable(t *testing.T) {
 	}{
 		{"empty", nil, []string{`cluster "c": 0 worker(s), 0 in service`}},
 		{"serving", []coordinator.WorkerInfo{{WorkerID: 3, NodeKey: "pod-3", Addr: "10.0.0.3:8080", LeaseHeld: true, InService: true,
-			LastReport: now.UnixMilli() - 1200, LastReportAgeMs: 1200, Fence: now.Add(5 * time.Second).UnixMilli(), Token: "0123456789abcdef"}},
+			LastReport: snowflake.UnixMilli(now.UnixMilli() - 1200), LastReportAgeMs: 1200, Fence: snowflake.UnixMilliOf(now.Add(5 * time.Second)), Token: "0123456789abcdef"}},
 			[]string{"1 worker(s), 1 in service", "WORKER", "NODE KEY", "ADDRESS", "VERSION", "LEASE", "IN SERVICE", "REASON", "LAST REPORT", "ZK FENCE (HEADROOM)", "TOKEN",
 				"3", "pod-3", "10.0.0.3:8080", "yes", "1.2s ago", "2025-06-01T12:00:05.000Z (in 5s)", "01234567  "}},
 		{"stopped, recycled and odd", []coordinator.WorkerInfo{
-			{WorkerID: 1, NodeKey: "a", Addr: "h:1", LastReportAgeMs: 90 * 60 * 1000, Fence: now.Add(-time.Hour).UnixMilli()},
+			{WorkerID: 1, NodeKey: "a", Addr: "h:1", LastReportAgeMs: 90 * 60 * 1000, Fence: snowflake.UnixMilliOf(now.Add(-time.Hour))},
 			{WorkerID: -1, NodeKey: "b", LastReportAgeMs: -1},
 			{WorkerID: 2, LeaseHeld: true, LeaseHolder: "node key x", LastReportAgeMs: -1, Problem: "lease without a forever znode naming this worker ID"}},
 			[]string{"3 worker(s), 0 in service", "1h30m0s ago", "(1h0m0s ago)", "never", "-  ", "yes (node key x)", "lease without a forever znode"}},
-		{"retired", []coordinator.WorkerInfo{{WorkerID: 4, NodeKey: "gone", LastReportAgeMs: -1, Retired: now.UnixMilli()}},
+		{"retired", []coordinator.WorkerInfo{{WorkerID: 4, NodeKey: "gone", LastReportAgeMs: -1, Retired: snowflake.UnixMilliOf(now)}},
 			[]string{"gone", "retired (snowflakectl node retire)"}},
 	}
 	for _, tc := range tests {
@@ -53,11 +53,11 @@ func TestWriteStatusTable(t *testing.T) {
 	}
 }
 
-type fixedFence int64
+type fixedFence snowflake.UnixMilli
 
-func (f fixedFence) LastIssued() int64      { return int64(f) }
-func (f fixedFence) SetZKFence(int64)       {}
-func (f fixedFence) RaiseFloor(int64) error { return nil }
+func (f fixedFence) LastIssued() snowflake.UnixMilli      { return snowflake.UnixMilli(f) }
+func (f fixedFence) SetZKFence(snowflake.UnixMilli)       {}
+func (f fixedFence) RaiseFloor(snowflake.UnixMilli) error { return nil }
 
 // startWorker claims a worker ID for nodeKey in cluster; with serve, it also
 // runs the coordinator with a guard in service, so its alive znode exists.

@@ -52,7 +52,7 @@ func newFixture(t testing.TB, mod func(*Config)) *fixture {
 	f.guard = health.New(nopLog, func() time.Time { return time.Unix(0, f.clk.WallNanos()) })
 	f.snap = nodestate.Snapshot{
 		WorkerID: 42, Layout: snowflake.DefaultLayout(),
-		FenceMs: testNow.Add(3 * time.Second).UnixMilli(),
+		Fence: snowflake.UnixMilliOf(testNow.Add(3 * time.Second)),
 		Readings: clockguard.Readings{
 			Watcher: &clockguard.WatcherStats{}, NTP: &clockguard.NTPSnapshot{}, Peers: &clockguard.PeerSnapshot{},
 		},
@@ -78,7 +78,7 @@ func liveSnapshot(gen *snowflake.Generator, guard *health.Guard, clk clock.Clock
 			WorkerID: gen.WorkerID(), Layout: gen.Layout(), Now: time.Unix(0, clk.WallNanos()),
 			Readings: clockguard.BuildReadings(guard, nil, nil, nil),
 			Generator: nodestate.Generator{
-				Stats: gen.Stats(), LastIssuedMs: gen.LastUnixMilli(), IssueFenceMs: gen.FenceUnixMilli(), Behind: gen.Behind(),
+				Stats: gen.Stats(), LastIssued: gen.LastIssued(), IssueFence: gen.Fence(), Behind: gen.Behind(),
 			},
 		}
 	}

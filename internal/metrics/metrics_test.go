@@ -174,7 +174,7 @@ func TestScrape_OptionalSections(t *testing.T) {
 		{"no ntp", func(s *nodestate.Snapshot) { s.NTP = nil }, []string{"snowflaked_ntp_enabled", "snowflaked_ntp_offset_seconds"}},
 		{"no peers", func(s *nodestate.Snapshot) { s.Peers = nil }, []string{"snowflaked_peer_offset_seconds", "snowflaked_peer_rounds_total"}},
 		{"no watcher", func(s *nodestate.Snapshot) { s.Watcher = nil }, []string{"snowflaked_watcher_steps_total"}},
-		{"no fence", func(s *nodestate.Snapshot) { s.FenceMs = 0 }, []string{"snowflaked_fence_headroom_seconds"}},
+		{"no fence", func(s *nodestate.Snapshot) { s.Fence = 0 }, []string{"snowflaked_fence_headroom_seconds"}},
 		{"no segments", func(s *nodestate.Snapshot) { s.Segments = nil }, []string{"snowflaked_segment_issued_total", "snowflaked_segment_possibly_lost_total"}},
 	}
 	for _, tc := range tests {
@@ -201,7 +201,7 @@ func TestScrape_OptionalSections(t *testing.T) {
 // than a misleading zero.
 func TestScrape_NotYetKnown(t *testing.T) {
 	f := newFixture(t, nil)
-	f.snap.FenceMs = 0
+	f.snap.Fence = 0
 	f.snap.NTP = &clockguard.NTPSnapshot{Enabled: true} // no answer yet
 	f.snap.ZK = &coordinator.Status{LastReportAgeMs: -1}
 	ex := scrape(t, f.m)
@@ -704,7 +704,7 @@ func TestRealGeneratorBorrow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen.SetFence(testNow.Add(time.Millisecond).UnixMilli())
+	gen.SetFence(snowflake.UnixMilliOf(testNow.Add(time.Millisecond)))
 	m, err := New(Config{Snapshot: liveSnapshot(gen, health.New(nopLog, nil), clk), RollbackPolicy: "borrow"})
 	if err != nil {
 		t.Fatal(err)

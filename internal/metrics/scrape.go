@@ -275,8 +275,8 @@ func (m *Metrics) writeSnapshot(e *expo) {
 	e.add(fBuild, 1, "version", orUnknown(s.BuildVersion), "revision", m.revision, "goversion", runtime.Version())
 	m.writeGenerator(e, &s, nowNs)
 	writeGuard(e, &s.Readings, s.Now)
-	if s.FenceMs > 0 {
-		e.add(fHeadroom, float64(s.FenceMs*int64(time.Millisecond)-nowNs)/1e9)
+	if s.Fence > 0 {
+		e.add(fHeadroom, float64(int64(s.Fence)*int64(time.Millisecond)-nowNs)/1e9)
 	}
 	if s.ZK != nil {
 		e.add(fPrevWait, secs(s.PrevHolderWait))

@@ -58,8 +58,8 @@ type Snapshot struct {
 
 	// Generator are the generator's figures.
 	Generator Generator
-	// FenceMs is the fence last persisted locally (Unix ms; 0: none yet).
-	FenceMs int64
+	// Fence is the fence last persisted locally (0: none yet).
+	Fence snowflake.UnixMilli
 
 	// ZK is the ZooKeeper coordinator's state; nil in standalone mode.
 	ZK *coordinator.Status
@@ -86,12 +86,12 @@ type Snapshot struct {
 // Generator is the ID generator's part of a Snapshot.
 type Generator struct {
 	Stats snowflake.Stats // slow-path counters
-	// LastIssuedMs is the start of the last issued tick (or of the tick
-	// the node started after), Unix ms.
-	LastIssuedMs int64
-	// IssueFenceMs is the fence the generator is held to (Unix ms;
-	// math.MaxInt64 for none, math.MinInt64 for before the epoch).
-	IssueFenceMs int64
+	// LastIssued is the start of the last issued tick (or of the tick the
+	// node started after).
+	LastIssued snowflake.UnixMilli
+	// IssueFence is the fence the generator is held to (snowflake.NoFence
+	// for none, math.MinInt64 for before the epoch).
+	IssueFence snowflake.UnixMilli
 	// Behind is how far the clock reads before the last issued tick's
 	// start: how far the IDs run ahead of the clock (0 when they do not).
 	Behind time.Duration

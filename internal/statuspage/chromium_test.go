@@ -14,6 +14,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/chromium"
 )
 
@@ -39,8 +40,8 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 		{WorkerID: 3, NodeKey: "node-3", Addr: skewed, LeaseHeld: true, LastReportAgeMs: 1500},
 		{WorkerID: 4, NodeKey: hostileKey, Addr: hostile, LeaseHeld: true, InService: true, LastReportAgeMs: 700},
 		{WorkerID: 5, NodeKey: "node-5", Addr: testsupport.ClosedAddr(t), LastReportAgeMs: 26 * 3600 * 1000},
-		{WorkerID: 6, NodeKey: "node-6-frozen", Addr: frozenAddr(t), LastReport: nowMs - 16_700, LastReportAgeMs: 16_700, Fence: nowMs - 13_700},
-		{WorkerID: 7, NodeKey: longKey, Addr: testsupport.ClosedAddr(t), LastReport: nowMs - 30_000, LastReportAgeMs: 30_000, Fence: nowMs - 30_001, Stopped: true},
+		{WorkerID: 6, NodeKey: "node-6-frozen", Addr: frozenAddr(t), LastReport: snowflake.UnixMilli(nowMs - 16_700), LastReportAgeMs: 16_700, Fence: snowflake.UnixMilli(nowMs - 13_700)},
+		{WorkerID: 7, NodeKey: longKey, Addr: testsupport.ClosedAddr(t), LastReport: snowflake.UnixMilli(nowMs - 30_000), LastReportAgeMs: 30_000, Fence: snowflake.UnixMilli(nowMs - 30_001), Stopped: true},
 	}}
 	page := newPage(t, src, nil)
 	status := page.Handler()

@@ -297,5 +297,5 @@ func selfFixture() nodestate.Snapshot {
 	return nodestate.Snapshot{NodeKey: "node-1", Addr: "127.0.0.1:18080", Mode: nodestate.ModeZooKeeper, WorkerID: 1,
 		Cluster: "metrics-test", Version: "v1.2.3 (go1.26)", Layout: snowflake.DefaultLayout(),
 		Readings: clockguard.Readings{State: health.InService, Since: time.Now().Add(-time.Minute), NTP: &ntp},
-		FenceMs:  time.Now().Add(3 * time.Second).UnixMilli(), ZK: &zk}
+		Fence:    snowflake.UnixMilliOf(time.Now().Add(3 * time.Second)), ZK: &zk}
 }

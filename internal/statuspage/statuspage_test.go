@@ -19,6 +19,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/segment"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 func TestNew_BadConfig(t *testing.T) {
@@ -166,13 +167,13 @@ func TestPage_Cluster(t *testing.T) {
 		{WorkerID: -1, NodeKey: "node-old", Addr: down, LastReportAgeMs: -1, Problem: "worker ID taken over"},
 		// Frozen (SIGSTOP) after its session expired: no lease, its last
 		// write a renewal (fence ahead of it), 16.7s ago.
-		{WorkerID: 11, NodeKey: "node-11", Addr: frozen, LastReport: nowMs - 16_700, LastReportAgeMs: 16_700, Fence: nowMs - 16_700 + 3000},
+		{WorkerID: 11, NodeKey: "node-11", Addr: frozen, LastReport: snowflake.UnixMilli(nowMs - 16_700), LastReportAgeMs: 16_700, Fence: snowflake.UnixMilli(nowMs - 16_700 + 3000)},
 		// Frozen before its session expired: it still holds its lease.
-		{WorkerID: 12, NodeKey: "node-12", Addr: frozen, LeaseHeld: true, LastReport: nowMs - 5000, LastReportAgeMs: 5000, Fence: nowMs - 2000},
+		{WorkerID: 12, NodeKey: "node-12", Addr: frozen, LeaseHeld: true, LastReport: snowflake.UnixMilli(nowMs - 5000), LastReportAgeMs: 5000, Fence: snowflake.UnixMilli(nowMs - 2000)},
 		// Stopped cleanly 30s ago: its last write was its final fence.
-		{WorkerID: 13, NodeKey: "node-13", Addr: down, LastReport: nowMs - 30_000, LastReportAgeMs: 30_000, Fence: nowMs - 30_005, Stopped: true},
+		{WorkerID: 13, NodeKey: "node-13", Addr: down, LastReport: snowflake.UnixMilli(nowMs - 30_000), LastReportAgeMs: 30_000, Fence: snowflake.UnixMilli(nowMs - 30_005), Stopped: true},
 		// Killed 20s ago, nothing listens now.
-		{WorkerID: 14, NodeKey: longKey, Addr: down, LastReport: nowMs - 20_000, LastReportAgeMs: 20_000, Fence: nowMs - 17_000},
+		{WorkerID: 14, NodeKey: longKey, Addr: down, LastReport: snowflake.UnixMilli(nowMs - 20_000), LastReportAgeMs: 20_000, Fence: snowflake.UnixMilli(nowMs - 17_000)},
 	}}
 	p := newPage(t, src, nil)
 	ctx := get(t, p, fasthttp.MethodGet)
@@ -231,7 +232,7 @@ func TestPage_Cluster(t *testing.T) {
 	if got := textOf(d.byID("self-worker")); got != "1" {
 		t.Errorf("self worker %q", got)
 	}
-	if got := textOf(d.byID("self-fence")); !strings.Contains(got, fmt.Sprint(self.FenceMs)) || !strings.Contains(got, "ahead of the clock") {
+	if got := textOf(d.byID("self-fence")); !strings.Contains(got, fmt.Sprint(int64(self.Fence))) || !strings.Contains(got, "ahead of the clock") {
 		t.Errorf("self fence %q", got)
 	}
 	if d.byID("list-error") != nil {

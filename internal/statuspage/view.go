@@ -16,6 +16,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/internal/tlsfiles"
 	"codeberg.org/snowflaked/snowflaked/segment"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // view is everything the template shows; every string is plain text that
@@ -196,9 +197,9 @@ func (p *Page) selfView(self nodestate.Snapshot, now time.Time) selfView {
 	if !self.Since.IsZero() {
 		s.Since = self.Since.UTC().Format("2006-01-02 15:04:05") + " UTC (" + ago(now.Sub(self.Since)) + ")"
 	}
-	if self.FenceMs > 0 {
-		fence := time.UnixMilli(self.FenceMs).UTC()
-		s.Fence = fmt.Sprintf("%s UTC (unix ms %d)", fence.Format("2006-01-02 15:04:05.000"), self.FenceMs)
+	if self.Fence > 0 {
+		fence := self.Fence.Time()
+		s.Fence = fmt.Sprintf("%s UTC (%d ms since the Unix epoch)", fence.Format("2006-01-02 15:04:05.000"), self.Fence)
 		if d := fence.Sub(now); d >= 0 {
 			s.FenceNote = roundDur(d).String() + " ahead of the clock"
 		} else {
@@ -221,11 +222,11 @@ func (p *Page) selfView(self nodestate.Snapshot, now time.Time) selfView {
 		z := self.ZK
 		if z.ZKFence > 0 {
 			s.ZKFence = fmt.Sprintf("%s UTC, %s ahead of the clock (renewed to now + %s; out of service below a third of it)",
-				time.UnixMilli(z.ZKFence).UTC().Format("2006-01-02 15:04:05.000"),
+				z.ZKFence.Time().Format("2006-01-02 15:04:05.000"),
 				roundDur(time.Duration(z.ZKFenceHeadroomMs)*time.Millisecond), time.Duration(z.ZKFenceAheadMs)*time.Millisecond)
 			if z.ZKFenceHeadroomMs < 0 {
 				s.ZKFence = fmt.Sprintf("%s UTC, passed %s ago: no IDs until a renewal reaches ZooKeeper",
-					time.UnixMilli(z.ZKFence).UTC().Format("2006-01-02 15:04:05.000"), roundAge(time.Duration(-z.ZKFenceHeadroomMs)*time.Millisecond).String())
+					z.ZKFence.Time().Format("2006-01-02 15:04:05.000"), roundAge(time.Duration(-z.ZKFenceHeadroomMs)*time.Millisecond).String())
 			}
 		} else {
 			s.ZKFence = "none acknowledged"
@@ -308,11 +309,11 @@ func (p *Page) workerRow(w coordinator.WorkerInfo, now time.Time) row {
 // zkFenceCell shows a worker's ZooKeeper fence as headroom: how long its
 // holder may still issue IDs without another renewal. A running node whose
 // fence has passed issues nothing: over.
-func zkFenceCell(fenceMs int64, now time.Time, running bool) cell {
-	if fenceMs <= 0 {
+func zkFenceCell(at snowflake.UnixMilli, now time.Time, running bool) cell {
+	if at <= 0 {
 		return cell{Text: "none"}
 	}
-	fence := time.UnixMilli(fenceMs).UTC()
+	fence := at.Time()
 	c := cell{Title: fence.Format("2006-01-02 15:04:05.000") + " UTC"}
 	if d := fence.Sub(now); d >= 0 {
 		c.Text = "+" + roundDur(d).String()

@@ -7,6 +7,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 func TestZKFenceCell(t *testing.T) {
@@ -24,7 +25,7 @@ func TestZKFenceCell(t *testing.T) {
 		{"none", 0, false, "none", false},
 	}
 	for _, tc := range tests {
-		c := zkFenceCell(tc.fence, now, tc.running)
+		c := zkFenceCell(snowflake.UnixMilli(tc.fence), now, tc.running)
 		if c.Text != tc.wantText || c.Over != tc.wantOver {
 			t.Errorf("%s: %+v, want %q over=%v", tc.name, c, tc.wantText, tc.wantOver)
 		}
@@ -39,9 +40,9 @@ func TestSelfViewZKFence(t *testing.T) {
 		zk   coordinator.Status
 		want string
 	}{
-		{"ahead", coordinator.Status{ZKFence: now.Add(20 * time.Second).UnixMilli(), ZKFenceHeadroomMs: 20_000, ZKFenceAheadMs: 30_000},
+		{"ahead", coordinator.Status{ZKFence: snowflake.UnixMilliOf(now.Add(20 * time.Second)), ZKFenceHeadroomMs: 20_000, ZKFenceAheadMs: 30_000},
 			"03:04:25.000 UTC, 20s ahead of the clock (renewed to now + 30s"},
-		{"passed", coordinator.Status{ZKFence: now.Add(-2 * time.Second).UnixMilli(), ZKFenceHeadroomMs: -2000, ZKFenceAheadMs: 30_000},
+		{"passed", coordinator.Status{ZKFence: snowflake.UnixMilliOf(now.Add(-2 * time.Second)), ZKFenceHeadroomMs: -2000, ZKFenceAheadMs: 30_000},
 			"passed 2s ago: no IDs until a renewal"},
 		{"none", coordinator.Status{}, "none acknowledged"},
 	}

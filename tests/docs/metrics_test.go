@@ -49,7 +49,7 @@ func fullSnapshot(now time.Time, guard *health.Guard) nodestate.Snapshot {
 		Generator: nodestate.Generator{
 			Stats: snowflake.Stats{SequenceWaits: 1, RollbackWaits: 1, Rollbacks: 1, FenceHits: 1, Waited: time.Millisecond},
 		},
-		FenceMs: now.Add(3 * time.Second).UnixMilli(),
+		Fence: snowflake.UnixMilliOf(now.Add(3 * time.Second)),
 		ZK: &coordinator.Status{
 			WorkerID: 7, Connected: true, SessionState: "StateHasSession", LeaseHeld: true, AlivePresent: true,
 			LastReport: 1, LastReportAgeMs: 1500, ZKFence: 1, Reports: 3, ReportFailures: 1,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 	testproc "codeberg.org/snowflaked/snowflaked/tests/proc"
 )
 
@@ -140,7 +141,7 @@ func TestIntegration_ChaosForwardJumpPastFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if held.Fence >= jumped {
+	if held.Fence >= snowflake.UnixMilli(jumped) {
 		t.Fatalf("fence in the cache file %d carries the suspect time %d", held.Fence, jumped)
 	}
 
@@ -150,7 +151,7 @@ func TestIntegration_ChaosForwardJumpPastFence(t *testing.T) {
 	undoneAt := time.Now()
 	p.waitReadyz(http.StatusOK, readyTimeout)
 	t.Logf("forward jump of %s: out of service (clock_jump) after %s; back %s after it was undone; cache fence stayed %d ms before the jumped time",
-		2*ahead, outAfter.Round(time.Millisecond), time.Since(undoneAt).Round(time.Millisecond), jumped-held.Fence)
+		2*ahead, outAfter.Round(time.Millisecond), time.Since(undoneAt).Round(time.Millisecond), jumped-int64(held.Fence))
 	checkIDs(t, before, p.ids(1000))
 	if v := p.metrics()[series("snowflaked_transitions_total", "reason", "clock_jump")]; v < 1 {
 		t.Errorf("snowflaked_transitions_total{reason=\"clock_jump\"} = %v, want at least 1", v)

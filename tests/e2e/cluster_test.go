@@ -15,6 +15,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )
@@ -295,14 +296,14 @@ func TestIntegration_ClusterRestartAfterSIGTERMKeepsWorkerIDAndReissuesNothing(t
 		t.Fatal(err)
 	}
 	row := workerRows(t, zk, "restart")["node-r"]
-	if row.WorkerID != worker || row.Fence != e.Fence || e.Fence < maxBeforeMs || e.Fence > time.Now().UnixMilli() || e.ZKReported == 0 {
+	if row.WorkerID != worker || row.Fence != e.Fence || e.Fence < snowflake.UnixMilli(maxBeforeMs) || e.Fence > snowflake.UnixMilliOf(time.Now()) || e.ZKReported == 0 {
 		t.Errorf("after SIGTERM: row %+v, cache %+v, last ID at %d of worker %d", row, e, maxBeforeMs, worker)
 	}
 
 	q := startNode(t, binSnowflaked, args)
 	start := q.waitStarted()
 	q.waitReadyz(http.StatusOK, readyTimeout)
-	if int64(number(t, start, "worker_id")) != worker || int64(number(t, start, "fence_ms")) != e.Fence {
+	if int64(number(t, start, "worker_id")) != worker || snowflake.UnixMilli(int64(number(t, start, "fence_ms"))) != e.Fence {
 		t.Errorf("restart: worker %v fence %v, want worker %d fence %d", start["worker_id"], start["fence_ms"], worker, e.Fence)
 	}
 	for _, msg := range []string{
@@ -483,7 +484,7 @@ func TestIntegration_ClusterZooKeeperDownAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		row := waitRow(t, zk, "down", "node-d", readyTimeout, func(r coordinator.WorkerInfo) bool {
-			return r.InService && r.LeaseHeld && r.LastReport >= backAt.UnixMilli()
+			return r.InService && r.LeaseHeld && r.LastReport >= snowflake.UnixMilliOf(backAt)
 		})
 		if row.WorkerID != worker || row.Addr != q.addr {
 			t.Errorf("registered row %+v, want worker %d at %s", row, worker, q.addr)
@@ -588,8 +589,8 @@ func TestIntegration_ClusterSurvivesZooKeeperLeaderLossUnderLoad(t *testing.T) {
 	}
 	for i := range nodes {
 		key := fmt.Sprintf("node-%d", i+1)
-		r := waitRow(t, ens, "leader", key, readyTimeout, func(r coordinator.WorkerInfo) bool { return r.LastReport > killedAt.UnixMilli() })
-		t.Logf("%s (worker %d) reported again %s after the kill", key, r.WorkerID, time.Duration(r.LastReport-killedAt.UnixMilli())*time.Millisecond)
+		r := waitRow(t, ens, "leader", key, readyTimeout, func(r coordinator.WorkerInfo) bool { return r.LastReport > snowflake.UnixMilliOf(killedAt) })
+		t.Logf("%s (worker %d) reported again %s after the kill", key, r.WorkerID, r.LastReport.Sub(snowflake.UnixMilliOf(killedAt)))
 		if r.WorkerID != workersBefore[key] || !r.LeaseHeld {
 			t.Errorf("%s after the leader loss: %+v, worker was %d", key, r, workersBefore[key])
 		}
@@ -685,7 +686,7 @@ func TestIntegration_ClusterZooKeeperOutageLeavesServiceAndComesBack(t *testing.
 		t.Errorf("worker after the outage %d, want %d", workerOf(t, after), worker)
 	}
 	r := waitRow(t, zk, "outage", "node-o", readyTimeout, func(r coordinator.WorkerInfo) bool {
-		return r.InService && r.LeaseHeld && r.LastReport >= restartedAt.UnixMilli()
+		return r.InService && r.LeaseHeld && r.LastReport >= snowflake.UnixMilliOf(restartedAt)
 	})
 	if r.WorkerID != worker {
 		t.Errorf("row after the outage %+v, want worker %d", r, worker)

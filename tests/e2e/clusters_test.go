@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 )
 
@@ -127,7 +128,7 @@ func TestRetireDeadNode(t *testing.T) {
 	b.waitReadyz(http.StatusOK, readyTimeout)
 	for _, id := range b.ids(100) {
 		ms, w := decodeMs(id)
-		if w != 7 || ms <= fence {
+		if w != 7 || snowflake.UnixMilli(ms) <= fence {
 			t.Fatalf("ID %d: worker %d at %d ms, want worker 7 after the retired fence %d", id, w, ms, fence)
 		}
 	}

@@ -30,7 +30,7 @@ func TestIntegration_StartBehindFence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			fence := time.Now().Add(tc.ahead).UnixMilli()
-			entry := cachefile.Entry{WorkerID: 6, Layout: snowflake.DefaultLayout(), Fence: fence}
+			entry := cachefile.Entry{WorkerID: 6, Layout: snowflake.DefaultLayout(), Fence: snowflake.UnixMilli(fence)}
 			if err := cachefile.Save(filepath.Join(dir, "cache.json"), entry); err != nil {
 				t.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func TestIntegration_StartBehindFence(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if e.Fence != fence {
+				if e.Fence != snowflake.UnixMilli(fence) {
 					t.Errorf("fence after stop %d, want the untouched %d", e.Fence, fence)
 				}
 				return

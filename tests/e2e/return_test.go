@@ -10,6 +10,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )
@@ -112,8 +113,8 @@ func TestIntegration_ClusterJumpWithoutAPeerListIsHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if limit := time.Now().Add(time.Minute).UnixMilli(); held.Fence > limit {
-		t.Fatalf("the cache file's fence %d is %s past now: the jumped time reached the disk", held.Fence, time.Duration(held.Fence-time.Now().UnixMilli())*time.Millisecond)
+	if limit := time.Now().Add(time.Minute).UnixMilli(); held.Fence > snowflake.UnixMilli(limit) {
+		t.Fatalf("the cache file's fence %d is %s past now: the jumped time reached the disk", held.Fence, held.Fence.Sub(snowflake.UnixMilliOf(time.Now())))
 	}
 
 	a.setOffset("0")

@@ -16,6 +16,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
 	"codeberg.org/snowflaked/snowflaked/node"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 	testproc "codeberg.org/snowflaked/snowflaked/tests/proc"
 )
 
@@ -93,7 +94,7 @@ func TestIntegration_RestartAfterSIGTERMReissuesNothingAndWaitsForNothing(t *tes
 	}
 	// It covers every ID received, and it is not the running fence (now +
 	// fence-ahead) but the last issued time, which is already past.
-	if lastMs, _ := decodeMs(maxBefore); e.Fence < lastMs || e.Fence > time.Now().UnixMilli() {
+	if lastMs, _ := decodeMs(maxBefore); e.Fence < snowflake.UnixMilli(lastMs) || e.Fence > snowflake.UnixMilliOf(time.Now()) {
 		t.Errorf("fence after SIGTERM %d, want the last issued time (last ID received at %d, now %d)", e.Fence, lastMs, time.Now().UnixMilli())
 	}
 
@@ -104,7 +105,7 @@ func TestIntegration_RestartAfterSIGTERMReissuesNothingAndWaitsForNothing(t *tes
 	if m, ok := q.FindLog("clock is behind the fence: waiting for it before serving"); ok {
 		t.Errorf("a clean restart waited for the fence: %v", m)
 	}
-	if m := q.waitStarted(); int64(number(t, m, "fence_ms")) != e.Fence {
+	if m := q.waitStarted(); snowflake.UnixMilli(int64(number(t, m, "fence_ms"))) != e.Fence {
 		t.Errorf("restart took fence %v, want %d", m["fence_ms"], e.Fence)
 	}
 	after := q.ids(2000)
