@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -162,5 +163,28 @@ func TestWorkerRange(t *testing.T) {
 		if got != tc.want || (err != nil) != tc.err {
 			t.Errorf("ParseWorkerRange(%q) = %v, %v", tc.in, got, err)
 		}
+	}
+}
+
+// TestForeverDataBytes: a forever znode's body decodes into foreverData and
+// encodes back byte for byte, its times as plain integers (milliseconds
+// since the Unix epoch), so typed times change nothing on the wire.
+func TestForeverDataBytes(t *testing.T) {
+	body := `{"worker_id":3,"node_key":"pod-0","addr":"10.0.0.1:8080","last_ts":1700000000000,"fence":1700000030000,` +
+		`"updated":1700000000001,"version":"v1.2.3","token":"9c1d","prev_token":"8b0c","prev_fence":1699999999999,` +
+		`"recycled_from":"/a","recycled_to":"/b","prev_worker_id":2,"stopped":true,"retired":1700000000002,"reason":"ntp_offset"}`
+	var d foreverData
+	if err := json.Unmarshal([]byte(body), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Fence != 1_700_000_030_000 || d.PrevFence != 1_699_999_999_999 || d.Retired != 1_700_000_000_002 || d.LastTS != 1_700_000_000_000 {
+		t.Fatalf("decoded %+v: times differ from the body's", d)
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != body {
+		t.Fatalf("re-encoded body differs:\n got %s\nwant %s", b, body)
 	}
 }

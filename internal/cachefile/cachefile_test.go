@@ -149,3 +149,38 @@ func TestMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestFileBytes: a cache file loads and saves back byte for byte, its times
+// as plain integers (milliseconds since the Unix epoch).
+func TestFileBytes(t *testing.T) {
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
+	e := Entry{Cluster: "c1", NodeKey: "pod-0", WorkerID: 7, Layout: snowflake.DefaultLayout(), Fence: 1_700_000_000_123, Updated: 1_700_000_000_000,
+		ZKReported: 1_699_999_999_000, Incarnation: "3f2a", Token: "9c1d", ZKFence: 1_700_000_030_000, ZKSession: "0x1a2b"}
+	if err := Save(first, e); err != nil {
+		t.Fatal(err)
+	}
+	body, err := os.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{`"fence": 1700000000123,`, `"updated": 1700000000000,`, `"zk_reported": 1699999999000,`, `"zk_fence": 1700000030000,`} {
+		if !strings.Contains(string(body), field) {
+			t.Errorf("file lacks %s:\n%s", field, body)
+		}
+	}
+	loaded, err := Load(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Save(second, loaded); err != nil {
+		t.Fatal(err)
+	}
+	again, err := os.ReadFile(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again) != string(body) {
+		t.Fatalf("saved again, the file differs:\n got %s\nwant %s", again, body)
+	}
+}
