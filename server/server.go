@@ -7,6 +7,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -196,9 +197,9 @@ func New(cfg Config) (*Server, error) {
 		ErrorHandler:       s.handleParseError,
 		Logger:             newLibLog(cfg.Log, time.Now),
 		Name:               "snowflaked",
-		ReadTimeout:        orDefault(cfg.ReadTimeout, defaultReadTimeout),
-		WriteTimeout:       orDefault(cfg.WriteTimeout, defaultWriteTimeout),
-		IdleTimeout:        orDefault(cfg.IdleTimeout, defaultIdleTimeout),
+		ReadTimeout:        cmp.Or(cfg.ReadTimeout, defaultReadTimeout),
+		WriteTimeout:       cmp.Or(cfg.WriteTimeout, defaultWriteTimeout),
+		IdleTimeout:        cmp.Or(cfg.IdleTimeout, defaultIdleTimeout),
 		MaxRequestBodySize: maxRequestBodySize,
 		ReduceMemoryUsage:  false, // keep per-connection buffers: fewer allocations under load
 		CloseOnShutdown:    true,  // tell keep-alive clients to go elsewhere while draining
@@ -206,13 +207,6 @@ func New(cfg Config) (*Server, error) {
 		// header is "snowflaked": both are cheap and useful, so keep them.
 	}
 	return s, nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // Handler returns the request router. It is safe for concurrent use. HEAD
