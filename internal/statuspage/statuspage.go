@@ -37,7 +37,6 @@ import (
 // Defaults of Config.
 const (
 	defaultFetchTimeout  = 500 * time.Millisecond
-	defaultListTimeout   = 3 * time.Second
 	defaultConcurrency   = 16
 	defaultMaxFetch      = 64
 	defaultNTPMaxOffset  = clockguard.DefaultNTPMaxOffset
@@ -171,7 +170,7 @@ func New(cfg Config) (*Page, error) {
 			errBadConfig, cfg.FetchTimeout, cfg.ListTimeout, cfg.Concurrency, cfg.MaxFetch, cfg.NTPMaxOffset, cfg.PeerMaxOffset, cfg.MaxReportAge, cfg.GoneAfter, cfg.Refresh)
 	}
 	cfg.FetchTimeout = cmp.Or(cfg.FetchTimeout, defaultFetchTimeout)
-	cfg.ListTimeout = cmp.Or(cfg.ListTimeout, defaultListTimeout)
+	cfg.ListTimeout = cmp.Or(cfg.ListTimeout, coordinator.DefaultWorkerPageTimeout)
 	cfg.NTPMaxOffset = cmp.Or(cfg.NTPMaxOffset, defaultNTPMaxOffset)
 	cfg.PeerMaxOffset = cmp.Or(cfg.PeerMaxOffset, defaultPeerMaxOffset)
 	cfg.MaxReportAge = cmp.Or(cfg.MaxReportAge, defaultMaxReportAge)
