@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"context"
 	"errors"
 	"strconv"
@@ -252,12 +253,12 @@ func (s *Server) serveReadyzSegment(ctx *fasthttp.RequestCtx) {
 
 // apiTokenOK checks the node-wide token of a request to a snowflake
 // endpoint when Config.APITokens is set (false: answered, 400, 401 or 403).
-func (s *Server) apiTokenOK(ctx *fasthttp.RequestCtx, ep Endpoint) bool {
+func (s *Server) apiTokenOK(ctx *fasthttp.RequestCtx, ep endpoint.Endpoint) bool {
 	if s.cfg.APITokens == nil {
 		return true
 	}
 	switch ep {
-	case EndpointID, EndpointIDs, EndpointLeaf, EndpointUUID:
+	case endpoint.ID, endpoint.IDs, endpoint.Leaf, endpoint.UUID:
 	default:
 		return true
 	}

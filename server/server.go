@@ -8,6 +8,7 @@ package server
 
 import (
 	"cmp"
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"context"
 	"errors"
 	"fmt"
@@ -51,8 +52,8 @@ type Readiness interface {
 // not allocate.
 type Observer interface {
 	// Request is called once per request with the endpoint that answered
-	// it (below NumEndpoints) and the response's status code.
-	Request(endpoint Endpoint, status int)
+	// it (below endpoint.Count) and the response's status code.
+	Request(endpoint endpoint.Endpoint, status int)
 	// IssuedIDs is called once per successful request that issued IDs,
 	// with how many it issued.
 	IssuedIDs(n int)
@@ -268,5 +269,5 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 type nopObserver struct{}
 
-func (nopObserver) Request(Endpoint, int) {}
-func (nopObserver) IssuedIDs(int)         {}
+func (nopObserver) Request(endpoint.Endpoint, int) {}
+func (nopObserver) IssuedIDs(int)                  {}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -13,7 +14,6 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/internal/tlsfiles"
 	"codeberg.org/snowflaked/snowflaked/segment"
-	"codeberg.org/snowflaked/snowflaked/server"
 )
 
 // maxPeerSeries bounds the per-peer series of one scrape.
@@ -260,7 +260,7 @@ const secondsPerYear = 365.25 * 24 * 3600
 // writeRequests writes the request path's counters.
 func (m *Metrics) writeRequests(e *expo) {
 	e.addUint(fIDs, m.ids.Load())
-	for i, ep := range server.Endpoints {
+	for i, ep := range endpoint.Labels {
 		for c, class := range statusClasses {
 			e.addUint(fRequests, m.requests[i*numClasses+c].Load(), "endpoint", ep, "code", class)
 		}
