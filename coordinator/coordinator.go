@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/partstatus"
 	"context"
 	"errors"
 	"fmt"
@@ -521,42 +522,10 @@ func (c *Coordinator) ResumeFromCache(r Resume) error {
 	return nil
 }
 
-// Status is a snapshot for /clock and metrics. Connected is true only with
-// a session (SessionState StateHasSession): StateConnected is a connection
-// to a server on which no session is established yet.
-type Status struct {
-	WorkerID     int64  `json:"worker_id"` // -1 before Claim/ResumeFromCache
-	Connected    bool   `json:"connected"`
-	SessionState string `json:"session_state"`
-	SessionID    string `json:"session_id,omitempty"` // "0x…"
-	// SessionTimeoutMs is the session timeout the server granted (the
-	// configured one until a session exists).
-	SessionTimeoutMs int64  `json:"session_timeout_ms"`
-	LeaseHeld        bool   `json:"lease_held"`
-	LeaseSession     string `json:"lease_session,omitempty"` // "0x…" of the session holding the lease
-	LeaseDetail      string `json:"lease_detail,omitempty"`  // why the lease is not held
-	AlivePresent     bool   `json:"alive_present"`
-	FromCache        bool   `json:"from_cache"` // serving a cached worker ID not yet confirmed by ZooKeeper
-	// LastReport is the unix ms of the last renewal that reached ZooKeeper
-	// (0: none known); LastReportAgeMs its age (-1: none).
-	LastReport      int64 `json:"last_report_ms"`
-	LastReportAgeMs int64 `json:"last_report_age_ms"`
-	// ZKFence is the fence ZooKeeper acknowledged for this process's token
-	// (unix ms): no ID beyond it. ZKFenceHeadroomMs is ZKFence - now.
-	ZKFence           int64  `json:"zk_fence_ms"`
-	ZKFenceHeadroomMs int64  `json:"zk_fence_headroom_ms"`
-	ZKFenceAheadMs    int64  `json:"zk_fence_ahead_ms"` // G (--zk-fence-ahead)
-	Token             string `json:"token,omitempty"`   // this process's instance token
-	Incarnation       string `json:"incarnation,omitempty"`
-	Reports           int64  `json:"reports"` // renewals that reached ZooKeeper
-	ReportFailures    int64  `json:"report_failures"`
-	// FailuresByCause splits ReportFailures: connection (ZooKeeper
-	// unreachable or the call timed out), taken_over (another claim
-	// changed the forever znode), deleted, held (skipped: the node's clock
-	// is suspect), other.
-	FailuresByCause map[string]int64 `json:"report_failures_by_cause"`
-	RenewError      string           `json:"renew_error,omitempty"` // the last renewal problem
-}
+// Status is the coordinator's state for /clock, the status page and the
+// metrics page: a plain value of internal/partstatus, below the views that
+// render it, so that a view need not import the coordinator.
+type Status = partstatus.ZK
 
 // Status returns a snapshot. It makes no ZooKeeper call.
 func (c *Coordinator) Status() Status {
