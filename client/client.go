@@ -3,7 +3,9 @@
 // It finds the nodes through a Discovery (a static list; Bootstrap, which
 // asks any node for the cluster's members; or the subpackage zkdiscovery,
 // which follows ZooKeeper's alive/ znodes) and asks them for IDs over
-// keep-alive HTTP/1.1 connections of its own:
+// keep-alive HTTP/1.1 connections of its own (through the proxies of the
+// environment, HTTP_PROXY, HTTPS_PROXY and NO_PROXY, as net/http picks
+// them; an answer with a Content-Length or chunked):
 //
 //   - Next and NextN: snowflake IDs, from GET /ids?count=N;
 //   - NextSegment and NextSegmentN: the dense IDs of a tag, from

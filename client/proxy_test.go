@@ -196,7 +196,7 @@ const proxyChildEnv = "SNOWFLAKED_CLIENT_PROXY_TEST_NODES"
 // The client takes its proxies from the environment as net/http does:
 // HTTP_PROXY for an http:// node (requests in absolute form), HTTPS_PROXY
 // for an https:// one (a CONNECT tunnel, the node verified as itself), and
-// none for a host in NO_PROXY.
+// none for a host in NO_PROXY; Bootstrap takes the same.
 //
 // net/http reads the environment once per process and never proxies
 // loopback addresses: so the calls run in a child process (this test
@@ -220,6 +220,8 @@ func TestProxyFromEnvironment(t *testing.T) {
 	t.Cleanup(secure.Close)
 	proxy := startForwardProxy(t)
 	_, plainPort, _ := net.SplitHostPort(plain.addr)
+	list := `{"nodes":[{"worker_id":1,"addr":"node.test:` + plainPort + `"}]}`
+	plain.list.Store(&list)
 	_, securePort, _ := net.SplitHostPort(strings.TrimPrefix(secure.URL, "https://"))
 	ca := t.TempDir() + "/ca.der"
 	if err := os.WriteFile(ca, secure.Certificate().Raw, 0o600); err != nil {
@@ -237,7 +239,8 @@ func TestProxyFromEnvironment(t *testing.T) {
 	}
 	t.Logf("child:\n%s", out)
 	seen := proxy.requests()
-	for _, want := range []string{"GET http://node.test:" + plainPort + "/ids?count=1", "CONNECT example.com:" + securePort} {
+	for _, want := range []string{"GET http://node.test:" + plainPort + "/ids?count=1", "CONNECT example.com:" + securePort,
+		"GET http://node.test:" + plainPort + "/cluster/nodes"} {
 		if !slices.Contains(seen, want) {
 			t.Errorf("the proxy saw %q, want %q among them", seen, want)
 		}
@@ -279,6 +282,14 @@ func proxyChild(t *testing.T, nodes []string) {
 				t.Fatalf("Next #%d from %s through the proxy: %d, %v", i, tc.node, id, err)
 			}
 		}
+	}
+	d, err := NewBootstrap(ctx, BootstrapConfig{Seeds: []string{nodes[0]}, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("bootstrap from %s through the proxy: %v", nodes[0], err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if id, err := newClient(t, Config{Discovery: d, Attempts: 1}).Next(ctx); err != nil || id <= 0 {
+		t.Fatalf("Next from the bootstrap's nodes through the proxy: %d, %v", id, err)
 	}
 	c := newClient(t, Config{Servers: []string{nodes[2]}, Attempts: 1, Timeout: 2 * time.Second})
 	id, err := c.Next(ctx)
