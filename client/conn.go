@@ -144,11 +144,11 @@ func (d dialer) dial(addr string, deadline time.Time) (net.Conn, route, error) {
 	if err != nil {
 		return nil, route{}, err
 	}
-	rt := route{auth: proxyAuth(proxy)}
+	auth := proxyAuth(proxy)
 	if d.tls == nil {
-		return nc, route{prefix: "http://" + addr, auth: rt.auth}, nil
+		return nc, route{prefix: "http://" + addr, auth: auth}, nil
 	}
-	if err := connect(nc, addr, rt.auth, deadline); err != nil {
+	if err := connect(nc, addr, auth, deadline); err != nil {
 		_ = nc.Close()
 		return nil, route{}, fmt.Errorf("proxy %s: %w", proxy.Redacted(), err)
 	}

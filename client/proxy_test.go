@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -131,6 +133,9 @@ func startForwardProxy(t *testing.T) *forwardProxy {
 			return
 		}
 		p.record(r.Method + " " + r.RequestURI)
+		if a := r.Header.Get("Proxy-Authorization"); a != "" {
+			p.record("Proxy-Authorization: " + a)
+		}
 		req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+loopback(r.URL.Host)+r.URL.RequestURI(), nil)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -297,4 +302,51 @@ func proxyChild(t *testing.T, nodes []string) {
 		t.Fatalf("Next from %s, in NO_PROXY: %d through the proxy, want a failed direct dial", nodes[2], id)
 	}
 	t.Logf("%s, in NO_PROXY, dialled directly: %v", nodes[2], err)
+}
+
+// withProxy makes c's new connections go through proxy, whatever the
+// environment says.
+func withProxy(c *Client, proxy string) {
+	p := c.pool.(*pool)
+	d := dialer{ctx: context.Background(), tls: c.cfg.TLS, proxy: func(*http.Request) (*url.URL, error) { return url.Parse(proxy) }}
+	p.dial = d.dial
+}
+
+// What the proxy's URL says is taken or refused in words: its credentials
+// go as Proxy-Authorization, a SOCKS proxy is refused naming its scheme, a
+// tunnel the proxy refuses names the proxy's status.
+func TestProxyURL(t *testing.T) {
+	node := startFake(t, 1, nil)
+	_, port, _ := net.SplitHostPort(node.addr)
+	ctx := context.Background()
+	t.Run("credentials", func(t *testing.T) {
+		proxy := startForwardProxy(t)
+		c := newClient(t, Config{Servers: []string{"node.test:" + port}, Attempts: 1})
+		withProxy(c, strings.Replace(proxy.url, "http://", "http://ann:s%20cret@", 1))
+		if _, err := c.Next(ctx); err != nil {
+			t.Fatalf("Next through the proxy: %v", err)
+		}
+		want := "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("ann:s cret"))
+		if seen := proxy.requests(); !slices.Contains(seen, want) {
+			t.Fatalf("the proxy saw %q, want %q among them", seen, want)
+		}
+	})
+	t.Run("socks", func(t *testing.T) {
+		c := newClient(t, Config{Servers: []string{"node.test:" + port}, Attempts: 1})
+		withProxy(c, "socks5://127.0.0.1:1080")
+		if _, err := c.Next(ctx); err == nil || !strings.Contains(err.Error(), `scheme "socks5" not supported`) {
+			t.Fatalf("Next through a SOCKS proxy: %v, want the scheme refused", err)
+		}
+	})
+	t.Run("tunnel refused", func(t *testing.T) {
+		refuse := startRaw(t, func(w io.Writer) error {
+			_, err := io.WriteString(w, "HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n")
+			return err
+		})
+		c := newClient(t, Config{Servers: []string{"node.test:" + port}, Attempts: 1, TLS: &tls.Config{MinVersion: tls.VersionTLS12}})
+		withProxy(c, "http://"+refuse.addr)
+		if _, err := c.Next(ctx); err == nil || !strings.Contains(err.Error(), "CONNECT node.test:"+port+": the proxy answered status 407") {
+			t.Fatalf("Next through a proxy that refuses the tunnel: %v", err)
+		}
+	})
 }
