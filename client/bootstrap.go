@@ -83,7 +83,7 @@ func NewBootstrap(ctx context.Context, cfg BootstrapConfig) (*Bootstrap, error) 
 		return bad("give Seeds")
 	}
 	for _, s := range cfg.Seeds {
-		if !isHostPort(s) {
+		if wire.CheckHostPort(s) != nil {
 			return bad("seed %q is not host:port", s)
 		}
 	}
@@ -261,7 +261,7 @@ func (b *Bootstrap) fetch(ctx context.Context, addr string) ([]string, error) {
 	}
 	out := make([]string, 0, len(nb.Nodes))
 	for _, n := range nb.Nodes {
-		if !isHostPort(n.Addr) {
+		if wire.CheckHostPort(n.Addr) != nil {
 			return nil, fmt.Errorf("%s: node list entry %q is not host:port", addr, n.Addr)
 		}
 		if !slices.Contains(out, n.Addr) {

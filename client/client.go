@@ -76,7 +76,6 @@ import (
 	"log/slog"
 	"maps"
 	"math"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -332,7 +331,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("give Servers or Discovery, not both")
 	}
 	for _, s := range cfg.Servers {
-		if !isHostPort(s) {
+		if wire.CheckHostPort(s) != nil {
 			return bad("server %q is not host:port", s)
 		}
 	}
@@ -727,14 +726,4 @@ func (c *Client) Close() error {
 	c.pool.close() // requests in flight fail at once
 	c.done.Wait()
 	return nil
-}
-
-// isHostPort reports whether s is a host:port address.
-func isHostPort(s string) bool {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil || host == "" {
-		return false
-	}
-	p, err := strconv.Atoi(port)
-	return err == nil && strconv.Itoa(p) == port && p > 0 && p < 65536
 }
