@@ -67,6 +67,18 @@ func (a adminFlags) check(cmd string, stderr io.Writer) bool {
 	return true
 }
 
+// open returns the coordinator.Admin of the flags (false: exit with code,
+// the error said after cmd).
+func (a adminFlags) open(cmd string, stderr io.Writer) (adm *coordinator.Admin, code int, ok bool) {
+	opts, _ := a.tls.adminOptions() // check loaded them
+	adm, err := coordinator.NewAdmin(splitList(*a.zk), *a.auth, *a.timeout, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return nil, adminExit(err), false
+	}
+	return adm, exitOK, true
+}
+
 // adminExit is the exit status of a coordinator error: 2 for what the
 // operator asked that cannot be (bad values, settings that differ, a
 // cluster or node key that does not exist, a lease held), 1 otherwise.
@@ -146,24 +158,27 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	ctx := context.Background()
-	servers := splitList(*a.zk)
-	opts, _ := a.tls.adminOptions() // check loaded them
+	adm, code, ok := a.open(cmd, stderr)
+	if !ok {
+		return code
+	}
+	defer adm.Close()
 	switch sub {
 	case "create":
-		return clusterCreate(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, createFlags{*layout, *epoch, *unit, *geneBits, *workerRange, *recycleAfter, *ignoreTomb}, stdout, stderr, opts...)
+		return clusterCreate(ctx, cmd, pos[0], adm, createFlags{*layout, *epoch, *unit, *geneBits, *workerRange, *recycleAfter, *ignoreTomb}, stdout, stderr)
 	case "set":
-		return clusterSet(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, fs, *recycleAfter, stdout, stderr, opts...)
+		return clusterSet(ctx, cmd, pos[0], adm, fs, *recycleAfter, stdout, stderr)
 	case "list":
-		return clusterList(ctx, cmd, servers, *a.auth, *a.timeout, *asJSON, stdout, stderr, opts...)
+		return clusterList(ctx, cmd, adm, *asJSON, stdout, stderr)
 	}
 	if sub == "purge" {
-		return clusterPurge(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, *yes, stdout, stderr, opts...)
+		return clusterPurge(ctx, cmd, pos[0], adm, *yes, stdout, stderr)
 	}
 	if !*yes {
 		fmt.Fprintf(stderr, "%s: deleting cluster %q removes its znodes (its tombstone keeps the fence and the tags' max_ids a cluster created again under the name starts after): add --yes to do it\n", cmd, pos[0])
 		return exitUsage
 	}
-	if err := coordinator.DeleteCluster(ctx, servers, *a.auth, pos[0], *a.timeout, opts...); err != nil {
+	if err := adm.DeleteCluster(ctx, pos[0]); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return adminExit(err)
 	}
@@ -172,12 +187,12 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 }
 
 // clusterPurge is "snowflakectl cluster purge": forget a tombstone.
-func clusterPurge(ctx context.Context, cmd, name string, servers []string, auth string, timeout time.Duration, yes bool, stdout, stderr io.Writer, opts ...coordinator.AdminOption) int {
+func clusterPurge(ctx context.Context, cmd, name string, adm *coordinator.Admin, yes bool, stdout, stderr io.Writer) int {
 	if !yes {
 		fmt.Fprintf(stderr, "%s: purging the tombstone of %q forgets the fence and the tags' max_ids a cluster or tag created again under the name starts after, so their IDs may be issued again: add --yes to do it\n", cmd, name)
 		return exitUsage
 	}
-	res, err := coordinator.PurgeTombstone(ctx, servers, auth, name, timeout, opts...)
+	res, err := adm.PurgeTombstone(ctx, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return adminExit(err)
@@ -226,13 +241,13 @@ func (f createFlags) spec(now time.Time) (coordinator.ClusterSpec, error) {
 	return coordinator.ClusterSpec{Layout: l, WorkerIDs: r, RecycleAfter: f.recycleAfter, IgnoreTombstone: f.ignoreTombstone}, nil
 }
 
-func clusterCreate(ctx context.Context, cmd, name string, servers []string, auth string, timeout time.Duration, f createFlags, stdout, stderr io.Writer, opts ...coordinator.AdminOption) int {
+func clusterCreate(ctx context.Context, cmd, name string, adm *coordinator.Admin, f createFlags, stdout, stderr io.Writer) int {
 	spec, err := f.spec(time.Now())
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return exitUsage
 	}
-	res, err := coordinator.CreateCluster(ctx, servers, auth, name, spec, timeout, opts...)
+	res, err := adm.CreateCluster(ctx, name, spec)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return adminExit(err)
@@ -283,8 +298,7 @@ const layoutFixed = "the layout gives the cluster's IDs their meaning: with anot
 
 // clusterSet is "snowflakectl cluster set": it changes the settings that
 // may change on an existing cluster and refuses the others (exit 2).
-func clusterSet(ctx context.Context, cmd, name string, servers []string, auth string, timeout time.Duration, fs *flag.FlagSet, recycleAfter time.Duration,
-	stdout, stderr io.Writer, opts ...coordinator.AdminOption) int {
+func clusterSet(ctx context.Context, cmd, name string, adm *coordinator.Admin, fs *flag.FlagSet, recycleAfter time.Duration, stdout, stderr io.Writer) int {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	refused := false
@@ -304,7 +318,7 @@ func clusterSet(ctx context.Context, cmd, name string, servers []string, auth st
 		fmt.Fprintf(stderr, "%s: --recycle-after %s: want 1ms or more\n", cmd, recycleAfter)
 		return exitUsage
 	}
-	res, err := coordinator.SetCluster(ctx, servers, auth, name, coordinator.ClusterChange{RecycleAfter: recycleAfter}, timeout, opts...)
+	res, err := adm.SetCluster(ctx, name, coordinator.ClusterChange{RecycleAfter: recycleAfter})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return adminExit(err)
@@ -322,8 +336,8 @@ func clusterSet(ctx context.Context, cmd, name string, servers []string, auth st
 	return exitOK
 }
 
-func clusterList(ctx context.Context, cmd string, servers []string, auth string, timeout time.Duration, asJSON bool, stdout, stderr io.Writer, opts ...coordinator.AdminOption) int {
-	rows, err := coordinator.ListClusters(ctx, servers, auth, timeout, opts...)
+func clusterList(ctx context.Context, cmd string, adm *coordinator.Admin, asJSON bool, stdout, stderr io.Writer) int {
+	rows, err := adm.ListClusters(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return adminExit(err)
@@ -405,13 +419,17 @@ func node(args []string, stdout, stderr io.Writer) int {
 	if !a.check(cmd, stderr) {
 		return exitUsage
 	}
-	opts, _ := a.tls.adminOptions() // check loaded them
-	res, err := coordinator.Retire(context.Background(), splitList(*a.zk), *a.auth, *cluster, pos[0], *a.timeout, opts...)
+	adm, code, ok := a.open(cmd, stderr)
+	if !ok {
+		return code
+	}
+	defer adm.Close()
+	res, err := adm.Retire(context.Background(), *cluster, pos[0])
 	if err != nil {
 		msg := err.Error()
 		if errors.Is(err, coordinator.ErrLeaseHeld) {
 			msg = heldLease(msg, *sessionTimeout, func() (coordinator.WorkerInfo, bool) {
-				return workerRow(splitList(*a.zk), *cluster, *a.auth, pos[0], *a.timeout, opts...)
+				return workerRow(adm, *cluster, pos[0])
 			})
 		}
 		fmt.Fprintf(stderr, "%s: %s\n", cmd, msg)
@@ -497,8 +515,8 @@ func nodeAnswers(addr string, timeout time.Duration) (why string, ok bool) {
 
 // workerRow reads the forever znode row of nodeKey in cluster (false when
 // it cannot be read).
-func workerRow(servers []string, cluster, auth, nodeKey string, timeout time.Duration, opts ...coordinator.AdminOption) (coordinator.WorkerInfo, bool) {
-	rows, err := coordinator.ListWorkers(context.Background(), servers, cluster, auth, timeout, opts...)
+func workerRow(adm *coordinator.Admin, cluster, nodeKey string) (coordinator.WorkerInfo, bool) {
+	rows, err := adm.ListWorkers(context.Background(), cluster)
 	if err != nil {
 		return coordinator.WorkerInfo{}, false
 	}
