@@ -68,7 +68,8 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 	if err := cs[0].Close(context.Background(), 1_700_000_000_123); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	rows, err := ListWorkers(context.Background(), srv, "test", "", 5*time.Second)
+	adm := testAdmin(t, srv, "", 5*time.Second)
+	rows, err := adm.ListWorkers(context.Background(), "test")
 	if err != nil {
 		t.Fatalf("ListWorkers: %v", err)
 	}
@@ -76,7 +77,7 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 	if r.LeaseHeld || r.InService || r.Fence != 1_700_000_000_123 || r.Version != "v1.2.0" {
 		t.Fatalf("closed node's row %+v", r)
 	}
-	if _, err := ListWorkers(context.Background(), srv, "nosuch", "", 5*time.Second); err == nil || !strings.Contains(err.Error(), "does not exist") {
+	if _, err := adm.ListWorkers(context.Background(), "nosuch"); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("ListWorkers of a missing cluster: %v", err)
 	}
 }
@@ -85,7 +86,7 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 // holds its lease and is in service, with its address and version.
 func checkLiveWorkers(t *testing.T, srv []string, ids map[int64]string, portFor func(string) string) {
 	t.Helper()
-	rows, err := ListWorkers(context.Background(), srv, "test", "", 5*time.Second)
+	rows, err := testAdmin(t, srv, "", 5*time.Second).ListWorkers(context.Background(), "test")
 	if err != nil {
 		t.Fatalf("ListWorkers: %v", err)
 	}
@@ -511,7 +512,7 @@ func TestIntegration_MalformedZnodes(t *testing.T) {
 		t.Fatalf("Peers = %v, %v; want none (garbage skipped)", peers, err)
 	}
 	// ListWorkers shows the problems as rows.
-	rows, err := ListWorkers(context.Background(), srv, "test", "", 5*time.Second)
+	rows, err := testAdmin(t, srv, "", 5*time.Second).ListWorkers(context.Background(), "test")
 	if err != nil {
 		t.Fatalf("ListWorkers: %v", err)
 	}
@@ -1064,7 +1065,7 @@ func TestIntegration_OpenACLsRefusedWithCredentials(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cluster := strings.ReplaceAll(tc.name, " ", "-")
 			base := "/snowflaked/" + cluster
-			if _, err := CreateCluster(context.Background(), srv, auth, cluster, spec, 10*time.Second); err != nil {
+			if _, err := testAdmin(t, srv, auth, 10*time.Second).CreateCluster(context.Background(), cluster, spec); err != nil {
 				t.Fatalf("create %s: %v", cluster, err)
 			}
 			if tc.opened != "" { // one znode open, as a squatter (or a node run without credentials) would have made it
@@ -1091,7 +1092,7 @@ func TestIntegration_OpenACLsRefusedWithCredentials(t *testing.T) {
 			cfg := testConfig(t, srv, "node")
 			cfg.Cluster, cfg.Auth, cfg.CreateCluster, cfg.RecycleAfter = cluster, auth, false, 0
 			_, err := newCoord(t, cfg).Claim(context.Background(), Prior{})
-			_, cerr := CreateCluster(context.Background(), srv, auth, cluster, spec, 10*time.Second)
+			_, cerr := testAdmin(t, srv, auth, 10*time.Second).CreateCluster(context.Background(), cluster, spec)
 			if !tc.wantErr {
 				if err != nil || cerr != nil {
 					t.Fatalf("a cluster created with credentials: claim %v, create %v", err, cerr)

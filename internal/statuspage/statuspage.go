@@ -61,7 +61,7 @@ type Source interface {
 	// table out.
 	Self() nodestate.Snapshot
 	// Workers lists the cluster's workers as ZooKeeper knows them (e.g.
-	// coordinator.ListWorkers), this node included; ctx bounds the call.
+	// coordinator.Admin.ListWorkers), this node included; ctx bounds the call.
 	// In standalone mode it returns nil, nil.
 	Workers(ctx context.Context) ([]coordinator.WorkerInfo, error)
 }

@@ -46,7 +46,12 @@ func clusterArgs(dir, zk, cluster, nodeKey string, extra ...string) []string {
 // workerRows reads the cluster's table from ZooKeeper, by node key.
 func workerRows(t *testing.T, zk *zkharness.Cluster, cluster string) map[string]coordinator.WorkerInfo {
 	t.Helper()
-	rows, err := coordinator.ListWorkers(context.Background(), strings.Split(zk.ConnectString(), ","), cluster, "", 10*time.Second)
+	adm, err := coordinator.NewAdmin(strings.Split(zk.ConnectString(), ","), "", 10*time.Second)
+	if err != nil {
+		t.Fatalf("NewAdmin: %v", err)
+	}
+	defer adm.Close()
+	rows, err := adm.ListWorkers(context.Background(), cluster)
 	if err != nil {
 		t.Fatalf("ListWorkers: %v", err)
 	}
