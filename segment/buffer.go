@@ -501,6 +501,29 @@ func (k work) String() string {
 	return "range load"
 }
 
+// needWork says whether the worker of kind has work now (the load worker:
+// a load a Take asked for, or the check of an unverified buffer; the mark
+// worker: a mark to write), and the mark a write would persist.
+func (b *tagBuf) needWork(kind work, now time.Time) (need bool, target int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	need = b.needLoadLocked() && b.asked.Load() || !b.verified
+	if kind == markWork {
+		b.noteRateLocked(now)
+		need = b.needMarkLocked()
+	}
+	return need, b.issued + max(b.chunkLocked(), int64(b.want))
+}
+
+// doWork does one piece of the work of kind: a load, or a state write
+// persisting target.
+func (b *tagBuf) doWork(kind work, target int64) error {
+	if kind == markWork {
+		return b.svc.persist(b, target)
+	}
+	return b.load()
+}
+
 // worker does one kind of work for the Takes until the service closes:
 // moving the mark (the state file) or loading ranges (ZooKeeper). They run
 // apart so that a ZooKeeper that hangs (an Alloc waits up to LoadTimeout)
@@ -576,14 +599,7 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 			default:
 			}
 			now := time.Now()
-			b.mu.Lock()
-			need := b.needLoadLocked() && b.asked.Load() || !b.verified
-			if kind == markWork {
-				b.noteRateLocked(now)
-				need = b.needMarkLocked()
-			}
-			target := b.issued + max(b.chunkLocked(), int64(b.want))
-			b.mu.Unlock()
+			need, target := b.needWork(kind, now)
 			if !need && watcher != nil && watch == nil {
 				b.mu.Lock()
 				verified := b.verified
@@ -608,12 +624,7 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 				retryIn(rc.wait(now, true))
 				break
 			}
-			var err error
-			if kind == markWork {
-				err = b.svc.persist(b, target)
-			} else {
-				err = b.load()
-			}
+			err := b.doWork(kind, target)
 			if err == nil {
 				rc.ok()
 				continue

@@ -72,23 +72,9 @@ func (s *ZKStore) alloc(ctx context.Context, tag string, inc, step, above int64,
 	if err := s.checkIncarnation(ctx, tag, inc); err != nil {
 		return Range{}, Tag{}, err
 	}
-	var returned []Range
 	if period == "" {
-		var err error
-		if returned, err = s.returned(ctx, tag, inc); err != nil {
-			return Range{}, Tag{}, err
-		}
-	}
-	for _, r := range returned {
-		if r.Lo < above {
-			continue
-		}
-		t, took, err := s.take(ctx, tag, inc, r)
-		if err != nil {
-			return Range{}, Tag{}, err
-		}
-		if took {
-			return r, t, nil
+		if r, t, took, err := s.takeReturned(ctx, tag, inc, above); err != nil || took {
+			return r, t, err
 		}
 	}
 	for range maxCASAttempts {
@@ -158,6 +144,28 @@ func (s *ZKStore) alloc(ctx context.Context, tag string, inc, step, above int64,
 		return Range{}, Tag{}, fmt.Errorf("alloc %q: advance max_id: %w", tag, zkclient.Unavailable(err))
 	}
 	return Range{}, Tag{}, fmt.Errorf("alloc %q: lost the compare-and-set %d times", tag, maxCASAttempts)
+}
+
+// takeReturned takes the first returned range of tag's incarnation inc
+// that starts at or above above, if one is left (took).
+func (s *ZKStore) takeReturned(ctx context.Context, tag string, inc, above int64) (Range, Tag, bool, error) {
+	returned, err := s.returned(ctx, tag, inc)
+	if err != nil {
+		return Range{}, Tag{}, false, err
+	}
+	for _, r := range returned {
+		if r.Lo < above {
+			continue
+		}
+		t, took, err := s.take(ctx, tag, inc, r)
+		if err != nil {
+			return Range{}, Tag{}, false, err
+		}
+		if took {
+			return r, t, true, nil
+		}
+	}
+	return Range{}, Tag{}, false, nil
 }
 
 // take deletes the returned range r of incarnation inc, in one multi with
