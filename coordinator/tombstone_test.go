@@ -111,21 +111,8 @@ func TestIntegration_ClusterTombstone(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A node holds ranges of tag t: refused, naming it.
-		base := "/snowflaked/" + name + "/segments"
-		for _, p := range []string{base, base + "/t", base + "/t/holders"} {
-			data := []byte(nil)
-			if p == base+"/t" {
-				data = []byte(`{"max_id":7001,"start":1,"step":1000,"max_step":10000}`)
-			}
-			if _, err := raw.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		holder, err := raw.Create(base+"/t/holders/node-x", []byte(`{"held":[{"Lo":6001,"Hi":7001}]}`), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = DeleteCluster(ctx, srv, "", name, 5*time.Second)
+		holder := holdTagRanges(t, raw, name)
+		err := DeleteCluster(ctx, srv, "", name, 5*time.Second)
 		if !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), "tag t: node node-x (ranges [6001,7001))") {
 			t.Fatalf("DeleteCluster while a node holds ranges: %v; want ErrLeaseHeld naming it", err)
 		}
@@ -135,14 +122,7 @@ func TestIntegration_ClusterTombstone(t *testing.T) {
 		if err := DeleteCluster(ctx, srv, "", name, 5*time.Second); err != nil {
 			t.Fatalf("DeleteCluster: %v", err)
 		}
-		tomb, ok, _, err := readTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, name)
-		if err != nil || !ok || tomb.FenceMS != ahead {
-			t.Fatalf("tombstone %+v, %v, %v; want fence %d", tomb, ok, err, ahead)
-		}
-		tt, ok, _, err := zkclient.ReadTagTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, name, "t")
-		if err != nil || !ok || tt.MaxID != 7001 {
-			t.Fatalf("tag tombstone %+v, %v, %v; want max_id 7001", tt, ok, err)
-		}
+		checkTombstones(t, raw, name, ahead, 7001)
 
 		cfg = testConfig(t, srv, "tomb-b")
 		cfg.Cluster = name
@@ -166,6 +146,44 @@ func TestIntegration_ClusterTombstone(t *testing.T) {
 	}
 	if _, err := PurgeTombstone(ctx, srv, "", "tomb", 5*time.Second); !errors.Is(err, ErrNoCluster) {
 		t.Fatalf("PurgeTombstone again: %v, want ErrNoCluster", err)
+	}
+}
+
+// holdTagRanges makes cluster name's tag t (max_id 7001) with node-x (an
+// ephemeral of raw's session) holding its ranges [6001,7001), and returns
+// the holder's path.
+func holdTagRanges(t *testing.T, raw *zk.Conn, name string) string {
+	t.Helper()
+	base := "/snowflaked/" + name + "/segments"
+	for _, p := range []string{base, base + "/t", base + "/t/holders"} {
+		data := []byte(nil)
+		if p == base+"/t" {
+			data = []byte(`{"max_id":7001,"start":1,"step":1000,"max_step":10000}`)
+		}
+		if _, err := raw.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder, err := raw.Create(base+"/t/holders/node-x", []byte(`{"held":[{"Lo":6001,"Hi":7001}]}`), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return holder
+}
+
+// checkTombstones checks the tombstones deleted cluster name left: its
+// own, with fence, and tag t's, with maxID.
+func checkTombstones(t *testing.T, raw *zk.Conn, name string, fence, maxID int64) {
+	t.Helper()
+	ctx := context.Background()
+	z := zkclient.Client{Conn: raw, Timeout: 5 * time.Second}
+	tomb, ok, _, err := readTombstone(ctx, z, name)
+	if err != nil || !ok || tomb.FenceMS != fence {
+		t.Fatalf("tombstone %+v, %v, %v; want fence %d", tomb, ok, err, fence)
+	}
+	tt, ok, _, err := zkclient.ReadTagTombstone(ctx, z, name, "t")
+	if err != nil || !ok || tt.MaxID != maxID {
+		t.Fatalf("tag tombstone %+v, %v, %v; want max_id %d", tt, ok, err, maxID)
 	}
 }
 
