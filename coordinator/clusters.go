@@ -203,6 +203,25 @@ type adminOptions struct{ dial zkconn.Dialer }
 // an in-memory ZooKeeper).
 func WithAdminDial(d zkconn.Dialer) AdminOption { return func(o *adminOptions) { o.dial = d } }
 
+// checkClusterSpec sets spec's defaults (RecycleAfter 0: the default) and
+// checks it, returning its worker IDs; errors wrap ErrInvalidConfig.
+func checkClusterSpec(spec *ClusterSpec) (WorkerRange, error) {
+	if spec.RecycleAfter == 0 {
+		spec.RecycleAfter = DefaultRecycleAfter
+	}
+	ids, err := spec.WorkerIDs.resolve(spec.Layout)
+	switch {
+	case err != nil:
+		return WorkerRange{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	case spec.RecycleAfter < time.Millisecond:
+		return WorkerRange{}, fmt.Errorf("%w: recycle-after %v is below 1ms", ErrInvalidConfig, spec.RecycleAfter)
+	}
+	if err := spec.Layout.Validate(time.Now()); err != nil {
+		return WorkerRange{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	return ids, nil
+}
+
 // CreateCluster creates cluster with spec's settings, on purpose (the
 // command behind snowflakectl cluster create). Over the tombstone of a
 // deleted cluster of the name, every claim of the new one starts after
@@ -214,18 +233,9 @@ func WithAdminDial(d zkconn.Dialer) AdminOption { return func(o *adminOptions) {
 // as Overlaps.
 func (a *Admin) CreateCluster(ctx context.Context, cluster string, spec ClusterSpec) (CreateResult, error) {
 	anyRecycleAfter := spec.RecycleAfter == 0
-	if anyRecycleAfter {
-		spec.RecycleAfter = DefaultRecycleAfter
-	}
-	ids, err := spec.WorkerIDs.resolve(spec.Layout)
-	switch {
-	case err != nil:
-		return CreateResult{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
-	case spec.RecycleAfter < time.Millisecond:
-		return CreateResult{}, fmt.Errorf("%w: recycle-after %v is below 1ms", ErrInvalidConfig, spec.RecycleAfter)
-	}
-	if err := spec.Layout.Validate(time.Now()); err != nil {
-		return CreateResult{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	ids, err := checkClusterSpec(&spec)
+	if err != nil {
+		return CreateResult{}, err
 	}
 	ctx, cancel := clock.WithTimeout(ctx, a.timeout)
 	defer cancel()

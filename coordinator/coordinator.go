@@ -366,8 +366,8 @@ func (c *Coordinator) connect(ctx context.Context) (zkconn.Conn, error) {
 }
 
 // retry runs f until it succeeds or fails for a non-transient reason;
-// transient failures are retried for up to ConnectTimeout, then reported as
-// ErrZKUnavailable.
+// transient failures (and errRetryStep) are retried for up to
+// ConnectTimeout, then reported as ErrZKUnavailable.
 func (c *Coordinator) retry(ctx context.Context, what string, f func(context.Context) error) error {
 	start := time.Now()
 	backoff := 25 * time.Millisecond
@@ -376,7 +376,7 @@ func (c *Coordinator) retry(ctx context.Context, what string, f func(context.Con
 		if err == nil {
 			return nil
 		}
-		if !zkclient.Transient(err) {
+		if !retryable(err) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if ctx.Err() != nil {

@@ -233,10 +233,10 @@ func TestIntegration_SameKeyLiveHolderRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	z := zkclient.Client{Conn: conn, Timeout: time.Second}
-	res, _, holder, err := c.tryLease(context.Background(), z, &foreverNode{path: id.Path, version: -1, workerID: id.WorkerID},
+	a, err := c.tryLease(context.Background(), z, &foreverNode{path: id.Path, version: -1, workerID: id.WorkerID},
 		&zk.CheckVersionRequest{Path: id.Path, Version: -1}, 0)
-	if err != nil || res != leaseHeldByOther || !strings.Contains(holder, `"dup"`) {
-		t.Fatalf("tryLease on a held lease: %v %q %v", res, holder, err)
+	if err != nil || a.res != leaseHeldByOther || !strings.Contains(a.holder, `"dup"`) {
+		t.Fatalf("tryLease on a held lease: %v %q %v", a.res, a.holder, err)
 	}
 }
 

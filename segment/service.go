@@ -421,7 +421,8 @@ func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
 	}
 	if b = s.tags[tag]; b == nil {
 		b = s.newBuf(tag, t)
-		b.inc, b.opaque, b.perm, b.verified = t.Incarnation, t.Opaque, perm, true
+		b.inc, b.opaque, b.perm = t.Incarnation, t.Opaque, perm
+		b.to(bufVerified)
 		s.tags[tag] = b
 		s.start(b)
 		b.kickWatch()
@@ -528,7 +529,7 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 	rest := map[*tagBuf][]Range{}
 	for _, b := range bufs {
 		b.mu.Lock()
-		b.closed = true
+		b.to(bufClosed)
 		rest[b] = b.ranges
 		b.ranges, b.held = nil, b.issued
 		b.broadcastLocked()
@@ -609,7 +610,7 @@ func (s *Service) halt() []*tagBuf {
 	s.stopLoaders(closedChan)
 	for _, b := range bufs {
 		b.mu.Lock()
-		b.closed = true
+		b.to(bufClosed)
 		b.broadcastLocked()
 		b.mu.Unlock()
 	}

@@ -142,37 +142,7 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 	}
 	if err != nil {
 		_ = bt.Close()
-		switch {
-		case errors.Is(err, segment.ErrTokenRequired):
-			ctx.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, `Bearer realm="snowflaked"`)
-			s.writeError(ctx, fasthttp.StatusUnauthorized, codeTokenRequired, "tag "+strconv.Quote(name)+" requires a token: send Authorization: Bearer <token>")
-		case errors.Is(err, segment.ErrTokenInvalid):
-			s.writeError(ctx, fasthttp.StatusForbidden, codeTokenInvalid, "the token is not valid for tag "+strconv.Quote(name))
-		case errors.Is(err, segment.ErrCountAboveMax):
-			// "max" stays the node's --max-batch; "tag_max" is the tag's
-			// ceiling, so that a client that merged several callers can
-			// ask in parts (one caller asking for more is refused).
-			tagMax := 0
-			if ce := (*segment.CountAboveMaxError)(nil); errors.As(err, &ce) {
-				tagMax = int(ce.Max)
-			}
-			writeErrorJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: errorDetail{Code: codeInvalidCount, Message: err.Error(), Max: s.maxBatch, TagMax: tagMax}})
-		case errors.Is(err, segment.ErrUnknownTag):
-			s.writeError(ctx, fasthttp.StatusNotFound, codeUnknownTag, "no tag "+strconv.Quote(name)+": create it with snowflakectl segment create")
-		case errors.Is(err, segment.ErrInvalidTag):
-			s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidTag, err.Error())
-		case errors.Is(err, segment.ErrPeriodExhausted):
-			s.unavailable(ctx, codePeriodExhausted, codePeriodExhausted, "segment", err.Error())
-		case errors.Is(err, segment.ErrExhausted):
-			s.unavailable(ctx, codeTagExhausted, codeTagExhausted, "segment", err.Error())
-		case errors.Is(err, segment.ErrTokensUnconfirmed):
-			// ZooKeeper does not answer and the tag's hashes are older
-			// than --token-stale-limit: no token is honoured, so that a
-			// rotation reaches a node cut off from ZooKeeper.
-			s.unavailable(ctx, codeTokensUnconfirmed, codeTokensUnconfirmed, "segment", err.Error())
-		default: // unavailable, closing
-			s.unavailable(ctx, codeSegmentUnavailable, codeSegmentUnavailable, "segment", err.Error())
-		}
+		s.writeTakeError(ctx, name, err)
 		return
 	}
 	bt.ids = ids
@@ -187,6 +157,42 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 	}
 	_ = bt.Close()
 	s.writeOne(ctx, ids[0], f)
+}
+
+// writeTakeError answers a failed take of tag name's IDs: the error's
+// status, code and message.
+func (s *Server) writeTakeError(ctx *fasthttp.RequestCtx, name string, err error) {
+	switch {
+	case errors.Is(err, segment.ErrTokenRequired):
+		ctx.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, `Bearer realm="snowflaked"`)
+		s.writeError(ctx, fasthttp.StatusUnauthorized, codeTokenRequired, "tag "+strconv.Quote(name)+" requires a token: send Authorization: Bearer <token>")
+	case errors.Is(err, segment.ErrTokenInvalid):
+		s.writeError(ctx, fasthttp.StatusForbidden, codeTokenInvalid, "the token is not valid for tag "+strconv.Quote(name))
+	case errors.Is(err, segment.ErrCountAboveMax):
+		// "max" stays the node's --max-batch; "tag_max" is the tag's
+		// ceiling, so that a client that merged several callers can
+		// ask in parts (one caller asking for more is refused).
+		tagMax := 0
+		if ce := (*segment.CountAboveMaxError)(nil); errors.As(err, &ce) {
+			tagMax = int(ce.Max)
+		}
+		writeErrorJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: errorDetail{Code: codeInvalidCount, Message: err.Error(), Max: s.maxBatch, TagMax: tagMax}})
+	case errors.Is(err, segment.ErrUnknownTag):
+		s.writeError(ctx, fasthttp.StatusNotFound, codeUnknownTag, "no tag "+strconv.Quote(name)+": create it with snowflakectl segment create")
+	case errors.Is(err, segment.ErrInvalidTag):
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidTag, err.Error())
+	case errors.Is(err, segment.ErrPeriodExhausted):
+		s.unavailable(ctx, codePeriodExhausted, codePeriodExhausted, "segment", err.Error())
+	case errors.Is(err, segment.ErrExhausted):
+		s.unavailable(ctx, codeTagExhausted, codeTagExhausted, "segment", err.Error())
+	case errors.Is(err, segment.ErrTokensUnconfirmed):
+		// ZooKeeper does not answer and the tag's hashes are older
+		// than --token-stale-limit: no token is honoured, so that a
+		// rotation reaches a node cut off from ZooKeeper.
+		s.unavailable(ctx, codeTokensUnconfirmed, codeTokensUnconfirmed, "segment", err.Error())
+	default: // unavailable, closing
+		s.unavailable(ctx, codeSegmentUnavailable, codeSegmentUnavailable, "segment", err.Error())
+	}
 }
 
 // writePeriod writes a reset tag's numbers in its format: text, one a
