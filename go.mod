@@ -28,6 +28,8 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	go.yaml.in/yaml/v4 v4.0.0 // indirect
+	golang.org/x/mod v0.41.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )
@@ -36,6 +38,7 @@ require (
 	codeberg.org/snowflaked/snowflaked/client v0.0.0
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/google/uuid v1.6.0
+	golang.org/x/tools v0.49.0
 )
 
 // The client is a module of its own (an application that imports it gets

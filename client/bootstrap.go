@@ -83,7 +83,7 @@ func NewBootstrap(ctx context.Context, cfg BootstrapConfig) (*Bootstrap, error) 
 		return bad("give Seeds")
 	}
 	for _, s := range cfg.Seeds {
-		if !isHostPort(s) {
+		if wire.CheckHostPort(s) != nil {
 			return bad("seed %q is not host:port", s)
 		}
 	}
@@ -108,9 +108,9 @@ func NewBootstrap(ctx context.Context, cfg BootstrapConfig) (*Bootstrap, error) 
 		// The first node asked, at random: clients started together do
 		// not all ask the same node first.
 		polls: rand.IntN(1 << 30),
-		// No proxy from the environment: the nodes are called directly,
-		// as the client calls them.
-		http: &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * cfg.Interval, TLSClientConfig: cfg.TLS}},
+		// The proxies of the environment, as the client takes them.
+		http: &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment,
+			MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * cfg.Interval, TLSClientConfig: cfg.TLS}},
 	}
 	nodes, err := b.ask(ctx, cfg.Seeds)
 	if err != nil {
@@ -261,7 +261,7 @@ func (b *Bootstrap) fetch(ctx context.Context, addr string) ([]string, error) {
 	}
 	out := make([]string, 0, len(nb.Nodes))
 	for _, n := range nb.Nodes {
-		if !isHostPort(n.Addr) {
+		if wire.CheckHostPort(n.Addr) != nil {
 			return nil, fmt.Errorf("%s: node list entry %q is not host:port", addr, n.Addr)
 		}
 		if !slices.Contains(out, n.Addr) {

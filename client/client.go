@@ -3,7 +3,9 @@
 // It finds the nodes through a Discovery (a static list; Bootstrap, which
 // asks any node for the cluster's members; or the subpackage zkdiscovery,
 // which follows ZooKeeper's alive/ znodes) and asks them for IDs over
-// keep-alive HTTP/1.1 connections of its own:
+// keep-alive HTTP/1.1 connections of its own (through the proxies of the
+// environment, HTTP_PROXY, HTTPS_PROXY and NO_PROXY, as net/http picks
+// them; an answer with a Content-Length or chunked):
 //
 //   - Next and NextN: snowflake IDs, from GET /ids?count=N;
 //   - NextSegment and NextSegmentN: the dense IDs of a tag, from
@@ -74,7 +76,6 @@ import (
 	"log/slog"
 	"maps"
 	"math"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -244,12 +245,27 @@ type Stats struct {
 	Errors    int64 // calls that returned an error
 }
 
+// transport makes a Client's requests to the nodes and owns their
+// connections.
+type transport interface {
+	// roundTrip sends GET path to addr with the header lines in header
+	// (each ending in CRLF; "" for none) and hands the answer to use; the
+	// body may be at most maxBody bytes when the status is 200.
+	roundTrip(addr, path, header string, deadline time.Time, maxBody int, use func(answer) error) error
+	// keepOnly closes the idle connections to nodes not in addrs.
+	keepOnly(addrs []string)
+	// close closes every connection, idle or in use, and refuses new ones.
+	close()
+	// conns is the number of open connections.
+	conns() int
+}
+
 // Client issues IDs from a snowflaked cluster. It is safe for concurrent
 // use. Close it when done.
 type Client struct {
 	cfg  Config
 	log  *slog.Logger
-	pool *pool
+	pool transport
 	stop chan struct{}
 	done sync.WaitGroup // batch and prefetch goroutines
 
@@ -315,7 +331,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("give Servers or Discovery, not both")
 	}
 	for _, s := range cfg.Servers {
-		if !isHostPort(s) {
+		if wire.CheckHostPort(s) != nil {
 			return bad("server %q is not host:port", s)
 		}
 	}
@@ -710,14 +726,4 @@ func (c *Client) Close() error {
 	c.pool.close() // requests in flight fail at once
 	c.done.Wait()
 	return nil
-}
-
-// isHostPort reports whether s is a host:port address.
-func isHostPort(s string) bool {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil || host == "" {
-		return false
-	}
-	p, err := strconv.Atoi(port)
-	return err == nil && strconv.Itoa(p) == port && p > 0 && p < 65536
 }

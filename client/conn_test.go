@@ -76,8 +76,10 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // An answer larger than the IDs asked for can take is refused from its
-// Content-Length, before its body is read: a node answering 100 MiB for
-// one ID costs the client a few bytes, and the call fails over.
+// Content-Length, before its body is read, or once its chunks pass the
+// bound: a node answering 100 MiB for one ID costs the client a few bytes,
+// and the call fails over. So is an answer that is not HTTP as a node or
+// a proxy speaks it.
 func TestAnswerSizeIsBounded(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -96,10 +98,48 @@ func TestAnswerSizeIsBounded(t *testing.T) {
 			}
 			return nil
 		}, "a body of 104857600 bytes"},
-		{"chunked body", func(w io.Writer) error {
-			_, err := io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n1\n\r\n0\r\n\r\n")
+		{"endless chunked body", func(w io.Writer) error {
+			if _, err := io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"); err != nil {
+				return err
+			}
+			chunk := "10000\r\n" + strings.Repeat("1", 64<<10) + "\r\n"
+			for range 1600 {
+				if _, err := io.WriteString(w, chunk); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, "a chunked body of more than the 20 bytes expected at most"},
+		{"chunked body of one-byte chunks, endless", func(w io.Writer) error {
+			if _, err := io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"); err != nil {
+				return err
+			}
+			for range 1 << 20 {
+				if _, err := io.WriteString(w, "1\r\n1\r\n"); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, "a chunked body of more than the 20 bytes expected at most"},
+		{"chunk size not hex", func(w io.Writer) error {
+			_, err := io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n1\n\r\n0\r\n\r\n")
 			return err
-		}, "Transfer-Encoding"},
+		}, `chunk size "zz"`},
+		{"chunk not followed by CRLF", func(w io.Writer) error {
+			_, err := io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n1\nxx\r\n0\r\n\r\n")
+			return err
+		}, "a chunk not followed by CRLF"},
+		{"endless chunk extension", func(w io.Writer) error {
+			if _, err := io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;x="); err != nil {
+				return err
+			}
+			_, err := w.Write([]byte(strings.Repeat("a", 1<<20)))
+			return err
+		}, "a chunk line longer than"},
+		{"a coding other than chunked", func(w io.Writer) error {
+			_, err := io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n")
+			return err
+		}, `Transfer-Encoding "gzip, chunked" (want chunked)`},
 		{"no Content-Length", func(w io.Writer) error {
 			_, err := io.WriteString(w, "HTTP/1.1 200 OK\r\n\r\n1\n")
 			return err

@@ -85,74 +85,12 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 	}
 	err := c.pool.roundTrip(addr, path, ep.header, deadline, limit, func(a answer) error {
 		status = a.status
-		switch {
-		case a.status == 200 && ep.text != nil:
-			if err := ep.text(a.body, n); err != nil {
-				err = fmt.Errorf("%s: bad answer to %s: %w", addr, ep.what, err)
-				c.markDown(addr, ep.svc, c.cfg.DownFor, err)
-				return err
-			}
-			return nil
-		case a.status == 200 && ep.uuids != nil:
-			us, err := parseUUIDs(a.body, n)
-			if err != nil {
-				err = fmt.Errorf("%s: bad answer to %d %s: %w", addr, n, ep.what, err)
-				c.markDown(addr, ep.svc, c.cfg.DownFor, err)
-				return err
-			}
-			*ep.uuids = us
-			return nil
-		case a.status == 200:
-			ids, err := parseIDs(a.body, n, !ep.unordered)
-			if err != nil && ep.svc == svcSegments {
-				if lines, lerr := parseLines(a.body, n); lerr == nil {
-					// Well-formed IDs that are not numbers: the tag prints
-					// its IDs in a format of its own (it resets by period).
-					// Every node answers alike: the node is not at fault.
-					return &RejectedError{Node: addr, Status: a.status, Message: fmt.Sprintf(
-						"the %s are text, not numbers (e.g. %q: a tag that resets by period prints its own format): use NextSegmentText", ep.what, lines[0])}
-				}
-			}
-			if err != nil {
-				err = fmt.Errorf("%s: bad answer to %d %s: %w", addr, n, ep.what, err)
-				c.markDown(addr, ep.svc, c.cfg.DownFor, err)
-				return err
-			}
-			out = ids
-			return nil
-		case a.status == 503:
-			code, text := errorText(a.body)
-			err := fmt.Errorf("%s: 503 %s", addr, text)
-			if code == wire.CodeBatchTimeout {
-				// A batch too large for the node's per-tick capacity: the
-				// request's doing, not the node's. The batch fails over,
-				// the node stays in rotation.
-				return err
-			}
-			d := c.cfg.DownFor
-			if a.retryAfter > 0 {
-				d = a.retryAfter
-			}
-			c.markDown(addr, ep.svc, d, err)
-			return err
-		case a.status == 404:
-			code, text := errorText(a.body)
-			if code == wire.CodeUnknownTag {
-				return rejected(addr, a.status, a.body)
-			}
-			// A stale address (another program now), a node without
-			// segment mode, an older version: this node cannot serve it.
-			err := fmt.Errorf("%s: 404 %s", addr, text)
-			c.markDown(addr, ep.svc, c.cfg.DownFor, err)
-			return err
-		case a.status >= 400 && a.status < 500:
-			return rejected(addr, a.status, a.body)
-		default:
-			_, text := errorText(a.body)
-			err := fmt.Errorf("%s: status %d %s", addr, a.status, text)
-			c.markDown(addr, ep.svc, c.cfg.DownFor, err)
+		if a.status == 200 {
+			var err error
+			out, err = c.served(addr, ep, n, a.body)
 			return err
 		}
+		return c.refused(addr, ep, a)
 	})
 	c.requests.Add(1)
 	if err != nil && status == 0 && !errors.Is(err, ErrClosed) {
@@ -165,6 +103,79 @@ func (c *Client) request(addr string, ep *endpoint, n int, deadline time.Time, c
 		h(RequestEvent{Node: addr, Count: n, Status: status, Err: err, Duration: time.Since(start)})
 	}
 	return out, err
+}
+
+// served takes a 200 answer's body: the IDs, or what ep's text or uuids
+// take. A body that is not what was asked for marks the node down.
+func (c *Client) served(addr string, ep *endpoint, n int, body []byte) ([]int64, error) {
+	var ids []int64
+	var err error
+	switch {
+	case ep.text != nil:
+		if err = ep.text(body, n); err != nil {
+			err = fmt.Errorf("%s: bad answer to %s: %w", addr, ep.what, err)
+		}
+	case ep.uuids != nil:
+		var us []UUID
+		if us, err = parseUUIDs(body, n); err == nil {
+			*ep.uuids = us
+		}
+	default:
+		ids, err = parseIDs(body, n, !ep.unordered)
+		if err != nil && ep.svc == svcSegments {
+			if lines, lerr := parseLines(body, n); lerr == nil {
+				// Well-formed IDs that are not numbers: the tag prints
+				// its IDs in a format of its own (it resets by period).
+				// Every node answers alike: the node is not at fault.
+				return nil, &RejectedError{Node: addr, Status: 200, Message: fmt.Sprintf(
+					"the %s are text, not numbers (e.g. %q: a tag that resets by period prints its own format): use NextSegmentText", ep.what, lines[0])}
+			}
+		}
+	}
+	if err != nil {
+		if ep.text == nil {
+			err = fmt.Errorf("%s: bad answer to %d %s: %w", addr, n, ep.what, err)
+		}
+		c.markDown(addr, ep.svc, c.cfg.DownFor, err)
+		return nil, err
+	}
+	return ids, nil
+}
+
+// refused is the error of an answer other than 200; a node that cannot
+// serve (a 5xx, a 404 that is not "unknown tag") is marked down, but for a
+// 503 batch_timeout (the request's doing).
+func (c *Client) refused(addr string, ep *endpoint, a answer) error {
+	code, text := errorText(a.body)
+	switch {
+	case a.status == 503:
+		err := fmt.Errorf("%s: 503 %s", addr, text)
+		if code == wire.CodeBatchTimeout {
+			// A batch too large for the node's per-tick capacity: the
+			// request's doing, not the node's. The batch fails over,
+			// the node stays in rotation.
+			return err
+		}
+		d := c.cfg.DownFor
+		if a.retryAfter > 0 {
+			d = a.retryAfter
+		}
+		c.markDown(addr, ep.svc, d, err)
+		return err
+	case a.status == 404 && code == wire.CodeUnknownTag:
+		return rejected(addr, a.status, a.body)
+	case a.status == 404:
+		// A stale address (another program now), a node without
+		// segment mode, an older version: this node cannot serve it.
+		err := fmt.Errorf("%s: 404 %s", addr, text)
+		c.markDown(addr, ep.svc, c.cfg.DownFor, err)
+		return err
+	case a.status >= 400 && a.status < 500:
+		return rejected(addr, a.status, a.body)
+	}
+	err := fmt.Errorf("%s: status %d %s", addr, a.status, text)
+	c.markDown(addr, ep.svc, c.cfg.DownFor, err)
+	return err
 }
 
 // isTimeout reports whether err is a deadline that passed.

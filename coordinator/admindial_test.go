@@ -18,7 +18,7 @@ func TestAdminCommandsUseTheGivenDialer(t *testing.T) {
 	servers := []string{"127.0.0.1:2181"}
 	dial := WithAdminDial(srv.Dial)
 	spec := ClusterSpec{Layout: snowflake.DefaultLayout(), WorkerIDs: WorkerRange{Lo: 2, Hi: 5}}
-	res, err := CreateCluster(context.Background(), servers, "", "test", spec, 5*time.Second, dial)
+	res, err := testAdmin(t, servers, "", 5*time.Second, dial).CreateCluster(context.Background(), "test", spec)
 	if err != nil || !res.Created {
 		t.Fatalf("CreateCluster: created %v, %v", res.Created, err)
 	}
@@ -31,10 +31,10 @@ func TestAdminCommandsUseTheGivenDialer(t *testing.T) {
 	if id.WorkerID < 2 || id.WorkerID > 5 {
 		t.Fatalf("the node claimed worker %d, outside the created cluster's range 2-5", id.WorkerID)
 	}
-	if _, err := Retire(context.Background(), servers, "", "test", "k", 5*time.Second, dial); !errors.Is(err, ErrLeaseHeld) {
+	if _, err := testAdmin(t, servers, "", 5*time.Second, dial).Retire(context.Background(), "test", "k"); !errors.Is(err, ErrLeaseHeld) {
 		t.Fatalf("Retire of the live node's key: %v, want ErrLeaseHeld", err)
 	}
-	if _, err := Retire(context.Background(), servers, "", "test", "gone", 5*time.Second, dial); !errors.Is(err, ErrUnknownNodeKey) {
+	if _, err := testAdmin(t, servers, "", 5*time.Second, dial).Retire(context.Background(), "test", "gone"); !errors.Is(err, ErrUnknownNodeKey) {
 		t.Fatalf("Retire of an unknown key: %v, want ErrUnknownNodeKey", err)
 	}
 }

@@ -24,6 +24,19 @@ import (
 // errRestart: what Claim read changed under it; start over from the listing.
 var errRestart = errors.New("forever znode changed while claiming")
 
+// errRetryStep: a claim step read something that vanished in a way that a
+// second attempt of the same step resolves (a znode deleted between a
+// listing and its read). retry treats it like a transient ZooKeeper error:
+// it tries the step again, and reports ErrZKUnavailable once ConnectTimeout
+// has passed.
+var errRetryStep = errors.New("retry this claim step")
+
+// retryable: err is worth another attempt of the same step (a transient
+// ZooKeeper failure or errRetryStep).
+func retryable(err error) bool {
+	return zkclient.Transient(err) || errors.Is(err, errRetryStep)
+}
+
 // maxClaimRounds bounds Claim's start-overs.
 const maxClaimRounds = 10
 
@@ -291,7 +304,7 @@ func (c *Coordinator) findOwn(ctx context.Context, z zkclient.Client) (*foreverN
 		return nil, fmt.Errorf("%w; its worker ID cannot be known, so this node will not guess: fix its data or delete it (this node key then gets a new worker ID)", err)
 	}
 	if errors.Is(err, zk.ErrNoNode) {
-		return nil, fmt.Errorf("%w: %v", zk.ErrConnectionClosed, err) // vanished between list and read: list again
+		return nil, fmt.Errorf("%w: %v", errRetryStep, err) // vanished between list and read: list again
 	}
 	if err != nil {
 		return nil, err
@@ -408,58 +421,85 @@ const (
 // provably gone: the caller holds the cache file's lock) is deleted, and so
 // is one of our own session left by an attempt whose SetData did not
 // commit; both give leaseRetry.
-func (c *Coordinator) tryLease(ctx context.Context, z zkclient.Client, node *foreverNode, first any, priorSession int64) (res leaseResult, session int64, holder string, err error) {
+func (c *Coordinator) tryLease(ctx context.Context, z zkclient.Client, node *foreverNode, first any, priorSession int64) (leaseAttempt, error) {
 	lp := c.p.lease(node.workerID)
 	sid := z.Conn.SessionID()
 	ld, err := json.Marshal(leaseData{NodeKey: c.cfg.NodeKey, Addr: c.cfg.Advertise, SessionID: sessionHex(sid)})
 	if err != nil {
-		return 0, 0, "", fmt.Errorf("encode lease data: %w", err)
+		return leaseAttempt{}, fmt.Errorf("encode lease data: %w", err)
 	}
 	failed, mErr := z.Multi(ctx, first, &zk.CreateRequest{Path: lp, Data: ld, Acl: c.acl, Flags: zk.FlagEphemeral})
-	changed := false
-	switch {
-	case mErr == nil:
-	case failed == 0 && (errors.Is(mErr, zk.ErrBadVersion) || errors.Is(mErr, zk.ErrNoNode)):
-		changed = true
-	case failed == 1 && errors.Is(mErr, zk.ErrNodeExists):
-	case failed == 1 && errors.Is(mErr, zk.ErrNoNode):
-		return 0, 0, "", fmt.Errorf("take lease %s: %w: the leases znode is missing", lp, mErr)
-	default:
-		return 0, 0, "", fmt.Errorf("take lease %s: %w", lp, zkclient.AuthHint(mErr))
+	changed, err := leaseMultiOutcome(lp, failed, mErr)
+	if err != nil {
+		return leaseAttempt{}, err
 	}
 	b, st, err := z.Get(ctx, lp)
 	if errors.Is(err, zk.ErrNoNode) && changed {
-		return leaseNodeChanged, 0, "", nil
+		return leaseAttempt{res: leaseNodeChanged}, nil
 	}
 	if errors.Is(err, zk.ErrNoNode) {
-		return 0, 0, "", fmt.Errorf("lease %s vanished right after the attempt: %w", lp, zk.ErrConnectionClosed) // transient: try again
+		return leaseAttempt{}, fmt.Errorf("lease %s vanished right after the attempt: %w", lp, errRetryStep)
 	}
 	if err != nil {
-		return 0, 0, "", fmt.Errorf("read lease %s: %w", lp, err)
+		return leaseAttempt{}, fmt.Errorf("read lease %s: %w", lp, err)
 	}
 	owner := st.EphemeralOwner
 	_, checkOnly := first.(*zk.CheckVersionRequest)
 	mine := owner == sid && sid != 0
 	switch {
 	case mine && mErr == nil:
-		return leaseTaken, sid, "", nil
+		return leaseAttempt{res: leaseTaken, session: sid}, nil
 	case mine && changed:
-		return leaseNodeChanged, 0, "", nil // e.g. our own claim committed with its answer lost: re-read
+		return leaseAttempt{res: leaseNodeChanged}, nil // e.g. our own claim committed with its answer lost: re-read
 	case mine && checkOnly:
-		return leaseTaken, sid, "", nil // an earlier attempt of this re-lease committed
+		return leaseAttempt{res: leaseTaken, session: sid}, nil // an earlier attempt of this re-lease committed
 	case mine, owner == priorSession && priorSession != 0:
-		if derr := z.Delete(ctx, lp, st.Version); derr != nil && !errors.Is(derr, zk.ErrNoNode) && !errors.Is(derr, zk.ErrBadVersion) {
-			return 0, 0, "", fmt.Errorf("remove the stale lease %s of session %s: %w", lp, sessionHex(owner), derr)
-		}
-		c.log.Info().Str("lease", lp).Str("session", sessionHex(owner)).Bool("own_session", owner == sid).
-			Msg("removed a stale lease: its process is gone (this process holds the cache file's lock, or it is our own leftover)")
-		return leaseRetry, 0, "", nil
+		return c.removeStaleLease(ctx, z, lp, st, sid)
 	}
-	holder = describeHolder(b, st)
+	a := leaseAttempt{res: leaseHeldByOther, holder: describeHolder(b, st)}
 	if d, err := decodeLease(b); err == nil && d.NodeKey == c.cfg.NodeKey {
-		return leaseHeldByOurKey, 0, holder, nil
+		a.res = leaseHeldByOurKey
 	}
-	return leaseHeldByOther, 0, holder, nil
+	return a, nil
+}
+
+// leaseAttempt is what one tryLease found: its result, the session that
+// holds the lease when taken, and the holder (described for logs and
+// errors) when another session holds it.
+type leaseAttempt struct {
+	res     leaseResult
+	session int64
+	holder  string
+}
+
+// leaseMultiOutcome sorts the answer of tryLease's multi: changed when the
+// op on the forever znode failed (the lease create was not attempted), an
+// error when the failure is neither that nor an existing lease.
+func leaseMultiOutcome(lp string, failed int, mErr error) (changed bool, err error) {
+	switch {
+	case mErr == nil:
+	case failed == 0 && (errors.Is(mErr, zk.ErrBadVersion) || errors.Is(mErr, zk.ErrNoNode)):
+		return true, nil
+	case failed == 1 && errors.Is(mErr, zk.ErrNodeExists):
+	case failed == 1 && errors.Is(mErr, zk.ErrNoNode):
+		return false, fmt.Errorf("take lease %s: %w: the leases znode is missing", lp, mErr)
+	default:
+		return false, fmt.Errorf("take lease %s: %w", lp, zkclient.AuthHint(mErr))
+	}
+	return false, nil
+}
+
+// removeStaleLease deletes the lease lp (read at st) of a session that is
+// provably gone (the prior process on this disk, or our own leftover); the
+// attempt is then made again (leaseRetry).
+func (c *Coordinator) removeStaleLease(ctx context.Context, z zkclient.Client, lp string, st *zk.Stat, sid int64) (leaseAttempt, error) {
+	owner := st.EphemeralOwner
+	if derr := z.Delete(ctx, lp, st.Version); derr != nil && !errors.Is(derr, zk.ErrNoNode) && !errors.Is(derr, zk.ErrBadVersion) {
+		return leaseAttempt{}, fmt.Errorf("remove the stale lease %s of session %s: %w", lp, sessionHex(owner), derr)
+	}
+	c.log.Info().Str("lease", lp).Str("session", sessionHex(owner)).Bool("own_session", owner == sid).
+		Msg("removed a stale lease: its process is gone (this process holds the cache file's lock, or it is our own leftover)")
+	return leaseAttempt{res: leaseRetry}, nil
 }
 
 // takeLease takes node's lease for Claim together with first (see
@@ -478,19 +518,18 @@ func (c *Coordinator) takeLease(ctx context.Context, z zkclient.Client, node *fo
 	var waitUntil time.Time
 	wait := max(c.staleLeaseWait(), 2*c.cfg.ReportInterval)
 	for attempt := 1; attempt <= 1000; attempt++ {
-		var res leaseResult
-		var sess int64
-		var holder string
+		var a leaseAttempt
 		if err := c.retry(ctx, "take lease", func(ctx context.Context) error {
 			var err error
-			res, sess, holder, err = c.tryLease(ctx, z, node, first, priorSession)
+			a, err = c.tryLease(ctx, z, node, first, priorSession)
 			return err
 		}); err != nil {
 			return 0, err
 		}
-		switch res {
+		holder := a.holder
+		switch a.res {
 		case leaseTaken:
-			return sess, nil
+			return a.session, nil
 		case leaseNodeChanged:
 			return 0, errRestart
 		case leaseRetry:

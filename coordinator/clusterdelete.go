@@ -40,14 +40,14 @@ const deleteClockMargin = 5 * time.Second
 // that fails half-way leaves the mark, so nothing joins what is left and
 // running the command again finishes it. A cluster that does not exist is
 // ErrNoCluster.
-func DeleteCluster(ctx context.Context, servers []string, auth, cluster string, timeout time.Duration, opts ...AdminOption) error {
-	ctx, cancel := clock.WithTimeout(ctx, max(timeout, time.Millisecond))
+func (a *Admin) DeleteCluster(ctx context.Context, cluster string) error {
+	ctx, cancel := clock.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
+	z, err := a.session(ctx, cluster)
 	if err != nil {
 		return fmt.Errorf("delete cluster %q: %w", cluster, err)
 	}
-	defer z.Conn.Close()
+	servers, auth := a.servers, a.auth
 	p := newPaths(cluster)
 	if ok, _, err := z.Exists(ctx, p.cluster); err != nil {
 		return fmt.Errorf("delete cluster %q: %w", cluster, zkclient.Unavailable(err))

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
@@ -193,31 +192,34 @@ type CreateResult struct {
 	TombstoneIgnored bool
 }
 
-// AdminOption changes how an operator command (CreateCluster, Retire,
-// ReadCluster and the others) reaches ZooKeeper.
+// AdminOption changes how an Admin (the operator commands: CreateCluster,
+// Retire, ReadCluster and the others) reaches ZooKeeper.
 type AdminOption func(*adminOptions)
 
 type adminOptions struct{ dial zkconn.Dialer }
 
-// WithAdminDial makes the command open its ZooKeeper client with d instead
+// WithAdminDial makes the Admin open its ZooKeeper session with d instead
 // of go-zookeeper over plain TCP (zkconn.TLSDial: over TLS; simulations:
 // an in-memory ZooKeeper).
 func WithAdminDial(d zkconn.Dialer) AdminOption { return func(o *adminOptions) { o.dial = d } }
 
-// openAdmin opens a session for the cluster commands.
-func openAdmin(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration, opts ...AdminOption) (zkclient.Client, error) {
-	var o adminOptions
-	for _, opt := range opts {
-		opt(&o)
+// checkClusterSpec sets spec's defaults (RecycleAfter 0: the default) and
+// checks it, returning its worker IDs; errors wrap ErrInvalidConfig.
+func checkClusterSpec(spec *ClusterSpec) (WorkerRange, error) {
+	if spec.RecycleAfter == 0 {
+		spec.RecycleAfter = DefaultRecycleAfter
 	}
-	if timeout <= 0 {
-		return zkclient.Client{}, fmt.Errorf("%w: timeout %v is not positive", ErrInvalidConfig, timeout)
+	ids, err := spec.WorkerIDs.resolve(spec.Layout)
+	switch {
+	case err != nil:
+		return WorkerRange{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	case spec.RecycleAfter < time.Millisecond:
+		return WorkerRange{}, fmt.Errorf("%w: recycle-after %v is below 1ms", ErrInvalidConfig, spec.RecycleAfter)
 	}
-	if cluster == "" {
-		cluster = "default" // only checked, never used
+	if err := spec.Layout.Validate(time.Now()); err != nil {
+		return WorkerRange{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	z, _, err := dialZK(ctx, servers, cluster, auth, timeout, zerolog.Nop(), o.dial)
-	return z, err
+	return ids, nil
 }
 
 // CreateCluster creates cluster with spec's settings, on purpose (the
@@ -229,28 +231,19 @@ func openAdmin(ctx context.Context, servers []string, cluster, auth string, time
 // settings is ErrClusterMismatch naming both (recycle-after only when
 // spec sets it). Other clusters whose worker-ID range overlaps come back
 // as Overlaps.
-func CreateCluster(ctx context.Context, servers []string, auth, cluster string, spec ClusterSpec, timeout time.Duration, opts ...AdminOption) (CreateResult, error) {
+func (a *Admin) CreateCluster(ctx context.Context, cluster string, spec ClusterSpec) (CreateResult, error) {
 	anyRecycleAfter := spec.RecycleAfter == 0
-	if anyRecycleAfter {
-		spec.RecycleAfter = DefaultRecycleAfter
+	ids, err := checkClusterSpec(&spec)
+	if err != nil {
+		return CreateResult{}, err
 	}
-	ids, err := spec.WorkerIDs.resolve(spec.Layout)
-	switch {
-	case err != nil:
-		return CreateResult{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
-	case spec.RecycleAfter < time.Millisecond:
-		return CreateResult{}, fmt.Errorf("%w: recycle-after %v is below 1ms", ErrInvalidConfig, spec.RecycleAfter)
-	}
-	if err := spec.Layout.Validate(time.Now()); err != nil {
-		return CreateResult{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
-	}
-	ctx, cancel := clock.WithTimeout(ctx, timeout)
+	ctx, cancel := clock.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
+	z, err := a.session(ctx, cluster)
 	if err != nil {
 		return CreateResult{}, fmt.Errorf("create cluster %q: %w", cluster, err)
 	}
-	defer z.Conn.Close()
+	auth := a.auth
 	want := newClusterData(spec.Layout, ids, spec.RecycleAfter)
 	res := CreateResult{}
 	p := newPaths(cluster)
@@ -384,20 +377,20 @@ type SetResult struct {
 // A value the cluster records already writes nothing (Changed false). A
 // cluster that does not exist, or that cluster delete marked as being
 // deleted, is ErrNoCluster; no setting or a bad value ErrInvalidConfig.
-func SetCluster(ctx context.Context, servers []string, auth, cluster string, change ClusterChange, timeout time.Duration, opts ...AdminOption) (SetResult, error) {
+func (a *Admin) SetCluster(ctx context.Context, cluster string, change ClusterChange) (SetResult, error) {
 	switch {
 	case change.RecycleAfter == 0:
 		return SetResult{}, fmt.Errorf("%w: set cluster %q: no setting to change", ErrInvalidConfig, cluster)
 	case change.RecycleAfter < time.Millisecond:
 		return SetResult{}, fmt.Errorf("%w: recycle-after %v is below 1ms", ErrInvalidConfig, change.RecycleAfter)
 	}
-	ctx, cancel := clock.WithTimeout(ctx, max(timeout, time.Millisecond))
+	ctx, cancel := clock.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
+	z, err := a.session(ctx, cluster)
 	if err != nil {
 		return SetResult{}, fmt.Errorf("set cluster %q: %w", cluster, err)
 	}
-	defer z.Conn.Close()
+	servers := a.servers
 	p := newPaths(cluster)
 	want := change.RecycleAfter.Milliseconds()
 	for round := 1; round <= maxClusterRounds; round++ {
@@ -509,14 +502,13 @@ func sameButRecycleAfter(d clusterData, nb []byte, ms int64) error {
 // cluster list, sorted by name, with the tombstones of deleted clusters
 // and tags (a deleted cluster's name is a row with Deleted set). A cluster
 // znode that cannot be decoded is a row with Problem set.
-func ListClusters(ctx context.Context, servers []string, auth string, timeout time.Duration, opts ...AdminOption) ([]ClusterInfo, error) {
-	ctx, cancel := clock.WithTimeout(ctx, max(timeout, time.Millisecond))
+func (a *Admin) ListClusters(ctx context.Context) ([]ClusterInfo, error) {
+	ctx, cancel := clock.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	z, err := openAdmin(ctx, servers, "", auth, timeout, opts...)
+	z, err := a.session(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("list clusters: %w", err)
 	}
-	defer z.Conn.Close()
 	names, err := clusterNames(ctx, z)
 	if err != nil {
 		return nil, fmt.Errorf("list clusters: %w", zkclient.Unavailable(err))

@@ -81,7 +81,7 @@ func TestIntegration_MissingClusterRefusedAndNothingCreated(t *testing.T) {
 	if ok, _ := exists(t, raw, "/snowflaked/prdo"); ok {
 		t.Fatal("a refused claim created /snowflaked/prdo")
 	}
-	rows, err := ListClusters(context.Background(), srv, "", 5*time.Second)
+	rows, err := testAdmin(t, srv, "", 5*time.Second).ListClusters(context.Background())
 	if err != nil || len(rows) != 1 || rows[0].Name != "prod" || rows[0].Workers != 1 {
 		t.Fatalf("ListClusters = %+v, %v; want prod alone with 1 worker", rows, err)
 	}
@@ -99,7 +99,8 @@ func TestIntegration_ClusterCreateListDelete(t *testing.T) {
 	id := mustClaim(t, c)
 	checkListedEu(t, srv)
 
-	err := DeleteCluster(ctx, srv, "", "eu", 5*time.Second)
+	adm := testAdmin(t, srv, "", 5*time.Second)
+	err := adm.DeleteCluster(ctx, "eu")
 	if !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), `node key "eu-a"`) {
 		t.Fatalf("DeleteCluster with a lease held: %v, want ErrLeaseHeld naming eu-a", err)
 	}
@@ -114,13 +115,13 @@ func TestIntegration_ClusterCreateListDelete(t *testing.T) {
 	if _, err := raw.Set(id.Path, mustMarshal(t, d), st.Version); err != nil {
 		t.Fatal(err)
 	}
-	if err := DeleteCluster(ctx, srv, "", "eu", 5*time.Second); err != nil {
+	if err := adm.DeleteCluster(ctx, "eu"); err != nil {
 		t.Fatalf("DeleteCluster: %v", err)
 	}
-	if err := DeleteCluster(ctx, srv, "", "eu", 5*time.Second); !errors.Is(err, ErrNoCluster) || !strings.Contains(err.Error(), "the clusters there are us") {
+	if err := adm.DeleteCluster(ctx, "eu"); !errors.Is(err, ErrNoCluster) || !strings.Contains(err.Error(), "the clusters there are us") {
 		t.Fatalf("DeleteCluster of a deleted cluster: %v, want ErrNoCluster", err)
 	}
-	rows, err := ListClusters(ctx, srv, "", 5*time.Second)
+	rows, err := adm.ListClusters(ctx)
 	if err != nil || len(rows) != 2 || rows[1].Name != "us" || rows[1].Deleted || rows[0].Name != "eu" || !rows[0].Deleted || rows[0].Tombstone == nil ||
 		rows[0].Tombstone.WorkerIDs != "0-511" || rows[0].Tombstone.Layout != "41/10/12" {
 		t.Fatalf("ListClusters after delete = %+v, %v; want us and eu's tombstone", rows, err)
@@ -133,22 +134,23 @@ func TestIntegration_ClusterCreateListDelete(t *testing.T) {
 func createEuAndOverlappingUs(t *testing.T, srv []string, spec ClusterSpec) {
 	t.Helper()
 	ctx := context.Background()
-	res, err := CreateCluster(ctx, srv, "", "eu", spec, 5*time.Second)
+	adm := testAdmin(t, srv, "", 5*time.Second)
+	res, err := adm.CreateCluster(ctx, "eu", spec)
 	if err != nil || !res.Created || !slices.Equal(res.Requires, []string{FeatureTagIncarnation, featureWorkerIDRange}) || len(res.Overlaps) != 0 {
 		t.Fatalf("CreateCluster eu = %+v, %v", res, err)
 	}
-	if res, err = CreateCluster(ctx, srv, "", "eu", spec, 5*time.Second); err != nil || res.Created {
+	if res, err = adm.CreateCluster(ctx, "eu", spec); err != nil || res.Created {
 		t.Fatalf("CreateCluster eu again (same settings) = %+v, %v; want no-op", res, err)
 	}
 	other := spec
 	other.WorkerIDs = WorkerRange{0, 255}
-	if _, err = CreateCluster(ctx, srv, "", "eu", other, 5*time.Second); !errors.Is(err, ErrClusterMismatch) ||
+	if _, err = adm.CreateCluster(ctx, "eu", other); !errors.Is(err, ErrClusterMismatch) ||
 		!strings.Contains(err.Error(), "--worker-id-range 0-511, asked for 0-255") {
 		t.Fatalf("CreateCluster eu with another range: %v, want ErrClusterMismatch naming both", err)
 	}
 	us := spec
 	us.WorkerIDs = WorkerRange{256, 767}
-	res, err = CreateCluster(ctx, srv, "", "us", us, 5*time.Second)
+	res, err = adm.CreateCluster(ctx, "us", us)
 	if err != nil || len(res.Overlaps) != 1 || res.Overlaps[0].Name != "eu" ||
 		!strings.Contains(res.Overlaps[0].Warning, `cluster "us" (worker IDs 256-767`) || !strings.Contains(res.Overlaps[0].Warning, `cluster "eu" (worker IDs 0-511`) ||
 		!strings.Contains(res.Overlaps[0].Warning, "may collide if they ever meet") {
@@ -161,7 +163,7 @@ func createEuAndOverlappingUs(t *testing.T, srv []string, spec ClusterSpec) {
 func checkListedEu(t *testing.T, srv []string) {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := ListClusters(ctx, srv, "", 5*time.Second)
+	rows, err := testAdmin(t, srv, "", 5*time.Second).ListClusters(ctx)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("ListClusters = %+v, %v", rows, err)
 	}
@@ -181,7 +183,7 @@ func checkDeleteRefusedWhileFenceAhead(t *testing.T, srv []string, raw *zk.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = DeleteCluster(ctx, srv, "", "eu", 5*time.Second)
+	err = testAdmin(t, srv, "", 5*time.Second).DeleteCluster(ctx, "eu")
 	if !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), "may still issue IDs until its ZooKeeper fence") {
 		t.Fatalf("DeleteCluster with a fence ahead: %v, want ErrLeaseHeld naming the fence", err)
 	}

@@ -55,7 +55,7 @@ func TestIntegration_SetClusterChangesOnlyRecycleAfter(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	raw := rawConn(t, srv, "")
 	ctx := context.Background()
-	if _, err := CreateCluster(ctx, srv, "", "ranged", ClusterSpec{Layout: snowflake.DefaultLayout(), WorkerIDs: WorkerRange{512, 1023}, RecycleAfter: time.Hour}, 5*time.Second); err != nil {
+	if _, err := testAdmin(t, srv, "", 5*time.Second).CreateCluster(ctx, "ranged", ClusterSpec{Layout: snowflake.DefaultLayout(), WorkerIDs: WorkerRange{512, 1023}, RecycleAfter: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	layoutJSON := strings.TrimSuffix(string(mustMarshal(t, snowflake.DefaultLayout())), "}")
@@ -100,7 +100,8 @@ func checkSetRecycleAfter(t *testing.T, raw *zk.Conn, srv []string, cluster stri
 	if got := strings.HasPrefix(string(before), `{"format":2,"requires":[`); got != format2 {
 		t.Fatalf("before: %s; want format 2 = %v", before, format2)
 	}
-	res, err := SetCluster(ctx, srv, "", cluster, ClusterChange{RecycleAfter: 5 * time.Minute}, 5*time.Second)
+	adm := testAdmin(t, srv, "", 5*time.Second)
+	res, err := adm.SetCluster(ctx, cluster, ClusterChange{RecycleAfter: 5 * time.Minute})
 	if err != nil || !res.Changed || res.OldRecycleAfter != old || res.RecycleAfter != 5*time.Minute {
 		t.Fatalf("SetCluster = %+v, %v; want changed %v → 5m", res, err, old)
 	}
@@ -124,7 +125,7 @@ func checkSetRecycleAfter(t *testing.T, raw *zk.Conn, srv []string, cluster stri
 		t.Fatalf("the shape changed: an old release's decode of %s: %v", after, oldDecode(after))
 	}
 
-	res, err = SetCluster(ctx, srv, "", cluster, ClusterChange{RecycleAfter: 5 * time.Minute}, 5*time.Second)
+	res, err = adm.SetCluster(ctx, cluster, ClusterChange{RecycleAfter: 5 * time.Minute})
 	if err != nil || res.Changed || res.OldRecycleAfter != 5*time.Minute {
 		t.Fatalf("SetCluster of the same value = %+v, %v; want nothing to do", res, err)
 	}
@@ -139,7 +140,8 @@ func checkSetRecycleAfter(t *testing.T, raw *zk.Conn, srv []string, cluster stri
 func checkRecycleAfterKept(t *testing.T, srv []string) {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := ListClusters(ctx, srv, "", 5*time.Second)
+	adm := testAdmin(t, srv, "", 5*time.Second)
+	rows, err := adm.ListClusters(ctx)
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("ListClusters = %+v, %v", rows, err)
 	}
@@ -151,11 +153,11 @@ func checkRecycleAfterKept(t *testing.T, srv []string) {
 	// cluster create run again (an init container's) accepts the value set
 	// unless it asks for another one.
 	spec := ClusterSpec{Layout: snowflake.DefaultLayout(), WorkerIDs: WorkerRange{512, 1023}}
-	if res, err := CreateCluster(ctx, srv, "", "ranged", spec, 5*time.Second); err != nil || res.Created || res.RecycleAfter != 5*time.Minute {
+	if res, err := adm.CreateCluster(ctx, "ranged", spec); err != nil || res.Created || res.RecycleAfter != 5*time.Minute {
 		t.Fatalf("CreateCluster without recycle-after after SetCluster = %+v, %v; want nothing to do, recycle-after 5m", res, err)
 	}
 	spec.RecycleAfter = time.Hour
-	if _, err := CreateCluster(ctx, srv, "", "ranged", spec, 5*time.Second); !errors.Is(err, ErrClusterMismatch) ||
+	if _, err := adm.CreateCluster(ctx, "ranged", spec); !errors.Is(err, ErrClusterMismatch) ||
 		!strings.Contains(err.Error(), "--recycle-after 5m0s, asked for 1h0m0s") {
 		t.Fatalf("CreateCluster with the old recycle-after after SetCluster: %v, want ErrClusterMismatch naming both", err)
 	}
@@ -201,7 +203,7 @@ func TestIntegration_SetClusterRetriesAVersionConflict(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	raw := rawConn(t, srv, "")
 	ctx := context.Background()
-	if _, err := CreateCluster(ctx, srv, "", "c", ClusterSpec{Layout: snowflake.DefaultLayout()}, 5*time.Second); err != nil {
+	if _, err := testAdmin(t, srv, "", 5*time.Second).CreateCluster(ctx, "c", ClusterSpec{Layout: snowflake.DefaultLayout()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -225,7 +227,7 @@ func TestIntegration_SetClusterRetriesAVersionConflict(t *testing.T) {
 			}
 			_, before, _ := raw.Get("/snowflaked/c")
 			want := 2*time.Hour + time.Duration(tc.meddle)*time.Minute
-			res, err := SetCluster(ctx, srv, "", "c", ClusterChange{RecycleAfter: want}, 5*time.Second, WithAdminDial(dial))
+			res, err := testAdmin(t, srv, "", 5*time.Second, WithAdminDial(dial)).SetCluster(ctx, "c", ClusterChange{RecycleAfter: want})
 			if m == nil {
 				t.Fatal("SetCluster did not use the given dialer")
 			}
@@ -253,7 +255,8 @@ func TestIntegration_SetClusterRefusals(t *testing.T) {
 	srv := serversOf(zkharness.StartStandalone(t))
 	raw := rawConn(t, srv, "")
 	ctx := context.Background()
-	if _, err := CreateCluster(ctx, srv, "", "prod", ClusterSpec{Layout: snowflake.DefaultLayout()}, 5*time.Second); err != nil {
+	adm := testAdmin(t, srv, "", 5*time.Second)
+	if _, err := adm.CreateCluster(ctx, "prod", ClusterSpec{Layout: snowflake.DefaultLayout()}); err != nil {
 		t.Fatal(err)
 	}
 	layoutJSON := string(mustMarshal(t, snowflake.DefaultLayout()))
@@ -284,7 +287,7 @@ func TestIntegration_SetClusterRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, stBefore, _ := raw.Get("/snowflaked/" + tc.cluster)
-			_, err := SetCluster(ctx, srv, "", tc.cluster, tc.change, 5*time.Second)
+			_, err := adm.SetCluster(ctx, tc.cluster, tc.change)
 			if err == nil || (tc.is != nil && !errors.Is(err, tc.is)) {
 				t.Fatalf("SetCluster: %v, want an error wrapping %v", err, tc.is)
 			}
@@ -331,7 +334,7 @@ func TestIntegration_NodeFollowsTheClustersRecycleAfter(t *testing.T) {
 	}
 	const short = 100 * time.Millisecond
 	setAt := time.Now()
-	if res, err := SetCluster(ctx, srv, "", "test", ClusterChange{RecycleAfter: short}, 5*time.Second); err != nil || !res.Changed {
+	if res, err := testAdmin(t, srv, "", 5*time.Second).SetCluster(ctx, "test", ClusterChange{RecycleAfter: short}); err != nil || !res.Changed {
 		t.Fatalf("SetCluster = %+v, %v", res, err)
 	}
 	_, err = newCoord(t, cfgFor("explicit", time.Hour)).Claim(ctx, Prior{})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
@@ -114,7 +115,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if err := zkclient.ValidateNodeKey(cfg.NodeKey); err != nil {
 		return bad("%v", err)
 	}
-	if err := zkclient.CheckHostPort(cfg.Advertise); err != nil {
+	if err := wire.CheckHostPort(cfg.Advertise); err != nil {
 		return bad("advertise address: %v", err)
 	}
 	if cfg.Auth != "" {

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/partstatus"
 	"context"
 	"errors"
 	"fmt"
@@ -366,8 +367,8 @@ func (c *Coordinator) connect(ctx context.Context) (zkconn.Conn, error) {
 }
 
 // retry runs f until it succeeds or fails for a non-transient reason;
-// transient failures are retried for up to ConnectTimeout, then reported as
-// ErrZKUnavailable.
+// transient failures (and errRetryStep) are retried for up to
+// ConnectTimeout, then reported as ErrZKUnavailable.
 func (c *Coordinator) retry(ctx context.Context, what string, f func(context.Context) error) error {
 	start := time.Now()
 	backoff := 25 * time.Millisecond
@@ -376,7 +377,7 @@ func (c *Coordinator) retry(ctx context.Context, what string, f func(context.Con
 		if err == nil {
 			return nil
 		}
-		if !zkclient.Transient(err) {
+		if !retryable(err) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if ctx.Err() != nil {
@@ -522,42 +523,10 @@ func (c *Coordinator) ResumeFromCache(r Resume) error {
 	return nil
 }
 
-// Status is a snapshot for /clock and metrics. Connected is true only with
-// a session (SessionState StateHasSession): StateConnected is a connection
-// to a server on which no session is established yet.
-type Status struct {
-	WorkerID     int64  `json:"worker_id"` // -1 before Claim/ResumeFromCache
-	Connected    bool   `json:"connected"`
-	SessionState string `json:"session_state"`
-	SessionID    string `json:"session_id,omitempty"` // "0x…"
-	// SessionTimeoutMs is the session timeout the server granted (the
-	// configured one until a session exists).
-	SessionTimeoutMs int64  `json:"session_timeout_ms"`
-	LeaseHeld        bool   `json:"lease_held"`
-	LeaseSession     string `json:"lease_session,omitempty"` // "0x…" of the session holding the lease
-	LeaseDetail      string `json:"lease_detail,omitempty"`  // why the lease is not held
-	AlivePresent     bool   `json:"alive_present"`
-	FromCache        bool   `json:"from_cache"` // serving a cached worker ID not yet confirmed by ZooKeeper
-	// LastReport is the time of the last renewal that reached ZooKeeper
-	// (0: none known); LastReportAgeMs its age (-1: none).
-	LastReport      snowflake.UnixMilli `json:"last_report_ms"`
-	LastReportAgeMs int64               `json:"last_report_age_ms"`
-	// ZKFence is the fence ZooKeeper acknowledged for this process's
-	// token: no ID beyond it. ZKFenceHeadroomMs is ZKFence - now.
-	ZKFence           snowflake.UnixMilli `json:"zk_fence_ms"`
-	ZKFenceHeadroomMs int64               `json:"zk_fence_headroom_ms"`
-	ZKFenceAheadMs    int64               `json:"zk_fence_ahead_ms"` // G (--zk-fence-ahead)
-	Token             string              `json:"token,omitempty"`   // this process's instance token
-	Incarnation       string              `json:"incarnation,omitempty"`
-	Reports           int64               `json:"reports"` // renewals that reached ZooKeeper
-	ReportFailures    int64               `json:"report_failures"`
-	// FailuresByCause splits ReportFailures: connection (ZooKeeper
-	// unreachable or the call timed out), taken_over (another claim
-	// changed the forever znode), deleted, held (skipped: the node's clock
-	// is suspect), other.
-	FailuresByCause map[string]int64 `json:"report_failures_by_cause"`
-	RenewError      string           `json:"renew_error,omitempty"` // the last renewal problem
-}
+// Status is the coordinator's state for /clock, the status page and the
+// metrics page: a plain value of internal/partstatus, below the views that
+// render it, so that a view need not import the coordinator.
+type Status = partstatus.ZK
 
 // Status returns a snapshot. It makes no ZooKeeper call.
 func (c *Coordinator) Status() Status {
@@ -571,8 +540,8 @@ func (c *Coordinator) Status() Status {
 	now := snowflake.UnixMilliNow(c.clk)
 	s := Status{
 		WorkerID: st.workerID, LeaseHeld: st.leaseHeld, AlivePresent: st.aliveOwned,
-		FromCache: st.mode == modeResumed && !st.verified, LastReport: st.lastReport,
-		LastReportAgeMs: -1, ZKFence: st.acked, ZKFenceHeadroomMs: st.acked.Sub(now).Milliseconds(),
+		FromCache: st.mode == modeResumed && !st.verified, LastReport: int64(st.lastReport),
+		LastReportAgeMs: -1, ZKFence: int64(st.acked), ZKFenceHeadroomMs: st.acked.Sub(now).Milliseconds(),
 		ZKFenceAheadMs: c.cfg.ZKFenceAhead.Milliseconds(), Token: st.token, Incarnation: st.incarnation,
 		Reports: st.reports, ReportFailures: st.failures, RenewError: st.renewErr,
 		FailuresByCause: failedBy,

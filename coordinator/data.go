@@ -7,7 +7,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -146,7 +146,7 @@ func quoteShort(b []byte) string {
 
 // decodeAlive checks the data of alive/<worker-id>: the advertised address.
 func decodeAlive(b []byte) (string, error) {
-	if len(b) > 300 || zkclient.CheckHostPort(string(b)) != nil {
+	if len(b) > 300 || wire.CheckHostPort(string(b)) != nil {
 		return "", fmt.Errorf("alive data %s is not a host:port address", quoteShort(b))
 	}
 	return string(b), nil

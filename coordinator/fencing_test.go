@@ -64,7 +64,7 @@ func TestIntegration_PartitionedHolderFencedOutBySameKeyTakeOver(t *testing.T) {
 		}
 		time.Sleep(testReport)
 	}
-	if st := a.Status(); st.LeaseHeld || !strings.Contains(st.LeaseDetail, idB.Token) || st.ZKFence != snowflake.UnixMilli(maxA) {
+	if st := a.Status(); st.LeaseHeld || !strings.Contains(st.LeaseDetail, idB.Token) || snowflake.UnixMilli(st.ZKFence) != snowflake.UnixMilli(maxA) {
 		t.Fatalf("A's status after the take-over: %+v", st)
 	}
 }

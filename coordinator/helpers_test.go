@@ -220,3 +220,15 @@ func allPeers(ctx context.Context, c *Coordinator) ([]Peer, error) {
 	}
 	return c.PeerAddrs(ctx, ids)
 }
+
+// testAdmin is an Admin on servers with auth, timeout and opts, closed
+// when the test ends.
+func testAdmin(t testing.TB, servers []string, auth string, timeout time.Duration, opts ...AdminOption) *Admin {
+	t.Helper()
+	a, err := NewAdmin(servers, auth, timeout, opts...)
+	if err != nil {
+		t.Fatalf("NewAdmin: %v", err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}

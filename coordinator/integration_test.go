@@ -68,7 +68,8 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 	if err := cs[0].Close(context.Background(), 1_700_000_000_123); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	rows, err := ListWorkers(context.Background(), srv, "test", "", 5*time.Second)
+	adm := testAdmin(t, srv, "", 5*time.Second)
+	rows, err := adm.ListWorkers(context.Background(), "test")
 	if err != nil {
 		t.Fatalf("ListWorkers: %v", err)
 	}
@@ -76,7 +77,7 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 	if r.LeaseHeld || r.InService || r.Fence != 1_700_000_000_123 || r.Version != "v1.2.0" {
 		t.Fatalf("closed node's row %+v", r)
 	}
-	if _, err := ListWorkers(context.Background(), srv, "nosuch", "", 5*time.Second); err == nil || !strings.Contains(err.Error(), "does not exist") {
+	if _, err := adm.ListWorkers(context.Background(), "nosuch"); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("ListWorkers of a missing cluster: %v", err)
 	}
 }
@@ -85,7 +86,7 @@ func TestIntegration_ThreeNodesPeersAndListWorkers(t *testing.T) {
 // holds its lease and is in service, with its address and version.
 func checkLiveWorkers(t *testing.T, srv []string, ids map[int64]string, portFor func(string) string) {
 	t.Helper()
-	rows, err := ListWorkers(context.Background(), srv, "test", "", 5*time.Second)
+	rows, err := testAdmin(t, srv, "", 5*time.Second).ListWorkers(context.Background(), "test")
 	if err != nil {
 		t.Fatalf("ListWorkers: %v", err)
 	}
@@ -232,10 +233,10 @@ func TestIntegration_SameKeyLiveHolderRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	z := zkclient.Client{Conn: conn, Timeout: time.Second}
-	res, _, holder, err := c.tryLease(context.Background(), z, &foreverNode{path: id.Path, version: -1, workerID: id.WorkerID},
+	a, err := c.tryLease(context.Background(), z, &foreverNode{path: id.Path, version: -1, workerID: id.WorkerID},
 		&zk.CheckVersionRequest{Path: id.Path, Version: -1}, 0)
-	if err != nil || res != leaseHeldByOther || !strings.Contains(holder, `"dup"`) {
-		t.Fatalf("tryLease on a held lease: %v %q %v", res, holder, err)
+	if err != nil || a.res != leaseHeldByOther || !strings.Contains(a.holder, `"dup"`) {
+		t.Fatalf("tryLease on a held lease: %v %q %v", a.res, a.holder, err)
 	}
 }
 
@@ -511,7 +512,7 @@ func TestIntegration_MalformedZnodes(t *testing.T) {
 		t.Fatalf("Peers = %v, %v; want none (garbage skipped)", peers, err)
 	}
 	// ListWorkers shows the problems as rows.
-	rows, err := ListWorkers(context.Background(), srv, "test", "", 5*time.Second)
+	rows, err := testAdmin(t, srv, "", 5*time.Second).ListWorkers(context.Background(), "test")
 	if err != nil {
 		t.Fatalf("ListWorkers: %v", err)
 	}
@@ -586,7 +587,7 @@ func TestIntegration_RenewalsMoveFenceAndLastTS(t *testing.T) {
 	waitFor(t, waitLong, "the acknowledged fence handed to the node", func() bool {
 		d, _ := readForeverData(t, raw, id.Path)
 		st := c.Status()
-		return snowflake.UnixMilli(fs.zk.Load()) == d.Fence && st.ZKFence == d.Fence
+		return snowflake.UnixMilli(fs.zk.Load()) == d.Fence && snowflake.UnixMilli(st.ZKFence) == d.Fence
 	})
 	if st := c.Status(); st.LastReportAgeMs < 0 || st.ReportFailures != 0 || !st.Connected || !st.LeaseHeld ||
 		st.ZKFenceHeadroomMs <= 0 || st.ZKFenceHeadroomMs > cfg.ZKFenceAhead.Milliseconds() || st.Token != id.Token {
@@ -766,7 +767,7 @@ func TestIntegration_ResumeFromCacheWhenZKDownAtStart(t *testing.T) {
 	})
 	waitFor(t, waitLong, "in service from the cache", func() bool { return g.Ready() })
 	waitFor(t, waitLong, "the cached ZooKeeper fence handed to the node", func() bool { return fs.zk.Load() == cachedFence })
-	if st := c.Status(); !st.FromCache || st.LeaseHeld || st.WorkerID != id.WorkerID || st.ZKFence != snowflake.UnixMilli(cachedFence) {
+	if st := c.Status(); !st.FromCache || st.LeaseHeld || st.WorkerID != id.WorkerID || snowflake.UnixMilli(st.ZKFence) != snowflake.UnixMilli(cachedFence) {
 		t.Fatalf("status while ZK is down: %+v, fence handed over %d", st, fs.zk.Load())
 	}
 	px.Unblock()
@@ -1064,7 +1065,7 @@ func TestIntegration_OpenACLsRefusedWithCredentials(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cluster := strings.ReplaceAll(tc.name, " ", "-")
 			base := "/snowflaked/" + cluster
-			if _, err := CreateCluster(context.Background(), srv, auth, cluster, spec, 10*time.Second); err != nil {
+			if _, err := testAdmin(t, srv, auth, 10*time.Second).CreateCluster(context.Background(), cluster, spec); err != nil {
 				t.Fatalf("create %s: %v", cluster, err)
 			}
 			if tc.opened != "" { // one znode open, as a squatter (or a node run without credentials) would have made it
@@ -1091,7 +1092,7 @@ func TestIntegration_OpenACLsRefusedWithCredentials(t *testing.T) {
 			cfg := testConfig(t, srv, "node")
 			cfg.Cluster, cfg.Auth, cfg.CreateCluster, cfg.RecycleAfter = cluster, auth, false, 0
 			_, err := newCoord(t, cfg).Claim(context.Background(), Prior{})
-			_, cerr := CreateCluster(context.Background(), srv, auth, cluster, spec, 10*time.Second)
+			_, cerr := testAdmin(t, srv, auth, 10*time.Second).CreateCluster(context.Background(), cluster, spec)
 			if !tc.wantErr {
 				if err != nil || cerr != nil {
 					t.Fatalf("a cluster created with credentials: claim %v, create %v", err, cerr)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
@@ -79,33 +78,26 @@ func (w WorkerInfo) ClockNote() string {
 }
 
 // ListWorkers reads a cluster's table for `snowflakectl status`: one row per
-// forever znode plus rows for leases no forever znode explains. auth is
-// "user:password" or "" (reading needs no credentials). timeout bounds the
-// whole call. Malformed znodes become rows with Problem set.
-func ListWorkers(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration, opts ...AdminOption) ([]WorkerInfo, error) {
-	_, rows, err := ReadCluster(ctx, servers, cluster, auth, timeout, opts...)
+// forever znode plus rows for leases no forever znode explains (reading
+// needs no credentials). The Admin's timeout bounds the whole call.
+// Malformed znodes become rows with Problem set.
+func (a *Admin) ListWorkers(ctx context.Context, cluster string) ([]WorkerInfo, error) {
+	_, rows, err := a.ReadCluster(ctx, cluster)
 	return rows, err
 }
 
 // ReadCluster is ListWorkers that also returns the cluster's shared
-// settings, read from the same cluster znode in the same session.
-func ReadCluster(ctx context.Context, servers []string, cluster, auth string, timeout time.Duration, opts ...AdminOption) (Settings, []WorkerInfo, error) {
-	if timeout <= 0 {
-		return Settings{}, nil, fmt.Errorf("list workers: %w: timeout %v is not positive", ErrInvalidConfig, timeout)
-	}
-	ctx, cancel := clock.WithTimeout(ctx, timeout)
+// settings, read from the same cluster znode.
+func (a *Admin) ReadCluster(ctx context.Context, cluster string) (Settings, []WorkerInfo, error) {
+	ctx, cancel := clock.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	// No check that the cluster exists first: listWorkers reads its znode
 	// and says so.
-	var o adminOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	z, p, err := dialZK(ctx, servers, cluster, auth, timeout, zerolog.Nop(), o.dial)
+	z, err := a.session(ctx, cluster)
 	if err != nil {
 		return Settings{}, nil, fmt.Errorf("list workers: %w", err)
 	}
-	defer z.Conn.Close()
+	p := newPaths(cluster)
 	cd, rows, err := listWorkers(ctx, z, p, cluster)
 	if err != nil {
 		return Settings{}, nil, fmt.Errorf("list workers: %w", zkclient.Unavailable(err))

@@ -46,7 +46,7 @@ func TestIntegration_DeleteRefusedWhileAHolderMayStillIssue(t *testing.T) {
 	if fence := fa.zk.Load(); fence <= time.Now().UnixMilli() {
 		t.Fatalf("a's acknowledged fence %d is already past: the test shows nothing", fence)
 	}
-	err := DeleteCluster(ctx, srv, "", "one", 5*time.Second)
+	err := testAdmin(t, srv, "", 5*time.Second).DeleteCluster(ctx, "one")
 	if !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), "may still issue IDs") {
 		t.Fatalf("DeleteCluster while a may still issue up to its fence: %v, want ErrLeaseHeld naming the fence", err)
 	}
@@ -71,11 +71,10 @@ func TestIntegration_DeleteMarkKeepsNodesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := rawConn(t, srv, "")
-	z, err := openAdmin(ctx, srv, "one", "", 5*time.Second)
+	z, err := testAdmin(t, srv, "", 5*time.Second).session(ctx, "one")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(z.Conn.Close)
 	if _, err := markDeleting(ctx, z, newPaths("one"), "one"); err != nil {
 		t.Fatalf("markDeleting: %v", err)
 	}
@@ -84,8 +83,9 @@ func TestIntegration_DeleteMarkKeepsNodesOut(t *testing.T) {
 	if _, err := newCoord(t, cutOffConfig(t, "b", srv, 2*time.Second)).Claim(cctx, Prior{}); !errors.Is(err, ErrUnknownFeature) || !strings.Contains(err.Error(), "being deleted") {
 		t.Fatalf("a node joining a cluster marked for deletion: %v, want ErrUnknownFeature saying it is being deleted", err)
 	}
+	adm := testAdmin(t, srv, "", 5*time.Second) // one session for every try
 	waitFor(t, waitLong, "a's two-second fence to pass the delete's margin", func() bool {
-		return DeleteCluster(ctx, srv, "", "one", 5*time.Second) == nil
+		return adm.DeleteCluster(ctx, "one") == nil
 	})
 	if ok, _ := exists(t, raw, "/snowflaked/one"); ok {
 		t.Fatal("the cluster is still there after the delete")
@@ -110,7 +110,7 @@ func TestIntegration_RetireOfALiveNodeDoesNotStick(t *testing.T) {
 	px.Block()
 	t.Cleanup(px.Unblock)
 	waitFor(t, waitLong, "the session to expire (lease gone)", func() bool { ok, _ := exists(t, raw, lease); return !ok })
-	if _, err := Retire(ctx, srv, "", "one", "live", 5*time.Second); err != nil {
+	if _, err := testAdmin(t, srv, "", 5*time.Second).Retire(ctx, "one", "live"); err != nil {
 		t.Fatalf("Retire while the lease is gone: %v", err)
 	}
 	px.Unblock()

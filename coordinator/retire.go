@@ -43,17 +43,17 @@ const maxRetireRounds = 10
 // proves its lease absent (creates and deletes it); a lease held is
 // ErrLeaseHeld naming the holder. A node key without a forever znode is
 // ErrUnknownNodeKey; a missing cluster ErrNoCluster.
-func Retire(ctx context.Context, servers []string, auth, cluster, nodeKey string, timeout time.Duration, opts ...AdminOption) (Retired, error) {
+func (a *Admin) Retire(ctx context.Context, cluster, nodeKey string) (Retired, error) {
 	if err := zkclient.ValidateNodeKey(nodeKey); err != nil {
 		return Retired{}, fmt.Errorf("retire: %w: %v", ErrInvalidConfig, err)
 	}
-	ctx, cancel := clock.WithTimeout(ctx, max(timeout, time.Millisecond))
+	ctx, cancel := clock.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
+	z, err := a.session(ctx, cluster)
 	if err != nil {
 		return Retired{}, fmt.Errorf("retire: %w", err)
 	}
-	defer z.Conn.Close()
+	servers, auth := a.servers, a.auth
 	p := newPaths(cluster)
 	acl, _ := zkclient.ACLs(auth)
 	for round := 1; round <= maxRetireRounds; round++ {

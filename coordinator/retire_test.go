@@ -30,11 +30,12 @@ func TestIntegration_RetireLetsTheNextHolderStartAfterTheFence(t *testing.T) {
 		t.Fatalf("old got worker %d, want 5", oid.WorkerID)
 	}
 
-	_, err := Retire(ctx, srv, "", "one", "old", 5*time.Second)
+	adm := testAdmin(t, srv, "", 5*time.Second)
+	_, err := adm.Retire(ctx, "one", "old")
 	if !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), `node key "old"`) {
 		t.Fatalf("Retire with the lease held: %v, want ErrLeaseHeld naming the holder", err)
 	}
-	_, err = Retire(ctx, srv, "", "one", "nobody", 5*time.Second)
+	_, err = adm.Retire(ctx, "one", "nobody")
 	if !errors.Is(err, ErrUnknownNodeKey) || !strings.Contains(err.Error(), "its node keys are old") {
 		t.Fatalf("Retire of an unknown key: %v, want ErrUnknownNodeKey listing the keys", err)
 	}
@@ -46,11 +47,11 @@ func TestIntegration_RetireLetsTheNextHolderStartAfterTheFence(t *testing.T) {
 	if _, err := newCoord(t, cfgFor("early")).Claim(ctx, Prior{}); !errors.Is(err, errNoFreeWorkerID) {
 		t.Fatalf("before the retire: Claim %v, want ErrNoFreeWorkerID", err)
 	}
-	res, err := Retire(ctx, srv, "", "one", "old", 5*time.Second)
+	res, err := adm.Retire(ctx, "one", "old")
 	if err != nil || len(res.WorkerIDs) != 1 || res.WorkerIDs[0] != 5 || res.Fence < snowflake.UnixMilli(lastIssued) || res.Already {
 		t.Fatalf("Retire = %+v, %v; want worker 5 with fence >= %d", res, err, lastIssued)
 	}
-	if res, err := Retire(ctx, srv, "", "one", "old", 5*time.Second); err != nil || !res.Already {
+	if res, err := adm.Retire(ctx, "one", "old"); err != nil || !res.Already {
 		t.Fatalf("Retire again = %+v, %v; want already retired", res, err)
 	}
 	nid := mustClaim(t, newCoord(t, cfgFor("new")))

@@ -225,23 +225,23 @@ func (r *runner) ensureLease(ctx context.Context, z zkclient.Client, sid int64) 
 		c.block(err.Error())
 		return
 	}
-	res, sess, holder, err := c.tryLease(ctx, z, node, first, 0)
+	a, err := c.tryLease(ctx, z, node, first, 0)
 	if err != nil {
 		c.setLeaseDetail(fmt.Sprintf("re-creating the lease on worker ID %d: %v", st.workerID, err))
 		r.warnOnce(fmt.Sprintf("re-creating the lease on worker ID %d failed; retrying", st.workerID), err)
 		return
 	}
-	switch res {
+	switch a.res {
 	case leaseTaken:
 		if st.reclaim && !r.completeReclaim(st.workerID, token, &written) {
 			return
 		}
 		c.mu.Lock()
-		c.st.leaseHeld, c.st.leaseSession, c.st.leaseDetail = true, sess, ""
+		c.st.leaseHeld, c.st.leaseSession, c.st.leaseDetail = true, a.session, ""
 		c.mu.Unlock()
 		r.lastWarn = ""
 		r.nextReport = time.Time{} // renew at once
-		c.log.Info().Int64("worker_id", st.workerID).Str("session", sessionHex(sess)).Msg("lease (re)established")
+		c.log.Info().Int64("worker_id", st.workerID).Str("session", sessionHex(a.session)).Msg("lease (re)established")
 	case leaseNodeChanged:
 		if st.reclaim {
 			r.reclaimChanged(ctx, z, st.path, st.workerID, token)
@@ -255,7 +255,7 @@ func (r *runner) ensureLease(ctx context.Context, z zkclient.Client, sid int64) 
 				return
 			}
 		}
-		d := fmt.Sprintf("worker ID %d is leased by %s; waiting for it to go away (never displacing a live holder)", st.workerID, holder)
+		d := fmt.Sprintf("worker ID %d is leased by %s; waiting for it to go away (never displacing a live holder)", st.workerID, a.holder)
 		c.setLeaseDetail(d)
 		r.warnOnce("cannot re-create the lease: "+d, nil)
 	}
@@ -375,7 +375,7 @@ func (c *Coordinator) verifyResumed(ctx context.Context, z zkclient.Client) erro
 	}
 	own, err := c.findOwn(ctx, z)
 	switch {
-	case err != nil && (zkclient.Transient(err) || stopping(ctx, err)):
+	case err != nil && (retryable(err) || stopping(ctx, err)):
 		return err
 	case err != nil:
 		c.block(fmt.Sprintf("serving cached worker ID %d, but this node key's forever znode cannot be used: %v", want, err))

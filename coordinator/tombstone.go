@@ -159,14 +159,13 @@ type TombstoneInfo struct {
 
 // ListTombstones reads every tombstone on the ensemble (of clusters and of
 // their tags), sorted by name.
-func ListTombstones(ctx context.Context, servers []string, auth string, timeout time.Duration, opts ...AdminOption) ([]TombstoneInfo, error) {
-	ctx, cancel := clock.WithTimeout(ctx, max(timeout, time.Millisecond))
+func (a *Admin) ListTombstones(ctx context.Context) ([]TombstoneInfo, error) {
+	ctx, cancel := clock.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	z, err := openAdmin(ctx, servers, "", auth, timeout, opts...)
+	z, err := a.session(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("list tombstones: %w", err)
 	}
-	defer z.Conn.Close()
 	return listTombstones(ctx, z)
 }
 
@@ -240,14 +239,13 @@ type PurgeResult struct {
 // under the name starts from nothing, so IDs and numbers of the deleted
 // ones may be issued again. A cluster that exists keeps the floor it was
 // created with. ErrNoCluster when there is no tombstone of the name.
-func PurgeTombstone(ctx context.Context, servers []string, auth, cluster string, timeout time.Duration, opts ...AdminOption) (PurgeResult, error) {
-	ctx, cancel := clock.WithTimeout(ctx, max(timeout, time.Millisecond))
+func (a *Admin) PurgeTombstone(ctx context.Context, cluster string) (PurgeResult, error) {
+	ctx, cancel := clock.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	z, err := openAdmin(ctx, servers, cluster, auth, timeout, opts...)
+	z, err := a.session(ctx, cluster)
 	if err != nil {
 		return PurgeResult{}, fmt.Errorf("purge the tombstone of %q: %w", cluster, err)
 	}
-	defer z.Conn.Close()
 	var res PurgeResult
 	var version int32
 	_, res.Cluster, version, err = readTombstone(ctx, z, cluster)

@@ -75,6 +75,43 @@ func TestFenceFloorWithoutTheFeatureIsRefused(t *testing.T) {
 	}
 }
 
+// holdTagRanges makes tag t of cluster name, with a node holding ranges
+// of it (an ephemeral holder znode of raw's session, whose path it
+// returns).
+func holdTagRanges(t *testing.T, raw *zk.Conn, name string) string {
+	t.Helper()
+	base := "/snowflaked/" + name + "/segments"
+	for _, p := range []string{base, base + "/t", base + "/t/holders"} {
+		data := []byte(nil)
+		if p == base+"/t" {
+			data = []byte(`{"max_id":7001,"start":1,"step":1000,"max_step":10000}`)
+		}
+		if _, err := raw.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder, err := raw.Create(base+"/t/holders/node-x", []byte(`{"held":[{"Lo":6001,"Hi":7001}]}`), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return holder
+}
+
+// checkTombstones checks the tombstone of cluster name (its fence) and
+// of its tag t (its max_id).
+func checkTombstones(t *testing.T, raw *zk.Conn, name string, fence, maxID int64) {
+	t.Helper()
+	ctx := context.Background()
+	tomb, ok, _, err := readTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, name)
+	if err != nil || !ok || tomb.Fence != snowflake.UnixMilli(fence) {
+		t.Fatalf("tombstone %+v, %v, %v; want fence %d", tomb, ok, err, fence)
+	}
+	tt, ok, _, err := zkclient.ReadTagTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, name, "t")
+	if err != nil || !ok || tt.MaxID != maxID {
+		t.Fatalf("tag tombstone %+v, %v, %v; want max_id %d", tt, ok, err, maxID)
+	}
+}
+
 // TestIntegration_ClusterTombstone: a deleted cluster leaves a tombstone
 // with its highest fence and its tags' max_ids; a cluster created again
 // (by snowflakectl cluster create, and by a node's --create-cluster)
@@ -91,7 +128,7 @@ func TestIntegration_ClusterTombstone(t *testing.T) {
 			name = "tomb-node"
 		}
 		spec := ClusterSpec{Layout: snowflake.DefaultLayout(), RecycleAfter: time.Hour}
-		if _, err := CreateCluster(ctx, srv, "", name, spec, 5*time.Second); err != nil {
+		if _, err := testAdmin(t, srv, "", 5*time.Second).CreateCluster(ctx, name, spec); err != nil {
 			t.Fatal(err)
 		}
 		cfg := testConfig(t, srv, "tomb-a")
@@ -111,44 +148,24 @@ func TestIntegration_ClusterTombstone(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A node holds ranges of tag t: refused, naming it.
-		base := "/snowflaked/" + name + "/segments"
-		for _, p := range []string{base, base + "/t", base + "/t/holders"} {
-			data := []byte(nil)
-			if p == base+"/t" {
-				data = []byte(`{"max_id":7001,"start":1,"step":1000,"max_step":10000}`)
-			}
-			if _, err := raw.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		holder, err := raw.Create(base+"/t/holders/node-x", []byte(`{"held":[{"Lo":6001,"Hi":7001}]}`), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = DeleteCluster(ctx, srv, "", name, 5*time.Second)
+		holder := holdTagRanges(t, raw, name)
+		err := testAdmin(t, srv, "", 5*time.Second).DeleteCluster(ctx, name)
 		if !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), "tag t: node node-x (ranges [6001,7001))") {
 			t.Fatalf("DeleteCluster while a node holds ranges: %v; want ErrLeaseHeld naming it", err)
 		}
 		if err := raw.Delete(holder, -1); err != nil {
 			t.Fatal(err)
 		}
-		if err := DeleteCluster(ctx, srv, "", name, 5*time.Second); err != nil {
+		if err := testAdmin(t, srv, "", 5*time.Second).DeleteCluster(ctx, name); err != nil {
 			t.Fatalf("DeleteCluster: %v", err)
 		}
-		tomb, ok, _, err := readTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, name)
-		if err != nil || !ok || tomb.Fence != snowflake.UnixMilli(ahead) {
-			t.Fatalf("tombstone %+v, %v, %v; want fence %d", tomb, ok, err, ahead)
-		}
-		tt, ok, _, err := zkclient.ReadTagTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, name, "t")
-		if err != nil || !ok || tt.MaxID != 7001 {
-			t.Fatalf("tag tombstone %+v, %v, %v; want max_id 7001", tt, ok, err)
-		}
+		checkTombstones(t, raw, name, ahead, 7001)
 
 		cfg = testConfig(t, srv, "tomb-b")
 		cfg.Cluster = name
 		if viaNode {
 			cfg.CreateCluster = true
-		} else if res, err := CreateCluster(ctx, srv, "", name, spec, 5*time.Second); err != nil || res.FenceFloor.UnixMilli() != ahead {
+		} else if res, err := testAdmin(t, srv, "", 5*time.Second).CreateCluster(ctx, name, spec); err != nil || res.FenceFloor.UnixMilli() != ahead {
 			t.Fatalf("CreateCluster over the tombstone = %+v, %v; want the floor %d", res, err, ahead)
 		}
 		nid := mustClaim(t, newCoord(t, cfg))
@@ -160,11 +177,11 @@ func TestIntegration_ClusterTombstone(t *testing.T) {
 			t.Fatalf("the forever znode of the cluster created again: prev_fence %d, fence %d; want %d and at least it", fd.PrevFence, fd.Fence, ahead)
 		}
 	}
-	res, err := PurgeTombstone(ctx, srv, "", "tomb", 5*time.Second)
+	res, err := testAdmin(t, srv, "", 5*time.Second).PurgeTombstone(ctx, "tomb")
 	if err != nil || !res.Cluster || !slices.Equal(res.Tags, []string{"t"}) {
 		t.Fatalf("PurgeTombstone = %+v, %v", res, err)
 	}
-	if _, err := PurgeTombstone(ctx, srv, "", "tomb", 5*time.Second); !errors.Is(err, ErrNoCluster) {
+	if _, err := testAdmin(t, srv, "", 5*time.Second).PurgeTombstone(ctx, "tomb"); !errors.Is(err, ErrNoCluster) {
 		t.Fatalf("PurgeTombstone again: %v, want ErrNoCluster", err)
 	}
 }
@@ -189,7 +206,7 @@ func TestIntegration_FlatClusterIsDeletedWithATombstone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := DeleteCluster(ctx, srv, "", "flat", 5*time.Second); err != nil {
+	if err := testAdmin(t, srv, "", 5*time.Second).DeleteCluster(ctx, "flat"); err != nil {
 		t.Fatalf("DeleteCluster of a flat cluster: %v", err)
 	}
 	tomb, ok, _, err := readTombstone(ctx, zkclient.Client{Conn: raw, Timeout: 5 * time.Second}, "flat")
@@ -259,13 +276,13 @@ func TestIntegration_OpenTombstoneIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := ClusterSpec{Layout: snowflake.DefaultLayout(), RecycleAfter: time.Hour}
-	if _, err := CreateCluster(ctx, srv, auth, "sealed", spec, 5*time.Second); !errors.Is(err, zkclient.ErrOpenTombstone) {
+	if _, err := testAdmin(t, srv, auth, 5*time.Second).CreateCluster(ctx, "sealed", spec); !errors.Is(err, zkclient.ErrOpenTombstone) {
 		t.Fatalf("CreateCluster over an open tombstone: %v; want ErrOpenTombstone", err)
 	}
-	if _, err := CreateCluster(ctx, srv, auth, "sealed", ClusterSpec{Layout: spec.Layout, RecycleAfter: time.Hour, IgnoreTombstone: true}, 5*time.Second); !errors.Is(err, zkclient.ErrOpenTombstone) {
+	if _, err := testAdmin(t, srv, auth, 5*time.Second).CreateCluster(ctx, "sealed", ClusterSpec{Layout: spec.Layout, RecycleAfter: time.Hour, IgnoreTombstone: true}); !errors.Is(err, zkclient.ErrOpenTombstone) {
 		t.Fatalf("CreateCluster over an open tombstone, ignoring it: %v; want ErrOpenTombstone all the same", err)
 	}
-	if _, err := CreateCluster(ctx, srv, auth, "other", spec, 5*time.Second); err != nil {
+	if _, err := testAdmin(t, srv, auth, 5*time.Second).CreateCluster(ctx, "other", spec); err != nil {
 		t.Fatalf("CreateCluster of another name: %v", err)
 	}
 	// The cluster's tombstone znodes exist from its creation, guarded by
@@ -287,7 +304,7 @@ func TestIntegration_OpenTombstoneIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := DeleteCluster(ctx, srv, auth, "other", 5*time.Second); !errors.Is(err, zkclient.ErrOpenTombstone) {
+	if err := testAdmin(t, srv, auth, 5*time.Second).DeleteCluster(ctx, "other"); !errors.Is(err, zkclient.ErrOpenTombstone) {
 		t.Fatalf("DeleteCluster into an open tombstone: %v; want ErrOpenTombstone", err)
 	}
 	if after, _, err := owner.Get("/snowflaked/other"); err != nil || string(after) != string(before) {
@@ -303,20 +320,20 @@ func TestIntegration_TombstonesOfTwoCredentials(t *testing.T) {
 	ctx := context.Background()
 	spec := ClusterSpec{Layout: snowflake.DefaultLayout(), RecycleAfter: time.Hour}
 	for _, c := range []struct{ name, auth string }{{"a", "alice:a"}, {"b", "bob:b"}} {
-		if _, err := CreateCluster(ctx, srv, c.auth, c.name, spec, 5*time.Second); err != nil {
+		if _, err := testAdmin(t, srv, c.auth, 5*time.Second).CreateCluster(ctx, c.name, spec); err != nil {
 			t.Fatalf("CreateCluster %s with %s: %v", c.name, c.auth, err)
 		}
 	}
-	if err := DeleteCluster(ctx, srv, "bob:b", "b", 5*time.Second); err != nil {
+	if err := testAdmin(t, srv, "bob:b", 5*time.Second).DeleteCluster(ctx, "b"); err != nil {
 		t.Fatalf("DeleteCluster b: %v", err)
 	}
-	if _, err := CreateCluster(ctx, srv, "bob:b", "b", spec, 5*time.Second); err != nil {
+	if _, err := testAdmin(t, srv, "bob:b", 5*time.Second).CreateCluster(ctx, "b", spec); err != nil {
 		t.Fatalf("CreateCluster b again: %v", err)
 	}
-	if err := DeleteCluster(ctx, srv, "carol:c", "b", 5*time.Second); !errors.Is(err, zkclient.ErrForeignTombstone) && !errors.Is(err, zk.ErrNoAuth) {
+	if err := testAdmin(t, srv, "carol:c", 5*time.Second).DeleteCluster(ctx, "b"); !errors.Is(err, zkclient.ErrForeignTombstone) && !errors.Is(err, zk.ErrNoAuth) {
 		t.Fatalf("DeleteCluster b with other credentials: %v; want a refusal naming the credentials", err)
 	}
-	if _, err := PurgeTombstone(ctx, srv, "bob:b", "b", 5*time.Second); err != nil {
+	if _, err := testAdmin(t, srv, "bob:b", 5*time.Second).PurgeTombstone(ctx, "b"); err != nil {
 		t.Fatalf("PurgeTombstone b with its own credentials: %v", err)
 	}
 }

@@ -70,34 +70,8 @@ func recycleInsideAScan(t *testing.T) error {
 
 	// R's scan: its read of C is slow (a large forever/, a slow server);
 	// it read B before.
-	var mu sync.Mutex
-	readB := false
-	slowed := make(chan struct{})
-	armed := true
-	srv.SetInjector(func(r zkmem.Request) zkmem.Fault {
-		mu.Lock()
-		defer mu.Unlock()
-		if r.Client == "r" && r.Op == "children" {
-			readB = false // a new scan
-		}
-		if r.Client != "r" || r.Op != "get" {
-			return zkmem.Fault{}
-		}
-		if r.Path == bnode.path {
-			readB = true
-		}
-		if armed && r.Path == cid.Path && readB {
-			armed = false
-			close(slowed)
-			return zkmem.Fault{Delay: 500 * time.Millisecond}
-		}
-		if armed && r.Path == cid.Path {
-			// C came before B in this scan's request order: break the
-			// connection (same session) so that the scan starts again.
-			return zkmem.Fault{Kind: zkmem.Drop}
-		}
-		return zkmem.Fault{}
-	})
+	inject, slowed := slowReadAfter(bnode.path, cid.Path)
+	srv.SetInjector(inject)
 	rc := newCoord(t, cfgFor("r"))
 	var rid Identity
 	var rerr error
@@ -125,17 +99,9 @@ func recycleInsideAScan(t *testing.T) error {
 		t.Logf("r: %v (a safe outcome: no worker ID free)", rerr)
 		return nil
 	}
-	const dir = "/snowflaked/test/forever"
-	var namers []string
-	for _, name := range srv.Children(dir) {
-		data, _, _ := srv.Get(dir + "/" + name)
-		key, seq, err := parseForeverName(name)
-		if err != nil {
-			return err
-		}
-		if _, w, err := decodeForever(data, key, seq, WorkerRange{0, 3}); err == nil && w == bid.WorkerID {
-			namers = append(namers, name)
-		}
+	namers, err := namersOf(srv, "/snowflaked/test/forever", bid.WorkerID)
+	if err != nil {
+		return err
 	}
 	if rid.WorkerID == bid.WorkerID && rid.PrevFence < bid.ZKFence {
 		return fmt.Errorf("two forever znodes name worker ID %d (%v): r took it with prev_fence %d, below b's acknowledged fence %d",
@@ -145,4 +111,57 @@ func recycleInsideAScan(t *testing.T) error {
 		return fmt.Errorf("two forever znodes name worker ID %d: %v", bid.WorkerID, namers)
 	}
 	return nil
+}
+
+// slowReadAfter is the injector of recycleInsideAScan: client r's scan
+// reads first (the path of B's forever znode) and then slow (C's): that
+// read waits 500ms, and slowed is closed when it starts. A scan that reads
+// slow before first has its connection broken (same session), so that it
+// starts again.
+func slowReadAfter(first, slow string) (inject zkmem.Injector, slowed <-chan struct{}) {
+	var mu sync.Mutex
+	readFirst := false
+	ch := make(chan struct{})
+	armed := true
+	return func(r zkmem.Request) zkmem.Fault {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Client == "r" && r.Op == "children" {
+			readFirst = false // a new scan
+		}
+		if r.Client != "r" || r.Op != "get" {
+			return zkmem.Fault{}
+		}
+		if r.Path == first {
+			readFirst = true
+		}
+		if armed && r.Path == slow && readFirst {
+			armed = false
+			close(ch)
+			return zkmem.Fault{Delay: 500 * time.Millisecond}
+		}
+		if armed && r.Path == slow {
+			// C came before B in this scan's request order: break the
+			// connection (same session) so that the scan starts again.
+			return zkmem.Fault{Kind: zkmem.Drop}
+		}
+		return zkmem.Fault{}
+	}, ch
+}
+
+// namersOf lists the forever znodes in dir (of srv) whose data names
+// worker ID w (of the worker IDs 0-3).
+func namersOf(srv *zkmem.Server, dir string, w int64) ([]string, error) {
+	var namers []string
+	for _, name := range srv.Children(dir) {
+		data, _, _ := srv.Get(dir + "/" + name)
+		key, seq, err := parseForeverName(name)
+		if err != nil {
+			return nil, err
+		}
+		if _, got, err := decodeForever(data, key, seq, WorkerRange{0, 3}); err == nil && got == w {
+			namers = append(namers, name)
+		}
+	}
+	return namers, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -22,6 +23,10 @@ const (
 	// MaxWorkerPageLimit is the largest page one view may ask for.
 	MaxWorkerPageLimit = 1000
 )
+
+// DefaultWorkerPageTimeout bounds one listing of a worker page when its
+// caller names no bound.
+const DefaultWorkerPageTimeout = 3 * time.Second
 
 // WorkerPage is one bounded page of a cluster's worker table.
 type WorkerPage struct {

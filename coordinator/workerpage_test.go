@@ -57,7 +57,7 @@ func TestListWorkerPageIsBounded(t *testing.T) {
 	var full []WorkerInfo
 	var err error
 	reads := countReads(srv, func() {
-		full, err = ListWorkers(context.Background(), cfg.Servers, cfg.Cluster, "", 5*time.Second, WithAdminDial(srv.Dial))
+		full, err = testAdmin(t, cfg.Servers, "", 5*time.Second, WithAdminDial(srv.Dial)).ListWorkers(context.Background(), cfg.Cluster)
 	})
 	t.Logf("ListWorkers (a session of its own): %d ZooKeeper requests for %d nodes", reads, len(full))
 	if err != nil || len(full) != peers+1 {

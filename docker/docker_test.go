@@ -21,19 +21,22 @@ import (
 )
 
 type composeFile struct {
-	Services map[string]struct {
-		Image       string            `yaml:"image"`
-		Hostname    string            `yaml:"hostname"`
-		Environment map[string]string `yaml:"environment"`
-		Ports       []string          `yaml:"ports"`
-		Volumes     []string          `yaml:"volumes"`
-		DependsOn   []string          `yaml:"depends_on"`
-		Build       struct {
-			Context    string `yaml:"context"`
-			Dockerfile string `yaml:"dockerfile"`
-		} `yaml:"build"`
-	} `yaml:"services"`
-	Volumes map[string]any `yaml:"volumes"`
+	Services map[string]composeService `yaml:"services"`
+	Volumes  map[string]any            `yaml:"volumes"`
+}
+
+// composeService is one service of the compose file.
+type composeService struct {
+	Image       string            `yaml:"image"`
+	Hostname    string            `yaml:"hostname"`
+	Environment map[string]string `yaml:"environment"`
+	Ports       []string          `yaml:"ports"`
+	Volumes     []string          `yaml:"volumes"`
+	DependsOn   []string          `yaml:"depends_on"`
+	Build       struct {
+		Context    string `yaml:"context"`
+		Dockerfile string `yaml:"dockerfile"`
+	} `yaml:"build"`
 }
 
 func loadCompose(t *testing.T) composeFile {
@@ -91,72 +94,92 @@ func TestComposeSnowflakedNodes(t *testing.T) {
 		if s.Build.Dockerfile != "docker/Dockerfile" || s.Build.Context != ".." {
 			t.Errorf("%s: build %+v, want context .. and docker/Dockerfile", name, s.Build)
 		}
-		env := s.Environment
-		for k := range env {
-			if strings.HasPrefix(k, "SNOWFLAKED_") && !known[k] {
-				t.Errorf("%s: %s matches no snowflaked flag", name, k)
-			}
+		checkNodeEnv(t, c, name, s, known)
+		if other, dup := nodeKeys[s.Environment["SNOWFLAKED_NODE_KEY"]]; dup {
+			t.Errorf("%s and %s share node key %q", name, other, s.Environment["SNOWFLAKED_NODE_KEY"])
 		}
-		for _, need := range []string{"SNOWFLAKED_ZK", "SNOWFLAKED_NODE_KEY", "SNOWFLAKED_ADVERTISE", "SNOWFLAKED_LISTEN", "SNOWFLAKED_CACHE_FILE"} {
-			if env[need] == "" {
-				t.Errorf("%s: %s is not set", name, need)
-			}
-		}
-		for _, hp := range strings.Split(env["SNOWFLAKED_ZK"], ",") {
-			host, port, err := net.SplitHostPort(hp)
-			if err != nil || port != "2181" {
-				t.Errorf("%s: SNOWFLAKED_ZK entry %q is not zkN:2181", name, hp)
-				continue
-			}
-			if _, ok := c.Services[host]; !ok {
-				t.Errorf("%s: SNOWFLAKED_ZK names %q, which is no service", name, host)
-			}
-			if !slices.Contains(s.DependsOn, host) {
-				t.Errorf("%s: does not depend on %s", name, host)
-			}
-		}
-		if other, dup := nodeKeys[env["SNOWFLAKED_NODE_KEY"]]; dup {
-			t.Errorf("%s and %s share node key %q", name, other, env["SNOWFLAKED_NODE_KEY"])
-		}
-		nodeKeys[env["SNOWFLAKED_NODE_KEY"]] = name
-		_, listenPort, err := net.SplitHostPort(env["SNOWFLAKED_LISTEN"])
-		if err != nil {
-			t.Errorf("%s: SNOWFLAKED_LISTEN %q: %v", name, env["SNOWFLAKED_LISTEN"], err)
-		}
-		advHost, advPort, err := net.SplitHostPort(env["SNOWFLAKED_ADVERTISE"])
-		if err != nil || advHost != s.Hostname || advPort != listenPort {
-			t.Errorf("%s: SNOWFLAKED_ADVERTISE %q should be %s:%s (its hostname and listen port)", name, env["SNOWFLAKED_ADVERTISE"], s.Hostname, listenPort)
-		}
-		if len(s.Ports) != 1 {
-			t.Errorf("%s: ports %v, want one mapping", name, s.Ports)
-		} else {
-			parts := strings.Split(s.Ports[0], ":")
-			if len(parts) != 3 || parts[2] != listenPort {
-				t.Errorf("%s: port mapping %q does not reach the listen port %s", name, s.Ports[0], listenPort)
-			} else if other, dup := hostPorts[parts[1]]; dup {
-				t.Errorf("%s and %s both publish host port %s", name, other, parts[1])
-			} else {
-				hostPorts[parts[1]] = name
-			}
-		}
-		cacheDir := filepath.Dir(env["SNOWFLAKED_CACHE_FILE"])
-		mounted := false
-		for _, v := range s.Volumes {
-			parts := strings.Split(v, ":")
-			if len(parts) >= 2 && parts[1] == cacheDir {
-				mounted = true
-				if _, ok := c.Volumes[parts[0]]; !ok {
-					t.Errorf("%s: volume %q is not declared", name, parts[0])
-				}
-			}
-		}
-		if !mounted {
-			t.Errorf("%s: no volume at %s, the cache file's directory", name, cacheDir)
-		}
+		nodeKeys[s.Environment["SNOWFLAKED_NODE_KEY"]] = name
+		checkNodePorts(t, name, s, hostPorts)
+		checkCacheVolume(t, c, name, s)
 	}
 	if nodes != 3 {
 		t.Fatalf("want 3 snowflaked nodes, found %d", nodes)
 	}
+}
+
+// checkNodeEnv checks a node service's environment: every SNOWFLAKED_
+// variable is a flag, the required ones are set, and each ZooKeeper server
+// is a service the node depends on.
+func checkNodeEnv(t *testing.T, c composeFile, name string, s composeService, known map[string]bool) {
+	t.Helper()
+	env := s.Environment
+	for k := range env {
+		if strings.HasPrefix(k, "SNOWFLAKED_") && !known[k] {
+			t.Errorf("%s: %s matches no snowflaked flag", name, k)
+		}
+	}
+	for _, need := range []string{"SNOWFLAKED_ZK", "SNOWFLAKED_NODE_KEY", "SNOWFLAKED_ADVERTISE", "SNOWFLAKED_LISTEN", "SNOWFLAKED_CACHE_FILE"} {
+		if env[need] == "" {
+			t.Errorf("%s: %s is not set", name, need)
+		}
+	}
+	for _, hp := range strings.Split(env["SNOWFLAKED_ZK"], ",") {
+		host, port, err := net.SplitHostPort(hp)
+		if err != nil || port != "2181" {
+			t.Errorf("%s: SNOWFLAKED_ZK entry %q is not zkN:2181", name, hp)
+			continue
+		}
+		if _, ok := c.Services[host]; !ok {
+			t.Errorf("%s: SNOWFLAKED_ZK names %q, which is no service", name, host)
+		}
+		if !slices.Contains(s.DependsOn, host) {
+			t.Errorf("%s: does not depend on %s", name, host)
+		}
+	}
+}
+
+// checkNodePorts checks that a node advertises its hostname and listen port
+// and publishes that port once, on a host port no other service publishes.
+func checkNodePorts(t *testing.T, name string, s composeService, hostPorts map[string]string) {
+	t.Helper()
+	env := s.Environment
+	_, listenPort, err := net.SplitHostPort(env["SNOWFLAKED_LISTEN"])
+	if err != nil {
+		t.Errorf("%s: SNOWFLAKED_LISTEN %q: %v", name, env["SNOWFLAKED_LISTEN"], err)
+	}
+	advHost, advPort, err := net.SplitHostPort(env["SNOWFLAKED_ADVERTISE"])
+	if err != nil || advHost != s.Hostname || advPort != listenPort {
+		t.Errorf("%s: SNOWFLAKED_ADVERTISE %q should be %s:%s (its hostname and listen port)", name, env["SNOWFLAKED_ADVERTISE"], s.Hostname, listenPort)
+	}
+	if len(s.Ports) != 1 {
+		t.Errorf("%s: ports %v, want one mapping", name, s.Ports)
+		return
+	}
+	parts := strings.Split(s.Ports[0], ":")
+	if len(parts) != 3 || parts[2] != listenPort {
+		t.Errorf("%s: port mapping %q does not reach the listen port %s", name, s.Ports[0], listenPort)
+	} else if other, dup := hostPorts[parts[1]]; dup {
+		t.Errorf("%s and %s both publish host port %s", name, other, parts[1])
+	} else {
+		hostPorts[parts[1]] = name
+	}
+}
+
+// checkCacheVolume checks that a declared volume holds the node's cache
+// file's directory.
+func checkCacheVolume(t *testing.T, c composeFile, name string, s composeService) {
+	t.Helper()
+	cacheDir := filepath.Dir(s.Environment["SNOWFLAKED_CACHE_FILE"])
+	for _, v := range s.Volumes {
+		parts := strings.Split(v, ":")
+		if len(parts) >= 2 && parts[1] == cacheDir {
+			if _, ok := c.Volumes[parts[0]]; !ok {
+				t.Errorf("%s: volume %q is not declared", name, parts[0])
+			}
+			return
+		}
+	}
+	t.Errorf("%s: no volume at %s, the cache file's directory", name, cacheDir)
 }
 
 // Every published port is bound to 127.0.0.1: the API has no

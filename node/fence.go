@@ -44,9 +44,9 @@ func (w *fenceWriter) persist(fence snowflake.UnixMilli) (snowflake.UnixMilli, e
 		// together, so the file never claims a fence for a token that was
 		// not granted it.
 		st := w.status()
-		w.entry.ZKReported = max(w.entry.ZKReported, st.LastReport)
+		w.entry.ZKReported = max(w.entry.ZKReported, snowflake.UnixMilli(st.LastReport))
 		if st.Token != "" {
-			w.entry.Token, w.entry.ZKFence = st.Token, st.ZKFence
+			w.entry.Token, w.entry.ZKFence = st.Token, snowflake.UnixMilli(st.ZKFence)
 			if final := w.finalZKFence(); final != 0 {
 				w.entry.ZKFence = min(w.entry.ZKFence, final) // graceful stop: see serve
 			}

@@ -85,20 +85,7 @@ func TestRunForwardJump(t *testing.T) {
 			}
 			// Bounded: at most maxAttempts requests within maxWait; a few
 			// fence_reached refusals are expected while the keeper catches up.
-			ok, refused := false, 0
-			deadline := time.Now().Add(maxWait)
-			var last string
-			for attempt := 0; attempt < maxAttempts && time.Now().Before(deadline); attempt++ {
-				var code int
-				code, last = fetch()
-				if code == http.StatusOK {
-					ok = true
-					break
-				}
-				refused++
-				time.Sleep(pace)
-			}
-			if !ok {
+			if ok, refused, last := fetchUntilOK(fetch, maxAttempts, maxWait, pace); !ok {
 				t.Fatalf("no ID within %d attempts / %s (%d refused, last %s)", maxAttempts, maxWait, refused, last)
 			}
 			l := snowflake.DefaultLayout()
@@ -135,4 +122,21 @@ func TestRunForwardJump(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fetchUntilOK calls fetch, pace apart, until it answers 200 (ok), at most
+// attempts times within wait; it returns how many answers were refusals,
+// and the last answer's body.
+func fetchUntilOK(fetch func() (int, string), attempts int, wait, pace time.Duration) (ok bool, refused int, last string) {
+	deadline := time.Now().Add(wait)
+	for attempt := 0; attempt < attempts && time.Now().Before(deadline); attempt++ {
+		var code int
+		code, last = fetch()
+		if code == http.StatusOK {
+			return true, refused, last
+		}
+		refused++
+		time.Sleep(pace)
+	}
+	return false, refused, last
 }

@@ -1731,24 +1731,8 @@ func (s *segSim) takeReset(n *simNode) error {
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return s.fail("tag record: %v", err)
 	}
-	seen := s.reset.numbers[key]
-	if seen == nil {
-		seen = map[int64]string{}
-		s.reset.numbers[key] = seen
-	}
-	date := strings.ReplaceAll(key, "-", "")
-	for _, num := range nums {
-		text := string(per.AppendID(nil, num))
-		if m := simResetText.FindStringSubmatch(text); m == nil || m[1] != date || per.Date() != date || m[2] != fmt.Sprintf("%06d", num) {
-			return s.fail("%s: number %d of period %s prints as %q (date %q), not as %s", p.name, num, key, text, per.Date(), simResetRule.Format)
-		}
-		if num < rec.Start {
-			return s.fail("%s: number %d of period %s is below the tag's start %d", p.name, num, key, rec.Start)
-		}
-		if by, dup := seen[num]; dup {
-			return s.fail("number %d of period %s (%s) handed out twice: by %s and by %s (R9)", num, key, text, by, p.name)
-		}
-		seen[num] = p.name
+	if err := s.checkResetNumbers(p.name, per, nums, rec.Start); err != nil {
+		return err
 	}
 	base, known := s.reset.bases[key]
 	if b, ok := rec.Periods[key]; ok {
@@ -1793,6 +1777,33 @@ func (s *segSim) takeReset(n *simNode) error {
 	}
 	s.reset.served++
 	s.logf("%s: took %d..%d of period %s (base %d)", p.name, nums[0], nums[len(nums)-1], key, base)
+	return nil
+}
+
+// checkResetNumbers checks the numbers nums that node name took in period
+// per: each printed with the period's date, at or above the tag's start,
+// and never handed out before in that period (R9); it records them.
+func (s *segSim) checkResetNumbers(name string, per segment.Period, nums []int64, start int64) error {
+	key := per.Key
+	seen := s.reset.numbers[key]
+	if seen == nil {
+		seen = map[int64]string{}
+		s.reset.numbers[key] = seen
+	}
+	date := strings.ReplaceAll(key, "-", "")
+	for _, num := range nums {
+		text := string(per.AppendID(nil, num))
+		if m := simResetText.FindStringSubmatch(text); m == nil || m[1] != date || per.Date() != date || m[2] != fmt.Sprintf("%06d", num) {
+			return s.fail("%s: number %d of period %s prints as %q (date %q), not as %s", name, num, key, text, per.Date(), simResetRule.Format)
+		}
+		if num < start {
+			return s.fail("%s: number %d of period %s is below the tag's start %d", name, num, key, start)
+		}
+		if by, dup := seen[num]; dup {
+			return s.fail("number %d of period %s (%s) handed out twice: by %s and by %s (R9)", num, key, text, by, name)
+		}
+		seen[num] = name
+	}
 	return nil
 }
 

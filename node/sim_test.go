@@ -491,15 +491,7 @@ func (s *snowSim) step() error {
 	r := s.rng.IntN(100)
 	switch {
 	case r < 50 && len(live) > 0:
-		if ok, err := s.issueStranded(); ok {
-			return err
-		}
-		// Half the batches go to the node started last: the moments after
-		// a start are where a fence rule matters.
-		if s.recent != nil && s.recent.proc != nil && s.rng.IntN(2) == 0 {
-			return s.issue(s.recent)
-		}
-		return s.issue(s.pick(live))
+		return s.issueStep(live)
 	case r < 60:
 		s.pause(time.Duration(1+s.rng.IntN(500)) * time.Millisecond)
 	case r < 65 && len(live) > 0:
@@ -517,11 +509,7 @@ func (s *snowSim) step() error {
 		s.stall(d)
 		s.logf("ZooKeeper stalls for %v", d)
 	case r < 93 && len(live) > 0:
-		p := s.pick(live).proc
-		if c := p.zk.pick(s.rng); c != nil {
-			s.srv.Expire(c.SessionID())
-			s.logf("%s: a session expired", p.name)
-		}
+		s.expireSession(s.pick(live))
 	case r < 94 && len(live) > 0:
 		return s.reboot(s.pick(live))
 	case r < 96 && len(live) > 0:
@@ -531,6 +519,28 @@ func (s *snowSim) step() error {
 		s.pause(time.Duration(1+s.rng.IntN(20000)) * time.Millisecond)
 	}
 	return nil
+}
+
+// issueStep issues a batch: a stranded batch's retry if there is one,
+// else on the node started last (half the time: the moments after a start
+// are where a fence rule matters) or on one of live.
+func (s *snowSim) issueStep(live []*snowNode) error {
+	if ok, err := s.issueStranded(); ok {
+		return err
+	}
+	if s.recent != nil && s.recent.proc != nil && s.rng.IntN(2) == 0 {
+		return s.issue(s.recent)
+	}
+	return s.issue(s.pick(live))
+}
+
+// expireSession expires one of n's ZooKeeper sessions, if it has one.
+func (s *snowSim) expireSession(n *snowNode) {
+	p := n.proc
+	if c := p.zk.pick(s.rng); c != nil {
+		s.srv.Expire(c.SessionID())
+		s.logf("%s: a session expired", p.name)
+	}
 }
 
 // liveAndDown splits the nodes into those with a running process and the

@@ -253,6 +253,17 @@ func (s *snowSim) adminDial() coordinator.AdminOption {
 	return coordinator.WithAdminDial(s.admin.dialer(s.srv, "snowflakectl"))
 }
 
+// operator runs do as one snowflakectl command: with a handle of its own
+// on the simulated ZooKeeper, bounded by timeout, closed after do.
+func (s *snowSim) operator(timeout time.Duration, do func(a *coordinator.Admin) error) error {
+	a, err := coordinator.NewAdmin([]string{"127.0.0.1:2181"}, "", timeout, s.adminDial())
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	return do(a)
+}
+
 // createCluster creates the cluster as an operator does, before the nodes
 // start, or racing them (one seed in three: they start with
 // --create-cluster).
@@ -271,7 +282,12 @@ func (s *snowSim) createCluster() error {
 	}
 	spec := coordinator.ClusterSpec{Layout: l, WorkerIDs: r, RecycleAfter: 20 * time.Second}
 	create := func() (coordinator.CreateResult, error) {
-		return coordinator.CreateCluster(s.bg(), []string{"127.0.0.1:2181"}, "", snowCluster, spec, 10*time.Second, s.adminDial())
+		var res coordinator.CreateResult
+		err := s.operator(10*time.Second, func(a *coordinator.Admin) (err error) {
+			res, err = a.CreateCluster(s.bg(), snowCluster, spec)
+			return err
+		})
+		return res, err
 	}
 	s.nodesCreate = s.rng.IntN(3) == 0
 	if !s.nodesCreate {
@@ -503,7 +519,11 @@ func (s *snowSim) retireStep() error {
 	key := n.key
 	retired := false
 	for range 15 {
-		res, err := coordinator.Retire(s.bg(), []string{"127.0.0.1:2181"}, "", snowCluster, key, 5*time.Second, s.adminDial())
+		var res coordinator.Retired
+		err := s.operator(5*time.Second, func(a *coordinator.Admin) (err error) {
+			res, err = a.Retire(s.bg(), snowCluster, key)
+			return err
+		})
 		if err == nil {
 			s.logf("snowflakectl node retire %s: worker IDs %v after fence %d", key, res.WorkerIDs, res.Fence)
 			retired = true

@@ -307,9 +307,9 @@ func (s *snowSim) clusterRecreated() error {
 	if err != nil {
 		return err
 	}
-	servers := []string{"127.0.0.1:2181"}
+	deleteCluster := func(a *coordinator.Admin) error { return a.DeleteCluster(s.bg(), snowCluster) }
 	s.stage("the operator deletes the cluster while %s serves", a.proc.name)
-	if err := coordinator.DeleteCluster(s.bg(), servers, "", snowCluster, 5*time.Second, s.adminDial()); !errors.Is(err, coordinator.ErrLeaseHeld) {
+	if err := s.operator(5*time.Second, deleteCluster); !errors.Is(err, coordinator.ErrLeaseHeld) {
 		return s.fail("cluster delete while %s serves: %v, want it refused", a.proc.name, err)
 	}
 	how := []string{"stops cleanly", "is killed", "is cut off from ZooKeeper"}[s.rng.IntN(3)]
@@ -325,7 +325,7 @@ func (s *snowSim) clusterRecreated() error {
 	s.stage("the operator deletes the cluster")
 	deleted := false
 	for range 60 {
-		err := coordinator.DeleteCluster(s.bg(), servers, "", snowCluster, 5*time.Second, s.adminDial())
+		err := s.operator(5*time.Second, deleteCluster)
 		if err == nil {
 			deleted = true
 			break
@@ -347,7 +347,10 @@ func (s *snowSim) clusterRecreated() error {
 			return err
 		}
 		spec := coordinator.ClusterSpec{Layout: l, RecycleAfter: 20 * time.Second}
-		if _, err := coordinator.CreateCluster(s.bg(), servers, "", snowCluster, spec, 5*time.Second, s.adminDial()); err != nil {
+		if err := s.operator(5*time.Second, func(a *coordinator.Admin) error {
+			_, err := a.CreateCluster(s.bg(), snowCluster, spec)
+			return err
+		}); err != nil {
 			return s.fail("cluster create: %v", err)
 		}
 	}

@@ -139,30 +139,39 @@ func TestStartPhaseAppliesTheTLSAllowLists(t *testing.T) {
 				if got := strings.Contains(body, waits); got != r.detail {
 					t.Errorf("%s: %s, want the detail %q: %v", what, body, waits, r.detail)
 				}
-				switch {
-				case r.code != "":
-					var e struct {
-						Error struct {
-							Code, Message, State, Reason string
-						}
-					}
-					if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Code != r.code {
-						t.Errorf("%s: %s (%v), want code %s", what, body, err, r.code)
-					}
-					if r.code == "client_not_allowed" && !strings.Contains(e.Error.Message, `client certificate "`+r.client+`" is not allowed on `+r.path) {
-						t.Errorf("%s: message %q does not name the client and the path", what, e.Error.Message)
-					}
-					if r.code == "out_of_service" && (e.Error.State != "starting" || e.Error.Reason != "starting") {
-						t.Errorf("%s: %s, want state and reason starting", what, body)
-					}
-				case r.path == "/readyz":
-					var b struct{ State, Reason, Detail string }
-					if err := json.Unmarshal([]byte(body), &b); err != nil || b.State != "starting" || b.Reason != "starting" || (b.Detail != "") != r.detail {
-						t.Errorf("%s: %s (%v), want state and reason starting, a detail: %v", what, body, err, r.detail)
-					}
-				}
+				checkStartingBody(t, what, body, r.client, r.path, r.code, r.detail)
 			}
 		})
+	}
+}
+
+// checkStartingBody checks the body of what (a GET of path as client)
+// answered while the node starts: an error body with code (naming the
+// client and the path when it is client_not_allowed), or /readyz's state,
+// with the detail of what it waits for when detail.
+func checkStartingBody(t *testing.T, what, body, client, path, code string, detail bool) {
+	t.Helper()
+	switch {
+	case code != "":
+		var e struct {
+			Error struct {
+				Code, Message, State, Reason string
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Code != code {
+			t.Errorf("%s: %s (%v), want code %s", what, body, err, code)
+		}
+		if code == "client_not_allowed" && !strings.Contains(e.Error.Message, `client certificate "`+client+`" is not allowed on `+path) {
+			t.Errorf("%s: message %q does not name the client and the path", what, e.Error.Message)
+		}
+		if code == "out_of_service" && (e.Error.State != "starting" || e.Error.Reason != "starting") {
+			t.Errorf("%s: %s, want state and reason starting", what, body)
+		}
+	case path == "/readyz":
+		var b struct{ State, Reason, Detail string }
+		if err := json.Unmarshal([]byte(body), &b); err != nil || b.State != "starting" || b.Reason != "starting" || (b.Detail != "") != detail {
+			t.Errorf("%s: %s (%v), want state and reason starting, a detail: %v", what, body, err, detail)
+		}
 	}
 }
 

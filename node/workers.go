@@ -11,10 +11,6 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
 )
 
-// defaultListTimeout bounds one worker listing when the caller's context
-// has no deadline.
-const defaultListTimeout = 3 * time.Second
-
 // workerLister gives the status page one page of the cluster's worker
 // list (coordinator.ListWorkerPage: over the coordinator's own ZooKeeper
 // session, a number of reads bounded by the page) without reading
@@ -56,7 +52,7 @@ func (l *workerLister) WorkerPage(ctx context.Context, limit int) (coordinator.W
 	if pg, ok, err := l.cached(limit); ok { // listed while we waited
 		return pg, err
 	}
-	timeout := defaultListTimeout
+	timeout := coordinator.DefaultWorkerPageTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}

@@ -36,7 +36,12 @@ func zkTestConfig(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey string) 
 // workerRow returns the ListWorkers row of nodeKey.
 func workerRow(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey string) coordinator.WorkerInfo {
 	t.Helper()
-	rows, err := coordinator.ListWorkers(context.Background(), strings.Split(zk.ConnectString(), ","), cluster, "", 10*time.Second)
+	adm, err := coordinator.NewAdmin(strings.Split(zk.ConnectString(), ","), "", 10*time.Second)
+	if err != nil {
+		t.Fatalf("NewAdmin: %v", err)
+	}
+	defer adm.Close()
+	rows, err := adm.ListWorkers(context.Background(), cluster)
 	if err != nil {
 		t.Fatalf("ListWorkers: %v", err)
 	}

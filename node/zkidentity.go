@@ -50,21 +50,9 @@ type claimer interface {
 // a damaged one are refused.
 func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKey string, c claimer, log zerolog.Logger) (identity, error) {
 	id := identity{mode: modeZooKeeper, entry: cachefile.Entry{Cluster: cfg.Cluster, NodeKey: nodeKey, Layout: layout}}
-	cached, cacheErr := cachefile.LoadFrom(cfg.files(), cfg.CacheFile)
-	noCache := errors.Is(cacheErr, cachefile.ErrNotFound)
-	if cacheErr != nil && !noCache {
-		return identity{}, fmt.Errorf("zookeeper identity: %w", cacheErr)
-	}
-	ours := !noCache && cached.Cluster == cfg.Cluster && cached.NodeKey == nodeKey
-	if !noCache {
-		if cached.Cluster == standaloneCluster && cached.NodeKey == standaloneCluster {
-			return identity{}, fmt.Errorf("%w: %w: %s holds worker %d written in standalone mode; ZooKeeper mode (cluster %q, node key %q) needs its own --cache-file",
-				ErrInvalidConfig, errCacheMismatch, cfg.CacheFile, cached.WorkerID, cfg.Cluster, nodeKey)
-		}
-		if ours && !cached.Layout.Equal(layout) {
-			return identity{}, fmt.Errorf("%w: %w: %s holds worker %d of cluster %q with layout %s; this node is configured with layout %s",
-				ErrInvalidConfig, errCacheMismatch, cfg.CacheFile, cached.WorkerID, cfg.Cluster, cached.Layout.Describe(), layout.Describe())
-		}
+	cached, noCache, ours, err := loadZKCache(cfg, layout, nodeKey)
+	if err != nil {
+		return identity{}, err
 	}
 	var prior coordinator.Prior
 	if ours {
@@ -130,6 +118,29 @@ func zkIdentity(ctx context.Context, cfg Config, layout snowflake.Layout, nodeKe
 			Fence: e.Fence, ZKFenceAhead: ahead}
 	}
 	return id, nil
+}
+
+// loadZKCache reads the cache file for zkIdentity: noCache when there is
+// none, ours when it is of this cluster and node key. A damaged file, a
+// standalone one and one of ours with another layout are refused.
+func loadZKCache(cfg Config, layout snowflake.Layout, nodeKey string) (cached cachefile.Entry, noCache, ours bool, err error) {
+	cached, cacheErr := cachefile.LoadFrom(cfg.files(), cfg.CacheFile)
+	noCache = errors.Is(cacheErr, cachefile.ErrNotFound)
+	if cacheErr != nil && !noCache {
+		return cached, false, false, fmt.Errorf("zookeeper identity: %w", cacheErr)
+	}
+	ours = !noCache && cached.Cluster == cfg.Cluster && cached.NodeKey == nodeKey
+	if !noCache {
+		if cached.Cluster == standaloneCluster && cached.NodeKey == standaloneCluster {
+			return cached, false, false, fmt.Errorf("%w: %w: %s holds worker %d written in standalone mode; ZooKeeper mode (cluster %q, node key %q) needs its own --cache-file",
+				ErrInvalidConfig, errCacheMismatch, cfg.CacheFile, cached.WorkerID, cfg.Cluster, nodeKey)
+		}
+		if ours && !cached.Layout.Equal(layout) {
+			return cached, false, false, fmt.Errorf("%w: %w: %s holds worker %d of cluster %q with layout %s; this node is configured with layout %s",
+				ErrInvalidConfig, errCacheMismatch, cfg.CacheFile, cached.WorkerID, cfg.Cluster, cached.Layout.Describe(), layout.Describe())
+		}
+	}
+	return cached, noCache, ours, nil
 }
 
 // resumeFromCache is zkIdentity's path when ZooKeeper is unreachable.

@@ -34,21 +34,16 @@ type tagBuf struct {
 	// inc is the incarnation of the ranges; opaque the tag's opaque form
 	// (nil: plain). perm (an opaque tag's, the key of inc) and start (the
 	// counter's first value, an opaque tag's index 0) are known once
-	// verified: the store confirmed inc in this process. Resumed ranges are
-	// not verified until the store answered; a plain tag's may serve
-	// before that once a Take waited Config.Wait for it (trusted).
+	// verified (state): the store confirmed inc in this process.
 	inc       int64
 	opaque    *Opaque
 	perm      *Permutation
 	start     int64
-	verified  bool
-	trusted   bool
-	deleted   bool    // a watch reported inc deleted: never served unchecked again
-	token     bool    // the tag requires a token (from its record, or the state file)
-	maxCount  int64   // the tag's per-request ceiling (0: none)
-	gone      bool    // retired
-	ranges    []Range // unissued IDs in memory, increasing; ranges[0] is current
-	curLen    int64   // ranges[0]'s size when it became current (the 10% rule)
+	state     bufState // where the buffer is in its life; changed only by to
+	token     bool     // the tag requires a token (from its record, or the state file)
+	maxCount  int64    // the tag's per-request ceiling (0: none)
+	ranges    []Range  // unissued IDs in memory, increasing; ranges[0] is current
+	curLen    int64    // ranges[0]'s size when it became current (the 10% rule)
 	issued    int64
 	delivered int64 // IDs handed to callers (issued less the values of an opaque tag past its N, lost with their batch)
 	permitted int64
@@ -59,8 +54,7 @@ type tagBuf struct {
 	base, top int64 // the tag's step and max step, from its record
 	lastLoad  time.Time
 	loads     int64
-	failed    [2]error // each worker's last error (by work kind) until a load succeeds; see lastErrLocked
-	closed    bool
+	failed    [2]error      // each worker's last error (by work kind) until a load succeeds; see lastErrLocked
 	wake      chan struct{} // closed and replaced on every change Takes wait for
 
 	rate       float64 // recent IDs/s, measured at mark writes
@@ -101,6 +95,63 @@ type tagBuf struct {
 	// then a round only watches the tag (kickWatch): a tag no request got
 	// past the admission of loads nothing, and still learns of its delete.
 	asked atomic.Bool
+}
+
+// bufState is where a buffer is in its life (R7). A buffer resumed from
+// the state file starts unverified; one made from the store's answer is
+// verified at once. Its transitions are all in tagBuf.to.
+type bufState uint8
+
+const (
+	// bufUnverified: resumed ranges whose incarnation the store has not
+	// confirmed in this process; served only once it has, or, for a plain
+	// tag, once a Take waited Config.Wait for it (bufTrusted).
+	bufUnverified bufState = iota
+	// bufTrusted: resumed ranges of a plain tag served unconfirmed (the
+	// store did not answer within Config.Wait); checked at its next answer.
+	bufTrusted
+	// bufVerified: the store confirmed the incarnation in this process.
+	bufVerified
+	// bufDeleted: a watch reported the incarnation deleted: never served
+	// unchecked again; the check verifies it again or retires it.
+	bufDeleted
+	// bufRetired: the incarnation is gone: the ranges are dropped (never
+	// returned) and the buffer is out of the service. Only a close follows.
+	bufRetired
+	// bufClosed: the service closed (or halted): nothing is issued again.
+	// It is final.
+	bufClosed
+)
+
+// to moves the buffer to state next where its life allows it, and says
+// whether it did: a closed buffer stays closed, a retired one becomes only
+// closed, and only an unverified buffer becomes trusted. Call with b.mu
+// held.
+func (b *tagBuf) to(next bufState) bool {
+	switch {
+	case b.state == bufClosed:
+		return false
+	case b.state == bufRetired && next != bufClosed:
+		return false
+	case next == bufTrusted && b.state != bufUnverified:
+		return false
+	}
+	b.state = next
+	return true
+}
+
+// verifiedLocked: the store confirmed the incarnation in this process.
+func (b *tagBuf) verifiedLocked() bool { return b.state == bufVerified }
+
+// retiredLocked: the buffer was retired (its incarnation is gone), closed
+// since or not.
+func (b *tagBuf) retiredLocked() bool {
+	select {
+	case <-b.retired:
+		return true
+	default:
+		return false
+	}
 }
 
 func (b *tagBuf) broadcastLocked() {
@@ -171,11 +222,11 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 	waited, tokenChecked := false, false
 	for {
 		b.mu.Lock()
-		if b.closed {
+		if b.state == bufClosed {
 			b.mu.Unlock()
 			return dst, "", ErrClosed
 		}
-		if b.gone {
+		if b.state == bufRetired {
 			b.mu.Unlock()
 			return dst, "", errRetired
 		}
@@ -232,11 +283,10 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 			}
 			b.mu.Lock()
 			lastErr := b.lastErrLocked()
-			if !b.verified && !b.trusted && !b.deleted && b.opaque == nil && !b.reset && !b.gone && min(b.permitted, b.held)-b.issued >= int64(n) {
+			if b.opaque == nil && !b.reset && min(b.permitted, b.held)-b.issued >= int64(n) && b.to(bufTrusted) {
 				// Resumed ranges the store could not confirm within Wait
 				// (ZooKeeper unreachable): served, their incarnation checked
 				// at the next answer (R7).
-				b.trusted = true
 				b.mu.Unlock()
 				b.svc.cfg.Log.Warn().Err(lastErr).Str("tag", b.name).Int64("tag_incarnation", b.inc).
 					Msg("segment: serving resumed ranges before ZooKeeper confirmed the tag's incarnation")
@@ -256,7 +306,7 @@ func (b *tagBuf) take(ctx context.Context, dst []int64, n int, token []byte) ([]
 // is confirmed (or, for a plain tag, trusted), and n IDs lie below the
 // state file's mark.
 func (b *tagBuf) issuableLocked(key string, n int) bool {
-	ready := (b.verified || b.trusted && b.opaque == nil && !b.reset) && key == b.period && !b.stale && !b.periodUnsavedLocked()
+	ready := (b.state == bufVerified || b.state == bufTrusted && b.opaque == nil && !b.reset) && key == b.period && !b.stale && !b.periodUnsavedLocked()
 	permitted := b.permitted
 	if mutation.Broken(mutation.IssueAboveMark) {
 		permitted = b.held
@@ -501,6 +551,29 @@ func (k work) String() string {
 	return "range load"
 }
 
+// needWork says whether the worker of kind has work now (the load worker:
+// a load a Take asked for, or the check of an unverified buffer; the mark
+// worker: a mark to write), and the mark a write would persist.
+func (b *tagBuf) needWork(kind work, now time.Time) (need bool, target int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	need = b.needLoadLocked() && b.asked.Load() || !b.verifiedLocked()
+	if kind == markWork {
+		b.noteRateLocked(now)
+		need = b.needMarkLocked()
+	}
+	return need, b.issued + max(b.chunkLocked(), int64(b.want))
+}
+
+// doWork does one piece of the work of kind: a load, or a state write
+// persisting target.
+func (b *tagBuf) doWork(kind work, target int64) error {
+	if kind == markWork {
+		return b.svc.persist(b, target)
+	}
+	return b.load()
+}
+
 // worker does one kind of work for the Takes until the service closes:
 // moving the mark (the state file) or loading ranges (ZooKeeper). They run
 // apart so that a ZooKeeper that hangs (an Alloc waits up to LoadTimeout)
@@ -540,7 +613,7 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 		unwatch()
 		if deleted {
 			b.mu.Lock()
-			b.verified, b.trusted, b.deleted = false, false, true
+			b.to(bufDeleted)
 			b.mu.Unlock()
 		}
 	}
@@ -576,17 +649,10 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 			default:
 			}
 			now := time.Now()
-			b.mu.Lock()
-			need := b.needLoadLocked() && b.asked.Load() || !b.verified
-			if kind == markWork {
-				b.noteRateLocked(now)
-				need = b.needMarkLocked()
-			}
-			target := b.issued + max(b.chunkLocked(), int64(b.want))
-			b.mu.Unlock()
+			need, target := b.needWork(kind, now)
 			if !need && watcher != nil && watch == nil {
 				b.mu.Lock()
-				verified := b.verified
+				verified := b.verifiedLocked()
 				b.mu.Unlock()
 				if !verified {
 					break
@@ -608,12 +674,7 @@ func (b *tagBuf) worker(kind work, kick <-chan struct{}) {
 				retryIn(rc.wait(now, true))
 				break
 			}
-			var err error
-			if kind == markWork {
-				err = b.svc.persist(b, target)
-			} else {
-				err = b.load()
-			}
+			err := b.doWork(kind, target)
 			if err == nil {
 				rc.ok()
 				continue
@@ -678,7 +739,8 @@ func (b *tagBuf) verify() error {
 	}
 	b.mu.Lock()
 	b.setTagLocked(t)
-	b.opaque, b.perm, b.verified = t.Opaque, perm, true
+	b.opaque, b.perm = t.Opaque, perm
+	b.to(bufVerified)
 	b.broadcastLocked()
 	b.mu.Unlock()
 	return nil
@@ -713,12 +775,12 @@ func (b *tagBuf) retire(why error) error {
 	}
 	s.mu.Unlock()
 	b.mu.Lock()
-	if b.gone {
+	if b.retiredLocked() {
 		b.mu.Unlock()
 		return nil
 	}
 	dropped := b.held - b.issued
-	b.gone = true
+	b.to(bufRetired)
 	b.ranges, b.held, b.permitted = nil, b.issued, b.issued
 	close(b.retired)
 	b.broadcastLocked()
@@ -734,14 +796,14 @@ func (b *tagBuf) retire(why error) error {
 // incarnation (verify).
 func (b *tagBuf) load() error {
 	b.mu.Lock()
-	verified := b.verified
+	verified := b.verifiedLocked()
 	b.mu.Unlock()
 	if !verified {
 		if err := b.verify(); err != nil {
 			return err
 		}
 		b.mu.Lock()
-		need := !b.gone && b.needLoadLocked()
+		need := !b.retiredLocked() && b.needLoadLocked()
 		b.mu.Unlock()
 		if !need {
 			return nil

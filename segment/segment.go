@@ -55,6 +55,7 @@
 package segment
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/partstatus"
 	"context"
 	"errors"
 	"fmt"
@@ -98,17 +99,9 @@ var (
 	ErrTagGone = errors.New("tag deleted since")
 )
 
-// Range is the IDs [Lo, Hi).
-type Range struct {
-	Lo int64 `json:"lo"`
-	Hi int64 `json:"hi"`
-}
-
-// Len is how many IDs the range holds.
-func (r Range) Len() int64 { return r.Hi - r.Lo }
-
-// String shows the range as [lo,hi).
-func (r Range) String() string { return fmt.Sprintf("[%d,%d)", r.Lo, r.Hi) }
+// Range is the IDs [Lo, Hi) (a plain value of internal/partstatus, where
+// the tag status that lists ranges lives).
+type Range = partstatus.Range
 
 // Tag is a tag's record in ZooKeeper.
 type Tag struct {

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"cmp"
+	"codeberg.org/snowflaked/snowflaked/internal/partstatus"
 	"context"
 	"encoding/json"
 	"errors"
@@ -420,7 +421,8 @@ func (s *Service) buf(ctx context.Context, tag string) (*tagBuf, error) {
 	}
 	if b = s.tags[tag]; b == nil {
 		b = s.newBuf(tag, t)
-		b.inc, b.opaque, b.perm, b.verified = t.Incarnation, t.Opaque, perm, true
+		b.inc, b.opaque, b.perm = t.Incarnation, t.Opaque, perm
+		b.to(bufVerified)
 		s.tags[tag] = b
 		s.start(b)
 		b.kickWatch()
@@ -527,7 +529,7 @@ func (s *Service) Close(ctx context.Context) (wasted int64, err error) {
 	rest := map[*tagBuf][]Range{}
 	for _, b := range bufs {
 		b.mu.Lock()
-		b.closed = true
+		b.to(bufClosed)
 		rest[b] = b.ranges
 		b.ranges, b.held = nil, b.issued
 		b.broadcastLocked()
@@ -608,7 +610,7 @@ func (s *Service) halt() []*tagBuf {
 	s.stopLoaders(closedChan)
 	for _, b := range bufs {
 		b.mu.Lock()
-		b.closed = true
+		b.to(bufClosed)
 		b.broadcastLocked()
 		b.mu.Unlock()
 	}
@@ -664,25 +666,10 @@ func (s *Service) Serves(tag string) bool {
 	return ok
 }
 
-// TagStatus is one tag as this node holds it.
-type TagStatus struct {
-	Tag       string  `json:"tag"`
-	Held      []Range `json:"held"`       // unissued IDs in memory, in order
-	Available int64   `json:"available"`  // IDs left in memory
-	Issued    int64   `json:"issued"`     // IDs handed to callers since start
-	Ahead     int64   `json:"mark_ahead"` // IDs past the last issued that the state file no longer lists (a kill -9 loses them)
-	Chunk     int64   `json:"chunk"`      // how far the mark moves ahead now
-	Loads     int64   `json:"loads"`      // ranges loaded
-	Step      int64   `json:"step"`       // the step of the next load
-	LastLoad  float64 `json:"last_load_seconds"`
-	Wasted    int64   `json:"wasted"` // IDs this node knows it lost
-	// Token: the tag requires a token; RefusedRequired and RefusedInvalid
-	// count the requests refused without one and with a wrong one.
-	Token           bool   `json:"token,omitempty"`
-	RefusedRequired int64  `json:"refused_token_required,omitempty"`
-	RefusedInvalid  int64  `json:"refused_token_invalid,omitempty"`
-	Error           string `json:"error,omitempty"`
-}
+// TagStatus is one tag as this node holds it: a plain value of
+// internal/partstatus, so that the views that render it need not import
+// this package.
+type TagStatus = partstatus.Tag
 
 // Status lists the tags this node serves, by name.
 func (s *Service) Status() []TagStatus {

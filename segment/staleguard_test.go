@@ -28,25 +28,7 @@ func TestSegmentStore_StaleWriteNeverLandsOnANewIncarnation(t *testing.T) {
 				t.Fatal(err)
 			}
 			if legacy { // as a release before markers wrote it
-				raw, _, err := a.z.Get(ctx, a.tagPath("sv"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				var m map[string]json.RawMessage
-				if err := json.Unmarshal(raw, &m); err != nil {
-					t.Fatal(err)
-				}
-				marker := m["marker"]
-				delete(m, "marker")
-				nb, _ := json.Marshal(m)
-				var id string
-				_ = json.Unmarshal(marker, &id)
-				if _, err := a.z.Multi(ctx,
-					&zk.SetDataRequest{Path: a.tagPath("sv"), Data: nb, Version: -1},
-					&zk.DeleteRequest{Path: a.markerPath("sv", id), Version: -1},
-					&zk.DeleteRequest{Path: a.markedPath("sv"), Version: -1}); err != nil {
-					t.Fatal(err)
-				}
+				unmark(t, a, "sv")
 			}
 			old := incOf(t, a, "sv")
 			allocs := 3
@@ -77,18 +59,7 @@ func TestSegmentStore_StaleWriteNeverLandsOnANewIncarnation(t *testing.T) {
 				t.Fatal(err)
 			}
 			inc := incOf(t, c, "sv")
-			var issued []Range
-			for range 100 {
-				_, st, _ := c.z.Exists(ctx, c.tagPath("sv"))
-				if st.Version >= version {
-					break
-				}
-				r, _, err := c.Alloc(ctx, "sv", inc, 1000, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				issued = append(issued, r)
-			}
+			issued := allocUpTo(t, c, "sv", inc, version)
 			failed, err := b.z.Multi(ctx, append(pre, &zk.SetDataRequest{Path: b.tagPath("sv"), Data: data, Version: version})...)
 			if err == nil {
 				t.Fatalf("the stale write landed on the new incarnation %d (read from %d)", inc, old)
@@ -107,4 +78,50 @@ func TestSegmentStore_StaleWriteNeverLandsOnANewIncarnation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unmark makes tag's record and znodes as a release before incarnation
+// markers wrote them: no marker in the record, no marker znodes.
+func unmark(t *testing.T, a *ZKStore, tag string) {
+	t.Helper()
+	ctx := context.Background()
+	raw, _, err := a.z.Get(ctx, a.tagPath(tag))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	marker := m["marker"]
+	delete(m, "marker")
+	nb, _ := json.Marshal(m)
+	var id string
+	_ = json.Unmarshal(marker, &id)
+	if _, err := a.z.Multi(ctx,
+		&zk.SetDataRequest{Path: a.tagPath(tag), Data: nb, Version: -1},
+		&zk.DeleteRequest{Path: a.markerPath(tag, id), Version: -1},
+		&zk.DeleteRequest{Path: a.markedPath(tag), Version: -1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// allocUpTo allocates ranges of 1000 from tag's incarnation inc until its
+// record's version reaches version, and returns them.
+func allocUpTo(t *testing.T, c *ZKStore, tag string, inc int64, version int32) []Range {
+	t.Helper()
+	ctx := context.Background()
+	var issued []Range
+	for range 100 {
+		_, st, _ := c.z.Exists(ctx, c.tagPath(tag))
+		if st.Version >= version {
+			break
+		}
+		r, _, err := c.Alloc(ctx, tag, inc, 1000, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		issued = append(issued, r)
+	}
+	return issued
 }

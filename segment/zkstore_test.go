@@ -556,30 +556,7 @@ func TestSegmentStore_RecreatedTagIsANewIncarnation(t *testing.T) {
 	ctx := context.Background()
 	s := segmentStore(t, srv)
 	opaque := Tag{Name: "re", Start: 1, Step: 100, MaxStep: 100, Opaque: &Opaque{Digits: 6}}
-	if err := s.Create(ctx, opaque); err != nil {
-		t.Fatal(err)
-	}
-	old := incOf(t, s, "re")
-	held, _, err := s.Alloc(ctx, "re", old, 100, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.Alloc(ctx, "re", old, 100, 0); err != nil { // max_id 201
-		t.Fatal(err)
-	}
-	oldKey, err := s.Key(ctx, "re", old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Return(ctx, "re", old, Range{Lo: 150, Hi: 201}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Delete(ctx, "re"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Delete(ctx, "re"); !errors.Is(err, ErrUnknownTag) {
-		t.Fatalf("deleting a missing tag: %v, want ErrUnknownTag", err)
-	}
+	old, held, oldKey := useAndDelete(t, s, opaque)
 	// Reusing numbers knowingly: an opaque tag's tombstone refuses the
 	// create otherwise (a new key repeats some of the old numbers).
 	if err := s.Create(ctx, opaque, CreateOptions{ReuseNumbers: true}); err != nil {
@@ -631,6 +608,39 @@ func TestSegmentStore_RecreatedTagIsANewIncarnation(t *testing.T) {
 	if ok, _, err := s.z.Exists(ctx, s.tagPath("re")); err != nil || ok {
 		t.Fatalf("tag znode after delete: exists %v %v", ok, err)
 	}
+}
+
+// useAndDelete creates tag, allocates two ranges of it (max_id 201),
+// returns [150,201) and deletes it (a second delete finds it gone). It
+// returns the incarnation, the first range and the key it had.
+func useAndDelete(t *testing.T, s *ZKStore, tag Tag) (inc int64, held Range, key []byte) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.Create(ctx, tag); err != nil {
+		t.Fatal(err)
+	}
+	inc = incOf(t, s, tag.Name)
+	held, _, err := s.Alloc(ctx, tag.Name, inc, 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Alloc(ctx, tag.Name, inc, 100, 0); err != nil { // max_id 201
+		t.Fatal(err)
+	}
+	key, err = s.Key(ctx, tag.Name, inc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Return(ctx, tag.Name, inc, Range{Lo: 150, Hi: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, tag.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, tag.Name); !errors.Is(err, ErrUnknownTag) {
+		t.Fatalf("deleting a missing tag: %v, want ErrUnknownTag", err)
+	}
+	return inc, held, key
 }
 
 // set-max raises max_id (the next allocation starts there), leaves it when

@@ -66,29 +66,8 @@ func TestBoundsProperty(t *testing.T) {
 			ticks := int64(1) << l.TimeBits
 			unit := l.Unit.Milliseconds()
 			epoch := l.Epoch.UnixMilli()
-			pickTick := func() int64 {
-				switch r.IntN(4) {
-				case 0:
-					return r.Int64N(min(ticks, 1000))
-				case 1:
-					return ticks - 1 - r.Int64N(min(ticks, 1000))
-				}
-				return r.Int64N(ticks)
-			}
 			for range 300 {
-				fromTick, toTick := pickTick(), pickTick()+1
-				if fromTick >= toTick {
-					fromTick, toTick = toTick-1, fromTick+1
-				}
-				if r.IntN(10) == 0 {
-					fromTick = 0
-				}
-				if r.IntN(10) == 0 {
-					toTick = ticks
-				}
-				if toTick == fromTick {
-					toTick++
-				}
+				fromTick, toTick := pickTicks(r, ticks)
 				// Anywhere in the tick; to's tick ticks is the end itself.
 				fromMS := epoch + fromTick*unit + r.Int64N(unit)
 				toMS := epoch + toTick*unit
@@ -134,6 +113,34 @@ func TestBoundsProperty(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pickTicks picks a range of ticks [from, to) of the ticks a layout has,
+// often at either end: from 0 and to ticks a tenth of the time each.
+func pickTicks(r *rand.Rand, ticks int64) (from, to int64) {
+	pickTick := func() int64 {
+		switch r.IntN(4) {
+		case 0:
+			return r.Int64N(min(ticks, 1000))
+		case 1:
+			return ticks - 1 - r.Int64N(min(ticks, 1000))
+		}
+		return r.Int64N(ticks)
+	}
+	fromTick, toTick := pickTick(), pickTick()+1
+	if fromTick >= toTick {
+		fromTick, toTick = toTick-1, fromTick+1
+	}
+	if r.IntN(10) == 0 {
+		fromTick = 0
+	}
+	if r.IntN(10) == 0 {
+		toTick = ticks
+	}
+	if toTick == fromTick {
+		toTick++
+	}
+	return fromTick, toTick
 }
 
 // TestBoundsEdges: the epoch, the end of the time field, one tick, and

@@ -199,27 +199,7 @@ func FuzzDecodePath(f *testing.F) {
 		}
 		switch r.status {
 		case 200:
-			if r.contentType != "application/json" {
-				t.Fatalf("%q: content type %q", uri, r.contentType)
-			}
-			var got struct {
-				ID          string `json:"id"`
-				TimestampMS int64  `json:"timestamp_ms"`
-				Time        string `json:"time"`
-				WorkerID    int64  `json:"worker_id"`
-				Sequence    int64  `json:"sequence"`
-			}
-			if err := json.Unmarshal(r.body, &got); err != nil {
-				t.Fatalf("%q: body %s: %v", uri, r.body, err)
-			}
-			n, err := strconv.ParseInt(got.ID, 10, 64)
-			if err != nil {
-				t.Fatalf("%q: id %q: %v", uri, got.ID, err)
-			}
-			p, err := layout.Decode(n)
-			if err != nil || p.WorkerID != got.WorkerID || p.Sequence != got.Sequence || p.UnixMilli() != got.TimestampMS {
-				t.Fatalf("%q: body %s disagrees with Decode: %+v %v", uri, r.body, p, err)
-			}
+			checkDecoded(t, layout, uri, r)
 		case 400:
 			if e := decodeError(t, r); e.Code != "invalid_id" {
 				t.Fatalf("%q: code %q", uri, e.Code)
@@ -245,4 +225,31 @@ func FuzzDecodePath(f *testing.F) {
 			t.Fatalf("%q: negative ID answered %d", uri, r.status)
 		}
 	})
+}
+
+// checkDecoded checks a 200 answer r of /decode (asked as uri): JSON whose
+// fields are layout's decoding of its id.
+func checkDecoded(t *testing.T, layout snowflake.Layout, uri string, r response) {
+	t.Helper()
+	if r.contentType != "application/json" {
+		t.Fatalf("%q: content type %q", uri, r.contentType)
+	}
+	var got struct {
+		ID          string `json:"id"`
+		TimestampMS int64  `json:"timestamp_ms"`
+		Time        string `json:"time"`
+		WorkerID    int64  `json:"worker_id"`
+		Sequence    int64  `json:"sequence"`
+	}
+	if err := json.Unmarshal(r.body, &got); err != nil {
+		t.Fatalf("%q: body %s: %v", uri, r.body, err)
+	}
+	n, err := strconv.ParseInt(got.ID, 10, 64)
+	if err != nil {
+		t.Fatalf("%q: id %q: %v", uri, got.ID, err)
+	}
+	p, err := layout.Decode(n)
+	if err != nil || p.WorkerID != got.WorkerID || p.Sequence != got.Sequence || p.UnixMilli() != got.TimestampMS {
+		t.Fatalf("%q: body %s disagrees with Decode: %+v %v", uri, r.body, p, err)
+	}
 }

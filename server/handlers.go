@@ -1,6 +1,7 @@
 package server
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
@@ -31,7 +32,7 @@ var (
 
 // finish runs after every request: it turns a panic into a logged 500 and
 // reports the request to the observer.
-func (s *Server) finish(ctx *fasthttp.RequestCtx, ep *Endpoint) {
+func (s *Server) finish(ctx *fasthttp.RequestCtx, ep *endpoint.Endpoint) {
 	if r := recover(); r != nil {
 		if e := s.log.Error(); e != nil { // nil when sampled out: skip the stack trace
 			e.Interface("panic", r).Bytes("method", ctx.Method()).Bytes("path", ctx.Path()).

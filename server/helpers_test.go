@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"context"
 	"encoding/json"
 	"errors"
@@ -230,7 +231,7 @@ type recordingObserver struct {
 	issued   int
 }
 
-func (o *recordingObserver) Request(endpoint Endpoint, status int) {
+func (o *recordingObserver) Request(endpoint endpoint.Endpoint, status int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.requests = append(o.requests, endpoint.String()+" "+strconv.Itoa(status))
@@ -251,7 +252,7 @@ func (o *recordingObserver) snapshot() ([]string, int) {
 // countingObserver counts without allocating.
 type countingObserver struct{ requests, issued atomic.Int64 }
 
-func (o *countingObserver) Request(Endpoint, int) { o.requests.Add(1) }
-func (o *countingObserver) IssuedIDs(n int)       { o.issued.Add(int64(n)) }
+func (o *countingObserver) Request(endpoint.Endpoint, int) { o.requests.Add(1) }
+func (o *countingObserver) IssuedIDs(n int)                { o.issued.Add(int64(n)) }
 
 var errTest = errors.New("test error")

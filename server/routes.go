@@ -1,62 +1,11 @@
 package server
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/client/wire"
 )
-
-// Endpoint is what answered a request, as Observer.Request gets it: a small
-// fixed set, fit for metric labels, numbered from 0 so that an observer can
-// keep its counters in an array indexed by Endpoint. Which paths each one
-// answers is the route table's (see routes).
-type Endpoint uint8
-
-// The endpoints. Their labels are Endpoints.
-const (
-	EndpointID Endpoint = iota
-	EndpointIDs
-	EndpointDecode
-	EndpointLeaf
-	EndpointHealthz
-	EndpointReadyz
-	EndpointTime
-	EndpointClock
-	EndpointSegment
-	EndpointUUID
-	EndpointNodes  // /cluster/nodes
-	EndpointBounds // /bounds
-	EndpointOther  // Config.Routes, unknown paths
-	// NumEndpoints is how many endpoints there are: every Endpoint the
-	// server reports is below it.
-	NumEndpoints
-)
-
-// Endpoints holds every endpoint's label (e.g. the endpoint label of a
-// metric), indexed by Endpoint.
-var Endpoints = [NumEndpoints]string{
-	EndpointID:      "id",
-	EndpointIDs:     "ids",
-	EndpointDecode:  "decode",
-	EndpointLeaf:    "leaf",
-	EndpointHealthz: "healthz",
-	EndpointReadyz:  "readyz",
-	EndpointTime:    "time",
-	EndpointClock:   "clock",
-	EndpointSegment: "segment",
-	EndpointUUID:    "uuid",
-	EndpointNodes:   "nodes",
-	EndpointBounds:  "bounds",
-	EndpointOther:   "other",
-}
-
-// String returns the endpoint's label; one beyond NumEndpoints is "other".
-func (e Endpoint) String() string {
-	if e < NumEndpoints {
-		return Endpoints[e]
-	}
-	return Endpoints[EndpointOther]
-}
 
 // route is one path of a built-in endpoint. Every built-in endpoint answers
 // GET and HEAD (HEAD like GET without the body) and 405 to other methods,
@@ -68,7 +17,7 @@ type route struct {
 	// path itself, and serve gets rest.
 	sub bool
 	// ep is what the request is reported as.
-	ep Endpoint
+	ep endpoint.Endpoint
 	// serve answers a GET or HEAD; rest is nil unless sub.
 	serve func(s *Server, ctx *fasthttp.RequestCtx, rest []byte)
 }
@@ -78,27 +27,27 @@ type route struct {
 // order, so the hot ones come first; no path matches two of them
 // (TestRoutes).
 var routes = [...]route{
-	{path: wire.PathID, ep: EndpointID, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveID(ctx) }},
-	{path: wire.PathIDs, ep: EndpointIDs, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveIDs(ctx) }},
-	{path: wire.PathLeaf, sub: true, ep: EndpointLeaf, serve: (*Server).serveLeaf},
-	{path: wire.PathLeaf, ep: EndpointLeaf, serve: (*Server).serveLeaf},
-	{path: wire.PathSegment, sub: true, ep: EndpointSegment, serve: func(s *Server, ctx *fasthttp.RequestCtx, tag []byte) { s.serveSegment(ctx, tag, false) }},
-	{path: wire.PathSegment, ep: EndpointSegment, serve: (*Server).serveTagRequired},
-	{path: wire.PathLeafSegment, sub: true, ep: EndpointSegment, serve: func(s *Server, ctx *fasthttp.RequestCtx, tag []byte) { s.serveSegment(ctx, tag, true) }},
-	{path: wire.PathLeafSegment, ep: EndpointSegment, serve: (*Server).serveTagRequired},
-	{path: wire.PathUUID, ep: EndpointUUID, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveUUID(ctx) }},
-	{path: wire.PathUUIDs, ep: EndpointUUID, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveUUIDs(ctx) }},
-	{path: wire.PathDecode, sub: true, ep: EndpointDecode, serve: (*Server).serveDecode},
-	{path: wire.PathDecode, ep: EndpointDecode, serve: (*Server).serveDecode},
-	{path: wire.PathBounds, ep: EndpointBounds, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveBounds(ctx) }},
-	{path: wire.PathHealthz, ep: EndpointHealthz, serve: func(_ *Server, ctx *fasthttp.RequestCtx, _ []byte) {
+	{path: wire.PathID, ep: endpoint.ID, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveID(ctx) }},
+	{path: wire.PathIDs, ep: endpoint.IDs, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveIDs(ctx) }},
+	{path: wire.PathLeaf, sub: true, ep: endpoint.Leaf, serve: (*Server).serveLeaf},
+	{path: wire.PathLeaf, ep: endpoint.Leaf, serve: (*Server).serveLeaf},
+	{path: wire.PathSegment, sub: true, ep: endpoint.Segment, serve: func(s *Server, ctx *fasthttp.RequestCtx, tag []byte) { s.serveSegment(ctx, tag, false) }},
+	{path: wire.PathSegment, ep: endpoint.Segment, serve: (*Server).serveTagRequired},
+	{path: wire.PathLeafSegment, sub: true, ep: endpoint.Segment, serve: func(s *Server, ctx *fasthttp.RequestCtx, tag []byte) { s.serveSegment(ctx, tag, true) }},
+	{path: wire.PathLeafSegment, ep: endpoint.Segment, serve: (*Server).serveTagRequired},
+	{path: wire.PathUUID, ep: endpoint.UUID, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveUUID(ctx) }},
+	{path: wire.PathUUIDs, ep: endpoint.UUID, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveUUIDs(ctx) }},
+	{path: wire.PathDecode, sub: true, ep: endpoint.Decode, serve: (*Server).serveDecode},
+	{path: wire.PathDecode, ep: endpoint.Decode, serve: (*Server).serveDecode},
+	{path: wire.PathBounds, ep: endpoint.Bounds, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveBounds(ctx) }},
+	{path: wire.PathHealthz, ep: endpoint.Healthz, serve: func(_ *Server, ctx *fasthttp.RequestCtx, _ []byte) {
 		writeBody(ctx, fasthttp.StatusOK, ctJSON, bodyHealthz)
 	}},
-	{path: wire.PathReadyz, ep: EndpointReadyz, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveReadyz(ctx) }},
-	{path: wire.PathReadyzSegment, ep: EndpointReadyz, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveReadyzSegment(ctx) }},
-	{path: wire.PathTime, ep: EndpointTime, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveTime(ctx) }},
-	{path: wire.PathClock, ep: EndpointClock, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveClock(ctx) }},
-	{path: wire.PathClusterNodes, ep: EndpointNodes, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveClusterNodes(ctx) }},
+	{path: wire.PathReadyz, ep: endpoint.Readyz, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveReadyz(ctx) }},
+	{path: wire.PathReadyzSegment, ep: endpoint.Readyz, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveReadyzSegment(ctx) }},
+	{path: wire.PathTime, ep: endpoint.Time, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveTime(ctx) }},
+	{path: wire.PathClock, ep: endpoint.Clock, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveClock(ctx) }},
+	{path: wire.PathClusterNodes, ep: endpoint.Nodes, serve: func(s *Server, ctx *fasthttp.RequestCtx, _ []byte) { s.serveClusterNodes(ctx) }},
 }
 
 // Route is one path of the route table: Path itself, or with Sub the
@@ -147,7 +96,7 @@ func isBuiltin(path string) bool {
 
 // handle routes a request. It is the fasthttp.RequestHandler of the server.
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
-	ep := EndpointOther
+	ep := endpoint.Other
 	defer s.finish(ctx, &ep)
 
 	path := ctx.Path()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"testing"
 )
 
@@ -9,7 +10,7 @@ import (
 // Config.Routes may not shadow.
 func TestRoutes(t *testing.T) {
 	seen := map[string]bool{}
-	covered := map[Endpoint]bool{}
+	covered := map[endpoint.Endpoint]bool{}
 	for i := range routes {
 		r := &routes[i]
 		key := r.path
@@ -21,7 +22,7 @@ func TestRoutes(t *testing.T) {
 		}
 		seen[key] = true
 		covered[r.ep] = true
-		if r.ep >= EndpointOther {
+		if r.ep >= endpoint.Other {
 			t.Errorf("route %s reports %v: a built-in endpoint must have its own", key, r.ep)
 		}
 		tests := []struct{ path, rest string }{{r.path, ""}}
@@ -38,7 +39,7 @@ func TestRoutes(t *testing.T) {
 			}
 		}
 	}
-	for e := range EndpointOther {
+	for e := range endpoint.Other {
 		if !covered[e] {
 			t.Errorf("endpoint %v has no route", e)
 		}
@@ -46,26 +47,6 @@ func TestRoutes(t *testing.T) {
 	for _, path := range []string{"/", "/metrics", "/status", "/idx", "/id/", "/ids/1", "/decod", "/readyz/", "/readyz/segments", "/uuid/1", "/api/snowflake", "/api/snowflake/getx"} {
 		if r, _ := match([]byte(path)); r != nil || isBuiltin(path) {
 			t.Errorf("match(%q) = %+v, want none", path, r)
-		}
-	}
-}
-
-// TestEndpointLabels: every endpoint has a label of its own, and one beyond
-// the set is "other".
-func TestEndpointLabels(t *testing.T) {
-	seen := map[string]bool{}
-	for e, label := range Endpoints {
-		if label == "" || seen[label] {
-			t.Errorf("endpoint %d: label %q empty or taken", e, label)
-		}
-		seen[label] = true
-		if Endpoint(e).String() != label {
-			t.Errorf("Endpoint(%d).String() = %q, want %q", e, Endpoint(e).String(), label)
-		}
-	}
-	for _, e := range []Endpoint{NumEndpoints, NumEndpoints + 1, 255} {
-		if e.String() != "other" {
-			t.Errorf("Endpoint(%d).String() = %q, want other", e, e.String())
 		}
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"context"
 	"errors"
 	"strconv"
@@ -141,37 +142,7 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 	}
 	if err != nil {
 		_ = bt.Close()
-		switch {
-		case errors.Is(err, segment.ErrTokenRequired):
-			ctx.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, `Bearer realm="snowflaked"`)
-			s.writeError(ctx, fasthttp.StatusUnauthorized, codeTokenRequired, "tag "+strconv.Quote(name)+" requires a token: send Authorization: Bearer <token>")
-		case errors.Is(err, segment.ErrTokenInvalid):
-			s.writeError(ctx, fasthttp.StatusForbidden, codeTokenInvalid, "the token is not valid for tag "+strconv.Quote(name))
-		case errors.Is(err, segment.ErrCountAboveMax):
-			// "max" stays the node's --max-batch; "tag_max" is the tag's
-			// ceiling, so that a client that merged several callers can
-			// ask in parts (one caller asking for more is refused).
-			tagMax := 0
-			if ce := (*segment.CountAboveMaxError)(nil); errors.As(err, &ce) {
-				tagMax = int(ce.Max)
-			}
-			writeErrorJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: errorDetail{Code: codeInvalidCount, Message: err.Error(), Max: s.maxBatch, TagMax: tagMax}})
-		case errors.Is(err, segment.ErrUnknownTag):
-			s.writeError(ctx, fasthttp.StatusNotFound, codeUnknownTag, "no tag "+strconv.Quote(name)+": create it with snowflakectl segment create")
-		case errors.Is(err, segment.ErrInvalidTag):
-			s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidTag, err.Error())
-		case errors.Is(err, segment.ErrPeriodExhausted):
-			s.unavailable(ctx, codePeriodExhausted, codePeriodExhausted, "segment", err.Error())
-		case errors.Is(err, segment.ErrExhausted):
-			s.unavailable(ctx, codeTagExhausted, codeTagExhausted, "segment", err.Error())
-		case errors.Is(err, segment.ErrTokensUnconfirmed):
-			// ZooKeeper does not answer and the tag's hashes are older
-			// than --token-stale-limit: no token is honoured, so that a
-			// rotation reaches a node cut off from ZooKeeper.
-			s.unavailable(ctx, codeTokensUnconfirmed, codeTokensUnconfirmed, "segment", err.Error())
-		default: // unavailable, closing
-			s.unavailable(ctx, codeSegmentUnavailable, codeSegmentUnavailable, "segment", err.Error())
-		}
+		s.writeTakeError(ctx, name, err)
 		return
 	}
 	bt.ids = ids
@@ -186,6 +157,42 @@ func (s *Server) serveSegment(ctx *fasthttp.RequestCtx, tag []byte, leaf bool) {
 	}
 	_ = bt.Close()
 	s.writeOne(ctx, ids[0], f)
+}
+
+// writeTakeError answers a failed take of tag name's IDs: the error's
+// status, code and message.
+func (s *Server) writeTakeError(ctx *fasthttp.RequestCtx, name string, err error) {
+	switch {
+	case errors.Is(err, segment.ErrTokenRequired):
+		ctx.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, `Bearer realm="snowflaked"`)
+		s.writeError(ctx, fasthttp.StatusUnauthorized, codeTokenRequired, "tag "+strconv.Quote(name)+" requires a token: send Authorization: Bearer <token>")
+	case errors.Is(err, segment.ErrTokenInvalid):
+		s.writeError(ctx, fasthttp.StatusForbidden, codeTokenInvalid, "the token is not valid for tag "+strconv.Quote(name))
+	case errors.Is(err, segment.ErrCountAboveMax):
+		// "max" stays the node's --max-batch; "tag_max" is the tag's
+		// ceiling, so that a client that merged several callers can
+		// ask in parts (one caller asking for more is refused).
+		tagMax := 0
+		if ce := (*segment.CountAboveMaxError)(nil); errors.As(err, &ce) {
+			tagMax = int(ce.Max)
+		}
+		writeErrorJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: errorDetail{Code: codeInvalidCount, Message: err.Error(), Max: s.maxBatch, TagMax: tagMax}})
+	case errors.Is(err, segment.ErrUnknownTag):
+		s.writeError(ctx, fasthttp.StatusNotFound, codeUnknownTag, "no tag "+strconv.Quote(name)+": create it with snowflakectl segment create")
+	case errors.Is(err, segment.ErrInvalidTag):
+		s.writeError(ctx, fasthttp.StatusBadRequest, codeInvalidTag, err.Error())
+	case errors.Is(err, segment.ErrPeriodExhausted):
+		s.unavailable(ctx, codePeriodExhausted, codePeriodExhausted, "segment", err.Error())
+	case errors.Is(err, segment.ErrExhausted):
+		s.unavailable(ctx, codeTagExhausted, codeTagExhausted, "segment", err.Error())
+	case errors.Is(err, segment.ErrTokensUnconfirmed):
+		// ZooKeeper does not answer and the tag's hashes are older
+		// than --token-stale-limit: no token is honoured, so that a
+		// rotation reaches a node cut off from ZooKeeper.
+		s.unavailable(ctx, codeTokensUnconfirmed, codeTokensUnconfirmed, "segment", err.Error())
+	default: // unavailable, closing
+		s.unavailable(ctx, codeSegmentUnavailable, codeSegmentUnavailable, "segment", err.Error())
+	}
 }
 
 // writePeriod writes a reset tag's numbers in its format: text, one a
@@ -252,12 +259,12 @@ func (s *Server) serveReadyzSegment(ctx *fasthttp.RequestCtx) {
 
 // apiTokenOK checks the node-wide token of a request to a snowflake
 // endpoint when Config.APITokens is set (false: answered, 400, 401 or 403).
-func (s *Server) apiTokenOK(ctx *fasthttp.RequestCtx, ep Endpoint) bool {
+func (s *Server) apiTokenOK(ctx *fasthttp.RequestCtx, ep endpoint.Endpoint) bool {
 	if s.cfg.APITokens == nil {
 		return true
 	}
 	switch ep {
-	case EndpointID, EndpointIDs, EndpointLeaf, EndpointUUID:
+	case endpoint.ID, endpoint.IDs, endpoint.Leaf, endpoint.UUID:
 	default:
 		return true
 	}

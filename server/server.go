@@ -7,6 +7,8 @@
 package server
 
 import (
+	"cmp"
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"context"
 	"errors"
 	"fmt"
@@ -50,8 +52,8 @@ type Readiness interface {
 // not allocate.
 type Observer interface {
 	// Request is called once per request with the endpoint that answered
-	// it (below NumEndpoints) and the response's status code.
-	Request(endpoint Endpoint, status int)
+	// it (below endpoint.Count) and the response's status code.
+	Request(endpoint endpoint.Endpoint, status int)
 	// IssuedIDs is called once per successful request that issued IDs,
 	// with how many it issued.
 	IssuedIDs(n int)
@@ -196,9 +198,9 @@ func New(cfg Config) (*Server, error) {
 		ErrorHandler:       s.handleParseError,
 		Logger:             newLibLog(cfg.Log, time.Now),
 		Name:               "snowflaked",
-		ReadTimeout:        orDefault(cfg.ReadTimeout, defaultReadTimeout),
-		WriteTimeout:       orDefault(cfg.WriteTimeout, defaultWriteTimeout),
-		IdleTimeout:        orDefault(cfg.IdleTimeout, defaultIdleTimeout),
+		ReadTimeout:        cmp.Or(cfg.ReadTimeout, defaultReadTimeout),
+		WriteTimeout:       cmp.Or(cfg.WriteTimeout, defaultWriteTimeout),
+		IdleTimeout:        cmp.Or(cfg.IdleTimeout, defaultIdleTimeout),
 		MaxRequestBodySize: maxRequestBodySize,
 		ReduceMemoryUsage:  false, // keep per-connection buffers: fewer allocations under load
 		CloseOnShutdown:    true,  // tell keep-alive clients to go elsewhere while draining
@@ -206,13 +208,6 @@ func New(cfg Config) (*Server, error) {
 		// header is "snowflaked": both are cheap and useful, so keep them.
 	}
 	return s, nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // Handler returns the request router. It is safe for concurrent use. HEAD
@@ -274,5 +269,5 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 type nopObserver struct{}
 
-func (nopObserver) Request(Endpoint, int) {}
-func (nopObserver) IssuedIDs(int)         {}
+func (nopObserver) Request(endpoint.Endpoint, int) {}
+func (nopObserver) IssuedIDs(int)                  {}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"context"
 	"errors"
 	"net"
@@ -102,7 +103,7 @@ func (s *Starting) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	r, _ := match(ctx.Path())
-	if r != nil && r.ep == EndpointHealthz {
+	if r != nil && r.ep == endpoint.Healthz {
 		writeBody(ctx, fasthttp.StatusOK, ctJSON, bodyHealthz)
 		return
 	}
@@ -111,7 +112,7 @@ func (s *Starting) handle(ctx *fasthttp.RequestCtx) {
 		st.Detail = ""
 	}
 	ctx.Response.Header.SetCanonical(hdrRetryAfter, s.retryAfter)
-	if r != nil && r.ep == EndpointReadyz {
+	if r != nil && r.ep == endpoint.Readyz {
 		writeErrorJSON(ctx, fasthttp.StatusServiceUnavailable, readyBody{State: st.State.String(), Reason: string(st.Reason), Detail: st.Detail})
 		return
 	}

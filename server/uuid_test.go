@@ -31,28 +31,7 @@ func TestUUIDEndpoints(t *testing.T) {
 		t.Fatalf("/uuid %s decodes to %d (%+v), %v", one, id, p, err)
 	}
 
-	r = f.do(t, fasthttp.MethodGet, "/uuids?count=500")
-	lines := strings.Fields(string(r.body))
-	if r.status != 200 || len(lines) != 500 {
-		t.Fatalf("/uuids?count=500: %d, %d lines", r.status, len(lines))
-	}
-	prev := one
-	for _, l := range lines {
-		if l <= prev {
-			t.Fatalf("%s after %s: not increasing", l, prev)
-		}
-		prev = l
-	}
-	r = f.do(t, fasthttp.MethodGet, "/uuids?count=3&format=json")
-	var arr []string
-	if err := json.Unmarshal(r.body, &arr); err != nil || len(arr) != 3 || arr[0] <= prev {
-		t.Fatalf("/uuids json: %s, %v", r.body, err)
-	}
-	r = f.do(t, fasthttp.MethodGet, "/uuid?format=json")
-	var obj struct{ UUID string }
-	if err := json.Unmarshal(r.body, &obj); err != nil || obj.UUID <= arr[2] {
-		t.Fatalf("/uuid json: %s, %v", r.body, err)
-	}
+	checkUUIDsAfter(t, f, one)
 
 	r = f.do(t, fasthttp.MethodGet, "/decode/"+one)
 	var d struct {
@@ -83,6 +62,34 @@ func TestUUIDEndpoints(t *testing.T) {
 	f.check.Fail("test")
 	if r := f.do(t, fasthttp.MethodGet, "/uuid"); r.status != 503 {
 		t.Errorf("/uuid out of service: %d", r.status)
+	}
+}
+
+// checkUUIDsAfter checks /uuids (text and JSON) and /uuid?format=json
+// after the UUID one: each increasing on the one before.
+func checkUUIDsAfter(t *testing.T, f *fixture, one string) {
+	t.Helper()
+	r := f.do(t, fasthttp.MethodGet, "/uuids?count=500")
+	lines := strings.Fields(string(r.body))
+	if r.status != 200 || len(lines) != 500 {
+		t.Fatalf("/uuids?count=500: %d, %d lines", r.status, len(lines))
+	}
+	prev := one
+	for _, l := range lines {
+		if l <= prev {
+			t.Fatalf("%s after %s: not increasing", l, prev)
+		}
+		prev = l
+	}
+	r = f.do(t, fasthttp.MethodGet, "/uuids?count=3&format=json")
+	var arr []string
+	if err := json.Unmarshal(r.body, &arr); err != nil || len(arr) != 3 || arr[0] <= prev {
+		t.Fatalf("/uuids json: %s, %v", r.body, err)
+	}
+	r = f.do(t, fasthttp.MethodGet, "/uuid?format=json")
+	var obj struct{ UUID string }
+	if err := json.Unmarshal(r.body, &obj); err != nil || obj.UUID <= arr[2] {
+		t.Fatalf("/uuid json: %s, %v", r.body, err)
 	}
 }
 

@@ -78,46 +78,60 @@ func FuzzParseLayout(f *testing.F) {
 		if err := l.Validate(now); err != nil {
 			t.Fatalf("ParseLayout(%q, %q, %q) = %s, which does not validate: %v", bits, epoch, unit, l.Describe(), err)
 		}
-		tb, wb, sb, err := snowflake.ParseBits(l.String())
-		if err != nil || tb != l.TimeBits || wb != l.WorkerBits || sb != l.SequenceBits {
-			t.Fatalf("ParseBits(%q) = %d/%d/%d, %v; want %s", l.String(), tb, wb, sb, err, l)
-		}
-		b, err := json.Marshal(l)
-		if err != nil {
-			t.Fatalf("Marshal(%s): %v", l.Describe(), err)
-		}
-		var back snowflake.Layout
-		if err := json.Unmarshal(b, &back); err != nil || !back.Equal(l) {
-			t.Fatalf("JSON round trip of %s via %s = %s, %v", l.Describe(), b, back.Describe(), err)
-		}
-		if !l.End().After(now) || l.PerSecond() <= 0 || l.MaxID() <= 0 {
-			t.Fatalf("%s: End %s, PerSecond %v, MaxID %d", l.Describe(), l.End(), l.PerSecond(), l.MaxID())
-		}
-		for _, id := range []int64{0, l.MaxID()} {
-			p, err := l.Decode(id)
-			if err == nil && l.Compose(p.Tick, p.WorkerID, p.Sequence) != id {
-				t.Fatalf("%s: Decode(%d) = %+v does not compose back", l.Describe(), id, p)
-			}
-			if err != nil && (id == 0 || !errors.Is(err, snowflake.ErrInvalidID)) {
-				t.Fatalf("%s: Decode(%d): %v", l.Describe(), id, err)
-			}
-		}
-		// A generator issues an ID at now, in now's tick (tick 0 is the
-		// "nothing issued yet" mark, so only from tick 1 on).
-		tick := l.TickOf(now.UnixNano())
-		if tick < 1 {
-			return
-		}
-		g, err := snowflake.NewGenerator(snowflake.Config{Layout: l, WorkerID: l.MaxWorkerID(), Clock: clocktest.NewFake(now)})
-		if err != nil {
-			t.Fatalf("NewGenerator(%s): %v", l.Describe(), err)
-		}
-		id, err := g.Next()
-		if err != nil {
-			t.Fatalf("%s: Next at %s: %v", l.Describe(), now, err)
-		}
-		if want := l.Compose(tick, l.MaxWorkerID(), 0); id != want {
-			t.Fatalf("%s: Next = %d, want %d (tick %d)", l.Describe(), id, want, tick)
-		}
+		checkLayoutRoundTrips(t, l, now)
+		checkLayoutIssuesAtNow(t, l, now)
 	})
+}
+
+// checkLayoutRoundTrips checks that a parsed layout prints bits that parse
+// back to it, survives JSON, covers now, and decodes its first and last IDs.
+func checkLayoutRoundTrips(t *testing.T, l snowflake.Layout, now time.Time) {
+	t.Helper()
+	tb, wb, sb, err := snowflake.ParseBits(l.String())
+	if err != nil || tb != l.TimeBits || wb != l.WorkerBits || sb != l.SequenceBits {
+		t.Fatalf("ParseBits(%q) = %d/%d/%d, %v; want %s", l.String(), tb, wb, sb, err, l)
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatalf("Marshal(%s): %v", l.Describe(), err)
+	}
+	var back snowflake.Layout
+	if err := json.Unmarshal(b, &back); err != nil || !back.Equal(l) {
+		t.Fatalf("JSON round trip of %s via %s = %s, %v", l.Describe(), b, back.Describe(), err)
+	}
+	if !l.End().After(now) || l.PerSecond() <= 0 || l.MaxID() <= 0 {
+		t.Fatalf("%s: End %s, PerSecond %v, MaxID %d", l.Describe(), l.End(), l.PerSecond(), l.MaxID())
+	}
+	for _, id := range []int64{0, l.MaxID()} {
+		p, err := l.Decode(id)
+		if err == nil && l.Compose(p.Tick, p.WorkerID, p.Sequence) != id {
+			t.Fatalf("%s: Decode(%d) = %+v does not compose back", l.Describe(), id, p)
+		}
+		if err != nil && (id == 0 || !errors.Is(err, snowflake.ErrInvalidID)) {
+			t.Fatalf("%s: Decode(%d): %v", l.Describe(), id, err)
+		}
+	}
+}
+
+// checkLayoutIssuesAtNow checks that a generator on the layout issues the
+// first ID of now's tick.
+func checkLayoutIssuesAtNow(t *testing.T, l snowflake.Layout, now time.Time) {
+	t.Helper()
+	// A generator issues an ID at now, in now's tick (tick 0 is the
+	// "nothing issued yet" mark, so only from tick 1 on).
+	tick := l.TickOf(now.UnixNano())
+	if tick < 1 {
+		return
+	}
+	g, err := snowflake.NewGenerator(snowflake.Config{Layout: l, WorkerID: l.MaxWorkerID(), Clock: clocktest.NewFake(now)})
+	if err != nil {
+		t.Fatalf("NewGenerator(%s): %v", l.Describe(), err)
+	}
+	id, err := g.Next()
+	if err != nil {
+		t.Fatalf("%s: Next at %s: %v", l.Describe(), now, err)
+	}
+	if want := l.Compose(tick, l.MaxWorkerID(), 0); id != want {
+		t.Fatalf("%s: Next = %d, want %d (tick %d)", l.Describe(), id, want, tick)
+	}
 }

@@ -36,7 +36,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -175,7 +174,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return Config{}, bad("give the ZooKeeper Servers")
 	}
 	for _, s := range cfg.Servers {
-		if !isHostPort(s) {
+		if wire.CheckHostPort(s) != nil {
 			return Config{}, bad("ZooKeeper server %q is not host:port", s)
 		}
 	}
@@ -470,7 +469,7 @@ func (d *Discovery) entry(name string) (entry, bool, error) {
 	}
 	d.wmu.Lock()
 	d.gen++
-	e = entry{addr: string(data), valid: isHostPort(string(data)), gen: d.gen}
+	e = entry{addr: string(data), valid: wire.CheckHostPort(string(data)) == nil, gen: d.gen}
 	d.cache[name] = e
 	d.wmu.Unlock()
 	d.watch(name, e.gen, ch)
@@ -570,16 +569,6 @@ func (d *Discovery) Close() error {
 		d.wg.Wait()
 	})
 	return nil
-}
-
-// isHostPort reports whether s is a host:port address.
-func isHostPort(s string) bool {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil || host == "" {
-		return false
-	}
-	p, err := strconv.Atoi(port)
-	return err == nil && strconv.Itoa(p) == port && p > 0 && p < 65536
 }
 
 // zkLog sends go-zookeeper's lines to the logger at level Debug.

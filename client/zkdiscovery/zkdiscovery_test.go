@@ -180,7 +180,7 @@ func (d *Discovery) watching(name string) bool {
 func want(id uint64, k int, alive map[int64]string) []string {
 	var names []string
 	for w, addr := range alive {
-		if isHostPort(addr) {
+		if wire.CheckHostPort(addr) == nil {
 			names = append(names, wire.AliveName(w))
 		}
 	}

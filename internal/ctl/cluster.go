@@ -3,7 +3,6 @@ package ctl
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -33,53 +32,6 @@ var clusterUsages = map[string]string{
 // nodeUsage is the usage line of "snowflakectl node".
 const nodeUsage = "node retire <node-key> --zk host:2181,… [--cluster default] [--zk-auth user:pass] [--zk-session-timeout 10s] [--timeout 10s] " + zkTLSUsage
 
-// adminFlags are the flags every cluster and node subcommand has.
-type adminFlags struct {
-	zk, auth *string
-	timeout  *time.Duration
-	tls      zkTLSFlags
-}
-
-func addAdminFlags(fs *flag.FlagSet, authHelp string) adminFlags {
-	return adminFlags{
-		zk:      fs.String("zk", "", "ZooKeeper servers host1:2181,host2:2181 (required)"),
-		auth:    fs.String("zk-auth", "", authHelp),
-		timeout: fs.Duration("timeout", 10*time.Second, "bound on connecting to and using ZooKeeper"),
-		tls:     addZKTLSFlags(fs),
-	}
-}
-
-// check reports a missing --zk, a bad --timeout or --zk-tls-* files that
-// do not load (exit 2), prefixing cmd.
-func (a adminFlags) check(cmd string, stderr io.Writer) bool {
-	if _, err := a.tls.config(); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return false
-	}
-	switch {
-	case strings.TrimSpace(*a.zk) == "":
-		fmt.Fprintf(stderr, "%s: --zk is required (e.g. --zk 127.0.0.1:2181)\n", cmd)
-		return false
-	case *a.timeout <= 0:
-		fmt.Fprintf(stderr, "%s: --timeout %s must be positive\n", cmd, *a.timeout)
-		return false
-	}
-	return true
-}
-
-// adminExit is the exit status of a coordinator error: 2 for what the
-// operator asked that cannot be (bad values, settings that differ, a
-// cluster or node key that does not exist, a lease held), 1 otherwise.
-func adminExit(err error) int {
-	for _, e := range []error{coordinator.ErrInvalidConfig, coordinator.ErrClusterMismatch, coordinator.ErrNoCluster,
-		coordinator.ErrLeaseHeld, coordinator.ErrUnknownNodeKey, coordinator.ErrOpenACL} {
-		if errors.Is(err, e) {
-			return exitUsage
-		}
-	}
-	return exitFailure
-}
-
 // cluster is "snowflakectl cluster": create, list and delete the clusters
 // of a ZooKeeper ensemble (the ZooKeeper side is coordinator's).
 func cluster(args []string, stdout, stderr io.Writer) int {
@@ -98,13 +50,12 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "snowflakectl cluster: unknown subcommand %q: %s\n", sub, clusterUsage)
 		return exitUsage
 	}
-	cmd := "snowflakectl cluster " + sub
-	fs := newFlagSet("cluster "+sub, usageLine, stderr)
 	authHelp := "user:password for digest ACLs (reading needs none)"
 	if sub != "list" {
 		authHelp = "user:password of the digest ACL the cluster's nodes run with (--zk-auth)"
 	}
-	a := addAdminFlags(fs, authHelp)
+	c := newAdminCmd("cluster "+sub, usageLine, authHelp, stdout, stderr)
+	fs := c.fs
 	var layout, epoch, unit, workerRange *string
 	var geneBits *uint
 	var recycleAfter *time.Duration
@@ -130,58 +81,58 @@ func cluster(args []string, stdout, stderr io.Writer) int {
 	case "purge":
 		yes = fs.Bool("yes", false, "really forget the tombstone: a cluster or tag created afterwards under the name may issue the deleted ones' IDs again")
 	}
-	pos, code, ok := parse(fs, args, true, stdout, stderr)
-	if !ok {
-		return code
-	}
 	wantPos := 1
 	if sub == "list" {
 		wantPos = 0
 	}
-	if len(pos) != wantPos {
-		fmt.Fprintf(stderr, "%s: want %d argument(s), got %q: %s\n", cmd, wantPos, pos, usageLine)
-		return exitUsage
+	if code, ok := c.parse(args, c.wantArgs(wantPos, usageLine)); !ok {
+		return code
 	}
-	if !a.check(cmd, stderr) {
-		return exitUsage
-	}
-	ctx := context.Background()
-	servers := splitList(*a.zk)
-	opts, _ := a.tls.adminOptions() // check loaded them
 	switch sub {
 	case "create":
-		return clusterCreate(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, createFlags{*layout, *epoch, *unit, *geneBits, *workerRange, *recycleAfter, *ignoreTomb}, stdout, stderr, opts...)
+		return clusterCreate(c, c.pos[0], createFlags{*layout, *epoch, *unit, *geneBits, *workerRange, *recycleAfter, *ignoreTomb})
 	case "set":
-		return clusterSet(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, fs, *recycleAfter, stdout, stderr, opts...)
+		return clusterSet(c, c.pos[0], *recycleAfter)
 	case "list":
-		return clusterList(ctx, cmd, servers, *a.auth, *a.timeout, *asJSON, stdout, stderr, opts...)
+		return clusterList(c, *asJSON)
+	case "purge":
+		return clusterPurge(c, c.pos[0], *yes)
 	}
-	if sub == "purge" {
-		return clusterPurge(ctx, cmd, pos[0], servers, *a.auth, *a.timeout, *yes, stdout, stderr, opts...)
-	}
-	if !*yes {
-		fmt.Fprintf(stderr, "%s: deleting cluster %q removes its znodes (its tombstone keeps the fence and the tags' max_ids a cluster created again under the name starts after): add --yes to do it\n", cmd, pos[0])
+	return clusterDelete(c, c.pos[0], *yes)
+}
+
+// clusterDelete is "snowflakectl cluster delete".
+func clusterDelete(c *adminCmd, name string, yes bool) int {
+	if !yes {
+		fmt.Fprintf(c.stderr, "%s: deleting cluster %q removes its znodes (its tombstone keeps the fence and the tags' max_ids a cluster created again under the name starts after): add --yes to do it\n", c.cmd, name)
 		return exitUsage
 	}
-	if err := coordinator.DeleteCluster(ctx, servers, *a.auth, pos[0], *a.timeout, opts...); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return adminExit(err)
-	}
-	fmt.Fprintf(stdout, "deleted cluster %q; its tombstone stays (snowflakectl cluster list shows it): a cluster created again under the name starts after its fence and tags' max_ids\n", pos[0])
-	return exitOK
+	return c.withAdmin(func(ctx context.Context, adm *coordinator.Admin) int {
+		if err := adm.DeleteCluster(ctx, name); err != nil {
+			return c.failed(err)
+		}
+		fmt.Fprintf(c.stdout, "deleted cluster %q; its tombstone stays (snowflakectl cluster list shows it): a cluster created again under the name starts after its fence and tags' max_ids\n", name)
+		return exitOK
+	})
 }
 
 // clusterPurge is "snowflakectl cluster purge": forget a tombstone.
-func clusterPurge(ctx context.Context, cmd, name string, servers []string, auth string, timeout time.Duration, yes bool, stdout, stderr io.Writer, opts ...coordinator.AdminOption) int {
+func clusterPurge(c *adminCmd, name string, yes bool) int {
 	if !yes {
-		fmt.Fprintf(stderr, "%s: purging the tombstone of %q forgets the fence and the tags' max_ids a cluster or tag created again under the name starts after, so their IDs may be issued again: add --yes to do it\n", cmd, name)
+		fmt.Fprintf(c.stderr, "%s: purging the tombstone of %q forgets the fence and the tags' max_ids a cluster or tag created again under the name starts after, so their IDs may be issued again: add --yes to do it\n", c.cmd, name)
 		return exitUsage
 	}
-	res, err := coordinator.PurgeTombstone(ctx, servers, auth, name, timeout, opts...)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return adminExit(err)
-	}
+	return c.withAdmin(func(ctx context.Context, adm *coordinator.Admin) int {
+		res, err := adm.PurgeTombstone(ctx, name)
+		if err != nil {
+			return c.failed(err)
+		}
+		return printPurged(c.stdout, name, res)
+	})
+}
+
+// printPurged prints what cluster purge of name forgot.
+func printPurged(stdout io.Writer, name string, res coordinator.PurgeResult) int {
 	what := "no cluster tombstone"
 	if res.Cluster {
 		what = "the cluster's tombstone"
@@ -226,17 +177,25 @@ func (f createFlags) spec(now time.Time) (coordinator.ClusterSpec, error) {
 	return coordinator.ClusterSpec{Layout: l, WorkerIDs: r, RecycleAfter: f.recycleAfter, IgnoreTombstone: f.ignoreTombstone}, nil
 }
 
-func clusterCreate(ctx context.Context, cmd, name string, servers []string, auth string, timeout time.Duration, f createFlags, stdout, stderr io.Writer, opts ...coordinator.AdminOption) int {
+// clusterCreate is "snowflakectl cluster create".
+func clusterCreate(c *adminCmd, name string, f createFlags) int {
 	spec, err := f.spec(time.Now())
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
 		return exitUsage
 	}
-	res, err := coordinator.CreateCluster(ctx, servers, auth, name, spec, timeout, opts...)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return adminExit(err)
-	}
+	return c.withAdmin(func(ctx context.Context, adm *coordinator.Admin) int {
+		res, err := adm.CreateCluster(ctx, name, spec)
+		if err != nil {
+			return c.failed(err)
+		}
+		printCreated(c.stdout, c.stderr, c.cmd, name, spec, res)
+		return exitOK
+	})
+}
+
+// printCreated prints what cluster create of name with spec did.
+func printCreated(stdout, stderr io.Writer, cmd, name string, spec coordinator.ClusterSpec, res coordinator.CreateResult) {
 	for _, o := range res.Overlaps {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", cmd, o.Warning)
 	}
@@ -260,7 +219,6 @@ func clusterCreate(ctx context.Context, cmd, name string, servers []string, auth
 	if res.TombstoneIgnored {
 		fmt.Fprintf(stderr, "%s: warning: the tombstone of the deleted cluster %q was ignored (--ignore-tombstone): its IDs may be issued again\n", cmd, name)
 	}
-	return exitOK
 }
 
 // fixedSettings are the cluster create flags cluster set refuses: the
@@ -283,35 +241,39 @@ const layoutFixed = "the layout gives the cluster's IDs their meaning: with anot
 
 // clusterSet is "snowflakectl cluster set": it changes the settings that
 // may change on an existing cluster and refuses the others (exit 2).
-func clusterSet(ctx context.Context, cmd, name string, servers []string, auth string, timeout time.Duration, fs *flag.FlagSet, recycleAfter time.Duration,
-	stdout, stderr io.Writer, opts ...coordinator.AdminOption) int {
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+func clusterSet(c *adminCmd, name string, recycleAfter time.Duration) int {
 	refused := false
 	for _, f := range fixedSettings {
-		if given[f.flag] {
-			fmt.Fprintf(stderr, "%s: --%s cannot change on an existing cluster: %s\n", cmd, f.flag, f.why)
+		if c.given[f.flag] {
+			fmt.Fprintf(c.stderr, "%s: --%s cannot change on an existing cluster: %s\n", c.cmd, f.flag, f.why)
 			refused = true
 		}
 	}
 	switch {
 	case refused:
 		return exitUsage
-	case !given["recycle-after"]:
-		fmt.Fprintf(stderr, "%s: want a setting to change: %s\n", cmd, clusterUsages["set"])
+	case !c.given["recycle-after"]:
+		fmt.Fprintf(c.stderr, "%s: want a setting to change: %s\n", c.cmd, clusterUsages["set"])
 		return exitUsage
 	case recycleAfter < time.Millisecond:
-		fmt.Fprintf(stderr, "%s: --recycle-after %s: want 1ms or more\n", cmd, recycleAfter)
+		fmt.Fprintf(c.stderr, "%s: --recycle-after %s: want 1ms or more\n", c.cmd, recycleAfter)
 		return exitUsage
 	}
-	res, err := coordinator.SetCluster(ctx, servers, auth, name, coordinator.ClusterChange{RecycleAfter: recycleAfter}, timeout, opts...)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return adminExit(err)
-	}
+	return c.withAdmin(func(ctx context.Context, adm *coordinator.Admin) int {
+		res, err := adm.SetCluster(ctx, name, coordinator.ClusterChange{RecycleAfter: recycleAfter})
+		if err != nil {
+			return c.failed(err)
+		}
+		printSet(c.stdout, name, res)
+		return exitOK
+	})
+}
+
+// printSet prints what cluster set of name did.
+func printSet(stdout io.Writer, name string, res coordinator.SetResult) {
 	if !res.Changed {
 		fmt.Fprintf(stdout, "cluster %q: recycle-after is %s already, nothing to do\n", name, res.RecycleAfter)
-		return exitOK
+		return
 	}
 	old := res.OldRecycleAfter.String()
 	if res.OldRecycleAfter == 0 {
@@ -319,21 +281,28 @@ func clusterSet(ctx context.Context, cmd, name string, servers []string, auth st
 	}
 	fmt.Fprintf(stdout, "cluster %q: recycle-after %s → %s; nodes use it from their next start (one started with --recycle-after set to another value is refused then: leave the flag unset)\n",
 		name, old, res.RecycleAfter)
-	return exitOK
 }
 
-func clusterList(ctx context.Context, cmd string, servers []string, auth string, timeout time.Duration, asJSON bool, stdout, stderr io.Writer, opts ...coordinator.AdminOption) int {
-	rows, err := coordinator.ListClusters(ctx, servers, auth, timeout, opts...)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return adminExit(err)
-	}
-	if asJSON {
-		return writeJSON(stdout, stderr, cmd, rows)
-	}
+// clusterList is "snowflakectl cluster list".
+func clusterList(c *adminCmd, asJSON bool) int {
+	return c.withAdmin(func(ctx context.Context, adm *coordinator.Admin) int {
+		rows, err := adm.ListClusters(ctx)
+		if err != nil {
+			return c.failed(err)
+		}
+		if asJSON {
+			return writeJSON(c.stdout, c.stderr, c.cmd, rows)
+		}
+		printClusters(c.stdout, rows)
+		return exitOK
+	})
+}
+
+// printClusters prints the table of cluster list, and its tombstones'.
+func printClusters(stdout io.Writer, rows []coordinator.ClusterInfo) {
 	if len(rows) == 0 {
 		fmt.Fprintln(stdout, "no clusters")
-		return exitOK
+		return
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tLAYOUT\tEPOCH\tUNIT\tWORKER IDS\tRECYCLE AFTER\tWORKERS\tIN SERVICE\tREQUIRES\tPROBLEM")
@@ -350,7 +319,7 @@ func clusterList(ctx context.Context, cmd string, servers []string, auth string,
 	}
 	tw.Flush()
 	if len(tombs) == 0 {
-		return exitOK
+		return
 	}
 	fmt.Fprintln(stdout, "\nTombstones (a cluster or tag created again under the name starts after them; snowflakectl cluster purge forgets one):")
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -368,7 +337,6 @@ func clusterList(ctx context.Context, cmd string, servers []string, auth string,
 			dash(t.Fence), dash(strings.Join(tags, ", ")), dash(t.Problem))
 	}
 	tw.Flush()
-	return exitOK
 }
 
 // node is "snowflakectl node retire": let a dead node's worker ID be
@@ -388,46 +356,45 @@ func node(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "snowflakectl node: unknown subcommand %q: %s\n", sub, nodeUsage)
 		return exitUsage
 	}
-	const cmd = "snowflakectl node retire"
-	fs := newFlagSet("node retire", nodeUsage, stderr)
-	a := addAdminFlags(fs, "user:password of the digest ACL the cluster's nodes run with (--zk-auth)")
-	cluster := fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
-	sessionTimeout := fs.Duration("zk-session-timeout", coordinator.DefaultSessionTimeout,
+	c := newAdminCmd("node retire", nodeUsage, "user:password of the digest ACL the cluster's nodes run with (--zk-auth)", stdout, stderr)
+	cluster := c.fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
+	sessionTimeout := c.fs.Duration("zk-session-timeout", coordinator.DefaultSessionTimeout,
 		"the nodes' --zk-session-timeout: how long ZooKeeper keeps a dead node's session, and with it its lease (for the wait a refusal names)")
-	pos, code, ok := parse(fs, args, true, stdout, stderr)
-	if !ok {
+	oneKey := func(pos []string) bool {
+		if len(pos) == 1 {
+			return true
+		}
+		fmt.Fprintf(stderr, "%s: want one node key, got %q: %s\n", c.cmd, pos, nodeUsage)
+		return false
+	}
+	if code, ok := c.parse(args, oneKey); !ok {
 		return code
 	}
-	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "%s: want one node key, got %q: %s\n", cmd, pos, nodeUsage)
-		return exitUsage
-	}
-	if !a.check(cmd, stderr) {
-		return exitUsage
-	}
-	opts, _ := a.tls.adminOptions() // check loaded them
-	res, err := coordinator.Retire(context.Background(), splitList(*a.zk), *a.auth, *cluster, pos[0], *a.timeout, opts...)
-	if err != nil {
-		msg := err.Error()
-		if errors.Is(err, coordinator.ErrLeaseHeld) {
-			msg = heldLease(msg, *sessionTimeout, func() (coordinator.WorkerInfo, bool) {
-				return workerRow(splitList(*a.zk), *cluster, *a.auth, pos[0], *a.timeout, opts...)
-			})
+	key := c.pos[0]
+	return c.withAdmin(func(ctx context.Context, adm *coordinator.Admin) int {
+		res, err := adm.Retire(ctx, *cluster, key)
+		if err != nil {
+			msg := err.Error()
+			if errors.Is(err, coordinator.ErrLeaseHeld) {
+				msg = heldLease(msg, *sessionTimeout, func() (coordinator.WorkerInfo, bool) {
+					return workerRow(ctx, adm, *cluster, key)
+				})
+			}
+			fmt.Fprintf(stderr, "%s: %s\n", c.cmd, msg)
+			return adminExit(err)
 		}
-		fmt.Fprintf(stderr, "%s: %s\n", cmd, msg)
-		return adminExit(err)
-	}
-	ids := make([]string, len(res.WorkerIDs))
-	for i, id := range res.WorkerIDs {
-		ids[i] = strconv.FormatInt(id, 10)
-	}
-	what := "retired"
-	if res.Already {
-		what = "already retired"
-	}
-	fmt.Fprintf(stdout, "%s node key %q of cluster %q: worker ID %s may be taken over now; its next holder issues only after the fence %s\n",
-		what, pos[0], *cluster, strings.Join(ids, ","), res.Fence.Time().Format(time.RFC3339Nano))
-	return exitOK
+		ids := make([]string, len(res.WorkerIDs))
+		for i, id := range res.WorkerIDs {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		what := "retired"
+		if res.Already {
+			what = "already retired"
+		}
+		fmt.Fprintf(stdout, "%s node key %q of cluster %q: worker ID %s may be taken over now; its next holder issues only after the fence %s\n",
+			what, key, *cluster, strings.Join(ids, ","), res.Fence.Time().Format(time.RFC3339Nano))
+		return exitOK
+	})
 }
 
 // heldLeaseRE reads Retire's refusal for a held lease: the lease's path,
@@ -497,8 +464,8 @@ func nodeAnswers(addr string, timeout time.Duration) (why string, ok bool) {
 
 // workerRow reads the forever znode row of nodeKey in cluster (false when
 // it cannot be read).
-func workerRow(servers []string, cluster, auth, nodeKey string, timeout time.Duration, opts ...coordinator.AdminOption) (coordinator.WorkerInfo, bool) {
-	rows, err := coordinator.ListWorkers(context.Background(), servers, cluster, auth, timeout, opts...)
+func workerRow(ctx context.Context, adm *coordinator.Admin, cluster, nodeKey string) (coordinator.WorkerInfo, bool) {
+	rows, err := adm.ListWorkers(ctx, cluster)
 	if err != nil {
 		return coordinator.WorkerInfo{}, false
 	}

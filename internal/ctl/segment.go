@@ -18,7 +18,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"codeberg.org/snowflaked/snowflaked/coordinator"
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
 	"codeberg.org/snowflaked/snowflaked/segment"
@@ -106,10 +105,10 @@ var segmentSubs = map[string]segmentSub{
 	},
 }
 
-// segmentFlags are the flags of a segment subcommand: those every one has,
-// and each one's own (nil in the others).
+// segmentFlags are the flags of a segment subcommand besides the admin
+// flags: --cluster, which every one has, and each one's own (nil in the
+// others).
 type segmentFlags struct {
-	admin                             adminFlags
 	cluster                           *string
 	asJSON, yes, dropReturned, opaque *bool
 	start, step, maxStep              *int64
@@ -120,18 +119,14 @@ type segmentFlags struct {
 	grace                             *time.Duration
 	reuseNumbers                      *bool
 	reset, tz, format                 *string
-	// given names the flags given on the command line.
-	given map[string]bool
 }
 
 // segmentCall is one run of a segment subcommand.
 type segmentCall struct {
-	cmd            string // "snowflakectl segment <sub>", the prefix of its errors
-	pos            []string
-	f              segmentFlags
-	tag            segment.Tag // create: the tag to create
-	newMax         int64       // set-max: the new max_id
-	stdout, stderr io.Writer
+	*adminCmd // "snowflakectl segment <sub>"
+	f         segmentFlags
+	tag       segment.Tag // create: the tag to create
+	newMax    int64       // set-max: the new max_id
 }
 
 // jsonFlag registers --json with help text help.
@@ -157,54 +152,26 @@ func Segment(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "snowflakectl segment: unknown subcommand %q: %s\n", name, segmentUsage)
 		return exitUsage
 	}
-	c := &segmentCall{cmd: "snowflakectl segment " + name, stdout: stdout, stderr: stderr}
-	fs := newFlagSet("segment "+name, sub.usage+" [--timeout 10s] "+zkTLSUsage, stderr) // every subcommand has addAdminFlags
-	c.f.admin = addAdminFlags(fs, sub.authHelp)
-	c.f.cluster = fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
+	c := &segmentCall{adminCmd: newAdminCmd("segment "+name, sub.usage+" [--timeout 10s] "+zkTLSUsage, sub.authHelp, stdout, stderr)} // every subcommand has the admin flags
+	c.f.cluster = c.fs.String("cluster", "default", "cluster name (ZooKeeper path /snowflaked/<cluster>)")
 	if sub.flags != nil {
-		sub.flags(fs, &c.f)
+		sub.flags(c.fs, &c.f)
 	}
-	pos, code, ok := parse(fs, args, true, stdout, stderr)
-	if !ok {
+	if code, ok := c.parse(args, c.wantArgs(sub.args, segmentUsage)); !ok {
 		return code
 	}
-	c.pos = pos
-	c.f.given = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { c.f.given[f.Name] = true })
-	if !c.check(sub) || (sub.prepare != nil && !sub.prepare(c)) {
+	if !c.checkTag(sub) || (sub.prepare != nil && !sub.prepare(c)) {
 		return exitUsage
 	}
-	a := c.f.admin
-	ctx, cancel := clock.WithTimeout(context.Background(), *a.timeout)
-	defer cancel()
-	dial, _ := a.tls.dialer() // check loaded the files
+	var before func(ctx context.Context, dial zkconn.Dialer) int
 	if name == "create" {
-		if code := c.checkCreateAuth(ctx, dial); code != exitOK {
-			return code
-		}
+		before = c.checkCreateAuth
 	}
-	st, err := segment.OpenZK(ctx, segment.ZKConfig{Servers: splitList(*a.zk), Cluster: *c.f.cluster, Auth: *a.auth, Timeout: *a.timeout, Dial: dial})
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", c.cmd, err)
-		if errors.Is(err, coordinator.ErrInvalidConfig) {
-			return exitUsage
-		}
-		return exitFailure
-	}
-	defer st.Close()
-	return sub.run(ctx, st, c)
+	return c.withStore(*c.f.cluster, before, func(ctx context.Context, st *segment.ZKStore) int { return sub.run(ctx, st, c) })
 }
 
-// check reports a wrong count of positional arguments, a missing --zk, a
-// bad --timeout or tag name (false: exit status 2).
-func (c *segmentCall) check(sub segmentSub) bool {
-	if len(c.pos) != sub.args {
-		fmt.Fprintf(c.stderr, "%s: want %d argument(s), got %q: %s\n", c.cmd, sub.args, c.pos, segmentUsage)
-		return false
-	}
-	if !c.f.admin.check(c.cmd, c.stderr) {
-		return false
-	}
+// checkTag reports a bad tag name (false: exit status 2).
+func (c *segmentCall) checkTag(sub segmentSub) bool {
 	if sub.args == 1 {
 		if err := segment.ValidateTag(c.pos[0]); err != nil {
 			fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
@@ -271,7 +238,7 @@ func prepareCreate(c *segmentCall) bool {
 // its record writable, only with credentials no node uses (every node
 // answering 503 "zk: not authenticated" for it).
 func (c *segmentCall) checkCreateAuth(ctx context.Context, dial zkconn.Dialer) int {
-	a := c.f.admin
+	a := c.admin
 	z, err := zkclient.DialCluster(ctx, zkclient.Config{Servers: splitList(*a.zk), Cluster: *c.f.cluster, Auth: *a.auth, Timeout: *a.timeout, Dial: dial})
 	if err != nil {
 		fmt.Fprintf(c.stderr, "%s: %v\n", c.cmd, err)
@@ -326,7 +293,7 @@ func segmentCreate(ctx context.Context, st *segment.ZKStore, c *segmentCall) int
 	tag := c.tag
 	var token string
 	var err error
-	opts := segment.CreateOptions{StartGiven: c.f.given["start"], ReuseNumbers: *c.f.reuseNumbers}
+	opts := segment.CreateOptions{StartGiven: c.given["start"], ReuseNumbers: *c.f.reuseNumbers}
 	if tag.Reset != nil {
 		// Nodes of releases before reset tags would serve the raw counter.
 		z, cluster := st.Cluster()
@@ -371,7 +338,7 @@ func segmentCreate(ctx context.Context, st *segment.ZKStore, c *segmentCall) int
 		return exitOK
 	}
 	fmt.Fprintf(c.stdout, "opaque: %d-digit numbers, %d in all; its key is in ZooKeeper beside the tag\n", tag.Opaque.Digits, tag.Opaque.Size())
-	if *c.f.admin.auth == "" {
+	if *c.admin.auth == "" {
 		fmt.Fprintf(c.stderr, "%s: WARNING: without --zk-auth the key's znode is open: anyone who reaches ZooKeeper can read it and tell the tag's order and volume from its numbers\n", c.cmd)
 	}
 	return exitOK
@@ -382,7 +349,7 @@ func segmentCreate(ctx context.Context, st *segment.ZKStore, c *segmentCall) int
 // open to the world.
 func printToken(c *segmentCall, tag, token string) {
 	fmt.Fprintf(c.stdout, "token of tag %q (shown once, only its hash is kept; send it as Authorization: Bearer <token>):\n%s\n", tag, token)
-	if *c.f.admin.auth == "" {
+	if *c.admin.auth == "" {
 		fmt.Fprintf(c.stderr, "%s: WARNING: without --zk-auth the token's hash znode is open: anyone who reaches ZooKeeper can read it (not the token) and replace it\n", c.cmd)
 	}
 }

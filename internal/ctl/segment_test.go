@@ -139,6 +139,29 @@ func checkSegmentStatusTally(t *testing.T, z string) {
 	if err := st.Publish(ctx, "orders", "node-a", []segment.Range{{Lo: r.Lo + 20, Hi: r.Lo + 30}}); err != nil {
 		t.Fatal(err)
 	}
+	rep := segtestOrdersStatus(t, z)
+	if rep.HandedOut != 50 || rep.ReturnedIDs != 20 || rep.HeldIDs != 10 || rep.IssuedOrLost != 20 || rep.IssuedOrLostAtMost != 30 || rep.Tag.Description != "order numbers" || len(rep.Holders["node-a"]) != 1 {
+		t.Fatalf("status: %+v", rep)
+	}
+	checkSegtestOrdersTable(t, z, `tag "orders": start 1000, max_id 1050`, "handed out 50 = returned 20 + in live nodes' ranges 10 + issued or lost 20\n",
+		"issued or lost, with what the live nodes issued from their ranges since loading them: 20 to 30 (= 20 + 0 to 10: nodes publish", "[1030,1050)", "node-a", "[1020,1030)")
+
+	// A second record lists the whole range, the part returned included
+	// (a holder whose record is not yet cleared): every ID counts once.
+	if err := st.Publish(ctx, "orders", "node-b", []segment.Range{r}); err != nil {
+		t.Fatal(err)
+	}
+	rep = segtestOrdersStatus(t, z)
+	if rep.HandedOut != 50 || rep.ReturnedIDs != 20 || rep.HeldIDs != 30 || rep.IssuedOrLost != 0 || rep.IssuedOrLostAtMost != 30 {
+		t.Errorf("status with overlapping records: %+v, want handed out 50 = returned 20 + held 30 + issued or lost 0, at most 30", rep)
+	}
+	checkSegtestOrdersTable(t, z, "handed out 50 = returned 20 + in live nodes' ranges 30 + issued or lost 0\n")
+}
+
+// segtestOrdersStatus runs segment status --json on tag orders of cluster
+// segtest and returns its report.
+func segtestOrdersStatus(t *testing.T, z string) SegmentStatus {
+	t.Helper()
 	code, out, errOut := runSegment("status", "orders", "--zk", z, "--cluster", "segtest", "--json")
 	if code != 0 {
 		t.Fatalf("status --json: %d %s", code, errOut)
@@ -147,32 +170,18 @@ func checkSegmentStatusTally(t *testing.T, z string) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("status --json %q: %v", out, err)
 	}
-	if rep.HandedOut != 50 || rep.ReturnedIDs != 20 || rep.HeldIDs != 10 || rep.IssuedOrLost != 20 || rep.IssuedOrLostAtMost != 30 || rep.Tag.Description != "order numbers" || len(rep.Holders["node-a"]) != 1 {
-		t.Fatalf("status: %+v", rep)
-	}
-	code, out, _ = runSegment("status", "orders", "--zk", z, "--cluster", "segtest")
-	for _, want := range []string{`tag "orders": start 1000, max_id 1050`, "handed out 50 = returned 20 + in live nodes' ranges 10 + issued or lost 20\n",
-		"issued or lost, with what the live nodes issued from their ranges since loading them: 20 to 30 (= 20 + 0 to 10: nodes publish", "[1030,1050)", "node-a", "[1020,1030)"} {
+	return rep
+}
+
+// checkSegtestOrdersTable runs segment status on tag orders of cluster
+// segtest and checks that it succeeds and prints each of wants.
+func checkSegtestOrdersTable(t *testing.T, z string, wants ...string) {
+	t.Helper()
+	code, out, _ := runSegment("status", "orders", "--zk", z, "--cluster", "segtest")
+	for _, want := range wants {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("status table: exit %d, %q lacks %q", code, out, want)
 		}
-	}
-
-	// A second record lists the whole range, the part returned included
-	// (a holder whose record is not yet cleared): every ID counts once.
-	if err := st.Publish(ctx, "orders", "node-b", []segment.Range{r}); err != nil {
-		t.Fatal(err)
-	}
-	code, out, errOut = runSegment("status", "orders", "--zk", z, "--cluster", "segtest", "--json")
-	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
-		t.Fatalf("status --json: %d %s %s %v", code, out, errOut, err)
-	}
-	if rep.HandedOut != 50 || rep.ReturnedIDs != 20 || rep.HeldIDs != 30 || rep.IssuedOrLost != 0 || rep.IssuedOrLostAtMost != 30 {
-		t.Errorf("status with overlapping records: %+v, want handed out 50 = returned 20 + held 30 + issued or lost 0, at most 30", rep)
-	}
-	code, out, _ = runSegment("status", "orders", "--zk", z, "--cluster", "segtest")
-	if want := "handed out 50 = returned 20 + in live nodes' ranges 30 + issued or lost 0\n"; code != 0 || !strings.Contains(out, want) {
-		t.Errorf("status table: exit %d, %q lacks %q", code, out, want)
 	}
 }
 

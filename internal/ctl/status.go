@@ -59,7 +59,7 @@ const (
 )
 
 // status is "snowflakectl status": the worker table of a cluster, read from
-// ZooKeeper (coordinator.ReadCluster): worker ID, node key, address,
+// ZooKeeper (coordinator.Admin.ReadCluster): worker ID, node key, address,
 // version, lease held, in service, why not (explainRows: from ZooKeeper's
 // data and each such node's /readyz), last report age and fence, plus any
 // problem with the znodes. It exits 1 when ZooKeeper cannot be read and 2
@@ -107,7 +107,13 @@ func status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
 		return exitUsage
 	}
-	settings, rows, err := coordinator.ReadCluster(context.Background(), splitList(*zkFlag), *cluster, *auth, *timeout, opts...)
+	adm, err := coordinator.NewAdmin(splitList(*zkFlag), *auth, *timeout, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
+		return exitUsage
+	}
+	defer adm.Close()
+	settings, rows, err := adm.ReadCluster(context.Background(), *cluster)
 	if err != nil {
 		fmt.Fprintf(stderr, "snowflakectl status: %v\n", err)
 		if errors.Is(err, coordinator.ErrInvalidConfig) {

@@ -91,66 +91,11 @@ func startWorker(t *testing.T, zk *zkharness.Cluster, cluster, nodeKey, addr str
 
 func TestIntegration_Status(t *testing.T) {
 	zk := zkharness.StartStandalone(t)
-	startWorker(t, zk, "ctltest", "node-a", "127.0.0.1:18081", true)
-	// node-b holds its lease, is not in service and says why on /readyz;
-	// node-c holds its lease and answers nothing (killed, frozen).
-	nodeB := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(`{"state":"out_of_service","reason":"ntp_offset","detail":"offset 2s"}`))
-	}))
-	t.Cleanup(nodeB.Close)
-	addrB := strings.TrimPrefix(nodeB.URL, "http://")
-	startWorker(t, zk, "ctltest", "node-b", addrB, false)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrC := ln.Addr().String()
-	ln.Close() // nothing answers there
-	startWorker(t, zk, "ctltest", "node-c", addrC, false)
+	addrB := startStatusWorkers(t, zk)
+	got := pollStatusJSON(t, zk)
+	checkStatusJSONRows(t, got)
 
-	// Poll until node-a is in service and has reported (bounded).
-	var got statusJSON
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var stdout, stderr bytes.Buffer
-		code := Main([]string{"status", "--zk", zk.ConnectString(), "--cluster", "ctltest", "--json", "--report-interval", "1ms"}, &stdout, &stderr)
-		if code != 0 {
-			t.Fatalf("status --json: exit %d, %s", code, stderr.String())
-		}
-		if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
-			t.Fatalf("status --json output %q: %v", stdout.String(), err)
-		}
-		if len(got.Workers) == 3 && got.Workers[0].InService && got.Workers[0].LastReport > 0 && got.Workers[2].LastReportAgeMs > 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node-a not in service with a report within 10s: %+v", got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	a0, b1, c2 := got.Workers[0], got.Workers[1], got.Workers[2]
-	if got.Cluster != "ctltest" || a0.WorkerID != 0 || a0.NodeKey != "node-a" || a0.Addr != "127.0.0.1:18081" || !a0.LeaseHeld ||
-		b1.WorkerID != 1 || b1.NodeKey != "node-b" || !b1.LeaseHeld || b1.InService {
-		t.Errorf("workers %+v", got.Workers)
-	}
-	for _, w := range []struct {
-		row    statusRow
-		reason string
-		dead   bool
-	}{{a0, "", false}, {b1, "not reporting; ntp_offset", false}, {c2, "not reporting; unreachable", true}} {
-		if w.row.Version != "v0.9.0-test" || w.row.Reason != w.reason || w.row.Dead != w.dead {
-			t.Errorf("%s: version %q reason %q dead %v, want v0.9.0-test %q %v", w.row.NodeKey, w.row.Version, w.row.Reason, w.row.Dead, w.reason, w.dead)
-		}
-	}
-
-	tests := []struct {
-		name    string
-		args    []string
-		code    int
-		wantOut []string
-		wantErr string
-	}{
+	tests := []statusCase{
 		{"table", []string{"status", "--zk", zk.ConnectString(), "--cluster", "ctltest"}, 0,
 			[]string{`cluster "ctltest": 3 worker(s), 1 in service`, "node-a", "127.0.0.1:18081", "node-b", addrB, "ago", "v0.9.0-test", "ntp_offset", "unreachable"}, ""},
 		{"table, dead node flagged", []string{"status", "--zk", zk.ConnectString(), "--cluster", "ctltest", "--report-interval", "1ms"}, 0,
@@ -168,21 +113,104 @@ func TestIntegration_Status(t *testing.T) {
 		{"bad timeout", []string{"status", "--zk", zk.ConnectString(), "--timeout", "-1s"}, 2, nil, "--timeout -1s"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := Main(tc.args, &stdout, &stderr)
-			if code != tc.code {
-				t.Fatalf("exit %d, want %d; stdout %q stderr %q", code, tc.code, stdout.String(), stderr.String())
-			}
-			for _, s := range tc.wantOut {
-				if !strings.Contains(stdout.String(), s) {
-					t.Errorf("stdout does not contain %q:\n%s", s, stdout.String())
-				}
-			}
-			if !strings.Contains(stderr.String(), tc.wantErr) {
-				t.Errorf("stderr %q does not contain %q", stderr.String(), tc.wantErr)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkStatusCase(t, tc) })
+	}
+}
+
+// startStatusWorkers claims three worker IDs in cluster ctltest: node-a
+// serving, node-b holding its lease, out of service and saying why on
+// /readyz, node-c holding its lease and answering nothing (killed, frozen).
+// It returns node-b's address.
+func startStatusWorkers(t *testing.T, zk *zkharness.Cluster) string {
+	t.Helper()
+	startWorker(t, zk, "ctltest", "node-a", "127.0.0.1:18081", true)
+	nodeB := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"state":"out_of_service","reason":"ntp_offset","detail":"offset 2s"}`))
+	}))
+	t.Cleanup(nodeB.Close)
+	addrB := strings.TrimPrefix(nodeB.URL, "http://")
+	startWorker(t, zk, "ctltest", "node-b", addrB, false)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrC := ln.Addr().String()
+	ln.Close() // nothing answers there
+	startWorker(t, zk, "ctltest", "node-c", addrC, false)
+	return addrB
+}
+
+// pollStatusJSON runs status --json until node-a is in service and has
+// reported and node-c's report is old (bounded), and returns its answer.
+func pollStatusJSON(t *testing.T, zk *zkharness.Cluster) statusJSON {
+	t.Helper()
+	var got statusJSON
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var stdout, stderr bytes.Buffer
+		code := Main([]string{"status", "--zk", zk.ConnectString(), "--cluster", "ctltest", "--json", "--report-interval", "1ms"}, &stdout, &stderr)
+		if code != 0 {
+			t.Fatalf("status --json: exit %d, %s", code, stderr.String())
+		}
+		if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+			t.Fatalf("status --json output %q: %v", stdout.String(), err)
+		}
+		if len(got.Workers) == 3 && got.Workers[0].InService && got.Workers[0].LastReport > 0 && got.Workers[2].LastReportAgeMs > 3 {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node-a not in service with a report within 10s: %+v", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkStatusJSONRows checks the three workers of status --json: who they
+// are, their leases, version, reason and which one is dead.
+func checkStatusJSONRows(t *testing.T, got statusJSON) {
+	t.Helper()
+	a0, b1, c2 := got.Workers[0], got.Workers[1], got.Workers[2]
+	if got.Cluster != "ctltest" || a0.WorkerID != 0 || a0.NodeKey != "node-a" || a0.Addr != "127.0.0.1:18081" || !a0.LeaseHeld ||
+		b1.WorkerID != 1 || b1.NodeKey != "node-b" || !b1.LeaseHeld || b1.InService {
+		t.Errorf("workers %+v", got.Workers)
+	}
+	for _, w := range []struct {
+		row    statusRow
+		reason string
+		dead   bool
+	}{{a0, "", false}, {b1, "not reporting; ntp_offset", false}, {c2, "not reporting; unreachable", true}} {
+		if w.row.Version != "v0.9.0-test" || w.row.Reason != w.reason || w.row.Dead != w.dead {
+			t.Errorf("%s: version %q reason %q dead %v, want v0.9.0-test %q %v", w.row.NodeKey, w.row.Version, w.row.Reason, w.row.Dead, w.reason, w.dead)
+		}
+	}
+}
+
+// statusCase is one run of snowflakectl status: its arguments, exit code,
+// what stdout must contain and what stderr must contain.
+type statusCase struct {
+	name    string
+	args    []string
+	code    int
+	wantOut []string
+	wantErr string
+}
+
+// checkStatusCase runs one statusCase and checks its exit code and output.
+func checkStatusCase(t *testing.T, tc statusCase) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := Main(tc.args, &stdout, &stderr)
+	if code != tc.code {
+		t.Fatalf("exit %d, want %d; stdout %q stderr %q", code, tc.code, stdout.String(), stderr.String())
+	}
+	for _, s := range tc.wantOut {
+		if !strings.Contains(stdout.String(), s) {
+			t.Errorf("stdout does not contain %q:\n%s", s, stdout.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), tc.wantErr) {
+		t.Errorf("stderr %q does not contain %q", stderr.String(), tc.wantErr)
 	}
 }
 

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"testing"
 	"time"
 
@@ -20,10 +21,10 @@ func TestObserverAllocs(t *testing.T) {
 		name string
 		call func()
 	}{
-		{"request id 200", func() { f.m.Request(server.EndpointID, 200) }},
-		{"request leaf 503", func() { f.m.Request(server.EndpointLeaf, 503) }},
-		{"request other 404", func() { f.m.Request(server.EndpointOther, 404) }},
-		{"request unknown endpoint", func() { f.m.Request(server.NumEndpoints, 700) }},
+		{"request id 200", func() { f.m.Request(endpoint.ID, 200) }},
+		{"request leaf 503", func() { f.m.Request(endpoint.Leaf, 503) }},
+		{"request other 404", func() { f.m.Request(endpoint.Other, 404) }},
+		{"request unknown endpoint", func() { f.m.Request(endpoint.Count, 700) }},
 		{"issued ids", func() { f.m.IssuedIDs(100) }},
 		{"rollback, same event", func() { f.m.ObserveRollback(2*time.Second, f.now()) }},
 		{"rollback, new events", func() { f.clk.Advance(time.Minute); f.m.ObserveRollback(time.Second, f.now()) }},

@@ -13,6 +13,7 @@ package metrics
 // look-up by a name built per request (what this package avoids).
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -33,14 +34,14 @@ func BenchmarkObserver(b *testing.B) {
 	b.Run("Request", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			f.m.Request(server.EndpointID, 200)
+			f.m.Request(endpoint.ID, 200)
 		}
 	})
 	b.Run("RequestParallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				f.m.Request(server.EndpointID, 200)
+				f.m.Request(endpoint.ID, 200)
 			}
 		})
 	})
@@ -54,7 +55,7 @@ func BenchmarkObserver(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			f.m.IssuedIDs(1)
-			f.m.Request(server.EndpointID, 200)
+			f.m.Request(endpoint.ID, 200)
 		}
 	})
 }

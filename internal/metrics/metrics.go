@@ -4,7 +4,7 @@
 // Two kinds of figures:
 //
 //   - Counted on the request path: requests per endpoint and status class,
-//     and issued IDs. *Metrics implements server.Observer; every counter is
+//     and issued IDs. *Metrics is the server's observer; every counter is
 //     created up front and found by a fixed index, so an observation is one
 //     atomic add and never allocates.
 //   - Read at scrape time from one nodestate.Snapshot of the node
@@ -24,6 +24,7 @@
 package metrics
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"errors"
 	"fmt"
 	"io"
@@ -34,7 +35,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
-	"codeberg.org/snowflaked/snowflaked/server"
 )
 
 // errBadConfig is wrapped by every error New returns for an invalid Config.
@@ -118,7 +118,7 @@ type Metrics struct {
 	revision  string // the label of snowflaked_build_info, read once
 
 	ids      atomic.Uint64
-	requests [int(server.NumEndpoints) * numClasses]atomic.Uint64
+	requests [int(endpoint.Count) * numClasses]atomic.Uint64
 
 	rollbacks     [len(rollbackLimits) + 1]atomic.Uint64
 	rollbackStart atomic.Int64 // catch-up point (unix ns) of the rollback counted last; 0: none
@@ -142,17 +142,14 @@ func New(cfg Config) (*Metrics, error) {
 		revision: buildRevision(debug.ReadBuildInfo())}, nil
 }
 
-// Metrics is the server's Observer.
-var _ server.Observer = (*Metrics)(nil)
-
 // Request counts one request by endpoint (one at or beyond
-// server.NumEndpoints counts as server.EndpointOther) and status class. It
+// endpoint.Count counts as endpoint.Other) and status class. It
 // does not allocate.
-func (m *Metrics) Request(endpoint server.Endpoint, status int) {
-	if endpoint >= server.NumEndpoints {
-		endpoint = server.EndpointOther
+func (m *Metrics) Request(ep endpoint.Endpoint, status int) {
+	if ep >= endpoint.Count {
+		ep = endpoint.Other
 	}
-	m.requests[int(endpoint)*numClasses+classIndex(status)].Add(1)
+	m.requests[int(ep)*numClasses+classIndex(status)].Add(1)
 }
 
 // IssuedIDs counts n issued IDs (n < 1 is ignored). It does not allocate.

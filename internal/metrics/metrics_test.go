@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"errors"
 	"math"
 	"net"
@@ -59,8 +60,8 @@ func TestScrape_Families(t *testing.T) {
 	f.snap.ZK = &coordinator.Status{Connected: true, LeaseHeld: true, AlivePresent: true, Reports: 9, ReportFailures: 3, LastReportAgeMs: 1500,
 		FailuresByCause: map[string]int64{"connection": 2, "taken_over": 1}, ZKFence: 1_800_000_000_000, ZKFenceHeadroomMs: 25_500, ZKFenceAheadMs: 30_000}
 	f.m.IssuedIDs(5)
-	f.m.Request(server.EndpointID, 200)
-	f.m.Request(server.EndpointIDs, 503)
+	f.m.Request(endpoint.ID, 200)
+	f.m.Request(endpoint.IDs, 503)
 
 	ex := scrape(t, f.m)
 	l := snowflake.DefaultLayout()
@@ -150,8 +151,8 @@ func TestScrape_Families(t *testing.T) {
 		t.Error("an unreachable peer has an offset series")
 	}
 	// Every request counter exists from the start: 9 endpoints × 6 classes.
-	if n := len(ex.samplesOf("snowflaked_requests_total")); n != len(server.Endpoints)*len(statusClasses) {
-		t.Errorf("%d request series, want %d", n, len(server.Endpoints)*len(statusClasses))
+	if n := len(ex.samplesOf("snowflaked_requests_total")); n != len(endpoint.Labels)*len(statusClasses) {
+		t.Errorf("%d request series, want %d", n, len(endpoint.Labels)*len(statusClasses))
 	}
 	// The families read at scrape time carry HELP and TYPE.
 	for _, name := range []string{"snowflaked_state", "snowflaked_clock_rollbacks_total", "snowflaked_peer_offset_seconds"} {
@@ -434,28 +435,28 @@ func TestRealGenerator(t *testing.T) {
 // anything unexpected lands in "other" instead of being dropped.
 func TestRequestClasses(t *testing.T) {
 	tests := []struct {
-		endpoint server.Endpoint
+		endpoint endpoint.Endpoint
 		status   int
 		wantEP   string
 		wantCode string
 	}{
-		{server.EndpointID, 200, "id", "2xx"},
-		{server.EndpointIDs, 400, "ids", "4xx"},
-		{server.EndpointDecode, 404, "decode", "4xx"},
-		{server.EndpointLeaf, 503, "leaf", "5xx"},
-		{server.EndpointHealthz, 204, "healthz", "2xx"},
-		{server.EndpointReadyz, 503, "readyz", "5xx"},
-		{server.EndpointTime, 301, "time", "3xx"},
-		{server.EndpointClock, 100, "clock", "1xx"},
-		{server.EndpointOther, 405, "other", "4xx"},
-		{server.EndpointSegment, 201, "segment", "2xx"},
-		{server.EndpointUUID, 500, "uuid", "5xx"},
-		{server.NumEndpoints, 200, "other", "2xx"},
-		{server.NumEndpoints + 7, 302, "other", "3xx"},
-		{server.EndpointID, 0, "id", "other"},
-		{server.EndpointID, 600, "id", "other"},
-		{server.EndpointID, 99, "id", "other"},
-		{server.EndpointID, 599, "id", "5xx"},
+		{endpoint.ID, 200, "id", "2xx"},
+		{endpoint.IDs, 400, "ids", "4xx"},
+		{endpoint.Decode, 404, "decode", "4xx"},
+		{endpoint.Leaf, 503, "leaf", "5xx"},
+		{endpoint.Healthz, 204, "healthz", "2xx"},
+		{endpoint.Readyz, 503, "readyz", "5xx"},
+		{endpoint.Time, 301, "time", "3xx"},
+		{endpoint.Clock, 100, "clock", "1xx"},
+		{endpoint.Other, 405, "other", "4xx"},
+		{endpoint.Segment, 201, "segment", "2xx"},
+		{endpoint.UUID, 500, "uuid", "5xx"},
+		{endpoint.Count, 200, "other", "2xx"},
+		{endpoint.Count + 7, 302, "other", "3xx"},
+		{endpoint.ID, 0, "id", "other"},
+		{endpoint.ID, 600, "id", "other"},
+		{endpoint.ID, 99, "id", "other"},
+		{endpoint.ID, 599, "id", "5xx"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.endpoint.String()+"/"+time.Duration(tc.status).String(), func(t *testing.T) {

@@ -107,36 +107,11 @@ func parseSample(line string) (sample, error) {
 	}
 	s.name = line[:i]
 	if i < len(line) && line[i] == '{' {
-		i++
-		for {
-			for i < len(line) && (line[i] == ' ' || line[i] == '\t') { // the format allows blanks between labels
-				i++
-			}
-			if i < len(line) && line[i] == '}' {
-				i++
-				break
-			}
-			j := i
-			for j < len(line) && isNameChar(line[j], j == i) {
-				j++
-			}
-			if j == i || j+1 >= len(line) || line[j] != '=' || line[j+1] != '"' {
-				return s, fmt.Errorf("bad label at %d", i)
-			}
-			key := line[i:j]
-			val, n, err := unescapeLabel(line[j+2:])
-			if err != nil {
-				return s, err
-			}
-			if _, dup := s.labels[key]; dup {
-				return s, fmt.Errorf("label %s twice", key)
-			}
-			s.labels[key] = val
-			i = j + 2 + n
-			if i < len(line) && line[i] == ',' {
-				i++
-			}
+		n, err := parseLabels(line, i+1, s.labels)
+		if err != nil {
+			return s, err
 		}
+		i = n
 	}
 	if i >= len(line) || line[i] != ' ' {
 		return s, fmt.Errorf("no space before the value")
@@ -151,6 +126,40 @@ func parseSample(line string) (sample, error) {
 	}
 	s.value = v
 	return s, nil
+}
+
+// parseLabels reads the labels of a sample from line[i:] (just after its
+// "{") into labels, up to and including the closing "}", and returns the
+// index just past it.
+func parseLabels(line string, i int, labels map[string]string) (int, error) {
+	for {
+		for i < len(line) && (line[i] == ' ' || line[i] == '\t') { // the format allows blanks between labels
+			i++
+		}
+		if i < len(line) && line[i] == '}' {
+			return i + 1, nil
+		}
+		j := i
+		for j < len(line) && isNameChar(line[j], j == i) {
+			j++
+		}
+		if j == i || j+1 >= len(line) || line[j] != '=' || line[j+1] != '"' {
+			return i, fmt.Errorf("bad label at %d", i)
+		}
+		key := line[i:j]
+		val, n, err := unescapeLabel(line[j+2:])
+		if err != nil {
+			return i, err
+		}
+		if _, dup := labels[key]; dup {
+			return i, fmt.Errorf("label %s twice", key)
+		}
+		labels[key] = val
+		i = j + 2 + n
+		if i < len(line) && line[i] == ',' {
+			i++
+		}
+	}
 }
 
 func isNameChar(c byte, first bool) bool {

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/segment"
-	"codeberg.org/snowflaked/snowflaked/server"
 )
 
 // fullExposition is a scrape with every source set, segment tags, the
@@ -23,8 +23,8 @@ func fullExposition(t *testing.T) string {
 	f := newFixture(t, func(c *Config) { c.ProcessMetrics = true })
 	f.snap.Segments = []segment.TagStatus{{Tag: "orders", Issued: 42, Loads: 3, Available: 958, Step: 2000}}
 	f.snap.PossiblyLost = 1
-	f.m.Request(server.EndpointID, 200)
-	f.m.Request(server.EndpointIDs, 400)
+	f.m.Request(endpoint.ID, 200)
+	f.m.Request(endpoint.IDs, 400)
 	f.m.IssuedIDs(3)
 	var b bytes.Buffer
 	f.m.WritePrometheus(&b)

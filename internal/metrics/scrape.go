@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -8,12 +9,10 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
-	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
+	"codeberg.org/snowflaked/snowflaked/internal/partstatus"
 	"codeberg.org/snowflaked/snowflaked/internal/tlsfiles"
-	"codeberg.org/snowflaked/snowflaked/segment"
-	"codeberg.org/snowflaked/snowflaked/server"
 )
 
 // maxPeerSeries bounds the per-peer series of one scrape.
@@ -260,7 +259,7 @@ const secondsPerYear = 365.25 * 24 * 3600
 // writeRequests writes the request path's counters.
 func (m *Metrics) writeRequests(e *expo) {
 	e.addUint(fIDs, m.ids.Load())
-	for i, ep := range server.Endpoints {
+	for i, ep := range endpoint.Labels {
 		for c, class := range statusClasses {
 			e.addUint(fRequests, m.requests[i*numClasses+c].Load(), "endpoint", ep, "code", class)
 		}
@@ -425,7 +424,7 @@ func writePeers(e *expo, s clockguard.PeerSnapshot) {
 // exported (0 included) so rates and alerts need no absent() guards.
 var renewalCauses = []string{"connection", "taken_over", "deleted", "held", "other"}
 
-func writeZK(e *expo, st *coordinator.Status) {
+func writeZK(e *expo, st *partstatus.ZK) {
 	e.add(fZKConn, b2f(st.Connected))
 	e.add(fZKLease, b2f(st.LeaseHeld))
 	e.add(fZKAlive, b2f(st.AlivePresent))
@@ -462,21 +461,21 @@ var (
 	fSegPossiblyLost = family{"snowflaked_segment_possibly_lost_total", "counter", "Dense IDs of ranges whose allocation or take had an unknown outcome (ZooKeeper's answer lost): maybe lost, never issued twice."}
 )
 
-func writeSegments(e *expo, tags []segment.TagStatus) {
+func writeSegments(e *expo, tags []partstatus.Tag) {
 	if len(tags) > maxTagSeries {
 		tags = tags[:maxTagSeries]
 	}
 	for _, f := range []struct {
 		fam family
-		v   func(segment.TagStatus) float64
+		v   func(partstatus.Tag) float64
 	}{
-		{fSegIssued, func(t segment.TagStatus) float64 { return float64(t.Issued) }},
-		{fSegLoads, func(t segment.TagStatus) float64 { return float64(t.Loads) }},
-		{fSegLoadS, func(t segment.TagStatus) float64 { return t.LastLoad }},
-		{fSegAvail, func(t segment.TagStatus) float64 { return float64(t.Available) }},
-		{fSegStep, func(t segment.TagStatus) float64 { return float64(t.Step) }},
-		{fSegAhead, func(t segment.TagStatus) float64 { return float64(t.Ahead) }},
-		{fSegWasted, func(t segment.TagStatus) float64 { return float64(t.Wasted) }},
+		{fSegIssued, func(t partstatus.Tag) float64 { return float64(t.Issued) }},
+		{fSegLoads, func(t partstatus.Tag) float64 { return float64(t.Loads) }},
+		{fSegLoadS, func(t partstatus.Tag) float64 { return t.LastLoad }},
+		{fSegAvail, func(t partstatus.Tag) float64 { return float64(t.Available) }},
+		{fSegStep, func(t partstatus.Tag) float64 { return float64(t.Step) }},
+		{fSegAhead, func(t partstatus.Tag) float64 { return float64(t.Ahead) }},
+		{fSegWasted, func(t partstatus.Tag) float64 { return float64(t.Wasted) }},
 	} {
 		for _, t := range tags {
 			e.add(f.fam, f.v(t), "tag", t.Tag)

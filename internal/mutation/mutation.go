@@ -120,7 +120,7 @@ const (
 	TagTombstoneIgnored Name = "r8-tag-tombstone-ignored"
 	// TokenStaleUnbounded: a store that cannot read a token tag's hashes
 	// serves the ones it read last however old they are (ZKStore.Tokens,
-	// segment/zkstore.go): a token rotated out during a partition is
+	// segment/zktokens.go): a token rotated out during a partition is
 	// honoured for as long as it lasts.
 	TokenStaleUnbounded Name = "token-stale-unbounded"
 )

@@ -12,9 +12,8 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/clockguard"
-	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/fencing"
-	"codeberg.org/snowflaked/snowflaked/segment"
+	"codeberg.org/snowflaked/snowflaked/internal/partstatus"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -62,7 +61,7 @@ type Snapshot struct {
 	Fence snowflake.UnixMilli
 
 	// ZK is the ZooKeeper coordinator's state; nil in standalone mode.
-	ZK *coordinator.Status
+	ZK *partstatus.ZK
 	// PrevHolderWait is how long the node still waits at start for the
 	// previous holder's ZooKeeper fence (0 when it does not), and
 	// PrevHolder that holder. Only meaningful in ZooKeeper mode.
@@ -71,7 +70,7 @@ type Snapshot struct {
 
 	// Segments are the segment-mode tags the node serves: nil outside
 	// segment mode, empty before the segment service runs.
-	Segments []segment.TagStatus
+	Segments []partstatus.Tag
 	// PossiblyLost counts the dense IDs of ranges whose allocation or take
 	// had an unknown outcome (ZooKeeper's answer lost): maybe lost, never
 	// issued twice. Only meaningful with Segments.

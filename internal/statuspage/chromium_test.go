@@ -66,6 +66,36 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 	if len(d.rows) != 7 {
 		t.Fatalf("%d rows in the rendered table, want 7:\n%s", len(d.rows), out)
 	}
+	checkStatusPageRows(t, d, hostileKey, longKey)
+	for id, want := range map[string]string{"self-cluster": "metrics-test", "self-version": "v1.2.3", "self-layout": "41/10/12"} {
+		if got := textOf(d.byID(id)); !strings.Contains(got, want) {
+			t.Errorf("#%s = %q, want %q", id, got, want)
+		}
+	}
+	if h2 := d.elements("h2"); len(h2) != 1 || textOf(h2[0]) != "Cluster: 7 nodes, 3 in service, 2 with figures over the limits" {
+		t.Errorf("summary %q", textOf(h2[0]))
+	}
+
+	// 2. A screenshot.
+	checkStatusPageScreenshot(t, bin, url)
+
+	// 3. A narrow window: the long key wraps between its parts.
+	narrow, _ := chromium.Screenshot(t, bin, url, 700, 1400)
+	chromium.Keep(t, narrow, "status-narrow.png")
+
+	// 4. Reloading every 5s, as the page's own link asks.
+	d = parseDOM(t, string(chromium.Run(t, bin, url+"?refresh=5", "--dump-dom")))
+	if m := d.metaRefresh(); m != "5" {
+		t.Errorf("meta refresh %q after ?refresh=5, want 5", m)
+	}
+}
+
+// checkStatusPageRows checks each row of the rendered table of
+// TestIntegration_StatusPageChromium (the node keys hostileKey and longKey
+// among them): its state, the cells over the limits and their markers, its
+// classes, and the details of node-3 and the frozen node-6.
+func checkStatusPageRows(t *testing.T, d *dom, hostileKey, longKey string) {
+	t.Helper()
 	tests := []struct {
 		key       string
 		state     string
@@ -106,16 +136,13 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 	if note := d.row(t, "node-6-frozen").cells["note"]; !strings.Contains(note, "report overdue") || !strings.Contains(note, "does not answer") {
 		t.Errorf("the frozen node's notes %q do not say why it is flagged", note)
 	}
-	for id, want := range map[string]string{"self-cluster": "metrics-test", "self-version": "v1.2.3", "self-layout": "41/10/12"} {
-		if got := textOf(d.byID(id)); !strings.Contains(got, want) {
-			t.Errorf("#%s = %q, want %q", id, got, want)
-		}
-	}
-	if h2 := d.elements("h2"); len(h2) != 1 || textOf(h2[0]) != "Cluster: 7 nodes, 3 in service, 2 with figures over the limits" {
-		t.Errorf("summary %q", textOf(h2[0]))
-	}
+}
 
-	// 2. A screenshot.
+// checkStatusPageScreenshot takes a 1200x800 screenshot of the page at
+// url with Chromium bin and checks that it is a PNG of that size with many
+// colours and the over-limit markers' red visible, and keeps it.
+func checkStatusPageScreenshot(t *testing.T, bin, url string) {
+	t.Helper()
 	data, shot := chromium.Screenshot(t, bin, url, 1200, 800)
 	img, err := png.Decode(bytes.NewReader(data))
 	if err != nil {
@@ -133,16 +160,6 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 	}
 	t.Logf("screenshot: %s (%d bytes, %d colours, %d marker-red pixels)", shot, len(data), colours, marker)
 	chromium.Keep(t, data, "status.png")
-
-	// 3. A narrow window: the long key wraps between its parts.
-	narrow, _ := chromium.Screenshot(t, bin, url, 700, 1400)
-	chromium.Keep(t, narrow, "status-narrow.png")
-
-	// 4. Reloading every 5s, as the page's own link asks.
-	d = parseDOM(t, string(chromium.Run(t, bin, url+"?refresh=5", "--dump-dom")))
-	if m := d.metaRefresh(); m != "5" {
-		t.Errorf("meta refresh %q after ?refresh=5, want 5", m)
-	}
 }
 
 // A standalone node: its own card (with a clock set back since it entered

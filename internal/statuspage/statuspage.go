@@ -13,6 +13,7 @@ package statuspage
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -36,7 +37,6 @@ import (
 // Defaults of Config.
 const (
 	defaultFetchTimeout  = 500 * time.Millisecond
-	defaultListTimeout   = 3 * time.Second
 	defaultConcurrency   = 16
 	defaultMaxFetch      = 64
 	defaultNTPMaxOffset  = clockguard.DefaultNTPMaxOffset
@@ -61,7 +61,7 @@ type Source interface {
 	// table out.
 	Self() nodestate.Snapshot
 	// Workers lists the cluster's workers as ZooKeeper knows them (e.g.
-	// coordinator.ListWorkers), this node included; ctx bounds the call.
+	// coordinator.Admin.ListWorkers), this node included; ctx bounds the call.
 	// In standalone mode it returns nil, nil.
 	Workers(ctx context.Context) ([]coordinator.WorkerInfo, error)
 }
@@ -169,31 +169,20 @@ func New(cfg Config) (*Page, error) {
 		return nil, fmt.Errorf("%w: negative value (fetch timeout %v, list timeout %v, concurrency %d, max fetch %d, ntp max offset %v, peer max offset %v, max report age %v, gone after %v, refresh %v)",
 			errBadConfig, cfg.FetchTimeout, cfg.ListTimeout, cfg.Concurrency, cfg.MaxFetch, cfg.NTPMaxOffset, cfg.PeerMaxOffset, cfg.MaxReportAge, cfg.GoneAfter, cfg.Refresh)
 	}
-	cfg.FetchTimeout = orDefault(cfg.FetchTimeout, defaultFetchTimeout)
-	cfg.ListTimeout = orDefault(cfg.ListTimeout, defaultListTimeout)
-	cfg.NTPMaxOffset = orDefault(cfg.NTPMaxOffset, defaultNTPMaxOffset)
-	cfg.PeerMaxOffset = orDefault(cfg.PeerMaxOffset, defaultPeerMaxOffset)
-	cfg.MaxReportAge = orDefault(cfg.MaxReportAge, defaultMaxReportAge)
-	cfg.GoneAfter = orDefault(cfg.GoneAfter, defaultGoneAfter)
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = defaultConcurrency
-	}
-	if cfg.MaxFetch == 0 {
-		cfg.MaxFetch = defaultMaxFetch
-	}
+	cfg.FetchTimeout = cmp.Or(cfg.FetchTimeout, defaultFetchTimeout)
+	cfg.ListTimeout = cmp.Or(cfg.ListTimeout, coordinator.DefaultWorkerPageTimeout)
+	cfg.NTPMaxOffset = cmp.Or(cfg.NTPMaxOffset, defaultNTPMaxOffset)
+	cfg.PeerMaxOffset = cmp.Or(cfg.PeerMaxOffset, defaultPeerMaxOffset)
+	cfg.MaxReportAge = cmp.Or(cfg.MaxReportAge, defaultMaxReportAge)
+	cfg.GoneAfter = cmp.Or(cfg.GoneAfter, defaultGoneAfter)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, defaultConcurrency)
+	cfg.MaxFetch = cmp.Or(cfg.MaxFetch, defaultMaxFetch)
 	client := cfg.Client
 	if client == nil {
 		client = newClient(cfg.FetchTimeout)
 		client.TLSConfig = cfg.TLS
 	}
 	return &Page{cfg: cfg, client: client}, nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // newClient returns a client for short one-off requests: no retries, a

@@ -12,8 +12,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -428,7 +426,7 @@ func CheckServers(in []string) ([]string, error) {
 			return nil, fmt.Errorf("ZooKeeper server %q contains a comma: split the connection string into addresses", s)
 		}
 		if strings.Contains(s, ":") {
-			if err := CheckHostPort(s); err != nil {
+			if err := wire.CheckHostPort(s); err != nil {
 				return nil, fmt.Errorf("ZooKeeper server: %v", err)
 			}
 		}
@@ -438,21 +436,6 @@ func CheckServers(in []string) ([]string, error) {
 		return nil, fmt.Errorf("no ZooKeeper servers")
 	}
 	return out, nil
-}
-
-// checkHostPort checks a host:port address.
-func CheckHostPort(s string) error {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port: %v", s, err)
-	}
-	if host == "" {
-		return fmt.Errorf("%q has no host", s)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("%q: port %q is not a number in 1..65535", s, port)
-	}
-	return nil
 }
 
 // validateCluster checks a cluster name: it becomes one znode name as is.

@@ -2,6 +2,7 @@ package docs
 
 import (
 	"bytes"
+	"codeberg.org/snowflaked/snowflaked/internal/endpoint"
 	"go/ast"
 	"go/token"
 	"regexp"
@@ -19,7 +20,6 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/metrics"
 	"codeberg.org/snowflaked/snowflaked/internal/nodestate"
 	"codeberg.org/snowflaked/snowflaked/segment"
-	"codeberg.org/snowflaked/snowflaked/server"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
@@ -89,7 +89,7 @@ func scrapeFamilies(t *testing.T) map[string]family {
 	if err != nil {
 		t.Fatalf("metrics.New: %v", err)
 	}
-	m.Request(server.EndpointID, 200)
+	m.Request(endpoint.ID, 200)
 	m.IssuedIDs(1)
 	m.ObserveRollback(time.Second, now)
 	var buf bytes.Buffer

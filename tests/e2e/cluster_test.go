@@ -47,7 +47,12 @@ func clusterArgs(dir, zk, cluster, nodeKey string, extra ...string) []string {
 // workerRows reads the cluster's table from ZooKeeper, by node key.
 func workerRows(t *testing.T, zk *zkharness.Cluster, cluster string) map[string]coordinator.WorkerInfo {
 	t.Helper()
-	rows, err := coordinator.ListWorkers(context.Background(), strings.Split(zk.ConnectString(), ","), cluster, "", 10*time.Second)
+	adm, err := coordinator.NewAdmin(strings.Split(zk.ConnectString(), ","), "", 10*time.Second)
+	if err != nil {
+		t.Fatalf("NewAdmin: %v", err)
+	}
+	defer adm.Close()
+	rows, err := adm.ListWorkers(context.Background(), cluster)
 	if err != nil {
 		t.Fatalf("ListWorkers: %v", err)
 	}
@@ -572,21 +577,7 @@ func TestIntegration_ClusterSurvivesZooKeeperLeaderLossUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new leader, then fresh reports from every node.
-	deadline := time.Now().Add(zkharness.StartTimeout)
-	for {
-		l, err := ens.Leader()
-		if err == nil && l != leader {
-			t.Logf("server %d leads %s after server %d was killed", l.ID(), time.Since(killedAt).Round(time.Millisecond), leader.ID())
-			break
-		}
-		if time.Now().After(deadline) {
-			for _, s := range ens.Servers {
-				t.Logf("ZooKeeper server %d log tail:\n%s", s.ID(), fileTail(s.LogPath(), 40))
-			}
-			t.Fatalf("no new leader within %s (last: leader %v, %v)", zkharness.StartTimeout, l, err)
-		}
-		time.Sleep(pollEvery)
-	}
+	waitNewLeader(t, ens, leader, killedAt)
 	for i := range nodes {
 		key := fmt.Sprintf("node-%d", i+1)
 		r := waitRow(t, ens, "leader", key, readyTimeout, func(r coordinator.WorkerInfo) bool { return r.LastReport > snowflake.UnixMilliOf(killedAt) })
@@ -599,6 +590,40 @@ func TestIntegration_ClusterSurvivesZooKeeperLeaderLossUnderLoad(t *testing.T) {
 	for _, c := range cols {
 		c.waitFor(t, c.count()+1000)
 	}
+	lists := finishLeaderLossLoad(t, nodes, cols)
+	n := checkIDs(t, lists...)
+	t.Logf("checker: %d IDs from 3 nodes (6 clients), no duplicate, every worker increasing per client", n)
+	checkNodesAfterLeaderLoss(t, nodes, workersBefore)
+}
+
+// waitNewLeader waits until a server of ens other than leader, killed at
+// killedAt, leads; if none does in time it logs every server's log tail
+// and fails.
+func waitNewLeader(t *testing.T, ens *zkharness.Cluster, leader *zkharness.Server, killedAt time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(zkharness.StartTimeout)
+	for {
+		l, err := ens.Leader()
+		if err == nil && l != leader {
+			t.Logf("server %d leads %s after server %d was killed", l.ID(), time.Since(killedAt).Round(time.Millisecond), leader.ID())
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, s := range ens.Servers {
+				t.Logf("ZooKeeper server %d log tail:\n%s", s.ID(), fileTail(s.LogPath(), 40))
+			}
+			t.Fatalf("no new leader within %s (last: leader %v, %v)", zkharness.StartTimeout, l, err)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// finishLeaderLossLoad stops the two collectors of each node (cols[2i]
+// and cols[2i+1] for nodes[i]) and checks that the leader loss failed no
+// request but with a brief 503, and that each node is back in service;
+// it returns the IDs of each collector.
+func finishLeaderLossLoad(t *testing.T, nodes []*proc, cols []*collector) [][]int64 {
+	t.Helper()
 	var lists [][]int64
 	for j, c := range cols {
 		i := j / 2
@@ -626,8 +651,14 @@ func TestIntegration_ClusterSurvivesZooKeeperLeaderLossUnderLoad(t *testing.T) {
 		}
 		nodes[i].waitReadyz(http.StatusOK, readyTimeout)
 	}
-	n := checkIDs(t, lists...)
-	t.Logf("checker: %d IDs from 3 nodes (6 clients), no duplicate, every worker increasing per client", n)
+	return lists
+}
+
+// checkNodesAfterLeaderLoss checks that each node is connected to
+// ZooKeeper, holds its lease and kept its worker ID (workersBefore, by
+// node key).
+func checkNodesAfterLeaderLoss(t *testing.T, nodes []*proc, workersBefore map[string]int64) {
+	t.Helper()
 	for i, p := range nodes {
 		rep := p.clock()
 		if !rep.ZK.Connected || !rep.ZK.LeaseHeld || rep.WorkerID != workersBefore[fmt.Sprintf("node-%d", i+1)] {

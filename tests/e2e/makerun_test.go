@@ -116,7 +116,37 @@ func TestIntegration_MakeRunTwice(t *testing.T) {
 	runDir := filepath.Join(root, ".run")
 	before := readRunFiles(t, runDir)
 
-	// Its ports again: refused, nothing written, a working suggestion.
+	port := checkMakeRunRefused(t, root, base)
+	checkMakeRunAsAdvised(t, root, port)
+
+	// The first is untouched and serves.
+	after := readRunFiles(t, runDir)
+	if !bytes.Equal(after.zooCfg, before.zooCfg) {
+		t.Errorf("the first cluster's zoo.cfg changed:\n%s\nwas:\n%s", after.zooCfg, before.zooCfg)
+	}
+	if !bytes.HasPrefix(after.nodeLog, before.nodeLog) || bytes.IndexByte(after.nodeLog, 0) >= 0 {
+		t.Errorf("the first cluster's node-1.log was rewritten (%d bytes before, %d after)", len(before.nodeLog), len(after.nodeLog))
+	}
+	checkMakeRunsAtOnce(t, root)
+
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", base))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the first cluster's node 1 after the second run: %v %v", resp, err)
+	}
+	_ = resp.Body.Close()
+	if err := first.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := first.Wait(time.Minute); err != nil || code != 0 {
+		t.Errorf("the first make run after SIGTERM: exit %d (%v)", code, err)
+	}
+}
+
+// checkMakeRunRefused runs make run in root on the ports from base, which
+// a running make run has: it must be refused, write nothing, and advise a
+// base port, which it returns.
+func checkMakeRunRefused(t *testing.T, root string, base int) string {
+	t.Helper()
 	second := startMakeRun(t, root, fmt.Sprintf("RUN_BASE_PORT=%d", base))
 	if code, err := second.Wait(time.Minute); err != nil || code != 1 {
 		t.Fatalf("make run on busy ports: exit %d (%v), want 1:\n%s", code, err, second.Output())
@@ -128,29 +158,31 @@ func TestIntegration_MakeRunTwice(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, ".run-2")); !os.IsNotExist(err) {
 		t.Errorf("the refused run created .run-2 (%v)", err)
 	}
+	return advice[1]
+}
 
-	// As advised: its own directory, its own ZooKeeper, then it stops.
-	third := startMakeRun(t, root, "RUN_BASE_PORT="+advice[1])
+// checkMakeRunAsAdvised runs make run in root on the advised base port,
+// beside a running one: it takes its own directory and its own ZooKeeper,
+// then stops.
+func checkMakeRunAsAdvised(t *testing.T, root, port string) {
+	t.Helper()
+	third := startMakeRun(t, root, "RUN_BASE_PORT="+port)
 	if code, err := third.Wait(2 * time.Minute); err != nil || code != 0 {
 		t.Fatalf("make run as advised: exit %d (%v):\n%s", code, err, third.Output())
 	}
 	out := third.Output()
-	for _, want := range []string{".run is in use by another make run", "data and log: .run-2/zk", "node 1 serves on http://127.0.0.1:" + advice[1]} {
+	for _, want := range []string{".run is in use by another make run", "data and log: .run-2/zk", "node 1 serves on http://127.0.0.1:" + port} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the second run's output lacks %q:\n%s", want, out)
 		}
 	}
+}
 
-	// The first is untouched and serves.
-	after := readRunFiles(t, runDir)
-	if !bytes.Equal(after.zooCfg, before.zooCfg) {
-		t.Errorf("the first cluster's zoo.cfg changed:\n%s\nwas:\n%s", after.zooCfg, before.zooCfg)
-	}
-	if !bytes.HasPrefix(after.nodeLog, before.nodeLog) || bytes.IndexByte(after.nodeLog, 0) >= 0 {
-		t.Errorf("the first cluster's node-1.log was rewritten (%d bytes before, %d after)", len(before.nodeLog), len(after.nodeLog))
-	}
-	// Two more at once, while the first runs: each waits for the other to
-	// be listening before it picks ports, so they take different ones.
+// checkMakeRunsAtOnce starts two more make runs in root at once, beside a
+// running one: each waits for the other to be listening before it picks
+// ports, so they take different ones, and different directories.
+func checkMakeRunsAtOnce(t *testing.T, root string) {
+	t.Helper()
 	fourth, fifth := startMakeRun(t, root), startMakeRun(t, root)
 	served := map[string]bool{}
 	for _, p := range []*testproc.Proc{fourth, fifth} {
@@ -165,18 +197,6 @@ func TestIntegration_MakeRunTwice(t *testing.T) {
 			t.Errorf("two runs started at once share %s or %s", m[1], m[2])
 		}
 		served[m[1]], served[m[2]] = true, true
-	}
-
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", base))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("the first cluster's node 1 after the second run: %v %v", resp, err)
-	}
-	_ = resp.Body.Close()
-	if err := first.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code, err := first.Wait(time.Minute); err != nil || code != 0 {
-		t.Errorf("the first make run after SIGTERM: exit %d (%v)", code, err)
 	}
 }
 

@@ -126,41 +126,20 @@ func TestIntegration_ResetTagAcrossMidnight(t *testing.T) {
 	t.Logf("node 1 killed and started again at %v on its clock", time.Now().Add(midnight.Add(-ahead).Sub(t0)+skews[1]).UTC().Format("15:04:05.000"))
 	wg.Wait()
 
+	checkResetDays(t, answers, refused, midnight, first)
+}
+
+// checkResetDays checks the answers of the reset-tag test's nodes, around
+// midnight: each one prints as {date}{seq:6} with a date of the day
+// before or the day of midnight, no number twice within a day, each node's
+// dates never go back, and each day's smallest number is first.
+func checkResetDays(t *testing.T, answers [3][]resetAnswer, refused [3]map[string]int, midnight time.Time, first int64) {
+	t.Helper()
 	day0, day1 := midnight.Add(-time.Hour).Format("20060102"), midnight.Format("20060102")
-	format := regexp.MustCompile(`^([0-9]{8})([0-9]{6})$`)
 	seen := map[string]map[int64]int{} // date → number → node
 	total := 0
-	for i := range nodes {
-		last := ""
-		for _, a := range answers[i] {
-			m := format.FindStringSubmatch(a.text)
-			if m == nil {
-				t.Fatalf("node %d answered %q: not {date}{seq:6}", i, a.text)
-			}
-			date := m[1]
-			if date != day0 && date != day1 {
-				t.Fatalf("node %d answered %q: date %s, neither %s nor %s", i, a.text, date, day0, day1)
-			}
-			if _, err := time.Parse("20060102", date); err != nil {
-				t.Fatalf("node %d answered %q: %v", i, a.text, err)
-			}
-			if date < last {
-				t.Fatalf("node %d answered %q after a number of %s: its dates went back", i, a.text, last)
-			}
-			last = date
-			num, _ := strconv.ParseInt(m[2], 10, 64)
-			if num < first {
-				t.Fatalf("node %d answered %q: number %d below the start %d", i, a.text, num, first)
-			}
-			if seen[date] == nil {
-				seen[date] = map[int64]int{}
-			}
-			if by, dup := seen[date][num]; dup {
-				t.Fatalf("%q handed out twice: by node %d and node %d", a.text, by, i)
-			}
-			seen[date][num] = i
-			total++
-		}
+	for i := range answers {
+		total += checkResetNodeAnswers(t, i, answers[i], seen, day0, day1, first)
 	}
 	for _, date := range []string{day0, day1} {
 		nums := make([]int64, 0, len(seen[date]))
@@ -176,9 +155,49 @@ func TestIntegration_ResetTagAcrossMidnight(t *testing.T) {
 		}
 		t.Logf("%s: %d numbers, %d to %d", date, len(nums), nums[0], nums[len(nums)-1])
 	}
-	for i := range nodes {
+	for i := range answers {
 		t.Logf("node %d: %d numbers; refused: %v", i, len(answers[i]), refused[i])
 	}
+}
+
+// checkResetNodeAnswers checks node i's answers, in the order it answered
+// them: each prints as {date}{seq:6} with date day0 or day1 and a number
+// from first on, its dates never go back, and no number of a day is in
+// seen (date → number → node) already, which it adds them to. It returns
+// how many answers it checked.
+func checkResetNodeAnswers(t *testing.T, i int, answers []resetAnswer, seen map[string]map[int64]int, day0, day1 string, first int64) int {
+	t.Helper()
+	format := regexp.MustCompile(`^([0-9]{8})([0-9]{6})$`)
+	last := ""
+	for _, a := range answers {
+		m := format.FindStringSubmatch(a.text)
+		if m == nil {
+			t.Fatalf("node %d answered %q: not {date}{seq:6}", i, a.text)
+		}
+		date := m[1]
+		if date != day0 && date != day1 {
+			t.Fatalf("node %d answered %q: date %s, neither %s nor %s", i, a.text, date, day0, day1)
+		}
+		if _, err := time.Parse("20060102", date); err != nil {
+			t.Fatalf("node %d answered %q: %v", i, a.text, err)
+		}
+		if date < last {
+			t.Fatalf("node %d answered %q after a number of %s: its dates went back", i, a.text, last)
+		}
+		last = date
+		num, _ := strconv.ParseInt(m[2], 10, 64)
+		if num < first {
+			t.Fatalf("node %d answered %q: number %d below the start %d", i, a.text, num, first)
+		}
+		if seen[date] == nil {
+			seen[date] = map[int64]int{}
+		}
+		if by, dup := seen[date][num]; dup {
+			t.Fatalf("%q handed out twice: by node %d and node %d", a.text, by, i)
+		}
+		seen[date][num] = i
+	}
+	return len(answers)
 }
 
 // firstWords is the start of an error body, for tallying refusals.

@@ -120,65 +120,20 @@ func TestIntegration_SegmentsCleanAndCrashRestarts(t *testing.T) {
 	for _, n := range nodes {
 		n.waitSegmentReady(t)
 	}
-	var mu sync.Mutex
-	seen := map[int64]int{}
-	dups := 0
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	load := func() {
-		for i, n := range nodes {
-			for g := range 3 {
-				wg.Go(func() {
-					var last int64
-					gen := -1
-					for k := 0; ; k++ {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						n.mu.RLock()
-						if n.gen != gen {
-							gen, last = n.gen, 0
-						}
-						code, body := n.p.get("/segment/orders?count=" + strconv.Itoa(1+k%20))
-						n.mu.RUnlock()
-						if code != http.StatusOK {
-							t.Errorf("node %d: /segment/orders: %d %s", i, code, body)
-							return
-						}
-						ids := parseIDs(t, body)
-						if len(ids) > 0 && ids[0] <= last {
-							t.Errorf("node %d goroutine %d: %d after %d", i, g, ids[0], last)
-						}
-						last = ids[len(ids)-1]
-						mu.Lock()
-						for _, id := range ids {
-							if seen[id]++; seen[id] == 2 {
-								dups++
-							}
-						}
-						mu.Unlock()
-						time.Sleep(2 * time.Millisecond) // paced: other tests share the machine
-					}
-				})
-			}
-		}
-	}
-	issued := func() int64 { mu.Lock(); defer mu.Unlock(); return int64(len(seen)) }
-	stopAll := func() {
-		close(stop)
-		wg.Wait()
-		for _, n := range nodes {
-			n.p.signal(syscall.SIGTERM)
-			if code := n.p.exitCode(); code != 0 {
-				t.Fatalf("SIGTERM: exit %d; stderr:\n%s", code, n.p.Output())
-			}
-		}
-	}
+	l := &segmentLoad{nodes: nodes, seen: map[int64]int{}}
+	segmentsCleanRestarts(t, l, zk.ConnectString(), cluster)
+	segmentsCrashRestarts(t, l, zk.ConnectString(), cluster)
+}
 
-	// Phase 1: clean restarts, one node's clock rolled back meanwhile.
-	load()
+// segmentsCleanRestarts is phase 1 of
+// TestIntegration_SegmentsCleanAndCrashRestarts: under load, node 0's
+// clock rolls back 5s (it still serves dense IDs), nodes 1, 2, 1 restart
+// with SIGTERM, then all stop cleanly: every ID handed out and not
+// returned was issued.
+func segmentsCleanRestarts(t *testing.T, l *segmentLoad, zk, cluster string) {
+	t.Helper()
+	nodes := l.nodes
+	l.start(t)
 	time.Sleep(300 * time.Millisecond)
 	if code, body := nodes[0].p.do(http.MethodPost, "/debug/chaos/clock?offset=-5s"); code != http.StatusOK {
 		t.Fatalf("roll back node 0: %d %s", code, body)
@@ -188,35 +143,35 @@ func TestIntegration_SegmentsCleanAndCrashRestarts(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("node 0 out of service for its clock refuses dense IDs: %d %s", code, body)
 	}
-	mu.Lock()
-	for _, id := range parseIDs(t, body) {
-		if seen[id]++; seen[id] == 2 {
-			dups++
-		}
-	}
-	mu.Unlock()
+	l.record(parseIDs(t, body))
 	for _, i := range []int{1, 2, 1} {
 		time.Sleep(200 * time.Millisecond)
 		nodes[i].restart(t, syscall.SIGTERM, nil)
 	}
-	stopAll()
-	r1 := segmentTally(t, zk.ConnectString(), cluster)
-	n1 := issued()
+	l.stopAll(t)
+	r1 := segmentTally(t, zk, cluster)
+	n1 := l.issued()
 	t.Logf("phase 1 (3 clean restarts + all stopped): %d IDs issued, %d handed out, %d returned, %d held, lost %d",
 		n1, r1.HandedOut, r1.ReturnedIDs, r1.HeldIDs, r1.HandedOut-r1.ReturnedIDs-n1)
 	if r1.HandedOut-r1.ReturnedIDs != n1 || r1.HeldIDs != 0 {
 		t.Fatalf("after clean restarts: handed out %d - returned %d != issued %d (held %d): a clean stop wasted IDs; logs:\n%s", r1.HandedOut, r1.ReturnedIDs, n1, r1.HeldIDs, segmentLogs(nodes))
 	}
+}
 
-	// Phase 2: the same nodes again, two kill -9 restarts.
-	stop = make(chan struct{})
+// segmentsCrashRestarts is phase 2 of
+// TestIntegration_SegmentsCleanAndCrashRestarts: the stopped nodes start
+// again, and under load nodes 2 and 0 restart after kill -9: the IDs lost
+// are exactly their marks' lead before the kills, and no ID came twice.
+func segmentsCrashRestarts(t *testing.T, l *segmentLoad, zk, cluster string) {
+	t.Helper()
+	nodes := l.nodes
 	for _, n := range nodes {
 		n.old = append(n.old, n.p)
 		n.p = startNode(t, n.bin, n.args)
 		n.waitSegmentReady(t)
 		n.gen++
 	}
-	load()
+	l.start(t)
 	var expectLost int64
 	for _, i := range []int{2, 0} {
 		time.Sleep(300 * time.Millisecond)
@@ -229,23 +184,126 @@ func TestIntegration_SegmentsCleanAndCrashRestarts(t *testing.T) {
 		})
 	}
 	time.Sleep(300 * time.Millisecond)
-	stopAll()
-	r2 := segmentTally(t, zk.ConnectString(), cluster)
-	n2 := issued()
+	l.stopAll(t)
+	r2 := segmentTally(t, zk, cluster)
+	n2 := l.issued()
 	lost := r2.HandedOut - r2.ReturnedIDs - n2
-	mu.Lock()
-	var lo, hi int64 = 1 << 62, 0
-	for id := range seen {
-		lo, hi = min(lo, id), max(hi, id)
-	}
-	mu.Unlock()
+	lo, hi := l.span()
 	t.Logf("phase 2 (2 kill -9 restarts): %d IDs issued in all over [%d,%d] (dense-ness %.4f), %d handed out, %d returned; lost %d, the nodes' mark lead before the kills %d",
 		n2, lo, hi, float64(n2)/float64(hi-lo+1), r2.HandedOut, r2.ReturnedIDs, lost, expectLost)
-	if dups != 0 {
+	if dups := l.duplicates(); dups != 0 {
 		t.Fatalf("%d IDs issued twice", dups)
 	}
 	if lost != expectLost {
 		t.Fatalf("lost %d IDs over two kill -9, want exactly the mark lead %d", lost, expectLost)
+	}
+}
+
+// segmentLoad is dense-ID load on segNodes: three goroutines per node ask
+// for IDs of tag orders, each checking that its node's IDs increase, and
+// every ID issued is counted (and every one issued twice).
+type segmentLoad struct {
+	nodes []*segNode
+	wg    sync.WaitGroup
+	stop  chan struct{}
+
+	mu   sync.Mutex
+	seen map[int64]int
+	dups int
+}
+
+// start puts the load on every node until stopAll.
+func (l *segmentLoad) start(t *testing.T) {
+	t.Helper()
+	l.stop = make(chan struct{})
+	stop := l.stop
+	for i, n := range l.nodes {
+		for g := range 3 {
+			l.wg.Go(func() { l.ask(t, i, g, n, stop) })
+		}
+	}
+}
+
+// ask is one goroutine of the load on node i: it asks n for 1 to 20 IDs
+// at a time until stop closes, and checks that they come in increasing
+// order within one process of the node.
+func (l *segmentLoad) ask(t *testing.T, i, g int, n *segNode, stop <-chan struct{}) {
+	t.Helper()
+	var last int64
+	gen := -1
+	for k := 0; ; k++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		n.mu.RLock()
+		if n.gen != gen {
+			gen, last = n.gen, 0
+		}
+		code, body := n.p.get("/segment/orders?count=" + strconv.Itoa(1+k%20))
+		n.mu.RUnlock()
+		if code != http.StatusOK {
+			t.Errorf("node %d: /segment/orders: %d %s", i, code, body)
+			return
+		}
+		ids := parseIDs(t, body)
+		if len(ids) > 0 && ids[0] <= last {
+			t.Errorf("node %d goroutine %d: %d after %d", i, g, ids[0], last)
+		}
+		last = ids[len(ids)-1]
+		l.record(ids)
+		time.Sleep(2 * time.Millisecond) // paced: other tests share the machine
+	}
+}
+
+// record counts ids as issued.
+func (l *segmentLoad) record(ids []int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range ids {
+		if l.seen[id]++; l.seen[id] == 2 {
+			l.dups++
+		}
+	}
+}
+
+// issued is how many distinct IDs the load got.
+func (l *segmentLoad) issued() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int64(len(l.seen))
+}
+
+// duplicates is how many IDs the load got more than once.
+func (l *segmentLoad) duplicates() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dups
+}
+
+// span is the lowest and highest ID the load got.
+func (l *segmentLoad) span() (lo, hi int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lo, hi = 1<<62, 0
+	for id := range l.seen {
+		lo, hi = min(lo, id), max(hi, id)
+	}
+	return lo, hi
+}
+
+// stopAll stops the load, then every node with SIGTERM, each of which
+// must exit 0.
+func (l *segmentLoad) stopAll(t *testing.T) {
+	t.Helper()
+	close(l.stop)
+	l.wg.Wait()
+	for _, n := range l.nodes {
+		n.p.signal(syscall.SIGTERM)
+		if code := n.p.exitCode(); code != 0 {
+			t.Fatalf("SIGTERM: exit %d; stderr:\n%s", code, n.p.Output())
+		}
 	}
 }
 

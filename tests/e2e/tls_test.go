@@ -71,6 +71,23 @@ func TestIntegration_TLSStandaloneMutualTLS(t *testing.T) {
 		t.Fatalf("GET https://…/id with a client certificate: %d %q", code, body)
 	}
 
+	checkTLSRefused(t, p, ca, stranger)
+
+	t.Run("snowflakectl", func(t *testing.T) { checkTLSCtl(t, p, ca, app) })
+	t.Run("Go client", func(t *testing.T) { checkTLSGoClient(t, p, ca, app) })
+
+	checkTLSRotation(t, p, ca, app, certFile, keyFile)
+	p.signal(syscall.SIGTERM)
+	if code := p.exitCode(); code != 0 {
+		t.Errorf("exit %d after SIGTERM", code)
+	}
+}
+
+// checkTLSRefused checks that a client without a certificate, one with
+// another CA's certificate and plain HTTP get no ID from the node, and
+// that the node counts each kind of failed handshake.
+func checkTLSRefused(t *testing.T, p *proc, ca, stranger *tlstest.CA) {
+	t.Helper()
 	refused := []struct {
 		name   string
 		client *http.Client
@@ -102,53 +119,63 @@ func TestIntegration_TLSStandaloneMutualTLS(t *testing.T) {
 			t.Errorf("snowflaked_tls_handshake_failures_total{reason=%q} = %v, want at least 1", reason, v)
 		}
 	}
+}
 
-	t.Run("snowflakectl", func(t *testing.T) {
-		tlsArgs := []string{"--tls-ca", ca.File, "--tls-cert", app.CertFile, "--tls-key", app.KeyFile}
-		if code, out, errOut := ctl(t, append([]string{"probe", "https://" + p.addr + "/readyz"}, tlsArgs...)...); code != 0 {
-			t.Errorf("probe https with a client certificate: exit %d\n%s%s", code, out, errOut)
-		}
-		if code, out, errOut := ctl(t, "probe", "https://"+p.addr+"/readyz", "--tls-ca", ca.File); code != 1 {
-			t.Errorf("probe https without a client certificate: exit %d, want 1\n%s%s", code, out, errOut)
-		}
-		code, out, errOut := ctl(t, append([]string{"get", "--servers", p.addr, "--count", "3"}, tlsArgs...)...)
-		if ids := strings.Fields(out); code != 0 || len(ids) != 3 {
-			t.Errorf("get --count 3 over HTTPS: exit %d\n%s%s", code, out, errOut)
-		}
-		if code, _, errOut := ctl(t, "get", "--servers", p.addr, "--tls-ca", ca.File, "--tls-cert", app.CertFile); code != 2 || !strings.Contains(errOut, "--tls-key") {
-			t.Errorf("get --tls-cert without --tls-key: exit %d %s, want 2 naming --tls-key", code, errOut)
-		}
-	})
+// checkTLSCtl checks snowflakectl probe and get over HTTPS, with and
+// without a client certificate, and that --tls-cert wants --tls-key.
+func checkTLSCtl(t *testing.T, p *proc, ca *tlstest.CA, app tlstest.Leaf) {
+	t.Helper()
+	tlsArgs := []string{"--tls-ca", ca.File, "--tls-cert", app.CertFile, "--tls-key", app.KeyFile}
+	if code, out, errOut := ctl(t, append([]string{"probe", "https://" + p.addr + "/readyz"}, tlsArgs...)...); code != 0 {
+		t.Errorf("probe https with a client certificate: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := ctl(t, "probe", "https://"+p.addr+"/readyz", "--tls-ca", ca.File); code != 1 {
+		t.Errorf("probe https without a client certificate: exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := ctl(t, append([]string{"get", "--servers", p.addr, "--count", "3"}, tlsArgs...)...)
+	if ids := strings.Fields(out); code != 0 || len(ids) != 3 {
+		t.Errorf("get --count 3 over HTTPS: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := ctl(t, "get", "--servers", p.addr, "--tls-ca", ca.File, "--tls-cert", app.CertFile); code != 2 || !strings.Contains(errOut, "--tls-key") {
+		t.Errorf("get --tls-cert without --tls-key: exit %d %s, want 2 naming --tls-key", code, errOut)
+	}
+}
 
-	t.Run("Go client", func(t *testing.T) {
-		tests := []struct {
-			name string
-			tls  *tls.Config
-			ok   bool
-		}{
-			{"Config.TLS with a client certificate", &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{app.TLS(t)}}, true},
-			{"Config.TLS without one", &tls.Config{RootCAs: ca.Pool()}, false},
-			{"plain HTTP", nil, false},
-		}
-		for _, tc := range tests {
-			t.Run(tc.name, func(t *testing.T) {
-				c, err := sfclient.New(context.Background(), sfclient.Config{Servers: []string{p.addr}, TLS: tc.tls, Timeout: 2 * time.Second, Attempts: 1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { c.Close() })
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				id, err := c.Next(ctx)
-				if (err == nil) != tc.ok || (tc.ok && id <= 0) {
-					t.Errorf("Next: %d, %v (want success %v)", id, err, tc.ok)
-				}
-			})
-		}
-	})
+// checkTLSGoClient checks that the Go client gets an ID with a client
+// certificate, and none without one or over plain HTTP.
+func checkTLSGoClient(t *testing.T, p *proc, ca *tlstest.CA, app tlstest.Leaf) {
+	t.Helper()
+	tests := []struct {
+		name string
+		tls  *tls.Config
+		ok   bool
+	}{
+		{"Config.TLS with a client certificate", &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{app.TLS(t)}}, true},
+		{"Config.TLS without one", &tls.Config{RootCAs: ca.Pool()}, false},
+		{"plain HTTP", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := sfclient.New(context.Background(), sfclient.Config{Servers: []string{p.addr}, TLS: tc.tls, Timeout: 2 * time.Second, Attempts: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			id, err := c.Next(ctx)
+			if (err == nil) != tc.ok || (tc.ok && id <= 0) {
+				t.Errorf("Next: %d, %v (want success %v)", id, err, tc.ok)
+			}
+		})
+	}
+}
 
-	// Rotation: new files; within a few seconds the next handshake presents
-	// the new certificate, from the same process.
+// checkTLSRotation replaces the node's certificate files: within a few
+// seconds the next handshake presents the new certificate, from the same
+// process.
+func checkTLSRotation(t *testing.T, p *proc, ca *tlstest.CA, app tlstest.Leaf, certFile, keyFile string) {
+	t.Helper()
 	cfg := &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{app.TLS(t)}}
 	if got := servedName(t, p.addr, cfg); got != "node-first" {
 		t.Fatalf("served certificate %q, want node-first", got)
@@ -164,10 +191,6 @@ func TestIntegration_TLSStandaloneMutualTLS(t *testing.T) {
 	p.waitLog("TLS certificate reloaded", 5*time.Second)
 	if code, body := p.get("/id"); code != http.StatusOK || p.Exited() {
 		t.Errorf("after the rotation: /id %d %q, exited %v (want the same process serving)", code, body, p.Exited())
-	}
-	p.signal(syscall.SIGTERM)
-	if code := p.exitCode(); code != 0 {
-		t.Errorf("exit %d after SIGTERM", code)
 	}
 }
 

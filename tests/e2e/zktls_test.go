@@ -52,7 +52,26 @@ func TestIntegration_ZooKeeperOverTLS(t *testing.T) {
 	}
 	worker := workerOf(t, p.ids(100))
 
-	code, out, errOut := ctl(t, append(ctlArgs("status", "--cluster", cluster), "--json")...)
+	checkZKTLSStatus(t, worker, ctlArgs("status", "--cluster", cluster)...)
+	t.Run("zkdiscovery over TLS finds the node", func(t *testing.T) {
+		checkZKTLSDiscovery(t, pki, secure, cluster, p.addr, worker)
+	})
+	t.Run("the digest ACL still guards the znodes of a TLS client without --zk-auth", func(t *testing.T) {
+		checkZKTLSDigestACL(t, pki, secure, cluster)
+	})
+	checkZKTLSRefused(t, pki, secure, cluster, auth)
+
+	p.signal(syscall.SIGTERM)
+	if code := p.exitCode(); code != 0 {
+		t.Errorf("exit %d after SIGTERM", code)
+	}
+}
+
+// checkZKTLSStatus runs snowflakectl status --json with args and checks
+// that it lists node-tls alone, in service with worker.
+func checkZKTLSStatus(t *testing.T, worker int64, args ...string) {
+	t.Helper()
+	code, out, errOut := ctl(t, append(args, "--json")...)
 	var st struct {
 		Workers []struct {
 			NodeKey   string `json:"node_key"`
@@ -64,49 +83,62 @@ func TestIntegration_ZooKeeperOverTLS(t *testing.T) {
 		st.Workers[0].NodeKey != "node-tls" || st.Workers[0].WorkerID != worker || !st.Workers[0].InService {
 		t.Fatalf("status over TLS: exit %d (%v), want node-tls in service with worker %d\n%s%s", code, err, worker, out, errOut)
 	}
+}
 
-	t.Run("zkdiscovery over TLS finds the node", func(t *testing.T) {
-		cfg, err := zktls.Load(zktls.Files{CA: pki.CA, Cert: pki.ClientCert, Key: pki.ClientKey})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		d, err := zkdiscovery.New(ctx, zkdiscovery.Config{Servers: []string{secure}, Cluster: cluster, TLS: cfg})
-		if err != nil {
-			t.Fatalf("zkdiscovery.New over TLS: %v", err)
-		}
-		t.Cleanup(func() { _ = d.Close() })
-		if nodes, _ := d.Nodes(); !slices.Equal(nodes, []string{p.addr}) {
-			t.Fatalf("Nodes() = %q, want [%s]", nodes, p.addr)
-		}
-		c, err := sfclient.New(ctx, sfclient.Config{Discovery: d})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		id, err := c.Next(ctx)
-		if err != nil || workerOf(t, []int64{id}) != worker {
-			t.Fatalf("client Next through TLS discovery = %d, %v; want an ID of worker %d", id, err, worker)
-		}
-	})
+// checkZKTLSDiscovery checks that zkdiscovery over TLS (at secure) finds
+// exactly the node at addr, and that a client through it gets an ID of
+// worker.
+func checkZKTLSDiscovery(t *testing.T, pki testpki.PKI, secure, cluster, addr string, worker int64) {
+	t.Helper()
+	cfg, err := zktls.Load(zktls.Files{CA: pki.CA, Cert: pki.ClientCert, Key: pki.ClientKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := zkdiscovery.New(ctx, zkdiscovery.Config{Servers: []string{secure}, Cluster: cluster, TLS: cfg})
+	if err != nil {
+		t.Fatalf("zkdiscovery.New over TLS: %v", err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if nodes, _ := d.Nodes(); !slices.Equal(nodes, []string{addr}) {
+		t.Fatalf("Nodes() = %q, want [%s]", nodes, addr)
+	}
+	c, err := sfclient.New(ctx, sfclient.Config{Discovery: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	id, err := c.Next(ctx)
+	if err != nil || workerOf(t, []int64{id}) != worker {
+		t.Fatalf("client Next through TLS discovery = %d, %v; want an ID of worker %d", id, err, worker)
+	}
+}
 
-	t.Run("the digest ACL still guards the znodes of a TLS client without --zk-auth", func(t *testing.T) {
-		cfg, err := zktls.Load(zktls.Files{CA: pki.CA, Cert: pki.ClientCert, Key: pki.ClientKey})
-		if err != nil {
-			t.Fatal(err)
-		}
-		z, err := zkclient.Dial(context.Background(), zkclient.Config{Servers: []string{secure}, Cluster: cluster, Timeout: 10 * time.Second, Dial: zkconn.TLSDial(cfg)})
-		if err != nil {
-			t.Fatalf("session over TLS: %v", err)
-		}
-		t.Cleanup(z.Conn.Close)
-		_, err = z.Conn.Create(wire.AlivePath(cluster)+"/999", []byte("127.0.0.1:1"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-		if err != zk.ErrNoAuth {
-			t.Fatalf("create under alive/ without the digest credentials: %v, want %v", err, zk.ErrNoAuth)
-		}
-	})
+// checkZKTLSDigestACL checks that a client that passed TLS but gives no
+// digest credentials may not create a znode under the cluster's alive/.
+func checkZKTLSDigestACL(t *testing.T, pki testpki.PKI, secure, cluster string) {
+	t.Helper()
+	cfg, err := zktls.Load(zktls.Files{CA: pki.CA, Cert: pki.ClientCert, Key: pki.ClientKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := zkclient.Dial(context.Background(), zkclient.Config{Servers: []string{secure}, Cluster: cluster, Timeout: 10 * time.Second, Dial: zkconn.TLSDial(cfg)})
+	if err != nil {
+		t.Fatalf("session over TLS: %v", err)
+	}
+	t.Cleanup(z.Conn.Close)
+	_, err = z.Conn.Create(wire.AlivePath(cluster)+"/999", []byte("127.0.0.1:1"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+	if err != zk.ErrNoAuth {
+		t.Fatalf("create under alive/ without the digest credentials: %v, want %v", err, zk.ErrNoAuth)
+	}
+}
 
+// checkZKTLSRefused checks that a node and snowflakectl without a client
+// certificate, or trusting another CA, get no session at secure: exit 1,
+// saying why.
+func checkZKTLSRefused(t *testing.T, pki testpki.PKI, secure, cluster, auth string) {
+	t.Helper()
 	refused := []struct {
 		name  string
 		flags []string
@@ -140,11 +172,6 @@ func TestIntegration_ZooKeeperOverTLS(t *testing.T) {
 				}
 			}
 		})
-	}
-
-	p.signal(syscall.SIGTERM)
-	if code := p.exitCode(); code != 0 {
-		t.Errorf("exit %d after SIGTERM", code)
 	}
 }
 

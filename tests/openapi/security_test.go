@@ -14,6 +14,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	sfctl "codeberg.org/snowflaked/snowflaked/internal/ctl"
@@ -164,68 +165,12 @@ var securitySample = map[string]string{
 func TestIntegration_OpenAPISecurityIsTheServer(t *testing.T) {
 	doc := loadDoc(t)
 	const apiToken = "openapi-api-token-0123456789"
-	file := filepath.Join(t.TempDir(), "api-tokens")
-	if err := os.WriteFile(file, []byte(apiToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	zk := zkharness.StartStandalone(t)
-	const cluster = "openapi-security"
-	addr := startNode(t, "/readyz",
-		"--zk", zk.ConnectString(), "--cluster", cluster, "--node-key", "node-0", "--create-cluster",
-		"--zk-session-timeout", "2s", "--report-interval", "500ms", "--fence-ahead", "1s",
-		"--api-tokens-file", file)
-	var out, errOut bytes.Buffer
-	if code := sfctl.Segment([]string{"create", "open", "--zk", zk.ConnectString(), "--cluster", cluster}, &out, &errOut); code != 0 {
-		t.Fatalf("segment create: exit %d: %s %s", code, out.String(), errOut.String())
-	}
-	out.Reset()
-	if code := sfctl.Segment([]string{"create", "secret", "--require-token", "--zk", zk.ConnectString(), "--cluster", cluster}, &out, &errOut); code != 0 {
-		t.Fatalf("segment create --require-token: exit %d: %s %s", code, out.String(), errOut.String())
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	tagToken := lines[len(lines)-1]
-	deadline := time.Now().Add(readyTimeout)
-	for sendAuth(t, addr, "/readyz/segment", "").status != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz/segment not 200 after %s", readyTimeout)
-		}
-		time.Sleep(pollEvery)
-	}
-
+	addr, tagToken := startSecurityNode(t, apiToken)
 	router, err := legacy.NewRouter(doc)
 	if err != nil {
 		t.Fatalf("router: %v", err)
 	}
-	// check sends GET path with Authorization auth ("" none) and checks
-	// the answer's status and code (code "" and status 0: served, any
-	// answer but 401 and 403) and that it conforms to the document.
-	check := func(t *testing.T, path, auth string, status int, code string) {
-		t.Helper()
-		x := sendAuth(t, addr, path, auth)
-		switch {
-		case status == 0 && (x.status == http.StatusUnauthorized || x.status == http.StatusForbidden):
-			t.Errorf("GET %s (Authorization %q): %d %s, want it served", path, auth, x.status, x.body)
-		case status != 0 && (x.status != status || errorCode(x.body) != code):
-			t.Errorf("GET %s (Authorization %q): %d %s, want %d %s", path, auth, x.status, x.body, status, code)
-		}
-		if x.status == http.StatusUnauthorized && !strings.HasPrefix(x.header.Get("WWW-Authenticate"), "Bearer") {
-			t.Errorf("GET %s: 401 with WWW-Authenticate %q, want Bearer", path, x.header.Get("WWW-Authenticate"))
-		}
-		route, params, err := router.FindRoute(x.req)
-		if err != nil {
-			t.Fatalf("GET %s: the document has no operation for it: %v", path, err)
-		}
-		if err := openapi3filter.ValidateRequest(context.Background(), &openapi3filter.RequestValidationInput{
-			Request: x.req, PathParams: params, Route: route,
-			Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: authenticate},
-		}); err != nil {
-			t.Errorf("GET %s (Authorization %q): the document refuses the request: %v", path, auth, err)
-		}
-		if err := validateResponse(route, params, x); err != nil {
-			t.Errorf("GET %s (Authorization %q): answer %d %s does not conform: %v", path, auth, x.status, x.body, err)
-		}
-	}
-	bearer := func(tok string) string { return "Bearer " + tok }
+	p := securityProbe{addr: addr, router: router, apiToken: apiToken, tagToken: tagToken}
 
 	for _, path := range slices.Sorted(mapKeys(doc.Paths.Map())) {
 		sample, ok := securitySample[path]
@@ -240,43 +185,136 @@ func TestIntegration_OpenAPISecurityIsTheServer(t *testing.T) {
 		}
 		t.Run(path, func(t *testing.T) {
 			if !strings.Contains(sample, "{tag}") {
-				if sec.schemes[schemeTag] || sec.schemes[schemeTagQuery] {
-					t.Errorf("security %v, but the path has no tag", slices.Sorted(mapKeys(sec.schemes)))
-				}
-				if sec.schemes[schemeAPI] {
-					check(t, sample, "", 401, "token_required")
-					check(t, sample, bearer("wrong-token-0123456789"), 403, "token_invalid")
-					check(t, sample, bearer(tagToken), 403, "token_invalid")
-					check(t, sample, bearer(apiToken), 0, "")
-					return
-				}
-				check(t, sample, "", 0, "")
-				check(t, sample, bearer(apiToken), 0, "")
-				check(t, sample, bearer(tagToken), 0, "")
+				p.checkNodeRoute(t, sample, sec)
 				return
 			}
-			open := strings.ReplaceAll(sample, "{tag}", "open")
-			secret := strings.ReplaceAll(sample, "{tag}", "secret")
-			if sec.schemes[schemeAPI] {
-				t.Errorf("security names %s on a segment path", schemeAPI)
-			}
-			check(t, open, "", 0, "")
-			if !sec.schemes[schemeTag] {
-				check(t, secret, "", 0, "")
-				return
-			}
-			check(t, secret, "", 401, "token_required")
-			check(t, secret, bearer(apiToken), 403, "token_invalid")
-			check(t, secret, bearer(tagToken), 0, "")
-			withQuery := secret + "?token=" + tagToken
-			if sec.schemes[schemeTagQuery] {
-				check(t, withQuery, "", 0, "")
-				check(t, secret+"?token=wrong", "", 403, "token_invalid")
-				check(t, withQuery, bearer(tagToken), 400, "invalid_parameter") // not both ways
-			} else {
-				check(t, withQuery, bearer(tagToken), 400, "invalid_parameter") // ?token= is not a parameter here
-			}
+			p.checkTagRoute(t, sample, sec)
 		})
+	}
+}
+
+// startSecurityNode starts a ZooKeeper-mode node run with
+// --api-tokens-file holding apiToken, creates an open tag "open" and a
+// --require-token tag "secret" on it, waits for /readyz/segment, and
+// returns the node's address and the secret tag's token.
+func startSecurityNode(t *testing.T, apiToken string) (addr, tagToken string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "api-tokens")
+	if err := os.WriteFile(file, []byte(apiToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zk := zkharness.StartStandalone(t)
+	const cluster = "openapi-security"
+	addr = startNode(t, "/readyz",
+		"--zk", zk.ConnectString(), "--cluster", cluster, "--node-key", "node-0", "--create-cluster",
+		"--zk-session-timeout", "2s", "--report-interval", "500ms", "--fence-ahead", "1s",
+		"--api-tokens-file", file)
+	var out, errOut bytes.Buffer
+	if code := sfctl.Segment([]string{"create", "open", "--zk", zk.ConnectString(), "--cluster", cluster}, &out, &errOut); code != 0 {
+		t.Fatalf("segment create: exit %d: %s %s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	if code := sfctl.Segment([]string{"create", "secret", "--require-token", "--zk", zk.ConnectString(), "--cluster", cluster}, &out, &errOut); code != 0 {
+		t.Fatalf("segment create --require-token: exit %d: %s %s", code, out.String(), errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	tagToken = lines[len(lines)-1]
+	deadline := time.Now().Add(readyTimeout)
+	for sendAuth(t, addr, "/readyz/segment", "").status != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz/segment not 200 after %s", readyTimeout)
+		}
+		time.Sleep(pollEvery)
+	}
+	return addr, tagToken
+}
+
+// securityProbe sends requests to a node started by startSecurityNode and
+// checks its answers against the document's security.
+type securityProbe struct {
+	addr               string
+	router             routers.Router
+	apiToken, tagToken string
+}
+
+// bearer is an Authorization header's value for tok.
+func bearer(tok string) string { return "Bearer " + tok }
+
+// check sends GET path with Authorization auth ("" none) and checks the
+// answer's status and code (code "" and status 0: served, any answer but
+// 401 and 403) and that it conforms to the document.
+func (p securityProbe) check(t *testing.T, path, auth string, status int, code string) {
+	t.Helper()
+	x := sendAuth(t, p.addr, path, auth)
+	switch {
+	case status == 0 && (x.status == http.StatusUnauthorized || x.status == http.StatusForbidden):
+		t.Errorf("GET %s (Authorization %q): %d %s, want it served", path, auth, x.status, x.body)
+	case status != 0 && (x.status != status || errorCode(x.body) != code):
+		t.Errorf("GET %s (Authorization %q): %d %s, want %d %s", path, auth, x.status, x.body, status, code)
+	}
+	if x.status == http.StatusUnauthorized && !strings.HasPrefix(x.header.Get("WWW-Authenticate"), "Bearer") {
+		t.Errorf("GET %s: 401 with WWW-Authenticate %q, want Bearer", path, x.header.Get("WWW-Authenticate"))
+	}
+	route, params, err := p.router.FindRoute(x.req)
+	if err != nil {
+		t.Fatalf("GET %s: the document has no operation for it: %v", path, err)
+	}
+	if err := openapi3filter.ValidateRequest(context.Background(), &openapi3filter.RequestValidationInput{
+		Request: x.req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: authenticate},
+	}); err != nil {
+		t.Errorf("GET %s (Authorization %q): the document refuses the request: %v", path, auth, err)
+	}
+	if err := validateResponse(route, params, x); err != nil {
+		t.Errorf("GET %s (Authorization %q): answer %d %s does not conform: %v", path, auth, x.status, x.body, err)
+	}
+}
+
+// checkNodeRoute checks a route without a tag: guarded by the API token
+// where its security names apiToken, else served with or without a token.
+func (p securityProbe) checkNodeRoute(t *testing.T, sample string, sec opSecurity) {
+	t.Helper()
+	if sec.schemes[schemeTag] || sec.schemes[schemeTagQuery] {
+		t.Errorf("security %v, but the path has no tag", slices.Sorted(mapKeys(sec.schemes)))
+	}
+	if sec.schemes[schemeAPI] {
+		p.check(t, sample, "", 401, "token_required")
+		p.check(t, sample, bearer("wrong-token-0123456789"), 403, "token_invalid")
+		p.check(t, sample, bearer(p.tagToken), 403, "token_invalid")
+		p.check(t, sample, bearer(p.apiToken), 0, "")
+		return
+	}
+	p.check(t, sample, "", 0, "")
+	p.check(t, sample, bearer(p.apiToken), 0, "")
+	p.check(t, sample, bearer(p.tagToken), 0, "")
+}
+
+// checkTagRoute checks a route with a {tag}: the open tag is served
+// without a token; where its security names tagToken, the secret tag
+// wants its own token (also as ?token= where it names tagTokenQuery) and
+// refuses the API token.
+func (p securityProbe) checkTagRoute(t *testing.T, sample string, sec opSecurity) {
+	t.Helper()
+	open := strings.ReplaceAll(sample, "{tag}", "open")
+	secret := strings.ReplaceAll(sample, "{tag}", "secret")
+	if sec.schemes[schemeAPI] {
+		t.Errorf("security names %s on a segment path", schemeAPI)
+	}
+	p.check(t, open, "", 0, "")
+	if !sec.schemes[schemeTag] {
+		p.check(t, secret, "", 0, "")
+		return
+	}
+	p.check(t, secret, "", 401, "token_required")
+	p.check(t, secret, bearer(p.apiToken), 403, "token_invalid")
+	p.check(t, secret, bearer(p.tagToken), 0, "")
+	withQuery := secret + "?token=" + p.tagToken
+	if sec.schemes[schemeTagQuery] {
+		p.check(t, withQuery, "", 0, "")
+		p.check(t, secret+"?token=wrong", "", 403, "token_invalid")
+		p.check(t, withQuery, bearer(p.tagToken), 400, "invalid_parameter") // not both ways
+	} else {
+		p.check(t, withQuery, bearer(p.tagToken), 400, "invalid_parameter") // ?token= is not a parameter here
 	}
 }
 
