@@ -540,8 +540,8 @@ func (c *Coordinator) Status() Status {
 	now := snowflake.UnixMilliNow(c.clk)
 	s := Status{
 		WorkerID: st.workerID, LeaseHeld: st.leaseHeld, AlivePresent: st.aliveOwned,
-		FromCache: st.mode == modeResumed && !st.verified, LastReport: int64(st.lastReport),
-		LastReportAgeMs: -1, ZKFence: int64(st.acked), ZKFenceHeadroomMs: st.acked.Sub(now).Milliseconds(),
+		FromCache: st.mode == modeResumed && !st.verified, LastReport: st.lastReport,
+		LastReportAgeMs: -1, ZKFence: st.acked, ZKFenceHeadroomMs: st.acked.Sub(now).Milliseconds(),
 		ZKFenceAheadMs: c.cfg.ZKFenceAhead.Milliseconds(), Token: st.token, Incarnation: st.incarnation,
 		Reports: st.reports, ReportFailures: st.failures, RenewError: st.renewErr,
 		FailuresByCause: failedBy,

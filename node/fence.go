@@ -46,7 +46,7 @@ func (w *fenceWriter) persist(fence snowflake.UnixMilli) (snowflake.UnixMilli, e
 		st := w.status()
 		w.entry.ZKReported = max(w.entry.ZKReported, snowflake.UnixMilli(st.LastReport))
 		if st.Token != "" {
-			w.entry.Token, w.entry.ZKFence = st.Token, snowflake.UnixMilli(st.ZKFence)
+			w.entry.Token, w.entry.ZKFence = st.Token, st.ZKFence
 			if final := w.finalZKFence(); final != 0 {
 				w.entry.ZKFence = min(w.entry.ZKFence, final) // graceful stop: see serve
 			}

@@ -3,10 +3,15 @@
 // service's tags. The parts fill them (coordinator.Status and
 // segment.TagStatus are these types); /clock, the status page and the
 // metrics page read them through internal/nodestate without importing the
-// parts. A leaf: no behaviour, no imports of the repository.
+// parts. A leaf: no behaviour; of the repository it imports only the ID
+// library, for the type of a wall-clock instant.
 package partstatus
 
-import "fmt"
+import (
+	"fmt"
+
+	"codeberg.org/snowflaked/snowflaked/snowflake"
+)
 
 // ZK is the ZooKeeper coordinator's state (coordinator.Status): for
 // /clock and metrics. Connected is true only with
@@ -28,18 +33,18 @@ type ZK struct {
 	// LastReport is the time of the last renewal that reached ZooKeeper, in
 	// milliseconds since the Unix epoch (0: none known); LastReportAgeMs
 	// its age (-1: none).
-	LastReport      int64 `json:"last_report_ms"`
-	LastReportAgeMs int64 `json:"last_report_age_ms"`
+	LastReport      snowflake.UnixMilli `json:"last_report_ms"`
+	LastReportAgeMs int64               `json:"last_report_age_ms"`
 	// ZKFence is the fence ZooKeeper acknowledged for this process's token,
 	// in milliseconds since the Unix epoch: no ID beyond it.
 	// ZKFenceHeadroomMs is ZKFence - now.
-	ZKFence           int64  `json:"zk_fence_ms"`
-	ZKFenceHeadroomMs int64  `json:"zk_fence_headroom_ms"`
-	ZKFenceAheadMs    int64  `json:"zk_fence_ahead_ms"` // G (--zk-fence-ahead)
-	Token             string `json:"token,omitempty"`   // this process's instance token
-	Incarnation       string `json:"incarnation,omitempty"`
-	Reports           int64  `json:"reports"` // renewals that reached ZooKeeper
-	ReportFailures    int64  `json:"report_failures"`
+	ZKFence           snowflake.UnixMilli `json:"zk_fence_ms"`
+	ZKFenceHeadroomMs int64               `json:"zk_fence_headroom_ms"`
+	ZKFenceAheadMs    int64               `json:"zk_fence_ahead_ms"` // G (--zk-fence-ahead)
+	Token             string              `json:"token,omitempty"`   // this process's instance token
+	Incarnation       string              `json:"incarnation,omitempty"`
+	Reports           int64               `json:"reports"` // renewals that reached ZooKeeper
+	ReportFailures    int64               `json:"report_failures"`
 	// FailuresByCause splits ReportFailures: connection (ZooKeeper
 	// unreachable or the call timed out), taken_over (another claim
 	// changed the forever znode), deleted, held (skipped: the node's clock

@@ -222,11 +222,11 @@ func (p *Page) selfView(self nodestate.Snapshot, now time.Time) selfView {
 		z := self.ZK
 		if z.ZKFence > 0 {
 			s.ZKFence = fmt.Sprintf("%s UTC, %s ahead of the clock (renewed to now + %s; out of service below a third of it)",
-				time.UnixMilli(z.ZKFence).UTC().Format("2006-01-02 15:04:05.000"),
+				z.ZKFence.Time().UTC().Format("2006-01-02 15:04:05.000"),
 				roundDur(time.Duration(z.ZKFenceHeadroomMs)*time.Millisecond), time.Duration(z.ZKFenceAheadMs)*time.Millisecond)
 			if z.ZKFenceHeadroomMs < 0 {
 				s.ZKFence = fmt.Sprintf("%s UTC, passed %s ago: no IDs until a renewal reaches ZooKeeper",
-					time.UnixMilli(z.ZKFence).UTC().Format("2006-01-02 15:04:05.000"), roundAge(time.Duration(-z.ZKFenceHeadroomMs)*time.Millisecond).String())
+					z.ZKFence.Time().UTC().Format("2006-01-02 15:04:05.000"), roundAge(time.Duration(-z.ZKFenceHeadroomMs)*time.Millisecond).String())
 			}
 		} else {
 			s.ZKFence = "none acknowledged"

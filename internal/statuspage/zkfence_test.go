@@ -40,9 +40,9 @@ func TestSelfViewZKFence(t *testing.T) {
 		zk   coordinator.Status
 		want string
 	}{
-		{"ahead", coordinator.Status{ZKFence: now.Add(20 * time.Second).UnixMilli(), ZKFenceHeadroomMs: 20_000, ZKFenceAheadMs: 30_000},
+		{"ahead", coordinator.Status{ZKFence: snowflake.UnixMilliOf(now.Add(20 * time.Second)), ZKFenceHeadroomMs: 20_000, ZKFenceAheadMs: 30_000},
 			"03:04:25.000 UTC, 20s ahead of the clock (renewed to now + 30s"},
-		{"passed", coordinator.Status{ZKFence: now.Add(-2 * time.Second).UnixMilli(), ZKFenceHeadroomMs: -2000, ZKFenceAheadMs: 30_000},
+		{"passed", coordinator.Status{ZKFence: snowflake.UnixMilliOf(now.Add(-2 * time.Second)), ZKFenceHeadroomMs: -2000, ZKFenceAheadMs: 30_000},
 			"passed 2s ago: no IDs until a renewal"},
 		{"none", coordinator.Status{}, "none acknowledged"},
 	}
