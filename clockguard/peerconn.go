@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
 )
@@ -131,14 +129,13 @@ func (p *Peers) measure(ctx context.Context, c *peerConn, keep bool) (exchange, 
 	deadline, _ := ctx.Deadline()
 	_ = c.conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetDeadline(pastDeadline) })
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseResponse(resp)
 	var ex exchange
 	var err error
+	closing := false
 	for i := range peerSamples {
 		var rtt, offset time.Duration
-		rtt, offset, err = p.sample(c.conn, c.br, resp, c.addr, !keep && i == peerSamples-1)
-		if err != nil {
+		rtt, offset, closing, err = p.sample(c.conn, c.br, c.addr, !keep && i == peerSamples-1)
+		if err != nil || (closing && i < peerSamples-1) {
 			break
 		}
 		if !ex.got || rtt < ex.rtt {
@@ -148,7 +145,7 @@ func (p *Peers) measure(ctx context.Context, c *peerConn, keep bool) (exchange, 
 	// A connection whose deadline the context's end may have set cannot be
 	// kept; one that is kept waits without a deadline.
 	stopped := stop()
-	ex.reusable = err == nil && stopped && keep && !resp.ConnectionClose() && c.conn.SetDeadline(time.Time{}) == nil
+	ex.reusable = err == nil && stopped && keep && !closing && c.conn.SetDeadline(time.Time{}) == nil
 	return ex, err
 }
 

@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,7 +19,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/valyala/fasthttp"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
@@ -440,36 +441,56 @@ func peerResultIDs(results []PeerResult) []int64 {
 	return ids
 }
 
-// sample sends one GET /time on conn and reads the answer; last asks the
-// peer to close the connection after it.
-func (p *Peers) sample(conn net.Conn, br *bufio.Reader, resp *fasthttp.Response, host string, last bool) (rtt, offset time.Duration, err error) {
-	closing := ""
+// sample sends one GET /time on conn and reads the answer (net/http's
+// parser, over the connection the round dialled); last asks the peer to
+// close the connection after it. closing reports that the peer will close
+// it (its answer said Connection: close).
+func (p *Peers) sample(conn net.Conn, br *bufio.Reader, host string, last bool) (rtt, offset time.Duration, closing bool, err error) {
+	closeHdr := ""
 	if last {
-		closing = "Connection: close\r\n"
+		closeHdr = "Connection: close\r\n"
 	}
-	req := "GET " + peerTimePath + " HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: snowflaked-peer-check\r\n" + closing + "\r\n"
-	resp.Reset()
+	req := "GET " + peerTimePath + " HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: snowflaked-peer-check\r\n" + closeHdr + "\r\n"
 	// The wall reading is bracketed by monotonic ones and the round trip
 	// starts at the first: a pause between reading the wall clock and
 	// sending would otherwise shift the offset without widening the round
 	// trip (and the lowest round trip would prefer such a sample).
 	m0, sendWall, _ := bracket(p.clk)
 	if _, err := conn.Write([]byte(req)); err != nil {
-		return 0, 0, err
+		return 0, 0, true, err
 	}
-	if err := resp.ReadLimitBody(br, maxTimeBody); err != nil {
-		return 0, 0, err
-	}
+	body, closing, status, err := readTimeAnswer(br)
 	m1 := p.clk.Mono()
-	if sc := resp.StatusCode(); sc != fasthttp.StatusOK {
-		return 0, 0, fmt.Errorf("status %d", sc)
-	}
-	peerNs, err := parsePeerTime(resp.Body())
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, true, err
+	}
+	if status != http.StatusOK {
+		return 0, 0, closing, fmt.Errorf("status %d", status)
+	}
+	peerNs, err := parsePeerTime(body)
+	if err != nil {
+		return 0, 0, closing, err
 	}
 	rtt = m1 - m0
-	return rtt, time.Duration(peerNs - (sendWall + int64(rtt/2))), nil
+	return rtt, time.Duration(peerNs - (sendWall + int64(rtt/2))), closing, nil
+}
+
+// readTimeAnswer reads one HTTP response to a GET from br, its body whole
+// (at most maxTimeBody bytes), so the connection can carry the next request.
+func readTimeAnswer(br *bufio.Reader) (body []byte, closing bool, status int, err error) {
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return nil, true, 0, err
+	}
+	defer resp.Body.Close()
+	body, err = io.ReadAll(io.LimitReader(resp.Body, maxTimeBody+1))
+	switch {
+	case err != nil:
+		return nil, true, 0, err
+	case len(body) > maxTimeBody:
+		return nil, true, 0, fmt.Errorf("body larger than %d bytes", maxTimeBody)
+	}
+	return body, resp.Close, resp.StatusCode, nil
 }
 
 // peerTLS returns cfg for a connection to addr: with the peer's host as

@@ -10,13 +10,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
-	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 // Watcher defaults.
 const (
 	defaultWatchInterval     = 20 * time.Millisecond
-	defaultRollbackTolerance = snowflake.DefaultRollbackTolerance
+	defaultRollbackTolerance = 5 * time.Millisecond // snowflake.DefaultRollbackTolerance (a test keeps them equal)
 	defaultForwardThreshold  = time.Second
 )
 

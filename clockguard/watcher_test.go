@@ -14,6 +14,7 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 
 	"codeberg.org/snowflaked/snowflaked/internal/health"
+	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -322,5 +323,13 @@ func TestWatcherDefaults(t *testing.T) {
 	if w.cfg.Interval != defaultWatchInterval || w.cfg.Tolerance != defaultRollbackTolerance ||
 		w.cfg.ForwardThreshold != defaultForwardThreshold {
 		t.Fatalf("defaults not applied: %+v", w.cfg)
+	}
+}
+
+// The watcher's default rollback tolerance is the generator's: clockguard
+// keeps its own copy so that it does not link the ID library.
+func TestDefaultRollbackToleranceIsTheGenerators(t *testing.T) {
+	if defaultRollbackTolerance != snowflake.DefaultRollbackTolerance {
+		t.Fatalf("clockguard's default rollback tolerance %v, the generator's %v", defaultRollbackTolerance, snowflake.DefaultRollbackTolerance)
 	}
 }

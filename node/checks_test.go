@@ -173,7 +173,7 @@ func clockLoops() []string {
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		if strings.Contains(g, "clockguard.(*Watcher).Run") || strings.Contains(g, "clockguard.(*Sampler).Run") ||
-			strings.Contains(g, "node.(*jumpGuard).Run") {
+			strings.Contains(g, "clockguard.(*JumpGuard).Run") {
 			out = append(out, g)
 		}
 	}

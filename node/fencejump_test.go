@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/cachefile"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -17,7 +18,7 @@ import (
 // it is suspect: the node leaves service (clock_jump) and no fence is
 // persisted on the jumped time, so after the jump is undone the node is
 // back at once and its disk never carried the bad time. If the jump holds
-// for jumpHold (no NTP or peer could answer), it is accepted: IDs resume on
+// for clockguard.JumpHold (no NTP or peer could answer), it is accepted: IDs resume on
 // the new time, and the fence on disk covers every issued ID.
 func TestRunForwardJump(t *testing.T) {
 	// Bounded in count and time; paced, so that a slow fence write does not
@@ -35,7 +36,7 @@ func TestRunForwardJump(t *testing.T) {
 		{name: "beyond the headroom, undone", jump: 2 * ahead, wantHeld: true,
 			then: func(clk *clocktest.Fake) { clk.StepWall(-2 * ahead) }},
 		{name: "beyond the headroom, held for JumpHold", jump: 2 * ahead, wantHeld: true, wantAfter: true,
-			then: func(clk *clocktest.Fake) { clk.Advance(jumpHold) }},
+			then: func(clk *clocktest.Fake) { clk.Advance(clockguard.JumpHold) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

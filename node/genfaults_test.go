@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -34,7 +35,7 @@ func TestRunTimeOverflowLeavesServiceAndReturns(t *testing.T) {
 	waitHTTP(t, addr, "/readyz", func(code int, body string) bool {
 		return code == http.StatusServiceUnavailable && strings.Contains(body, `"reason":"clock_jump"`)
 	})
-	clk.Advance(jumpHold) // ...accepted after jumpHold, as nothing can confirm it
+	clk.Advance(clockguard.JumpHold) // ...accepted after clockguard.JumpHold, as nothing can confirm it
 	// The first refusals may be fence_reached (the fence keeper catches up);
 	// then time_overflow. Bounded in count and time.
 	var last string
@@ -55,7 +56,7 @@ func TestRunTimeOverflowLeavesServiceAndReturns(t *testing.T) {
 	})
 	t.Logf("past the layout's end: %s", body)
 
-	clk.StepWall(-2*time.Minute - jumpHold) // before the end again
+	clk.StepWall(-2*time.Minute - clockguard.JumpHold) // before the end again
 	waitHTTP(t, addr, "/readyz", func(code int, _ string) bool { return code == http.StatusOK })
 	if code, body := httpGet(t, addr, "/id"); code != http.StatusOK {
 		t.Fatalf("after the clock was set back: %d %s", code, body)

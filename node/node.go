@@ -65,9 +65,9 @@ type node struct {
 	guard        *health.Guard
 	guardSet     atomic.Pointer[health.Guard] // guard, for readers on other goroutines (reset tags' periods)
 	rollback     *clockguard.Rollback
-	overflow     *health.Fault // time_overflow: the clock is past the layout's end
-	jumps        *jumpGuard    // clock_jump: unconfirmed forward jumps hold the fences
-	stalled      *health.Fault // clock_stalled: the wall clock stopped moving
+	overflow     *health.Fault         // time_overflow: the clock is past the layout's end
+	jumps        *clockguard.JumpGuard // clock_jump: unconfirmed forward jumps hold the fences
+	stalled      *health.Fault         // clock_stalled: the wall clock stopped moving
 	// borrowOut is borrow_exhausted: borrowing through a rollback reached
 	// the fence (--rollback-policy borrow).
 	borrowOut *health.Fault
@@ -494,17 +494,18 @@ func (n *node) onIDError(err error) {
 
 // newJumpGuard registers clock_jump: a forward jump beyond --fence-ahead is
 // not persisted into any fence until NTP or the peers confirm it (or none
-// can answer for jumpHold). Call it once the watcher, the NTP and the peer
+// can answer for clockguard.JumpHold). Call it once the watcher, the NTP and the peer
 // checks exist: the jump guard's loop reads the wall and monotonic clocks
 // at the watcher's interval for both (one sampler, clockguard.Sampler).
 func (n *node) newJumpGuard() {
-	n.jumps = newJumpGuard(n.guard, n.clock, n.cfg.FenceAhead, n.log.With().Str("component", "jump").Logger(),
-		ntpConfirmer{n.ntp}, peersConfirmer{n.peers})
-	n.keeper.SetHold(n.jumps.Holding)
-	n.jumps.stepped = n.keeper.Wake
 	// The jump guard observes each reading first, before the watcher's
 	// logging and rollback trips, as soon as its own loop did.
-	n.jumps.shareSampler(n.watcher.Interval(), func(s clockguard.Sample) { n.watcher.Observe(s) })
+	n.jumps = clockguard.NewJumpGuard(n.guard, n.clock, clockguard.JumpConfig{
+		Threshold: n.cfg.FenceAhead, NTP: n.ntp, Peers: n.peers, Stepped: n.keeper.Wake,
+		Interval: n.watcher.Interval(), Feed: func(s clockguard.Sample) { n.watcher.Observe(s) },
+		Log: n.log.With().Str("component", "jump").Logger(),
+	})
+	n.keeper.SetHold(n.jumps.Holding)
 	n.loops = append(n.loops, n.jumps.Run)
 }
 

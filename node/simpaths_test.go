@@ -587,7 +587,7 @@ func (s *snowSim) correctionStep() error {
 		s.stats.paths.correctionsBorrowing++
 	}
 	s.pause(500 * time.Millisecond) // the jump guard looks every 20ms
-	if nd.jumps.suspicious() {
+	if nd.jumps.Suspicious() {
 		return s.fail("%s: the clock set right after a step back of %v is held as a jump (clock_jump): %+v", p.name, back, nd.guard.Status())
 	}
 	return s.issueWhile(n, 2, 4, 250*time.Millisecond)

@@ -81,7 +81,7 @@ const (
 	// RangeIgnored: the recycler's scan of free worker IDs (scan.free,
 	// coordinator/claim.go) starts at 0 instead of the range's LO.
 	RangeIgnored Name = "range-recycle-outside"
-	// CorrectionIsAJump: the jump guard's trusted trajectory H (node/jump.go)
+	// CorrectionIsAJump: the jump guard's trusted trajectory H (clockguard/jump.go)
 	// follows a step back, so the correction that undoes it is judged by
 	// its size and held as a jump.
 	CorrectionIsAJump Name = "correction-held-as-jump"

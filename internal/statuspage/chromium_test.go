@@ -34,7 +34,10 @@ func TestIntegration_StatusPageChromium(t *testing.T) {
 	const longKey = "snowflaked-production-eu-west-1-rack-17-host-0042.example.internal:8081"
 	nowMs := time.Now().UnixMilli()
 	self := selfFixture()
-	src := &fakeSource{selfFn: selfFixture, workers: []coordinator.WorkerInfo{
+	selfMeasured := func() nodestate.Snapshot {
+		return withPeerRound(selfFixture(), peerAt(2, inSync, 0), peerAt(3, skewed, 3*time.Second), peerAt(4, hostile, 0))
+	}
+	src := &fakeSource{selfFn: selfMeasured, workers: []coordinator.WorkerInfo{
 		{WorkerID: 1, NodeKey: "node-1", Addr: self.Addr, LeaseHeld: true, InService: true, LastReportAgeMs: 1200},
 		{WorkerID: 2, NodeKey: "node-2", Addr: inSync, LeaseHeld: true, InService: true, LastReportAgeMs: 900},
 		{WorkerID: 3, NodeKey: "node-3", Addr: skewed, LeaseHeld: true, LastReportAgeMs: 1500},

@@ -5,14 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
+	"codeberg.org/snowflaked/snowflaked/internal/clock"
 )
 
 // clockPath is the path of the peers' drift report.
@@ -31,15 +32,12 @@ type peerClock struct {
 	ZK       *coordinator.Status     `json:"zk"`
 }
 
-// fetched is the outcome of one GET /clock.
+// fetched is the outcome of one GET /clock: the peer's state, reason,
+// NTP and ZooKeeper figures. Its clock offset is not measured here: the
+// clock guard's peer rounds measure it (see peerCell).
 type fetched struct {
 	doc peerClock
-	// offset is the peer's clock minus this node's, corrected for half the
-	// round trip (the peer's now_ms is taken at the middle of its
-	// millisecond).
-	offset time.Duration
-	rtt    time.Duration
-	err    error
+	err error
 }
 
 // checkAddr accepts "host:port" with a hostname or IP and a valid port, so
@@ -72,45 +70,41 @@ func (p *Page) fetchClock(ctx context.Context, addr string) fetched {
 	if err != nil {
 		return fetched{err: err}
 	}
-	timeout := p.cfg.FetchTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(dl))
+	ctx, cancel := clock.WithTimeout(ctx, p.cfg.FetchTimeout)
+	defer cancel()
+	if dl, ok := ctx.Deadline(); ctx.Err() != nil || (ok && !dl.After(time.Now())) {
+		return fetched{err: fmt.Errorf("GET %s: no time left for the request: %w", clockPath, errors.Join(ctx.Err(), context.DeadlineExceeded))}
 	}
-	if err := ctx.Err(); err != nil || timeout <= 0 {
-		return fetched{err: fmt.Errorf("GET %s: no time left for the request: %w", clockPath, errors.Join(err, context.DeadlineExceeded))}
-	}
-	req := fasthttp.AcquireRequest()
-	defer fasthttp.ReleaseRequest(req)
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseResponse(resp)
 	scheme := "http://"
 	if p.cfg.TLS != nil {
 		scheme = "https://"
 	}
-	req.SetRequestURI(scheme + hostPort + clockPath)
-	req.Header.SetMethod(fasthttp.MethodGet)
-	req.Header.Set("Accept", "application/json")
-
-	clk := p.cfg.Clock
-	sendWall := clk.WallNanos()
-	m0 := clk.Mono()
-	err = p.client.DoTimeout(req, resp, timeout)
-	m1 := clk.Mono()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+hostPort+clockPath, nil)
 	if err != nil {
 		return fetched{err: fmt.Errorf("GET %s: %w", clockPath, err)}
 	}
-	if sc := resp.StatusCode(); sc != fasthttp.StatusOK {
-		return fetched{err: fmt.Errorf("GET %s: status %d", clockPath, sc)}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "snowflaked-status")
+	resp, err := p.client.Do(req)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		return fetched{err: fmt.Errorf("GET %s: no answer within the %v timeout: %w", clockPath, p.cfg.FetchTimeout, err)}
+	}
+	if err != nil {
+		return fetched{err: fmt.Errorf("GET %s: %w", clockPath, err)}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxClockBody+1))
+	switch {
+	case err != nil:
+		return fetched{err: fmt.Errorf("GET %s: %w", clockPath, err)}
+	case resp.StatusCode != http.StatusOK:
+		return fetched{err: fmt.Errorf("GET %s: status %d", clockPath, resp.StatusCode)}
+	case len(body) > maxClockBody:
+		return fetched{err: fmt.Errorf("GET %s: body larger than %d bytes", clockPath, maxClockBody)}
 	}
 	var doc peerClock
-	if err := json.Unmarshal(resp.Body(), &doc); err != nil {
+	if err := json.Unmarshal(body, &doc); err != nil {
 		return fetched{err: fmt.Errorf("GET %s: decode: %w", clockPath, err)}
 	}
-	f := fetched{doc: doc, rtt: m1 - m0}
-	if doc.NowMs <= 0 {
-		return f // no clock reading: the view says so
-	}
-	peerNs := doc.NowMs*int64(time.Millisecond) + int64(time.Millisecond/2)
-	f.offset = time.Duration(peerNs - (sendWall + int64(f.rtt/2)))
-	return f
+	return fetched{doc: doc}
 }

@@ -299,3 +299,16 @@ func selfFixture() nodestate.Snapshot {
 		Readings: clockguard.Readings{State: health.InService, Since: time.Now().Add(-time.Minute), NTP: &ntp},
 		Fence:    snowflake.UnixMilliOf(time.Now().Add(3 * time.Second)), ZK: &zk}
 }
+
+// withPeerRound returns self with a last peer round of the clock guard that
+// measured results.
+func withPeerRound(self nodestate.Snapshot, results ...clockguard.PeerResult) nodestate.Snapshot {
+	self.Peers = &clockguard.PeerSnapshot{CheckedAt: time.Now(), Reachable: len(results), Peers: results}
+	return self
+}
+
+// peerAt is one peer measured by a peer round: its clock minus this node's
+// is offset.
+func peerAt(workerID int64, addr string, offset time.Duration) clockguard.PeerResult {
+	return clockguard.PeerResult{WorkerID: workerID, Addr: addr, Offset: offset, RTT: time.Millisecond, CheckedAt: time.Now()}
+}

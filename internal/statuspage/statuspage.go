@@ -5,8 +5,10 @@
 // whether it is in service. Offsets beyond the thresholds are marked.
 //
 // The cluster's worker list comes from a Source (ZooKeeper, via the node);
-// the page itself asks each running peer for GET /clock over HTTP,
-// concurrently, each request bounded by a short timeout. Every value is
+// the page itself asks each running peer for GET /clock over HTTP (its
+// state, NTP and ZooKeeper figures), concurrently, each request bounded by
+// a short timeout. The peers' clock offsets are not measured here: they are
+// the clock guard's last peer round (the Source's snapshot, Peers). Every value is
 // escaped by html/template, so node keys and details from ZooKeeper or a
 // peer cannot inject markup.
 package statuspage
@@ -21,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -142,9 +145,10 @@ type Config struct {
 	// Refresh, when positive, makes browsers reload the page that often;
 	// a view's ?refresh=N (seconds, 0 for none) overrides it.
 	Refresh time.Duration
-	// Client makes the /clock requests; by default a client with no
-	// retries, a body limit of maxClockBody and a plain net.Dialer.
-	Client *fasthttp.Client
+	// Client makes the /clock requests; by default a net/http client
+	// with keep-alive connections (a few per peer), no proxy and no
+	// redirects. Bodies are bounded by maxClockBody.
+	Client *http.Client
 	// TLS, when not nil, makes the /clock requests HTTPS with it (the
 	// peers serve --tls-cert): the default client dials with it, and a
 	// given Client must carry it too.
@@ -156,7 +160,7 @@ type Config struct {
 // Page serves the status page. It is safe for concurrent use.
 type Page struct {
 	cfg    Config
-	client *fasthttp.Client
+	client *http.Client
 }
 
 // New checks cfg and returns the page.
@@ -179,26 +183,25 @@ func New(cfg Config) (*Page, error) {
 	cfg.MaxFetch = cmp.Or(cfg.MaxFetch, defaultMaxFetch)
 	client := cfg.Client
 	if client == nil {
-		client = newClient(cfg.FetchTimeout)
-		client.TLSConfig = cfg.TLS
+		client = newClient(cfg.TLS)
 	}
 	return &Page{cfg: cfg, client: client}, nil
 }
 
-// newClient returns a client for short one-off requests: no retries, a
-// body limit and a plain net.Dialer (no background DNS cache goroutine).
-func newClient(timeout time.Duration) *fasthttp.Client {
-	return &fasthttp.Client{
-		Name:                      "snowflaked-status",
-		MaxIdemponentCallAttempts: 1,
-		MaxIdleConnDuration:       30 * time.Second,
-		MaxConnsPerHost:           4,
-		MaxResponseBodySize:       maxClockBody,
-		ReadTimeout:               timeout,
-		WriteTimeout:              timeout,
-		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
-			return (&net.Dialer{Timeout: timeout}).Dial("tcp", addr)
+// newClient returns a client for short requests to the peers: keep-alive
+// connections (at most 4 per peer, idle ones closed after 30s), TLS with
+// tlsCfg when set, no proxy from the environment, no redirects followed.
+// Each request is bounded by its context (FetchTimeout).
+func newClient(tlsCfg *tls.Config) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{}).DialContext,
+			TLSClientConfig:     tlsCfg,
+			MaxConnsPerHost:     4,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     30 * time.Second,
 		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
 

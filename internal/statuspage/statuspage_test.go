@@ -152,7 +152,9 @@ func TestPage_Cluster(t *testing.T) {
 	const longKey = "snowflaked-production-eu-west-1-rack-17-host-0042.example.internal:8081"
 	nowMs := time.Now().UnixMilli()
 
-	self := selfFixture()
+	// The clock guard's last peer round measured three of them; the page
+	// shows its offsets.
+	self := withPeerRound(selfFixture(), peerAt(2, inSync, 0), peerAt(3, skewed, 3*time.Second), peerAt(8, wrongID, 0))
 	src := &fakeSource{self: self, workers: []coordinator.WorkerInfo{
 		{WorkerID: 1, NodeKey: "node-1", Addr: self.Addr, LeaseHeld: true, InService: true, LastReportAgeMs: 1200},
 		{WorkerID: 2, NodeKey: "node-2", Addr: inSync, LeaseHeld: true, InService: true, LastReportAgeMs: 900},

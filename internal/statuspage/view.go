@@ -153,7 +153,7 @@ func (p *Page) build(ctx context.Context, limit int) view {
 		}
 		rows = append([]row{r}, rows...)
 	}
-	p.fetchAll(ctx, rows)
+	p.fetchAll(ctx, rows, self.Peers)
 	v.Rows = rows
 	for _, r := range rows {
 		v.Nodes++
@@ -343,8 +343,9 @@ func (p *Page) fillSelf(r *row, self nodestate.Snapshot) {
 }
 
 // fetchAll asks every running peer for its /clock, at most Concurrency at a
-// time and MaxFetch in all, and fills their rows.
-func (p *Page) fetchAll(ctx context.Context, rows []row) {
+// time and MaxFetch in all, and fills their rows; their offsets come from
+// peers, the clock guard's last peer round.
+func (p *Page) fetchAll(ctx context.Context, rows []row, peers *clockguard.PeerSnapshot) {
 	sem := ctxlock.NewSemaphore(p.cfg.Concurrency)
 	var wg sync.WaitGroup
 	asked := 0
@@ -368,14 +369,15 @@ func (p *Page) fetchAll(ctx context.Context, rows []row) {
 		}
 		wg.Go(func() {
 			defer sem.Release()
-			p.fillPeer(r, p.fetchClock(ctx, r.Addr))
+			p.fillPeer(r, p.fetchClock(ctx, r.Addr), peers)
 		})
 	}
 	wg.Wait()
 }
 
-// fillPeer fills a row from a peer's /clock answer.
-func (p *Page) fillPeer(r *row, f fetched) {
+// fillPeer fills a row from a peer's /clock answer and its offset from
+// the clock guard's last peer round.
+func (p *Page) fillPeer(r *row, f fetched, peers *clockguard.PeerSnapshot) {
 	if f.err != nil && r.stopped {
 		r.Down = true
 		r.Note = joinNote(r.Note, "stopped cleanly: its last write to ZooKeeper was its final fence")
@@ -395,15 +397,34 @@ func (p *Page) fillPeer(r *row, f fetched) {
 	d := f.doc
 	r.State, r.Reason, r.Detail = orUnknown(d.State), d.Reason, d.Detail
 	r.NTP = p.ntpCell(d.NTP)
-	if d.NowMs > 0 {
-		r.Peer = p.offsetCell(f.offset, p.cfg.PeerMaxOffset)
-		r.Peer.Title = fmt.Sprintf("peer clock minus this node's, corrected for half of the %s round trip; %s", roundDur(f.rtt), r.Peer.Title)
-	} else {
+	r.Peer = p.peerCell(peers, r.WorkerID)
+	if d.NowMs <= 0 {
 		r.Note = joinNote(r.Note, "its /clock has no now_ms")
 	}
 	if d.WorkerID != nil && strconv.FormatInt(*d.WorkerID, 10) != r.WorkerID {
 		r.Note = joinNote(r.Note, fmt.Sprintf("answers as worker %d", *d.WorkerID))
 	}
+}
+
+// peerCell shows a peer's clock minus this node's as the clock guard's last
+// peer round measured it (the sample with the lowest of its round trips,
+// corrected for half of it). A peer that round did not reach, or did not
+// sample (it asks a few peers per round), has no figure.
+func (p *Page) peerCell(peers *clockguard.PeerSnapshot, workerID string) cell {
+	none := cell{Text: unknown, Title: "not measured by this node's last peer round (it asks a sample of the peers)"}
+	if peers == nil {
+		return none
+	}
+	for _, res := range peers.Peers {
+		if strconv.FormatInt(res.WorkerID, 10) != workerID || !res.Reachable() {
+			continue
+		}
+		c := p.offsetCell(res.Offset, p.cfg.PeerMaxOffset)
+		c.Title = fmt.Sprintf("peer clock minus this node's, measured by this node's last peer round at %s, corrected for half of the %s round trip; %s",
+			res.CheckedAt.UTC().Format("15:04:05"), roundDur(res.RTT), c.Title)
+		return c
+	}
+	return none
 }
 
 // ntpCell shows a node's clock minus NTP time (the NTP offset negated:

@@ -1,4 +1,4 @@
-package node
+package clockguard
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/beevik/ntp"
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
@@ -42,7 +41,7 @@ func (f *fakeConfirmer) recheck(context.Context) {
 		f.answered, f.at = true, f.clk.Mono()
 	}
 }
-func (f *fakeConfirmer) judge(sinceMono time.Duration) verdict {
+func (f *fakeConfirmer) judge(sinceMono time.Duration) jumpVerdict {
 	switch {
 	case !f.answered || f.at < sinceMono:
 		return noVerdict
@@ -70,13 +69,13 @@ func TestJumpGuard(t *testing.T) {
 		{name: "a jump, undone: fences resume at once", jump: 10 * time.Second, undo: true, wantRecheck: 0},
 		{name: "a jump judged, then undone: the source is asked again", confirmer: &fakeConfirmer{answers: true}, jump: 10 * time.Second,
 			judgeBeforeUndo: true, undo: true, wantRecheck: 2},
-		{name: "no source: held until JumpHold", jump: 10 * time.Second, wait: jumpHold / 2, wantHold: true},
-		{name: "no source: accepted after JumpHold", jump: 10 * time.Second, wait: jumpHold},
+		{name: "no source: held until JumpHold", jump: 10 * time.Second, wait: JumpHold / 2, wantHold: true},
+		{name: "no source: accepted after JumpHold", jump: 10 * time.Second, wait: JumpHold},
 		{name: "a source agrees: accepted at once", confirmer: &fakeConfirmer{answers: true, agrees: true}, jump: 10 * time.Second, wantRecheck: 1},
 		{name: "a source disagrees: held, even past JumpHold", confirmer: &fakeConfirmer{answers: true}, jump: 10 * time.Second,
-			wait: 2 * jumpHold, wantHold: true, wantRecheck: 1},
+			wait: 2 * JumpHold, wantHold: true, wantRecheck: 1},
 		{name: "a source that cannot answer: accepted after JumpHold", confirmer: &fakeConfirmer{}, jump: 10 * time.Second,
-			wait: jumpHold, wantRecheck: 1},
+			wait: JumpHold, wantRecheck: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,7 +176,7 @@ func TestJumpGuardReasksAfterAStep(t *testing.T) {
 // hour: the peer round asked at once could not list the peers, yet stamped
 // its snapshot with the jumped clock and kept the last good round's
 // figures, which read as "answered, agrees", so the jump was accepted at
-// once and written into the fences. It must be held for jumpHold instead.
+// once and written into the fences. It must be held for JumpHold instead.
 func TestJumpGuardPeerRoundWithoutAListConfirmsNothing(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -185,14 +184,14 @@ func TestJumpGuardPeerRoundWithoutAListConfirmsNothing(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	var listErr atomic.Value // error; nil: the list is available
-	src := clockguard.PeerListFunc(func(context.Context) ([]clockguard.Peer, error) {
+	src := PeerListFunc(func(context.Context) ([]Peer, error) {
 		if err, _ := listErr.Load().(error); err != nil {
 			return nil, err
 		}
-		return []clockguard.Peer{{WorkerID: 1, Addr: strings.TrimPrefix(srv.URL, "http://")}}, nil
+		return []Peer{{WorkerID: 1, Addr: strings.TrimPrefix(srv.URL, "http://")}}, nil
 	})
 	g := health.New(zerolog.Nop(), nil)
-	peers, err := clockguard.NewPeers(g, clk, src, clockguard.PeersConfig{Interval: time.Hour})
+	peers, err := NewPeers(g, clk, src, PeersConfig{Interval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,12 +213,12 @@ func TestJumpGuardPeerRoundWithoutAListConfirmsNothing(t *testing.T) {
 	if !j.Holding() {
 		t.Fatal("the jump was accepted on a peer round that measured nothing")
 	}
-	clk.Advance(jumpHold / 2)
+	clk.Advance(JumpHold / 2)
 	j.tryConfirm(ctx)
 	if !j.Holding() {
 		t.Fatal("the jump was accepted before JumpHold with no source answering")
 	}
-	clk.Advance(jumpHold / 2)
+	clk.Advance(JumpHold / 2)
 	j.tryConfirm(ctx)
 	if j.Holding() {
 		t.Fatal("the jump is still held after JumpHold with no source answering")
@@ -252,19 +251,19 @@ func startAdjustablePeers(t *testing.T, clk *clocktest.Fake, n int) *adjustableP
 	return p
 }
 
-// PeerIDs implements clockguard.PeerSource.
+// PeerIDs implements PeerSource.
 func (p *adjustablePeers) PeerIDs(ctx context.Context) ([]int64, error) {
-	return clockguard.PeerListFunc(p.peers).PeerIDs(ctx)
+	return PeerListFunc(p.peers).PeerIDs(ctx)
 }
 
-// PeerAddrs implements clockguard.PeerSource.
-func (p *adjustablePeers) PeerAddrs(ctx context.Context, ids []int64) ([]clockguard.Peer, error) {
-	return clockguard.PeerListFunc(p.peers).PeerAddrs(ctx, ids)
+// PeerAddrs implements PeerSource.
+func (p *adjustablePeers) PeerAddrs(ctx context.Context, ids []int64) ([]Peer, error) {
+	return PeerListFunc(p.peers).PeerAddrs(ctx, ids)
 }
 
 // peers lists the peers as they are now.
-func (p *adjustablePeers) peers(context.Context) ([]clockguard.Peer, error) {
-	var out []clockguard.Peer
+func (p *adjustablePeers) peers(context.Context) ([]Peer, error) {
+	var out []Peer
 	for i, a := range p.addrs {
 		switch p.gone.Load() {
 		case goneEmpty:
@@ -272,16 +271,16 @@ func (p *adjustablePeers) peers(context.Context) ([]clockguard.Peer, error) {
 		case goneDead:
 			a = "127.0.0.1:1"
 		}
-		out = append(out, clockguard.Peer{WorkerID: int64(i + 1), Addr: a})
+		out = append(out, Peer{WorkerID: int64(i + 1), Addr: a})
 	}
 	return out, nil
 }
 
 // newJumpPeers returns a peer check over src (an hour between regular
 // rounds) after one round in which every peer agrees.
-func newJumpPeers(t *testing.T, g *health.Guard, clk *clocktest.Fake, src clockguard.PeerSource) *clockguard.Peers {
+func newJumpPeers(t *testing.T, g *health.Guard, clk *clocktest.Fake, src PeerSource) *Peers {
 	t.Helper()
-	peers, err := clockguard.NewPeers(g, clk, src, clockguard.PeersConfig{Interval: time.Hour})
+	peers, err := NewPeers(g, clk, src, PeersConfig{Interval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,8 +297,8 @@ type peerJump struct {
 	clk   *clocktest.Fake
 	src   *adjustablePeers
 	g     *health.Guard
-	peers *clockguard.Peers
-	j     *jumpGuard
+	peers *Peers
+	j     *JumpGuard
 }
 
 func newPeerJump(t *testing.T, n int) peerJump {
@@ -315,7 +314,7 @@ func newPeerJump(t *testing.T, n int) peerJump {
 
 // Once the peers, measured after the jump, disagreed with it, a later
 // round that measures nothing (every other node out of service or
-// restarting: an empty list; or none reachable) must not let jumpHold
+// restarting: an empty list; or none reachable) must not let JumpHold
 // accept it: the jump stands against the only evidence there is.
 func TestJumpGuardRemembersADisagreement(t *testing.T) {
 	for _, tc := range []struct {
@@ -332,7 +331,7 @@ func TestJumpGuardRemembersADisagreement(t *testing.T) {
 				t.Fatal("a jump of an hour is not held")
 			}
 			j.tryConfirm(ctx) // asks the peers at once: 2 of 2 disagree
-			clk.Advance(jumpHold)
+			clk.Advance(JumpHold)
 			j.tryConfirm(ctx)
 			if !j.Holding() {
 				t.Fatal("accepted past JumpHold although the peers disagreed")
@@ -452,7 +451,7 @@ func TestJumpGuardHeldJumpIsRechecked(t *testing.T) {
 	clk.StepWall(10 * time.Second)
 	waitUntil(t, 5*time.Second, "the peers asked after the jump", func() bool { return peers.Snapshot().Rounds >= 3 && j.Holding() })
 	src.lag.Store(0)
-	waitUntil(t, clockguard.RetryMax+3*time.Second, "the held jump released", func() bool { return !j.Holding() && g.Ready() })
+	waitUntil(t, RetryMax+3*time.Second, "the held jump released", func() bool { return !j.Holding() && g.Ready() })
 }
 
 // One wrong NTP server of three cannot hold a correction: the node's
@@ -464,12 +463,12 @@ func TestJumpGuardOneBadNTPServerDoesNotHoldACorrection(t *testing.T) {
 	q := &skewedServers{errs: map[string]time.Duration{c: 10 * time.Second}}
 	q.nodeErr.Store(int64(-4 * time.Second))
 	g := health.New(zerolog.Nop(), nil)
-	n, err := clockguard.NewNTP(g, clk, clockguard.NTPConfig{Servers: []string{a, b, c}, Querier: q, Interval: time.Minute, MinGap: time.Nanosecond})
+	n, err := NewNTP(g, clk, NTPConfig{Servers: []string{a, b, c}, Querier: q, Interval: time.Minute, MinGap: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := n.CheckNow(ctx); !errors.Is(err, clockguard.ErrNTPOffset) {
+	if _, err := n.CheckNow(ctx); !errors.Is(err, ErrNTPOffset) {
 		t.Fatalf("4s behind, 2 of 3 servers say so: %v, want ntp_offset", err)
 	}
 	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), ntpConfirmer{n})
@@ -514,7 +513,7 @@ func TestJumpGuardOneSourceAgreeingDoesNotOverrideAnother(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	q := &skewedServers{errs: map[string]time.Duration{}}
 	g := health.New(zerolog.Nop(), nil)
-	n, err := clockguard.NewNTP(g, clk, clockguard.NTPConfig{Servers: []string{a, b, c}, Querier: q, Interval: time.Minute, MinGap: time.Nanosecond})
+	n, err := NewNTP(g, clk, NTPConfig{Servers: []string{a, b, c}, Querier: q, Interval: time.Minute, MinGap: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,12 +544,12 @@ func TestJumpGuardOneSourceAgreeingDoesNotOverrideAnother(t *testing.T) {
 
 // The peers' jury is every peer listed: one reachable peer of three (two
 // unreachable) decides nothing alone, as one NTP server of three does not,
-// so with no majority the jump is accepted after jumpHold.
+// so with no majority the jump is accepted after JumpHold.
 func TestJumpGuardOneReachablePeerOfThreeDecidesNothing(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	live := startAdjustablePeers(t, clk, 1)
-	src := clockguard.PeerListFunc(func(context.Context) ([]clockguard.Peer, error) {
-		return []clockguard.Peer{{WorkerID: 1, Addr: live.addrs[0]}, {WorkerID: 2, Addr: "127.0.0.1:1"}, {WorkerID: 3, Addr: "127.0.0.1:1"}}, nil
+	src := PeerListFunc(func(context.Context) ([]Peer, error) {
+		return []Peer{{WorkerID: 1, Addr: live.addrs[0]}, {WorkerID: 2, Addr: "127.0.0.1:1"}, {WorkerID: 3, Addr: "127.0.0.1:1"}}, nil
 	})
 	g := health.New(zerolog.Nop(), nil)
 	peers := newJumpPeers(t, g, clk, src)
@@ -567,7 +566,7 @@ func TestJumpGuardOneReachablePeerOfThreeDecidesNothing(t *testing.T) {
 	if !j.Holding() {
 		t.Fatal("accepted at once with no majority")
 	}
-	clk.Advance(jumpHold)
+	clk.Advance(JumpHold)
 	j.tryConfirm(ctx)
 	if j.Holding() {
 		t.Fatalf("still held after JumpHold on one peer's word of three listed: %+v", peers.Snapshot())
@@ -599,23 +598,23 @@ func TestJumpGuardCheckFollowsTheSuspicion(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		match string                                  // the log line that stalls
-		first func(clk *clocktest.Fake, j *jumpGuard) // on the stalled goroutine
-		then  func(clk *clocktest.Fake, j *jumpGuard) // meanwhile, elsewhere
+		first func(clk *clocktest.Fake, j *JumpGuard) // on the stalled goroutine
+		then  func(clk *clocktest.Fake, j *JumpGuard) // meanwhile, elsewhere
 	}{
 		{
 			name: "the undo seen while the jump's line is written", match: "suspect forward clock jump",
-			first: func(clk *clocktest.Fake, j *jumpGuard) { clk.StepWall(time.Hour); j.step() },
-			then:  func(clk *clocktest.Fake, j *jumpGuard) { clk.StepWall(-time.Hour); j.Holding() },
+			first: func(clk *clocktest.Fake, j *JumpGuard) { clk.StepWall(time.Hour); j.step() },
+			then:  func(clk *clocktest.Fake, j *JumpGuard) { clk.StepWall(-time.Hour); j.Holding() },
 		},
 		{
 			name: "a second jump seen while the acceptance's line is written", match: "forward clock jump accepted",
-			first: func(clk *clocktest.Fake, j *jumpGuard) {
+			first: func(clk *clocktest.Fake, j *JumpGuard) {
 				clk.StepWall(10 * time.Second)
 				j.step()
-				clk.Advance(jumpHold) // no source: accepted after jumpHold
+				clk.Advance(JumpHold) // no source: accepted after JumpHold
 				j.tryConfirm(context.Background())
 			},
-			then: func(clk *clocktest.Fake, j *jumpGuard) { clk.StepWall(time.Hour); j.Holding() },
+			then: func(clk *clocktest.Fake, j *JumpGuard) { clk.StepWall(time.Hour); j.Holding() },
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -711,7 +710,7 @@ func TestJumpGuardConfirmedOvershootIsTheNewTrajectory(t *testing.T) {
 		t.Fatalf("overshoot of 4s: holding %v, %+v", j.Holding(), g.Status())
 	}
 	j.tryConfirm(context.Background())
-	clk.Advance(jumpHold)
+	clk.Advance(JumpHold)
 	j.tryConfirm(context.Background())
 	if j.Holding() {
 		t.Fatalf("still holding after JumpHold with no source: %+v", g.Status())
@@ -773,11 +772,11 @@ func TestJumpGuardSharesItsSampler(t *testing.T) {
 	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop())
 	var stepped atomic.Int32
 	j.stepped = func() { stepped.Add(1) }
-	var fed []clockguard.Sample
+	var fed []Sample
 	var heldWhenFed []bool
-	j.shareSampler(time.Millisecond, func(s clockguard.Sample) {
+	j.shareSampler(time.Millisecond, func(s Sample) {
 		fed = append(fed, s)
-		heldWhenFed = append(heldWhenFed, j.suspicious())
+		heldWhenFed = append(heldWhenFed, j.Suspicious())
 	})
 	steps := []struct {
 		name        string
@@ -793,8 +792,8 @@ func TestJumpGuardSharesItsSampler(t *testing.T) {
 	for i, st := range steps {
 		st.do()
 		j.sampler.Sample()
-		if j.suspicious() != st.wantHeld || g.Ready() == st.wantHeld {
-			t.Fatalf("%s: held %v, ready %v; want held %v (%+v)", st.name, j.suspicious(), g.Ready(), st.wantHeld, g.Status())
+		if j.Suspicious() != st.wantHeld || g.Ready() == st.wantHeld {
+			t.Fatalf("%s: held %v, ready %v; want held %v (%+v)", st.name, j.Suspicious(), g.Ready(), st.wantHeld, g.Status())
 		}
 		if st.wantHeld && g.Status().Reason != health.ReasonClockJump {
 			t.Fatalf("%s: %+v, want out with clock_jump", st.name, g.Status())
@@ -803,7 +802,7 @@ func TestJumpGuardSharesItsSampler(t *testing.T) {
 			t.Fatalf("%s: the fence keeper woken %d times, want %d", st.name, n, st.wantStepped)
 		}
 		if len(fed) != i+1 || fed[i].Wall != clk.WallNanos() || heldWhenFed[i] != st.wantHeld {
-			t.Fatalf("%s: fed %d readings (last %+v, held %v), want %d, the last at wall %d, after the jump guard's verdict %v",
+			t.Fatalf("%s: fed %d readings (last %+v, held %v), want %d, the last at wall %d, after the jump guard's jumpVerdict %v",
 				st.name, len(fed), fed[len(fed)-1], heldWhenFed[len(heldWhenFed)-1], i+1, clk.WallNanos(), st.wantHeld)
 		}
 	}

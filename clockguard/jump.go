@@ -1,4 +1,4 @@
-package node
+package clockguard
 
 import (
 	"context"
@@ -8,15 +8,14 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/health"
 	"codeberg.org/snowflaked/snowflaked/internal/mutation"
 )
 
-// jumpHold is how long a forward clock jump must hold before the node
+// JumpHold is how long a forward clock jump must hold before the node
 // trusts it when neither NTP nor peers can confirm it.
-const jumpHold = time.Minute
+const JumpHold = time.Minute
 
 // jumpPoll is how often the jump guard looks at the clock (unless it
 // shares the node's sampler: shareSampler) and at the sources' verdicts on
@@ -30,7 +29,7 @@ type jumpConfirmer interface {
 	// disagrees by a strict majority of its jury. A round that measured
 	// nothing (no peer list, no usable NTP answer, only answers too
 	// imprecise to judge) or reached no majority is noVerdict.
-	judge(sinceMono time.Duration) verdict
+	judge(sinceMono time.Duration) jumpVerdict
 	// enabled reports whether the source is configured at all.
 	enabled() bool
 	// recheck asks the source for a fresh verdict (may block for its
@@ -41,7 +40,7 @@ type jumpConfirmer interface {
 	recheckWhile(f func() bool)
 }
 
-// jumpGuard keeps a forward clock jump larger than the fence headroom
+// JumpGuard (the clock_jump check) keeps a forward clock jump larger than the fence headroom
 // out of the fences until it is confirmed. It tracks the skew
 // of the wall clock against the monotonic one from a trusted baseline. A
 // skew above the threshold (--fence-ahead) makes the clock suspect: the
@@ -53,9 +52,9 @@ type jumpConfirmer interface {
 // (one is asked at once, and their rounds re-check with backoff while the
 // jump is held), agree with the new time by a strict majority, or when
 // none of them reached a verdict since the jump (not configured,
-// unreachable) for jumpHold; then the jump, as measured, is added to the
+// unreachable) for JumpHold; then the jump, as measured, is added to the
 // baseline (a second jump meanwhile is a suspicion of its own). Once a
-// source has disagreed with the jump, jumpHold no longer applies: only an
+// source has disagreed with the jump, JumpHold no longer applies: only an
 // agreement or the undo ends the suspicion, whatever later rounds fail to
 // measure.
 //
@@ -71,7 +70,7 @@ type jumpConfirmer interface {
 // monotonic clock measured since), so it burns no time the fences did not
 // already cover; and the generator never issues below its last issued ID,
 // whatever the clock does.
-type jumpGuard struct {
+type JumpGuard struct {
 	clk        clock.Clock
 	threshold  time.Duration
 	hold       time.Duration
@@ -86,7 +85,7 @@ type jumpGuard struct {
 	stepped func()
 	// sampler reads the clocks for Run and feeds observe (and, shared,
 	// the node's watcher). Replaced before Run by shareSampler.
-	sampler *clockguard.Sampler
+	sampler *Sampler
 
 	mu       sync.Mutex
 	baseline int64         // trusted wall − mono (ns)
@@ -98,7 +97,7 @@ type jumpGuard struct {
 	// verdicts holds, per confirmer, its last verdict reached since the
 	// suspicion began (none until it reaches one; a round that measures
 	// nothing leaves it as it was).
-	verdicts []verdict
+	verdicts []jumpVerdict
 	// reask: a jump was undone; the confirmers judged the jumped clock
 	// (a peer round failing peer_offset, say) and must look again.
 	reask bool
@@ -107,35 +106,71 @@ type jumpGuard struct {
 	reaskStepped bool
 }
 
-func newJumpGuard(g *health.Guard, c clock.Clock, threshold time.Duration, log zerolog.Logger, confirmers ...jumpConfirmer) *jumpGuard {
-	j := &jumpGuard{clk: c, threshold: threshold, hold: jumpHold, check: g.Check(health.ReasonClockJump), log: log}
+// JumpConfig configures NewJumpGuard.
+type JumpConfig struct {
+	// Threshold is the fence headroom (--fence-ahead): a forward jump
+	// beyond it is held.
+	Threshold time.Duration
+	// NTP and Peers confirm a held jump; a nil or disabled one is left out.
+	NTP   *NTP
+	Peers *Peers
+	// Stepped, if set, is called (outside the lock, quick, non-blocking)
+	// after a forward step that is followed at once (within the headroom,
+	// or a correction): the fence keeper extends the fence at once.
+	Stepped func()
+	// Interval, when positive, makes Run read the clocks every Interval
+	// and hand each reading to Feed as well, after observing it: the
+	// node's watcher (clock_rollback) and the jump guard judge the same
+	// readings, taken by one loop. Zero: Run reads them every 50ms, for
+	// the jump guard alone.
+	Interval time.Duration
+	Feed     func(Sample)
+	Log      zerolog.Logger
+}
+
+// NewJumpGuard registers clock_jump on g (passing) and returns the guard
+// that keeps it; Run it.
+func NewJumpGuard(g *health.Guard, c clock.Clock, cfg JumpConfig) *JumpGuard {
+	j := newJumpGuard(g, c, cfg.Threshold, cfg.Log, ntpConfirmer{cfg.NTP}, peersConfirmer{cfg.Peers})
+	j.stepped = cfg.Stepped
+	switch {
+	case cfg.Interval > 0 && cfg.Feed != nil:
+		j.shareSampler(cfg.Interval, cfg.Feed)
+	case cfg.Interval > 0:
+		j.sampler = NewSampler(c, cfg.Interval, j.observe)
+	}
+	return j
+}
+
+func newJumpGuard(g *health.Guard, c clock.Clock, threshold time.Duration, log zerolog.Logger, confirmers ...jumpConfirmer) *JumpGuard {
+	j := &JumpGuard{clk: c, threshold: threshold, hold: JumpHold, check: g.Check(health.ReasonClockJump), log: log}
 	for _, cf := range confirmers {
 		if cf != nil && cf.enabled() {
 			j.confirmers = append(j.confirmers, cf)
 		}
 	}
-	j.sampler = clockguard.NewSampler(c, jumpPoll, j.observe)
+	j.sampler = NewSampler(c, jumpPoll, j.observe)
 	j.baseline = c.WallNanos() - int64(c.Mono())
 	j.high = j.baseline
 	for _, cf := range j.confirmers {
-		cf.recheckWhile(j.suspicious)
+		cf.recheckWhile(j.Suspicious)
 	}
 	j.check.Pass()
 	return j
 }
 
-// verdict is a confirmer's last verdict on a held jump.
-type verdict int8
+// jumpVerdict is a confirmer's last verdict on a held jump.
+type jumpVerdict int8
 
 const (
-	noVerdict verdict = iota
+	noVerdict jumpVerdict = iota
 	agrees
 	disagrees
 )
 
-// suspicious reports whether a jump is held, without looking at the clock
+// Suspicious reports whether a jump is held, without looking at the clock
 // (the sources' rounds call it).
-func (j *jumpGuard) suspicious() bool {
+func (j *JumpGuard) Suspicious() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.suspect > 0
@@ -145,7 +180,7 @@ func (j *jumpGuard) suspicious() bool {
 // jumped forward beyond the threshold and that is not confirmed yet. It
 // looks at the clock itself, so a caller about to persist a fence is never
 // ahead of the guard's loop.
-func (j *jumpGuard) Holding() bool {
+func (j *JumpGuard) Holding() bool {
 	j.step()
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -153,7 +188,7 @@ func (j *jumpGuard) Holding() bool {
 }
 
 // step reads the clocks and observes the reading.
-func (j *jumpGuard) step() { j.observe(clockguard.ReadSample(j.clk)) }
+func (j *JumpGuard) step() { j.observe(ReadSample(j.clk)) }
 
 // observe compares a reading of the clocks with the baseline: it starts a
 // suspicion, ends one whose jump was undone, starts it afresh when the clock
@@ -162,7 +197,7 @@ func (j *jumpGuard) step() { j.observe(clockguard.ReadSample(j.clk)) }
 // check's state is set under the lock, so two goroutines observing (the
 // sampler, the fence keeper, the renewals) cannot leave it contrary to the
 // suspicion.
-func (j *jumpGuard) observe(s clockguard.Sample) {
+func (j *JumpGuard) observe(s Sample) {
 	wall, mono := s.Wall, s.MonoAfter()
 	var logLine func() // written (and stepped called) after the lock is released (a slow stdout must not hold it)
 	defer func() {
@@ -179,7 +214,7 @@ func (j *jumpGuard) observe(s clockguard.Sample) {
 		j.suspect > 0 && over > j.threshold && (over-j.suspect >= reaskStep || j.suspect-over >= reaskStep):
 		moved := j.suspect > 0
 		j.suspect, j.since, j.sinceMon, j.asked = over, wall, mono, false
-		j.verdicts = make([]verdict, len(j.confirmers))
+		j.verdicts = make([]jumpVerdict, len(j.confirmers))
 		detail := fmt.Sprintf("the clock jumped forward by %v, more than the fence headroom %v: no fence is persisted on it until NTP or the peers confirm it, or it holds for %v with neither configured",
 			over.Round(time.Millisecond), j.threshold, j.hold)
 		if over != skew && !moved {
@@ -238,15 +273,15 @@ const reaskStep = 100 * time.Millisecond
 // reading to feed as well, after observing it: the node's watcher
 // (clock_rollback) and the jump guard judge the same readings, taken by one
 // loop. Call it before Run.
-func (j *jumpGuard) shareSampler(interval time.Duration, feed func(clockguard.Sample)) {
-	j.sampler = clockguard.NewSampler(j.clk, interval, j.observe, feed)
+func (j *JumpGuard) shareSampler(interval time.Duration, feed func(Sample)) {
+	j.sampler = NewSampler(j.clk, interval, j.observe, feed)
 }
 
 // Run watches the clock and confirms a suspect jump, until ctx ends. The
 // clock is looked at (by the sampler) on a goroutine of its own: asking a
 // source (an NTP round waits for the gap between queries and its timeout)
 // must not delay seeing a jump or its undo.
-func (j *jumpGuard) Run(ctx context.Context) {
+func (j *JumpGuard) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { j.sampler.Run(ctx) })
@@ -264,7 +299,7 @@ func (j *jumpGuard) Run(ctx context.Context) {
 // once its clock is set right, and a clock stepped off is found in one
 // round, not at the next regular one. The sources' own limits (NTP's gap
 // between queries) still apply.
-func (j *jumpGuard) reaskIfUndone(ctx context.Context) {
+func (j *JumpGuard) reaskIfUndone(ctx context.Context) {
 	j.mu.Lock()
 	reask := j.reask || j.reaskStepped
 	j.reask, j.reaskStepped = false, false
@@ -279,12 +314,12 @@ func (j *jumpGuard) reaskIfUndone(ctx context.Context) {
 
 // tryConfirm accepts a suspect jump that the sources confirmed (asking
 // each once, at once, after the jump; their rounds go on re-checking while
-// it is held) or that held for jumpHold with no source reaching a verdict.
+// it is held) or that held for JumpHold with no source reaching a verdict.
 // Each source's last verdict since the jump counts: accepted when at least
 // one agrees and none disagrees, so one source agreeing never overrides
 // another that disagrees by its majority (a bad time source the peers
 // share, say), and a round that measures nothing erases nothing.
-func (j *jumpGuard) tryConfirm(ctx context.Context) {
+func (j *JumpGuard) tryConfirm(ctx context.Context) {
 	j.mu.Lock()
 	suspect, since, sinceMon, asked := j.suspect, j.since, j.sinceMon, j.asked
 	j.asked = true
@@ -297,7 +332,7 @@ func (j *jumpGuard) tryConfirm(ctx context.Context) {
 			cf.recheck(ctx)
 		}
 	}
-	latest := make([]verdict, len(j.confirmers))
+	latest := make([]jumpVerdict, len(j.confirmers))
 	for i, cf := range j.confirmers {
 		latest[i] = cf.judge(sinceMon)
 	}
@@ -309,7 +344,7 @@ func (j *jumpGuard) tryConfirm(ctx context.Context) {
 
 // accept records the sources' latest verdicts on the suspicion that began
 // at since and accepts the jump when they allow it, under the lock.
-func (j *jumpGuard) accept(since int64, sinceMon time.Duration, latest []verdict) (by string, ok bool) {
+func (j *JumpGuard) accept(since int64, sinceMon time.Duration, latest []jumpVerdict) (by string, ok bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.since != since || j.suspect == 0 { // ended or restarted meanwhile
@@ -336,7 +371,7 @@ func (j *jumpGuard) accept(since int64, sinceMon time.Duration, latest []verdict
 	case by == "" && (judged || j.clk.Mono()-sinceMon < j.hold):
 		return "", false
 	case by == "":
-		by = fmt.Sprintf("held for %v with no NTP or peer verdict", j.hold)
+		by = fmt.Sprintf("held for %v with no NTP or peer jumpVerdict", j.hold)
 	}
 	// The jump as measured becomes trusted, not whatever the clock reads
 	// now: a second jump since is seen by the next step as one of its own.
@@ -347,7 +382,7 @@ func (j *jumpGuard) accept(since int64, sinceMon time.Duration, latest []verdict
 }
 
 // ntpConfirmer confirms through the NTP check.
-type ntpConfirmer struct{ ntp *clockguard.NTP }
+type ntpConfirmer struct{ ntp *NTP }
 
 func (c ntpConfirmer) enabled() bool { return c.ntp != nil && c.ntp.Enabled() }
 
@@ -357,7 +392,7 @@ func (c ntpConfirmer) recheckWhile(f func() bool) { c.ntp.RecheckWhile(f) }
 
 // judge: a strict majority of the servers configured agrees, or
 // disagrees; one server of several decides nothing alone.
-func (c ntpConfirmer) judge(sinceMono time.Duration) verdict {
+func (c ntpConfirmer) judge(sinceMono time.Duration) jumpVerdict {
 	s := c.ntp.Snapshot()
 	switch {
 	case !s.MeasuredSince(sinceMono):
@@ -374,7 +409,7 @@ func (c ntpConfirmer) judge(sinceMono time.Duration) verdict {
 // jump in which a strict majority of the peers listed agrees with this
 // clock (or disagrees). The node's own clock is the suspect: it has no
 // vote here, unlike in peer_offset.
-type peersConfirmer struct{ peers *clockguard.Peers }
+type peersConfirmer struct{ peers *Peers }
 
 func (c peersConfirmer) enabled() bool { return c.peers != nil }
 
@@ -382,7 +417,7 @@ func (c peersConfirmer) recheck(ctx context.Context) { _, _ = c.peers.CheckNow(c
 
 func (c peersConfirmer) recheckWhile(f func() bool) { c.peers.RecheckWhile(f) }
 
-func (c peersConfirmer) judge(sinceMono time.Duration) verdict {
+func (c peersConfirmer) judge(sinceMono time.Duration) jumpVerdict {
 	s := c.peers.Snapshot()
 	if !s.MeasuredSince(sinceMono) {
 		return noVerdict
