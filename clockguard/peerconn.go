@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/ctxlock"
 )
@@ -230,8 +231,8 @@ func (p *Peers) ask(ctx context.Context, peer Peer, keep bool) PeerResult {
 // exchangeWith does ask's exchange, bounded by Timeout; it fails only when
 // no sample answered.
 func (p *Peers) exchangeWith(ctx context.Context, peer Peer, keep bool) (exchange, error) {
-	if err := checkPeerAddr(peer.Addr); err != nil {
-		return exchange{}, err
+	if err := wire.CheckHostPort(peer.Addr); err != nil {
+		return exchange{}, fmt.Errorf("bad peer address: %w", err)
 	}
 	ctx, cancel := clock.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()

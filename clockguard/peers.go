@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -503,18 +502,6 @@ func peerTLS(cfg *tls.Config, addr string) *tls.Config {
 	c := cfg.Clone()
 	c.ServerName = host
 	return c
-}
-
-// checkPeerAddr accepts "host:port" with a non-empty host and a valid port.
-func checkPeerAddr(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("bad peer address %q: %w", addr, err)
-	}
-	if n, err := strconv.Atoi(port); host == "" || err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("bad peer address %q: want host:port", addr)
-	}
-	return nil
 }
 
 // parsePeerTime reads {"unix_ns":…} or {"unix_ms":…} and returns Unix

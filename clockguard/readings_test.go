@@ -55,6 +55,14 @@ func TestBuildReport(t *testing.T) {
 		t.Fatalf("marshal: %v", err)
 	}
 	t.Logf("report: %s", b)
+	checkReportJSON(t, b, ntpServer)
+}
+
+// checkReportJSON checks the readings' JSON TestBuildReport built: the
+// rollback state, the failing checks, the transitions and each source's
+// figures.
+func checkReportJSON(t *testing.T, b []byte, ntpServer string) {
+	t.Helper()
 	var got struct {
 		State       string            `json:"state"`
 		Reason      string            `json:"reason"`

@@ -24,6 +24,9 @@ func TestCheckHostPort(t *testing.T) {
 		{"evil/path:80", "neither an IP address nor a host name"},
 		{"a b:80", "neither an IP address nor a host name"},
 		{"user@host:80", "neither an IP address nor a host name"},
+		{"host?x=1:80", "neither an IP address nor a host name"},
+		{"host#f:80", "neither an IP address nor a host name"},
+		{"", "not host:port"},
 	} {
 		err := CheckHostPort(tc.in)
 		switch {

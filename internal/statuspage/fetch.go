@@ -6,11 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"strconv"
 	"time"
 
+	"codeberg.org/snowflaked/snowflaked/client/wire"
 	"codeberg.org/snowflaked/snowflaked/clockguard"
 	"codeberg.org/snowflaked/snowflaked/coordinator"
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
@@ -40,36 +39,12 @@ type fetched struct {
 	err error
 }
 
-// checkAddr accepts "host:port" with a hostname or IP and a valid port, so
-// that an address from ZooKeeper cannot turn into another URL.
-func checkAddr(addr string) (string, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", fmt.Errorf("bad address %q: %w", addr, err)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("bad address %q: port must be 1..65535", addr)
-	}
-	if host == "" {
-		return "", fmt.Errorf("bad address %q: no host", addr)
-	}
-	if net.ParseIP(host) == nil {
-		for i := 0; i < len(host); i++ {
-			c := host[i]
-			if !(c == '.' || c == '-' || c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-				return "", fmt.Errorf("bad address %q: host must be a hostname or an IP", addr)
-			}
-		}
-	}
-	return net.JoinHostPort(host, port), nil
-}
-
 // fetchClock asks addr for GET /clock, bounded by FetchTimeout and ctx.
 func (p *Page) fetchClock(ctx context.Context, addr string) fetched {
-	hostPort, err := checkAddr(addr)
-	if err != nil {
-		return fetched{err: err}
+	if err := wire.CheckHostPort(addr); err != nil {
+		return fetched{err: fmt.Errorf("bad address: %w", err)}
 	}
+	hostPort := addr
 	ctx, cancel := clock.WithTimeout(ctx, p.cfg.FetchTimeout)
 	defer cancel()
 	if dl, ok := ctx.Deadline(); ctx.Err() != nil || (ok && !dl.After(time.Now())) {

@@ -490,34 +490,6 @@ func TestRefresh(t *testing.T) {
 	}
 }
 
-func TestCheckAddr(t *testing.T) {
-	tests := []struct {
-		addr, want string
-		ok         bool
-	}{
-		{"127.0.0.1:8080", "127.0.0.1:8080", true},
-		{"node-1.example.com:80", "node-1.example.com:80", true},
-		{"[::1]:8080", "[::1]:8080", true},
-		{"pod_name:1", "pod_name:1", true},
-		{"evil/path:80", "", false},
-		{"user@host:80", "", false},
-		{"host?x=1:80", "", false},
-		{"host#f:80", "", false},
-		{"host:0", "", false},
-		{"host:65536", "", false},
-		{"host:http", "", false},
-		{":80", "", false},
-		{"host", "", false},
-		{"", "", false},
-	}
-	for _, tc := range tests {
-		got, err := checkAddr(tc.addr)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("checkAddr(%q) = %q, %v; want %q, ok=%v", tc.addr, got, err, tc.want, tc.ok)
-		}
-	}
-}
-
 // parseOffset reads a signed offset cell, marker text removed.
 func parseOffset(text string) (time.Duration, error) {
 	text, _, _ = strings.Cut(text, "⚠")
