@@ -15,6 +15,7 @@ BT=${PERF_BENCHTIME:-1s}
 NPROC=$(nproc)
 if [ "$NPROC" -gt 1 ]; then CPUS=${PERF_CPUS:-1,$NPROC}; else CPUS=${PERF_CPUS:-1}; fi
 HTTP=${PERF_HTTP:-}
+[[ $CPUS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || { echo "perfpage: PERF_CPUS must be a list like 1,2, not '$CPUS'" >&2; exit 2; }
 case "$ROUNDS" in '' | *[!0-9]* | 0) echo "perfpage: PERF_ROUNDS must be a positive integer, not '$ROUNDS'" >&2; exit 2 ;; esac
 [ -z "$HTTP" ] || [ -r "$HTTP" ] || { echo "perfpage: PERF_HTTP=$HTTP is not a readable file" >&2; exit 2; }
 
@@ -32,10 +33,10 @@ go test -c -o "$tmp/snowflake.test" ./snowflake/
 
 # nsop NAME CPU: one run of a benchmark, its ns/op.
 nsop() {
-  local v
-  v=$("$tmp/snowflake.test" -test.run '^$' -test.bench "^$1\$" -test.benchtime "$BT" -test.cpu "$2" |
-    awk '/^Benchmark/ { print $3; exit }')
-  [ -n "$v" ] || { echo "perfpage: benchmark $1 gave no result (renamed?)" >&2; exit 1; }
+  local out v
+  out=$("$tmp/snowflake.test" -test.run '^$' -test.bench "^$1\$" -test.benchtime "$BT" -test.cpu "$2" 2>&1) || true
+  v=$(awk '/^Benchmark/ { print $3; exit }' <<<"$out")
+  [ -n "$v" ] || { printf 'perfpage: %s at -cpu %s gave no result (renamed?):\n%s\n' "$1" "$2" "$out" >&2; exit 1; }
   echo "$v"
 }
 
