@@ -1,11 +1,11 @@
-# snowflaked — see README.md. Targets: build test test-unit bench chaos scale run lint docker clean.
+# snowflaked — see README.md. Targets: build test test-unit bench perf-page chaos scale run lint docker clean.
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 # Static, reproducible binaries.
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
 
-.PHONY: all build deps test test-unit bench chaos scale run lint docker clean
+.PHONY: all build deps test test-unit bench perf-page chaos scale run lint docker clean
 
 all: build
 
@@ -55,9 +55,14 @@ test-unit:
 	cd client && $(GO) test -race ./...
 	$(GO) test -race -skip Integration ./...
 
-## bench: benchmarks (scripts/bench.sh)
+## bench: benchmarks (scripts/bench.sh, its output saved in bin/bench-output.txt), then docs/performance.md with its HTTP rows (perf-page)
 bench: build
-	scripts/bench.sh
+	bash -o pipefail -c 'scripts/bench.sh | tee bin/bench-output.txt'
+	$(MAKE) perf-page PERF_HTTP=bin/bench-output.txt
+
+## perf-page: docs/performance.md, the generator against bwmarrin/snowflake and sonyflake in alternating rounds (scripts/perfpage.sh; PERF_ROUNDS, PERF_BENCHTIME, PERF_CPUS; PERF_HTTP=FILE: the HTTP rows from a saved scripts/bench.sh output)
+perf-page:
+	PERF_HTTP=$(PERF_HTTP) scripts/perfpage.sh
 
 ## chaos: long simulations (20000 segment seeds, 3000 snowflake seeds, 1000 borrow seeds, 1000 paths seeds), then fault-injection tests against real processes and ZooKeeper, long variant (a few minutes; CHAOS_SEED=N replays a schedule); summary in bin/chaos-summary.txt
 chaos: deps

@@ -4,6 +4,7 @@ package snowflake_test
 // libraries. They measure; they assert nothing about speed.
 //
 // Run: go test -run '^$' -bench . -benchtime 2s -count 3 ./snowflake/
+// docs/performance.md is written from them by scripts/perfpage.sh.
 
 import (
 	"sync"
@@ -101,6 +102,23 @@ func BenchmarkOurs_Next_41_0_22_MonoClock(b *testing.B) {
 	runParallelIDs(b, g.Next)
 }
 
+// idSink keeps the loop benchmarks' IDs alive.
+var idSink int64
+
+// BenchmarkOurs_Loop_41_0_22 calls Next in a plain loop on one goroutine:
+// the cost of one ID without b.RunParallel's harness.
+func BenchmarkOurs_Loop_41_0_22(b *testing.B) {
+	g := benchGenerator(b, "41/0/22")
+	for b.Loop() {
+		id, err := g.Next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		idSink = id
+	}
+	reportIDs(b, 1)
+}
+
 // BenchmarkOurs_AppendN1000_41_10_12 takes 1000 IDs per call (one op).
 func BenchmarkOurs_AppendN1000_41_10_12(b *testing.B) {
 	const n = 1000
@@ -153,6 +171,16 @@ func BenchmarkBwmarrin_Generate_41_10_12(b *testing.B) {
 func BenchmarkBwmarrin_Generate_41_0_22(b *testing.B) {
 	n := bwNode(b, 0, 22)
 	runParallelIDs(b, func() (int64, error) { return n.Generate().Int64(), nil })
+}
+
+// BenchmarkBwmarrin_Loop_41_0_22 is BenchmarkOurs_Loop_41_0_22 for
+// bwmarrin/snowflake: Generate in a plain loop on one goroutine.
+func BenchmarkBwmarrin_Loop_41_0_22(b *testing.B) {
+	n := bwNode(b, 0, 22)
+	for b.Loop() {
+		idSink = n.Generate().Int64()
+	}
+	reportIDs(b, 1)
 }
 
 // sonyflakeGen returns a sonyflake v2 generator with the given time unit.

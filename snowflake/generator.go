@@ -217,9 +217,12 @@ func (g *Generator) WorkerID() int64 { return g.worker }
 // Next returns the next ID. With gene bits, they count round from one ID
 // to the next (see NextGene for an ID with a given gene).
 func (g *Generator) Next() (int64, error) {
-	tick, seq, _, err := g.reserve(1)
-	if err != nil {
-		return 0, err
+	tick, seq, ok := g.reserveOne()
+	if !ok {
+		var err error
+		if tick, seq, _, err = g.reserve(1); err != nil {
+			return 0, err
+		}
 	}
 	id := tick<<g.tickShift | g.workerBits | int64(seq)<<g.geneBits
 	if g.geneBits > 0 {
@@ -389,8 +392,48 @@ func (g *Generator) reserve(want uint64) (tick int64, first, count uint64, err e
 	}
 }
 
-// tickOf is Layout.TickOf with the epoch and unit at hand.
+// reserveOne is reserve(1) when nothing stands in the way: the clock is in
+// a later tick than the last issued one, or in the same tick with sequence
+// numbers left, below the fence and the layout's end. It does no waiting,
+// borrowing or refusing: ok false sends the caller to reserve, which reads
+// the clock again. A lost race retries with the same reading, as reserve.
+func (g *Generator) reserveOne() (tick int64, seq uint64, ok bool) {
+	now := g.tickOf(g.clock.WallNanos())
+	for {
+		old := g.state.Load()
+		last := int64(old >> g.seqBits)
+		switch seq = old & g.seqMask; {
+		case now > last:
+			tick, seq = now, 0
+		case now == last && seq < g.seqMask:
+			tick, seq = last, seq+1
+		default:
+			return 0, 0, false
+		}
+		if tick > g.fence.Load() || tick > g.maxTick {
+			return 0, 0, false
+		}
+		if g.state.CompareAndSwap(old, uint64(tick)<<g.seqBits|seq) {
+			return tick, seq, true
+		}
+	}
+}
+
+// tickOf is Layout.TickOf with the epoch and unit at hand. The common 1 ms
+// unit takes an inlined division by a constant, a multiply (a variable
+// divisor is a 64-bit division, several times slower); other units and
+// times before the epoch go to tickOfAny.
 func (g *Generator) tickOf(ns int64) int64 {
+	if g.unitNs == int64(time.Millisecond) && ns >= g.epochNs { // ns-epochNs cannot wrap: epochNs >= 0
+		return (ns - g.epochNs) / int64(time.Millisecond)
+	}
+	return g.tickOfAny(ns)
+}
+
+// tickOfAny is tickOf for any unit and any time.
+//
+//go:noinline
+func (g *Generator) tickOfAny(ns int64) int64 {
 	if d := ns - g.epochNs; d >= 0 && d <= ns { // after the epoch, no wrap (epochNs >= 0)
 		return d / g.unitNs
 	}

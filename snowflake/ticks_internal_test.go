@@ -100,3 +100,22 @@ func TestTickMilliSubMillisecondUnit(t *testing.T) {
 		t.Errorf("tickStartMilli(5) = %d, %v; want the epoch %d", got, ok, e)
 	}
 }
+
+// The generator's tickOf (a constant divisor for 1 ms, tickOfAny for the
+// rest) agrees with Layout.TickOf for every unit, before and after the
+// epoch and at the extremes of int64.
+func TestGeneratorTickOfMatchesLayout(t *testing.T) {
+	for _, unit := range []time.Duration{time.Millisecond, 10 * time.Millisecond, time.Second} {
+		for _, epoch := range []time.Time{DefaultEpoch, time.Unix(0, 0)} {
+			l := Layout{TimeBits: 41, WorkerBits: 10, SequenceBits: 12, Epoch: epoch, Unit: unit}
+			g := &Generator{epochNs: epoch.UnixNano(), unitNs: int64(unit)}
+			e := epoch.UnixNano()
+			for _, ns := range []int64{e, e + 1, e - 1, e + int64(unit) - 1, e + int64(unit), e - int64(unit),
+				e - int64(unit) - 1, 0, -1, 1, time.Now().UnixNano(), math.MaxInt64, math.MinInt64, math.MinInt64 + e} {
+				if got, want := g.tickOf(ns), l.TickOf(ns); got != want {
+					t.Errorf("unit %s, epoch %d: tickOf(%d) = %d, Layout.TickOf = %d", unit, e, ns, got, want)
+				}
+			}
+		}
+	}
+}
