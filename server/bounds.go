@@ -53,8 +53,8 @@ func (s *Server) serveBounds(ctx *fasthttp.RequestCtx) {
 
 // parseBoundTime reads one end of a /bounds range: an RFC 3339 time
 // (offset or Z, fraction allowed) or a decimal Unix time in milliseconds;
-// it returns its Unix milliseconds, rounded down.
-func parseBoundTime(name, v string) (int64, error) {
+// it returns the instant, rounded down to the millisecond.
+func parseBoundTime(name, v string) (snowflake.UnixMilli, error) {
 	if v == "" {
 		return 0, errors.New(name + " is empty: want an RFC 3339 time (2026-01-02T15:04:05Z) or Unix milliseconds")
 	}
@@ -67,13 +67,13 @@ func parseBoundTime(name, v string) (int64, error) {
 		if err != nil {
 			return 0, errors.New(name + " " + strconv.Quote(v) + " is out of range for Unix milliseconds")
 		}
-		return ms, nil
+		return snowflake.UnixMilli(ms), nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
 		return 0, errors.New(name + " " + strconv.Quote(v) + " is neither an RFC 3339 time (2026-01-02T15:04:05Z, 2026-01-02T17:04:05.250+02:00) nor Unix milliseconds")
 	}
-	return t.UnixMilli(), nil // rounds down, before 1970 too
+	return snowflake.UnixMilliOf(t), nil // rounds down, before 1970 too
 }
 
 // boundsOf is /bounds for layout l: from and to as the request gives
@@ -88,10 +88,10 @@ func boundsOf(l snowflake.Layout, from, to string, uuids bool) (wire.BoundsBody,
 	if err != nil {
 		return wire.BoundsBody{}, err
 	}
-	epoch, unit := l.Epoch.UnixMilli(), int64(l.Unit/time.Millisecond)
+	epoch, unit := snowflake.UnixMilliOf(l.Epoch), int64(l.Unit/time.Millisecond)
 	ticks := int64(1) << l.TimeBits // the time field's ticks: 0 .. ticks-1
 	end, endOK := tickMilli(epoch, unit, ticks)
-	fmtMS := func(ms int64) string { return time.UnixMilli(ms).UTC().Format(boundsTimeFormat) }
+	fmtMS := func(ms snowflake.UnixMilli) string { return ms.Time().Format(boundsTimeFormat) }
 	switch {
 	case fromMS < epoch:
 		return wire.BoundsBody{}, errors.New("from " + strconv.Quote(from) + " is before the layout's epoch " + fmtMS(epoch) + ": no ID is that old")
@@ -101,7 +101,7 @@ func boundsOf(l snowflake.Layout, from, to string, uuids bool) (wire.BoundsBody,
 	case fromMS > toMS:
 		return wire.BoundsBody{}, errors.New("the range is reversed: from " + strconv.Quote(from) + " is after to " + strconv.Quote(to))
 	}
-	fromTick, toTick := floorDiv(fromMS-epoch, unit), floorDiv(toMS-epoch, unit)
+	fromTick, toTick := floorDiv(int64(fromMS-epoch), unit), floorDiv(int64(toMS-epoch), unit)
 	if fromTick >= toTick {
 		if fromMS == toMS {
 			return wire.BoundsBody{}, errors.New("the range is empty: from and to are the same time, and to is excluded")
@@ -115,7 +115,7 @@ func boundsOf(l snowflake.Layout, from, to string, uuids bool) (wire.BoundsBody,
 	endMS, _ := tickMilli(epoch, unit, toTick)
 	shift := l.WorkerBits + l.SequenceBits
 	body := wire.BoundsBody{
-		From: fmtMS(startMS), To: fmtMS(endMS), FromMS: startMS, ToMS: endMS,
+		From: fmtMS(startMS), To: fmtMS(endMS), FromMS: int64(startMS), ToMS: int64(endMS),
 		MinID: strconv.FormatUint(uint64(fromTick)<<shift, 10),
 		MaxID: strconv.FormatUint(uint64(toTick)<<shift-1, 10), // toTick<<shift is at most 2^63
 	}
@@ -128,8 +128,8 @@ func boundsOf(l snowflake.Layout, from, to string, uuids bool) (wire.BoundsBody,
 }
 
 // uuidBound is the smallest (ones false) or largest version 7 UUID of
-// Unix millisecond ms: version 7, variant 10, every other bit 0 or 1.
-func uuidBound(ms int64, ones bool) [16]byte {
+// millisecond ms: version 7, variant 10, every other bit 0 or 1.
+func uuidBound(ms snowflake.UnixMilli, ones bool) [16]byte {
 	var rest uint64 // rand_a (12 bits) and rand_b (62 bits)
 	if ones {
 		rest = math.MaxUint64
@@ -140,13 +140,13 @@ func uuidBound(ms int64, ones bool) [16]byte {
 	return u
 }
 
-// tickMilli is the Unix millisecond start of tick (epoch and unit in ms),
-// and false when it does not fit an int64.
-func tickMilli(epoch, unit, tick int64) (int64, bool) {
-	if tick > (math.MaxInt64-max(epoch, 0))/unit {
+// tickMilli is the start of tick (unit in ms), and false when it does not
+// fit an int64.
+func tickMilli(epoch snowflake.UnixMilli, unit, tick int64) (snowflake.UnixMilli, bool) {
+	if tick > (math.MaxInt64-max(int64(epoch), 0))/unit {
 		return 0, false
 	}
-	return epoch + tick*unit, true
+	return epoch + snowflake.UnixMilli(tick*unit), true
 }
 
 // floorDiv is floor(a/b) for b > 0.

@@ -169,7 +169,7 @@ func TestBoundsEdges(t *testing.T) {
 		{"up to the end", def, strconv.FormatInt(end-1, 10), strconv.FormatInt(end, 10), wire.BoundsBody{
 			From: time.UnixMilli(end - 1).UTC().Format(boundsTimeFormat), To: time.UnixMilli(end).UTC().Format(boundsTimeFormat), FromMS: end - 1, ToMS: end,
 			MinID: strconv.FormatInt((1<<41-1)<<22, 10), MaxID: "9223372036854775807",
-			MinUUID: wire.FormatUUID(uuidBound(end-1, false)), MaxUUID: wire.FormatUUID(uuidBound(end-1, true)),
+			MinUUID: wire.FormatUUID(uuidBound(snowflake.UnixMilli(end-1), false)), MaxUUID: wire.FormatUUID(uuidBound(snowflake.UnixMilli(end-1), true)),
 		}},
 		{"offset and fraction, 1s ticks", sec, "2026-01-01T02:00:00.750+02:00", "2026-01-01T00:00:02.5Z", wire.BoundsBody{
 			From: "2026-01-01T00:00:00.000Z", To: "2026-01-01T00:00:02.000Z", FromMS: 1767225600000, ToMS: 1767225602000,
