@@ -137,7 +137,7 @@ func NewJumpGuard(g *health.Guard, c clock.Clock, cfg JumpConfig) *JumpGuard {
 	case cfg.Interval > 0 && cfg.Feed != nil:
 		j.shareSampler(cfg.Interval, cfg.Feed)
 	case cfg.Interval > 0:
-		j.sampler = NewSampler(c, cfg.Interval, j.observe)
+		j.sampler = newSampler(c, cfg.Interval, j.observe)
 	}
 	return j
 }
@@ -149,7 +149,7 @@ func newJumpGuard(g *health.Guard, c clock.Clock, threshold time.Duration, log z
 			j.confirmers = append(j.confirmers, cf)
 		}
 	}
-	j.sampler = NewSampler(c, jumpPoll, j.observe)
+	j.sampler = newSampler(c, jumpPoll, j.observe)
 	j.baseline = c.WallNanos() - int64(c.Mono())
 	j.high = j.baseline
 	for _, cf := range j.confirmers {
@@ -188,7 +188,7 @@ func (j *JumpGuard) Holding() bool {
 }
 
 // step reads the clocks and observes the reading.
-func (j *JumpGuard) step() { j.observe(ReadSample(j.clk)) }
+func (j *JumpGuard) step() { j.observe(readSample(j.clk)) }
 
 // observe compares a reading of the clocks with the baseline: it starts a
 // suspicion, ends one whose jump was undone, starts it afresh when the clock
@@ -198,7 +198,7 @@ func (j *JumpGuard) step() { j.observe(ReadSample(j.clk)) }
 // sampler, the fence keeper, the renewals) cannot leave it contrary to the
 // suspicion.
 func (j *JumpGuard) observe(s Sample) {
-	wall, mono := s.Wall, s.MonoAfter()
+	wall, mono := s.Wall, s.monoAfter()
 	var logLine func() // written (and stepped called) after the lock is released (a slow stdout must not hold it)
 	defer func() {
 		if logLine != nil {
@@ -274,7 +274,7 @@ const reaskStep = 100 * time.Millisecond
 // (clock_rollback) and the jump guard judge the same readings, taken by one
 // loop. Call it before Run.
 func (j *JumpGuard) shareSampler(interval time.Duration, feed func(Sample)) {
-	j.sampler = NewSampler(j.clk, interval, j.observe, feed)
+	j.sampler = newSampler(j.clk, interval, j.observe, feed)
 }
 
 // Run watches the clock and confirms a suspect jump, until ctx ends. The
@@ -386,7 +386,7 @@ type ntpConfirmer struct{ ntp *NTP }
 
 func (c ntpConfirmer) enabled() bool { return c.ntp != nil && c.ntp.Enabled() }
 
-func (c ntpConfirmer) recheck(ctx context.Context) { _, _ = c.ntp.CheckNow(ctx) }
+func (c ntpConfirmer) recheck(ctx context.Context) { _, _ = c.ntp.checkNow(ctx) }
 
 func (c ntpConfirmer) recheckWhile(f func() bool) { c.ntp.RecheckWhile(f) }
 
@@ -395,11 +395,11 @@ func (c ntpConfirmer) recheckWhile(f func() bool) { c.ntp.RecheckWhile(f) }
 func (c ntpConfirmer) judge(sinceMono time.Duration) jumpVerdict {
 	s := c.ntp.Snapshot()
 	switch {
-	case !s.MeasuredSince(sinceMono):
+	case !s.measuredSince(sinceMono):
 		return noVerdict
 	case s.Agrees():
 		return agrees
-	case s.OffsetBeyond():
+	case s.offsetBeyond():
 		return disagrees
 	}
 	return noVerdict
@@ -413,13 +413,13 @@ type peersConfirmer struct{ peers *Peers }
 
 func (c peersConfirmer) enabled() bool { return c.peers != nil }
 
-func (c peersConfirmer) recheck(ctx context.Context) { _, _ = c.peers.CheckNow(ctx) }
+func (c peersConfirmer) recheck(ctx context.Context) { _, _ = c.peers.checkNow(ctx) }
 
 func (c peersConfirmer) recheckWhile(f func() bool) { c.peers.RecheckWhile(f) }
 
 func (c peersConfirmer) judge(sinceMono time.Duration) jumpVerdict {
 	s := c.peers.Snapshot()
-	if !s.MeasuredSince(sinceMono) {
+	if !s.measuredSince(sinceMono) {
 		return noVerdict
 	}
 	// Agree counts the node's own clock: take it out. The jury is every

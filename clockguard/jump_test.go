@@ -184,7 +184,7 @@ func TestJumpGuardPeerRoundWithoutAListConfirmsNothing(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	var listErr atomic.Value // error; nil: the list is available
-	src := PeerListFunc(func(context.Context) ([]Peer, error) {
+	src := peerListFunc(func(context.Context) ([]Peer, error) {
 		if err, _ := listErr.Load().(error); err != nil {
 			return nil, err
 		}
@@ -196,7 +196,7 @@ func TestJumpGuardPeerRoundWithoutAListConfirmsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if s, err := peers.CheckNow(ctx); err != nil || s.Reachable != 1 || s.Disagree != 0 {
+	if s, err := peers.checkNow(ctx); err != nil || s.Reachable != 1 || s.Disagree != 0 {
 		t.Fatalf("the round before the jump: %+v, %v; want one peer agreeing", s, err)
 	}
 	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), peersConfirmer{peers})
@@ -253,12 +253,12 @@ func startAdjustablePeers(t *testing.T, clk *clocktest.Fake, n int) *adjustableP
 
 // PeerIDs implements PeerSource.
 func (p *adjustablePeers) PeerIDs(ctx context.Context) ([]int64, error) {
-	return PeerListFunc(p.peers).PeerIDs(ctx)
+	return peerListFunc(p.peers).PeerIDs(ctx)
 }
 
 // PeerAddrs implements PeerSource.
 func (p *adjustablePeers) PeerAddrs(ctx context.Context, ids []int64) ([]Peer, error) {
-	return PeerListFunc(p.peers).PeerAddrs(ctx, ids)
+	return peerListFunc(p.peers).PeerAddrs(ctx, ids)
 }
 
 // peers lists the peers as they are now.
@@ -284,7 +284,7 @@ func newJumpPeers(t *testing.T, g *health.Guard, clk *clocktest.Fake, src PeerSo
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := peers.CheckNow(context.Background()); err != nil {
+	if _, err := peers.checkNow(context.Background()); err != nil {
 		t.Fatalf("the round before the jump: %v", err)
 	}
 	return peers
@@ -337,14 +337,14 @@ func TestJumpGuardRemembersADisagreement(t *testing.T) {
 				t.Fatal("accepted past JumpHold although the peers disagreed")
 			}
 			src.gone.Store(tc.gone)
-			_, _ = peers.CheckNow(ctx) // a regular round that measures nothing
+			_, _ = peers.checkNow(ctx) // a regular round that measures nothing
 			j.tryConfirm(ctx)
 			if !j.Holding() {
 				t.Fatalf("the jump was accepted after the peers disagreed and then measured nothing: %+v", g.Status())
 			}
 			src.gone.Store(0)
 			src.lag.Store(0) // the peers come to agree (say, the true time was the new one)
-			_, _ = peers.CheckNow(ctx)
+			_, _ = peers.checkNow(ctx)
 			j.tryConfirm(ctx)
 			if j.Holding() {
 				t.Fatal("still held after the peers, measured after the jump, agree")
@@ -383,7 +383,7 @@ func TestJumpGuardASecondJumpIsItsOwn(t *testing.T) {
 			j.tryConfirm(ctx) // the peer is unreachable: held
 			src.gone.Store(0)
 			clk.Advance(10 * time.Millisecond)
-			_, _ = peers.CheckNow(ctx) // a round: the peer agrees with jump 1
+			_, _ = peers.checkNow(ctx) // a round: the peer agrees with jump 1
 			clk.Advance(10 * time.Millisecond)
 			clk.StepWall(time.Hour) // jump 2
 			src.lag.Store(int64(time.Hour))
@@ -423,7 +423,7 @@ func TestJumpGuardMovedWhileHeldStartsAfresh(t *testing.T) {
 	src.lag.Store(0)
 	j.step()
 	clk.Advance(10 * time.Millisecond)
-	_, _ = peers.CheckNow(ctx) // agrees with the clock as it is now
+	_, _ = peers.checkNow(ctx) // agrees with the clock as it is now
 	clk.Advance(10 * time.Millisecond)
 	clk.StepWall(5 * time.Second) // flaps back, 5s ahead of the peer
 	src.lag.Store(int64(5 * time.Second))
@@ -468,7 +468,7 @@ func TestJumpGuardOneBadNTPServerDoesNotHoldACorrection(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := n.CheckNow(ctx); !errors.Is(err, ErrNTPOffset) {
+	if _, err := n.checkNow(ctx); !errors.Is(err, errNTPOffset) {
 		t.Fatalf("4s behind, 2 of 3 servers say so: %v, want ntp_offset", err)
 	}
 	j := newJumpGuard(g, clk, 3*time.Second, zerolog.Nop(), ntpConfirmer{n})
@@ -518,7 +518,7 @@ func TestJumpGuardOneSourceAgreeingDoesNotOverrideAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := n.CheckNow(ctx); err != nil {
+	if _, err := n.checkNow(ctx); err != nil {
 		t.Fatal(err)
 	}
 	src := startAdjustablePeers(t, clk, 2) // they read clk: they share the step
@@ -533,7 +533,7 @@ func TestJumpGuardOneSourceAgreeingDoesNotOverrideAnother(t *testing.T) {
 		}
 		clk.Advance(10 * time.Millisecond)
 		j.tryConfirm(ctx)
-		if !n.Snapshot().OffsetBeyond() {
+		if !n.Snapshot().offsetBeyond() {
 			t.Fatal("NTP does not disagree")
 		}
 		if j.Holding() == false {
@@ -548,7 +548,7 @@ func TestJumpGuardOneSourceAgreeingDoesNotOverrideAnother(t *testing.T) {
 func TestJumpGuardOneReachablePeerOfThreeDecidesNothing(t *testing.T) {
 	clk := clocktest.NewFake(time.UnixMilli(1_750_000_000_000))
 	live := startAdjustablePeers(t, clk, 1)
-	src := PeerListFunc(func(context.Context) ([]Peer, error) {
+	src := peerListFunc(func(context.Context) ([]Peer, error) {
 		return []Peer{{WorkerID: 1, Addr: live.addrs[0]}, {WorkerID: 2, Addr: "127.0.0.1:1"}, {WorkerID: 3, Addr: "127.0.0.1:1"}}, nil
 	})
 	g := health.New(zerolog.Nop(), nil)

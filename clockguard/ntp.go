@@ -31,16 +31,16 @@ const (
 	defaultNTPPort = "123"
 )
 
-// Errors returned by NTP.CheckNow; callers branch on them with errors.Is.
+// Errors returned by NTP.checkNow; callers branch on them with errors.Is.
 var (
-	// ErrNTPOffset: a strict majority of the servers configured put the
+	// errNTPOffset: a strict majority of the servers configured put the
 	// clock off by more than the allowed offset.
-	ErrNTPOffset = errors.New("ntp offset beyond the maximum")
+	errNTPOffset = errors.New("ntp offset beyond the maximum")
 	// errNTPUnreachable: no server gave a usable answer.
 	errNTPUnreachable = errors.New("no NTP server gave a usable answer")
 )
 
-// Querier asks one NTP server for the time. UDPQuerier is the real one;
+// Querier asks one NTP server for the time. udpQuerier is the real one;
 // tests inject their own.
 type Querier interface {
 	// Query asks address ("host:port") once with opt and returns the raw
@@ -48,13 +48,13 @@ type Querier interface {
 	Query(ctx context.Context, address string, opt ntp.QueryOptions) (*ntp.Response, error)
 }
 
-// UDPQuerier queries NTP servers over UDP with beevik/ntp. A query ends at
+// udpQuerier queries NTP servers over UDP with beevik/ntp. A query ends at
 // opt.Timeout or when ctx ends, whichever comes first.
-type UDPQuerier struct{}
+type udpQuerier struct{}
 
 // Query implements Querier with ntp.QueryWithOptions, dialling with ctx and
 // making the read fail as soon as ctx ends.
-func (UDPQuerier) Query(ctx context.Context, address string, opt ntp.QueryOptions) (*ntp.Response, error) {
+func (udpQuerier) Query(ctx context.Context, address string, opt ntp.QueryOptions) (*ntp.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("ntp query %s: %w", address, err)
 	}
@@ -146,7 +146,7 @@ type NTPConfig struct {
 	// Required makes an unreachable NTP take the node out of service
 	// (reason ntp_unreachable); otherwise it is only logged and counted.
 	Required bool
-	// Querier asks the servers (default UDPQuerier).
+	// Querier asks the servers (default udpQuerier).
 	Querier Querier
 	// Log receives a line per failing round.
 	Log zerolog.Logger
@@ -198,22 +198,22 @@ type NTPSnapshot struct {
 	measuredMono time.Duration
 }
 
-// OffsetBeyond reports whether the last verdict from usable answers put the
+// offsetBeyond reports whether the last verdict from usable answers put the
 // clock more than MaxOffset off (the ntp_offset verdict against this
 // node). False before the first answer.
-func (s NTPSnapshot) OffsetBeyond() bool { return s.Last != nil && s.Beyond }
+func (s NTPSnapshot) offsetBeyond() bool { return s.Last != nil && s.Beyond }
 
-// MeasuredSince reports whether the last verdict comes from a round that
+// measuredSince reports whether the last verdict comes from a round that
 // began asking at or after mono (the node's monotonic clock): a
 // confirmation of an event counts only when it was measured after it. A
 // round with no usable answer measured nothing.
-func (s NTPSnapshot) MeasuredSince(mono time.Duration) bool {
+func (s NTPSnapshot) measuredSince(mono time.Duration) bool {
 	return s.Last != nil && s.measuredMono >= mono
 }
 
 // Agrees reports whether the last verdict agrees with the clock: a strict
 // majority of the servers configured gave an answer within MaxOffset (its
-// uncertainty counted). Like OffsetBeyond, one server of several cannot
+// uncertainty counted). Like offsetBeyond, one server of several cannot
 // decide it alone.
 func (s NTPSnapshot) Agrees() bool {
 	if s.Last == nil {
@@ -281,7 +281,7 @@ func NewNTP(g *health.Guard, c clock.Clock, cfg NTPConfig) (*NTP, error) {
 		cfg.MinGap = min(defaultNTPMinGap, cfg.Interval)
 	}
 	if cfg.Querier == nil {
-		cfg.Querier = UDPQuerier{}
+		cfg.Querier = udpQuerier{}
 	}
 	n := &NTP{
 		round: ctxlock.New(),
@@ -334,7 +334,7 @@ func normalizeNTPServer(s string) (string, error) {
 func (n *NTP) Enabled() bool { return len(n.cfg.Servers) > 0 }
 
 // Run does a round at once and then one every Interval, until ctx ends;
-// sooner while the verdict after a round (Run's or CheckNow's) keeps the
+// sooner while the verdict after a round (Run's or checkNow's) keeps the
 // node out (ntp_offset, or ntp_unreachable when Required), whether that
 // round found the clock off or no usable server: after retryFirst, then
 // twice as late each time, up to ntpRetryMax. With no servers it returns at
@@ -343,17 +343,17 @@ func (n *NTP) Run(ctx context.Context) {
 	if !n.Enabled() {
 		return
 	}
-	n.sched.run(ctx, n.cfg.Interval, func() { _, _ = n.CheckNow(ctx) })
+	n.sched.run(ctx, n.cfg.Interval, func() { _, _ = n.checkNow(ctx) })
 }
 
 // RecheckWhile makes Run re-check, as while a verdict keeps the node out
 // (after retryFirst, doubling up to ntpRetryMax), for as long as f reports
 // true: the jump guard asks this while it holds a forward jump that only a
-// new measurement can confirm. A round started with CheckNow wakes Run to
+// new measurement can confirm. A round started with checkNow wakes Run to
 // look at f again. nil stops it.
 func (n *NTP) RecheckWhile(f func() bool) { n.sched.recheckWhile(f) }
 
-// CheckNow does one round: it asks every server at once (each bounded by
+// checkNow does one round: it asks every server at once (each bounded by
 // Timeout) and keeps the answers that validate and whose root distance is
 // within bounds. Each usable answer agrees, disagrees or is unsure (its
 // round trip too wide to tell); ntp_offset fails when the answers that
@@ -363,10 +363,10 @@ func (n *NTP) RecheckWhile(f func() bool) { n.sched.recheckWhile(f) }
 // and leaves ntp_offset's earlier verdict alone (passing it if it had
 // none). It
 // returns the answer the verdict rests on (Snapshot's Last), and an error
-// wrapping ErrNTPOffset or errNTPUnreachable when the round failed, or
+// wrapping errNTPOffset or errNTPUnreachable when the round failed, or
 // ctx's error when ctx ended first (then no verdict is given). With no
 // servers it returns a zero result and nil.
-func (n *NTP) CheckNow(ctx context.Context) (NTPResult, error) {
+func (n *NTP) checkNow(ctx context.Context) (NTPResult, error) {
 	if !n.Enabled() {
 		return NTPResult{}, nil
 	}
@@ -464,7 +464,7 @@ func (n *NTP) judgeAnswers(usable []NTPResult, failed int64, began time.Duration
 	detail := ntpDetail(res, usable, disagree, n.cfg.MaxOffset)
 	var err error
 	if beyond {
-		err = fmt.Errorf("%w: %s", ErrNTPOffset, detail)
+		err = fmt.Errorf("%w: %s", errNTPOffset, detail)
 	}
 	n.mu.Lock()
 	r := res
@@ -538,7 +538,7 @@ func (n *NTP) judgeUnsure(usable []NTPResult, failed int64) (NTPResult, error) {
 	n.snap.Rounds++
 	n.snap.ServerErrors += failed
 	n.snap.LastError = detail
-	judged, out := n.offJudged, n.snap.OffsetBeyond()
+	judged, out := n.offJudged, n.snap.offsetBeyond()
 	n.mu.Unlock()
 	n.sched.ended(out)
 	n.unreach.Pass()
@@ -581,7 +581,7 @@ func (n *NTP) judgeUnreachable(errs []error) error {
 	n.snap.ServerErrors += int64(len(errs))
 	n.snap.LastError = detail
 	judged := n.offJudged
-	offsetOut := n.snap.OffsetBeyond()
+	offsetOut := n.snap.offsetBeyond()
 	unreachable := n.snap.UnreachableRounds
 	n.mu.Unlock()
 	// What keeps the node out can only change with an answer: re-check.

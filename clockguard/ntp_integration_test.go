@@ -83,9 +83,9 @@ func TestIntegration_NTPInjectedClockShift(t *testing.T) {
 	g := newGuard(t)
 	n := newRealNTP(t, g, shiftedClock{System: clock.NewSystem(), shift: 2 * time.Second},
 		NTPConfig{Servers: []string{srv.Addr()}})
-	res, err := n.CheckNow(context.Background())
-	if !errors.Is(err, ErrNTPOffset) {
-		t.Fatalf("CheckNow = %v, want ErrNTPOffset", err)
+	res, err := n.checkNow(context.Background())
+	if !errors.Is(err, errNTPOffset) {
+		t.Fatalf("checkNow = %v, want errNTPOffset", err)
 	}
 	requireNear(t, "offset", res.Offset, -2*time.Second, 100*time.Millisecond)
 	if g.Ready() || g.Status().Reason != health.ReasonNTPOffset {
@@ -124,9 +124,9 @@ func TestIntegration_NTPFailoverAndUnreachable(t *testing.T) {
 			n := newRealNTP(t, g, clock.NewSystem(), NTPConfig{
 				Servers: tc.servers, Required: tc.required, Timeout: 300 * time.Millisecond,
 			})
-			res, err := n.CheckNow(context.Background())
+			res, err := n.checkNow(context.Background())
 			if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
-				t.Fatalf("CheckNow = %v, want %v", err, tc.wantErr)
+				t.Fatalf("checkNow = %v, want %v", err, tc.wantErr)
 			}
 			if res.Server != tc.wantServer {
 				t.Fatalf("answer from %q, want %q", res.Server, tc.wantServer)
@@ -173,16 +173,16 @@ func TestIntegration_NTPQueryEndsWithContext(t *testing.T) {
 			defer cancel()
 			errc := make(chan error, 1)
 			go func() {
-				_, err := n.CheckNow(ctx)
+				_, err := n.checkNow(ctx)
 				errc <- err
 			}()
 			select {
 			case err := <-errc:
 				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("CheckNow = %v, want %v", err, tc.wantErr)
+					t.Fatalf("checkNow = %v, want %v", err, tc.wantErr)
 				}
 			case <-time.After(waitTimeout):
-				t.Fatal("CheckNow did not end with its context")
+				t.Fatal("checkNow did not end with its context")
 			}
 			if len(g.Failing()) != 0 || n.Snapshot().Rounds != 0 {
 				t.Fatalf("an interrupted round gave a verdict: %v", g.Failing())
@@ -196,9 +196,9 @@ func TestIntegration_NTPChrony(t *testing.T) {
 	c := ntpharness.StartChrony(t, "")
 	g := newGuard(t)
 	n := newRealNTP(t, g, clock.NewSystem(), NTPConfig{Servers: []string{c.Addr()}, Required: true})
-	res, err := n.CheckNow(context.Background())
+	res, err := n.checkNow(context.Background())
 	if err != nil {
-		t.Fatalf("CheckNow against chronyd: %v", err)
+		t.Fatalf("checkNow against chronyd: %v", err)
 	}
 	requireNear(t, "offset", res.Offset, 0, 100*time.Millisecond)
 	if res.Stratum != 8 || res.Server != c.Addr() || !g.Ready() {
@@ -212,9 +212,9 @@ func TestIntegration_NTPChronyFaketime(t *testing.T) {
 	c := ntpharness.StartChrony(t, "-3s")
 	g := newGuard(t)
 	n := newRealNTP(t, g, clock.NewSystem(), NTPConfig{Servers: []string{c.Addr()}})
-	res, err := n.CheckNow(context.Background())
-	if !errors.Is(err, ErrNTPOffset) {
-		t.Fatalf("CheckNow = %v, want ErrNTPOffset", err)
+	res, err := n.checkNow(context.Background())
+	if !errors.Is(err, errNTPOffset) {
+		t.Fatalf("checkNow = %v, want errNTPOffset", err)
 	}
 	requireNear(t, "offset", res.Offset, -3*time.Second, 300*time.Millisecond)
 	d, failing := failingDetail(g, health.ReasonNTPOffset)

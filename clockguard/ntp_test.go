@@ -131,13 +131,13 @@ func TestNTPCheckNow(t *testing.T) {
 		{
 			name:    "beyond max ahead",
 			answers: map[string]answerFunc{a: offsetAnswer(2 * time.Second)},
-			wantErr: ErrNTPOffset, wantServer: a, wantOffset: 2 * time.Second, wantAsked: []string{a},
+			wantErr: errNTPOffset, wantServer: a, wantOffset: 2 * time.Second, wantAsked: []string{a},
 			wantFailing: map[health.Reason]string{health.ReasonNTPOffset: "offset +2s from a.example:123 (rtt 1ms, stratum 2), max 500ms"},
 		},
 		{
 			name:    "beyond max behind",
 			answers: map[string]answerFunc{a: offsetAnswer(-600 * time.Millisecond)},
-			wantErr: ErrNTPOffset, wantServer: a, wantOffset: -600 * time.Millisecond, wantAsked: []string{a},
+			wantErr: errNTPOffset, wantServer: a, wantOffset: -600 * time.Millisecond, wantAsked: []string{a},
 			wantFailing: map[health.Reason]string{health.ReasonNTPOffset: "offset -600ms from a.example:123"},
 		},
 		{
@@ -160,14 +160,14 @@ func TestNTPCheckNow(t *testing.T) {
 			name:    "two of three beyond: out",
 			servers: []string{a, b, c},
 			answers: map[string]answerFunc{a: offsetAnswer(3 * time.Second), b: offsetAnswer(2 * time.Second), c: offsetAnswer(0)},
-			wantErr: ErrNTPOffset, wantServer: b, wantOffset: 2 * time.Second, wantAsked: []string{a, b, c},
+			wantErr: errNTPOffset, wantServer: b, wantOffset: 2 * time.Second, wantAsked: []string{a, b, c},
 			wantFailing: map[health.Reason]string{health.ReasonNTPOffset: "2 of 3 servers put the clock more than 500ms off; median offset +2s from b.example:123"},
 		},
 		{
 			name:    "two of three beyond, the third unreachable: out",
 			servers: []string{a, b, c},
 			answers: map[string]answerFunc{a: offsetAnswer(3 * time.Second), b: offsetAnswer(2 * time.Second), c: errAnswer("refused")},
-			wantErr: ErrNTPOffset, wantServer: b, wantOffset: 2 * time.Second, wantAsked: []string{a, b, c}, wantServerErr: 1,
+			wantErr: errNTPOffset, wantServer: b, wantOffset: 2 * time.Second, wantAsked: []string{a, b, c}, wantServerErr: 1,
 			wantFailing: map[health.Reason]string{health.ReasonNTPOffset: "2 of 2 servers"},
 		},
 		{
@@ -222,7 +222,7 @@ func TestNTPCheckNow(t *testing.T) {
 			name:    "the only server configured, beyond max: it decides",
 			servers: []string{b},
 			answers: map[string]answerFunc{b: offsetAnswer(3 * time.Second)},
-			wantErr: ErrNTPOffset, wantServer: b, wantOffset: 3 * time.Second, wantAsked: []string{b},
+			wantErr: errNTPOffset, wantServer: b, wantOffset: 3 * time.Second, wantAsked: []string{b},
 			wantFailing: map[health.Reason]string{health.ReasonNTPOffset: "offset +3s from b.example:123"},
 		},
 		{
@@ -267,9 +267,9 @@ func TestNTPCheckNow(t *testing.T) {
 			if g.Status().State != health.Starting {
 				t.Fatalf("before the first round: %+v, want starting", g.Status())
 			}
-			res, err := n.CheckNow(context.Background())
+			res, err := n.checkNow(context.Background())
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
-				t.Fatalf("CheckNow error = %v, want %v", err, tc.wantErr)
+				t.Fatalf("checkNow error = %v, want %v", err, tc.wantErr)
 			}
 			if res.Server != tc.wantServer || res.Offset != tc.wantOffset {
 				t.Fatalf("result = %+v, want server %q offset %v", res, tc.wantServer, tc.wantOffset)
@@ -316,11 +316,11 @@ func TestNTPMeasuresInjectedClock(t *testing.T) {
 		wantErr    error
 	}{
 		{0, 0, nil},
-		{-3 * time.Second, 3 * time.Second, ErrNTPOffset}, // node clock stepped back: the server is 3s ahead
+		{-3 * time.Second, 3 * time.Second, errNTPOffset}, // node clock stepped back: the server is 3s ahead
 		{3*time.Second + 200*time.Millisecond, -200 * time.Millisecond, nil},
 	} {
 		fc.StepWall(tc.step)
-		res, err := n.CheckNow(context.Background())
+		res, err := n.checkNow(context.Background())
 		if res.Offset != tc.wantOffset || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
 			t.Fatalf("after stepping the node's clock by %v: offset %v, err %v; want %v, %v",
 				tc.step, res.Offset, err, tc.wantOffset, tc.wantErr)
@@ -343,14 +343,14 @@ func TestNTPUnreachableKeepsOffsetVerdict(t *testing.T) {
 		wantErr   error
 		wantReady bool
 	}{
-		{offsetAnswer(2 * time.Second), ErrNTPOffset, false},
+		{offsetAnswer(2 * time.Second), errNTPOffset, false},
 		{errAnswer("i/o timeout"), errNTPUnreachable, false},
 		{offsetAnswer(time.Millisecond), nil, true},
 		{errAnswer("i/o timeout"), errNTPUnreachable, true},
 	}
 	for i, st := range steps {
 		q.set(a, st.answer)
-		_, err := n.CheckNow(context.Background())
+		_, err := n.checkNow(context.Background())
 		if !errors.Is(err, st.wantErr) || (err == nil) != (st.wantErr == nil) || g.Ready() != st.wantReady {
 			t.Fatalf("round %d: err %v ready %v; want %v, %v (status %+v)", i+1, err, g.Ready(), st.wantErr, st.wantReady, g.Status())
 		}
@@ -382,9 +382,9 @@ func TestNTPDisabled(t *testing.T) {
 	if !g.Ready() {
 		t.Fatalf("NTP disabled but guard not ready: %+v", g.Status())
 	}
-	res, err := n.CheckNow(context.Background())
+	res, err := n.checkNow(context.Background())
 	if err != nil || res != (NTPResult{}) {
-		t.Fatalf("CheckNow = %+v, %v; want zero, nil", res, err)
+		t.Fatalf("checkNow = %+v, %v; want zero, nil", res, err)
 	}
 	done := make(chan struct{})
 	go func() { n.Run(context.Background()); close(done) }()
@@ -485,7 +485,7 @@ func TestNTPDefaults(t *testing.T) {
 	}
 	c := n.cfg
 	if c.Interval != DefaultNTPInterval || c.MaxOffset != DefaultNTPMaxOffset || c.Timeout != defaultNTPTimeout ||
-		c.MaxRootDistance != DefaultNTPMaxOffset/2 || c.Querier != (UDPQuerier{}) || c.Required {
+		c.MaxRootDistance != DefaultNTPMaxOffset/2 || c.Querier != (udpQuerier{}) || c.Required {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 }
@@ -560,12 +560,12 @@ func TestNTPMeasuredSince(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewNTP: %v", err)
 	}
-	if _, err := n.CheckNow(context.Background()); err != nil {
-		t.Fatalf("CheckNow: %v", err)
+	if _, err := n.checkNow(context.Background()); err != nil {
+		t.Fatalf("checkNow: %v", err)
 	}
 	fc.Advance(time.Second)
 	event := fc.Mono()
-	if s := n.Snapshot(); !s.MeasuredSince(0) || s.MeasuredSince(event) || !s.Agrees() {
+	if s := n.Snapshot(); !s.measuredSince(0) || s.measuredSince(event) || !s.Agrees() {
 		t.Fatalf("after a good round before the event: %+v", s)
 	}
 	for _, step := range []struct {
@@ -579,10 +579,10 @@ func TestNTPMeasuredSince(t *testing.T) {
 		{"within", offsetAnswer(time.Millisecond), true, true},
 	} {
 		q.set(a, step.answer)
-		_, _ = n.CheckNow(context.Background())
+		_, _ = n.checkNow(context.Background())
 		s := n.Snapshot()
-		if s.MeasuredSince(event) != step.want || (step.want && s.Agrees() != step.agree) {
-			t.Fatalf("%s after the event: measured %v agrees %v, want %v, %v", step.name, s.MeasuredSince(event), s.Agrees(), step.want, step.agree)
+		if s.measuredSince(event) != step.want || (step.want && s.Agrees() != step.agree) {
+			t.Fatalf("%s after the event: measured %v agrees %v, want %v, %v", step.name, s.measuredSince(event), s.Agrees(), step.want, step.agree)
 		}
 	}
 }
@@ -605,8 +605,8 @@ func TestNTPMinGap(t *testing.T) {
 		}}}
 		n := newTestNTP(t, newGuard(t), q, NTPConfig{Servers: []string{a}, MinGap: gap})
 		for range 3 {
-			if _, err := n.CheckNow(context.Background()); err != nil {
-				t.Fatalf("CheckNow: %v", err)
+			if _, err := n.checkNow(context.Background()); err != nil {
+				t.Fatalf("checkNow: %v", err)
 			}
 		}
 		for i := 1; i < len(at); i++ {
@@ -616,7 +616,7 @@ func TestNTPMinGap(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), gap/10)
 		defer cancel()
-		if _, err := n.CheckNow(ctx); !errors.Is(err, context.DeadlineExceeded) || len(q.asked()) != 3 {
+		if _, err := n.checkNow(ctx); !errors.Is(err, context.DeadlineExceeded) || len(q.asked()) != 3 {
 			t.Fatalf("a round whose ctx ends within the gap: %v after %d queries, want the deadline and 3", err, len(q.asked()))
 		}
 	})

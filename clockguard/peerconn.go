@@ -161,7 +161,7 @@ func (p *Peers) askSample(ctx context.Context, ids []int64) ([]PeerResult, error
 	peers = onlySampled(peers, ids)
 	results := p.askAll(ctx, peers)
 	slices.SortFunc(results, func(a, b PeerResult) int { return cmp.Compare(a.WorkerID, b.WorkerID) })
-	forget, _ := p.src.(PeerForgetter)
+	forget, _ := p.src.(peerForgetter)
 	for i, r := range results {
 		if r.Reachable() {
 			results[i].Judged = judgeOffset(r.Offset, r.RTT, p.cfg.MaxOffset)

@@ -48,7 +48,7 @@ const peerSamples = 3
 // maxDetailPeers bounds how many peers a failure detail lists.
 const maxDetailPeers = 5
 
-// errPeerOffset is returned by Peers.CheckNow when the node is the outlier:
+// errPeerOffset is returned by Peers.checkNow when the node is the outlier:
 // a strict majority of the clocks it compared is beyond the maximum offset.
 var errPeerOffset = errors.New("clock disagrees with a majority of the peers")
 
@@ -194,7 +194,7 @@ type PeerSnapshot struct {
 	// CheckedAt is when the last round ended; SourceError is why it got no
 	// peer list ("" when it did). A round without a peer list measured
 	// nothing: the figures above stay those of the round before, and
-	// MeasuredSince does not count it.
+	// measuredSince does not count it.
 	CheckedAt   time.Time `json:"checked_at,omitzero"`
 	SourceError string    `json:"source_error,omitempty"`
 	// Counters since the start.
@@ -224,12 +224,12 @@ func (s PeerSnapshot) outlier() bool { return outlier(s.Agree, s.Disagree, s.Uns
 // majority against the node harder, never easier).
 func outlier(agree, disagree, unsure int) bool { return 2*disagree > agree+disagree+unsure }
 
-// MeasuredSince reports whether the figures come from a round that began
+// measuredSince reports whether the figures come from a round that began
 // asking the peers at or after mono (the node's monotonic clock) and
 // compared at least one peer's clock: a confirmation of an event counts
 // only when it was measured after it. A round without a peer list, or with
 // no peer reachable, measured nothing.
-func (s PeerSnapshot) MeasuredSince(mono time.Duration) bool {
+func (s PeerSnapshot) measuredSince(mono time.Duration) bool {
 	return s.measured && s.measuredMono >= mono && s.Reachable > 0
 }
 
@@ -313,13 +313,13 @@ func peersDefaults(cfg PeersConfig) PeersConfig {
 // Run does a round at once and then one every Interval, varied by up to
 // 10% either way at random so that nodes started at once do not ask in
 // lockstep, until ctx ends; sooner while the verdict after a round (Run's
-// or CheckNow's) keeps the node out, whether that round judged it the
+// or checkNow's) keeps the node out, whether that round judged it the
 // outlier or could not list the peers: after retryFirst, then twice as
 // late each time, up to RetryMax. When it returns, the connections kept
 // for the next round are closed (Close).
 func (p *Peers) Run(ctx context.Context) {
 	defer p.Close()
-	p.sched.run(ctx, p.cfg.Interval, func() { _, _ = p.CheckNow(ctx) })
+	p.sched.run(ctx, p.cfg.Interval, func() { _, _ = p.checkNow(ctx) })
 }
 
 // Close closes the connections kept to the sampled peers; rounds after it
@@ -329,7 +329,7 @@ func (p *Peers) Close() { p.pool.close() }
 // RecheckWhile makes Run re-check, as while a verdict keeps the node out
 // (after retryFirst, doubling up to RetryMax), for as long as f reports
 // true: the jump guard asks this while it holds a forward jump that only a
-// new measurement can confirm. A round started with CheckNow wakes Run to
+// new measurement can confirm. A round started with checkNow wakes Run to
 // look at f again. nil stops it.
 func (p *Peers) RecheckWhile(f func() bool) { p.sched.recheckWhile(f) }
 
@@ -350,7 +350,7 @@ type peerRound struct {
 	firstUnreachable int
 }
 
-// CheckNow does one round: it lists the live peers, asks a sample of them
+// checkNow does one round: it lists the live peers, asks a sample of them
 // for their time (concurrently, each bounded by Timeout), takes the median
 // offset of those that answered and passes or fails peer_offset; a sample
 // that finds the node the outlier and did not cover every live peer is
@@ -362,7 +362,7 @@ type peerRound struct {
 // stays (a first round passes). It returns the snapshot after the round, and an error wrapping
 // errPeerOffset when the node is the outlier, the source's error when it
 // failed, or ctx's error when ctx ended first (then no verdict is given).
-func (p *Peers) CheckNow(ctx context.Context) (PeerSnapshot, error) {
+func (p *Peers) checkNow(ctx context.Context) (PeerSnapshot, error) {
 	if err := p.round.LockCtx(ctx); err != nil {
 		return p.Snapshot(), fmt.Errorf("peer check: %w", err)
 	}

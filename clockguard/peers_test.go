@@ -304,9 +304,9 @@ func TestPeersMajority(t *testing.T) {
 			if g.Status().State != health.Starting {
 				t.Fatalf("before the first round: %+v, want starting", g.Status())
 			}
-			snap, err := p.CheckNow(context.Background())
+			snap, err := p.checkNow(context.Background())
 			if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
-				t.Fatalf("CheckNow = %v, want %v", err, tc.wantErr)
+				t.Fatalf("checkNow = %v, want %v", err, tc.wantErr)
 			}
 			tc.checkSnapshot(t, snap, peers)
 			tc.checkVerdict(t, g, p, snap)
@@ -422,9 +422,9 @@ func TestPeersBadAnswers(t *testing.T) {
 			}
 			src := &staticPeers{peers: []Peer{{WorkerID: 9, Addr: addr}}}
 			p := newTestPeers(t, newGuard(t), fc, src, PeersConfig{MaxOffset: time.Hour})
-			snap, err := p.CheckNow(context.Background())
+			snap, err := p.checkNow(context.Background())
 			if err != nil {
-				t.Fatalf("CheckNow: %v", err)
+				t.Fatalf("checkNow: %v", err)
 			}
 			r := snap.Peers[0]
 			if tc.wantErr == "" {
@@ -450,9 +450,9 @@ func TestPeersRTTCorrection(t *testing.T) {
 	tp.delay.Store(int64(delay))
 	src := &staticPeers{peers: []Peer{{WorkerID: 1, Addr: tp.addr}}}
 	p := newTestPeers(t, newGuard(t), sys, src, PeersConfig{})
-	snap, err := p.CheckNow(context.Background())
+	snap, err := p.checkNow(context.Background())
 	if err != nil {
-		t.Fatalf("CheckNow: %v", err)
+		t.Fatalf("checkNow: %v", err)
 	}
 	r := snap.Peers[0]
 	if r.RTT < 2*delay {
@@ -483,10 +483,10 @@ func TestPeersConcurrent(t *testing.T) {
 		peers = append(peers, Peer{WorkerID: int64(i), Addr: tp.addr})
 	}
 	p := newTestPeers(t, newGuard(t), fc, &staticPeers{peers: peers}, PeersConfig{Timeout: waitTimeout / 2})
-	snap, err := p.CheckNow(context.Background())
+	snap, err := p.checkNow(context.Background())
 	// Median of the node's own 0 and the peers' 0, 1ms, 2ms.
 	if err != nil || snap.Reachable != 3 || snap.Median != 500*time.Microsecond {
-		t.Fatalf("CheckNow = %+v, %v; want all 3 reachable, median 500µs", snap, err)
+		t.Fatalf("checkNow = %+v, %v; want all 3 reachable, median 500µs", snap, err)
 	}
 }
 
@@ -513,7 +513,7 @@ func TestPeersSourceError(t *testing.T) {
 	}
 	for i, st := range steps {
 		src.set(st.peers, st.srcErr)
-		_, err := p.CheckNow(context.Background())
+		_, err := p.checkNow(context.Background())
 		switch {
 		case st.srcErr != nil:
 			if err == nil || !strings.Contains(err.Error(), "list peers: zk: connection closed") {
@@ -561,7 +561,7 @@ func TestPeersRunFirstRoundAtOnceThenEveryInterval(t *testing.T) {
 // return, and the interrupted round gives no verdict.
 func TestPeersRunStopsDuringRound(t *testing.T) {
 	started := make(chan struct{}, 1)
-	src := PeerListFunc(func(ctx context.Context) ([]Peer, error) {
+	src := peerListFunc(func(ctx context.Context) ([]Peer, error) {
 		started <- struct{}{}
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -675,7 +675,7 @@ func TestPeersRunRechecksAVerdictAgainstTheNode(t *testing.T) {
 			if tc.noList {
 				// The first round judges the node out; every later one
 				// gets no list until it is back.
-				if _, err := p.CheckNow(context.Background()); !errors.Is(err, errPeerOffset) {
+				if _, err := p.checkNow(context.Background()); !errors.Is(err, errPeerOffset) {
 					t.Fatalf("first round: %v, want the outlier", err)
 				}
 				src.set(nil, errors.New("zk: no server"))
@@ -746,9 +746,9 @@ func TestPeersStallIsNotAnOffset(t *testing.T) {
 			}
 			g := newGuard(t)
 			p := newTestPeers(t, g, sys, &staticPeers{peers: peers}, PeersConfig{MaxOffset: maxOffset})
-			snap, err := p.CheckNow(context.Background())
+			snap, err := p.checkNow(context.Background())
 			if err != nil || !g.Ready() || snap.outlier() {
-				t.Fatalf("CheckNow = %v, ready %v: a node whose clock equals its peers' judged off (%+v)", err, g.Ready(), snap)
+				t.Fatalf("checkNow = %v, ready %v: a node whose clock equals its peers' judged off (%+v)", err, g.Ready(), snap)
 			}
 			for _, r := range snap.Peers {
 				if r.Judged != tc.wantJudged {
@@ -769,8 +769,8 @@ func TestPeersSamplesOneConnection(t *testing.T) {
 	tp := startTimePeer(t, fc, 0)
 	src := &staticPeers{peers: []Peer{{WorkerID: 1, Addr: tp.addr}}}
 	p := newTestPeers(t, newGuard(t), fc, src, PeersConfig{})
-	if _, err := p.CheckNow(context.Background()); err != nil {
-		t.Fatalf("CheckNow: %v", err)
+	if _, err := p.checkNow(context.Background()); err != nil {
+		t.Fatalf("checkNow: %v", err)
 	}
 	n := 0
 	tp.conns.Range(func(any, any) bool { n++; return true })
@@ -787,16 +787,16 @@ func TestPeersMeasuredSince(t *testing.T) {
 	tp := startTimePeer(t, fc, 0)
 	src := &staticPeers{peers: []Peer{{WorkerID: 1, Addr: tp.addr}}}
 	p := newTestPeers(t, newGuard(t), fc, src, PeersConfig{})
-	if p.Snapshot().MeasuredSince(0) {
+	if p.Snapshot().measuredSince(0) {
 		t.Fatal("measured before any round")
 	}
-	if _, err := p.CheckNow(context.Background()); err != nil {
-		t.Fatalf("CheckNow: %v", err)
+	if _, err := p.checkNow(context.Background()); err != nil {
+		t.Fatalf("checkNow: %v", err)
 	}
 	fc.Advance(time.Second)
 	event := fc.Mono()
-	if s := p.Snapshot(); !s.MeasuredSince(0) || s.MeasuredSince(event) {
-		t.Fatalf("after a good round before the event: since 0 %v, since the event %v; want true, false", s.MeasuredSince(0), s.MeasuredSince(event))
+	if s := p.Snapshot(); !s.measuredSince(0) || s.measuredSince(event) {
+		t.Fatalf("after a good round before the event: since 0 %v, since the event %v; want true, false", s.measuredSince(0), s.measuredSince(event))
 	}
 	for _, step := range []struct {
 		name  string
@@ -810,8 +810,8 @@ func TestPeersMeasuredSince(t *testing.T) {
 		{"a peer answers", []Peer{{WorkerID: 1, Addr: tp.addr}}, nil, true},
 	} {
 		src.set(step.peers, step.err)
-		_, _ = p.CheckNow(context.Background())
-		if got := p.Snapshot().MeasuredSince(event); got != step.want {
+		_, _ = p.checkNow(context.Background())
+		if got := p.Snapshot().measuredSince(event); got != step.want {
 			t.Fatalf("%s after the event: measured %v, want %v", step.name, got, step.want)
 		}
 	}

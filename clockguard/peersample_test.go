@@ -103,7 +103,7 @@ func TestPeersSampleSize(t *testing.T) {
 			p := newTestPeers(t, newGuard(t), f.fc, src, seeded(1, tc.sample))
 			for round := range 3 {
 				before := f.requests()
-				snap, err := p.CheckNow(context.Background())
+				snap, err := p.checkNow(context.Background())
 				if err != nil {
 					t.Fatalf("round %d: %v", round+1, err)
 				}
@@ -148,7 +148,7 @@ func TestPeersReuseConnections(t *testing.T) {
 			p := newTestPeers(t, newGuard(t), f.fc, StaticPeers(f.peers), seeded(2, tc.sample))
 			var prev []int64
 			for round := range rounds {
-				snap, err := p.CheckNow(context.Background())
+				snap, err := p.checkNow(context.Background())
 				if err != nil || snap.Unreachable != 0 {
 					t.Fatalf("round %d: %v, %d unreachable", round+1, err, snap.Unreachable)
 				}
@@ -197,14 +197,14 @@ func TestPeersKeptConnectionBrokenIsRedialled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startFleet(t, 3)
 			p := newTestPeers(t, newGuard(t), f.fc, StaticPeers(f.peers), PeersConfig{})
-			if _, err := p.CheckNow(context.Background()); err != nil {
+			if _, err := p.checkNow(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			f.tps[0].ln.refuse.Store(tc.refuse)
 			f.tps[0].dropConns()
-			snap, err := p.CheckNow(context.Background())
+			snap, err := p.checkNow(context.Background())
 			if err != nil || snap.Unreachable != tc.wantUnreachable {
-				t.Fatalf("CheckNow = %v, %d unreachable (%+v), want %d", err, snap.Unreachable, snap.Peers, tc.wantUnreachable)
+				t.Fatalf("checkNow = %v, %d unreachable (%+v), want %d", err, snap.Unreachable, snap.Peers, tc.wantUnreachable)
 			}
 			if got := f.tps[0].connCount(); got != tc.wantConns {
 				t.Fatalf("the peer saw %d connections, want %d", got, tc.wantConns)
@@ -247,9 +247,9 @@ func TestPeersConfirmationSample(t *testing.T) {
 			f.setBad(tc.bad...)
 			g := newGuard(t)
 			p := newTestPeers(t, g, f.fc, StaticPeers(f.peers[:tc.live]), seeded(seed, 12))
-			snap, err := p.CheckNow(context.Background())
+			snap, err := p.checkNow(context.Background())
 			if errors.Is(err, errPeerOffset) != tc.wantOut || g.Ready() == tc.wantOut {
-				t.Fatalf("CheckNow = %v, ready %v; want out %v (%s)", err, g.Ready(), tc.wantOut, snap.Detail)
+				t.Fatalf("checkNow = %v, ready %v; want out %v (%s)", err, g.Ready(), tc.wantOut, snap.Detail)
 			}
 			if snap.Confirmations != tc.wantConfs || snap.Unconfirmed != tc.wantUnconf || snap.Confirmation != (tc.wantConfs > 0) {
 				t.Fatalf("confirmations %d, unconfirmed %d, confirmation %v; want %d, %d", snap.Confirmations, snap.Unconfirmed,
@@ -305,9 +305,9 @@ func TestPeersOneBadPeerOfASample(t *testing.T) {
 				}
 				g := newGuard(t)
 				p := newTestPeers(t, g, f.fc, StaticPeers(peers), seeded(seed, tc.sample))
-				snap, err := p.CheckNow(context.Background())
+				snap, err := p.checkNow(context.Background())
 				if err != nil || !g.Ready() || snap.Disagree != 1 || snap.Split != tc.wantSplit || snap.Confirmations != 0 {
-					t.Fatalf("seed %d: CheckNow = %v, ready %v, %d disagree, split %v, %d confirmations; want in, 1, split %v, none (%s)",
+					t.Fatalf("seed %d: checkNow = %v, ready %v, %d disagree, split %v, %d confirmations; want in, 1, split %v, none (%s)",
 						seed, err, g.Ready(), snap.Disagree, snap.Split, snap.Confirmations, tc.wantSplit, snap.Detail)
 				}
 			}
@@ -325,15 +325,15 @@ func TestPeersForgetsUnreachablePeers(t *testing.T) {
 	peers := []Peer{{1, ok.addr}, {2, closedTCPAddr(t)}, {3, broken.addr}, {4, "no-port"}}
 	src := &staticPeers{peers: peers}
 	p := newTestPeers(t, newGuard(t), fc, src, PeersConfig{})
-	snap, err := p.CheckNow(context.Background())
+	snap, err := p.checkNow(context.Background())
 	if err != nil || snap.Unreachable != 3 {
-		t.Fatalf("CheckNow = %v, %d unreachable; want 3", err, snap.Unreachable)
+		t.Fatalf("checkNow = %v, %d unreachable; want 3", err, snap.Unreachable)
 	}
 	if got := src.forgottenIDs(); !slices.Equal(got, []int64{2, 3, 4}) {
 		t.Fatalf("forgotten %v, want [2 3 4]", got)
 	}
 	plain := newTestPeers(t, newGuard(t), fc, StaticPeers(peers), PeersConfig{})
-	if snap, err := plain.CheckNow(context.Background()); err != nil || snap.Unreachable != 3 {
+	if snap, err := plain.checkNow(context.Background()); err != nil || snap.Unreachable != 3 {
 		t.Fatalf("without a forgetter: %v, %d unreachable", err, snap.Unreachable)
 	}
 }

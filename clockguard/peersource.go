@@ -17,10 +17,10 @@ type PeerSource interface {
 	PeerAddrs(ctx context.Context, ids []int64) ([]Peer, error)
 }
 
-// PeerForgetter is implemented by a PeerSource that caches addresses: the
+// peerForgetter is implemented by a PeerSource that caches addresses: the
 // peer check calls ForgetPeer for every peer it could not reach, so the
 // source reads that peer's address afresh the next time it is asked.
-type PeerForgetter interface {
+type peerForgetter interface {
 	// ForgetPeer drops what the source remembers of the peer's address.
 	ForgetPeer(workerID int64)
 }
@@ -37,13 +37,13 @@ func (s StaticPeers) PeerAddrs(_ context.Context, ids []int64) ([]Peer, error) {
 	return peersIn(s, ids), nil
 }
 
-// PeerListFunc adapts a function that lists the live peers with their
+// peerListFunc adapts a function that lists the live peers with their
 // addresses to PeerSource: both methods call it (PeerAddrs keeps those of
 // the list whose worker ID it was asked for).
-type PeerListFunc func(ctx context.Context) ([]Peer, error)
+type peerListFunc func(ctx context.Context) ([]Peer, error)
 
 // PeerIDs calls f and returns the worker IDs of its list.
-func (f PeerListFunc) PeerIDs(ctx context.Context) ([]int64, error) {
+func (f peerListFunc) PeerIDs(ctx context.Context) ([]int64, error) {
 	peers, err := f(ctx)
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func (f PeerListFunc) PeerIDs(ctx context.Context) ([]int64, error) {
 
 // PeerAddrs calls f and returns the peers of its list whose worker ID is in
 // ids.
-func (f PeerListFunc) PeerAddrs(ctx context.Context, ids []int64) ([]Peer, error) {
+func (f peerListFunc) PeerAddrs(ctx context.Context, ids []int64) ([]Peer, error) {
 	peers, err := f(ctx)
 	if err != nil {
 		return nil, err

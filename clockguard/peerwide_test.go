@@ -57,10 +57,10 @@ func TestPeersWideRecheckKeepsASharedBadClockOut(t *testing.T) {
 				left := 0 // the round that took it out
 				for round := 1; left == 0 || round <= left+tc.rounds; round++ {
 					before := f.requests()
-					snap, err := p.CheckNow(context.Background())
+					snap, err := p.checkNow(context.Background())
 					out := errors.Is(err, errPeerOffset)
 					if out == g.Ready() {
-						t.Fatalf("seed %d round %d: CheckNow = %v but ready %v", seed, round, err, g.Ready())
+						t.Fatalf("seed %d round %d: checkNow = %v but ready %v", seed, round, err, g.Ready())
 					}
 					if !out {
 						in++
@@ -146,7 +146,7 @@ func TestPeersWideRecheckReturnsAGoodNode(t *testing.T) {
 			f.setBad(tc.bad...)
 			g := newGuard(t)
 			p := newTestPeers(t, g, f.fc, StaticPeers(f.peers), seeded(seed, DefaultPeerSample))
-			if snap, err := p.CheckNow(context.Background()); !errors.Is(err, errPeerOffset) || snap.Confirmations != 1 || snap.Wide {
+			if snap, err := p.checkNow(context.Background()); !errors.Is(err, errPeerOffset) || snap.Confirmations != 1 || snap.Wide {
 				t.Fatalf("first round: %v, %d confirmations, wide %v; want out on a confirmed sample of 12 (%s)", err, snap.Confirmations, snap.Wide, snap.Detail)
 			}
 			rechecks, snap := recheckUntilBack(t, p, len(wide1), maxRechecks, tc.wantHeld)
@@ -154,7 +154,7 @@ func TestPeersWideRecheckReturnsAGoodNode(t *testing.T) {
 				t.Fatalf("back after %d re-checks: ready %v, confirmation %v, %d wide rounds (%s)", rechecks, g.Ready(), snap.Confirmation, snap.WideRounds, snap.Detail)
 			}
 			t.Logf("back after %d re-checks", rechecks)
-			snap, err := p.CheckNow(context.Background())
+			snap, err := p.checkNow(context.Background())
 			if err != nil || snap.Wide || len(snap.Peers) != DefaultPeerSample {
 				t.Fatalf("the round after the return: %v, wide %v, %d peers; want a sample of %d", err, snap.Wide, len(snap.Peers), DefaultPeerSample)
 			}
@@ -172,7 +172,7 @@ func TestPeersWideRecheckReturnsAGoodNode(t *testing.T) {
 func recheckUntilBack(t *testing.T, p *Peers, wideSize, limit int, held bool) (int, PeerSnapshot) {
 	t.Helper()
 	for rechecks := 1; ; rechecks++ {
-		snap, err := p.CheckNow(context.Background())
+		snap, err := p.checkNow(context.Background())
 		if !snap.Wide || len(snap.Peers) != wideSize {
 			t.Fatalf("re-check %d: wide %v, %d peers; want a wide sample of %d", rechecks, snap.Wide, len(snap.Peers), wideSize)
 		}

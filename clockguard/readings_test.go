@@ -31,11 +31,11 @@ func TestBuildReport(t *testing.T) {
 	p := newTestPeers(t, g, fc, &staticPeers{peers: []Peer{{WorkerID: 7, Addr: tp.addr}}}, PeersConfig{})
 
 	ctx := context.Background()
-	if _, err := n.CheckNow(ctx); err != nil {
-		t.Fatalf("NTP CheckNow: %v", err)
+	if _, err := n.checkNow(ctx); err != nil {
+		t.Fatalf("NTP checkNow: %v", err)
 	}
-	if _, err := p.CheckNow(ctx); err != nil {
-		t.Fatalf("Peers CheckNow: %v", err)
+	if _, err := p.checkNow(ctx); err != nil {
+		t.Fatalf("Peers checkNow: %v", err)
 	}
 	if !g.Ready() {
 		t.Fatalf("not in service: %+v", g.Status())
@@ -45,8 +45,8 @@ func TestBuildReport(t *testing.T) {
 	fc.StepWall(-2 * time.Second)
 	w.Step()
 	q.set(ntpServer, offsetAnswer(2*time.Second))
-	if _, err := n.CheckNow(ctx); !errors.Is(err, ErrNTPOffset) {
-		t.Fatalf("NTP CheckNow = %v, want ErrNTPOffset", err)
+	if _, err := n.checkNow(ctx); !errors.Is(err, errNTPOffset) {
+		t.Fatalf("NTP checkNow = %v, want errNTPOffset", err)
 	}
 
 	r := BuildReadings(g, w, n, p)

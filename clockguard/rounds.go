@@ -25,7 +25,7 @@ const (
 )
 
 // rounds schedules the rounds of the NTP and peer checks. A round, Run's or
-// one a caller started with CheckNow (the jump guard's re-ask after a clock
+// one a caller started with checkNow (the jump guard's re-ask after a clock
 // step), reports with ended whether the check's verdict after it keeps the
 // node out. Such a verdict is re-checked soon, with backoff, until a round
 // lets the node in: a fresh verdict ages too. Without this a node restarted

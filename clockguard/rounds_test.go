@@ -120,7 +120,7 @@ func TestRoundsRecheckAVerdictThatKeepsTheNodeOut(t *testing.T) {
 }
 
 // TestRoundsRecheckAfterARoundFromOutside: a round started by a caller (the
-// jump guard's CheckNow) that leaves the node out brings Run's next round
+// jump guard's checkNow) that leaves the node out brings Run's next round
 // forward from the interval; one that lets it in moves Run's next round to
 // an interval after it, even a re-check planned while the node was out (a
 // passing round never takes the node out sooner than the regular rounds).

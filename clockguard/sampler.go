@@ -14,14 +14,14 @@ type Sample struct {
 	Gap  time.Duration // width of the monotonic bracket: the reading's uncertainty
 }
 
-// MonoAfter returns the monotonic reading taken after Wall (the bracket's
+// monoAfter returns the monotonic reading taken after Wall (the bracket's
 // end): no earlier than the wall reading.
-func (s Sample) MonoAfter() time.Duration { return s.Mono - s.Gap/2 + s.Gap }
+func (s Sample) monoAfter() time.Duration { return s.Mono - s.Gap/2 + s.Gap }
 
-// ReadSample reads both clocks: the wall clock between two monotonic
+// readSample reads both clocks: the wall clock between two monotonic
 // readings, retried a bounded number of times when the goroutine was held
 // up in between, the tightest bracket kept.
-func ReadSample(c clock.Clock) Sample {
+func readSample(c clock.Clock) Sample {
 	m0, wall, gap := bracket(c)
 	return Sample{Wall: wall, Mono: m0 + gap/2, Gap: gap}
 }
@@ -35,10 +35,10 @@ type Sampler struct {
 	feed     []func(Sample)
 }
 
-// NewSampler returns a sampler of c that reads every interval (0 means
+// newSampler returns a sampler of c that reads every interval (0 means
 // defaultWatchInterval) and feeds each reading to every consumer, in order,
 // on its goroutine. Consumers must be quick and must not block.
-func NewSampler(c clock.Clock, interval time.Duration, feed ...func(Sample)) *Sampler {
+func newSampler(c clock.Clock, interval time.Duration, feed ...func(Sample)) *Sampler {
 	if interval <= 0 {
 		interval = defaultWatchInterval
 	}
@@ -47,7 +47,7 @@ func NewSampler(c clock.Clock, interval time.Duration, feed ...func(Sample)) *Sa
 
 // Sample reads the clocks once and feeds the reading to every consumer.
 func (s *Sampler) Sample() {
-	r := ReadSample(s.clk)
+	r := readSample(s.clk)
 	for _, f := range s.feed {
 		f(r)
 	}

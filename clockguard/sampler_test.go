@@ -11,7 +11,7 @@ import (
 )
 
 // A reading keeps the tightest bracket of at most maxSampleTries: its
-// monotonic time is the bracket's midpoint, MonoAfter its end. Calls 1–3
+// monotonic time is the bracket's midpoint, monoAfter its end. Calls 1–3
 // are the first try (Mono, WallNanos, Mono), 4–6 the second, and so on.
 func TestReadSample(t *testing.T) {
 	tests := []struct {
@@ -30,12 +30,12 @@ func TestReadSample(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &heldUpClock{delays: tc.delays}
-			got := ReadSample(c)
+			got := readSample(c)
 			if got != tc.want {
-				t.Fatalf("ReadSample = %+v, want %+v", got, tc.want)
+				t.Fatalf("readSample = %+v, want %+v", got, tc.want)
 			}
-			if end := got.Mono - got.Gap/2 + got.Gap; got.MonoAfter() != end {
-				t.Fatalf("MonoAfter = %v, want the bracket's end %v", got.MonoAfter(), end)
+			if end := got.Mono - got.Gap/2 + got.Gap; got.monoAfter() != end {
+				t.Fatalf("monoAfter = %v, want the bracket's end %v", got.monoAfter(), end)
 			}
 		})
 	}
@@ -71,7 +71,7 @@ func (r *feedRecorder) snapshot() []fed {
 func TestSamplerFeedsEveryConsumer(t *testing.T) {
 	fc := clocktest.NewFake(t0)
 	rec := &feedRecorder{}
-	s := NewSampler(fc, 0, rec.consumer("a"), rec.consumer("b"))
+	s := newSampler(fc, 0, rec.consumer("a"), rec.consumer("b"))
 	if s.interval != defaultWatchInterval {
 		t.Fatalf("interval %v, want the default %v", s.interval, defaultWatchInterval)
 	}
@@ -124,7 +124,7 @@ func TestSamplerFeedsEveryConsumer(t *testing.T) {
 func TestSamplerRun(t *testing.T) {
 	fc := clocktest.NewFake(t0)
 	rec := &feedRecorder{}
-	s := NewSampler(fc, time.Millisecond, rec.consumer("a"))
+	s := newSampler(fc, time.Millisecond, rec.consumer("a"))
 	stop := runInBackground(t, s.Run)
 	waitFor(t, "a few ticks", func() bool { return len(rec.snapshot()) >= 3 })
 	stop()

@@ -62,18 +62,18 @@ type WatcherStats struct {
 	LastStepAt      time.Time     `json:"last_step_at,omitzero"`    // wall time of the last detected step
 }
 
-// StepKind classifies one comparison.
-type StepKind int
+// stepKind classifies one comparison.
+type stepKind int
 
 // Outcomes of a comparison.
 const (
-	noStep       StepKind = iota // within the tolerance and the threshold (or the first sample)
+	noStep       stepKind = iota // within the tolerance and the threshold (or the first sample)
 	backwardStep                 // the wall clock went back by more than the tolerance
 	forwardStep                  // the wall clock jumped forward by more than the threshold
 )
 
 // String names the kind for logs.
-func (k StepKind) String() string {
+func (k stepKind) String() string {
 	switch k {
 	case noStep:
 		return "none"
@@ -87,7 +87,7 @@ func (k StepKind) String() string {
 
 // Step is the result of one comparison.
 type Step struct {
-	Kind StepKind
+	Kind stepKind
 	// Skew is wall elapsed − monotonic elapsed since the previous sample:
 	// negative when the wall clock was stepped back.
 	Skew time.Duration
@@ -149,11 +149,11 @@ func (w *Watcher) runTicks(ctx context.Context, ticks <-chan time.Time) {
 
 // sampler returns a sampler that feeds the watcher alone.
 func (w *Watcher) sampler() *Sampler {
-	return NewSampler(w.clk, w.cfg.Interval, func(s Sample) { w.Observe(s) })
+	return newSampler(w.clk, w.cfg.Interval, func(s Sample) { w.Observe(s) })
 }
 
 // Step takes one sample and compares it with the previous one (Observe).
-func (w *Watcher) Step() Step { return w.Observe(ReadSample(w.clk)) }
+func (w *Watcher) Step() Step { return w.Observe(readSample(w.clk)) }
 
 // Observe compares a sample with the previous one. A backward step beyond
 // the tolerance calls OnRollback; a forward step beyond the threshold is

@@ -59,7 +59,7 @@ func TestWatcherStepDetection(t *testing.T) {
 		name     string
 		advance  time.Duration // real time passing (both clocks)
 		stepWall time.Duration // wall-only step
-		wantKind StepKind
+		wantKind stepKind
 		wantSkew time.Duration
 	}{
 		{"time passes", 20 * time.Millisecond, 0, noStep, 0},
