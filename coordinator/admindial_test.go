@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn/zkmem"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
-	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn/zkmem"
 )
 
 // A crash leaves the lease of the dead session behind until the session

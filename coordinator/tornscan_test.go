@@ -10,7 +10,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
-	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn/zkmem"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 

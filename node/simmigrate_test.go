@@ -3,7 +3,7 @@ package node
 import (
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn/zkmem"
 )
 
 // A node key moved to a new machine while its old process is cut off from

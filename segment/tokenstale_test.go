@@ -12,7 +12,7 @@ import (
 
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
-	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn/zkmem"
 )
 
 // testStaleLimit is the token stale limit of the tests below.

@@ -14,11 +14,11 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/testsupport"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
-	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn/zkmem"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
 
-// memCluster is an in-memory ZooKeeper (internal/zkmem, which can forget
+// memCluster is an in-memory ZooKeeper (internal/zkconn/zkmem, which can forget
 // acknowledged writes: Snapshot, Restore) with a cluster "test" in it.
 func memCluster(t *testing.T) *zkmem.Server {
 	t.Helper()

@@ -34,7 +34,7 @@ func exportCounted(path string) bool {
 	if rel == "snowflake" || rel == "uuidv7" || strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "tests/") {
 		return false
 	}
-	return !strings.Contains(rel, "testsupport") && !strings.HasSuffix(rel, "test") && rel != "internal/zkmem"
+	return !strings.Contains(rel, "testsupport") && !strings.HasSuffix(rel, "test") && rel != "internal/zkconn/zkmem"
 }
 
 // dynamicMethods are method names that packages outside the module call

@@ -12,7 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
-	"codeberg.org/snowflaked/snowflaked/internal/zkmem"
+	"codeberg.org/snowflaked/snowflaked/internal/zkconn/zkmem"
 	"codeberg.org/snowflaked/snowflaked/tests/zkharness"
 	"codeberg.org/snowflaked/snowflaked/tests/zkproxy"
 )
