@@ -89,6 +89,7 @@ type pool struct {
 	// probe, when set (a plain-HTTP pool), reports whether addr serves
 	// HTTPS: asked when a new connection ended before any answer.
 	probe  func(addr string, deadline time.Time) bool
+	ctx    context.Context    // cancelled on close: the dials' context
 	cancel context.CancelFunc // aborts dials in progress on close
 
 	mu     sync.Mutex
@@ -103,7 +104,7 @@ func newPool(maxIdle int, tlsCfg *tls.Config) *pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := dialer{ctx: ctx, tls: tlsCfg, proxy: http.ProxyFromEnvironment}
 	p := &pool{
-		maxIdle: maxIdle, cancel: cancel, dial: d.dial,
+		maxIdle: maxIdle, ctx: ctx, cancel: cancel, dial: d.dial,
 		idle: map[string][]*httpConn{},
 		open: map[*httpConn]struct{}{},
 	}
@@ -148,7 +149,7 @@ func (d dialer) dial(addr string, deadline time.Time) (net.Conn, route, error) {
 	if d.tls == nil {
 		return nc, route{prefix: "http://" + addr, auth: auth}, nil
 	}
-	if err := connect(nc, addr, auth, deadline); err != nil {
+	if err := connect(d.ctx, nc, addr, auth, deadline); err != nil {
 		_ = nc.Close()
 		return nil, route{}, fmt.Errorf("proxy %s: %w", proxy.Redacted(), err)
 	}
@@ -198,10 +199,18 @@ func proxyAuth(proxy *url.URL) string {
 
 // connect asks the proxy on nc for a tunnel to addr (CONNECT) and reads
 // its answer: a 2xx opens the tunnel.
-func connect(nc net.Conn, addr, auth string, deadline time.Time) error {
+func connect(ctx context.Context, nc net.Conn, addr, auth string, deadline time.Time) (err error) {
 	if err := nc.SetDeadline(deadline); err != nil {
 		return err
 	}
+	// Close cancels ctx: a proxy that never answers must not hold the call
+	// to its deadline. A deadline in the past ends the read at once.
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	defer func() {
+		if !stop() && err == nil {
+			err = fmt.Errorf("CONNECT %s: %w", addr, context.Cause(ctx))
+		}
+	}()
 	req := "CONNECT " + addr + " HTTP/1.1\r\nHost: " + addr + "\r\nUser-Agent: snowflaked-client\r\n" + auth + "\r\n"
 	if _, err := io.WriteString(nc, req); err != nil {
 		return fmt.Errorf("CONNECT %s: %w", addr, err)

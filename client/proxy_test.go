@@ -308,7 +308,7 @@ func proxyChild(t *testing.T, nodes []string) {
 // environment says.
 func withProxy(c *Client, proxy string) {
 	p := c.pool.(*pool)
-	d := dialer{ctx: context.Background(), tls: c.cfg.TLS, proxy: func(*http.Request) (*url.URL, error) { return url.Parse(proxy) }}
+	d := dialer{ctx: p.ctx, tls: c.cfg.TLS, proxy: func(*http.Request) (*url.URL, error) { return url.Parse(proxy) }}
 	p.dial = d.dial
 }
 

@@ -184,7 +184,8 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// parseIDs reads exactly n strictly increasing positive IDs, one a line.
+// parseIDs reads exactly n positive IDs, each ending with a newline
+// (strictly increasing when increasing; else none twice).
 func parseIDs(body []byte, n int, increasing bool) ([]int64, error) {
 	out := make([]int64, 0, n)
 	for i := 0; i < len(body); {
@@ -198,6 +199,8 @@ func parseIDs(body []byte, n int, increasing bool) ([]int64, error) {
 			id = id*10 + int64(d)
 		}
 		switch {
+		case j == len(body): // a node ends every ID with a newline: a cut answer is refused, never shortened
+			return nil, fmt.Errorf("line %q does not end", truncate(lineAt(body, i)))
 		case j == i:
 			return nil, errors.New("an empty line")
 		case id <= 0: // 0, or 19 digits past MaxInt64
