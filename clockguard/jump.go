@@ -371,7 +371,7 @@ func (j *JumpGuard) accept(since int64, sinceMon time.Duration, latest []jumpVer
 	case by == "" && (judged || j.clk.Mono()-sinceMon < j.hold):
 		return "", false
 	case by == "":
-		by = fmt.Sprintf("held for %v with no NTP or peer jumpVerdict", j.hold)
+		by = fmt.Sprintf("held for %v with no NTP or peer verdict", j.hold)
 	}
 	// The jump as measured becomes trusted, not whatever the clock reads
 	// now: a second jump since is seen by the next step as one of its own.

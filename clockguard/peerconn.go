@@ -136,11 +136,14 @@ func (p *Peers) measure(ctx context.Context, c *peerConn, keep bool) (exchange, 
 	for i := range peerSamples {
 		var rtt, offset time.Duration
 		rtt, offset, closing, err = p.sample(c.conn, c.br, c.addr, !keep && i == peerSamples-1)
-		if err != nil || (closing && i < peerSamples-1) {
+		if err != nil {
 			break
 		}
 		if !ex.got || rtt < ex.rtt {
 			ex.rtt, ex.offset, ex.got = rtt, offset, true
+		}
+		if closing { // the peer closes the connection after this answer: keep what it measured
+			break
 		}
 	}
 	// A connection whose deadline the context's end may have set cannot be

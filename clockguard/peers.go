@@ -481,7 +481,12 @@ func readTimeAnswer(br *bufio.Reader) (body []byte, closing bool, status int, er
 	if err != nil {
 		return nil, true, 0, err
 	}
-	defer resp.Body.Close()
+	// On an error the body is left unread and the connection dropped (the
+	// caller's closing): closing the body would drain it, for as long as a
+	// peer cares to trickle an oversized answer.
+	if resp.ContentLength > maxTimeBody {
+		return nil, true, 0, fmt.Errorf("body of %d bytes, larger than %d", resp.ContentLength, maxTimeBody)
+	}
 	body, err = io.ReadAll(io.LimitReader(resp.Body, maxTimeBody+1))
 	switch {
 	case err != nil:
@@ -489,6 +494,7 @@ func readTimeAnswer(br *bufio.Reader) (body []byte, closing bool, status int, er
 	case len(body) > maxTimeBody:
 		return nil, true, 0, fmt.Errorf("body larger than %d bytes", maxTimeBody)
 	}
+	_ = resp.Body.Close() // read to its end: nothing left to drain
 	return body, resp.Close, resp.StatusCode, nil
 }
 
