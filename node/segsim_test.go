@@ -689,6 +689,7 @@ func (s *segSim) start(n *simNode) {
 // no longer lists are at most the mark's chunk, plus the newest range when
 // the crash fell between its grant and the file write that records it.
 func (s *segSim) kill(n *simNode, wipe bool) error {
+	s.settle()
 	p := n.proc
 	var held []segment.Range
 	var ahead, wasted int64
@@ -776,6 +777,20 @@ func (s *segSim) noteStore(p *simProc) {
 	}
 }
 
+// settle waits until what the world's last action set off (a Take's kick
+// of its loaders, a stop's end of a session) has run as far as it can at
+// this virtual instant, so that the next action, at the same instant,
+// finds the same world in every run. Without it the order of the two
+// is the runtime's, which real time moves (a goroutine that ran 10ms is
+// preempted and queued behind the others): under load a loader that a
+// Take kicked starts its load before the stop that follows closes the
+// service in some runs and not in others (a range more allocated and
+// returned, the stop 2ms later).
+// Each step settles before the next (runSegmentSimTrace); the actions of
+// one step (finish's takes and stops, a night's stops, the takes during a
+// stop) settle here.
+func (s *segSim) settle() { synctest.Wait() }
+
 // stop is the node's clean stop: segment mode gets its half of a 10s
 // --shutdown-timeout.
 // killDuringStop starts a clean stop and kills the process after "after"
@@ -784,6 +799,7 @@ func (s *segSim) noteStore(p *simProc) {
 // The IDs it held count as allowed losses; the duplicate and returned-range
 // checks judge it.
 func (s *segSim) killDuringStop(n *simNode, after time.Duration) {
+	s.settle()
 	p := n.proc
 	var held int64
 	for _, ts := range p.mode.Status() {
@@ -812,6 +828,7 @@ func (s *segSim) killDuringStop(n *simNode, after time.Duration) {
 }
 
 func (s *segSim) stop(n *simNode, strict bool) error {
+	s.settle()
 	p := n.proc
 	if c := p.zk.latest(); c != nil {
 		label, renewal := c.Label() // not the session ID: it counts every process's Connects
@@ -874,6 +891,7 @@ func (s *segSim) stop(n *simNode, strict bool) error {
 }
 
 func (s *segSim) take(n *simNode) error {
+	s.settle()
 	if s.world == worldReset {
 		return s.takeReset(n)
 	}
