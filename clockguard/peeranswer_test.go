@@ -14,9 +14,10 @@ import (
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 )
 
-// rawTimePeer answers every GET /time with answer(unixNs) and then closes
-// the connection when closeAfter is set.
-func rawTimePeer(t *testing.T, fc interface{ WallNanos() int64 }, answer func(body string) string, closeAfter bool) string {
+// rawPeer serves each connection to a listener on 127.0.0.1 with serve,
+// which answers the requests it reads from r (readHead skips one request's
+// head); it returns the listener's address.
+func rawPeer(t *testing.T, serve func(c net.Conn, r *bufio.Reader)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,26 +33,38 @@ func rawTimePeer(t *testing.T, fc interface{ WallNanos() int64 }, answer func(bo
 			}
 			wg.Go(func() {
 				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					for {
-						l, err := r.ReadString('\n')
-						if err != nil {
-							return
-						}
-						if l == "\r\n" {
-							break
-						}
-					}
-					body := `{"unix_ns":` + strconv.FormatInt(fc.WallNanos(), 10) + `}`
-					if _, err := io.WriteString(c, answer(body)); err != nil || closeAfter {
-						return
-					}
-				}
+				serve(c, bufio.NewReader(c))
 			})
 		}
 	})
 	return ln.Addr().String()
+}
+
+// readHead reads one request's head from r.
+func readHead(r *bufio.Reader) error {
+	for {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if l == "\r\n" {
+			return nil
+		}
+	}
+}
+
+// rawTimePeer answers every GET /time with answer(unixNs) and then closes
+// the connection when closeAfter is set.
+func rawTimePeer(t *testing.T, fc interface{ WallNanos() int64 }, answer func(body string) string, closeAfter bool) string {
+	t.Helper()
+	return rawPeer(t, func(c net.Conn, r *bufio.Reader) {
+		for readHead(r) == nil {
+			body := `{"unix_ns":` + strconv.FormatInt(fc.WallNanos(), 10) + `}`
+			if _, err := io.WriteString(c, answer(body)); err != nil || closeAfter {
+				return
+			}
+		}
+	})
 }
 
 // TestPeerAnsweringConnectionCloseIsMeasured: a peer that answers /time
@@ -80,48 +93,23 @@ func TestPeerAnsweringConnectionCloseIsMeasured(t *testing.T) {
 // Timeout (closing a net/http body drains it).
 func TestOversizedTimeAnswerRefusedAtOnce(t *testing.T) {
 	fc := clocktest.NewFake(t0)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	addr := rawPeer(t, func(c net.Conn, r *bufio.Reader) {
+		if readHead(r) != nil {
+			return
+		}
+		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n"); err != nil {
+			return
+		}
+		chunk := []byte(strings.Repeat(" ", 8192))
+		for { // trickle, until the client hangs up
+			if _, err := c.Write(chunk); err != nil {
 				return
 			}
-			wg.Go(func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					l, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if l == "\r\n" {
-						break
-					}
-				}
-				if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n"); err != nil {
-					return
-				}
-				chunk := make([]byte, 8192)
-				for i := range chunk {
-					chunk[i] = ' '
-				}
-				for {
-					if _, err := c.Write(chunk); err != nil {
-						return
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-			})
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 	const timeout = time.Minute
-	p := newTestPeers(t, newGuard(t), fc, StaticPeers([]Peer{{WorkerID: 1, Addr: ln.Addr().String()}}), PeersConfig{Timeout: timeout})
+	p := newTestPeers(t, newGuard(t), fc, StaticPeers([]Peer{{WorkerID: 1, Addr: addr}}), PeersConfig{Timeout: timeout})
 	start := time.Now()
 	snap, _ := p.checkNow(context.Background())
 	if took := time.Since(start); took >= timeout/2 {
