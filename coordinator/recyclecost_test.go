@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn"
@@ -52,7 +51,7 @@ func recycleManyAtOnce(t *testing.T) error {
 	for i := range old {
 		c := newCoord(t, cfgFor(fmt.Sprintf("old-%02d", i)))
 		id := mustClaim(t, c)
-		fence := clock.UnixMilli(clk) + int64(i)
+		fence := int64(snowflake.UnixMilliNow(clk)) + int64(i)
 		if err := c.Close(context.Background(), snowflake.UnixMilli(fence)); err != nil {
 			return err
 		}
@@ -152,7 +151,7 @@ func recycleFromOutdatedScanOfANamedID(t *testing.T) error {
 	for i := range 4 {
 		c := newCoord(t, cfgFor(fmt.Sprintf("old-%d", i)))
 		mustClaim(t, c)
-		if err := c.Close(ctx, snowflake.UnixMilli(clock.UnixMilli(clk))); err != nil {
+		if err := c.Close(ctx, snowflake.UnixMilliNow(clk)); err != nil {
 			return err
 		}
 	}
@@ -176,14 +175,14 @@ func recycleFromOutdatedScanOfANamedID(t *testing.T) error {
 	// ...B takes a worker ID over and stops (its lease is gone)...
 	b := newCoord(t, cfgFor("b"))
 	bid := mustClaim(t, b)
-	if err := b.Close(ctx, snowflake.UnixMilli(clock.UnixMilli(clk))); err != nil {
+	if err := b.Close(ctx, snowflake.UnixMilliNow(clk)); err != nil {
 		return err
 	}
 	if len(s.claimers[bid.WorkerID]) == 0 {
 		return fmt.Errorf("a's scan has no owner of worker ID %d", bid.WorkerID)
 	}
 	// ...and A's take-over of the same ID from its outdated scan fails.
-	ops, _, _, _, err := a.recycleOps(s, s.byPath[own.path], bid.WorkerID, snowflake.UnixMilli(clock.UnixMilli(clk)), zkclient.NewToken())
+	ops, _, _, _, err := a.recycleOps(s, s.byPath[own.path], bid.WorkerID, snowflake.UnixMilliNow(clk), zkclient.NewToken())
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/zkclient"
 	"codeberg.org/snowflaked/snowflaked/internal/zkconn/zkmem"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
@@ -43,7 +42,7 @@ func recycleInsideAScan(t *testing.T) error {
 		c := newCoord(t, cfgFor(fmt.Sprintf("old-%d", i)))
 		mustClaim(t, c)
 		if i == 3 {
-			if err := c.Close(ctx, snowflake.UnixMilli(clock.UnixMilli(clk))); err != nil {
+			if err := c.Close(ctx, snowflake.UnixMilliNow(clk)); err != nil {
 				return err
 			}
 		}
@@ -52,7 +51,7 @@ func recycleInsideAScan(t *testing.T) error {
 	// C recycles worker ID 3 and stops; later it is dead for recycle-after.
 	cc := newCoord(t, cfgFor("c"))
 	cid := mustClaim(t, cc)
-	if err := cc.Close(ctx, snowflake.UnixMilli(clock.UnixMilli(clk))); err != nil {
+	if err := cc.Close(ctx, snowflake.UnixMilliNow(clk)); err != nil {
 		return err
 	}
 	pass(2 * time.Minute)

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"codeberg.org/snowflaked/snowflaked/internal/clock"
 	"codeberg.org/snowflaked/snowflaked/internal/clock/clocktest"
 	"codeberg.org/snowflaked/snowflaked/snowflake"
 )
@@ -34,7 +33,7 @@ func TestNewGeneratorRollbackTolerance(t *testing.T) {
 			if err := n.newGenerator(); err != nil {
 				t.Fatal(err)
 			}
-			n.issuing.SetFence(snowflake.UnixMilli(clock.UnixMilli(fake) + time.Minute.Milliseconds())) // as the fence keeper does
+			n.issuing.SetFence(snowflake.UnixMilliNow(fake).Add(time.Minute)) // as the fence keeper does
 			last, err := n.gen.Next()
 			if err != nil {
 				t.Fatal(err)

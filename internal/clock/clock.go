@@ -42,6 +42,3 @@ func (s *System) Mono() time.Duration { return time.Since(s.origin) }
 // WallTime converts a Clock's wall reading into a time.Time without a
 // monotonic component.
 func WallTime(c Clock) time.Time { return time.Unix(0, c.WallNanos()) }
-
-// UnixMilli returns a Clock's wall reading in Unix milliseconds.
-func UnixMilli(c Clock) int64 { return c.WallNanos() / int64(time.Millisecond) }
