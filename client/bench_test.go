@@ -103,32 +103,7 @@ func BenchmarkNextParallel(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Close()
-			ctx := context.Background()
-			if _, err := c.Next(ctx); err != nil { // the connection, dialled
-				b.Fatal(err)
-			}
-			before := c.Stats()
-			var left atomic.Int64
-			left.Store(int64(b.N))
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			for range callers {
-				wg.Go(func() {
-					for left.Add(-1) >= 0 {
-						if _, err := c.Next(ctx); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			st := c.Stats()
-			if r := st.Requests - before.Requests; r > 0 {
-				b.ReportMetric(float64(st.IDs-before.IDs)/float64(r), "ids/request")
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ids/s")
+			benchNext(b, c, callers)
 		})
 	}
 }
